@@ -1,0 +1,245 @@
+"""The storage interface every backend implements.
+
+One interface, several implementations side by side (``sqlite.py`` for the
+embedded store and self-hosting, ``dynamo.py`` for AWS), all held to one
+contract test suite (``tests/test_store_contract.py``). The interface stores
+facts and enforces only what must be atomic (unique names, single-use invites,
+who owns a packet id); the rules about *who may do what* live in
+``chalicelib.service``.
+
+Times are timezone-aware UTC ``datetime`` objects; tokens, invite codes and
+device codes are stored only as hashes, never in the clear.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+Role = Literal["owner", "member"]
+
+
+class StoreError(Exception):
+    """Base class for the errors a store raises on purpose."""
+
+
+class Conflict(StoreError):
+    """A unique name, label or id is already taken by someone else."""
+
+
+class NotFound(StoreError):
+    """The thing the operation needs does not exist."""
+
+
+class Gone(StoreError):
+    """The thing existed but can no longer be used (an invite used or expired)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PacketMeta:
+    """What a listing shows: enough to pick a packet without fetching it."""
+
+    id: str
+    created_at: str  # as written in the packet (RFC 3339)
+    goal: str
+    owner_id: str
+    team_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPacket:
+    meta: PacketMeta
+    body: bytes  # the canonical bytes, exactly as stored
+    conforming: bool = True  # False only for packets accepted in lenient mode
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    items: list[PacketMeta]
+    cursor: str | None = None  # opaque; pass back to get the next page, None when done
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    id: str
+    display: str
+    created_at: datetime
+    subject: str | None = None  # external identity (the Cognito ``sub``), when there is one
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    label: str  # unique per store; what people see and revoke by
+    user_id: str
+    token_hash: str  # hex sha256 of the bearer token
+    created_at: datetime
+    last_used_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Team:
+    id: str
+    name: str
+    owner_id: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    user_id: str
+    display: str
+    role: Role
+    joined_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Invite:
+    code_hash: str
+    team_id: str
+    created_by: str
+    created_at: datetime
+    expires_at: datetime
+    used_at: datetime | None = None
+    used_by: str | None = None
+
+
+class Store(ABC):
+    """Storage for packets, users, tokens, teams and invites."""
+
+    # -- packets ---------------------------------------------------------
+
+    @abstractmethod
+    def put_packet(self, packet: StoredPacket, *, sort_key: str) -> bool:
+        """Store a packet; return True when created, False when it replaced one.
+
+        ``sort_key`` orders listings (newest first); it is the packet's
+        ``created_at`` normalized to UTC. A packet id is owned by whoever
+        stored it first, in the scope they stored it in: a put whose id exists
+        with another owner or another team raises ``Conflict`` and leaves the
+        existing packet untouched (the reference upserts blindly; we must not).
+        The check and the write are one atomic step.
+        """
+
+    @abstractmethod
+    def get_packet(self, packet_id: str) -> StoredPacket | None: ...
+
+    @abstractmethod
+    def list_packets(
+        self,
+        *,
+        owner_id: str,
+        team_id: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        """Packets of one scope, newest first.
+
+        Personal scope (``team_id`` None): the packets ``owner_id`` stored with
+        no team. Team scope: every packet of ``team_id``, whoever stored it
+        (``owner_id`` is then ignored).
+        """
+
+    @abstractmethod
+    def packet_ids_with_prefix(
+        self, prefix: str, *, owner_id: str, team_id: str | None = None, limit: int = 2
+    ) -> list[str]:
+        """Ids in the given scope (as for ``list_packets``) starting with ``prefix``."""
+
+    @abstractmethod
+    def delete_packet(self, packet_id: str) -> bool:
+        """Delete a packet; True when it existed."""
+
+    # -- users and tokens -----------------------------------------------
+
+    @abstractmethod
+    def create_user(self, user: User, token: Token | None = None) -> None:
+        """Store a new user (and its first token, in the same atomic step).
+
+        Ids are minted by the caller. Conflict when the id, the ``subject``
+        (an external identity), or the token's label or hash is taken.
+        """
+
+    @abstractmethod
+    def get_user(self, user_id: str) -> User | None: ...
+
+    @abstractmethod
+    def get_user_by_subject(self, subject: str) -> User | None: ...
+
+    @abstractmethod
+    def add_token(self, token: Token) -> None:
+        """Record a token hash for an existing user. Conflict when the label or hash is taken."""
+
+    @abstractmethod
+    def token_owner(self, token_hash: str) -> tuple[Token, User] | None:
+        """The token with this hash and its user, or None (unknown or revoked)."""
+
+    @abstractmethod
+    def touch_token(self, token_hash: str, when: datetime) -> None:
+        """Record a use of the token (callers throttle how often they call this)."""
+
+    @abstractmethod
+    def list_tokens(self, *, user_id: str | None = None) -> list[Token]:
+        """Tokens, oldest first; only ``user_id``'s when given."""
+
+    @abstractmethod
+    def revoke_token(self, label: str, *, user_id: str | None = None) -> bool:
+        """Delete the token with this label (only if it is ``user_id``'s, when given)."""
+
+    # -- teams ----------------------------------------------------------
+
+    @abstractmethod
+    def create_team(self, team: Team) -> None:
+        """Store a team and its owner's membership atomically. Conflict when the name is taken."""
+
+    @abstractmethod
+    def get_team(self, name: str) -> Team | None: ...
+
+    @abstractmethod
+    def list_teams(self, user_id: str) -> list[Team]:
+        """The teams ``user_id`` belongs to, oldest first."""
+
+    @abstractmethod
+    def delete_team(self, team_id: str) -> None:
+        """Delete a team with its memberships, invites and packets."""
+
+    @abstractmethod
+    def get_member(self, team_id: str, user_id: str) -> Member | None: ...
+
+    @abstractmethod
+    def list_members(self, team_id: str) -> list[Member]:
+        """Members, oldest first (the owner first)."""
+
+    @abstractmethod
+    def add_member(self, team_id: str, user_id: str, role: Role = "member") -> Member:
+        """Add a membership; adding an existing member returns it unchanged."""
+
+    @abstractmethod
+    def remove_member(self, team_id: str, user_id: str) -> bool: ...
+
+    # -- invites --------------------------------------------------------
+
+    @abstractmethod
+    def create_invite(self, invite: Invite) -> None: ...
+
+    @abstractmethod
+    def accept_invite(
+        self,
+        code_hash: str,
+        user_id: str,
+        now: datetime,
+        *,
+        new_user: tuple[User, Token] | None = None,
+    ) -> tuple[Invite, Member]:
+        """Use an invite: mark it used by ``user_id`` and add the membership, atomically, once.
+
+        With ``new_user`` the user (and its first token) is created in the same
+        step, so a lost race leaves no orphan user behind. NotFound for an
+        unknown code; Gone when already used or expired at ``now``. Of any
+        number of concurrent accepts of one code exactly one succeeds. A user
+        who is already a member keeps their role.
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most stores hold nothing
+        """Release connections; the store is not used afterwards."""

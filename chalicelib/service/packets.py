@@ -1,0 +1,153 @@
+"""Pushing, reading, listing and deleting packets, with the scope rules.
+
+A packet lives in exactly one scope, chosen at push time: personal (visible
+to the user who pushed it) or one team (visible to every member). Anything a
+caller may not see is reported as absent, so nobody can probe for ids or team
+names they have no business knowing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .. import packet
+from ..store import Conflict as StoreConflict
+from ..store import PacketMeta, Store, StoredPacket, Team, User
+from .errors import BadRequest, Conflict, NotFound, PayloadTooLarge
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class PushResult:
+    id: str
+    created: bool  # False when it replaced the caller's own packet with the same id
+    conforming: bool
+
+
+def team_for(store: Store, caller: User, name: str) -> Team:
+    """The team ``caller`` belongs to; a missing team and a non-member look the same."""
+    team = store.get_team(name)
+    if team is None or store.get_member(team.id, caller.id) is None:
+        raise NotFound("team not found")
+    return team
+
+
+def push(
+    store: Store,
+    caller: User,
+    raw: bytes | str | Mapping[str, Any],
+    *,
+    team: str | None = None,
+    lenient: bool = False,
+) -> PushResult:
+    """Validate a packet and store it in canonical form in the chosen scope."""
+    if isinstance(raw, str):
+        raw = raw.encode()
+    if isinstance(raw, bytes):
+        if len(raw) > packet.MAX_PACKET_BYTES:
+            raise PayloadTooLarge(f"packet too large (max {packet.MAX_PACKET_BYTES} bytes)")
+        try:
+            data = packet.parse(raw)
+        except packet.PacketError as exc:
+            raise BadRequest(str(exc)) from None
+    else:
+        data = dict(raw)
+    try:
+        checked = packet.check(data, lenient=lenient)
+    except packet.PacketError as exc:
+        raise BadRequest(str(exc)) from None
+    packet_id, created_at, goal = _identity(checked.data)
+    scope = team_for(store, caller, team) if team else None
+    stored = StoredPacket(
+        meta=PacketMeta(
+            id=packet_id,
+            created_at=created_at,
+            goal=goal,
+            owner_id=caller.id,
+            team_id=scope.id if scope else None,
+        ),
+        body=packet.canonical_bytes(checked.data),
+        conforming=checked.conforming,
+    )
+    try:
+        created = store.put_packet(stored, sort_key=_sort_key(created_at))
+    except StoreConflict:
+        # Someone else (or another scope) owns this id: never touch their packet.
+        raise Conflict("packet id already exists") from None
+    return PushResult(id=packet_id, created=created, conforming=checked.conforming)
+
+
+def get(store: Store, caller: User, packet_id: str) -> StoredPacket:
+    found = store.get_packet(packet_id)
+    if found is None or not _can_read(store, caller, found.meta):
+        raise NotFound("not found")
+    return found
+
+
+def list_(
+    store: Store, caller: User, *, team: str | None = None, limit: int = DEFAULT_LIMIT
+) -> list[PacketMeta]:
+    """The newest packets of the caller's personal scope or of one of their teams."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}")
+    team_id = team_for(store, caller, team).id if team else None
+    return store.list_packets(owner_id=caller.id, team_id=team_id, limit=limit).items
+
+
+def resolve(store: Store, caller: User, prefix: str, *, team: str | None = None) -> str:
+    """The one id in the caller's scope that starts with ``prefix`` (used by the local CLI)."""
+    team_id = team_for(store, caller, team).id if team else None
+    matches = store.packet_ids_with_prefix(prefix, owner_id=caller.id, team_id=team_id, limit=2)
+    if not matches:
+        raise NotFound(f"no packet matches {prefix!r}")
+    if len(matches) > 1:
+        raise BadRequest(f"{prefix!r} matches more than one packet; give more of the id")
+    return matches[0]
+
+
+def delete(store: Store, caller: User, packet_id: str) -> None:
+    """Personal packets: the owner. Team packets: their creator or the team's owner."""
+    found = store.get_packet(packet_id)
+    if found is None or not _can_delete(store, caller, found.meta):
+        raise NotFound("not found")
+    store.delete_packet(packet_id)
+
+
+def _can_read(store: Store, caller: User, meta: PacketMeta) -> bool:
+    if meta.team_id is None:
+        return meta.owner_id == caller.id
+    return store.get_member(meta.team_id, caller.id) is not None
+
+
+def _can_delete(store: Store, caller: User, meta: PacketMeta) -> bool:
+    if meta.team_id is None:
+        return meta.owner_id == caller.id
+    member = store.get_member(meta.team_id, caller.id)
+    if member is None:
+        return False
+    return meta.owner_id == caller.id or member.role == "owner"
+
+
+def _identity(data: Mapping[str, Any]) -> tuple[str, str, str]:
+    """Id, created_at and goal; a lenient packet must still carry a usable id."""
+    packet_id = data.get("id")
+    if not isinstance(packet_id, str) or not 10 <= len(packet_id) <= 64:
+        raise BadRequest("id: required, a string of 10 to 64 characters (even in lenient mode)")
+    created_at = data.get("created_at")
+    goal = data.get("goal")
+    return (
+        packet_id,
+        created_at if isinstance(created_at, str) else "",
+        goal if isinstance(goal, str) else "",
+    )
+
+
+def _sort_key(created_at: str) -> str:
+    try:
+        return packet.created_at_sort_key(created_at)
+    except ValueError:
+        return ""  # a lenient packet with an unreadable timestamp sorts oldest

@@ -1,0 +1,543 @@
+"""The SQLite store: the embedded default of the CLI and the self-hosted server.
+
+Safe under concurrent processes and threads: each thread gets its own
+connection, the database runs in WAL mode (readers never block the writer),
+and every write that checks before it writes does so inside ``BEGIN
+IMMEDIATE``, which takes the write lock up front so two writers cannot both
+pass the check. ``synchronous=NORMAL`` keeps every committed transaction
+across a crash of the process (what ``kill -9`` does); only a power cut can
+lose the last few commits.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from . import (
+    Conflict,
+    Gone,
+    Invite,
+    Member,
+    NotFound,
+    Page,
+    PacketMeta,
+    Role,
+    Store,
+    StoredPacket,
+    Team,
+    Token,
+    User,
+)
+
+# Each entry moves the schema one version up; never edit a released entry,
+# append a new one. PRAGMA user_version records how far a database has come.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE packets (
+        id          TEXT PRIMARY KEY,
+        scope       TEXT NOT NULL,  -- 'u:<owner_id>' or 't:<team_id>'
+        owner_id    TEXT NOT NULL,
+        team_id     TEXT,
+        sort_key    TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        goal        TEXT NOT NULL,
+        conforming  INTEGER NOT NULL DEFAULT 1,
+        body        BLOB NOT NULL
+    );
+    CREATE INDEX packets_by_scope ON packets (scope, sort_key DESC, id DESC);
+    CREATE TABLE users (
+        id          TEXT PRIMARY KEY,
+        display     TEXT NOT NULL,
+        subject     TEXT UNIQUE,
+        created_at  TEXT NOT NULL
+    );
+    CREATE TABLE tokens (
+        token_hash    TEXT PRIMARY KEY,
+        label         TEXT NOT NULL UNIQUE,
+        user_id       TEXT NOT NULL,
+        created_at    TEXT NOT NULL,
+        last_used_at  TEXT
+    );
+    CREATE INDEX tokens_by_user ON tokens (user_id);
+    CREATE TABLE teams (
+        id          TEXT PRIMARY KEY,
+        name        TEXT NOT NULL UNIQUE,
+        owner_id    TEXT NOT NULL,
+        created_at  TEXT NOT NULL
+    );
+    CREATE TABLE members (
+        team_id     TEXT NOT NULL,
+        user_id     TEXT NOT NULL,
+        role        TEXT NOT NULL,
+        joined_at   TEXT NOT NULL,
+        PRIMARY KEY (team_id, user_id)
+    );
+    CREATE INDEX members_by_user ON members (user_id);
+    CREATE TABLE invites (
+        code_hash   TEXT PRIMARY KEY,
+        team_id     TEXT NOT NULL,
+        created_by  TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        expires_at  TEXT NOT NULL,
+        used_at     TEXT,
+        used_by     TEXT
+    );
+    CREATE INDEX invites_by_team ON invites (team_id);
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+BUSY_TIMEOUT_MS = 30_000
+
+
+def _ts(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _dt(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def _scope(owner_id: str, team_id: str | None) -> str:
+    return f"t:{team_id}" if team_id else f"u:{owner_id}"
+
+
+def _encode_cursor(sort_key: str, packet_id: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps([sort_key, packet_id]).encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[str, str]:
+    try:
+        sort_key, packet_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return str(sort_key), str(packet_id)
+    except (ValueError, TypeError) as exc:
+        raise ValueError("invalid cursor") from exc
+
+
+class SqliteStore(Store):
+    """A ``Store`` in one SQLite file. Open it once per process and share it across threads."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._migrate()
+
+    # -- connections and transactions -----------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A transaction that holds the write lock from its first statement."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = self._conn()
+        # WAL is a property of the file; switching needs no transaction and is idempotent.
+        conn.execute("PRAGMA journal_mode = WAL")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:
+            return
+        if version > SCHEMA_VERSION:
+            raise RuntimeError(
+                f"{self.path} has schema version {version}, newer than this ltm "
+                f"understands ({SCHEMA_VERSION}); upgrade ltm"
+            )
+        with self._write() as db:
+            # Re-read under the write lock: another process may have migrated meanwhile.
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            for step in MIGRATIONS[version:]:
+                for statement in step.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+    # -- packets ---------------------------------------------------------
+
+    def put_packet(self, packet: StoredPacket, *, sort_key: str) -> bool:
+        meta = packet.meta
+        with self._write() as db:
+            row = db.execute(
+                "SELECT owner_id, team_id FROM packets WHERE id = ?", (meta.id,)
+            ).fetchone()
+            if row is not None and (row[0], row[1]) != (meta.owner_id, meta.team_id):
+                raise Conflict(f"packet {meta.id} belongs to another owner or scope")
+            db.execute(
+                "INSERT OR REPLACE INTO packets (id, scope, owner_id, team_id, sort_key,"
+                " created_at, goal, conforming, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    meta.id,
+                    _scope(meta.owner_id, meta.team_id),
+                    meta.owner_id,
+                    meta.team_id,
+                    sort_key,
+                    meta.created_at,
+                    meta.goal,
+                    int(packet.conforming),
+                    packet.body,
+                ),
+            )
+        return row is None
+
+    def get_packet(self, packet_id: str) -> StoredPacket | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT id, created_at, goal, owner_id, team_id, body, conforming"
+                " FROM packets WHERE id = ?",
+                (packet_id,),
+            )
+            .fetchone()
+        )
+        if row is None:
+            return None
+        return StoredPacket(PacketMeta(*row[:5]), bytes(row[5]), bool(row[6]))
+
+    def list_packets(
+        self,
+        *,
+        owner_id: str,
+        team_id: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        sql = (
+            "SELECT id, created_at, goal, owner_id, team_id, sort_key FROM packets WHERE scope = ?"
+        )
+        args: list[object] = [_scope(owner_id, team_id)]
+        if cursor:
+            sql += " AND (sort_key, id) < (?, ?)"
+            args.extend(_decode_cursor(cursor))
+        sql += " ORDER BY sort_key DESC, id DESC LIMIT ?"
+        args.append(limit + 1)
+        rows = self._conn().execute(sql, args).fetchall()
+        items = [PacketMeta(*row[:5]) for row in rows[:limit]]
+        more = len(rows) > limit
+        next_cursor = _encode_cursor(rows[limit - 1][5], rows[limit - 1][0]) if more else None
+        return Page(items, next_cursor)
+
+    def packet_ids_with_prefix(
+        self, prefix: str, *, owner_id: str, team_id: str | None = None, limit: int = 2
+    ) -> list[str]:
+        # A range on the primary key instead of LIKE: no escaping, and it uses the index.
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT id FROM packets WHERE id >= ? AND id < ? AND scope = ? ORDER BY id LIMIT ?",
+                (prefix, prefix + "\U0010ffff", _scope(owner_id, team_id), limit),
+            )
+            .fetchall()
+        )
+        return [row[0] for row in rows]
+
+    def delete_packet(self, packet_id: str) -> bool:
+        with self._write() as db:
+            return db.execute("DELETE FROM packets WHERE id = ?", (packet_id,)).rowcount > 0
+
+    # -- users and tokens -----------------------------------------------
+
+    def create_user(self, user: User, token: Token | None = None) -> None:
+        try:
+            with self._write() as db:
+                db.execute(
+                    "INSERT INTO users (id, display, subject, created_at) VALUES (?, ?, ?, ?)",
+                    (user.id, user.display, user.subject, _ts(user.created_at)),
+                )
+                if token is not None:
+                    self._insert_token(db, token)
+        except sqlite3.IntegrityError as exc:
+            raise Conflict(f"user or token already exists: {exc}") from None
+
+    def get_user(self, user_id: str) -> User | None:
+        return self._user_where("id", user_id)
+
+    def get_user_by_subject(self, subject: str) -> User | None:
+        return self._user_where("subject", subject)
+
+    def _user_where(self, column: str, value: str) -> User | None:
+        row = (
+            self._conn()
+            .execute(
+                f"SELECT id, display, created_at, subject FROM users WHERE {column} = ?", (value,)
+            )
+            .fetchone()
+        )
+        return User(row[0], row[1], _dt(row[2]), row[3]) if row else None  # type: ignore[arg-type]
+
+    def add_token(self, token: Token) -> None:
+        try:
+            with self._write() as db:
+                self._insert_token(db, token)
+        except sqlite3.IntegrityError:
+            raise Conflict(f"token label {token.label!r} is taken") from None
+
+    @staticmethod
+    def _insert_token(db: sqlite3.Connection, token: Token) -> None:
+        db.execute(
+            "INSERT INTO tokens (token_hash, label, user_id, created_at, last_used_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (
+                token.token_hash,
+                token.label,
+                token.user_id,
+                _ts(token.created_at),
+                _ts(token.last_used_at) if token.last_used_at else None,
+            ),
+        )
+
+    def token_owner(self, token_hash: str) -> tuple[Token, User] | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT t.label, t.user_id, t.token_hash, t.created_at, t.last_used_at,"
+                " u.id, u.display, u.created_at, u.subject"
+                " FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?",
+                (token_hash,),
+            )
+            .fetchone()
+        )
+        if row is None:
+            return None
+        token = Token(row[0], row[1], row[2], _dt(row[3]), _dt(row[4]))  # type: ignore[arg-type]
+        return token, User(row[5], row[6], _dt(row[7]), row[8])  # type: ignore[arg-type]
+
+    def touch_token(self, token_hash: str, when: datetime) -> None:
+        with self._write() as db:
+            db.execute(
+                "UPDATE tokens SET last_used_at = ? WHERE token_hash = ?", (_ts(when), token_hash)
+            )
+
+    def list_tokens(self, *, user_id: str | None = None) -> list[Token]:
+        sql = "SELECT label, user_id, token_hash, created_at, last_used_at FROM tokens"
+        args: tuple[str, ...] = ()
+        if user_id is not None:
+            sql += " WHERE user_id = ?"
+            args = (user_id,)
+        rows = self._conn().execute(sql + " ORDER BY created_at, label", args).fetchall()
+        return [Token(r[0], r[1], r[2], _dt(r[3]), _dt(r[4])) for r in rows]  # type: ignore[arg-type]
+
+    def revoke_token(self, label: str, *, user_id: str | None = None) -> bool:
+        sql, args = "DELETE FROM tokens WHERE label = ?", [label]
+        if user_id is not None:
+            sql += " AND user_id = ?"
+            args.append(user_id)
+        with self._write() as db:
+            return db.execute(sql, args).rowcount > 0
+
+    # -- teams ----------------------------------------------------------
+
+    def create_team(self, team: Team) -> None:
+        try:
+            with self._write() as db:
+                db.execute(
+                    "INSERT INTO teams (id, name, owner_id, created_at) VALUES (?, ?, ?, ?)",
+                    (team.id, team.name, team.owner_id, _ts(team.created_at)),
+                )
+                db.execute(
+                    "INSERT INTO members (team_id, user_id, role, joined_at)"
+                    " VALUES (?, ?, 'owner', ?)",
+                    (team.id, team.owner_id, _ts(team.created_at)),
+                )
+        except sqlite3.IntegrityError:
+            raise Conflict(f"team name {team.name!r} is taken") from None
+
+    def get_team(self, name: str) -> Team | None:
+        row = (
+            self._conn()
+            .execute("SELECT id, name, owner_id, created_at FROM teams WHERE name = ?", (name,))
+            .fetchone()
+        )
+        return Team(row[0], row[1], row[2], _dt(row[3])) if row else None  # type: ignore[arg-type]
+
+    def list_teams(self, user_id: str) -> list[Team]:
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT t.id, t.name, t.owner_id, t.created_at FROM teams t"
+                " JOIN members m ON m.team_id = t.id WHERE m.user_id = ?"
+                " ORDER BY t.created_at, t.name",
+                (user_id,),
+            )
+            .fetchall()
+        )
+        return [Team(r[0], r[1], r[2], _dt(r[3])) for r in rows]  # type: ignore[arg-type]
+
+    def delete_team(self, team_id: str) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM packets WHERE scope = ?", (_scope("", team_id),))
+            db.execute("DELETE FROM invites WHERE team_id = ?", (team_id,))
+            db.execute("DELETE FROM members WHERE team_id = ?", (team_id,))
+            db.execute("DELETE FROM teams WHERE id = ?", (team_id,))
+
+    def get_member(self, team_id: str, user_id: str) -> Member | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT m.user_id, u.display, m.role, m.joined_at FROM members m"
+                " LEFT JOIN users u ON u.id = m.user_id WHERE m.team_id = ? AND m.user_id = ?",
+                (team_id, user_id),
+            )
+            .fetchone()
+        )
+        return self._member(row) if row else None
+
+    def list_members(self, team_id: str) -> list[Member]:
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT m.user_id, u.display, m.role, m.joined_at FROM members m"
+                " LEFT JOIN users u ON u.id = m.user_id WHERE m.team_id = ?"
+                " ORDER BY m.role = 'owner' DESC, m.joined_at, m.user_id",
+                (team_id,),
+            )
+            .fetchall()
+        )
+        return [self._member(row) for row in rows]
+
+    @staticmethod
+    def _member(row: tuple[str, str | None, str, str]) -> Member:
+        return Member(row[0], row[1] or "", row[2], _dt(row[3]))  # type: ignore[arg-type]
+
+    def add_member(self, team_id: str, user_id: str, role: Role = "member") -> Member:
+        with self._write() as db:
+            self._insert_member(db, team_id, user_id, role, datetime.now(UTC))
+        member = self.get_member(team_id, user_id)
+        assert member is not None
+        return member
+
+    @staticmethod
+    def _insert_member(
+        db: sqlite3.Connection, team_id: str, user_id: str, role: Role, when: datetime
+    ) -> None:
+        db.execute(
+            "INSERT INTO members (team_id, user_id, role, joined_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (team_id, user_id) DO NOTHING",
+            (team_id, user_id, role, _ts(when)),
+        )
+
+    def remove_member(self, team_id: str, user_id: str) -> bool:
+        with self._write() as db:
+            return (
+                db.execute(
+                    "DELETE FROM members WHERE team_id = ? AND user_id = ?", (team_id, user_id)
+                ).rowcount
+                > 0
+            )
+
+    # -- invites --------------------------------------------------------
+
+    def create_invite(self, invite: Invite) -> None:
+        try:
+            with self._write() as db:
+                db.execute(
+                    "INSERT INTO invites (code_hash, team_id, created_by, created_at, expires_at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (
+                        invite.code_hash,
+                        invite.team_id,
+                        invite.created_by,
+                        _ts(invite.created_at),
+                        _ts(invite.expires_at),
+                    ),
+                )
+        except sqlite3.IntegrityError:
+            raise Conflict("invite code already exists") from None
+
+    def accept_invite(
+        self,
+        code_hash: str,
+        user_id: str,
+        now: datetime,
+        *,
+        new_user: tuple[User, Token] | None = None,
+    ) -> tuple[Invite, Member]:
+        try:
+            with self._write() as db:
+                row = db.execute(
+                    "SELECT code_hash, team_id, created_by, created_at, expires_at, used_at,"
+                    " used_by FROM invites WHERE code_hash = ?",
+                    (code_hash,),
+                ).fetchone()
+                if row is None:
+                    raise NotFound("invite not found")
+                invite = Invite(
+                    row[0],
+                    row[1],
+                    row[2],
+                    _dt(row[3]),
+                    _dt(row[4]),
+                    _dt(row[5]),
+                    row[6],  # type: ignore[arg-type]
+                )
+                if invite.used_at is not None or invite.expires_at <= now:
+                    raise Gone("invite already used or expired")
+                if (
+                    db.execute("SELECT 1 FROM teams WHERE id = ?", (invite.team_id,)).fetchone()
+                    is None
+                ):
+                    raise Gone("the team of this invite no longer exists")
+                if new_user is not None:
+                    user, token = new_user
+                    db.execute(
+                        "INSERT INTO users (id, display, subject, created_at) VALUES (?, ?, ?, ?)",
+                        (user.id, user.display, user.subject, _ts(user.created_at)),
+                    )
+                    self._insert_token(db, token)
+                db.execute(
+                    "UPDATE invites SET used_at = ?, used_by = ? WHERE code_hash = ?",
+                    (_ts(now), user_id, code_hash),
+                )
+                self._insert_member(db, invite.team_id, user_id, "member", now)
+        except sqlite3.IntegrityError as exc:
+            raise Conflict(f"user or token already exists: {exc}") from None
+        member = self.get_member(invite.team_id, user_id)
+        assert member is not None
+        used = Invite(
+            invite.code_hash,
+            invite.team_id,
+            invite.created_by,
+            invite.created_at,
+            invite.expires_at,
+            now,
+            user_id,
+        )
+        return used, member

@@ -1,0 +1,27 @@
+"""Shared fixtures.
+
+``store`` is parametrized over every Store implementation, so the contract
+suite (test_store_contract.py) holds each of them to the same behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ltm.store import Store
+from ltm.store.sqlite import SqliteStore
+
+STORES = ["sqlite"]
+
+
+@pytest.fixture(params=STORES)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        s: Store = SqliteStore(tmp_path / "ltm.db")
+    else:  # pragma: no cover - every name in STORES has a branch above
+        raise AssertionError(request.param)
+    yield s
+    s.close()

@@ -1,0 +1,309 @@
+"""One contract for every Store implementation.
+
+Each test runs against every store in ``STORES`` (see conftest.py): what one
+backend does, all must do, so the server behaves the same on SQLite and on
+DynamoDB.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ltm.store import (
+    Conflict,
+    Gone,
+    Invite,
+    NotFound,
+    PacketMeta,
+    Store,
+    StoredPacket,
+    Team,
+    Token,
+    User,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def user(uid: str, subject: str | None = None) -> User:
+    return User(uid, f"display-{uid}", T0, subject)
+
+
+def token(uid: str, label: str, digest: str, at: datetime = T0) -> Token:
+    return Token(label, uid, digest, at)
+
+
+def pkt(
+    pid: str, owner: str, team: str | None = None, *, n: int = 0, body: bytes = b"{}"
+) -> StoredPacket:
+    return StoredPacket(
+        PacketMeta(pid, f"2026-01-01T00:00:{n:02d}Z", f"goal {pid}", owner, team), body
+    )
+
+
+def put(store: Store, p: StoredPacket) -> bool:
+    return store.put_packet(p, sort_key=p.meta.created_at)
+
+
+# -- packets ---------------------------------------------------------------
+
+
+def test_put_get_roundtrip_is_byte_identical(store: Store) -> None:
+    body = '{\n  "goal": "é ✓ \U0001f600"\n}'.encode()
+    assert put(store, pkt("01AAAAAAAAAA", "u1", body=body)) is True
+    got = store.get_packet("01AAAAAAAAAA")
+    assert got is not None
+    assert got.body == body
+    assert got.meta == PacketMeta("01AAAAAAAAAA", "2026-01-01T00:00:00Z", "goal 01AAAAAAAAAA", "u1")
+    assert got.conforming is True
+    assert store.get_packet("01MISSING000") is None
+
+
+def test_lenient_flag_is_kept(store: Store) -> None:
+    p = StoredPacket(pkt("01LENIENT000", "u1").meta, b"{}", conforming=False)
+    put(store, p)
+    got = store.get_packet("01LENIENT000")
+    assert got is not None and got.conforming is False
+
+
+def test_repush_by_owner_replaces_and_reports_not_created(store: Store) -> None:
+    put(store, pkt("01AAAAAAAAAA", "u1", body=b"one"))
+    assert put(store, pkt("01AAAAAAAAAA", "u1", body=b"two")) is False
+    got = store.get_packet("01AAAAAAAAAA")
+    assert got is not None and got.body == b"two"
+
+
+@pytest.mark.parametrize(("owner", "team"), [("u2", None), ("u1", "t1"), ("u2", "t1")])
+def test_foreign_id_never_touches_the_existing_packet(
+    store: Store, owner: str, team: str | None
+) -> None:
+    put(store, pkt("01AAAAAAAAAA", "u1", body=b"mine"))
+    with pytest.raises(Conflict):
+        put(store, pkt("01AAAAAAAAAA", owner, team, body=b"theirs"))
+    got = store.get_packet("01AAAAAAAAAA")
+    assert got is not None and got.body == b"mine" and got.meta.owner_id == "u1"
+
+
+def test_list_newest_first_per_scope_with_cursor(store: Store) -> None:
+    for n in range(7):
+        put(store, pkt(f"01PERSONAL{n:02d}", "u1", n=n))
+    put(store, pkt("01OTHERUSER0", "u2", n=30))
+    put(store, pkt("01TEAMPKT000", "u1", "t1", n=31))
+    put(store, pkt("01TEAMPKT001", "u2", "t1", n=32))
+
+    page = store.list_packets(owner_id="u1", limit=3)
+    assert [m.id for m in page.items] == ["01PERSONAL06", "01PERSONAL05", "01PERSONAL04"]
+    assert page.cursor is not None
+    seen = [m.id for m in page.items]
+    while page.cursor:
+        page = store.list_packets(owner_id="u1", limit=3, cursor=page.cursor)
+        seen += [m.id for m in page.items]
+    assert seen == [f"01PERSONAL{n:02d}" for n in reversed(range(7))]
+
+    team = store.list_packets(owner_id="ignored", team_id="t1", limit=50)
+    assert [m.id for m in team.items] == ["01TEAMPKT001", "01TEAMPKT000"]
+    assert team.cursor is None
+    assert {m.owner_id for m in team.items} == {"u1", "u2"}
+    assert [m.id for m in store.list_packets(owner_id="u2").items] == ["01OTHERUSER0"]
+
+
+def test_list_exact_page_has_no_cursor(store: Store) -> None:
+    for n in range(3):
+        put(store, pkt(f"01PERSONAL{n:02d}", "u1", n=n))
+    assert store.list_packets(owner_id="u1", limit=3).cursor is None
+
+
+def test_prefix_lookup_is_scoped(store: Store) -> None:
+    put(store, pkt("01ABCDEF0001", "u1"))
+    put(store, pkt("01ABCDEF0002", "u1"))
+    put(store, pkt("01ABCXYZ0003", "u2"))
+    assert store.packet_ids_with_prefix("01ABCD", owner_id="u1") == ["01ABCDEF0001", "01ABCDEF0002"]
+    assert store.packet_ids_with_prefix("01ABCX", owner_id="u1") == []
+    assert store.packet_ids_with_prefix("01ABCX", owner_id="u2") == ["01ABCXYZ0003"]
+    assert store.packet_ids_with_prefix("01ABCDEF0002", owner_id="u1", limit=2) == ["01ABCDEF0002"]
+
+
+def test_delete_packet(store: Store) -> None:
+    put(store, pkt("01AAAAAAAAAA", "u1"))
+    assert store.delete_packet("01AAAAAAAAAA") is True
+    assert store.get_packet("01AAAAAAAAAA") is None
+    assert store.delete_packet("01AAAAAAAAAA") is False
+
+
+def test_concurrent_puts_lose_nothing(store: Store) -> None:
+    def worker(w: int) -> None:
+        for n in range(20):
+            put(store, pkt(f"01W{w}N{n:02d}XXXXX", f"u{w}", n=n))
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for w in range(4):
+        assert len(store.list_packets(owner_id=f"u{w}", limit=100).items) == 20
+
+
+# -- users and tokens ------------------------------------------------------
+
+
+def test_users_and_tokens(store: Store) -> None:
+    store.create_user(user("u1", subject="sub-1"), token("u1", "root", "h1"))
+    store.create_user(user("u2"))
+    assert store.get_user("u1") == user("u1", subject="sub-1")
+    assert store.get_user_by_subject("sub-1") == user("u1", subject="sub-1")
+    assert store.get_user_by_subject("sub-x") is None
+    assert store.get_user("nobody") is None
+
+    found = store.token_owner("h1")
+    assert found is not None
+    assert found[0] == token("u1", "root", "h1") and found[1].id == "u1"
+    assert store.token_owner("unknown") is None
+
+    store.add_token(token("u2", "laptop", "h2", T0 + timedelta(seconds=1)))
+    with pytest.raises(Conflict):
+        store.add_token(token("u2", "laptop", "h3"))  # label taken
+    with pytest.raises(Conflict):
+        store.add_token(token("u2", "other", "h2"))  # hash taken
+    with pytest.raises(Conflict):
+        store.create_user(user("u3", subject="sub-1"))  # subject taken
+
+    later = T0 + timedelta(hours=1)
+    store.touch_token("h2", later)
+    assert [t.label for t in store.list_tokens()] == ["root", "laptop"]
+    (mine,) = store.list_tokens(user_id="u2")
+    assert mine.last_used_at == later
+
+    assert store.revoke_token("laptop", user_id="u1") is False  # not u1's
+    assert store.revoke_token("laptop", user_id="u2") is True
+    assert store.token_owner("h2") is None
+    assert store.revoke_token("laptop") is False
+
+
+def test_create_user_with_token_is_atomic(store: Store) -> None:
+    store.create_user(user("u1"), token("u1", "taken", "h1"))
+    with pytest.raises(Conflict):
+        store.create_user(user("u2"), token("u2", "taken", "h2"))
+    assert store.get_user("u2") is None
+
+
+# -- teams -----------------------------------------------------------------
+
+
+def make_team(store: Store, tid: str = "t1", name: str = "core", owner: str = "u1") -> Team:
+    team = Team(tid, name, owner, T0)
+    store.create_team(team)
+    return team
+
+
+def test_teams_and_members(store: Store) -> None:
+    store.create_user(user("u1"))
+    store.create_user(user("u2"))
+    team = make_team(store)
+    assert store.get_team("core") == team
+    assert store.get_team("nope") is None
+    with pytest.raises(Conflict):
+        make_team(store, tid="t2", name="core", owner="u2")
+
+    owner = store.get_member("t1", "u1")
+    assert owner is not None and owner.role == "owner" and owner.display == "display-u1"
+    assert store.get_member("t1", "u2") is None
+
+    added = store.add_member("t1", "u2")
+    assert added.role == "member" and added.user_id == "u2"
+    assert store.add_member("t1", "u2", "owner").role == "member"  # existing membership unchanged
+    assert [m.user_id for m in store.list_members("t1")] == ["u1", "u2"]
+    assert [t.name for t in store.list_teams("u2")] == ["core"]
+    assert store.list_teams("u3") == []
+
+    assert store.remove_member("t1", "u2") is True
+    assert store.remove_member("t1", "u2") is False
+    assert store.list_teams("u2") == []
+
+
+def test_delete_team_removes_its_packets_members_and_invites(store: Store) -> None:
+    store.create_user(user("u1"))
+    make_team(store)
+    put(store, pkt("01TEAMPKT000", "u1", "t1"))
+    put(store, pkt("01PERSONAL00", "u1"))
+    store.create_invite(Invite("c1", "t1", "u1", T0, T0 + timedelta(days=7)))
+    store.delete_team("t1")
+    assert store.get_team("core") is None
+    assert store.get_packet("01TEAMPKT000") is None
+    assert store.get_packet("01PERSONAL00") is not None
+    assert store.list_members("t1") == []
+    with pytest.raises((NotFound, Gone)):
+        store.accept_invite("c1", "u1", T0)
+
+
+# -- invites ---------------------------------------------------------------
+
+
+def test_invite_single_use_and_expiry(store: Store) -> None:
+    store.create_user(user("u1"))
+    store.create_user(user("u2"))
+    store.create_user(user("u3"))
+    make_team(store)
+    store.create_invite(Invite("c1", "t1", "u1", T0, T0 + timedelta(days=7)))
+    store.create_invite(Invite("c2", "t1", "u1", T0, T0 + timedelta(days=7)))
+
+    invite, member = store.accept_invite("c1", "u2", T0 + timedelta(days=1))
+    assert invite.used_by == "u2" and invite.used_at == T0 + timedelta(days=1)
+    assert member.user_id == "u2" and member.role == "member"
+    with pytest.raises(Gone):
+        store.accept_invite("c1", "u3", T0 + timedelta(days=1))
+    with pytest.raises(Gone):
+        store.accept_invite("c2", "u3", T0 + timedelta(days=7))  # expired at exactly expires_at
+    with pytest.raises(NotFound):
+        store.accept_invite("nope", "u3", T0)
+    assert store.get_member("t1", "u3") is None
+
+
+def test_invite_for_new_user_creates_user_and_token(store: Store) -> None:
+    store.create_user(user("u1"))
+    make_team(store)
+    store.create_invite(Invite("c1", "t1", "u1", T0, T0 + timedelta(days=7)))
+    _, member = store.accept_invite(
+        "c1", "u9", T0, new_user=(user("u9"), token("u9", "join", "h9"))
+    )
+    assert member.user_id == "u9" and member.display == "display-u9"
+    found = store.token_owner("h9")
+    assert found is not None and found[1].id == "u9"
+
+
+def test_lost_invite_race_leaves_no_orphan_user(store: Store) -> None:
+    store.create_user(user("u1"))
+    make_team(store)
+    store.create_invite(Invite("c1", "t1", "u1", T0, T0 + timedelta(days=7)))
+    store.accept_invite("c1", "u1", T0)
+    with pytest.raises(Gone):
+        store.accept_invite("c1", "u9", T0, new_user=(user("u9"), token("u9", "join", "h9")))
+    assert store.get_user("u9") is None
+    assert store.token_owner("h9") is None
+
+
+def test_concurrent_accepts_exactly_one_wins(store: Store) -> None:
+    store.create_user(user("u1"))
+    make_team(store)
+    store.create_invite(Invite("c1", "t1", "u1", T0, T0 + timedelta(days=7)))
+    outcomes: list[str] = []
+    barrier = threading.Barrier(20)
+
+    def accept(n: int) -> None:
+        barrier.wait()
+        try:
+            store.accept_invite("c1", f"x{n}", T0)
+            outcomes.append("won")
+        except Gone:
+            outcomes.append("gone")
+
+    threads = [threading.Thread(target=accept, args=(n,)) for n in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["gone"] * 19 + ["won"]
+    assert len(store.list_members("t1")) == 2
