@@ -1,0 +1,139 @@
+"""The one client: where packets go, behind one interface.
+
+The CLI verbs and the MCP shim talk to a ``Backend`` and never care whether it
+is the embedded local store or a server. Both report failures as ``CliError``
+with a message that says what to do next.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ltm.cli.errors import CliError
+
+if TYPE_CHECKING:
+    from ltm.store import Store, User
+
+
+@dataclass(frozen=True, slots=True)
+class Pushed:
+    id: str
+    created: bool
+
+
+class Backend(ABC):
+    """Where packets live. ``ref`` arguments take a full id or a unique prefix."""
+
+    label: str  # shown to people: "local store (PATH)" or the server URL
+
+    @abstractmethod
+    def push(
+        self, data: Mapping[str, Any], *, team: str | None = None, lenient: bool = False
+    ) -> Pushed: ...
+
+    @abstractmethod
+    def list(self, *, team: str | None = None, limit: int = 50) -> list[dict[str, str]]:
+        """Newest first: ``{"id", "created_at", "goal"}`` each, as the protocol lists them."""
+
+    @abstractmethod
+    def get(self, ref: str, *, team: str | None = None) -> bytes:
+        """The stored bytes of one packet."""
+
+    @abstractmethod
+    def delete(self, ref: str, *, team: str | None = None) -> str:
+        """Delete one packet; returns its full id."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+
+class LocalBackend(Backend):
+    """The embedded SQLite store: one user, no server, no account."""
+
+    def __init__(self, store: Store, user: User, path: str) -> None:
+        self.store = store
+        self.user = user
+        self.label = f"local store ({path})"
+
+    @classmethod
+    def open(cls) -> LocalBackend:
+        from ltm.cli.config import local_db_path
+        from ltm.store import User
+        from ltm.store.sqlite import SqliteStore
+
+        path = local_db_path()
+        try:
+            store = SqliteStore(path)
+        except Exception as exc:  # sqlite3 errors, permissions, a newer schema
+            raise CliError(f"cannot open the local store {path}: {exc}") from None
+        return cls(store, User("local", "local", datetime.now(UTC)), str(path))
+
+    @contextmanager
+    def _service(self) -> Iterator[None]:
+        from ltm.service.errors import ServiceError
+
+        try:
+            yield
+        except ServiceError as exc:
+            raise CliError(exc.message) from None
+
+    def _no_teams(self, team: str | None) -> None:
+        if team:
+            raise CliError(
+                "teams live on a server; the local store is personal. Sign in first: ltm auth HOST"
+            )
+
+    def _resolve(self, ref: str) -> str:
+        from ltm.service import packets
+
+        if self.store.get_packet(ref) is not None:
+            return ref
+        return packets.resolve(self.store, self.user, ref)
+
+    def push(
+        self, data: Mapping[str, Any], *, team: str | None = None, lenient: bool = False
+    ) -> Pushed:
+        from ltm.service import packets
+
+        self._no_teams(team)
+        with self._service():
+            result = packets.push(self.store, self.user, data, lenient=lenient)
+        return Pushed(result.id, result.created)
+
+    def list(self, *, team: str | None = None, limit: int = 50) -> list[dict[str, str]]:
+        from ltm.service import packets
+
+        self._no_teams(team)
+        with self._service():
+            metas = packets.list_(self.store, self.user, limit=limit)
+        return [{"id": m.id, "created_at": m.created_at, "goal": m.goal} for m in metas]
+
+    def get(self, ref: str, *, team: str | None = None) -> bytes:
+        from ltm.service import packets
+
+        self._no_teams(team)
+        with self._service():
+            return packets.get(self.store, self.user, self._resolve(ref)).body
+
+    def delete(self, ref: str, *, team: str | None = None) -> str:
+        from ltm.service import packets
+
+        self._no_teams(team)
+        with self._service():
+            packet_id = self._resolve(ref)
+            packets.delete(self.store, self.user, packet_id)
+        return packet_id
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def open_backend(*, local: bool = False) -> Backend:
+    """The backend the user's configuration points at (the local store by default)."""
+    del local  # the local store is the only backend until a server is configured
+    return LocalBackend.open()

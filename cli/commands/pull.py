@@ -1,0 +1,39 @@
+"""ltm pull: fetch a packet's JSON to stdout or a file."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ltm.cli import options
+from ltm.cli.errors import CliError
+from ltm.cli.output import info
+
+
+def pull(
+    ref: Annotated[str, typer.Argument(metavar="ID", help="A packet id or a unique prefix.")],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")
+    ] = None,
+    team: options.Team = None,
+    local: options.Local = False,
+) -> None:
+    """Write a packet's JSON, exactly as stored, to stdout or to a file."""
+    from ltm.cli.backend import open_backend
+
+    backend = open_backend(local=local)
+    try:
+        body = backend.get(ref, team=team)
+    finally:
+        backend.close()
+    if output is None:
+        sys.stdout.buffer.write(body + b"\n")
+        return
+    try:
+        output.write_bytes(body + b"\n")
+    except OSError as exc:
+        raise CliError(f"{output}: {exc.strerror or exc}") from None
+    info(f"wrote {output}")

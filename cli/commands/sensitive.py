@@ -1,0 +1,78 @@
+"""ltm sensitive: your own redaction patterns, on top of the built-in ones."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ltm.cli.errors import CliError
+from ltm.cli.output import info
+
+app = typer.Typer(
+    help="Manage your own redaction patterns (kept in config.json) and test the scanner.",
+    no_args_is_help=True,
+)
+
+
+def _patterns() -> tuple[dict, list[dict[str, str]]]:
+    from ltm.cli.config import load_settings
+
+    settings = load_settings()
+    return settings, list(settings.get("sensitive", []))
+
+
+@app.command("add")
+def add(
+    kind: Annotated[str, typer.Argument(help="A short name, e.g. internal-host.")],
+    regex: Annotated[str, typer.Argument(help="A Python regular expression.")],
+) -> None:
+    """Block packets that contain text matching REGEX, reported as KIND."""
+    from ltm import redact
+    from ltm.cli.config import save_settings
+
+    try:
+        redact.compile_user_rule(kind, regex)
+    except ValueError as exc:
+        raise CliError(str(exc), exit_code=2) from None
+    settings, patterns = _patterns()
+    patterns = [p for p in patterns if p.get("kind") != kind] + [{"kind": kind, "regex": regex}]
+    settings["sensitive"] = patterns
+    save_settings(settings)
+    info(f"added pattern {kind}")
+
+
+@app.command("ls")
+def ls() -> None:
+    """List your patterns."""
+    for pattern in _patterns()[1]:
+        print(f"{pattern.get('kind')}\t{pattern.get('regex')}")
+
+
+@app.command("rm")
+def rm(kind: Annotated[str, typer.Argument(help="The pattern's name.")]) -> None:
+    """Remove one of your patterns."""
+    from ltm.cli.config import save_settings
+
+    settings, patterns = _patterns()
+    kept = [p for p in patterns if p.get("kind") != kind]
+    if len(kept) == len(patterns):
+        raise CliError(f"no pattern named {kind!r}")
+    settings["sensitive"] = kept
+    save_settings(settings)
+    info(f"removed pattern {kind}")
+
+
+@app.command("test")
+def test(text: Annotated[str, typer.Argument(help="The text to scan.")]) -> None:
+    """Scan TEXT with the built-in and your patterns; exit 1 when anything matches."""
+    from ltm import redact
+    from ltm.cli.preflight import user_rules
+
+    hits = redact.scan_text(text, user_rules())
+    for kind, match in hits:
+        print(f"{kind}: {match}")
+    if not hits:
+        info("no match")
+        return
+    raise typer.Exit(1)

@@ -1,0 +1,27 @@
+"""Options shared by several verbs, declared once so they read the same everywhere."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+Team = Annotated[
+    str | None, typer.Option("--team", "-t", help="Use this team's scope instead of your own.")
+]
+Lenient = Annotated[
+    bool,
+    typer.Option("--lenient", help="Accept a packet that breaks the schema, flagged as such."),
+]
+AllowUnredacted = Annotated[
+    bool,
+    typer.Option(
+        "--allow-unredacted",
+        help="Send the packet even though the redaction pre-flight found secrets or local paths.",
+    ),
+]
+Local = Annotated[
+    bool, typer.Option("--local", help="Use the embedded local store even if a server is set.")
+]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+Limit = Annotated[int, typer.Option("--limit", "-n", min=1, max=1000, help="How many, at most.")]
