@@ -1,0 +1,415 @@
+"""The ltm HTTP API: one Chalice app, on Lambda and behind ``ltm server run``.
+
+Routes are thin: read the request, call ``chalicelib.service``, shape the JSON.
+Every rule (scopes, roles, tokens, invites) lives in the service modules, and
+every refusal is a ``ServiceError`` that becomes ``{"error": message}`` with
+its status. Paths, bodies, statuses and error strings follow the protocol's
+HTTP table, so the Go reference CLI works against this server unchanged.
+
+The store comes from the environment (``LTM_STORE``, ``LTM_DB``; see
+``chalicelib.store.select``), opened once per process. Self-hosted, ``ltm
+server run`` sets those and serves this app through a WSGI adapter, which
+also answers what never reaches a route here: unknown paths (404), wrong
+methods (405) and bodies over 32 KiB (413, before reading them). On API
+Gateway, unknown paths and methods are answered by API Gateway itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from chalice import Chalice, Response
+
+from chalicelib import openapi
+from chalicelib.packet import MAX_PACKET_BYTES
+from chalicelib.service import invites, packets, teams, tokens
+from chalicelib.service.errors import BadRequest, PayloadTooLarge, ServiceError
+from chalicelib.store import Member, PacketMeta, Store, Team
+from chalicelib.store.select import open_store
+
+PROTOCOL_VERSION = "0.2"
+JSON_HEADERS = {"Content-Type": "application/json", "Cache-Control": "no-store"}
+
+logger = Logger(
+    service="ltm",
+    level=os.environ.get("LTM_LOG_LEVEL", "INFO"),
+    logger_handler=logging.StreamHandler(sys.stderr),
+)
+
+
+class _ThreadSafeChalice(Chalice):
+    """Chalice keeps the current request on the app object; keep it per thread.
+
+    On Lambda one process serves one request at a time, but ``ltm server run``
+    serves many at once from a thread pool, and a shared ``current_request``
+    would hand one thread's request to another's view.
+    """
+
+    _per_thread = threading.local()
+
+    @property  # type: ignore[override]
+    def current_request(self) -> Any:
+        return getattr(self._per_thread, "request", None)
+
+    @current_request.setter
+    def current_request(self, value: Any) -> None:
+        self._per_thread.request = value
+
+    @property  # type: ignore[override]
+    def lambda_context(self) -> Any:
+        return getattr(self._per_thread, "context", None)
+
+    @lambda_context.setter
+    def lambda_context(self, value: Any) -> None:
+        self._per_thread.context = value
+
+
+# configure_logs=False: Chalice would claim the "ltm" logger (stdout, ERROR level) that
+# the powertools Logger above writes the access log through.
+app = _ThreadSafeChalice(app_name="ltm", configure_logs=False)
+
+
+class UnsupportedMediaType(ServiceError):
+    """415: an HTTP matter (the service layer takes bytes), so it lives here."""
+
+    status = 415
+
+
+# -- the store ------------------------------------------------------------
+
+_store: Store | None = None
+_store_lock = threading.Lock()
+
+
+def get_store() -> Store:
+    """The process's store, opened on first use from the environment."""
+    global _store
+    if _store is None:
+        with _store_lock:
+            if _store is None:
+                _store = open_store()
+    return _store
+
+
+def close_store() -> None:
+    global _store
+    with _store_lock:
+        if _store is not None:
+            _store.close()
+            _store = None
+
+
+# -- request and response helpers --------------------------------------------
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(body=body, status_code=status, headers=dict(JSON_HEADERS))
+
+
+def _error(status: int, message: str) -> Response:
+    return _json({"error": message}, status)
+
+
+def _no_content() -> Response:
+    return Response(body="", status_code=204, headers={"Cache-Control": "no-store"})
+
+
+def _ts(value: Any) -> str:
+    """RFC 3339 UTC with a Z, as the reference writes times."""
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _caller(request: Any) -> Any:
+    return tokens.authenticate(get_store(), request.headers.get("authorization"))
+
+
+def _query(request: Any, name: str) -> str | None:
+    params = request.query_params
+    if params is None:
+        return None
+    values = params.getlist(name)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise BadRequest(f"{name}: give it at most once")
+    return values[0]
+
+
+_LIMIT_RE = re.compile(r"[0-9]{1,9}")
+
+
+def _limit(request: Any) -> int:
+    raw = _query(request, "limit")
+    if raw is None:
+        return packets.DEFAULT_LIMIT
+    if not _LIMIT_RE.fullmatch(raw):
+        raise BadRequest(f"limit must be an integer between 1 and {packets.MAX_LIMIT}")
+    return int(raw)
+
+
+def _team(request: Any) -> str | None:
+    team = _query(request, "team")
+    if team == "":
+        raise BadRequest("team must not be empty")
+    return team
+
+
+def _flag(request: Any, name: str) -> bool:
+    raw = _query(request, name)
+    if raw is None:
+        return False
+    if raw in ("true", "false"):
+        return raw == "true"
+    raise BadRequest(f"{name} must be true or false")
+
+
+def _body(request: Any) -> bytes:
+    """The raw JSON body: 415 for a non-JSON content type, 413 past 32 KiB."""
+    content_type = request.headers.get("content-type")
+    if content_type is not None:
+        media = content_type.split(";", 1)[0].strip().lower()
+        if media != "application/json" and not media.endswith("+json"):
+            raise UnsupportedMediaType("content type must be application/json")
+    raw = request.raw_body or b""
+    if isinstance(raw, str):
+        raw = raw.encode()
+    if len(raw) > MAX_PACKET_BYTES:
+        raise PayloadTooLarge(f"request body too large (max {MAX_PACKET_BYTES} bytes)")
+    return raw
+
+
+def _json_object(request: Any, *, required: bool) -> dict[str, Any]:
+    raw = _body(request)
+    if not raw.strip():
+        if required:
+            raise BadRequest("body: a JSON object is required")
+        return {}
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise BadRequest("malformed JSON") from None
+    if not isinstance(data, dict):
+        raise BadRequest("body: must be a JSON object")
+    return data
+
+
+_HOST_RE = re.compile(r"[A-Za-z0-9.\-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
+
+
+def _first(value: str | None) -> str | None:
+    """The first hop of a possibly comma-separated forwarded header."""
+    if not value:
+        return None
+    return value.split(",", 1)[0].strip() or None
+
+
+def base_url(request: Any) -> str:
+    """Where this API is reached from outside, for invite URLs.
+
+    ``LTM_EXTERNAL_URL`` (``--external-url``) when set; else the
+    ``X-Forwarded-Proto``/``X-Forwarded-Host`` a reverse proxy adds; else the
+    request's own Host. On API Gateway's default domain the stage is part of
+    the path and is added back.
+    """
+    configured = os.environ.get("LTM_EXTERNAL_URL")
+    if configured:
+        return configured.rstrip("/")
+    headers = request.headers
+    host = _first(headers.get("x-forwarded-host")) or _first(headers.get("host"))
+    if not host or not _HOST_RE.fullmatch(host):
+        host = "localhost"
+    proto = (_first(headers.get("x-forwarded-proto")) or "http").lower()
+    if proto not in ("http", "https"):
+        proto = "http"
+    prefix = ""
+    context = request.context or {}
+    stage = context.get("stage")
+    if host.endswith(".amazonaws.com") and stage and re.fullmatch(r"[A-Za-z0-9_-]+", stage):
+        prefix = f"/{stage}"
+    return f"{proto}://{host}{prefix}"
+
+
+def _team_json(team: Team, *, created: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": team.id, "name": team.name, "owner_id": team.owner_id}
+    if not created:
+        out["created_at"] = _ts(team.created_at)
+    return out
+
+
+def _meta_json(meta: PacketMeta) -> dict[str, Any]:
+    return {"id": meta.id, "created_at": meta.created_at, "goal": meta.goal}
+
+
+def _member_json(member: Member) -> dict[str, Any]:
+    return {
+        "user_id": member.user_id,
+        "display": member.display,
+        "role": member.role,
+        "joined_at": _ts(member.joined_at),
+    }
+
+
+def route(path: str, method: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+    """Register a view that takes the request first and may raise ``ServiceError``."""
+
+    def register(view: Callable[..., Response]) -> Callable[..., Response]:
+        @wraps(view)
+        def handler(**params: str) -> Response:
+            try:
+                return view(app.current_request, **params)
+            except ServiceError as exc:
+                return _error(exc.status, exc.message)
+            except Exception:
+                logger.exception("unhandled error")
+                return _error(500, "internal server error")
+
+        # Content types are checked by _body, so the error is ours and JSON.
+        app.route(path, methods=[method], content_types=["*/*"])(handler)
+        return view
+
+    return register
+
+
+_CODE_IN_PATH = re.compile(r"(/v1/invites/)[^/]+")
+
+
+@app.middleware("http")
+def _access_log(event: Any, get_response: Callable[[Any], Response]) -> Response:
+    """One structured line per request; never a header, a token, a body or an invite code."""
+    started = time.perf_counter()
+    response = get_response(event)
+    context = event.context or {}
+    request_id = context.get("requestId", "")
+    logger.info(
+        "request",
+        method=event.method,
+        path=_CODE_IN_PATH.sub(r"\1{code}", context.get("path") or event.path),
+        status=response.status_code,
+        latency_ms=round((time.perf_counter() - started) * 1000, 3),
+        request_id=request_id,
+    )
+    if request_id:
+        response.headers["X-Request-Id"] = request_id
+    return response
+
+
+# -- routes -------------------------------------------------------------------
+
+
+@route("/v1/healthz", "GET")
+def healthz(request: Any) -> Response:
+    return _json({"ok": True, "version": PROTOCOL_VERSION})
+
+
+@route("/v1/openapi.json", "GET")
+def openapi_json(request: Any) -> Response:
+    return Response(
+        body=openapi.document_json(),
+        status_code=200,
+        headers={"Content-Type": "application/json", "Cache-Control": "max-age=300"},
+    )
+
+
+@route("/v1/packets", "POST")
+def push_packet(request: Any) -> Response:
+    caller = _caller(request)
+    team, lenient = _team(request), _flag(request, "lenient")
+    result = packets.push(get_store(), caller, _body(request), team=team, lenient=lenient)
+    body: dict[str, Any] = {"id": result.id}
+    if not result.conforming:
+        body["conforming"] = False
+    return _json(body, 201)
+
+
+@route("/v1/packets", "GET")
+def list_packets(request: Any) -> Response:
+    caller = _caller(request)
+    found = packets.list_(get_store(), caller, team=_team(request), limit=_limit(request))
+    return _json({"packets": [_meta_json(meta) for meta in found]})
+
+
+@route("/v1/packets/{id}", "GET")
+def get_packet(request: Any, id: str) -> Response:
+    found = packets.get(get_store(), _caller(request), id)
+    headers = dict(JSON_HEADERS)
+    if not found.conforming:
+        headers["X-Ltm-Conforming"] = "false"
+    return Response(body=found.body.decode("utf-8"), status_code=200, headers=headers)
+
+
+@route("/v1/packets/{id}", "DELETE")
+def delete_packet(request: Any, id: str) -> Response:
+    packets.delete(get_store(), _caller(request), id)
+    return _no_content()
+
+
+@route("/v1/teams", "POST")
+def create_team(request: Any) -> Response:
+    caller = _caller(request)
+    body = _json_object(request, required=True)
+    team = teams.create(get_store(), caller, body.get("name"))
+    return _json({"team": _team_json(team, created=True)}, 201)
+
+
+@route("/v1/teams", "GET")
+def list_teams(request: Any) -> Response:
+    found = teams.list_(get_store(), _caller(request))
+    return _json({"teams": [_team_json(team) for team in found]})
+
+
+@route("/v1/teams/{name}", "DELETE")
+def delete_team(request: Any, name: str) -> Response:
+    teams.delete(get_store(), _caller(request), name)
+    return _no_content()
+
+
+@route("/v1/teams/{name}/members", "GET")
+def list_members(request: Any, name: str) -> Response:
+    found = teams.members(get_store(), _caller(request), name)
+    return _json({"members": [_member_json(member) for member in found]})
+
+
+@route("/v1/teams/{name}/members/{user_id}", "DELETE")
+def remove_member(request: Any, name: str, user_id: str) -> Response:
+    teams.kick(get_store(), _caller(request), name, user_id)
+    return _no_content()
+
+
+@route("/v1/teams/{name}/leave", "POST")
+def leave_team(request: Any, name: str) -> Response:
+    teams.leave(get_store(), _caller(request), name)
+    return _no_content()
+
+
+@route("/v1/teams/{name}/invites", "POST")
+def create_invite(request: Any, name: str) -> Response:
+    caller = _caller(request)
+    created = invites.create(get_store(), caller, name, base_url=base_url(request))
+    return _json(
+        {"code": created.code, "url": created.url, "expires_at": _ts(created.expires_at)}, 201
+    )
+
+
+@route("/v1/invites/{code}/accept", "POST")
+def accept_invite(request: Any, code: str) -> Response:
+    authorization = request.headers.get("authorization")
+    caller = _caller(request) if authorization and authorization.strip() else None
+    body = _json_object(request, required=False)
+    accepted = invites.accept(get_store(), caller, code, display=body.get("display"))
+    out: dict[str, Any] = {
+        "user": {"id": accepted.user.id, "display": accepted.user.display},
+        "team": {"id": accepted.team.id, "name": accepted.team.name},
+    }
+    if accepted.token is not None:
+        out["token"] = accepted.token
+    return _json(out, 201)

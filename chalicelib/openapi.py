@@ -1,0 +1,435 @@
+"""The OpenAPI 3.1 description of the ltm HTTP API, served at ``GET /v1/openapi.json``.
+
+Written by hand next to the routes in ``app.py`` and held to them by the
+property-based test (``tests/test_server_schemathesis.py``): every route, every
+status it can answer, every body shape. The packet schemas come from the
+packet models (which the conformance tests hold to the published JSON
+Schemas), so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+from . import __version__
+from .packet import MAX_PACKET_BYTES, MODELS
+from .service.packets import DEFAULT_LIMIT, MAX_LIMIT
+from .service.teams import TEAM_NAME_PATTERN
+
+_REF = "#/components/schemas/{model}"
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": _REF.format(model=name)}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": _ref("Error")}},
+    }
+
+
+def _ok(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+_UNAUTHORIZED = _error("`missing bearer token` or `invalid token`.")
+_TOO_LARGE = _error(f"The request body is over {MAX_PACKET_BYTES} bytes; it was not read.")
+_MEDIA = _error("The body's Content-Type is not `application/json`.")
+_NO_CONTENT = {"description": "Done; no body."}
+
+
+def _obj(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties) if required is None else required,
+    }
+
+
+_STRING = {"type": "string"}
+_TIME = {"type": "string", "format": "date-time"}
+
+
+def _packet_schemas() -> dict[str, Any]:
+    """Component schemas for packets, generated from the packet models."""
+    from pydantic.json_schema import models_json_schema
+
+    refs, top = models_json_schema(
+        [(model, "validation") for model in MODELS.values()], ref_template=_REF
+    )
+    schemas: dict[str, Any] = dict(top.get("$defs", {}))
+    schemas["Packet"] = {
+        "description": (
+            "A Core Memory Packet, v0.1 or v0.2 (the published JSON Schemas). "
+            f"At most {MAX_PACKET_BYTES} bytes serialized."
+        ),
+        "oneOf": [refs[(model, "validation")] for model in MODELS.values()],
+    }
+    return schemas
+
+
+def _schemas() -> dict[str, Any]:
+    schemas = _packet_schemas()
+    schemas.update(
+        {
+            "Error": _obj({"error": {**_STRING, "description": "What went wrong."}}),
+            "Health": _obj({"ok": {"const": True}, "version": {**_STRING, "const": "0.2"}}),
+            "PushResult": _obj(
+                {
+                    "id": _STRING,
+                    "conforming": {
+                        "const": False,
+                        "description": "Present (false) only for a packet accepted in lenient"
+                        " mode that does not conform to its schema.",
+                    },
+                },
+                required=["id"],
+            ),
+            "PacketMeta": _obj({"id": _STRING, "created_at": _STRING, "goal": _STRING}),
+            "PacketList": _obj({"packets": {"type": "array", "items": _ref("PacketMeta")}}),
+            "StoredPacket": {
+                "type": "object",
+                "description": "The packet exactly as stored (canonical bytes). It conforms to"
+                " `Packet` unless it was pushed in lenient mode, which the"
+                " `X-Ltm-Conforming: false` header then says.",
+            },
+            "NewTeam": _obj({"name": {**_STRING, "pattern": TEAM_NAME_PATTERN}}),
+            "TeamCreated": _obj(
+                {"team": _obj({"id": _STRING, "name": _STRING, "owner_id": _STRING})}
+            ),
+            "Team": _obj(
+                {"id": _STRING, "name": _STRING, "owner_id": _STRING, "created_at": _TIME}
+            ),
+            "TeamList": _obj({"teams": {"type": "array", "items": _ref("Team")}}),
+            "Member": _obj(
+                {
+                    "user_id": _STRING,
+                    "display": _STRING,
+                    "role": {"enum": ["owner", "member"]},
+                    "joined_at": _TIME,
+                }
+            ),
+            "MemberList": _obj({"members": {"type": "array", "items": _ref("Member")}}),
+            "Invite": _obj(
+                {
+                    "code": {**_STRING, "description": "Single use; valid for 7 days."},
+                    "url": {**_STRING, "description": "Ends in `/v1/invites/{code}`."},
+                    "expires_at": _TIME,
+                }
+            ),
+            "AcceptInvite": {
+                "type": "object",
+                "properties": {
+                    "display": {
+                        **_STRING,
+                        "minLength": 1,
+                        "maxLength": 64,
+                        "description": "The new user's display name (ignored with a bearer).",
+                    }
+                },
+            },
+            "Accepted": _obj(
+                {
+                    "user": _obj({"id": _STRING, "display": _STRING}),
+                    "team": _obj({"id": _STRING, "name": _STRING}),
+                    "token": {
+                        **_STRING,
+                        "description": "Only when the caller sent no bearer token: the new"
+                        " user's token. Shown once.",
+                    },
+                },
+                required=["user", "team"],
+            ),
+        }
+    )
+    return schemas
+
+
+def _path_param(name: str, description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "description": description,
+        "schema": {"type": "string", "minLength": 1},
+    }
+
+
+_TEAM_QUERY = {
+    "name": "team",
+    "in": "query",
+    "required": False,
+    "description": "A team the caller belongs to; absent: the caller's personal scope.",
+    "schema": {"type": "string", "minLength": 1},
+}
+_NAME = _path_param("name", "The team's name.")
+_BEARER = [{"bearer": []}]
+
+
+def _json_body(schema: dict[str, Any], *, required: bool = True) -> dict[str, Any]:
+    return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
+def _paths() -> dict[str, Any]:
+    return {
+        "/v1/healthz": {
+            "get": {
+                "operationId": "healthz",
+                "summary": "Liveness and protocol version.",
+                "security": [],
+                "responses": {"200": _ok("Up.", _ref("Health"))},
+            }
+        },
+        "/v1/openapi.json": {
+            "get": {
+                "operationId": "openapi",
+                "summary": "This document.",
+                "security": [],
+                "responses": {"200": _ok("The OpenAPI document.", {"type": "object"})},
+            }
+        },
+        "/v1/packets": {
+            "post": {
+                "operationId": "pushPacket",
+                "summary": "Store a packet in the caller's personal scope or in a team.",
+                "description": (
+                    "The packet is schema-checked and stored in canonical form. Pushing"
+                    " again an id the caller owns in the same scope replaces it"
+                    " (idempotent, 201 again). An id that exists in another user's or"
+                    " another scope is refused with 409 `packet id already exists` and"
+                    " the existing packet is left untouched."
+                ),
+                "parameters": [
+                    _TEAM_QUERY,
+                    {
+                        "name": "lenient",
+                        "in": "query",
+                        "required": False,
+                        "description": "Accept a packet that does not conform (it is flagged).",
+                        "schema": {"type": "boolean"},
+                    },
+                ],
+                "requestBody": _json_body(_ref("Packet")),
+                "responses": {
+                    "201": _ok("Stored.", _ref("PushResult")),
+                    "400": _error(
+                        "Malformed JSON, an invalid packet (the reason says why),"
+                        " or a bad query value."
+                    ),
+                    "401": _UNAUTHORIZED,
+                    "404": _error("`team not found`: no such team, or the caller is not in it."),
+                    "409": _error("`packet id already exists`: the id is someone else's."),
+                    "413": _TOO_LARGE,
+                    "415": _MEDIA,
+                },
+            },
+            "get": {
+                "operationId": "listPackets",
+                "summary": "The newest packets of one scope.",
+                "parameters": [
+                    _TEAM_QUERY,
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "required": False,
+                        "schema": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": MAX_LIMIT,
+                            "default": DEFAULT_LIMIT,
+                        },
+                    },
+                ],
+                "responses": {
+                    "200": _ok("Newest first.", _ref("PacketList")),
+                    "400": _error("A bad query value."),
+                    "401": _UNAUTHORIZED,
+                    "404": _error("`team not found`."),
+                },
+            },
+        },
+        "/v1/packets/{id}": {
+            "parameters": [_path_param("id", "The packet's id.")],
+            "get": {
+                "operationId": "getPacket",
+                "summary": "One packet, byte for byte as stored.",
+                "responses": {
+                    "200": {
+                        "description": "The packet.",
+                        "headers": {
+                            "X-Ltm-Conforming": {
+                                "description": "`false` for a packet stored in lenient mode"
+                                " that does not conform; absent otherwise.",
+                                "schema": {"const": "false"},
+                            }
+                        },
+                        "content": {"application/json": {"schema": _ref("StoredPacket")}},
+                    },
+                    "401": _UNAUTHORIZED,
+                    "404": _error("`not found`: absent, or not visible to the caller."),
+                },
+            },
+            "delete": {
+                "operationId": "deletePacket",
+                "summary": "Delete a packet.",
+                "description": "Personal packets: their owner. Team packets: the member who"
+                " pushed it, or the team's owner. Anyone else gets 404.",
+                "responses": {
+                    "204": _NO_CONTENT,
+                    "401": _UNAUTHORIZED,
+                    "404": _error("`not found`."),
+                },
+            },
+        },
+        "/v1/teams": {
+            "post": {
+                "operationId": "createTeam",
+                "summary": "Create a team owned by the caller.",
+                "requestBody": _json_body(_ref("NewTeam")),
+                "responses": {
+                    "201": _ok("Created.", _ref("TeamCreated")),
+                    "400": _error("Malformed JSON or an invalid name."),
+                    "401": _UNAUTHORIZED,
+                    "409": _error("`team name taken`."),
+                    "413": _TOO_LARGE,
+                    "415": _MEDIA,
+                },
+            },
+            "get": {
+                "operationId": "listTeams",
+                "summary": "The caller's teams.",
+                "responses": {"200": _ok("Oldest first.", _ref("TeamList")), "401": _UNAUTHORIZED},
+            },
+        },
+        "/v1/teams/{name}": {
+            "parameters": [_NAME],
+            "delete": {
+                "operationId": "deleteTeam",
+                "summary": "Delete a team with its members, invites and packets (owner only).",
+                "responses": {
+                    "204": _NO_CONTENT,
+                    "401": _UNAUTHORIZED,
+                    "403": _error("The caller is a member but not the owner."),
+                    "404": _error("`team not found`."),
+                },
+            },
+        },
+        "/v1/teams/{name}/members": {
+            "parameters": [_NAME],
+            "get": {
+                "operationId": "listMembers",
+                "summary": "The team's members, the owner first.",
+                "responses": {
+                    "200": _ok("Members.", _ref("MemberList")),
+                    "401": _UNAUTHORIZED,
+                    "404": _error("`team not found`."),
+                },
+            },
+        },
+        "/v1/teams/{name}/members/{user_id}": {
+            "parameters": [_NAME, _path_param("user_id", "The member's user id.")],
+            "delete": {
+                "operationId": "removeMember",
+                "summary": "Remove a member (owner only).",
+                "responses": {
+                    "204": _NO_CONTENT,
+                    "400": _error("The owner cannot be removed."),
+                    "401": _UNAUTHORIZED,
+                    "403": _error("The caller is a member but not the owner."),
+                    "404": _error("`team not found` or `member not found`."),
+                },
+            },
+        },
+        "/v1/teams/{name}/leave": {
+            "parameters": [_NAME],
+            "post": {
+                "operationId": "leaveTeam",
+                "summary": "Leave a team (not the owner).",
+                "responses": {
+                    "204": _NO_CONTENT,
+                    "400": _error("The owner cannot leave."),
+                    "401": _UNAUTHORIZED,
+                    "404": _error("`team not found`."),
+                    "413": _TOO_LARGE,
+                },
+            },
+        },
+        "/v1/teams/{name}/invites": {
+            "parameters": [_NAME],
+            "post": {
+                "operationId": "createInvite",
+                "summary": "A single-use invite code, valid 7 days (any member).",
+                "description": "The URL's base is the server's external URL when configured,"
+                " else X-Forwarded-Proto/X-Forwarded-Host, else the Host header.",
+                "responses": {
+                    "201": _ok("Created.", _ref("Invite")),
+                    "401": _UNAUTHORIZED,
+                    "404": _error("`team not found`."),
+                    "413": _TOO_LARGE,
+                },
+            },
+        },
+        "/v1/invites/{code}/accept": {
+            "parameters": [_path_param("code", "The invite code.")],
+            "post": {
+                "operationId": "acceptInvite",
+                "summary": "Join the invite's team.",
+                "description": "With a bearer token the caller joins; without one a new user"
+                " is created and their token returned once. Of concurrent accepts of one"
+                " code exactly one succeeds.",
+                "security": [{}, {"bearer": []}],
+                "requestBody": _json_body(_ref("AcceptInvite"), required=False),
+                "responses": {
+                    "201": _ok("Joined.", _ref("Accepted")),
+                    "400": _error("Malformed JSON or an invalid display name."),
+                    "401": _error(
+                        "`missing bearer token` or `invalid token` (an Authorization"
+                        " header was sent but holds no valid token)."
+                    ),
+                    "404": _error("`invite not found`."),
+                    "409": _error("A freshly minted id collided; try again."),
+                    "410": _error("`invite expired or already used`."),
+                    "413": _TOO_LARGE,
+                    "415": _MEDIA,
+                },
+            },
+        },
+    }
+
+
+@cache
+def document() -> dict[str, Any]:
+    """The OpenAPI 3.1 document (built once)."""
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "ltm",
+            "version": __version__,
+            "summary": "Core Memory Packets for AI coding agents: the ltm protocol's HTTP API.",
+            "description": (
+                'Every error is `{"error": message}`. Authenticated routes take'
+                " `Authorization: Bearer <token>`. Unknown paths answer 404 and known paths"
+                " with another method 405, both with an `error` body (self-hosted; on API"
+                " Gateway those never reach the app and API Gateway answers itself)."
+            ),
+            "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
+        },
+        "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+        "security": _BEARER,
+        "paths": _paths(),
+        "components": {
+            "schemas": _schemas(),
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer", "description": "An ltm token."}
+            },
+        },
+    }
+
+
+@cache
+def document_json() -> str:
+    return json.dumps(document(), separators=(",", ":"))

@@ -1,0 +1,110 @@
+"""Invite codes: any member invites, anyone holding the code joins, once.
+
+A code is 192 random bits (URL-safe base64), valid for seven days and usable
+once; the store keeps only its hex sha256. Accepting with a bearer token adds
+the caller to the team; accepting without one mints a new user and their
+first token in the same atomic step (so of twenty concurrent accepts exactly
+one wins, and the losers leave no orphan user behind).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from ..store import Conflict as StoreConflict
+from ..store import Gone as StoreGone
+from ..store import Invite, Store, Team, Token, User
+from ..store import NotFound as StoreNotFound
+from .errors import Conflict, Gone, NotFound
+from .packets import team_for
+from .tokens import new_token
+from .users import check_display, new_user, now
+
+INVITE_TTL = timedelta(days=7)
+CODE_RE = re.compile(r"[A-Za-z0-9_-]{16,128}")
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedInvite:
+    code: str  # shown once; only its hash is stored
+    url: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    user: User
+    team: Team
+    token: str | None  # set only when a new user was minted
+
+
+def hash_code(code: str) -> str:
+    return hashlib.sha256(code.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def invite_url(base_url: str, code: str) -> str:
+    return f"{base_url.rstrip('/')}/v1/invites/{code}"
+
+
+def create(
+    store: Store, caller: User, team_name: str, *, base_url: str, when: datetime | None = None
+) -> CreatedInvite:
+    """A new single-use code for a team the caller belongs to (any member may invite)."""
+    team = team_for(store, caller, team_name)
+    when = when or now()
+    code = secrets.token_urlsafe(24)
+    invite = Invite(
+        code_hash=hash_code(code),
+        team_id=team.id,
+        created_by=caller.id,
+        created_at=when,
+        expires_at=when + INVITE_TTL,
+    )
+    store.create_invite(invite)
+    return CreatedInvite(code=code, url=invite_url(base_url, code), expires_at=invite.expires_at)
+
+
+def accept(
+    store: Store,
+    caller: User | None,
+    code: str,
+    *,
+    display: object = None,
+    when: datetime | None = None,
+) -> Accepted:
+    """Join the invite's team: as the caller, or as a new user when there is no caller.
+
+    404 ``invite not found`` for a code that never existed; 410 ``invite
+    expired or already used`` for one that did.
+    """
+    when = when or now()
+    if not CODE_RE.fullmatch(code):
+        raise NotFound("invite not found")
+    secret: str | None = None
+    new: tuple[User, Token] | None = None
+    if caller is None:
+        if display is None:
+            user = new_user("member", when=when)
+            user = User(id=user.id, display=f"user-{user.id[-6:].lower()}", created_at=when)
+        else:
+            user = new_user(check_display(display), when=when)
+        secret, record = new_token(user.id, f"invite-{user.id}", when=when)
+        new = (user, record)
+    else:
+        user = caller
+    try:
+        invite, _member = store.accept_invite(hash_code(code), user.id, when, new_user=new)
+    except StoreNotFound:
+        raise NotFound("invite not found") from None
+    except StoreGone:
+        raise Gone("invite expired or already used") from None
+    except StoreConflict:  # a freshly minted id or token hash collided: astronomically unlikely
+        raise Conflict("could not create the user; try again") from None
+    team = next((t for t in store.list_teams(user.id) if t.id == invite.team_id), None)
+    if team is None:  # the team was deleted in the instant after the accept
+        raise Gone("invite expired or already used")
+    return Accepted(user=user, team=team, token=secret)

@@ -1,0 +1,77 @@
+"""Teams: creating, listing and deleting them, their members, kicking and leaving.
+
+Roles follow the protocol table: any member may see the members and invite;
+only the owner may delete the team or remove a member; the owner can be
+neither removed nor leave (delete the team instead). A team the caller does
+not belong to is reported exactly like a team that does not exist (404
+``team not found``), so team names cannot be probed.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from ..store import Conflict as StoreConflict
+from ..store import Member, Store, Team, User
+from .errors import BadRequest, Conflict, Forbidden, NotFound
+from .packets import team_for
+from .users import new_id, now
+
+TEAM_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+TEAM_NAME_PATTERN = "^[a-z0-9][a-z0-9_-]{0,39}$"
+
+__all__ = ["create", "delete", "kick", "leave", "list_", "members", "team_for"]
+
+
+def check_name(name: object) -> str:
+    if not isinstance(name, str) or not TEAM_NAME_RE.fullmatch(name):
+        raise BadRequest(f"name: must match {TEAM_NAME_PATTERN}")
+    return name
+
+
+def create(store: Store, caller: User, name: object, *, when: datetime | None = None) -> Team:
+    """A new team owned by the caller; 409 ``team name taken`` when the name is in use."""
+    team = Team(id=new_id(), name=check_name(name), owner_id=caller.id, created_at=when or now())
+    try:
+        store.create_team(team)
+    except StoreConflict:
+        raise Conflict("team name taken") from None
+    return team
+
+
+def list_(store: Store, caller: User) -> list[Team]:
+    """The caller's teams, oldest first."""
+    return store.list_teams(caller.id)
+
+
+def delete(store: Store, caller: User, name: str) -> None:
+    """Delete a team with its members, invites and packets: the owner only."""
+    team = team_for(store, caller, name)
+    if team.owner_id != caller.id:
+        raise Forbidden("only the team owner can delete the team")
+    store.delete_team(team.id)
+
+
+def members(store: Store, caller: User, name: str) -> list[Member]:
+    """The members of a team the caller belongs to, the owner first."""
+    return store.list_members(team_for(store, caller, name).id)
+
+
+def kick(store: Store, caller: User, name: str, user_id: str) -> None:
+    """Remove a member: the owner only, and never the owner themself."""
+    team = team_for(store, caller, name)
+    if team.owner_id != caller.id:
+        raise Forbidden("only the team owner can remove members")
+    if user_id == team.owner_id:
+        raise BadRequest("the team owner cannot be removed")
+    if not store.remove_member(team.id, user_id):
+        raise NotFound("member not found")
+
+
+def leave(store: Store, caller: User, name: str) -> None:
+    """Leave a team; the owner cannot (they delete the team instead)."""
+    team = team_for(store, caller, name)
+    if team.owner_id == caller.id:
+        raise BadRequest("the team owner cannot leave the team; delete it instead")
+    store.remove_member(team.id, caller.id)

@@ -1,0 +1,140 @@
+"""Bearer tokens: minting, hashing, checking, listing and revoking.
+
+A token is ``ltm_`` followed by 64 hex digits (256 random bits), so it is easy
+to recognise in a leak scan and in a credentials file. The store only ever
+sees its hex sha256 (as the reference does), so a copy of the database does
+not let anyone sign in.
+
+``authenticate`` costs one store read per request: the last-used time is
+written at most once per ``TOUCH_INTERVAL`` per token, not on every request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import secrets
+from datetime import datetime, timedelta
+
+from ..store import Conflict as StoreConflict
+from ..store import Store, Token, User
+from .errors import BadRequest, Conflict, NotFound, Unauthorized
+from .users import new_user, now
+
+TOKEN_PREFIX = "ltm_"
+TOKEN_RE = re.compile(r"ltm_[0-9a-f]{64}")
+TOUCH_INTERVAL = timedelta(minutes=5)
+LABEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@:+-]{0,63}")
+MAX_TOKEN_CHARS = 512  # anything longer is not one of ours; don't bother hashing it
+
+log = logging.getLogger(__name__)
+
+
+def mint() -> str:
+    """A new bearer token (shown once, never stored)."""
+    return TOKEN_PREFIX + secrets.token_hex(32)
+
+
+def hash_token(token: str) -> str:
+    """Hex sha256 of the token: what the store keeps."""
+    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def check_label(label: object) -> str:
+    if not isinstance(label, str) or not LABEL_RE.fullmatch(label):
+        raise BadRequest(
+            "label: 1 to 64 characters, letters, digits and . _ @ : + -, starting with a letter"
+            " or digit"
+        )
+    return label
+
+
+def new_token(user_id: str, label: str, *, when: datetime | None = None) -> tuple[str, Token]:
+    """A fresh token for ``user_id``: the secret, and the record the store keeps."""
+    secret = mint()
+    record = Token(
+        label=check_label(label),
+        user_id=user_id,
+        token_hash=hash_token(secret),
+        created_at=when or now(),
+    )
+    return secret, record
+
+
+def bearer(authorization: str | None) -> str:
+    """The token in an ``Authorization: Bearer ...`` header; 401 when there is none."""
+    if not authorization:
+        raise Unauthorized("missing bearer token")
+    scheme, _, credentials = authorization.strip().partition(" ")
+    credentials = credentials.strip()
+    if scheme.lower() != "bearer" or not credentials:
+        raise Unauthorized("missing bearer token")
+    return credentials
+
+
+def authenticate(store: Store, authorization: str | None, when: datetime | None = None) -> User:
+    """The user behind the request's bearer token.
+
+    401 ``missing bearer token`` without one, 401 ``invalid token`` for a
+    token the store does not know (never issued, or revoked).
+    """
+    token = bearer(authorization)
+    if len(token) > MAX_TOKEN_CHARS:
+        raise Unauthorized("invalid token")
+    found = store.token_owner(hash_token(token))
+    if found is None:
+        raise Unauthorized("invalid token")
+    record, user = found
+    when = when or now()
+    if record.last_used_at is None or when - record.last_used_at >= TOUCH_INTERVAL:
+        try:
+            store.touch_token(record.token_hash, when)
+        except Exception:  # last-used is advisory: never fail a request over it
+            log.warning("could not record the use of token %s", record.label, exc_info=True)
+    return user
+
+
+def issue(
+    store: Store,
+    display: str,
+    *,
+    label: str | None = None,
+    user_id: str | None = None,
+    when: datetime | None = None,
+) -> tuple[User, str]:
+    """A new user with its first token, in one atomic step; returns the user and the secret.
+
+    ``label`` defaults to the display name. 409 when the label (or the user
+    id, when given) is taken.
+    """
+    when = when or now()
+    user = new_user(display, when=when)
+    if user_id is not None:
+        user = User(id=user_id, display=user.display, created_at=when)
+    secret, record = new_token(user.id, label if label is not None else user.display, when=when)
+    try:
+        store.create_user(user, record)
+    except StoreConflict:
+        raise Conflict(f"a token labelled {record.label!r} (or this user) already exists") from None
+    return user, secret
+
+
+def add(store: Store, user_id: str, label: str, *, when: datetime | None = None) -> str:
+    """Another token for an existing user (one per device); returns the secret."""
+    secret, record = new_token(user_id, label, when=when)
+    try:
+        store.add_token(record)
+    except StoreConflict:
+        raise Conflict(f"a token labelled {record.label!r} already exists") from None
+    return secret
+
+
+def list_(store: Store, *, user_id: str | None = None) -> list[Token]:
+    return store.list_tokens(user_id=user_id)
+
+
+def revoke(store: Store, label: str, *, user_id: str | None = None) -> None:
+    """Revoke by label (only the caller's own when ``user_id`` is given); 404 when absent."""
+    if not store.revoke_token(label, user_id=user_id):
+        raise NotFound("token not found")

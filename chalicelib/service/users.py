@@ -1,0 +1,40 @@
+"""Users: minting ids and checking the display names people choose."""
+
+from __future__ import annotations
+
+import unicodedata
+from datetime import UTC, datetime
+
+from ulid import ULID
+
+from ..store import User
+from .errors import BadRequest
+
+MAX_DISPLAY = 64
+
+
+def new_id() -> str:
+    """A fresh id for a user, a team or anything else we mint (a ULID)."""
+    return str(ULID())
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def check_display(display: object) -> str:
+    """A display name: 1 to 64 characters, no control characters, trimmed."""
+    if not isinstance(display, str):
+        raise BadRequest("display: must be a string")
+    display = display.strip()
+    if not 1 <= len(display) <= MAX_DISPLAY:
+        raise BadRequest(f"display: must be 1 to {MAX_DISPLAY} characters")
+    if any(unicodedata.category(ch).startswith("C") for ch in display):
+        raise BadRequest("display: must not contain control characters")
+    return display
+
+
+def new_user(display: str, *, when: datetime | None = None, subject: str | None = None) -> User:
+    return User(
+        id=new_id(), display=check_display(display), created_at=when or now(), subject=subject
+    )

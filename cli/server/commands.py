@@ -1,0 +1,268 @@
+"""``ltm server``: run a self-hosted ltm server on one small box, on SQLite.
+
+This module is imported whenever the CLI starts, so it imports only typer and
+the standard library at module level; the store, chalice and waitress are
+imported inside the commands that need them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from ltm.store import Store
+
+ROOT_USER_ID = "root"
+ROOT_LABEL = "root"
+DEFAULT_ADDR = "127.0.0.1:8080"
+DEFAULT_THREADS = 8
+
+app = typer.Typer(
+    name="server",
+    help="Run a self-hosted ltm server (SQLite): init, run, and manage its tokens.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+DbOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--db",
+        help="The server's database file [default: server.db in ltm's data directory].",
+        envvar="LTM_SERVER_DB",
+        show_default=False,
+    ),
+]
+
+
+def _say(message: str) -> None:
+    """Commentary goes to stderr; stdout carries only what a script should capture."""
+    print(message, file=sys.stderr)
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    _say(f"ltm: {message}")
+    return typer.Exit(code)
+
+
+def _db_path(db: Path | None) -> Path:
+    if db is not None:
+        return db
+    from ltm.cli.config import data_dir
+
+    return data_dir() / "server.db"
+
+
+def _open_existing(db: Path | None) -> tuple[Path, Store]:
+    path = _db_path(db)
+    if not path.is_file():
+        raise _fail(
+            f"no server database at {path}; create it first with `ltm server init --db {path}`"
+        )
+    from ltm.store.sqlite import SqliteStore
+
+    return path, SqliteStore(path)
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6); port 0 picks a free port."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise _fail(f"--addr must be HOST:PORT, got {addr!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
+def _check_url(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise _fail(f"--external-url must be an http(s) URL like https://ltm.example.org: {url!r}")
+    return url.rstrip("/")
+
+
+@app.command()
+def init(db: DbOption = None) -> None:
+    """Create the database and print the root token (once: the token alone on stdout)."""
+    path = _db_path(db)
+    from ltm.service import tokens
+    from ltm.service.errors import Conflict
+    from ltm.store.sqlite import SqliteStore
+
+    fresh = not path.exists()
+    store = SqliteStore(path)
+    try:
+        if fresh:
+            for suffix in ("", "-wal", "-shm"):
+                target = Path(f"{path}{suffix}")
+                if target.exists():
+                    target.chmod(0o600)
+        if store.get_user(ROOT_USER_ID) is not None:
+            _say(
+                f"{path} is already initialized; its root token was shown when it was created."
+                " Use `ltm server issue-token NAME` for another token."
+            )
+            return
+        try:
+            _user, secret = tokens.issue(store, "root", label=ROOT_LABEL, user_id=ROOT_USER_ID)
+        except Conflict:
+            raise _fail(f"{path} already has a root user or token; not minting another") from None
+    finally:
+        store.close()
+    print(secret)
+    _say(
+        f"Initialized {path}.\n"
+        "Above is the root token. It is shown this once and stored only as a hash: keep it"
+        " safe.\nStart the server with `ltm server run"
+        + (f" --db {path}" if db is not None else "")
+        + "`, then sign in with `ltm auth http://HOST:PORT TOKEN`."
+    )
+
+
+@app.command()
+def run(
+    db: DbOption = None,
+    addr: Annotated[
+        str, typer.Option("--addr", help="Where to listen, HOST:PORT (port 0: any free port).")
+    ] = DEFAULT_ADDR,
+    external_url: Annotated[
+        str | None,
+        typer.Option(
+            "--external-url",
+            help="The URL clients reach this server at (for invite links), e.g. when behind"
+            " a proxy [default: X-Forwarded-Proto/X-Forwarded-Host, else the Host header].",
+            envvar="LTM_EXTERNAL_URL",
+        ),
+    ] = None,
+    threads: Annotated[
+        int, typer.Option("--threads", min=1, max=256, help="Worker threads.")
+    ] = DEFAULT_THREADS,
+) -> None:
+    """Serve the ltm API with a multi-threaded HTTP server until SIGTERM or Ctrl-C."""
+    path = _db_path(db)
+    if not path.is_file():
+        raise _fail(
+            f"no server database at {path}; create it first with `ltm server init --db {path}`"
+        )
+    host, port = parse_addr(addr)
+    os.environ["LTM_STORE"] = "sqlite"
+    os.environ["LTM_DB"] = str(path)
+    if external_url:
+        os.environ["LTM_EXTERNAL_URL"] = _check_url(external_url)
+    else:
+        os.environ.pop("LTM_EXTERNAL_URL", None)
+
+    from .http import make_server, run_forever
+    from .loader import load_app
+    from .wsgi import ChaliceWSGI
+
+    module = load_app()
+    module.get_store()  # open (and migrate) now: fail before listening, not on the first request
+    wsgi = ChaliceWSGI(module.app, logger=module.logger)
+    try:
+        server = make_server(wsgi, host=host, port=port, threads=threads)
+    except OSError as exc:
+        module.close_store()
+        raise _fail(f"cannot listen on {addr}: {exc.strerror or exc}") from None
+    bound_host, bound_port = server.socket.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    _say(f"ltm server: listening on http://{shown}:{bound_port} ({path}, {threads} threads)")
+    sys.stderr.flush()
+    run_forever(server, on_stop=module.close_store)
+    _say("ltm server: stopped")
+
+
+@app.command("issue-token")
+def issue_token(
+    name: Annotated[str, typer.Argument(help="The new user's display name.")],
+    label: Annotated[
+        str | None, typer.Option("--label", help="The token's label [default: NAME].")
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """Create a user with a token; print the token alone on stdout."""
+    from ltm.service import tokens
+    from ltm.service.errors import ServiceError
+
+    _path, store = _open_existing(db)
+    try:
+        user, secret = tokens.issue(store, name, label=label or name)
+    except ServiceError as exc:
+        raise _fail(exc.message) from None
+    finally:
+        store.close()
+    print(secret)
+    _say(f"Issued token {label or name!r} for the new user {user.display!r} (id {user.id}).")
+
+
+@app.command("tokens")
+def list_tokens(
+    db: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
+) -> None:
+    """List tokens: label, user, created, last used (never the token itself)."""
+    import json
+
+    _path, store = _open_existing(db)
+    try:
+        rows = []
+        for token in store.list_tokens():
+            user = store.get_user(token.user_id)
+            rows.append(
+                {
+                    "label": token.label,
+                    "user_id": token.user_id,
+                    "user": user.display if user else "",
+                    "created_at": _stamp(token.created_at),
+                    "last_used_at": _stamp(token.last_used_at) if token.last_used_at else None,
+                }
+            )
+    finally:
+        store.close()
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        _say("no tokens")
+        return
+    table = [("LABEL", "USER", "USER ID", "CREATED", "LAST USED")] + [
+        (r["label"], r["user"], r["user_id"], r["created_at"], r["last_used_at"] or "never")
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        print("  ".join(cells).rstrip())
+
+
+@app.command("revoke-token")
+def revoke_token(
+    label: Annotated[str, typer.Argument(help="The label of the token to revoke.")],
+    db: DbOption = None,
+) -> None:
+    """Revoke a token by its label; it stops working at once."""
+    path, store = _open_existing(db)
+    try:
+        revoked = store.revoke_token(label)
+    finally:
+        store.close()
+    if not revoked:
+        raise _fail(f"no token labelled {label!r} in {path}")
+    _say(f"Revoked token {label!r}.")
+
+
+def _stamp(value: object) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+if __name__ == "__main__":
+    app()
