@@ -12,15 +12,13 @@ import sys
 
 
 def _fast_path(argv: list[str]) -> bool:
+    from ltm.cli import quick
+
     if argv == ["--version"]:
-        from ltm import __version__
-
-        print(f"ltm {__version__}")
+        quick.print_version()
         return True
-    if argv[:1] == ["example"] and set(argv[1:]) <= {"--resume"} and len(argv) <= 2:
-        from ltm.cli.commands.example import run
-
-        run(resume="--resume" in argv)
+    if argv[:1] == ["example"] and argv[1:] in ([], ["--resume"]):
+        quick.print_example(resume=bool(argv[1:]))
         return True
     return False
 
@@ -29,9 +27,9 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     try:
         if not _fast_path(args):
-            from ltm.cli.main import app
+            from ltm.cli.main import run
 
-            app(args=args, prog_name="ltm")
+            run(args)
     except KeyboardInterrupt:
         print("ltm: interrupted", file=sys.stderr)
         sys.exit(130)

@@ -1,34 +1,44 @@
-"""The ``ltm`` command: every verb wired to its module, one file per verb."""
+"""The ``ltm`` command: every verb wired to its module, one file per verb.
+
+Only the module of the verb being run is imported and handed to typer (all of
+them for ``ltm --help`` or an unknown verb): building every command costs
+more than running most of them, and a CLI is judged by how fast it answers.
+"""
 
 from __future__ import annotations
 
 import os
+from importlib import import_module
 from typing import Annotated
 
 import typer
 
-from ltm.cli.commands import example, ls, pull, push, resume, rm, save, sensitive, show, validate
-
-app = typer.Typer(
-    name="ltm",
-    help="Long-term memory for AI coding agents: save a Core Memory Packet at the end of a "
-    "session, resume it at the start of the next.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+# verb -> (module under ltm.cli.commands, function) ...
+COMMANDS: dict[str, tuple[str, str]] = {
+    "save": ("save", "save"),
+    "push": ("push", "push"),
+    "ls": ("ls", "ls"),
+    "show": ("show", "show"),
+    "pull": ("pull", "pull"),
+    "rm": ("rm", "rm"),
+    "resume": ("resume", "resume"),
+    "example": ("example", "example"),
+    "validate": ("validate", "validate"),
+}
+# ... and command groups: name -> module under ltm.cli.commands holding a typer ``app``.
+GROUPS: dict[str, str] = {
+    "sensitive": "sensitive",
+}
 
 
 def _version(value: bool) -> None:
     if value:
-        from ltm import __version__
+        from ltm.cli.quick import print_version
 
-        print(f"ltm {__version__}")
+        print_version()
         raise typer.Exit()
 
 
-@app.callback()
 def root(
     version: Annotated[
         bool,
@@ -38,17 +48,32 @@ def root(
         bool, typer.Option("--debug", help="Show full details (tracebacks) on errors.")
     ] = False,
 ) -> None:
+    """Long-term memory for AI coding agents: save a Core Memory Packet at the end of a
+    session, resume it at the start of the next."""
     if debug:
         os.environ["LTM_DEBUG"] = "1"
 
 
-app.command("save")(save.save)
-app.command("push")(push.push)
-app.command("ls")(ls.ls)
-app.command("show")(show.show)
-app.command("pull")(pull.pull)
-app.command("rm")(rm.rm)
-app.command("resume")(resume.resume)
-app.command("example")(example.example)
-app.command("validate")(validate.validate)
-app.add_typer(sensitive.app, name="sensitive")
+def build(args: list[str]) -> typer.Typer:
+    app = typer.Typer(
+        name="ltm",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback()(root)
+    verb = next((a for a in args if not a.startswith("-")), None)
+    wanted = [verb] if verb in COMMANDS or verb in GROUPS else [*COMMANDS, *GROUPS]
+    for name in wanted:
+        if name in COMMANDS:
+            module, function = COMMANDS[name]
+            command = getattr(import_module(f"ltm.cli.commands.{module}"), function)
+            app.command(name)(command)
+        else:
+            app.add_typer(import_module(f"ltm.cli.commands.{GROUPS[name]}").app, name=name)
+    return app
+
+
+def run(args: list[str]) -> None:
+    build(args)(args=args, prog_name="ltm")

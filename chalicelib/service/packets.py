@@ -12,12 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import packet
 from ..store import Conflict as StoreConflict
 from ..store import PacketMeta, Store, StoredPacket, Team, User
 from .errors import BadRequest, Conflict, NotFound, PayloadTooLarge
 
-DEFAULT_LIMIT = 50
+DEFAULT_LIMIT = 50  # the protocol's default page
 MAX_LIMIT = 1000
 
 
@@ -45,6 +44,8 @@ def push(
     lenient: bool = False,
 ) -> PushResult:
     """Validate a packet and store it in canonical form in the chosen scope."""
+    from .. import packet  # pydantic: only the write path pays for it
+
     if isinstance(raw, str):
         raw = raw.encode()
     if isinstance(raw, bytes):
@@ -147,6 +148,8 @@ def _identity(data: Mapping[str, Any]) -> tuple[str, str, str]:
 
 
 def _sort_key(created_at: str) -> str:
+    from .. import packet
+
     try:
         return packet.created_at_sort_key(created_at)
     except ValueError:

@@ -6,21 +6,7 @@ from typing import Annotated
 
 import typer
 
-
-def run(*, resume: bool) -> None:
-    """Print the example; kept import-light because agents call it at session start."""
-    import json
-    import sys
-    from importlib.resources import files
-
-    raw = files("ltm").joinpath("example.json").read_bytes()
-    if resume:
-        from ltm.resume import render
-
-        sys.stdout.write(render(json.loads(raw)))
-    else:
-        sys.stdout.buffer.write(raw if raw.endswith(b"\n") else raw + b"\n")
-    sys.stdout.flush()
+from ltm.cli.quick import print_example
 
 
 def example(
@@ -29,4 +15,4 @@ def example(
     ] = False,
 ) -> None:
     """Print a complete example packet (v0.2) to start from."""
-    run(resume=resume)
+    print_example(resume=resume)

@@ -1,0 +1,245 @@
+"""The ltm command end to end, as a user runs it: real subprocesses, a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+LTM = str(Path(sys.executable).with_name("ltm"))
+EXAMPLE_ID = "01JS5LTMEXAMPLEPACKET00001A"
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
+    e["LTM_DATA_DIR"] = str(tmp_path / "data")
+    e["LTM_CONFIG_DIR"] = str(tmp_path / "config")
+    return e
+
+
+def ltm(
+    env: dict[str, str], *args: str, stdin: str | bytes = b""
+) -> subprocess.CompletedProcess[str]:
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    proc = subprocess.run([LTM, *args], input=data, env=env, capture_output=True, timeout=60)
+    return subprocess.CompletedProcess(
+        proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+    )
+
+
+def ok(env: dict[str, str], *args: str, stdin: str | bytes = b"") -> str:
+    result = ltm(env, *args, stdin=stdin)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+CONTENT = {
+    "goal": "Make the login test stop flaking",
+    "next_step": "Run the test 50 times with -p no:randomly and read the first failure",
+    "decisions": [{"what": "Keep pytest", "why": "the team knows it", "locked": True}],
+    "attempts": [
+        {"tried": "Raised the timeout to 30 s", "outcome": "failed", "learned": "not timing"}
+    ],
+}
+
+
+def test_save_fills_defaults_and_resume_renders_it(env: dict[str, str]) -> None:
+    packet_id = ok(env, "save", "-", stdin=json.dumps(CONTENT)).strip()
+    assert len(packet_id) == 26  # a ULID
+    stored = json.loads(ok(env, "pull", packet_id))
+    assert stored["ltm_version"] == "0.2" and stored["id"] == packet_id
+    assert stored["created_at"].endswith("Z")
+
+    block = ok(env, "resume", packet_id)
+    assert block.startswith("# Resume context")
+    assert "Make the login test stop flaking" in block
+    assert "Raised the timeout to 30 s" in block.split("## Failed attempts")[1]
+    assert block.rstrip().endswith(CONTENT["next_step"])  # the next step closes the block
+    assert ok(env, "resume") == block  # no id: the newest packet
+    assert ok(env, "resume", packet_id[:8]) == block  # a unique prefix
+
+
+def test_save_from_file_push_ls_show_rm(env: dict[str, str], tmp_path: Path) -> None:
+    example = tmp_path / "example.json"
+    example.write_text(ok(env, "example"))
+    assert ok(env, "push", str(example)).strip() == EXAMPLE_ID
+    second = ok(env, "save", "-", stdin=json.dumps(CONTENT)).strip()
+
+    lines = ok(env, "ls").splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(second[:12])  # newest first
+    listing = json.loads(ok(env, "ls", "--json", "--limit", "1"))
+    assert [p["id"] for p in listing["packets"]] == [second]
+    assert set(listing["packets"][0]) == {"id", "created_at", "goal"}
+
+    shown = ok(env, "show", EXAMPLE_ID)
+    assert "Goal" in shown and "[locked]" in shown
+    raw = ok(env, "show", EXAMPLE_ID, "--json")
+    assert json.loads(raw)["id"] == EXAMPLE_ID
+
+    out = tmp_path / "copy.json"
+    ok(env, "pull", EXAMPLE_ID, "-o", str(out))
+    assert json.loads(out.read_text()) == json.loads(example.read_text())
+
+    result = ltm(env, "rm", EXAMPLE_ID, "--yes")
+    assert result.returncode == 0 and "deleted" in result.stderr
+    missing = ltm(env, "show", EXAMPLE_ID)
+    assert missing.returncode == 1 and "no packet matches" in missing.stderr
+
+
+def test_repush_is_idempotent(env: dict[str, str]) -> None:
+    example = ok(env, "example")
+    ok(env, "save", "-", stdin=example)
+    result = ltm(env, "save", "-", stdin=example)
+    assert result.returncode == 0 and "updated" in result.stderr
+    assert len(ok(env, "ls").splitlines()) == 1
+
+
+def test_example_and_its_resume_block(env: dict[str, str]) -> None:
+    packet = json.loads(ok(env, "example"))
+    assert packet["ltm_version"] == "0.2"
+    block = ok(env, "example", "--resume")
+    assert "## Locked decisions" in block and packet["next_step"] in block
+    assert not (Path(env["LTM_DATA_DIR"]) / "ltm.db").exists()  # no store touched
+
+
+def test_version(env: dict[str, str]) -> None:
+    assert ok(env, "--version").startswith("ltm ")
+
+
+@pytest.mark.parametrize(
+    ("stdin", "message"),
+    [
+        ("not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        (json.dumps({**CONTENT, "ltm_version": "9.9"}), "supported: 0.1, 0.2"),
+        (json.dumps({**CONTENT, "goal": "x" * 40_000}), "32768"),
+        (
+            json.dumps({**CONTENT, "attempts": [{"tried": "x", "outcome": "maybe"}]}),
+            "attempts[0].outcome",
+        ),
+    ],
+)
+def test_bad_input_is_one_clear_error_and_stores_nothing(
+    env: dict[str, str], stdin: str, message: str
+) -> None:
+    result = ltm(env, "save", "-", stdin=stdin)
+    assert result.returncode == 1
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert ok(env, "ls", "--json") == ok(env, "ls", "--json")  # still usable
+    assert json.loads(ok(env, "ls", "--json"))["packets"] == []
+
+
+def test_every_schema_error_is_listed(env: dict[str, str]) -> None:
+    bad = {
+        **CONTENT,
+        "tags": ["Not OK"],
+        "attempts": [{"tried": "x", "outcome": "maybe"}],
+        "zzz": 1,
+    }
+    result = ltm(env, "save", "-", stdin=json.dumps(bad))
+    assert result.returncode == 1
+    for path in ("tags[0]", "attempts[0].outcome", "zzz"):
+        assert path in result.stderr
+
+
+def test_missing_file(env: dict[str, str]) -> None:
+    result = ltm(env, "save", "/nonexistent/packet.json")
+    assert result.returncode == 1
+    assert result.stderr.strip() == "ltm: /nonexistent/packet.json: no such file"
+
+
+def test_redaction_blocks_and_stores_nothing(env: dict[str, str]) -> None:
+    leaky = {**CONTENT, "next_step": "Read /home/alice/work/notes.txt"}
+    result = ltm(env, "save", "-", stdin=json.dumps(leaky))
+    assert result.returncode == 1
+    assert "next_step/abs-path" in result.stderr
+    assert json.loads(ok(env, "ls", "--json"))["packets"] == []
+    # The one override sends it anyway.
+    assert ok(env, "save", "--allow-unredacted", "-", stdin=json.dumps(leaky)).strip()
+
+
+def test_lenient_accepts_and_flags(env: dict[str, str]) -> None:
+    odd = {**CONTENT, "mood": "optimistic"}
+    assert ltm(env, "save", "-", stdin=json.dumps(odd)).returncode == 1
+    result = ltm(env, "save", "--lenient", "-", stdin=json.dumps(odd))
+    assert result.returncode == 0 and "non-conforming" in result.stderr
+
+
+def test_teams_need_a_server(env: dict[str, str]) -> None:
+    result = ltm(env, "ls", "--team", "core")
+    assert result.returncode == 1 and "ltm auth" in result.stderr
+
+
+def test_ambiguous_prefix(env: dict[str, str]) -> None:
+    for n in range(2):
+        ok(env, "save", "-", stdin=json.dumps({**CONTENT, "id": f"01SAMEPREFIX{n:02d}"}))
+    result = ltm(env, "show", "01SAMEPREFIX")
+    assert result.returncode == 1 and "more than one" in result.stderr
+
+
+def test_validate_text_json_and_exit_codes(env: dict[str, str], tmp_path: Path) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(ok(env, "example"))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"goal": "g"}))
+    leaky = tmp_path / "leaky.json"
+    leaky.write_text(
+        json.dumps({**json.loads(good.read_text()), "goal": "see C:\\Users\\bob\\x.txt"})
+    )
+    assert ltm(env, "validate", str(good)).returncode == 0
+
+    result = ltm(env, "validate", "--json", str(good), str(bad), str(leaky))
+    assert result.returncode == 1
+    reports = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["file"] for r in reports] == [str(good), str(bad), str(leaky)]
+    assert reports[0] == {"file": str(good), "valid": True, "errors": [], "redaction": []}
+    assert reports[1]["valid"] is False and any("next_step" in e for e in reports[1]["errors"])
+    assert reports[2]["valid"] is True
+    assert reports[2]["redaction"][0]["field"] == "goal"
+    assert reports[2]["redaction"][0]["kind"].endswith("path")
+
+    assert ltm(env, "validate", "-", stdin=good.read_text()).returncode == 0
+    assert ltm(env, "validate", str(tmp_path / "missing.json")).returncode == 2
+    assert ltm(env, "validate").returncode == 2  # usage error
+
+
+def test_sensitive_patterns(env: dict[str, str]) -> None:
+    ok(env, "sensitive", "add", "codename", r"project-bluebird")
+    assert "codename" in ok(env, "sensitive", "ls")
+    tested = ltm(env, "sensitive", "test", "ship project-bluebird now")
+    assert tested.returncode == 1 and "codename: project-bluebird" in tested.stdout
+    assert ltm(env, "sensitive", "test", "nothing to see").returncode == 0
+
+    result = ltm(env, "save", "-", stdin=json.dumps({**CONTENT, "goal": "ship project-bluebird"}))
+    assert result.returncode == 1 and "goal/codename" in result.stderr
+
+    bad = ltm(env, "sensitive", "add", "broken", "(unclosed")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    ok(env, "sensitive", "rm", "codename")
+    assert ok(env, "save", "-", stdin=json.dumps({**CONTENT, "goal": "ship project-bluebird"}))
+
+
+def test_two_processes_saving_at_once_lose_nothing(env: dict[str, str]) -> None:
+    # A first save creates and migrates the store; then many writers race on it.
+    ok(env, "save", "-", stdin=json.dumps(CONTENT))
+
+    def save(n: int) -> str:
+        return ok(env, "save", "-", stdin=json.dumps({**CONTENT, "goal": f"goal {n}"})).strip()
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        ids = list(pool.map(save, range(24)))
+    assert len(set(ids)) == 24
+    listed = {p["id"] for p in json.loads(ok(env, "ls", "--json", "--limit", "100"))["packets"]}
+    assert set(ids) <= listed and len(listed) == 25
+    db = sqlite3.connect(Path(env["LTM_DATA_DIR"]) / "ltm.db")
+    assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
