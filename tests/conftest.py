@@ -14,13 +14,23 @@ import pytest
 from ltm.store import Store
 from ltm.store.sqlite import SqliteStore
 
-STORES = ["sqlite"]
+STORES = ["sqlite", "dynamodb"]
 
 
 @pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     if request.param == "sqlite":
         s: Store = SqliteStore(tmp_path / "ltm.db")
+    elif request.param == "dynamodb":
+        from dynamo_moto import in_process
+
+        from ltm.store.dynamo import DynamoStore
+
+        with in_process("ltm-test") as client:  # moto, table from the store's own definition
+            s = DynamoStore("ltm-test", client=client)
+            yield s
+            s.close()
+        return
     else:  # pragma: no cover - every name in STORES has a branch above
         raise AssertionError(request.param)
     yield s

@@ -151,6 +151,25 @@ class Store(ABC):
     def delete_packet(self, packet_id: str) -> bool:
         """Delete a packet; True when it existed."""
 
+    def delete_packet_as(self, packet_id: str, user_id: str) -> bool:
+        """Delete a packet if ``user_id`` may; True when deleted.
+
+        The protocol's rule: a personal packet by its owner; a team packet by a
+        member who created it, or by the team's owner. Absent and not allowed
+        both return False (the caller answers 404 for both). A backend may do
+        the check and the delete in one conditional request (DynamoDB does).
+        """
+        found = self.get_packet(packet_id)
+        if found is None:
+            return False
+        meta = found.meta
+        if meta.team_id is None:
+            allowed = meta.owner_id == user_id
+        else:
+            member = self.get_member(meta.team_id, user_id)
+            allowed = member is not None and (meta.owner_id == user_id or member.role == "owner")
+        return allowed and self.delete_packet(packet_id)
+
     # -- users and tokens -----------------------------------------------
 
     @abstractmethod
@@ -203,6 +222,18 @@ class Store(ABC):
     @abstractmethod
     def delete_team(self, team_id: str) -> None:
         """Delete a team with its memberships, invites and packets."""
+
+    def team_membership(self, name: str, user_id: str) -> tuple[Team, Member] | None:
+        """The team called ``name`` and ``user_id``'s membership in it; None if either is missing.
+
+        What every team-scoped request checks first; a backend may answer it in
+        one round trip (DynamoDB does).
+        """
+        team = self.get_team(name)
+        if team is None:
+            return None
+        member = self.get_member(team.id, user_id)
+        return None if member is None else (team, member)
 
     @abstractmethod
     def get_member(self, team_id: str, user_id: str) -> Member | None: ...

@@ -2,9 +2,10 @@
 
 ``LTM_STORE`` names the backend (``sqlite``, the default); each backend reads
 its own settings from the same environment (for SQLite: ``LTM_DB``, the
-database file). On Lambda the variables come from the stage's
-``environment_variables`` in ``.chalice/config.json``; self-hosted, from
-``ltm server run``.
+database file; for DynamoDB: ``LTM_DYNAMODB_TABLE``, the table name, while
+boto3 itself reads ``AWS_REGION`` and ``AWS_ENDPOINT_URL_DYNAMODB``). On Lambda
+the variables come from the stage's ``environment_variables`` in
+``.chalice/config.json``; self-hosted, from ``ltm server run``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Mapping
 
 from . import Store
 
-BACKENDS = ("sqlite",)
+BACKENDS = ("sqlite", "dynamodb")
 
 
 def open_store(environ: Mapping[str, str] = os.environ) -> Store:
@@ -26,4 +27,9 @@ def open_store(environ: Mapping[str, str] = os.environ) -> Store:
         if not path:
             raise RuntimeError("LTM_STORE=sqlite needs LTM_DB, the path of the database file")
         return SqliteStore(path)
+    if kind == "dynamodb":
+        # boto3 itself reads AWS_REGION and AWS_ENDPOINT_URL_DYNAMODB (a local endpoint).
+        from .dynamo import DEFAULT_TABLE, DynamoStore
+
+        return DynamoStore(environ.get("LTM_DYNAMODB_TABLE") or DEFAULT_TABLE)
     raise RuntimeError(f"unknown LTM_STORE {kind!r}; known: {', '.join(BACKENDS)}")

@@ -1,0 +1,1110 @@
+"""The DynamoDB store: the same contract as SQLite, for ltm on Lambda.
+
+Key design
+==========
+
+One table (on-demand) with two overloaded global secondary indexes. One
+table keeps the IAM policy, the CloudFormation template and backups to one
+resource, and lets a single TransactWriteItems cover users, tokens, teams and
+invites. Every item has ``pk``/``sk``; an item type sets the index keys it
+needs and no others (the indexes are sparse)::
+
+    item              pk / sk                     gsi1pk / gsi1sk
+    packet            PKT#<id> / PKT              SCOPE#<scope> / <sortkey>#<id>
+    user              USER#<id> / USER            -
+    subject claim     SUBJECT#<subject> / SUBJECT -
+    token             TOKEN#<hash> / TOKEN        TOKENS#<user> / <created>#<label>
+    label claim       LABEL#<label> / LABEL       -
+    team (by name)    TEAMNAME#<name> / TEAM      -
+    member (by name)  TEAMNAME#<name> / MEMBER#<u> -
+    team (by id)      TEAM#<id> / TEAM            -
+    member (by id)    TEAM#<id> / MEMBER#<u>      TEAMS#<u> / <team created>#<name>
+    invite            INVITE#<codehash> / INVITE  -
+
+    gsi2pk / gsi2sk: packet SCOPE#<scope> / <id>; token TOKENS / <created>#<label>;
+    invite INVITES#<team> / <codehash>.
+
+``<scope>`` is ``u:<owner>`` or ``t:<team>``. Which request uses what:
+
+- get a packet: one GetItem (``PKT#id``, strongly consistent).
+- list a scope: one Query on gsi1, newest first (``ScanIndexForward=False``)
+  with ``Limit``; the cursor is the last item's index key, opaque (base64).
+  gsi1 projects only the listing fields, never the packet body.
+- resolve an id prefix: one Query on gsi2 with ``begins_with`` on the id.
+- push: one PutItem whose ConditionExpression is the cross-user id rule
+  (absent, or same owner and same scope), so a foreign id is never touched.
+- check a token: one GetItem; the token item carries a copy of its user
+  (users never change), so no second read.
+- team by name + the caller's membership: one BatchGetItem of the two items
+  under ``TEAMNAME#<name>``; the member copy there carries the team id and is
+  only believed when it matches the team item (a deleted team's leftovers
+  never grant anything to a new team of the same name).
+- delete a packet: one conditional DeleteItem for the caller's own personal
+  packet; for a team packet the failed condition returns the item
+  (``ReturnValuesOnConditionCheckFailure``) and one TransactWriteItems checks
+  the membership (ConditionCheck) and deletes.
+
+Uniqueness and single use are conditional writes in transactions: team names
+(``TEAMNAME#`` item), token hashes and labels (``TOKEN#`` + ``LABEL#``),
+subjects (``SUBJECT#``), user + first token together, and an invite's use
+(an Update conditioned on ``used_at`` absent and not expired, in the same
+transaction as the membership and an optional new user + token).
+Transactions that lose a race to another transaction (``TransactionConflict``)
+are re-read and retried, so a lost race ends as Gone/Conflict, never as a 500.
+
+Copies (user display on members and tokens, team fields on members, members
+under both team keys) are written in the same transaction as the original;
+users and teams are immutable, so the copies never go stale.
+
+Invites carry ``ttl_epoch`` (epoch seconds) for DynamoDB TTL, set a grace
+period after expiry so an expired code still answers 410 for a while; the
+code checks ``expires_at`` itself and never relies on TTL (which is lazy).
+
+Reads of items by key are strongly consistent; index Queries (listings) are
+eventually consistent, as every GSI is: a packet pushed a moment ago may
+take a fraction of a second to show in ``ls``.
+
+Development: ``python -m ltm.store.dynamo create-tables [--table NAME]``
+creates the table (and its TTL) against ``AWS_ENDPOINT_URL_DYNAMODB`` (moto
+server, DynamoDB Local) or a real account. ``TABLE_SCHEMA`` below is the one
+definition of the table; ``infra/ltm.yaml`` is checked against it by
+``tests/test_infra.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import json
+import os
+import random
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from . import (
+    Conflict,
+    Gone,
+    Invite,
+    Member,
+    NotFound,
+    PacketMeta,
+    Page,
+    Role,
+    Store,
+    StoredPacket,
+    Team,
+    Token,
+    User,
+)
+
+if TYPE_CHECKING:  # boto3 is imported only when a DynamoStore is built
+    from botocore.client import BaseClient
+
+Item = dict[str, dict[str, Any]]
+
+DEFAULT_TABLE = "ltm"
+TTL_ATTRIBUTE = "ttl_epoch"
+INVITE_TTL_GRACE = timedelta(days=30)
+TRANSACTION_ATTEMPTS = 6
+
+# The one definition of the table: create_tables() uses it as is, and
+# tests/test_infra.py checks that infra/ltm.yaml declares exactly this.
+TABLE_SCHEMA: dict[str, Any] = {
+    "AttributeDefinitions": [
+        {"AttributeName": name, "AttributeType": "S"}
+        for name in ("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk")
+    ],
+    "KeySchema": [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ],
+    "GlobalSecondaryIndexes": [
+        {
+            "IndexName": "gsi1",
+            "KeySchema": [
+                {"AttributeName": "gsi1pk", "KeyType": "HASH"},
+                {"AttributeName": "gsi1sk", "KeyType": "RANGE"},
+            ],
+            "Projection": {
+                "ProjectionType": "INCLUDE",
+                "NonKeyAttributes": [
+                    # packet listings
+                    "id",
+                    "created_at",
+                    "goal",
+                    "owner_id",
+                    "team_id",
+                    # a user's tokens
+                    "label",
+                    "user_id",
+                    "token_hash",
+                    "last_used_at",
+                    # a user's teams
+                    "team_name",
+                    "team_owner_id",
+                    "team_created_at",
+                ],
+            },
+        },
+        {
+            "IndexName": "gsi2",
+            "KeySchema": [
+                {"AttributeName": "gsi2pk", "KeyType": "HASH"},
+                {"AttributeName": "gsi2sk", "KeyType": "RANGE"},
+            ],
+            "Projection": {
+                "ProjectionType": "INCLUDE",
+                # all tokens (packet prefixes and team invites need only the keys)
+                "NonKeyAttributes": [
+                    "label",
+                    "user_id",
+                    "token_hash",
+                    "created_at",
+                    "last_used_at",
+                ],
+            },
+        },
+    ],
+    "BillingMode": "PAY_PER_REQUEST",
+}
+
+
+# -- attribute values -------------------------------------------------------
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _ts(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _dt(value: str) -> datetime:
+    return datetime.fromisoformat(value)
+
+
+def _get(item: Mapping[str, Mapping[str, Any]], name: str) -> str | None:
+    value = item.get(name)
+    return None if value is None else value.get("S")
+
+
+def _req(item: Mapping[str, Mapping[str, Any]], name: str) -> str:
+    value = _get(item, name)
+    if value is None:
+        raise KeyError(name)
+    return value
+
+
+def _key(pk: str, sk: str) -> Item:
+    return {"pk": _s(pk), "sk": _s(sk)}
+
+
+def _scope(owner_id: str, team_id: str | None) -> str:
+    return f"SCOPE#t:{team_id}" if team_id else f"SCOPE#u:{owner_id}"
+
+
+def _encode_cursor(index_sk: str, packet_id: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps([index_sk, packet_id]).encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[str, str]:
+    try:
+        index_sk, packet_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, TypeError) as exc:
+        raise ValueError("invalid cursor") from exc
+    if not isinstance(index_sk, str) or not isinstance(packet_id, str) or not packet_id:
+        raise ValueError("invalid cursor")
+    return index_sk, packet_id
+
+
+# -- item <-> record --------------------------------------------------------
+
+
+def _packet_item(packet: StoredPacket, sort_key: str) -> Item:
+    meta = packet.meta
+    scope = _scope(meta.owner_id, meta.team_id)
+    item: Item = {
+        **_key(f"PKT#{meta.id}", "PKT"),
+        "id": _s(meta.id),
+        "created_at": _s(meta.created_at),
+        "goal": _s(meta.goal),
+        "owner_id": _s(meta.owner_id),
+        "sort_key": _s(sort_key),
+        "conforming": {"BOOL": packet.conforming},
+        "body": {"B": packet.body},
+        "gsi1pk": _s(scope),
+        "gsi1sk": _s(f"{sort_key}#{meta.id}"),
+        "gsi2pk": _s(scope),
+        "gsi2sk": _s(meta.id),
+    }
+    if meta.team_id is not None:
+        item["team_id"] = _s(meta.team_id)
+    return item
+
+
+def _packet_meta(item: Mapping[str, Mapping[str, Any]]) -> PacketMeta:
+    return PacketMeta(
+        id=_req(item, "id"),
+        created_at=_get(item, "created_at") or "",
+        goal=_get(item, "goal") or "",
+        owner_id=_req(item, "owner_id"),
+        team_id=_get(item, "team_id"),
+    )
+
+
+def _user_fields(user: User, prefix: str = "") -> Item:
+    fields: Item = {
+        f"{prefix}id" if prefix else "user_id": _s(user.id),
+        f"{prefix}display": _s(user.display),
+        f"{prefix}created_at": _s(_ts(user.created_at)),
+    }
+    if user.subject is not None:
+        fields[f"{prefix}subject"] = _s(user.subject)
+    return fields
+
+
+def _user_item(user: User) -> Item:
+    return {**_key(f"USER#{user.id}", "USER"), **_user_fields(user)}
+
+
+def _subject_item(user: User) -> Item:
+    assert user.subject is not None
+    return {**_key(f"SUBJECT#{user.subject}", "SUBJECT"), **_user_fields(user)}
+
+
+def _user(item: Mapping[str, Mapping[str, Any]], prefix: str = "") -> User:
+    return User(
+        id=_req(item, f"{prefix}id" if prefix else "user_id"),
+        display=_get(item, f"{prefix}display") or "",
+        created_at=_dt(_req(item, f"{prefix}created_at")),
+        subject=_get(item, f"{prefix}subject"),
+    )
+
+
+def _token_items(token: Token, user: User) -> list[Item]:
+    order = f"{_ts(token.created_at)}#{token.label}"
+    item: Item = {
+        **_key(f"TOKEN#{token.token_hash}", "TOKEN"),
+        "label": _s(token.label),
+        "user_id": _s(token.user_id),
+        "token_hash": _s(token.token_hash),
+        "created_at": _s(_ts(token.created_at)),
+        **_user_fields(user, prefix="user_"),
+        "gsi1pk": _s(f"TOKENS#{token.user_id}"),
+        "gsi1sk": _s(order),
+        "gsi2pk": _s("TOKENS"),
+        "gsi2sk": _s(order),
+    }
+    if token.last_used_at is not None:
+        item["last_used_at"] = _s(_ts(token.last_used_at))
+    label: Item = {
+        **_key(f"LABEL#{token.label}", "LABEL"),
+        "token_hash": _s(token.token_hash),
+        "user_id": _s(token.user_id),
+    }
+    return [item, label]
+
+
+def _token(item: Mapping[str, Mapping[str, Any]]) -> Token:
+    last = _get(item, "last_used_at")
+    return Token(
+        label=_req(item, "label"),
+        user_id=_req(item, "user_id"),
+        token_hash=_req(item, "token_hash"),
+        created_at=_dt(_req(item, "created_at")),
+        last_used_at=_dt(last) if last else None,
+    )
+
+
+def _team_fields(team: Team) -> Item:
+    return {
+        "team_id": _s(team.id),
+        "team_name": _s(team.name),
+        "team_owner_id": _s(team.owner_id),
+        "team_created_at": _s(_ts(team.created_at)),
+    }
+
+
+def _team(item: Mapping[str, Mapping[str, Any]]) -> Team:
+    return Team(
+        id=_req(item, "team_id"),
+        name=_req(item, "team_name"),
+        owner_id=_req(item, "team_owner_id"),
+        created_at=_dt(_req(item, "team_created_at")),
+    )
+
+
+def _member_items(team: Team, user_id: str, display: str, role: Role, when: datetime) -> list[Item]:
+    """The membership under the team's id (authoritative) and its copy under the name."""
+    fields: Item = {
+        **_team_fields(team),
+        "user_id": _s(user_id),
+        "display": _s(display),
+        "role": _s(role),
+        "joined_at": _s(_ts(when)),
+    }
+    by_id: Item = {
+        **_key(f"TEAM#{team.id}", f"MEMBER#{user_id}"),
+        **fields,
+        "gsi1pk": _s(f"TEAMS#{user_id}"),
+        "gsi1sk": _s(f"{_ts(team.created_at)}#{team.name}"),
+    }
+    by_name: Item = {**_key(f"TEAMNAME#{team.name}", f"MEMBER#{user_id}"), **fields}
+    return [by_id, by_name]
+
+
+def _member(item: Mapping[str, Mapping[str, Any]]) -> Member:
+    role = _req(item, "role")
+    assert role in ("owner", "member")
+    return Member(
+        user_id=_req(item, "user_id"),
+        display=_get(item, "display") or "",
+        role=role,  # type: ignore[arg-type]
+        joined_at=_dt(_req(item, "joined_at")),
+    )
+
+
+def _invite(item: Mapping[str, Mapping[str, Any]]) -> Invite:
+    used_at = _get(item, "used_at")
+    return Invite(
+        code_hash=_req(item, "code_hash"),
+        team_id=_req(item, "team_id"),
+        created_by=_req(item, "created_by"),
+        created_at=_dt(_req(item, "created_at")),
+        expires_at=_dt(_req(item, "expires_at")),
+        used_at=_dt(used_at) if used_at else None,
+        used_by=_get(item, "used_by"),
+    )
+
+
+# -- the store --------------------------------------------------------------
+
+
+class _Cancelled(Exception):
+    """A transaction was cancelled; ``codes`` holds one reason code per action."""
+
+    def __init__(self, codes: list[str]) -> None:
+        super().__init__(codes)
+        self.codes = codes
+
+    def failed(self, index: int) -> bool:
+        return index < len(self.codes) and self.codes[index] == "ConditionalCheckFailed"
+
+    @property
+    def conflict(self) -> bool:
+        return "TransactionConflict" in self.codes
+
+
+class DynamoStore(Store):
+    """A ``Store`` in one DynamoDB table. Thread-safe (boto3 clients are)."""
+
+    def __init__(
+        self,
+        table: str = DEFAULT_TABLE,
+        *,
+        client: BaseClient | None = None,
+        region: str | None = None,
+    ) -> None:
+        self.table = table
+        self._client = client if client is not None else make_client(region)
+        self._exc = self._client.exceptions
+
+    @property
+    def client(self) -> BaseClient:
+        return self._client
+
+    # -- low-level helpers ----------------------------------------------
+
+    def _get_item(self, key: Item) -> Item | None:
+        resp = self._client.get_item(TableName=self.table, Key=key, ConsistentRead=True)
+        return resp.get("Item")
+
+    def _batch_get(self, keys: Sequence[Item]) -> list[Item]:
+        """Several items by key in one round trip (more only if DynamoDB defers some)."""
+        found: list[Item] = []
+        pending: list[Item] = list(keys)
+        for attempt in range(8):
+            resp = self._client.batch_get_item(
+                RequestItems={self.table: {"Keys": pending, "ConsistentRead": True}}
+            )
+            found.extend(resp.get("Responses", {}).get(self.table, []))
+            pending = resp.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+            if not pending:
+                return found
+            _backoff(attempt)
+        raise RuntimeError("DynamoDB kept deferring a BatchGetItem")
+
+    def _query(self, **kwargs: Any) -> Iterator[Item]:
+        """Every item of a Query, page after page."""
+        while True:
+            resp = self._client.query(TableName=self.table, **kwargs)
+            yield from resp.get("Items", [])
+            last = resp.get("LastEvaluatedKey")
+            if not last:
+                return
+            kwargs["ExclusiveStartKey"] = last
+
+    def _transact(self, actions: list[dict[str, Any]]) -> None:
+        for action in actions:
+            next(iter(action.values()))["TableName"] = self.table
+        try:
+            self._client.transact_write_items(TransactItems=actions)
+        except self._exc.TransactionCanceledException as exc:
+            reasons = exc.response.get("CancellationReasons") or []
+            raise _Cancelled([str(r.get("Code", "None")) for r in reasons]) from None
+
+    def _batch_delete(self, keys: Sequence[Item]) -> None:
+        for start in range(0, len(keys), 25):
+            pending = [{"DeleteRequest": {"Key": key}} for key in keys[start : start + 25]]
+            for attempt in range(8):
+                resp = self._client.batch_write_item(RequestItems={self.table: pending})
+                pending = resp.get("UnprocessedItems", {}).get(self.table, [])
+                if not pending:
+                    break
+                _backoff(attempt)
+            else:
+                raise RuntimeError("DynamoDB kept deferring a BatchWriteItem")
+
+    # -- packets ---------------------------------------------------------
+
+    def put_packet(self, packet: StoredPacket, *, sort_key: str) -> bool:
+        meta = packet.meta
+        values: Item = {":owner": _s(meta.owner_id)}
+        if meta.team_id is None:
+            same_scope = "attribute_not_exists(#team)"
+        else:
+            same_scope = "#team = :team"
+            values[":team"] = _s(meta.team_id)
+        try:
+            resp = self._client.put_item(
+                TableName=self.table,
+                Item=_packet_item(packet, sort_key),
+                ConditionExpression=(
+                    f"attribute_not_exists(#pk) OR (#owner = :owner AND {same_scope})"
+                ),
+                ExpressionAttributeNames={"#pk": "pk", "#owner": "owner_id", "#team": "team_id"},
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_OLD",
+            )
+        except self._exc.ConditionalCheckFailedException:
+            raise Conflict(f"packet {meta.id} belongs to another owner or scope") from None
+        return "Attributes" not in resp
+
+    def get_packet(self, packet_id: str) -> StoredPacket | None:
+        item = self._get_item(_key(f"PKT#{packet_id}", "PKT"))
+        if item is None:
+            return None
+        conforming = item.get("conforming", {}).get("BOOL", True)
+        return StoredPacket(_packet_meta(item), bytes(item["body"]["B"]), bool(conforming))
+
+    def list_packets(
+        self,
+        *,
+        owner_id: str,
+        team_id: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        scope = _scope(owner_id, team_id)
+        kwargs: dict[str, Any] = {
+            "IndexName": "gsi1",
+            "KeyConditionExpression": "#p = :p",
+            "ExpressionAttributeNames": {"#p": "gsi1pk"},
+            "ExpressionAttributeValues": {":p": _s(scope)},
+            "ScanIndexForward": False,
+            # One more than a page tells whether another page exists, so an
+            # exact last page carries no cursor.
+            "Limit": limit + 1,
+        }
+        if cursor:
+            index_sk, packet_id = _decode_cursor(cursor)
+            kwargs["ExclusiveStartKey"] = {
+                **_key(f"PKT#{packet_id}", "PKT"),
+                "gsi1pk": _s(scope),
+                "gsi1sk": _s(index_sk),
+            }
+        items: list[Item] = []
+        # One Query unless a page of large listings crosses DynamoDB's 1 MB per call.
+        for item in self._query(**kwargs):
+            items.append(item)
+            if len(items) > limit:
+                break
+        page = [_packet_meta(item) for item in items[:limit]]
+        more = len(items) > limit
+        last = items[limit - 1] if more else None
+        next_cursor = _encode_cursor(_req(last, "gsi1sk"), _req(last, "id")) if last else None
+        return Page(page, next_cursor)
+
+    def packet_ids_with_prefix(
+        self, prefix: str, *, owner_id: str, team_id: str | None = None, limit: int = 2
+    ) -> list[str]:
+        condition = "#p = :p"
+        values: Item = {":p": _s(_scope(owner_id, team_id))}
+        if prefix:
+            condition += " AND begins_with(#s, :prefix)"
+            values[":prefix"] = _s(prefix)
+        resp = self._client.query(
+            TableName=self.table,
+            IndexName="gsi2",
+            KeyConditionExpression=condition,
+            ExpressionAttributeNames={"#p": "gsi2pk", "#s": "gsi2sk"}
+            if prefix
+            else {"#p": "gsi2pk"},
+            ExpressionAttributeValues=values,
+            Limit=limit,
+        )
+        return [_req(item, "gsi2sk") for item in resp.get("Items", [])]
+
+    def delete_packet(self, packet_id: str) -> bool:
+        resp = self._client.delete_item(
+            TableName=self.table, Key=_key(f"PKT#{packet_id}", "PKT"), ReturnValues="ALL_OLD"
+        )
+        return "Attributes" in resp
+
+    def delete_packet_as(self, packet_id: str, user_id: str) -> bool:
+        key = _key(f"PKT#{packet_id}", "PKT")
+        names = {"#owner": "owner_id", "#team": "team_id"}
+        try:
+            # The common case in one call: the caller's own personal packet.
+            self._client.delete_item(
+                TableName=self.table,
+                Key=key,
+                ConditionExpression="#owner = :me AND attribute_not_exists(#team)",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues={":me": _s(user_id)},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            return True
+        except self._exc.ConditionalCheckFailedException as exc:
+            existing = exc.response.get("Item")
+        if not existing or "team_id" not in existing:
+            return False  # absent, or someone else's personal packet
+        meta = _packet_meta(existing)
+        assert meta.team_id is not None
+        # A team packet: its creator (still a member) or the team's owner.
+        check: dict[str, Any] = {
+            "Key": _key(f"TEAM#{meta.team_id}", f"MEMBER#{user_id}"),
+            "ConditionExpression": "attribute_exists(#pk)",
+            "ExpressionAttributeNames": {"#pk": "pk"},
+        }
+        if meta.owner_id != user_id:
+            check["ConditionExpression"] += " AND #role = :owner"
+            check["ExpressionAttributeNames"]["#role"] = "role"
+            check["ExpressionAttributeValues"] = {":owner": _s("owner")}
+        try:
+            self._transact(
+                [
+                    {"ConditionCheck": check},
+                    {
+                        "Delete": {
+                            "Key": key,
+                            "ConditionExpression": "#owner = :owner AND #team = :team",
+                            "ExpressionAttributeNames": names,
+                            "ExpressionAttributeValues": {
+                                ":owner": _s(meta.owner_id),
+                                ":team": _s(meta.team_id),
+                            },
+                        }
+                    },
+                ]
+            )
+        except _Cancelled:
+            return False
+        return True
+
+    # -- users and tokens -----------------------------------------------
+
+    def _new_user_actions(self, user: User, token: Token | None) -> list[dict[str, Any]]:
+        items = [_user_item(user)]
+        if user.subject is not None:
+            items.append(_subject_item(user))
+        if token is not None:
+            items.extend(_token_items(token, user))
+        return [_put_new(item) for item in items]
+
+    def create_user(self, user: User, token: Token | None = None) -> None:
+        actions = self._new_user_actions(user, token)
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            try:
+                self._transact(actions)
+                return
+            except _Cancelled as cancelled:
+                if not cancelled.conflict:
+                    raise Conflict("user, subject or token already exists") from None
+                _backoff(attempt)
+        raise Conflict("user could not be created (concurrent writes); try again")
+
+    def get_user(self, user_id: str) -> User | None:
+        item = self._get_item(_key(f"USER#{user_id}", "USER"))
+        return _user(item) if item else None
+
+    def get_user_by_subject(self, subject: str) -> User | None:
+        item = self._get_item(_key(f"SUBJECT#{subject}", "SUBJECT"))
+        return _user(item) if item else None
+
+    def add_token(self, token: Token) -> None:
+        user = self.get_user(token.user_id)
+        if user is None:
+            raise NotFound(f"user {token.user_id} does not exist")
+        actions = [_put_new(item) for item in _token_items(token, user)]
+        actions.append(_exists(_key(f"USER#{user.id}", "USER")))
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            try:
+                self._transact(actions)
+                return
+            except _Cancelled as cancelled:
+                if cancelled.failed(2):
+                    raise NotFound(f"user {token.user_id} does not exist") from None
+                if not cancelled.conflict:
+                    raise Conflict(f"token label {token.label!r} or hash is taken") from None
+                _backoff(attempt)
+        raise Conflict("token could not be added (concurrent writes); try again")
+
+    def token_owner(self, token_hash: str) -> tuple[Token, User] | None:
+        item = self._get_item(_key(f"TOKEN#{token_hash}", "TOKEN"))
+        if item is None:
+            return None
+        return _token(item), _user(item, prefix="user_")
+
+    def touch_token(self, token_hash: str, when: datetime) -> None:
+        with contextlib.suppress(self._exc.ConditionalCheckFailedException):
+            self._client.update_item(
+                TableName=self.table,
+                Key=_key(f"TOKEN#{token_hash}", "TOKEN"),
+                UpdateExpression="SET #last = :when",
+                # Never recreate a revoked token as a stub.
+                ConditionExpression="attribute_exists(#pk)",
+                ExpressionAttributeNames={"#last": "last_used_at", "#pk": "pk"},
+                ExpressionAttributeValues={":when": _s(_ts(when))},
+            )
+
+    def list_tokens(self, *, user_id: str | None = None) -> list[Token]:
+        if user_id is None:
+            index, partition = "gsi2", "TOKENS"
+        else:
+            index, partition = "gsi1", f"TOKENS#{user_id}"
+        items = self._query(
+            IndexName=index,
+            KeyConditionExpression="#p = :p",
+            ExpressionAttributeNames={"#p": f"{index}pk"},
+            ExpressionAttributeValues={":p": _s(partition)},
+        )
+        return [_token(item) for item in items]
+
+    def revoke_token(self, label: str, *, user_id: str | None = None) -> bool:
+        claim = self._get_item(_key(f"LABEL#{label}", "LABEL"))
+        if claim is None or (user_id is not None and _get(claim, "user_id") != user_id):
+            return False
+        token_hash = _req(claim, "token_hash")
+        try:
+            self._transact(
+                [
+                    {
+                        "Delete": {
+                            "Key": _key(f"LABEL#{label}", "LABEL"),
+                            "ConditionExpression": "#h = :h",
+                            "ExpressionAttributeNames": {"#h": "token_hash"},
+                            "ExpressionAttributeValues": {":h": _s(token_hash)},
+                        }
+                    },
+                    {"Delete": {"Key": _key(f"TOKEN#{token_hash}", "TOKEN")}},
+                ]
+            )
+        except _Cancelled:
+            return False
+        return True
+
+    # -- teams ----------------------------------------------------------
+
+    def create_team(self, team: Team) -> None:
+        owner = self.get_user(team.owner_id)
+        display = owner.display if owner else ""
+        fields = _team_fields(team)
+        by_name, by_id = (
+            {**_key(f"TEAMNAME#{team.name}", "TEAM"), **fields},
+            {
+                **_key(f"TEAM#{team.id}", "TEAM"),
+                **fields,
+            },
+        )
+        member_by_id, member_by_name = _member_items(
+            team, team.owner_id, display, "owner", team.created_at
+        )
+        actions = [
+            _put_new(by_name),
+            _put_new(by_id),
+            {"Put": {"Item": member_by_id}},
+            {"Put": {"Item": member_by_name}},
+        ]
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            try:
+                self._transact(actions)
+                return
+            except _Cancelled as cancelled:
+                if not cancelled.conflict:
+                    raise Conflict(f"team name {team.name!r} is taken") from None
+                _backoff(attempt)
+        raise Conflict(f"team {team.name!r} could not be created (concurrent writes); try again")
+
+    def get_team(self, name: str) -> Team | None:
+        item = self._get_item(_key(f"TEAMNAME#{name}", "TEAM"))
+        return _team(item) if item else None
+
+    def team_membership(self, name: str, user_id: str) -> tuple[Team, Member] | None:
+        items = self._batch_get(
+            [_key(f"TEAMNAME#{name}", "TEAM"), _key(f"TEAMNAME#{name}", f"MEMBER#{user_id}")]
+        )
+        by_sk = {_req(item, "sk"): item for item in items}
+        team_item, member_item = by_sk.get("TEAM"), by_sk.get(f"MEMBER#{user_id}")
+        if team_item is None or member_item is None:
+            return None
+        team = _team(team_item)
+        if _get(member_item, "team_id") != team.id:
+            return None  # a leftover of an older team of the same name
+        return team, _member(member_item)
+
+    def list_teams(self, user_id: str) -> list[Team]:
+        items = self._query(
+            IndexName="gsi1",
+            KeyConditionExpression="#p = :p",
+            ExpressionAttributeNames={"#p": "gsi1pk"},
+            ExpressionAttributeValues={":p": _s(f"TEAMS#{user_id}")},
+        )
+        return [_team(item) for item in items]
+
+    def delete_team(self, team_id: str) -> None:
+        team_item = self._get_item(_key(f"TEAM#{team_id}", "TEAM"))
+        if team_item is not None:
+            # First the two team items, atomically: from here on the team is gone.
+            name = _req(team_item, "team_name")
+            try:
+                self._transact(
+                    [
+                        {"Delete": {"Key": _key(f"TEAM#{team_id}", "TEAM")}},
+                        {
+                            "Delete": {
+                                "Key": _key(f"TEAMNAME#{name}", "TEAM"),
+                                "ConditionExpression": "attribute_not_exists(#pk) OR #t = :t",
+                                "ExpressionAttributeNames": {"#pk": "pk", "#t": "team_id"},
+                                "ExpressionAttributeValues": {":t": _s(team_id)},
+                            }
+                        },
+                    ]
+                )
+            except _Cancelled:
+                self._client.delete_item(TableName=self.table, Key=_key(f"TEAM#{team_id}", "TEAM"))
+        # Then what hung off it; a crash here leaves only unreachable leftovers.
+        keys: list[Item] = []
+        for item in self._query(
+            KeyConditionExpression="#p = :p",
+            ExpressionAttributeNames={"#p": "pk"},
+            ExpressionAttributeValues={":p": _s(f"TEAM#{team_id}")},
+            ConsistentRead=True,
+        ):
+            keys.append(_key(_req(item, "pk"), _req(item, "sk")))
+            if _req(item, "sk").startswith("MEMBER#") and _get(item, "team_name"):
+                keys.append(_key(f"TEAMNAME#{_req(item, 'team_name')}", _req(item, "sk")))
+        for index, partition in (("gsi1", f"SCOPE#t:{team_id}"), ("gsi2", f"INVITES#{team_id}")):
+            for item in self._query(
+                IndexName=index,
+                KeyConditionExpression="#p = :p",
+                ExpressionAttributeNames={"#p": f"{index}pk"},
+                ExpressionAttributeValues={":p": _s(partition)},
+            ):
+                keys.append(_key(_req(item, "pk"), _req(item, "sk")))
+        self._batch_delete(keys)
+
+    def get_member(self, team_id: str, user_id: str) -> Member | None:
+        item = self._get_item(_key(f"TEAM#{team_id}", f"MEMBER#{user_id}"))
+        return _member(item) if item else None
+
+    def list_members(self, team_id: str) -> list[Member]:
+        items = self._query(
+            KeyConditionExpression="#p = :p AND begins_with(#s, :m)",
+            ExpressionAttributeNames={"#p": "pk", "#s": "sk"},
+            ExpressionAttributeValues={":p": _s(f"TEAM#{team_id}"), ":m": _s("MEMBER#")},
+            ConsistentRead=True,
+        )
+        members = [_member(item) for item in items]
+        return sorted(members, key=lambda m: (m.role != "owner", m.joined_at, m.user_id))
+
+    def add_member(self, team_id: str, user_id: str, role: Role = "member") -> Member:
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            items = self._batch_get(
+                [
+                    _key(f"TEAM#{team_id}", "TEAM"),
+                    _key(f"TEAM#{team_id}", f"MEMBER#{user_id}"),
+                    _key(f"USER#{user_id}", "USER"),
+                ]
+            )
+            by_pk_sk = {(_req(i, "pk"), _req(i, "sk")): i for i in items}
+            existing = by_pk_sk.get((f"TEAM#{team_id}", f"MEMBER#{user_id}"))
+            if existing is not None:
+                return _member(existing)
+            team_item = by_pk_sk.get((f"TEAM#{team_id}", "TEAM"))
+            if team_item is None:
+                raise NotFound(f"team {team_id} does not exist")
+            user_item = by_pk_sk.get((f"USER#{user_id}", "USER"))
+            display = _get(user_item, "display") or "" if user_item else ""
+            by_id, by_name = _member_items(
+                _team(team_item), user_id, display, role, datetime.now(UTC)
+            )
+            try:
+                self._transact(
+                    [
+                        _put_new(by_id),
+                        {"Put": {"Item": by_name}},
+                        _exists(_key(f"TEAM#{team_id}", "TEAM")),
+                    ]
+                )
+                return _member(by_id)
+            except _Cancelled as cancelled:
+                if cancelled.failed(2):
+                    raise NotFound(f"team {team_id} does not exist") from None
+                _backoff(attempt)  # joined concurrently, or a conflict: read again
+        raise Conflict("membership could not be added (concurrent writes); try again")
+
+    def remove_member(self, team_id: str, user_id: str) -> bool:
+        item = self._get_item(_key(f"TEAM#{team_id}", f"MEMBER#{user_id}"))
+        if item is None:
+            return False
+        name = _req(item, "team_name")
+        try:
+            self._transact(
+                [
+                    {
+                        "Delete": {
+                            "Key": _key(f"TEAM#{team_id}", f"MEMBER#{user_id}"),
+                            "ConditionExpression": "attribute_exists(#pk)",
+                            "ExpressionAttributeNames": {"#pk": "pk"},
+                        }
+                    },
+                    {
+                        "Delete": {
+                            "Key": _key(f"TEAMNAME#{name}", f"MEMBER#{user_id}"),
+                            "ConditionExpression": "attribute_not_exists(#pk) OR #t = :t",
+                            "ExpressionAttributeNames": {"#pk": "pk", "#t": "team_id"},
+                            "ExpressionAttributeValues": {":t": _s(team_id)},
+                        }
+                    },
+                ]
+            )
+        except _Cancelled as cancelled:
+            if cancelled.conflict:
+                return self.remove_member(team_id, user_id)
+            return False
+        return True
+
+    # -- invites --------------------------------------------------------
+
+    def create_invite(self, invite: Invite) -> None:
+        item: Item = {
+            **_key(f"INVITE#{invite.code_hash}", "INVITE"),
+            "code_hash": _s(invite.code_hash),
+            "team_id": _s(invite.team_id),
+            "created_by": _s(invite.created_by),
+            "created_at": _s(_ts(invite.created_at)),
+            "expires_at": _s(_ts(invite.expires_at)),
+            TTL_ATTRIBUTE: {"N": str(int((invite.expires_at + INVITE_TTL_GRACE).timestamp()))},
+            "gsi2pk": _s(f"INVITES#{invite.team_id}"),
+            "gsi2sk": _s(invite.code_hash),
+        }
+        try:
+            self._client.put_item(
+                TableName=self.table,
+                Item=item,
+                ConditionExpression="attribute_not_exists(#pk)",
+                ExpressionAttributeNames={"#pk": "pk"},
+            )
+        except self._exc.ConditionalCheckFailedException:
+            raise Conflict("invite code already exists") from None
+
+    def accept_invite(
+        self,
+        code_hash: str,
+        user_id: str,
+        now: datetime,
+        *,
+        new_user: tuple[User, Token] | None = None,
+    ) -> tuple[Invite, Member]:
+        invite_key = _key(f"INVITE#{code_hash}", "INVITE")
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            item = self._get_item(invite_key)
+            if item is None:
+                raise NotFound("invite not found")
+            invite = _invite(item)
+            # Expiry is enforced here and in the condition below, never left to TTL.
+            if invite.used_at is not None or invite.expires_at <= now:
+                raise Gone("invite already used or expired")
+            team_key = _key(f"TEAM#{invite.team_id}", "TEAM")
+            member_key = _key(f"TEAM#{invite.team_id}", f"MEMBER#{user_id}")
+            wanted = [team_key, member_key]
+            if new_user is None:
+                wanted.append(_key(f"USER#{user_id}", "USER"))
+            found = {(_req(i, "pk"), _req(i, "sk")): i for i in self._batch_get(wanted)}
+            team_item = found.get((f"TEAM#{invite.team_id}", "TEAM"))
+            if team_item is None:
+                raise Gone("the team of this invite no longer exists")
+            team = _team(team_item)
+            member_item = found.get((f"TEAM#{invite.team_id}", f"MEMBER#{user_id}"))
+            actions: list[dict[str, Any]] = [
+                {
+                    "Update": {
+                        "Key": invite_key,
+                        "UpdateExpression": "SET #used_at = :now, #used_by = :user",
+                        "ConditionExpression": (
+                            "attribute_exists(#pk) AND attribute_not_exists(#used_at)"
+                            " AND #expires_at > :now"
+                        ),
+                        "ExpressionAttributeNames": {
+                            "#pk": "pk",
+                            "#used_at": "used_at",
+                            "#used_by": "used_by",
+                            "#expires_at": "expires_at",
+                        },
+                        "ExpressionAttributeValues": {":now": _s(_ts(now)), ":user": _s(user_id)},
+                    }
+                },
+                _exists(team_key),
+            ]
+            if new_user is not None:
+                user, token = new_user
+                display = user.display
+                actions.extend(self._new_user_actions(user, token))
+            else:
+                user_item = found.get((f"USER#{user_id}", "USER"))
+                display = (_get(user_item, "display") or "") if user_item else ""
+            member_index = len(actions)
+            if member_item is None:
+                by_id, by_name = _member_items(team, user_id, display, "member", now)
+                actions.extend([_put_new(by_id), {"Put": {"Item": by_name}}])
+                member = _member(by_id)
+            else:
+                member = _member(member_item)  # already a member: keeps their role
+            try:
+                self._transact(actions)
+            except _Cancelled as cancelled:
+                if cancelled.failed(0) or cancelled.failed(1):
+                    raise Gone("invite already used or expired") from None
+                if any(cancelled.failed(i) for i in range(2, member_index)):
+                    raise Conflict("user or token already exists") from None
+                # Lost a race to another transaction, or joined meanwhile: read again.
+                _backoff(attempt)
+                continue
+            used = Invite(
+                invite.code_hash,
+                invite.team_id,
+                invite.created_by,
+                invite.created_at,
+                invite.expires_at,
+                now,
+                user_id,
+            )
+            return used, member
+        raise Gone("invite could not be used (concurrent accepts); it is probably used")
+
+
+def _put_new(item: Item) -> dict[str, Any]:
+    """A transactional Put that fails when the item already exists."""
+    return {
+        "Put": {
+            "Item": item,
+            "ConditionExpression": "attribute_not_exists(#pk)",
+            "ExpressionAttributeNames": {"#pk": "pk"},
+        }
+    }
+
+
+def _exists(key: Item) -> dict[str, Any]:
+    return {
+        "ConditionCheck": {
+            "Key": key,
+            "ConditionExpression": "attribute_exists(#pk)",
+            "ExpressionAttributeNames": {"#pk": "pk"},
+        }
+    }
+
+
+def _backoff(attempt: int) -> None:
+    time.sleep(min(0.5, 0.01 * 2**attempt) * (0.5 + random.random()))
+
+
+# -- clients and tables -----------------------------------------------------
+
+_client_lock = threading.Lock()
+
+
+def make_client(region: str | None = None) -> BaseClient:
+    """A DynamoDB client; ``AWS_ENDPOINT_URL_DYNAMODB`` (read by boto3 itself) points it elsewhere.
+
+    Timeouts stay well inside a Lambda invocation, and the SDK's standard
+    retry mode retries throttling and transient errors with backoff.
+    """
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        connect_timeout=3,
+        read_timeout=10,
+        retries={"mode": "standard", "max_attempts": 4},
+        tcp_keepalive=True,
+    )
+    with _client_lock:  # creating clients from the default session is not thread-safe
+        return boto3.session.Session().client("dynamodb", region_name=region, config=config)
+
+
+def create_tables(
+    client: BaseClient, table: str = DEFAULT_TABLE, *, wait: bool = True
+) -> dict[str, Any]:
+    """Create the table (from ``TABLE_SCHEMA``) and turn on TTL; for development and tests.
+
+    In an AWS account the table comes from ``infra/ltm.yaml`` instead, which
+    also turns on point-in-time recovery and deletion protection.
+    """
+    resp = client.create_table(TableName=table, **TABLE_SCHEMA)
+    if wait:
+        client.get_waiter("table_exists").wait(
+            TableName=table, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+        )
+    client.update_time_to_live(
+        TableName=table,
+        TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
+    )
+    return dict(resp["TableDescription"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ltm.store.dynamo",
+        description="Development commands for the DynamoDB store.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    create = sub.add_parser(
+        "create-tables",
+        help="create the ltm table against AWS_ENDPOINT_URL_DYNAMODB (moto, DynamoDB Local)",
+    )
+    create.add_argument(
+        "--table", default=os.environ.get("LTM_DYNAMODB_TABLE", DEFAULT_TABLE), help="table name"
+    )
+    create.add_argument("--region", default=None, help="AWS region (default: from the environment)")
+    args = parser.parse_args(argv)
+    client = make_client(args.region or os.environ.get("AWS_REGION") or None)
+    try:
+        create_tables(client, args.table)
+    except client.exceptions.ResourceInUseException:
+        print(f"table {args.table} already exists", file=sys.stderr)
+        return 0
+    print(f"created table {args.table}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
