@@ -137,7 +137,10 @@ def _query(request: Any, name: str) -> str | None:
     params = request.query_params
     if params is None:
         return None
-    values = params.getlist(name)
+    try:
+        values = params.getlist(name)
+    except KeyError:  # Chalice's MultiDict raises for an absent key
+        return None
     if not values:
         return None
     if len(values) > 1:

@@ -1,0 +1,177 @@
+"""Helpers for the server suites: a real ``ltm server run`` subprocess on a loopback port.
+
+``start_server`` runs ``ltm server init`` (capturing the root token from
+stdout), then ``ltm server run --addr 127.0.0.1:0`` with its stderr in a file,
+reads the port it bound from its first line, and waits for ``/v1/healthz``.
+Users are minted straight into the server's SQLite file through the service
+layer (WAL lets the test process and the server share it), which is what
+``ltm server issue-token`` does, without a subprocess per user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+LTM = str(Path(sys.executable).with_name("ltm"))
+EXAMPLE = Path(__file__).resolve().parent.parent / "chalicelib" / "example.json"
+LISTENING = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
+
+
+def _server_command() -> list[str]:
+    """``ltm server`` once the sub-app is registered in the main CLI; the module until then."""
+    probe = subprocess.run([LTM, "server", "--help"], capture_output=True, timeout=60)
+    if probe.returncode == 0:
+        return [LTM, "server"]
+    return [sys.executable, "-m", "ltm.cli.server.commands"]  # pragma: no cover
+
+
+SERVER = _server_command()
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
+    env.update(extra)
+    return env
+
+
+def ltm_server(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> Any:
+    return subprocess.run(
+        [*SERVER, *args], capture_output=True, text=True, env=env or clean_env(), timeout=timeout
+    )
+
+
+@dataclass
+class Server:
+    db: Path
+    log: Path
+    proc: subprocess.Popen[bytes]
+    url: str
+    root_token: str
+    _users: int = field(default=0)
+
+    def client(self, token: str | None = None, **kw: Any) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kw)
+
+    def issue(self, name: str | None = None) -> tuple[str, str]:
+        """A new user with a token: (user id, token)."""
+        from ltm.service import tokens
+        from ltm.store.sqlite import SqliteStore
+
+        self._users += 1
+        name = name or f"user{self._users}"
+        store = SqliteStore(self.db)
+        try:
+            user, secret = tokens.issue(store, name, label=f"{name}-{self._users}-{time.time_ns()}")
+        finally:
+            store.close()
+        return user.id, secret
+
+    def logs(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=timeout)
+        return self.proc.returncode
+
+
+def init_db(db: Path) -> str:
+    result = ltm_server("init", "--db", str(db))
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def run_server(
+    db: Path, log: Path, root_token: str, *extra: str, env: dict[str, str] | None = None
+) -> Server:
+    """Start ``ltm server run`` on a free loopback port and wait until it answers."""
+    with log.open("ab") as sink:
+        proc = subprocess.Popen(
+            [*SERVER, "run", "--db", str(db), "--addr", "127.0.0.1:0", *extra],
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+            env=env or clean_env(),
+        )
+    deadline = time.monotonic() + 30
+    port = None
+    start = log.stat().st_size if log.exists() else 0
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}:\n{log.read_text()}")
+        text = log.read_text(errors="replace")
+        found = LISTENING.findall(text[start:] if len(text) >= start else text)
+        if found:
+            port = int(found[-1])
+            break
+        time.sleep(0.05)
+    if port is None:
+        proc.kill()
+        raise RuntimeError(f"server did not report its port:\n{log.read_text()}")
+    server = Server(
+        db=db, log=log, proc=proc, url=f"http://127.0.0.1:{port}", root_token=root_token
+    )
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(server.url + "/v1/healthz", timeout=2).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    server.stop(signal.SIGKILL)
+    raise RuntimeError(f"server never became healthy:\n{log.read_text()}")
+
+
+@contextmanager
+def running_server(directory: Path, *extra: str) -> Iterator[Server]:
+    directory.mkdir(parents=True, exist_ok=True)
+    db = directory / "server.db"
+    root = init_db(db)
+    server = run_server(db, directory / "server.log", root, *extra)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def example_packet(**changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(EXAMPLE.read_text(encoding="utf-8"))
+    data.update(changes)
+    return data
+
+
+def packet_id() -> str:
+    """A fresh valid packet id (a ULID)."""
+    from ulid import ULID
+
+    return str(ULID())
+
+
+def make_packet(**changes: Any) -> dict[str, Any]:
+    base = {
+        "ltm_version": "0.2",
+        "id": packet_id(),
+        "created_at": "2026-05-01T12:00:00Z",
+        "goal": "Ship the server",
+        "next_step": "Write the HTTP tests",
+    }
+    base.update(changes)
+    return base

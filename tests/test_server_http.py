@@ -1,0 +1,472 @@
+"""The HTTP API against a real ``ltm server run`` subprocess: routes, auth, packets, errors.
+
+Teams and invites have their own suites (test_server_teams.py,
+test_server_invites.py); this one covers health, the OpenAPI document,
+authentication, the packet routes with their scope rules, and the errors the
+server answers for any route (404, 405, 413, 415, bad JSON, bad query values).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from serverkit import Server, example_packet, make_packet, running_server
+
+from ltm import packet
+
+AUTHENTICATED = [
+    ("POST", "/v1/packets"),
+    ("GET", "/v1/packets"),
+    ("GET", "/v1/packets/01JS5LTMEXAMPLEPACKET00001A"),
+    ("DELETE", "/v1/packets/01JS5LTMEXAMPLEPACKET00001A"),
+    ("POST", "/v1/teams"),
+    ("GET", "/v1/teams"),
+    ("DELETE", "/v1/teams/core"),
+    ("GET", "/v1/teams/core/members"),
+    ("DELETE", "/v1/teams/core/members/someone"),
+    ("POST", "/v1/teams/core/leave"),
+    ("POST", "/v1/teams/core/invites"),
+]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("http")) as srv:
+        yield srv
+
+
+@pytest.fixture
+def alice(server: Server) -> httpx.Client:
+    return server.client(server.issue("alice")[1])
+
+
+@pytest.fixture
+def bob(server: Server) -> httpx.Client:
+    return server.client(server.issue("bob")[1])
+
+
+def push(client: httpx.Client, data: object, **params: str) -> httpx.Response:
+    return client.post("/v1/packets", json=data, params=params)
+
+
+# -- health and the document ---------------------------------------------------------
+
+
+def test_healthz_needs_no_token(server: Server) -> None:
+    r = httpx.get(server.url + "/v1/healthz")
+    assert r.status_code == 200
+    assert r.json() == {"ok": True, "version": "0.2"}
+    assert r.headers["content-type"] == "application/json"
+    assert r.headers["x-request-id"]
+
+
+def test_head_is_get_without_a_body(server: Server) -> None:
+    r = httpx.head(server.url + "/v1/healthz")
+    assert r.status_code == 200 and r.content == b""
+    assert int(r.headers["content-length"]) == len(b'{"ok":true,"version":"0.2"}')
+
+
+def test_openapi_document_lists_every_route(server: Server) -> None:
+    r = httpx.get(server.url + "/v1/openapi.json")
+    assert r.status_code == 200
+    doc = r.json()
+    assert doc["openapi"] == "3.1.0"
+    documented = {
+        (method.upper(), path)
+        for path, item in doc["paths"].items()
+        for method in item
+        if method != "parameters"
+    }
+    expected = {
+        ("GET", "/v1/healthz"),
+        ("GET", "/v1/openapi.json"),
+        ("POST", "/v1/packets"),
+        ("GET", "/v1/packets"),
+        ("GET", "/v1/packets/{id}"),
+        ("DELETE", "/v1/packets/{id}"),
+        ("POST", "/v1/teams"),
+        ("GET", "/v1/teams"),
+        ("DELETE", "/v1/teams/{name}"),
+        ("GET", "/v1/teams/{name}/members"),
+        ("DELETE", "/v1/teams/{name}/members/{user_id}"),
+        ("POST", "/v1/teams/{name}/leave"),
+        ("POST", "/v1/teams/{name}/invites"),
+        ("POST", "/v1/invites/{code}/accept"),
+    }
+    assert documented == expected
+
+
+def test_the_app_serves_exactly_the_documented_routes() -> None:
+    from ltm.cli.server.loader import load_app
+    from ltm.openapi import document
+
+    app = load_app().app
+    served = {(m, path) for path, entries in app.routes.items() for m in entries}
+    documented = {
+        (method.upper(), path)
+        for path, item in document()["paths"].items()
+        for method in item
+        if method != "parameters"
+    }
+    assert served == documented
+
+
+# -- authentication -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "path"), AUTHENTICATED)
+def test_missing_bearer_is_401(server: Server, method: str, path: str) -> None:
+    r = httpx.request(method, server.url + path, json={})
+    assert r.status_code == 401
+    assert r.json() == {"error": "missing bearer token"}
+
+
+@pytest.mark.parametrize("header", ["Basic dXNlcjpwYXNz", "Bearer", "token abc", "Bearerltm_x"])
+def test_a_header_without_a_bearer_token_is_401_missing(server: Server, header: str) -> None:
+    r = httpx.get(server.url + "/v1/packets", headers={"Authorization": header})
+    assert r.status_code == 401
+    assert r.json() == {"error": "missing bearer token"}
+
+
+@pytest.mark.parametrize(("method", "path"), AUTHENTICATED)
+def test_unknown_token_is_401_invalid(server: Server, method: str, path: str) -> None:
+    headers = {"Authorization": "Bearer ltm_" + "0" * 64}
+    r = httpx.request(method, server.url + path, json={}, headers=headers)
+    assert r.status_code == 401
+    assert r.json() == {"error": "invalid token"}
+
+
+def test_bearer_scheme_is_case_insensitive(server: Server) -> None:
+    r = httpx.get(
+        server.url + "/v1/teams", headers={"Authorization": f"bearer {server.root_token}"}
+    )
+    assert r.status_code == 200
+
+
+def test_a_revoked_token_stops_working_at_once(server: Server) -> None:
+    from ltm.store.sqlite import SqliteStore
+
+    _, token = server.issue("short-lived")
+    client = server.client(token)
+    assert client.get("/v1/packets").status_code == 200
+    store = SqliteStore(server.db)
+    try:
+        label = next(t.label for t in store.list_tokens() if t.label.startswith("short-lived"))
+        assert store.revoke_token(label)
+    finally:
+        store.close()
+    r = client.get("/v1/packets")
+    assert r.status_code == 401 and r.json() == {"error": "invalid token"}
+
+
+def test_the_root_token_from_init_works(server: Server) -> None:
+    r = server.client(server.root_token).get("/v1/teams")
+    assert r.status_code == 200
+
+
+# -- packets --------------------------------------------------------------------------
+
+
+def test_push_get_round_trip_is_canonical(alice: httpx.Client) -> None:
+    data = example_packet(id=make_packet()["id"])
+    # Send it pretty-printed with the keys reversed: the server stores the canonical form.
+    raw = json.dumps(dict(reversed(list(data.items()))), indent=4).encode()
+    r = alice.post("/v1/packets", content=raw, headers={"Content-Type": "application/json"})
+    assert r.status_code == 201, r.text
+    assert r.json() == {"id": data["id"]}
+    got = alice.get(f"/v1/packets/{data['id']}")
+    assert got.status_code == 200
+    assert got.headers["content-type"] == "application/json"
+    assert got.content == packet.canonical_bytes(data)
+    assert "x-ltm-conforming" not in got.headers
+
+
+def test_push_accepts_json_content_type_variants(alice: httpx.Client) -> None:
+    for content_type in ("application/json; charset=utf-8", "Application/JSON", None):
+        data = make_packet()
+        headers = {"Content-Type": content_type} if content_type else {}
+        r = alice.post("/v1/packets", content=json.dumps(data).encode(), headers=headers)
+        assert r.status_code == 201, (content_type, r.text)
+
+
+def test_list_is_newest_first_with_default_limit_50(alice: httpx.Client) -> None:
+    ids = []
+    for day in range(1, 56):
+        data = make_packet(created_at=f"2025-01-{(day - 1) % 28 + 1:02d}T{day % 24:02d}:00:00Z")
+        ids.append((data["created_at"], data["id"]))
+        assert push(alice, data).status_code == 201
+    r = alice.get("/v1/packets")
+    assert r.status_code == 200
+    listed = r.json()["packets"]
+    assert len(listed) == 50
+    assert set(listed[0]) == {"id", "created_at", "goal"}
+    expected = [i for _, i in sorted(ids, reverse=True)][:50]
+    assert [p["id"] for p in listed] == expected
+    r = alice.get("/v1/packets", params={"limit": 3})
+    assert [p["id"] for p in r.json()["packets"]] == expected[:3]
+    r = alice.get("/v1/packets", params={"limit": 1000})
+    assert len(r.json()["packets"]) == 55
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "limit=0",
+        "limit=-1",
+        "limit=abc",
+        "limit=1001",
+        "limit=1.5",
+        "limit=",
+        "limit=1&limit=2",
+        "team=",
+        "lenient=maybe",
+        "lenient=1",
+        "team=a&team=b",
+    ],
+)
+def test_bad_query_values_are_400(alice: httpx.Client, query: str) -> None:
+    method = "POST" if query.startswith("lenient") else "GET"
+    r = alice.request(method, "/v1/packets?" + query, json=make_packet())
+    assert r.status_code == 400, r.text
+    assert set(r.json()) == {"error"}
+
+
+def test_unknown_query_parameters_are_ignored(alice: httpx.Client) -> None:
+    assert alice.get("/v1/packets?foo=bar").status_code == 200
+
+
+def test_get_missing_or_foreign_packet_is_404_not_found(
+    alice: httpx.Client, bob: httpx.Client
+) -> None:
+    data = make_packet()
+    assert push(alice, data).status_code == 201
+    for client, packet_id in ((alice, make_packet()["id"]), (bob, data["id"])):
+        r = client.get(f"/v1/packets/{packet_id}")
+        assert r.status_code == 404
+        assert r.json() == {"error": "not found"}
+    assert data["id"] not in [p["id"] for p in bob.get("/v1/packets").json()["packets"]]
+
+
+def test_delete_own_packet_then_it_is_gone(alice: httpx.Client) -> None:
+    data = make_packet()
+    assert push(alice, data).status_code == 201
+    r = alice.delete(f"/v1/packets/{data['id']}")
+    assert r.status_code == 204 and r.content == b""
+    assert alice.get(f"/v1/packets/{data['id']}").status_code == 404
+    r = alice.delete(f"/v1/packets/{data['id']}")
+    assert r.status_code == 404 and r.json() == {"error": "not found"}
+
+
+def test_nobody_else_can_delete_a_personal_packet(alice: httpx.Client, bob: httpx.Client) -> None:
+    data = make_packet()
+    assert push(alice, data).status_code == 201
+    r = bob.delete(f"/v1/packets/{data['id']}")
+    assert r.status_code == 404 and r.json() == {"error": "not found"}
+    assert alice.get(f"/v1/packets/{data['id']}").status_code == 200
+
+
+def test_repush_of_own_packet_is_idempotent(alice: httpx.Client) -> None:
+    data = make_packet()
+    first = push(alice, data)
+    again = push(alice, data)
+    assert first.status_code == again.status_code == 201
+    assert again.json() == {"id": data["id"]}
+    listed = [p["id"] for p in alice.get("/v1/packets", params={"limit": 1000}).json()["packets"]]
+    assert listed.count(data["id"]) == 1
+    # A changed re-push replaces the owner's own packet.
+    changed = dict(data, goal="A sharper goal")
+    assert push(alice, changed).status_code == 201
+    assert alice.get(f"/v1/packets/{data['id']}").json()["goal"] == "A sharper goal"
+
+
+def test_pushing_someone_elses_id_is_409_and_leaves_their_packet_alone(
+    alice: httpx.Client, bob: httpx.Client
+) -> None:
+    data = make_packet(goal="Alice's real goal")
+    assert push(alice, data).status_code == 201
+    before = alice.get(f"/v1/packets/{data['id']}").content
+    hijack = dict(data, goal="Bob was here")
+    r = push(bob, hijack)
+    assert r.status_code == 409
+    assert r.json() == {"error": "packet id already exists"}
+    assert alice.get(f"/v1/packets/{data['id']}").content == before
+    assert bob.get(f"/v1/packets/{data['id']}").status_code == 404
+    r = bob.delete(f"/v1/packets/{data['id']}")
+    assert r.status_code == 404
+
+
+def test_moving_own_packet_into_another_scope_is_409(alice: httpx.Client) -> None:
+    assert alice.post("/v1/teams", json={"name": "alice-scope"}).status_code == 201
+    data = make_packet()
+    assert push(alice, data).status_code == 201
+    r = push(alice, data, team="alice-scope")
+    assert r.status_code == 409 and r.json() == {"error": "packet id already exists"}
+
+
+def test_invalid_packets_are_400_with_the_reason(alice: httpx.Client) -> None:
+    r = push(alice, make_packet(goal=""))
+    assert r.status_code == 400 and "goal" in r.json()["error"]
+    r = push(alice, make_packet(tags=["Not A Tag"]))
+    assert r.status_code == 400 and "tags" in r.json()["error"]
+    r = push(alice, make_packet(ltm_version="0.3"))
+    assert r.status_code == 400
+    assert "0.1" in r.json()["error"] and "0.2" in r.json()["error"]
+    r = push(alice, make_packet(surprise=True))
+    assert r.status_code == 400 and "surprise" in r.json()["error"]
+    missing = make_packet()
+    del missing["next_step"]
+    r = push(alice, missing)
+    assert r.status_code == 400 and "next_step" in r.json()["error"]
+
+
+@pytest.mark.parametrize(
+    "body", [b"{", b"[]", b'"a packet"', b"null", b"", b"\xff\xfe{}", b"[" * 20000, b"{} {}"]
+)
+def test_malformed_bodies_are_400(alice: httpx.Client, body: bytes) -> None:
+    r = alice.post("/v1/packets", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert set(r.json()) == {"error"}
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"]
+)
+def test_wrong_content_type_is_415(alice: httpx.Client, content_type: str) -> None:
+    r = alice.post(
+        "/v1/packets",
+        content=json.dumps(make_packet()).encode(),
+        headers={"Content-Type": content_type},
+    )
+    assert r.status_code == 415
+    assert r.json() == {"error": "content type must be application/json"}
+
+
+def test_lenient_push_is_flagged(alice: httpx.Client) -> None:
+    data = make_packet(tags=["Not A Tag"])
+    assert push(alice, data).status_code == 400
+    r = push(alice, data, lenient="true")
+    assert r.status_code == 201
+    assert r.json() == {"id": data["id"], "conforming": False}
+    got = alice.get(f"/v1/packets/{data['id']}")
+    assert got.status_code == 200 and got.headers["x-ltm-conforming"] == "false"
+    # A conforming packet pushed leniently is just a packet.
+    good = make_packet()
+    assert push(alice, good, lenient="true").json() == {"id": good["id"]}
+
+
+def _padded_packet(size: int) -> bytes:
+    data = make_packet()
+    base = len(json.dumps(data, separators=(",", ":")).encode())
+    data["constraints"] = []
+    while True:
+        raw = json.dumps(data, separators=(",", ":")).encode()
+        if len(raw) >= size - 1100:
+            break
+        data["constraints"].append("x" * 1000)
+    raw = json.dumps(data, separators=(",", ":")).encode()
+    pad = size - len(raw)
+    assert base < size and pad >= 0
+    return raw[:-1] + b" " * pad + b"}"
+
+
+def test_a_packet_of_exactly_32_kib_is_accepted(alice: httpx.Client) -> None:
+    raw = _padded_packet(32768)
+    assert len(raw) == 32768
+    r = alice.post("/v1/packets", content=raw, headers={"Content-Type": "application/json"})
+    assert r.status_code == 201, r.text
+
+
+def test_a_body_over_32_kib_is_413(alice: httpx.Client) -> None:
+    raw = _padded_packet(32769)
+    r = alice.post("/v1/packets", content=raw, headers={"Content-Type": "application/json"})
+    assert r.status_code == 413
+    assert r.json() == {"error": "request body too large (max 32768 bytes)"}
+
+
+def test_a_chunked_body_over_32_kib_is_413(alice: httpx.Client) -> None:
+    def chunks() -> Iterator[bytes]:
+        for _ in range(40):
+            yield b" " * 1024
+
+    r = alice.post("/v1/packets", content=chunks(), headers={"Content-Type": "application/json"})
+    assert r.status_code == 413
+    assert r.json() == {"error": "request body too large (max 32768 bytes)"}
+
+
+def test_an_oversized_content_length_is_refused_before_the_body_is_sent(server: Server) -> None:
+    """The server answers 413 from the headers alone: it never waits for the 1 GB body."""
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(
+            b"POST /v1/packets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + server.root_token.encode() + b"\r\n"
+            b"Content-Length: 1000000000\r\n\r\n"
+        )
+        reply = sock.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 413 ")
+    assert b'{"error":"request body too large (max 32768 bytes)"}' in reply
+
+
+# -- errors of any route ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path", ["/", "/v1", "/v1/nope", "/v1/packets/", "/v2/packets", "/v1/invites/abc", "/%ff"]
+)
+def test_unknown_routes_are_json_404(server: Server, path: str) -> None:
+    r = httpx.get(server.url + path)
+    assert r.status_code == 404
+    assert r.json() == {"error": "not found"}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("PUT", "/v1/packets", "GET, HEAD, POST"),
+        ("PATCH", "/v1/packets/abc", "DELETE, GET, HEAD"),
+        ("GET", "/v1/teams/core/leave", "POST"),
+        ("DELETE", "/v1/healthz", "GET, HEAD"),
+        ("GET", "/v1/invites/abc/accept", "POST"),
+    ],
+)
+def test_wrong_methods_are_json_405(server: Server, method: str, path: str, allow: str) -> None:
+    r = httpx.request(method, server.url + path)
+    assert r.status_code == 405
+    assert r.json() == {"error": "method not allowed"}
+    assert r.headers["allow"] == allow
+
+
+def test_malformed_http_is_a_json_400(server: Server) -> None:
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"GET /v1/healthz HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n")
+        reply = sock.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 400 ")
+    assert b"application/json" in reply and b'{"error":' in reply
+
+
+def test_logs_are_structured_and_keep_secrets_out(server: Server, tmp_path: Path) -> None:
+    _user_id, token = server.issue("logger")
+    client = server.client(token)
+    secret_goal = "goal-that-must-not-be-logged-7f3a"
+    data = make_packet(goal=secret_goal)
+    assert push(client, data).status_code == 201
+    assert client.post("/v1/teams", json={"name": "log-team"}).status_code == 201
+    invite = client.post("/v1/teams/log-team/invites").json()
+    assert httpx.post(f"{server.url}/v1/invites/{invite['code']}/accept").status_code == 201
+    client.get("/v1/nope")
+    lines = [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
+    requests = [line for line in lines if line.get("message") == "request"]
+    assert requests
+    for line in requests:
+        assert {"method", "path", "status", "latency_ms", "request_id"} <= set(line)
+    assert any(r["path"] == "/v1/invites/{code}/accept" and r["status"] == 201 for r in requests)
+    text = server.logs()
+    for secret in (token, server.root_token, secret_goal, invite["code"], "Bearer"):
+        assert secret not in text
+    assert "authorization" not in text.lower()
