@@ -1,0 +1,720 @@
+"""The redaction pre-flight scanner (ltm.redact).
+
+Fake secrets are assembled from pieces at run time so this file holds nothing
+that looks like a live credential to a push-protection scanner.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ltm.redact import (
+    BUILTIN_KINDS,
+    BUILTIN_RULES,
+    Hit,
+    Rule,
+    compile_user_rule,
+    scan_packet,
+    scan_text,
+)
+
+PROTOCOL = Path(__file__).resolve().parents[2] / "shared" / "protocol"
+MASK = "-----BEGIN … PRIVATE KEY-----"
+N = 32_768
+
+
+def cut(s: str) -> str:
+    return s if len(s) <= 32 else s[:32] + "…"
+
+
+def cat(*parts: str) -> str:
+    return "".join(parts)
+
+
+ALNUM = "aB3dE5gH7jK9mN1pQ2sT4vW6yZ8"  # mixed case + digits, to repeat/slice
+
+
+def rnd(n: int, alphabet: str = ALNUM) -> str:
+    return (alphabet * (n // len(alphabet) + 1))[:n]
+
+
+HEX = "0123456789abcdef"
+AWS_SECRET = cat("wJalrXUtnFEMI/K7MDENG/", "bPxRfiCYEXAMPLEKEY")  # AWS docs' example shape
+AWS_KEY_ID = cat("AKIA", "IOSFODNN7", "EXAMPLE")
+JWT = ".".join(
+    (
+        cat("eyJ", "hbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"),
+        cat("eyJ", "zdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkphbmUifQ"),
+        cat("dBjftJeZ4CVP", "-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+    )
+)
+SSH_RSA = cat("ssh-rsa ", "AAAAB3NzaC1yc2E", "AAAADAQABAAABAQC", rnd(60, "xYz09+/"))
+KEY_BODY = cat("MIIEow", "IBAAKCAQEA", rnd(56, "Qw3/Er+T"))
+
+# (kind, text, the exact substring reported before truncation)
+POSITIVES: list[tuple[str, str, str]] = [
+    # abs-path
+    ("abs-path", "edited /home/alice/proj/app.py today", "/home/alice/proj/app.py"),
+    ("abs-path", "cd /Users/bob/code/ltm && make", "/Users/bob/code/ltm"),
+    ("abs-path", "cat /etc/hosts", "/etc/hosts"),
+    ("abs-path", "key in /root/.ssh/config", "/root/.ssh/config"),
+    ("abs-path", "tail /var/log/syslog.", "/var/log/syslog"),
+    ("abs-path", "is it /etc/hosts?", "/etc/hosts"),
+    ("abs-path", "open file:///home/alice/report.html", "/home/alice/report.html"),
+    ("abs-path", "brew in /opt/homebrew/bin", "/opt/homebrew/bin"),
+    ("abs-path", "PATH=/usr/local/bin:$PATH", "/usr/local/bin:$PATH"),
+    ("abs-path", "wrote /tmp/build-123/out.log", "/tmp/build-123/out.log"),
+    ("abs-path", "/private/var/folders/xy/T", "/private/var/folders/xy/T"),
+    ("abs-path", "mounted at /mnt/data/set", "/mnt/data/set"),
+    ("abs-path", "served from /srv/www/app", "/srv/www/app"),
+    ("abs-path", "copied to /Volumes/External/backup", "/Volumes/External/backup"),
+    ("abs-path", 'config at "/home/ci/.config/ltm"', "/home/ci/.config/ltm"),
+    ("abs-path", "(see /Users/x/notes.md)", "/Users/x/notes.md"),
+    ("abs-path", "secrets in ~/work/acme/.env", "~/work/acme/.env"),
+    ("abs-path", "~/.aws/credentials", "~/.aws/credentials"),
+    # windows-path
+    ("windows-path", r"opened C:\Users\alice\proj\x.sln", r"C:\Users\alice\proj\x.sln"),
+    ("windows-path", "saved to C:/Users/alice/Desktop", "C:/Users/alice/Desktop"),
+    ("windows-path", r"d:\work\repo", r"d:\work\repo"),
+    ("windows-path", r'"C:\\Users\\bob\\app"', r"C:\\Users\\bob\\app"),
+    ("windows-path", "file:///C:/Users/x/a.txt", "C:/Users/x/a.txt"),
+    # unc-path
+    ("unc-path", r"share at \\fileserver\team\docs", r"\\fileserver\team\docs"),
+    ("unc-path", r"\\corp.example\dfs$\builds", r"\\corp.example\dfs$\builds"),
+    ("unc-path", r"\\?\C:\very\long\path", r"\\?\C:\very\long\path"),
+    ("unc-path", r"\\\\nas01\\media", r"\\\\nas01\\media"),
+    # aws-access-key
+    ("aws-access-key", f"key id {AWS_KEY_ID} in env", AWS_KEY_ID),
+    ("aws-access-key", cat("ASIA", "Y3FJ2X7Q", "ABCDEFGH"), cat("ASIA", "Y3FJ2X7Q", "ABCDEFGH")),
+    ("aws-access-key", f"AWS_ACCESS_KEY_ID={AWS_KEY_ID}", AWS_KEY_ID),
+    # aws-secret-key
+    ("aws-secret-key", f"aws_secret_access_key = {AWS_SECRET}", AWS_SECRET),
+    ("aws-secret-key", f'AWS_SECRET_ACCESS_KEY="{AWS_SECRET}"', AWS_SECRET),
+    ("aws-secret-key", f'{{"SecretAccessKey": "{AWS_SECRET}"}}', AWS_SECRET),
+    ("aws-secret-key", f"{AWS_SECRET} is the AWS secret", AWS_SECRET),
+    # aws-arn
+    (
+        "aws-arn",
+        "role arn:aws:iam::123456789012:role/deploy",
+        "arn:aws:iam::123456789012:role/deploy",
+    ),
+    ("aws-arn", "arn:aws:s3:::my-bucket/key.txt", "arn:aws:s3:::my-bucket/key.txt"),
+    (
+        "aws-arn",
+        "arn:aws:lambda:us-east-1:123456789012:function:ltm",
+        "arn:aws:lambda:us-east-1:123456789012:function:ltm",
+    ),
+    (
+        "aws-arn",
+        "arn:aws-cn:sns:cn-north-1:123456789012:t",
+        "arn:aws-cn:sns:cn-north-1:123456789012:t",
+    ),
+    # github-token
+    *[
+        ("github-token", f"token {p}_{rnd(36)} used", f"{p}_{rnd(36)}")
+        for p in ("ghp", "gho", "ghu", "ghs", "ghr")
+    ],
+    ("github-token", "GH_TOKEN=" + "ghp_" + "a" * 36, "ghp_" + "a" * 36),
+    (
+        "github-token",
+        cat("github", "_pat_", rnd(22), "_", rnd(59)),
+        cat("github", "_pat_", rnd(22), "_", rnd(59)),
+    ),
+    # gitlab-token
+    ("gitlab-token", cat("glpat", "-", rnd(20)), cat("glpat", "-", rnd(20))),
+    # npm-token
+    ("npm-token", cat("//registry.npmjs.org/:_authToken=npm", "_", rnd(36)), cat("npm_", rnd(36))),
+    # pypi-token
+    (
+        "pypi-token",
+        cat("password = pypi-", "AgEIcHlwaS5vcmc", rnd(70, ALNUM + "_-")),
+        cat("pypi-", "AgEIcHlwaS5vcmc", rnd(70, ALNUM + "_-")),
+    ),
+    # jwt
+    ("jwt", f"Authorization: Bearer {JWT}", JWT),
+    ("jwt", f"token={JWT}&x=1", JWT),
+    # private-key (masked)
+    ("private-key", cat("-----BEGIN RSA ", "PRIVATE KEY-----\n", KEY_BODY), MASK),
+    ("private-key", cat("-----BEGIN EC ", "PRIVATE KEY-----"), MASK),
+    ("private-key", cat("-----BEGIN DSA ", "PRIVATE KEY-----"), MASK),
+    ("private-key", cat("-----BEGIN OPENSSH ", "PRIVATE KEY-----"), MASK),
+    ("private-key", cat("-----BEGIN ENCRYPTED ", "PRIVATE KEY-----"), MASK),
+    ("private-key", cat("-----BEGIN ", "PRIVATE KEY-----"), MASK),
+    ("private-key", cat("-----BEGIN PGP ", "PRIVATE KEY BLOCK-----"), MASK),
+    ("private-key", cat("---- BEGIN SSH2 ENCRYPTED ", "PRIVATE KEY ----"), MASK),
+    # google-api-key
+    ("google-api-key", cat("key=AIza", rnd(35, ALNUM + "_-")), cat("AIza", rnd(35, ALNUM + "_-"))),
+    # slack-token and slack-webhook
+    *[
+        ("slack-token", cat(p, "-", "123456789012-", "1234567890123-", rnd(24)), None)
+        for p in ("xoxb", "xoxp", "xoxa", "xoxr", "xoxs")
+    ],
+    ("slack-token", cat("xapp", "-1-", "A01B2C3D4E5-", "1234567890-", rnd(40)), None),
+    (
+        "slack-webhook",
+        cat("POST https://hooks.slack.com", "/services/T0000", "0000/B0000000/", rnd(24)),
+        cat("hooks.slack.com", "/services/T0000", "0000/B0000000/", rnd(24)),
+    ),
+    # stripe
+    ("stripe-secret-key", cat("sk_", "live_", rnd(24)), cat("sk_", "live_", rnd(24))),
+    ("stripe-secret-key", cat("STRIPE_KEY=sk_", "test_", rnd(24)), cat("sk_", "test_", rnd(24))),
+    ("stripe-restricted-key", cat("rk_", "live_", rnd(24)), cat("rk_", "live_", rnd(24))),
+    ("stripe-restricted-key", cat("rk_", "test_", rnd(24)), cat("rk_", "test_", rnd(24))),
+    ("stripe-webhook-secret", cat("whsec", "_", rnd(32)), cat("whsec", "_", rnd(32))),
+    # ssh-public-key
+    ("ssh-public-key", f"authorized_keys: {SSH_RSA} alice@laptop", SSH_RSA),
+    (
+        "ssh-public-key",
+        cat("ssh-ed25519 ", "AAAAC3NzaC1lZDI1NTE5", "AAAAI", rnd(40)),
+        cat("ssh-ed25519 ", "AAAAC3NzaC1lZDI1NTE5", "AAAAI", rnd(40)),
+    ),
+    (
+        "ssh-public-key",
+        cat("ecdsa-sha2-nistp256 ", "AAAAE2VjZHNhLXNoYTItbmlzdHAyNTY", rnd(40)),
+        cat("ecdsa-sha2-nistp256 ", "AAAAE2VjZHNhLXNoYTItbmlzdHAyNTY", rnd(40)),
+    ),
+    # LLM providers
+    (
+        "anthropic-key",
+        cat("ANTHROPIC_API_KEY=sk-ant-", "api03-", rnd(93, ALNUM + "-_"), "AA"),
+        cat("sk-ant-", "api03-", rnd(93, ALNUM + "-_"), "AA"),
+    ),
+    ("openai-key", cat("sk-", rnd(48)), cat("sk-", rnd(48))),
+    ("openai-key", cat("sk-", "a" * 48), cat("sk-", "a" * 48)),
+    (
+        "openai-key",
+        cat("OPENAI_API_KEY=sk-", "proj-", rnd(120, ALNUM + "_-")),
+        cat("sk-", "proj-", rnd(120, ALNUM + "_-")),
+    ),
+    ("huggingface-token", cat("hf", "_", rnd(34)), cat("hf", "_", rnd(34))),
+    ("openrouter-key", cat("sk-or-", "v1-", rnd(64, HEX)), cat("sk-or-", "v1-", rnd(64, HEX))),
+    ("groq-key", cat("gsk", "_", rnd(52)), cat("gsk", "_", rnd(52))),
+    ("xai-key", cat("xai", "-", rnd(80)), cat("xai", "-", rnd(80))),
+    # other cloud and registry tokens
+    ("docker-hub-token", cat("dckr", "_pat_", rnd(27)), cat("dckr", "_pat_", rnd(27))),
+    ("digitalocean-token", cat("dop", "_v1_", rnd(64, HEX)), cat("dop", "_v1_", rnd(64, HEX))),
+    ("google-oauth-secret", cat("GOCSPX", "-", rnd(28)), cat("GOCSPX", "-", rnd(28))),
+    ("sendgrid-key", cat("SG", ".", rnd(22), ".", rnd(43)), cat("SG", ".", rnd(22), ".", rnd(43))),
+    (
+        "discord-webhook",
+        cat("https://discord.com", "/api/webhooks/", "123456789012345678/", rnd(68)),
+        cat("discord.com", "/api/webhooks/", "123456789012345678/", rnd(68)),
+    ),
+    # url-credentials
+    ("url-credentials", "https://user:hunter2@example.com/x", "https://user:hunter2@example.com"),
+    (
+        "url-credentials",
+        "DATABASE_URL=postgres://app:s3cr3t@db.internal:5432/app",
+        "postgres://app:s3cr3t@db.internal:5432",
+    ),
+    ("url-credentials", "redis://:pw123@cache:6379/0", "redis://:pw123@cache:6379"),
+    # local-url
+    ("local-url", "open http://localhost:8080/docs", "http://localhost:8080"),
+    ("local-url", "psql -h 127.0.0.1:5432", "127.0.0.1:5432"),
+    ("local-url", "bind 0.0.0.0:3000", "0.0.0.0:3000"),
+    ("local-url", "curl http://[::1]:8000/", "http://[::1]:8000"),
+    ("local-url", "host.docker.internal:5432", "host.docker.internal:5432"),
+    ("local-url", "api.localhost:3000", "localhost:3000"),
+    ("local-url", "http://192.168.1.20:8000/admin", "http://192.168.1.20:8000"),
+    ("local-url", "es at 10.0.0.5:9200", "10.0.0.5:9200"),
+    ("local-url", "db 172.17.0.2:5432", "172.17.0.2:5432"),
+]
+
+
+@pytest.mark.parametrize(("kind", "text", "expected"), POSITIVES)
+def test_positive(kind: str, text: str, expected: str | None) -> None:
+    found = scan_text(text)
+    kinds = [k for k, _ in found]
+    assert kind in kinds, found
+    if expected is not None:
+        assert (kind, expected if expected == MASK else cut(expected)) in found
+
+
+def test_every_builtin_kind_has_a_positive() -> None:
+    assert {k for k, _, _ in POSITIVES} == set(BUILTIN_KINDS)
+
+
+NEGATIVES = [
+    "src/app.py",
+    "./scripts/x.sh",
+    "../foo/bar.py",
+    "see tests/fixtures/etc/config.yaml",
+    "/v1/packets",
+    "POST /v1/packets?team=core then GET /v1/packets/{id}",
+    "/api/users/{id}",
+    "/api/users/{id}/teams",
+    "/healthz",
+    "v1.2.3",
+    "1.2.3-rc.1",
+    "commit a1b2c3d",
+    "full sha " + rnd(40, HEX),
+    "https://github.com/org/repo",
+    "https://docs.python.org/3/",
+    "https://example.com/home/user/profile",
+    "https://example.com:8443/etc/x",
+    cat("pk_", "live_", rnd(24)),
+    cat("pk_", "test_", rnd(24)),
+    "TCP/IP",
+    "a/b",
+    "and/or",
+    "I/O",
+    "2024-01-02",
+    "2024/01/02 at 10:30",
+    "ratio 16:9",
+    "user@example.com",
+    "mail the maintainer <dev@example.org>",
+    "task-based desk-top risk-free sk-learn",
+    "sk-learn-compatible-estimator-wrapper-for-pipelines",
+    "risk_test_environment_variables",
+    "the disk_live_migration flag",
+    "550e8400-e29b-41d4-a716-446655440000",
+    "sha256:" + rnd(64, HEX),
+    "etc/ and so on, etc.",
+    "see /etc/.",
+    "bare roots: /tmp, /etc and /home",
+    "/usr",
+    "http://localhost/",
+    "runs on localhost",
+    "127.0.0.1",
+    "git@github.com:org/repo.git",
+    "ssh://git@github.com/org/repo",
+    "postgres://user:${DB_PASSWORD}@db/x",
+    "postgres://user:password@db/x",
+    "https://user:****@example.com",
+    "hf_hub_download",
+    "npm_config_registry",
+    "xoxp-style tokens are user tokens",
+    "ghp_ is the prefix of classic tokens",
+    "AKIA prefixes long-term keys",
+    "-----BEGIN PUBLIC KEY-----",
+    "-----BEGIN CERTIFICATE-----",
+    "ssh-rsa is deprecated",
+    "aws " + rnd(40, HEX),  # a SHA next to "aws" is not a secret
+    "the secret is to use " + "aB" * 30,  # too long for an AWS secret
+    "namespace::function and std::vector",
+    "https://",
+    "http://a:b",
+    "Note:/x and key:/value",
+    r"regex \\d+\\w* and \\s",
+    "10:30 and 1.10.0.1 and v10.0.0",
+    "ip 8.8.8.8:53",
+    "eyJ alone and eyJhbGciOiJIUzI1NiJ9 without payload",
+    "",
+    " ",
+]
+
+
+@pytest.mark.parametrize("text", NEGATIVES)
+def test_negative(text: str) -> None:
+    assert scan_text(text) == []
+
+
+@pytest.mark.parametrize(
+    "name", ["example.v0.2.json", "reference-benchmark.v0.1.json"], ids=lambda n: n
+)
+def test_published_examples_are_clean(name: str) -> None:
+    packet = json.loads((PROTOCOL / "examples" / name).read_text())
+    assert scan_packet(packet) == []
+
+
+# --------------------------------------------------------------------------- #
+# Hits, fields and order
+# --------------------------------------------------------------------------- #
+
+
+def base_packet(**fields: Any) -> dict[str, Any]:
+    return {
+        "ltm_version": "0.2",
+        "id": "01JS5LTMEXAMPLEPACKET00001A",
+        "created_at": "2026-04-22T00:00:00Z",
+        "goal": "ship it",
+        "next_step": "run the tests",
+        **fields,
+    }
+
+
+def test_field_paths_and_schema_order() -> None:
+    packet = base_packet(
+        # deliberately out of schema order
+        provenance={
+            "author_human": "/home/alice",
+            "author_model": "m",
+            "source_hash": "sha256:" + rnd(64, HEX),
+        },
+        tags=["ok", "also-ok", "~/x"],
+        next_step="then open http://localhost:3000",
+        open_questions=["fine", "what about /etc/hosts?"],
+        attempts=[
+            {"tried": "x", "outcome": "failed"},
+            {"tried": "y", "outcome": "failed", "learned": "see /tmp/a and /tmp/b"},
+        ],
+        methods=[{"name": "m", "when_applicable": "w", "how": "ssh to 10.0.0.5:22"}],
+        decisions=[
+            {"what": "a", "why": "b"},
+            {"what": "c", "why": f"key {AWS_KEY_ID}", "consequences": "/var/lib/x"},
+        ],
+        constraints=["keep /opt/app/x"],
+        success_criteria=["no /srv/a", "none"],
+        goal="fix C:\\Users\\bob\\x",
+        project={"ref": "/Users/bob/ltm", "name": "/home/bob/ltm"},
+        parent_id="/home/p/parent",
+    )
+    assert [str(h) for h in scan_packet(packet)] == [
+        "parent_id/abs-path: /home/p/parent",
+        "project.name/abs-path: /home/bob/ltm",
+        "project.ref/abs-path: /Users/bob/ltm",
+        "goal/windows-path: C:\\Users\\bob\\x",
+        "success_criteria[0]/abs-path: /srv/a",
+        "constraints[0]/abs-path: /opt/app/x",
+        f"decisions[1].why/aws-access-key: {AWS_KEY_ID}",
+        "decisions[1].consequences/abs-path: /var/lib/x",
+        "methods[0].how/local-url: 10.0.0.5:22",
+        "attempts[1].learned/abs-path: /tmp/a",
+        "attempts[1].learned/abs-path: /tmp/b",
+        "open_questions[1]/abs-path: /etc/hosts",
+        "next_step/local-url: http://localhost:3000",
+        "tags[2]/abs-path: ~/x",
+        "provenance.author_human/abs-path: /home/alice",
+    ]
+
+
+def test_order_is_independent_of_key_order() -> None:
+    packet = base_packet(
+        constraints=["/home/a", "/home/b"],
+        goal="/home/g",
+        decisions=[{"why": "/home/why", "what": "/home/what"}],
+    )
+    reordered = dict(reversed(list(packet.items())))
+    reordered["decisions"] = [dict(reversed(list(packet["decisions"][0].items())))]
+    expected = [
+        "goal/abs-path: /home/g",
+        "constraints[0]/abs-path: /home/a",
+        "constraints[1]/abs-path: /home/b",
+        "decisions[0].what/abs-path: /home/what",
+        "decisions[0].why/abs-path: /home/why",
+    ]
+    assert [str(h) for h in scan_packet(packet)] == expected
+    assert [str(h) for h in scan_packet(reordered)] == expected
+
+
+def test_id_created_at_and_version_are_not_scanned() -> None:
+    packet = base_packet(id="/home/alice/id-like", created_at="/etc/x", ltm_version="/var/v")
+    assert scan_packet(packet) == []
+
+
+def test_several_kinds_in_one_field_in_position_order() -> None:
+    text = f"/home/a then {AWS_KEY_ID} then postgres://u:pw1@localhost:5432/db"
+    assert [k for k, _ in scan_text(text)] == [
+        "abs-path",
+        "aws-access-key",
+        "url-credentials",
+        "local-url",
+    ]
+
+
+def test_hit_str_and_dict() -> None:
+    (hit,) = scan_packet(base_packet(goal="see /home/alice/x"))
+    assert hit == Hit("goal", "abs-path", "/home/alice/x")
+    assert str(hit) == "goal/abs-path: /home/alice/x"
+    assert hit.as_dict() == {"field": "goal", "kind": "abs-path", "match": "/home/alice/x"}
+
+
+def test_matches_never_cross_fields() -> None:
+    # Joined scanning must not glue a prefix in one field to a body in the next.
+    packet = base_packet(constraints=["ghp_" + "a" * 20, "a" * 20], success_criteria=["aws"])
+    packet["open_questions"] = [AWS_SECRET]  # "aws" sits in an earlier field only
+    assert scan_packet(packet) == []
+
+
+# --------------------------------------------------------------------------- #
+# Shown text: truncation and masking
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize(
+    ("path", "shown"),
+    [
+        ("/home/" + "a" * 26, "/home/" + "a" * 26),  # exactly 32: no ellipsis
+        ("/home/" + "a" * 27, "/home/" + "a" * 26 + "…"),  # 33: cut
+        ("/home/" + "a" * 200, "/home/" + "a" * 26 + "…"),
+    ],
+)
+def test_truncation(path: str, shown: str) -> None:
+    assert scan_text(f"x {path} y") == [("abs-path", shown)]
+    (hit,) = scan_packet(base_packet(goal=path))
+    assert hit.match == shown
+
+
+def test_private_key_material_never_echoed() -> None:
+    pem = cat("-----BEGIN RSA ", "PRIVATE KEY-----\n", KEY_BODY, "\n-----END RSA PRIVATE KEY-----")
+    packet = base_packet(
+        goal=pem, constraints=[cat("-----BEGIN OPENSSH ", "PRIVATE KEY-----", KEY_BODY)]
+    )
+    hits = scan_packet(packet)
+    assert [h.kind for h in hits] == ["private-key", "private-key"]
+    out = json.dumps([h.as_dict() for h in hits]) + "".join(map(str, hits))
+    out += repr(scan_text(pem))
+    assert all(h.match == MASK for h in hits)
+    assert KEY_BODY[:8] not in out
+    assert "RSA" not in out and "OPENSSH" not in out
+
+
+# --------------------------------------------------------------------------- #
+# User rules
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize(
+    ("kind", "regex", "message"),
+    [
+        ("acme", "(", "invalid regex"),
+        ("acme", "a{2,1}", "invalid regex"),
+        ("acme", "", "empty pattern"),
+        ("acme", "a*", "matches the empty string"),
+        ("acme", r"\b", "matches the empty string"),
+        ("acme", "(?=x)", "matches the empty string"),
+        ("acme", "^", "matches the empty string"),
+        ("acme", "x|", "matches the empty string"),
+        ("", "x", "invalid kind"),
+        ("Acme", "x", "invalid kind"),
+        ("-acme", "x", "invalid kind"),
+        ("acme_host", "x", "invalid kind"),
+        ("a" * 33, "x", "invalid kind"),
+        ("acme host", "x", "invalid kind"),
+    ],
+)
+def test_user_rule_errors(kind: str, regex: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message) as exc:
+        compile_user_rule(kind, regex)
+    assert "\n" not in str(exc.value)
+
+
+def test_user_rule_matches_and_reports_its_kind() -> None:
+    rule = compile_user_rule("acme-host", r"[a-z0-9-]+\.acme\.internal")
+    assert isinstance(rule, Rule)
+    assert rule.kind == "acme-host"
+    assert scan_text("deploy to db-1.acme.internal now", [rule]) == [
+        ("acme-host", "db-1.acme.internal")
+    ]
+    packet = base_packet(constraints=["ok", "cache-2.acme.internal and /home/x"])
+    assert [str(h) for h in scan_packet(packet, [rule])] == [
+        "constraints[1]/acme-host: cache-2.acme.internal",
+        "constraints[1]/abs-path: /home/x",
+    ]
+
+
+def test_user_rules_run_per_field() -> None:
+    # ^ and $ anchor to each field, not to the whole packet.
+    rule = compile_user_rule("codename", r"^Project [A-Z][a-z]+$")
+    packet = base_packet(goal="ship", constraints=["Project Falcon", "not Project Falcon here"])
+    assert [str(h) for h in scan_packet(packet, [rule])] == [
+        "constraints[0]/codename: Project Falcon"
+    ]
+
+
+def test_user_rule_after_builtin_at_same_position_and_cut() -> None:
+    rule = compile_user_rule("any-home", r"/home/\S+")
+    long = "/home/" + "z" * 40
+    assert scan_text(long, [rule]) == [("abs-path", cut(long)), ("any-home", cut(long))]
+
+
+def test_kind_can_be_32_chars() -> None:
+    assert compile_user_rule("a" * 32, "x").kind == "a" * 32
+
+
+# --------------------------------------------------------------------------- #
+# Non-conforming packets (lenient mode)
+# --------------------------------------------------------------------------- #
+
+
+def test_wrong_types_do_not_crash_and_strings_are_still_found() -> None:
+    packet: dict[str, Any] = {
+        "goal": 123,
+        "next_step": None,
+        "constraints": "one string with /home/a",
+        "success_criteria": [1, None, True, ["nested /home/b"]],
+        "decisions": ["a string /home/c", {"what": ["/home/d"]}, None, 5, {"why": 3.5}],
+        "methods": {"how": "/home/e"},
+        "attempts": [{"tried": {"deep": "/home/f"}, "outcome": "/home/g"}],
+        "project": "/home/h",
+        "tags": {"x": "/home/i"},
+        "provenance": {"author_human": 7, "extra": "/home/j"},
+        "open_questions": [[[["/home/k"]]]],
+        "unknown_field": "/home/l",
+        "id": "/home/not-scanned",
+        42: "/home/m",
+    }
+    assert [str(h) for h in scan_packet(packet)] == [
+        "project/abs-path: /home/h",
+        "success_criteria[3][0]/abs-path: /home/b",
+        "constraints/abs-path: /home/a",
+        "decisions[0]/abs-path: /home/c",
+        "decisions[1].what[0]/abs-path: /home/d",
+        "methods.how/abs-path: /home/e",
+        "attempts[0].tried.deep/abs-path: /home/f",
+        "attempts[0].outcome/abs-path: /home/g",
+        "open_questions[0][0][0][0]/abs-path: /home/k",
+        "tags.x/abs-path: /home/i",
+        "provenance.extra/abs-path: /home/j",
+        "unknown_field/abs-path: /home/l",
+        "42/abs-path: /home/m",
+    ]
+
+
+@pytest.mark.parametrize("packet", [None, "str", 5, [], ["/home/a"], {}])
+def test_not_a_packet(packet: Any) -> None:
+    assert scan_packet(packet) == []
+
+
+def test_deep_and_cyclic_structures() -> None:
+    deep: Any = "/home/deep"
+    for _ in range(5000):
+        deep = [deep]
+    cyclic: dict[str, Any] = {"why": "/home/cyc"}
+    cyclic["self"] = cyclic
+    packet = base_packet(constraints=deep, decisions=[cyclic])
+    hits = scan_packet(packet)
+    assert [h.kind for h in hits] == ["abs-path", "abs-path"]
+    assert hits[0].field.startswith("constraints[0][0]")
+    assert hits[1].field == "decisions[0].why"
+
+
+def test_scan_text_tolerates_non_strings() -> None:
+    assert scan_text(None) == []  # type: ignore[arg-type]
+
+
+def test_unicode_that_changes_length_when_lowered() -> None:
+    # "İ".lower() is two code points: keyword windows must stay aligned.
+    text = "İ" * 50 + f" aws_secret_access_key={AWS_SECRET}"
+    assert scan_text(text) == [("aws-secret-key", cut(AWS_SECRET))]
+
+
+def test_many_keywords_fall_back_to_a_full_scan() -> None:
+    text = "aws " * 400 + f"secret: {AWS_SECRET} " + "aws " * 400
+    assert scan_text(text) == [("aws-secret-key", cut(AWS_SECRET))]
+
+
+# --------------------------------------------------------------------------- #
+# Adversarial corpus: 32 KiB near-misses for every rule. A catastrophic pattern
+# would hang here; speed itself is measured in bench/bench_redact.py.
+# --------------------------------------------------------------------------- #
+
+ADVERSARIAL: dict[str, str] = {
+    "A": "A" * N,
+    "dash": "-" * N,
+    "slash": "/" * N,
+    "backslash": "\\" * N,
+    "colon": ":" * N,
+    "a-colon": "a:" * (N // 2),
+    "drive": "C:" * (N // 2),
+    "drive-slash": "C:/ " * (N // 4),
+    "eyJ-dots": "eyJ" + "a." * 16000,
+    "eyJ-run": "eyJ" * (N // 3),
+    "eyJ-seg": ("eyJ" + "a" * 6 + ".") * (N // 10),
+    "sk-run": "sk-" * (N // 3),
+    "sk-ant": "sk-ant- " * (N // 8),
+    "sk_live": "sk_live_" * (N // 8),
+    "aws-words": "aws secret " * (N // 11),
+    "b64-41": ("aws " + "aB3/" * 10 + "x ") * (N // 46),
+    "b64-run": "aB3/" * (N // 4),
+    "home-run": "/homes" * (N // 6),
+    "home-slash": "/home/ " * (N // 7),
+    "tilde": "~/" * (N // 2),
+    "tilde-dot": "~/." * (N // 3),
+    "scheme": "a://" * (N // 4),
+    "url-creds": "http://u:" * (N // 9),
+    "at-colon": ":@" * (N // 2),
+    "url-at": "://a:" + "b" * N,
+    "localhost": "localhost:" * (N // 10),
+    "ip-dots": "127.0.0.1." * (N // 10),
+    "ten-dots": "10." * (N // 3),
+    "ipv6": "[::1]" * (N // 5),
+    "digits": "1" * N,
+    "AKIA": "AKIA" * (N // 4),
+    "AIza": "AIza" * (N // 4),
+    "ghp": "ghp_" * (N // 4),
+    "xoxb": "xoxb-" * (N // 5),
+    "BEGIN": "-----BEGIN " * (N // 11),
+    "PRIVATE": "-----BEGIN A B C " * (N // 17),
+    "ssh": "ssh-rsa AAAA " * (N // 13),
+    "AAAA": " AAAA" * (N // 5),
+    "arn": "arn:aws:" * (N // 8),
+    "arn-colons": "arn:aws" + ":" * N,
+    "pypi": "pypi-Ag" * (N // 7),
+    "unc": "\\\\a" * (N // 3),
+    "spaces": " " * N,
+    "newlines": "\n" * N,
+    "nul": "\x00" * N,
+    "prose-slashes": "and/or I/O TCP/IP a/b " * (N // 22),
+}
+
+
+@pytest.mark.parametrize("name", list(ADVERSARIAL))
+def test_adversarial_near_misses(name: str) -> None:
+    text = ADVERSARIAL[name]
+    assert scan_text(text) == []
+    assert scan_packet(base_packet(goal=text)) == []
+
+
+@pytest.mark.parametrize("name", list(ADVERSARIAL))
+def test_adversarial_prefix_does_not_hide_a_real_hit(name: str) -> None:
+    text = ADVERSARIAL[name] + " then /home/alice/x and " + cat("ghp_", "b" * 36)
+    kinds = [k for k, _ in scan_text(text)]
+    assert kinds[-2:] == ["abs-path", "github-token"]
+
+
+# Floods of real-looking hits: every one is reported, in order, without blowing up.
+FLOODS: dict[str, tuple[str, str, int, int]] = {
+    "paths": ("/home/a " * (N // 8), "abs-path", N // 8, N // 8),
+    "glued-paths": ("/home" * (N // 5), "abs-path", 1, 1),  # one long /home/home/...
+    "jwt-like": (("eyJ" + "a" * 10 + ".") * (N // 14), "jwt", 780, 780),
+    # a path longer than 4 KiB is reported in 4 KiB pieces
+    "drives": ("C:/" * (N // 3), "windows-path", 1, N // 4096 + 1),
+    "ports": ("localhost:8080 " * (N // 15), "local-url", N // 15, N // 15),
+}
+
+
+@pytest.mark.parametrize("name", list(FLOODS))
+def test_hit_floods(name: str) -> None:
+    text, kind, lo, hi = FLOODS[name]
+    found = scan_text(text)
+    assert {k for k, _ in found} == {kind}
+    assert lo <= len(found) <= hi
+
+
+# --------------------------------------------------------------------------- #
+# Properties and rule hygiene
+# --------------------------------------------------------------------------- #
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_arbitrary_text(text: str) -> None:
+    for kind, shown in scan_text(text):
+        assert kind in BUILTIN_KINDS
+        assert 0 < len(shown) <= 33
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet="/\\:.~-_@AaKkIi0123456789 eyJsk", max_size=400))
+def test_arbitrary_near_miss_alphabet(text: str) -> None:
+    for _, shown in scan_text(text):
+        assert 0 < len(shown) <= 33
+
+
+def test_builtin_rules_are_well_formed() -> None:
+    # Packets are scanned as one NUL-joined text: no built-in match may span a NUL.
+    texts = [text.replace(" ", "\x00") for _, text, _ in POSITIVES]
+    texts += [text.replace("/", "\x00/") for _, text, _ in POSITIVES]
+    for rule in BUILTIN_RULES:
+        assert rule.kind in BUILTIN_KINDS
+        assert rule.pattern.search("") is None
+        for text in texts:
+            for m in rule.pattern.finditer(text):
+                assert "\x00" not in m.group(), (rule.kind, text)
