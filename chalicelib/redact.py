@@ -258,141 +258,163 @@ _SSH_TYPES = (
     "sk-ecdsa-sha2-nistp256@openssh.com",
 )
 
-# Every pattern starts with a literal (or a tiny set of literals) so that `re`
-# finds candidates with its fast prefix search; boundary look-behinds come
-# right after that literal. All repetitions are bounded and, where a run is
-# followed by something it cannot contain, possessive.
-BUILTIN_RULES: tuple[Rule, ...] = (
-    # Private-key headers: the header alone is matched, and masked anyway.
-    _r(
-        "private-key",
-        r"-----BEGIN (?:[A-Z0-9]{1,12}+ ){0,2}PRIVATE KEY(?: BLOCK)?-----"
-        r"|---- BEGIN (?:[A-Z0-9]{1,12}+ ){0,2}PRIVATE KEY ----",
-        mask=_KEY_MASK,
-    ),
-    # Absolute POSIX paths under a home or system root, followed by a name.
-    # The look-behind rejects "/home" inside a URL path, a relative path
-    # (src/etc/x) or a C:/Users path (left to windows-path); file:///home/x is
-    # a local path all the same.
-    _r(
-        "abs-path",
-        rf"/(?:(?<![\w.:/\\~\-]/)|(?<=file:///))(?:{_POSIX_ROOTS})/{_NAME_START}{_PATH_CONT}",
-        check=_path,
-    ),
-    _r("abs-path", rf"~/(?<![\w.:/\\~\-]~/){_NAME_START}{_PATH_CONT}", check=_path),
-    # Windows drive paths C:\x, C:/x, C:\\x (JSON-escaped twice). Anchored on
-    # the colon; the drive letter must stand alone (not "http:/", "key:/").
-    _r(
-        "windows-path",
-        r":(?<![\w\\][A-Za-z]:)(?<=[A-Za-z]:)(?:\\{1,2}+|/)"
-        + _NAME_START
-        + r"""[^\s\x00"'`<>|*?]{0,4096}+""",
-        check=_drive_path,
-    ),
-    # UNC paths \\server\share, and device paths \\?\ and \\.\ .
-    _r(
-        "unc-path",
-        r"\\\\(?<![\w/\\]\\\\)\\{0,2}+(?:[?.]\\{1,2}+|[A-Za-z0-9$][\w.$\-]{1,62}+\\{1,2}+)"
-        + _NAME_START
-        + r"""[^\s\x00"'`<>|*?]{0,4096}+""",
-        check=_path,
-    ),
-    # AWS access key IDs (AKIA long-term, ASIA temporary, other IAM prefixes).
-    _r(
-        "aws-access-key",
-        r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|IPA|NPA|NVA|ROA|PKA)"
-        r"(?<![A-Za-z0-9]....)[A-Z0-9]{16}(?![A-Za-z0-9])",
-    ),
-    # AWS secret access keys: a lone 40-char base64-ish token near "aws"/"secret".
-    _r(
-        "aws-secret-key",
-        r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
-        near=_SECRET_WORDS,
-        radius=_SECRET_BEFORE + 40,
-        check=_aws_secret,
-    ),
-    _r(
-        "aws-arn",
-        r"arn:aws(?<![\w\-]arn:aws)(?:-[a-z]{1,12}+){0,3}:[a-z0-9\-]{1,64}+:[a-z0-9\-]{0,32}+:"
-        r"""(?:[0-9]{12}|aws)?:[^\s\x00"'`<>,;()\[\]{}]{1,256}+""",
-    ),
-    _r("github-token", r"gh[pousr]_(?<![\w]gh._)[A-Za-z0-9]{36,251}+"),
-    _r("github-token", r"github_pat_[A-Za-z0-9_]{30,255}+"),
-    _r("gitlab-token", r"gl(?:pat|dt|ptt|rt|cbt|soat|ft)-[A-Za-z0-9_\-]{20,255}+"),
-    _r("npm-token", r"npm_(?<![\w]npm_)[A-Za-z0-9]{36,64}+"),
-    _r(
-        "pypi-token",
-        r"pypi-Ag(?:EIcHlwaS5vcmc|ENdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{32,1024}+",
-    ),
-    _r(
-        "jwt",
-        r"eyJ(?<![\w\-]eyJ)[A-Za-z0-9_\-]{7,4096}+\.ey[A-Za-z0-9_\-]{2,8192}+"
-        r"\.[A-Za-z0-9_\-]{0,4096}+",
-    ),
-    _r("google-api-key", r"AIza(?<![\w\-]AIza)[A-Za-z0-9_\-]{35}(?![\w\-])"),
-    _r("google-oauth-secret", r"GOCSPX-[A-Za-z0-9_\-]{24,40}+"),
-    _r(
-        "slack-token",
-        r"xox[abeprs]-(?<![\w\-]xox.-)[A-Za-z0-9\-]{10,250}+|xapp-[0-9]-[A-Za-z0-9\-]{10,250}+",
-        check=_has_digit,
-    ),
-    _r(
-        "slack-webhook",
-        r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{8,256}+",
-    ),
-    _r(
-        "discord-webhook",
-        r"discord(?:app)?\.com/api/webhooks/[0-9]{5,30}+/[A-Za-z0-9_\-]{20,256}+",
-    ),
-    _r("stripe-secret-key", r"sk_(?<![\w]sk_)(?:live|test)_[A-Za-z0-9]{16,247}+"),
-    _r("stripe-restricted-key", r"rk_(?<![\w]rk_)(?:live|test)_[A-Za-z0-9]{16,247}+"),
-    _r("stripe-webhook-secret", r"whsec_(?<![\w]whsec_)[A-Za-z0-9+/=]{20,256}+"),
-    # SSH public keys, anchored on " AAAA" (the base64 of the key-type length);
-    # the key type before it is checked by look-behinds and then shown.
-    _r(
-        "ssh-public-key",
-        r" AAAA(?:"
-        + "|".join(f"(?<={re.escape(t)} AAAA)" for t in _SSH_TYPES)
-        + r")[A-Za-z0-9+/]{16,8192}+",
-        check=_ssh_key_span,
-    ),
-    _r("anthropic-key", r"sk-ant-(?<![\w\-]sk-ant-)[A-Za-z0-9_\-]{20,400}+"),
-    _r("openrouter-key", r"sk-or-v1-(?<![\w\-]sk-or-v1-)[a-f0-9]{64}"),
-    _r(
-        "openai-key",
-        r"sk-(?<![\w\-]sk-)(?!ant-|or-v1-)[A-Za-z0-9_\-]{20,400}+",
-        check=_openai,
-    ),
-    _r("huggingface-token", r"hf_(?<![\w]hf_)[A-Za-z0-9]{34,64}+"),
-    _r("groq-key", r"gsk_(?<![\w]gsk_)[A-Za-z0-9]{48,64}+"),
-    _r("xai-key", r"xai-(?<![\w\-]xai-)[A-Za-z0-9]{70,100}+"),
-    _r("docker-hub-token", r"dckr_pat_[A-Za-z0-9_\-]{24,64}+"),
-    _r("digitalocean-token", r"do[por]_v1_[a-f0-9]{64}"),
-    _r("sendgrid-key", r"SG\.(?<![\w]SG\.)[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}"),
-    # Credentials inside URLs: scheme://user:pass@host (anchored on "://").
-    _r(
-        "url-credentials",
-        r"://(?<=[A-Za-z0-9+.\-]://)[^\s\x00/:@\"'`<>]{0,128}+:"
-        r"""(?P<pw>[^\s\x00/@"'`<>]{1,256}+)@[^\s\x00/@"'`<>?#]{1,255}+""",
-        check=_url_credentials,
-    ),
-    # Local and private-network hosts with a port; the scheme is shown if any.
-    _r("local-url", r"localhost(?<![\w\-]localhost)" + _PORT, check=_with_scheme),
-    _r("local-url", r"host\.docker\.internal" + _PORT, check=_with_scheme),
-    _r("local-url", r"0\.0\.0\.0(?<![\w.]0\.0\.0\.0)" + _PORT, check=_with_scheme),
-    _r("local-url", r"\[::1?\]" + _PORT, check=_with_scheme),
-    # Loopback and RFC 1918 IPv4 hosts, one pass anchored on the leading "1".
-    _r(
-        "local-url",
-        rf"1(?:27\.(?<![\w.]127\.){_OCTET}\.{_OCTET}\.{_OCTET}"
-        rf"|0\.(?<![\w.]10\.){_OCTET}\.{_OCTET}\.{_OCTET}"
-        rf"|92\.168\.(?<![\w.]192\.168\.){_OCTET}\.{_OCTET}"
-        rf"|72\.(?<![\w.]172\.)(?:1[6-9]|2[0-9]|3[01])\.{_OCTET}\.{_OCTET})" + _PORT,
-        check=_with_scheme,
-    ),
-)
 
-BUILTIN_KINDS: tuple[str, ...] = tuple(dict.fromkeys(r.kind for r in BUILTIN_RULES))
+def _build_rules() -> tuple[Rule, ...]:
+    # Every pattern starts with a literal (or a tiny set of literals) so that `re`
+    # finds candidates with its fast prefix search; boundary look-behinds come
+    # right after that literal. All repetitions are bounded and, where a run is
+    # followed by something it cannot contain, possessive.
+    return (
+        # Private-key headers: the header alone is matched, and masked anyway.
+        _r(
+            "private-key",
+            r"-----BEGIN (?:[A-Z0-9]{1,12}+ ){0,2}PRIVATE KEY(?: BLOCK)?-----"
+            r"|---- BEGIN (?:[A-Z0-9]{1,12}+ ){0,2}PRIVATE KEY ----",
+            mask=_KEY_MASK,
+        ),
+        # Absolute POSIX paths under a home or system root, followed by a name.
+        # The look-behind rejects "/home" inside a URL path, a relative path
+        # (src/etc/x) or a C:/Users path (left to windows-path); file:///home/x is
+        # a local path all the same.
+        _r(
+            "abs-path",
+            rf"/(?:(?<![\w.:/\\~\-]/)|(?<=file:///))(?:{_POSIX_ROOTS})/{_NAME_START}{_PATH_CONT}",
+            check=_path,
+        ),
+        _r("abs-path", rf"~/(?<![\w.:/\\~\-]~/){_NAME_START}{_PATH_CONT}", check=_path),
+        # Windows drive paths C:\x, C:/x, C:\\x (JSON-escaped twice). Anchored on
+        # the colon; the drive letter must stand alone (not "http:/", "key:/").
+        _r(
+            "windows-path",
+            r":(?<![\w\\][A-Za-z]:)(?<=[A-Za-z]:)(?:\\{1,2}+|/)"
+            + _NAME_START
+            + r"""[^\s\x00"'`<>|*?]{0,4096}+""",
+            check=_drive_path,
+        ),
+        # UNC paths \\server\share, and device paths \\?\ and \\.\ .
+        _r(
+            "unc-path",
+            r"\\\\(?<![\w/\\]\\\\)\\{0,2}+(?:[?.]\\{1,2}+|[A-Za-z0-9$][\w.$\-]{1,62}+\\{1,2}+)"
+            + _NAME_START
+            + r"""[^\s\x00"'`<>|*?]{0,4096}+""",
+            check=_path,
+        ),
+        # AWS access key IDs (AKIA long-term, ASIA temporary, other IAM prefixes).
+        _r(
+            "aws-access-key",
+            r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|IPA|NPA|NVA|ROA|PKA)"
+            r"(?<![A-Za-z0-9]....)[A-Z0-9]{16}(?![A-Za-z0-9])",
+        ),
+        # AWS secret access keys: a lone 40-char base64-ish token near "aws"/"secret".
+        _r(
+            "aws-secret-key",
+            r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
+            near=_SECRET_WORDS,
+            radius=_SECRET_BEFORE + 40,
+            check=_aws_secret,
+        ),
+        _r(
+            "aws-arn",
+            r"arn:aws(?<![\w\-]arn:aws)(?:-[a-z]{1,12}+){0,3}:[a-z0-9\-]{1,64}+:[a-z0-9\-]{0,32}+:"
+            r"""(?:[0-9]{12}|aws)?:[^\s\x00"'`<>,;()\[\]{}]{1,256}+""",
+        ),
+        _r("github-token", r"gh[pousr]_(?<![\w]gh._)[A-Za-z0-9]{36,251}+"),
+        _r("github-token", r"github_pat_[A-Za-z0-9_]{30,255}+"),
+        _r("gitlab-token", r"gl(?:pat|dt|ptt|rt|cbt|soat|ft)-[A-Za-z0-9_\-]{20,255}+"),
+        _r("npm-token", r"npm_(?<![\w]npm_)[A-Za-z0-9]{36,64}+"),
+        _r(
+            "pypi-token",
+            r"pypi-Ag(?:EIcHlwaS5vcmc|ENdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{32,1024}+",
+        ),
+        _r(
+            "jwt",
+            r"eyJ(?<![\w\-]eyJ)[A-Za-z0-9_\-]{7,4096}+\.ey[A-Za-z0-9_\-]{2,8192}+"
+            r"\.[A-Za-z0-9_\-]{0,4096}+",
+        ),
+        _r("google-api-key", r"AIza(?<![\w\-]AIza)[A-Za-z0-9_\-]{35}(?![\w\-])"),
+        _r("google-oauth-secret", r"GOCSPX-[A-Za-z0-9_\-]{24,40}+"),
+        _r(
+            "slack-token",
+            r"xox[abeprs]-(?<![\w\-]xox.-)[A-Za-z0-9\-]{10,250}+|xapp-[0-9]-[A-Za-z0-9\-]{10,250}+",
+            check=_has_digit,
+        ),
+        _r(
+            "slack-webhook",
+            r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{8,256}+",
+        ),
+        _r(
+            "discord-webhook",
+            r"discord(?:app)?\.com/api/webhooks/[0-9]{5,30}+/[A-Za-z0-9_\-]{20,256}+",
+        ),
+        _r("stripe-secret-key", r"sk_(?<![\w]sk_)(?:live|test)_[A-Za-z0-9]{16,247}+"),
+        _r("stripe-restricted-key", r"rk_(?<![\w]rk_)(?:live|test)_[A-Za-z0-9]{16,247}+"),
+        _r("stripe-webhook-secret", r"whsec_(?<![\w]whsec_)[A-Za-z0-9+/=]{20,256}+"),
+        # SSH public keys, anchored on " AAAA" (the base64 of the key-type length);
+        # the key type before it is checked by look-behinds and then shown.
+        _r(
+            "ssh-public-key",
+            r" AAAA(?:"
+            + "|".join(f"(?<={re.escape(t)} AAAA)" for t in _SSH_TYPES)
+            + r")[A-Za-z0-9+/]{16,8192}+",
+            check=_ssh_key_span,
+        ),
+        _r("anthropic-key", r"sk-ant-(?<![\w\-]sk-ant-)[A-Za-z0-9_\-]{20,400}+"),
+        _r("openrouter-key", r"sk-or-v1-(?<![\w\-]sk-or-v1-)[a-f0-9]{64}"),
+        _r(
+            "openai-key",
+            r"sk-(?<![\w\-]sk-)(?!ant-|or-v1-)[A-Za-z0-9_\-]{20,400}+",
+            check=_openai,
+        ),
+        _r("huggingface-token", r"hf_(?<![\w]hf_)[A-Za-z0-9]{34,64}+"),
+        _r("groq-key", r"gsk_(?<![\w]gsk_)[A-Za-z0-9]{48,64}+"),
+        _r("xai-key", r"xai-(?<![\w\-]xai-)[A-Za-z0-9]{70,100}+"),
+        _r("docker-hub-token", r"dckr_pat_[A-Za-z0-9_\-]{24,64}+"),
+        _r("digitalocean-token", r"do[por]_v1_[a-f0-9]{64}"),
+        _r("sendgrid-key", r"SG\.(?<![\w]SG\.)[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}"),
+        # Credentials inside URLs: scheme://user:pass@host (anchored on "://").
+        _r(
+            "url-credentials",
+            r"://(?<=[A-Za-z0-9+.\-]://)[^\s\x00/:@\"'`<>]{0,128}+:"
+            r"""(?P<pw>[^\s\x00/@"'`<>]{1,256}+)@[^\s\x00/@"'`<>?#]{1,255}+""",
+            check=_url_credentials,
+        ),
+        # Local and private-network hosts with a port; the scheme is shown if any.
+        _r("local-url", r"localhost(?<![\w\-]localhost)" + _PORT, check=_with_scheme),
+        _r("local-url", r"host\.docker\.internal" + _PORT, check=_with_scheme),
+        _r("local-url", r"0\.0\.0\.0(?<![\w.]0\.0\.0\.0)" + _PORT, check=_with_scheme),
+        _r("local-url", r"\[::1?\]" + _PORT, check=_with_scheme),
+        # Loopback and RFC 1918 IPv4 hosts, one pass anchored on the leading "1".
+        _r(
+            "local-url",
+            rf"1(?:27\.(?<![\w.]127\.){_OCTET}\.{_OCTET}\.{_OCTET}"
+            rf"|0\.(?<![\w.]10\.){_OCTET}\.{_OCTET}\.{_OCTET}"
+            rf"|92\.168\.(?<![\w.]192\.168\.){_OCTET}\.{_OCTET}"
+            rf"|72\.(?<![\w.]172\.)(?:1[6-9]|2[0-9]|3[01])\.{_OCTET}\.{_OCTET})" + _PORT,
+            check=_with_scheme,
+        ),
+    )
+
+
+# The built-in rules are compiled on first use, not at import: `import ltm.redact`
+# stays cheap on the CLI's start-up path (compiling them all takes a few ms).
+BUILTIN_RULES: tuple[Rule, ...]  # provided by __getattr__ below
+BUILTIN_KINDS: tuple[str, ...]  # ditto: the distinct kinds, in rule order
+_rules: tuple[Rule, ...] | None = None
+
+
+def _builtin_rules() -> tuple[Rule, ...]:
+    global _rules
+    if _rules is None:
+        _rules = _build_rules()  # idempotent: a race only compiles twice
+    return _rules
+
+
+def __getattr__(name: str) -> Any:
+    if name == "BUILTIN_RULES":
+        return _builtin_rules()
+    if name == "BUILTIN_KINDS":
+        return tuple(dict.fromkeys(r.kind for r in _builtin_rules()))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------- #
@@ -500,10 +522,11 @@ def scan_text(text: str, extra: Sequence[Rule] = ()) -> list[tuple[str, str]]:
     """Scan one string; return ``[(kind, shown_match)]`` in text order."""
     if not isinstance(text, str):
         return []
-    n = len(BUILTIN_RULES)
-    rules = (*BUILTIN_RULES, *extra)
+    builtin = _builtin_rules()
+    n = len(builtin)
+    rules = (*builtin, *extra)
     found = sorted(
-        {*_spans(text, BUILTIN_RULES), *_spans(text, extra, n)},
+        {*_spans(text, builtin), *_spans(text, extra, n)},
         key=lambda h: (h[0], h[2], h[1]),
     )
     return [(rules[i].kind, _shown(rules[i], text[s:e])) for s, e, i in found]
@@ -591,18 +614,19 @@ def scan_packet(packet: Mapping[str, Any], extra: Sequence[Rule] = ()) -> list[H
     joined = _SEP.join(s for _, s in strings)
 
     found: list[tuple[int, int, int, int]] = []  # (field index, start, rule index, end)
-    for s, e, idx in _spans(joined, BUILTIN_RULES):
+    builtin = _builtin_rules()
+    for s, e, idx in _spans(joined, builtin):
         f = bisect_right(starts, s) - 1
         base = starts[f]
         found.append((f, s - base, idx, min(e - base, len(strings[f][1]))))
     if extra:
-        n = len(BUILTIN_RULES)
+        n = len(builtin)
         for f, (_, text) in enumerate(strings):
             for s, e, idx in _spans(text, extra, n):
                 found.append((f, s, idx, e))
     found.sort()
 
-    rules = (*BUILTIN_RULES, *extra)
+    rules = (*builtin, *extra)
     hits: list[Hit] = []
     last: tuple[int, int, int, int] | None = None
     for item in found:
