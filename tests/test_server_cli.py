@@ -1,0 +1,217 @@
+"""``ltm server`` as an operator runs it: init, run, issue-token, tokens, revoke-token."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from serverkit import SERVER, clean_env, init_db, ltm_server, run_server
+
+TOKEN = re.compile(r"ltm_[0-9a-f]{64}")
+
+
+def test_init_prints_the_root_token_alone_on_stdout(tmp_path: Path) -> None:
+    db = tmp_path / "srv" / "server.db"
+    result = ltm_server("init", "--db", str(db))
+    assert result.returncode == 0, result.stderr
+    assert TOKEN.fullmatch(result.stdout.strip())
+    assert result.stdout.count("\n") == 1
+    assert "root token" in result.stderr and result.stdout.strip() not in result.stderr
+    assert db.stat().st_mode & 0o077 == 0  # the database is private to its owner
+
+
+def test_init_twice_does_not_mint_a_second_root_token(tmp_path: Path) -> None:
+    db = tmp_path / "server.db"
+    first = init_db(db)
+    again = ltm_server("init", "--db", str(db))
+    assert again.returncode == 0
+    assert again.stdout == ""
+    assert "already initialized" in again.stderr
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("SELECT count(*) FROM tokens").fetchone()[0] == 1
+    finally:
+        conn.close()
+    assert first not in again.stderr
+
+
+def test_default_database_lives_in_the_data_dir(tmp_path: Path) -> None:
+    env = clean_env(LTM_DATA_DIR=str(tmp_path / "data"))
+    result = ltm_server("init", env=env)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "data" / "server.db").is_file()
+    listed = ltm_server("tokens", "--json", env=env)
+    assert [t["label"] for t in json.loads(listed.stdout)] == ["root"]
+
+
+def test_run_refuses_a_missing_database(tmp_path: Path) -> None:
+    db = tmp_path / "missing.db"
+    result = ltm_server("run", "--db", str(db), "--addr", "127.0.0.1:0", timeout=30)
+    assert result.returncode != 0
+    assert "ltm server init" in result.stderr
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("command", ["issue-token alice", "tokens", "revoke-token root"])
+def test_token_commands_refuse_a_missing_database(tmp_path: Path, command: str) -> None:
+    db = tmp_path / "missing.db"
+    result = ltm_server(*command.split(), "--db", str(db))
+    assert result.returncode != 0 and "ltm server init" in result.stderr
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("addr", ["8080", "localhost", "host:port", "127.0.0.1:99999"])
+def test_run_rejects_a_bad_addr(tmp_path: Path, addr: str) -> None:
+    db = tmp_path / "server.db"
+    init_db(db)
+    result = ltm_server("run", "--db", str(db), "--addr", addr, timeout=30)
+    assert result.returncode != 0 and "--addr" in result.stderr
+
+
+def test_run_rejects_a_bad_external_url(tmp_path: Path) -> None:
+    db = tmp_path / "server.db"
+    init_db(db)
+    result = ltm_server(
+        "run", "--db", str(db), "--addr", "127.0.0.1:0", "--external-url", "ftp://x", timeout=30
+    )
+    assert result.returncode != 0 and "--external-url" in result.stderr
+
+
+def test_issue_list_and_revoke_tokens(tmp_path: Path) -> None:
+    db = tmp_path / "server.db"
+    root = init_db(db)
+    issued = ltm_server("issue-token", "alice", "--db", str(db))
+    assert issued.returncode == 0, issued.stderr
+    alice = issued.stdout.strip()
+    assert TOKEN.fullmatch(alice) and issued.stdout.count("\n") == 1
+    duplicate = ltm_server("issue-token", "alice", "--db", str(db))
+    assert duplicate.returncode != 0 and "alice" in duplicate.stderr
+    other = ltm_server("issue-token", "bob", "--label", "bob-laptop", "--db", str(db))
+    assert other.returncode == 0
+
+    server = run_server(db, tmp_path / "server.log", root)
+    try:
+        assert server.client(alice).get("/v1/teams").status_code == 200
+        listed = ltm_server("tokens", "--db", str(db))
+        assert listed.returncode == 0
+        lines = listed.stdout.splitlines()
+        assert lines[0].split() == ["LABEL", "USER", "USER", "ID", "CREATED", "LAST", "USED"]
+        rows = {line.split()[0]: line for line in lines[1:]}
+        assert set(rows) == {"root", "alice", "bob-laptop"}
+        assert rows["bob-laptop"].endswith("never")
+        assert not rows["alice"].endswith("never")  # alice's token was just used
+        for token in (root, alice, other.stdout.strip()):
+            assert token not in listed.stdout
+        as_json = json.loads(ltm_server("tokens", "--json", "--db", str(db)).stdout)
+        assert {t["label"]: t["user"] for t in as_json} == {
+            "root": "root",
+            "alice": "alice",
+            "bob-laptop": "bob",
+        }
+
+        revoked = ltm_server("revoke-token", "alice", "--db", str(db))
+        assert revoked.returncode == 0, revoked.stderr
+        r = server.client(alice).get("/v1/teams")
+        assert r.status_code == 401 and r.json() == {"error": "invalid token"}
+        assert server.client(root).get("/v1/teams").status_code == 200
+        missing = ltm_server("revoke-token", "alice", "--db", str(db))
+        assert missing.returncode != 0 and "alice" in missing.stderr
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_run_stops_cleanly_on_a_signal(tmp_path: Path, sig: int) -> None:
+    db = tmp_path / "server.db"
+    root = init_db(db)
+    server = run_server(db, tmp_path / "server.log", root)
+    assert server.client(root).post("/v1/packets", json={}).status_code == 400
+    assert server.stop(sig) == 0
+    assert "stopped" in server.logs()
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(server.url + "/v1/healthz", timeout=2)
+    # The WAL was checkpointed and the database is whole.
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        conn.close()
+
+
+def test_run_logs_to_stderr_and_nothing_to_stdout(tmp_path: Path) -> None:
+    db = tmp_path / "server.db"
+    root = init_db(db)
+    proc = subprocess.Popen(
+        [*SERVER, "run", "--db", str(db), "--addr", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=clean_env(),
+    )
+    assert proc.stderr is not None
+    line = proc.stderr.readline().decode()
+    port = int(re.search(r":(\d+) ", line).group(1))  # type: ignore[union-attr]
+    headers = {"Authorization": f"Bearer {root}"}
+    assert httpx.get(f"http://127.0.0.1:{port}/v1/packets", headers=headers).status_code == 200
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0
+    assert out == b""
+    records = [json.loads(x) for x in err.decode().splitlines() if x.startswith("{")]
+    assert any(r.get("path") == "/v1/packets" and r.get("status") == 200 for r in records)
+
+
+def test_importing_the_commands_is_cheap() -> None:
+    code = (
+        "import sys, ltm.cli.server.commands\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in "
+        "('chalice', 'waitress', 'aws_lambda_powertools', 'pydantic', 'httpx')"
+        " or m.startswith('ltm.store') or m.startswith('ltm.service')]\n"
+        "print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_app_py_sees_the_ltm_modules_themselves() -> None:
+    """``import chalicelib.X`` inside app.py is ``ltm.X``: the same objects, never a copy."""
+    code = (
+        "import sys\n"
+        "from ltm.cli.server.loader import load_app\n"
+        "m = load_app()\n"
+        "import chalicelib, ltm, chalicelib.service.errors as a, ltm.service.errors as b\n"
+        "assert a is b and chalicelib is ltm\n"
+        "aliases = [n for n in sys.modules if n.split('.')[0] == 'chalicelib']\n"
+        "assert aliases and all(sys.modules[n] is sys.modules['ltm' + n[10:]] for n in aliases)\n"
+        "assert ltm.__spec__.name == 'ltm' and b.__spec__.name == 'ltm.service.errors'\n"
+        "print(len(aliases))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) > 5
+
+
+def test_find_app_py_in_an_installed_layout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ltm
+    from ltm.cli.server import loader
+
+    site_packages = tmp_path / "lib" / "site-packages" / "ltm"
+    site_packages.mkdir(parents=True)
+    (tmp_path / "share" / "ltm").mkdir(parents=True)
+    (tmp_path / "share" / "ltm" / "app.py").write_text("# app\n")
+    monkeypatch.setattr(ltm, "__file__", str(site_packages / "__init__.py"))
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    assert loader.find_app_py() == tmp_path / "share" / "ltm" / "app.py"
+    (tmp_path / "share" / "ltm" / "app.py").unlink()
+    monkeypatch.setattr(loader.site, "USER_BASE", str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError):
+        loader.find_app_py()

@@ -1,0 +1,87 @@
+"""Crash safety: kill -9 the server in the middle of a burst of pushes, then restart it.
+
+Every push that got its 201 must be there afterwards, byte-identical, and the
+database must pass ``PRAGMA integrity_check``.
+"""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import httpx
+from serverkit import init_db, make_packet, run_server
+
+from ltm import packet
+
+
+def test_kill_9_mid_burst_keeps_every_acknowledged_packet(tmp_path: Path) -> None:
+    db = tmp_path / "server.db"
+    root = init_db(db)
+    server = run_server(db, tmp_path / "server.log", root)
+    tokens = [server.issue(f"writer{i}")[1] for i in range(4)]
+    owner = server.client(tokens[0])
+    assert owner.post("/v1/teams", json={"name": "crash"}).status_code == 201
+
+    acknowledged: dict[str, tuple[str, bytes]] = {}  # id -> (token, canonical bytes)
+    lock = threading.Lock()
+    stop = threading.Event()
+    errors: list[str] = []
+
+    def writer(token: str, team: str | None) -> None:
+        with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {token}"}) as c:
+            while not stop.is_set():
+                data = make_packet(goal=f"crash test {time.time_ns()}", tags=["crash"])
+                try:
+                    r = c.post("/v1/packets", json=data, params={"team": team} if team else {})
+                except httpx.HTTPError:
+                    continue  # the server died under this request: not acknowledged
+                if r.status_code == 201:
+                    with lock:
+                        acknowledged[data["id"]] = (token, packet.canonical_bytes(data))
+                elif r.status_code < 500:
+                    errors.append(r.text)
+
+    threads = [
+        threading.Thread(target=writer, args=(tokens[i % 4], "crash" if i == 0 else None))
+        for i in range(8)
+    ]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    while len(acknowledged) < 400 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    server.proc.send_signal(signal.SIGKILL)  # mid-burst: writers are still sending
+    server.proc.wait(timeout=10)
+    time.sleep(0.2)
+    stop.set()
+    for t in threads:
+        t.join(timeout=30)
+    assert not errors, errors[:3]
+    assert len(acknowledged) >= 400
+
+    db_conn = sqlite3.connect(db)
+    try:
+        assert db_conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        db_conn.close()
+
+    restarted = run_server(db, tmp_path / "server.log", root)
+    try:
+        clients = {t: restarted.client(t) for t in tokens}
+        for packet_id, (token, body) in acknowledged.items():
+            r = clients[token].get(f"/v1/packets/{packet_id}")
+            assert r.status_code == 200, packet_id
+            assert r.content == body
+        r = clients[tokens[0]].get("/v1/packets", params={"team": "crash", "limit": 1000})
+        assert r.status_code == 200
+    finally:
+        assert restarted.stop() == 0
+    db_conn = sqlite3.connect(db)
+    try:
+        assert db_conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        db_conn.close()

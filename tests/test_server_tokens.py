@@ -1,0 +1,121 @@
+"""Token service: format, hashing, the bearer header, throttled last-used, revocation."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ltm.service import tokens
+from ltm.service.errors import Conflict, NotFound, Unauthorized
+from ltm.store.sqlite import SqliteStore
+
+T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Any:
+    s = SqliteStore(tmp_path / "t.db")
+    yield s
+    s.close()
+
+
+class Counting:
+    """Wraps a store and counts the calls the token check makes."""
+
+    def __init__(self, inner: SqliteStore) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+
+        def counted(*args: Any, **kw: Any) -> Any:
+            self.calls.append(name)
+            return method(*args, **kw)
+
+        return counted
+
+
+def test_tokens_are_prefixed_256_bit_and_stored_hashed(store: SqliteStore) -> None:
+    user, secret = tokens.issue(store, "alice", when=T0)
+    assert tokens.TOKEN_RE.fullmatch(secret)
+    assert len(secret) == 4 + 64
+    (record,) = store.list_tokens()
+    assert record.token_hash == hashlib.sha256(secret.encode()).hexdigest()
+    assert record.label == "alice" and record.user_id == user.id
+    assert secret.encode() not in Path(store.path).read_bytes()
+    assert tokens.mint() != tokens.mint()
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        (None, "missing bearer token"),
+        ("", "missing bearer token"),
+        ("Basic abc", "missing bearer token"),
+        ("Bearer", "missing bearer token"),
+        ("Bearer ltm_unknown", "invalid token"),
+        ("Bearer " + "x" * 10_000, "invalid token"),
+    ],
+)
+def test_authenticate_refusals(store: SqliteStore, header: str | None, message: str) -> None:
+    with pytest.raises(Unauthorized) as caught:
+        tokens.authenticate(store, header, T0)
+    assert caught.value.message == message and caught.value.status == 401
+
+
+def test_last_used_is_written_at_most_once_per_interval(store: SqliteStore) -> None:
+    user, secret = tokens.issue(store, "alice", when=T0)
+    counting = Counting(store)
+    header = f"Bearer {secret}"
+    assert tokens.authenticate(counting, header, T0).id == user.id  # type: ignore[arg-type]
+    assert counting.calls == ["token_owner", "touch_token"]  # first use is recorded
+    for minutes in (1, 2, 4):
+        counting.calls.clear()
+        tokens.authenticate(counting, header, T0 + timedelta(minutes=minutes))  # type: ignore[arg-type]
+        assert counting.calls == ["token_owner"]  # one read, no write
+    counting.calls.clear()
+    later = T0 + tokens.TOUCH_INTERVAL + timedelta(seconds=1)
+    tokens.authenticate(counting, header, later)  # type: ignore[arg-type]
+    assert counting.calls == ["token_owner", "touch_token"]
+    assert store.list_tokens()[0].last_used_at == later
+
+
+def test_a_failing_touch_does_not_fail_the_request(store: SqliteStore) -> None:
+    user, secret = tokens.issue(store, "alice", when=T0)
+
+    class Broken(Counting):
+        def touch_token(self, *args: Any) -> None:
+            raise RuntimeError("disk full")
+
+    assert tokens.authenticate(Broken(store), f"Bearer {secret}", T0).id == user.id  # type: ignore[arg-type]
+
+
+def test_labels_are_unique_and_checked(store: SqliteStore) -> None:
+    tokens.issue(store, "alice", when=T0)
+    with pytest.raises(Conflict):
+        tokens.issue(store, "someone", label="alice", when=T0)
+    user, _ = tokens.issue(store, "bob", when=T0)
+    with pytest.raises(Conflict):
+        tokens.add(store, user.id, "alice", when=T0)
+    second = tokens.add(store, user.id, "bob-laptop", when=T0)
+    assert tokens.authenticate(store, f"Bearer {second}", T0).id == user.id
+    for bad in ("", "has space", "-lead", "x" * 65):
+        with pytest.raises(Exception, match="label"):
+            tokens.add(store, user.id, bad, when=T0)
+
+
+def test_revoke(store: SqliteStore) -> None:
+    user, secret = tokens.issue(store, "alice", when=T0)
+    other, _ = tokens.issue(store, "bob", when=T0)
+    with pytest.raises(NotFound):
+        tokens.revoke(store, "alice", user_id=other.id)  # only your own, when scoped
+    tokens.revoke(store, "alice", user_id=user.id)
+    with pytest.raises(Unauthorized):
+        tokens.authenticate(store, f"Bearer {secret}", T0)
+    with pytest.raises(NotFound):
+        tokens.revoke(store, "alice")
