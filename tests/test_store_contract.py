@@ -307,3 +307,53 @@ def test_concurrent_accepts_exactly_one_wins(store: Store) -> None:
         t.join()
     assert sorted(outcomes) == ["gone"] * 19 + ["won"]
     assert len(store.list_members("t1")) == 2
+
+
+# -- one-round-trip helpers (portable defaults in Store, overridden by DynamoDB) --
+
+
+def test_team_membership(store: Store) -> None:
+    store.create_user(user("u1"))
+    store.create_user(user("u2"))
+    team = make_team(store)
+    found = store.team_membership("core", "u1")
+    assert found is not None and found[0] == team and found[1].role == "owner"
+    assert store.team_membership("core", "u2") is None  # not a member
+    assert store.team_membership("nope", "u1") is None  # no such team
+    store.add_member("t1", "u2")
+    found = store.team_membership("core", "u2")
+    assert found is not None and found[1].role == "member"
+    store.remove_member("t1", "u2")
+    assert store.team_membership("core", "u2") is None
+    # A new team with a deleted team's name: nothing of the old one carries over.
+    store.add_member("t1", "u2")
+    store.delete_team("t1")
+    make_team(store, tid="t2", name="core", owner="u1")
+    assert store.team_membership("core", "u2") is None
+    found = store.team_membership("core", "u1")
+    assert found is not None and found[0].id == "t2"
+
+
+def test_delete_packet_as_follows_the_scope_rules(store: Store) -> None:
+    for uid in ("u1", "u2", "u3"):
+        store.create_user(user(uid))
+    make_team(store)  # u1 owns t1
+    store.add_member("t1", "u2")
+    put(store, pkt("01PERSONAL01", "u1"))
+    put(store, pkt("01TEAMBYU2A0", "u2", "t1"))
+    put(store, pkt("01TEAMBYU2B0", "u2", "t1"))
+    put(store, pkt("01TEAMBYU1A0", "u1", "t1"))
+
+    assert store.delete_packet_as("01PERSONAL01", "u2") is False  # someone else's
+    assert store.delete_packet_as("01MISSING000", "u1") is False
+    assert store.delete_packet_as("01PERSONAL01", "u1") is True
+    assert store.get_packet("01PERSONAL01") is None
+
+    assert store.delete_packet_as("01TEAMBYU1A0", "u2") is False  # a member, not creator/owner
+    assert store.delete_packet_as("01TEAMBYU2A0", "u3") is False  # not a member
+    assert store.delete_packet_as("01TEAMBYU2A0", "u2") is True  # creator
+    assert store.delete_packet_as("01TEAMBYU2B0", "u1") is True  # team owner
+    put(store, pkt("01TEAMBYU2C0", "u2", "t1"))
+    store.remove_member("t1", "u2")
+    assert store.delete_packet_as("01TEAMBYU2C0", "u2") is False  # creator, no longer a member
+    assert store.get_packet("01TEAMBYU2C0") is not None

@@ -29,10 +29,10 @@ class PushResult:
 
 def team_for(store: Store, caller: User, name: str) -> Team:
     """The team ``caller`` belongs to; a missing team and a non-member look the same."""
-    team = store.get_team(name)
-    if team is None or store.get_member(team.id, caller.id) is None:
+    found = store.team_membership(name, caller.id)  # one round trip on DynamoDB
+    if found is None:
         raise NotFound("team not found")
-    return team
+    return found[0]
 
 
 def push(
@@ -111,26 +111,19 @@ def resolve(store: Store, caller: User, prefix: str, *, team: str | None = None)
 
 
 def delete(store: Store, caller: User, packet_id: str) -> None:
-    """Personal packets: the owner. Team packets: their creator or the team's owner."""
-    found = store.get_packet(packet_id)
-    if found is None or not _can_delete(store, caller, found.meta):
+    """Personal packets: the owner. Team packets: their creator or the team's owner.
+
+    The rule is ``Store.delete_packet_as``: the check and the delete are one
+    atomic step (one conditional request on DynamoDB).
+    """
+    if not store.delete_packet_as(packet_id, caller.id):
         raise NotFound("not found")
-    store.delete_packet(packet_id)
 
 
 def _can_read(store: Store, caller: User, meta: PacketMeta) -> bool:
     if meta.team_id is None:
         return meta.owner_id == caller.id
     return store.get_member(meta.team_id, caller.id) is not None
-
-
-def _can_delete(store: Store, caller: User, meta: PacketMeta) -> bool:
-    if meta.team_id is None:
-        return meta.owner_id == caller.id
-    member = store.get_member(meta.team_id, caller.id)
-    if member is None:
-        return False
-    return meta.owner_id == caller.id or member.role == "owner"
 
 
 def _identity(data: Mapping[str, Any]) -> tuple[str, str, str]:
