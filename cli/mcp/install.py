@@ -1,0 +1,474 @@
+"""``ltm mcp install CLIENT``: the config entry that makes an MCP client run ``ltm mcp``.
+
+Each client keeps its servers in a JSON file under one key: Claude Code's
+project ``.mcp.json``, Cursor's ``~/.cursor/mcp.json`` and Claude Desktop's
+``claude_desktop_config.json`` under ``mcpServers``; Zed's ``settings.json``
+under ``context_servers``. The entry runs this very ``ltm`` by absolute path
+(GUI clients do not see the shell's PATH) and carries ``LTM_CONFIG_DIR`` /
+``LTM_DATA_DIR`` when they are set, so the client's shim finds the same store
+and sign-in as the shell. Never a token: credentials stay where ``ltm auth``
+put them.
+
+``--write`` edits the file in place by inserting or replacing only the
+``ltm`` entry in the text: other servers, settings, comments and formatting
+are kept (Zed's settings are JSON with comments). A file that cannot be
+parsed is refused, never overwritten, and the result is re-parsed and compared
+before anything is written.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from json.decoder import scanstring
+from pathlib import Path
+from typing import Any
+
+from ltm.cli.errors import CliError
+
+SERVER_NAME = "ltm"
+PASSED_ENV = ("LTM_CONFIG_DIR", "LTM_DATA_DIR")
+
+
+# --------------------------------------------------------------------------
+# What to run
+
+
+def ltm_command() -> list[str]:
+    """The absolute command of the running ``ltm``: argv[0], else PATH, else this Python."""
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if argv0 is not None and argv0.stem == "ltm" and argv0.is_file():
+        return [str(argv0.absolute())]
+    found = shutil.which("ltm")
+    if found:
+        return [str(Path(found).absolute())]
+    return [sys.executable, "-m", "ltm.cli.entry"]
+
+
+def passed_env() -> dict[str, str]:
+    """Where the store and sign-in live, when the shell overrides them (paths, never secrets)."""
+    return {
+        name: str(Path(os.environ[name]).expanduser().absolute())
+        for name in PASSED_ENV
+        if os.environ.get(name)
+    }
+
+
+# --------------------------------------------------------------------------
+# The clients
+
+
+def _config_home() -> Path:
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    return Path(xdg) if xdg else Path.home() / ".config"
+
+
+def _appdata() -> Path:
+    return Path(os.environ.get("APPDATA") or Path.home() / "AppData" / "Roaming")
+
+
+def _claude_code_path() -> Path:
+    return Path.cwd() / ".mcp.json"
+
+
+def _cursor_path() -> Path:
+    return Path.home() / ".cursor" / "mcp.json"
+
+
+def _zed_path() -> Path:
+    if sys.platform == "win32":
+        return _appdata() / "Zed" / "settings.json"
+    if sys.platform == "darwin":
+        return Path.home() / ".config" / "zed" / "settings.json"
+    return _config_home() / "zed" / "settings.json"
+
+
+_DESKTOP_FILE = "claude_desktop_config.json"
+
+
+def _claude_desktop_path() -> Path:
+    if sys.platform == "win32":
+        return _appdata() / "Claude" / _DESKTOP_FILE
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "Claude" / _DESKTOP_FILE
+    return _config_home() / "Claude" / _DESKTOP_FILE
+
+
+def _plain_entry(command: list[str], env: dict[str, str]) -> dict[str, Any]:
+    entry: dict[str, Any] = {"command": command[0], "args": [*command[1:], "mcp"]}
+    if env:
+        entry["env"] = env
+    return entry
+
+
+@dataclass(frozen=True)
+class Client:
+    name: str
+    display: str
+    key: str
+    path: Callable[[], Path]
+    entry: Callable[[list[str], dict[str, str]], dict[str, Any]]
+    notes: tuple[str, ...] = field(default=())
+
+
+CLIENTS: dict[str, Client] = {
+    "claude-code": Client(
+        "claude-code",
+        "Claude Code",
+        "mcpServers",
+        _claude_code_path,
+        lambda command, env: {"type": "stdio", **_plain_entry(command, env), "env": env},
+        (
+            "This is the project scope (.mcp.json in the project root, shared with the "
+            "repository; Claude Code asks before using it).",
+        ),
+    ),
+    "cursor": Client(
+        "cursor",
+        "Cursor",
+        "mcpServers",
+        _cursor_path,
+        _plain_entry,
+        ("A project's .cursor/mcp.json takes the same entry (use --file).",),
+    ),
+    "zed": Client(
+        "zed",
+        "Zed",
+        "context_servers",
+        _zed_path,
+        lambda command, env: {"source": "custom", **_plain_entry(command, env), "env": env},
+    ),
+    "claude-desktop": Client(
+        "claude-desktop",
+        "Claude Desktop",
+        "mcpServers",
+        _claude_desktop_path,
+        _plain_entry,
+    ),
+}
+
+
+def entry_for(client: Client) -> dict[str, Any]:
+    return client.entry(ltm_command(), passed_env())
+
+
+def snippet(client: Client, entry: dict[str, Any]) -> str:
+    return json.dumps({client.key: {SERVER_NAME: entry}}, indent=2) + "\n"
+
+
+def claude_add_command(entry: dict[str, Any]) -> str:
+    env_flags = [f"-e {shlex.quote(f'{k}={v}')}" for k, v in entry.get("env", {}).items()]
+    command = shlex.join([entry["command"], *entry["args"]])
+    return " ".join(["claude mcp add --scope user", *env_flags, SERVER_NAME, "--", command])
+
+
+# --------------------------------------------------------------------------
+# JSON with comments: parse with positions, so that an edit touches one spot
+
+
+class JsoncError(ValueError):
+    def __init__(self, text: str, pos: int, message: str) -> None:
+        line = text.count("\n", 0, pos) + 1
+        column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+        super().__init__(f"line {line}, column {column}: {message}")
+
+
+@dataclass
+class Node:
+    start: int
+    end: int
+    value: Any
+    members: list[tuple[str, Node]] | None = None  # objects: in file order
+    inner: int = 0  # objects: the offset just after "{"
+
+
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_MAX_DEPTH = 200
+
+
+class _Parser:
+    """JSON plus what JSONC editors allow: // and /* */ comments, trailing commas."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def fail(self, message: str, pos: int | None = None) -> JsoncError:
+        return JsoncError(self.text, self.pos if pos is None else pos, message)
+
+    def skip(self) -> None:
+        text, n = self.text, len(self.text)
+        while self.pos < n:
+            c = text[self.pos]
+            if c in " \t\r\n\ufeff":
+                self.pos += 1
+            elif text.startswith("//", self.pos):
+                end = text.find("\n", self.pos)
+                self.pos = n if end < 0 else end + 1
+            elif text.startswith("/*", self.pos):
+                end = text.find("*/", self.pos + 2)
+                if end < 0:
+                    raise self.fail("unterminated /* comment")
+                self.pos = end + 2
+            else:
+                return
+
+    def document(self) -> Node:
+        node = self.value(0)
+        self.skip()
+        if self.pos != len(self.text):
+            raise self.fail("unexpected text after the JSON value")
+        return node
+
+    def value(self, depth: int) -> Node:
+        if depth > _MAX_DEPTH:
+            raise self.fail("nested too deeply")
+        self.skip()
+        if self.pos >= len(self.text):
+            raise self.fail("unexpected end of file")
+        c = self.text[self.pos]
+        if c == "{":
+            return self.object(depth)
+        if c == "[":
+            return self.array(depth)
+        if c == '"':
+            return self.string()
+        for word, literal in (("true", True), ("false", False), ("null", None)):
+            if self.text.startswith(word, self.pos):
+                start = self.pos
+                self.pos += len(word)
+                return Node(start, self.pos, literal)
+        m = _NUMBER.match(self.text, self.pos)
+        if m is None:
+            raise self.fail(f"unexpected character {c!r}")
+        self.pos = m.end()
+        return Node(m.start(), m.end(), json.loads(m.group()))
+
+    def string(self) -> Node:
+        start = self.pos
+        try:
+            value, self.pos = scanstring(self.text, start + 1)
+        except json.JSONDecodeError as exc:
+            raise self.fail(exc.msg, exc.pos) from None
+        return Node(start, self.pos, value)
+
+    def object(self, depth: int) -> Node:
+        start = self.pos
+        self.pos += 1
+        node = Node(start, start, {}, members=[], inner=self.pos)
+        while True:
+            self.skip()
+            if self.text.startswith("}", self.pos):
+                break
+            if not self.text.startswith('"', self.pos):
+                raise self.fail('expected a "key" or }')
+            key = self.string().value
+            self.skip()
+            if not self.text.startswith(":", self.pos):
+                raise self.fail("expected :")
+            self.pos += 1
+            child = self.value(depth + 1)
+            node.members.append((key, child))  # type: ignore[union-attr]
+            node.value[key] = child.value
+            self.skip()
+            if self.text.startswith(",", self.pos):
+                self.pos += 1
+            elif not self.text.startswith("}", self.pos):
+                raise self.fail("expected , or }")
+        self.pos += 1
+        node.end = self.pos
+        return node
+
+    def array(self, depth: int) -> Node:
+        start = self.pos
+        self.pos += 1
+        items = []
+        while True:
+            self.skip()
+            if self.text.startswith("]", self.pos):
+                break
+            items.append(self.value(depth + 1).value)
+            self.skip()
+            if self.text.startswith(",", self.pos):
+                self.pos += 1
+            elif not self.text.startswith("]", self.pos):
+                raise self.fail("expected , or ]")
+        self.pos += 1
+        return Node(start, self.pos, items)
+
+
+def parse_jsonc(text: str) -> Node:
+    return _Parser(text).document()
+
+
+def _member(node: Node, key: str) -> Node | None:
+    found = None
+    for name, child in node.members or ():
+        if name == key:
+            found = child  # the last one wins, as in every JSON parser
+    return found
+
+
+def _indent_unit(text: str) -> str:
+    m = re.search(r"\n([ \t]+)\S", text)
+    return m.group(1) if m else "  "
+
+
+def _line_indent(text: str, pos: int) -> str:
+    line_start = text.rfind("\n", 0, pos) + 1
+    m = re.match(r"[ \t]*", text[line_start:])
+    return m.group() if m else ""
+
+
+class MergeError(Exception):
+    pass
+
+
+def merge(text: str, path: tuple[str, ...], name: str, entry: Any) -> tuple[str, str]:
+    """Set ``path.name`` to ``entry`` in a JSON(C) document; returns (new text, what happened).
+
+    What happened is ``added``, ``updated`` or ``unchanged``. Raises
+    :class:`JsoncError` when the text does not parse and :class:`MergeError`
+    when the document's shape leaves no place for the entry.
+    """
+    if not text.strip():
+        return json.dumps(_nest(path, name, entry), indent=2) + "\n", "added"
+    root = parse_jsonc(text)
+    if root.members is None:
+        raise MergeError("the top level is not a JSON object")
+    unit = _indent_unit(text)
+    node, depth = root, 0
+    insert_key: str | None = None
+    insert_value: Any = None
+    for i, key in enumerate(path):
+        child = _member(node, key)
+        if child is None:
+            insert_key, insert_value = key, _nest(path[i + 1 :], name, entry)
+            break
+        if child.members is None:
+            raise MergeError(f'"{key}" is not a JSON object')
+        node, depth = child, depth + 1
+    else:
+        existing = _member(node, name)
+        if existing is not None:
+            if existing.value == entry:
+                return text, "unchanged"
+            indent = _line_indent(text, existing.start)
+            body = json.dumps(entry, indent=unit).replace("\n", "\n" + indent)
+            new = text[: existing.start] + body + text[existing.end :]
+            return _verified(text, new, root.value, path, name, entry), "updated"
+        insert_key, insert_value = name, entry
+    member_indent = unit * (depth + 1)
+    body = json.dumps(insert_value, indent=unit).replace("\n", "\n" + member_indent)
+    piece = f"\n{member_indent}{json.dumps(insert_key)}: {body}"
+    piece += "," if node.members else "\n" + unit * depth
+    new = text[: node.inner] + piece + text[node.inner :]
+    return _verified(text, new, root.value, path, name, entry), "added"
+
+
+def _nest(path: tuple[str, ...], name: str, entry: Any) -> Any:
+    value: Any = {name: entry}
+    for key in reversed(path):
+        value = {key: value}
+    return value
+
+
+def _verified(
+    old: str, new: str, before: dict[str, Any], path: tuple[str, ...], name: str, entry: Any
+) -> str:
+    """The edit must change exactly the one entry, or nothing is written."""
+    expected = copy.deepcopy(before)
+    target = expected
+    for key in path:
+        target = target.setdefault(key, {})
+    target[name] = entry
+    try:
+        after = parse_jsonc(new).value
+    except JsoncError:
+        after = None
+    if after != expected:
+        raise MergeError("could not insert the entry without disturbing the rest of the file")
+    return new
+
+
+# --------------------------------------------------------------------------
+# Writing
+
+
+def write_entry(path: Path, client: Client, entry: dict[str, Any]) -> str:
+    """Merge the entry into the file (created when missing); returns what happened."""
+    target = path.resolve() if path.is_symlink() else path  # keep dotfile links intact
+    try:
+        raw = target.read_bytes()
+    except FileNotFoundError:
+        raw = b""
+    except OSError as exc:
+        raise CliError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CliError(f"{path}: not UTF-8 text; nothing was written") from None
+    try:
+        new, what = merge(text, (client.key,), SERVER_NAME, entry)
+    except JsoncError as exc:
+        raise CliError(
+            f"{path} is not valid JSON ({exc}); nothing was written. Fix the file, or add "
+            "the snippet above by hand."
+        ) from None
+    except MergeError as exc:
+        raise CliError(
+            f"{path}: {exc}; nothing was written. Add the snippet above by hand."
+        ) from None
+    if what == "unchanged":
+        return what
+    mode = target.stat().st_mode & 0o7777 if raw else 0o644
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(new)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise CliError(f"{path}: cannot write it: {exc.strerror or exc}") from None
+    return what
+
+
+def run(name: str, *, write: bool, file: Path | None) -> None:
+    client = CLIENTS[name]
+    entry = entry_for(client)
+    path = file if file is not None else client.path()
+    text = snippet(client, entry)
+    info = _stderr
+    if not write:
+        sys.stdout.write(text)
+        info(f"Add this to {path} (inside its {client.key!r} object, next to other servers),")
+        info(f"or let ltm merge it for you: ltm mcp install {client.name} --write")
+        if client.name == "claude-code":
+            info(f"For every project instead: {claude_add_command(entry)}")
+        for note in client.notes:
+            info(note)
+        return
+    try:
+        what = write_entry(path, client, entry)
+    except CliError:
+        sys.stdout.write(text)
+        raise
+    if what == "unchanged":
+        info(f"{path} already runs ltm mcp this way; nothing changed")
+    else:
+        info(f"{what} the {SERVER_NAME!r} server in {path}")
+        info(f"Restart {client.display} (or reload its MCP servers) to use it.")
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)

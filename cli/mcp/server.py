@@ -1,0 +1,114 @@
+"""The stdio MCP server: the official SDK's low-level ``Server`` around ``tools``.
+
+stdout carries the protocol and nothing else (the SDK's ``stdio_server`` also
+points file descriptor 1 at stderr while it serves, so a stray print cannot
+corrupt the stream); logs go to stderr. Each tool call runs in a worker
+thread with its own backend, opened and closed per call like a CLI verb, so
+a slow server never stalls the protocol, a fresh ``ltm auth`` is picked up
+without a restart, and any failure stays inside that one call.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+from ltm.cli.errors import CliError
+
+log = logging.getLogger("ltm.mcp")
+
+
+def _configure_logging() -> None:
+    debug = bool(os.environ.get("LTM_DEBUG"))
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("ltm mcp: %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if debug else logging.WARNING)
+
+
+def build_server() -> Any:
+    """The SDK server with ltm's tools; imported lazily (the SDK costs ~0.5 s to import)."""
+    import mcp.types as types
+    from mcp.server.lowlevel import Server
+    from mcp.shared.exceptions import MCPError
+
+    from ltm import __version__
+    from ltm.cli.mcp import tools
+
+    catalogue = tools.catalogue()
+    listed = [
+        types.Tool(
+            name=tool.name,
+            title=tool.title,
+            description=tool.description,
+            input_schema=tool.input_schema,
+            annotations=types.ToolAnnotations(
+                title=tool.title,
+                read_only_hint=tool.read_only,
+                destructive_hint=tool.destructive,
+                idempotent_hint=tool.idempotent,
+            ),
+        )
+        for tool in catalogue.values()
+    ]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        import anyio
+
+        if params.name not in catalogue:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"unknown tool {params.name!r}; ltm's tools are: {', '.join(catalogue)}",
+            )
+        log.debug("call %s", params.name)
+        reply = await anyio.to_thread.run_sync(tools.call, params.name, params.arguments)
+        if reply.is_error:
+            log.info("%s failed: %s", params.name, reply.text.splitlines()[0])
+        return types.CallToolResult(
+            content=[types.TextContent(text=reply.text)],
+            structured_content=reply.data,
+            is_error=reply.is_error,
+        )
+
+    return Server(
+        "ltm",
+        version=__version__,
+        title="ltm: long-term memory for coding agents",
+        instructions=tools.INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+async def _serve() -> None:
+    from mcp.server.stdio import stdio_server
+
+    server = build_server()
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def serve() -> None:
+    """Serve MCP on stdin/stdout until the client closes stdin."""
+    try:
+        import anyio
+        import mcp  # noqa: F401
+    except ImportError:
+        raise CliError(
+            "the MCP shim needs the mcp package: pipx install 'ltm[mcp]' "
+            "(or pip install 'ltm[mcp]')"
+        ) from None
+    _configure_logging()
+    if sys.stdin.isatty():
+        print(
+            "ltm mcp: speaking MCP on stdin/stdout; an MCP client starts this, not a person "
+            "(see: ltm mcp install --help). Ctrl-D to stop.",
+            file=sys.stderr,
+        )
+    anyio.run(_serve)

@@ -1,0 +1,734 @@
+"""The ltm tools an agent sees over MCP: names, descriptions, input schemas, behaviour.
+
+Plain Python, no MCP SDK: ``call(name, arguments)`` returns a :class:`Reply`
+and never raises, so one bad call can never take the shim down. Packets go
+through the very same code as the CLI verbs: ``ltm.cli.preflight`` (parse,
+fill, validate, redaction scan) and ``ltm.cli.backend`` (the one client, local
+store or server, with whatever ``ltm auth`` stored). A packet that fails the
+schema or the redaction pre-flight is never handed to the backend.
+
+The descriptions are written for the agent: they are how it learns what a good
+packet holds, so they say what goes in each field and what never does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from ltm.cli.errors import CliError
+
+log = logging.getLogger("ltm.mcp")
+
+# Guidance for packet size (the protocol's hard cap is 32 KiB).
+GOOD_SIZE = (2_000, 10_000)
+
+INSTRUCTIONS = (
+    "ltm is long-term memory for coding agents. It keeps Core Memory Packets: small JSON "
+    "dossiers (goal, decisions, attempts, next step) that let a later session, another "
+    "agent or another machine continue work without re-learning it.\n"
+    "- Start of a session, when the user wants to continue earlier work: call `resume` "
+    "(no id: the newest packet), or `ls` then `resume` with an id.\n"
+    "- End of a session, before the context runs out, or when the user asks to remember "
+    "progress: call `save` with a packet. Call `example` once to see a good one.\n"
+    "- `rm` deletes for good: only after the user explicitly confirmed it."
+)
+
+
+class ToolError(Exception):
+    """A call that cannot succeed, with the message the agent should read."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass
+class Reply:
+    """What a tool returns: text for the model, optional structured data, error flag."""
+
+    text: str
+    data: dict[str, Any] | None = None
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    title: str
+    description: str
+    input_schema: dict[str, Any]
+    run: Callable[[dict[str, Any]], Reply]
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------
+# Input schemas
+
+FIELD_DOCS: dict[str, str] = {
+    "ltm_version": 'Protocol version: "0.2" (current). save fills it in; push needs it.',
+    "id": "Unique packet id, 10-64 chars. save mints a ULID when it is missing; push needs "
+    "it. Reusing the id of one of your packets replaces that packet.",
+    "parent_id": "The id of the packet this one continues (the one you resumed from), so "
+    "the packets of one piece of work form a thread.",
+    "created_at": "RFC 3339 UTC time such as 2026-04-22T00:00:00Z. save fills it in; push "
+    "needs it.",
+    "project": "Which codebase: name (short) and ref (repository URL or branch; never a "
+    "local path).",
+    "goal": "One or two sentences: the outcome being worked toward and why it matters, "
+    "specific enough that a reader with no context knows what done looks like. Not a log "
+    "of the session.",
+    "success_criteria": "Checkable conditions that mean the goal is met: a test that "
+    "passes, a command's output, a measurable limit.",
+    "constraints": "Hard rules the work must respect: interfaces not to break, versions to "
+    "stay on, things the user ruled out.",
+    "decisions": "Choices already made, each with what and why. locked: true when it is "
+    "settled (the user agreed, or it was proven) and must not be re-litigated; omit it or "
+    "use false for tentative choices. consequences: what the choice rules out.",
+    "methods": "Reusable procedures that worked (how to run the tests, reproduce the bug, "
+    "deploy): name in kebab-case, when_applicable, how.",
+    "attempts": "What was tried and how it went. Record every FAILED attempt with what it "
+    "taught (learned): the next session must not repeat it. outcome: succeeded, failed or "
+    "partial.",
+    "open_questions": "Unknowns still to resolve or to ask the user about.",
+    "next_step": "The very next concrete action for whoever resumes: a command to run, a "
+    "file and function to change. It is the first thing they will do.",
+    "tags": "Up to 16 short lowercase tags (a-z, 0-9, -), such as flaky-test or auth.",
+    "provenance": "Who wrote it: author_model (your model name), author_human, and your "
+    "confidence in the packet (low, medium, high).",
+}
+
+PACKET_ADVICE = (
+    "A Core Memory Packet as a JSON object. Write it for a reader with no context. "
+    "Keep it 2-10 KB: distilled conclusions, not transcripts, logs or diffs (hard limit "
+    "32 KiB). Never include secrets, tokens, credentials or absolute local paths (use "
+    "repository-relative paths): the redaction pre-flight blocks such a packet."
+)
+
+
+def _inline(node: Any, defs: Mapping[str, Any]) -> Any:
+    """Resolve ``$ref`` into ``$defs`` and drop pydantic's titles: clients differ on refs."""
+    if isinstance(node, dict):
+        if "$ref" in node:
+            return _inline(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+        return {k: _inline(v, defs) for k, v in node.items() if k not in ("title", "$defs", "$ref")}
+    if isinstance(node, list):
+        return [_inline(v, defs) for v in node]
+    return node
+
+
+@cache
+def packet_schema(*, complete: bool) -> dict[str, Any]:
+    """The v0.2 packet as an inline JSON Schema, from the same models that validate it.
+
+    ``complete`` (push) spells out only what push adds to save's packet: the
+    full shape is listed once, under save, to keep the tool list small.
+    """
+    if complete:
+        full = packet_schema(complete=False)["properties"]
+        return {
+            "type": "object",
+            "description": "A complete packet: the same fields as save's packet, with "
+            "ltm_version, id and created_at present. " + PACKET_ADVICE,
+            "properties": {k: full[k] for k in ("ltm_version", "id", "created_at")},
+            "required": ["ltm_version", "id", "created_at", "goal", "next_step"],
+        }
+    from ltm.packet import SUPPORTED_VERSIONS, PacketV02
+
+    raw = PacketV02.model_json_schema()
+    schema = _inline(raw, raw.get("$defs", {}))
+    schema.pop("description", None)
+    props = schema["properties"]
+    props["ltm_version"] = {"type": "string", "enum": list(SUPPORTED_VERSIONS)}
+    for name, doc in FIELD_DOCS.items():
+        if name in props:
+            props[name]["description"] = doc
+    schema["required"] = ["goal", "next_step"]
+    schema["description"] = (
+        PACKET_ADVICE + " id, created_at and ltm_version are filled in when missing."
+    )
+    return schema
+
+
+TEAM = {
+    "type": "string",
+    "minLength": 1,
+    "description": "A team's shared scope instead of your personal one (needs a server; "
+    "the local store is personal). Omit it unless the user asked for a team.",
+}
+REF = {
+    "type": "string",
+    "minLength": 1,
+    "description": "A packet id, or a unique prefix of one (from ls).",
+}
+
+
+def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+    }
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+# --------------------------------------------------------------------------
+# Arguments
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_arguments(tool: Tool, arguments: Any) -> dict[str, Any]:
+    """Every problem with the call's arguments at once, judged by the tool's input schema.
+
+    Only the top level is checked here; a packet's content is judged by the same
+    validation as the CLI's. A ``packet`` may also come as a string holding the
+    JSON object (some clients send that); it is parsed like a packet file.
+    """
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ToolError(f"bad arguments for {tool.name}: expected an object of named arguments")
+    props: dict[str, Any] = tool.input_schema.get("properties", {})
+    problems = []
+    for name in tool.input_schema.get("required", []):
+        if name not in arguments or arguments[name] is None:
+            problems.append(f"{name}: required")
+    for name, value in arguments.items():
+        spec = props.get(name)
+        if spec is None:
+            allowed = ", ".join(props) or "no arguments"
+            problems.append(f"{name}: unknown argument ({tool.name} takes: {allowed})")
+            continue
+        if value is None:
+            continue  # an explicit null means "not given" for an optional argument
+        want = spec.get("type")
+        got = _kind(value)
+        if want == "object" and got in ("object", "string"):
+            continue
+        if want != got:
+            problems.append(f"{name}: must be {_a(want)} (got {got} {_short(value)})")
+        elif want == "string" and len(value) < spec.get("minLength", 0):
+            problems.append(f"{name}: must not be empty")
+        elif want == "integer" and not (
+            spec.get("minimum", value) <= value <= spec.get("maximum", value)
+        ):
+            low, high = spec.get("minimum", "-inf"), spec.get("maximum", "inf")
+            problems.append(f"{name}: must be between {low} and {high} (got {value})")
+    if problems:
+        lines = "\n".join(f"  {p}" for p in problems)
+        raise ToolError(f"bad arguments for {tool.name}:\n{lines}")
+    return {k: v for k, v in arguments.items() if v is not None}
+
+
+def _a(kind: str | None) -> str:
+    return {"integer": "an integer", "object": "a JSON object", "array": "an array"}.get(
+        kind or "", f"a {kind}"
+    )
+
+
+def _packet_input(value: Any) -> bytes | dict[str, Any]:
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    return value
+
+
+# --------------------------------------------------------------------------
+# Helpers shared by the tools
+
+
+def _backend() -> Any:
+    from ltm.cli.backend import open_backend
+
+    return open_backend()
+
+
+def _blocked_message(hits: list[Any], verb: str) -> str:
+    lines = "\n".join(f"  {hit}" for hit in hits)
+    count = f"{len(hits)} {'hit' if len(hits) == 1 else 'hits'}"
+    return (
+        f"the redaction pre-flight blocked the packet ({count}); nothing was stored or sent:\n"
+        f"{lines}\n"
+        "Rewrite those fields without the secret or the absolute local path (use a "
+        "repository-relative path, or a placeholder such as <API_KEY>), then call "
+        f"{verb} again."
+    )
+
+
+def _also_blocked(raw: bytes | dict[str, Any]) -> str:
+    """The redaction hits of a packet that also fails the schema: every problem in one reply."""
+    from ltm import packet
+    from ltm.cli import preflight
+
+    try:
+        data = packet.parse(raw) if isinstance(raw, bytes) else raw
+        hits = preflight.scan(data) if isinstance(data, dict) else []
+    except Exception:  # a packet too broken to scan: the schema errors say enough
+        return ""
+    if not hits:
+        return ""
+    lines = "\n".join(f"  {hit}" for hit in hits)
+    return f"\nThe redaction pre-flight would also block it ({len(hits)} hits):\n{lines}"
+
+
+def _size_note(data: Mapping[str, Any]) -> str:
+    from ltm.packet import canonical_bytes
+
+    size = len(canonical_bytes(data))
+    if size > GOOD_SIZE[1]:
+        return (
+            f"\nNote: the packet is {size:,} bytes; aim for 2-10 KB (conclusions, not "
+            "transcripts or logs)."
+        )
+    return ""
+
+
+def _store(args: dict[str, Any], *, fill: bool, verb: str) -> Reply:
+    """save and push: check, scan, then (and only then) hand the packet to the backend."""
+    from ltm.cli import preflight
+
+    raw = _packet_input(args["packet"])
+    try:
+        checked = preflight.check(raw, fill=fill, label="the packet")
+    except CliError as exc:
+        raise ToolError(
+            f"{exc.message}{_also_blocked(raw)}\nNothing was stored. Fix those fields (the "
+            f"example tool shows a valid packet) and call {verb} again."
+        ) from None
+    try:
+        preflight.preflight(checked)
+    except preflight.Blocked as exc:
+        raise ToolError(_blocked_message(exc.hits, verb)) from None
+    team = args.get("team")
+    backend = _backend()
+    try:
+        pushed = backend.push(checked.data, team=team)
+    finally:
+        backend.close()
+    action = "saved" if pushed.created else "updated"
+    where = f"team {team} on {backend.label}" if team else backend.label
+    text = (
+        f"{action} packet {pushed.id} in {where}.\n"
+        f"To continue this work later: resume with id {pushed.id} (or no id, for the "
+        "newest packet)." + _size_note(checked.data)
+    )
+    data = {"id": pushed.id, "created": pushed.created, "where": backend.label, "team": team}
+    return Reply(text, data)
+
+
+def _newest(backend: Any, team: str | None) -> str:
+    rows = backend.list(team=team, limit=1)
+    if not rows:
+        raise ToolError(
+            f"no packets yet in {backend.label}; save one at the end of a session with save"
+        )
+    return str(rows[0]["id"])
+
+
+def _decode(body: bytes, ref: str) -> dict[str, Any]:
+    try:
+        packet = json.loads(body)
+    except ValueError:
+        raise ToolError(f"packet {ref} is not readable JSON") from None
+    if not isinstance(packet, dict):
+        raise ToolError(f"packet {ref} is not a JSON object")
+    return packet
+
+
+# --------------------------------------------------------------------------
+# The tools
+
+
+def _save(args: dict[str, Any]) -> Reply:
+    return _store(args, fill=True, verb="save")
+
+
+def _push(args: dict[str, Any]) -> Reply:
+    return _store(args, fill=False, verb="push")
+
+
+def _resume(args: dict[str, Any]) -> Reply:
+    from ltm.resume import render
+
+    team = args.get("team")
+    backend = _backend()
+    try:
+        ref = args.get("id") or _newest(backend, team)
+        body = backend.get(ref, team=team)
+    finally:
+        backend.close()
+    packet = _decode(body, ref)
+    packet_id = str(packet.get("id", ref))
+    footer = (
+        f"\n---\nResumed packet {packet_id}. When you save progress on this work, set "
+        f'"parent_id": "{packet_id}" in the new packet.\n'
+    )
+    return Reply(render(packet) + footer, {"id": packet_id})
+
+
+def _show(args: dict[str, Any]) -> Reply:
+    from ltm.cli.commands.show import summary
+
+    backend = _backend()
+    try:
+        body = backend.get(args["id"], team=args.get("team"))
+    finally:
+        backend.close()
+    return Reply(summary(_decode(body, args["id"])))
+
+
+def _pull(args: dict[str, Any]) -> Reply:
+    backend = _backend()
+    try:
+        body = backend.get(args["id"], team=args.get("team"))
+    finally:
+        backend.close()
+    return Reply(body.decode("utf-8", "replace"))
+
+
+def _ls(args: dict[str, Any]) -> Reply:
+    from ltm.cli.output import one_line
+
+    team = args.get("team")
+    backend = _backend()
+    try:
+        rows = backend.list(team=team, limit=args.get("limit", 20))
+    finally:
+        backend.close()
+    where = f"team {team} on {backend.label}" if team else backend.label
+    if not rows:
+        text = f"no packets yet in {where}; save one with save"
+    else:
+        lines = [f"{len(rows)} packet(s) in {where}, newest first (id  created_at  goal):"]
+        lines += [f"{r['id']}  {r['created_at']}  {one_line(r['goal'], 100)}" for r in rows]
+        text = "\n".join(lines)
+    return Reply(text, {"packets": rows, "where": backend.label, "team": team})
+
+
+def _rm(args: dict[str, Any]) -> Reply:
+    team = args.get("team")
+    backend = _backend()
+    try:
+        deleted = backend.delete(args["id"], team=team)
+    finally:
+        backend.close()
+    return Reply(f"deleted packet {deleted} from {backend.label}", {"deleted": deleted})
+
+
+def _example(args: dict[str, Any]) -> Reply:
+    from ltm.examples import example_bytes
+
+    raw = example_bytes().decode("utf-8")
+    if args.get("resume"):
+        from ltm.resume import render
+
+        return Reply(render(json.loads(raw)))
+    return Reply(raw)
+
+
+def _whoami(args: dict[str, Any]) -> Reply:
+    from ltm import __version__
+    from ltm.cli.backend import LocalBackend
+    from ltm.cli.config import config_dir
+
+    backend = _backend()
+    try:
+        describe = getattr(backend, "whoami", None)
+        info = describe() if callable(describe) else {}
+        data: dict[str, Any] = {"where": backend.label, **info}
+        local = isinstance(backend, LocalBackend)
+        data["backend"] = "local" if local else "server"
+        if not local:
+            # Say whether the server answers and takes the token: that is what an agent
+            # needs to know when save or ls fail.
+            try:
+                backend.list(limit=1)
+                data["status"] = "reachable, signed in"
+            except CliError as exc:
+                data["status"] = f"not usable: {exc.message}"
+    finally:
+        backend.close()
+    data["config_dir"] = str(config_dir())
+    data["ltm_version"] = __version__
+    lines = [f"packets go to: {data['where']}"]
+    if local:
+        lines.append(
+            "this is the embedded local store: personal, on this machine, no account "
+            "(the user can sign in to a server with `ltm auth HOST` to share packets "
+            "across machines and teams)"
+        )
+    lines += [
+        f"{k}: {_plain(v)}" for k, v in data.items() if k not in ("where", "backend", "label")
+    ]
+    return Reply("\n".join(lines), data)
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    return str(value)
+
+
+def _validate(args: dict[str, Any]) -> Reply:
+    from ltm import packet
+    from ltm.cli import preflight
+
+    raw = _packet_input(args["packet"])
+    complete = bool(args.get("complete", False))
+    report: dict[str, Any] = {"valid": False, "errors": [], "redaction": []}
+    try:
+        data = packet.parse(raw) if isinstance(raw, bytes) else dict(raw)
+        if not complete:
+            data = packet.fill_defaults(data)
+        checked = packet.check(data, lenient=True)
+    except packet.PacketError as exc:
+        report["errors"] = exc.errors
+    else:
+        report["valid"] = checked.conforming
+        report["errors"] = list(checked.errors)
+        report["redaction"] = [hit.as_dict() for hit in preflight.scan(checked.data)]
+        report["bytes"] = len(packet.canonical_bytes(checked.data))
+    verb = "push" if complete else "save"
+    if report["valid"] and not report["redaction"]:
+        text = f"valid, and the redaction pre-flight found nothing: {verb} would accept it"
+        if report["bytes"] > GOOD_SIZE[1]:
+            text += f" (but it is {report['bytes']:,} bytes; aim for 2-10 KB)"
+    else:
+        lines = []
+        if report["errors"]:
+            lines.append(f"not a valid packet ({len(report['errors'])} problems):")
+            lines += [f"  {e}" for e in report["errors"]]
+        if report["redaction"]:
+            lines.append(
+                f"the redaction pre-flight would block it ({len(report['redaction'])} hits):"
+            )
+            lines += [f"  {h['field']}/{h['kind']}: {h['match']}" for h in report["redaction"]]
+        lines.append(f"{verb} would refuse it; nothing was stored.")
+        text = "\n".join(lines)
+    return Reply(text, report)
+
+
+# --------------------------------------------------------------------------
+# The catalogue
+
+
+def _catalogue() -> dict[str, Tool]:
+    save_packet = packet_schema(complete=False)
+    push_packet = packet_schema(complete=True)
+    tools = [
+        Tool(
+            "save",
+            "Save a memory packet",
+            "Save a Core Memory Packet: a small JSON dossier of this work, so that a later "
+            "session (or another agent, machine or person) can resume without re-learning "
+            "it. Call it at the end of a session, before the context runs out, or when the "
+            "user asks to remember progress. Pass the packet as a JSON object in `packet`; "
+            "id, created_at and ltm_version are filled in when missing. Write it for a "
+            "reader with zero context: goal (the outcome), success_criteria, constraints, "
+            "decisions (with why; locked: true for settled ones), attempts (above all the "
+            "FAILED ones and what was learned, so they are not retried), open_questions, and "
+            "next_step (the first concrete action). If you resumed from a packet, set "
+            "parent_id to its id. Keep it 2-10 KB of distilled conclusions. Never include "
+            "secrets, tokens or absolute local paths: the redaction pre-flight blocks the "
+            "packet and lists every hit as field/kind: match, and nothing is stored until "
+            "it passes. Schema errors list every field path. Returns the packet id.",
+            _object({"packet": save_packet, "team": TEAM}, ("packet",)),
+            _save,
+        ),
+        Tool(
+            "push",
+            "Push a complete packet",
+            "Store a complete packet exactly as given: ltm_version, id and created_at are "
+            "required (use save for a new packet; it fills them in). Typical use: pull a "
+            "packet, edit it, push it back under the same id to replace it. Same schema "
+            "validation and redaction pre-flight as save: a blocked or invalid packet is "
+            "not stored, and the error lists every problem.",
+            _object({"packet": push_packet, "team": TEAM}, ("packet",)),
+            _push,
+            idempotent=True,
+        ),
+        Tool(
+            "resume",
+            "Resume prior work",
+            "Get a packet as a prompt-ready markdown block, to continue earlier work. Call it "
+            "at the start of a session when the user wants to pick up where they (or another "
+            "agent) left off. Without id: the newest packet. Treat the block as "
+            "authoritative: locked decisions are settled, failed attempts must not be "
+            "retried without new information, and the Next step is your first action.",
+            _object({"id": REF, "team": TEAM}),
+            _resume,
+            read_only=True,
+        ),
+        Tool(
+            "show",
+            "Show a packet",
+            "A readable summary of one packet: goal, decisions, attempts, next step.",
+            _object({"id": REF, "team": TEAM}, ("id",)),
+            _show,
+            read_only=True,
+        ),
+        Tool(
+            "pull",
+            "Pull a packet's JSON",
+            "The stored JSON of one packet, exactly as stored. Use it to edit a packet and "
+            "push it back.",
+            _object({"id": REF, "team": TEAM}, ("id",)),
+            _pull,
+            read_only=True,
+        ),
+        Tool(
+            "ls",
+            "List packets",
+            "List packets, newest first: id, created_at and goal of each. Use it to find the "
+            "id to resume, show, pull or rm.",
+            _object(
+                {
+                    "team": TEAM,
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 1000,
+                        "default": 20,
+                        "description": "How many packets at most (default 20).",
+                    },
+                }
+            ),
+            _ls,
+            read_only=True,
+        ),
+        Tool(
+            "rm",
+            "Delete a packet",
+            "Delete a packet permanently; it cannot be recovered. DESTRUCTIVE: before calling "
+            "this, tell the user exactly which packet you intend to delete (its id and goal) "
+            "and ask for their explicit confirmation; call it only after they confirmed in "
+            "this conversation. Never delete on your own initiative, to tidy up, or to work "
+            "around an error.",
+            _object({"id": REF, "team": TEAM}, ("id",)),
+            _rm,
+            destructive=True,
+            idempotent=True,
+        ),
+        Tool(
+            "example",
+            "Example packet",
+            "A complete, valid example packet (v0.2) with every field well used: read it "
+            "before writing your first packet. With resume: true, its resume block instead.",
+            _object(
+                {
+                    "resume": {
+                        "type": "boolean",
+                        "default": False,
+                        "description": "Return the example's resume block instead of its JSON.",
+                    }
+                }
+            ),
+            _example,
+            read_only=True,
+            idempotent=True,
+        ),
+        Tool(
+            "whoami",
+            "Where packets go",
+            "Where packets are stored: the embedded local store on this machine (its path), "
+            "or the server and account that `ltm auth` signed in to.",
+            _object({}),
+            _whoami,
+            read_only=True,
+            idempotent=True,
+        ),
+        Tool(
+            "validate",
+            "Validate a packet",
+            "Check a packet without storing it: every schema error with its field path, and "
+            "every redaction pre-flight hit as field/kind: match. complete: false (default) "
+            "judges it as save would (a missing id, created_at and ltm_version are filled "
+            "in); true, as push would (a complete packet).",
+            _object(
+                {
+                    "packet": {
+                        "type": "object",
+                        "description": "The packet to check, as a JSON object (see save).",
+                    },
+                    "complete": {
+                        "type": "boolean",
+                        "default": False,
+                        "description": "Judge it as push would: id, created_at and "
+                        "ltm_version must be present.",
+                    },
+                },
+                ("packet",),
+            ),
+            _validate,
+            read_only=True,
+            idempotent=True,
+        ),
+    ]
+    return {tool.name: tool for tool in tools}
+
+
+@cache
+def catalogue() -> dict[str, Tool]:
+    return _catalogue()
+
+
+def call(name: str, arguments: Any) -> Reply:
+    """Run one tool; every failure becomes an error reply with a message to act on."""
+    tool = catalogue().get(name)
+    if tool is None:
+        raise KeyError(name)
+    try:
+        return tool.run(check_arguments(tool, arguments))
+    except ToolError as exc:
+        return Reply(exc.message, is_error=True)
+    except CliError as exc:
+        return Reply(exc.message, is_error=True)
+    except Exception as exc:
+        log.exception("tool %s failed", name)
+        return Reply(_unexpected(exc), is_error=True)
+
+
+def _unexpected(exc: Exception) -> str:
+    module = type(exc).__module__ or ""
+    if module.startswith(("httpx", "httpcore")) or isinstance(exc, OSError | TimeoutError):
+        return (
+            f"cannot reach the server ({type(exc).__name__}: {exc}). Check the connection, "
+            "or ask the user to run `ltm auth` again; nothing was changed."
+        )
+    return (
+        f"unexpected error: {type(exc).__name__}: {exc} (details in the ltm mcp log on "
+        "stderr; the other tools keep working)"
+    )
