@@ -232,10 +232,13 @@ Outcome = Literal["succeeded", "failed", "partial"]
 Confidence = Literal["low", "medium", "high"]
 
 
+# strict: no coercion at all; forbid: additionalProperties false; rust-regex:
+# ECMA-262-like anchors ("$" only at the very end; Python's re differs).
+_CONFIG = ConfigDict(extra="forbid", strict=True, regex_engine="rust-regex", frozen=True)
+
+
 class _Strict(BaseModel):
-    # strict: no coercion at all; forbid: additionalProperties false; rust-regex:
-    # ECMA-262-like anchors ("$" only at the very end; Python's re differs).
-    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="rust-regex", frozen=True)
+    model_config = _CONFIG
 
 
 class Project(_Strict):
@@ -363,7 +366,7 @@ _ADDED_IN_V02: dict[tuple[str, ...], frozenset[str]] = {
 
 @cache
 def _items_adapter(model: type[BaseModel], field: str) -> TypeAdapter[Any]:
-    return TypeAdapter(list[_ITEM_TYPES[model][field]])  # type: ignore[misc]
+    return TypeAdapter(list[_ITEM_TYPES[model][field]], config=_CONFIG)  # type: ignore[misc]
 
 
 # --------------------------------------------------------------------------
@@ -593,6 +596,12 @@ def parse(raw: bytes | str) -> dict[str, Any]:
     def reject_constant(name: str) -> Any:
         raise ValueError(f"{name} is not JSON")
 
+    def parse_int(literal: str) -> int:
+        try:
+            return int(literal)
+        except ValueError:  # over sys.get_int_max_str_digits() (4300 by default)
+            raise ValueError(f"integer of {len(literal.lstrip('-'))} digits is too long") from None
+
     def parse_float(literal: str) -> float:
         number = float(literal)
         if number in (float("inf"), float("-inf")):
@@ -605,6 +614,7 @@ def parse(raw: bytes | str) -> dict[str, Any]:
             object_pairs_hook=pairs_hook,
             parse_constant=reject_constant,
             parse_float=parse_float,
+            parse_int=parse_int,
         )
     except json.JSONDecodeError as exc:
         raise PacketError(
@@ -612,7 +622,7 @@ def parse(raw: bytes | str) -> dict[str, Any]:
         ) from None
     except RecursionError:
         raise PacketError("packet: not valid JSON (nested too deeply)") from None
-    except ValueError as exc:  # NaN, Infinity, 1e400, ints of more than 4300 digits
+    except ValueError as exc:  # NaN, Infinity, 1e400, overlong integers
         raise PacketError(f"packet: not valid JSON ({exc})") from None
     if duplicates:
         raise PacketError(duplicates)
