@@ -357,3 +357,217 @@ def test_delete_packet_as_follows_the_scope_rules(store: Store) -> None:
     store.remove_member("t1", "u2")
     assert store.delete_packet_as("01TEAMBYU2C0", "u2") is False  # creator, no longer a member
     assert store.get_packet("01TEAMBYU2C0") is not None
+
+
+# -- device grants (RFC 8628), counters, secrets -------------------------------
+
+from ltm.store import DeviceGrant  # noqa: E402 - this section's own import
+
+
+def grant(
+    dc: str = "dc1", uc: str = "uc1", *, at: datetime = T0, minutes: int = 10, interval: int = 5
+) -> DeviceGrant:
+    return DeviceGrant(
+        device_code_hash=dc,
+        user_code_hash=uc,
+        client_id="ltm-cli",
+        scope="read write",
+        device_name="ltm-python/0.1.0",
+        client_ip="192.0.2.7",
+        created_at=at,
+        expires_at=at + timedelta(minutes=minutes),
+        interval=interval,
+        next_poll_at=at,
+    )
+
+
+def test_device_grant_roundtrip_and_lookup_by_user_code(store: Store) -> None:
+    g = grant()
+    store.create_device_grant(g, T0)
+    assert store.get_device_grant("dc1") == g
+    assert store.get_device_grant("nope") is None
+    assert store.get_device_grant_by_user_code("uc1", T0 + timedelta(minutes=9)) == g
+    assert store.get_device_grant_by_user_code("uc2", T0) is None
+    # Expired: gone by user code; by device code the caller sees expires_at itself.
+    assert store.get_device_grant_by_user_code("uc1", T0 + timedelta(minutes=10)) is None
+    late = store.get_device_grant("dc1")
+    assert late is None or late.expires_at == g.expires_at
+
+
+def test_device_grant_codes_are_unique_while_alive(store: Store) -> None:
+    store.create_device_grant(grant("dc1", "uc1"), T0)
+    with pytest.raises(Conflict):
+        store.create_device_grant(grant("dc1", "uc9"), T0)  # same device code
+    with pytest.raises(Conflict):
+        store.create_device_grant(grant("dc2", "uc1"), T0 + timedelta(minutes=5))  # live user code
+    # Once the first grant has expired its user code may be drawn again.
+    later = T0 + timedelta(minutes=11)
+    store.create_device_grant(grant("dc3", "uc1", at=later), later)
+    found = store.get_device_grant_by_user_code("uc1", later)
+    assert found is not None and found.device_code_hash == "dc3"
+
+
+def test_poll_in_time_and_too_fast(store: Store) -> None:
+    store.create_device_grant(grant(interval=5), T0)
+    polled = store.poll_device_grant("dc1", T0 + timedelta(seconds=1), slow_down_step=5)
+    assert polled is not None
+    g, too_fast = polled
+    assert too_fast is False and g.interval == 5
+    assert g.next_poll_at == T0 + timedelta(seconds=6)
+    # 2 s later: too fast; the interval grows by 5 and the next poll moves out.
+    g, too_fast = store.poll_device_grant("dc1", T0 + timedelta(seconds=3), slow_down_step=5)  # type: ignore[misc]
+    assert too_fast is True and g.interval == 10
+    assert g.next_poll_at == T0 + timedelta(seconds=13)
+    again = store.get_device_grant("dc1")
+    assert again is not None and again.interval == 10 and again.next_poll_at == g.next_poll_at
+    # Within the leeway counts as in time.
+    g, too_fast = store.poll_device_grant(  # type: ignore[misc]
+        "dc1",
+        T0 + timedelta(seconds=12, milliseconds=800),
+        slow_down_step=5,
+        leeway=timedelta(milliseconds=500),
+    )
+    assert too_fast is False and g.interval == 10
+    assert store.poll_device_grant("nope", T0, slow_down_step=5) is None
+    assert store.get_device_grant("nope") is None  # a poll never creates a grant
+
+
+def test_decide_once(store: Store) -> None:
+    store.create_device_grant(grant(), T0)
+    store.create_device_grant(grant("dc2", "uc2"), T0)
+    now = T0 + timedelta(minutes=1)
+    approved = store.decide_device_grant("uc1", now, approve=True, user_id="u1")
+    assert (approved.status, approved.user_id, approved.decided_at) == ("approved", "u1", now)
+    assert store.get_device_grant("dc1") == approved
+    with pytest.raises(Gone):
+        store.decide_device_grant("uc1", now, approve=False, user_id="u2")
+    denied = store.decide_device_grant("uc2", now, approve=False, user_id="u2")
+    assert denied.status == "denied" and denied.user_id == "u2"
+    with pytest.raises(NotFound):
+        store.decide_device_grant("uc-unknown", now, approve=True, user_id="u1")
+    store.create_device_grant(grant("dc3", "uc3"), T0)
+    with pytest.raises(NotFound):  # expired
+        store.decide_device_grant("uc3", T0 + timedelta(minutes=10), approve=True, user_id="u1")
+
+
+def test_concurrent_decisions_exactly_one_wins(store: Store) -> None:
+    store.create_device_grant(grant(), T0)
+    results: list[str] = []
+    lock = threading.Lock()
+
+    def decide(i: int) -> None:
+        try:
+            store.decide_device_grant("uc1", T0, approve=i % 2 == 0, user_id=f"u{i}")
+            outcome = "won"
+        except Gone:
+            outcome = "gone"
+        with lock:
+            results.append(outcome)
+
+    threads = [threading.Thread(target=decide, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == ["gone"] * 7 + ["won"]
+
+
+def test_redeem_hands_out_one_token_once(store: Store) -> None:
+    store.create_user(user("u1"))
+    store.create_user(user("u2"))
+    store.create_device_grant(grant(), T0)
+    now = T0 + timedelta(minutes=1)
+    t = token("u1", "laptop-1a2b3c", "h-device")
+    with pytest.raises(Gone):  # still pending
+        store.redeem_device_grant("dc1", now, t)
+    store.decide_device_grant("uc1", now, approve=True, user_id="u1")
+    with pytest.raises(Gone):  # a token for someone else than the approver
+        store.redeem_device_grant("dc1", now, token("u2", "other-label", "h-other"))
+    store.add_token(token("u1", "taken-label", "h-taken"))
+    with pytest.raises(Conflict):  # label taken: nothing changes
+        store.redeem_device_grant("dc1", now, token("u1", "taken-label", "h-new"))
+    still = store.get_device_grant("dc1")
+    assert still is not None and still.status == "approved"
+    used = store.redeem_device_grant("dc1", now, t)
+    assert used.status == "used"
+    owner = store.token_owner("h-device")
+    assert owner is not None and owner[1].id == "u1" and owner[0].label == "laptop-1a2b3c"
+    with pytest.raises(Gone):
+        store.redeem_device_grant("dc1", now, token("u1", "again", "h-again"))
+    assert store.token_owner("h-again") is None
+    with pytest.raises(NotFound):
+        store.redeem_device_grant("nope", now, token("u1", "x", "h-x"))
+
+
+def test_redeem_after_expiry_or_denial_is_gone(store: Store) -> None:
+    store.create_user(user("u1"))
+    store.create_device_grant(grant("dc1", "uc1"), T0)
+    store.create_device_grant(grant("dc2", "uc2"), T0)
+    store.decide_device_grant("uc1", T0, approve=True, user_id="u1")
+    store.decide_device_grant("uc2", T0, approve=False, user_id="u1")
+    with pytest.raises(Gone):
+        store.redeem_device_grant("dc1", T0 + timedelta(minutes=10), token("u1", "a", "h-a"))
+    with pytest.raises(Gone):
+        store.redeem_device_grant("dc2", T0, token("u1", "b", "h-b"))
+    assert store.list_tokens(user_id="u1") == []
+
+
+def test_concurrent_redeems_exactly_one_wins(store: Store) -> None:
+    store.create_user(user("u1"))
+    store.create_device_grant(grant(), T0)
+    store.decide_device_grant("uc1", T0, approve=True, user_id="u1")
+    results: list[str] = []
+    lock = threading.Lock()
+
+    def redeem(i: int) -> None:
+        try:
+            store.redeem_device_grant("dc1", T0, token("u1", f"dev-{i}", f"h-{i}"))
+            outcome = "won"
+        except (Gone, Conflict):
+            outcome = "lost"
+        with lock:
+            results.append(outcome)
+
+    threads = [threading.Thread(target=redeem, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == ["lost"] * 7 + ["won"]
+    assert len(store.list_tokens(user_id="u1")) == 1
+
+
+def test_counters_count_and_expire(store: Store) -> None:
+    end = T0 + timedelta(minutes=15)
+    assert store.read_counter("k", T0) == 0
+    assert [store.add_to_counter("k", T0, end) for _ in range(3)] == [1, 2, 3]
+    assert store.read_counter("k", T0 + timedelta(minutes=14)) == 3
+    assert store.read_counter("other", T0) == 0
+    # A later expiry passed to a live counter does not extend it.
+    assert store.add_to_counter("k", T0, end + timedelta(hours=1)) == 4
+    assert store.read_counter("k", end) == 0
+    # Expired: starts again at 1 with the new expiry.
+    assert store.add_to_counter("k", end, end + timedelta(minutes=15)) == 1
+    assert store.read_counter("k", end + timedelta(minutes=1)) == 1
+
+
+def test_counter_adds_are_not_lost_under_concurrency(store: Store) -> None:
+    end = T0 + timedelta(minutes=15)
+
+    def add() -> None:
+        for _ in range(5):
+            store.add_to_counter("burst", T0, end)
+
+    threads = [threading.Thread(target=add) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.read_counter("burst", T0) == 30
+
+
+def test_ensure_secret_keeps_the_first(store: Store) -> None:
+    first = store.ensure_secret("signing", b"\x00first" * 4)
+    assert first == b"\x00first" * 4
+    assert store.ensure_secret("signing", b"second" * 4) == first
+    assert store.ensure_secret("other", b"x" * 32) == b"x" * 32

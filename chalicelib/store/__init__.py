@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
 Role = Literal["owner", "member"]
@@ -103,6 +103,37 @@ class Invite:
     expires_at: datetime
     used_at: datetime | None = None
     used_by: str | None = None
+
+
+DeviceStatus = Literal["pending", "approved", "denied", "used"]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceGrant:
+    """One device-flow sign-in (RFC 8628), from ``POST /oauth/authorize_device`` to its end.
+
+    Both codes are stored only as hex sha256 hashes: the device code is the
+    device's secret, the user code what a person types on the verification
+    page. ``status`` moves ``pending`` -> ``approved`` | ``denied`` (a user
+    decided, ``user_id`` is who approved) and ``approved`` -> ``used`` (the
+    device got its token). ``next_poll_at`` is the earliest time the device may
+    poll again without being told to slow down; ``interval`` (seconds) grows
+    each time it is.
+    """
+
+    device_code_hash: str
+    user_code_hash: str
+    client_id: str
+    scope: str
+    device_name: str  # what the device said it is (User-Agent or a name it sent)
+    client_ip: str  # where the authorization request came from
+    created_at: datetime
+    expires_at: datetime
+    interval: int
+    next_poll_at: datetime
+    status: DeviceStatus = "pending"
+    user_id: str | None = None
+    decided_at: datetime | None = None
 
 
 class Store(ABC):
@@ -270,6 +301,101 @@ class Store(ABC):
         unknown code; Gone when already used or expired at ``now``. Of any
         number of concurrent accepts of one code exactly one succeeds. A user
         who is already a member keeps their role.
+        """
+
+    # -- device grants (RFC 8628), rate-limit counters, server secrets --------
+
+    @abstractmethod
+    def create_device_grant(self, grant: DeviceGrant, now: datetime) -> None:
+        """Store a new pending grant.
+
+        Conflict when the device code hash exists, or when the user code hash
+        belongs to a grant that has not expired at ``now`` (the caller draws a
+        new code and tries again). The user code of an expired grant may be
+        given to a new grant; the old grant then no longer answers to it. A
+        backend may drop grants (and counters) that expired long ago here.
+        """
+
+    @abstractmethod
+    def get_device_grant(self, device_code_hash: str) -> DeviceGrant | None:
+        """The grant with this device code hash, or None.
+
+        An expired grant may still be returned for a while (DynamoDB TTL is
+        lazy; SQLite keeps it a day): callers compare ``expires_at`` themselves.
+        """
+
+    @abstractmethod
+    def get_device_grant_by_user_code(
+        self, user_code_hash: str, now: datetime
+    ) -> DeviceGrant | None:
+        """The grant this user code belongs to, only when it has not expired at ``now``."""
+
+    @abstractmethod
+    def poll_device_grant(
+        self,
+        device_code_hash: str,
+        now: datetime,
+        *,
+        slow_down_step: int,
+        leeway: timedelta = timedelta(0),
+    ) -> tuple[DeviceGrant, bool] | None:
+        """Record a poll by the device, atomically; None when there is no such grant.
+
+        A poll at or after ``next_poll_at - leeway`` is in time: ``next_poll_at``
+        becomes ``now + interval``. An earlier one is too fast: ``interval``
+        grows by ``slow_down_step`` seconds and ``next_poll_at`` becomes ``now +``
+        the new interval. Returns the grant as updated and whether the poll was
+        too fast. Recorded whatever the grant's status or expiry (the caller
+        decides what to answer); concurrent polls each see their own update.
+        """
+
+    @abstractmethod
+    def decide_device_grant(
+        self, user_code_hash: str, now: datetime, *, approve: bool, user_id: str
+    ) -> DeviceGrant:
+        """Approve (or deny) the pending grant of this user code on behalf of ``user_id``, once.
+
+        Sets ``status`` to ``approved`` or ``denied``, ``user_id`` and
+        ``decided_at``, atomically, and returns the updated grant. NotFound
+        when no grant unexpired at ``now`` has this user code; Gone when it was
+        already decided (of concurrent decisions exactly one wins).
+        """
+
+    @abstractmethod
+    def redeem_device_grant(
+        self, device_code_hash: str, now: datetime, token: Token
+    ) -> DeviceGrant:
+        """Give out an approved grant's token: mark it ``used``, store ``token``; atomic, once.
+
+        ``token.user_id`` must be the approving user (``grant.user_id``).
+        NotFound for an unknown device code; Gone when the grant is not
+        approved, already used, expired at ``now`` or approved by another user
+        (of concurrent redeems exactly one wins); Conflict when the token's
+        label or hash is taken (then nothing changed and the grant is still
+        approved).
+        """
+
+    @abstractmethod
+    def add_to_counter(self, key: str, now: datetime, expires_at: datetime) -> int:
+        """Add one to the counter ``key`` and return its new value, atomically.
+
+        A counter that does not exist, or whose expiry has passed at ``now``,
+        starts again at 1 and lives until ``expires_at``; adding to a live
+        counter keeps its expiry. Counters back rate limits that must hold
+        across processes (Lambda instances, server threads).
+        """
+
+    @abstractmethod
+    def read_counter(self, key: str, now: datetime) -> int:
+        """The counter's value, 0 when it does not exist or has expired at ``now``."""
+
+    @abstractmethod
+    def ensure_secret(self, name: str, candidate: bytes) -> bytes:
+        """The server secret called ``name``; stores ``candidate`` first if there is none.
+
+        Atomic: of concurrent first calls with different candidates, all get
+        the one value that was stored. Used for keys the server itself
+        generates (the signing key of the device-flow pages).
         """
 
     def close(self) -> None:  # noqa: B027 - optional hook, most stores hold nothing

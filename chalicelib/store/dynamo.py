@@ -101,6 +101,7 @@ from . import (
     Token,
     User,
 )
+from .dynamo_device import DeviceGrantsMixin
 
 if TYPE_CHECKING:  # boto3 is imported only when a DynamoStore is built
     from botocore.client import BaseClient
@@ -401,7 +402,7 @@ class _Cancelled(Exception):
         return "TransactionConflict" in self.codes
 
 
-class DynamoStore(Store):
+class DynamoStore(DeviceGrantsMixin, Store):
     """A ``Store`` in one DynamoDB table. Thread-safe (boto3 clients are)."""
 
     def __init__(

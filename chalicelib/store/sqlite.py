@@ -17,11 +17,13 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from . import (
     Conflict,
+    DeviceGrant,
     Gone,
     Invite,
     Member,
@@ -91,10 +93,46 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX invites_by_team ON invites (team_id);
     """,
+    # 2: device-flow grants (RFC 8628), rate-limit counters, server-generated secrets.
+    """
+    CREATE TABLE device_grants (
+        device_code_hash  TEXT PRIMARY KEY,
+        user_code_hash    TEXT NOT NULL UNIQUE,
+        client_id         TEXT NOT NULL,
+        scope             TEXT NOT NULL,
+        device_name       TEXT NOT NULL,
+        client_ip         TEXT NOT NULL,
+        created_at        TEXT NOT NULL,
+        expires_at        TEXT NOT NULL,
+        interval_s        INTEGER NOT NULL,
+        next_poll_at      TEXT NOT NULL,
+        status            TEXT NOT NULL,
+        user_id           TEXT,
+        decided_at        TEXT
+    );
+    CREATE INDEX device_grants_by_expiry ON device_grants (expires_at);
+    CREATE TABLE counters (
+        key         TEXT PRIMARY KEY,
+        count       INTEGER NOT NULL,
+        expires_at  TEXT NOT NULL
+    );
+    CREATE INDEX counters_by_expiry ON counters (expires_at);
+    CREATE TABLE secrets (
+        name        TEXT PRIMARY KEY,
+        value       BLOB NOT NULL,
+        created_at  TEXT NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
 BUSY_TIMEOUT_MS = 30_000
+# Expired device grants are kept this long (so a late poll still gets ``expired_token``).
+DEVICE_GRANT_KEEP = timedelta(days=1)
+_GRANT_COLUMNS = (
+    "device_code_hash, user_code_hash, client_id, scope, device_name, client_ip, created_at,"
+    " expires_at, interval_s, next_poll_at, status, user_id, decided_at"
+)
 
 
 def _ts(value: datetime) -> str:
@@ -541,3 +579,174 @@ class SqliteStore(Store):
             user_id,
         )
         return used, member
+
+    # -- device grants, counters, secrets ---------------------------------
+
+    @staticmethod
+    def _grant(row: tuple[object, ...] | None) -> DeviceGrant | None:
+        if row is None:
+            return None
+        return DeviceGrant(
+            device_code_hash=str(row[0]),
+            user_code_hash=str(row[1]),
+            client_id=str(row[2]),
+            scope=str(row[3]),
+            device_name=str(row[4]),
+            client_ip=str(row[5]),
+            created_at=_dt(row[6]),  # type: ignore[arg-type]
+            expires_at=_dt(row[7]),  # type: ignore[arg-type]
+            interval=int(row[8]),  # type: ignore[call-overload]
+            next_poll_at=_dt(row[9]),  # type: ignore[arg-type]
+            status=row[10],  # type: ignore[arg-type]
+            user_id=row[11],  # type: ignore[arg-type]
+            decided_at=_dt(row[12]),  # type: ignore[arg-type]
+        )
+
+    @staticmethod
+    def _grant_where(db: sqlite3.Connection, column: str, value: str) -> DeviceGrant | None:
+        row = db.execute(
+            f"SELECT {_GRANT_COLUMNS} FROM device_grants WHERE {column} = ?", (value,)
+        ).fetchone()
+        return SqliteStore._grant(row)
+
+    def create_device_grant(self, grant: DeviceGrant, now: datetime) -> None:
+        try:
+            with self._write() as db:
+                # Housekeeping rides on grant creation: both deletes use an index.
+                db.execute(
+                    "DELETE FROM device_grants WHERE expires_at < ?",
+                    (_ts(now - DEVICE_GRANT_KEEP),),
+                )
+                db.execute("DELETE FROM counters WHERE expires_at <= ?", (_ts(now),))
+                # A dead grant's user code may be drawn again.
+                db.execute(
+                    "DELETE FROM device_grants WHERE user_code_hash = ? AND expires_at <= ?",
+                    (grant.user_code_hash, _ts(now)),
+                )
+                db.execute(
+                    f"INSERT INTO device_grants ({_GRANT_COLUMNS})"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        grant.device_code_hash,
+                        grant.user_code_hash,
+                        grant.client_id,
+                        grant.scope,
+                        grant.device_name,
+                        grant.client_ip,
+                        _ts(grant.created_at),
+                        _ts(grant.expires_at),
+                        grant.interval,
+                        _ts(grant.next_poll_at),
+                        grant.status,
+                        grant.user_id,
+                        _ts(grant.decided_at) if grant.decided_at else None,
+                    ),
+                )
+        except sqlite3.IntegrityError:
+            raise Conflict("device code or user code already in use") from None
+
+    def get_device_grant(self, device_code_hash: str) -> DeviceGrant | None:
+        return self._grant_where(self._conn(), "device_code_hash", device_code_hash)
+
+    def get_device_grant_by_user_code(
+        self, user_code_hash: str, now: datetime
+    ) -> DeviceGrant | None:
+        grant = self._grant_where(self._conn(), "user_code_hash", user_code_hash)
+        return grant if grant is not None and grant.expires_at > now else None
+
+    def poll_device_grant(
+        self,
+        device_code_hash: str,
+        now: datetime,
+        *,
+        slow_down_step: int,
+        leeway: timedelta = timedelta(0),
+    ) -> tuple[DeviceGrant, bool] | None:
+        with self._write() as db:
+            grant = self._grant_where(db, "device_code_hash", device_code_hash)
+            if grant is None:
+                return None
+            too_fast = now < grant.next_poll_at - leeway
+            interval = grant.interval + (slow_down_step if too_fast else 0)
+            next_poll = now + timedelta(seconds=interval)
+            db.execute(
+                "UPDATE device_grants SET interval_s = ?, next_poll_at = ?"
+                " WHERE device_code_hash = ?",
+                (interval, _ts(next_poll), device_code_hash),
+            )
+        return _replace_grant(grant, interval=interval, next_poll_at=next_poll), too_fast
+
+    def decide_device_grant(
+        self, user_code_hash: str, now: datetime, *, approve: bool, user_id: str
+    ) -> DeviceGrant:
+        with self._write() as db:
+            grant = self._grant_where(db, "user_code_hash", user_code_hash)
+            if grant is None or grant.expires_at <= now:
+                raise NotFound("no such device code, or it expired")
+            if grant.status != "pending":
+                raise Gone("this device code was already decided")
+            status = "approved" if approve else "denied"
+            db.execute(
+                "UPDATE device_grants SET status = ?, user_id = ?, decided_at = ?"
+                " WHERE device_code_hash = ?",
+                (status, user_id, _ts(now), grant.device_code_hash),
+            )
+        return _replace_grant(grant, status=status, user_id=user_id, decided_at=now)
+
+    def redeem_device_grant(
+        self, device_code_hash: str, now: datetime, token: Token
+    ) -> DeviceGrant:
+        try:
+            with self._write() as db:
+                grant = self._grant_where(db, "device_code_hash", device_code_hash)
+                if grant is None:
+                    raise NotFound("no such device code")
+                if (
+                    grant.status != "approved"
+                    or grant.expires_at <= now
+                    or grant.user_id != token.user_id
+                ):
+                    raise Gone("this device code is not approved, already used, or expired")
+                db.execute(
+                    "UPDATE device_grants SET status = 'used' WHERE device_code_hash = ?",
+                    (device_code_hash,),
+                )
+                self._insert_token(db, token)
+        except sqlite3.IntegrityError:
+            raise Conflict(f"token label {token.label!r} is taken") from None
+        return _replace_grant(grant, status="used")
+
+    def add_to_counter(self, key: str, now: datetime, expires_at: datetime) -> int:
+        with self._write() as db:
+            row = db.execute(
+                "INSERT INTO counters (key, count, expires_at) VALUES (?, 1, ?)"
+                " ON CONFLICT (key) DO UPDATE SET"
+                " count = CASE WHEN counters.expires_at <= ? THEN 1 ELSE counters.count + 1 END,"
+                " expires_at = CASE WHEN counters.expires_at <= ? THEN excluded.expires_at"
+                " ELSE counters.expires_at END"
+                " RETURNING count",
+                (key, _ts(expires_at), _ts(now), _ts(now)),
+            ).fetchone()
+        return int(row[0])
+
+    def read_counter(self, key: str, now: datetime) -> int:
+        row = (
+            self._conn()
+            .execute("SELECT count FROM counters WHERE key = ? AND expires_at > ?", (key, _ts(now)))
+            .fetchone()
+        )
+        return int(row[0]) if row else 0
+
+    def ensure_secret(self, name: str, candidate: bytes) -> bytes:
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO secrets (name, value, created_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (name) DO NOTHING",
+                (name, candidate, _ts(datetime.now(UTC))),
+            )
+            row = db.execute("SELECT value FROM secrets WHERE name = ?", (name,)).fetchone()
+        return bytes(row[0])
+
+
+def _replace_grant(grant: DeviceGrant, **changes: object) -> DeviceGrant:
+    return replace(grant, **changes)  # type: ignore[arg-type]
