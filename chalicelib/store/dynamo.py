@@ -18,8 +18,10 @@ needs and no others (the indexes are sparse)::
     team (by name)    TEAMNAME#<name> / TEAM      -
     member (by name)  TEAMNAME#<name> / MEMBER#<u> -
     team (by id)      TEAM#<id> / TEAM            -
-    member (by id)    TEAM#<id> / MEMBER#<u>      TEAMS#<u> / <team created>#<name>
+    member (by id)    TEAM#<id> / MEMBER#<u>      -
+    member (by user)  USER#<u> / MEMBEROF#<team created>#<name>
     invite            INVITE#<codehash> / INVITE  -
+    (device grants, user-code claims, counters and secrets: see dynamo_device.py)
 
     gsi2pk / gsi2sk: packet SCOPE#<scope> / <id>; token TOKENS / <created>#<label>;
     invite INVITES#<team> / <codehash>.
@@ -35,6 +37,8 @@ needs and no others (the indexes are sparse)::
   (absent, or same owner and same scope), so a foreign id is never touched.
 - check a token: one GetItem; the token item carries a copy of its user
   (users never change), so no second read.
+- a user's teams: one Query of the ``MEMBEROF#`` items in the user's
+  partition (strongly consistent, so a team shows at once after joining).
 - team by name + the caller's membership: one BatchGetItem of the two items
   under ``TEAMNAME#<name>``; the member copy there carries the team id and is
   only believed when it matches the team item (a deleted team's leftovers
@@ -52,13 +56,15 @@ transaction as the membership and an optional new user + token).
 Transactions that lose a race to another transaction (``TransactionConflict``)
 are re-read and retried, so a lost race ends as Gone/Conflict, never as a 500.
 
-Copies (user display on members and tokens, team fields on members, members
-under both team keys) are written in the same transaction as the original;
-users and teams are immutable, so the copies never go stale.
+Copies (user display on members and tokens, team fields on members, each
+membership under the team's id, its name and the user) are written in the
+same transaction as the original; users and teams are immutable, so the
+copies never go stale.
 
 Invites carry ``ttl_epoch`` (epoch seconds) for DynamoDB TTL, set a grace
 period after expiry so an expired code still answers 410 for a while; the
 code checks ``expires_at`` itself and never relies on TTL (which is lazy).
+The device flow's expiring items do the same (``dynamo_device.py``).
 
 Reads of items by key are strongly consistent; index Queries (listings) are
 eventually consistent, as every GSI is: a packet pushed a moment ago may
@@ -145,10 +151,6 @@ TABLE_SCHEMA: dict[str, Any] = {
                     "user_id",
                     "token_hash",
                     "last_used_at",
-                    # a user's teams
-                    "team_name",
-                    "team_owner_id",
-                    "team_created_at",
                 ],
             },
         },
@@ -200,6 +202,10 @@ def _req(item: Mapping[str, Mapping[str, Any]], name: str) -> str:
     if value is None:
         raise KeyError(name)
     return value
+
+
+def _epoch(value: datetime) -> dict[str, str]:
+    return {"N": str(int(value.timestamp()))}
 
 
 def _key(pk: str, sk: str) -> Item:
@@ -341,8 +347,19 @@ def _team(item: Mapping[str, Mapping[str, Any]]) -> Team:
     )
 
 
-def _member_items(team: Team, user_id: str, display: str, role: Role, when: datetime) -> list[Item]:
-    """The membership under the team's id (authoritative) and its copy under the name."""
+def _member_keys(team: Team, user_id: str) -> list[Item]:
+    """Where a membership lives: under the team's id (authoritative), its name, and the user."""
+    return [
+        _key(f"TEAM#{team.id}", f"MEMBER#{user_id}"),
+        _key(f"TEAMNAME#{team.name}", f"MEMBER#{user_id}"),
+        _key(f"USER#{user_id}", f"MEMBEROF#{_ts(team.created_at)}#{team.name}"),
+    ]
+
+
+def _member_puts(
+    team: Team, user_id: str, display: str, role: Role, when: datetime
+) -> list[dict[str, Any]]:
+    """Transaction actions writing a new membership; the first fails if it exists."""
     fields: Item = {
         **_team_fields(team),
         "user_id": _s(user_id),
@@ -350,14 +367,10 @@ def _member_items(team: Team, user_id: str, display: str, role: Role, when: date
         "role": _s(role),
         "joined_at": _s(_ts(when)),
     }
-    by_id: Item = {
-        **_key(f"TEAM#{team.id}", f"MEMBER#{user_id}"),
-        **fields,
-        "gsi1pk": _s(f"TEAMS#{user_id}"),
-        "gsi1sk": _s(f"{_ts(team.created_at)}#{team.name}"),
-    }
-    by_name: Item = {**_key(f"TEAMNAME#{team.name}", f"MEMBER#{user_id}"), **fields}
-    return [by_id, by_name]
+    by_id, by_name, by_user = ({**key, **fields} for key in _member_keys(team, user_id))
+    # The copies are overwritten, not checked: a leftover of a deleted team of
+    # the same name must not block the new one (and is never believed anyway).
+    return [_put_new(by_id), {"Put": {"Item": by_name}}, {"Put": {"Item": by_user}}]
 
 
 def _member(item: Mapping[str, Mapping[str, Any]]) -> Member:
@@ -736,14 +749,10 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 **fields,
             },
         )
-        member_by_id, member_by_name = _member_items(
-            team, team.owner_id, display, "owner", team.created_at
-        )
         actions = [
             _put_new(by_name),
             _put_new(by_id),
-            {"Put": {"Item": member_by_id}},
-            {"Put": {"Item": member_by_name}},
+            *_member_puts(team, team.owner_id, display, "owner", team.created_at),
         ]
         for attempt in range(TRANSACTION_ATTEMPTS):
             try:
@@ -774,10 +783,10 @@ class DynamoStore(DeviceGrantsMixin, Store):
 
     def list_teams(self, user_id: str) -> list[Team]:
         items = self._query(
-            IndexName="gsi1",
-            KeyConditionExpression="#p = :p",
-            ExpressionAttributeNames={"#p": "gsi1pk"},
-            ExpressionAttributeValues={":p": _s(f"TEAMS#{user_id}")},
+            KeyConditionExpression="#p = :p AND begins_with(#s, :m)",
+            ExpressionAttributeNames={"#p": "pk", "#s": "sk"},
+            ExpressionAttributeValues={":p": _s(f"USER#{user_id}"), ":m": _s("MEMBEROF#")},
+            ConsistentRead=True,
         )
         return [_team(item) for item in items]
 
@@ -810,9 +819,10 @@ class DynamoStore(DeviceGrantsMixin, Store):
             ExpressionAttributeValues={":p": _s(f"TEAM#{team_id}")},
             ConsistentRead=True,
         ):
-            keys.append(_key(_req(item, "pk"), _req(item, "sk")))
-            if _req(item, "sk").startswith("MEMBER#") and _get(item, "team_name"):
-                keys.append(_key(f"TEAMNAME#{_req(item, 'team_name')}", _req(item, "sk")))
+            if _req(item, "sk").startswith("MEMBER#"):
+                keys.extend(_member_keys(_team(item), _req(item, "user_id")))
+            else:
+                keys.append(_key(_req(item, "pk"), _req(item, "sk")))
         for index, partition in (("gsi1", f"SCOPE#t:{team_id}"), ("gsi2", f"INVITES#{team_id}")):
             for item in self._query(
                 IndexName=index,
@@ -855,20 +865,12 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 raise NotFound(f"team {team_id} does not exist")
             user_item = by_pk_sk.get((f"USER#{user_id}", "USER"))
             display = _get(user_item, "display") or "" if user_item else ""
-            by_id, by_name = _member_items(
-                _team(team_item), user_id, display, role, datetime.now(UTC)
-            )
+            puts = _member_puts(_team(team_item), user_id, display, role, datetime.now(UTC))
             try:
-                self._transact(
-                    [
-                        _put_new(by_id),
-                        {"Put": {"Item": by_name}},
-                        _exists(_key(f"TEAM#{team_id}", "TEAM")),
-                    ]
-                )
-                return _member(by_id)
+                self._transact([*puts, _exists(_key(f"TEAM#{team_id}", "TEAM"))])
+                return _member(puts[0]["Put"]["Item"])
             except _Cancelled as cancelled:
-                if cancelled.failed(2):
+                if cancelled.failed(len(puts)):
                     raise NotFound(f"team {team_id} does not exist") from None
                 _backoff(attempt)  # joined concurrently, or a conflict: read again
         raise Conflict("membership could not be added (concurrent writes); try again")
@@ -877,32 +879,34 @@ class DynamoStore(DeviceGrantsMixin, Store):
         item = self._get_item(_key(f"TEAM#{team_id}", f"MEMBER#{user_id}"))
         if item is None:
             return False
-        name = _req(item, "team_name")
-        try:
-            self._transact(
-                [
-                    {
-                        "Delete": {
-                            "Key": _key(f"TEAM#{team_id}", f"MEMBER#{user_id}"),
-                            "ConditionExpression": "attribute_exists(#pk)",
-                            "ExpressionAttributeNames": {"#pk": "pk"},
-                        }
-                    },
-                    {
-                        "Delete": {
-                            "Key": _key(f"TEAMNAME#{name}", f"MEMBER#{user_id}"),
-                            "ConditionExpression": "attribute_not_exists(#pk) OR #t = :t",
-                            "ExpressionAttributeNames": {"#pk": "pk", "#t": "team_id"},
-                            "ExpressionAttributeValues": {":t": _s(team_id)},
-                        }
-                    },
-                ]
-            )
-        except _Cancelled as cancelled:
-            if cancelled.conflict:
-                return self.remove_member(team_id, user_id)
-            return False
-        return True
+        by_id, by_name, by_user = _member_keys(_team(item), user_id)
+        # The name copy is deleted only while it is this team's (not a newer namesake's).
+        this_team = {
+            "ConditionExpression": "attribute_not_exists(#pk) OR #t = :t",
+            "ExpressionAttributeNames": {"#pk": "pk", "#t": "team_id"},
+            "ExpressionAttributeValues": {":t": _s(team_id)},
+        }
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            try:
+                self._transact(
+                    [
+                        {
+                            "Delete": {
+                                "Key": by_id,
+                                "ConditionExpression": "attribute_exists(#pk)",
+                                "ExpressionAttributeNames": {"#pk": "pk"},
+                            }
+                        },
+                        {"Delete": {"Key": by_name, **this_team}},
+                        {"Delete": {"Key": by_user}},
+                    ]
+                )
+                return True
+            except _Cancelled as cancelled:
+                if not cancelled.conflict:
+                    return False
+                _backoff(attempt)
+        return False
 
     # -- invites --------------------------------------------------------
 
@@ -914,7 +918,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
             "created_by": _s(invite.created_by),
             "created_at": _s(_ts(invite.created_at)),
             "expires_at": _s(_ts(invite.expires_at)),
-            TTL_ATTRIBUTE: {"N": str(int((invite.expires_at + INVITE_TTL_GRACE).timestamp()))},
+            TTL_ATTRIBUTE: _epoch(invite.expires_at + INVITE_TTL_GRACE),
             "gsi2pk": _s(f"INVITES#{invite.team_id}"),
             "gsi2sk": _s(invite.code_hash),
         }
@@ -985,9 +989,9 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 display = (_get(user_item, "display") or "") if user_item else ""
             member_index = len(actions)
             if member_item is None:
-                by_id, by_name = _member_items(team, user_id, display, "member", now)
-                actions.extend([_put_new(by_id), {"Put": {"Item": by_name}}])
-                member = _member(by_id)
+                puts = _member_puts(team, user_id, display, "member", now)
+                actions.extend(puts)
+                member = _member(puts[0]["Put"]["Item"])
             else:
                 member = _member(member_item)  # already a member: keeps their role
             try:
