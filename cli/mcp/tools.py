@@ -491,7 +491,9 @@ def _whoami(args: dict[str, Any]) -> Reply:
             "across machines and teams)"
         )
     lines += [
-        f"{k}: {_plain(v)}" for k, v in data.items() if k not in ("where", "backend", "label")
+        f"{k}: {_plain(v)}"
+        for k, v in data.items()
+        if k not in ("where", "backend", "label") and v is not None
     ]
     return Reply("\n".join(lines), data)
 

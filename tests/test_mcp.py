@@ -1,0 +1,599 @@
+"""``ltm mcp`` end to end: a real ``ltm mcp`` subprocess driven by the official SDK client.
+
+Every test spawns the installed console script with its own config and data
+dirs, connects with ``mcp.client.stdio.stdio_client`` + ``ClientSession`` and
+talks the real protocol. The first part runs against the embedded local
+store; the second against a real ``ltm server run`` on loopback (skipped while
+the CLI has no remote backend).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
+
+LTM = str(Path(sys.executable).with_name("ltm"))
+TOOLS = {"save", "push", "resume", "show", "pull", "ls", "rm", "example", "whoami", "validate"}
+
+CONTENT: dict[str, Any] = {
+    "goal": "Make the login test stop flaking on CI",
+    "success_criteria": ["tests/test_login.py passes 50 runs in a row"],
+    "decisions": [{"what": "Keep pytest", "why": "the team knows it", "locked": True}],
+    "attempts": [
+        {
+            "tried": "Raised the timeout to 30 s",
+            "outcome": "failed",
+            "learned": "not a timing problem",
+        }
+    ],
+    "next_step": "Run the test with -p no:randomly and read the first failure",
+    "tags": ["flaky-test"],
+}
+
+
+def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
+    env["LTM_DATA_DIR"] = str(tmp_path / "data")
+    env["LTM_CONFIG_DIR"] = str(tmp_path / "config")
+    env.update(extra)
+    return env
+
+
+class Shim:
+    """One ``ltm mcp`` subprocess and an initialized client session, driven synchronously."""
+
+    def __init__(self, env: dict[str, str], errlog: Path) -> None:
+        self.env = env
+        self.errlog_path = errlog
+        self.init: Any = None
+
+    @asynccontextmanager
+    async def _session(self) -> AsyncIterator[ClientSession]:
+        params = StdioServerParameters(command=LTM, args=["mcp"], env=self.env)
+        with self.errlog_path.open("w") as errlog:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write, read_timeout_seconds=60) as session,
+            ):
+                self.init = await session.initialize()
+                yield session
+
+    def __enter__(self) -> Shim:
+        self._portal_cm = start_blocking_portal()
+        self.portal: BlockingPortal = self._portal_cm.__enter__()
+        self._session_cm = self.portal.wrap_async_context_manager(self._session())
+        self.session = self._session_cm.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self._session_cm.__exit__(None, None, None)
+        finally:
+            self._portal_cm.__exit__(None, None, None)
+
+    def tools(self) -> dict[str, Any]:
+        listed = self.portal.call(self.session.list_tools)
+        return {tool.name: tool for tool in listed.tools}
+
+    def call(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+        return self.portal.call(self.session.call_tool, name, arguments)
+
+    def ok(self, name: str, arguments: dict[str, Any] | None = None) -> str:
+        result = self.call(name, arguments)
+        assert not result.is_error, text(result)
+        return text(result)
+
+    def fails(self, name: str, arguments: dict[str, Any] | None = None) -> str:
+        result = self.call(name, arguments)
+        assert result.is_error, text(result)
+        return text(result)
+
+    def alive(self) -> None:
+        """The shim still answers: a cheap call that must succeed."""
+        assert json.loads(self.ok("example"))["ltm_version"] == "0.2"
+
+    def stderr(self) -> str:
+        return self.errlog_path.read_text(errors="replace")
+
+
+def missing(message: str) -> bool:
+    """The backend's "no such packet" answer (local store or server)."""
+    lowered = message.lower()
+    return "not found" in lowered or "no packet matches" in lowered
+
+
+def text(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if block.type == "text")
+
+
+def cli(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [LTM, *args], input=stdin, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return clean_env(tmp_path)
+
+
+@pytest.fixture
+def shim(env: dict[str, str], tmp_path: Path) -> Iterator[Shim]:
+    with Shim(env, tmp_path / "shim.stderr") as s:
+        yield s
+
+
+def _all_keys(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        return set(node) | {k for v in node.values() for k in _all_keys(v)}
+    if isinstance(node, list):
+        return {k for v in node for k in _all_keys(v)}
+    return set()
+
+
+# --------------------------------------------------------------------------
+# Handshake and tool list
+
+
+def test_initialize_and_list_tools(shim: Shim) -> None:
+    assert shim.init.server_info.name == "ltm"
+    assert "resume" in shim.init.instructions and "save" in shim.init.instructions
+    assert shim.init.capabilities.tools is not None
+    tools = shim.tools()
+    assert set(tools) == TOOLS
+    for tool in tools.values():
+        assert len(tool.description) > 40, tool.name
+        assert tool.input_schema["type"] == "object", tool.name
+        assert "$ref" not in _all_keys(tool.input_schema), tool.name  # inline for every client
+
+    rm = tools["rm"]
+    assert "confirm" in rm.description.lower()
+    assert rm.annotations.destructive_hint is True
+    assert tools["ls"].annotations.read_only_hint is True
+
+    for name in ("save", "push"):
+        schema = tools[name].input_schema
+        assert schema["required"] == ["packet"]
+        assert schema["properties"]["packet"]["type"] == "object"
+        assert "team" in schema["properties"]
+    save_packet = tools["save"].input_schema["properties"]["packet"]
+    assert save_packet["required"] == ["goal", "next_step"]
+    assert save_packet["additionalProperties"] is False
+    for field in ("goal", "decisions", "attempts", "next_step", "parent_id"):
+        assert save_packet["properties"][field]["description"], field
+    assert "locked" in save_packet["properties"]["decisions"]["description"]
+    assert "FAILED" in save_packet["properties"]["attempts"]["description"]
+    assert "2-10 KB" in tools["save"].description
+    push_packet = tools["push"].input_schema["properties"]["packet"]
+    assert {"ltm_version", "id", "created_at", "goal", "next_step"} <= set(push_packet["required"])
+    ls_limit = tools["ls"].input_schema["properties"]["limit"]
+    assert ls_limit["type"] == "integer" and ls_limit["maximum"] == 1000
+
+
+# --------------------------------------------------------------------------
+# The embedded local store
+
+
+def test_save_ls_show_pull_resume_push_rm_round_trip(shim: Shim, env: dict[str, str]) -> None:
+    saved = shim.call("save", {"packet": CONTENT})
+    assert not saved.is_error, text(saved)
+    packet_id = saved.structured_content["id"]
+    assert len(packet_id) == 26 and saved.structured_content["created"] is True
+    assert packet_id in text(saved) and "local store" in text(saved)
+
+    listing = shim.call("ls", {"limit": 5})
+    assert [row["id"] for row in listing.structured_content["packets"]] == [packet_id]
+    assert CONTENT["goal"] in text(listing)
+
+    # The CLI sees the very packet the shim saved: one store, one client.
+    assert packet_id in cli(env, "ls", "--json").stdout
+
+    shown = shim.ok("show", {"id": packet_id[:10]})  # a unique prefix works
+    assert CONTENT["goal"] in shown and "[locked]" in shown and "[failed]" in shown
+
+    pulled = json.loads(shim.ok("pull", {"id": packet_id}))
+    assert pulled["id"] == packet_id and pulled["ltm_version"] == "0.2"
+    assert pulled["created_at"].endswith("Z")
+    assert {k: pulled[k] for k in CONTENT} == CONTENT
+
+    block = shim.ok("resume")  # no id: the newest
+    assert block.startswith("# Resume context")
+    assert CONTENT["goal"] in block and "Raised the timeout" in block
+    assert block.index(CONTENT["goal"]) < block.index(CONTENT["next_step"])
+    assert f'"parent_id": "{packet_id}"' in block
+    assert shim.ok("resume", {"id": packet_id}) == block
+
+    edited = {**pulled, "next_step": "Bisect the fixtures"}
+    pushed = shim.call("push", {"packet": edited})
+    assert not pushed.is_error, text(pushed)
+    assert pushed.structured_content == {
+        "id": packet_id,
+        "created": False,
+        "where": pushed.structured_content["where"],
+        "team": None,
+    }
+    assert "updated" in text(pushed)
+    assert json.loads(shim.ok("pull", {"id": packet_id}))["next_step"] == "Bisect the fixtures"
+
+    follow_up = shim.call("save", {"packet": {**CONTENT, "parent_id": packet_id}})
+    child = follow_up.structured_content["id"]
+    rows = shim.call("ls").structured_content["packets"]
+    assert [r["id"] for r in rows] == [child, packet_id]
+
+    removed = shim.call("rm", {"id": packet_id})
+    assert not removed.is_error and removed.structured_content == {"deleted": packet_id}
+    assert missing(shim.fails("show", {"id": packet_id}))
+    shim.ok("rm", {"id": child})
+    assert "no packets yet" in shim.ok("ls")
+    assert "no packets yet" in shim.fails("resume")
+    assert json.loads(cli(env, "ls", "--json").stdout) == {"packets": []}
+
+
+def test_example_whoami_validate(shim: Shim, tmp_path: Path) -> None:
+    example = json.loads(shim.ok("example"))
+    assert example["ltm_version"] == "0.2" and example["decisions"][0]["locked"] is True
+    assert shim.ok("example", {"resume": True}).startswith("# Resume context")
+
+    who = shim.call("whoami")
+    assert not who.is_error
+    assert who.structured_content["backend"] == "local"
+    assert who.structured_content["store"] == str(tmp_path / "data" / "ltm.db")
+    assert str(tmp_path / "data" / "ltm.db") in text(who)
+
+    good = shim.call("validate", {"packet": CONTENT})
+    assert not good.is_error and good.structured_content["valid"] is True
+    assert "save would accept it" in text(good)
+    incomplete = shim.call("validate", {"packet": CONTENT, "complete": True})
+    assert incomplete.structured_content["valid"] is False
+    assert any(e.startswith("id: required") for e in incomplete.structured_content["errors"])
+    leaky = shim.call("validate", {"packet": {**CONTENT, "goal": "use ghp_" + "a" * 36}})
+    hits = leaky.structured_content["redaction"]
+    assert [(h["field"], h["kind"]) for h in hits] == [("goal", hits[0]["kind"])]
+    assert "github" in hits[0]["kind"]
+    assert "would refuse it" in text(leaky)
+    assert "no packets yet" in shim.ok("ls")  # validate stores nothing
+
+
+def test_redaction_block_lists_every_hit_and_stores_nothing(
+    shim: Shim, env: dict[str, str]
+) -> None:
+    leaky = {
+        **CONTENT,
+        "goal": "Rotate AKIAIOSFODNN7EXAMPLE before the demo",
+        "next_step": "Open /home/alice/work/app/settings.py and fix the loader",
+        "attempts": [
+            {
+                "tried": "curl with the token",
+                "outcome": "failed",
+                "learned": "ghp_" + "b" * 36 + " has no repo scope",
+            }
+        ],
+    }
+    message = shim.fails("save", {"packet": leaky})
+    assert "redaction pre-flight blocked the packet (3 hits)" in message
+    assert "nothing was stored or sent" in message
+    lines = [line.strip() for line in message.splitlines()]
+    assert any(line.startswith("goal/") and "AKIAIOSFODNN7EXAMPLE" in line for line in lines)
+    assert any(line.startswith("next_step/") and "/home/alice" in line for line in lines)
+    assert any(line.startswith("attempts[0].learned/") for line in lines)
+
+    complete = {**leaky, "ltm_version": "0.2", "id": "01JS5LTMMCPTESTPACKET0001A"}
+    complete["created_at"] = "2026-05-01T12:00:00Z"
+    assert "(3 hits)" in shim.fails("push", {"packet": complete})
+
+    assert "no packets yet" in shim.ok("ls")
+    assert json.loads(cli(env, "ls", "--json").stdout) == {"packets": []}
+
+
+def test_schema_errors_list_every_field_path(shim: Shim) -> None:
+    broken = {
+        "goal": "",
+        "decisions": [{"what": "use sqlite"}],
+        "attempts": [{"tried": "x", "outcome": "maybe"}],
+        "tags": ["Not A Tag"],
+        "colour": "blue",
+    }
+    message = shim.fails("save", {"packet": broken})
+    for path in (
+        "goal: must not be empty",
+        "next_step: required",
+        "decisions[0].why: required",
+        "attempts[0].outcome: must be one of succeeded, failed, partial",
+        "tags[0]: must match",
+        "unknown field 'colour'",
+    ):
+        assert path in message, (path, message)
+    assert "Nothing was stored" in message
+
+    # push wants a complete packet: the missing identity fields are named too.
+    message = shim.fails("push", {"packet": CONTENT})
+    for path in ("ltm_version: required", "id: required", "created_at: required"):
+        assert path in message, (path, message)
+
+    # A packet that breaks the schema *and* leaks gets both lists in one reply.
+    both = shim.fails("save", {"packet": {"goal": "key AKIAIOSFODNN7EXAMPLE"}})
+    assert "next_step: required" in both and "goal/" in both
+    assert "no packets yet" in shim.ok("ls")
+
+
+def test_bad_arguments_are_tool_errors_and_the_shim_keeps_serving(shim: Shim) -> None:
+    cases: list[tuple[str, dict[str, Any], str]] = [
+        ("save", {}, "packet: required"),
+        ("save", {"packet": 42}, "packet: must be a JSON object (got integer 42)"),
+        ("save", {"packet": ["goal"]}, "packet: must be a JSON object (got array"),
+        ("save", {"packet": "{not json"}, "not valid JSON"),
+        ("save", {"packet": "[1, 2]"}, "must be a JSON object"),
+        ("save", {"packet": CONTENT, "allow_unredacted": True}, "allow_unredacted: unknown"),
+        ("push", {"packet": None}, "packet: required"),
+        ("ls", {"limit": "ten"}, 'limit: must be an integer (got string "ten")'),
+        ("ls", {"limit": 0}, "limit: must be between 1 and 1000 (got 0)"),
+        ("ls", {"limit": True}, "limit: must be an integer (got boolean"),
+        ("ls", {"limit": 2.5}, "limit: must be an integer (got number"),
+        ("show", {}, "id: required"),
+        ("show", {"id": 7}, "id: must be a string"),
+        ("pull", {"id": ""}, "id: must not be empty"),
+        ("rm", {"id": "01NOSUCHPACKET0000000000AA"}, "no packet matches"),
+        ("resume", {"id": "zz"}, "no packet matches"),
+        ("example", {"resume": "yes"}, "resume: must be a boolean"),
+        ("whoami", {"verbose": True}, "unknown argument (whoami takes: no arguments)"),
+        ("ls", {"team": "core"}, "teams live on a server"),
+    ]
+    for name, arguments, expected in cases:
+        message = shim.fails(name, arguments)
+        assert expected in message, (name, arguments, message)
+        shim.alive()
+
+    # Several problems in one call are reported together.
+    message = shim.fails("ls", {"limit": "x", "colour": 1})
+    assert "limit: must be an integer" in message and "colour: unknown argument" in message
+
+    # An unknown tool is a protocol error (the spec's -32602), and the shim carries on.
+    with pytest.raises(MCPError, match="unknown tool 'forget'"):
+        shim.call("forget", {})
+    shim.alive()
+
+    # A packet sent as a JSON string (some clients do that) is read like a file.
+    saved = shim.call("save", {"packet": json.dumps(CONTENT)})
+    assert not saved.is_error, text(saved)
+    assert "Traceback" not in shim.stderr()  # argument errors are expected, not logged as bugs
+
+
+def test_unusable_store_is_a_tool_error_not_a_crash(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the data dir should be")
+    env = clean_env(tmp_path, LTM_DATA_DIR=str(blocker))
+    with Shim(env, tmp_path / "shim.stderr") as shim:
+        for name, arguments in (("ls", {}), ("save", {"packet": CONTENT}), ("whoami", {})):
+            message = shim.fails(name, arguments)
+            assert "cannot open the local store" in message, message
+        shim.alive()
+
+
+def test_stdout_carries_only_the_protocol(tmp_path: Path) -> None:
+    """Raw JSON-RPC over the pipes: every line on stdout is a JSON-RPC message."""
+    requests = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "save", "arguments": {"packet": {"goal": "/home/x/y.txt"}}},
+        },
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "ls"}},
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "nope"}},
+        {"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "example"}},
+    ]
+    proc = subprocess.Popen(
+        [LTM, "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=clean_env(tmp_path, LTM_DEBUG="1"),
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    replies = []
+    try:
+        for request in requests:
+            proc.stdin.write(json.dumps(request) + "\n")
+            proc.stdin.flush()
+            if "id" in request:  # one reply per request, in turn; every line must be JSON-RPC
+                replies.append(json.loads(proc.stdout.readline()))
+        proc.stdin.close()
+        rest = proc.stdout.read()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:  # pragma: no cover - only when an assertion failed above
+            proc.kill()
+            proc.wait()
+    assert rest == ""  # nothing more on stdout once the client hung up
+    stderr = proc.stderr.read()
+    assert all(r["jsonrpc"] == "2.0" for r in replies)
+    by_id = {r["id"]: r for r in replies if "id" in r}
+    assert set(by_id) == {1, 2, 3, 4, 5, 6}
+    assert by_id[1]["result"]["serverInfo"]["name"] == "ltm"
+    assert {t["name"] for t in by_id[2]["result"]["tools"]} == TOOLS
+    assert by_id[3]["result"]["isError"] is True
+    assert by_id[4]["result"]["isError"] is False
+    assert by_id[5]["error"]["code"] == -32602
+    assert by_id[6]["result"]["isError"] is False
+    assert "ltm mcp:" in stderr  # LTM_DEBUG logs go to stderr, never stdout
+
+
+def test_mcp_module_import_stays_cheap() -> None:
+    """The CLI's ``mcp`` command module must not pull the SDK (or pydantic) in at start-up."""
+    code = (
+        "import sys; import ltm.cli.commands.mcp; "
+        "heavy = [m for m in ('mcp', 'anyio', 'pydantic', 'httpx') if m in sys.modules]; "
+        "print(','.join(heavy))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ""
+
+
+# --------------------------------------------------------------------------
+# A real server on loopback
+
+
+def _remote_ready() -> bool:
+    try:
+        import ltm.cli.remote  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+remote = pytest.mark.skipif(not _remote_ready(), reason="the CLI has no remote backend yet")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Any]:
+    from serverkit import running_server
+
+    with running_server(tmp_path / "server") as srv:
+        yield srv
+
+
+def _issue(server: Any, label: str) -> str:
+    from serverkit import ltm_server
+
+    result = ltm_server("issue-token", label, "--label", label, "--db", str(server.db))
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def _sign_in(env: dict[str, str], url: str, token: str) -> None:
+    """Sign in the way a user does (``ltm auth HOST TOKEN``) when the CLI has that verb."""
+    if cli(env, "auth", "--help").returncode == 0:
+        result = cli(env, "auth", url, token)
+        assert result.returncode == 0, result.stderr
+    else:  # pragma: no cover - until ltm auth lands: the same client, from the environment
+        env["LTM_HOST"] = url
+        env["LTM_TOKEN"] = token
+
+
+@remote
+def test_every_tool_against_a_real_server(server: Any, tmp_path: Path) -> None:
+    import httpx
+
+    token = _issue(server, "mcp-agent")
+    env = clean_env(tmp_path)
+    _sign_in(env, server.url, token)
+    headers = {"Authorization": f"Bearer {token}"}
+    created = httpx.post(
+        server.url + "/v1/teams", json={"name": "core"}, headers=headers, timeout=10
+    )
+    assert created.status_code == 201, created.text
+
+    with Shim(env, tmp_path / "shim.stderr") as shim:
+        who = shim.call("whoami")
+        assert not who.is_error, text(who)
+        assert who.structured_content["backend"] == "server"
+        assert server.url in text(who) and "reachable, signed in" in text(who)
+        assert token not in text(who)  # never echo the secret
+
+        packet_id = shim.call("save", {"packet": CONTENT}).structured_content["id"]
+        team_id = shim.call("save", {"packet": CONTENT, "team": "core"}).structured_content["id"]
+        on_server = httpx.get(server.url + f"/v1/packets/{packet_id}", headers=headers)
+        assert on_server.status_code == 200 and on_server.json()["goal"] == CONTENT["goal"]
+
+        mine = shim.call("ls").structured_content["packets"]
+        assert [r["id"] for r in mine] == [packet_id]
+        team = shim.call("ls", {"team": "core", "limit": 10}).structured_content["packets"]
+        assert [r["id"] for r in team] == [team_id]
+
+        assert CONTENT["goal"] in shim.ok("show", {"id": packet_id})
+        pulled = json.loads(shim.ok("pull", {"id": packet_id}))
+        assert pulled["id"] == packet_id
+        assert shim.ok("resume").startswith("# Resume context")
+        pushed = shim.call("push", {"packet": {**pulled, "next_step": "Ship it"}})
+        assert not pushed.is_error, text(pushed)
+        assert json.loads(shim.ok("pull", {"id": packet_id}))["next_step"] == "Ship it"
+
+        leaky = {**CONTENT, "goal": "deploy with AKIAIOSFODNN7EXAMPLE"}
+        assert "goal/" in shim.fails("save", {"packet": leaky})
+        assert "goal/" in shim.fails("save", {"packet": leaky, "team": "core"})
+        listed = httpx.get(server.url + "/v1/packets", headers=headers).json()["packets"]
+        assert [r["id"] for r in listed] == [packet_id]  # the blocked packet never left
+
+        assert "not found" in shim.fails("ls", {"team": "nosuchteam"}).lower()
+        shim.ok("rm", {"id": packet_id})
+        shim.ok("rm", {"id": team_id, "team": "core"})
+        assert "no packets yet" in shim.ok("ls")
+        assert json.loads(shim.ok("example"))["ltm_version"] == "0.2"
+        assert shim.call("validate", {"packet": CONTENT}).structured_content["valid"]
+
+
+@remote
+def test_revoked_token_is_a_clear_tool_error(server: Any, tmp_path: Path) -> None:
+    from serverkit import ltm_server
+
+    token = _issue(server, "mcp-revoked")
+    env = clean_env(tmp_path)
+    _sign_in(env, server.url, token)
+    with Shim(env, tmp_path / "shim.stderr") as shim:
+        shim.ok("save", {"packet": CONTENT})
+        revoked = ltm_server("revoke-token", "mcp-revoked", "--db", str(server.db))
+        assert revoked.returncode == 0, revoked.stderr
+        for name, arguments in (("ls", {}), ("save", {"packet": CONTENT}), ("resume", {})):
+            message = shim.fails(name, arguments)
+            assert "rejected" in message and "ltm auth" in message, message
+        assert "not usable" in shim.ok("whoami")
+        shim.alive()
+
+
+@remote
+def test_server_going_away_mid_session(server: Any, tmp_path: Path) -> None:
+    import signal
+
+    token = _issue(server, "mcp-gone")
+    env = clean_env(tmp_path, LTM_TIMEOUT="5")
+    _sign_in(env, server.url, token)
+    with Shim(env, tmp_path / "shim.stderr") as shim:
+        packet_id = shim.call("save", {"packet": CONTENT}).structured_content["id"]
+        assert packet_id in shim.ok("ls")
+
+        server.stop(signal.SIGKILL)
+
+        for name, arguments in (
+            ("ls", {}),
+            ("resume", {}),
+            ("show", {"id": packet_id}),
+            ("save", {"packet": CONTENT}),
+            ("rm", {"id": packet_id}),
+        ):
+            message = shim.fails(name, arguments)
+            assert server.url.split("//")[1] in message or "reach" in message.lower(), message
+        who = shim.call("whoami")
+        assert not who.is_error and "not usable" in text(who)
+        shim.alive()
+        assert "Traceback" not in shim.stderr()
