@@ -32,8 +32,16 @@ def _error(description: str) -> dict[str, Any]:
     }
 
 
-def _ok(description: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
+def _ok(
+    description: str, schema: dict[str, Any], *, links: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "description": description,
+        "content": {"application/json": {"schema": schema}},
+    }
+    if links:
+        out["links"] = links
+    return out
 
 
 _UNAUTHORIZED = _error("`missing bearer token` or `invalid token`.")
@@ -62,6 +70,15 @@ def _packet_schemas() -> dict[str, Any]:
         [(model, "validation") for model in MODELS.values()], ref_template=_REF
     )
     schemas: dict[str, Any] = dict(top.get("$defs", {}))
+    schemas["LenientPacket"] = {
+        "description": (
+            "Accepted only with `lenient=true`: any JSON object with a usable `id`. It is"
+            " stored as sent (canonical key order) and flagged as non-conforming."
+        ),
+        "type": "object",
+        "required": ["id"],
+        "properties": {"id": {"type": "string", "minLength": 10, "maxLength": 64}},
+    }
     schemas["Packet"] = {
         "description": (
             "A Core Memory Packet, v0.1 or v0.2 (the published JSON Schemas). "
@@ -213,9 +230,22 @@ def _paths() -> dict[str, Any]:
                         "schema": {"type": "boolean"},
                     },
                 ],
-                "requestBody": _json_body(_ref("Packet")),
+                "requestBody": _json_body({"anyOf": [_ref("Packet"), _ref("LenientPacket")]}),
                 "responses": {
-                    "201": _ok("Stored.", _ref("PushResult")),
+                    "201": _ok(
+                        "Stored.",
+                        _ref("PushResult"),
+                        links={
+                            "GetPacket": {
+                                "operationId": "getPacket",
+                                "parameters": {"id": "$response.body#/id"},
+                            },
+                            "DeletePacket": {
+                                "operationId": "deletePacket",
+                                "parameters": {"id": "$response.body#/id"},
+                            },
+                        },
+                    ),
                     "400": _error(
                         "Malformed JSON, an invalid packet (the reason says why),"
                         " or a bad query value."
@@ -291,7 +321,17 @@ def _paths() -> dict[str, Any]:
                 "summary": "Create a team owned by the caller.",
                 "requestBody": _json_body(_ref("NewTeam")),
                 "responses": {
-                    "201": _ok("Created.", _ref("TeamCreated")),
+                    "201": _ok(
+                        "Created.",
+                        _ref("TeamCreated"),
+                        links={
+                            op: {
+                                "operationId": op,
+                                "parameters": {"name": "$response.body#/team/name"},
+                            }
+                            for op in ("listMembers", "createInvite", "leaveTeam", "deleteTeam")
+                        },
+                    ),
                     "400": _error("Malformed JSON or an invalid name."),
                     "401": _UNAUTHORIZED,
                     "409": _error("`team name taken`."),
@@ -366,7 +406,16 @@ def _paths() -> dict[str, Any]:
                 "description": "The URL's base is the server's external URL when configured,"
                 " else X-Forwarded-Proto/X-Forwarded-Host, else the Host header.",
                 "responses": {
-                    "201": _ok("Created.", _ref("Invite")),
+                    "201": _ok(
+                        "Created.",
+                        _ref("Invite"),
+                        links={
+                            "AcceptInvite": {
+                                "operationId": "acceptInvite",
+                                "parameters": {"code": "$response.body#/code"},
+                            }
+                        },
+                    ),
                     "401": _UNAUTHORIZED,
                     "404": _error("`team not found`."),
                     "413": _TOO_LARGE,
