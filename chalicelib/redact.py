@@ -87,7 +87,8 @@ class Rule:
 
     ``near`` (lower-case keywords) makes the rule contextual: it only runs
     within ``radius`` characters of a keyword (case-insensitive), and not at
-    all on text without one. ``mask`` replaces the shown text (private keys).
+    all on text without one; a keyword window with no run of ``min_len``
+    non-space characters is skipped too. ``mask`` replaces the shown text.
     ``check`` may veto a match or adjust the reported span.
     """
 
@@ -95,6 +96,7 @@ class Rule:
     pattern: re.Pattern[str]
     near: tuple[str, ...] = ()
     radius: int = 0
+    min_len: int = 0
     mask: str | None = None
     check: Check | None = field(default=None, compare=False)
 
@@ -238,10 +240,11 @@ def _r(
     *,
     near: tuple[str, ...] = (),
     radius: int = 0,
+    min_len: int = 0,
     mask: str | None = None,
     check: Check | None = None,
 ) -> Rule:
-    return Rule(kind, re.compile(regex), near, radius, mask, check)
+    return Rule(kind, re.compile(regex), near, radius, min_len, mask, check)
 
 
 _PORT = r":[0-9]{2,5}+(?![0-9])"
@@ -311,6 +314,7 @@ def _build_rules() -> tuple[Rule, ...]:
             r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
             near=_SECRET_WORDS,
             radius=_SECRET_BEFORE + 40,
+            min_len=40,
             check=_aws_secret,
         ),
         _r(
@@ -497,6 +501,9 @@ def _windows(rule: Rule, text: str, lower: list[str]) -> list[tuple[int, int]]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], b))
         else:
             merged.append((a, b))
+    if rule.min_len:
+        k = rule.min_len
+        merged = [(a, b) for a, b in merged if any(len(t) >= k for t in text[a:b].split())]
     return merged
 
 
