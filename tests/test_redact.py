@@ -7,6 +7,8 @@ that looks like a live credential to a push-protection scanner.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -718,3 +720,16 @@ def test_builtin_rules_are_well_formed() -> None:
         for text in texts:
             for m in rule.pattern.finditer(text):
                 assert "\x00" not in m.group(), (rule.kind, text)
+
+
+def test_import_is_light_and_lazy() -> None:
+    # On the CLI's start-up path: stdlib only, and no pattern compiled at import.
+    code = (
+        "import sys, ltm.redact as r; "
+        "heavy = {'pydantic', 'typer', 'httpx', 'jsonschema'} & set(sys.modules); "
+        "print(r._rules is None, sorted(heavy))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "True []"
