@@ -12,9 +12,9 @@ Decisions worth knowing:
   ``±HH:MM``; ``T`` may be ``t``), which is what the schemas' ``format:
   date-time`` means; the protocol's "UTC" describes what writers emit, and
   :func:`fill_defaults` always writes ``YYYY-MM-DDTHH:MM:SSZ``. Readers order by
-  :func:`created_at_sort_key`, which normalizes any offset to UTC. Like the
-  usual validators (and Go's ``time.Parse``), year 0000 and leap second ``:60``
-  are rejected, and nothing may follow the offset (not even a newline).
+  :func:`created_at_sort_key`, which normalizes any offset to UTC. As with
+  jsonschema's checker (rfc3339-validator), year 0000 and leap second ``:60``
+  are rejected; nothing may follow the offset (not even a newline).
 * Patterns use ECMA-262 semantics, where ``$`` matches only at the very end:
   pydantic's ``rust-regex`` engine (pinned in the model config) does exactly
   that, so ``"docs\\n"`` is not a tag. Python's ``re`` would accept it.
@@ -202,26 +202,17 @@ Omittable = Annotated[
 ]
 
 
-def _text(
-    max_length: int | None, *, min_length: int | None = None, pattern: str | None = None
-) -> Any:
-    return Annotated[
-        str,
-        StringConstraints(
-            strict=True, min_length=min_length, max_length=max_length, pattern=pattern
-        ),
-    ]
-
-
-Text = _text(1024)
-Text128 = _text(128)
-Text256 = _text(256)
-Text2048 = _text(2048)
-NonEmptyText = _text(1024, min_length=1)
-PacketId = _text(64, min_length=10)
-Tag = _text(None, pattern=r"^[a-z0-9][a-z0-9-]{0,31}$")
-MethodName = _text(128, pattern=r"^[a-z0-9][a-z0-9-]{0,127}$")
-SourceHash = _text(None, pattern=r"^sha256:[a-f0-9]{64}$")
+Text = Annotated[str, StringConstraints(strict=True, max_length=1024)]
+Text128 = Annotated[str, StringConstraints(strict=True, max_length=128)]
+Text256 = Annotated[str, StringConstraints(strict=True, max_length=256)]
+Text2048 = Annotated[str, StringConstraints(strict=True, max_length=2048)]
+NonEmptyText = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=1024)]
+PacketId = Annotated[str, StringConstraints(strict=True, min_length=10, max_length=64)]
+Tag = Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z0-9][a-z0-9-]{0,31}$")]
+MethodName = Annotated[
+    str, StringConstraints(strict=True, max_length=128, pattern=r"^[a-z0-9][a-z0-9-]{0,127}$")
+]
+SourceHash = Annotated[str, StringConstraints(strict=True, pattern=r"^sha256:[a-f0-9]{64}$")]
 DateTime = Annotated[
     str,
     StringConstraints(strict=True),
