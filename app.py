@@ -416,3 +416,128 @@ def accept_invite(request: Any, code: str) -> Response:
     if accepted.token is not None:
         out["token"] = accepted.token
     return _json(out, 201)
+
+
+# -- signing in from a browser: the device flow (RFC 8628) ------------------------------
+# The rules live in chalicelib.service.device, the OAuth endpoints and the verification
+# page in chalicelib.device_web; both are imported on first use, so a cold start that
+# only serves packets does not pay for them.
+
+_device_web: Any = None
+_device_lock = threading.Lock()
+
+
+def _device() -> Any:
+    """The process's ``DeviceWeb`` (settings, signing key and Cognito from the environment)."""
+    global _device_web
+    store = get_store()
+    if _device_web is None or _device_web.store is not store:
+        from chalicelib.device_web import DeviceWeb
+
+        with _device_lock:
+            if _device_web is None or _device_web.store is not store:
+                _device_web = DeviceWeb.from_env(store)
+    return _device_web
+
+
+def _client_ip(request: Any) -> str:
+    identity = (request.context or {}).get("identity") or {}
+    return str(identity.get("sourceIp") or "")
+
+
+def _web_request(request: Any) -> Any:
+    from chalicelib.device_web import WebRequest
+
+    raw = request.raw_body or b""
+    query: dict[str, list[str]] = {}
+    if request.query_params is not None:
+        for name in request.query_params:
+            query[name] = list(request.query_params.getlist(name))
+    return WebRequest(
+        method=request.method,
+        headers={name.lower(): value for name, value in request.headers.items()},
+        query=query,
+        body=raw.encode() if isinstance(raw, str) else raw,
+        client_ip=_client_ip(request),
+        base_url=base_url(request),
+    )
+
+
+def web_route(path: str, methods: list[str], handler: str, *, oauth: bool) -> None:
+    """Register a device-flow view: ``DeviceWeb.<handler>`` answers it (JSON or HTML)."""
+
+    def view(**_params: str) -> Response:
+        try:
+            result = getattr(_device(), handler)(_web_request(app.current_request))
+        except Exception:
+            logger.exception("unhandled error")
+            if oauth:
+                return _json({"error": "server_error", "error_description": "internal error"}, 500)
+            return Response(
+                body="internal server error\n",
+                status_code=500,
+                headers={"Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store"},
+            )
+        return Response(body=result.body, status_code=result.status, headers=result.headers)
+
+    view.__name__ = f"device_{handler}"
+    app.route(path, methods=methods, content_types=["*/*"])(view)
+
+
+web_route("/oauth/authorize_device", ["POST"], "authorize_device", oauth=True)
+web_route("/oauth/token", ["POST"], "token", oauth=True)
+web_route("/device", ["GET", "POST"], "page", oauth=False)
+web_route("/device/callback", ["GET"], "callback", oauth=False)
+web_route("/device/decide", ["POST"], "decide", oauth=False)
+
+
+@route("/v1/device/approve", "POST")
+def approve_device(request: Any) -> Response:
+    from chalicelib.service import device
+
+    caller = _caller(request)
+    body = _json_object(request, required=True)
+    grant = device.decide(
+        get_store(),
+        _device().settings,
+        caller,
+        body.get("user_code"),
+        approve=body.get("approve", True),
+        client_ip=_client_ip(request),
+    )
+    return _json(
+        {
+            "status": grant.status,
+            "device": {
+                "client_id": grant.client_id,
+                "name": grant.device_name,
+                "requested_at": _ts(grant.created_at),
+                "from": grant.client_ip,
+            },
+        }
+    )
+
+
+@route("/v1/tokens", "GET")
+def list_own_tokens(request: Any) -> Response:
+    caller = _caller(request)
+    current = tokens.hash_token(tokens.bearer(request.headers.get("authorization")))
+    return _json(
+        {
+            "tokens": [
+                {
+                    "label": token.label,
+                    "created_at": _ts(token.created_at),
+                    "last_used_at": _ts(token.last_used_at) if token.last_used_at else None,
+                    "current": token.token_hash == current,
+                }
+                for token in tokens.list_(get_store(), user_id=caller.id)
+            ]
+        }
+    )
+
+
+@route("/v1/tokens/{label}", "DELETE")
+def revoke_own_token(request: Any, label: str) -> Response:
+    tokens.revoke(get_store(), label, user_id=_caller(request).id)
+    return _no_content()

@@ -106,6 +106,7 @@ def init(db: DbOption = None) -> None:
                 target = Path(f"{path}{suffix}")
                 if target.exists():
                     target.chmod(0o600)
+        _ensure_device_secret(store)
         if store.get_user(ROOT_USER_ID) is not None:
             _say(
                 f"{path} is already initialized; its root token was shown when it was created."
@@ -258,6 +259,15 @@ def revoke_token(
     if not revoked:
         raise _fail(f"no token labelled {label!r} in {path}")
     _say(f"Revoked token {label!r}.")
+
+
+def _ensure_device_secret(store: Store) -> None:
+    """The random key that signs the device-flow pages (CSRF, sign-in state): made once, kept."""
+    import secrets
+
+    from ltm.device_web import SECRET_NAME
+
+    store.ensure_secret(SECRET_NAME, secrets.token_bytes(32))
 
 
 def _stamp(value: object) -> str:

@@ -1,0 +1,550 @@
+"""Signing in from a browser: the OAuth 2.0 Device Authorization Grant (RFC 8628), server side.
+
+Framework-free rules over the store; ``app.py`` (through ``chalicelib.device_web``)
+only moves bytes in and out.
+
+The two endpoints, as the reference client calls them (form-encoded):
+
+- ``POST /oauth/authorize_device`` (``client_id=ltm-cli``, ``scope=read write``):
+  a new grant. The answer carries the ``device_code`` (256 random bits, shown
+  to the device only, stored as its sha256), the ``user_code`` (8 letters of
+  RFC 8628's consonant alphabet, 20^8 ≈ 2^34.6, shown as ``XXXX-XXXX``), the
+  ``verification_uri`` (``/device``) and ``verification_uri_complete``
+  (``/device?code=XXXX-XXXX``), ``expires_in`` (600 s by default) and
+  ``interval`` (5 s).
+- ``POST /oauth/token`` (``grant_type=urn:ietf:params:oauth:grant-type:device_code``,
+  ``device_code``, ``client_id``): the device polls. Until a user decides it
+  gets ``authorization_pending``, or ``slow_down`` when it polls before its
+  interval has passed (the grant's interval then grows by 5 s, RFC 8628
+  §3.5); then ``access_denied``, or once, ``{"access_token", "token_type":
+  "Bearer", "scope"}``; after the expiry ``expired_token``; a used, unknown or
+  foreign device code is ``invalid_grant``. Errors are RFC 6749 §5.2 JSON
+  (``{"error", "error_description"}``), status 400 (401 for ``invalid_client``
+  when the client sent credentials).
+
+The token handed out is an ordinary ltm bearer token of the approving user
+(``tokens.new_token``), one per device, labelled after the device so people
+can tell their devices apart (``ltm tokens``) and revoke one. It has no
+expiry: the reference client cannot refresh, so it lasts until revoked, and
+the answer carries no ``expires_in``.
+
+A grant is decided (approved or denied) once, by a signed-in user who types
+the user code: on the verification page (Cognito or an existing token, see
+``chalicelib.device_web``) or with ``ltm approve CODE``
+(``POST /v1/device/approve``). Wrong codes are counted per client address
+(an IPv6 address by its /64) and globally, in store-backed counters (so the
+limits hold across Lambda instances and server threads): past the limit,
+every code entry is refused for the rest of the window (429), right or wrong.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import ipaddress
+import os
+import re
+import secrets
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..store import Conflict as StoreConflict
+from ..store import DeviceGrant, Store, User
+from ..store import Gone as StoreGone
+from ..store import NotFound as StoreNotFound
+from .errors import BadRequest, Conflict, NotFound, ServiceError
+from .tokens import new_token
+from .users import new_user, now
+
+GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
+CLIENT_IDS = frozenset({"ltm-cli"})  # public clients (no secret), as the reference's
+SCOPES = frozenset({"read", "write"})
+DEFAULT_SCOPE = "read write"
+
+# RFC 8628 §6.1: consonants only (no vowels, so no words; no 0/O or 1/I confusions).
+USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"
+USER_CODE_LENGTH = 8
+_USER_CODE_RE = re.compile(f"[{USER_CODE_ALPHABET}]{{{USER_CODE_LENGTH}}}")
+_SEPARATORS = re.compile(r"[\s\-‐‑‒–—―_.]+")
+MAX_CODE_INPUT = 64
+DEVICE_NAME_MAX = 120
+CREATE_ATTEMPTS = 5
+LABEL_ATTEMPTS = 5
+
+
+# -- settings ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSettings:
+    """The knobs of the device flow; ``from_env`` reads the ``LTM_DEVICE_*`` variables."""
+
+    expires_in: int = 600  # seconds a grant lives (RFC 8628 suggests minutes)
+    interval: int = 5  # seconds between polls
+    slow_down_step: int = 5  # RFC 8628 §3.5
+    poll_leeway: timedelta = timedelta(milliseconds=250)  # clock and network jitter
+    window: timedelta = timedelta(minutes=15)  # rate-limit window
+    wrong_codes_per_client: int = 10  # wrong user codes per client address per window
+    wrong_codes_global: int = 500  # wrong user codes from everyone per window
+    authorize_per_client: int = 30  # new grants per client address per window
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> DeviceSettings:
+        def number(name: str, default: int, low: int, high: int) -> int:
+            raw = environ.get(name)
+            if raw is None or raw.strip() == "":
+                return default
+            try:
+                value = int(raw)
+            except ValueError:
+                raise ValueError(f"{name} must be an integer, got {raw!r}") from None
+            if not low <= value <= high:
+                raise ValueError(f"{name} must be between {low} and {high}, got {value}")
+            return value
+
+        base = cls()
+        return cls(
+            expires_in=number("LTM_DEVICE_EXPIRES_IN", base.expires_in, 1, 3600),
+            interval=number("LTM_DEVICE_INTERVAL", base.interval, 1, 60),
+            wrong_codes_per_client=number(
+                "LTM_DEVICE_WRONG_CODES_PER_CLIENT", base.wrong_codes_per_client, 1, 10_000
+            ),
+            wrong_codes_global=number(
+                "LTM_DEVICE_WRONG_CODES_GLOBAL", base.wrong_codes_global, 1, 1_000_000
+            ),
+            authorize_per_client=number(
+                "LTM_DEVICE_AUTHORIZE_PER_CLIENT", base.authorize_per_client, 1, 100_000
+            ),
+        )
+
+
+# -- errors ------------------------------------------------------------------------
+
+
+class OAuthError(Exception):
+    """An RFC 6749 §5.2 error: ``{"error": code, "error_description": description}``."""
+
+    def __init__(
+        self,
+        code: str,
+        description: str,
+        *,
+        status: int = 400,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(f"{code}: {description}")
+        self.code = code
+        self.description = description
+        self.status = status
+        self.headers = dict(headers or {})
+
+    def body(self) -> dict[str, str]:
+        return {"error": self.code, "error_description": self.description}
+
+
+class TooManyAttempts(ServiceError):
+    """Too many wrong user codes from this client, or from everyone, in this window."""
+
+    status = 429
+
+
+WRONG_CODE = "unknown or expired code; check the code your terminal shows"
+
+
+# -- codes -------------------------------------------------------------------------
+
+
+def new_user_code() -> str:
+    """Eight letters of the RFC 8628 alphabet (normalized form, without the dash)."""
+    return "".join(secrets.choice(USER_CODE_ALPHABET) for _ in range(USER_CODE_LENGTH))
+
+
+def show_user_code(code: str) -> str:
+    """``XXXX-XXXX``: how the code is shown to people."""
+    half = USER_CODE_LENGTH // 2
+    return f"{code[:half]}-{code[half:]}"
+
+
+def normalize_user_code(raw: object) -> str | None:
+    """What a person typed, as a code (case, dashes, spaces ignored); None if it is not one."""
+    if not isinstance(raw, str) or len(raw) > MAX_CODE_INPUT:
+        return None
+    text = unicodedata.normalize("NFKC", raw)
+    text = _SEPARATORS.sub("", text).upper()
+    return text if _USER_CODE_RE.fullmatch(text) else None
+
+
+def hash_code(code: str) -> str:
+    return hashlib.sha256(code.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def clean_device_name(raw: object) -> str:
+    """A printable, bounded device description (from a User-Agent or a name the device sent)."""
+    if not isinstance(raw, str):
+        return ""
+    text = "".join(ch if unicodedata.category(ch)[0] not in "CZ" else " " for ch in raw)
+    text = " ".join(text.split())
+    return text[:DEVICE_NAME_MAX]
+
+
+_LABEL_JUNK = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def device_label(device_name: str) -> str:
+    """A token label people can tell apart and type: ``<device>-<6 hex>``."""
+    slug = _LABEL_JUNK.sub("-", device_name).strip("-._")[:40].strip("-._")
+    return f"{slug or 'device'}-{secrets.token_hex(3)}"
+
+
+def client_key(client_ip: str) -> str:
+    """The rate-limit identity of a client: its IPv4 address, or the /64 of an IPv6 one."""
+    try:
+        address = ipaddress.ip_address(client_ip.strip())
+    except ValueError:
+        return client_ip.strip()[:64] or "unknown"
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)
+
+
+# -- form parameters ------------------------------------------------------------------
+
+
+def _param(form: Mapping[str, Sequence[str]], name: str) -> str | None:
+    """One parameter; RFC 6749 §3.1: giving one more than once is ``invalid_request``."""
+    values = form.get(name)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise OAuthError("invalid_request", f"{name} given more than once")
+    return values[0]
+
+
+def _client(form: Mapping[str, Sequence[str]], *, authenticated: bool) -> str:
+    client_id = _param(form, "client_id")
+    if not client_id:
+        raise OAuthError("invalid_request", "client_id is required")
+    if client_id not in CLIENT_IDS:
+        if authenticated:  # RFC 6749 §5.2: the client tried to authenticate
+            raise OAuthError(
+                "invalid_client",
+                "unknown client",
+                status=401,
+                headers={"WWW-Authenticate": 'Basic realm="ltm"'},
+            )
+        raise OAuthError("invalid_client", "unknown client")
+    return client_id
+
+
+def _scope(form: Mapping[str, Sequence[str]]) -> str:
+    raw = _param(form, "scope")
+    if raw is None or not raw.strip():
+        return DEFAULT_SCOPE
+    wanted = raw.split()
+    unknown = [s for s in wanted if s not in SCOPES]
+    if unknown:
+        raise OAuthError("invalid_scope", f"unknown scope: {' '.join(unknown)[:64]}")
+    return " ".join(s for s in ("read", "write") if s in wanted)
+
+
+# -- rate limits ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    index: int
+    ends: datetime
+
+
+def _window(settings: DeviceSettings, when: datetime) -> _Window:
+    seconds = int(settings.window.total_seconds())
+    index = int(when.timestamp()) // seconds
+    return _Window(index, datetime.fromtimestamp((index + 1) * seconds, when.tzinfo))
+
+
+def _wrong_keys(settings: DeviceSettings, client_ip: str, when: datetime) -> tuple[str, str]:
+    window = _window(settings, when)
+    return (
+        f"device-wrong:client:{client_key(client_ip)}:{window.index}",
+        f"device-wrong:all:{window.index}",
+    )
+
+
+def check_attempts(store: Store, settings: DeviceSettings, client_ip: str, when: datetime) -> None:
+    """429 when this client, or everyone together, has entered too many wrong codes lately."""
+    client, everyone = _wrong_keys(settings, client_ip, when)
+    if store.read_counter(client, when) >= settings.wrong_codes_per_client:
+        raise TooManyAttempts(
+            "too many wrong codes from your network; wait a few minutes, then try again"
+        )
+    if store.read_counter(everyone, when) >= settings.wrong_codes_global:
+        raise TooManyAttempts("too many wrong codes lately; wait a few minutes, then try again")
+
+
+def count_wrong(store: Store, settings: DeviceSettings, client_ip: str, when: datetime) -> None:
+    """Record one wrong code (or wrong sign-in on the verification page)."""
+    ends = _window(settings, when).ends
+    for key in _wrong_keys(settings, client_ip, when):
+        store.add_to_counter(key, when, ends)
+
+
+# -- the device authorization endpoint ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Authorization:
+    """What ``POST /oauth/authorize_device`` answers (RFC 8628 §3.2)."""
+
+    device_code: str
+    user_code: str  # shown form, XXXX-XXXX
+    verification_uri: str
+    verification_uri_complete: str
+    expires_in: int
+    interval: int
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "device_code": self.device_code,
+            "user_code": self.user_code,
+            "verification_uri": self.verification_uri,
+            "verification_uri_complete": self.verification_uri_complete,
+            "expires_in": self.expires_in,
+            "interval": self.interval,
+        }
+
+
+def verification_uri(base_url: str) -> str:
+    return f"{base_url.rstrip('/')}/device"
+
+
+def authorize(
+    store: Store,
+    settings: DeviceSettings,
+    form: Mapping[str, Sequence[str]],
+    *,
+    base_url: str,
+    client_ip: str,
+    user_agent: str | None = None,
+    authenticated: bool = False,
+    when: datetime | None = None,
+) -> Authorization:
+    """A new pending grant for the device (RFC 8628 §3.1, §3.2); raises ``OAuthError``.
+
+    ``device_name`` (an optional form parameter, an extension) names the
+    device for the verification page and the token's label; without it, the
+    request's User-Agent does.
+    """
+    when = when or now()
+    client_id = _client(form, authenticated=authenticated)
+    scope = _scope(form)
+    name = clean_device_name(_param(form, "device_name")) or clean_device_name(user_agent)
+
+    window = _window(settings, when)
+    key = f"device-authorize:client:{client_key(client_ip)}:{window.index}"
+    if store.add_to_counter(key, when, window.ends) > settings.authorize_per_client:
+        raise OAuthError(
+            "slow_down",
+            "too many sign-in requests from your network; wait a few minutes",
+            status=429,
+            headers={"Retry-After": str(max(1, int((window.ends - when).total_seconds())))},
+        )
+
+    for _attempt in range(CREATE_ATTEMPTS):
+        device_code = secrets.token_urlsafe(32)
+        user_code = new_user_code()
+        grant = DeviceGrant(
+            device_code_hash=hash_code(device_code),
+            user_code_hash=hash_code(user_code),
+            client_id=client_id,
+            scope=scope,
+            device_name=name,
+            client_ip=client_ip[:64],
+            created_at=when,
+            expires_at=when + timedelta(seconds=settings.expires_in),
+            interval=settings.interval,
+            next_poll_at=when,
+        )
+        try:
+            store.create_device_grant(grant, when)
+        except StoreConflict:
+            continue  # a live grant holds this user code: draw again
+        shown = show_user_code(user_code)
+        page = verification_uri(base_url)
+        return Authorization(
+            device_code=device_code,
+            user_code=shown,
+            verification_uri=page,
+            verification_uri_complete=f"{page}?code={shown}",
+            expires_in=settings.expires_in,
+            interval=settings.interval,
+        )
+    raise OAuthError("temporarily_unavailable", "could not allocate a code; try again", status=503)
+
+
+# -- the token endpoint ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Issued:
+    access_token: str
+    label: str
+    scope: str
+
+    def body(self) -> dict[str, Any]:
+        # No expires_in: the token lasts until revoked (the reference client cannot refresh).
+        return {"access_token": self.access_token, "token_type": "Bearer", "scope": self.scope}
+
+
+def token(
+    store: Store,
+    settings: DeviceSettings,
+    form: Mapping[str, Sequence[str]],
+    *,
+    authenticated: bool = False,
+    when: datetime | None = None,
+) -> Issued:
+    """One poll of the device (RFC 8628 §3.4, §3.5): the token once approved, else OAuthError."""
+    when = when or now()
+    grant_type = _param(form, "grant_type")
+    if not grant_type:
+        raise OAuthError("invalid_request", "grant_type is required")
+    if grant_type != GRANT_TYPE:
+        raise OAuthError(
+            "unsupported_grant_type", f"only {GRANT_TYPE} is supported at this endpoint"
+        )
+    client_id = _client(form, authenticated=authenticated)
+    device_code = _param(form, "device_code")
+    if not device_code:
+        raise OAuthError("invalid_request", "device_code is required")
+    if len(device_code) > 256:
+        raise OAuthError("invalid_grant", "unknown device code")
+
+    polled = store.poll_device_grant(
+        hash_code(device_code),
+        when,
+        slow_down_step=settings.slow_down_step,
+        leeway=settings.poll_leeway,
+    )
+    if polled is None:
+        raise OAuthError("invalid_grant", "unknown device code")
+    grant, too_fast = polled
+    if grant.client_id != client_id:
+        raise OAuthError("invalid_grant", "this device code was issued to another client")
+    if grant.expires_at <= when:
+        raise OAuthError("expired_token", "the device code has expired; start again")
+    if grant.status == "used":
+        raise OAuthError("invalid_grant", "this device code was already used")
+    if grant.status == "denied":
+        raise OAuthError("access_denied", "the sign-in was denied")
+    if grant.status == "approved":
+        return _redeem(store, grant, when)
+    if too_fast:
+        raise OAuthError(
+            "slow_down", f"polling too fast; wait {grant.interval} seconds between requests"
+        )
+    raise OAuthError("authorization_pending", "waiting for the user to approve")
+
+
+def _redeem(store: Store, grant: DeviceGrant, when: datetime) -> Issued:
+    assert grant.user_id is not None
+    for _attempt in range(LABEL_ATTEMPTS):
+        label = device_label(grant.device_name)
+        secret, record = new_token(grant.user_id, label, when=when)
+        try:
+            store.redeem_device_grant(grant.device_code_hash, when, record)
+        except StoreConflict:
+            continue  # the label was taken: draw another suffix
+        except StoreNotFound:
+            raise OAuthError("invalid_grant", "unknown device code") from None
+        except StoreGone:
+            raise OAuthError("invalid_grant", "this device code was already used") from None
+        return Issued(access_token=secret, label=label, scope=grant.scope)
+    raise OAuthError(
+        "temporarily_unavailable", "could not label the new token; try again", status=503
+    )
+
+
+# -- deciding: the verification page and ``ltm approve`` ------------------------------------------
+
+
+def find_pending(
+    store: Store,
+    settings: DeviceSettings,
+    raw_code: object,
+    *,
+    client_ip: str,
+    when: datetime | None = None,
+) -> DeviceGrant:
+    """The pending grant a person's code names, with the wrong-code limits applied.
+
+    429 past the limits (before looking); 404 for a wrong or expired code
+    (counted); 409 for a code that was already approved or denied.
+    """
+    when = when or now()
+    check_attempts(store, settings, client_ip, when)
+    code = normalize_user_code(raw_code)
+    grant = store.get_device_grant_by_user_code(hash_code(code), when) if code else None
+    if grant is None:
+        count_wrong(store, settings, client_ip, when)
+        raise NotFound(WRONG_CODE)
+    if grant.status != "pending":
+        raise Conflict("this code was already used: it has been approved or denied")
+    return grant
+
+
+def decide(
+    store: Store,
+    settings: DeviceSettings,
+    user: User,
+    raw_code: object,
+    *,
+    approve: bool,
+    client_ip: str,
+    when: datetime | None = None,
+) -> DeviceGrant:
+    """Approve or deny the device whose code the signed-in ``user`` typed (``ltm approve``)."""
+    when = when or now()
+    if not isinstance(approve, bool):
+        raise BadRequest("approve: must be true or false")
+    grant = find_pending(store, settings, raw_code, client_ip=client_ip, when=when)
+    return decide_grant(store, grant, user, approve=approve, when=when)
+
+
+def decide_grant(
+    store: Store, grant: DeviceGrant, user: User, *, approve: bool, when: datetime | None = None
+) -> DeviceGrant:
+    """Record the decision on a grant already found (the page signs in between finding and this)."""
+    when = when or now()
+    try:
+        return store.decide_device_grant(
+            grant.user_code_hash, when, approve=approve, user_id=user.id
+        )
+    except StoreNotFound:
+        raise NotFound("this code has expired; start again in your terminal") from None
+    except StoreGone:
+        raise Conflict("this code was already used: it has been approved or denied") from None
+
+
+# -- who the user is, from an external identity ------------------------------------------------
+
+
+def user_for_subject(
+    store: Store, subject: str, display: str, *, when: datetime | None = None
+) -> User:
+    """The ltm user of an external identity (a Cognito ``sub``); created on first sign-in."""
+    found = store.get_user_by_subject(subject)
+    if found is not None:
+        return found
+    name = clean_device_name(display)[:64].strip() or "user"
+    user = new_user(name, when=when, subject=subject)
+    with contextlib.suppress(StoreConflict):  # a concurrent first sign-in created it
+        store.create_user(user)
+    found = store.get_user_by_subject(subject)
+    if found is None:
+        raise Conflict("could not create the user; try again")
+    return found

@@ -1,0 +1,397 @@
+"""The device flow's rules (chalicelib/service/device.py), framework-free, on every store.
+
+Time is passed explicitly (``when=``), so expiry, polling intervals and
+rate-limit windows are tested without sleeping.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ltm.service import device, tokens
+from ltm.service.device import DeviceSettings, OAuthError, TooManyAttempts
+from ltm.service.errors import BadRequest, Conflict, NotFound
+from ltm.store import Store, User
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+BASE = "https://ltm.example.org"
+SETTINGS = DeviceSettings()
+FORM = {"client_id": ["ltm-cli"], "scope": ["read write"]}
+
+
+def start(store: Store, *, when: datetime = T0, ip: str = "192.0.2.1", **kw: object):
+    return device.authorize(
+        store,
+        kw.pop("settings", SETTINGS),  # type: ignore[arg-type]
+        kw.pop("form", FORM),  # type: ignore[arg-type]
+        base_url=BASE,
+        client_ip=ip,
+        user_agent=kw.pop("user_agent", "ltm-python/0.1.0"),  # type: ignore[arg-type]
+        when=when,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def poll(store: Store, device_code: str, when: datetime, **extra: list[str]) -> device.Issued:
+    form = {
+        "grant_type": [device.GRANT_TYPE],
+        "device_code": [device_code],
+        "client_id": ["ltm-cli"],
+        **extra,
+    }
+    return device.token(store, SETTINGS, form, when=when)
+
+
+def oauth_error(call) -> OAuthError:  # type: ignore[no-untyped-def]
+    with pytest.raises(OAuthError) as info:
+        call()
+    return info.value
+
+
+def make_user(store: Store, name: str = "alice") -> tuple[User, str]:
+    return tokens.issue(store, name, label=f"{name}-laptop", when=T0)
+
+
+# -- codes --------------------------------------------------------------------------
+
+
+def test_user_codes_are_unambiguous_and_strong_enough() -> None:
+    assert len(set(device.USER_CODE_ALPHABET)) == 20
+    assert not set(device.USER_CODE_ALPHABET) & set("AEIOUY0123456789")  # no vowels, no digits
+    assert math.log2(len(device.USER_CODE_ALPHABET) ** device.USER_CODE_LENGTH) >= 34
+    codes = {device.new_user_code() for _ in range(500)}
+    assert len(codes) == 500
+    for code in codes:
+        assert re.fullmatch(r"[BCDFGHJKLMNPQRSTVWXZ]{8}", code)
+        assert re.fullmatch(r"[A-Z]{4}-[A-Z]{4}", device.show_user_code(code))
+
+
+@pytest.mark.parametrize(
+    "typed",
+    [
+        "BCDF-GHJK",
+        "bcdf-ghjk",
+        "bcdfghjk",
+        " bcdf ghjk ",
+        "BCDF – GHJK",
+        "Bc Df-Gh Jk",
+        "ＢＣＤＦ-ＧＨＪＫ",
+    ],
+)
+def test_typed_codes_are_normalized(typed: str) -> None:
+    assert device.normalize_user_code(typed) == "BCDFGHJK"
+
+
+@pytest.mark.parametrize(
+    "typed", ["", "BCDF-GHJ", "BCDF-GHJKL", "ABCD-EFGH", "BCDF-GHJ1", "x" * 500, None, 12345678]
+)
+def test_malformed_codes_are_not_codes(typed: object) -> None:
+    assert device.normalize_user_code(typed) is None
+
+
+def test_client_key_groups_ipv6_by_64_and_unmaps_ipv4() -> None:
+    assert device.client_key("192.0.2.7") == "192.0.2.7"
+    assert device.client_key("2001:db8:1:2:aaaa::1") == device.client_key("2001:db8:1:2:ffff::9")
+    assert device.client_key("2001:db8:1:2::1") != device.client_key("2001:db8:1:3::1")
+    assert device.client_key("::ffff:192.0.2.7") == "192.0.2.7"
+    assert device.client_key("") == "unknown"
+
+
+def test_device_labels_are_typeable_and_distinct() -> None:
+    label = device.device_label("ltm-python/0.1.0 (Linux; alice's laptop)")
+    assert re.fullmatch(r"[A-Za-z0-9._-]+-[0-9a-f]{6}", label)
+    assert tokens.check_label(label) == label
+    assert device.device_label("").startswith("device-")
+    assert device.device_label("x") != device.device_label("x")
+
+
+def test_settings_from_env() -> None:
+    assert DeviceSettings.from_env({}) == DeviceSettings()
+    custom = DeviceSettings.from_env({"LTM_DEVICE_EXPIRES_IN": "30", "LTM_DEVICE_INTERVAL": "1"})
+    assert (custom.expires_in, custom.interval) == (30, 1)
+    with pytest.raises(ValueError, match="LTM_DEVICE_INTERVAL"):
+        DeviceSettings.from_env({"LTM_DEVICE_INTERVAL": "0"})
+    with pytest.raises(ValueError, match="integer"):
+        DeviceSettings.from_env({"LTM_DEVICE_EXPIRES_IN": "ten"})
+
+
+# -- the device authorization endpoint -------------------------------------------------
+
+
+def test_authorize_answers_rfc8628_and_stores_only_hashes(store: Store) -> None:
+    auth = start(store)
+    body = auth.body()
+    assert set(body) == {
+        "device_code",
+        "user_code",
+        "verification_uri",
+        "verification_uri_complete",
+        "expires_in",
+        "interval",
+    }
+    assert len(auth.device_code) >= 43  # 32 random bytes, URL-safe base64: 256 bits
+    assert re.fullmatch(r"[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}", auth.user_code)
+    assert auth.verification_uri == f"{BASE}/device"
+    assert auth.verification_uri_complete == f"{BASE}/device?code={auth.user_code}"
+    assert (auth.expires_in, auth.interval) == (600, 5)
+    grant = store.get_device_grant(device.hash_code(auth.device_code))
+    assert grant is not None
+    assert (
+        grant.status == "pending" and grant.client_id == "ltm-cli" and grant.scope == "read write"
+    )
+    assert grant.expires_at == T0 + timedelta(minutes=10)
+    assert grant.device_name == "ltm-python/0.1.0" and grant.client_ip == "192.0.2.1"
+    stored = repr(grant)
+    assert auth.device_code not in stored and auth.user_code.replace("-", "") not in stored
+    assert grant.user_code_hash == device.hash_code(auth.user_code.replace("-", ""))
+
+
+def test_authorize_takes_a_device_name_and_cleans_it(store: Store) -> None:
+    auth = start(store, form={**FORM, "device_name": ["alice-laptop\x1b[31m\n"]})
+    grant = store.get_device_grant(device.hash_code(auth.device_code))
+    assert grant is not None and grant.device_name == "alice-laptop [31m"
+
+
+def test_authorize_errors(store: Store) -> None:
+    e = oauth_error(lambda: start(store, form={"scope": ["read write"]}))
+    assert (e.code, e.status) == ("invalid_request", 400)
+    e = oauth_error(lambda: start(store, form={"client_id": ["other-app"]}))
+    assert (e.code, e.status) == ("invalid_client", 400)
+    e = oauth_error(lambda: start(store, form={"client_id": ["other-app"]}, authenticated=True))
+    assert (e.code, e.status) == ("invalid_client", 401)
+    assert "WWW-Authenticate" in e.headers
+    e = oauth_error(lambda: start(store, form={"client_id": ["ltm-cli", "ltm-cli"]}))
+    assert e.code == "invalid_request" and "more than once" in e.description
+    e = oauth_error(lambda: start(store, form={**FORM, "scope": ["read admin"]}))
+    assert (e.code, e.status) == ("invalid_scope", 400)
+    assert e.body() == {"error": "invalid_scope", "error_description": e.description}
+    # No scope at all is the default scope.
+    auth = start(store, form={"client_id": ["ltm-cli"]})
+    grant = store.get_device_grant(device.hash_code(auth.device_code))
+    assert grant is not None and grant.scope == "read write"
+
+
+def test_authorize_is_rate_limited_per_client(store: Store) -> None:
+    settings = DeviceSettings(authorize_per_client=3)
+    for _ in range(3):
+        start(store, settings=settings, ip="198.51.100.1")
+    e = oauth_error(lambda: start(store, settings=settings, ip="198.51.100.1"))
+    assert (e.code, e.status) == ("slow_down", 429) and int(e.headers["Retry-After"]) > 0
+    start(store, settings=settings, ip="198.51.100.2")  # another client is not affected
+    start(store, settings=settings, ip="198.51.100.1", when=T0 + settings.window)  # next window
+
+
+# -- the token endpoint ---------------------------------------------------------------
+
+
+def test_every_token_endpoint_error(store: Store) -> None:
+    auth = start(store)
+    form = {"device_code": [auth.device_code], "client_id": ["ltm-cli"]}
+
+    def call(f: dict[str, list[str]], authenticated: bool = False):  # type: ignore[no-untyped-def]
+        return lambda: device.token(store, SETTINGS, f, authenticated=authenticated, when=T0)
+
+    cases = [
+        (form, "invalid_request", 400),  # no grant_type
+        ({**form, "grant_type": ["authorization_code"]}, "unsupported_grant_type", 400),
+        ({**form, "grant_type": [device.GRANT_TYPE] * 2}, "invalid_request", 400),
+        (
+            {"grant_type": [device.GRANT_TYPE], "device_code": [auth.device_code]},
+            "invalid_request",
+            400,
+        ),
+        ({**form, "grant_type": [device.GRANT_TYPE], "client_id": ["evil"]}, "invalid_client", 400),
+        ({"grant_type": [device.GRANT_TYPE], "client_id": ["ltm-cli"]}, "invalid_request", 400),
+        (
+            {**form, "grant_type": [device.GRANT_TYPE], "device_code": ["nope"]},
+            "invalid_grant",
+            400,
+        ),
+        (
+            {**form, "grant_type": [device.GRANT_TYPE], "device_code": ["x" * 300]},
+            "invalid_grant",
+            400,
+        ),
+    ]
+    for f, code, status in cases:
+        e = oauth_error(call(f))
+        assert (e.code, e.status) == (code, status), f
+    e = oauth_error(call({**form, "grant_type": [device.GRANT_TYPE], "client_id": ["evil"]}, True))
+    assert (e.code, e.status) == ("invalid_client", 401)
+
+
+def test_pending_then_slow_down_grows_the_interval(store: Store) -> None:
+    auth = start(store)
+    dch = device.hash_code(auth.device_code)
+    e = oauth_error(lambda: poll(store, auth.device_code, T0 + timedelta(seconds=5)))
+    assert e.code == "authorization_pending"
+    e = oauth_error(lambda: poll(store, auth.device_code, T0 + timedelta(seconds=7)))  # 2 s later
+    assert (e.code, e.status) == ("slow_down", 400)
+    grant = store.get_device_grant(dch)
+    assert grant is not None and grant.interval == 10
+    # Polling at the old pace is still too fast; at the new one it is fine.
+    e = oauth_error(lambda: poll(store, auth.device_code, T0 + timedelta(seconds=12)))
+    assert e.code == "slow_down"
+    grant = store.get_device_grant(dch)
+    assert grant is not None and grant.interval == 15
+    e = oauth_error(lambda: poll(store, auth.device_code, T0 + timedelta(seconds=27)))
+    assert e.code == "authorization_pending"
+    # Jitter within the leeway is not punished.
+    e = oauth_error(
+        lambda: poll(store, auth.device_code, T0 + timedelta(seconds=41, milliseconds=900))
+    )
+    assert e.code == "authorization_pending"
+
+
+def test_approved_device_gets_one_token_that_works_until_revoked(store: Store) -> None:
+    alice, _ = make_user(store)
+    auth = start(store)
+    grant = device.decide(
+        store,
+        SETTINGS,
+        alice,
+        auth.user_code.lower(),
+        approve=True,
+        client_ip="192.0.2.9",
+        when=T0 + timedelta(seconds=30),
+    )
+    assert (grant.status, grant.user_id) == ("approved", alice.id)
+    issued = poll(store, auth.device_code, T0 + timedelta(seconds=35))
+    body = issued.body()
+    assert body["token_type"] == "Bearer" and body["scope"] == "read write"
+    assert "expires_in" not in body and "refresh_token" not in body
+    assert tokens.TOKEN_RE.fullmatch(issued.access_token)
+    assert issued.label.startswith("ltm-python-0.1.0-")
+    user = tokens.authenticate(store, f"Bearer {issued.access_token}", T0 + timedelta(days=400))
+    assert user.id == alice.id
+    labels = [t.label for t in store.list_tokens(user_id=alice.id)]
+    assert labels == ["alice-laptop", issued.label]
+    # Single use.
+    e = oauth_error(lambda: poll(store, auth.device_code, T0 + timedelta(seconds=45)))
+    assert (e.code, e.status) == ("invalid_grant", 400)
+    # Revoked: gone.
+    tokens.revoke(store, issued.label, user_id=alice.id)
+    with pytest.raises(Exception, match="invalid token"):
+        tokens.authenticate(store, f"Bearer {issued.access_token}")
+
+
+def test_denied_and_expired(store: Store) -> None:
+    alice, _ = make_user(store)
+    denied = start(store)
+    device.decide(store, SETTINGS, alice, denied.user_code, approve=False, client_ip="x", when=T0)
+    e = oauth_error(lambda: poll(store, denied.device_code, T0 + timedelta(seconds=5)))
+    assert (e.code, e.status) == ("access_denied", 400)
+    late = start(store)
+    e = oauth_error(lambda: poll(store, late.device_code, T0 + timedelta(minutes=10)))
+    assert (e.code, e.status) == ("expired_token", 400)
+    # Approved but collected too late: expired too, and no token is made.
+    slow = start(store)
+    device.decide(store, SETTINGS, alice, slow.user_code, approve=True, client_ip="x", when=T0)
+    e = oauth_error(lambda: poll(store, slow.device_code, T0 + timedelta(minutes=11)))
+    assert e.code == "expired_token"
+    assert len(store.list_tokens(user_id=alice.id)) == 1
+    # An expired code cannot be approved.
+    with pytest.raises(NotFound):
+        device.decide(
+            store,
+            SETTINGS,
+            alice,
+            late.user_code,
+            approve=True,
+            client_ip="x",
+            when=T0 + timedelta(minutes=10),
+        )
+
+
+def test_a_device_code_of_another_client_is_invalid_grant(store: Store) -> None:
+    from dataclasses import replace
+
+    auth = start(store)
+    grant = store.get_device_grant(device.hash_code(auth.device_code))
+    assert grant is not None
+    other = replace(
+        grant,
+        device_code_hash=device.hash_code("other"),
+        user_code_hash="u2",
+        client_id="other-cli",
+    )
+    store.create_device_grant(other, T0)
+    e = oauth_error(lambda: poll(store, "other", T0 + timedelta(seconds=5)))
+    assert e.code == "invalid_grant" and "another client" in e.description
+
+
+# -- deciding and the rate limits on wrong codes -------------------------------------------
+
+
+def test_decide_errors(store: Store) -> None:
+    alice, _ = make_user(store)
+    auth = start(store)
+    with pytest.raises(NotFound, match="unknown or expired code"):
+        device.decide(store, SETTINGS, alice, "BCDF-GHJK", approve=True, client_ip="x", when=T0)
+    with pytest.raises(NotFound):
+        device.decide(store, SETTINGS, alice, "not a code", approve=True, client_ip="x", when=T0)
+    with pytest.raises(BadRequest):
+        device.decide(store, SETTINGS, alice, auth.user_code, approve="yes", client_ip="x")  # type: ignore[arg-type]
+    device.decide(store, SETTINGS, alice, auth.user_code, approve=True, client_ip="x", when=T0)
+    with pytest.raises(Conflict, match="already"):
+        device.decide(store, SETTINGS, alice, auth.user_code, approve=False, client_ip="x", when=T0)
+
+
+def test_wrong_codes_are_limited_per_client(store: Store) -> None:
+    alice, _ = make_user(store)
+    settings = DeviceSettings(wrong_codes_per_client=3, wrong_codes_global=100)
+    auth = start(store)
+    for _ in range(3):
+        with pytest.raises(NotFound):
+            device.find_pending(store, settings, "BCDF-GHJK", client_ip="203.0.113.5", when=T0)
+    # Past the limit even the right code is refused, from that client (and its /64 for IPv6).
+    with pytest.raises(TooManyAttempts) as info:
+        device.find_pending(store, settings, auth.user_code, client_ip="203.0.113.5", when=T0)
+    assert info.value.status == 429
+    # Another client is not affected; the next window starts afresh.
+    assert device.find_pending(store, settings, auth.user_code, client_ip="203.0.113.6", when=T0)
+    later = T0 + settings.window
+    fresh = start(store, when=later)
+    assert device.find_pending(
+        store, settings, fresh.user_code, client_ip="203.0.113.5", when=later
+    )
+    device.decide(
+        store, settings, alice, auth.user_code, approve=True, client_ip="203.0.113.6", when=T0
+    )
+
+
+def test_wrong_codes_are_limited_globally(store: Store) -> None:
+    settings = DeviceSettings(wrong_codes_per_client=100, wrong_codes_global=5)
+    auth = start(store)
+    for i in range(5):
+        with pytest.raises(NotFound):
+            device.find_pending(store, settings, "BCDF-GHJK", client_ip=f"10.0.0.{i}", when=T0)
+    with pytest.raises(TooManyAttempts, match="lately"):
+        device.find_pending(store, settings, auth.user_code, client_ip="10.9.9.9", when=T0)
+
+
+def test_ipv6_clients_share_their_64(store: Store) -> None:
+    settings = DeviceSettings(wrong_codes_per_client=2)
+    for host in ("1", "2"):
+        with pytest.raises(NotFound):
+            device.find_pending(
+                store, settings, "BCDF-GHJK", client_ip=f"2001:db8::{host}", when=T0
+            )
+    with pytest.raises(TooManyAttempts):
+        device.find_pending(store, settings, "BCDF-GHJK", client_ip="2001:db8::ffff", when=T0)
+
+
+# -- identities ------------------------------------------------------------------------------
+
+
+def test_first_sign_in_creates_the_user_once(store: Store) -> None:
+    first = device.user_for_subject(store, "sub-123", "alice@example.org", when=T0)
+    again = device.user_for_subject(store, "sub-123", "renamed@example.org", when=T0)
+    assert first == again and first.subject == "sub-123" and first.display == "alice@example.org"
+    assert store.get_user_by_subject("sub-123") == first
+    odd = device.user_for_subject(store, "sub-456", "\x00\x01", when=T0)
+    assert odd.display == "user"
