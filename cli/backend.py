@@ -51,6 +51,10 @@ class Backend(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
 
+    def whoami(self) -> dict[str, Any]:
+        """Where this backend is and who it acts as (never a secret): ``{"backend", ...}``."""
+        return {"backend": type(self).__name__, "label": self.label}
+
 
 class LocalBackend(Backend):
     """The embedded SQLite store: one user, no server, no account."""
@@ -58,6 +62,7 @@ class LocalBackend(Backend):
     def __init__(self, store: Store, user: User, path: str) -> None:
         self.store = store
         self.user = user
+        self.path = path
         self.label = f"local store ({path})"
 
     @classmethod
@@ -132,8 +137,18 @@ class LocalBackend(Backend):
     def close(self) -> None:
         self.store.close()
 
+    def whoami(self) -> dict[str, Any]:
+        return {"backend": "local", "store": self.path}
+
 
 def open_backend(*, local: bool = False) -> Backend:
-    """The backend the user's configuration points at (the local store by default)."""
-    del local  # the local store is the only backend until a server is configured
+    """The server signed in to (``ltm auth``), else the local store; ``local`` forces the latter."""
+    if not local:
+        from ltm.cli.credentials import active
+
+        target = active()
+        if target is not None:
+            from ltm.cli.remote import RemoteBackend
+
+            return RemoteBackend.open(target)
     return LocalBackend.open()

@@ -1,0 +1,710 @@
+"""The ltm HTTP API from the client side: any server that speaks the protocol.
+
+``Http`` is a small HTTP/1.1 client over the standard library's
+``http.client``: one keep-alive connection per command, TLS verified against
+the system's CA store (``SSL_CERT_FILE`` points it at a private CA), proxies
+from ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``. It is not httpx on purpose:
+importing httpx (with the rich/click it pulls in) costs 3 to 6 times the whole
+start-up of ``python -c pass``, more than the entire budget of ``ltm ls``.
+
+Every failure becomes a one-line ``CliError`` that says what happened and what
+to do next; the underlying exception stays chained for ``--debug``.
+``RemoteBackend`` is the ``Backend`` for a server, plus the team and invite
+calls the CLI needs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode, urlsplit
+
+from ltm.cli.backend import Backend, Pushed
+from ltm.cli.errors import CliError
+
+if TYPE_CHECKING:
+    from http.client import HTTPConnection
+
+    from ltm.cli.credentials import Target
+
+DEFAULT_TIMEOUT = 10.0
+MAX_REPLY_BYTES = 8 * 1024 * 1024
+RESOLVE_PAGE = 200  # how many of the newest packets an id prefix is looked up in
+MAX_PACKET_KIB = 32
+
+
+def configured_timeout() -> float:
+    """Seconds to wait on the network: ``LTM_TIMEOUT``, else ``ltm config set timeout``."""
+    raw: Any = os.environ.get("LTM_TIMEOUT")
+    if not raw:
+        from ltm.cli.config import load_settings
+
+        raw = load_settings().get("timeout")
+    if raw in (None, ""):
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise CliError(f"timeout must be a number of seconds, got {raw!r}") from None
+    if not 0 < value <= 600:
+        raise CliError(f"timeout must be between 0 and 600 seconds, got {raw!r}")
+    return value
+
+
+def _debug(message: str) -> None:
+    if os.environ.get("LTM_DEBUG"):
+        print(f"ltm: debug: {message}", file=sys.stderr)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    headers: dict[str, str]  # lower-cased names
+    body: bytes
+
+    def json(self, host: str) -> Any:
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            raise CliError(
+                f"{host} answered HTTP {self.status} with {self._kind()}, not ltm JSON"
+                f" — check that {host} is an ltm server"
+            ) from None
+
+    def _kind(self) -> str:
+        media = self.headers.get("content-type", "").split(";", 1)[0].strip() or "no content type"
+        return "an empty body" if not self.body.strip() else f"a {media} body"
+
+    def is_ltm_error(self) -> bool:
+        """Does the body carry the protocol's ``{"error": "..."}``?"""
+        try:
+            data = json.loads(self.body)
+        except ValueError:
+            return False
+        return isinstance(data, dict) and isinstance(data.get("error"), str)
+
+    def error_text(self) -> str:
+        """The server's ``{"error": ...}`` message, else a hint of what came back."""
+        try:
+            data = json.loads(self.body)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            message = data.get("error")
+            if isinstance(message, str) and message.strip():
+                return _one_line(message)
+            if isinstance(data.get("message"), str):  # API Gateway's own errors
+                return _one_line(data["message"])
+        media = self.headers.get("content-type", "")
+        if "html" in media or self.body.lstrip()[:1] == b"<":
+            return "an HTML page"
+        text = self.body.decode("utf-8", "replace").strip()
+        return _one_line(text) if text else "no message"
+
+
+def _one_line(text: str, width: int = 400) -> str:
+    flat = "; ".join(line.strip() for line in text.splitlines() if line.strip())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+class Http:
+    """Requests to one server; raises ``CliError`` for anything but an HTTP reply."""
+
+    def __init__(self, host: str, *, timeout: float | None = None) -> None:
+        parts = urlsplit(host)
+        self.host = host
+        self.scheme = parts.scheme
+        self.hostname = parts.hostname or ""
+        self.port = parts.port or (443 if self.scheme == "https" else 80)
+        self.netloc = parts.netloc
+        self.prefix = parts.path.rstrip("/")
+        self.timeout = timeout if timeout is not None else configured_timeout()
+        self._conn: HTTPConnection | None = None
+        self._used = False
+        self._absolute = False  # True when talking to a plain-HTTP proxy
+        self._proxy_headers: dict[str, str] = {}
+
+    # -- connections -----------------------------------------------------------
+
+    def _connect(self) -> HTTPConnection:
+        import http.client
+
+        proxy = _proxy_for(self.scheme, self.netloc)
+        if self.scheme == "https":
+            context = _tls_context()
+            if proxy:
+                p_host, p_port, auth = proxy
+                conn: HTTPConnection = http.client.HTTPSConnection(
+                    p_host, p_port, timeout=self.timeout, context=context
+                )
+                conn.set_tunnel(self.hostname, self.port, headers=auth)
+            else:
+                conn = http.client.HTTPSConnection(
+                    self.hostname, self.port, timeout=self.timeout, context=context
+                )
+        elif proxy:
+            p_host, p_port, auth = proxy
+            conn = http.client.HTTPConnection(p_host, p_port, timeout=self.timeout)
+            self._proxy_headers = auth
+            self._absolute = True
+        else:
+            conn = http.client.HTTPConnection(self.hostname, self.port, timeout=self.timeout)
+        return conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # -- requests --------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        token: str | None = None,
+    ) -> Reply:
+        import http.client
+
+        params = {k: v for k, v in (query or {}).items() if v is not None}
+        target = self.prefix + path + (f"?{urlencode(params)}" if params else "")
+        headers = {"Accept": "application/json", "User-Agent": _user_agent()}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        started = time.perf_counter()
+        # A kept-alive connection the server has since closed fails on first use;
+        # retry once on a fresh one, but never a POST that may have been received.
+        for attempt in (1, 2):
+            reused = self._used and self._conn is not None
+            if self._conn is None or (method == "POST" and reused):
+                self.close()
+                self._conn = self._connect()
+                reused = False
+            conn = self._conn
+            if conn.sock is None:
+                try:
+                    conn.connect()
+                except (OSError, http.client.HTTPException, ValueError) as exc:
+                    # HTTPSConnection keeps the plain socket when the TLS handshake fails.
+                    handshake = conn.sock is not None
+                    self.close()
+                    raise self._transport_error(exc, connecting=True, handshake=handshake) from exc
+            url = f"{self.scheme}://{self.netloc}{target}" if self._absolute else target
+            if self._absolute:
+                headers.update(self._proxy_headers)
+            try:
+                conn.request(method, url, body=body, headers=headers)
+                response = conn.getresponse()
+                data = response.read(MAX_REPLY_BYTES + 1)
+                if len(data) > MAX_REPLY_BYTES:
+                    raise CliError(f"{self.host} sent more than {MAX_REPLY_BYTES} bytes; stopped")
+                reply = Reply(
+                    status=response.status,
+                    headers={k.lower(): v for k, v in response.getheaders()},
+                    body=data,
+                )
+                if response.will_close:
+                    self.close()
+                self._used = True
+                break
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
+                self.close()
+                if reused and attempt == 1 and method in ("GET", "DELETE", "HEAD"):
+                    continue
+                raise self._transport_error(exc) from exc
+            except CliError:
+                self.close()
+                raise
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                self.close()
+                raise self._transport_error(exc) from exc
+        elapsed = (time.perf_counter() - started) * 1000
+        _debug(f"{method} {self.host}{target} -> {reply.status} ({elapsed:.1f} ms)")
+        return reply
+
+    def _transport_error(
+        self, exc: BaseException, *, connecting: bool = False, handshake: bool = False
+    ) -> CliError:
+        import http.client
+        import socket
+        import ssl
+
+        host = self.host
+        _debug(f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            reason = exc.verify_message or exc.reason or str(exc)
+            return CliError(
+                f"TLS failure with {host}: certificate not trusted ({reason}) — if the server"
+                " uses a private CA, point SSL_CERT_FILE at its certificate bundle"
+            )
+        if isinstance(exc, ssl.SSLError):
+            reason = exc.reason or str(exc)
+            hint = (
+                f"does the server speak HTTPS? if not, use http://{self.netloc}{self.prefix}"
+                if "WRONG_VERSION" in str(reason).upper() or "RECORD" in str(reason).upper()
+                else "check the server's TLS setup, or the URL"
+            )
+            return CliError(f"TLS failure with {host} ({reason}) — {hint}")
+        if isinstance(exc, TimeoutError) and connecting:
+            if handshake:
+                return CliError(
+                    f"TLS failure with {host}: no TLS handshake within {self.timeout:g} s — does"
+                    f" the server speak HTTPS? if not, use http://{self.netloc}{self.prefix}"
+                )
+            return CliError(
+                f"cannot reach {host}: no connection within {self.timeout:g} s — check the URL"
+                " and your network (work offline with --local)"
+            )
+        if isinstance(exc, TimeoutError):
+            return CliError(
+                f"{host} did not answer within {self.timeout:g} s — try again, or allow more"
+                " time: ltm config set timeout 30"
+            )
+        if isinstance(exc, ConnectionRefusedError):
+            return CliError(
+                f"cannot reach {host}: connection refused — is the server running there?"
+                " (check the URL with: ltm whoami; work offline with --local)"
+            )
+        if isinstance(exc, socket.gaierror):
+            return CliError(
+                f"cannot reach {host}: the name {self.hostname} does not resolve — check the URL"
+                " and your network (ltm whoami shows the configured server)"
+            )
+        if isinstance(exc, http.client.RemoteDisconnected | ConnectionResetError):
+            return CliError(
+                f"{host} closed the connection without answering — is it an ltm server, and is"
+                " the scheme (http/https) right?"
+            )
+        if isinstance(exc, http.client.HTTPException):
+            return CliError(
+                f"{host} did not answer in HTTP ({type(exc).__name__}) — check the URL and the"
+                " scheme (http/https)"
+            )
+        if isinstance(exc, OSError):
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            return CliError(
+                f"cannot reach {host}: {reason} — check your network and the URL"
+                " (work offline with --local)"
+            )
+        return CliError(f"request to {host} failed: {exc}")
+
+
+def _user_agent() -> str:
+    from ltm import __version__
+
+    return f"ltm-python/{__version__}"
+
+
+def _tls_context() -> Any:
+    import ssl
+
+    return ssl.create_default_context()
+
+
+_PROXY_VARS = ("https_proxy", "http_proxy", "all_proxy")
+
+
+def _proxy_for(scheme: str, netloc: str) -> tuple[str, int, dict[str, str]] | None:
+    """(host, port, headers) of the proxy to use from the environment, when one applies."""
+    if not any(os.environ.get(n) or os.environ.get(n.upper()) for n in _PROXY_VARS):
+        return None
+    from urllib.request import getproxies_environment, proxy_bypass_environment
+
+    proxies = getproxies_environment()
+    proxy = proxies.get(scheme) or proxies.get("all")
+    if not proxy or proxy_bypass_environment(netloc, proxies):
+        return None
+    if "://" not in proxy:
+        proxy = f"http://{proxy}"
+    parts = urlsplit(proxy)
+    if parts.scheme != "http" or not parts.hostname:
+        raise CliError(f"unsupported proxy {proxy!r}: give an http:// proxy URL")
+    headers: dict[str, str] = {}
+    if parts.username:
+        import base64
+        from urllib.parse import unquote
+
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+    return parts.hostname, parts.port or 80, headers
+
+
+# -- HTTP statuses as one clear line -------------------------------------------
+
+
+def status_error(host: str, reply: Reply, hints: Mapping[int, str] | None = None) -> CliError:
+    """The one line for a refusal: the hint for this status, else a generic one."""
+    message = reply.error_text()
+    status = reply.status
+    if status in (404, 405) and not reply.is_ltm_error():
+        return CliError(
+            f"{host} answered HTTP {status} with {message}, not an ltm error — is it an ltm"
+            " server? check the URL (ltm whoami shows it)"
+        )
+    if hints and status in hints:
+        return CliError(hints[status].replace("{host}", host).replace("{msg}", message))
+    if status == 401:
+        return CliError(f"token rejected by {host} — run: ltm auth {host}")
+    if status == 403:
+        return CliError(f"{host} refused: {message} — you lack the rights; ask the team's owner")
+    if status == 404:
+        return CliError(f"{host}: {message} (HTTP 404) — check the name or id")
+    if status == 409:
+        return CliError(f"{host}: {message} (HTTP 409) — pick another name or id")
+    if status == 410:
+        return CliError(
+            f"{host}: {message} (HTTP 410) — ask a team member for a new invite: ltm invite -t TEAM"
+        )
+    if status == 413:
+        return CliError(
+            f"{host} refused the request as too large ({message}) — a packet may be at most"
+            f" {MAX_PACKET_KIB} KiB; trim it"
+        )
+    if status == 400:
+        return CliError(f"{host} rejected the request: {message}")
+    if status == 429:
+        return CliError(f"{host} is rate-limiting requests ({message}) — wait a bit, then retry")
+    if status >= 500:
+        return CliError(
+            f"{host} failed with HTTP {status} ({message}) — a problem on the server's side;"
+            " try again later, or work offline with --local"
+        )
+    return CliError(f"unexpected HTTP {status} from {host}: {message}")
+
+
+def probe(http: Http) -> dict[str, Any]:
+    """``GET /v1/healthz``: is this an ltm server? Returns its answer."""
+    reply = http.request("GET", "/v1/healthz")
+    if reply.status != 200:
+        if reply.status >= 500:
+            raise status_error(http.host, reply)
+        raise CliError(
+            f"{http.host} does not look like an ltm server (GET /v1/healthz: HTTP {reply.status},"
+            f" {reply.error_text()}) — check the URL"
+        )
+    data = reply.json(http.host)
+    if not isinstance(data, dict) or data.get("ok") is not True:
+        raise CliError(
+            f"{http.host} does not look like an ltm server (unexpected /v1/healthz answer)"
+            " — check the URL"
+        )
+    return data
+
+
+# -- the backend ------------------------------------------------------------------
+
+
+class RemoteBackend(Backend):
+    """Packets on an ltm server, over the protocol's HTTP API."""
+
+    def __init__(self, target: Target, http: Http | None = None) -> None:
+        self.target = target
+        self.host = target.host
+        self.label = target.host
+        self.http = http or Http(target.host)
+        self._resolved: dict[tuple[str, str | None], str] = {}
+        self._bodies: dict[str, bytes] = {}
+
+    @classmethod
+    def open(cls, target: Target) -> RemoteBackend:
+        if not target.token:
+            raise CliError(
+                f"not signed in to {target.host} — run: ltm auth {target.host}"
+                " (or use --local for the local store)"
+            )
+        return cls(target)
+
+    # -- plumbing ------------------------------------------------------------------
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        ok: tuple[int, ...],
+        query: Mapping[str, Any] | None = None,
+        payload: Any = None,
+        raw: bytes | None = None,
+        hints: Mapping[int, str] | None = None,
+    ) -> Reply:
+        body = raw
+        if payload is not None:
+            body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+        reply = self.http.request(method, path, query=query, body=body, token=self.target.token)
+        if reply.status in ok:
+            return reply
+        if reply.status == 401:
+            raise self._rejected()
+        raise status_error(self.host, reply, hints)
+
+    def _rejected(self) -> CliError:
+        if self.target.via == "LTM_TOKEN":
+            return CliError(
+                f"token rejected by {self.host} (it comes from LTM_TOKEN) — fix LTM_TOKEN, or"
+                f" unset it and run: ltm auth {self.host}"
+            )
+        return CliError(f"token rejected by {self.host} — run: ltm auth {self.host}")
+
+    def _team_hints(self, team: str | None) -> dict[int, str]:
+        if not team:
+            return {}
+        return {
+            404: f"team {team!r} not found on {{host}}, or you are not a member — see your"
+            " teams: ltm teams ls",
+        }
+
+    # -- Backend ----------------------------------------------------------------------
+
+    def push(
+        self, data: Mapping[str, Any], *, team: str | None = None, lenient: bool = False
+    ) -> Pushed:
+        packet_id = str(data.get("id", ""))
+        hints = {
+            **self._team_hints(team),
+            409: f"packet {packet_id} already exists on {{host}} in another scope or owned by"
+            " someone else; nothing was changed — give the packet a new id (drop its id and"
+            " run: ltm save)",
+            400: "{host} rejected the packet: {msg}",
+        }
+        reply = self._call(
+            "POST",
+            "/v1/packets",
+            ok=(200, 201),
+            query={"team": team, "lenient": "true" if lenient else None},
+            payload=dict(data),
+            hints=hints,
+        )
+        answer = reply.json(self.host)
+        pushed_id = answer.get("id") if isinstance(answer, dict) else None
+        return Pushed(str(pushed_id or packet_id), True)
+
+    def list(self, *, team: str | None = None, limit: int = 50) -> list[dict[str, str]]:
+        reply = self._call(
+            "GET",
+            "/v1/packets",
+            ok=(200,),
+            query={"team": team, "limit": limit},
+            hints=self._team_hints(team),
+        )
+        answer = reply.json(self.host)
+        rows = answer.get("packets") if isinstance(answer, dict) else None
+        if not isinstance(rows, list):
+            raise CliError(f"{self.host} sent an unexpected packet list — is it an ltm server?")
+        return [
+            {
+                "id": str(row.get("id", "")),
+                "created_at": str(row.get("created_at", "")),
+                "goal": str(row.get("goal", "")),
+            }
+            for row in rows
+            if isinstance(row, dict)
+        ]
+
+    def get(self, ref: str, *, team: str | None = None) -> bytes:
+        packet_id = self.resolve(ref, team=team)
+        body = self._bodies.get(packet_id)
+        if body is None:
+            body = self._fetch(packet_id)
+            if body is None:
+                raise self._missing(ref, team)
+        return body
+
+    def delete(self, ref: str, *, team: str | None = None) -> str:
+        known = self._resolved.get((ref, team))
+        if known is None:
+            # A full id deletes in one request; only a prefix needs the list.
+            reply = self._call("DELETE", f"/v1/packets/{_segment(ref)}", ok=(200, 204, 404))
+            if reply.status != 404:
+                return ref
+            known = self.resolve(ref, team=team)
+        self._call(
+            "DELETE",
+            f"/v1/packets/{_segment(known)}",
+            ok=(200, 204),
+            hints={404: self._missing(known, team).message},
+        )
+        self._bodies.pop(known, None)
+        return known
+
+    def close(self) -> None:
+        self.http.close()
+
+    def whoami(self) -> dict[str, Any]:
+        from ltm.cli.credentials import fingerprint
+
+        token = self.target.token
+        return {
+            "backend": "remote",
+            "host": self.host,
+            "user": self.target.user,
+            "token_fingerprint": fingerprint(token) if token else None,
+        }
+
+    # -- ids and prefixes ---------------------------------------------------------------
+
+    def resolve(self, ref: str, *, team: str | None = None) -> str:
+        """The full id for ``ref``: itself when the server has it, else the one id it prefixes."""
+        known = self._resolved.get((ref, team))
+        if known is not None:
+            return known
+        if not ref or ref != ref.strip():
+            raise CliError(f"not a packet id: {ref!r}")
+        body = self._fetch(ref)
+        if body is not None:
+            self._resolved[(ref, team)] = ref
+            return ref
+        rows = self.list(team=team, limit=RESOLVE_PAGE)
+        matches = [row["id"] for row in rows if row["id"].startswith(ref)]
+        if not matches:
+            raise self._missing(ref, team)
+        if len(matches) > 1:
+            shown = ", ".join(matches[:3]) + (", …" if len(matches) > 3 else "")
+            raise CliError(
+                f"{ref!r} matches {len(matches)} packets on {self.host} ({shown}) — give more of"
+                " the id"
+            )
+        self._resolved[(ref, team)] = matches[0]
+        return matches[0]
+
+    def _fetch(self, packet_id: str) -> bytes | None:
+        reply = self._call("GET", f"/v1/packets/{_segment(packet_id)}", ok=(200, 404))
+        if reply.status == 404:
+            return None
+        body = reply.body.rstrip(b"\r\n")
+        self._bodies[packet_id] = body
+        return body
+
+    def _missing(self, ref: str, team: str | None) -> CliError:
+        if team:
+            return CliError(
+                f"no packet {ref} in team {team} on {self.host} — list them with: ltm ls -t {team}"
+            )
+        return CliError(
+            f"no packet {ref} among yours on {self.host} (a team's? add -t TEAM) — list them"
+            " with: ltm ls"
+        )
+
+    # -- teams and invites (not part of Backend: only servers have them) ----------------
+
+    def create_team(self, name: str) -> dict[str, Any]:
+        reply = self._call(
+            "POST",
+            "/v1/teams",
+            ok=(200, 201),
+            payload={"name": name},
+            hints={
+                409: f"the team name {name!r} is taken on {{host}} — pick another name",
+                400: "{host} refused the team name: {msg}",
+            },
+        )
+        answer = reply.json(self.host)
+        team = answer.get("team") if isinstance(answer, dict) else None
+        return team if isinstance(team, dict) else {"name": name}
+
+    def teams(self) -> list[dict[str, Any]]:
+        answer = self._call("GET", "/v1/teams", ok=(200,)).json(self.host)
+        rows = answer.get("teams") if isinstance(answer, dict) else None
+        if not isinstance(rows, list):
+            raise CliError(f"{self.host} sent an unexpected team list — is it an ltm server?")
+        return [row for row in rows if isinstance(row, dict)]
+
+    def delete_team(self, name: str) -> None:
+        self._call(
+            "DELETE",
+            f"/v1/teams/{_segment(name)}",
+            ok=(200, 204),
+            hints={
+                **self._team_hints(name),
+                403: f"only the owner of team {name!r} can delete it — ask them, or leave it:"
+                f" ltm teams leave {name}",
+            },
+        )
+
+    def members(self, name: str) -> list[dict[str, Any]]:
+        reply = self._call(
+            "GET", f"/v1/teams/{_segment(name)}/members", ok=(200,), hints=self._team_hints(name)
+        )
+        answer = reply.json(self.host)
+        rows = answer.get("members") if isinstance(answer, dict) else None
+        if not isinstance(rows, list):
+            raise CliError(f"{self.host} sent an unexpected member list — is it an ltm server?")
+        return [row for row in rows if isinstance(row, dict)]
+
+    def kick(self, name: str, user_id: str) -> None:
+        self._call(
+            "DELETE",
+            f"/v1/teams/{_segment(name)}/members/{_segment(user_id)}",
+            ok=(200, 204),
+            hints={
+                **self._team_hints(name),
+                403: f"only the owner of team {name!r} can remove members — ask them",
+                400: "{host} refused: {msg}",
+            },
+        )
+
+    def leave(self, name: str) -> None:
+        self._call(
+            "POST",
+            f"/v1/teams/{_segment(name)}/leave",
+            ok=(200, 204),
+            raw=b"{}",
+            hints={
+                **self._team_hints(name),
+                400: f"{{host}} refused: {{msg}} (to delete the team: ltm teams rm {name})",
+            },
+        )
+
+    def invite(self, name: str) -> dict[str, Any]:
+        reply = self._call(
+            "POST",
+            f"/v1/teams/{_segment(name)}/invites",
+            ok=(200, 201),
+            raw=b"{}",
+            hints=self._team_hints(name),
+        )
+        answer = reply.json(self.host)
+        if not isinstance(answer, dict) or not isinstance(answer.get("url"), str):
+            raise CliError(f"{self.host} sent an unexpected invite — is it an ltm server?")
+        return answer
+
+
+def accept_invite(
+    http: Http, code: str, *, token: str | None, display: str | None
+) -> dict[str, Any]:
+    """``POST /v1/invites/{code}/accept``, as the signed-in user or (no token) a new one."""
+    payload = {"display": display} if display else {}
+    reply = http.request(
+        "POST",
+        f"/v1/invites/{_segment(code)}/accept",
+        body=json.dumps(payload).encode(),
+        token=token,
+    )
+    if reply.status in (200, 201):
+        answer = reply.json(http.host)
+        if not isinstance(answer, dict):
+            raise CliError(f"{http.host} sent an unexpected answer to the invite")
+        return answer
+    hints = {
+        410: "this invite has expired or was already used — ask a team member for a new one:"
+        " ltm invite -t TEAM",
+        404: "no such invite on {host} — check the URL, or ask for a new invite",
+        401: f"your token for {http.host} was rejected — run: ltm auth {http.host}, or sign out"
+        " (ltm logout) to join as a new user",
+        400: "{host} refused the invite: {msg}",
+    }
+    raise status_error(http.host, reply, hints)
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
