@@ -20,6 +20,10 @@ def _fast_path(argv: list[str]) -> bool:
     if argv[:1] == ["example"] and argv[1:] in ([], ["--resume"]):
         quick.print_example(resume=bool(argv[1:]))
         return True
+    if argv[:1] in (["ls"], ["resume"]):
+        from ltm.cli import fast
+
+        return fast.run(argv)
     return False
 
 

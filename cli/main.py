@@ -24,10 +24,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "resume": ("resume", "resume"),
     "example": ("example", "example"),
     "validate": ("validate", "validate"),
+    "auth": ("auth", "auth"),
+    "logout": ("logout", "logout"),
+    "whoami": ("whoami", "whoami"),
+    "invite": ("invite", "invite"),
+    "join": ("join", "join"),
 }
 # ... and command groups: name -> module under ltm.cli.commands holding a typer ``app``.
 GROUPS: dict[str, str] = {
     "sensitive": "sensitive",
+    "teams": "teams",
+    "config": "config_cmd",
     "mcp": "mcp",
 }
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
 from ltm.cli import options
-from ltm.cli.output import info, one_line, relative_time, short_id
 
 
 def ls(
@@ -15,19 +12,6 @@ def ls(
     local: options.Local = False,
 ) -> None:
     """List packets: id, age and goal."""
-    from ltm.cli.backend import open_backend
+    from ltm.cli.fast import list_packets  # the body; ltm.cli.entry runs it without typer
 
-    backend = open_backend(local=local)
-    try:
-        rows = backend.list(team=team, limit=limit)
-    finally:
-        backend.close()
-    if as_json:
-        print(json.dumps({"packets": rows}, ensure_ascii=False, indent=2))
-        return
-    if not rows:
-        info(f"no packets yet in {backend.label}; save one with: ltm save FILE")
-        return
-    for row in rows:
-        when = relative_time(row["created_at"])
-        print(f"{short_id(row['id']):<12}  {when:<12}  {one_line(row['goal'], 72)}")
+    list_packets(limit=limit, team=team, as_json=as_json, local=local)

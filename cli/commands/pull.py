@@ -1,4 +1,4 @@
-"""ltm pull: fetch a packet's JSON to stdout or a file."""
+"""ltm pull: fetch a packet's JSON to stdout or a file (or into the local store)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,24 @@ def pull(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")
     ] = None,
+    to_local: Annotated[
+        bool,
+        typer.Option("--to-local", help="Copy the packet from the server into the local store."),
+    ] = False,
     team: options.Team = None,
+    lenient: options.Lenient = False,
     local: options.Local = False,
 ) -> None:
     """Write a packet's JSON, exactly as stored, to stdout or to a file."""
+    if to_local:
+        if output is not None or local:
+            raise CliError(
+                "--to-local writes to the local store; give no --output and no --local", exit_code=2
+            )
+        from ltm.cli.transfer import to_local_store
+
+        to_local_store(ref, team=team, lenient=lenient)
+        return
     from ltm.cli.backend import open_backend
 
     backend = open_backend(local=local)

@@ -1,4 +1,4 @@
-"""ltm push: store a complete packet file exactly as written."""
+"""ltm push: store a complete packet file exactly as written (or copy a local one to the server)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,42 @@ import typer
 
 from ltm.cli import options
 from ltm.cli.commands.save import send
+from ltm.cli.errors import CliError
 
 
 def push(
     source: Annotated[
-        str, typer.Argument(metavar="FILE|-", help="The packet file, or - for standard input.")
-    ],
+        str | None,
+        typer.Argument(metavar="[FILE|-]", help="The packet file, or - for standard input."),
+    ] = None,
+    from_local: Annotated[
+        str | None,
+        typer.Option(
+            "--from-local",
+            metavar="ID",
+            help="Copy this packet from the local store to the server instead of reading a file.",
+        ),
+    ] = None,
     team: options.Team = None,
     lenient: options.Lenient = False,
     allow_unredacted: options.AllowUnredacted = False,
     local: options.Local = False,
 ) -> None:
     """Push a complete packet (id, created_at and ltm_version included) as it is."""
+    if from_local is not None:
+        if source is not None or local:
+            raise CliError(
+                "--from-local takes the packet from the local store; give no FILE and no --local",
+                exit_code=2,
+            )
+        from ltm.cli.transfer import to_server
+
+        to_server(from_local, team=team, lenient=lenient, allow_unredacted=allow_unredacted)
+        return
+    if source is None:
+        raise CliError(
+            "give the packet FILE (- for standard input), or --from-local ID", exit_code=2
+        )
     send(
         source,
         fill=False,

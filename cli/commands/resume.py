@@ -2,39 +2,38 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
 from ltm.cli import options
-from ltm.cli.errors import CliError
 
 
 def resume(
     ref: Annotated[
         str | None,
-        typer.Argument(metavar="[ID]", help="A packet id or prefix; the newest packet if omitted."),
+        typer.Argument(
+            metavar="[ID]",
+            help="A packet id or prefix. Without one: pick from the recent packets on a"
+            " terminal, else the newest.",
+        ),
     ] = None,
     team: options.Team = None,
     local: options.Local = False,
+    copy: Annotated[
+        bool | None,
+        typer.Option(
+            "--copy/--no-copy",
+            help="Copy the block to the clipboard instead of printing it [default: copy when"
+            " picked interactively].",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help='Print {"id", "resume"} as JSON instead.')
+    ] = False,
 ) -> None:
     """Print the resume block of a packet, ready to paste into a new agent session."""
-    from ltm.cli.backend import open_backend
-    from ltm.resume import render
+    from ltm.cli.fast import resume_packet  # the body; ltm.cli.entry runs it without typer
 
-    backend = open_backend(local=local)
-    try:
-        if ref is None:
-            newest = backend.list(team=team, limit=1)
-            if not newest:
-                raise CliError(f"no packets in {backend.label}; save one with: ltm save FILE")
-            ref = newest[0]["id"]
-        body = backend.get(ref, team=team)
-    finally:
-        backend.close()
-    try:
-        packet = json.loads(body)
-    except ValueError:
-        raise CliError(f"packet {ref} is not readable JSON") from None
-    print(render(packet), end="")
+    resume_packet(ref, team=team, local=local, copy=copy, as_json=as_json)

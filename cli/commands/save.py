@@ -33,7 +33,8 @@ def send(
         backend.close()
     verb = "saved" if pushed.created else "updated"
     note = "" if checked.conforming else " (non-conforming, accepted with --lenient)"
-    info(f"{verb} {pushed.id} in {backend.label}{note}")
+    where = f"team {team} on {backend.label}" if team else backend.label
+    info(f"{verb} {pushed.id} in {where}{note}")
     print(pushed.id)
     return pushed.id
 

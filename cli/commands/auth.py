@@ -1,0 +1,92 @@
+"""ltm auth: sign in to a server, with a token or from a browser (device flow)."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from ltm.cli.errors import CliError
+from ltm.cli.output import info
+
+if TYPE_CHECKING:
+    from ltm.cli.remote import Http
+
+
+def auth(
+    host: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[HOST]",
+            help="The server, e.g. https://ltm.example.org [default: the configured server].",
+        ),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[TOKEN]",
+            help="A token issued by the server (- reads it from stdin); without one, sign in"
+            " from a browser.",
+        ),
+    ] = None,
+    no_browser: Annotated[
+        bool, typer.Option("--no-browser", help="Show the sign-in URL; do not open a browser.")
+    ] = False,
+) -> None:
+    """Sign in to an ltm server; from then on every verb goes to it (--local overrides)."""
+    from ltm.cli import credentials
+    from ltm.cli.remote import Http, probe
+
+    if host is None:
+        configured = credentials.active()
+        if configured is None:
+            raise CliError("no server configured — run: ltm auth HOST [TOKEN]", exit_code=2)
+        host = configured.host
+    host = credentials.normalize_host(host)
+    if token == "-":
+        token = sys.stdin.readline().strip()
+        if not token:
+            raise CliError("no token on standard input", exit_code=2)
+    http = Http(host)
+    try:
+        health = probe(http)
+        if token:
+            check_token(http, token)
+            via = "token"
+        else:
+            from ltm.cli import device
+
+            token = device.sign_in(
+                http, open_browser=not no_browser and device.browser_available(), say=info
+            )
+            check_token(http, token)
+            via = "device"
+    finally:
+        http.close()
+    previous = credentials.store_login(host, token, via=via)
+    version = health.get("version")
+    info(
+        f"signed in to {host}"
+        + (f" (protocol {version})" if isinstance(version, str) else "")
+        + f"; token {credentials.fingerprint(token)} saved in {credentials.path()}"
+    )
+    if previous:
+        info(f"the default server is now {host} (was {previous}: ltm config set host {previous})")
+    if host.startswith("http://") and not credentials.is_loopback(host):
+        info(f"warning: {host} is plain HTTP; the token travels unencrypted — prefer https://")
+
+
+def check_token(http: Http, token: str) -> None:
+    """``GET /v1/packets?limit=1`` with the token, as the protocol's sign-in check."""
+    from ltm.cli.remote import status_error
+
+    reply = http.request("GET", "/v1/packets", query={"limit": 1}, token=token)
+    if reply.status == 200:
+        return
+    if reply.status == 401:
+        raise CliError(
+            f"token rejected by {http.host} ({reply.error_text()}) — check it, or ask the"
+            " server's admin for a new one (ltm server issue-token NAME); nothing was saved"
+        )
+    raise status_error(http.host, reply)

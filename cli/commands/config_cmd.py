@@ -1,0 +1,127 @@
+"""ltm config: read and change settings (the default server, the network timeout, ...)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from ltm.cli.errors import CliError
+from ltm.cli.output import info
+
+app = typer.Typer(
+    help="Read and change settings: host (the default server), timeout (seconds),"
+    " browser (open one for ltm auth: true/false).",
+    no_args_is_help=True,
+)
+
+KEYS = {
+    "host": "the server every verb goes to (empty: the local store)",
+    "timeout": "seconds to wait for the server (default 10)",
+    "browser": "open a browser for ltm auth's sign-in page (true/false, default true)",
+}
+BOOLEAN = {"true": True, "1": True, "yes": True, "on": True}
+BOOLEAN |= {"false": False, "0": False, "no": False, "off": False}
+
+Key = Annotated[str, typer.Argument(metavar="KEY", help=f"One of: {', '.join(KEYS)}.")]
+
+
+def _key(key: str) -> str:
+    name = key.strip().lower()
+    if name not in KEYS:
+        raise CliError(f"unknown setting {key!r}; known: {', '.join(KEYS)}", exit_code=2)
+    return name
+
+
+def _read(name: str) -> Any:
+    if name == "host":
+        from ltm.cli.credentials import default_host
+
+        return default_host()
+    from ltm.cli.config import load_settings
+
+    return load_settings().get(name)
+
+
+@app.command("get")
+def get(key: Annotated[str | None, typer.Argument(metavar="[KEY]")] = None) -> None:
+    """Print one setting (exit 1 when it is not set), or every setting without KEY."""
+    if key is None:
+        for name in KEYS:
+            value = _read(name)
+            print(f"{name}={'' if value is None else _show(value)}")
+        return
+    value = _read(_key(key))
+    if value is None:
+        raise typer.Exit(1)
+    print(_show(value))
+
+
+@app.command("set")
+def set_(
+    key: Key,
+    value: Annotated[str, typer.Argument(metavar="VALUE")],
+) -> None:
+    """Change one setting."""
+    name = _key(key)
+    if name == "host":
+        from ltm.cli import credentials
+
+        if not value.strip():
+            credentials.set_default(None)
+            info("no default server; verbs use the local store")
+            return
+        host = credentials.normalize_host(value)
+        credentials.set_default(host)
+        signed_in = credentials.token_for(host) is not None
+        info(f"default server: {host}" + ("" if signed_in else f" (sign in: ltm auth {host})"))
+        return
+    parsed: Any
+    if name == "timeout":
+        try:
+            parsed = float(value)
+        except ValueError:
+            raise CliError(
+                f"timeout must be a number of seconds, got {value!r}", exit_code=2
+            ) from None
+        if not 0 < parsed <= 600:
+            raise CliError("timeout must be between 0 and 600 seconds", exit_code=2)
+    else:
+        if value.strip().lower() not in BOOLEAN:
+            raise CliError(f"{name} must be true or false, got {value!r}", exit_code=2)
+        parsed = BOOLEAN[value.strip().lower()]
+    _write(name, parsed)
+    info(f"{name}={_show(parsed)}")
+
+
+@app.command("unset")
+def unset(key: Key) -> None:
+    """Go back to the default for one setting."""
+    name = _key(key)
+    if name == "host":
+        from ltm.cli.credentials import set_default
+
+        set_default(None)
+        info("no default server; verbs use the local store")
+        return
+    _write(name, None)
+    info(f"{name} unset")
+
+
+def _write(name: str, value: Any) -> None:
+    from ltm.cli.config import load_settings, save_settings
+
+    settings = load_settings()
+    if value is None:
+        settings.pop(name, None)
+    else:
+        settings[name] = value
+    save_settings(settings)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

@@ -1,0 +1,32 @@
+"""ltm logout: forget the token for a server."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ltm.cli.errors import CliError
+from ltm.cli.output import info
+
+
+def logout(
+    host: Annotated[
+        str | None,
+        typer.Argument(metavar="[HOST]", help="The server [default: the configured one]."),
+    ] = None,
+) -> None:
+    """Remove the saved token (the server keeps it valid until an admin revokes it)."""
+    from ltm.cli import credentials
+
+    if host is None:
+        host = credentials.default_host()
+        if host is None:
+            raise CliError("not signed in to any server; nothing to do")
+    else:
+        host = credentials.normalize_host(host)
+    if not credentials.forget(host):
+        raise CliError(f"not signed in to {host}; nothing to do")
+    rest = credentials.default_host()
+    where = f"verbs go to {rest}" if rest else "verbs use the local store"
+    info(f"logged out of {host}; {where}")

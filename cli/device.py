@@ -1,0 +1,209 @@
+"""Signing in from a browser: the OAuth 2.0 Device Authorization Grant (RFC 8628).
+
+As the reference client does it: post ``client_id=ltm-cli`` and ``scope=read
+write`` to ``{HOST}/oauth/authorize_device``, show the user the code and the
+URL (and open the browser when there is one), then poll ``{HOST}/oauth/token``
+every ``interval`` seconds until the user approves (``access_token``), the
+server asks to slow down (``slow_down``: five more seconds, from then on), the
+user declines (``access_denied``) or the code runs out (``expired_token``, or
+``expires_in`` passes). The token is a plain bearer for ``/v1``.
+
+Works against any server that implements the two endpoints; ``sleep`` and
+``clock`` can be replaced (tests count the waits instead of sitting them out).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from ltm.cli.errors import CliError
+from ltm.cli.remote import Http, Reply, status_error
+
+CLIENT_ID = "ltm-cli"
+SCOPE = "read write"
+GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
+DEFAULT_INTERVAL = 5.0
+SLOW_DOWN_STEP = 5.0
+FORM = "application/x-www-form-urlencoded"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceCode:
+    device_code: str
+    user_code: str
+    verification_uri: str
+    verification_uri_complete: str | None
+    expires_in: float
+    interval: float
+
+
+def start(http: Http) -> DeviceCode:
+    """Ask the server for a device code and a user code."""
+    body = urlencode({"client_id": CLIENT_ID, "scope": SCOPE}).encode()
+    reply = http.request("POST", "/oauth/authorize_device", body=body, content_type=FORM)
+    if reply.status in (404, 405, 501):
+        raise CliError(
+            f"{http.host} does not offer browser sign-in (no device flow; HTTP {reply.status})"
+            f" — sign in with a token instead: ltm auth {http.host} TOKEN"
+        )
+    data = _oauth_json(http, reply)
+    if reply.status != 200 or "error" in data:
+        raise _oauth_error(http, reply, data, "could not start browser sign-in")
+    try:
+        device_code = _text(data, "device_code")
+        user_code = _text(data, "user_code")
+        verification_uri = _text(data, "verification_uri")
+    except KeyError as exc:
+        raise CliError(
+            f"{http.host} started browser sign-in without {exc.args[0]} — the server's device"
+            " flow is broken; sign in with a token instead"
+        ) from None
+    complete = data.get("verification_uri_complete")
+    return DeviceCode(
+        device_code=device_code,
+        user_code=user_code,
+        verification_uri=verification_uri,
+        verification_uri_complete=complete if isinstance(complete, str) and complete else None,
+        expires_in=_seconds(data.get("expires_in"), 900.0),
+        interval=_seconds(data.get("interval"), DEFAULT_INTERVAL),
+    )
+
+
+def poll(
+    http: Http,
+    code: DeviceCode,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> str:
+    """Wait for the user's decision; the access token when they approve."""
+    interval = code.interval
+    deadline = clock() + code.expires_in
+    body = urlencode(
+        {"grant_type": GRANT_TYPE, "device_code": code.device_code, "client_id": CLIENT_ID}
+    ).encode()
+    while True:
+        if clock() + interval > deadline:
+            raise _expired(http)
+        sleep(interval)
+        reply = http.request("POST", "/oauth/token", body=body, content_type=FORM)
+        data = _oauth_json(http, reply)
+        error = data.get("error")
+        if reply.status == 200 and not error:
+            return _access_token(http, data)
+        if error == "authorization_pending":
+            continue
+        if error == "slow_down":
+            interval += SLOW_DOWN_STEP
+            continue
+        if error == "access_denied":
+            raise CliError(
+                f"sign-in to {http.host} was declined in the browser — nothing was saved;"
+                f" to try again: ltm auth {http.host}"
+            )
+        if error == "expired_token":
+            raise _expired(http)
+        raise _oauth_error(http, reply, data, "browser sign-in failed")
+
+
+def sign_in(
+    http: Http,
+    *,
+    open_browser: bool,
+    say: Callable[[str], None],
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> str:
+    """The whole flow: start, show the code (and open the page), wait for the token."""
+    code = start(http)
+    page = code.verification_uri_complete or code.verification_uri
+    say(f"To sign in to {http.host}, open {code.verification_uri}")
+    say(f"and enter the code: {code.user_code}")
+    if open_browser and _launch(page):
+        say("(opened in your browser)")
+    minutes = max(1, round(code.expires_in / 60))
+    say(f"Waiting for you to approve (the code is valid for {minutes} min; Ctrl-C stops)…")
+    return poll(http, code, sleep=sleep, clock=clock)
+
+
+def browser_available() -> bool:
+    """A browser we can open without taking over this terminal."""
+    if os.environ.get("LTM_NO_BROWSER") or os.environ.get("CI"):
+        return False
+    from ltm.cli.config import load_settings
+
+    if str(load_settings().get("browser", "true")).lower() in ("false", "0", "no", "off"):
+        return False
+    if os.environ.get("BROWSER"):
+        return True
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def _launch(url: str) -> bool:
+    if urlsplit(url).scheme not in ("http", "https"):
+        return False  # never hand a file: or javascript: URL from a server to the browser
+    import webbrowser
+
+    try:
+        return bool(webbrowser.open(url))
+    except Exception:  # no usable browser after all: the URL is on screen anyway
+        return False
+
+
+def _expired(http: Http) -> CliError:
+    return CliError(
+        f"the sign-in code for {http.host} expired before it was approved — start again:"
+        f" ltm auth {http.host}"
+    )
+
+
+def _oauth_json(http: Http, reply: Reply) -> dict[str, Any]:
+    if reply.status >= 500:
+        raise status_error(http.host, reply)
+    data = reply.json(http.host)
+    if not isinstance(data, dict):
+        raise CliError(f"{http.host} sent an unexpected OAuth answer (not a JSON object)")
+    return data
+
+
+def _oauth_error(http: Http, reply: Reply, data: dict[str, Any], what: str) -> CliError:
+    error = data.get("error")
+    if isinstance(error, str):
+        detail = data.get("error_description")
+        extra = f": {detail}" if isinstance(detail, str) and detail else ""
+        return CliError(
+            f"{what} on {http.host} ({error}{extra}) — sign in with a token instead:"
+            f" ltm auth {http.host} TOKEN"
+        )
+    return status_error(http.host, reply)
+
+
+def _access_token(http: Http, data: dict[str, Any]) -> str:
+    token = data.get("access_token")
+    kind = data.get("token_type")
+    if not isinstance(token, str) or not token:
+        raise CliError(f"{http.host} approved the sign-in but sent no access_token")
+    if not isinstance(kind, str) or kind.lower() != "bearer":
+        raise CliError(f"{http.host} sent a {kind!r} token; ltm needs a Bearer token")
+    return token
+
+
+def _text(data: dict[str, Any], key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value:
+        raise KeyError(key)
+    return value
+
+
+def _seconds(value: Any, default: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return default
+    return float(value)

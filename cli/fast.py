@@ -1,0 +1,170 @@
+"""``ltm ls`` and ``ltm resume``, without the argument parser.
+
+These two are what people and agents run most, usually against a server, so
+their bodies live here, importable without typer (typer, and the pydantic it
+loads to coerce arguments, cost more than the whole rest of the command).
+``ltm.cli.entry`` hands the plain forms of the two verbs to ``run``; anything
+it does not recognise (help, a typo, an interactive pick) goes to the typer
+commands, which call the same bodies.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from ltm.cli.errors import CliError
+from ltm.cli.output import info
+
+if TYPE_CHECKING:
+    from ltm.cli.backend import Backend
+
+PICK_FROM = 50  # how many recent packets the picker offers
+MAX_LIMIT = 1000
+
+
+def list_packets(*, limit: int, team: str | None, as_json: bool, local: bool) -> None:
+    from ltm.cli.backend import open_backend
+    from ltm.cli.output import one_line, relative_time, short_id
+
+    backend = open_backend(local=local)
+    try:
+        rows = backend.list(team=team, limit=limit)
+    finally:
+        backend.close()
+    if as_json:
+        print(json.dumps({"packets": rows}, ensure_ascii=False, indent=2))
+        return
+    if not rows:
+        where = f"team {team} on {backend.label}" if team else backend.label
+        info(f"no packets yet in {where}; save one with: ltm save FILE")
+        return
+    for row in rows:
+        when = relative_time(row["created_at"])
+        print(f"{short_id(row['id']):<12}  {when:<12}  {one_line(row['goal'], 72)}")
+
+
+def resume_packet(
+    ref: str | None, *, team: str | None, local: bool, copy: bool | None, as_json: bool
+) -> None:
+    """Print (or copy) a packet's resume block; without ``ref``, pick one or take the newest."""
+    from ltm.cli.backend import open_backend
+    from ltm.resume import render
+
+    interactive = ref is None and not as_json and sys.stdin.isatty() and sys.stdout.isatty()
+    backend = open_backend(local=local)
+    try:
+        if ref is None:
+            ref = _choose(backend, team, interactive=interactive)
+        body = backend.get(ref, team=team)
+    finally:
+        backend.close()
+    try:
+        packet = json.loads(body)
+    except ValueError:
+        raise CliError(f"packet {ref} is not readable JSON") from None
+    if not isinstance(packet, dict):
+        raise CliError(f"packet {ref} is not a JSON object")
+    block = render(packet)
+    packet_id = str(packet.get("id", ref))
+    if as_json:
+        print(json.dumps({"id": packet_id, "resume": block}, ensure_ascii=False))
+        return
+    if copy if copy is not None else interactive:
+        from ltm.cli.clipboard import copy as to_clipboard
+
+        problem = to_clipboard(block)
+        if problem is None:
+            lines = block.count("\n")
+            info(f"copied the resume block of {packet_id} ({lines} lines) to the clipboard")
+            return
+        info(f"warning: {problem}; printing the block instead")
+    sys.stdout.write(block)
+
+
+def _choose(backend: Backend, team: str | None, *, interactive: bool) -> str:
+    from ltm.cli.output import one_line, relative_time, short_id
+
+    rows = backend.list(team=team, limit=PICK_FROM if interactive else 1)
+    if not rows:
+        where = f"team {team} on {backend.label}" if team else backend.label
+        raise CliError(f"no packets in {where}; save one with: ltm save FILE")
+    if not interactive:
+        return rows[0]["id"]
+    from ltm.cli.picker import pick
+
+    labels = [
+        f"{short_id(r['id']):<12}  {relative_time(r['created_at']):<12}  {one_line(r['goal'], 200)}"
+        for r in rows
+    ]
+    chosen = pick(labels, title="Resume which packet?")
+    if chosen is None:
+        raise CliError("cancelled; nothing resumed", exit_code=130)
+    return rows[chosen]["id"]
+
+
+# -- the fast path ------------------------------------------------------------------
+
+
+def run(argv: list[str]) -> bool:
+    """Run ``ls``/``resume`` when ``argv`` is a plain form of them; False to use typer."""
+    verb, rest = argv[0], argv[1:]
+    parsed = _parse(rest, flags={"--json", "--local", "--copy", "--no-copy"})
+    if parsed is None:
+        return False
+    positional, values, flags = parsed
+    team = values.get("team")
+    if verb == "ls":
+        if positional or flags & {"--copy", "--no-copy"}:
+            return False
+        raw = values.get("limit", "50")
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+            return False
+        list_packets(limit=int(raw), team=team, as_json="--json" in flags, local="--local" in flags)
+        return True
+    if verb == "resume":
+        if len(positional) > 1 or "limit" in values or {"--copy", "--no-copy"} <= flags:
+            return False
+        ref = positional[0] if positional else None
+        copy = True if "--copy" in flags else False if "--no-copy" in flags else None
+        resume_packet(
+            ref, team=team, local="--local" in flags, copy=copy, as_json="--json" in flags
+        )
+        return True
+    return False
+
+
+OPTIONS = {"-t": "team", "--team": "team", "-n": "limit", "--limit": "limit"}
+
+
+def _parse(
+    args: list[str], *, flags: set[str]
+) -> tuple[list[str], dict[str, str], set[str]] | None:
+    """Positionals, option values and flags; None for anything unusual (let typer say it)."""
+    positional: list[str] = []
+    values: dict[str, str] = {}
+    seen: set[str] = set()
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name, eq, inline = arg.partition("=")
+        if arg in flags:
+            if arg in seen:
+                return None
+            seen.add(arg)
+        elif name in OPTIONS and name.startswith("--") and eq:
+            if OPTIONS[name] in values or not inline:
+                return None
+            values[OPTIONS[name]] = inline
+        elif arg in OPTIONS:
+            if OPTIONS[arg] in values or i + 1 >= len(args) or args[i + 1].startswith("-"):
+                return None
+            values[OPTIONS[arg]] = args[i + 1]
+            i += 1
+        elif arg.startswith("-") or not arg:
+            return None
+        else:
+            positional.append(arg)
+        i += 1
+    return positional, values, seen

@@ -1,0 +1,70 @@
+"""Copying packets between the local store and the signed-in server.
+
+A packet that goes to the server passes the same validation and redaction
+pre-flight as ``ltm push FILE``; one that comes down is validated before the
+local store takes it. Copies, not moves: the source keeps its packet.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ltm.cli.errors import CliError
+from ltm.cli.output import info
+
+if TYPE_CHECKING:
+    from ltm.cli.remote import RemoteBackend
+
+
+def _server() -> RemoteBackend:
+    from ltm.cli.backend import open_backend
+    from ltm.cli.remote import RemoteBackend
+
+    backend = open_backend()
+    if not isinstance(backend, RemoteBackend):
+        backend.close()
+        raise CliError("no server to copy to or from; sign in first: ltm auth HOST")
+    return backend
+
+
+def to_server(ref: str, *, team: str | None, lenient: bool, allow_unredacted: bool) -> str:
+    from ltm.cli import preflight
+    from ltm.cli.backend import LocalBackend
+
+    remote = _server()
+    try:
+        store = LocalBackend.open()
+        try:
+            body = store.get(ref)
+        finally:
+            store.close()
+        checked = preflight.check(body, lenient=lenient, label=f"local packet {ref}")
+        preflight.preflight(checked, allow_unredacted=allow_unredacted)
+        pushed = remote.push(checked.data, team=team, lenient=lenient)
+    finally:
+        remote.close()
+    where = f"team {team} on {remote.host}" if team else remote.host
+    info(f"copied {pushed.id} from the local store to {where}")
+    print(pushed.id)
+    return pushed.id
+
+
+def to_local_store(ref: str, *, team: str | None, lenient: bool) -> str:
+    from ltm.cli import preflight
+    from ltm.cli.backend import LocalBackend
+
+    remote = _server()
+    try:
+        body = remote.get(ref, team=team)
+    finally:
+        remote.close()
+    checked = preflight.check(body, lenient=lenient, label=f"packet {ref} from {remote.host}")
+    store = LocalBackend.open()
+    try:
+        pushed = store.push(checked.data, lenient=lenient)
+    finally:
+        store.close()
+    verb = "copied" if pushed.created else "updated"
+    info(f"{verb} {pushed.id} from {remote.host} into the {store.label}")
+    print(pushed.id)
+    return pushed.id

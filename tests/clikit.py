@@ -1,0 +1,178 @@
+"""Helpers for the CLI-against-a-server suites: the real ``ltm`` in subprocesses, a
+config dir per person, and small stdlib HTTP servers that play *other* servers
+(an OAuth device-flow endpoint, a proxy answering 502, a TLS endpoint).
+
+Our own server is never faked: those suites run ``ltm server run`` through
+``serverkit``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+LTM = str(Path(sys.executable).with_name("ltm"))
+PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+def base_env(home: Path, **extra: str) -> dict[str, str]:
+    """A clean environment for one person: their own config and data dirs, no browser."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("LTM_")
+        and k.lower() not in PROXY_VARS
+        and k not in ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER", "SSL_CERT_FILE")
+    }
+    env["LTM_CONFIG_DIR"] = str(home / "config")
+    env["LTM_DATA_DIR"] = str(home / "data")
+    env["LTM_NO_BROWSER"] = "1"
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Cli:
+    """``ltm`` as one person runs it (their config dir, their data dir)."""
+
+    home: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.env:
+            self.env = base_env(self.home)
+
+    @property
+    def config(self) -> Path:
+        return Path(self.env["LTM_CONFIG_DIR"])
+
+    def run(
+        self, *args: str, stdin: str | bytes = b"", timeout: float = 60, **env: str
+    ) -> subprocess.CompletedProcess[str]:
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        proc = subprocess.run(
+            [LTM, *args],
+            input=data,
+            env={**self.env, **env},
+            capture_output=True,
+            timeout=timeout,
+        )
+        return subprocess.CompletedProcess(
+            proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+        )
+
+    def ok(self, *args: str, stdin: str | bytes = b"", **env: str) -> str:
+        result = self.run(*args, stdin=stdin, **env)
+        assert result.returncode == 0, f"ltm {' '.join(args)}: {result.stderr}"
+        return result.stdout
+
+    def fails(self, *args: str, code: int = 1, stdin: str | bytes = b"", **env: str) -> str:
+        """Run a command that must fail with one ``ltm: ...`` line and no traceback."""
+        result = self.run(*args, stdin=stdin, **env)
+        assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+        assert "Traceback" not in result.stderr, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("ltm: "), result.stderr
+        return lines[0]
+
+    def credentials(self) -> dict[str, Any]:
+        return json.loads((self.config / "credentials").read_text())
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    at: float
+
+
+Handler = Callable[[Seen], tuple[int, dict[str, str], bytes]]
+
+
+@dataclass
+class Stub:
+    url: str
+    seen: list[Seen]
+
+
+def json_reply(status: int, data: Any) -> tuple[int, dict[str, str], bytes]:
+    return status, {"Content-Type": "application/json"}, json.dumps(data).encode()
+
+
+@contextmanager
+def stub_server(handler: Handler, *, tls: Any = None) -> Iterator[Stub]:
+    """A loopback HTTP(S) server answering every request with ``handler``."""
+    import time
+
+    seen: list[Seen] = []
+
+    class _Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _any(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            request = Seen(
+                self.command,
+                self.path,
+                {k.lower(): v for k, v in self.headers.items()},
+                body,
+                time.monotonic(),
+            )
+            seen.append(request)
+            status, headers, payload = handler(request)
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        do_GET = do_POST = do_DELETE = do_PUT = _any
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.daemon_threads = True
+    scheme = "http"
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Stub(f"{scheme}://127.0.0.1:{server.server_address[1]}", seen)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def silent_server() -> Iterator[str]:
+    """A port that accepts connections and never answers (for timeouts)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        sock.close()

@@ -1,0 +1,301 @@
+"""Every verb against a real ``ltm server run`` on loopback, as users run them.
+
+The server is the real one (``serverkit``); each person is a config dir of
+their own and the real ``ltm`` command in a subprocess. Errors have their own
+suite (test_cli_remote_errors.py); the picker and clipboard theirs
+(test_picker.py); sign-in from a browser test_auth_device.py.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from clikit import Cli
+from serverkit import Server, running_server
+
+CONTENT = {
+    "goal": "Make the login test stop flaking",
+    "next_step": "Run the test 50 times and read the first failure",
+    "decisions": [{"what": "Keep pytest", "why": "the team knows it", "locked": True}],
+}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("cli-remote")) as srv:
+        yield srv
+
+
+def person(server: Server, tmp_path: Path, name: str) -> Cli:
+    """A signed-in user with their own config dir."""
+    cli = Cli(tmp_path / name)
+    _user_id, token = server.issue(name)
+    cli.ok("auth", server.url, token)
+    return cli
+
+
+def content(goal: str) -> str:
+    return json.dumps({**CONTENT, "goal": goal})
+
+
+def test_auth_with_a_token_stores_it_privately(server: Server, tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "alice")
+    _user_id, token = server.issue("alice")
+    result = cli.run("auth", server.url + "/", token)
+    assert result.returncode == 0, result.stderr
+    assert f"signed in to {server.url}" in result.stderr
+    assert token not in result.stderr + result.stdout
+    path = cli.config / "credentials"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(cli.config.stat().st_mode) == 0o700
+    saved = cli.credentials()
+    assert saved["default"] == server.url  # the trailing slash is gone
+    assert saved["hosts"][server.url]["token"] == token
+    assert saved["hosts"][server.url]["via"] == "token"
+
+    who = cli.ok("whoami")
+    assert server.url in who and token not in who
+    report = json.loads(cli.ok("whoami", "--json"))
+    assert report["host"] == server.url and report["backend"] == "remote"
+    assert len(report["token_fingerprint"]) == 8 and report["token_fingerprint"] in who
+
+
+def test_auth_reads_the_token_from_stdin(server: Server, tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "stdin")
+    _user_id, token = server.issue("stdin")
+    cli.ok("auth", server.url, "-", stdin=token + "\n")
+    assert cli.credentials()["hosts"][server.url]["token"] == token
+
+
+def test_every_packet_verb_in_personal_scope(server: Server, tmp_path: Path) -> None:
+    cli = person(server, tmp_path, "bea")
+    first = cli.ok("save", "-", stdin=content("First goal")).strip()
+    example = tmp_path / "example.json"
+    example.write_text(cli.ok("example"))
+    pushed = cli.run("push", str(example))
+    assert pushed.returncode == 0, pushed.stderr
+    assert pushed.stdout.strip() == "01JS5LTMEXAMPLEPACKET00001A"
+    assert f"in {server.url}" in pushed.stderr
+    second = cli.ok("save", "-", stdin=content("Second goal")).strip()
+
+    lines = cli.ok("ls").splitlines()
+    assert [line[:12] for line in lines] == [second[:12], first[:12], "01JS5LTMEXAM"]
+    listing = json.loads(cli.ok("ls", "--json", "-n", "2"))
+    assert [p["id"] for p in listing["packets"]] == [second, first]
+
+    shown = cli.ok("show", first[:10])
+    assert f"ID       {first}" in shown and "First goal" in shown
+    assert json.loads(cli.ok("show", first, "--json"))["goal"] == "First goal"
+    pulled = json.loads(cli.ok("pull", first))
+    assert pulled["id"] == first and pulled["goal"] == "First goal"
+    cli.ok("pull", first, "-o", str(tmp_path / "copy.json"))
+    assert json.loads((tmp_path / "copy.json").read_text()) == pulled
+
+    block = cli.ok("resume", first)
+    assert block.startswith("# Resume context") and "First goal" in block
+    assert cli.ok("resume", first[:12]) == block
+    assert "Second goal" in cli.ok("resume")  # off a terminal: the newest
+    as_json = json.loads(cli.ok("resume", first, "--json"))
+    assert as_json == {"id": first, "resume": block}
+
+    removed = cli.run("rm", first[:12], "--yes")
+    assert removed.returncode == 0 and f"deleted {first}" in removed.stderr
+    assert first[:12] not in cli.ok("ls")
+    assert "no packet" in cli.fails("show", first)
+
+    # The local store is apart: nothing of this landed in it.
+    local = cli.run("ls", "--local")
+    assert local.returncode == 0 and local.stdout == "" and "local store" in local.stderr
+
+
+def test_team_scope_and_joining_on_a_clean_machine(server: Server, tmp_path: Path) -> None:
+    alice = person(server, tmp_path, "ann")
+    alice.ok("teams", "create", "crew-a")
+    assert "crew-a" in alice.ok("teams", "ls")
+    created = json.loads(alice.ok("teams", "ls", "--json"))["teams"]
+    assert [t["name"] for t in created] == ["crew-a"]
+
+    invite = alice.run("invite", "-t", "crew-a")
+    assert invite.returncode == 0, invite.stderr
+    url = invite.stdout.strip()
+    assert url.startswith(server.url + "/v1/invites/")
+    assert "single use; expires" in invite.stderr and "(in 7 d)" in invite.stderr
+
+    bob = Cli(tmp_path / "bob")  # a clean machine: no config dir at all
+    assert not bob.config.exists()
+    joined = bob.run("join", url, "--display", "Bob")
+    assert joined.returncode == 0, joined.stderr
+    assert "joined team crew-a" in joined.stderr and "as Bob" in joined.stderr
+    saved = bob.credentials()
+    assert saved["default"] == server.url
+    entry = saved["hosts"][server.url]
+    assert entry["via"] == "invite" and entry["token"].startswith("ltm_")
+    assert entry["user"]["display"] == "Bob"
+    assert stat.S_IMODE((bob.config / "credentials").stat().st_mode) == 0o600
+    assert "Bob" in bob.ok("whoami")
+
+    shared = bob.ok("save", "-t", "crew-a", "-", stdin=content("Team goal")).strip()
+    assert alice.ok("ls", "-t", "crew-a").startswith(shared[:12])
+    assert shared[:12] not in alice.ok("ls")  # team packets stay out of personal scope
+    assert "Team goal" in alice.ok("resume", shared[:14], "-t", "crew-a")
+    assert "Team goal" in alice.ok("resume", "-t", "crew-a")  # the team's newest
+    assert json.loads(alice.ok("show", shared, "--json", "-t", "crew-a"))["goal"] == "Team goal"
+
+    members = alice.ok("teams", "members", "crew-a")
+    assert "ann" in members and "Bob" in members and "owner" in members
+    rows = json.loads(bob.ok("teams", "members", "crew-a", "--json"))["members"]
+    assert {r["role"] for r in rows} == {"owner", "member"}
+
+    kicked = alice.run("teams", "kick", "crew-a", "Bob")  # by display name
+    assert kicked.returncode == 0 and "removed Bob" in kicked.stderr
+    assert "team 'crew-a' not found" in bob.fails("ls", "-t", "crew-a")
+
+    # Joining again as an existing user: the token is sent, no new one is minted.
+    token_before = bob.credentials()["hosts"][server.url]["token"]
+    again = alice.ok("invite", "-t", "crew-a").strip()
+    assert "joined team crew-a" in bob.run("join", again).stderr
+    assert bob.credentials()["hosts"][server.url]["token"] == token_before
+    bob.ok("teams", "leave", "crew-a")
+    assert bob.ok("teams", "ls") == ""
+
+    alice.ok("teams", "rm", "crew-a", "--yes")
+    assert alice.ok("teams", "ls") == ""
+
+
+def test_moving_packets_between_the_local_store_and_the_server(
+    server: Server, tmp_path: Path
+) -> None:
+    cli = person(server, tmp_path, "cyd")
+    cli.ok("teams", "create", "movers")
+    local_id = cli.ok("save", "--local", "-", stdin=content("Written offline")).strip()
+    assert local_id[:12] not in cli.ok("ls")  # only local so far
+
+    moved = cli.run("push", "--from-local", local_id[:10])
+    assert moved.returncode == 0, moved.stderr
+    assert moved.stdout.strip() == local_id
+    assert f"to {server.url}" in moved.stderr
+    assert cli.ok("ls").startswith(local_id[:12])
+    assert local_id[:12] in cli.ok("ls", "--local")  # a copy: the local one stays
+
+    other = cli.ok("save", "--local", "-", stdin=content("For the team")).strip()
+    cli.ok("push", "--from-local", other, "-t", "movers")
+    assert cli.ok("ls", "-t", "movers").startswith(other[:12])
+
+    remote_id = cli.ok("save", "-", stdin=content("Written online")).strip()
+    pulled = cli.run("pull", remote_id[:12], "--to-local")
+    assert pulled.returncode == 0, pulled.stderr
+    assert pulled.stdout.strip() == remote_id and "into the local store" in pulled.stderr
+    assert "Written online" in cli.ok("resume", "--local", remote_id)
+
+    assert "--from-local" in cli.fails("push", "a.json", "--from-local", "X", code=2)
+    assert "--to-local" in cli.fails("pull", remote_id, "--to-local", "-o", "x.json", code=2)
+
+
+def test_the_redaction_pre_flight_runs_before_a_local_packet_leaves(
+    server: Server, tmp_path: Path
+) -> None:
+    cli = person(server, tmp_path, "dee")
+    leaky = json.dumps({**CONTENT, "next_step": "Open /home/dee/secrets.txt"})
+    local_id = cli.ok("save", "--local", "--allow-unredacted", "-", stdin=leaky).strip()
+    blocked = cli.run("push", "--from-local", local_id)
+    assert blocked.returncode == 1
+    assert "redaction pre-flight blocked" in blocked.stderr and "next_step" in blocked.stderr
+    assert local_id[:12] not in cli.ok("ls")  # nothing left the machine
+    cli.ok("push", "--from-local", local_id, "--allow-unredacted")
+    assert local_id[:12] in cli.ok("ls")
+
+    blocked = cli.run("save", "-", stdin=leaky)
+    assert blocked.returncode == 1 and "redaction pre-flight blocked" in blocked.stderr
+
+
+def test_id_prefixes_resolve_on_the_server(server: Server, tmp_path: Path) -> None:
+    cli = person(server, tmp_path, "eve")
+    base = "01PREFIXEVE0000000000000"
+    for suffix in ("1A", "2B"):
+        cli.ok(
+            "push",
+            "-",
+            stdin=json.dumps(
+                {
+                    **CONTENT,
+                    "ltm_version": "0.2",
+                    "id": base + suffix,
+                    "created_at": "2026-05-01T12:00:00Z",
+                }
+            ),
+        )
+    assert "matches 2 packets" in cli.fails("show", base)
+    assert json.loads(cli.ok("pull", base + "2"))["id"] == base + "2B"
+    assert "no packet 01NOPE" in cli.fails("resume", "01NOPE")
+    removed = cli.run("rm", base + "1", "--yes")
+    assert removed.returncode == 0 and f"deleted {base}1A" in removed.stderr
+
+
+def test_lenient_packets_are_flagged_and_strict_ones_checked_before_sending(
+    server: Server, tmp_path: Path
+) -> None:
+    cli = person(server, tmp_path, "fay")
+    odd = json.dumps({**CONTENT, "tags": ["Not A Valid Tag"]})
+    refused = cli.run("save", "-", stdin=odd)
+    assert refused.returncode == 1 and "not a valid packet" in refused.stderr
+    saved = cli.run("save", "--lenient", "-", stdin=odd)
+    assert saved.returncode == 0, saved.stderr
+    assert "non-conforming" in saved.stderr
+    packet_id = saved.stdout.strip()
+    assert json.loads(cli.ok("pull", packet_id))["tags"] == ["Not A Valid Tag"]
+
+
+def test_local_logout_and_config(server: Server, tmp_path: Path) -> None:
+    cli = person(server, tmp_path, "gus")
+    packet_id = cli.ok("save", "-", stdin=content("On the server")).strip()
+    assert cli.ok("ls", "--local") == ""  # --local forces the embedded store
+    assert cli.ok("config", "get", "host").strip() == server.url
+
+    cli.ok("config", "set", "timeout", "30")
+    assert cli.ok("config", "get", "timeout").strip() == "30"
+    assert "timeout=30" in cli.ok("config", "get")
+    cli.ok("config", "unset", "timeout")
+    assert cli.run("config", "get", "timeout").returncode == 1
+    assert "unknown setting" in cli.fails("config", "set", "colour", "red", code=2)
+    assert "must be a number" in cli.fails("config", "set", "timeout", "soon", code=2)
+
+    cli.ok("config", "unset", "host")  # the token stays; the verbs go local
+    assert packet_id[:12] not in cli.ok("ls")
+    cli.ok("config", "set", "host", server.url)
+    assert cli.ok("ls").startswith(packet_id[:12])
+
+    out = cli.run("logout")
+    assert out.returncode == 0 and f"logged out of {server.url}" in out.stderr
+    assert server.url not in (cli.config / "credentials").read_text()
+    assert "not signed in" in cli.ok("whoami")
+    assert packet_id[:12] not in cli.ok("ls")  # back on the local store
+    assert "nothing to do" in cli.fails("logout")
+    assert "no server configured" in cli.fails("auth", code=2)
+
+
+def test_environment_overrides_the_credentials_file(server: Server, tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "ci")  # nothing saved: everything from the environment
+    _user_id, token = server.issue("ci")
+    packet_id = cli.ok(
+        "save", "-", stdin=content("From CI"), LTM_HOST=server.url, LTM_TOKEN=token
+    ).strip()
+    listed = cli.ok("ls", LTM_HOST=server.url, LTM_TOKEN=token)
+    assert listed.startswith(packet_id[:12])
+    assert "(from LTM_HOST)" in cli.ok("whoami", LTM_HOST=server.url, LTM_TOKEN=token)
+    assert not (cli.config / "credentials").exists()
+    assert "not signed in to" in cli.fails("ls", LTM_HOST=server.url)
+
+
+def test_a_reference_style_credentials_file_is_read(server: Server, tmp_path: Path) -> None:
+    """The Go reference keeps the bare token in credentials and the host in config.toml."""
+    cli = Cli(tmp_path / "gopher")
+    _user_id, token = server.issue("gopher")
+    cli.config.mkdir(parents=True)
+    (cli.config / "credentials").write_text(token + "\n")
+    (cli.config / "config.toml").write_text(f'host = "{server.url}"\n')
+    packet_id = cli.ok("save", "-", stdin=content("Migrated")).strip()
+    assert cli.ok("ls").startswith(packet_id[:12])
