@@ -92,6 +92,12 @@ def test_cognito_pieces_for_the_device_flow() -> None:
     assert props["AllowedOAuthFlows"] == ["code"]
     assert "openid" in props["AllowedOAuthScopes"]
     assert props["AllowedOAuthFlowsUserPoolClient"] is True
+    # Cognito sends the browser back to the API route the device flow serves.
+    callback = props["CallbackURLs"][0]["Fn::If"]
+    assert callback[1] == {"Fn::Sub": "${ApiUrl}/device/callback"}
+    assert callback[2].endswith("/device/callback")
+    app_source = (ROOT / "app.py").read_text()
+    assert '"/device/callback"' in app_source
     outputs = tpl["Outputs"]
     for name in ("TableName", "UserPoolId", "UserPoolClientId", "CognitoDomain", "Region"):
         assert name in outputs
