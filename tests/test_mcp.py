@@ -373,6 +373,41 @@ def test_bad_arguments_are_tool_errors_and_the_shim_keeps_serving(shim: Shim) ->
     assert "Traceback" not in shim.stderr()  # argument errors are expected, not logged as bugs
 
 
+def test_concurrent_calls_each_get_their_answer(shim: Shim) -> None:
+    """Calls run side by side (each in its own worker thread, with its own store handle)."""
+    import anyio
+
+    results: dict[int, Any] = {}
+
+    async def one(n: int) -> None:
+        if n % 3 == 2:
+            results[n] = await shim.session.call_tool("ls", {"limit": "bad"})
+        else:
+            packet = {**CONTENT, "goal": f"goal number {n}"}
+            results[n] = await shim.session.call_tool("save", {"packet": packet})
+
+    async def many() -> None:
+        async with anyio.create_task_group() as group:
+            for n in range(12):
+                group.start_soon(one, n)
+
+    shim.portal.call(many)
+    saved = {n for n, r in results.items() if not r.is_error}
+    assert saved == {n for n in range(12) if n % 3 != 2}
+    assert all("limit: must be an integer" in text(results[n]) for n in range(2, 12, 3))
+    goals = {row["goal"] for row in shim.call("ls").structured_content["packets"]}
+    assert goals == {f"goal number {n}" for n in saved}
+
+
+def test_oversized_packet_is_refused_with_its_size(shim: Shim) -> None:
+    big = {**CONTENT, "constraints": ["x" * 1000] * 32, "open_questions": ["y" * 1000] * 5}
+    message = shim.fails("save", {"packet": big})
+    assert "over the 32768-byte limit" in message
+    assert "no packets yet" in shim.ok("ls")
+    roomy = {**CONTENT, "constraints": ["z" * 1000] * 12}  # valid, but past the 10 KB advice
+    assert "aim for 2-10 KB" in shim.ok("save", {"packet": roomy})
+
+
 def test_unusable_store_is_a_tool_error_not_a_crash(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the data dir should be")
