@@ -469,9 +469,9 @@ def document() -> dict[str, Any]:
         },
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "security": _BEARER,
-        "paths": _paths(),
+        "paths": {**_paths(), **device_paths()},
         "components": {
-            "schemas": _schemas(),
+            "schemas": {**_schemas(), **device_schemas()},
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer", "description": "An ltm token."}
             },
@@ -482,3 +482,296 @@ def document() -> dict[str, Any]:
 @cache
 def document_json() -> str:
     return json.dumps(document(), separators=(",", ":"))
+
+
+# -- the device flow (RFC 8628) and the caller's tokens --------------------------------------
+
+_FORM = "application/x-www-form-urlencoded"
+_HTML = {"text/html": {"schema": {"type": "string"}}}
+_NO_STORE = {
+    "Cache-Control": {"description": "Always `no-store`.", "schema": {"const": "no-store"}}
+}
+
+
+def _oauth_error(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": _ref("OAuthError")}},
+    }
+
+
+def _page(description: str) -> dict[str, Any]:
+    return {"description": description, "content": _HTML}
+
+
+def _form_body(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "required": True,
+        "content": {
+            _FORM: {"schema": {"type": "object", "properties": properties, "required": required}}
+        },
+    }
+
+
+def device_schemas() -> dict[str, Any]:
+    """Component schemas of the device flow and token routes."""
+    return {
+        "OAuthError": {
+            "type": "object",
+            "description": "RFC 6749 §5.2.",
+            "properties": {
+                "error": {
+                    **_STRING,
+                    "description": "`invalid_request`, `invalid_client`, `invalid_grant`,"
+                    " `invalid_scope`, `unsupported_grant_type`, `authorization_pending`,"
+                    " `slow_down`, `access_denied`, `expired_token`,"
+                    " `temporarily_unavailable` or `server_error`.",
+                },
+                "error_description": _STRING,
+            },
+            "required": ["error"],
+        },
+        "DeviceAuthorization": _obj(
+            {
+                "device_code": {**_STRING, "description": "The device's secret (256 bits)."},
+                "user_code": {
+                    **_STRING,
+                    "pattern": "^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$",
+                },
+                "verification_uri": {**_STRING, "description": "`{server}/device`."},
+                "verification_uri_complete": {
+                    **_STRING,
+                    "description": "`{server}/device?code={user_code}`.",
+                },
+                "expires_in": {"type": "integer", "minimum": 1},
+                "interval": {"type": "integer", "minimum": 1},
+            }
+        ),
+        "DeviceToken": _obj(
+            {
+                "access_token": {
+                    **_STRING,
+                    "description": "An ltm bearer token, valid until revoked (no expiry, no"
+                    " refresh).",
+                },
+                "token_type": {"const": "Bearer"},
+                "scope": _STRING,
+            }
+        ),
+        "DeviceDecision": {
+            "type": "object",
+            "properties": {
+                "user_code": {
+                    **_STRING,
+                    "description": "As shown, `XXXX-XXXX` (case, dashes and spaces do not matter).",
+                },
+                "approve": {"type": "boolean", "default": True},
+            },
+            "required": ["user_code"],
+        },
+        "DeviceDecided": _obj(
+            {
+                "status": {"enum": ["approved", "denied"]},
+                "device": _obj(
+                    {
+                        "client_id": _STRING,
+                        "name": {**_STRING, "description": "What the device said it is."},
+                        "requested_at": _TIME,
+                        "from": {**_STRING, "description": "The address it asked from."},
+                    }
+                ),
+            }
+        ),
+        "OwnToken": _obj(
+            {
+                "label": _STRING,
+                "created_at": _TIME,
+                "last_used_at": {"type": ["string", "null"], "format": "date-time"},
+                "current": {
+                    "type": "boolean",
+                    "description": "The token this request was made with.",
+                },
+            }
+        ),
+        "OwnTokenList": _obj({"tokens": {"type": "array", "items": _ref("OwnToken")}}),
+    }
+
+
+def device_paths() -> dict[str, Any]:
+    """The device flow (no bearer: ``/oauth/*`` and the ``/device`` pages) and token routes."""
+    oauth_400 = _oauth_error(
+        "An RFC 6749/8628 error: a missing, repeated or malformed parameter, an unknown"
+        " client, grant or scope, or (token endpoint) `authorization_pending`, `slow_down`,"
+        " `access_denied`, `expired_token`."
+    )
+    oauth_401 = _oauth_error(
+        "`invalid_client` when the request carried an Authorization header (RFC 6749 §5.2)."
+    )
+    return {
+        "/oauth/authorize_device": {
+            "post": {
+                "operationId": "authorizeDevice",
+                "summary": "Start a device sign-in (RFC 8628 §3.1).",
+                "security": [],
+                "requestBody": _form_body(
+                    {
+                        "client_id": {"enum": ["ltm-cli"]},
+                        "scope": {"description": "Space-separated; `read write` by default."},
+                        "device_name": {"description": "Optional: what to call this device."},
+                    },
+                    ["client_id"],
+                ),
+                "responses": {
+                    "200": _ok("A new device code and user code.", _ref("DeviceAuthorization")),
+                    "400": oauth_400,
+                    "401": oauth_401,
+                    "429": _oauth_error("`slow_down`: too many sign-ins from this address."),
+                    "503": _oauth_error("`temporarily_unavailable`."),
+                },
+            }
+        },
+        "/oauth/token": {
+            "post": {
+                "operationId": "deviceToken",
+                "summary": "Poll for the token of a device sign-in (RFC 8628 §3.4).",
+                "security": [],
+                "requestBody": _form_body(
+                    {
+                        "grant_type": {"enum": ["urn:ietf:params:oauth:grant-type:device_code"]},
+                        "device_code": {"description": "From `/oauth/authorize_device`."},
+                        "client_id": {"enum": ["ltm-cli"]},
+                    },
+                    ["grant_type", "device_code", "client_id"],
+                ),
+                "responses": {
+                    "200": {
+                        **_ok("Approved: the device's token (once).", _ref("DeviceToken")),
+                        "headers": _NO_STORE,
+                    },
+                    "400": oauth_400,
+                    "401": oauth_401,
+                    "503": _oauth_error("`temporarily_unavailable`."),
+                },
+            }
+        },
+        "/device": {
+            "get": {
+                "operationId": "devicePage",
+                "summary": "The verification page (HTML): enter the code.",
+                "security": [],
+                "parameters": [
+                    {
+                        "name": "code",
+                        "in": "query",
+                        "required": False,
+                        "description": "The user code, to fill in (`verification_uri_complete`).",
+                        "schema": {},
+                    }
+                ],
+                "responses": {"200": _page("The form.")},
+            },
+            "post": {
+                "operationId": "deviceEnterCode",
+                "summary": "Submit the code (and, self-hosted, an existing token) (HTML).",
+                "security": [],
+                "requestBody": _form_body(
+                    {
+                        "csrf": {"description": "The form's CSRF token."},
+                        "code": {"description": "The user code."},
+                        "token": {"description": "Self-hosted: one of the person's tokens."},
+                    },
+                    ["csrf"],
+                ),
+                "responses": {
+                    "200": _page("Which device asks, with approve and deny buttons."),
+                    "303": _page("With Cognito: on to the managed sign-in."),
+                    "400": _page("A malformed form or a missing token."),
+                    "401": _page("The token was not accepted."),
+                    "403": _page("No session cookie or a wrong CSRF token."),
+                    "404": _page("A wrong or expired code."),
+                    "409": _page("The code was already approved or denied."),
+                    "429": _page("Too many wrong codes; wait."),
+                },
+            },
+        },
+        "/device/callback": {
+            "get": {
+                "operationId": "deviceCallback",
+                "summary": "Back from Cognito's managed sign-in (HTML).",
+                "security": [],
+                "parameters": [
+                    {"name": name, "in": "query", "required": False, "schema": {}}
+                    for name in ("code", "state", "error")
+                ],
+                "responses": {
+                    "200": _page("Which device asks, with approve and deny buttons."),
+                    "400": _page("A bad or expired state, or a cancelled sign-in."),
+                    "404": _page("This server does not sign in through Cognito."),
+                    "409": _page("Already approved or denied."),
+                    "410": _page("The code expired."),
+                    "502": _page("Cognito refused the code or sent an invalid ID token."),
+                },
+            }
+        },
+        "/device/decide": {
+            "post": {
+                "operationId": "deviceDecide",
+                "summary": "Approve or deny the device (HTML).",
+                "security": [],
+                "requestBody": _form_body(
+                    {
+                        "csrf": {"description": "The form's CSRF token."},
+                        "ticket": {"description": "The signed sign-in ticket of the page."},
+                        "action": {"enum": ["approve", "deny"]},
+                    },
+                    ["csrf"],
+                ),
+                "responses": {
+                    "200": _page("Approved or denied."),
+                    "400": _page("A malformed form, a bad ticket or no action."),
+                    "403": _page("No session cookie or a wrong CSRF token."),
+                    "409": _page("Already approved or denied."),
+                    "410": _page("The code expired."),
+                },
+            }
+        },
+        "/v1/device/approve": {
+            "post": {
+                "operationId": "approveDevice",
+                "summary": "Approve (or deny) a device sign-in as the caller (`ltm approve`).",
+                "description": "The device polling `/oauth/token` then receives a new token of"
+                " the caller's, labelled after the device. Wrong codes are rate-limited per"
+                " client address and globally.",
+                "requestBody": _json_body(_ref("DeviceDecision")),
+                "responses": {
+                    "200": _ok("Decided.", _ref("DeviceDecided")),
+                    "400": _error("Malformed JSON or `approve` not a boolean."),
+                    "401": _UNAUTHORIZED,
+                    "404": _error("A wrong or expired code."),
+                    "409": _error("The code was already approved or denied."),
+                    "413": _TOO_LARGE,
+                    "415": _MEDIA,
+                    "429": _error("Too many wrong codes; wait."),
+                },
+            }
+        },
+        "/v1/tokens": {
+            "get": {
+                "operationId": "listOwnTokens",
+                "summary": "The caller's tokens (never the secrets), oldest first.",
+                "responses": {"200": _ok("Tokens.", _ref("OwnTokenList")), "401": _UNAUTHORIZED},
+            }
+        },
+        "/v1/tokens/{label}": {
+            "parameters": [_path_param("label", "The token's label.")],
+            "delete": {
+                "operationId": "revokeOwnToken",
+                "summary": "Revoke one of the caller's tokens; it stops working at once.",
+                "responses": {
+                    "204": _NO_CONTENT,
+                    "401": _UNAUTHORIZED,
+                    "404": _error("`token not found` (or not the caller's)."),
+                },
+            },
+        },
+    }

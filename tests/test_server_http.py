@@ -97,6 +97,16 @@ def test_openapi_document_lists_every_route(server: Server) -> None:
         ("POST", "/v1/teams/{name}/leave"),
         ("POST", "/v1/teams/{name}/invites"),
         ("POST", "/v1/invites/{code}/accept"),
+        # the device flow (RFC 8628) and the caller's own tokens
+        ("POST", "/oauth/authorize_device"),
+        ("POST", "/oauth/token"),
+        ("GET", "/device"),
+        ("POST", "/device"),
+        ("GET", "/device/callback"),
+        ("POST", "/device/decide"),
+        ("POST", "/v1/device/approve"),
+        ("GET", "/v1/tokens"),
+        ("DELETE", "/v1/tokens/{label}"),
     }
     assert documented == expected
 
