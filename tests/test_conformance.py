@@ -842,7 +842,7 @@ def mutated(draw: st.DrawFn) -> dict[str, Any]:
 
 
 GENERATED = settings(
-    max_examples=200,
+    max_examples=150,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
