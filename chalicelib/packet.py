@@ -539,6 +539,10 @@ def _plain(value: Any, loc: tuple[str | int, ...], problems: list[str]) -> Any:
     return value
 
 
+def _compact_bytes(data: Mapping[str, Any]) -> bytes:
+    return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
 def _too_large(size: int) -> str:
     return f"packet: {size} bytes, over the {MAX_PACKET_BYTES}-byte limit"
 
@@ -651,7 +655,10 @@ class Checked:
 def check(data: Mapping[str, Any], *, lenient: bool = False) -> Checked:
     """Validate a packet against the model of its declared ``ltm_version``.
 
-    Reports every problem, including the 32 KiB cap on :func:`canonical_bytes`.
+    Reports every problem, including the 32 KiB cap. The cap is measured on
+    the compact encoding (no insignificant whitespace): a sender's bytes are
+    never smaller, so nothing the reference accepts on the wire is refused
+    here, while the stored canonical form may indent a little past the cap.
     Not lenient: raises :class:`PacketError` when there is any. Lenient:
     returns them in ``Checked.errors`` (``conforming`` False) for the caller
     to flag. Either way, what no packet can be raises: not an object,
@@ -668,7 +675,7 @@ def check(data: Mapping[str, Any], *, lenient: bool = False) -> Checked:
         raise PacketError(problems)
     errors = _schema_errors(plain)
     try:
-        size = len(canonical_bytes(plain))
+        size = len(_compact_bytes(plain))
     except (TypeError, ValueError, RecursionError) as exc:
         raise PacketError(f"packet: cannot be encoded as JSON ({exc})") from None
     if size > MAX_PACKET_BYTES:

@@ -197,11 +197,23 @@ def test_long_values_are_truncated_in_messages() -> None:
     assert len(message) < 120
 
 
-def test_size_cap_applies_to_the_canonical_bytes() -> None:
+def compact_size(data: dict[str, Any]) -> int:
+    return len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def test_size_cap_applies_to_the_compact_encoding() -> None:
     big = packet(constraints=["x" * 1024] * 32, open_questions=["y" * 1024] * 8)
-    size = len(canonical_bytes(big))
+    size = compact_size(big)
     assert size > MAX_PACKET_BYTES
     assert errors_of(big) == [f"packet: {size} bytes, over the 32768-byte limit"]
+
+
+def test_indentation_alone_never_pushes_a_packet_over_the_cap() -> None:
+    # Many short items: the compact form fits, the indented canonical form does not.
+    near = packet(tags=["a"] * 16, constraints=["c" * 1000] * 31)
+    near["constraints"][-1] = "c" * (1000 + MAX_PACKET_BYTES - 50 - compact_size(near))
+    assert compact_size(near) <= MAX_PACKET_BYTES < len(canonical_bytes(near))
+    assert errors_of(near) == []
 
 
 def test_packet_error_pickles_and_takes_a_single_message() -> None:
