@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "whoami": ("whoami", "whoami"),
     "invite": ("invite", "invite"),
     "join": ("join", "join"),
+    "approve": ("approve", "approve"),
 }
 # ... and command groups: name -> module under ltm.cli.commands holding a typer ``app``.
 GROUPS: dict[str, str] = {
@@ -36,6 +37,7 @@ GROUPS: dict[str, str] = {
     "teams": "teams",
     "config": "config_cmd",
     "mcp": "mcp",
+    "tokens": "tokens",
 }
 
 

@@ -1,0 +1,114 @@
+"""ltm tokens: list your tokens on the server (one per device) and revoke one."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ltm.cli import options
+from ltm.cli.errors import CliError
+from ltm.cli.output import info, relative_time
+
+if TYPE_CHECKING:
+    from ltm.cli.remote import RemoteBackend
+
+app = typer.Typer(
+    help="Your tokens on the server (one per signed-in device): list them, revoke one.",
+    invoke_without_command=True,
+)
+
+
+def server(what: str) -> RemoteBackend:
+    """The signed-in server; tokens do not exist in the local store."""
+    from ltm.cli.backend import open_backend
+    from ltm.cli.remote import RemoteBackend
+
+    backend = open_backend()
+    if not isinstance(backend, RemoteBackend):
+        backend.close()
+        raise CliError(f"{what} needs a server; sign in first: ltm auth HOST")
+    return backend
+
+
+def _tokens(backend: RemoteBackend) -> list[dict[str, Any]]:
+    reply = backend._call(
+        "GET",
+        "/v1/tokens",
+        ok=(200,),
+        hints={404: "{host} does not list tokens (an older or other ltm server)"},
+    )
+    answer = reply.json(backend.host)
+    rows = answer.get("tokens") if isinstance(answer, dict) else None
+    if not isinstance(rows, list):
+        raise CliError(f"{backend.host} sent an unexpected token list — is it an ltm server?")
+    return [row for row in rows if isinstance(row, dict)]
+
+
+@app.callback()
+def tokens(ctx: typer.Context, as_json: options.Json = False) -> None:
+    """List your tokens: label, created, last used (never the token itself)."""
+    if ctx.invoked_subcommand is None:
+        _list(as_json)
+
+
+@app.command("ls")
+def ls(as_json: options.Json = False) -> None:
+    """List your tokens (the same as plain `ltm tokens`)."""
+    _list(as_json)
+
+
+def _list(as_json: bool) -> None:
+    backend = server("listing tokens")
+    try:
+        rows = _tokens(backend)
+    finally:
+        backend.close()
+    if as_json:
+        print(json.dumps({"tokens": rows}, indent=2, ensure_ascii=False))
+        return
+    table = [("LABEL", "CREATED", "LAST USED", "")]
+    for row in rows:
+        last = row.get("last_used_at")
+        table.append(
+            (
+                str(row.get("label", "")),
+                relative_time(str(row.get("created_at", ""))),
+                relative_time(str(last)) if last else "never",
+                "(this machine)" if row.get("current") else "",
+            )
+        )
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for line in table:
+        print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+
+
+@app.command("revoke")
+def revoke(
+    label: Annotated[str, typer.Argument(metavar="LABEL", help="The token's label (ltm tokens).")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Revoke one of your tokens: the device using it is signed out at once."""
+    from urllib.parse import quote
+
+    backend = server("revoking a token")
+    host = backend.host
+    try:
+        current = any(row.get("label") == label and row.get("current") for row in _tokens(backend))
+        if current and not yes and sys.stdin.isatty():
+            question = f"{label} is the token this machine uses; revoke it and sign out here?"
+            if not typer.confirm(question, default=False, err=True):
+                raise CliError("nothing revoked")
+        backend._call(
+            "DELETE",
+            f"/v1/tokens/{quote(label, safe='')}",
+            ok=(200, 204),
+            hints={404: f"you have no token labelled {label!r} on {{host}} — see: ltm tokens"},
+        )
+    finally:
+        backend.close()
+    info(f"revoked token {label} on {host}")
+    if current:
+        info(f"this machine is now signed out of {host}; sign in again with: ltm auth {host}")
