@@ -132,6 +132,8 @@ POSITIVES: list[tuple[str, str, str]] = [
     ("gitlab-token", cat("glpat", "-", rnd(20)), cat("glpat", "-", rnd(20))),
     # npm-token
     ("npm-token", cat("//registry.npmjs.org/:_authToken=npm", "_", rnd(36)), cat("npm_", rnd(36))),
+    # ltm-token (our own bearer tokens)
+    ("ltm-token", cat("Authorization: Bearer ltm", "_", rnd(64, HEX)), cat("ltm_", rnd(64, HEX))),
     # pypi-token
     (
         "pypi-token",
