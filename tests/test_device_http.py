@@ -11,32 +11,15 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from serverkit import Server, clean_env, init_db, run_server
+from devicekit import device_server
+from serverkit import Server
 
 GRANT = "urn:ietf:params:oauth:grant-type:device_code"
-FAST = {
-    "LTM_DEVICE_INTERVAL": "1",
-    "LTM_DEVICE_WRONG_CODES_PER_CLIENT": "4",
-    "LTM_DEVICE_AUTHORIZE_PER_CLIENT": "1000",
-}
-
-
-@contextmanager
-def device_server(directory: Path, **env: str) -> Iterator[Server]:
-    directory.mkdir(parents=True, exist_ok=True)
-    db = directory / "server.db"
-    root = init_db(db)
-    server = run_server(db, directory / "server.log", root, env=clean_env(**{**FAST, **env}))
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

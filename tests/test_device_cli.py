@@ -1,0 +1,111 @@
+"""Self-hosted sign-in from a second machine, end to end with the real ``ltm`` commands.
+
+A new machine runs ``ltm auth HOST`` (the device flow) and shows a code; on a
+machine already signed in, the same person runs ``ltm approve CODE``; the new
+machine stores its own token and ``ltm ls`` works there. Also: denial, expiry,
+a wrong code, and ``ltm tokens`` / ``ltm tokens revoke``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from clikit import Cli
+from devicekit import AuthProcess, device_server
+from serverkit import Server, make_packet
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with device_server(tmp_path_factory.mktemp("device-cli")) as srv:
+        yield srv
+
+
+def signed_in(server: Server, home: Path, name: str) -> Cli:
+    """A machine where ``name`` signed in with a token (the way the first machine does)."""
+    _uid, token = server.issue(name)
+    cli = Cli(home)
+    cli.ok("auth", server.url, token)
+    return cli
+
+
+def test_new_machine_signs_in_with_ltm_approve(server: Server, tmp_path: Path) -> None:
+    laptop = signed_in(server, tmp_path / "laptop", "dana")
+    laptop.ok("save", "-", stdin=json.dumps(make_packet(goal="Dana's packet")))
+
+    desktop = Cli(tmp_path / "desktop")
+    auth = AuthProcess(desktop, server.url)
+    assert auth.url() == server.url + "/device"
+    code = auth.code()
+    approved = laptop.run("approve", code)
+    assert approved.returncode == 0, approved.stderr
+    assert "approved the sign-in of ltm-python/" in approved.stderr
+    assert auth.finish() == 0, auth.output()
+    assert f"signed in to {server.url}" in auth.output()
+
+    creds = desktop.credentials()
+    assert creds["default"] == server.url
+    entry = creds["hosts"][server.url]
+    assert entry["via"] == "device" and entry["token"].startswith("ltm_")
+    assert (desktop.config / "credentials").stat().st_mode & 0o777 == 0o600
+    # Same person: the desktop sees the laptop's packet.
+    listed = desktop.ok("ls", "--json")
+    assert "Dana's packet" in listed
+
+    # Each machine has its own token; the desktop's is marked as this machine's.
+    rows = json.loads(desktop.ok("tokens", "--json"))["tokens"]
+    assert len(rows) == 2
+    mine = [row for row in rows if row["current"]]
+    assert len(mine) == 1 and re.fullmatch(r"ltm-python-[0-9.]+-[0-9a-f]{6}", mine[0]["label"])
+    table = laptop.ok("tokens")
+    assert mine[0]["label"] in table and "LAST USED" in table
+    assert "ltm_" not in table
+
+    # The laptop revokes the desktop's token: the desktop is signed out at once.
+    laptop.ok("tokens", "revoke", mine[0]["label"])
+    line = desktop.fails("ls")
+    assert "token rejected" in line
+    assert "no token labelled" in laptop.fails("tokens", "revoke", mine[0]["label"])
+
+
+def test_denied_sign_in_stores_nothing(server: Server, tmp_path: Path) -> None:
+    laptop = signed_in(server, tmp_path / "laptop", "erin")
+    stranger = Cli(tmp_path / "stranger")
+    auth = AuthProcess(stranger, server.url)
+    denied = laptop.run("approve", auth.code(), "--deny")
+    assert denied.returncode == 0 and "denied the sign-in" in denied.stderr
+    assert auth.finish() == 1
+    assert "declined" in auth.output()
+    assert not (stranger.config / "credentials").exists()
+    # A decided code cannot be decided again.
+    assert "already approved or denied" in laptop.fails("approve", auth.code())
+
+
+def test_wrong_code(server: Server, tmp_path: Path) -> None:
+    laptop = signed_in(server, tmp_path / "laptop", "frank")
+    line = laptop.fails("approve", "BCDF-GHJK")
+    assert "no sign-in is waiting for code BCDF-GHJK" in line
+
+
+def test_expired_code(tmp_path: Path) -> None:
+    with device_server(tmp_path / "srv", LTM_DEVICE_EXPIRES_IN="3") as srv:
+        laptop = signed_in(srv, tmp_path / "laptop", "gina")
+        late = Cli(tmp_path / "late")
+        auth = AuthProcess(late, srv.url)
+        code = auth.code()
+        assert auth.finish(timeout=30) == 1
+        assert "expired before it was approved" in auth.output()
+        time.sleep(1.5)  # the client gives up an interval early; let the server's clock pass too
+        assert "no sign-in is waiting" in laptop.fails("approve", code)
+        assert not (late.config / "credentials").exists()
+
+
+def test_approve_and_tokens_need_a_server(tmp_path: Path) -> None:
+    offline = Cli(tmp_path / "offline")
+    assert "needs a server" in offline.fails("approve", "BCDF-GHJK")
+    assert "needs a server" in offline.fails("tokens")
