@@ -12,11 +12,16 @@ a time; the store's own races (lost transactions, retries) stay real.
 from __future__ import annotations
 
 import os
+import re
 import socket
+import subprocess
+import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 REGION = "us-east-1"
@@ -71,34 +76,168 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _wait_for_line(proc: subprocess.Popen[str], pattern: re.Pattern[str], what: str) -> str:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    seen = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            break
+        seen.append(line)
+        found = pattern.search(line)
+        if found:
+            return found.group(1)
+    proc.kill()
+    raise RuntimeError(f"{what} did not start:\n{''.join(seen)}")
+
+
 @contextmanager
 def moto_server() -> Iterator[str]:
-    """moto's server on a loopback port (a stand-in for DynamoDB Local); yields its URL."""
-    from moto.server import ThreadedMotoServer
+    """moto's server (a stand-in for DynamoDB Local) in its own process; yields its URL.
 
-    serialize_moto_dynamodb()
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+    Its own process, so no in-process ``mock_aws`` of another test can reset
+    its data; DynamoDB requests are serialized there as in ``in_process``.
+    """
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "moto"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
+        text=True,
+    )
     try:
+        port = _wait_for_line(proc, re.compile(r"moto listening on port (\d+)"), "moto server")
         yield f"http://127.0.0.1:{port}"
     finally:
-        server.stop()
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def unique_table() -> str:
     return f"ltm-{uuid.uuid4().hex[:12]}"
 
 
-def server_env(url: str, table: str) -> dict[str, str]:
-    """The environment that points the app's store at moto's server (as a user would)."""
-    return {
-        "LTM_STORE": "dynamodb",
-        "LTM_DYNAMODB_TABLE": table,
-        "AWS_ENDPOINT_URL_DYNAMODB": url,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_REGION": REGION,
-        "PATH": os.environ.get("PATH", ""),
-    }
+def endpoint_client(url: str) -> Any:
+    """A DynamoDB client on an explicit endpoint, for the test process's own reads and writes."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.session.Session().client(
+        "dynamodb",
+        endpoint_url=url,
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"mode": "standard", "max_attempts": 4}),
+    )
+
+
+def app_env(url: str, table: str) -> dict[str, str]:
+    """The environment pointing the app's store at ``url`` (as for DynamoDB Local)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LTM_", "AWS_"))}
+    env.update(
+        LTM_STORE="dynamodb",
+        LTM_DYNAMODB_TABLE=table,
+        AWS_ENDPOINT_URL_DYNAMODB=url,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION=REGION,
+        AWS_REGION=REGION,
+    )
+    return env
+
+
+@contextmanager
+def running_dynamo_server(directory: Path, *extra: str) -> Iterator[Any]:
+    """The app over HTTP (the production server and WSGI adapter) on DynamoDB at moto's server.
+
+    A ``serverkit.Server`` like ``ltm server run``'s, so the HTTP suites run
+    unchanged against it: its root token is minted straight into the table,
+    and ``server.open_store()`` opens the same table from the test process.
+    """
+    from serverkit import run_server
+
+    from ltm.service import tokens
+    from ltm.store.dynamo import DynamoStore, create_tables
+
+    with moto_server() as url:
+        table = unique_table()
+        client = endpoint_client(url)
+        create_tables(client, table)
+        _, root = tokens.issue(DynamoStore(table, client=client), "root", label="root")
+        server = run_server(
+            directory / "dynamodb",
+            directory / "server.log",
+            root,
+            *extra,
+            env=app_env(url, table),
+            command=[sys.executable, __file__, "app"],
+        )
+        server.store = "dynamodb"
+        server.open_store = lambda: DynamoStore(table, client=client)
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+# -- the processes this module runs as a script ----------------------------------
+
+
+def _run_moto() -> None:
+    from moto.server import ThreadedMotoServer
+
+    serialize_moto_dynamodb()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    print(f"moto listening on port {server.get_host_and_port()[1]}", flush=True)
+    sys.stdin.read()  # until the parent closes the pipe or ends us
+    server.stop()
+
+
+def _run_app(argv: list[str]) -> None:
+    """Serve app.py over HTTP as ``ltm server run`` does, but on the store the environment names.
+
+    ``ltm server run`` always uses SQLite; this runs the same app through the
+    same production HTTP server and WSGI adapter with ``LTM_STORE=dynamodb``.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--addr", default="127.0.0.1:0")
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--external-url")
+    args = parser.parse_args(argv)
+    if args.external_url:
+        os.environ["LTM_EXTERNAL_URL"] = args.external_url.rstrip("/")
+    from ltm.cli.server.http import make_server, run_forever
+    from ltm.cli.server.loader import load_app
+    from ltm.cli.server.wsgi import ChaliceWSGI
+
+    host, _, port = args.addr.rpartition(":")
+    module = load_app()
+    module.get_store()
+    server = make_server(
+        ChaliceWSGI(module.app, logger=module.logger),
+        host=host,
+        port=int(port),
+        threads=args.threads,
+    )
+    bound = server.socket.getsockname()[1]
+    table = os.environ.get("LTM_DYNAMODB_TABLE")
+    print(f"ltm server: listening on http://{host}:{bound} (dynamodb {table})", file=sys.stderr)
+    sys.stderr.flush()
+    run_forever(server, on_stop=module.close_store)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["moto"]:
+        _run_moto()
+    elif sys.argv[1:2] == ["app"]:
+        _run_app(sys.argv[2:])
+    else:
+        raise SystemExit("usage: dynamo_moto.py moto | app [--addr H:P] [--threads N]")

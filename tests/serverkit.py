@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +26,9 @@ from typing import Any
 import httpx
 
 LTM = str(Path(sys.executable).with_name("ltm"))
+# The stores the HTTP suites run the server on: its SQLite file (``ltm server
+# run``), and DynamoDB (moto's server, over HTTP; see dynamo_moto.py).
+SERVER_STORES = ("sqlite", "dynamodb")
 EXAMPLE = Path(__file__).resolve().parent.parent / "chalicelib" / "example.json"
 LISTENING = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
 
@@ -61,6 +64,10 @@ class Server:
     url: str
     root_token: str
     _users: int = field(default=0)
+    # Where the server keeps its data: "sqlite" (the file ``db``) or "dynamodb"
+    # (moto's server; see dynamo_moto.py), and how the tests open that store.
+    store: str = "sqlite"
+    open_store: Callable[[], Any] | None = None
 
     def client(self, token: str | None = None, **kw: Any) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -73,7 +80,7 @@ class Server:
 
         self._users += 1
         name = name or f"user{self._users}"
-        store = SqliteStore(self.db)
+        store = self.open_store() if self.open_store else SqliteStore(self.db)
         try:
             user, secret = tokens.issue(store, name, label=f"{name}-{self._users}-{time.time_ns()}")
         finally:
@@ -94,6 +101,12 @@ class Server:
         return self.proc.returncode
 
 
+def _sqlite(db: Path) -> Any:
+    from ltm.store.sqlite import SqliteStore
+
+    return SqliteStore(db)
+
+
 def init_db(db: Path) -> str:
     result = ltm_server("init", "--db", str(db))
     assert result.returncode == 0, result.stderr
@@ -101,12 +114,17 @@ def init_db(db: Path) -> str:
 
 
 def run_server(
-    db: Path, log: Path, root_token: str, *extra: str, env: dict[str, str] | None = None
+    db: Path,
+    log: Path,
+    root_token: str,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    command: list[str] | None = None,
 ) -> Server:
-    """Start ``ltm server run`` on a free loopback port and wait until it answers."""
+    """Start ``ltm server run`` (or ``command``) on a free loopback port; wait until it answers."""
     with log.open("ab") as sink:
         proc = subprocess.Popen(
-            [*SERVER, "run", "--db", str(db), "--addr", "127.0.0.1:0", *extra],
+            [*(command or [*SERVER, "run", "--db", str(db)]), "--addr", "127.0.0.1:0", *extra],
             stdout=subprocess.DEVNULL,
             stderr=sink,
             env=env or clean_env(),
@@ -129,6 +147,7 @@ def run_server(
     server = Server(
         db=db, log=log, proc=proc, url=f"http://127.0.0.1:{port}", root_token=root_token
     )
+    server.open_store = lambda: _sqlite(db)
     while time.monotonic() < deadline:
         try:
             if httpx.get(server.url + "/v1/healthz", timeout=2).status_code == 200:
@@ -141,8 +160,14 @@ def run_server(
 
 
 @contextmanager
-def running_server(directory: Path, *extra: str) -> Iterator[Server]:
+def running_server(directory: Path, *extra: str, store: str = "sqlite") -> Iterator[Server]:
     directory.mkdir(parents=True, exist_ok=True)
+    if store == "dynamodb":  # the same app and HTTP server, on DynamoDB (moto's server)
+        from dynamo_moto import running_dynamo_server
+
+        with running_dynamo_server(directory, *extra) as server:
+            yield server
+        return
     db = directory / "server.db"
     root = init_db(db)
     server = run_server(db, directory / "server.log", root, *extra)

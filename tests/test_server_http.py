@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serverkit import Server, example_packet, make_packet, running_server
+from serverkit import SERVER_STORES, Server, example_packet, make_packet, running_server
 
 from ltm import packet
 
@@ -34,9 +34,11 @@ AUTHENTICATED = [
 ]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running_server(tmp_path_factory.mktemp("http")) as srv:
+@pytest.fixture(scope="module", params=SERVER_STORES)
+def server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("http"), store=request.param) as srv:
         yield srv
 
 
@@ -159,12 +161,10 @@ def test_bearer_scheme_is_case_insensitive(server: Server) -> None:
 
 
 def test_a_revoked_token_stops_working_at_once(server: Server) -> None:
-    from ltm.store.sqlite import SqliteStore
-
     _, token = server.issue("short-lived")
     client = server.client(token)
     assert client.get("/v1/packets").status_code == 200
-    store = SqliteStore(server.db)
+    store = server.open_store()
     try:
         label = next(t.label for t in store.list_tokens() if t.label.startswith("short-lived"))
         assert store.revoke_token(label)

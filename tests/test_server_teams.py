@@ -14,14 +14,16 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from serverkit import Server, make_packet, running_server
+from serverkit import SERVER_STORES, Server, make_packet, running_server
 
 _names = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running_server(tmp_path_factory.mktemp("teams")) as srv:
+@pytest.fixture(scope="module", params=SERVER_STORES)
+def server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("teams"), store=request.param) as srv:
         yield srv
 
 
