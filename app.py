@@ -541,3 +541,9 @@ def list_own_tokens(request: Any) -> Response:
 def revoke_own_token(request: Any, label: str) -> Response:
     tokens.revoke(get_store(), label, user_id=_caller(request).id)
     return _no_content()
+
+
+# -- observability on Lambda: EMF metrics (pushes, pulls, auth failures), optional X-Ray --
+from chalicelib import observe  # noqa: E402 - after the routes; see chalicelib/observe.py
+
+observe.install(app)

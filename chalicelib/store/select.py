@@ -18,7 +18,9 @@ from . import Store
 BACKENDS = ("sqlite", "dynamodb")
 
 
-def open_store(environ: Mapping[str, str] = os.environ) -> Store:
+def open_store(environ: Mapping[str, str] | None = None) -> Store:
+    if environ is None:
+        environ = os.environ  # looked up now: chalice.test.Client swaps os.environ per request
     kind = environ.get("LTM_STORE", "sqlite")
     if kind == "sqlite":
         from .sqlite import SqliteStore

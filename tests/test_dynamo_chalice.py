@@ -1,0 +1,250 @@
+"""The Chalice app on DynamoDB the way Lambda runs it: API Gateway proxy events, moto in-process.
+
+``chalice.test.Client`` turns each request into the API Gateway event Lambda
+would receive and calls the app with it, with the ``dev`` stage's
+environment variables from ``.chalice/config.json`` (``LTM_STORE=dynamodb``,
+``LTM_DYNAMODB_TABLE=ltm-dev``); moto stands in for DynamoDB. The HTTP suites
+(test_server_*.py) run the same app over real HTTP on DynamoDB too; this file
+covers the Lambda path: the protocol table end to end, the request id of API
+Gateway in the logs and the EMF metrics.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chalice.test import Client
+from dynamo_moto import in_process
+from serverkit import make_packet
+
+from ltm.service import tokens
+from ltm.store.dynamo import DynamoStore
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGE = "dev"
+TABLE = "ltm-dev"  # the dev stage's table (tests/test_infra.py keeps config and template in step)
+
+
+class Api:
+    """JSON requests through Chalice's test client, as API Gateway would send them."""
+
+    def __init__(self, client: Client, store: DynamoStore) -> None:
+        self.client = client
+        self.store = store
+
+    def user(self, name: str) -> str:
+        _, secret = tokens.issue(self.store, name)
+        return secret
+
+    def call(
+        self, method: str, path: str, token: str | None = None, body: Any = None
+    ) -> tuple[int, Any, dict[str, str]]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        raw = b""
+        if body is not None:
+            raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        r = self.client.http.request(method, path, headers=headers, body=raw)
+        try:
+            data = json.loads(r.body) if r.body else None
+        except ValueError:
+            data = r.body
+        return r.status_code, data, dict(r.headers)
+
+
+@pytest.fixture
+def lambda_app() -> Iterator[Any]:
+    from ltm.cli.server.loader import load_app
+
+    module = load_app()
+    module.close_store()  # another test may have opened a SQLite store in this process
+    yield module
+    module.close_store()
+
+
+@pytest.fixture
+def api(lambda_app: Any) -> Iterator[Api]:
+    with (
+        in_process(TABLE) as dynamodb,
+        Client(lambda_app.app, stage_name=STAGE, project_dir=str(ROOT)) as client,
+    ):
+        yield Api(client, DynamoStore(TABLE, client=dynamodb))
+        assert isinstance(lambda_app.get_store(), DynamoStore)
+
+
+def test_the_protocol_on_dynamodb_through_api_gateway_events(api: Api) -> None:
+    assert api.call("GET", "/v1/healthz")[:2] == (200, {"ok": True, "version": "0.2"})
+    assert api.call("GET", "/v1/packets")[:2] == (401, {"error": "missing bearer token"})
+    assert api.call("GET", "/v1/packets", "ltm_" + "0" * 64)[:2] == (
+        401,
+        {"error": "invalid token"},
+    )
+    alice, bob = api.user("alice"), api.user("bob")
+
+    # personal packets
+    first = make_packet(created_at="2026-05-01T12:00:00Z")
+    second = make_packet(created_at="2026-05-01T12:00:01Z", goal="Second goal")
+    assert api.call("POST", "/v1/packets", alice, first)[:2] == (201, {"id": first["id"]})
+    assert api.call("POST", "/v1/packets", alice, second)[0] == 201
+    assert api.call("POST", "/v1/packets", alice, first)[0] == 201  # re-push: idempotent
+    status, body, _ = api.call("GET", "/v1/packets", alice)
+    assert status == 200
+    assert [p["id"] for p in body["packets"]] == [second["id"], first["id"]]
+    assert body["packets"][0] == {
+        "id": second["id"],
+        "created_at": "2026-05-01T12:00:01Z",
+        "goal": "Second goal",
+    }
+    status, body, _ = api.call("GET", "/v1/packets?limit=1", alice)
+    assert [p["id"] for p in body["packets"]] == [second["id"]]
+    status, got, _ = api.call("GET", f"/v1/packets/{first['id']}", alice)
+    assert status == 200 and got["id"] == first["id"] and got["goal"] == first["goal"]
+    assert api.call("GET", f"/v1/packets/{first['id']}", bob)[:2] == (404, {"error": "not found"})
+    # Bob pushing Alice's id never touches her packet.
+    stolen = dict(first, goal="Bob was here")
+    assert api.call("POST", "/v1/packets", bob, stolen)[0] == 409
+    assert api.call("GET", f"/v1/packets/{first['id']}", alice)[1]["goal"] == first["goal"]
+    assert api.call("DELETE", f"/v1/packets/{first['id']}", bob)[0] == 404
+    assert api.call("DELETE", f"/v1/packets/{first['id']}", alice)[0] == 204
+    assert api.call("GET", f"/v1/packets/{first['id']}", alice)[0] == 404
+
+    # teams, invites, team packets
+    status, body, _ = api.call("POST", "/v1/teams", alice, {"name": "core"})
+    assert status == 201 and body["team"]["name"] == "core"
+    assert api.call("POST", "/v1/teams", bob, {"name": "core"})[0] == 409
+    assert api.call("GET", "/v1/packets?team=core", bob)[:2] == (404, {"error": "team not found"})
+    status, invite, _ = api.call("POST", "/v1/teams/core/invites", alice)
+    assert status == 201 and invite["url"].endswith(f"/v1/invites/{invite['code']}")
+    status, joined, _ = api.call(
+        "POST", f"/v1/invites/{invite['code']}/accept", None, {"display": "carol"}
+    )
+    assert status == 201 and joined["team"]["name"] == "core" and joined["token"]
+    carol = joined["token"]
+    again = api.call("POST", f"/v1/invites/{invite['code']}/accept", bob)
+    assert again[:2] == (410, {"error": "invite expired or already used"})
+    team_packet = make_packet(goal="For the team")
+    assert api.call("POST", "/v1/packets?team=core", carol, team_packet)[0] == 201
+    status, body, _ = api.call("GET", "/v1/packets?team=core", alice)
+    assert [p["id"] for p in body["packets"]] == [team_packet["id"]]
+    assert api.call("GET", f"/v1/packets/{team_packet['id']}", bob)[0] == 404
+    status, body, _ = api.call("GET", "/v1/teams/core/members", carol)
+    assert [m["role"] for m in body["members"]] == ["owner", "member"]
+    assert [t["name"] for t in api.call("GET", "/v1/teams", carol)[1]["teams"]] == ["core"]
+    # the team owner may delete a member's team packet; then the team
+    assert api.call("DELETE", f"/v1/packets/{team_packet['id']}", alice)[0] == 204
+    assert api.call("DELETE", "/v1/teams/core", carol)[0] == 403
+    assert api.call("DELETE", "/v1/teams/core", alice)[0] == 204
+    assert api.call("GET", "/v1/teams", carol)[1] == {"teams": []}
+
+
+def proxy_event(
+    method: str, path: str, resource: str, token: str | None, body: Any = None
+) -> dict[str, Any]:
+    """An API Gateway REST proxy event, as Lambda receives it behind the deployed API."""
+    headers = {"Host": "abc123.execute-api.eu-west-1.amazonaws.com", "X-Forwarded-Proto": "https"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    return {
+        "resource": resource,
+        "path": path,
+        "httpMethod": method,
+        "headers": headers,
+        "multiValueHeaders": {k: [v] for k, v in headers.items()},
+        "queryStringParameters": None,
+        "multiValueQueryStringParameters": None,
+        "pathParameters": {"id": path.rsplit("/", 1)[-1]} if "{id}" in resource else None,
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": resource,
+            "httpMethod": method,
+            "path": f"/api{path}",
+            "stage": "api",
+            "requestId": f"req-{method.lower()}-{len(path)}-7f3c",
+            "identity": {"sourceIp": "198.51.100.7"},
+        },
+        "body": json.dumps(body) if body is not None else None,
+        "isBase64Encoded": False,
+    }
+
+
+class LambdaContext:
+    function_name = "ltm-dev"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:ltm-dev"
+    aws_request_id = "0f1e2d3c-lambda"
+
+    @staticmethod
+    def get_remaining_time_in_millis() -> int:
+        return 20_000
+
+
+def test_lambda_logs_carry_the_request_id_and_emit_emf_metrics(
+    lambda_app: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = json.loads((ROOT / ".chalice" / "config.json").read_text())
+    variables = {
+        **config["environment_variables"],
+        **config["stages"][STAGE]["environment_variables"],
+    }
+    with in_process(TABLE) as dynamodb:
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "ltm-dev")  # as on Lambda
+        secret = tokens.issue(DynamoStore(TABLE, client=dynamodb), "dana")[1]
+        capsys.readouterr()
+        caplog.clear()
+        pushed = make_packet()
+        handler = lambda_app.app
+        response = handler(
+            proxy_event("POST", "/v1/packets", "/v1/packets", secret, pushed), LambdaContext()
+        )
+        assert response["statusCode"] == 201
+        assert response["headers"]["X-Request-Id"] == "req-post-11-7f3c"
+        path = f"/v1/packets/{pushed['id']}"
+        assert (
+            handler(proxy_event("GET", path, "/v1/packets/{id}", secret), LambdaContext())[
+                "statusCode"
+            ]
+            == 200
+        )
+        bad = proxy_event("GET", "/v1/packets", "/v1/packets", "ltm_" + "1" * 64)
+        assert handler(bad, LambdaContext())["statusCode"] == 401
+    out, err = capsys.readouterr()
+    access = [r.__dict__["access"] for r in caplog.records if r.getMessage() == "request"]
+    assert [(a["method"], a["status"], a["request_id"]) for a in access] == [
+        ("POST", 201, "req-post-11-7f3c"),
+        ("GET", 200, f"req-get-{len(path)}-7f3c"),
+        ("GET", 401, "req-get-11-7f3c"),
+    ]
+    logged = "\n".join(f"{r.getMessage()} {r.__dict__}" for r in caplog.records)
+    assert secret not in logged and secret not in out and secret not in err  # never a token
+    emf = [json.loads(line) for line in out.splitlines() if '"_aws"' in line]
+    counted = [name for blob in emf for name in ("Pushes", "Pulls", "AuthFailures") if name in blob]
+    assert counted == ["Pushes", "Pulls", "AuthFailures"]
+    for blob in emf:
+        directive = blob["_aws"]["CloudWatchMetrics"][0]
+        assert directive["Namespace"] == "ltm"
+        assert blob["service"] == "ltm"
+
+
+def test_no_metrics_off_lambda(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ltm import observe
+
+    monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
+    monkeypatch.delenv("LTM_METRICS", raising=False)
+    capsys.readouterr()
+    observe.request_done("POST", "/v1/packets", 201)  # self-hosted: nothing on stdout
+    assert '"_aws"' not in capsys.readouterr().out
+    assert observe.metric_for("GET", "/v1/packets/{id}", 404) is None
+    assert observe.metric_for("DELETE", "/v1/packets/{id}", 401) == "AuthFailures"
