@@ -1,0 +1,119 @@
+"""What only the DynamoDB store has: real DynamoDB's transaction conflicts, cursors, item shapes.
+
+moto never answers ``TransactionConflict`` (real DynamoDB does when two
+transactions touch one item at once, as 20 concurrent accepts of one invite
+do); these tests inject it, to show a lost race ends as the contract says
+(Gone for the invite, success on retry otherwise), never as an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from dynamo_moto import in_process
+
+from ltm.store import Gone, Invite, PacketMeta, StoredPacket, Team, Token, User
+from ltm.store.dynamo import TTL_ATTRIBUTE, DynamoStore
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def store() -> Iterator[DynamoStore]:
+    with in_process("ltm-store") as client:
+        yield DynamoStore("ltm-store", client=client)
+
+
+def conflict_first(store: DynamoStore, times: int, *, then: Any = None) -> list[int]:
+    """Make the next ``times`` transactions fail as a lost race; ``then`` runs at the first."""
+    client = store.client
+    real = client.transact_write_items
+    calls: list[int] = []
+
+    def flaky(**kwargs: Any) -> Any:
+        calls.append(len(kwargs["TransactItems"]))
+        if len(calls) <= times:
+            if then is not None and len(calls) == 1:
+                then()
+            raise client.exceptions.TransactionCanceledException(
+                {
+                    "Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
+                    "CancellationReasons": [
+                        {"Code": "TransactionConflict"} for _ in kwargs["TransactItems"]
+                    ],
+                },
+                "TransactWriteItems",
+            )
+        return real(**kwargs)
+
+    client.transact_write_items = flaky  # type: ignore[method-assign]
+    return calls
+
+
+def setup_team(store: DynamoStore) -> None:
+    store.create_user(User("u1", "one", T0))
+    store.create_team(Team("t1", "core", "u1", T0))
+    store.create_invite(Invite("c1", "t1", "u1", T0, T0 + timedelta(days=7)))
+
+
+def test_accept_retries_a_transaction_conflict(store: DynamoStore) -> None:
+    setup_team(store)
+    calls = conflict_first(store, 2)
+    _, member = store.accept_invite(
+        "c1", "u9", T0, new_user=(User("u9", "nine", T0), Token("j", "u9", "h9", T0))
+    )
+    assert member.user_id == "u9" and len(calls) == 3
+    assert store.token_owner("h9") is not None
+
+
+def test_losing_an_accept_race_to_a_conflict_is_gone(store: DynamoStore) -> None:
+    """The other accept commits while ours is cancelled: our retry finds the invite used."""
+    setup_team(store)
+
+    def rival_wins() -> None:
+        store.client.transact_write_items = real  # type: ignore[method-assign]
+        store.accept_invite("c1", "u1", T0)
+
+    real = store.client.transact_write_items
+    conflict_first(store, 1, then=rival_wins)
+    with pytest.raises(Gone):
+        store.accept_invite(
+            "c1", "u9", T0, new_user=(User("u9", "nine", T0), Token("j", "u9", "h9", T0))
+        )
+    assert store.get_user("u9") is None and store.token_owner("h9") is None
+
+
+def test_create_user_retries_a_conflict(store: DynamoStore) -> None:
+    conflict_first(store, 1)
+    store.create_user(User("u1", "one", T0), Token("root", "u1", "h1", T0))
+    assert store.get_user("u1") is not None
+
+
+def test_invites_carry_a_ttl_after_their_expiry(store: DynamoStore) -> None:
+    setup_team(store)
+    item = store.client.get_item(
+        TableName="ltm-store", Key={"pk": {"S": "INVITE#c1"}, "sk": {"S": "INVITE"}}
+    )["Item"]
+    ttl = int(item[TTL_ATTRIBUTE]["N"])
+    assert ttl >= int((T0 + timedelta(days=7)).timestamp())  # never before it expires
+
+
+def test_packet_bodies_stay_out_of_the_listing_index(store: DynamoStore) -> None:
+    meta = PacketMeta("01BODYLESS00", "2026-01-01T00:00:00Z", "goal", "u1")
+    store.put_packet(StoredPacket(meta, b'{"big": "body"}'), sort_key=meta.created_at)
+    items = store.client.query(
+        TableName="ltm-store",
+        IndexName="gsi1",
+        KeyConditionExpression="gsi1pk = :p",
+        ExpressionAttributeValues={":p": {"S": "SCOPE#u:u1"}},
+    )["Items"]
+    assert len(items) == 1 and "body" not in items[0]
+
+
+@pytest.mark.parametrize("cursor", ["!!!", "W10=", "WyJhIl0=", "WzEsIDJd"])
+def test_a_bad_cursor_is_a_value_error(store: DynamoStore, cursor: str) -> None:
+    with pytest.raises(ValueError):
+        store.list_packets(owner_id="u1", cursor=cursor)
