@@ -17,20 +17,18 @@ Gateway, unknown paths and methods are answered by API Gateway itself.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from chalice import Chalice, Response
 
 from chalicelib import openapi
+from chalicelib.logs import make_logger
 from chalicelib.packet import MAX_PACKET_BYTES
 from chalicelib.service import invites, packets, teams, tokens
 from chalicelib.service.errors import BadRequest, PayloadTooLarge, ServiceError
@@ -40,11 +38,7 @@ from chalicelib.store.select import open_store
 PROTOCOL_VERSION = "0.2"
 JSON_HEADERS = {"Content-Type": "application/json", "Cache-Control": "no-store"}
 
-logger = Logger(
-    service="ltm",
-    level=os.environ.get("LTM_LOG_LEVEL", "INFO"),
-    logger_handler=logging.StreamHandler(sys.stderr),
-)
+logger = make_logger()
 
 
 class _ThreadSafeChalice(Chalice):
@@ -77,6 +71,8 @@ class _ThreadSafeChalice(Chalice):
 # configure_logs=False: Chalice would claim the "ltm" logger (stdout, ERROR level) that
 # the powertools Logger above writes the access log through.
 app = _ThreadSafeChalice(app_name="ltm", configure_logs=False)
+# Every body in and out is JSON text: no binary media types (and no per-request checks for them).
+app.api.binary_types = []
 
 
 class UnsupportedMediaType(ServiceError):
@@ -293,14 +289,14 @@ def _access_log(event: Any, get_response: Callable[[Any], Response]) -> Response
     response = get_response(event)
     context = event.context or {}
     request_id = context.get("requestId", "")
-    logger.info(
-        "request",
-        method=event.method,
-        path=_CODE_IN_PATH.sub(r"\1{code}", context.get("path") or event.path),
-        status=response.status_code,
-        latency_ms=round((time.perf_counter() - started) * 1000, 3),
-        request_id=request_id,
-    )
+    access = {
+        "method": event.method,
+        "path": _CODE_IN_PATH.sub(r"\1{code}", context.get("path") or event.path),
+        "status": response.status_code,
+        "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+        "request_id": request_id,
+    }
+    logger.info("request", extra={"access": access})
     if request_id:
         response.headers["X-Request-Id"] = request_id
     return response

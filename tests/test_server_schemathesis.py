@@ -47,8 +47,10 @@ def test_schemathesis_finds_no_5xx_and_no_contradiction(server: Server, tmp_path
             "positive_data_acceptance",
             "--max-examples",
             "60",
+            # One worker: hypothesis' lambda-source cache is not thread-safe and
+            # several workers occasionally die with an internal "Runtime Error".
             "--workers",
-            "2",
+            "1",
             "--request-timeout",
             "20",
             "--report",
@@ -72,7 +74,7 @@ def test_schemathesis_finds_no_5xx_and_no_contradiction(server: Server, tmp_path
 
     statuses = [
         json.loads(line)["status"]
-        for line in server.logs().splitlines()
+        for line in server.logs().split("\n")
         if line.startswith("{") and '"message":"request"' in line
     ]
     assert len(statuses) >= MIN_REQUESTS

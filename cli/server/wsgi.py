@@ -265,11 +265,13 @@ class ChaliceWSGI:
         self.log.info(
             "request",
             extra={
-                "method": method,
-                "path": _CODE_IN_PATH.sub(r"\1{code}", path[:256]),
-                "status": status,
-                "latency_ms": round((time.perf_counter() - started) * 1000, 3),
-                "request_id": request_id,
+                "access": {
+                    "method": method,
+                    "path": _CODE_IN_PATH.sub(r"\1{code}", path[:256]),
+                    "status": status,
+                    "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+                    "request_id": request_id,
+                }
             },
         )
         return self._error(status, message, request_id)
