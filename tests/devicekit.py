@@ -27,9 +27,18 @@ URL_LINE = re.compile(r"open (\S+)")
 
 
 @contextmanager
-def device_server(directory: Path, **env: str) -> Iterator[Server]:
-    """``ltm server run`` (SQLite) with the device-flow knobs in ``env`` on top of ``FAST``."""
+def device_server(directory: Path, *, store: str = "sqlite", **env: str) -> Iterator[Server]:
+    """``ltm server run`` with the device-flow knobs in ``env`` on top of ``FAST``.
+
+    ``store="dynamodb"``: the same app and HTTP server on DynamoDB (moto's server).
+    """
     directory.mkdir(parents=True, exist_ok=True)
+    if store == "dynamodb":
+        from dynamo_moto import running_dynamo_server
+
+        with running_dynamo_server(directory, env={**FAST, **env}) as server:
+            yield server
+        return
     db = directory / "server.db"
     root = init_db(db)
     server = run_server(db, directory / "server.log", root, env=clean_env(**{**FAST, **env}))

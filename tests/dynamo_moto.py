@@ -152,7 +152,9 @@ def app_env(url: str, table: str) -> dict[str, str]:
 
 
 @contextmanager
-def running_dynamo_server(directory: Path, *extra: str) -> Iterator[Any]:
+def running_dynamo_server(
+    directory: Path, *extra: str, env: dict[str, str] | None = None
+) -> Iterator[Any]:
     """The app over HTTP (the production server and WSGI adapter) on DynamoDB at moto's server.
 
     A ``serverkit.Server`` like ``ltm server run``'s, so the HTTP suites run
@@ -174,7 +176,7 @@ def running_dynamo_server(directory: Path, *extra: str) -> Iterator[Any]:
             directory / "server.log",
             root,
             *extra,
-            env=app_env(url, table),
+            env={**app_env(url, table), **(env or {})},
             command=[sys.executable, __file__, "app"],
         )
         server.store = "dynamodb"

@@ -17,14 +17,17 @@ from typing import Any
 import httpx
 import pytest
 from devicekit import device_server
-from serverkit import Server
+from serverkit import SERVER_STORES, Server
 
 GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with device_server(tmp_path_factory.mktemp("device-http")) as srv:
+@pytest.fixture(scope="module", params=SERVER_STORES)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """The server on each store: its SQLite file, and DynamoDB (moto's server)."""
+    with device_server(tmp_path_factory.mktemp("device-http"), store=request.param) as srv:
         yield srv
 
 
