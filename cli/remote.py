@@ -373,6 +373,13 @@ def status_error(host: str, reply: Reply, hints: Mapping[int, str] | None = None
         )
     if status == 400:
         return CliError(f"{host} rejected the request: {message}")
+    if 300 <= status < 400:
+        location = reply.headers.get("location", "")
+        return CliError(
+            f"{host} redirects (HTTP {status}) to {location or 'another address'} — ltm does not"
+            " follow redirects (they could carry your token elsewhere); if the server moved,"
+            " sign in at its new address: ltm auth NEW-URL"
+        )
     if status == 429:
         return CliError(f"{host} is rate-limiting requests ({message}) — wait a bit, then retry")
     if status >= 500:

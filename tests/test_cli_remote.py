@@ -13,8 +13,9 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
-from clikit import Cli
+from clikit import Cli, Seen, stub_server
 from serverkit import Server, running_server
 
 CONTENT = {
@@ -299,3 +300,23 @@ def test_a_reference_style_credentials_file_is_read(server: Server, tmp_path: Pa
     (cli.config / "config.toml").write_text(f'host = "{server.url}"\n')
     packet_id = cli.ok("save", "-", stdin=content("Migrated")).strip()
     assert cli.ok("ls").startswith(packet_id[:12])
+
+
+def test_through_an_http_proxy(server: Server, tmp_path: Path) -> None:
+    def proxy(request: Seen) -> tuple[int, dict[str, str], bytes]:
+        assert request.path.startswith(server.url)  # a proxy gets the absolute URL
+        headers = {k: v for k, v in request.headers.items() if k in ("authorization",
+                   "content-type", "accept")}  # fmt: skip
+        r = httpx.request(request.method, request.path, headers=headers, content=request.body)
+        return r.status_code, {"Content-Type": r.headers.get("content-type", "")}, r.content
+
+    cli = person(server, tmp_path, "behind-proxy")
+    with stub_server(proxy) as stub:
+        with_auth = stub.url.replace("http://", "http://sam:s3cret@")
+        packet_id = cli.ok("save", "-", stdin=content("Via proxy"), HTTP_PROXY=with_auth).strip()
+        assert cli.ok("ls", HTTP_PROXY=stub.url).startswith(packet_id[:12])
+        assert [r.method for r in stub.seen] == ["POST", "GET"]
+        assert stub.seen[0].headers["proxy-authorization"] == "Basic c2FtOnMzY3JldA=="
+        assert "proxy-authorization" not in stub.seen[1].headers
+        cli.ok("ls", HTTP_PROXY=stub.url, NO_PROXY="127.0.0.1")
+        assert len(stub.seen) == 2  # NO_PROXY: straight to the server

@@ -323,3 +323,17 @@ def test_not_signed_in(tmp_path: Path) -> None:
     )
     assert "teams live on a server" in Cli(tmp_path / "offline").fails("teams", "ls")
     assert "not a server URL" in cli.fails("auth", "ftp://x")
+
+
+def test_a_redirect_is_not_followed(tmp_path: Path) -> None:
+    def moved(request: Seen) -> tuple[int, dict[str, str], bytes]:
+        return 301, {"Location": "https://elsewhere.example" + request.path}, b""
+
+    with stub_server(moved) as stub:
+        cli = against(tmp_path, stub.url)
+        line = cli.fails("ls")
+        assert len(stub.seen) == 1  # asked once, not followed
+    assert line.startswith(
+        f"ltm: {stub.url} redirects (HTTP 301) to https://elsewhere.example/v1/packets?limit=50"
+    )
+    assert line.endswith("sign in at its new address: ltm auth NEW-URL")
