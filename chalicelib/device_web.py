@@ -522,8 +522,9 @@ class DeviceWeb:
             f"<dt>Access</dt><dd>{_e(grant.scope)}</dd>"
             f"<dt>Asked</dt><dd>{_e(_when(grant.created_at))} ({_e(ago)})</dd>"
             f"<dt>From</dt><dd>{_e(grant.client_ip or 'unknown')}</dd></dl>"
-            "<p class=note>Approve only if you started this sign-in yourself and the code"
-            " matches the one in your terminal.</p>"
+            "<p class=note>Approve only if you started this sign-in yourself, just now, on"
+            " that device. Someone who sends you a link or a code to approve is trying to get"
+            " into your account.</p>"
             f'<form method="post" action="{_e(_url(request, "/device/decide"))}">'
             f'<input type="hidden" name="csrf" value="{_e(self._csrf(session))}">'
             f'<input type="hidden" name="ticket" value="{_e(ticket)}">'
