@@ -24,7 +24,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+test: sysdeps lint
 	$(BIN)/pytest -n 2 -q
 
 format: $(STAMP)
@@ -38,7 +38,8 @@ bench: $(STAMP)
 # never `playwright install`). Installs only when /usr/bin/chromium is missing.
 sysdeps:
 	@if [ -x /usr/bin/chromium ]; then echo "chromium: $$(/usr/bin/chromium --version 2>/dev/null)"; \
-	else apt-get update && apt-get install -y chromium; fi
+	else SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium; fi
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .hypothesis
