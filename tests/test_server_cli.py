@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import sqlite3
@@ -215,3 +216,47 @@ def test_find_app_py_in_an_installed_layout(
     monkeypatch.setattr(loader.site, "USER_BASE", str(tmp_path / "nowhere"))
     with pytest.raises(FileNotFoundError):
         loader.find_app_py()
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_run_with_several_worker_processes(tmp_path: Path) -> None:
+    db = tmp_path / "server.db"
+    root = init_db(db)
+    server = run_server(db, tmp_path / "server.log", root, "--workers", "2", "--threads", "2")
+    try:
+        workers = _children(server.proc.pid)
+        assert len(workers) == 1  # the main process serves too
+        clients = [server.client(root) for _ in range(12)]
+        for i, client in enumerate(clients):
+            assert client.post("/v1/packets", json={**_packet(i)}).status_code == 201
+        listed = clients[0].get("/v1/packets", params={"limit": 100}).json()["packets"]
+        assert len(listed) == 12
+    finally:
+        assert server.stop() == 0
+    for pid in workers:
+        assert (
+            not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+        )
+    assert "stopped" in server.logs()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_a_dead_worker_stops_the_server(tmp_path: Path) -> None:
+    db = tmp_path / "server.db"
+    root = init_db(db)
+    server = run_server(db, tmp_path / "server.log", root, "--workers", "2")
+    (worker,) = _children(server.proc.pid)
+    os.kill(worker, signal.SIGKILL)
+    assert server.proc.wait(timeout=20) == 1
+    assert "a worker died" in server.logs()
+
+
+def _packet(i: int) -> dict[str, str]:
+    from serverkit import make_packet
+
+    return make_packet(goal=f"worker test {i}")

@@ -145,8 +145,17 @@ def run(
         ),
     ] = None,
     threads: Annotated[
-        int, typer.Option("--threads", min=1, max=256, help="Worker threads.")
+        int, typer.Option("--threads", min=1, max=256, help="Worker threads per process.")
     ] = DEFAULT_THREADS,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            min=1,
+            max=64,
+            help="Server processes (POSIX): more use more cores, and more memory.",
+        ),
+    ] = 1,
 ) -> None:
     """Serve the ltm API with a multi-threaded HTTP server until SIGTERM or Ctrl-C."""
     path = _db_path(db)
@@ -155,6 +164,8 @@ def run(
             f"no server database at {path}; create it first with `ltm server init --db {path}`"
         )
     host, port = parse_addr(addr)
+    if workers > 1 and not hasattr(os, "fork"):
+        raise _fail("--workers above 1 needs a POSIX system (fork)")
     os.environ["LTM_STORE"] = "sqlite"
     os.environ["LTM_DB"] = str(path)
     if external_url:
@@ -162,24 +173,30 @@ def run(
     else:
         os.environ.pop("LTM_EXTERNAL_URL", None)
 
-    from .http import make_server, run_forever
+    from .http import bind, serve
     from .loader import load_app
     from .wsgi import ChaliceWSGI
 
     module = load_app()
     module.get_store()  # open (and migrate) now: fail before listening, not on the first request
+    module.close_store()  # each process (and thread) opens its own connections
     wsgi = ChaliceWSGI(module.app, logger=module.logger)
     try:
-        server = make_server(wsgi, host=host, port=port, threads=threads)
+        sockets = bind(host, port, workers)
     except OSError as exc:
-        module.close_store()
         raise _fail(f"cannot listen on {addr}: {exc.strerror or exc}") from None
-    bound_host, bound_port = server.socket.getsockname()[:2]
+    bound_host, bound_port = sockets[0].getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    _say(f"ltm server: listening on http://{shown}:{bound_port} ({path}, {threads} threads)")
+    processes = f", {workers} processes" if workers > 1 else ""
+    _say(
+        f"ltm server: listening on http://{shown}:{bound_port}"
+        f" ({path}, {threads} threads{processes})"
+    )
     sys.stderr.flush()
-    run_forever(server, on_stop=module.close_store)
-    _say("ltm server: stopped")
+    status = serve(wsgi, sockets, threads=threads, on_stop=module.close_store)
+    _say("ltm server: stopped" if status == 0 else "ltm server: a worker died; stopped")
+    if status:
+        raise typer.Exit(status)
 
 
 @app.command("issue-token")
