@@ -9,7 +9,6 @@ one wins, and the losers leave no orphan user behind).
 
 from __future__ import annotations
 
-import hashlib
 import re
 import secrets
 from dataclasses import dataclass
@@ -21,8 +20,8 @@ from ..store import Invite, Store, Team, Token, User
 from ..store import NotFound as StoreNotFound
 from .errors import Conflict, Gone, NotFound
 from .packets import team_for
-from .tokens import new_token
-from .users import check_display, new_user, now
+from .tokens import hash_token, new_token
+from .users import check_display, new_id, now
 
 INVITE_TTL = timedelta(days=7)
 CODE_RE = re.compile(r"[A-Za-z0-9_-]{16,128}")
@@ -43,7 +42,8 @@ class Accepted:
 
 
 def hash_code(code: str) -> str:
-    return hashlib.sha256(code.encode("utf-8", "surrogateescape")).hexdigest()
+    """What the store keeps of a code: its hex sha256, as for tokens."""
+    return hash_token(code)
 
 
 def invite_url(base_url: str, code: str) -> str:
@@ -87,11 +87,9 @@ def accept(
     secret: str | None = None
     new: tuple[User, Token] | None = None
     if caller is None:
-        if display is None:
-            user = new_user("member", when=when)
-            user = User(id=user.id, display=f"user-{user.id[-6:].lower()}", created_at=when)
-        else:
-            user = new_user(check_display(display), when=when)
+        user_id = new_id()
+        name = check_display(display) if display is not None else f"user-{user_id[-6:].lower()}"
+        user = User(id=user_id, display=name, created_at=when)
         secret, record = new_token(user.id, f"invite-{user.id}", when=when)
         new = (user, record)
     else:
