@@ -53,6 +53,8 @@ def resume_packet(
     from ltm.resume import render
 
     interactive = ref is None and not as_json and sys.stdin.isatty() and sys.stdout.isatty()
+    if interactive and sys.platform == "win32":
+        interactive = False  # the picker needs termios: print the newest, as off a terminal
     backend = open_backend(local=local)
     try:
         if ref is None:
