@@ -142,10 +142,10 @@ def _schemas() -> dict[str, Any]:
                 "type": "object",
                 "properties": {
                     "display": {
-                        **_STRING,
-                        "minLength": 1,
+                        "type": ["string", "null"],
                         "maxLength": 64,
-                        "description": "The new user's display name (ignored with a bearer).",
+                        "description": "The new user's display name (ignored with a bearer);"
+                        " absent, null or blank: a default name.",
                     }
                 },
             },

@@ -128,7 +128,12 @@ def test_accept_without_body_or_display(server: Server, owner: tuple[httpx.Clien
     client, team = owner
     r = httpx.post(f"{server.url}/v1/invites/{invite(client, team)['code']}/accept")
     assert r.status_code == 201
-    assert r.json()["user"]["display"]
+    assert r.json()["user"]["display"].startswith("user-")
+    for body in ({"display": ""}, {"display": None}, {}):
+        code = invite(client, team)["code"]
+        r = httpx.post(f"{server.url}/v1/invites/{code}/accept", json=body)
+        assert r.status_code == 201, body
+        assert r.json()["user"]["display"].startswith("user-")
 
 
 def test_a_used_code_is_410(server: Server, owner: tuple[httpx.Client, str]) -> None:
@@ -187,7 +192,7 @@ def test_an_invalid_bearer_is_401_not_a_new_user(
 
 
 @pytest.mark.parametrize(
-    "body", [{"display": 5}, {"display": ""}, {"display": "x" * 65}, {"display": "a\u0000b"}]
+    "body", [{"display": 5}, {"display": "x" * 65}, {"display": "a\u0000b"}, {"display": []}]
 )
 def test_a_bad_display_is_400(
     server: Server, owner: tuple[httpx.Client, str], body: dict[str, object]

@@ -88,7 +88,9 @@ def accept(
     new: tuple[User, Token] | None = None
     if caller is None:
         user_id = new_id()
-        name = check_display(display) if display is not None else f"user-{user_id[-6:].lower()}"
+        # No display, or an empty one (a client may send "" for "none"): a plain default.
+        blank = display is None or (isinstance(display, str) and not display.strip())
+        name = f"user-{user_id[-6:].lower()}" if blank else check_display(display)
         user = User(id=user_id, display=name, created_at=when)
         secret, record = new_token(user.id, f"invite-{user.id}", when=when)
         new = (user, record)

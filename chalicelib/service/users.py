@@ -26,9 +26,9 @@ def check_display(display: object) -> str:
     """A display name: 1 to 64 characters, no control characters, trimmed."""
     if not isinstance(display, str):
         raise BadRequest("display: must be a string")
-    display = display.strip()
-    if not 1 <= len(display) <= MAX_DISPLAY:
+    if len(display) > MAX_DISPLAY or not display.strip():
         raise BadRequest(f"display: must be 1 to {MAX_DISPLAY} characters")
+    display = display.strip()
     if any(unicodedata.category(ch).startswith("C") for ch in display):
         raise BadRequest("display: must not contain control characters")
     return display
