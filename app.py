@@ -22,6 +22,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from functools import wraps
 from typing import Any
 
@@ -120,9 +121,9 @@ def _no_content() -> Response:
     return Response(body="", status_code=204, headers={"Cache-Control": "no-store"})
 
 
-def _ts(value: Any) -> str:
+def _ts(value: datetime) -> str:
     """RFC 3339 UTC with a Z, as the reference writes times."""
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _caller(request: Any) -> Any:
