@@ -3,8 +3,8 @@
 Every test spawns the installed console script with its own config and data
 dirs, connects with ``mcp.client.stdio.stdio_client`` + ``ClientSession`` and
 talks the real protocol. The first part runs against the embedded local
-store; the second against a real ``ltm server run`` on loopback (skipped while
-the CLI has no remote backend).
+store; the second against a real ``ltm server run`` on loopback, signed in
+with ``ltm auth HOST TOKEN``.
 """
 
 from __future__ import annotations
@@ -499,17 +499,6 @@ def test_mcp_module_import_stays_cheap() -> None:
 # A real server on loopback
 
 
-def _remote_ready() -> bool:
-    try:
-        import ltm.cli.remote  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-remote = pytest.mark.skipif(not _remote_ready(), reason="the CLI has no remote backend yet")
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Any]:
     from serverkit import running_server
@@ -527,16 +516,11 @@ def _issue(server: Any, label: str) -> str:
 
 
 def _sign_in(env: dict[str, str], url: str, token: str) -> None:
-    """Sign in the way a user does (``ltm auth HOST TOKEN``) when the CLI has that verb."""
-    if cli(env, "auth", "--help").returncode == 0:
-        result = cli(env, "auth", url, token)
-        assert result.returncode == 0, result.stderr
-    else:  # pragma: no cover - until ltm auth lands: the same client, from the environment
-        env["LTM_HOST"] = url
-        env["LTM_TOKEN"] = token
+    """Sign in the way a user does; the shim then finds the credentials on its own."""
+    result = cli(env, "auth", url, token)
+    assert result.returncode == 0, result.stderr
 
 
-@remote
 def test_every_tool_against_a_real_server(server: Any, tmp_path: Path) -> None:
     import httpx
 
@@ -588,7 +572,6 @@ def test_every_tool_against_a_real_server(server: Any, tmp_path: Path) -> None:
         assert shim.call("validate", {"packet": CONTENT}).structured_content["valid"]
 
 
-@remote
 def test_revoked_token_is_a_clear_tool_error(server: Any, tmp_path: Path) -> None:
     from serverkit import ltm_server
 
@@ -606,7 +589,6 @@ def test_revoked_token_is_a_clear_tool_error(server: Any, tmp_path: Path) -> Non
         shim.alive()
 
 
-@remote
 def test_server_going_away_mid_session(server: Any, tmp_path: Path) -> None:
     import signal
 
