@@ -79,7 +79,6 @@ definition of the table; ``infra/ltm.yaml`` is checked against it by
 
 from __future__ import annotations
 
-import argparse
 import base64
 import contextlib
 import json
@@ -109,7 +108,7 @@ from . import (
 )
 from .dynamo_device import DeviceGrantsMixin
 
-if TYPE_CHECKING:  # boto3 is imported only when a DynamoStore is built
+if TYPE_CHECKING:  # botocore is imported only when a DynamoStore is built
     from botocore.client import BaseClient
 
 Item = dict[str, dict[str, Any]]
@@ -416,7 +415,7 @@ class _Cancelled(Exception):
 
 
 class DynamoStore(DeviceGrantsMixin, Store):
-    """A ``Store`` in one DynamoDB table. Thread-safe (boto3 clients are)."""
+    """A ``Store`` in one DynamoDB table. Thread-safe (botocore clients are)."""
 
     def __init__(
         self,
@@ -1048,22 +1047,26 @@ _client_lock = threading.Lock()
 
 
 def make_client(region: str | None = None) -> BaseClient:
-    """A DynamoDB client; ``AWS_ENDPOINT_URL_DYNAMODB`` (read by boto3 itself) points it elsewhere.
+    """A DynamoDB client; the SDK itself reads ``AWS_ENDPOINT_URL_DYNAMODB`` (a local endpoint).
 
-    Timeouts stay well inside a Lambda invocation, and the SDK's standard
-    retry mode retries throttling and transient errors with backoff.
+    Made with botocore directly: boto3's own import (s3transfer and friends,
+    about 60 ms) buys nothing for one low-level client, and a Lambda cold
+    start pays for every import. Timeouts stay well inside a Lambda
+    invocation, and the SDK's standard retry mode retries throttling and
+    transient errors with backoff.
     """
-    import boto3
+    import botocore.session
     from botocore.config import Config
 
     config = Config(
         connect_timeout=3,
-        read_timeout=10,
-        retries={"mode": "standard", "max_attempts": 4},
+        read_timeout=5,
+        retries={"mode": "standard", "max_attempts": 3},
         tcp_keepalive=True,
     )
-    with _client_lock:  # creating clients from the default session is not thread-safe
-        return boto3.session.Session().client("dynamodb", region_name=region, config=config)
+    with _client_lock:  # botocore sessions are not thread-safe
+        session = botocore.session.get_session()
+        return session.create_client("dynamodb", region_name=region, config=config)
 
 
 def create_tables(
@@ -1087,6 +1090,8 @@ def create_tables(
 
 
 def main(argv: list[str] | None = None) -> int:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="python -m ltm.store.dynamo",
         description="Development commands for the DynamoDB store.",

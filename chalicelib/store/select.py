@@ -30,7 +30,7 @@ def open_store(environ: Mapping[str, str] | None = None) -> Store:
             raise RuntimeError("LTM_STORE=sqlite needs LTM_DB, the path of the database file")
         return SqliteStore(path)
     if kind == "dynamodb":
-        # boto3 itself reads AWS_REGION and AWS_ENDPOINT_URL_DYNAMODB (a local endpoint).
+        # The SDK itself reads AWS_REGION and AWS_ENDPOINT_URL_DYNAMODB (a local endpoint).
         from .dynamo import DEFAULT_TABLE, DynamoStore
 
         return DynamoStore(environ.get("LTM_DYNAMODB_TABLE") or DEFAULT_TABLE)
