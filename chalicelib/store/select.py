@@ -3,7 +3,7 @@
 ``LTM_STORE`` names the backend (``sqlite``, the default); each backend reads
 its own settings from the same environment (for SQLite: ``LTM_DB``, the
 database file; for DynamoDB: ``LTM_DYNAMODB_TABLE``, the table name, while
-boto3 itself reads ``AWS_REGION`` and ``AWS_ENDPOINT_URL_DYNAMODB``). On Lambda
+the AWS SDK itself reads ``AWS_REGION`` and ``AWS_ENDPOINT_URL_DYNAMODB``). On Lambda
 the variables come from the stage's ``environment_variables`` in
 ``.chalice/config.json``; self-hosted, from ``ltm server run``.
 """
