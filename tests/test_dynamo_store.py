@@ -117,3 +117,21 @@ def test_packet_bodies_stay_out_of_the_listing_index(store: DynamoStore) -> None
 def test_a_bad_cursor_is_a_value_error(store: DynamoStore, cursor: str) -> None:
     with pytest.raises(ValueError):
         store.list_packets(owner_id="u1", cursor=cursor)
+
+
+def test_a_late_team_cleanup_spares_a_new_team_of_the_same_name(store: DynamoStore) -> None:
+    """delete_team removes the team items first, then the rest: a namesake may appear between."""
+    for uid in ("u1", "u2"):
+        store.create_user(User(uid, uid, T0))
+    store.create_team(Team("t1", "core", "u1", T0))
+    store.add_member("t1", "u2")
+    # The first step of delete_team("t1") happened; a new "core" is made before the cleanup.
+    for pk in ("TEAM#t1", "TEAMNAME#core"):
+        store.client.delete_item(TableName="ltm-store", Key={"pk": {"S": pk}, "sk": {"S": "TEAM"}})
+    store.create_team(Team("t2", "core", "u1", T0 + timedelta(hours=1)))
+    store.add_member("t2", "u2")
+    store.delete_team("t1")  # the cleanup
+    found = store.team_membership("core", "u2")
+    assert found is not None and found[0].id == "t2"
+    assert [t.id for t in store.list_teams("u2")] == ["t2"]
+    assert store.get_member("t1", "u2") is None

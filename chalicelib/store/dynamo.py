@@ -812,6 +812,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 self._client.delete_item(TableName=self.table, Key=_key(f"TEAM#{team_id}", "TEAM"))
         # Then what hung off it; a crash here leaves only unreachable leftovers.
         keys: list[Item] = []
+        name_copies: list[Item] = []
         for item in self._query(
             KeyConditionExpression="#p = :p",
             ExpressionAttributeNames={"#p": "pk"},
@@ -819,9 +820,21 @@ class DynamoStore(DeviceGrantsMixin, Store):
             ConsistentRead=True,
         ):
             if _req(item, "sk").startswith("MEMBER#"):
-                keys.extend(_member_keys(_team(item), _req(item, "user_id")))
+                by_id, by_name, by_user = _member_keys(_team(item), _req(item, "user_id"))
+                keys.extend([by_id, by_user])
+                name_copies.append(by_name)
             else:
                 keys.append(_key(_req(item, "pk"), _req(item, "sk")))
+        # The name may already belong to a new team: its copies are deleted only if ours.
+        for key in name_copies:
+            with contextlib.suppress(self._exc.ConditionalCheckFailedException):
+                self._client.delete_item(
+                    TableName=self.table,
+                    Key=key,
+                    ConditionExpression="#t = :t",
+                    ExpressionAttributeNames={"#t": "team_id"},
+                    ExpressionAttributeValues={":t": _s(team_id)},
+                )
         for index, partition in (("gsi1", f"SCOPE#t:{team_id}"), ("gsi2", f"INVITES#{team_id}")):
             for item in self._query(
                 IndexName=index,
