@@ -43,6 +43,35 @@ def serialize_moto_dynamodb() -> None:
     DynamoHandler.call_action = call_action  # type: ignore[method-assign]
 
 
+_EXPRESSIONS = (
+    "ConditionExpression",
+    "UpdateExpression",
+    "KeyConditionExpression",
+    "FilterExpression",
+    "ProjectionExpression",
+)
+_TOKEN = re.compile(r"[#:][A-Za-z0-9_]+")
+
+
+def _check_expressions(request: dict[str, Any], where: str) -> None:
+    """What real DynamoDB refuses and moto lets through: placeholders given but never used."""
+    used = set()
+    for name in _EXPRESSIONS:
+        used.update(_TOKEN.findall(request.get(name) or ""))
+    for kind in ("ExpressionAttributeNames", "ExpressionAttributeValues"):
+        unused = set(request.get(kind) or {}) - used
+        if unused:
+            raise ValueError(f"{where}: {kind} unused in expressions: {sorted(unused)}")
+
+
+def check_like_dynamodb(params: dict[str, Any], model: Any, **_: Any) -> None:
+    """A botocore hook (``provide-client-params.dynamodb``) holding requests to DynamoDB's rules."""
+    _check_expressions(params, model.name)
+    for item in params.get("TransactItems") or []:
+        for action, request in item.items():
+            _check_expressions(request, f"{model.name}.{action}")
+
+
 def fake_credentials(env: Any) -> None:
     """Credentials and region moto accepts, and no endpoint override from the machine."""
     for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_PROFILE"):
@@ -66,6 +95,7 @@ def in_process(table: str = "ltm-test") -> Iterator[Any]:
     with pytest.MonkeyPatch.context() as env, mock_aws():
         fake_credentials(env)
         client = make_client(REGION)
+        client.meta.events.register("provide-client-params.dynamodb", check_like_dynamodb)
         create_tables(client, table)
         yield client
 
@@ -126,7 +156,7 @@ def endpoint_client(url: str) -> Any:
     import boto3
     from botocore.config import Config
 
-    return boto3.session.Session().client(
+    client = boto3.session.Session().client(
         "dynamodb",
         endpoint_url=url,
         region_name=REGION,
@@ -134,6 +164,8 @@ def endpoint_client(url: str) -> Any:
         aws_secret_access_key="testing",
         config=Config(retries={"mode": "standard", "max_attempts": 4}),
     )
+    client.meta.events.register("provide-client-params.dynamodb", check_like_dynamodb)
+    return client
 
 
 def app_env(url: str, table: str) -> dict[str, str]:

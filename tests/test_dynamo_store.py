@@ -135,3 +135,15 @@ def test_a_late_team_cleanup_spares_a_new_team_of_the_same_name(store: DynamoSto
     assert found is not None and found[0].id == "t2"
     assert [t.id for t in store.list_teams("u2")] == ["t2"]
     assert store.get_member("t1", "u2") is None
+
+
+def test_requests_are_held_to_dynamodbs_expression_rules(store: DynamoStore) -> None:
+    """The harness refuses unused placeholders, as DynamoDB does (moto accepts unused values)."""
+    with pytest.raises(ValueError, match="ExpressionAttributeValues unused"):
+        store.client.get_item(
+            TableName="ltm-store",
+            Key={"pk": {"S": "x"}, "sk": {"S": "y"}},
+            ProjectionExpression="#a",
+            ExpressionAttributeNames={"#a": "a"},
+            ExpressionAttributeValues={":unused": {"S": "v"}},
+        )
