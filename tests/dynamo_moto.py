@@ -67,9 +67,29 @@ def _check_expressions(request: dict[str, Any], where: str) -> None:
 def check_like_dynamodb(params: dict[str, Any], model: Any, **_: Any) -> None:
     """A botocore hook (``provide-client-params.dynamodb``) holding requests to DynamoDB's rules."""
     _check_expressions(params, model.name)
+    keys: list[str] = []
     for item in params.get("TransactItems") or []:
         for action, request in item.items():
             _check_expressions(request, f"{model.name}.{action}")
+            key = request.get("Key") or {
+                k: v for k, v in request["Item"].items() if k in ("pk", "sk")
+            }
+            keys.append(repr(sorted(key.items())))
+    for table in (params.get("RequestItems") or {}).values():
+        if isinstance(table, dict):  # BatchGetItem
+            keys.extend(repr(sorted(k.items())) for k in table["Keys"])
+        else:  # BatchWriteItem
+            for request in table:
+                for inner in request.values():
+                    key = inner.get("Key") or {
+                        k: v for k, v in inner["Item"].items() if k in ("pk", "sk")
+                    }
+                    keys.append(repr(sorted(key.items())))
+    limit = {"TransactWriteItems": 100, "BatchGetItem": 100, "BatchWriteItem": 25}.get(model.name)
+    if limit is not None and len(keys) > limit:
+        raise ValueError(f"{model.name}: {len(keys)} items, DynamoDB takes at most {limit}")
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"{model.name}: two actions on one item (DynamoDB refuses that)")
 
 
 def fake_credentials(env: Any) -> None:
@@ -254,7 +274,10 @@ def _run_app(argv: list[str]) -> None:
 
     host, _, port = args.addr.rpartition(":")
     module = load_app()
-    module.get_store()
+    # The app's own client, held to DynamoDB's request rules too: a breach is a 500.
+    module.get_store().client.meta.events.register(
+        "provide-client-params.dynamodb", check_like_dynamodb
+    )
     server = make_server(
         ChaliceWSGI(module.app, logger=module.logger),
         host=host,
