@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -293,13 +294,24 @@ def test_open_store_follows_aws_endpoint_url_dynamodb(
 @pytest.mark.parametrize("stage", STAGES)
 def test_chalice_package_builds_a_deployable_artifact(stage: str, tmp_path: Path) -> None:
     """``chalice package``: a SAM template cfn-lint accepts, and a zip with Linux wheels."""
+    # A copy of exactly what Chalice deploys, so its wheel cache and build
+    # directory (.chalice/deployments) stay out of the repo and apart per run.
+    project = tmp_path / "project"
+    shutil.copytree(
+        ROOT / "chalicelib", project / "chalicelib", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (project / ".chalice").mkdir()
+    for path in CHALICE.glob("*.json"):
+        shutil.copy(path, project / ".chalice" / path.name)
+    for name in ("app.py", "requirements.txt"):
+        shutil.copy(ROOT / name, project / name)
     out = tmp_path / "out"
     env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1"}
     env.pop("AWS_PROFILE", None)
     chalice = Path(sys.executable).with_name("chalice")
     result = subprocess.run(
         [str(chalice), "package", "--stage", stage, str(out)],
-        cwd=ROOT,
+        cwd=project,
         env=env,
         capture_output=True,
         text=True,
