@@ -48,7 +48,6 @@ from ltm.packet import (
     PacketError,
     PacketV01,
     PacketV02,
-    canonical_bytes,
     check,
     parse,
 )
@@ -142,8 +141,9 @@ def reference_accepts(packet: Any) -> bool:
         return False  # no published schema for it: rejected, never degraded
     if not validator.is_valid(packet):
         return False
-    size = len(json.dumps(packet, indent=2, ensure_ascii=False).encode("utf-8"))
-    return size <= PROTOCOL_MAX_BYTES
+    # The README caps the serialized size; whitespace is the writer's choice, so the
+    # cap applies to the packet's compact serialization (a sender's bytes are never fewer).
+    return len(_compact(packet)) <= PROTOCOL_MAX_BYTES
 
 
 def our_verdict(packet: dict[str, Any]) -> bool:
@@ -460,17 +460,22 @@ ADDED_IN_V02: list[tuple[Path_, Any]] = [
 ]
 
 
+def _compact(packet: dict[str, Any]) -> bytes:
+    """The size the cap is measured on: JSON without insignificant whitespace."""
+    return json.dumps(packet, ensure_ascii=False, separators=(",", ":")).encode()
+
+
 def _sized(version: str, target: int, filler: str = "x") -> dict[str, Any]:
-    """A valid-shaped packet whose serialized size is exactly ``target`` bytes."""
+    """A valid-shaped packet whose compact serialization is exactly ``target`` bytes."""
     packet = _with(FULL[version], ("constraints",), [])
     packet["goal"] = ""
-    missing = target - len(canonical_bytes(packet))
+    missing = target - len(_compact(packet))
     while missing > 1000:
         packet["constraints"].append("x" * min(1024, missing - 900))
-        missing = target - len(canonical_bytes(packet))
+        missing = target - len(_compact(packet))
     width = len(filler.encode("utf-8"))
     packet["goal"] = filler * (missing // width) + "x" * (missing % width)
-    assert len(canonical_bytes(packet)) == target
+    assert len(_compact(packet)) == target
     return packet
 
 
