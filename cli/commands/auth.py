@@ -18,14 +18,14 @@ def auth(
     host: Annotated[
         str | None,
         typer.Argument(
-            metavar="[HOST]",
-            help="The server, e.g. https://ltm.example.org [default: the configured server].",
+            metavar="HOST",
+            help="The server, e.g. https://ltm.example.org (default: the configured server).",
         ),
     ] = None,
     token: Annotated[
         str | None,
         typer.Argument(
-            metavar="[TOKEN]",
+            metavar="TOKEN",
             help="A token issued by the server (- reads it from stdin); without one, sign in"
             " from a browser.",
         ),

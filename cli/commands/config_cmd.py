@@ -44,7 +44,7 @@ def _read(name: str) -> Any:
 
 
 @app.command("get")
-def get(key: Annotated[str | None, typer.Argument(metavar="[KEY]")] = None) -> None:
+def get(key: Annotated[str | None, typer.Argument(metavar="KEY")] = None) -> None:
     """Print one setting (exit 1 when it is not set), or every setting without KEY."""
     if key is None:
         for name in KEYS:

@@ -13,10 +13,10 @@ from ltm.cli.output import info
 def logout(
     host: Annotated[
         str | None,
-        typer.Argument(metavar="[HOST]", help="The server [default: the configured one]."),
+        typer.Argument(metavar="HOST", help="The server (default: the configured one)."),
     ] = None,
 ) -> None:
-    """Remove the saved token (the server keeps it valid until an admin revokes it)."""
+    """Forget the saved token for a server (on the server it stays valid until revoked)."""
     from ltm.cli import credentials
 
     if host is None:

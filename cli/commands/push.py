@@ -14,7 +14,7 @@ from ltm.cli.errors import CliError
 def push(
     source: Annotated[
         str | None,
-        typer.Argument(metavar="[FILE|-]", help="The packet file, or - for standard input."),
+        typer.Argument(metavar="FILE|-", help="The packet file, or - for standard input."),
     ] = None,
     from_local: Annotated[
         str | None,

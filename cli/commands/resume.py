@@ -13,7 +13,7 @@ def resume(
     ref: Annotated[
         str | None,
         typer.Argument(
-            metavar="[ID]",
+            metavar="ID",
             help="A packet id or prefix. Without one: pick from the recent packets on a"
             " terminal, else the newest.",
         ),
@@ -24,8 +24,8 @@ def resume(
         bool | None,
         typer.Option(
             "--copy/--no-copy",
-            help="Copy the block to the clipboard instead of printing it [default: copy when"
-            " picked interactively].",
+            help="Copy the block to the clipboard instead of printing it (default: copy when"
+            " picked interactively).",
             show_default=False,
         ),
     ] = None,
