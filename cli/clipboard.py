@@ -10,7 +10,7 @@ def copy(text: str) -> str | None:
     try:
         import pyperclip
     except ImportError:
-        return "pyperclip is not installed: pip install 'ltm[clipboard]'"
+        return "pyperclip is missing from this installation; reinstall ltm"
     try:
         pyperclip.copy(text)
     except pyperclip.PyperclipException:

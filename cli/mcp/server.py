@@ -100,10 +100,7 @@ def serve() -> None:
         import anyio
         import mcp  # noqa: F401
     except ImportError:
-        raise CliError(
-            "the MCP shim needs the mcp package: pipx install 'ltm[mcp]' "
-            "(or pip install 'ltm[mcp]')"
-        ) from None
+        raise CliError("the mcp package is missing from this installation; reinstall ltm") from None
     _configure_logging()
     if sys.stdin.isatty():
         print(
