@@ -484,3 +484,20 @@ def test_logs_are_structured_and_keep_secrets_out(server: Server, tmp_path: Path
     for secret in (token, server.root_token, secret_goal, invite["code"], "Bearer"):
         assert secret not in text
     assert "authorization" not in text.lower()
+
+
+def test_a_malformed_chunked_body_is_a_json_400(server: Server) -> None:
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(
+            b"POST /v1/packets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + server.root_token.encode() + b"\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"
+        )
+        reply = b""
+        while chunk := sock.recv(4096):
+            reply += chunk
+            if b"\r\n\r\n" in reply and reply.endswith(b"}"):
+                break
+    assert reply.startswith(b"HTTP/1.1 400 ")
+    assert b"application/json" in reply and b'{"error":' in reply

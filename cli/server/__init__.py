@@ -5,7 +5,7 @@
   modules of the installed ``ltm`` package;
 - ``wsgi``: turns a WSGI request into the API Gateway proxy event Chalice
   handles on Lambda (routing, 404/405, the 32 KiB body limit);
-- ``http``: a multi-threaded production HTTP server (waitress) with JSON errors;
+- ``http``: a multi-threaded production HTTP server (cheroot) with JSON errors;
 - ``commands``: ``ltm server init|run|issue-token|tokens|revoke-token``.
 
 Only ``commands`` is imported when the CLI starts, and it imports nothing

@@ -1,7 +1,7 @@
 """``ltm server``: run a self-hosted ltm server on one small box, on SQLite.
 
 This module is imported whenever the CLI starts, so it imports only typer and
-the standard library at module level; the store, chalice and waitress are
+the standard library at module level; the store, chalice and cheroot are
 imported inside the commands that need them.
 """
 
@@ -173,14 +173,14 @@ def run(
     else:
         os.environ.pop("LTM_EXTERNAL_URL", None)
 
-    from .http import bind, serve
+    from .http import BODY_TOO_LARGE_ERRORS, bind, serve
     from .loader import load_app
     from .wsgi import ChaliceWSGI
 
     module = load_app()
     module.get_store()  # open (and migrate) now: fail before listening, not on the first request
     module.close_store()  # each process (and thread) opens its own connections
-    wsgi = ChaliceWSGI(module.app, logger=module.logger)
+    wsgi = ChaliceWSGI(module.app, logger=module.logger, too_large=BODY_TOO_LARGE_ERRORS)
     try:
         sockets = bind(host, port, workers)
     except OSError as exc:

@@ -1,14 +1,22 @@
-"""The HTTP server behind ``ltm server run``: waitress, with JSON errors.
+"""The HTTP server behind ``ltm server run``: cheroot, with JSON errors.
 
-waitress is a production WSGI server (no C extension, so it runs wherever
-Python does): an asyncio-style loop reads and buffers requests, a pool of
-worker threads runs the app. Two adjustments make it speak the protocol:
+cheroot (CherryPy's server, pure Python) is a production multi-threaded WSGI
+server: one thread watches the listening socket and the idle keep-alive
+connections, and a pool of worker threads reads, runs and answers each ready
+request with plain blocking I/O. We measured it against waitress on this
+2-core box (BENCHMARKS.md, "Server"): waitress's event loop, shared with the
+worker threads under the GIL, intermittently spun at several milliseconds of
+CPU per request and pushed p99 latency into the hundreds of milliseconds;
+cheroot's did not.
 
-- the errors waitress produces itself (malformed HTTP, a body over the limit,
+Adjustments so it speaks the protocol:
+
+- the errors cheroot answers itself (malformed HTTP, a body over the limit,
   headers too large) are JSON ``{"error": ...}`` like every other error;
-- a request whose Content-Length is over the 32 KiB limit is refused as soon
-  as its headers are read, before a byte of its body; a chunked body is cut
-  off once it passes the limit (plus a little room for the chunk framing).
+- a Content-Length over 32 KiB is refused from the headers, before a byte of
+  the body is read; a chunked body is cut off as soon as it passes 32 KiB;
+- several worker processes (``--workers``, POSIX) each accept on their own
+  SO_REUSEPORT socket, so the kernel spreads connections across them.
 """
 
 from __future__ import annotations
@@ -24,54 +32,71 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from waitress.channel import HTTPChannel
-from waitress.parser import HTTPRequestParser
-from waitress.server import create_server
-from waitress.task import ErrorTask
-from waitress.utilities import RequestEntityTooLarge
+from cheroot import wsgi
+from cheroot.errors import MaxSizeExceeded
+from cheroot.server import HTTPConnection, HTTPRequest
 
 from .wsgi import MAX_BODY
 
-CHUNK_FRAMING_ROOM = 4096
+MAX_HEADER_BYTES = 64 * 1024
+TOO_LARGE = f"request body too large (max {MAX_BODY} bytes)"
 
 
-class _JsonErrorTask(ErrorTask):
-    def execute(self) -> None:
-        error = self.request.error
-        if error.code == 413:
-            message = f"request body too large (max {MAX_BODY} bytes)"
+class _JsonRequest(HTTPRequest):
+    """cheroot's own error answers (``simple_response``), as JSON; the connection then closes."""
+
+    def simple_response(self, status: Any, msg: Any = "") -> None:
+        status = str(status)
+        code = int(status[:3])
+        if code == 413:
+            message = TOO_LARGE
         else:
-            message = f"{error.reason.lower()}: {error.body}"
+            reason = status[4:].lower() or "error"
+            detail = msg.decode("latin-1") if isinstance(msg, bytes) else str(msg or "")
+            message = f"{reason}: {detail}" if detail else reason
         body = json.dumps({"error": message}, separators=(",", ":")).encode()
-        self.status = f"{error.code} {error.reason}"
-        self.response_headers.extend(
-            [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
+        if code >= 400:
+            self.close_connection = True
+        head = [
+            f"{self.server.protocol} {status}",
+            f"Content-Length: {len(body)}",
+            "Content-Type: application/json",
+            "Cache-Control: no-store",
+        ]
+        if code >= 400 and self.response_protocol == "HTTP/1.1":
+            head.append("Connection: close")
+        data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+        with contextlib.suppress(OSError):
+            self.conn.wfile.write(data)
+
+
+class _Connection(HTTPConnection):
+    RequestHandlerClass = _JsonRequest
+
+
+class _Server(wsgi.Server):
+    """A cheroot WSGI server on a socket bound beforehand (see ``bind``)."""
+
+    ConnectionClass = _Connection
+
+    def __init__(self, app: Callable[..., Any], sock: socket.socket, *, threads: int) -> None:
+        self._bound = sock
+        super().__init__(
+            sock.getsockname()[:2],
+            app,
+            numthreads=threads,
+            server_name="ltm",
+            request_queue_size=1024,
+            timeout=30,  # an idle keep-alive connection is closed after this
+            shutdown_timeout=10,  # requests in flight get this long to finish on stop
         )
-        self.set_close_on_finish()
-        self.content_length = len(body)
-        self.write(body)
+        self.max_request_body_size = MAX_BODY
+        self.max_request_header_size = MAX_HEADER_BYTES
 
-
-class _LimitedParser(HTTPRequestParser):
-    """Refuse an oversized Content-Length the moment the headers are complete."""
-
-    def received(self, data: bytes) -> int:
-        was_reading_headers = not self.headers_finished
-        consumed: int = super().received(data)
-        if (
-            was_reading_headers
-            and self.headers_finished
-            and not self.error
-            and self.content_length > MAX_BODY
-        ):
-            self.error = RequestEntityTooLarge(f"request body too large (max {MAX_BODY} bytes)")
-            self.completed = True
-        return consumed
-
-
-class _Channel(HTTPChannel):
-    error_task_class = _JsonErrorTask
-    parser_class = _LimitedParser
+    def bind(self, family: int, type: int, proto: int = 0) -> socket.socket:
+        self.socket = self._bound
+        self.bind_addr = self._bound.getsockname()[:2]
+        return self._bound
 
 
 def bind(host: str, port: int, count: int = 1) -> list[socket.socket]:
@@ -92,6 +117,7 @@ def bind(host: str, port: int, count: int = 1) -> list[socket.socket]:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if count > 1:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.bind(address)
             sock.listen(1024)
             address = sock.getsockname()  # port 0 resolved: the others join it
@@ -110,26 +136,36 @@ def make_server(
     host: str = "127.0.0.1",
     port: int = 0,
 ) -> Any:
-    """A waitress server on ``sock`` (else on ``host:port``); its worker threads start at once."""
+    """A server listening on ``sock`` (else on ``host:port``), its worker threads started."""
     if sock is None:
         sock = bind(host, port)[0]
-    server = create_server(
-        wsgi_app,
-        sockets=[sock],
-        threads=threads,
-        ident="ltm",
-        max_request_body_size=MAX_BODY + CHUNK_FRAMING_ROOM,
-        clear_untrusted_proxy_headers=False,
-        channel_timeout=60,
-        connection_limit=1000,
-        asyncore_use_poll=True,
-    )
-    server.channel_class = _Channel
+    server = _Server(wsgi_app, sock, threads=threads)
+    server.prepare()
     return server
 
 
 class _Stop(SystemExit):
     pass
+
+
+def run_forever(server: Any, *, on_stop: Callable[[], None] | None = None) -> None:
+    """Serve until SIGTERM or SIGINT in this process; requests in flight finish."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise _Stop(0)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.serve()
+    except _Stop:
+        pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        server.stop()
+        if on_stop is not None:
+            on_stop()
+        sys.stderr.flush()
 
 
 def serve(
@@ -155,10 +191,9 @@ def serve(
                 for other in sockets:
                     if other is not sock:
                         other.close()
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                _serve_one(wsgi_app, sock, threads=threads, on_stop=on_stop)
-            except _Stop as stop:  # a signal outside the serving loop: still a clean stop
-                status = int(stop.code or 0)
+                run_forever(make_server(wsgi_app, sock=sock, threads=threads), on_stop=on_stop)
+            except _Stop as stopped:  # a signal outside the serving loop: still a clean stop
+                status = int(stopped.code or 0)
             except BaseException:
                 traceback.print_exc()
                 status = 1
@@ -182,7 +217,7 @@ def serve(
     if children:
         signal.signal(signal.SIGCHLD, reap)
     try:
-        _serve_one(wsgi_app, sockets[0], threads=threads, on_stop=on_stop)
+        run_forever(make_server(wsgi_app, sock=sockets[0], threads=threads), on_stop=on_stop)
     except _Stop:
         pass  # a signal outside the serving loop; a failed worker is in `failed`
     finally:
@@ -198,29 +233,5 @@ def serve(
     return 1 if failed else 0
 
 
-def _serve_one(
-    wsgi_app: Callable[..., Any],
-    sock: socket.socket,
-    *,
-    threads: int,
-    on_stop: Callable[[], None] | None,
-) -> None:
-    run_forever(make_server(wsgi_app, sock=sock, threads=threads), on_stop=on_stop)
-
-
-def run_forever(server: Any, *, on_stop: Callable[[], None] | None = None) -> None:
-    """Run one server in this process until SIGTERM or SIGINT; requests in flight finish."""
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise _Stop(0)
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        server.run()  # returns after SystemExit, having let the worker threads finish
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        server.close()
-        if on_stop is not None:
-            on_stop()
-        sys.stderr.flush()
+# The adapter turns these, raised while it reads a chunked body, into its own 413.
+BODY_TOO_LARGE_ERRORS: tuple[type[BaseException], ...] = (MaxSizeExceeded,)

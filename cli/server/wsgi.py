@@ -57,6 +57,13 @@ def _compile(template: str, methods: Iterable[str]) -> _Route:
     return _Route(template, tuple(segments), tuple(params), frozenset(methods))
 
 
+class _Refusal(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
 class _Context:
     """The few attributes of a Lambda context anything might read."""
 
@@ -88,9 +95,11 @@ class ChaliceWSGI:
         *,
         max_body: int = MAX_BODY,
         logger: logging.Logger | Any | None = None,
+        too_large: tuple[type[BaseException], ...] = (),
     ) -> None:
         self.app = chalice_app
         self.max_body = max_body
+        self.too_large = too_large  # what the server's input stream raises past its own limit
         self.log = logger or logging.getLogger("ltm.server")
         self._static: dict[str, _Route] = {}
         self._by_length: dict[int, list[_Route]] = {}
@@ -154,23 +163,11 @@ class ChaliceWSGI:
             headers.append(("Allow", ", ".join(allow)))
             return status, headers, body
 
-        length_header = environ.get("CONTENT_LENGTH") or "0"
         try:
-            length = int(length_header)
-        except ValueError:
-            return self._refuse(400, "invalid Content-Length", method, path, request_id, started)
-        if length < 0:
-            return self._refuse(400, "invalid Content-Length", method, path, request_id, started)
-        if length > self.max_body:
-            return self._refuse(
-                413,
-                f"request body too large (max {self.max_body} bytes)",
-                method,
-                route.template,
-                request_id,
-                started,
-            )
-        raw_body = environ["wsgi.input"].read(length) if length else b""
+            raw_body = self._read_body(environ)
+        except _Refusal as refusal:
+            where = route.template if refusal.status == 413 else path
+            return self._refuse(refusal.status, refusal.message, method, where, request_id, started)
 
         event = self._event(environ, call_method, path, route, path_params, raw_body, request_id)
         response = self.app(event, _Context(request_id))
@@ -190,6 +187,36 @@ class ChaliceWSGI:
         else:
             headers.append(("Content-Length", str(len(body))))
         return status, headers, body
+
+    def _read_body(self, environ: dict[str, Any]) -> bytes:
+        """The request body, never read past the limit (``_Refusal`` 400/413 otherwise)."""
+        too_large = _Refusal(413, f"request body too large (max {self.max_body} bytes)")
+        length_header = environ.get("CONTENT_LENGTH")
+        if length_header:
+            try:
+                length = int(length_header)
+            except ValueError:
+                length = -1
+            if length < 0:
+                raise _Refusal(400, "invalid Content-Length")
+            if length > self.max_body:  # refused from the header: the body is never read
+                raise too_large
+            return environ["wsgi.input"].read(length) if length else b""
+        if "chunked" not in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+            return b""
+        try:  # one byte past the limit is enough to know
+            body: bytes = environ["wsgi.input"].read(self.max_body + 1)
+        except self.too_large:
+            raise too_large from None
+        except ValueError:  # the chunk framing itself is broken
+            raise _Refusal(400, "malformed chunked body") from None
+        except OSError as exc:  # the server's stream gave up: past its limit, or the client left
+            if "too large" in str(exc).lower():
+                raise too_large from None
+            raise _Refusal(400, "could not read the request body") from None
+        if len(body) > self.max_body:
+            raise too_large
+        return body
 
     def _event(
         self,
