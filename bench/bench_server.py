@@ -316,7 +316,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=8.0, help="per throughput phase")
     parser.add_argument("--big", type=int, default=100_000, help="packets in the big scope")
     parser.add_argument("--small", type=int, default=1_000, help="packets in the small scope")
-    parser.add_argument("--threads", type=int, default=8, help="server threads per process")
+    parser.add_argument("--threads", type=int, default=4, help="server threads per process")
     parser.add_argument("--workers", type=int, default=1, help="server processes")
     parser.add_argument("--ls-requests", type=int, default=400)
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")

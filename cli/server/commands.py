@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 ROOT_USER_ID = "root"
 ROOT_LABEL = "root"
 DEFAULT_ADDR = "127.0.0.1:8080"
-DEFAULT_THREADS = 8
+DEFAULT_THREADS = 4
 
 app = typer.Typer(
     name="server",
