@@ -70,7 +70,7 @@ def _server_cmd() -> list[str]:
 class Server:
     """``ltm server run`` as a subprocess, with its memory and CPU read from /proc."""
 
-    def __init__(self, workdir: Path, threads: int, workers: int = 1) -> None:
+    def __init__(self, workdir: Path, threads: int, workers: int = 0) -> None:
         self.db = workdir / "server.db"
         self.log = workdir / "server.log"
         cmd = _server_cmd()
@@ -82,7 +82,7 @@ class Server:
             raise SystemExit(init.stderr)
         self.root = init.stdout.strip()
         argv = [*cmd, "run", "--db", str(self.db), "--addr", "127.0.0.1:0"]
-        argv += ["--threads", str(threads), "--workers", str(workers)]
+        argv += ["--threads", str(threads)] + (["--workers", str(workers)] if workers else [])
         with self.log.open("wb") as sink:
             self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=sink, env=env)
         deadline = time.monotonic() + 30
@@ -317,7 +317,9 @@ def main() -> int:
     parser.add_argument("--big", type=int, default=100_000, help="packets in the big scope")
     parser.add_argument("--small", type=int, default=1_000, help="packets in the small scope")
     parser.add_argument("--threads", type=int, default=4, help="server threads per process")
-    parser.add_argument("--workers", type=int, default=1, help="server processes")
+    parser.add_argument(
+        "--workers", type=int, default=0, help="server processes (0: the server's default)"
+    )
     parser.add_argument("--ls-requests", type=int, default=400)
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args()
@@ -407,10 +409,11 @@ def main() -> int:
 
     results["machine"] = f"{os.cpu_count()} cores, Python {platform.python_version()}"
     results["threads"] = args.threads
-    results["workers"] = args.workers
+    results["workers"] = results["processes"]
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"server-w{args.workers}-t{args.threads}.json").write_text(json.dumps(results, indent=2))
+    name = f"server-w{results['processes']}-t{args.threads}.json"
+    (out / name).write_text(json.dumps(results, indent=2))
 
     p99 = max(results[k]["p99_ms"] for k in ("push", "get", "list"))
     checks = {
@@ -423,7 +426,7 @@ def main() -> int:
     mark = {True: "met", False: "MISSED"}
     print(
         f"Server benchmark ({results['machine']}, {args.threads} server threads,"
-        f" x {args.workers} process(es), {CONNECTIONS} connections, loopback)\n"
+        f" x {results['processes']} process(es), {CONNECTIONS} connections, loopback)\n"
     )
     print(
         "| workload | requests/s | p50 ms | p90 ms | p99 ms | server CPU/request"

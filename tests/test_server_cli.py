@@ -260,3 +260,22 @@ def _packet(i: int) -> dict[str, str]:
     from serverkit import make_packet
 
     return make_packet(goal=f"worker test {i}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_run_with_one_process(tmp_path: Path) -> None:
+    db = tmp_path / "server.db"
+    root = init_db(db)
+    server = run_server(db, tmp_path / "server.log", root, "--workers", "1")
+    try:
+        assert _children(server.proc.pid) == []
+        assert server.client(root).get("/v1/teams").status_code == 200
+    finally:
+        assert server.stop() == 0
+
+
+def test_default_workers() -> None:
+    from ltm.cli.server.commands import default_workers
+
+    expected = 2 if sys.platform.startswith("linux") and (os.cpu_count() or 1) >= 2 else 1
+    assert default_workers() == expected

@@ -81,6 +81,18 @@ def parse_addr(addr: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def default_workers() -> int:
+    """Two processes where that pays: Linux (SO_REUSEPORT spreads connections) with 2+ cores.
+
+    One Python process runs Python code on one core at a time (the GIL); a
+    second process serves about 1.5x to 2x as many requests on a 2-core box.
+    Elsewhere SO_REUSEPORT does not balance connections, so one process.
+    """
+    if sys.platform.startswith("linux") and (os.cpu_count() or 1) >= 2:
+        return 2
+    return 1
+
+
 def _check_url(url: str) -> str:
     from urllib.parse import urlsplit
 
@@ -148,14 +160,16 @@ def run(
         int, typer.Option("--threads", min=1, max=256, help="Worker threads per process.")
     ] = DEFAULT_THREADS,
     workers: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--workers",
             min=1,
             max=64,
-            help="Server processes (POSIX): more use more cores, and more memory.",
+            help="Server processes (POSIX): more use more cores, and about 45 MB each"
+            " [default: 2 on Linux with 2+ cores, else 1].",
+            show_default=False,
         ),
-    ] = 1,
+    ] = None,
 ) -> None:
     """Serve the ltm API with a multi-threaded HTTP server until SIGTERM or Ctrl-C."""
     path = _db_path(db)
@@ -164,6 +178,8 @@ def run(
             f"no server database at {path}; create it first with `ltm server init --db {path}`"
         )
     host, port = parse_addr(addr)
+    if workers is None:
+        workers = default_workers()
     if workers > 1 and not hasattr(os, "fork"):
         raise _fail("--workers above 1 needs a POSIX system (fork)")
     os.environ["LTM_STORE"] = "sqlite"
