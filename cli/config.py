@@ -9,8 +9,23 @@ the XDG spec and the reference implementation have it:
 - data: ``$LTM_DATA_DIR``, else the platform's user data dir (``~/.local/share/ltm``
   on Linux).
 
-``config.json`` holds plain settings; secrets go only in ``credentials``
-(mode 0600), never in settings.
+The config dir is shared with the Go reference CLI, so the files it knows are
+kept in its format:
+
+- ``config.toml``: the reference's settings (``host``, ``user``, ``output``,
+  ``lenient``, ``editor``). ``host`` is the default server. Rewritten as a whole
+  document (read, change, write), so keys this CLI does not know survive.
+- ``credentials``: the default server's token (see ``ltm.cli.credentials``).
+
+Settings only this CLI has (``timeout``, ``browser``, the ``[[sensitive]]``
+redaction patterns) live in ``settings.toml`` beside them, not in
+``config.toml``: the reference ignores unknown keys when it reads config.toml
+but rewrites the file from its five fields on ``ltm auth``/``ltm config set``,
+which would silently drop a user's redaction patterns. ``config.json`` from
+earlier builds of this CLI is moved into ``settings.toml`` on first read.
+
+Every file here is written atomically with mode 0600 in a 0700 dir; no token
+is ever written to a settings file.
 """
 
 from __future__ import annotations
@@ -22,7 +37,13 @@ from typing import Any
 
 from ltm.cli.errors import CliError
 
-SETTINGS_FILE = "config.json"
+REFERENCE_FILE = "config.toml"  # shared with the reference CLI
+SETTINGS_FILE = "settings.toml"  # this CLI's own settings
+LEGACY_SETTINGS_FILE = "config.json"  # earlier builds of this CLI
+SETTINGS_HEADER = (
+    "# Settings of the Python ltm CLI that the reference CLI does not have (the shared\n"
+    "# ones, such as host, are in config.toml). Change with: ltm config, ltm sensitive\n"
+)
 
 
 def config_dir() -> Path:
@@ -46,25 +67,116 @@ def local_db_path() -> Path:
     return data_dir() / "ltm.db"
 
 
-def load_settings() -> dict[str, Any]:
-    path = config_dir() / SETTINGS_FILE
+# -- TOML documents -----------------------------------------------------------------
+
+
+def read_toml(path: Path) -> dict[str, Any] | None:
+    """A TOML file as a dict; None when there is none (tomllib is imported only then)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
     except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        raise CliError(f"cannot read {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise CliError(f"{path} must hold a JSON object")
-    return data
+        return None
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    import tomllib
+
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise CliError(f"cannot read {path}: not valid TOML ({exc})") from None
+
+
+def write_toml(path: Path, doc: dict[str, Any], *, header: str = "") -> None:
+    import tomli_w
+
+    write_private(path, header + tomli_w.dumps(_without_none(doc)))
+
+
+def _without_none(doc: dict[str, Any]) -> dict[str, Any]:
+    """TOML has no null: a key set to None is a key left out."""
+    return {
+        k: _without_none(v) if isinstance(v, dict) else v for k, v in doc.items() if v is not None
+    }
+
+
+def load_reference() -> dict[str, Any]:
+    """``config.toml``, every key of it (empty when there is none)."""
+    return read_toml(config_dir() / REFERENCE_FILE) or {}
+
+
+def update_reference(**changes: Any) -> None:
+    """Set keys of ``config.toml`` (None removes one), keeping every other key as it is."""
+    found = read_toml(config_dir() / REFERENCE_FILE)
+    if found is None and all(value is None for value in changes.values()):
+        return  # nothing to remove from a file that is not there
+    doc = found or {}
+    for key, value in changes.items():
+        for name in [k for k in doc if k != key and k.lower() == key]:
+            del doc[name]  # the reference would take "Host" for host too: one spelling only
+        if value is None:
+            doc.pop(key, None)
+        else:
+            doc[key] = value
+    write_toml(config_dir() / REFERENCE_FILE, doc)
+
+
+def reference_value(doc: dict[str, Any], key: str) -> Any:
+    """``doc[key]`` as the reference decodes it: an exact key first, else one in another case."""
+    if key in doc:
+        return doc[key]
+    for name, value in doc.items():
+        if name.lower() == key:
+            return value
+    return None
+
+
+# -- this CLI's own settings --------------------------------------------------------
+
+
+def load_settings() -> dict[str, Any]:
+    """``settings.toml`` (timeout, browser, sensitive, and any key we do not know)."""
+    directory = config_dir()
+    doc = read_toml(directory / SETTINGS_FILE)
+    if doc is not None:
+        return doc
+    return _migrate_legacy_settings(directory)
 
 
 def save_settings(settings: dict[str, Any]) -> None:
-    write_private(config_dir() / SETTINGS_FILE, json.dumps(settings, indent=2) + "\n", mode=0o644)
+    write_toml(config_dir() / SETTINGS_FILE, settings, header=SETTINGS_HEADER)
+
+
+def _migrate_legacy_settings(directory: Path) -> dict[str, Any]:
+    """Move an earlier build's ``config.json`` into ``settings.toml`` (best effort)."""
+    legacy = directory / LEGACY_SETTINGS_FILE
+    try:
+        text = legacy.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise CliError(f"cannot read {legacy}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise CliError(f"cannot read {legacy}: not JSON") from None
+    if not isinstance(data, dict):
+        raise CliError(f"{legacy} must hold a JSON object")
+    data = _without_none(data)
+    try:
+        save_settings(data)
+        legacy.unlink()
+    except OSError:
+        pass  # a read-only config dir: use the old file as it is, move it next time
+    return data
 
 
 def write_private(path: Path, text: str, *, mode: int = 0o600) -> None:
-    """Write a file atomically, with ``mode`` set before any byte lands in it."""
+    """Write a file atomically, with ``mode`` set before any byte lands in it.
+
+    A symlinked file (a dotfile manager's) stays a symlink: its target is replaced.
+    """
+    if path.is_symlink():
+        path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
@@ -76,3 +188,10 @@ def write_private(path: Path, text: str, *, mode: int = 0o600) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def remove_file(path: Path) -> None:
+    """Delete a file (or a symlink's target, as ``write_private`` writes through it)."""
+    if path.is_symlink():
+        path = path.resolve()
+    path.unlink(missing_ok=True)

@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -224,8 +225,27 @@ def test_sensitive_patterns(env: dict[str, str]) -> None:
 
     bad = ltm(env, "sensitive", "add", "broken", "(unclosed")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    # Kept in our settings.toml, not in config.toml, which the reference CLI rewrites whole.
+    config = Path(env["LTM_CONFIG_DIR"])
+    saved = tomllib.loads((config / "settings.toml").read_text())
+    assert saved["sensitive"] == [{"kind": "codename", "regex": "project-bluebird"}]
+    assert not (config / "config.toml").exists()
     ok(env, "sensitive", "rm", "codename")
     assert ok(env, "save", "-", stdin=json.dumps({**CONTENT, "goal": "ship project-bluebird"}))
+
+
+def test_sensitive_patterns_of_an_earlier_build_are_kept(env: dict[str, str]) -> None:
+    """Earlier builds kept settings in config.json: the patterns move, and still block."""
+    config = Path(env["LTM_CONFIG_DIR"])
+    config.mkdir()
+    old = {"timeout": 12, "sensitive": [{"kind": "codename", "regex": r"blue\.bird"}]}
+    (config / "config.json").write_text(json.dumps(old))
+    blocked = ltm(env, "save", "-", stdin=json.dumps({**CONTENT, "goal": "ship blue.bird"}))
+    assert blocked.returncode == 1 and "goal/codename" in blocked.stderr
+    assert ok(env, "sensitive", "ls") == "codename\tblue\\.bird\n"
+    assert ok(env, "config", "get", "timeout") == "12\n"
+    assert not (config / "config.json").exists()
+    assert tomllib.loads((config / "settings.toml").read_text()) == old
 
 
 def test_two_processes_saving_at_once_lose_nothing(env: dict[str, str]) -> None:

@@ -11,7 +11,8 @@ from ltm.cli.output import info
 
 app = typer.Typer(
     help="Read and change settings: host (the default server), timeout (seconds),"
-    " browser (open one for ltm auth: true/false).",
+    " browser (open one for ltm auth: true/false); user, output, lenient, editor are"
+    " kept for the reference CLI, which shares config.toml.",
     no_args_is_help=True,
 )
 
@@ -19,7 +20,13 @@ KEYS = {
     "host": "the server every verb goes to (empty: the local store)",
     "timeout": "seconds to wait for the server (default 10)",
     "browser": "open a browser for ltm auth's sign-in page (true/false, default true)",
+    "user": "the reference CLI's user setting (LTM_USER overrides it)",
+    "output": "the reference CLI's output format (LTM_OUTPUT overrides it)",
+    "lenient": "the reference CLI's lenient setting (true/false)",
+    "editor": "the reference CLI's editor for ltm config edit",
 }
+REFERENCE_KEYS = ("user", "output", "lenient", "editor")  # in config.toml, as the reference has
+ENV = {"host": "LTM_HOST", "timeout": "LTM_TIMEOUT", "user": "LTM_USER", "output": "LTM_OUTPUT"}
 BOOLEAN = {"true": True, "1": True, "yes": True, "on": True}
 BOOLEAN |= {"false": False, "0": False, "no": False, "off": False}
 
@@ -34,10 +41,24 @@ def _key(key: str) -> str:
 
 
 def _read(name: str) -> Any:
+    """The value in effect: the environment variable first, as the reference's ``Resolve``."""
+    import os
+
+    if os.environ.get(ENV.get(name, "")):
+        value = os.environ[ENV[name]]
+        if name == "host":
+            from ltm.cli.credentials import normalize_host
+
+            return normalize_host(value)
+        return value
     if name == "host":
         from ltm.cli.credentials import default_host
 
         return default_host()
+    if name in REFERENCE_KEYS:
+        from ltm.cli.config import load_reference, reference_value
+
+        return reference_value(load_reference(), name)
     from ltm.cli.config import load_settings
 
     return load_settings().get(name)
@@ -86,12 +107,14 @@ def set_(
             ) from None
         if not 0 < parsed <= 600:
             raise CliError("timeout must be between 0 and 600 seconds", exit_code=2)
-    else:
+    elif name in ("browser", "lenient"):
         if value.strip().lower() not in BOOLEAN:
             raise CliError(f"{name} must be true or false, got {value!r}", exit_code=2)
         parsed = BOOLEAN[value.strip().lower()]
+    else:
+        parsed = value or None  # the reference's empty string is an unset key
     _write(name, parsed)
-    info(f"{name}={_show(parsed)}")
+    info(f"{name}={_show(parsed)}" if parsed is not None else f"{name} unset")
 
 
 @app.command("unset")
@@ -109,6 +132,11 @@ def unset(key: Key) -> None:
 
 
 def _write(name: str, value: Any) -> None:
+    if name in REFERENCE_KEYS:
+        from ltm.cli.config import update_reference
+
+        update_reference(**{name: value})
+        return
     from ltm.cli.config import load_settings, save_settings
 
     settings = load_settings()

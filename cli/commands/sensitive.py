@@ -10,7 +10,7 @@ from ltm.cli.errors import CliError
 from ltm.cli.output import info
 
 app = typer.Typer(
-    help="Manage your own redaction patterns (kept in config.json) and test the scanner.",
+    help="Manage your own redaction patterns (kept in settings.toml) and test the scanner.",
     no_args_is_help=True,
 )
 
