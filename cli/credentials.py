@@ -1,45 +1,50 @@
 """Which server ltm talks to, and the tokens it signs in with.
 
-One file, ``credentials`` in the config dir (see ``ltm.cli.config``), mode
-0600, written atomically. It is JSON::
+The config dir (``ltm.cli.config``) is shared with the Go reference CLI, and
+the default server's sign-in is kept exactly as the reference keeps it, so a
+user signed in with either CLI is signed in with both:
 
-    {
-      "version": 1,
-      "default": "https://ltm.example.org",
-      "hosts": {
-        "https://ltm.example.org": {
-          "token": "ltm_…",
-          "via": "token" | "device" | "invite",
-          "saved_at": "2026-05-01T12:00:00Z",
-          "user": {"id": "…", "display": "…"}      # only when the server said who we are
-        }
-      }
-    }
+- ``config.toml``, key ``host``: the default server (the one every verb goes
+  to; ``--local`` overrides it; none: the embedded local store);
+- ``credentials``: that server's bearer token alone, then a newline, mode 0600
+  (the reference's ``SaveToken``; its ``LoadToken`` trims the whitespace).
 
-``default`` is the server every verb goes to (``--local`` overrides it); with
-no default, verbs use the embedded local store. ``LTM_HOST`` and
-``LTM_TOKEN`` override the file for one process (CI, agents).
+These two are the source of truth for the default server. What the reference
+has no place for, tokens for other servers and how each was obtained
+(``via``: token, device or invite; ``saved_at``; the ``user`` the server named),
+is kept in ``hosts.json``, mode 0600::
 
-The reference CLI keeps only the bare token in ``credentials`` and the host in
-``config.toml`` next to it; such a file is read (host from ``LTM_HOST`` or
-``config.toml``) and replaced by this format on the next write.
+    {"version": 1, "hosts": {"https://ltm.example.org": {"token": "ltm_…", "via": "token",
+        "saved_at": "2026-05-01T12:00:00Z", "user": {"id": "…", "display": "…"}}}}
 
-Kept import-light: every verb reads this file before it does anything else.
+An entry there for the default server counts only while its token is the one
+in ``credentials``: when the reference signs in again, our details about the
+old token are dropped, never shown for the new one. Switching the default
+server removes ``credentials`` before ``config.toml`` names the new server, so
+no moment pairs one server's token with another server.
+
+``LTM_HOST`` and ``LTM_TOKEN`` override the files for one process (CI, agents).
+A ``credentials`` file holding JSON (earlier builds of this CLI: the default
+and every token in one file) is moved to this layout on first read.
+
+Kept import-light: every verb reads these files before it does anything else.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ltm.cli.errors import CliError
 
 CREDENTIALS_FILE = "credentials"
+HOSTS_FILE = "hosts.json"
 FORMAT_VERSION = 1
 LOOPBACK = ("localhost", "127.0.0.1", "[::1]", "::1")
+USER_KEYS = ("id", "display")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +58,30 @@ class Target:
     via: str | None = None
 
 
+@dataclass(slots=True)
+class State:
+    """What the files say, merged: the reference's pair wins for the default server."""
+
+    default: str | None  # config.toml's host, normalized
+    token: str | None  # the credentials file's token (the default server's)
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    bad_host: str | None = None  # config.toml's host when it is not a server URL
+
+    def token_for(self, host: str) -> str | None:
+        return self.hosts.get(host, {}).get("token")
+
+
 def path() -> Path:
+    """The credentials file (the default server's token)."""
     from ltm.cli.config import config_dir
 
     return config_dir() / CREDENTIALS_FILE
+
+
+def hosts_path() -> Path:
+    from ltm.cli.config import config_dir
+
+    return config_dir() / HOSTS_FILE
 
 
 def normalize_host(raw: str) -> str:
@@ -96,61 +121,113 @@ def fingerprint(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()[:8]
 
 
-def load() -> dict[str, Any]:
-    """The credentials file as a dict (empty when there is none)."""
-    file = path()
+# -- reading ------------------------------------------------------------------------
+
+
+def load() -> State:
+    """The sign-in state from the files (moving an earlier build's JSON credentials first)."""
+    text = _read(path())
+    if text is not None and text.lstrip().startswith("{"):
+        return _migrate(text)
+    token = text.strip() if text is not None else None  # the reference trims likewise
+    default, bad = _reference_host()
+    hosts = _read_hosts()
+    if default is not None:
+        entry = hosts.get(default)
+        if not token:
+            hosts.pop(default, None)  # no credentials: not signed in there, whatever we had
+        elif not entry or entry.get("token") != token:
+            hosts[default] = {"token": token}  # signed in by the reference: ours is stale
+    return State(default=default, token=token or None, hosts=hosts, bad_host=bad)
+
+
+def _read(file: Path) -> str | None:
     try:
-        text = file.read_text(encoding="utf-8")
+        return file.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return {"version": FORMAT_VERSION, "default": None, "hosts": {}}
-    except OSError as exc:
-        raise CliError(f"cannot read {file}: {exc.strerror or exc}") from None
-    stripped = text.strip()
-    if not stripped.startswith("{"):
-        return _legacy(stripped)
-    try:
-        data = json.loads(stripped)
-    except ValueError:
-        raise CliError(f"{file} is damaged (not JSON); sign in again: ltm auth HOST") from None
-    if not isinstance(data, dict) or not isinstance(data.get("hosts", {}), dict):
-        raise CliError(f"{file} is damaged (unexpected shape); sign in again: ltm auth HOST")
-    data.setdefault("hosts", {})
-    data.setdefault("default", None)
-    return data
-
-
-def _legacy(token: str) -> dict[str, Any]:
-    """The reference's format: the bare token; its host lives in config.toml."""
-    data: dict[str, Any] = {"version": FORMAT_VERSION, "default": None, "hosts": {}}
-    host = os.environ.get("LTM_HOST") or _reference_host()
-    if token and host:
-        try:
-            host = normalize_host(host)
-        except CliError:
-            return data
-        data["default"] = host
-        data["hosts"][host] = {"token": token, "via": "token"}
-    return data
-
-
-def _reference_host() -> str | None:
-    from ltm.cli.config import config_dir
-
-    try:
-        import tomllib
-
-        with (config_dir() / "config.toml").open("rb") as handle:
-            host = tomllib.load(handle).get("host")
-    except (OSError, ValueError):
         return None
-    return host if isinstance(host, str) and host else None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
-def save(data: dict[str, Any]) -> None:
-    from ltm.cli.config import write_private
+def _reference_host() -> tuple[str | None, str | None]:
+    """config.toml's ``host``, normalized; (None, raw) when it is not a server URL."""
+    from ltm.cli.config import load_reference, reference_value
 
-    data["version"] = FORMAT_VERSION
-    write_private(path(), json.dumps(data, indent=2, sort_keys=True) + "\n", mode=0o600)
+    raw = reference_value(load_reference(), "host")
+    if not isinstance(raw, str) or not raw.strip():
+        return None, None
+    try:
+        return normalize_host(raw), None
+    except CliError:
+        return None, raw
+
+
+def _read_hosts() -> dict[str, dict[str, Any]]:
+    file = hosts_path()
+    text = _read(file)
+    if text is None:
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise CliError(f"{file} is damaged (not JSON); remove it and sign in again") from None
+    hosts = data.get("hosts") if isinstance(data, dict) else None
+    if not isinstance(hosts, dict):
+        raise CliError(f"{file} is damaged (unexpected shape); remove it and sign in again")
+    return {
+        str(host): dict(entry)
+        for host, entry in hosts.items()
+        if isinstance(entry, dict) and isinstance(entry.get("token"), str) and entry["token"]
+    }
+
+
+# -- writing ------------------------------------------------------------------------
+
+
+_KEEP: Any = object()  # _commit's default: the default server stays as it is
+
+
+def _commit(
+    before: State,
+    hosts: dict[str, dict[str, Any]],
+    default: str | None = _KEEP,
+    *,
+    rewrite: bool = False,
+) -> None:
+    """Write ``hosts`` and ``default`` so that no step pairs a token with the wrong server."""
+    from ltm.cli.config import remove_file, update_reference, write_private
+
+    write_private(
+        hosts_path(),
+        json.dumps({"version": FORMAT_VERSION, "hosts": hosts}, indent=2, sort_keys=True) + "\n",
+    )
+    unchanged = default == before.default and before.bad_host is None and not rewrite
+    if default is _KEEP or unchanged:
+        if before.default is not None:
+            token = hosts.get(before.default, {}).get("token")
+            if token != before.token:
+                _write_token(token)
+        return
+    remove_file(path())  # first: the old server's token never meets the new host
+    update_reference(host=default)
+    token = hosts.get(default, {}).get("token") if default else None
+    if token:
+        _write_token(token)
+
+
+def _write_token(token: str | None) -> None:
+    from ltm.cli.config import remove_file, write_private
+
+    if token:
+        write_private(path(), token + "\n")  # the reference's SaveToken, atomically
+    else:
+        remove_file(path())
+
+
+def _check_token(token: str) -> None:
+    if not token or any(c.isspace() or not c.isprintable() for c in token):
+        raise CliError("a token is one line of printable characters without spaces", exit_code=2)
 
 
 def store_login(
@@ -164,76 +241,115 @@ def store_login(
     """Keep ``token`` for ``host``; returns the previous default when this replaced it."""
     from datetime import UTC, datetime
 
-    data = load()
+    _check_token(token)
+    state = load()
     entry: dict[str, Any] = {
         "token": token,
         "via": via,
         "saved_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     if user:
-        entry["user"] = {k: str(v) for k, v in user.items() if k in ("id", "display")}
-    data["hosts"][host] = entry
-    previous = data.get("default")
-    if make_default:
-        data["default"] = host
-    save(data)
+        entry["user"] = {k: str(v) for k, v in user.items() if k in USER_KEYS}
+    hosts = {**state.hosts, host: entry}
+    previous = state.default
+    _commit(state, hosts, host if make_default else _KEEP)
     return previous if make_default and previous and previous != host else None
 
 
 def forget(host: str) -> bool:
     """Drop the token for ``host`` (and the default, when it pointed there)."""
-    data = load()
-    had = data["hosts"].pop(host, None) is not None
-    if data.get("default") == host:
-        data["default"] = None
-        had = True
+    state = load()
+    hosts = dict(state.hosts)
+    had = hosts.pop(host, None) is not None
+    if state.default == host:
+        _commit(state, hosts, None)
+        return True
     if had:
-        save(data)
+        _commit(state, hosts)
     return had
 
 
 def set_default(host: str | None) -> None:
-    data = load()
-    data["default"] = host
-    save(data)
+    state = load()
+    _commit(state, state.hosts, host)
+
+
+def remember_user(host: str, user: dict[str, str]) -> None:
+    """Record who the token for ``host`` belongs to, once a server has said so."""
+    state = load()
+    entry = state.hosts.get(host)
+    if not entry or not user.get("id"):
+        return
+    named = {k: str(v) for k, v in user.items() if k in USER_KEYS}
+    _commit(state, {**state.hosts, host: {**entry, "user": named}})
+
+
+# -- what the verbs use -------------------------------------------------------------
 
 
 def default_host() -> str | None:
-    return load().get("default") or None
+    state = load()
+    _refuse_bad_host(state)
+    return state.default
 
 
 def token_for(host: str) -> str | None:
-    entry = load()["hosts"].get(host)
-    token = entry.get("token") if isinstance(entry, dict) else None
-    return token if isinstance(token, str) and token else None
+    return load().token_for(host)
 
 
 def active() -> Target | None:
     """The server the verbs go to, or None for the embedded local store."""
     env_host = os.environ.get("LTM_HOST")
     env_token = os.environ.get("LTM_TOKEN") or None
-    data = load()
+    state = load()
     if env_host:
         host = normalize_host(env_host)
         source = "LTM_HOST"
-    elif data.get("default"):
-        host = str(data["default"])
-        source = "credentials"
     else:
-        return None
-    entry = data["hosts"].get(host)
-    entry = entry if isinstance(entry, dict) else {}
-    token = env_token or entry.get("token") or None
-    user = entry.get("user") if not env_token and isinstance(entry.get("user"), dict) else None
-    via = "LTM_TOKEN" if env_token else entry.get("via")
+        _refuse_bad_host(state)
+        if state.default is None:
+            return None
+        host = state.default
+        source = "credentials"
+    token = env_token or state.token_for(host)
+    entry = state.hosts.get(host, {})
+    ours = not env_token and token is not None and entry.get("token") == token
+    user = entry.get("user") if ours and isinstance(entry.get("user"), dict) else None
+    via = "LTM_TOKEN" if env_token else entry.get("via") if ours else None
     return Target(host=host, token=token, source=source, user=user, via=via)
 
 
-def remember_user(host: str, user: dict[str, str]) -> None:
-    """Record who the token for ``host`` belongs to, once a server has said so."""
-    data = load()
-    entry = data["hosts"].get(host)
-    if not isinstance(entry, dict) or not user.get("id"):
-        return
-    entry["user"] = {k: str(v) for k, v in user.items() if k in ("id", "display")}
-    save(data)
+def _refuse_bad_host(state: State) -> None:
+    if state.bad_host is not None:
+        from ltm.cli.config import REFERENCE_FILE, config_dir
+
+        raise CliError(
+            f"host = {state.bad_host!r} in {config_dir() / REFERENCE_FILE} is not a server URL;"
+            " fix it: ltm config set host URL"
+        )
+
+
+# -- earlier builds -----------------------------------------------------------------
+
+
+def _migrate(text: str) -> State:
+    """Move the JSON credentials of earlier builds (default + every token) to this layout."""
+    file = path()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise CliError(f"{file} is damaged (not JSON); sign in again: ltm auth HOST") from None
+    if not isinstance(data, dict) or not isinstance(data.get("hosts", {}), dict):
+        raise CliError(f"{file} is damaged (unexpected shape); sign in again: ltm auth HOST")
+    hosts = _read_hosts()
+    for host, entry in data.get("hosts", {}).items():
+        if isinstance(entry, dict) and isinstance(entry.get("token"), str) and entry["token"]:
+            hosts[str(host)] = dict(entry)
+    default = data.get("default") if isinstance(data.get("default"), str) else None
+    state = State(default=default, token=hosts.get(default or "", {}).get("token"), hosts=hosts)
+    try:
+        before = State(default=None, token=None)
+        _commit(before, hosts, default, rewrite=True)
+    except OSError:
+        pass  # a read-only config dir: go on with what the old file says; move it next time
+    return state

@@ -86,7 +86,24 @@ class Cli:
         return lines[0]
 
     def credentials(self) -> dict[str, Any]:
-        return json.loads((self.config / "credentials").read_text())
+        """The sign-in as the files hold it, checked to agree: ``default`` (config.toml's
+        host, as the reference reads it), ``token`` (the credentials file, as the reference
+        reads it) and ``hosts`` (hosts.json: one entry per server, with via/user)."""
+        import tomllib
+
+        def text(name: str) -> str | None:
+            path = self.config / name
+            return path.read_text() if path.exists() else None
+
+        config = tomllib.loads(text("config.toml") or "")
+        raw = text("credentials")
+        token = raw.strip() if raw is not None else None
+        hosts = json.loads(text("hosts.json") or '{"hosts": {}}')["hosts"]
+        default = config.get("host")
+        if default is not None and token is not None:
+            assert raw == token + "\n", "credentials is the bare token and a newline"
+            assert hosts[default]["token"] == token, "hosts.json contradicts credentials"
+        return {"default": default, "token": token, "hosts": hosts}
 
 
 def free_port() -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import stat
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -263,6 +264,16 @@ def test_local_logout_and_config(server: Server, tmp_path: Path) -> None:
     assert cli.run("config", "get", "timeout").returncode == 1
     assert "unknown setting" in cli.fails("config", "set", "colour", "red", code=2)
     assert "must be a number" in cli.fails("config", "set", "timeout", "soon", code=2)
+    # The reference's keys, kept in config.toml with its types; its env overrides win on get.
+    cli.ok("config", "set", "lenient", "yes")
+    cli.ok("config", "set", "editor", "vim")
+    assert "must be true or false" in cli.fails("config", "set", "lenient", "maybe", code=2)
+    assert cli.ok("config", "get", "lenient") == "true\n"
+    assert cli.ok("config", "get", "output", LTM_OUTPUT="json") == "json\n"
+    toml = tomllib.loads((cli.config / "config.toml").read_text())
+    assert toml == {"host": server.url, "lenient": True, "editor": "vim"}
+    cli.ok("config", "unset", "editor")
+    assert "editor" not in tomllib.loads((cli.config / "config.toml").read_text())
 
     cli.ok("config", "unset", "host")  # the token stays; the verbs go local
     assert packet_id[:12] not in cli.ok("ls")
@@ -271,7 +282,8 @@ def test_local_logout_and_config(server: Server, tmp_path: Path) -> None:
 
     out = cli.run("logout")
     assert out.returncode == 0 and f"logged out of {server.url}" in out.stderr
-    assert server.url not in (cli.config / "credentials").read_text()
+    assert not (cli.config / "credentials").exists()
+    assert cli.credentials() == {"default": None, "token": None, "hosts": {}}
     assert "not signed in" in cli.ok("whoami")
     assert packet_id[:12] not in cli.ok("ls")  # back on the local store
     assert "nothing to do" in cli.fails("logout")
@@ -291,15 +303,39 @@ def test_environment_overrides_the_credentials_file(server: Server, tmp_path: Pa
     assert "not signed in to" in cli.fails("ls", LTM_HOST=server.url)
 
 
-def test_a_reference_style_credentials_file_is_read(server: Server, tmp_path: Path) -> None:
+def go_signs_in(cli: Cli, host: str, token: str) -> None:
+    """What the Go reference's ``ltm auth HOST TOKEN`` leaves behind (internal/auth/auth.go
+    SaveToken; internal/config/config.go Save: its five fields, the rest of the file gone)."""
+    cli.config.mkdir(parents=True, exist_ok=True)
+    (cli.config / "credentials").write_text(token + "\n")
+    (cli.config / "config.toml").write_text(f'host = "{host}"\noutput = "human"\n')
+
+
+def test_a_reference_sign_in_works_here_and_ours_there(server: Server, tmp_path: Path) -> None:
     """The Go reference keeps the bare token in credentials and the host in config.toml."""
     cli = Cli(tmp_path / "gopher")
     _user_id, token = server.issue("gopher")
-    cli.config.mkdir(parents=True)
-    (cli.config / "credentials").write_text(token + "\n")
-    (cli.config / "config.toml").write_text(f'host = "{server.url}"\n')
-    packet_id = cli.ok("save", "-", stdin=content("Migrated")).strip()
+    go_signs_in(cli, server.url, token)
+    packet_id = cli.ok("save", "-", stdin=content("Signed in by the reference")).strip()
     assert cli.ok("ls").startswith(packet_id[:12])
+    assert "via" not in cli.ok("whoami")
+
+    # Our sign-in, read back the reference's way: the token alone, the host in config.toml.
+    _user_id, ours = server.issue("gopher-2")
+    cli.ok("sensitive", "add", "codename", "bluebird")
+    cli.ok("auth", server.url, ours)
+    assert (cli.config / "credentials").read_text() == ours + "\n"
+    assert tomllib.loads((cli.config / "config.toml").read_text()) == {
+        "host": server.url,
+        "output": "human",
+    }
+    assert cli.credentials()["hosts"][server.url]["via"] == "token"
+
+    # The reference signs in again: what it wrote is what we use, and nothing of ours is lost.
+    go_signs_in(cli, server.url, token)
+    assert "via" not in cli.ok("whoami")  # no stale details about the other token
+    assert cli.ok("ls").startswith(packet_id[:12])
+    assert cli.ok("sensitive", "ls") == "codename\tbluebird\n"
 
 
 def test_through_an_http_proxy(server: Server, tmp_path: Path) -> None:

@@ -572,6 +572,24 @@ def test_every_tool_against_a_real_server(server: Any, tmp_path: Path) -> None:
         assert shim.call("validate", {"packet": CONTENT}).structured_content["valid"]
 
 
+def test_the_shim_uses_a_sign_in_made_by_the_reference_cli(server: Any, tmp_path: Path) -> None:
+    """One credential surface: the files the Go reference's ``ltm auth`` writes (the bare
+    token in credentials, the host in config.toml) are what the shim signs in with."""
+    token = _issue(server, "mcp-gopher")
+    env = clean_env(tmp_path)
+    config = Path(env["LTM_CONFIG_DIR"])
+    config.mkdir(mode=0o700)
+    (config / "credentials").write_text(token + "\n")
+    (config / "config.toml").write_text(f'host = "{server.url}"\noutput = "human"\n')
+    with Shim(env, tmp_path / "shim.stderr") as shim:
+        who = shim.call("whoami")
+        assert who.structured_content["backend"] == "server", text(who)
+        assert "reachable, signed in" in text(who)
+        packet_id = shim.call("save", {"packet": CONTENT}).structured_content["id"]
+        assert packet_id in shim.ok("ls")
+    assert cli(env, "ls").stdout.startswith(packet_id[:12])  # and the CLI, the same
+
+
 def test_revoked_token_is_a_clear_tool_error(server: Any, tmp_path: Path) -> None:
     from serverkit import ltm_server
 
