@@ -501,3 +501,9 @@ def test_a_malformed_chunked_body_is_a_json_400(server: Server) -> None:
                 break
     assert reply.startswith(b"HTTP/1.1 400 ")
     assert b"application/json" in reply and b'{"error":' in reply
+
+
+def test_huge_headers_are_a_json_error(server: Server) -> None:
+    r = httpx.get(server.url + "/v1/healthz", headers={"X-Big": "x" * 70_000})
+    assert r.status_code in (413, 431)
+    assert r.json() == {"error": "request headers too large"}

@@ -48,11 +48,11 @@ class _JsonRequest(HTTPRequest):
     def simple_response(self, status: Any, msg: Any = "") -> None:
         status = str(status)
         code = int(status[:3])
+        detail = msg.decode("latin-1") if isinstance(msg, bytes) else str(msg or "")
         if code == 413:
-            message = TOO_LARGE
+            message = "request headers too large" if "header" in detail else TOO_LARGE
         else:
             reason = status[4:].lower() or "error"
-            detail = msg.decode("latin-1") if isinstance(msg, bytes) else str(msg or "")
             message = f"{reason}: {detail}" if detail else reason
         body = json.dumps({"error": message}, separators=(",", ":")).encode()
         if code >= 400:
