@@ -464,6 +464,8 @@ def document() -> dict[str, Any]:
                 " `Authorization: Bearer <token>`. Unknown paths answer 404 and known paths"
                 " with another method 405, both with an `error` body (self-hosted; on API"
                 " Gateway those never reach the app and API Gateway answers itself)."
+                " Self-hosted, the HTTP server itself may also answer any request with 400"
+                " (malformed HTTP) or 413 (a body over 32 KiB, headers over 64 KiB)."
             ),
             "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
         },
