@@ -279,3 +279,20 @@ def test_default_workers() -> None:
 
     expected = 2 if sys.platform.startswith("linux") and (os.cpu_count() or 1) >= 2 else 1
     assert default_workers() == expected
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_workers_die_with_a_killed_main_process(tmp_path: Path) -> None:
+    """kill -9 of the server must not leave a worker process serving on its own."""
+    import time
+
+    db = tmp_path / "server.db"
+    root = init_db(db)
+    server = run_server(db, tmp_path / "server.log", root, "--workers", "2")
+    (worker,) = _children(server.proc.pid)
+    server.proc.send_signal(signal.SIGKILL)
+    server.proc.wait(timeout=10)
+    deadline = time.monotonic() + 15
+    while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{worker}").exists()

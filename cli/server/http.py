@@ -27,6 +27,8 @@ import os
 import signal
 import socket
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable
 from types import FrameType
@@ -183,11 +185,13 @@ def serve(
     (exit status 1) so that a supervisor restarts the whole server.
     """
     children: dict[int, int] = {}
+    parent = os.getpid()
     for index, sock in enumerate(sockets[1:], start=1):
         pid = os.fork()
         if pid == 0:  # a worker: serve its own socket, never return into the CLI
             status = 0
             try:
+                _die_with(parent)
                 for other in sockets:
                     if other is not sock:
                         other.close()
@@ -231,6 +235,30 @@ def serve(
                 if status:
                     failed.append(status)
     return 1 if failed else 0
+
+
+def _die_with(parent: int) -> None:
+    """Stop this worker (SIGTERM, a clean stop) when the main process dies, even by SIGKILL.
+
+    Linux: the kernel's parent-death signal. Elsewhere: a thread that watches
+    the parent pid once a second.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(1, signal.SIGTERM, 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
+            raise OSError(ctypes.get_errno(), "prctl")
+    except (OSError, AttributeError):
+
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(1)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=watch, name="ltm-parent-watch", daemon=True).start()
+    if os.getppid() != parent:  # it died before the signal was armed
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 # The adapter turns these, raised while it reads a chunked body, into its own 413.
