@@ -6,6 +6,8 @@ database must pass ``PRAGMA integrity_check``.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import sqlite3
 import threading
@@ -16,6 +18,11 @@ import httpx
 from serverkit import init_db, make_packet, run_server
 
 from ltm import packet
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
 
 
 def test_kill_9_mid_burst_keeps_every_acknowledged_packet(tmp_path: Path) -> None:
@@ -54,7 +61,12 @@ def test_kill_9_mid_burst_keeps_every_acknowledged_packet(tmp_path: Path) -> Non
     deadline = time.monotonic() + 30
     while len(acknowledged) < 400 and time.monotonic() < deadline:
         time.sleep(0.01)
-    server.proc.send_signal(signal.SIGKILL)  # mid-burst: writers are still sending
+    # Mid-burst, writers still sending: SIGKILL every server process at once
+    # (the main one and its forked workers), so none gets to finish anything.
+    workers = _children(server.proc.pid)
+    for pid in [server.proc.pid, *workers]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     server.proc.wait(timeout=10)
     time.sleep(0.2)
     stop.set()
