@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 # ... and command groups: name -> module under ltm.cli.commands holding a typer ``app``.
 GROUPS: dict[str, str] = {
     "sensitive": "sensitive",
+    "server": "server",
     "teams": "teams",
     "config": "config_cmd",
     "mcp": "mcp",
