@@ -31,13 +31,7 @@ PACKETS = 200
 
 
 def server_command() -> list[str]:
-    """``ltm server`` once it is registered in the main CLI; its module until then."""
-    probe = subprocess.run([LTM, "server", "--help"], capture_output=True)
-    return (
-        [LTM, "server"]
-        if probe.returncode == 0
-        else [sys.executable, "-m", "ltm.cli.server.commands"]
-    )
+    return [LTM, "server"]
 
 
 def start_server(tmp: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, str]:

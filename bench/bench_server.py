@@ -59,12 +59,7 @@ TARGETS = {
 
 
 def _server_cmd() -> list[str]:
-    probe = subprocess.run([LTM, "server", "--help"], capture_output=True)
-    return (
-        [LTM, "server"]
-        if probe.returncode == 0
-        else [sys.executable, "-m", "ltm.cli.server.commands"]
-    )
+    return [LTM, "server"]
 
 
 class Server:

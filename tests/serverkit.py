@@ -33,15 +33,7 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "chalicelib" / "example.json"
 LISTENING = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
 
 
-def _server_command() -> list[str]:
-    """``ltm server`` once the sub-app is registered in the main CLI; the module until then."""
-    probe = subprocess.run([LTM, "server", "--help"], capture_output=True, timeout=60)
-    if probe.returncode == 0:
-        return [LTM, "server"]
-    return [sys.executable, "-m", "ltm.cli.server.commands"]  # pragma: no cover
-
-
-SERVER = _server_command()
+SERVER = [LTM, "server"]
 
 
 def clean_env(**extra: str) -> dict[str, str]:
