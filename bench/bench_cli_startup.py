@@ -8,6 +8,7 @@ Targets (issue 2): `ltm example` within 4x of `python -c pass`.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -18,8 +19,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from common import LTM, machine, median_ms, time_command
 
+from ltm.examples import example_bytes
 from ltm.store import PacketMeta
 from ltm.store.sqlite import SqliteStore
+
+EXAMPLE = json.loads(example_bytes())
+
+
+def _body(packet_id: str, created: str, goal: str) -> bytes:
+    return json.dumps({**EXAMPLE, "id": packet_id, "created_at": created, "goal": goal}).encode()
 
 
 def fill_store(path: Path, count: int) -> None:
@@ -33,7 +41,7 @@ def fill_store(path: Path, count: int) -> None:
         conn.execute(
             "INSERT INTO packets (id, scope, owner_id, team_id, sort_key, created_at, goal,"
             " conforming, body) VALUES (?, 'u:local', 'local', NULL, ?, ?, ?, 1, ?)",
-            (meta.id, created, created, meta.goal, b"{}"),
+            (meta.id, created, created, meta.goal, _body(meta.id, created, meta.goal)),
         )
     conn.execute("COMMIT")
     store.close()
@@ -44,18 +52,30 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     runs = parser.parse_args().runs
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "LTM_DATA_DIR": tmp, "LTM_CONFIG_DIR": tmp}
+        # Bytecode cached, as after a pip install (some sandboxes turn the cache off).
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env |= {"LTM_DATA_DIR": tmp, "LTM_CONFIG_DIR": tmp}
         fill_store(Path(tmp) / "ltm.db", 10_000)
         bare = median_ms(time_command([sys.executable, "-c", "pass"], runs=runs, env=env))
         rows = [("python -c pass", bare)]
-        for args in (["--version"], ["example"], ["example", "--resume"], ["ls"], ["--help"]):
+        some_id = f"01BENCH{5000:019d}"
+        commands = (
+            ["--version"],
+            ["example"],
+            ["example", "--resume"],
+            ["ls"],
+            ["resume", some_id],
+            ["show", some_id],
+            ["--help"],
+        )
+        for args in commands:
             rows.append(
                 (f"ltm {' '.join(args)}", median_ms(time_command([LTM, *args], runs=runs, env=env)))
             )
     print(f"machine: {machine()}; {runs} runs each, medians; ls on a store of 10,000 packets")
-    print(f"{'command':<24} {'median ms':>10} {'x bare':>8}")
+    print(f"{'command':<40} {'median ms':>10} {'x bare':>8}")
     for name, ms in rows:
-        print(f"{name:<24} {ms:>10.1f} {ms / bare:>8.2f}")
+        print(f"{name:<40} {ms:>10.1f} {ms / bare:>8.2f}")
 
 
 if __name__ == "__main__":
