@@ -1,0 +1,61 @@
+"""The README's promises, checked: its two commands, and every `ltm ...` it shows."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ltm.cli.main import COMMANDS, GROUPS
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+LTM = str(Path(sys.executable).with_name("ltm"))
+
+
+def shell_blocks() -> list[str]:
+    return re.findall(r"```sh\n(.*?)```", README, flags=re.S)
+
+
+def ltm_lines() -> list[list[str]]:
+    lines = []
+    for block in shell_blocks():
+        for line in block.splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line.startswith("ltm "):
+                lines.append(line.split()[1:])
+    return lines
+
+
+def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one() -> None:
+    first = shell_blocks()[0].splitlines()
+    assert [line.split()[:2] for line in first] == [["make", "demo"], ["make", "test"]]
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^demo:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_every_verb_shown_exists() -> None:
+    shown = {args[0] for args in ltm_lines()}
+    assert shown, "the README shows no ltm commands"
+    unknown = shown - set(COMMANDS) - set(GROUPS)
+    assert not unknown, f"README shows verbs the CLI lacks: {sorted(unknown)}"
+
+
+@pytest.mark.parametrize(
+    "group_command",
+    sorted(
+        {
+            (a[0], a[1])
+            for a in ltm_lines()
+            if a[0] in GROUPS and len(a) > 1 and not a[1].startswith("-")
+        }
+    ),
+)
+def test_every_group_subcommand_shown_exists(group_command: tuple[str, str]) -> None:
+    group, sub = group_command
+    result = subprocess.run([LTM, group, sub, "--help"], capture_output=True, timeout=60)
+    assert result.returncode == 0, result.stderr.decode()
