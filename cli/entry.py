@@ -1,8 +1,8 @@
 """Console entry point: answer the cheapest requests fast, and never show a traceback.
 
-Agents call ``ltm --version`` and ``ltm example`` at the start of sessions,
-so those two skip loading the argument parser (typer costs more than the
-whole rest of the start-up). Everything else goes through ``ltm.cli.main``.
+``--version``, ``example``, ``ls`` and ``resume`` skip loading the argument
+parser (``ltm.cli.fast``: typer costs more than the whole rest of the
+start-up). Everything else goes through ``ltm.cli.main``.
 """
 
 from __future__ import annotations
@@ -12,15 +12,7 @@ import sys
 
 
 def _fast_path(argv: list[str]) -> bool:
-    from ltm.cli import quick
-
-    if argv == ["--version"]:
-        quick.print_version()
-        return True
-    if argv[:1] == ["example"] and argv[1:] in ([], ["--resume"]):
-        quick.print_example(resume=bool(argv[1:]))
-        return True
-    if argv[:1] in (["ls"], ["resume"]):
+    if argv[:1] in (["--version"], ["example"], ["ls"], ["resume"]):
         from ltm.cli import fast
 
         return fast.run(argv)

@@ -1,11 +1,12 @@
-"""``ltm ls`` and ``ltm resume``, without the argument parser.
+"""The verbs that must answer fast, without the argument parser.
 
-These two are what people and agents run most, usually against a server, so
-their bodies live here, importable without typer (typer, and the pydantic it
-loads to coerce arguments, cost more than the whole rest of the command).
-``ltm.cli.entry`` hands the plain forms of the two verbs to ``run``; anything
-it does not recognise (help, a typo, an interactive pick) goes to the typer
-commands, which call the same bodies.
+``ltm --version`` and ``ltm example`` (agents call them at session start),
+``ltm ls`` and ``ltm resume`` (what people and agents run most, usually
+against a server): their bodies live here, importable without typer (typer,
+and the pydantic it loads to coerce arguments, cost more than the whole rest
+of the command). ``ltm.cli.entry`` hands their plain forms to ``run``;
+anything it does not recognise (help, a typo, an interactive pick) goes to the
+typer commands, which call the same bodies.
 """
 
 from __future__ import annotations
@@ -22,6 +23,25 @@ if TYPE_CHECKING:
 
 PICK_FROM = 50  # how many recent packets the picker offers
 MAX_LIMIT = 1000
+
+
+def print_version() -> None:
+    from ltm import __version__
+
+    print(f"ltm {__version__}")
+
+
+def print_example(*, resume: bool) -> None:
+    from ltm.examples import example_bytes
+
+    raw = example_bytes()
+    if resume:
+        from ltm.resume import render
+
+        sys.stdout.write(render(json.loads(raw)))
+    else:
+        sys.stdout.buffer.write(raw)
+    sys.stdout.flush()
 
 
 def list_packets(*, limit: int, team: str | None, as_json: bool, local: bool) -> None:
@@ -110,7 +130,13 @@ def _choose(backend: Backend, team: str | None, *, interactive: bool) -> str:
 
 
 def run(argv: list[str]) -> bool:
-    """Run ``ls``/``resume`` when ``argv`` is a plain form of them; False to use typer."""
+    """Run a fast verb when ``argv`` is a plain form of it; False to use typer."""
+    if argv == ["--version"]:
+        print_version()
+        return True
+    if argv[:1] == ["example"] and argv[1:] in ([], ["--resume"]):
+        print_example(resume=bool(argv[1:]))
+        return True
     verb, rest = argv[0], argv[1:]
     parsed = _parse(rest, flags={"--json", "--local", "--copy", "--no-copy"})
     if parsed is None:

@@ -44,7 +44,7 @@ GROUPS: dict[str, str] = {
 
 def _version(value: bool) -> None:
     if value:
-        from ltm.cli.quick import print_version
+        from ltm.cli.fast import print_version
 
         print_version()
         raise typer.Exit()
