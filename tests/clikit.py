@@ -26,13 +26,17 @@ PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
 
 def base_env(home: Path, **extra: str) -> dict[str, str]:
-    """A clean environment for one person: their own config and data dirs, no browser."""
+    """A clean environment for one person: their own config and data dirs, no browser.
+
+    ``CI`` is dropped too: the CLI never opens a browser under CI, and these
+    tests play a person at a terminal whether or not CI runs them.
+    """
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith("LTM_")
         and k.lower() not in PROXY_VARS
-        and k not in ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER", "SSL_CERT_FILE")
+        and k not in ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER", "SSL_CERT_FILE", "CI")
     }
     env["LTM_CONFIG_DIR"] = str(home / "config")
     env["LTM_DATA_DIR"] = str(home / "data")
