@@ -33,7 +33,7 @@ from chalicelib.logs import make_logger
 from chalicelib.packet import MAX_PACKET_BYTES
 from chalicelib.service import invites, packets, teams, tokens
 from chalicelib.service.errors import BadRequest, PayloadTooLarge, ServiceError
-from chalicelib.store import Member, PacketMeta, Store, Team
+from chalicelib.store import Member, PacketMeta, Store, Team, User
 from chalicelib.store.select import open_store
 
 PROTOCOL_VERSION = "0.2"
@@ -126,7 +126,19 @@ def _ts(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _caller(request: Any) -> Any:
+def _caller(request: Any) -> tokens.Credential:
+    """The request's bearer token, parsed (401 when missing), not yet looked up.
+
+    The service checks it together with the request's first store read, so
+    the token costs no round trip of its own. Hence the order of refusals: a
+    malformed request (no token, bad query, wrong content type) is refused
+    before any read; an unknown token (401) before anything in the body.
+    """
+    return tokens.credential(request.headers.get("authorization"))
+
+
+def _user(request: Any) -> User:
+    """The user behind the request's bearer token, checked now (one read)."""
     return tokens.authenticate(get_store(), request.headers.get("authorization"))
 
 
@@ -492,7 +504,7 @@ web_route("/device/decide", ["POST"], "decide", oauth=False)
 def approve_device(request: Any) -> Response:
     from chalicelib.service import device
 
-    caller = _caller(request)
+    caller = _user(request)
     body = _json_object(request, required=True)
     grant = device.decide(
         get_store(),
@@ -517,7 +529,7 @@ def approve_device(request: Any) -> Response:
 
 @route("/v1/tokens", "GET")
 def list_own_tokens(request: Any) -> Response:
-    caller = _caller(request)
+    caller = _user(request)
     current = tokens.hash_token(tokens.bearer(request.headers.get("authorization")))
     return _json(
         {
@@ -536,7 +548,7 @@ def list_own_tokens(request: Any) -> Response:
 
 @route("/v1/tokens/{label}", "DELETE")
 def revoke_own_token(request: Any, label: str) -> Response:
-    tokens.revoke(get_store(), label, user_id=_caller(request).id)
+    tokens.revoke(get_store(), label, user_id=_user(request).id)
     return _no_content()
 
 

@@ -326,8 +326,8 @@ def _build_rules() -> tuple[Rule, ...]:
         _r("github-token", r"github_pat_[A-Za-z0-9_]{30,255}+"),
         _r("gitlab-token", r"gl(?:pat|dt|ptt|rt|cbt|soat|ft)-[A-Za-z0-9_\-]{20,255}+"),
         _r("npm-token", r"npm_(?<![\w]npm_)[A-Za-z0-9]{36,64}+"),
-        # Our own bearer tokens (chalicelib/service/tokens.py mints ltm_ + 64 hex).
-        _r("ltm-token", r"ltm_(?<![\w]ltm_)[0-9a-f]{64}+"),
+        # Our own bearer tokens (chalicelib/service/tokens.py): ltm_ + [user id + _] + 64 hex.
+        _r("ltm-token", r"ltm_(?<![\w]ltm_)(?:[0-9A-HJKMNP-TV-Z]{26}_)?[0-9a-f]{64}+"),
         _r(
             "pypi-token",
             r"pypi-Ag(?:EIcHlwaS5vcmc|ENdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{32,1024}+",

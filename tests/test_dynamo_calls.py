@@ -1,19 +1,21 @@
 """How many DynamoDB requests each packet request costs, and that none is a Scan.
 
-The count is taken at the service layer, the code every route runs: the token
-check (``tokens.authenticate``) plus the operation (``packets.push/get/list_/
-delete``). botocore's ``before-call`` event fires once per API call the client
+The count is taken at the service layer, exactly as a route calls it: the
+parsed bearer header (``tokens.credential``, no read) handed to ``packets.
+push/get/list_/delete``, which check the token together with their first
+read. botocore's ``before-call`` event fires once per API call the client
 makes (retries are not extra calls here), so the tally is exactly what
 DynamoDB bills as requests.
 
-Budget: at most 2 per request in personal scope (the token check included).
-Team scope adds the membership check: 3 each. The token's last-used time is
-written at most once per ``TOKEN_TOUCH_INTERVAL``; the counts are for a token
-touched recently, as on every request but the first in five minutes.
+Budget: at most 2 per request, the token check included, in personal and in
+team scope, refusals included. The token's last-used time is written at most
+once per ``TOUCH_INTERVAL``; the counts are for a token used recently, as on
+every request but the first in five minutes (that one adds one UpdateItem).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from collections.abc import Iterator
@@ -25,7 +27,8 @@ import pytest
 from dynamo_moto import in_process
 
 from ltm.service import packets, teams, tokens
-from ltm.service.errors import NotFound
+from ltm.service.errors import ServiceError
+from ltm.store import Token, User
 from ltm.store.dynamo import DynamoStore
 
 EXAMPLE = json.loads((Path(__file__).parents[1] / "chalicelib" / "example.json").read_text())
@@ -34,7 +37,8 @@ EXAMPLE = json.loads((Path(__file__).parents[1] / "chalicelib" / "example.json")
 class Calls:
     """Counts the client's API calls by operation name."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: DynamoStore) -> None:
+        self.store = store
         self.ops: list[str] = []
 
     def __call__(self, model: Any, **_: Any) -> None:
@@ -48,9 +52,10 @@ class Calls:
 @pytest.fixture
 def counted() -> Iterator[tuple[DynamoStore, Calls]]:
     with in_process("ltm-calls") as client:
-        calls = Calls()
+        store = DynamoStore("ltm-calls", client=client)
+        calls = Calls(store)
         client.meta.events.register("before-call.dynamodb", calls)
-        yield DynamoStore("ltm-calls", client=client), calls
+        yield store, calls
 
 
 def packet(n: int) -> dict[str, Any]:
@@ -60,76 +65,91 @@ def packet(n: int) -> dict[str, Any]:
     return p
 
 
-def signed_in(store: DynamoStore, name: str) -> str:
-    """A user with a token that has been used just now (so no last-used write is due)."""
-    _, secret = tokens.issue(store, name)
+def signed_in(store: DynamoStore, name: str) -> tuple[User, str]:
+    """A user and their bearer header, used just now (so no last-used write is due)."""
+    user, secret = tokens.issue(store, name)
     tokens.authenticate(store, f"Bearer {secret}")
-    return f"Bearer {secret}"
+    return user, f"Bearer {secret}"
+
+
+def costs(calls: Calls, header: str, op: Any, *args: Any, **kwargs: Any) -> list[str]:
+    """The calls one request makes, as a route makes them (refusals included)."""
+    calls.take()
+    with contextlib.suppress(ServiceError):
+        op(calls.store, tokens.credential(header), *args, **kwargs)
+    return calls.take()
 
 
 def test_personal_scope_costs_at_most_two_calls(counted: tuple[DynamoStore, Calls]) -> None:
     store, calls = counted
-    alice = signed_in(store, "alice")
-    bob = signed_in(store, "bob")
-    calls.take()
+    _, alice = signed_in(store, "alice")
+    _, bob = signed_in(store, "bob")
+    p1 = packet(1)
 
-    def request(header: str, op: Any, *args: Any, **kwargs: Any) -> list[str]:
-        calls.take()
-        caller = tokens.authenticate(store, header)
-        op(store, caller, *args, **kwargs)
-        return calls.take()
-
-    assert request(alice, packets.push, packet(1)) == ["GetItem", "PutItem"]
-    assert request(alice, packets.push, packet(1)) == ["GetItem", "PutItem"]  # re-push
-    assert request(alice, packets.get, packet(1)["id"]) == ["GetItem", "GetItem"]
-    assert request(alice, packets.list_) == ["GetItem", "Query"]
-    assert request(alice, packets.list_, limit=1) == ["GetItem", "Query"]
-    # Refusals cost no more than successes.
-    with pytest.raises(NotFound):
-        request(bob, packets.get, packet(1)["id"])
-    assert calls.take() == ["GetItem", "GetItem"]
-    with pytest.raises(NotFound):
-        request(bob, packets.delete, packet(1)["id"])
-    assert calls.take() == ["GetItem", "DeleteItem"]
-    assert request(alice, packets.delete, packet(1)["id"]) == ["GetItem", "DeleteItem"]
-    with pytest.raises(NotFound):
-        request(alice, packets.delete, packet(1)["id"])
-    assert calls.take() == ["GetItem", "DeleteItem"]
+    assert costs(calls, alice, packets.push, p1) == ["GetItem", "PutItem"]
+    assert costs(calls, alice, packets.push, p1) == ["GetItem", "PutItem"]  # re-push
+    assert costs(calls, bob, packets.push, p1) == ["GetItem", "PutItem"]  # refused: 409
+    # token + packet in one batch; the packet is personal, so nothing more to check
+    assert costs(calls, alice, packets.get, p1["id"]) == ["BatchGetItem"]
+    assert costs(calls, bob, packets.get, p1["id"]) == ["BatchGetItem"]  # refused: 404
+    assert costs(calls, alice, packets.list_) == ["GetItem", "Query"]
+    assert costs(calls, alice, packets.list_, limit=1) == ["GetItem", "Query"]
+    assert costs(calls, bob, packets.delete, p1["id"]) == ["BatchGetItem"]  # refused: 404
+    assert store.get_packet(p1["id"]) is not None
+    assert costs(calls, alice, packets.delete, p1["id"]) == ["BatchGetItem", "DeleteItem"]
+    assert store.get_packet(p1["id"]) is None
+    assert costs(calls, alice, packets.delete, p1["id"]) == ["BatchGetItem"]  # gone: 404
+    assert costs(calls, alice, packets.get, p1["id"]) == ["BatchGetItem"]
 
 
-def test_team_scope_costs_three_calls(counted: tuple[DynamoStore, Calls]) -> None:
+def test_team_scope_costs_at_most_two_calls(counted: tuple[DynamoStore, Calls]) -> None:
     store, calls = counted
-    alice = signed_in(store, "alice")
-    bob = signed_in(store, "bob")
-    alice_user = tokens.authenticate(store, alice)
-    bob_user = tokens.authenticate(store, bob)
-    team = teams.create(store, alice_user, "core")
+    alice_user, alice = signed_in(store, "alice")
+    bob_user, bob = signed_in(store, "bob")
+    _, carol = signed_in(store, "carol")  # not in the team
+    teams.create(store, alice_user, "core")
+    team = store.get_team("core")
+    assert team is not None
     store.add_member(team.id, bob_user.id)
-    calls.take()
+    p2, p3 = packet(2), packet(3)
 
-    def request(header: str, op: Any, *args: Any, **kwargs: Any) -> list[str]:
-        calls.take()
-        caller = tokens.authenticate(store, header)
-        op(store, caller, *args, **kwargs)
-        return calls.take()
+    # token + team + the caller's membership (one BatchGetItem, the token names its
+    # user), then the write
+    assert costs(calls, bob, packets.push, p2, team="core") == ["BatchGetItem", "PutItem"]
+    assert costs(calls, alice, packets.push, p3, team="core") == ["BatchGetItem", "PutItem"]
+    assert costs(calls, carol, packets.push, packet(4), team="core") == ["BatchGetItem"]  # 404
+    assert costs(calls, alice, packets.list_, team="core") == ["BatchGetItem", "Query"]
+    assert costs(calls, carol, packets.list_, team="core") == ["BatchGetItem"]  # 404
+    # token + packet, then the reader's membership in the packet's team
+    assert costs(calls, alice, packets.get, p2["id"]) == ["BatchGetItem", "GetItem"]
+    assert costs(calls, carol, packets.get, p2["id"]) == ["BatchGetItem", "GetItem"]  # 404
+    # token + packet, then one transaction: the membership (and role) + the delete
+    assert costs(calls, bob, packets.delete, p3["id"]) == ["BatchGetItem", "TransactWriteItems"]
+    assert store.get_packet(p3["id"]) is not None  # bob neither created it nor owns the team
+    assert costs(calls, bob, packets.delete, p2["id"]) == ["BatchGetItem", "TransactWriteItems"]
+    assert store.get_packet(p2["id"]) is None  # his own
+    assert costs(calls, alice, packets.delete, p3["id"]) == ["BatchGetItem", "TransactWriteItems"]
+    assert store.get_packet(p3["id"]) is None  # the team owner's right
 
-    # token, team + membership (one BatchGetItem), the operation
-    assert request(bob, packets.push, packet(2), team="core") == [
-        "GetItem",
+
+def test_a_token_without_the_user_id_costs_one_read_more_in_team_scope(
+    counted: tuple[DynamoStore, Calls],
+) -> None:
+    """Tokens minted before the user id went into them: still right, one call dearer."""
+    store, calls = counted
+    alice_user, _ = signed_in(store, "alice")
+    teams.create(store, alice_user, "core")
+    plain = tokens.mint()
+    store.add_token(Token("old-laptop", alice_user.id, tokens.hash_token(plain), tokens.now()))
+    header = f"Bearer {plain}"
+    tokens.authenticate(store, header)
+    assert costs(calls, header, packets.push, packet(5), team="core") == [
+        "BatchGetItem",
         "BatchGetItem",
         "PutItem",
     ]
-    assert request(alice, packets.list_, team="core") == ["GetItem", "BatchGetItem", "Query"]
-    # token, packet, the reader's membership in the packet's team
-    assert request(alice, packets.get, packet(2)["id"]) == ["GetItem", "GetItem", "GetItem"]
-    # token, the conditional personal delete (fails, returns the item), then one
-    # transaction: ConditionCheck on the membership + conditional Delete
-    assert request(bob, packets.delete, packet(2)["id"]) == [
-        "GetItem",
-        "DeleteItem",
-        "TransactWriteItems",
-    ]
-    assert store.get_packet(packet(2)["id"]) is None
+    assert costs(calls, header, packets.push, packet(6)) == ["GetItem", "PutItem"]
+    assert [m.id for m in packets.list_(store, alice_user, team="core")] == [packet(5)["id"]]
 
 
 def test_first_use_in_a_while_adds_one_write(counted: tuple[DynamoStore, Calls]) -> None:
@@ -150,7 +170,8 @@ def test_no_request_path_scans(counted: tuple[DynamoStore, Calls]) -> None:
     from ltm.service import invites
 
     store, calls = counted
-    alice = tokens.authenticate(store, signed_in(store, "alice"))
+    alice_user, alice_header = signed_in(store, "alice")
+    alice = tokens.credential(alice_header)
     team = teams.create(store, alice, "core")
     packets.push(store, alice, packet(3), team="core")
     packets.push(store, alice, packet(4))
@@ -158,9 +179,31 @@ def test_no_request_path_scans(counted: tuple[DynamoStore, Calls]) -> None:
     teams.members(store, alice, "core")
     made = invites.create(store, alice, "core", base_url="https://example.test")
     invites.accept(store, None, made.code, display="dave")
-    tokens.list_(store, user_id=alice.id)
+    tokens.list_(store, user_id=alice_user.id)
     tokens.list_(store)
     packets.resolve(store, alice, "01JCALL")
     teams.delete(store, alice, team.name)
     ops = calls.take()
     assert ops and "Scan" not in ops
+
+
+def test_ids_and_names_too_long_to_exist_are_never_sent(
+    counted: tuple[DynamoStore, Calls],
+) -> None:
+    """DynamoDB refuses keys over 2 KB (moto does not): such requests read only the token."""
+    store, calls = counted
+    _, alice = signed_in(store, "alice")
+    long_id, long_team = "A" * 3000, "a" * 3000
+    assert costs(calls, alice, packets.get, long_id) == ["GetItem"]
+    assert costs(calls, alice, packets.delete, long_id) == ["GetItem"]
+    assert costs(calls, alice, packets.list_, team=long_team) == ["GetItem"]
+    assert costs(calls, alice, teams.members, long_team) == ["GetItem"]
+    with pytest.raises(ServiceError) as refused:
+        packets.get(store, tokens.credential(alice), long_id)
+    assert (refused.value.status, refused.value.message) == (404, "not found")
+    with pytest.raises(ServiceError) as refused:
+        packets.list_(store, tokens.credential(alice), team=long_team)
+    assert (refused.value.status, refused.value.message) == (404, "team not found")
+    with pytest.raises(ServiceError) as refused:
+        packets.get(store, tokens.credential("Bearer ltm_" + "0" * 64), long_id)
+    assert refused.value.status == 401

@@ -184,6 +184,41 @@ class LambdaContext:
         return 20_000
 
 
+def test_each_packet_route_makes_at_most_two_dynamodb_calls(api: Api, lambda_app: Any) -> None:
+    """The budget of tests/test_dynamo_calls.py, through the routes: app.py adds no call."""
+    alice, bob = api.user("alice"), api.user("bob")
+    for token in (alice, bob):  # first use records last-used; the budget is for the next ones
+        assert api.call("GET", "/v1/packets?limit=1", token)[0] == 200
+    assert api.call("POST", "/v1/teams", alice, {"name": "core"})[0] == 201
+    team = api.store.get_team("core")
+    assert team is not None
+    bob_user = api.store.load(token_hash=tokens.hash_token(bob)).token
+    assert bob_user is not None
+    api.store.add_member(team.id, bob_user[1].id)
+
+    ops: list[str] = []
+    client = lambda_app.get_store().client
+    client.meta.events.register("before-call.dynamodb", lambda model, **_: ops.append(model.name))
+
+    def cost(method: str, path: str, token: str, body: Any = None, status: int = 200) -> int:
+        ops.clear()
+        assert api.call(method, path, token, body)[0] == status
+        assert "Scan" not in ops
+        return len(ops)
+
+    mine, theirs = make_packet(), make_packet(goal="For the team")
+    assert cost("POST", "/v1/packets", alice, mine, 201) == 2
+    assert cost("POST", "/v1/packets?team=core", bob, theirs, 201) == 2
+    assert cost("GET", "/v1/packets", alice) == 2
+    assert cost("GET", "/v1/packets?team=core", alice) == 2
+    assert cost("GET", f"/v1/packets/{mine['id']}", alice) == 1
+    assert cost("GET", f"/v1/packets/{theirs['id']}", alice) == 2
+    assert cost("GET", f"/v1/packets/{mine['id']}", bob, status=404) == 1
+    assert cost("DELETE", f"/v1/packets/{theirs['id']}", alice, status=204) == 2
+    assert cost("DELETE", f"/v1/packets/{mine['id']}", alice, status=204) == 2
+    assert cost("GET", "/v1/packets?team=nope", alice, status=404) == 1
+
+
 def test_lambda_logs_carry_the_request_id_and_emit_emf_metrics(
     lambda_app: Any,
     monkeypatch: pytest.MonkeyPatch,

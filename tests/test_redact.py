@@ -134,6 +134,11 @@ POSITIVES: list[tuple[str, str, str]] = [
     ("npm-token", cat("//registry.npmjs.org/:_authToken=npm", "_", rnd(36)), cat("npm_", rnd(36))),
     # ltm-token (our own bearer tokens)
     ("ltm-token", cat("Authorization: Bearer ltm", "_", rnd(64, HEX)), cat("ltm_", rnd(64, HEX))),
+    (
+        "ltm-token",
+        cat("LTM_TOKEN=ltm", "_01JCZZ0000000000000000000A_", rnd(64, HEX)),
+        cat("ltm", "_01JCZZ0000000000000000000A_", rnd(64, HEX)),
+    ),
     # pypi-token
     (
         "pypi-token",

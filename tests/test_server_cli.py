@@ -15,7 +15,7 @@ import httpx
 import pytest
 from serverkit import SERVER, clean_env, init_db, ltm_server, run_server
 
-TOKEN = re.compile(r"ltm_[0-9a-f]{64}")
+TOKEN = re.compile(r"ltm_(?:[0-9A-Z]{26}_)?[0-9a-f]{64}")  # [the user id] + 256 random bits
 
 
 def test_init_prints_the_root_token_alone_on_stdout(tmp_path: Path) -> None:

@@ -117,7 +117,7 @@ def test_accept_without_a_bearer_mints_a_user_and_token(
     body = r.json()
     assert set(body) == {"user", "team", "token"}
     assert body["user"]["display"] == "New Person"
-    assert body["token"].startswith("ltm_") and len(body["token"]) == 68
+    assert body["token"].startswith(f"ltm_{body['user']['id']}_") and len(body["token"]) == 95
     newcomer = server.client(body["token"])
     teams = newcomer.get("/v1/teams").json()["teams"]
     assert [t["name"] for t in teams] == [team]

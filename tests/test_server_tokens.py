@@ -11,6 +11,7 @@ import pytest
 
 from ltm.service import tokens
 from ltm.service.errors import Conflict, NotFound, Unauthorized
+from ltm.store import Token
 from ltm.store.sqlite import SqliteStore
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -43,12 +44,38 @@ class Counting:
 def test_tokens_are_prefixed_256_bit_and_stored_hashed(store: SqliteStore) -> None:
     user, secret = tokens.issue(store, "alice", when=T0)
     assert tokens.TOKEN_RE.fullmatch(secret)
-    assert len(secret) == 4 + 64
+    # ltm_ + the user's id (a hint for the store, see tokens.py) + _ + 256 random bits
+    prefix, named, random_part = secret.split("_")
+    assert (prefix, named) == ("ltm", user.id)
+    assert len(random_part) == 64 and int(random_part, 16) >= 0
     (record,) = store.list_tokens()
     assert record.token_hash == hashlib.sha256(secret.encode()).hexdigest()
     assert record.label == "alice" and record.user_id == user.id
     assert secret.encode() not in Path(store.path).read_bytes()
     assert tokens.mint() != tokens.mint()
+
+
+def test_the_user_id_in_a_token_is_a_hint_the_credential_carries() -> None:
+    user_id = "01JCZZ0000000000000000000A"
+    named = tokens.mint(user_id)
+    assert named.startswith(f"ltm_{user_id}_")
+    assert tokens.credential(f"Bearer {named}").user_hint == user_id
+    assert tokens.credential(f"Bearer {named}").token_hash == tokens.hash_token(named)
+    # Ids that are not ULIDs (and tokens minted before the hint) get the plain form.
+    for plain in (tokens.mint(), tokens.mint("local"), tokens.mint("01jczz0000000000000000000a")):
+        assert tokens.TOKEN_RE.fullmatch(plain) and len(plain) == 4 + 64
+        assert tokens.credential(f"Bearer {plain}").user_hint is None
+    # Anything else is still looked up by its hash (and refused by the store), never parsed.
+    assert tokens.credential("Bearer ltm_unknown").user_hint is None
+    assert "token_hash" not in repr(tokens.credential(f"Bearer {named}"))
+
+
+def test_plain_tokens_still_sign_in(store: SqliteStore) -> None:
+    """A token without the user id (minted before it existed) keeps working."""
+    user, _ = tokens.issue(store, "alice", when=T0)
+    plain = tokens.mint()
+    store.add_token(Token("laptop", user.id, tokens.hash_token(plain), T0))
+    assert tokens.authenticate(store, f"Bearer {plain}", T0).id == user.id
 
 
 @pytest.mark.parametrize(
@@ -73,15 +100,15 @@ def test_last_used_is_written_at_most_once_per_interval(store: SqliteStore) -> N
     counting = Counting(store)
     header = f"Bearer {secret}"
     assert tokens.authenticate(counting, header, T0).id == user.id  # type: ignore[arg-type]
-    assert counting.calls == ["token_owner", "touch_token"]  # first use is recorded
+    assert counting.calls == ["load", "touch_token"]  # first use is recorded
     for minutes in (1, 2, 4):
         counting.calls.clear()
         tokens.authenticate(counting, header, T0 + timedelta(minutes=minutes))  # type: ignore[arg-type]
-        assert counting.calls == ["token_owner"]  # one read, no write
+        assert counting.calls == ["load"]  # one read, no write
     counting.calls.clear()
     later = T0 + tokens.TOUCH_INTERVAL + timedelta(seconds=1)
     tokens.authenticate(counting, header, later)  # type: ignore[arg-type]
-    assert counting.calls == ["token_owner", "touch_token"]
+    assert counting.calls == ["load", "touch_token"]
     assert store.list_tokens()[0].last_used_at == later
 
 

@@ -334,7 +334,14 @@ def test_team_membership(store: Store) -> None:
     assert found is not None and found[0].id == "t2"
 
 
-def test_delete_packet_as_follows_the_scope_rules(store: Store) -> None:
+@pytest.mark.parametrize("seen", [False, True], ids=["unseen", "seen"])
+def test_delete_packet_as_follows_the_scope_rules(store: Store, seen: bool) -> None:
+    """With ``seen`` the caller read the packet first (as the service does); the rule holds."""
+
+    def delete_as(pid: str, uid: str) -> bool:
+        found = store.get_packet(pid) if seen else None
+        return store.delete_packet_as(pid, uid, seen=found.meta if found else None)
+
     for uid in ("u1", "u2", "u3"):
         store.create_user(user(uid))
     make_team(store)  # u1 owns t1
@@ -344,19 +351,66 @@ def test_delete_packet_as_follows_the_scope_rules(store: Store) -> None:
     put(store, pkt("01TEAMBYU2B0", "u2", "t1"))
     put(store, pkt("01TEAMBYU1A0", "u1", "t1"))
 
-    assert store.delete_packet_as("01PERSONAL01", "u2") is False  # someone else's
-    assert store.delete_packet_as("01MISSING000", "u1") is False
-    assert store.delete_packet_as("01PERSONAL01", "u1") is True
+    assert delete_as("01PERSONAL01", "u2") is False  # someone else's
+    assert delete_as("01MISSING000", "u1") is False
+    assert delete_as("01PERSONAL01", "u1") is True
     assert store.get_packet("01PERSONAL01") is None
 
-    assert store.delete_packet_as("01TEAMBYU1A0", "u2") is False  # a member, not creator/owner
-    assert store.delete_packet_as("01TEAMBYU2A0", "u3") is False  # not a member
-    assert store.delete_packet_as("01TEAMBYU2A0", "u2") is True  # creator
-    assert store.delete_packet_as("01TEAMBYU2B0", "u1") is True  # team owner
+    assert delete_as("01TEAMBYU1A0", "u2") is False  # a member, not creator/owner
+    assert delete_as("01TEAMBYU2A0", "u3") is False  # not a member
+    assert delete_as("01TEAMBYU2A0", "u2") is True  # creator
+    assert delete_as("01TEAMBYU2B0", "u1") is True  # team owner
     put(store, pkt("01TEAMBYU2C0", "u2", "t1"))
     store.remove_member("t1", "u2")
-    assert store.delete_packet_as("01TEAMBYU2C0", "u2") is False  # creator, no longer a member
+    assert delete_as("01TEAMBYU2C0", "u2") is False  # creator, no longer a member
     assert store.get_packet("01TEAMBYU2C0") is not None
+
+
+def test_delete_packet_as_rechecks_what_was_seen(store: Store) -> None:
+    """The packet under an id changed after the caller read it: the write notices."""
+    store.create_user(user("u1"))
+    store.create_user(user("u2"))
+    put(store, pkt("01CHANGED000", "u1"))
+    seen = store.get_packet("01CHANGED000")
+    assert seen is not None
+    store.delete_packet("01CHANGED000")
+    put(store, pkt("01CHANGED000", "u2"))  # the id now belongs to someone else
+    assert store.delete_packet_as("01CHANGED000", "u1", seen=seen.meta) is False
+    got = store.get_packet("01CHANGED000")
+    assert got is not None and got.meta.owner_id == "u2"
+
+
+def test_load_reads_what_a_request_needs(store: Store) -> None:
+    store.create_user(user("u1"), token("u1", "u1-laptop", "h1"))
+    store.create_user(user("u2"), token("u2", "u2-laptop", "h2"))
+    make_team(store)  # u1 owns t1 ("core"); u2 is not a member
+    put(store, pkt("01LOADME0000", "u1", "t1"))
+
+    empty = store.load()
+    assert (empty.token, empty.membership, empty.packet) == (None, None, None)
+    # the token alone, and with the hint of its own user or none
+    for hint in (None, "u1"):
+        got = store.load(token_hash="h1", user_id=hint, team="core", packet_id="01LOADME0000")
+        assert got.token is not None and got.token[1].id == "u1"
+        assert got.token[0].label == "u1-laptop"
+        assert got.membership is not None and got.membership[0].id == "t1"
+        assert got.membership[1].role == "owner"
+        assert got.packet is not None and got.packet.meta.team_id == "t1"
+    # A hint is never believed over the token: u2's token naming u1 gets u2's view.
+    got = store.load(token_hash="h2", user_id="u1", team="core", packet_id="01LOADME0000")
+    assert got.token is not None and got.token[1].id == "u2"
+    assert got.membership is None
+    assert got.packet is not None  # fetched; whether u2 may read it is the service's rule
+    # An unknown token reveals nothing else.
+    got = store.load(token_hash="nope", user_id="u1", team="core", packet_id="01LOADME0000")
+    assert (got.token, got.membership, got.packet) == (None, None, None)
+    # A trusted user (no token): their membership; absent things are None.
+    got = store.load(user_id="u1", team="core", packet_id="01LOADME0000")
+    assert got.token is None and got.membership is not None and got.packet is not None
+    got = store.load(user_id="u1", team="nope", packet_id="01MISSING000")
+    assert got.membership is None and got.packet is None
+    got = store.load(token_hash="h1", packet_id="01MISSING000")
+    assert got.token is not None and got.packet is None and got.membership is None
 
 
 # -- device grants (RFC 8628), counters, secrets -------------------------------

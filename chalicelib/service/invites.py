@@ -18,8 +18,8 @@ from ..store import Conflict as StoreConflict
 from ..store import Gone as StoreGone
 from ..store import Invite, Store, Team, Token, User
 from ..store import NotFound as StoreNotFound
+from .access import Caller, in_team, user_of
 from .errors import Conflict, Gone, NotFound
-from .packets import team_for
 from .tokens import hash_token, new_token
 from .users import check_display, new_id, now
 
@@ -51,16 +51,16 @@ def invite_url(base_url: str, code: str) -> str:
 
 
 def create(
-    store: Store, caller: User, team_name: str, *, base_url: str, when: datetime | None = None
+    store: Store, caller: Caller, team_name: str, *, base_url: str, when: datetime | None = None
 ) -> CreatedInvite:
     """A new single-use code for a team the caller belongs to (any member may invite)."""
-    team = team_for(store, caller, team_name)
+    user, team = in_team(store, caller, team_name)
     when = when or now()
     code = secrets.token_urlsafe(24)
     invite = Invite(
         code_hash=hash_code(code),
         team_id=team.id,
-        created_by=caller.id,
+        created_by=user.id,
         created_at=when,
         expires_at=when + INVITE_TTL,
     )
@@ -70,7 +70,7 @@ def create(
 
 def accept(
     store: Store,
-    caller: User | None,
+    caller: Caller | None,
     code: str,
     *,
     display: object = None,
@@ -95,7 +95,7 @@ def accept(
         secret, record = new_token(user.id, f"invite-{user.id}", when=when)
         new = (user, record)
     else:
-        user = caller
+        user = user_of(store, caller)
     try:
         invite, _member = store.accept_invite(hash_code(code), user.id, when, new_user=new)
     except StoreNotFound:

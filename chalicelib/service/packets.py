@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..store import Conflict as StoreConflict
-from ..store import PacketMeta, Store, StoredPacket, Team, User
+from ..store import PacketMeta, Store, StoredPacket, User
+from .access import PACKET_ID_LENGTHS, Caller, access
 from .errors import BadRequest, Conflict, NotFound, PayloadTooLarge
 
 DEFAULT_LIMIT = 50  # the protocol's default page
@@ -27,17 +28,9 @@ class PushResult:
     conforming: bool
 
 
-def team_for(store: Store, caller: User, name: str) -> Team:
-    """The team ``caller`` belongs to; a missing team and a non-member look the same."""
-    found = store.team_membership(name, caller.id)  # one round trip on DynamoDB
-    if found is None:
-        raise NotFound("team not found")
-    return found[0]
-
-
 def push(
     store: Store,
-    caller: User,
+    caller: Caller,
     raw: bytes | str | Mapping[str, Any],
     *,
     team: str | None = None,
@@ -45,6 +38,8 @@ def push(
 ) -> PushResult:
     """Validate a packet and store it in canonical form in the chosen scope."""
     from .. import packet  # pydantic: only the write path pays for it
+
+    who = access(store, caller, team=team)  # the caller first, then their packet
 
     if isinstance(raw, str):
         raw = raw.encode()
@@ -62,14 +57,13 @@ def push(
     except packet.PacketError as exc:
         raise BadRequest(str(exc)) from None
     packet_id, created_at, goal = _identity(checked.data)
-    scope = team_for(store, caller, team) if team else None
     stored = StoredPacket(
         meta=PacketMeta(
             id=packet_id,
             created_at=created_at,
             goal=goal,
-            owner_id=caller.id,
-            team_id=scope.id if scope else None,
+            owner_id=who.user.id,
+            team_id=who.team.id if who.team else None,
         ),
         body=packet.canonical_bytes(checked.data),
         conforming=checked.conforming,
@@ -82,27 +76,30 @@ def push(
     return PushResult(id=packet_id, created=created, conforming=checked.conforming)
 
 
-def get(store: Store, caller: User, packet_id: str) -> StoredPacket:
-    found = store.get_packet(packet_id)
-    if found is None or not _can_read(store, caller, found.meta):
+def get(store: Store, caller: Caller, packet_id: str) -> StoredPacket:
+    who = access(store, caller, packet_id=packet_id)
+    found = who.packet
+    if found is None or not _can_read(store, who.user, found.meta):
         raise NotFound("not found")
     return found
 
 
 def list_(
-    store: Store, caller: User, *, team: str | None = None, limit: int = DEFAULT_LIMIT
+    store: Store, caller: Caller, *, team: str | None = None, limit: int = DEFAULT_LIMIT
 ) -> list[PacketMeta]:
     """The newest packets of the caller's personal scope or of one of their teams."""
     if not 1 <= limit <= MAX_LIMIT:
         raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}")
-    team_id = team_for(store, caller, team).id if team else None
-    return store.list_packets(owner_id=caller.id, team_id=team_id, limit=limit).items
+    who = access(store, caller, team=team)
+    team_id = who.team.id if who.team else None
+    return store.list_packets(owner_id=who.user.id, team_id=team_id, limit=limit).items
 
 
-def resolve(store: Store, caller: User, prefix: str, *, team: str | None = None) -> str:
+def resolve(store: Store, caller: Caller, prefix: str, *, team: str | None = None) -> str:
     """The one id in the caller's scope that starts with ``prefix`` (used by the local CLI)."""
-    team_id = team_for(store, caller, team).id if team else None
-    matches = store.packet_ids_with_prefix(prefix, owner_id=caller.id, team_id=team_id, limit=2)
+    who = access(store, caller, team=team)
+    team_id = who.team.id if who.team else None
+    matches = store.packet_ids_with_prefix(prefix, owner_id=who.user.id, team_id=team_id, limit=2)
     if not matches:
         raise NotFound(f"no packet matches {prefix!r}")
     if len(matches) > 1:
@@ -110,26 +107,29 @@ def resolve(store: Store, caller: User, prefix: str, *, team: str | None = None)
     return matches[0]
 
 
-def delete(store: Store, caller: User, packet_id: str) -> None:
+def delete(store: Store, caller: Caller, packet_id: str) -> None:
     """Personal packets: the owner. Team packets: their creator or the team's owner.
 
-    The rule is ``Store.delete_packet_as``: the check and the delete are one
-    atomic step (one conditional request on DynamoDB).
+    The rule is ``Store.delete_packet_as``, which checks again as it writes
+    (one conditional request, or one transaction, on DynamoDB).
     """
-    if not store.delete_packet_as(packet_id, caller.id):
+    who = access(store, caller, packet_id=packet_id)
+    if who.packet is None or not store.delete_packet_as(
+        packet_id, who.user.id, seen=who.packet.meta
+    ):
         raise NotFound("not found")
 
 
-def _can_read(store: Store, caller: User, meta: PacketMeta) -> bool:
+def _can_read(store: Store, user: User, meta: PacketMeta) -> bool:
     if meta.team_id is None:
-        return meta.owner_id == caller.id
-    return store.get_member(meta.team_id, caller.id) is not None
+        return meta.owner_id == user.id
+    return store.get_member(meta.team_id, user.id) is not None
 
 
 def _identity(data: Mapping[str, Any]) -> tuple[str, str, str]:
     """Id, created_at and goal; a lenient packet must still carry a usable id."""
     packet_id = data.get("id")
-    if not isinstance(packet_id, str) or not 10 <= len(packet_id) <= 64:
+    if not isinstance(packet_id, str) or len(packet_id) not in PACKET_ID_LENGTHS:
         raise BadRequest("id: required, a string of 10 to 64 characters (even in lenient mode)")
     created_at = data.get("created_at")
     goal = data.get("goal")

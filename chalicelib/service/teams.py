@@ -13,15 +13,13 @@ import re
 from datetime import datetime
 
 from ..store import Conflict as StoreConflict
-from ..store import Member, Store, Team, User
+from ..store import Member, Store, Team
+from .access import TEAM_NAME_MAX, Caller, in_team, user_of
 from .errors import BadRequest, Conflict, Forbidden, NotFound
-from .packets import team_for
 from .users import new_id, now
 
-TEAM_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
-TEAM_NAME_PATTERN = "^[a-z0-9][a-z0-9_-]{0,39}$"
-
-__all__ = ["create", "delete", "kick", "leave", "list_", "members", "team_for"]
+TEAM_NAME_PATTERN = f"^[a-z0-9][a-z0-9_-]{{0,{TEAM_NAME_MAX - 1}}}$"  # the protocol's
+TEAM_NAME_RE = re.compile(TEAM_NAME_PATTERN)
 
 
 def check_name(name: object) -> str:
@@ -30,9 +28,10 @@ def check_name(name: object) -> str:
     return name
 
 
-def create(store: Store, caller: User, name: object, *, when: datetime | None = None) -> Team:
+def create(store: Store, caller: Caller, name: object, *, when: datetime | None = None) -> Team:
     """A new team owned by the caller; 409 ``team name taken`` when the name is in use."""
-    team = Team(id=new_id(), name=check_name(name), owner_id=caller.id, created_at=when or now())
+    owner = user_of(store, caller)
+    team = Team(id=new_id(), name=check_name(name), owner_id=owner.id, created_at=when or now())
     try:
         store.create_team(team)
     except StoreConflict:
@@ -40,28 +39,28 @@ def create(store: Store, caller: User, name: object, *, when: datetime | None = 
     return team
 
 
-def list_(store: Store, caller: User) -> list[Team]:
+def list_(store: Store, caller: Caller) -> list[Team]:
     """The caller's teams, oldest first."""
-    return store.list_teams(caller.id)
+    return store.list_teams(user_of(store, caller).id)
 
 
-def delete(store: Store, caller: User, name: str) -> None:
+def delete(store: Store, caller: Caller, name: str) -> None:
     """Delete a team with its members, invites and packets: the owner only."""
-    team = team_for(store, caller, name)
-    if team.owner_id != caller.id:
+    user, team = in_team(store, caller, name)
+    if team.owner_id != user.id:
         raise Forbidden("only the team owner can delete the team")
     store.delete_team(team.id)
 
 
-def members(store: Store, caller: User, name: str) -> list[Member]:
+def members(store: Store, caller: Caller, name: str) -> list[Member]:
     """The members of a team the caller belongs to, the owner first."""
-    return store.list_members(team_for(store, caller, name).id)
+    return store.list_members(in_team(store, caller, name)[1].id)
 
 
-def kick(store: Store, caller: User, name: str, user_id: str) -> None:
+def kick(store: Store, caller: Caller, name: str, user_id: str) -> None:
     """Remove a member: the owner only, and never the owner themself."""
-    team = team_for(store, caller, name)
-    if team.owner_id != caller.id:
+    user, team = in_team(store, caller, name)
+    if team.owner_id != user.id:
         raise Forbidden("only the team owner can remove members")
     if user_id == team.owner_id:
         raise BadRequest("the team owner cannot be removed")
@@ -69,9 +68,9 @@ def kick(store: Store, caller: User, name: str, user_id: str) -> None:
         raise NotFound("member not found")
 
 
-def leave(store: Store, caller: User, name: str) -> None:
+def leave(store: Store, caller: Caller, name: str) -> None:
     """Leave a team; the owner cannot (they delete the team instead)."""
-    team = team_for(store, caller, name)
-    if team.owner_id == caller.id:
+    user, team = in_team(store, caller, name)
+    if team.owner_id == user.id:
         raise BadRequest("the team owner cannot leave the team; delete it instead")
-    store.remove_member(team.id, caller.id)
+    store.remove_member(team.id, user.id)

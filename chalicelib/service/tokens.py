@@ -1,12 +1,25 @@
 """Bearer tokens: minting, hashing, checking, listing and revoking.
 
-A token is ``ltm_`` followed by 64 hex digits (256 random bits), so it is easy
-to recognise in a leak scan and in a credentials file. The store only ever
-sees its hex sha256 (as the reference does), so a copy of the database does
-not let anyone sign in.
+A token is ``ltm_``, the id of its user, ``_`` and 64 hex digits (256 random
+bits): ``ltm_01JC...Z_3f0c...``. The prefix makes it easy to recognise in a
+leak scan and in a credentials file. The store only ever sees its hex sha256
+(as the reference does), so a copy of the database does not let anyone sign
+in.
 
-``authenticate`` costs one store read per request: the last-used time is
-written at most once per ``TOUCH_INTERVAL`` per token, not on every request.
+Why the user id is in the token: a team request must read the token, the
+team and the caller's membership before it acts. Knowing the user from the
+token itself lets a store fetch all three in one round trip (one
+BatchGetItem on DynamoDB) instead of two, one after the other. The id is only
+a hint: it is believed once the token's hash is found *and* the stored token
+belongs to that user, and the hash covers the whole token, so editing the id
+makes the token invalid. User ids are not secret (team members see them).
+Tokens without the id (``ltm_`` + 64 hex, minted before, or for user ids
+that are not ULIDs) stay valid; their team requests cost one read more.
+
+Checking a token costs no read of its own: ``Credential`` is the parsed
+header, and the check rides on the request's first store read
+(``access.access``). The last-used time is written at most once per
+``TOUCH_INTERVAL`` per token, not on every request.
 """
 
 from __future__ import annotations
@@ -15,6 +28,7 @@ import hashlib
 import logging
 import re
 import secrets
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ..store import Conflict as StoreConflict
@@ -23,7 +37,10 @@ from .errors import BadRequest, Conflict, NotFound, Unauthorized
 from .users import new_user, now
 
 TOKEN_PREFIX = "ltm_"
-TOKEN_RE = re.compile(r"ltm_[0-9a-f]{64}")
+_ULID = r"[0-9A-HJKMNP-TV-Z]{26}"  # Crockford base32: what users.new_id mints
+_ULID_RE = re.compile(_ULID)
+# The user-id part is optional (tokens minted before it, or for non-ULID ids).
+TOKEN_RE = re.compile(rf"ltm_(?:({_ULID})_)?[0-9a-f]{{64}}")
 TOUCH_INTERVAL = timedelta(minutes=5)
 LABEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@:+-]{0,63}")
 MAX_TOKEN_CHARS = 512  # anything longer is not one of ours; don't bother hashing it
@@ -31,9 +48,36 @@ MAX_TOKEN_CHARS = 512  # anything longer is not one of ours; don't bother hashin
 log = logging.getLogger(__name__)
 
 
-def mint() -> str:
-    """A new bearer token (shown once, never stored)."""
-    return TOKEN_PREFIX + secrets.token_hex(32)
+def mint(user_id: str | None = None) -> str:
+    """A new bearer token for ``user_id`` (shown once, never stored).
+
+    The user id goes into the token when it is a ULID (every id we mint is);
+    anything else gets the plain form, which works the same at one read more.
+    """
+    secret = secrets.token_hex(32)
+    if user_id is not None and _ULID_RE.fullmatch(user_id):
+        return f"{TOKEN_PREFIX}{user_id}_{secret}"
+    return TOKEN_PREFIX + secret
+
+
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """A request's bearer token, parsed but not yet checked against the store."""
+
+    token_hash: str
+    user_hint: str | None  # the user id the token names, believed only once checked
+
+    def __repr__(self) -> str:  # never print even the hash in a traceback
+        return f"Credential(user_hint={self.user_hint!r})"
+
+
+def credential(authorization: str | None) -> Credential:
+    """The request's token, ready to check: 401 without one (no store read spent)."""
+    token = bearer(authorization)
+    if len(token) > MAX_TOKEN_CHARS:
+        raise Unauthorized("invalid token")
+    named = TOKEN_RE.fullmatch(token)
+    return Credential(hash_token(token), named.group(1) if named else None)
 
 
 def hash_token(token: str) -> str:
@@ -52,7 +96,7 @@ def check_label(label: object) -> str:
 
 def new_token(user_id: str, label: str, *, when: datetime | None = None) -> tuple[str, Token]:
     """A fresh token for ``user_id``: the secret, and the record the store keeps."""
-    secret = mint()
+    secret = mint(user_id)
     record = Token(
         label=check_label(label),
         user_id=user_id,
@@ -74,15 +118,20 @@ def bearer(authorization: str | None) -> str:
 
 
 def authenticate(store: Store, authorization: str | None, when: datetime | None = None) -> User:
-    """The user behind the request's bearer token.
+    """The user behind the request's bearer token (for requests that read nothing else).
 
     401 ``missing bearer token`` without one, 401 ``invalid token`` for a
     token the store does not know (never issued, or revoked).
     """
-    token = bearer(authorization)
-    if len(token) > MAX_TOKEN_CHARS:
-        raise Unauthorized("invalid token")
-    found = store.token_owner(hash_token(token))
+    found = store.load(token_hash=credential(authorization).token_hash)
+    return checked(store, found.token, when)
+
+
+def checked(store: Store, found: tuple[Token, User] | None, when: datetime | None = None) -> User:
+    """The user of a token the store looked up; records its use now and then.
+
+    401 ``invalid token`` when the lookup found nothing.
+    """
     if found is None:
         raise Unauthorized("invalid token")
     record, user = found

@@ -136,8 +136,50 @@ class DeviceGrant:
     decided_at: datetime | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """What a request reads before it acts, fetched together by ``Store.load``."""
+
+    token: tuple[Token, User] | None = None  # the token asked for and its user
+    membership: tuple[Team, Member] | None = None  # the team asked for + the user's membership
+    packet: StoredPacket | None = None  # the packet asked for
+
+
 class Store(ABC):
     """Storage for packets, users, tokens, teams and invites."""
+
+    # -- the reads a request starts with --------------------------------
+
+    def load(
+        self,
+        *,
+        token_hash: str | None = None,
+        user_id: str | None = None,
+        team: str | None = None,
+        packet_id: str | None = None,
+    ) -> Loaded:
+        """Whichever of a token, a team with the user's membership and a packet are asked for.
+
+        The user is the token's, or ``user_id`` when no token is asked for.
+        Given with a token, ``user_id`` is only a hint (the id a token names)
+        and counts only if the token turns out to be that user's; a wrong or
+        missing hint costs a read, never a wrong answer. An unknown token
+        returns an empty ``Loaded`` (nothing else is revealed).
+
+        Every request starts here, so a backend with round trips to pay for
+        answers in as few as it can (DynamoDB: one BatchGetItem when the user
+        is known up front). This default reads one thing after the other.
+        """
+        token = self.token_owner(token_hash) if token_hash is not None else None
+        if token_hash is not None:
+            if token is None:
+                return Loaded()
+            user_id = token[1].id
+        membership = None
+        if team is not None and user_id is not None:
+            membership = self.team_membership(team, user_id)
+        packet = self.get_packet(packet_id) if packet_id is not None else None
+        return Loaded(token, membership, packet)
 
     # -- packets ---------------------------------------------------------
 
@@ -182,24 +224,20 @@ class Store(ABC):
     def delete_packet(self, packet_id: str) -> bool:
         """Delete a packet; True when it existed."""
 
-    def delete_packet_as(self, packet_id: str, user_id: str) -> bool:
+    @abstractmethod
+    def delete_packet_as(
+        self, packet_id: str, user_id: str, *, seen: PacketMeta | None = None
+    ) -> bool:
         """Delete a packet if ``user_id`` may; True when deleted.
 
         The protocol's rule: a personal packet by its owner; a team packet by a
         member who created it, or by the team's owner. Absent and not allowed
-        both return False (the caller answers 404 for both). A backend may do
-        the check and the delete in one conditional request (DynamoDB does).
+        both return False (the caller answers 404 for both). The check and the
+        delete are one atomic step (one statement on SQLite, one conditional
+        request or transaction on DynamoDB). ``seen`` is the packet as the
+        caller already read it, which spares a backend a read; the delete
+        happens only while the packet still has that owner and scope.
         """
-        found = self.get_packet(packet_id)
-        if found is None:
-            return False
-        meta = found.meta
-        if meta.team_id is None:
-            allowed = meta.owner_id == user_id
-        else:
-            member = self.get_member(meta.team_id, user_id)
-            allowed = member is not None and (meta.owner_id == user_id or member.role == "owner")
-        return allowed and self.delete_packet(packet_id)
 
     # -- users and tokens -----------------------------------------------
 

@@ -28,25 +28,34 @@ needs and no others (the indexes are sparse)::
 
 ``<scope>`` is ``u:<owner>`` or ``t:<team>``. Which request uses what:
 
-- get a packet: one GetItem (``PKT#id``, strongly consistent).
+- every request starts with ``load``: the token, and whichever of the team
+  (by name) with the caller's membership, and the packet, the request is
+  about, in one BatchGetItem (one GetItem when it is the token alone). The
+  caller's id comes from the token itself (see ``service/tokens.py``), so
+  the membership key is known before the token is read; the token item
+  carries a copy of its user (users never change), so no read of the user.
+  The token's last-used time is written at most every five minutes.
+- get a packet: the ``load`` above; for a team packet, one GetItem of the
+  reader's membership in the packet's team.
 - list a scope: one Query on gsi1, newest first (``ScanIndexForward=False``)
   with ``Limit``; the cursor is the last item's index key, opaque (base64).
   gsi1 projects only the listing fields, never the packet body.
 - resolve an id prefix: one Query on gsi2 with ``begins_with`` on the id.
 - push: one PutItem whose ConditionExpression is the cross-user id rule
   (absent, or same owner and same scope), so a foreign id is never touched.
-- check a token: one GetItem; the token item carries a copy of its user
-  (users never change), so no second read.
+- delete a packet (already read by ``load``): one DeleteItem conditioned on
+  the owner and scope seen; for a team packet one TransactWriteItems that
+  checks the membership (and the owner role, for someone else's packet) with
+  a ConditionCheck and deletes.
 - a user's teams: one Query of the ``MEMBEROF#`` items in the user's
   partition (strongly consistent, so a team shows at once after joining).
-- team by name + the caller's membership: one BatchGetItem of the two items
-  under ``TEAMNAME#<name>``; the member copy there carries the team id and is
+- team by name + the caller's membership: the two items under
+  ``TEAMNAME#<name>``; the member copy there carries the team id and is
   only believed when it matches the team item (a deleted team's leftovers
   never grant anything to a new team of the same name).
-- delete a packet: one conditional DeleteItem for the caller's own personal
-  packet; for a team packet the failed condition returns the item
-  (``ReturnValuesOnConditionCheckFailure``) and one TransactWriteItems checks
-  the membership (ConditionCheck) and deletes.
+
+So a push, get, list or delete costs at most two requests, token check
+included, in personal and team scope (``tests/test_dynamo_calls.py``).
 
 Uniqueness and single use are conditional writes in transactions: team names
 (``TEAMNAME#`` item), token hashes and labels (``TOKEN#`` + ``LABEL#``),
@@ -95,6 +104,7 @@ from . import (
     Conflict,
     Gone,
     Invite,
+    Loaded,
     Member,
     NotFound,
     PacketMeta,
@@ -264,6 +274,11 @@ def _packet_meta(item: Mapping[str, Mapping[str, Any]]) -> PacketMeta:
     )
 
 
+def _stored_packet(item: Mapping[str, Mapping[str, Any]]) -> StoredPacket:
+    conforming = item.get("conforming", {}).get("BOOL", True)
+    return StoredPacket(_packet_meta(item), bytes(item["body"]["B"]), bool(conforming))
+
+
 def _user_fields(user: User, prefix: str = "") -> Item:
     fields: Item = {
         f"{prefix}id" if prefix else "user_id": _s(user.id),
@@ -372,6 +387,19 @@ def _member_puts(
     return [_put_new(by_id), {"Put": {"Item": by_name}}, {"Put": {"Item": by_user}}]
 
 
+def _membership(
+    team_item: Mapping[str, Mapping[str, Any]] | None,
+    member_item: Mapping[str, Mapping[str, Any]] | None,
+) -> tuple[Team, Member] | None:
+    """A team (by name) and the membership copy under its name, if both are there and agree."""
+    if team_item is None or member_item is None:
+        return None
+    team = _team(team_item)
+    if _get(member_item, "team_id") != team.id:
+        return None  # a leftover of an older team of the same name
+    return team, _member(member_item)
+
+
 def _member(item: Mapping[str, Mapping[str, Any]]) -> Member:
     role = _req(item, "role")
     assert role in ("owner", "member")
@@ -453,6 +481,15 @@ class DynamoStore(DeviceGrantsMixin, Store):
             _backoff(attempt)
         raise RuntimeError("DynamoDB kept deferring a BatchGetItem")
 
+    def _read(self, keys: Sequence[Item]) -> dict[tuple[str, str], Item]:
+        """Items by key, in one GetItem or one BatchGetItem; keyed by (pk, sk)."""
+        if len(keys) == 1:
+            item = self._get_item(keys[0])
+            items = [item] if item is not None else []
+        else:
+            items = self._batch_get(keys)
+        return {(_req(item, "pk"), _req(item, "sk")): item for item in items}
+
     def _query(self, **kwargs: Any) -> Iterator[Item]:
         """Every item of a Query, page after page."""
         while True:
@@ -484,6 +521,52 @@ class DynamoStore(DeviceGrantsMixin, Store):
             else:
                 raise RuntimeError("DynamoDB kept deferring a BatchWriteItem")
 
+    # -- the reads a request starts with --------------------------------
+
+    def load(
+        self,
+        *,
+        token_hash: str | None = None,
+        user_id: str | None = None,
+        team: str | None = None,
+        packet_id: str | None = None,
+    ) -> Loaded:
+        token_key = ("TOKEN#" + (token_hash or ""), "TOKEN")
+        team_key = (f"TEAMNAME#{team}", "TEAM")
+        member_key = (f"TEAMNAME#{team}", f"MEMBER#{user_id}")
+        packet_key = (f"PKT#{packet_id}", "PKT")
+        wanted = [
+            key
+            for key, asked in (
+                (token_key, token_hash is not None),
+                (team_key, team is not None),
+                (member_key, team is not None and user_id is not None),
+                (packet_key, packet_id is not None),
+            )
+            if asked
+        ]
+        if not wanted:
+            return Loaded()
+        items = self._read([_key(*key) for key in wanted])
+        token = None
+        if token_hash is not None:
+            token_item = items.get(token_key)
+            if token_item is None:
+                return Loaded()
+            token = _token(token_item), _user(token_item, prefix="user_")
+            if token[1].id != user_id:  # no hint, or not this token's user
+                user_id = None
+        membership = None
+        if team is not None:
+            if user_id is not None:
+                membership = _membership(items.get(team_key), items.get(member_key))
+            elif token is not None:  # the token named no user: one more read
+                membership = self.team_membership(team, token[1].id)
+        packet = None
+        if packet_id is not None and (item := items.get(packet_key)) is not None:
+            packet = _stored_packet(item)
+        return Loaded(token, membership, packet)
+
     # -- packets ---------------------------------------------------------
 
     def put_packet(self, packet: StoredPacket, *, sort_key: str) -> bool:
@@ -511,10 +594,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
 
     def get_packet(self, packet_id: str) -> StoredPacket | None:
         item = self._get_item(_key(f"PKT#{packet_id}", "PKT"))
-        if item is None:
-            return None
-        conforming = item.get("conforming", {}).get("BOOL", True)
-        return StoredPacket(_packet_meta(item), bytes(item["body"]["B"]), bool(conforming))
+        return None if item is None else _stored_packet(item)
 
     def list_packets(
         self,
@@ -582,53 +662,47 @@ class DynamoStore(DeviceGrantsMixin, Store):
         )
         return "Attributes" in resp
 
-    def delete_packet_as(self, packet_id: str, user_id: str) -> bool:
+    def delete_packet_as(
+        self, packet_id: str, user_id: str, *, seen: PacketMeta | None = None
+    ) -> bool:
         key = _key(f"PKT#{packet_id}", "PKT")
-        names = {"#owner": "owner_id", "#team": "team_id"}
-        try:
-            # The common case in one call: the caller's own personal packet.
-            self._client.delete_item(
-                TableName=self.table,
-                Key=key,
-                ConditionExpression="#owner = :me AND attribute_not_exists(#team)",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues={":me": _s(user_id)},
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
+        if seen is None:
+            # Unseen: try the common case, the caller's own personal packet; a
+            # failed condition hands back the item, so no separate read.
+            try:
+                self._client.delete_item(
+                    TableName=self.table,
+                    **_exact(key, user_id, None),
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+                return True
+            except self._exc.ConditionalCheckFailedException as exc:
+                existing = exc.response.get("Item")
+            if not existing or "team_id" not in existing:
+                return False  # absent, or someone else's personal packet
+            seen = _packet_meta(existing)
+        if seen.team_id is None:
+            if seen.owner_id != user_id:
+                return False
+            try:  # still the caller's personal packet when the write lands
+                self._client.delete_item(TableName=self.table, **_exact(key, user_id, None))
+            except self._exc.ConditionalCheckFailedException:
+                return False
             return True
-        except self._exc.ConditionalCheckFailedException as exc:
-            existing = exc.response.get("Item")
-        if not existing or "team_id" not in existing:
-            return False  # absent, or someone else's personal packet
-        meta = _packet_meta(existing)
-        assert meta.team_id is not None
-        # A team packet: its creator (still a member) or the team's owner.
+        # A team packet: its creator (still a member) or the team's owner, checked in
+        # the same transaction as the delete.
         check: dict[str, Any] = {
-            "Key": _key(f"TEAM#{meta.team_id}", f"MEMBER#{user_id}"),
+            "Key": _key(f"TEAM#{seen.team_id}", f"MEMBER#{user_id}"),
             "ConditionExpression": "attribute_exists(#pk)",
             "ExpressionAttributeNames": {"#pk": "pk"},
         }
-        if meta.owner_id != user_id:
+        if seen.owner_id != user_id:
             check["ConditionExpression"] += " AND #role = :owner"
             check["ExpressionAttributeNames"]["#role"] = "role"
             check["ExpressionAttributeValues"] = {":owner": _s("owner")}
         try:
-            self._transact(
-                [
-                    {"ConditionCheck": check},
-                    {
-                        "Delete": {
-                            "Key": key,
-                            "ConditionExpression": "#owner = :owner AND #team = :team",
-                            "ExpressionAttributeNames": names,
-                            "ExpressionAttributeValues": {
-                                ":owner": _s(meta.owner_id),
-                                ":team": _s(meta.team_id),
-                            },
-                        }
-                    },
-                ]
-            )
+            delete = _exact(key, seen.owner_id, seen.team_id)
+            self._transact([{"ConditionCheck": check}, {"Delete": delete}])
         except _Cancelled:
             return False
         return True
@@ -768,17 +842,12 @@ class DynamoStore(DeviceGrantsMixin, Store):
         return _team(item) if item else None
 
     def team_membership(self, name: str, user_id: str) -> tuple[Team, Member] | None:
-        items = self._batch_get(
-            [_key(f"TEAMNAME#{name}", "TEAM"), _key(f"TEAMNAME#{name}", f"MEMBER#{user_id}")]
+        team_key, member_key = (
+            (f"TEAMNAME#{name}", "TEAM"),
+            (f"TEAMNAME#{name}", f"MEMBER#{user_id}"),
         )
-        by_sk = {_req(item, "sk"): item for item in items}
-        team_item, member_item = by_sk.get("TEAM"), by_sk.get(f"MEMBER#{user_id}")
-        if team_item is None or member_item is None:
-            return None
-        team = _team(team_item)
-        if _get(member_item, "team_id") != team.id:
-            return None  # a leftover of an older team of the same name
-        return team, _member(member_item)
+        items = self._read([_key(*team_key), _key(*member_key)])
+        return _membership(items.get(team_key), items.get(member_key))
 
     def list_teams(self, user_id: str) -> list[Team]:
         items = self._query(
@@ -1037,6 +1106,23 @@ def _put_new(item: Item) -> dict[str, Any]:
             "ConditionExpression": "attribute_not_exists(#pk)",
             "ExpressionAttributeNames": {"#pk": "pk"},
         }
+    }
+
+
+def _exact(key: Item, owner_id: str, team_id: str | None) -> dict[str, Any]:
+    """A delete of the packet at ``key`` only while it has this owner and scope."""
+    names = {"#owner": "owner_id", "#team": "team_id"}
+    values: Item = {":owner": _s(owner_id)}
+    if team_id is None:
+        condition = "#owner = :owner AND attribute_not_exists(#team)"
+    else:
+        condition = "#owner = :owner AND #team = :team"
+        values[":team"] = _s(team_id)
+    return {
+        "Key": key,
+        "ConditionExpression": condition,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
     }
 
 

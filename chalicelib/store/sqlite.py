@@ -349,6 +349,22 @@ class SqliteStore(Store):
         with self._write() as db:
             return db.execute("DELETE FROM packets WHERE id = ?", (packet_id,)).rowcount > 0
 
+    def delete_packet_as(
+        self, packet_id: str, user_id: str, *, seen: PacketMeta | None = None
+    ) -> bool:
+        sql = (
+            "DELETE FROM packets WHERE id = :id AND ("
+            " (team_id IS NULL AND owner_id = :me)"
+            " OR EXISTS (SELECT 1 FROM members m WHERE m.team_id = packets.team_id"
+            "  AND m.user_id = :me AND (packets.owner_id = :me OR m.role = 'owner')))"
+        )
+        args: dict[str, str | None] = {"id": packet_id, "me": user_id}
+        if seen is not None:
+            sql += " AND owner_id = :owner AND team_id IS :team"
+            args.update(owner=seen.owner_id, team=seen.team_id)
+        with self._write() as db:
+            return db.execute(sql, args).rowcount > 0
+
     # -- users and tokens -----------------------------------------------
 
     def create_user(self, user: User, token: Token | None = None) -> None:

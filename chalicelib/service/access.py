@@ -1,0 +1,84 @@
+"""Who is asking, and what their request is about: read together, once.
+
+Every packet and team request starts by checking its caller's token and,
+depending on the verb, resolving a team name (with the caller's membership)
+or fetching a packet. ``access`` asks the store for all of it in one
+``Store.load``, so on DynamoDB the token check costs no round trip of its
+own: a personal push or list is that read plus the operation, and so is a
+team push, list, get or delete (see ``tests/test_dynamo_calls.py``).
+
+A caller is either a ``User`` the code already trusts (the CLI's embedded
+store has exactly one) or a ``Credential``: a bearer token parsed from the
+request but not yet checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..store import Member, Store, StoredPacket, Team, User
+from .errors import NotFound
+from .tokens import Credential, checked
+
+Caller = User | Credential
+
+# Bounds of what can be stored (packets.push and teams.check_name enforce them). Beyond
+# them nothing can exist, so the store is not asked: DynamoDB refuses oversized keys.
+PACKET_ID_LENGTHS = range(10, 65)
+TEAM_NAME_MAX = 40
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    user: User
+    team: Team | None = None  # the team asked for; the user is a member
+    member: Member | None = None  # ... and this is their membership
+    packet: StoredPacket | None = None  # the packet asked for, if it exists (not yet authorized)
+
+
+def access(
+    store: Store,
+    caller: Caller,
+    *,
+    team: str | None = None,
+    packet_id: str | None = None,
+    when: datetime | None = None,
+) -> Access:
+    """The caller's user, the team named ``team`` and the packet ``packet_id``, in one read.
+
+    401 ``invalid token`` for a token the store does not know; 404 ``team not
+    found`` for a team that does not exist or that the caller is not in (the
+    two look the same, so team names cannot be probed). Whether the caller
+    may see the packet is the verb's rule, not checked here.
+    """
+    asked_team = team if team is None or len(team) <= TEAM_NAME_MAX else None
+    if packet_id is not None and len(packet_id) not in PACKET_ID_LENGTHS:
+        packet_id = None
+    if isinstance(caller, User):
+        loaded = store.load(user_id=caller.id, team=asked_team, packet_id=packet_id)
+        user = caller
+    else:
+        loaded = store.load(
+            token_hash=caller.token_hash,
+            user_id=caller.user_hint,
+            team=asked_team,
+            packet_id=packet_id,
+        )
+        user = checked(store, loaded.token, when)
+    if team is not None and loaded.membership is None:
+        raise NotFound("team not found")
+    found_team, member = loaded.membership or (None, None)
+    return Access(user, found_team, member, loaded.packet)
+
+
+def in_team(store: Store, caller: Caller, name: str) -> tuple[User, Team]:
+    """The caller's user and their team called ``name`` (404 ``team not found`` otherwise)."""
+    who = access(store, caller, team=name)
+    assert who.team is not None  # access answered 404 otherwise
+    return who.user, who.team
+
+
+def user_of(store: Store, caller: Caller) -> User:
+    """Just the caller's user (for requests that read nothing else first)."""
+    return caller if isinstance(caller, User) else access(store, caller).user
