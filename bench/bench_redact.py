@@ -7,8 +7,10 @@ usual near-misses: relative paths, API routes, versions, public URLs, hashes,
 "AWS"/"secret" mentions) and an adversarial ~32 KiB packet made of near-misses
 for every rule, then times ``scan_packet`` on each (warm-up, then N runs) and
 prints median/p90 against the targets. It also times every adversarial family
-as one 32 KiB string (a lenient packet with a huge ``goal``). Exit status is 0
-whatever the figures; the numbers go to BENCHMARKS.md.
+as one 32 KiB string (a lenient packet with a huge ``goal``), and user rules
+(RE2) that backtrack catastrophically in Python's ``re`` on the 32 KiB input
+that makes them do it. Exit status is 0 whatever the figures; the numbers go
+to BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from chalicelib.redact import BUILTIN_RULES, scan_packet
+from chalicelib.redact import BUILTIN_RULES, compile_user_rule, scan_packet
 
 CAP = 32_768
 TYPICAL_TARGET_MS = 2.0
@@ -103,6 +105,18 @@ NEAR_MISSES: dict[str, Callable[[int], str]] = {
     "AIza": lambda n: "AIza" * (n // 4),
     "ipv6": lambda n: "[::1]" * (n // 5),
 }
+
+
+# User rules that backtrack catastrophically in Python's `re` on their near-miss
+# (ltm runs them on RE2): name -> (pattern, a 32 KiB string it does not match).
+USER_RULES: dict[str, tuple[str, str]] = {
+    "nested-plus": (r"(a+)+$", "a" * (CAP - 1) + "!"),
+    "overlapping-plus": (r"(x+x+)+y", "x" * CAP),
+    "words-and-spaces": (r"(\w+\s?)+$", "ab " * (CAP // 3) + "!"),
+    "alternation": (r"(a|aa)+b", "a" * CAP),
+    "dot-star-repeat": (r"(.*a){20}", "a" * 19 + "b" * (CAP - 19)),
+}
+USER_TARGET_MS = ADVERSARIAL_TARGET_MS
 
 
 def _fill(rng: random.Random, lo: int, hi: int) -> str:
@@ -234,6 +248,40 @@ def main() -> int:
         worst = max(worst, (name, med), key=lambda w: w[1])
         print(f"  {name:<12} hits={nhits:<3} median {med:6.3f} ms")
     print(f"worst family: {worst[0]} {worst[1]:.3f} ms (target {ADVERSARIAL_TARGET_MS} ms)")
+
+    print("\nuser rules (RE2) on their catastrophic 32 KiB input, one `goal` (lenient packet):")
+    runs = max(20, args.runs // 10)
+    rules = []
+    for name, (regex, text) in USER_RULES.items():
+        rule = compile_user_rule(name, regex)
+        rules.append(rule)
+        packet = {"goal": text, "next_step": "."}
+        nhits = len(scan_packet(packet, [rule]))
+        med, _ = measure(lambda p=packet, r=rule: scan_packet(p, [r]), runs, warmup=3)
+        alone, _ = measure(lambda p=packet: scan_packet(p), runs, warmup=3)
+        print(
+            f"  {name:<17} {regex!r:<16} hits={nhits} median {med:6.3f} ms"
+            f" (built-ins alone {alone:.3f} ms; target {USER_TARGET_MS} ms)"
+        )
+    med, p90 = measure(lambda: scan_packet(adversarial, rules), args.runs)
+    print(
+        f"  the adversarial packet with all {len(rules)} user rules:"
+        f" median {med:.3f} ms, p90 {p90:.3f} ms"
+    )
+
+    # Not targets, for the record. RE2 makes each search linear, but listing
+    # every match of a pattern is not: when each match needs a look to the end
+    # of the text to be chosen (x*y|x on x...x), that is n searches of up to n.
+    # And each user-rule hit costs some microseconds in the RE2 bindings.
+    for label, regex, text in (
+        ("user-rule hit flood ('a' on 32 KiB of 'a')", "a", "a" * CAP),
+        ("user-rule quadratic listing ('x*y|x' on 32 KiB of 'x')", "x*y|x", "x" * CAP),
+    ):
+        packet = {"goal": text, "next_step": "."}
+        rule = compile_user_rule("record", regex)
+        nhits = len(scan_packet(packet, [rule]))
+        med, _ = measure(lambda p=packet, r=rule: scan_packet(p, [r]), 5, warmup=1)
+        print(f"\n{label}: {nhits} hits, median {med:.1f} ms")
 
     # Not a target, for the record: a packet that is nothing but real hits costs
     # per hit (field mapping, sorting, Hit objects), not per byte.

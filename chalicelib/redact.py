@@ -22,6 +22,11 @@ Design notes
   "secret") only searches windows around its keywords. User rules run field
   by field so ``^``/``$``/``.`` keep their usual meaning. A typical 32 KiB
   packet scans in about 1.2 ms (see BENCHMARKS.md).
+* User rules (``ltm sensitive add``) cannot be vetted like the built-ins, so
+  they run on RE2 (``google-re2``), which matches in linear time whatever the
+  pattern: ``(a+)+$`` cannot hang a push. RE2 has no backreferences,
+  look-arounds or possessive quantifiers; such patterns are refused when
+  compiled. It is imported on first use, off the CLI's start-up path.
 * Deliberate calls: e-mail addresses are *not* flagged (they are ordinary in
   engineering prose and commit metadata; add a user rule if you need it).
   Home-relative paths (``~/work/acme``) *are* flagged as ``abs-path``: they
@@ -40,15 +45,18 @@ Design notes
 from __future__ import annotations
 
 import re
+import sys
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Protocol, overload
 
 __all__ = [
     "BUILTIN_KINDS",
     "BUILTIN_RULES",
     "Hit",
+    "Match",
+    "Pattern",
     "Rule",
     "compile_user_rule",
     "scan_packet",
@@ -61,9 +69,38 @@ _KEY_MASK = "-----BEGIN … PRIVATE KEY-----"
 _SEP = "\x00"
 _KIND_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
 
+
+class Match(Protocol):
+    """What the scanner and the checks use of a match: ``re.Match[str]`` or RE2's."""
+
+    def start(self, group: int | str = 0, /) -> int: ...
+
+    def end(self, group: int | str = 0, /) -> int: ...
+
+    def span(self, group: int | str = 0, /) -> tuple[int, int]: ...
+
+    @overload
+    def group(self, group: Literal[0] = 0, /) -> str: ...
+
+    @overload
+    def group(self, group: int | str, /) -> str | Any: ...
+
+
+class Pattern(Protocol):
+    """What the scanner uses of a compiled pattern.
+
+    Built-in rules hold an ``re.Pattern[str]``; user rules an RE2 pattern
+    (``compile_user_rule``). Offsets are in characters for both.
+    """
+
+    def finditer(
+        self, string: str, pos: int = 0, endpos: int = sys.maxsize, /
+    ) -> Iterator[Match]: ...
+
+
 # A check receives the scanned text and the match; it returns the span to report
 # (possibly widened, e.g. to include a URL scheme) or None to drop the match.
-Check = Callable[[str, "re.Match[str]"], "tuple[int, int] | None"]
+Check = Callable[[str, Match], "tuple[int, int] | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +130,7 @@ class Rule:
     """
 
     kind: str
-    pattern: re.Pattern[str]
+    pattern: Pattern
     near: tuple[str, ...] = ()
     radius: int = 0
     min_len: int = 0
@@ -118,7 +155,7 @@ def _scheme_start(text: str, pos: int) -> int:
     return start
 
 
-def _with_scheme(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+def _with_scheme(text: str, m: Match) -> tuple[int, int] | None:
     """Widen a host match to the left to include ``scheme://`` when present."""
     start = m.start()
     if start and text[start - 1] in _WORDISH:
@@ -136,7 +173,7 @@ _PLACEHOLDER_PW = re.compile(
 )
 
 
-def _url_credentials(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+def _url_credentials(text: str, m: Match) -> tuple[int, int] | None:
     if _PLACEHOLDER_PW.fullmatch(m.group("pw")):
         return None
     return _scheme_start(text, m.start()), m.end()
@@ -148,7 +185,7 @@ _SECRET_AFTER = 32  # ... or this far after it
 _B64_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/=")
 
 
-def _aws_secret(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+def _aws_secret(text: str, m: Match) -> tuple[int, int] | None:
     start, end = m.span()
     # The rule runs on keyword windows, so re-check the token's right edge
     # against the full text (a window end looks like the end of the string).
@@ -177,18 +214,18 @@ def _aws_secret(text: str, m: re.Match[str]) -> tuple[int, int] | None:
 _OPENAI_BODY = re.compile(r"[A-Z0-9]|[a-z]{24}")
 
 
-def _openai(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+def _openai(text: str, m: Match) -> tuple[int, int] | None:
     # "sk-learn-compatible-estimator-wrapper" is prose; keys carry digits or
     # capitals, or at least one long random run.
     return m.span() if _OPENAI_BODY.search(m.group(), 3) else None
 
 
-def _has_digit(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+def _has_digit(text: str, m: Match) -> tuple[int, int] | None:
     s = m.group()
     return m.span() if any(c.isdigit() for c in s[5:]) else None
 
 
-def _ssh_key_span(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+def _ssh_key_span(text: str, m: Match) -> tuple[int, int] | None:
     """Widen a " AAAA..." match to the left over the key type (e.g. "ssh-ed25519")."""
     start = m.start()
     limit = max(0, start - 40)
@@ -203,7 +240,7 @@ _KEYTYPE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-@.")
 _TRAILING = frozenset(".,:;!?")
 
 
-def _path_span(text: str, m: re.Match[str], start: int | None = None) -> tuple[int, int]:
+def _path_span(text: str, m: Match, start: int | None = None) -> tuple[int, int]:
     """The path without trailing sentence punctuation ("see /etc/hosts.")."""
     s = m.start() if start is None else start
     e = m.end()
@@ -212,11 +249,11 @@ def _path_span(text: str, m: re.Match[str], start: int | None = None) -> tuple[i
     return s, e
 
 
-def _path(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+def _path(text: str, m: Match) -> tuple[int, int] | None:
     return _path_span(text, m)
 
 
-def _drive_path(text: str, m: re.Match[str]) -> tuple[int, int] | None:
+def _drive_path(text: str, m: Match) -> tuple[int, int] | None:
     """Windows paths are anchored on the colon: include the drive letter."""
     return _path_span(text, m, m.start() - 1)
 
@@ -428,11 +465,15 @@ def __getattr__(name: str) -> Any:
 # --------------------------------------------------------------------------- #
 
 
+_RE2_LIMITS = "no backreferences, look-arounds or possessive quantifiers"
+
+
 def compile_user_rule(kind: str, regex: str) -> Rule:
-    """Compile a user-defined pattern (from config) into a Rule.
+    """Compile a user-defined pattern (from config) into a Rule that runs on RE2.
 
     Raises ValueError with a one-line message for a bad kind, an empty pattern,
-    an invalid regex, or a pattern that can match the empty string.
+    a pattern RE2 refuses (invalid, or a feature RE2 leaves out because it
+    cannot run in linear time) or a pattern that can match the empty string.
     """
     if not isinstance(kind, str) or not _KIND_RE.fullmatch(kind):
         raise ValueError(
@@ -440,23 +481,93 @@ def compile_user_rule(kind: str, regex: str) -> Rule:
         )
     if not isinstance(regex, str) or not regex:
         raise ValueError(f"empty pattern for kind {kind!r}")
+    import re2  # type: ignore[import-untyped]  # here, not at import: start-up time
+
+    options = re2.Options()
+    options.log_errors = False  # RE2 would also log the error to stderr
     try:
-        pattern = re.compile(regex)
-    except (re.error, OverflowError, RecursionError) as e:
-        raise ValueError(f"invalid regex for kind {kind!r}: {e}") from None
-    if _can_match_empty(regex, pattern):
+        compiled = re2.compile(regex, options)
+    except re2.error as e:
+        raise ValueError(
+            f"invalid regex for kind {kind!r}: {_re2_reason(e)} (a pattern must be RE2 "
+            f"syntax, which is linear-time: {_RE2_LIMITS})"
+        ) from None
+    except UnicodeEncodeError:  # a lone surrogate, e.g. from a non-UTF-8 command line
+        raise ValueError(f"invalid regex for kind {kind!r}: not valid Unicode text") from None
+    pattern = _RE2Pattern(compiled, regex)
+    if _can_match_empty(pattern):
         raise ValueError(f"pattern for kind {kind!r} matches the empty string: {regex!r}")
     return Rule(kind, pattern)
 
 
-def _can_match_empty(regex: str, pattern: re.Pattern[str]) -> bool:
-    try:
-        from re import _parser  # type: ignore[attr-defined]  # stdlib, already loaded by re
+def _re2_reason(error: Exception) -> str:
+    """RE2's own words for a refused pattern, on one printable line."""
+    reason = error.args[0] if error.args else ""
+    if isinstance(reason, bytes):
+        reason = reason.decode("utf-8", "replace")
+    reason = str(reason) or "refused by RE2"
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in reason)
 
-        return int(_parser.parse(regex, pattern.flags).getwidth()[0]) == 0
-    except Exception:  # pragma: no cover - private API moved: fall back to probing
-        probes = ("", " ", "a", "A", "0", "-", "/", "\n", "a b")
-        return any(m.end() == m.start() for p in probes for m in pattern.finditer(p))
+
+# Characters RE2 cannot take (it reads UTF-8); replaced one for one, so offsets hold.
+_SURROGATES = "[\ud800-\udfff]"
+
+
+class _RE2Pattern:
+    """A user pattern compiled by RE2, with the ``finditer`` of ``re.Pattern``.
+
+    RE2 reads UTF-8, so a text with lone surrogates (not Unicode, but they can
+    reach the scanner from an unvalidated packet or a non-UTF-8 command line)
+    is searched with each one replaced by U+FFFD: same length, same offsets.
+    """
+
+    __slots__ = ("_compiled", "pattern")
+
+    def __init__(self, compiled: Any, pattern: str) -> None:
+        self._compiled = compiled
+        self.pattern = pattern
+
+    def finditer(self, string: str, pos: int = 0, endpos: int = sys.maxsize, /) -> Iterator[Match]:
+        if not string.isascii():
+            string = re.sub(_SURROGATES, "\ufffd", string)
+        it: Iterator[Match] = self._compiled.finditer(string, pos, endpos)
+        return it
+
+    def fullmatch(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> Match | None:
+        m: Match | None = self._compiled.fullmatch(string, pos, endpos)
+        return m
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _RE2Pattern) and other.pattern == self.pattern
+
+    def __hash__(self) -> int:
+        return hash((_RE2Pattern, self.pattern))
+
+    def __repr__(self) -> str:
+        return f"re2.compile({self.pattern!r})"
+
+
+# Every context an empty match can see: the character before it (none, a
+# newline, an ASCII word character, anything else) and the one after it.
+_SIDES = ("", "\n", "a", " ")
+
+
+def _can_match_empty(pattern: _RE2Pattern) -> bool:
+    """Whether the pattern can match the empty string, anywhere in any text.
+
+    An empty match reads no character, so whether one exists at a position
+    depends only on RE2's zero-width assertions there (``^ $ \\A \\z \\b \\B``,
+    with or without ``(?m)``), and those look only at the two neighbours: the
+    start or end of the text, a newline, an ASCII word character (RE2's ``\\b``
+    is ASCII), or anything else. So the 16 pairs of neighbours below cover
+    every case, and anchoring both ends on the empty span between them keeps a
+    longer alternative (``x|``) from hiding the empty one.
+    """
+    return any(
+        pattern.fullmatch(before + after, len(before), len(before)) is not None
+        for before in _SIDES
+        for after in _SIDES
+    )
 
 
 # --------------------------------------------------------------------------- #

@@ -81,7 +81,17 @@ def user_rules() -> list[Rule]:
         try:
             rules.append(redact.compile_user_rule(entry["kind"], entry["regex"]))
         except (KeyError, TypeError, ValueError) as exc:
-            raise CliError(f"bad sensitive pattern in config: {entry!r}: {exc}") from None
+            kind = entry.get("kind") if isinstance(entry, dict) else None
+            if not (isinstance(exc, ValueError) and isinstance(kind, str) and kind.isprintable()):
+                raise CliError(f"bad sensitive pattern in settings.toml: {entry!r}") from None
+            # Saved by an earlier build (which took Python `re` syntax) or edited
+            # by hand: every scan needs it, so name it and say how to replace it.
+            import shlex
+
+            raise CliError(
+                f"your sensitive pattern {kind!r} cannot be used: {exc}; fix it with "
+                f"`ltm sensitive rm {shlex.quote(kind)}`, then `ltm sensitive add` it again"
+            ) from None
     return rules
 
 

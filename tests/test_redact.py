@@ -6,6 +6,7 @@ that looks like a live credential to a push-protection scanner.
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomli_w
+from clikit import LTM, Cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -487,9 +490,14 @@ def test_private_key_material_never_echoed() -> None:
         ("acme", "", "empty pattern"),
         ("acme", "a*", "matches the empty string"),
         ("acme", r"\b", "matches the empty string"),
-        ("acme", "(?=x)", "matches the empty string"),
         ("acme", "^", "matches the empty string"),
         ("acme", "x|", "matches the empty string"),
+        # RE2 syntax: the stdlib parser used to decide this, and cannot read all of it
+        ("acme", "[[:alpha:]]*", "matches the empty string"),
+        ("acme", r"\pL*", "matches the empty string"),
+        ("acme", r"(?m)$", "matches the empty string"),
+        ("acme", r"\z", "matches the empty string"),
+        ("acme", r"(?i)\B|x", "matches the empty string"),
         ("", "x", "invalid kind"),
         ("Acme", "x", "invalid kind"),
         ("-acme", "x", "invalid kind"),
@@ -502,6 +510,68 @@ def test_user_rule_errors(kind: str, regex: str, message: str) -> None:
     with pytest.raises(ValueError, match=message) as exc:
         compile_user_rule(kind, regex)
     assert "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("regex", "reason"),
+    [
+        (r"(a)\1", r"invalid escape sequence: \1"),  # backreference
+        ("(?P<n>a)(?P=n)", "invalid perl operator: (?P"),  # named backreference
+        ("(?=x)", "invalid perl operator: (?="),  # look-ahead
+        ("(?<!x)y", "invalid perl operator: (?<!"),  # look-behind
+        ("a++", "bad repetition operator: ++"),  # possessive
+        (r"x\Z", r"invalid escape sequence: \Z"),  # Python's end of text; RE2's is \z
+        ("x(\ny", r"missing ): x(\ny"),  # RE2 quotes the pattern: kept on one line
+    ],
+)
+def test_user_rule_must_be_re2_syntax(regex: str, reason: str) -> None:
+    with pytest.raises(ValueError) as exc:
+        compile_user_rule("acme", regex)
+    message = str(exc.value)
+    assert message.startswith(f"invalid regex for kind 'acme': {reason} ")
+    assert "must be RE2 syntax, which is linear-time" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("regex", [r"\bx\b", "^x$", "(?m)^x$", "[[:alpha:]]+", r"\pL+", "x|y"])
+def test_user_rule_that_cannot_match_empty_is_accepted(regex: str) -> None:
+    assert compile_user_rule("acme", regex).kind == "acme"
+
+
+# Pieces of RE2 patterns, heavy on the zero-width assertions, and the texts an
+# empty match is looked for in: every string up to 3 chars over a, _, space,
+# newline and é (a non-ASCII letter: not a word character for RE2's \b).
+_ATOMS = ["a", " ", r"\n", "^", "$", r"\A", r"\z", r"\b", r"\B", "(?m:^)", "(?m:$)", "a*", r"\w"]
+_TEXTS = ["".join(t) for n in range(4) for t in itertools.product("a_ \né", repeat=n)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.recursive(
+        st.sampled_from(_ATOMS),
+        lambda inner: st.one_of(
+            st.tuples(inner, inner).map("".join),
+            st.tuples(inner, inner).map(lambda t: f"(?:{t[0]}|{t[1]})"),
+            inner.map(lambda t: f"(?:{t})?"),
+        ),
+        max_leaves=5,
+    )
+)
+def test_empty_match_check_agrees_with_brute_force(regex: str) -> None:
+    # The check probes 16 neighbour pairs; here every position of every short text.
+    import re2
+
+    compiled = re2.compile(regex)
+    empty_somewhere = any(
+        compiled.fullmatch(text, i, i) is not None for text in _TEXTS for i in range(len(text) + 1)
+    )
+    if empty_somewhere:
+        with pytest.raises(ValueError, match="matches the empty string"):
+            compile_user_rule("acme", regex)
+    else:
+        rule = compile_user_rule("acme", regex)
+        # ... and the scanner never meets an empty match of it.
+        assert all(m.end() > m.start() for t in _TEXTS for m in rule.pattern.finditer(t))
 
 
 def test_user_rule_matches_and_reports_its_kind() -> None:
@@ -535,6 +605,141 @@ def test_user_rule_after_builtin_at_same_position_and_cut() -> None:
 
 def test_kind_can_be_32_chars() -> None:
     assert compile_user_rule("a" * 32, "x").kind == "a" * 32
+
+
+def test_user_rule_offsets_are_characters_and_survive_lone_surrogates() -> None:
+    # RE2 works on UTF-8 bytes: hits must still land on the right characters.
+    rule = compile_user_rule("codename", r"blue\w+")
+    assert scan_text("éé ünï bluebird — ok", [rule]) == [("codename", "bluebird")]
+    packet = base_packet(goal="日本語 bluebird", constraints=["\ud800 bluejay \udfff"])
+    assert [str(h) for h in scan_packet(packet, [rule])] == [
+        "goal/codename: bluebird",
+        "constraints[0]/codename: bluejay",
+    ]
+
+
+def test_user_rules_compare_by_pattern() -> None:
+    assert compile_user_rule("k", "x+") == compile_user_rule("k", "x+")
+    assert compile_user_rule("k", "x+") != compile_user_rule("k", "y+")
+
+
+# Patterns that backtrack catastrophically in Python's `re`, with the 32 KiB input
+# that makes them do it; on RE2 each scan is linear. (With `re` these take from
+# about a minute, (.*a){20}, to far beyond a lifetime.) Speed is measured in
+# bench/bench_redact.py.
+CATASTROPHIC: dict[str, tuple[str, str, str]] = {
+    # name: (pattern, adversarial near-miss, a text it does match)
+    "nested-plus": (r"(a+)+$", "a" * N + "!", "a" * N),
+    "overlapping-plus": (r"(x+x+)+y", "x" * N, "x" * 40 + "y"),
+    "words-and-spaces": (r"(\w+\s?)+$", "ab " * (N // 3) + "!", "ab " * (N // 3) + "ab"),
+    "alternation": (r"(a|aa)+b", "a" * N, "a" * N + "b"),
+    "dot-star-repeat": (r"(.*a){20}", "a" * 19 + "b" * N, "ba" * 20),
+}
+
+
+@pytest.mark.parametrize("name", list(CATASTROPHIC))
+def test_catastrophic_user_patterns_finish_with_the_right_answer(name: str) -> None:
+    regex, near_miss, hit = CATASTROPHIC[name]
+    rule = compile_user_rule("slow", regex)
+    assert scan_text(near_miss, [rule]) == []
+    assert scan_packet(base_packet(goal=near_miss, next_step="go."), [rule]) == []
+    assert scan_text(hit, [rule]) == [("slow", cut(hit))]
+    assert [str(h) for h in scan_packet(base_packet(goal=hit, next_step="go."), [rule])] == [
+        f"goal/slow: {cut(hit)}"
+    ]
+
+
+# --------------------------------------------------------------------------- #
+# User rules through the real CLI (one person's config dir, real subprocesses)
+# --------------------------------------------------------------------------- #
+
+CONTENT = {"goal": "Ship it.", "next_step": "Run the tests."}  # no hit for words below
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path)
+
+
+def write_patterns(cli: Cli, patterns: list[dict[str, str]]) -> None:
+    cli.config.mkdir(parents=True, exist_ok=True)
+    (cli.config / "settings.toml").write_text(tomli_w.dumps({"sensitive": patterns}))
+
+
+@pytest.mark.parametrize(
+    ("flags", "near_miss", "hit", "where"),
+    [
+        # a conforming packet: fields are at most 1024 chars, so 30 of them
+        (
+            [],
+            {"constraints": ["a" * 1000 + "!"] * 30},
+            {"constraints": ["a" * 1000]},
+            "constraints[0]",
+        ),
+        # a lenient one: the whole 32 KiB in one field
+        (["--lenient"], {"goal": "a" * 31_000 + "!"}, {"goal": "a" * 31_000}, "goal"),
+    ],
+)
+def test_cli_saves_an_adversarial_packet_with_a_catastrophic_rule(
+    cli: Cli, flags: list[str], near_miss: dict[str, Any], hit: dict[str, Any], where: str
+) -> None:
+    cli.ok("sensitive", "add", "slow", r"(a+)+$")
+    cli.ok("sensitive", "add", "words", r"(\w+\s?)+$")
+    packet = json.dumps({**CONTENT, "next_step": "ab " * 300 + "!", **near_miss})
+    assert 30_000 < len(packet) < 32_768
+    # The timeout only guards against a hang (with `re`, this never returned).
+    saved = cli.run("save", *flags, "-", stdin=packet, timeout=120)
+    assert saved.returncode == 0, saved.stderr
+    assert len(saved.stdout.strip()) == 26  # the new packet's id
+    blocked = cli.run("save", *flags, "-", stdin=json.dumps({**CONTENT, **hit}), timeout=120)
+    assert blocked.returncode == 1
+    assert f"  {where}/slow: {'a' * 32}…\n  {where}/words: {'a' * 32}…\n" in blocked.stderr
+
+
+@pytest.mark.parametrize("regex", [r"(a)\1", "(?=x)"])
+def test_cli_refuses_syntax_re2_does_not_have(cli: Cli, regex: str) -> None:
+    line = cli.fails("sensitive", "add", "codename", regex, code=2)
+    assert "must be RE2 syntax, which is linear-time" in line
+    assert cli.ok("sensitive", "ls") == ""
+    assert not (cli.config / "settings.toml").exists()
+
+
+def test_cli_names_a_saved_pattern_re2_refuses(cli: Cli) -> None:
+    # e.g. saved by an earlier build, which took Python `re` syntax
+    write_patterns(cli, [{"kind": "ok", "regex": "bluebird"}, {"kind": "old", "regex": "x(?=y)"}])
+    for args in (("save", "-"), ("validate", "-"), ("sensitive", "test", "hello")):
+        line = cli.fails(*args, stdin=json.dumps(CONTENT))
+        assert line.startswith("ltm: your sensitive pattern 'old' cannot be used: ")
+        assert "invalid perl operator: (?=" in line and "RE2" in line
+        assert line.endswith(
+            "fix it with `ltm sensitive rm old`, then `ltm sensitive add` it again"
+        )
+    assert cli.ok("sensitive", "ls") == "ok\tbluebird\nold\tx(?=y)\n"
+    cli.ok("sensitive", "rm", "old")
+    assert cli.ok("save", "-", stdin=json.dumps(CONTENT))
+    blocked = cli.run("save", "-", stdin=json.dumps({**CONTENT, "goal": "a bluebird"}))
+    assert blocked.returncode == 1 and "goal/ok: bluebird" in blocked.stderr
+
+
+def test_cli_names_a_malformed_saved_entry(cli: Cli) -> None:
+    write_patterns(cli, [{"regex": "x"}])
+    line = cli.fails("save", "-", stdin=json.dumps(CONTENT))
+    assert line == "ltm: bad sensitive pattern in settings.toml: {'regex': 'x'}"
+
+
+@pytest.mark.parametrize("command", [["example"], ["ls"], ["--version"]])
+def test_cli_fast_paths_do_not_load_re2(cli: Cli, command: list[str]) -> None:
+    write_patterns(cli, [{"kind": "codename", "regex": "bluebird"}])
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", LTM, *command],
+        env=cli.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines()}
+    assert "re2" not in imported and "ltm.redact" not in imported
 
 
 # --------------------------------------------------------------------------- #
@@ -733,7 +938,7 @@ def test_import_is_light_and_lazy() -> None:
     # On the CLI's start-up path: stdlib only, and no pattern compiled at import.
     code = (
         "import sys, ltm.redact as r; "
-        "heavy = {'pydantic', 'typer', 'httpx', 'jsonschema'} & set(sys.modules); "
+        "heavy = {'pydantic', 'typer', 'httpx', 'jsonschema', 're2'} & set(sys.modules); "
         "print(r._rules is None, sorted(heavy))"
     )
     out = subprocess.run(

@@ -25,9 +25,19 @@ def _patterns() -> tuple[dict, list[dict[str, str]]]:
 @app.command("add")
 def add(
     kind: Annotated[str, typer.Argument(help="A short name, e.g. internal-host.")],
-    regex: Annotated[str, typer.Argument(help="A Python regular expression.")],
+    regex: Annotated[
+        str,
+        typer.Argument(
+            help="A regular expression in RE2 syntax (linear-time: no backreferences, "
+            "look-arounds or possessive quantifiers; \\w, \\d and \\b are ASCII)."
+        ),
+    ],
 ) -> None:
-    """Block packets that contain text matching REGEX, reported as KIND."""
+    """Block packets that contain text matching REGEX, reported as KIND.
+
+    Patterns run on RE2, which matches in linear time: no pattern can
+    backtrack catastrophically and hang a save or push.
+    """
     from ltm import redact
     from ltm.cli.config import save_settings
 
