@@ -728,10 +728,10 @@ def scan_packet(packet: Mapping[str, Any], extra: Sequence[Rule] = ()) -> list[H
         return []
     starts: list[int] = []
     pos = 0
-    for _, s in strings:
+    for _, text in strings:
         starts.append(pos)
-        pos += len(s) + 1
-    joined = _SEP.join(s for _, s in strings)
+        pos += len(text) + 1
+    joined = _SEP.join(text for _, text in strings)
 
     found: list[tuple[int, int, int, int]] = []  # (field index, start, rule index, end)
     builtin = _builtin_rules()
