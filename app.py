@@ -32,6 +32,7 @@ from chalicelib import openapi
 from chalicelib.logs import make_logger
 from chalicelib.packet import MAX_PACKET_BYTES
 from chalicelib.service import invites, packets, teams, tokens
+from chalicelib.service.access import Credential
 from chalicelib.service.errors import BadRequest, PayloadTooLarge, ServiceError
 from chalicelib.store import Member, PacketMeta, Store, Team, User
 from chalicelib.store.select import open_store
@@ -126,7 +127,7 @@ def _ts(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _caller(request: Any) -> tokens.Credential:
+def _caller(request: Any) -> Credential:
     """The request's bearer token, parsed (401 when missing), not yet looked up.
 
     The service checks it together with the request's first store read, so

@@ -19,7 +19,18 @@ from datetime import datetime
 
 from ..store import Member, Store, StoredPacket, Team, User
 from .errors import NotFound
-from .tokens import Credential, checked
+
+
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """A request's bearer token, parsed (``tokens.credential``) but not yet checked."""
+
+    token_hash: str
+    user_hint: str | None  # the user id the token names, believed only once checked
+
+    def __repr__(self) -> str:  # never print even the hash in a traceback
+        return f"Credential(user_hint={self.user_hint!r})"
+
 
 Caller = User | Credential
 
@@ -59,6 +70,8 @@ def access(
         loaded = store.load(user_id=caller.id, team=asked_team, packet_id=packet_id)
         user = caller
     else:
+        from .tokens import checked  # the server's path; the local CLI never needs it
+
         loaded = store.load(
             token_hash=caller.token_hash,
             user_id=caller.user_hint,

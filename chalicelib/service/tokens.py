@@ -28,11 +28,11 @@ import hashlib
 import logging
 import re
 import secrets
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ..store import Conflict as StoreConflict
 from ..store import Store, Token, User
+from .access import Credential
 from .errors import BadRequest, Conflict, NotFound, Unauthorized
 from .users import new_user, now
 
@@ -58,17 +58,6 @@ def mint(user_id: str | None = None) -> str:
     if user_id is not None and _ULID_RE.fullmatch(user_id):
         return f"{TOKEN_PREFIX}{user_id}_{secret}"
     return TOKEN_PREFIX + secret
-
-
-@dataclass(frozen=True, slots=True)
-class Credential:
-    """A request's bearer token, parsed but not yet checked against the store."""
-
-    token_hash: str
-    user_hint: str | None  # the user id the token names, believed only once checked
-
-    def __repr__(self) -> str:  # never print even the hash in a traceback
-        return f"Credential(user_hint={self.user_hint!r})"
 
 
 def credential(authorization: str | None) -> Credential:
