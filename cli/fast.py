@@ -1,8 +1,8 @@
 """The verbs that must answer fast, without the argument parser.
 
 ``ltm --version`` and ``ltm example`` (agents call them at session start),
-``ltm ls`` and ``ltm resume`` (what people and agents run most, usually
-against a server): their bodies live here, importable without typer (typer,
+``ltm ls``, ``ltm resume`` and ``ltm show`` (what people and agents run most,
+usually against a server): their bodies live here, importable without typer (typer,
 and the pydantic it loads to coerce arguments, cost more than the whole rest
 of the command). ``ltm.cli.entry`` hands their plain forms to ``run``;
 anything it does not recognise (help, a typo, an interactive pick) goes to the
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ltm.cli.errors import CliError
 from ltm.cli.output import info
@@ -82,12 +82,7 @@ def resume_packet(
         body = backend.get(ref, team=team)
     finally:
         backend.close()
-    try:
-        packet = json.loads(body)
-    except ValueError:
-        raise CliError(f"packet {ref} is not readable JSON") from None
-    if not isinstance(packet, dict):
-        raise CliError(f"packet {ref} is not a JSON object")
+    packet = decode_packet(body, ref)
     block = render(packet)
     packet_id = str(packet.get("id", ref))
     if as_json:
@@ -103,6 +98,69 @@ def resume_packet(
             return
         info(f"warning: {problem}; printing the block instead")
     sys.stdout.write(block)
+
+
+def decode_packet(body: bytes, ref: str) -> dict[str, Any]:
+    """A stored packet as a dict; a clear error when it is not a JSON object."""
+    try:
+        packet = json.loads(body)
+    except ValueError:
+        raise CliError(f"packet {ref} is not readable JSON") from None
+    if not isinstance(packet, dict):
+        raise CliError(f"packet {ref} is not a JSON object")
+    return packet
+
+
+def show_packet(ref: str, *, team: str | None, as_json: bool, local: bool) -> None:
+    """A packet as a readable summary, or its stored JSON with ``as_json``."""
+    from ltm.cli.backend import open_backend
+
+    backend = open_backend(local=local)
+    try:
+        body = backend.get(ref, team=team)
+    finally:
+        backend.close()
+    if as_json:
+        sys.stdout.buffer.write(body + b"\n")
+        sys.stdout.flush()
+        return
+    packet = decode_packet(body, ref)
+    print(summary(packet), end="")
+
+
+def summary(p: dict[str, Any]) -> str:
+    lines = [f"ID       {p.get('id', '')}", f"Created  {p.get('created_at', '')}"]
+    lines.append(f"Version  {p.get('ltm_version', '')}")
+    project = p.get("project") or {}
+    if project:
+        lines.append(f"Project  {project.get('name', '')} {project.get('ref', '')}".rstrip())
+    if p.get("tags"):
+        lines.append(f"Tags     {', '.join(p['tags'])}")
+    lines += ["", "Goal", f"  {p.get('goal', '')}"]
+    for title, key in (("Done when", "success_criteria"), ("Constraints", "constraints")):
+        if p.get(key):
+            lines += ["", title, *(f"  - {item}" for item in p[key])]
+    if p.get("decisions"):
+        lines += ["", "Decisions"]
+        for d in p["decisions"]:
+            lock = " [locked]" if d.get("locked") else ""
+            lines += [f"  - {d.get('what', '')}{lock}", f"    why: {d.get('why', '')}"]
+    if p.get("attempts"):
+        lines += ["", "Attempts"]
+        for a in p["attempts"]:
+            lines.append(f"  - [{a.get('outcome', '')}] {a.get('tried', '')}")
+            if a.get("learned"):
+                lines.append(f"    learned: {a['learned']}")
+    if p.get("methods"):
+        lines += [
+            "",
+            "Methods",
+            *(f"  - {m.get('name', '')}: {m.get('how', '')}" for m in p["methods"]),
+        ]
+    if p.get("open_questions"):
+        lines += ["", "Open questions", *(f"  - {q}" for q in p["open_questions"])]
+    lines += ["", "Next step", f"  {p.get('next_step', '')}"]
+    return "\n".join(lines) + "\n"
 
 
 def _choose(backend: Backend, team: str | None, *, interactive: bool) -> str:
@@ -159,6 +217,11 @@ def run(argv: list[str]) -> bool:
         resume_packet(
             ref, team=team, local="--local" in flags, copy=copy, as_json="--json" in flags
         )
+        return True
+    if verb == "show":
+        if len(positional) != 1 or "limit" in values or flags & {"--copy", "--no-copy"}:
+            return False
+        show_packet(positional[0], team=team, as_json="--json" in flags, local="--local" in flags)
         return True
     return False
 

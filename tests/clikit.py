@@ -89,6 +89,18 @@ class Cli:
         assert len(lines) == 1 and lines[0].startswith("ltm: "), result.stderr
         return lines[0]
 
+    def imports(self, *args: str) -> set[str]:
+        """Every module ``ltm ARGS`` imports (full dotted names), from ``-X importtime``."""
+        out = subprocess.run(
+            [sys.executable, "-X", "importtime", LTM, *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        return {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if "|" in line}
+
     def credentials(self) -> dict[str, Any]:
         """The sign-in as the files hold it, checked to agree: ``default`` (config.toml's
         host, as the reference reads it), ``token`` (the credentials file, as the reference

@@ -359,13 +359,12 @@ def _newest(backend: Any, team: str | None) -> str:
 
 
 def _decode(body: bytes, ref: str) -> dict[str, Any]:
+    from ltm.cli.fast import decode_packet
+
     try:
-        packet = json.loads(body)
-    except ValueError:
-        raise ToolError(f"packet {ref} is not readable JSON") from None
-    if not isinstance(packet, dict):
-        raise ToolError(f"packet {ref} is not a JSON object")
-    return packet
+        return decode_packet(body, ref)
+    except CliError as exc:
+        raise ToolError(exc.message) from None
 
 
 # --------------------------------------------------------------------------
@@ -400,7 +399,7 @@ def _resume(args: dict[str, Any]) -> Reply:
 
 
 def _show(args: dict[str, Any]) -> Reply:
-    from ltm.cli.commands.show import summary
+    from ltm.cli.fast import summary
 
     backend = _backend()
     try:
