@@ -168,13 +168,16 @@ def used_actions() -> set[str]:
             runs.append((name, fn))
         elif params == {"store", "owner", "team"}:
             runs.append((name, lambda store, fn=fn: fn(store, "u2", None)))
-        elif params == {"store", "seen"}:  # both ways of deleting
-            runs.append((name, lambda store, fn=fn: fn(store, False)))
-            runs.append((name + "-seen", lambda store, fn=fn: fn(store, True)))
+        elif len(params) == 2 and (marks := getattr(fn, "pytestmark", [])):
+            # one parametrized argument besides the store: every value, as pytest runs it
+            (argname, values) = next(m.args for m in marks if m.name == "parametrize")
+            assert params == {"store", argname}
+            for i, value in enumerate(values):
+                runs.append((f"{name}-{i}", lambda store, fn=fn, v=value: fn(store, v)))
         else:  # pragma: no cover - a new contract test with other parameters
             raise AssertionError(f"update this recorder for {name}{tuple(params)}")
-    for name, run in runs:
-        table = f"ltm-{name[:40]}-{len(name)}".replace("_", "-")
+    for n, (name, run) in enumerate(runs):
+        table = f"ltm-{n}-{name[:40]}".replace("_", "-")
         with in_process(table) as client:
             client.meta.events.register("provide-client-params.dynamodb", record)
             run(DynamoStore(table, client=client))

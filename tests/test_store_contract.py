@@ -110,6 +110,13 @@ def test_list_newest_first_per_scope_with_cursor(store: Store) -> None:
     assert [m.id for m in store.list_packets(owner_id="u2").items] == ["01OTHERUSER0"]
 
 
+@pytest.mark.parametrize("cursor", ["not base64!", "bm90IGpzb24=", "WzEsIDJd", "WyJhIiwgIiJd"])
+def test_a_cursor_not_from_a_list_is_refused(store: Store, cursor: str) -> None:
+    # garbage, base64 of non-JSON, [1, 2], ["a", ""]
+    with pytest.raises(ValueError, match="invalid cursor"):
+        store.list_packets(owner_id="u1", cursor=cursor)
+
+
 def test_list_exact_page_has_no_cursor(store: Store) -> None:
     for n in range(3):
         put(store, pkt(f"01PERSONAL{n:02d}", "u1", n=n))

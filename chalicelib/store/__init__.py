@@ -61,6 +61,28 @@ class Page:
     cursor: str | None = None  # opaque; pass back to get the next page, None when done
 
 
+def encode_cursor(sort_key: str, packet_id: str) -> str:
+    """A page's cursor: the last listed packet's sort position, opaque to callers."""
+    import base64
+    import json
+
+    return base64.urlsafe_b64encode(json.dumps([sort_key, packet_id]).encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[str, str]:
+    """The (sort key, packet id) of ``encode_cursor``; ValueError for anything else."""
+    import base64
+    import json
+
+    try:
+        sort_key, packet_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, TypeError) as exc:  # binascii.Error is a ValueError
+        raise ValueError("invalid cursor") from exc
+    if not isinstance(sort_key, str) or not isinstance(packet_id, str) or not packet_id:
+        raise ValueError("invalid cursor")
+    return sort_key, packet_id
+
+
 @dataclass(frozen=True, slots=True)
 class User:
     id: str

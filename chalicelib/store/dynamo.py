@@ -88,9 +88,7 @@ definition of the table; ``infra/ltm.yaml`` is checked against it by
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
 import os
 import random
 import sys
@@ -115,6 +113,8 @@ from . import (
     Team,
     Token,
     User,
+    decode_cursor,
+    encode_cursor,
 )
 from .dynamo_device import DeviceGrantsMixin
 
@@ -223,20 +223,6 @@ def _key(pk: str, sk: str) -> Item:
 
 def _scope(owner_id: str, team_id: str | None) -> str:
     return f"SCOPE#t:{team_id}" if team_id else f"SCOPE#u:{owner_id}"
-
-
-def _encode_cursor(index_sk: str, packet_id: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps([index_sk, packet_id]).encode()).decode()
-
-
-def _decode_cursor(cursor: str) -> tuple[str, str]:
-    try:
-        index_sk, packet_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (ValueError, TypeError) as exc:
-        raise ValueError("invalid cursor") from exc
-    if not isinstance(index_sk, str) or not isinstance(packet_id, str) or not packet_id:
-        raise ValueError("invalid cursor")
-    return index_sk, packet_id
 
 
 # -- item <-> record --------------------------------------------------------
@@ -618,7 +604,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
             "Limit": limit + 1,
         }
         if cursor:
-            index_sk, packet_id = _decode_cursor(cursor)
+            index_sk, packet_id = decode_cursor(cursor)
             kwargs["ExclusiveStartKey"] = {
                 **_key(f"PKT#{packet_id}", "PKT"),
                 "gsi1pk": _s(scope),
@@ -633,7 +619,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
         page = [_packet_meta(item) for item in items[:limit]]
         more = len(items) > limit
         last = items[limit - 1] if more else None
-        next_cursor = _encode_cursor(_req(last, "gsi1sk"), _req(last, "id")) if last else None
+        next_cursor = encode_cursor(_req(last, "gsi1sk"), _req(last, "id")) if last else None
         return Page(page, next_cursor)
 
     def packet_ids_with_prefix(

@@ -11,8 +11,6 @@ lose the last few commits.
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import sqlite3
 import threading
@@ -42,6 +40,8 @@ from . import (
     Team,
     Token,
     User,
+    decode_cursor,
+    encode_cursor,
 )
 
 # Each entry moves the schema one version up; never edit a released entry,
@@ -151,18 +151,6 @@ def _dt(value: str | None) -> datetime | None:
 
 def _scope(owner_id: str, team_id: str | None) -> str:
     return f"t:{team_id}" if team_id else f"u:{owner_id}"
-
-
-def _encode_cursor(sort_key: str, packet_id: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps([sort_key, packet_id]).encode()).decode()
-
-
-def _decode_cursor(cursor: str) -> tuple[str, str]:
-    try:
-        sort_key, packet_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        return str(sort_key), str(packet_id)
-    except (ValueError, TypeError) as exc:
-        raise ValueError("invalid cursor") from exc
 
 
 class SqliteStore(Store):
@@ -322,13 +310,13 @@ class SqliteStore(Store):
         args: list[object] = [_scope(owner_id, team_id)]
         if cursor:
             sql += " AND (sort_key, id) < (?, ?)"
-            args.extend(_decode_cursor(cursor))
+            args.extend(decode_cursor(cursor))
         sql += " ORDER BY sort_key DESC, id DESC LIMIT ?"
         args.append(limit + 1)
         rows = self._conn().execute(sql, args).fetchall()
         items = [PacketMeta(*row[:5]) for row in rows[:limit]]
         more = len(rows) > limit
-        next_cursor = _encode_cursor(rows[limit - 1][5], rows[limit - 1][0]) if more else None
+        next_cursor = encode_cursor(rows[limit - 1][5], rows[limit - 1][0]) if more else None
         return Page(items, next_cursor)
 
     def packet_ids_with_prefix(
