@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 LTM = str(Path(sys.executable).with_name("ltm"))
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
@@ -120,6 +120,22 @@ class Cli:
             assert raw == token + "\n", "credentials is the bare token and a newline"
             assert hosts[default]["token"] == token, "hosts.json contradicts credentials"
         return {"default": default, "token": token, "hosts": hosts}
+
+
+class Issuer(Protocol):
+    """A server the tests can mint tokens on (``serverkit.Server`` and friends)."""
+
+    url: str
+
+    def issue(self, name: str) -> tuple[str, str]: ...
+
+
+def signed_in(server: Issuer, home: Path, name: str) -> Cli:
+    """A machine where ``name`` signed in with a fresh token, as ``ltm auth HOST TOKEN`` does."""
+    _user_id, token = server.issue(name)
+    cli = Cli(home)
+    cli.ok("auth", server.url, token)
+    return cli
 
 
 def free_port() -> int:

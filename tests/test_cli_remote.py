@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from clikit import Cli, Seen, stub_server
+from clikit import Cli, Seen, signed_in, stub_server
 from serverkit import Server, running_server
 
 CONTENT = {
@@ -30,14 +30,6 @@ CONTENT = {
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with running_server(tmp_path_factory.mktemp("cli-remote")) as srv:
         yield srv
-
-
-def person(server: Server, tmp_path: Path, name: str) -> Cli:
-    """A signed-in user with their own config dir."""
-    cli = Cli(tmp_path / name)
-    _user_id, token = server.issue(name)
-    cli.ok("auth", server.url, token)
-    return cli
 
 
 def content(goal: str) -> str:
@@ -74,7 +66,7 @@ def test_auth_reads_the_token_from_stdin(server: Server, tmp_path: Path) -> None
 
 
 def test_every_packet_verb_in_personal_scope(server: Server, tmp_path: Path) -> None:
-    cli = person(server, tmp_path, "bea")
+    cli = signed_in(server, tmp_path / "bea", "bea")
     first = cli.ok("save", "-", stdin=content("First goal")).strip()
     example = tmp_path / "example.json"
     example.write_text(cli.ok("example"))
@@ -115,7 +107,7 @@ def test_every_packet_verb_in_personal_scope(server: Server, tmp_path: Path) -> 
 
 
 def test_team_scope_and_joining_on_a_clean_machine(server: Server, tmp_path: Path) -> None:
-    alice = person(server, tmp_path, "ann")
+    alice = signed_in(server, tmp_path / "ann", "ann")
     alice.ok("teams", "create", "crew-a")
     assert "crew-a" in alice.ok("teams", "ls")
     created = json.loads(alice.ok("teams", "ls", "--json"))["teams"]
@@ -171,7 +163,7 @@ def test_team_scope_and_joining_on_a_clean_machine(server: Server, tmp_path: Pat
 def test_moving_packets_between_the_local_store_and_the_server(
     server: Server, tmp_path: Path
 ) -> None:
-    cli = person(server, tmp_path, "cyd")
+    cli = signed_in(server, tmp_path / "cyd", "cyd")
     cli.ok("teams", "create", "movers")
     local_id = cli.ok("save", "--local", "-", stdin=content("Written offline")).strip()
     assert local_id[:12] not in cli.ok("ls")  # only local so far
@@ -200,7 +192,7 @@ def test_moving_packets_between_the_local_store_and_the_server(
 def test_the_redaction_pre_flight_runs_before_a_local_packet_leaves(
     server: Server, tmp_path: Path
 ) -> None:
-    cli = person(server, tmp_path, "dee")
+    cli = signed_in(server, tmp_path / "dee", "dee")
     leaky = json.dumps({**CONTENT, "next_step": "Open /home/dee/secrets.txt"})
     local_id = cli.ok("save", "--local", "--allow-unredacted", "-", stdin=leaky).strip()
     blocked = cli.run("push", "--from-local", local_id)
@@ -215,7 +207,7 @@ def test_the_redaction_pre_flight_runs_before_a_local_packet_leaves(
 
 
 def test_id_prefixes_resolve_on_the_server(server: Server, tmp_path: Path) -> None:
-    cli = person(server, tmp_path, "eve")
+    cli = signed_in(server, tmp_path / "eve", "eve")
     base = "01PREFIXEVE0000000000000"
     for suffix in ("1A", "2B"):
         cli.ok(
@@ -240,7 +232,7 @@ def test_id_prefixes_resolve_on_the_server(server: Server, tmp_path: Path) -> No
 def test_lenient_packets_are_flagged_and_strict_ones_checked_before_sending(
     server: Server, tmp_path: Path
 ) -> None:
-    cli = person(server, tmp_path, "fay")
+    cli = signed_in(server, tmp_path / "fay", "fay")
     odd = json.dumps({**CONTENT, "tags": ["Not A Valid Tag"]})
     refused = cli.run("save", "-", stdin=odd)
     assert refused.returncode == 1 and "not a valid packet" in refused.stderr
@@ -252,7 +244,7 @@ def test_lenient_packets_are_flagged_and_strict_ones_checked_before_sending(
 
 
 def test_local_logout_and_config(server: Server, tmp_path: Path) -> None:
-    cli = person(server, tmp_path, "gus")
+    cli = signed_in(server, tmp_path / "gus", "gus")
     packet_id = cli.ok("save", "-", stdin=content("On the server")).strip()
     assert cli.ok("ls", "--local") == ""  # --local forces the embedded store
     assert cli.ok("config", "get", "host").strip() == server.url
@@ -346,7 +338,7 @@ def test_through_an_http_proxy(server: Server, tmp_path: Path) -> None:
         r = httpx.request(request.method, request.path, headers=headers, content=request.body)
         return r.status_code, {"Content-Type": r.headers.get("content-type", "")}, r.content
 
-    cli = person(server, tmp_path, "behind-proxy")
+    cli = signed_in(server, tmp_path / "behind-proxy", "behind-proxy")
     with stub_server(proxy) as stub:
         with_auth = stub.url.replace("http://", "http://sam:s3cret@")
         packet_id = cli.ok("save", "-", stdin=content("Via proxy"), HTTP_PROXY=with_auth).strip()

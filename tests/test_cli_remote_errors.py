@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from clikit import Cli, Seen, free_port, json_reply, silent_server, stub_server
+from clikit import Cli, Seen, free_port, json_reply, signed_in, silent_server, stub_server
 from serverkit import Server, ltm_server, running_server
 
 CONTENT = {"goal": "Keep errors short", "next_step": "Read the one line"}
@@ -29,13 +29,6 @@ CONTENT = {"goal": "Keep errors short", "next_step": "Read the one line"}
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with running_server(tmp_path_factory.mktemp("cli-errors")) as srv:
         yield srv
-
-
-def person(server: Server, tmp_path: Path, name: str) -> Cli:
-    cli = Cli(tmp_path / name)
-    _user_id, token = server.issue(name)
-    cli.ok("auth", server.url, token)
-    return cli
 
 
 def against(tmp_path: Path, url: str, token: str = "ltm_" + "0" * 64) -> Cli:
@@ -165,8 +158,8 @@ def test_token_from_the_environment_rejected(server: Server, tmp_path: Path) -> 
 
 
 def test_403_404_409(server: Server, tmp_path: Path) -> None:
-    owner = person(server, tmp_path, "olga")
-    member = person(server, tmp_path, "max")
+    owner = signed_in(server, tmp_path / "olga", "olga")
+    member = signed_in(server, tmp_path / "max", "max")
     owner.ok("teams", "create", "errs")
     member.ok("join", owner.ok("invite", "-t", "errs").strip())
 
@@ -206,7 +199,7 @@ def test_expired_used_and_unknown_invites(server: Server, tmp_path: Path) -> Non
     from ltm.store import Invite
     from ltm.store.sqlite import SqliteStore
 
-    owner = person(server, tmp_path, "ivy")
+    owner = signed_in(server, tmp_path / "ivy", "ivy")
     owner.ok("teams", "create", "invites")
     # An invite made eight days ago, written into the server's own store.
     code = "expired-" + "x" * 24
@@ -241,7 +234,7 @@ def test_expired_used_and_unknown_invites(server: Server, tmp_path: Path) -> Non
 
 
 def test_413_from_our_server(server: Server, tmp_path: Path) -> None:
-    cli = person(server, tmp_path, "big")
+    cli = signed_in(server, tmp_path / "big", "big")
     # Just under 32 KiB as sent (it parses); with the id and date filled in, the packet
     # passes 32 KiB, which only --lenient lets through the client's own check.
     data = {**CONTENT, "constraints": ["x" * 1024] * 31}

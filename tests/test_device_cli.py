@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clikit import Cli
+from clikit import Cli, signed_in
 from devicekit import AuthProcess, device_server
 from serverkit import Server, make_packet
 
@@ -24,14 +24,6 @@ from serverkit import Server, make_packet
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with device_server(tmp_path_factory.mktemp("device-cli")) as srv:
         yield srv
-
-
-def signed_in(server: Server, home: Path, name: str) -> Cli:
-    """A machine where ``name`` signed in with a token (the way the first machine does)."""
-    _uid, token = server.issue(name)
-    cli = Cli(home)
-    cli.ok("auth", server.url, token)
-    return cli
 
 
 def test_new_machine_signs_in_with_ltm_approve(server: Server, tmp_path: Path) -> None:
