@@ -29,7 +29,7 @@ from ltm.redact import (
     scan_text,
 )
 
-PROTOCOL = Path(__file__).resolve().parents[2] / "shared" / "protocol"
+SPEC = Path(__file__).resolve().parents[1] / "spec"  # the published files (spec/README.md)
 MASK = "-----BEGIN … PRIVATE KEY-----"
 N = 32_768
 
@@ -331,7 +331,7 @@ def test_negative(text: str) -> None:
     "name", ["example.v0.2.json", "reference-benchmark.v0.1.json"], ids=lambda n: n
 )
 def test_published_examples_are_clean(name: str) -> None:
-    packet = json.loads((PROTOCOL / "examples" / name).read_text())
+    packet = json.loads((SPEC / "examples" / name).read_text())
     assert scan_packet(packet) == []
 
 
