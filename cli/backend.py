@@ -26,6 +26,20 @@ class Pushed:
     created: bool
 
 
+def check_ref(ref: str) -> None:
+    """Refuse a packet id (or prefix) outside the id character set before it goes anywhere.
+
+    The rule is ``ltm.ids``'s, the one the server applies: an id with ``/``, CR/LF
+    or a bidi mark could never be fetched or deleted, and would print as something
+    it is not.
+    """
+    from ltm.ids import id_problem
+
+    problem = id_problem(ref, prefix=True)
+    if problem is not None:
+        raise CliError(problem, exit_code=2)
+
+
 class Backend(ABC):
     """Where packets live. ``ref`` arguments take a full id or a unique prefix."""
 
@@ -121,6 +135,7 @@ class LocalBackend(Backend):
     def get(self, ref: str, *, team: str | None = None) -> bytes:
         from ltm.service import packets
 
+        check_ref(ref)
         self._no_teams(team)
         with self._service():
             return packets.get(self.store, self.user, self._resolve(ref)).body
@@ -128,6 +143,7 @@ class LocalBackend(Backend):
     def delete(self, ref: str, *, team: str | None = None) -> str:
         from ltm.service import packets
 
+        check_ref(ref)
         self._no_teams(team)
         with self._service():
             packet_id = self._resolve(ref)

@@ -38,10 +38,14 @@ def main(argv: list[str] | None = None) -> None:
 
         if os.environ.get("LTM_DEBUG"):
             raise
+        from ltm.cli.output import safe
+
+        # Error lines quote packet text and server replies: no terminal control gets through.
         if isinstance(exc, CliError):
-            print(f"ltm: {exc.message}", file=sys.stderr)
+            print(f"ltm: {safe(exc.message, multiline=True)}", file=sys.stderr)
             sys.exit(exc.exit_code)
-        print(f"ltm: unexpected error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        detail = safe(f"{type(exc).__name__}: {exc}", multiline=True)
+        print(f"ltm: unexpected error: {detail}", file=sys.stderr)
         print("ltm: run again with --debug for details", file=sys.stderr)
         sys.exit(1)
 

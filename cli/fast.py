@@ -16,7 +16,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ltm.cli.errors import CliError
-from ltm.cli.output import info
+from ltm.cli.output import info, safe, terminal_bytes
 
 if TYPE_CHECKING:
     from ltm.cli.backend import Backend
@@ -54,15 +54,17 @@ def list_packets(*, limit: int, team: str | None, as_json: bool, local: bool) ->
     finally:
         backend.close()
     if as_json:
-        print(json.dumps({"packets": rows}, ensure_ascii=False, indent=2))
+        text = json.dumps({"packets": rows}, ensure_ascii=False, indent=2) + "\n"
+        _write(terminal_bytes(text.encode("utf-8", "surrogateescape")))
         return
     if not rows:
         where = f"team {team} on {backend.label}" if team else backend.label
         info(f"no packets yet in {where}; save one with: ltm save FILE")
         return
     for row in rows:
-        when = relative_time(row["created_at"])
-        print(f"{short_id(row['id']):<12}  {when:<12}  {one_line(row['goal'], 72)}")
+        when = safe(relative_time(row["created_at"]))
+        line = f"{short_id(row['id']):<12}  {when:<12}  {one_line(row['goal'], 72)}"
+        print(safe(line))  # packet text: no terminal control gets through
 
 
 def resume_packet(
@@ -86,7 +88,8 @@ def resume_packet(
     block = render(packet)
     packet_id = str(packet.get("id", ref))
     if as_json:
-        print(json.dumps({"id": packet_id, "resume": block}, ensure_ascii=False))
+        text = json.dumps({"id": packet_id, "resume": block}, ensure_ascii=False) + "\n"
+        _write(terminal_bytes(text.encode("utf-8", "surrogateescape")))
         return
     if copy if copy is not None else interactive:
         from ltm.cli.clipboard import copy as to_clipboard
@@ -97,7 +100,15 @@ def resume_packet(
             info(f"copied the resume block of {packet_id} ({lines} lines) to the clipboard")
             return
         info(f"warning: {problem}; printing the block instead")
-    sys.stdout.write(block)
+    # On a terminal the block is read, so its controls are shown escaped; piped (to an
+    # agent, a file, the clipboard) it goes as written.
+    _write(terminal_bytes(block.encode("utf-8", "surrogateescape")))
+
+
+def _write(raw: bytes) -> None:
+    sys.stdout.flush()
+    sys.stdout.buffer.write(raw)
+    sys.stdout.flush()
 
 
 def decode_packet(body: bytes, ref: str) -> dict[str, Any]:
@@ -121,11 +132,10 @@ def show_packet(ref: str, *, team: str | None, as_json: bool, local: bool) -> No
     finally:
         backend.close()
     if as_json:
-        sys.stdout.buffer.write(body + b"\n")
-        sys.stdout.flush()
+        _write(terminal_bytes(body + b"\n"))
         return
     packet = decode_packet(body, ref)
-    print(summary(packet), end="")
+    print(safe(summary(packet), multiline=True), end="")
 
 
 def summary(p: dict[str, Any]) -> str:

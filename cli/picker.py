@@ -87,6 +87,11 @@ def pick(
 
     if not rows:
         return None
+    from ltm.cli.output import safe
+
+    # Rows carry packet text: escape its controls here, so no caller can forget to.
+    rows = [safe(row) for row in rows]
+    title = safe(title)
     fd = sys.stdin.fileno() if fd is None else fd
     out = out or sys.stdout
     size = shutil.get_terminal_size((80, 24))

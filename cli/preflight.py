@@ -1,15 +1,17 @@
 """Everything a packet goes through before it leaves the user's hands.
 
-Read → parse → (fill the defaults) → validate → redaction scan. The CLI verbs
-and the MCP shim both call these functions, so a packet is judged the same
-way whichever door it comes through, and a blocked packet is never stored or
-sent anywhere.
+Read → parse → (fill the defaults) → validate → id check → redaction scan, all
+in one pass (``judge``), so one report names every problem. The CLI verbs and
+the MCP shim both call these functions, so a packet is judged the same way
+whichever door it comes through, and a refused packet is never stored or sent
+anywhere.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,17 +22,45 @@ if TYPE_CHECKING:
     from ltm.redact import Hit, Rule
 
 
-class Blocked(CliError):
-    """The redaction pre-flight found something that must not leave the machine."""
+class Refused(CliError):
+    """The packet may not be stored or sent: schema errors, a bad id, redaction hits.
 
-    def __init__(self, hits: list[Hit]) -> None:
-        lines = "\n".join(f"  {hit}" for hit in hits)
-        super().__init__(
-            f"redaction pre-flight blocked the packet ({len(hits)} "
-            f"{'hit' if len(hits) == 1 else 'hits'}):\n{lines}\n"
-            "edit those fields, or pass --allow-unredacted to send it anyway"
-        )
+    One report lists every problem at once (schema errors and redaction hits
+    together), so a user fixes a packet in one round, not two.
+    """
+
+    def __init__(self, label: str, errors: list[str], hits: list[Hit]) -> None:
+        parts = []
+        if errors:
+            parts.append(f"{label} is not a valid packet:\n{_indent(errors)}")
+        if hits:
+            count = plural(len(hits), "hit")
+            lines = _indent([str(hit) for hit in hits])
+            parts.append(f"the redaction pre-flight blocked the packet ({count}):\n{lines}")
+            parts.append(
+                "edit those fields, or pass --allow-unredacted to send it anyway"
+                if not errors
+                else "fix those fields (--allow-unredacted only lets the redaction hits pass)"
+            )
+        super().__init__("\n".join(parts))
+        self.label = label
+        self.errors = errors
         self.hits = hits
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Everything found wrong with one packet, in one pass."""
+
+    checked: Checked | None  # None: not a packet at all (not JSON, not an object, ...)
+    errors: list[str]  # schema problems: --lenient may accept these
+    id_error: str | None  # an id outside the safe characters: never accepted
+    hits: list[Hit]  # the redaction pre-flight's
+
+    def refusals(self, *, lenient: bool) -> list[str]:
+        """The errors that stop the packet (with ``lenient``, only what it cannot excuse)."""
+        errors = self.errors if self.checked is None or not lenient else []
+        return errors + ([self.id_error] if self.id_error else [])
 
 
 def read_source(source: str) -> bytes:
@@ -48,23 +78,85 @@ def read_source(source: str) -> bytes:
         raise CliError(f"{source}: {exc.strerror or exc}") from None
 
 
-def check(
-    raw: bytes | Mapping[str, Any],
-    *,
-    fill: bool = False,
-    lenient: bool = False,
-    label: str = "packet",
-) -> Checked:
-    """Parse and validate; with ``fill``, supply a missing id, created_at and ltm_version."""
+def judge(raw: bytes | Mapping[str, Any], *, fill: bool = False, scan: bool = True) -> Verdict:
+    """Parse, (fill the defaults,) validate, check the id and scan: every problem at once."""
     from ltm import packet
+    from ltm.ids import id_problem
 
+    data: Any = None
     try:
         data = packet.parse(raw) if isinstance(raw, bytes) else dict(raw)
         if fill:
             data = packet.fill_defaults(data)
-        return packet.check(data, lenient=lenient)
+        checked = packet.check(data, lenient=True)
     except packet.PacketError as exc:
-        raise CliError(f"{label} is not a valid packet:\n" + _indent(exc.errors)) from None
+        return Verdict(None, list(exc.errors), None, _scan_what_parsed(data) if scan else [])
+    packet_id = checked.data.get("id")
+    # The schema judges the id's length; the characters are this implementation's rule.
+    problem = id_problem(packet_id, prefix=True) if isinstance(packet_id, str) else None
+    id_error = f"id: {problem.removeprefix('packet id ')}" if problem else None
+    hits = scan_packet(checked.data) if scan else []
+    return Verdict(checked, list(checked.errors), id_error, hits)
+
+
+def validation_report(raw: bytes | Mapping[str, Any], *, complete: bool) -> dict[str, Any]:
+    """What ``ltm validate`` and the MCP validate tool say about a packet.
+
+    Judges what ``save`` would store (the defaults filled in), or with ``complete``
+    what ``push`` needs (nothing filled in). ``valid`` covers the schema and the id;
+    ``redaction`` lists the pre-flight's hits; ``bytes`` is the stored size.
+    """
+    from ltm.packet import canonical_bytes
+
+    verdict = judge(raw, fill=not complete)
+    errors = verdict.refusals(lenient=False)
+    report: dict[str, Any] = {
+        "valid": not errors,
+        "errors": errors,
+        "redaction": [hit.as_dict() for hit in verdict.hits],
+    }
+    if verdict.checked is not None:
+        report["bytes"] = len(canonical_bytes(verdict.checked.data))
+    return report
+
+
+def report_lines(report: Mapping[str, Any]) -> list[str]:
+    """A validation report's problems as lines: the schema's, then the redaction hits."""
+    lines = []
+    if report["errors"]:
+        lines.append(f"not a valid packet ({plural(len(report['errors']), 'problem')}):")
+        lines += [f"  {error}" for error in report["errors"]]
+    if report["redaction"]:
+        count = plural(len(report["redaction"]), "hit")
+        lines.append(f"the redaction pre-flight would block it ({count}):")
+        lines += [f"  {h['field']}/{h['kind']}: {h['match']}" for h in report["redaction"]]
+    return lines
+
+
+def _scan_what_parsed(data: Any) -> list[Hit]:
+    """The hits of a packet too broken to check, so the one report still names them."""
+    if not isinstance(data, dict):
+        return []
+    try:
+        return scan_packet(data)
+    except Exception:  # nested too deeply, odd types: the schema errors say enough
+        return []
+
+
+def accept(
+    raw: bytes | Mapping[str, Any],
+    *,
+    fill: bool = False,
+    lenient: bool = False,
+    allow_unredacted: bool = False,
+    label: str = "packet",
+) -> Checked:
+    """The packet to store or send, or ``Refused`` listing every problem found."""
+    verdict = judge(raw, fill=fill, scan=not allow_unredacted)
+    errors = verdict.refusals(lenient=lenient)
+    if errors or verdict.hits or verdict.checked is None:
+        raise Refused(label, errors, verdict.hits)
+    return verdict.checked
 
 
 def _indent(lines: list[str]) -> str:
@@ -95,16 +187,11 @@ def user_rules() -> list[Rule]:
     return rules
 
 
-def scan(data: Mapping[str, Any]) -> list[Hit]:
+def scan_packet(data: Mapping[str, Any]) -> list[Hit]:
     from ltm import redact
 
     return redact.scan_packet(data, user_rules())
 
 
-def preflight(checked: Checked, *, allow_unredacted: bool = False) -> None:
-    """Raise ``Blocked`` when the scan finds anything, unless the user overrides it."""
-    if allow_unredacted:
-        return
-    hits = scan(checked.data)
-    if hits:
-        raise Blocked(hits)
+def plural(count: int, word: str) -> str:
+    return f"{count} {word if count == 1 else word + 's'}"

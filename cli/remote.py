@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from ltm.cli.backend import Backend, Pushed
+from ltm.cli.backend import Backend, Pushed, check_ref
 from ltm.cli.errors import CliError
 
 if TYPE_CHECKING:
@@ -519,6 +519,7 @@ class RemoteBackend(Backend):
         ]
 
     def get(self, ref: str, *, team: str | None = None) -> bytes:
+        check_ref(ref)
         packet_id = self.resolve(ref, team=team)
         body = self._bodies.get(packet_id)
         if body is None:
@@ -528,6 +529,7 @@ class RemoteBackend(Backend):
         return body
 
     def delete(self, ref: str, *, team: str | None = None) -> str:
+        check_ref(ref)
         known = self._resolved.get((ref, team))
         if known is None:
             # A full id deletes in one request; only a prefix needs the list.

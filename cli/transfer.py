@@ -38,8 +38,9 @@ def to_server(ref: str, *, team: str | None, lenient: bool, allow_unredacted: bo
             body = store.get(ref)
         finally:
             store.close()
-        checked = preflight.check(body, lenient=lenient, label=f"local packet {ref}")
-        preflight.preflight(checked, allow_unredacted=allow_unredacted)
+        checked = preflight.accept(
+            body, lenient=lenient, allow_unredacted=allow_unredacted, label=f"local packet {ref}"
+        )
         pushed = remote.push(checked.data, team=team, lenient=lenient)
     finally:
         remote.close()
@@ -58,7 +59,9 @@ def to_local_store(ref: str, *, team: str | None, lenient: bool) -> str:
         body = remote.get(ref, team=team)
     finally:
         remote.close()
-    checked = preflight.check(body, lenient=lenient, label=f"packet {ref} from {remote.host}")
+    # Coming down, it stays on this machine: judged, not scanned.
+    label = f"packet {ref} from {remote.host}"
+    checked = preflight.accept(body, lenient=lenient, allow_unredacted=True, label=label)
     store = LocalBackend.open()
     try:
         pushed = store.push(checked.data, lenient=lenient)

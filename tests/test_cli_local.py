@@ -202,6 +202,7 @@ def test_validate_text_json_and_exit_codes(env: dict[str, str], tmp_path: Path) 
     assert result.returncode == 1
     reports = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["file"] for r in reports] == [str(good), str(bad), str(leaky)]
+    assert reports[0].pop("bytes") > 2000  # the size it would be stored at
     assert reports[0] == {"file": str(good), "valid": True, "errors": [], "redaction": []}
     assert reports[1]["valid"] is False and any("next_step" in e for e in reports[1]["errors"])
     assert reports[2]["valid"] is True

@@ -44,7 +44,11 @@ def pull(
     finally:
         backend.close()
     if output is None:
-        sys.stdout.buffer.write(body + b"\n")
+        from ltm.cli.output import terminal_bytes
+
+        # The stored bytes as they are, except on a terminal: there, JSON escapes for
+        # controls and bidi marks (equivalent JSON that cannot drive the terminal).
+        sys.stdout.buffer.write(terminal_bytes(body + b"\n"))
         return
     try:
         output.write_bytes(body + b"\n")

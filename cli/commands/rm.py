@@ -36,9 +36,9 @@ def rm(
 def _goal(body: bytes) -> str:
     import json
 
-    from ltm.cli.output import one_line
+    from ltm.cli.output import one_line, safe
 
     try:
-        return one_line(str(json.loads(body).get("goal", "")), 60)
+        return safe(one_line(str(json.loads(body).get("goal", "")), 60))
     except (ValueError, AttributeError):
         return "unreadable packet"

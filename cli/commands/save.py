@@ -24,8 +24,9 @@ def send(
     from ltm.cli.backend import open_backend
 
     raw = preflight.read_source(source)
-    checked = preflight.check(raw, fill=fill, lenient=lenient, label=_label(source))
-    preflight.preflight(checked, allow_unredacted=allow_unredacted)
+    checked = preflight.accept(
+        raw, fill=fill, lenient=lenient, allow_unredacted=allow_unredacted, label=_label(source)
+    )
     backend = open_backend(local=local)
     try:
         pushed = backend.push(checked.data, team=team, lenient=lenient)

@@ -1,4 +1,4 @@
-"""ltm validate: schema and redaction checks for packet files, nothing stored."""
+"""ltm validate: schema, id and redaction checks for packet files, nothing stored."""
 
 from __future__ import annotations
 
@@ -12,13 +12,21 @@ from ltm.cli.errors import CliError
 
 def validate(
     sources: Annotated[
-        list[str], typer.Argument(metavar="FILE...|-", help="Packet files, or - for stdin.")
+        list[str], typer.Argument(metavar="FILE...", help="Packet files, or - for stdin.")
     ],
+    complete: Annotated[
+        bool,
+        typer.Option(
+            "--complete",
+            help="Judge what push needs (id, created_at, ltm_version present) instead of"
+            " what save would store.",
+        ),
+    ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON object per file, one per line.")
     ] = False,
 ) -> None:
-    """Check packets against the schema and the redaction pre-flight.
+    """Check packets as save would (or push, with --complete): schema and redaction at once.
 
     Exit status: 0 when every packet is valid and clean, 1 when any is invalid
     or has redaction hits, 2 when a file cannot be read.
@@ -27,44 +35,34 @@ def validate(
 
     worst = 0
     for source in sources:
-        report, status = _judge(source, preflight)
+        report, status = _judge(source, complete=complete)
         worst = max(worst, status)
         if as_json:
             print(json.dumps(report, ensure_ascii=False))
         else:
-            _print_text(report)
+            _print_text(report, preflight.report_lines(report))
     if worst:
         raise typer.Exit(worst)
 
 
-def _judge(source: str, preflight: Any) -> tuple[dict[str, Any], int]:
-    report: dict[str, Any] = {"file": source, "valid": False, "errors": [], "redaction": []}
+def _judge(source: str, *, complete: bool) -> tuple[dict[str, Any], int]:
+    from ltm.cli import preflight
+
     try:
         raw = preflight.read_source(source)
     except CliError as exc:
-        report["errors"] = [exc.message]
-        return report, 2
-    from ltm import packet
-
-    try:
-        checked = packet.check(packet.parse(raw), lenient=True)
-    except packet.PacketError as exc:
-        report["errors"] = exc.errors
-        return report, 1
-    report["valid"] = checked.conforming
-    report["errors"] = list(checked.errors)
-    report["redaction"] = [hit.as_dict() for hit in preflight.scan(checked.data)]
-    return report, 0 if checked.conforming and not report["redaction"] else 1
+        return {"file": source, "valid": False, "errors": [exc.message], "redaction": []}, 2
+    report = {"file": source, **preflight.validation_report(raw, complete=complete)}
+    return report, 0 if report["valid"] and not report["redaction"] else 1
 
 
-def _print_text(report: dict[str, Any]) -> None:
-    name = report["file"]
+def _print_text(report: dict[str, Any], lines: list[str]) -> None:
+    from ltm.cli.output import safe
+
     if report["valid"] and not report["redaction"]:
-        print(f"{name}: ok")
+        print(safe(f"{report['file']}: ok"))
         return
-    verdict = "invalid" if not report["valid"] else "valid, but the redaction pre-flight found"
-    print(f"{name}: {verdict}")
-    for error in report["errors"]:
-        print(f"  {error}")
-    for hit in report["redaction"]:
-        print(f"  {hit['field']}/{hit['kind']}: {hit['match']}")
+    # Errors and hits quote packet text: shown with its controls escaped.
+    print(safe(f"{report['file']}:"))
+    for line in lines:
+        print(safe(line))

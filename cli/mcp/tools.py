@@ -276,32 +276,28 @@ def _backend() -> Any:
     return open_backend()
 
 
-def _blocked_message(hits: list[Any], verb: str) -> str:
-    lines = "\n".join(f"  {hit}" for hit in hits)
-    count = f"{len(hits)} {'hit' if len(hits) == 1 else 'hits'}"
-    return (
-        f"the redaction pre-flight blocked the packet ({count}); nothing was stored or sent:\n"
-        f"{lines}\n"
-        "Rewrite those fields without the secret or the absolute local path (use a "
-        "repository-relative path, or a placeholder such as <API_KEY>), then call "
-        f"{verb} again."
-    )
+def _refused_message(refused: Any, verb: str) -> str:
+    """Every problem of a refused packet in one reply: schema errors and redaction hits."""
+    from ltm.cli.preflight import plural
 
-
-def _also_blocked(raw: bytes | dict[str, Any]) -> str:
-    """The redaction hits of a packet that also fails the schema: every problem in one reply."""
-    from ltm import packet
-    from ltm.cli import preflight
-
-    try:
-        data = packet.parse(raw) if isinstance(raw, bytes) else raw
-        hits = preflight.scan(data) if isinstance(data, dict) else []
-    except Exception:  # a packet too broken to scan: the schema errors say enough
-        return ""
-    if not hits:
-        return ""
-    lines = "\n".join(f"  {hit}" for hit in hits)
-    return f"\nThe redaction pre-flight would also block it ({len(hits)} hits):\n{lines}"
+    lines = []
+    if refused.errors:
+        lines.append(f"{refused.label} is not a valid packet:")
+        lines += [f"  {error}" for error in refused.errors]
+    if refused.hits:
+        lines.append(
+            f"the redaction pre-flight blocked the packet ({plural(len(refused.hits), 'hit')}):"
+        )
+        lines += [f"  {hit}" for hit in refused.hits]
+    lines.append(f"Nothing was stored or sent. Fix those fields, then call {verb} again:")
+    if refused.errors:
+        lines.append("- schema errors: the example tool shows a valid packet;")
+    if refused.hits:
+        lines.append(
+            "- redaction hits: rewrite those fields without the secret or the absolute local"
+            " path (use a repository-relative path, or a placeholder such as <API_KEY>)."
+        )
+    return "\n".join(lines)
 
 
 def _size_note(data: Mapping[str, Any]) -> str:
@@ -322,16 +318,9 @@ def _store(args: dict[str, Any], *, fill: bool, verb: str) -> Reply:
 
     raw = _packet_input(args["packet"])
     try:
-        checked = preflight.check(raw, fill=fill, label="the packet")
-    except CliError as exc:
-        raise ToolError(
-            f"{exc.message}{_also_blocked(raw)}\nNothing was stored. Fix those fields (the "
-            f"example tool shows a valid packet) and call {verb} again."
-        ) from None
-    try:
-        preflight.preflight(checked)
-    except preflight.Blocked as exc:
-        raise ToolError(_blocked_message(exc.hits, verb)) from None
+        checked = preflight.accept(raw, fill=fill, label="the packet")
+    except preflight.Refused as exc:
+        raise ToolError(_refused_message(exc, verb)) from None
     team = args.get("team")
     backend = _backend()
     try:
@@ -504,39 +493,17 @@ def _plain(value: Any) -> str:
 
 
 def _validate(args: dict[str, Any]) -> Reply:
-    from ltm import packet
     from ltm.cli import preflight
 
-    raw = _packet_input(args["packet"])
     complete = bool(args.get("complete", False))
-    report: dict[str, Any] = {"valid": False, "errors": [], "redaction": []}
-    try:
-        data = packet.parse(raw) if isinstance(raw, bytes) else dict(raw)
-        if not complete:
-            data = packet.fill_defaults(data)
-        checked = packet.check(data, lenient=True)
-    except packet.PacketError as exc:
-        report["errors"] = exc.errors
-    else:
-        report["valid"] = checked.conforming
-        report["errors"] = list(checked.errors)
-        report["redaction"] = [hit.as_dict() for hit in preflight.scan(checked.data)]
-        report["bytes"] = len(packet.canonical_bytes(checked.data))
+    report = preflight.validation_report(_packet_input(args["packet"]), complete=complete)
     verb = "push" if complete else "save"
     if report["valid"] and not report["redaction"]:
         text = f"valid, and the redaction pre-flight found nothing: {verb} would accept it"
         if report["bytes"] > GOOD_SIZE[1]:
             text += f" (but it is {report['bytes']:,} bytes; aim for 2-10 KB)"
     else:
-        lines = []
-        if report["errors"]:
-            lines.append(f"not a valid packet ({len(report['errors'])} problems):")
-            lines += [f"  {e}" for e in report["errors"]]
-        if report["redaction"]:
-            lines.append(
-                f"the redaction pre-flight would block it ({len(report['redaction'])} hits):"
-            )
-            lines += [f"  {h['field']}/{h['kind']}: {h['match']}" for h in report["redaction"]]
+        lines = preflight.report_lines(report)
         lines.append(f"{verb} would refuse it; nothing was stored.")
         text = "\n".join(lines)
     return Reply(text, report)
