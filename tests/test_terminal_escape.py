@@ -1,0 +1,136 @@
+"""Packet text never drives the terminal: controls and bidi marks are shown escaped.
+
+A team member writes a packet whose goal sets the window title (OSC ``ESC ]0;``),
+clears the screen (``ESC [2J``), colours text (CSI), sends an 8-bit CSI (U+009B)
+or reverses text with bidi overrides. Whoever lists, shows, resumes or picks it
+on a terminal must see those characters escaped (``\\u001b``), never run them.
+The real ``ltm`` runs in subprocesses; "on a terminal" is a real pseudo-terminal
+(pexpect). In a pipe, resume and pull keep the stored text as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pexpect
+import pytest
+from clikit import LTM, Cli
+
+from ltm.cli.output import safe, terminal_bytes
+
+TITLE = "\x1b]0;owned\x07"  # OSC: set the window title
+CLEAR = "\x1b[2J"
+CSI_RED = "\x1b[31m"
+C1_CSI = "\x9b31m"  # the 8-bit CSI
+BIDI = "\u202eexe.txt\u202c \u2066x\u2069 \u200e\u200f\u061c"
+EVIL_GOAL = f"Fix login {TITLE}{CLEAR}{CSI_RED}red{C1_CSI} {BIDI} \x7f\x00end"
+RAW = ["\x1b", "\x9b", "\x07", "\x7f", "\x00", "\u202e", "\u202c", "\u2066", "\u2069"]
+RAW += ["\u200e", "\u200f", "\u061c"]
+
+
+def clean(text: str) -> bool:
+    return not any(char in text for char in RAW)
+
+
+def test_safe_escapes_every_control_and_bidi_mark() -> None:
+    shown = safe(EVIL_GOAL)
+    assert clean(shown)
+    assert "\\u001b]0;owned\\u0007" in shown and "\\u001b[2J" in shown
+    assert "\\u009b31m" in shown and "\\u202eexe.txt\\u202c" in shown
+    assert "\\u007f\\u0000end" in shown
+    for code in [*range(0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]:
+        assert safe(chr(code)) == f"\\u{code:04x}"
+    assert safe("a\nb\tc") == "a\\u000ab\\u0009c"  # one-line fields: nothing breaks the row
+    assert safe("a\nb\tc\r", multiline=True) == "a\nb\tc\\u000d"  # text: lines stay lines
+    ordinary = "Ship it — café, 日本語, emoji 😀, C:\\Users\\x, ZWJ \u200d"
+    assert safe(ordinary) == ordinary
+    assert safe(safe(EVIL_GOAL)) == safe(EVIL_GOAL)  # escaping twice changes nothing
+
+
+def test_escaped_json_is_the_same_json() -> None:
+    # pull and show --json on a terminal: the escapes are JSON's own.
+    body = json.dumps({"goal": EVIL_GOAL}, ensure_ascii=False, indent=2).encode()
+    shown = safe(body.decode(), multiline=True)
+    assert clean(shown) and json.loads(shown) == json.loads(body)
+    assert terminal_bytes(body) == body  # pytest's stdout is no terminal: as given
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path / "me")
+
+
+@pytest.fixture
+def evil(cli: Cli) -> str:
+    packet = {
+        "goal": EVIL_GOAL,
+        "next_step": f"Then {CLEAR}clear",
+        "constraints": [f"keep {TITLE}"],
+        "tags": ["ok"],
+        "decisions": [{"what": f"use {C1_CSI}x", "why": "because\u202e", "locked": True}],
+    }
+    return cli.ok("save", "-", stdin=json.dumps(packet)).strip()
+
+
+def on_terminal(cli: Cli, *args: str) -> str:
+    child = pexpect.spawn(LTM, list(args), env=cli.env, encoding="utf-8", timeout=30)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    return child.before
+
+
+def test_ls_and_show_escape_packet_text(cli: Cli, evil: str) -> None:
+    listed = cli.ok("ls")
+    assert evil[:12] in listed and "Fix login \\u001b]0;owned" in listed and clean(listed)
+    shown = cli.ok("show", evil)
+    assert clean(shown)
+    assert "\\u001b]0;owned\\u0007" in shown and "\\u009b31m" in shown and "\\u202e" in shown
+    assert "\nNext step\n" in shown  # the summary keeps its lines
+
+
+def test_resume_and_pull_escape_on_a_terminal_and_keep_bytes_in_a_pipe(cli: Cli, evil: str) -> None:
+    piped = cli.ok("resume", evil)
+    assert TITLE in piped and C1_CSI in piped  # to an agent or a file: as written
+    assert json.loads(cli.ok("pull", evil))["goal"] == EVIL_GOAL
+
+    for args in (("resume", evil, "--no-copy"), ("pull", evil), ("show", evil, "--json")):
+        seen = on_terminal(cli, *args)
+        assert clean(seen) and "\\u001b]0;owned" in seen, args
+    for args in (("ls",), ("ls", "--json"), ("resume", evil, "--json")):
+        assert clean(on_terminal(cli, *args)), args
+
+
+def test_the_picker_escapes_its_rows(cli: Cli, evil: str) -> None:
+    child = pexpect.spawn(
+        LTM, ["resume", "--no-copy"], env=cli.env, encoding="utf-8", timeout=30,
+        dimensions=(24, 200),
+    )  # fmt: skip
+    child.expect("Resume which packet")
+    child.expect("owned")
+    drawn = child.before + child.after
+    child.send("\x1b")  # cancel
+    child.expect(pexpect.EOF)
+    child.close()
+    # The picker draws with its own escapes (cursor, reverse video); none from the packet.
+    everything = drawn + child.before
+    assert "\\u001b]0;owned" in everything
+    assert "\x1b]0;" not in everything and "\x9b" not in everything and "\u202e" not in everything
+
+
+def test_error_lines_escape_what_they_quote(cli: Cli) -> None:
+    # Every error line goes through one printer (ltm.cli.entry); a file name is quoted raw.
+    result = cli.run("save", f"notes{TITLE}{C1_CSI}.json")
+    assert result.returncode == 1 and "no such file" in result.stderr
+    assert clean(result.stderr) and "notes\\u001b]0;owned\\u0007\\u009b31m" in result.stderr
+    # Redaction hits echo the matched text, controls and all.
+    leaky = {
+        "goal": "see C:\\Users\\b\x1bob\\x",
+        "next_step": "https://u\x9bser:hunter2@example.com/x",
+    }
+    result = cli.run("save", "-", stdin=json.dumps(leaky))
+    assert result.returncode == 1 and "goal/windows-path" in result.stderr
+    assert "\\u001bob" in result.stderr and "\\u009bser" in result.stderr and clean(result.stderr)
+    result = cli.run("validate", "-", stdin=json.dumps(leaky))
+    assert result.returncode == 1 and "\\u001bob" in result.stdout and clean(result.stdout)
