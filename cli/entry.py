@@ -10,6 +10,39 @@ from __future__ import annotations
 import os
 import sys
 
+HOST_FLAGS = ("-H", "--host")
+
+
+def take_host(argv: list[str]) -> list[str]:
+    """``argv`` without ``-H/--host URL``, which becomes ``LTM_HOST`` for this process.
+
+    Every verb that talks to a server honours ``LTM_HOST``, so one option serves
+    them all: ``ltm -H https://team.example ls -t core`` uses that server (and its
+    token from hosts.json) for this command, and leaves the default where it is.
+    Accepted anywhere before a ``--``.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            out += argv[i:]
+            break
+        if arg in HOST_FLAGS:
+            if i + 1 >= len(argv) or not argv[i + 1] or argv[i + 1].startswith("-"):
+                from ltm.cli.errors import CliError
+
+                raise CliError(f"{arg} needs a server URL: ltm {arg} URL VERB …", exit_code=2)
+            os.environ["LTM_HOST"] = argv[i + 1]
+            i += 2
+        elif arg.startswith("--host="):
+            os.environ["LTM_HOST"] = arg.removeprefix("--host=")
+            i += 1
+        else:
+            out.append(arg)
+            i += 1
+    return out
+
 
 def _fast_path(argv: list[str]) -> bool:
     if argv[:1] in (["--version"], ["example"], ["ls"], ["resume"], ["show"]):
@@ -22,6 +55,8 @@ def _fast_path(argv: list[str]) -> bool:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     try:
+        if any(a in HOST_FLAGS or a.startswith("--host=") for a in args):
+            args = take_host(args)
         if not _fast_path(args):
             from ltm.cli.main import run
 
@@ -44,6 +79,14 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(exc, CliError):
             print(f"ltm: {safe(exc.message, multiline=True)}", file=sys.stderr)
             sys.exit(exc.exit_code)
+        if isinstance(exc, ModuleNotFoundError):
+            from ltm.cli.extras import extra_for, hint
+
+            extra = extra_for(exc.name)
+            if extra is not None:  # a path no verb declared: still say what to install
+                print(f"ltm: this needs the {extra} extra; install it with: {hint(extra)}",
+                      file=sys.stderr)  # fmt: skip
+                sys.exit(1)
         detail = safe(f"{type(exc).__name__}: {exc}", multiline=True)
         print(f"ltm: unexpected error: {detail}", file=sys.stderr)
         print("ltm: run again with --debug for details", file=sys.stderr)

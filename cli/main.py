@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from importlib import import_module
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -58,11 +58,46 @@ def root(
     debug: Annotated[
         bool, typer.Option("--debug", help="Show full details (tracebacks) on errors.")
     ] = False,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host",
+            "-H",
+            metavar="URL",
+            help="Talk to this server for this command only (as LTM_HOST=URL does); the"
+            " default server stays.",
+        ),
+    ] = None,
 ) -> None:
     """Long-term memory for AI coding agents: save a Core Memory Packet at the end of a
     session, resume it at the start of the next."""
     if debug:
         os.environ["LTM_DEBUG"] = "1"
+    if host:  # ltm.cli.entry takes -H before typer runs; this serves direct callers
+        os.environ["LTM_HOST"] = host
+
+
+def _option_metavar(option: Any, ctx: Any) -> str | None:
+    """An option's value as people name it (``TEAM``, ``URL``), never a flag's type."""
+    if option.is_flag or option.count:
+        return None
+    name = option.metavar or (option.name or "value").upper()
+    return name if option.nargs == 1 else f"{name}..."
+
+
+def _plain_help() -> None:
+    """Keep raw Python type names out of ``--help``.
+
+    typer shows each parameter's annotation beside it (``--json <bool>``,
+    ``FILE... <list[str]>``, ``-t <str>``): noise to a reader. Flags show
+    nothing, options their metavar (or their name in capitals), arguments only
+    their metavar, which the name column already shows. Set on typer's classes,
+    in this process only, and only when the parser is built (never on the fast path).
+    """
+    from typer.core import TyperArgument, TyperOption
+
+    TyperOption.display_type_rich = _option_metavar  # type: ignore[method-assign]
+    TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign]
 
 
 def build(args: list[str]) -> typer.Typer:
@@ -73,6 +108,7 @@ def build(args: list[str]) -> typer.Typer:
         add_completion=False,
         context_settings={"help_option_names": ["-h", "--help"]},
     )
+    _plain_help()
     app.callback()(root)
     verb = next((a for a in args if not a.startswith("-")), None)
     wanted = [verb] if verb in COMMANDS or verb in GROUPS else [*COMMANDS, *GROUPS]

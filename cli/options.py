@@ -24,4 +24,6 @@ Local = Annotated[
     bool, typer.Option("--local", help="Use the embedded local store even if a server is set.")
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-Limit = Annotated[int, typer.Option("--limit", "-n", min=1, max=1000, help="How many, at most.")]
+Limit = Annotated[
+    int, typer.Option("--limit", "-n", metavar="N", min=1, max=1000, help="How many, at most.")
+]

@@ -121,7 +121,7 @@ def test_team_scope_and_joining_on_a_clean_machine(server: Server, tmp_path: Pat
 
     bob = Cli(tmp_path / "bob")  # a clean machine: no config dir at all
     assert not bob.config.exists()
-    joined = bob.run("join", url, "--display", "Bob")
+    joined = bob.run("join", url, "--display", "Bob", "--make-default")  # test_cli_join.py
     assert joined.returncode == 0, joined.stderr
     assert "joined team crew-a" in joined.stderr and "as Bob" in joined.stderr
     saved = bob.credentials()

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ltm.cli.errors import CliError
-from ltm.cli.output import info
+from ltm.cli.output import info, safe
 
 MARKER = "/v1/invites/"
 
@@ -21,10 +21,26 @@ def join(
     ],
     display: Annotated[
         str | None,
-        typer.Option("--display", help="Your name in the team, when this makes you a new user."),
+        typer.Option(
+            "--display",
+            metavar="NAME",
+            help="Your name in the team, when this makes you a new user.",
+        ),
     ] = None,
+    make_default: Annotated[
+        bool,
+        typer.Option(
+            "--make-default",
+            help="Also make the invite's server your default (where save, ls... go without -H).",
+        ),
+    ] = False,
 ) -> None:
-    """Join a team with an invite; without a token for that server you get a new account."""
+    """Join a team with an invite; without a token for that server you get a new account.
+
+    Your default server stays as it is unless you pass --make-default (or say yes
+    when asked on a terminal): an invite link can come from anyone, and the default
+    server receives every later save.
+    """
     from ltm.cli import credentials
     from ltm.cli.remote import Http, accept_invite
 
@@ -38,23 +54,51 @@ def join(
         http.close()
     team = answer.get("team") if isinstance(answer.get("team"), dict) else {}
     user = answer.get("user") if isinstance(answer.get("user"), dict) else {}
-    team_name = str(team.get("name", "?"))
-    who = str(user.get("display", "")) or "you"
+    team_name = safe(str(team.get("name", "?")))
+    who = safe(str(user.get("display", ""))) or "you"
+    default = credentials.load().default
+    move = default != host and (make_default or _asked(host, default))
     minted = answer.get("token")
     if isinstance(minted, str) and minted:
-        previous = credentials.store_login(host, minted, via="invite", user=user)
+        credentials.store_login(
+            host, minted, via="invite", user=user, make_default=move or default == host
+        )
         info(f"signed in to {host} as {who} (a new user; token saved in {credentials.path()})")
-        if previous:
-            info(
-                f"the default server is now {host} (was {previous}: ltm config set host {previous})"
-            )
     else:
         if token is None:
             raise CliError(f"{host} accepted the invite but sent no token to sign in with")
         credentials.remember_user(host, user)
+        if move:
+            credentials.set_default(host)
         if display and user.get("display") not in (None, display):
             info(f"--display applies to new users only; you are {who} on {host}")
-    info(f"joined team {team_name} on {host} as {who}; its packets: ltm ls -t {team_name}")
+    info(f"joined team {team_name} on {host} as {who}")
+    if default == host or move:
+        if move:
+            back = f"ltm config set host {default}" if default else "ltm config unset host"
+            was = default or "the local store"
+            info(f"the default server is now {host} (was {was}; back with: {back})")
+        info(f"its packets: ltm ls -t {team_name}")
+        return
+    stays = default or "the local store"
+    info(
+        f"your default stays {stays}; team {team_name} lives on {host}, so name it with -H:"
+        f" ltm -H {host} ls -t {team_name}  (to make it the default: ltm config set host {host})"
+    )
+
+
+def _asked(host: str, default: str | None) -> bool:
+    """On a terminal, ask whether the invite's server becomes the default (no by default)."""
+    import sys
+
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return False
+    now = f"now {default}" if default else "now the local store"
+    return typer.confirm(
+        f"Make {host} your default server ({now})? Every save without -H would go there",
+        default=False,
+        err=True,
+    )
 
 
 def parse_invite(text: str) -> tuple[str, str]:

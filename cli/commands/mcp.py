@@ -47,7 +47,9 @@ def install(
     ] = False,
     file: Annotated[
         Path | None,
-        typer.Option("--file", help="Use this config file instead of the client's usual one."),
+        typer.Option(
+            "--file", metavar="FILE", help="Use this config file instead of the client's usual one."
+        ),
     ] = None,
 ) -> None:
     """Print the config snippet that runs `ltm mcp` in CLIENT, or write it with --write."""

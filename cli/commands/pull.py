@@ -16,7 +16,10 @@ from ltm.cli.output import info
 def pull(
     ref: Annotated[str, typer.Argument(metavar="ID", help="A packet id or a unique prefix.")],
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")
+        Path | None,
+        typer.Option(
+            "--output", "-o", metavar="FILE", help="Write to this file instead of stdout."
+        ),
     ] = None,
     to_local: Annotated[
         bool,

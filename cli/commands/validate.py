@@ -12,7 +12,7 @@ from ltm.cli.errors import CliError
 
 def validate(
     sources: Annotated[
-        list[str], typer.Argument(metavar="FILE...", help="Packet files, or - for stdin.")
+        list[str], typer.Argument(metavar="FILE", help="Packet files, or - for standard input.")
     ],
     complete: Annotated[
         bool,

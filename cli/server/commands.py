@@ -31,11 +31,24 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+
+def _needs_the_server_extra(verb: str) -> None:
+    """Every ``ltm server`` verb needs ltm[server]: each says so before doing anything.
+
+    (Not a group callback: that would run before ``--help`` too, and reading the
+    help needs no server.)
+    """
+    from ltm.cli.extras import require
+
+    require("server", f"ltm server {verb}")
+
+
 DbOption = Annotated[
     Path | None,
     typer.Option(
         "--db",
-        help="The server's database file [default: server.db in ltm's data directory].",
+        metavar="FILE",
+        help="The server's database file (default: server.db in ltm's data directory).",
         envvar="LTM_SERVER_DB",
         show_default=False,
     ),
@@ -105,6 +118,7 @@ def _check_url(url: str) -> str:
 @app.command()
 def init(db: DbOption = None) -> None:
     """Create the database and print the root token (once: the token alone on stdout)."""
+    _needs_the_server_extra("init")
     path = _db_path(db)
     from ltm.service import tokens
     from ltm.service.errors import Conflict
@@ -145,33 +159,42 @@ def init(db: DbOption = None) -> None:
 def run(
     db: DbOption = None,
     addr: Annotated[
-        str, typer.Option("--addr", help="Where to listen, HOST:PORT (port 0: any free port).")
+        str,
+        typer.Option(
+            "--addr",
+            metavar="HOST:PORT",
+            help="Where to listen, HOST:PORT (port 0: any free port).",
+        ),
     ] = DEFAULT_ADDR,
     external_url: Annotated[
         str | None,
         typer.Option(
             "--external-url",
+            metavar="URL",
             help="The URL clients reach this server at (for invite links), e.g. when behind"
-            " a proxy [default: X-Forwarded-Proto/X-Forwarded-Host, else the Host header].",
+            " a proxy (default: X-Forwarded-Proto/X-Forwarded-Host, else the Host header).",
             envvar="LTM_EXTERNAL_URL",
         ),
     ] = None,
     threads: Annotated[
-        int, typer.Option("--threads", min=1, max=256, help="Worker threads per process.")
+        int,
+        typer.Option("--threads", metavar="N", min=1, max=256, help="Worker threads per process."),
     ] = DEFAULT_THREADS,
     workers: Annotated[
         int | None,
         typer.Option(
             "--workers",
+            metavar="N",
             min=1,
             max=64,
             help="Server processes (POSIX): more use more cores, and about 45 MB each"
-            " [default: 2 on Linux with 2+ cores, else 1].",
+            " (default: 2 on Linux with 2+ cores, else 1).",
             show_default=False,
         ),
     ] = None,
 ) -> None:
     """Serve the ltm API with a multi-threaded HTTP server until SIGTERM or Ctrl-C."""
+    _needs_the_server_extra("run")
     path = _db_path(db)
     if not path.is_file():
         raise _fail(
@@ -219,11 +242,12 @@ def run(
 def issue_token(
     name: Annotated[str, typer.Argument(help="The new user's display name.")],
     label: Annotated[
-        str | None, typer.Option("--label", help="The token's label [default: NAME].")
+        str | None, typer.Option("--label", help="The token's label (default: NAME).")
     ] = None,
     db: DbOption = None,
 ) -> None:
     """Create a user with a token; print the token alone on stdout."""
+    _needs_the_server_extra("issue-token")
     from ltm.service import tokens
     from ltm.service.errors import ServiceError
 
@@ -244,6 +268,7 @@ def list_tokens(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
 ) -> None:
     """List tokens: label, user, created, last used (never the token itself)."""
+    _needs_the_server_extra("tokens")
     import json
 
     _path, store = _open_existing(db)
@@ -284,6 +309,7 @@ def revoke_token(
     db: DbOption = None,
 ) -> None:
     """Revoke a token by its label; it stops working at once."""
+    _needs_the_server_extra("revoke-token")
     path, store = _open_existing(db)
     try:
         revoked = store.revoke_token(label)
