@@ -187,6 +187,41 @@ def test_ambiguous_prefix(env: dict[str, str]) -> None:
     assert result.returncode == 1 and "more than one" in result.stderr
 
 
+def test_validate_judges_what_save_stores_and_complete_what_push_needs(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    content = tmp_path / "content.json"
+    content.write_text(json.dumps(CONTENT))  # no id, created_at or ltm_version
+    result = ltm(env, "validate", str(content))
+    assert result.returncode == 0 and result.stdout == f"{content}: ok\n"
+    assert ok(env, "save", str(content)).strip()  # and save agrees
+
+    result = ltm(env, "validate", "--complete", "--json", str(content))
+    report = json.loads(result.stdout)
+    assert result.returncode == 1 and report["valid"] is False
+    assert {e.split(":")[0] for e in report["errors"]} == {"ltm_version", "id", "created_at"}
+    assert ltm(env, "push", str(content)).returncode == 1  # and push agrees
+
+
+def test_one_report_lists_schema_errors_and_redaction_hits(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    token = "ghp_" + "Zk3Qw8Rt5Yu2Io9Pa4Sd7Fg1Hj6Kl0Zx3Cv8"
+    both = json.dumps({"goal": f"token {token}", "tags": ["Bad Tag"]})
+    saved = ltm(env, "save", "-", stdin=both)
+    assert saved.returncode == 1
+    err = saved.stderr
+    assert "next_step: required" in err and "tags[0]: must match" in err
+    assert "redaction pre-flight blocked the packet (1 hit):" in err and "goal/github" in err
+    assert err.index("next_step: required") < err.index("redaction pre-flight")
+
+    validated = ltm(env, "validate", "-", stdin=both)
+    assert validated.returncode == 1
+    assert "not a valid packet (2 problems):" in validated.stdout
+    assert "(1 hit):" in validated.stdout and "goal/github" in validated.stdout
+    assert "no packets yet" in ltm(env, "ls").stderr
+
+
 def test_validate_text_json_and_exit_codes(env: dict[str, str], tmp_path: Path) -> None:
     good = tmp_path / "good.json"
     good.write_text(ok(env, "example"))

@@ -266,6 +266,10 @@ def test_example_whoami_validate(shim: Shim, tmp_path: Path) -> None:
     assert [(h["field"], h["kind"]) for h in hits] == [("goal", hits[0]["kind"])]
     assert "github" in hits[0]["kind"]
     assert "would refuse it" in text(leaky)
+    token = "ghp_" + "Zk3Qw8Rt5Yu2Io9Pa4Sd7Fg1Hj6Kl0Zx3Cv8"  # one hit: said in the singular
+    one = {**CONTENT, "goal": f"use {token}"}
+    assert "(1 hit):" in text(shim.call("validate", {"packet": one}))
+    assert "blocked the packet (1 hit):" in shim.fails("save", {"packet": one})
     assert "no packets yet" in shim.ok("ls")  # validate stores nothing
 
 
