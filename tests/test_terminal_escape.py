@@ -134,3 +134,18 @@ def test_error_lines_escape_what_they_quote(cli: Cli) -> None:
     assert "\\u001bob" in result.stderr and "\\u009bser" in result.stderr and clean(result.stderr)
     result = cli.run("validate", "-", stdin=json.dumps(leaky))
     assert result.returncode == 1 and "\\u001bob" in result.stdout and clean(result.stdout)
+
+
+def test_names_people_chose_are_escaped_too(cli: Cli) -> None:
+    # Not packet text, but just as untrusted: our server refuses control characters in
+    # display names, another server (the reference's) may not. A stand-in server says so.
+    from clikit import json_reply, stub_server
+
+    evil = f"Eve{TITLE}{C1_CSI}\u202egnp.exe"
+    member = {"user_id": "u1", "display": evil, "role": "member", "joined_at": "2026-05-01"}
+    with stub_server(lambda req: json_reply(200, {"members": [member]})) as stub:
+        cli.config.mkdir(parents=True)
+        (cli.config / "config.toml").write_text(f'host = "{stub.url}"\n')
+        (cli.config / "credentials").write_text("ltm_token\n")
+        members = cli.ok("teams", "members", "crew")
+    assert "Eve\\u001b]0;owned\\u0007\\u009b31m\\u202egnp.exe" in members and clean(members)

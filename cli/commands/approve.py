@@ -9,7 +9,7 @@ import typer
 
 from ltm.cli import options
 from ltm.cli.errors import CliError
-from ltm.cli.output import info, relative_time
+from ltm.cli.output import info, relative_time, safe
 
 
 def approve(
@@ -51,9 +51,9 @@ def approve(
         raise CliError(f"{host} sent an unexpected answer to the approval")
     found = answer.get("device")
     found = found if isinstance(found, dict) else {}
-    name = str(found.get("name") or "a device")
+    name = safe(str(found.get("name") or "a device"))  # the device named itself
     asked = relative_time(str(found.get("requested_at", "")))
-    origin = f" from {found['from']}" if found.get("from") else ""
+    origin = safe(f" from {found['from']}") if found.get("from") else ""
     if answer.get("status") == "denied":
         info(f"denied the sign-in of {name} (asked {asked}{origin}) on {host}")
         return

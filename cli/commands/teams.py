@@ -10,7 +10,7 @@ import typer
 
 from ltm.cli import options
 from ltm.cli.errors import CliError
-from ltm.cli.output import info, relative_time
+from ltm.cli.output import info, relative_time, safe
 
 if TYPE_CHECKING:
     from ltm.cli.remote import RemoteBackend
@@ -139,7 +139,7 @@ def kick(
         backend.kick(name, user_id)
     finally:
         backend.close()
-    info(f"removed {display} ({user_id}) from team {name}")
+    info(safe(f"removed {display} ({user_id}) from team {name}"))
 
 
 @app.command("leave")
@@ -168,6 +168,7 @@ def _member(backend: RemoteBackend, team: str, member: str) -> tuple[str, str]:
 
 
 def _table(rows: list[tuple[str, ...]]) -> None:
+    rows = [tuple(safe(cell) for cell in row) for row in rows]  # names are people's text
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

@@ -10,7 +10,7 @@ import typer
 
 from ltm.cli import options
 from ltm.cli.errors import CliError
-from ltm.cli.output import info, relative_time
+from ltm.cli.output import info, relative_time, safe
 
 if TYPE_CHECKING:
     from ltm.cli.remote import RemoteBackend
@@ -80,6 +80,7 @@ def _list(as_json: bool) -> None:
                 "(this machine)" if row.get("current") else "",
             )
         )
+    table = [tuple(safe(cell) for cell in row) for row in table]  # labels may be a device's text
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     for line in table:
         print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())

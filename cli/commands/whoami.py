@@ -36,7 +36,9 @@ def whoami(as_json: options.Json = False) -> None:
     )
     user = target.user or {}
     if user:
-        print(f"user         {user.get('display', '')} ({user.get('id', '')})")
+        from ltm.cli.output import safe
+
+        print(safe(f"user         {user.get('display', '')} ({user.get('id', '')})"))
     else:
         print("user         unknown (the server does not say for a pasted token)")
     if target.token:
