@@ -109,6 +109,21 @@ def test_openapi_document_lists_every_route(server: Server) -> None:
         ("POST", "/v1/device/approve"),
         ("GET", "/v1/tokens"),
         ("DELETE", "/v1/tokens/{label}"),
+        # publishing (the reference CLI's publish/unpublish) and the web view's pages
+        ("POST", "/v1/packets/{id}/publish"),
+        ("DELETE", "/v1/packets/{id}/publish"),
+        ("GET", "/"),
+        ("GET", "/web"),
+        ("GET", "/web/packets/{id}"),
+        ("GET", "/web/packets/{id}/delete"),
+        ("POST", "/web/packets/{id}/delete"),
+        ("GET", "/web/teams/{name}"),
+        ("GET", "/web/signin"),
+        ("POST", "/web/signin"),
+        ("POST", "/web/signout"),
+        ("GET", "/web/ui"),
+        ("GET", "/web/static/{name}"),
+        ("GET", "/p/{secret}"),
     }
     assert documented == expected
 
