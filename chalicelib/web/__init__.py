@@ -206,8 +206,13 @@ class WebView:
 
     def _form_ok(self, request: WebRequest, nonce: str, form: Mapping[str, list[str]]) -> bool:
         """A write's form: our CSRF token, and (when the browser says) from this origin."""
+        # With Referrer-Policy no-referrer, browsers send ``Origin: null`` on a form POST;
+        # Fetch Metadata still says where it came from.
+        site = request.headers.get("sec-fetch-site")
+        if site is not None and site not in ("same-origin", "none"):
+            return False
         origin = request.headers.get("origin")
-        if origin and origin.rstrip("/") != _origin(request.base_url):
+        if origin and origin != "null" and origin.rstrip("/") != _origin(request.base_url):
             return False
         return hmac.compare_digest(_one(form, "csrf"), self._csrf(nonce))
 
