@@ -50,19 +50,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield srv
 
 
-def sign_in(page: Any, server: Server, token: str, start: str = "/web") -> None:
-    """Open a page signed out, get sent to sign in, sign in with a token, land on the page."""
-    response = page.goto(server.url + start)
+def sign_in(tab: Any, server: Server, token: str, start: str = "/web") -> None:
+    """Open a tab signed out, get sent to sign in, sign in with a token, land on the tab."""
+    response = tab.goto(server.url + start)
     assert response.status == 200
-    assert page.url.startswith(server.url + "/web/signin?next=")
-    assert page.locator("h1").inner_text() == "Sign in"
-    page.fill("#token", token)
-    with page.expect_navigation():
-        page.click("button[type=submit]")
+    assert tab.url.startswith(server.url + "/web/signin?next=")
+    assert tab.locator("h1").inner_text() == "Sign in"
+    tab.fill("#token", token)
+    with tab.expect_navigation():
+        tab.click("button[type=submit]")
 
 
-def goals(page: Any) -> list[str]:
-    return [str(t) for t in page.locator("ol.packets li a").all_inner_texts()]
+def goals(tab: Any) -> list[str]:
+    return [str(t) for t in tab.locator("ol.packets li a").all_inner_texts()]
 
 
 def test_sign_in_list_filter_open_copy_parent_delete_sign_out(
