@@ -151,6 +151,13 @@ def packet_list(
     if older:
         link = href("/web", team=team, tag=tag, project=project, after=older)
         parts.append(f'<p><a rel="next" href="{link}">Older packets</a></p>')
+    if teams:
+        items = "".join(
+            f'<li><a href="{href("/web", team=name)}">{text(name)}</a>'
+            f' · <a href="<@>/web/teams/{seg(name)}">members</a></li>'
+            for name in teams
+        )
+        parts.append(f'<h2>Your teams</h2><ul class="teams">{items}</ul>')
     return "".join(parts)
 
 
