@@ -496,6 +496,15 @@ def _web_request(request: Any) -> Any:
     )
 
 
+def _page_failed() -> Response:
+    """A page's answer to an unexpected error (logged by the caller): plain text, no details."""
+    return Response(
+        body="internal server error\n",
+        status_code=500,
+        headers={"Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store"},
+    )
+
+
 def web_route(path: str, methods: list[str], handler: str, *, oauth: bool) -> None:
     """Register a device-flow view: ``DeviceWeb.<handler>`` answers it (JSON or HTML)."""
 
@@ -506,11 +515,7 @@ def web_route(path: str, methods: list[str], handler: str, *, oauth: bool) -> No
             logger.exception("unhandled error")
             if oauth:
                 return _json({"error": "server_error", "error_description": "internal error"}, 500)
-            return Response(
-                body="internal server error\n",
-                status_code=500,
-                headers={"Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store"},
-            )
+            return _page_failed()
         return Response(body=result.body, status_code=result.status, headers=result.headers)
 
     view.__name__ = f"device_{handler}"
@@ -555,11 +560,7 @@ def page_route(path: str, methods: list[str], handler: str) -> None:
             result = _web().answer(handler, _web_request(app.current_request), **params)
         except Exception:
             logger.exception("unhandled error")
-            return Response(
-                body="internal server error\n",
-                status_code=500,
-                headers={"Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store"},
-            )
+            return _page_failed()
         return Response(body=result.body, status_code=result.status, headers=result.headers)
 
     view.__name__ = f"web_{handler}"

@@ -386,6 +386,16 @@ class DeviceWeb:
             return self._gone(request, grant)
         if not code:
             return self._problem(request, 400, "That did not work", "Cognito sent no sign-in code.")
+        user = self._cognito_user(request, code, state, when)
+        if isinstance(user, WebResponse):
+            return user
+        return self._confirm(request, session, grant, user, when)
+
+    def _cognito_user(
+        self, request: WebRequest, code: str, state: Mapping[str, Any], when: datetime
+    ) -> User | WebResponse:
+        """The ltm user Cognito signed in: the code exchanged, the ID token verified."""
+        assert self.cognito is not None
         try:
             tokens_ = self.cognito.exchange_code(
                 code=code,
@@ -395,8 +405,7 @@ class DeviceWeb:
             claims = self.cognito.verify_id_token(tokens_["id_token"])
         except CognitoError as exc:
             return self._problem(request, 502, "Sign-in failed", f"{exc}. Try again in a moment.")
-        user = device.user_for_subject(self.store, claims["sub"], display_name(claims), when=when)
-        return self._confirm(request, session, grant, user, when)
+        return device.user_for_subject(self.store, claims["sub"], display_name(claims), when=when)
 
     def _web_callback(
         self, request: WebRequest, state: Mapping[str, Any], when: datetime
@@ -408,16 +417,9 @@ class DeviceWeb:
             return self._problem(
                 request, 400, "Sign-in cancelled", "Signing in did not complete. Try again."
             )
-        try:
-            tokens_ = self.cognito.exchange_code(
-                code=code,
-                redirect_uri=self._redirect_uri(request),
-                verifier=self._verifier(str(state.get("n", ""))),
-            )
-            claims = self.cognito.verify_id_token(tokens_["id_token"])
-        except CognitoError as exc:
-            return self._problem(request, 502, "Sign-in failed", f"{exc}. Try again in a moment.")
-        user = device.user_for_subject(self.store, claims["sub"], display_name(claims), when=when)
+        user = self._cognito_user(request, code, state, when)
+        if isinstance(user, WebResponse):
+            return user
         return self.web_sign_in(request, user, str(state["w"]))
 
     def decide(self, request: WebRequest) -> WebResponse:

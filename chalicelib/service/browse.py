@@ -34,15 +34,19 @@ class Listing:
     older: str | None  # cursor of the next page
 
 
+def parse(body: bytes) -> dict[str, Any]:
+    """A stored packet as a dict; ``{}`` for one that is not a JSON object (lenient mode)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _matches(stored: StoredPacket | None, tag: str, project: str) -> bool:
     if stored is None:
         return False
-    try:
-        data = json.loads(stored.body)
-    except ValueError:
-        return False
-    if not isinstance(data, Mapping):
-        return False
+    data = parse(stored.body)
     if tag:
         tags = data.get("tags")
         if not isinstance(tags, list) or tag not in tags:
@@ -116,12 +120,7 @@ def packet_view(store: Store, caller: Caller, packet_id: str) -> PacketView:
     stored = get(store, caller, packet_id)
     who = access(store, caller)
     user = who.user
-    try:
-        data = json.loads(stored.body)
-    except ValueError:
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
+    data = parse(stored.body)
     team = None
     if stored.meta.team_id is not None:
         team = next((t for t in store.list_teams(user.id) if t.id == stored.meta.team_id), None)

@@ -43,12 +43,13 @@ import re
 import secrets
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import quote, urlsplit
 
-from ..device_web import BadForm, WebRequest, WebResponse, parse_form
+from ..device_web import BadForm, WebRequest, WebResponse, page_headers, parse_form
 from ..service import device, tokens
 from ..service.errors import ServiceError
 from ..service.users import now as utc_now
@@ -58,6 +59,7 @@ from . import render
 if TYPE_CHECKING:
     from ..device_web import DeviceWeb
 
+T = TypeVar("T")
 SESSION_SECONDS = 8 * 3600
 GENERATION_KEEP = timedelta(days=2)  # a generation counter outlives every session it ends
 UI_KEY_ENV = "LTM_UI_KEY"
@@ -74,20 +76,22 @@ CSP = (
 
 
 def headers(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The security headers of every web view answer."""
-    out = {
-        "Content-Type": "text/html; charset=utf-8",
-        "Content-Security-Policy": CSP,
-        "X-Frame-Options": "DENY",
-        "Referrer-Policy": "no-referrer",
-        "Cache-Control": "no-store",
-        "Pragma": "no-cache",
-        "X-Content-Type-Options": "nosniff",
-        "Cross-Origin-Opener-Policy": "same-origin",
-        "Cross-Origin-Resource-Policy": "same-origin",
-    }
+    """The security headers of every web view answer: the device pages', with our CSP."""
+    out = page_headers()
+    out["Content-Security-Policy"] = CSP
+    out["Cross-Origin-Resource-Policy"] = "same-origin"
     out.update(extra or {})
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Read(Generic[T]):
+    """What a signed-in page works with."""
+
+    user: User
+    nonce: str  # the session's, for CSRF tokens
+    nav: render.Nav
+    value: T
 
 
 def _one(values: Mapping[str, list[str]], name: str) -> str:
@@ -244,9 +248,6 @@ class WebView:
         )
         return WebResponse(303, body, headers(extra))
 
-    def _to_sign_in(self, request: WebRequest, path: str) -> WebResponse:
-        return self._redirect(f"/web/signin?next={quote(path, safe='/')}")
-
     def _not_found(self, nav: render.Nav | None) -> WebResponse:
         body = render.problem(
             "Not found",
@@ -265,11 +266,23 @@ class WebView:
             nav=nav,
         )
 
-    def _signed_in(self, request: WebRequest, path: str) -> tuple[User, str] | WebResponse:
+    def _read(
+        self, request: WebRequest, path: str, load: Callable[[User], T]
+    ) -> Read[T] | WebResponse:
+        """A signed-in page's data: the reader, their header, and ``load(user)``.
+
+        Signed out: on to sign in (and back to ``path``). A refusal of the
+        rules (404 for what the reader may not see) becomes its page.
+        """
         found = self._session(request)
         if found is None:
-            return self._to_sign_in(request, path)
-        return found
+            return self._redirect(f"/web/signin?next={quote(path, safe='/')}")
+        user, nonce = found
+        nav = self._nav(user, nonce)
+        try:
+            return Read(user, nonce, nav, load(user))
+        except ServiceError as exc:
+            return self._failed(exc, nav)
 
     # -- pages -------------------------------------------------------------------------------
 
@@ -280,28 +293,22 @@ class WebView:
         """``GET /web``: a scope's packets."""
         from ..service import browse
 
-        found = self._signed_in(request, _path_of(request, "/web"))
-        if isinstance(found, WebResponse):
-            return found
-        user, nonce = found
-        nav = self._nav(user, nonce)
         team = _one(request.query, "team") or None
         tag = _one(request.query, "tag").strip()
         project = _one(request.query, "project").strip()
-        try:
-            shown = browse.listing(
-                self.store,
-                user,
-                team=team,
-                tag=tag,
-                project=project,
-                after=_one(request.query, "after") or None,
-            )
-        except ServiceError as exc:
-            return self._failed(exc, nav)
-        rows = [render.Row(m.id, m.created_at, m.goal) for m in shown.rows]
+        after = _one(request.query, "after") or None
+        read = self._read(
+            request,
+            _path_of(request, "/web"),
+            lambda user: browse.listing(
+                self.store, user, team=team, tag=tag, project=project, after=after
+            ),
+        )
+        if isinstance(read, WebResponse):
+            return read
+        shown = read.value
         body = render.packet_list(
-            rows=rows,
+            rows=[render.Row(m.id, m.created_at, m.goal) for m in shown.rows],
             teams=[t.name for t in shown.teams],
             team=shown.team.name if shown.team else None,
             tag=tag,
@@ -311,22 +318,21 @@ class WebView:
             owned_team=shown.owns_team,
         )
         notice = "Packet deleted." if _one(request.query, "done") == "deleted" else ""
-        return self._page(200, "Packets", body, nav=nav, notice=notice)
+        return self._page(200, "Packets", body, nav=read.nav, notice=notice)
 
     def packet(self, request: WebRequest, id: str) -> WebResponse:
         """``GET /web/packets/{id}``."""
         from ..service import browse
         from ..service.publish import public_url
 
-        found = self._signed_in(request, f"/web/packets/{quote(id, safe='')}")
-        if isinstance(found, WebResponse):
-            return found
-        user, nonce = found
-        nav = self._nav(user, nonce)
-        try:
-            view = browse.packet_view(self.store, user, id)
-        except ServiceError as exc:
-            return self._failed(exc, nav)
+        read = self._read(
+            request,
+            f"/web/packets/{quote(id, safe='')}",
+            lambda user: browse.packet_view(self.store, user, id),
+        )
+        if isinstance(read, WebResponse):
+            return read
+        view = read.value
         parent = None
         if view.parent is not None:
             meta = view.parent.meta
@@ -336,14 +342,12 @@ class WebView:
             view.stored.meta.id,
             view.data,
             view.stored.conforming,
-            scope=f"team {view.team.name}"
-            if view.team
-            else ("personal" if view.stored.meta.team_id is None else "team"),
+            scope=f"team {view.team.name}" if view.team else "personal",
             parent=parent,
             public=url,
             can_delete=view.can_delete,
         )
-        return self._page(200, str(view.data.get("goal") or id), body, nav=nav)
+        return self._page(200, str(view.data.get("goal") or id), body, nav=read.nav)
 
     def _packet_body(
         self,
@@ -374,15 +378,12 @@ class WebView:
         from ..service import browse, packets
 
         path = f"/web/packets/{quote(id, safe='')}"
-        found = self._signed_in(request, path + "/delete")
-        if isinstance(found, WebResponse):
-            return found
-        user, nonce = found
-        nav = self._nav(user, nonce)
-        try:
-            view = browse.packet_view(self.store, user, id)
-        except ServiceError as exc:
-            return self._failed(exc, nav)
+        read = self._read(
+            request, path + "/delete", lambda user: browse.packet_view(self.store, user, id)
+        )
+        if isinstance(read, WebResponse):
+            return read
+        view, nav = read.value, read.nav
         if not view.can_delete:
             return self._page(
                 403,
@@ -395,24 +396,21 @@ class WebView:
                 nav=nav,
             )
         if request.method == "GET":
-            body = render.confirm_delete(
-                id, str(view.data.get("goal") or view.stored.meta.goal), self._csrf(nonce)
-            )
+            goal = str(view.data.get("goal") or view.stored.meta.goal)
+            body = render.confirm_delete(id, goal, self._csrf(read.nonce))
             return self._page(200, "Delete this packet?", body, nav=nav)
         try:
             form = parse_form(request)
         except BadForm:
             form = {}
-        if not self._form_ok(request, nonce, form):
+        if not self._form_ok(request, read.nonce, form):
             return self._expired(nav, path)
         try:
-            packets.delete(self.store, user, id)
+            packets.delete(self.store, read.user, id)
         except ServiceError as exc:
             return self._failed(exc, nav)
-        team = view.team.name if view.team else None
-        return self._redirect(
-            f"/web?{'team=' + quote(team, safe='') + '&' if team else ''}done=deleted"
-        )
+        scope = f"team={quote(view.team.name, safe='')}&" if view.team else ""
+        return self._redirect(f"/web?{scope}done=deleted")
 
     def _expired(self, nav: render.Nav | None, back: str) -> WebResponse:
         return self._page(
@@ -430,15 +428,14 @@ class WebView:
         """``GET /web/teams/{name}``: members; for the owner, pending invites."""
         from ..service import browse
 
-        found = self._signed_in(request, f"/web/teams/{quote(name, safe='')}")
-        if isinstance(found, WebResponse):
-            return found
-        user, nonce = found
-        nav = self._nav(user, nonce)
-        try:
-            view = browse.team_view(self.store, user, name)
-        except ServiceError as exc:
-            return self._failed(exc, nav)
+        read = self._read(
+            request,
+            f"/web/teams/{quote(name, safe='')}",
+            lambda user: browse.team_view(self.store, user, name),
+        )
+        if isinstance(read, WebResponse):
+            return read
+        view = read.value
         names = {m.user_id: m.display or m.user_id for m in view.members}
         members = [
             render.MemberRow(m.display, m.user_id, m.role, _stamp(m.joined_at))
@@ -454,12 +451,8 @@ class WebView:
                 )
                 for i in view.invites
             ]
-        return self._page(
-            200,
-            f"Team {view.team.name}",
-            render.team_page(view.team.name, members, invites),
-            nav=nav,
-        )
+        body = render.team_page(view.team.name, members, invites)
+        return self._page(200, f"Team {view.team.name}", body, nav=read.nav)
 
     # -- public pages ----------------------------------------------------------------------
 
@@ -471,14 +464,9 @@ class WebView:
             stored = publish.read_public(self.store, secret)
         except ServiceError:
             return self._not_found(None)
-        import json
+        from ..service.browse import parse
 
-        try:
-            data = json.loads(stored.body)
-        except ValueError:
-            data = {}
-        if not isinstance(data, dict):
-            data = {}
+        data = parse(stored.body)
         parent_id = data.get("parent_id")
         # The parent is named, never linked: being published does not make it readable.
         parent = (
