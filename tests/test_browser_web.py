@@ -21,7 +21,15 @@ from typing import Any
 import httpx
 import pytest
 from serverkit import Server, make_packet, running_server
-from test_browser_device import browser, page  # noqa: F401 - the shared Chromium fixtures
+from test_browser_device import (  # the shared Chromium and Cognito fixtures
+    ALICE,
+    PASSWORD,
+    aws_server,  # noqa: F401
+    browser,  # noqa: F401
+    cognito,  # noqa: F401
+    page,  # noqa: F401
+    sign_in_at_cognito,
+)
 
 from ltm.resume import render as resume_block
 
@@ -311,3 +319,20 @@ def test_cli_save_then_view(server: Server, page: Any, tmp_path: Path) -> None: 
     token = cli.credentials()["hosts"][server.url]["token"]
     sign_in(page, server, token)
     assert goals(page) == ["Saved from the CLI"]
+
+
+def test_cognito_sign_in_then_sign_out(aws_server: Server, cognito: Any, page: Any) -> None:  # noqa: F811
+    """On AWS the web view signs in through Cognito's managed login, via the device callback."""
+    response = page.goto(aws_server.url + "/web")
+    assert response.status == 200 and page.url.startswith(aws_server.url + "/web/signin?next=")
+    assert "form-action 'self' " + cognito.domain in response.headers["content-security-policy"]
+    with page.expect_navigation():
+        page.click("button[type=submit]")
+    sign_in_at_cognito(page, cognito, ALICE, PASSWORD)
+    assert page.url == aws_server.url + "/web"
+    assert page.locator("header .who").inner_text() == ALICE
+    assert page.locator("h1").inner_text() == "Your packets"
+    with page.expect_navigation():
+        page.click("text=Sign out")
+    page.goto(aws_server.url + "/web")
+    assert page.url.startswith(aws_server.url + "/web/signin?next=")

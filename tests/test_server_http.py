@@ -443,7 +443,7 @@ def test_an_oversized_content_length_is_refused_before_the_body_is_sent(server: 
 
 
 @pytest.mark.parametrize(
-    "path", ["/", "/v1", "/v1/nope", "/v1/packets/", "/v2/packets", "/v1/invites/abc", "/%ff"]
+    "path", ["/nope", "/v1", "/v1/nope", "/v1/packets/", "/v2/packets", "/v1/invites/abc", "/%ff"]
 )
 def test_unknown_routes_are_json_404(server: Server, path: str) -> None:
     r = httpx.get(server.url + path)

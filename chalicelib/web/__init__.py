@@ -231,8 +231,13 @@ class WebView:
         nav: render.Nav | None,
         notice: str = "",
         cookie: str = "",
+        form_target: str = "",
     ) -> WebResponse:
-        extra = {"Set-Cookie": cookie} if cookie else None
+        extra = {"Set-Cookie": cookie} if cookie else {}
+        if form_target:  # a form whose answer redirects there (CSP checks the redirect too)
+            extra["Content-Security-Policy"] = CSP.replace(
+                "form-action 'self'", f"form-action 'self' {form_target}"
+            )
         page = render.layout(title, body, nav=nav, status=notice, root=self._root)
         return WebResponse(status, page, headers(extra))
 
@@ -511,7 +516,10 @@ class WebView:
                 cognito=cognito,
                 local=self.local,
             )
-            return self._page(status, "Sign in", body, nav=None, cookie=device_cookie)
+            target = self.device.cognito.origin if self.device.cognito else ""
+            return self._page(
+                status, "Sign in", body, nav=None, cookie=device_cookie, form_target=target
+            )
 
         if request.method == "GET" or self.local:
             if self._session(request) is not None and request.method == "GET" and not self.local:
@@ -555,12 +563,7 @@ class WebView:
             state=state,
             verifier=self.device._verifier(nonce),
         )
-        response = self._redirect(location)
-        # Leaving for the managed login: the form may navigate there.
-        response.headers["Content-Security-Policy"] = CSP.replace(
-            "form-action 'self'", f"form-action 'self' {self.device.cognito.origin}"
-        )
-        return response
+        return self._redirect(location)
 
     def signed_in_by_cognito(self, request: WebRequest, user: User, next_path: str) -> WebResponse:
         """Back from Cognito (``device_web`` verified the state and the ID token)."""
