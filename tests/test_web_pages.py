@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from clikit import LTM, Cli
-from serverkit import Server, make_packet, running_server
+from serverkit import SERVER_STORES, Server, make_packet, running_server
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';"
@@ -27,9 +27,11 @@ CSP = (
 MAX_PAGE_BYTES = 50 * 1024
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running_server(tmp_path_factory.mktemp("pages")) as srv:
+@pytest.fixture(scope="module", params=SERVER_STORES)
+def server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("pages"), store=request.param) as srv:
         yield srv
 
 
@@ -99,6 +101,24 @@ def test_a_list_of_50_packets_stays_under_50_kb(server: Server) -> None:
     assert page.text.count("<li>") == 50
     assert len(page.content) <= MAX_PAGE_BYTES, len(page.content)
     assert 'rel="next"' in page.text  # the rest is a page further
+
+
+def test_a_team_page_shows_pending_invites_to_its_owner_only(server: Server) -> None:
+    owner_id, owner_token = server.issue("tina")
+    _mid, member_token = server.issue("theo")
+    owner, member = server.client(owner_token), server.client(member_token)
+    team = f"pages-{owner_id[-6:].lower()}"
+    assert owner.post("/v1/teams", json={"name": team}).status_code == 201
+    used = owner.post(f"/v1/teams/{team}/invites").json()["code"]
+    assert member.post(f"/v1/invites/{used}/accept", json={}).status_code == 201
+    pending = owner.post(f"/v1/teams/{team}/invites").json()["code"]
+    as_owner = browser_for(server, owner_token).get(f"/web/teams/{team}")
+    assert as_owner.status_code == 200
+    assert "Pending invites" in as_owner.text and "theo" in as_owner.text
+    assert as_owner.text.count("<tr>") == 2 + 1 + 2  # header + 2 members, header + 1 invite
+    assert pending not in as_owner.text and used not in as_owner.text  # codes never shown
+    as_member = browser_for(server, member_token).get(f"/web/teams/{team}")
+    assert as_member.status_code == 200 and "Pending invites" not in as_member.text
 
 
 def test_forged_or_cross_site_deletes_are_refused(server: Server) -> None:
