@@ -121,6 +121,26 @@ def test_a_team_page_shows_pending_invites_to_its_owner_only(server: Server) -> 
     assert as_member.status_code == 200 and "Pending invites" not in as_member.text
 
 
+def test_the_public_url_shows_to_who_may_manage_it(server: Server) -> None:
+    owner_id, owner_token = server.issue("uma")
+    _mid, member_token = server.issue("ugo")
+    owner, member = server.client(owner_token), server.client(member_token)
+    team = f"pub-{owner_id[-6:].lower()}"
+    owner.post("/v1/teams", json={"name": team})
+    code = owner.post(f"/v1/teams/{team}/invites").json()["code"]
+    member.post(f"/v1/invites/{code}/accept", json={})
+    packet = make_packet(goal="Team notes")
+    owner.post(f"/v1/packets?team={team}", json=packet)
+    url = owner.post(f"/v1/packets/{packet['id']}/publish").json()["public_url"]
+    path = f"/web/packets/{packet['id']}"
+    mine = browser_for(server, owner_token).get(path)
+    assert url in mine.text and "Delete…" in mine.text
+    theirs = browser_for(server, member_token).get(path)
+    assert theirs.status_code == 200 and "Team notes" in theirs.text
+    assert url not in theirs.text and "Delete…" not in theirs.text
+    assert f"team {team}" in theirs.text
+
+
 def test_forged_or_cross_site_deletes_are_refused(server: Server) -> None:
     _uid, token = server.issue("vera")
     api = server.client(token)
