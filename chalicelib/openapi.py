@@ -830,7 +830,11 @@ def web_paths() -> dict[str, Any]:
         {"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
         for name in ("team", "tag", "project", "after", "done")
     ]
-    form = _form_body({"csrf": {"description": "The form's CSRF token."}}, ["csrf"])
+    # Not required: a signed-out request is sent to sign in (303) before its body is read.
+    form = {
+        **_form_body({"csrf": {"description": "The form's CSRF token (signed in: needed)."}}, []),
+        "required": False,
+    }
     return {
         "/": {"get": page("home", "On to `/web`.")},
         "/web": {
