@@ -30,6 +30,7 @@ from test_browser_device import (  # the shared Chromium and Cognito fixtures
     page,  # noqa: F401
     sign_in_at_cognito,
 )
+from test_web_pages import ui  # noqa: F401 - ltm ui on a local store, as a fixture
 
 from ltm.resume import render as resume_block
 
@@ -336,3 +337,18 @@ def test_cognito_sign_in_then_sign_out(aws_server: Server, cognito: Any, page: A
         page.click("text=Sign out")
     page.goto(aws_server.url + "/web")
     assert page.url.startswith(aws_server.url + "/web/signin?next=")
+
+
+def test_ltm_ui_in_the_browser(ui: tuple[str, Any], page: Any) -> None:  # noqa: F811
+    """The one-time link signs this browser in (a Strict cookie) and lands on a clean URL."""
+    url, _cli = ui
+    base = url.split("/web/ui", 1)[0]
+    page.goto(url)
+    assert page.url == base + "/web"
+    assert goals(page) == ["Local <thing>"]
+    with page.expect_navigation():
+        page.click("text=Local <thing>")
+    assert page.locator("h1").inner_text() == "Local <thing>"
+    cookie = next(c for c in page.context.cookies() if c["name"] == "ltm_web")
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert page.locator("text=Sign out").count() == 0
