@@ -215,6 +215,35 @@ def test_sessions_expire(tmp_path: Path) -> None:
     store.close()
 
 
+def test_links_keep_an_api_stage_prefix(tmp_path: Path) -> None:
+    """On API Gateway's default domain the stage is part of every path (``/api/web``)."""
+    from ltm.device_web import DeviceWeb, Signer, WebRequest
+    from ltm.service import device, packets, tokens
+    from ltm.store.sqlite import SqliteStore
+    from ltm.web import WebView
+
+    store = SqliteStore(tmp_path / "s.db")
+    user, _secret = tokens.issue(store, "stage")
+    packets.push(store, user, make_packet(goal="On a stage"))
+    device_web = DeviceWeb(
+        store, settings=device.DeviceSettings.from_env({}), signer=Signer(b"k" * 32), cognito=None
+    )
+    view = WebView(device_web)
+    base = "https://abc123.execute-api.eu-west-1.amazonaws.com/api"
+
+    def request(cookie: str) -> WebRequest:
+        return WebRequest("GET", {"cookie": cookie}, {}, b"", "192.0.2.1", base)
+
+    signed_out = view.answer("packets", request(""))
+    assert signed_out.headers["Location"] == base + "/web/signin?next=/web"
+    cookie = view.start_session(request(""), user)
+    assert "__Host-ltm_web=" in cookie and "Secure" in cookie
+    page = view.answer("packets", request(cookie.split(";", 1)[0])).body
+    paths = re.findall(r'(?:href|src|action)="([^"]+)"', page)
+    assert paths and all(p.startswith("/api/web") for p in paths), paths
+    store.close()
+
+
 # -- ltm ui -------------------------------------------------------------------------------------
 
 
