@@ -366,6 +366,26 @@ def delete_packet(request: Any, id: str) -> Response:
     return _no_content()
 
 
+@route("/v1/packets/{id}/publish", "POST")
+def publish_packet(request: Any, id: str) -> Response:
+    """The reference CLI's ``ltm publish`` (internal/cli/publish.go in dennisdevulder/ltm):
+    no body; any 2xx with ``{"id", "public_url"}``. 201 when published now, 200 when it was."""
+    from chalicelib.service import publish
+
+    found, created = publish.publish(get_store(), _caller(request), id)
+    url = publish.public_url(base_url(request), found.secret)
+    return _json({"id": id, "public_url": url}, 201 if created else 200)
+
+
+@route("/v1/packets/{id}/publish", "DELETE")
+def unpublish_packet(request: Any, id: str) -> Response:
+    """The reference CLI's ``ltm unpublish``: any 2xx; the public URL is dead at once."""
+    from chalicelib.service import publish
+
+    publish.unpublish(get_store(), _caller(request), id)
+    return _no_content()
+
+
 @route("/v1/teams", "POST")
 def create_team(request: Any) -> Response:
     caller = _caller(request)
@@ -446,7 +466,10 @@ def _device() -> Any:
 
         with _device_lock:
             if _device_web is None or _device_web.store is not store:
-                _device_web = DeviceWeb.from_env(store)
+                made = DeviceWeb.from_env(store)
+                # Web view sign-ins return through the device callback (one redirect URI).
+                made.web_sign_in = _web_signed_in
+                _device_web = made
     return _device_web
 
 
@@ -473,6 +496,15 @@ def _web_request(request: Any) -> Any:
     )
 
 
+def _page_failed() -> Response:
+    """A page's answer to an unexpected error (logged by the caller): plain text, no details."""
+    return Response(
+        body="internal server error\n",
+        status_code=500,
+        headers={"Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store"},
+    )
+
+
 def web_route(path: str, methods: list[str], handler: str, *, oauth: bool) -> None:
     """Register a device-flow view: ``DeviceWeb.<handler>`` answers it (JSON or HTML)."""
 
@@ -483,11 +515,7 @@ def web_route(path: str, methods: list[str], handler: str, *, oauth: bool) -> No
             logger.exception("unhandled error")
             if oauth:
                 return _json({"error": "server_error", "error_description": "internal error"}, 500)
-            return Response(
-                body="internal server error\n",
-                status_code=500,
-                headers={"Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store"},
-            )
+            return _page_failed()
         return Response(body=result.body, status_code=result.status, headers=result.headers)
 
     view.__name__ = f"device_{handler}"
@@ -499,6 +527,56 @@ web_route("/oauth/token", ["POST"], "token", oauth=True)
 web_route("/device", ["GET", "POST"], "page", oauth=False)
 web_route("/device/callback", ["GET"], "callback", oauth=False)
 web_route("/device/decide", ["POST"], "decide", oauth=False)
+
+
+# -- the web view (pages for people) and published packets --------------------------------
+# Rendering lives in chalicelib.web, imported on the first page asked for.
+
+_web_view: Any = None
+
+
+def _web() -> Any:
+    """The process's ``WebView``, over the process's ``DeviceWeb`` (its signer and sign-in)."""
+    global _web_view
+    device_web = _device()
+    if _web_view is None or _web_view.device is not device_web:
+        from chalicelib.web import WebView
+
+        with _device_lock:
+            if _web_view is None or _web_view.device is not device_web:
+                _web_view = WebView.from_env(device_web)
+    return _web_view
+
+
+def _web_signed_in(request: Any, user: User, next_path: str) -> Any:
+    return _web().answer("signed_in_by_cognito", request, user=user, next_path=next_path)
+
+
+def page_route(path: str, methods: list[str], handler: str) -> None:
+    """Register a web view page: ``WebView.<handler>`` answers it (HTML)."""
+
+    def view(**params: str) -> Response:
+        try:
+            result = _web().answer(handler, _web_request(app.current_request), **params)
+        except Exception:
+            logger.exception("unhandled error")
+            return _page_failed()
+        return Response(body=result.body, status_code=result.status, headers=result.headers)
+
+    view.__name__ = f"web_{handler}"
+    app.route(path, methods=methods, content_types=["*/*"])(view)
+
+
+page_route("/", ["GET"], "home")
+page_route("/web", ["GET"], "packets")
+page_route("/web/packets/{id}", ["GET"], "packet")
+page_route("/web/packets/{id}/delete", ["GET", "POST"], "delete")
+page_route("/web/teams/{name}", ["GET"], "team")
+page_route("/web/signin", ["GET", "POST"], "sign_in")
+page_route("/web/signout", ["POST"], "sign_out")
+page_route("/web/ui", ["GET"], "ui")
+page_route("/web/static/{name}", ["GET"], "static")
+page_route("/p/{secret}", ["GET"], "public")
 
 
 @route("/v1/device/approve", "POST")

@@ -261,6 +261,9 @@ class DeviceWeb:
         self.signer = signer
         self.cognito = cognito
         self.clock = clock
+        # The web view's sign-ins come back through this callback too (one registered
+        # redirect URI); the web view sets this to finish them: (request, user, next path).
+        self.web_sign_in: Callable[[WebRequest, User, str], WebResponse] | None = None
 
     @classmethod
     def from_env(cls, store: Store, environ: Mapping[str, str] = os.environ) -> DeviceWeb:
@@ -367,6 +370,8 @@ class DeviceWeb:
                 " from your terminal again.",
                 cookie=cookie,
             )
+        if isinstance(state.get("w"), str) and self.web_sign_in is not None:
+            return self._web_callback(request, state, when)
         if _one(request.query, "error"):
             return self._problem(
                 request,
@@ -381,6 +386,16 @@ class DeviceWeb:
             return self._gone(request, grant)
         if not code:
             return self._problem(request, 400, "That did not work", "Cognito sent no sign-in code.")
+        user = self._cognito_user(request, code, state, when)
+        if isinstance(user, WebResponse):
+            return user
+        return self._confirm(request, session, grant, user, when)
+
+    def _cognito_user(
+        self, request: WebRequest, code: str, state: Mapping[str, Any], when: datetime
+    ) -> User | WebResponse:
+        """The ltm user Cognito signed in: the code exchanged, the ID token verified."""
+        assert self.cognito is not None
         try:
             tokens_ = self.cognito.exchange_code(
                 code=code,
@@ -390,8 +405,22 @@ class DeviceWeb:
             claims = self.cognito.verify_id_token(tokens_["id_token"])
         except CognitoError as exc:
             return self._problem(request, 502, "Sign-in failed", f"{exc}. Try again in a moment.")
-        user = device.user_for_subject(self.store, claims["sub"], display_name(claims), when=when)
-        return self._confirm(request, session, grant, user, when)
+        return device.user_for_subject(self.store, claims["sub"], display_name(claims), when=when)
+
+    def _web_callback(
+        self, request: WebRequest, state: Mapping[str, Any], when: datetime
+    ) -> WebResponse:
+        """A web view sign-in back from Cognito: the person, then the web view's session."""
+        assert self.cognito is not None and self.web_sign_in is not None
+        code = _one(request.query, "code")
+        if _one(request.query, "error") or not code:
+            return self._problem(
+                request, 400, "Sign-in cancelled", "Signing in did not complete. Try again."
+            )
+        user = self._cognito_user(request, code, state, when)
+        if isinstance(user, WebResponse):
+            return user
+        return self.web_sign_in(request, user, str(state["w"]))
 
     def decide(self, request: WebRequest) -> WebResponse:
         """``POST /device/decide``: the signed-in person approves or denies the device."""

@@ -471,7 +471,7 @@ def document() -> dict[str, Any]:
         },
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "security": _BEARER,
-        "paths": {**_paths(), **device_paths()},
+        "paths": {**_paths(), **publish_paths(), **device_paths(), **web_paths()},
         "components": {
             "schemas": {**_schemas(), **device_schemas()},
             "securitySchemes": {
@@ -516,8 +516,9 @@ def _form_body(properties: dict[str, Any], required: list[str]) -> dict[str, Any
 
 
 def device_schemas() -> dict[str, Any]:
-    """Component schemas of the device flow and token routes."""
+    """Component schemas of the device flow and token routes (and publishing's answer)."""
     return {
+        "Published": _obj({"id": _STRING, "public_url": {"type": "string", "format": "uri"}}),
         "OAuthError": {
             "type": "object",
             "description": "RFC 6749 §5.2.",
@@ -773,6 +774,186 @@ def device_paths() -> dict[str, Any]:
                     "204": _NO_CONTENT,
                     "401": _UNAUTHORIZED,
                     "404": _error("`token not found` (or not the caller's)."),
+                },
+            },
+        },
+    }
+
+
+# -- publishing and the web view -----------------------------------------------------------
+
+
+def publish_paths() -> dict[str, Any]:
+    """Publishing, as the reference CLI calls it (``ltm publish`` / ``ltm unpublish``)."""
+    not_found = _error(
+        "`not found`: no such packet, or the caller may not publish it (only its owner;"
+        " in a team, its creator or the team's owner)."
+    )
+    return {
+        "/v1/packets/{id}/publish": {
+            "parameters": [_path_param("id", "The packet id.")],
+            "post": {
+                "operationId": "publishPacket",
+                "summary": "Publish a packet at a public, read-only URL (no sign-in to read it).",
+                "description": "The URL ends in a random 192-bit secret, never the packet id."
+                " Publishing a published packet answers its existing URL (200).",
+                "responses": {
+                    "200": _ok("Already published.", _ref("Published")),
+                    "201": _ok("Published now.", _ref("Published")),
+                    "401": _UNAUTHORIZED,
+                    "404": not_found,
+                },
+            },
+            "delete": {
+                "operationId": "unpublishPacket",
+                "summary": "Unpublish: the public URL answers 404 from now on.",
+                "responses": {"204": _NO_CONTENT, "401": _UNAUTHORIZED, "404": not_found},
+            },
+        },
+    }
+
+
+def web_paths() -> dict[str, Any]:
+    """The web view's pages (HTML, a browser session, never a bearer) and public pages."""
+    to_sign_in = _page("Not signed in: on to `/web/signin?next=...`.")
+    missing = _page("Not found, or not visible to the signed-in user.")
+
+    def page(operation: str, summary: str, **responses: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "operationId": operation,
+            "summary": summary,
+            "security": [],
+            "responses": {"200": _page(summary), "303": to_sign_in, **responses},
+        }
+
+    query = [
+        {"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
+        for name in ("team", "tag", "project", "after", "done")
+    ]
+    # Not required: a signed-out request is sent to sign in (303) before its body is read.
+    form = {
+        **_form_body({"csrf": {"description": "The form's CSRF token (signed in: needed)."}}, []),
+        "required": False,
+    }
+    return {
+        "/": {"get": page("home", "On to `/web`.")},
+        "/web": {
+            "get": {
+                **page(
+                    "webPackets",
+                    "The signed-in user's packets, or a team's, newest first.",
+                    **{"400": _page("A bad filter or position."), "404": missing},
+                ),
+                "parameters": query,
+            }
+        },
+        "/web/packets/{id}": {
+            "parameters": [_path_param("id", "The packet id.")],
+            "get": page(
+                "webPacket", "One packet, in the resume block's order.", **{"404": missing}
+            ),
+        },
+        "/web/packets/{id}/delete": {
+            "parameters": [_path_param("id", "The packet id.")],
+            "get": page(
+                "webConfirmDelete",
+                "Asks before deleting.",
+                **{"403": _page("Not the creator or the team's owner."), "404": missing},
+            ),
+            "post": {
+                **page(
+                    "webDelete",
+                    "Deletes, then on to the list (303).",
+                    **{"403": _page("A wrong CSRF token, or not allowed."), "404": missing},
+                ),
+                "requestBody": form,
+            },
+        },
+        "/web/teams/{name}": {
+            "parameters": [_path_param("name", "The team's name.")],
+            "get": page(
+                "webTeam", "A team's members; pending invites for its owner.", **{"404": missing}
+            ),
+        },
+        "/web/signin": {
+            "get": {
+                **page("webSignInPage", "The sign-in page."),
+                "parameters": [
+                    {"name": "next", "in": "query", "required": False, "schema": {"type": "string"}}
+                ],
+            },
+            "post": {
+                "operationId": "webSignIn",
+                "summary": "Sign in: a token (self-hosted), or on to Cognito.",
+                "security": [],
+                "requestBody": _form_body(
+                    {
+                        "csrf": {"description": "The form's CSRF token."},
+                        "next": {"description": "Which page to go to afterwards."},
+                        "token": {"description": "Self-hosted: one of the person's tokens."},
+                    },
+                    ["csrf"],
+                ),
+                "responses": {
+                    "303": _page("Signed in (a session cookie), or on to Cognito."),
+                    "400": _page("No token."),
+                    "401": _page("The token was not accepted."),
+                    "403": _page("No session cookie or a wrong CSRF token."),
+                    "429": _page("Too many wrong tokens; wait."),
+                },
+            },
+        },
+        "/web/signout": {
+            "post": {
+                "operationId": "webSignOut",
+                "summary": "Sign out: every session of this user ends.",
+                "security": [],
+                "requestBody": form,
+                "responses": {
+                    "303": _page("Signed out; on to the sign-in page."),
+                    "403": _page("A wrong CSRF token."),
+                },
+            }
+        },
+        "/web/ui": {
+            "get": {
+                "operationId": "webLocalKey",
+                "summary": "`ltm ui` only: its one-time key becomes a session cookie.",
+                "security": [],
+                "parameters": [
+                    {"name": "key", "in": "query", "required": False, "schema": {"type": "string"}}
+                ],
+                "responses": {
+                    "303": _page("On to `/web`, signed in."),
+                    "403": _page("A wrong or used key."),
+                    "404": _page("Not `ltm ui`."),
+                },
+            }
+        },
+        "/web/static/{name}": {
+            "parameters": [_path_param("name", "`app.js` or `app.css`.")],
+            "get": {
+                "operationId": "webStatic",
+                "summary": "The web view's script and style sheet.",
+                "security": [],
+                "responses": {
+                    "200": {
+                        "description": "The file.",
+                        "content": {"text/javascript": {"schema": {}}, "text/css": {"schema": {}}},
+                    },
+                    "404": missing,
+                },
+            },
+        },
+        "/p/{secret}": {
+            "parameters": [_path_param("secret", "The public URL's secret.")],
+            "get": {
+                "operationId": "publicPacket",
+                "summary": "A published packet, read-only, for anyone with the link.",
+                "security": [],
+                "responses": {
+                    "200": _page("The packet."),
+                    "404": _page("Not published (any more), or never was."),
                 },
             },
         },

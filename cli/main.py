@@ -30,6 +30,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "invite": ("invite", "invite"),
     "join": ("join", "join"),
     "approve": ("approve", "approve"),
+    "publish": ("publish", "publish"),
+    "unpublish": ("publish", "unpublish"),
+    "open": ("open_cmd", "open_view"),
+    "ui": ("ui", "ui"),
 }
 # ... and command groups: name -> module under ltm.cli.commands holding a typer ``app``.
 GROUPS: dict[str, str] = {

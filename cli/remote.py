@@ -604,6 +604,36 @@ class RemoteBackend(Backend):
             " with: ltm ls"
         )
 
+    # -- publishing (only servers serve public pages) ---------------------------------
+
+    def _packet_call(self, method: str, ref: str, suffix: str, *, team: str | None) -> Reply:
+        """``method`` on ``/v1/packets/{id}{suffix}``: a full id at once, a prefix resolved."""
+        known = self._resolved.get((ref, team))
+        if known is None:
+            reply = self._call(
+                method, f"/v1/packets/{_segment(ref)}{suffix}", ok=(200, 201, 204, 404)
+            )
+            if reply.status != 404 or not reply.is_ltm_error():
+                return reply
+            known = self.resolve(ref, team=team)
+        return self._call(
+            method,
+            f"/v1/packets/{_segment(known)}{suffix}",
+            ok=(200, 201, 204),
+            hints={404: self._missing(known, team).message + " (or it is not yours to publish)"},
+        )
+
+    def publish(self, ref: str, *, team: str | None = None) -> dict[str, str]:
+        """``POST /v1/packets/{id}/publish``: ``{"id", "public_url"}``."""
+        answer = self._packet_call("POST", ref, "/publish", team=team).json(self.host)
+        if not isinstance(answer, dict) or not isinstance(answer.get("public_url"), str):
+            raise CliError(f"{self.host} sent an unexpected answer to publish")
+        return {"id": str(answer.get("id") or ref), "public_url": answer["public_url"]}
+
+    def unpublish(self, ref: str, *, team: str | None = None) -> None:
+        """``DELETE /v1/packets/{id}/publish``: the public URL stops working at once."""
+        self._packet_call("DELETE", ref, "/publish", team=team)
+
     # -- teams and invites (not part of Backend: only servers have them) ----------------
 
     def create_team(self, name: str) -> dict[str, Any]:

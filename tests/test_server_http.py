@@ -109,6 +109,21 @@ def test_openapi_document_lists_every_route(server: Server) -> None:
         ("POST", "/v1/device/approve"),
         ("GET", "/v1/tokens"),
         ("DELETE", "/v1/tokens/{label}"),
+        # publishing (the reference CLI's publish/unpublish) and the web view's pages
+        ("POST", "/v1/packets/{id}/publish"),
+        ("DELETE", "/v1/packets/{id}/publish"),
+        ("GET", "/"),
+        ("GET", "/web"),
+        ("GET", "/web/packets/{id}"),
+        ("GET", "/web/packets/{id}/delete"),
+        ("POST", "/web/packets/{id}/delete"),
+        ("GET", "/web/teams/{name}"),
+        ("GET", "/web/signin"),
+        ("POST", "/web/signin"),
+        ("POST", "/web/signout"),
+        ("GET", "/web/ui"),
+        ("GET", "/web/static/{name}"),
+        ("GET", "/p/{secret}"),
     }
     assert documented == expected
 
@@ -428,7 +443,7 @@ def test_an_oversized_content_length_is_refused_before_the_body_is_sent(server: 
 
 
 @pytest.mark.parametrize(
-    "path", ["/", "/v1", "/v1/nope", "/v1/packets/", "/v2/packets", "/v1/invites/abc", "/%ff"]
+    "path", ["/nope", "/v1", "/v1/nope", "/v1/packets/", "/v2/packets", "/v1/invites/abc", "/%ff"]
 )
 def test_unknown_routes_are_json_404(server: Server, path: str) -> None:
     r = httpx.get(server.url + path)

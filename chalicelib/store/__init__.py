@@ -127,6 +127,25 @@ class Invite:
     used_by: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """A packet published at a public, read-only URL (``/p/<secret>``).
+
+    ``secret`` is 192 random bits, the only thing the URL carries (never the
+    packet id). The store looks publications up by ``secret_hash`` (hex
+    sha256) and keeps the secret too, so publishing twice answers the same URL
+    and the owner can see it again: a copy of the database already holds the
+    packet itself, so the secret reveals nothing more (unlike a bearer token,
+    which would grant writes, and is therefore kept only as a hash).
+    """
+
+    packet_id: str
+    secret: str
+    secret_hash: str
+    created_by: str
+    created_at: datetime
+
+
 DeviceStatus = Literal["pending", "approved", "denied", "used"]
 
 
@@ -261,6 +280,34 @@ class Store(ABC):
         happens only while the packet still has that owner and scope.
         """
 
+    # -- publishing ------------------------------------------------------
+
+    @abstractmethod
+    def publish_packet(self, publication: Publication, *, seen: PacketMeta) -> Publication:
+        """Publish a packet; return the publication in force.
+
+        When the packet is already published, the existing publication is
+        returned unchanged (same secret, same URL). NotFound when the packet is
+        gone or no longer has ``seen``'s owner and scope. The check and the
+        write are one atomic step.
+        """
+
+    @abstractmethod
+    def unpublish_packet(self, packet_id: str) -> bool:
+        """End a packet's publication; True when it was published. Its URL is dead at once."""
+
+    @abstractmethod
+    def publication(self, packet_id: str) -> Publication | None:
+        """The packet's publication, or None."""
+
+    @abstractmethod
+    def published_packet(self, secret_hash: str) -> StoredPacket | None:
+        """The packet published under this secret hash, only while it is published and exists.
+
+        Deleting a packet (by any path, its team's deletion included) ends its
+        publication at once; re-pushing the same id keeps it published.
+        """
+
     # -- users and tokens -----------------------------------------------
 
     @abstractmethod
@@ -344,6 +391,10 @@ class Store(ABC):
 
     @abstractmethod
     def create_invite(self, invite: Invite) -> None: ...
+
+    @abstractmethod
+    def list_invites(self, team_id: str) -> list[Invite]:
+        """Every invite of a team still on record (used and expired ones too), oldest first."""
 
     @abstractmethod
     def accept_invite(

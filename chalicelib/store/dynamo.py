@@ -21,12 +21,24 @@ needs and no others (the indexes are sparse)::
     member (by id)    TEAM#<id> / MEMBER#<u>      -
     member (by user)  USER#<u> / MEMBEROF#<team created>#<name>
     invite            INVITE#<codehash> / INVITE  -
+    publication       PUBLIC#<secrethash> / PUBLIC -
     (device grants, user-code claims, counters and secrets: see dynamo_device.py)
 
     gsi2pk / gsi2sk: packet SCOPE#<scope> / <id>; token TOKENS / <created>#<label>;
     invite INVITES#<team> / <codehash>.
 
-``<scope>`` is ``u:<owner>`` or ``t:<team>``. Which request uses what:
+``<scope>`` is ``u:<owner>`` or ``t:<team>``. A published packet's item
+carries ``public_hash``, the hash of its public URL's secret; the
+``PUBLIC#`` item maps that hash back to the packet id and keeps the secret.
+The packet item is the truth: a public read (two GetItems) serves the packet
+only while its item names that very hash, so deleting the packet, by any
+path, ends the publication at once (the ``PUBLIC#`` item left behind is
+unreachable). Publishing and unpublishing write both items in one
+transaction. A re-push replaces the packet item, and the publication is put
+back on it right after, in a transaction that checks the ``PUBLIC#`` item is
+still there (between the two the URL answers 404: it fails closed).
+
+Which request uses what:
 
 - every request starts with ``load``: the token, and whichever of the team
   (by name) with the caller's membership, and the packet, the request is
@@ -107,6 +119,7 @@ from . import (
     NotFound,
     PacketMeta,
     Page,
+    Publication,
     Role,
     Store,
     StoredPacket,
@@ -576,7 +589,37 @@ class DynamoStore(DeviceGrantsMixin, Store):
             )
         except self._exc.ConditionalCheckFailedException:
             raise Conflict(f"packet {meta.id} belongs to another owner or scope") from None
-        return "Attributes" not in resp
+        old = resp.get("Attributes")
+        if old is not None and (public_hash := _get(old, "public_hash")) is not None:
+            self._keep_published(meta.id, public_hash)
+        return old is None
+
+    def _keep_published(self, packet_id: str, public_hash: str) -> None:
+        """Put a re-pushed packet's publication back, unless it ended meanwhile."""
+        with contextlib.suppress(_Cancelled):
+            self._transact(
+                [
+                    {
+                        "ConditionCheck": {
+                            "Key": _key(f"PUBLIC#{public_hash}", "PUBLIC"),
+                            "ConditionExpression": "#p = :p",
+                            "ExpressionAttributeNames": {"#p": "packet_id"},
+                            "ExpressionAttributeValues": {":p": _s(packet_id)},
+                        }
+                    },
+                    {
+                        "Update": {
+                            "Key": _key(f"PKT#{packet_id}", "PKT"),
+                            "UpdateExpression": "SET #h = :h",
+                            "ConditionExpression": (
+                                "attribute_exists(#pk) AND attribute_not_exists(#h)"
+                            ),
+                            "ExpressionAttributeNames": {"#pk": "pk", "#h": "public_hash"},
+                            "ExpressionAttributeValues": {":h": _s(public_hash)},
+                        }
+                    },
+                ]
+            )
 
     def get_packet(self, packet_id: str) -> StoredPacket | None:
         item = self._get_item(_key(f"PKT#{packet_id}", "PKT"))
@@ -692,6 +735,116 @@ class DynamoStore(DeviceGrantsMixin, Store):
         except _Cancelled:
             return False
         return True
+
+    # -- publishing ------------------------------------------------------
+
+    def _publication_item(self, public_hash: str) -> Publication | None:
+        item = self._get_item(_key(f"PUBLIC#{public_hash}", "PUBLIC"))
+        if item is None:
+            return None
+        return Publication(
+            packet_id=_req(item, "packet_id"),
+            secret=_req(item, "secret"),
+            secret_hash=public_hash,
+            created_by=_req(item, "created_by"),
+            created_at=_dt(_req(item, "created_at")),
+        )
+
+    def publish_packet(self, publication: Publication, *, seen: PacketMeta) -> Publication:
+        key = _key(f"PKT#{publication.packet_id}", "PKT")
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            item = self._get_item(key)
+            if item is None or (_get(item, "owner_id"), _get(item, "team_id")) != (
+                seen.owner_id,
+                seen.team_id,
+            ):
+                raise NotFound(f"packet {publication.packet_id} does not exist")
+            current = _get(item, "public_hash")
+            if current is not None:
+                existing = self._publication_item(current)
+                if existing is not None:
+                    return existing
+            condition = _exact(key, seen.owner_id, seen.team_id)
+            names = {**condition["ExpressionAttributeNames"], "#h": "public_hash", "#pk": "pk"}
+            values = {**condition["ExpressionAttributeValues"], ":h": _s(publication.secret_hash)}
+            if current is None:
+                guard, values_extra = "attribute_not_exists(#h)", {}
+            else:  # a dangling hash (its PUBLIC# item is gone): replace exactly that one
+                guard, values_extra = "#h = :old", {":old": _s(current)}
+            try:
+                self._transact(
+                    [
+                        _put_new(
+                            {
+                                **_key(f"PUBLIC#{publication.secret_hash}", "PUBLIC"),
+                                "packet_id": _s(publication.packet_id),
+                                "secret": _s(publication.secret),
+                                "created_by": _s(publication.created_by),
+                                "created_at": _s(_ts(publication.created_at)),
+                            }
+                        ),
+                        {
+                            "Update": {
+                                "Key": key,
+                                "UpdateExpression": "SET #h = :h",
+                                "ConditionExpression": (
+                                    f"attribute_exists(#pk) AND {condition['ConditionExpression']}"
+                                    f" AND {guard}"
+                                ),
+                                "ExpressionAttributeNames": names,
+                                "ExpressionAttributeValues": {**values, **values_extra},
+                            }
+                        },
+                    ]
+                )
+                return publication
+            except _Cancelled:
+                _backoff(attempt)  # published or deleted meanwhile: read again
+        raise Conflict("packet could not be published (concurrent writes); try again")
+
+    def unpublish_packet(self, packet_id: str) -> bool:
+        key = _key(f"PKT#{packet_id}", "PKT")
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            item = self._get_item(key)
+            current = _get(item, "public_hash") if item is not None else None
+            if current is None:
+                return False
+            try:
+                self._transact(
+                    [
+                        {
+                            "Update": {
+                                "Key": key,
+                                "UpdateExpression": "REMOVE #h",
+                                "ConditionExpression": "#h = :h",
+                                "ExpressionAttributeNames": {"#h": "public_hash"},
+                                "ExpressionAttributeValues": {":h": _s(current)},
+                            }
+                        },
+                        {"Delete": {"Key": _key(f"PUBLIC#{current}", "PUBLIC")}},
+                    ]
+                )
+                return True
+            except _Cancelled:
+                _backoff(attempt)
+        return False
+
+    def publication(self, packet_id: str) -> Publication | None:
+        item = self._get_item(_key(f"PKT#{packet_id}", "PKT"))
+        current = _get(item, "public_hash") if item is not None else None
+        if current is None:
+            return None
+        found = self._publication_item(current)
+        return found if found is not None and found.packet_id == packet_id else None
+
+    def published_packet(self, secret_hash: str) -> StoredPacket | None:
+        found = self._publication_item(secret_hash)
+        if found is None:
+            return None
+        item = self._get_item(_key(f"PKT#{found.packet_id}", "PKT"))
+        if item is None or _get(item, "public_hash") != secret_hash:
+            return None  # deleted or unpublished: the URL is dead
+        return _stored_packet(item)
 
     # -- users and tokens -----------------------------------------------
 
@@ -998,6 +1151,21 @@ class DynamoStore(DeviceGrantsMixin, Store):
             )
         except self._exc.ConditionalCheckFailedException:
             raise Conflict("invite code already exists") from None
+
+    def list_invites(self, team_id: str) -> list[Invite]:
+        keys = [
+            _key(_req(item, "pk"), _req(item, "sk"))
+            for item in self._query(
+                IndexName="gsi2",
+                KeyConditionExpression="#p = :p",
+                ExpressionAttributeNames={"#p": "gsi2pk"},
+                ExpressionAttributeValues={":p": _s(f"INVITES#{team_id}")},
+            )
+        ]
+        found: list[Item] = []
+        for start in range(0, len(keys), 100):  # BatchGetItem takes 100 keys at most
+            found.extend(self._batch_get(keys[start : start + 100]))
+        return sorted((_invite(item) for item in found), key=lambda i: (i.created_at, i.code_hash))
 
     def accept_invite(
         self,

@@ -34,6 +34,7 @@ from . import (
     NotFound,
     PacketMeta,
     Page,
+    Publication,
     Role,
     Store,
     StoredPacket,
@@ -129,6 +130,22 @@ MIGRATIONS: tuple[str, ...] = (
         created_at  TEXT NOT NULL
     );
     """,
+    # 3: published packets (public read-only URLs). A trigger ends a publication in the
+    # same statement that deletes its packet, whichever path deletes it (rm, a team's
+    # deletion); INSERT OR REPLACE (a re-push) fires no delete trigger, so it stays.
+    """
+    CREATE TABLE publications (
+        secret_hash  TEXT PRIMARY KEY,
+        packet_id    TEXT NOT NULL UNIQUE,
+        secret       TEXT NOT NULL,
+        created_by   TEXT NOT NULL,
+        created_at   TEXT NOT NULL
+    );
+    CREATE TRIGGER publications_end_with_packet AFTER DELETE ON packets
+    BEGIN
+        DELETE FROM publications WHERE packet_id = OLD.id;
+    END
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -151,6 +168,21 @@ def _dt(value: str | None) -> datetime | None:
 
 def _scope(owner_id: str, team_id: str | None) -> str:
     return f"t:{team_id}" if team_id else f"u:{owner_id}"
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a migration: split on ``;`` except inside a trigger's BEGIN ... END."""
+    out: list[str] = []
+    pending = ""
+    for part in script.split(";"):
+        pending = f"{pending};{part}" if pending else part
+        if sqlite3.complete_statement(pending + ";"):
+            if pending.strip():
+                out.append(pending)
+            pending = ""
+    if pending.strip():
+        out.append(pending)
+    return out
 
 
 class SqliteStore(Store):
@@ -240,9 +272,8 @@ class SqliteStore(Store):
             # Re-read under the write lock: another process may have migrated meanwhile.
             version = db.execute("PRAGMA user_version").fetchone()[0]
             for step in MIGRATIONS[version:]:
-                for statement in step.split(";"):
-                    if statement.strip():
-                        db.execute(statement)
+                for statement in _statements(step):
+                    db.execute(statement)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def close(self) -> None:
@@ -352,6 +383,76 @@ class SqliteStore(Store):
             args.update(owner=seen.owner_id, team=seen.team_id)
         with self._write() as db:
             return db.execute(sql, args).rowcount > 0
+
+    # -- publishing ------------------------------------------------------
+
+    _PUBLICATION = "packet_id, secret, secret_hash, created_by, created_at"
+
+    @staticmethod
+    def _publication(row: tuple[str, ...] | None) -> Publication | None:
+        if row is None:
+            return None
+        return Publication(row[0], row[1], row[2], row[3], _dt(row[4]))  # type: ignore[arg-type]
+
+    def publish_packet(self, publication: Publication, *, seen: PacketMeta) -> Publication:
+        with self._write() as db:
+            if (
+                db.execute(
+                    "SELECT 1 FROM packets WHERE id = ? AND owner_id = ? AND team_id IS ?",
+                    (publication.packet_id, seen.owner_id, seen.team_id),
+                ).fetchone()
+                is None
+            ):
+                raise NotFound(f"packet {publication.packet_id} does not exist")
+            existing = db.execute(
+                f"SELECT {self._PUBLICATION} FROM publications WHERE packet_id = ?",
+                (publication.packet_id,),
+            ).fetchone()
+            if existing is not None:
+                return self._publication(existing)  # type: ignore[return-value]
+            db.execute(
+                f"INSERT INTO publications ({self._PUBLICATION}) VALUES (?, ?, ?, ?, ?)",
+                (
+                    publication.packet_id,
+                    publication.secret,
+                    publication.secret_hash,
+                    publication.created_by,
+                    _ts(publication.created_at),
+                ),
+            )
+        return publication
+
+    def unpublish_packet(self, packet_id: str) -> bool:
+        with self._write() as db:
+            return (
+                db.execute("DELETE FROM publications WHERE packet_id = ?", (packet_id,)).rowcount
+                > 0
+            )
+
+    def publication(self, packet_id: str) -> Publication | None:
+        row = (
+            self._conn()
+            .execute(
+                f"SELECT {self._PUBLICATION} FROM publications WHERE packet_id = ?", (packet_id,)
+            )
+            .fetchone()
+        )
+        return self._publication(row)
+
+    def published_packet(self, secret_hash: str) -> StoredPacket | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT p.id, p.created_at, p.goal, p.owner_id, p.team_id, p.body, p.conforming"
+                " FROM publications pub JOIN packets p ON p.id = pub.packet_id"
+                " WHERE pub.secret_hash = ?",
+                (secret_hash,),
+            )
+            .fetchone()
+        )
+        if row is None:
+            return None
+        return StoredPacket(PacketMeta(*row[:5]), bytes(row[5]), bool(row[6]))
 
     # -- users and tokens -----------------------------------------------
 
@@ -561,6 +662,21 @@ class SqliteStore(Store):
                 )
         except sqlite3.IntegrityError:
             raise Conflict("invite code already exists") from None
+
+    def list_invites(self, team_id: str) -> list[Invite]:
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT code_hash, team_id, created_by, created_at, expires_at, used_at, used_by"
+                " FROM invites WHERE team_id = ? ORDER BY created_at, code_hash",
+                (team_id,),
+            )
+            .fetchall()
+        )
+        return [
+            Invite(r[0], r[1], r[2], _dt(r[3]), _dt(r[4]), _dt(r[5]), r[6])  # type: ignore[arg-type]
+            for r in rows
+        ]
 
     def accept_invite(
         self,

@@ -1,0 +1,87 @@
+"""Publishing a packet at a public, read-only URL, and reading it back without signing in.
+
+The URL is ``{base}/p/{secret}``: 192 random bits (``secrets.token_urlsafe``),
+never the packet id, so a published packet cannot be found by guessing and an
+unpublished one's id reveals nothing. The store looks it up by the secret's
+hex sha256 and keeps the secret too (see ``store.Publication`` for why).
+
+Who may publish or unpublish: whoever may delete the packet (the protocol's
+rule): a personal packet's owner; a team packet's creator (still a member)
+or the team's owner. Anyone else, and anyone who cannot see the packet at
+all, gets 404 ``not found``, as for every packet they have no business with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from datetime import datetime
+
+from ..store import NotFound as StoreNotFound
+from ..store import PacketMeta, Publication, Store, StoredPacket, User
+from .access import Caller, access
+from .errors import NotFound
+from .users import now
+
+SECRET_BYTES = 24  # 192 bits
+SECRET_RE = re.compile(r"[A-Za-z0-9_-]{32}")  # what token_urlsafe(24) makes
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def public_url(base_url: str, secret: str) -> str:
+    return f"{base_url.rstrip('/')}/p/{secret}"
+
+
+def may_manage(store: Store, user: User, meta: PacketMeta) -> bool:
+    """The protocol's delete rule, shared by publishing: owner, or creator / team owner."""
+    if meta.team_id is None:
+        return meta.owner_id == user.id
+    member = store.get_member(meta.team_id, user.id)
+    return member is not None and (meta.owner_id == user.id or member.role == "owner")
+
+
+def _managed(store: Store, caller: Caller, packet_id: str) -> tuple[User, StoredPacket]:
+    who = access(store, caller, packet_id=packet_id)
+    if who.packet is None or not may_manage(store, who.user, who.packet.meta):
+        raise NotFound("not found")
+    return who.user, who.packet
+
+
+def publish(
+    store: Store, caller: Caller, packet_id: str, *, when: datetime | None = None
+) -> tuple[Publication, bool]:
+    """Publish (or find the publication of) a packet; True when it was published just now."""
+    user, found = _managed(store, caller, packet_id)
+    secret = secrets.token_urlsafe(SECRET_BYTES)
+    fresh = Publication(packet_id, secret, hash_secret(secret), user.id, when or now())
+    try:
+        current = store.publish_packet(fresh, seen=found.meta)
+    except StoreNotFound:  # deleted (or moved) between the read and the write
+        raise NotFound("not found") from None
+    return current, current.secret == secret
+
+
+def unpublish(store: Store, caller: Caller, packet_id: str) -> None:
+    """End a publication; the URL is dead at once. Unpublishing what is not published is fine."""
+    _managed(store, caller, packet_id)
+    store.unpublish_packet(packet_id)
+
+
+def publication(store: Store, caller: Caller, packet_id: str) -> Publication | None:
+    """The publication of a packet the caller may manage (None when it is not published)."""
+    _managed(store, caller, packet_id)
+    return store.publication(packet_id)
+
+
+def read_public(store: Store, secret: str) -> StoredPacket:
+    """The packet published under ``secret``: no sign-in; 404 for anything else."""
+    if not SECRET_RE.fullmatch(secret):
+        raise NotFound("not found")
+    found = store.published_packet(hash_secret(secret))
+    if found is None:
+        raise NotFound("not found")
+    return found

@@ -1,0 +1,417 @@
+"""HTML for the web view: small functions that build strings, every value escaped.
+
+Packet text is untrusted (any team member writes it), so nothing from a
+packet reaches the page except through ``text()``: HTML-escaped, and with
+the Unicode bidirectional controls (the "Trojan Source" characters, which
+could make text read differently than it is stored) replaced by a visible
+``[U+202E]`` marker. Packet text never becomes a link, an attribute other
+than a data value we quote, or markup; the only links on a page are this
+app's own paths, built from percent-encoded ids and names. Each text block
+is also isolated (``unicode-bidi: isolate`` in the style sheet), so no
+right-to-left run can spill into the page around it.
+
+Pages load one same-origin style sheet and one same-origin script, nothing
+else (the Content-Security-Policy allows nothing else); every page works
+without the script, which only adds the copy button.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+# Bidi embeddings, overrides and isolates, the marks, and the Arabic letter mark.
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+GOAL_IN_LIST = 120  # characters of a goal shown in a listing (a page stays small)
+
+
+def text(value: object, limit: int | None = None) -> str:
+    """Untrusted text as HTML text: bidi controls made visible, then escaped."""
+    raw = str(value)
+    if limit is not None and len(raw) > limit:
+        raw = raw[: limit - 1].rstrip() + "…"
+    shown = _BIDI.sub(lambda m: f"[U+{ord(m.group()):04X}]", raw)
+    return html.escape(shown, quote=False)
+
+
+def attr(value: object) -> str:
+    """A value for a double-quoted attribute."""
+    return html.escape(_BIDI.sub("", str(value)), quote=True)
+
+
+def seg(value: str) -> str:
+    """One URL path segment."""
+    return quote(value, safe="")
+
+
+ROOT = "<@>"  # where this app's paths start; ``layout`` puts the real prefix in
+
+
+def href(path: str, **query: str | None) -> str:
+    """A link to one of this app's pages (escaping can never produce ``ROOT``'s ``<``)."""
+    params = {k: v for k, v in query.items() if v}
+    return ROOT + attr(path + (f"?{urlencode(params)}" if params else ""))
+
+
+@dataclass(frozen=True, slots=True)
+class Nav:
+    """Who is signed in, for the page header (None on public pages)."""
+
+    display: str
+    csrf: str
+    local: bool = False  # ``ltm ui``: the embedded store, no sign-out
+
+
+def layout(title: str, body: str, *, nav: Nav | None, status: str = "", root: str = "") -> str:
+    """A whole page. ``root`` is the path this app is served under (an API stage, or "")."""
+    header = '<header><a class="home" href="<@>/web">ltm</a>'
+    if nav is not None:
+        header += f'<span class="who">{text(nav.display)}</span>'
+        if not nav.local:
+            header += (
+                '<form method="post" action="<@>/web/signout" class="signout">'
+                f'<input type="hidden" name="csrf" value="{attr(nav.csrf)}">'
+                '<button type="submit">Sign out</button></form>'
+            )
+    header += "</header>"
+    notice = f'<p class="notice" role="status">{text(status)}</p>' if status else ""
+    return (
+        "<!doctype html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta name="referrer" content="no-referrer">'
+        f"<title>{text(title, 80)} · ltm</title>"
+        '<link rel="stylesheet" href="<@>/web/static/app.css">'
+        '<script src="<@>/web/static/app.js" defer></script></head>'
+        f'<body>{header}<main id="main">{notice}{body}</main></body></html>\n'
+    ).replace(ROOT, root)
+
+
+# -- the packet list ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    id: str
+    created_at: str
+    goal: str
+
+
+def packet_list(
+    *,
+    rows: Sequence[Row],
+    teams: Sequence[str],
+    team: str | None,
+    tag: str,
+    project: str,
+    scanned: int | None,
+    older: str | None,
+    owned_team: bool,
+) -> str:
+    scope = f"Team {team}" if team else "Your packets"
+    options = ['<option value="">Personal</option>'] + [
+        f'<option value="{attr(name)}"{" selected" if name == team else ""}>{text(name)}</option>'
+        for name in teams
+    ]
+    form = (
+        '<form method="get" action="<@>/web" class="filters" role="search">'
+        '<div><label for="team">Scope</label>'
+        f'<select id="team" name="team">{"".join(options)}</select></div>'
+        '<div><label for="tag">Tag</label>'
+        f'<input id="tag" name="tag" value="{attr(tag)}" maxlength="32" spellcheck="false"></div>'
+        '<div><label for="project">Project</label>'
+        f'<input id="project" name="project" value="{attr(project)}" maxlength="128"'
+        ' spellcheck="false"></div>'
+        '<div><button type="submit">Show</button></div></form>'
+    )
+    parts = [f"<h1>{text(scope)}</h1>", form]
+    if team:
+        parts.append(
+            f'<p><a href="<@>/web/teams/{seg(team)}">Members'
+            f"{' and pending invites' if owned_team else ''} of {text(team)}</a></p>"
+        )
+    if scanned is not None:
+        parts.append(
+            f'<p class="note">Filtered among the newest {scanned} packets of this scope.</p>'
+        )
+    if rows:
+        items = "".join(
+            f'<li><a href="<@>/web/packets/{seg(r.id)}">{text(r.goal or "(no goal)", GOAL_IN_LIST)}'
+            f'</a><span class="meta"><time>{text(r.created_at, 40)}</time>'
+            f" · <code>{text(r.id[:12])}</code></span></li>"
+            for r in rows
+        )
+        parts.append(f'<ol class="packets" aria-label="Packets, newest first">{items}</ol>')
+    else:
+        parts.append('<p class="empty">No packets here yet.</p>')
+    if older:
+        link = href("/web", team=team, tag=tag, project=project, after=older)
+        parts.append(f'<p><a rel="next" href="{link}">Older packets</a></p>')
+    if teams:
+        items = "".join(
+            f'<li><a href="{href("/web", team=name)}">{text(name)}</a>'
+            f' · <a href="<@>/web/teams/{seg(name)}">members</a></li>'
+            for name in teams
+        )
+        parts.append(f'<h2>Your teams</h2><ul class="teams">{items}</ul>')
+    return "".join(parts)
+
+
+# -- one packet -------------------------------------------------------------------------------
+
+
+def _list(items: Iterable[Any]) -> str:
+    lis = "".join(f"<li>{text(item)}</li>" for item in items)
+    return f"<ul>{lis}</ul>" if lis else ""
+
+
+def _items(packet: Mapping[str, Any], key: str) -> list[Any]:
+    value = packet.get(key)
+    return value if isinstance(value, list) else []
+
+
+def _dicts(packet: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    return [d for d in _items(packet, key) if isinstance(d, Mapping)]
+
+
+def _decisions(items: Sequence[Mapping[str, Any]]) -> str:
+    out = []
+    for d in items:
+        extra = ""
+        if d.get("why"):
+            extra += f'<p class="sub"><span class="k">Why</span> {text(d["why"])}</p>'
+        if d.get("consequences"):
+            extra += (
+                f'<p class="sub"><span class="k">Consequences</span> {text(d["consequences"])}</p>'
+            )
+        out.append(f"<li><p>{text(d.get('what', ''))}</p>{extra}</li>")
+    return f"<ul>{''.join(out)}</ul>" if out else ""
+
+
+def _attempts(items: Sequence[Mapping[str, Any]], *, outcome: bool) -> str:
+    out = []
+    for a in items:
+        badge = f'<span class="badge">{text(a.get("outcome", "?"), 16)}</span> ' if outcome else ""
+        extra = ""
+        if a.get("learned"):
+            extra += f'<p class="sub"><span class="k">Learned</span> {text(a["learned"])}</p>'
+        if a.get("confidence"):
+            extra += f'<p class="sub"><span class="k">Confidence</span> {text(a["confidence"])}</p>'
+        out.append(f"<li><p>{badge}{text(a.get('tried', ''))}</p>{extra}</li>")
+    return f"<ul>{''.join(out)}</ul>" if out else ""
+
+
+def _methods(items: Sequence[Mapping[str, Any]]) -> str:
+    out = [
+        f"<li><p><strong>{text(m.get('name', ''))}</strong></p>"
+        f'<p class="sub"><span class="k">When</span> {text(m.get("when_applicable", ""))}</p>'
+        f'<p class="sub"><span class="k">How</span> {text(m.get("how", ""))}</p></li>'
+        for m in items
+    ]
+    return f"<ul>{''.join(out)}</ul>" if out else ""
+
+
+def _section(title: str, content: str, cls: str = "") -> str:
+    if not content:
+        return ""
+    klass = f' class="{cls}"' if cls else ""
+    return f"<section{klass}><h2>{text(title)}</h2>{content}</section>"
+
+
+@dataclass(frozen=True, slots=True)
+class Parent:
+    id: str
+    goal: str | None  # None: not visible to the reader (or gone)
+    link: bool
+
+
+def packet_page(
+    packet: Mapping[str, Any],
+    *,
+    packet_id: str,
+    scope: str,
+    resume_block: str,
+    parent: Parent | None,
+    public_url: str | None = None,
+    can_delete: bool = False,
+    conforming: bool = True,
+) -> str:
+    """A packet in the resume block's order: what must not go wrong first, the next step last."""
+    decisions = _dicts(packet, "decisions")
+    attempts = _dicts(packet, "attempts")
+    failed = [a for a in attempts if a.get("outcome") in ("failed", "partial")]
+    worked = [a for a in attempts if a.get("outcome") not in ("failed", "partial")]
+    facts = [("Id", f"<code>{text(packet_id)}</code>"), ("Scope", text(scope))]
+    if packet.get("created_at"):
+        facts.append(("Created", f"<time>{text(packet['created_at'])}</time>"))
+    project = packet.get("project")
+    if isinstance(project, Mapping) and (project.get("name") or project.get("ref")):
+        shown = text(project.get("name") or "")
+        if project.get("ref"):
+            shown += f" <code>{text(project['ref'])}</code>"
+        facts.append(("Project", shown))
+    tags = [t for t in _items(packet, "tags") if isinstance(t, str)]
+    if tags:
+        facts.append(("Tags", " ".join(f'<span class="tag">{text(t, 40)}</span>' for t in tags)))
+    provenance = packet.get("provenance")
+    if isinstance(provenance, Mapping):
+        who = [str(provenance[k]) for k in ("author_human", "author_model") if provenance.get(k)]
+        if who:
+            facts.append(("Written by", text(" via ".join(who))))
+    if parent is not None:
+        if parent.goal is not None and parent.link:
+            link = f"<@>/web/packets/{seg(parent.id)}"
+            shown = f'<a href="{link}" rel="prev">{text(parent.goal, 120)}</a>'
+        else:
+            shown = f"<code>{text(parent.id)}</code> (not visible to you)"
+        facts.append(("Continues", shown))
+    if public_url:
+        facts.append(("Public page", f'<code class="url">{text(public_url)}</code>'))
+    if not conforming:
+        facts.append(("Schema", "accepted in lenient mode: it does not conform"))
+    dl = "".join(f"<dt>{text(k)}</dt><dd>{v}</dd>" for k, v in facts)
+    locked = [d for d in decisions if d.get("locked") is True]
+    tentative = [d for d in decisions if d.get("locked") is not True]
+    body = [
+        '<article class="packet">',
+        f'<h1 class="goal">{text(packet.get("goal", "") or "(no goal)")}</h1>',
+        f'<dl class="facts">{dl}</dl>',
+        '<div class="actions">'
+        '<button type="button" class="copy" data-copy="resume-block" hidden>'
+        "Copy the resume block</button>"
+        '<span class="copied" role="status" aria-live="polite"></span>',
+    ]
+    if can_delete:
+        body.append(f'<a class="danger" href="<@>/web/packets/{seg(packet_id)}/delete">Delete…</a>')
+    body.append("</div>")
+    body += [
+        _section("Done when", _list(_items(packet, "success_criteria"))),
+        _section("Locked decisions (settled)", _decisions(locked), "strong"),
+        _section(
+            "Failed attempts (do not retry without new information)",
+            _attempts(failed, outcome=True),
+            "strong",
+        ),
+        _section("Constraints", _list(_items(packet, "constraints"))),
+        _section("Methods that worked", _methods(_dicts(packet, "methods"))),
+        _section("Attempts that worked", _attempts(worked, outcome=False)),
+        _section("Tentative decisions", _decisions(tentative)),
+        _section("Open questions", _list(_items(packet, "open_questions"))),
+        _section("Next step", f"<p>{text(packet.get('next_step', ''))}</p>", "next"),
+        '<details class="block"><summary>The resume block</summary>'
+        f'<pre id="resume-block" tabindex="0">{text(resume_block)}</pre></details>',
+        "</article>",
+    ]
+    return "".join(body)
+
+
+def confirm_delete(packet_id: str, goal: str, csrf: str) -> str:
+    return (
+        "<h1>Delete this packet?</h1>"
+        f'<p class="quote">{text(goal or "(no goal)", 300)}</p>'
+        f"<p>Packet <code>{text(packet_id)}</code> will be deleted for everyone who can see it,"
+        " and its public page (if it has one) goes away. This cannot be undone.</p>"
+        f'<form method="post" action="<@>/web/packets/{seg(packet_id)}/delete">'
+        f'<input type="hidden" name="csrf" value="{attr(csrf)}">'
+        '<button type="submit" class="danger">Delete the packet</button> '
+        f'<a href="<@>/web/packets/{seg(packet_id)}">Cancel</a></form>'
+    )
+
+
+# -- teams --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MemberRow:
+    display: str
+    user_id: str
+    role: str
+    joined_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class InviteRow:
+    created_by: str
+    created_at: str
+    expires_at: str
+
+
+def team_page(name: str, members: Sequence[MemberRow], invites: Sequence[InviteRow] | None) -> str:
+    rows = "".join(
+        f"<tr><td>{text(m.display or m.user_id)}</td><td>{text(m.role)}</td>"
+        f"<td><time>{text(m.joined_at)}</time></td></tr>"
+        for m in members
+    )
+    parts = [
+        f"<h1>Team {text(name)}</h1>",
+        f'<p><a href="{href("/web", team=name)}">Packets of {text(name)}</a></p>',
+        "<h2>Members</h2>",
+        '<table><caption class="sr">Members of the team</caption>'
+        '<thead><tr><th scope="col">Member</th><th scope="col">Role</th>'
+        f'<th scope="col">Joined</th></tr></thead><tbody>{rows}</tbody></table>',
+    ]
+    if invites is not None:
+        parts.append("<h2>Pending invites</h2>")
+        if invites:
+            rows = "".join(
+                f"<tr><td>{text(i.created_by)}</td><td><time>{text(i.created_at)}</time></td>"
+                f"<td><time>{text(i.expires_at)}</time></td></tr>"
+                for i in invites
+            )
+            parts.append(
+                '<table><caption class="sr">Invites not yet used</caption>'
+                '<thead><tr><th scope="col">Invited by</th><th scope="col">Created</th>'
+                f'<th scope="col">Expires</th></tr></thead><tbody>{rows}</tbody></table>'
+                '<p class="note">Codes are stored only as hashes: ask the member who made an'
+                " invite for its link.</p>"
+            )
+        else:
+            parts.append('<p class="empty">No pending invites.</p>')
+    return "".join(parts)
+
+
+# -- signing in, errors ---------------------------------------------------------------------------
+
+
+def sign_in(
+    *, action: str, csrf: str, next_path: str, error: str = "", cognito: bool, local: bool
+) -> str:
+    message = f'<p class="error" role="alert">{text(error)}</p>' if error else ""
+    if local:
+        return (
+            "<h1>Sign in</h1>"
+            f"{message}<p>This view of your local store opens from the terminal: run"
+            " <code>ltm ui</code> again for a new session.</p>"
+        )
+    hidden = (
+        f'<input type="hidden" name="csrf" value="{attr(csrf)}">'
+        f'<input type="hidden" name="next" value="{attr(next_path)}">'
+    )
+    if cognito:
+        return (
+            f"<h1>Sign in</h1>{message}"
+            f'<form method="post" action="{ROOT}{attr(action)}">{hidden}'
+            '<button type="submit">Continue to sign in</button></form>'
+        )
+    return (
+        f"<h1>Sign in</h1>{message}"
+        f'<form method="post" action="{ROOT}{attr(action)}">{hidden}'
+        '<label for="token">Your ltm token</label>'
+        '<input type="password" id="token" name="token" autocomplete="off" spellcheck="false"'
+        " required>"
+        '<p class="note">A token you use on a signed-in machine (<code>ltm whoami</code> shows'
+        " where). It is checked, never stored in the browser: the browser gets its own"
+        " session, which ends when you sign out or after a few hours.</p>"
+        '<button type="submit">Sign in</button></form>'
+    )
+
+
+def problem(
+    title: str, message: str, *, link: tuple[str, str] | None = ("/web", "Your packets")
+) -> str:
+    extra = f'<p><a href="{ROOT}{attr(link[0])}">{text(link[1])}</a></p>' if link else ""
+    return f"<h1>{text(title)}</h1><p>{text(message)}</p>{extra}"

@@ -1,0 +1,147 @@
+"""Publishing over HTTP against a real ``ltm server run`` (SQLite and DynamoDB), and its CLI.
+
+The routes are the reference CLI's (``POST``/``DELETE /v1/packets/{id}/publish``,
+answer ``{"id", "public_url"}``; internal/cli/publish.go in dennisdevulder/ltm):
+its requests carry no body and no Content-Type, and any 2xx is success. The
+public page needs no sign-in, is strict about what it lets the browser do,
+and answers 404 the moment the packet is unpublished or deleted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from clikit import Cli, signed_in
+from serverkit import SERVER_STORES, Server, make_packet, running_server
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';"
+    " form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+SECRET_URL = re.compile(r"http://127\.0\.0\.1:\d+/p/([A-Za-z0-9_-]{32})")
+
+
+@pytest.fixture(scope="module", params=SERVER_STORES)
+def server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("publish"), store=request.param) as srv:
+        yield srv
+
+
+def reference_post(client: httpx.Client, path: str) -> httpx.Response:
+    """What the Go client sends: no body, no Content-Type."""
+    return client.request("POST", path, content=b"")
+
+
+def test_publish_answers_the_reference_shape_and_serves_a_public_page(server: Server) -> None:
+    ann = server.client(server.issue("ann")[1])
+    packet = make_packet(goal="Shared <b>goal</b>", tags=["ops"])
+    assert ann.post("/v1/packets", json=packet).status_code == 201
+
+    first = reference_post(ann, f"/v1/packets/{packet['id']}/publish")
+    assert first.status_code == 201
+    assert set(first.json()) == {"id", "public_url"} and first.json()["id"] == packet["id"]
+    url = first.json()["public_url"]
+    found = SECRET_URL.fullmatch(url)
+    assert found, url
+    assert packet["id"] not in url  # the secret, never the id
+    # Publishing again: the same URL, 200.
+    again = reference_post(ann, f"/v1/packets/{packet['id']}/publish")
+    assert again.status_code == 200 and again.json()["public_url"] == url
+
+    page = httpx.get(url)  # no sign-in
+    assert page.status_code == 200
+    assert page.headers["content-type"] == "text/html; charset=utf-8"
+    assert page.headers["content-security-policy"] == CSP
+    assert page.headers["cache-control"] == "no-store"
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert page.headers["referrer-policy"] == "no-referrer"
+    assert "Shared &lt;b&gt;goal&lt;/b&gt;" in page.text and "<b>goal" not in page.text
+    assert "/web/packets/" not in page.text  # nothing links into the signed-in view
+
+    assert ann.delete(f"/v1/packets/{packet['id']}/publish").status_code == 204
+    assert httpx.get(url).status_code == 404
+    assert ann.delete(f"/v1/packets/{packet['id']}/publish").status_code == 204  # idempotent
+    # A new publication is a new secret; the old one stays dead.
+    renewed = reference_post(ann, f"/v1/packets/{packet['id']}/publish").json()["public_url"]
+    assert renewed != url and httpx.get(renewed).status_code == 200
+    assert httpx.get(url).status_code == 404
+
+
+def test_deleting_the_packet_kills_the_public_page_at_once(server: Server) -> None:
+    ann = server.client(server.issue("ann")[1])
+    packet = make_packet(goal="Soon gone")
+    ann.post("/v1/packets", json=packet)
+    url = reference_post(ann, f"/v1/packets/{packet['id']}/publish").json()["public_url"]
+    assert httpx.get(url).status_code == 200
+    assert ann.delete(f"/v1/packets/{packet['id']}").status_code == 204
+    assert httpx.get(url).status_code == 404
+    # The same id pushed again is a new packet: the old link does not come back.
+    assert ann.post("/v1/packets", json=packet).status_code == 201
+    assert httpx.get(url).status_code == 404
+
+
+def test_only_the_owner_creator_or_team_owner_may_publish(server: Server) -> None:
+    owner = server.client(server.issue("owner")[1])
+    member_id, member_token = server.issue("member")
+    member = server.client(member_token)
+    stranger = server.client(server.issue("stranger")[1])
+    team = f"pub-{member_id[-6:].lower()}"
+    assert owner.post("/v1/teams", json={"name": team}).status_code == 201
+    code = owner.post(f"/v1/teams/{team}/invites").json()["code"]
+    assert member.post(f"/v1/invites/{code}/accept", json={}).status_code == 201
+
+    mine = make_packet(goal="the owner's own")
+    owner.post("/v1/packets", json=mine)
+    by_member = make_packet(goal="the member's team packet")
+    member.post(f"/v1/packets?team={team}", json=by_member)
+    by_owner = make_packet(goal="the owner's team packet")
+    owner.post(f"/v1/packets?team={team}", json=by_owner)
+
+    for client in (member, stranger):  # someone else's personal packet: as if absent
+        r = reference_post(client, f"/v1/packets/{mine['id']}/publish")
+        assert r.status_code == 404 and r.json() == {"error": "not found"}
+    # A member may not publish the owner's team packet; the team owner may publish any.
+    assert reference_post(member, f"/v1/packets/{by_owner['id']}/publish").status_code == 404
+    assert reference_post(member, f"/v1/packets/{by_member['id']}/publish").status_code == 201
+    assert reference_post(owner, f"/v1/packets/{by_member['id']}/publish").status_code == 200
+    assert stranger.delete(f"/v1/packets/{by_member['id']}/publish").status_code == 404
+    assert (
+        reference_post(stranger, "/v1/packets/01NOSUCHPACKET000000000000/publish").status_code
+        == 404
+    )
+    assert httpx.post(f"{server.url}/v1/packets/{mine['id']}/publish").status_code == 401
+
+
+@pytest.mark.parametrize("secret", ["x", "A" * 32, "a" * 200, "..%2F..%2Fetc"])
+def test_unknown_secrets_are_404(server: Server, secret: str) -> None:
+    r = httpx.get(f"{server.url}/p/{secret}")
+    assert r.status_code == 404
+    assert r.headers["content-security-policy"] == CSP
+
+
+def test_cli_publish_unpublish_and_open(server: Server, tmp_path: Path) -> None:
+    if server.store != "sqlite":
+        pytest.skip("the CLI side is the same on every store")
+    cli = signed_in(server, tmp_path / "cli", "cara")
+    packet = make_packet(goal="From the CLI")
+    import json
+
+    cli.ok("save", "-", stdin=json.dumps(packet))
+    url = cli.ok("publish", packet["id"][:14]).strip()  # a prefix resolves
+    assert SECRET_URL.fullmatch(url)
+    assert httpx.get(url).status_code == 200
+    assert cli.ok("unpublish", packet["id"]).strip() == f"unpublished {packet['id']}"
+    assert httpx.get(url).status_code == 404
+    assert "no packet" in cli.fails("publish", "01NOSUCHPACKET000000000000")
+    shown = cli.ok("open", packet["id"][:14], "--no-browser").strip()
+    assert shown == f"{server.url}/web/packets/{packet['id']}"
+    assert cli.ok("open", "--no-browser").strip() == f"{server.url}/web"
+    local = Cli(tmp_path / "nobody")
+    assert "ltm auth" in local.fails("publish", packet["id"])
+    assert "ltm ui" in local.fails("open")

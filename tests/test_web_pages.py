@@ -1,0 +1,317 @@
+"""The web view over HTTP: headers, size, forms that refuse forgeries, sessions, ``ltm ui``.
+
+Against a real ``ltm server run`` (and a real ``ltm ui`` subprocess); the
+session-expiry test drives ``WebView`` in-process with a clock, since a
+session lives hours.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from clikit import LTM, Cli
+from serverkit import SERVER_STORES, Server, make_packet, running_server
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';"
+    " form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+MAX_PAGE_BYTES = 50 * 1024
+
+
+@pytest.fixture(scope="module", params=SERVER_STORES)
+def server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("pages"), store=request.param) as srv:
+        yield srv
+
+
+def browser_for(server: Server, token: str) -> httpx.Client:
+    """An HTTP client holding a web session, signed in the way the sign-in form does it."""
+    client = httpx.Client(base_url=server.url, follow_redirects=False, timeout=30)
+    form = client.get("/web/signin")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+    assert csrf, form.text
+    signed = client.post(
+        "/web/signin", data={"csrf": csrf.group(1), "next": "/web", "token": token}
+    )
+    assert signed.status_code == 303, signed.text
+    assert signed.headers["location"] == server.url + "/web"
+    cookie = signed.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Max-Age=28800" in cookie
+    return client
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, html
+    return found.group(1)
+
+
+def assert_page_headers(response: httpx.Response) -> None:
+    headers = response.headers
+    assert headers["content-security-policy"] == CSP
+    assert headers["cache-control"] == "no-store"
+    assert headers["x-content-type-options"] == "nosniff"
+    assert headers["referrer-policy"] == "no-referrer"
+    assert headers["x-frame-options"] == "DENY"
+
+
+def test_every_answer_carries_the_security_headers(server: Server) -> None:
+    _uid, token = server.issue("hedy")
+    packet = make_packet(goal="Headers")
+    server.client(token).post("/v1/packets", json=packet)
+    web = browser_for(server, token)
+    for path, status in (
+        ("/web", 200),
+        (f"/web/packets/{packet['id']}", 200),
+        (f"/web/packets/{packet['id']}/delete", 200),
+        ("/web/packets/01NOSUCHPACKET0000000000000", 404),
+        ("/web/static/app.js", 200),
+        ("/web/static/app.css", 200),
+        ("/web/static/nope.js", 404),
+        ("/p/" + "A" * 32, 404),
+        ("/", 303),
+    ):
+        response = web.get(path)
+        assert response.status_code == status, path
+        assert_page_headers(response)
+    assert web.get("/web/static/app.js").headers["content-type"].startswith("text/javascript")
+    assert httpx.get(server.url + "/web/signin").headers["content-security-policy"] == CSP
+
+
+def test_a_list_of_50_packets_stays_under_50_kb(server: Server) -> None:
+    _uid, token = server.issue("big")
+    api = server.client(token)
+    for n in range(55):  # the worst case for escaping: every character becomes an entity
+        goal = ("&<>" * 400)[:1024]
+        packet = make_packet(goal=goal, created_at=f"2026-05-01T12:{n:02d}:00Z")
+        assert api.post("/v1/packets", json=packet).status_code == 201
+    page = browser_for(server, token).get("/web")
+    assert page.status_code == 200
+    assert page.text.count("<li>") == 50
+    assert len(page.content) <= MAX_PAGE_BYTES, len(page.content)
+    assert 'rel="next"' in page.text  # the rest is a page further
+
+
+def test_a_team_page_shows_pending_invites_to_its_owner_only(server: Server) -> None:
+    owner_id, owner_token = server.issue("tina")
+    _mid, member_token = server.issue("theo")
+    owner, member = server.client(owner_token), server.client(member_token)
+    team = f"pages-{owner_id[-6:].lower()}"
+    assert owner.post("/v1/teams", json={"name": team}).status_code == 201
+    used = owner.post(f"/v1/teams/{team}/invites").json()["code"]
+    assert member.post(f"/v1/invites/{used}/accept", json={}).status_code == 201
+    pending = owner.post(f"/v1/teams/{team}/invites").json()["code"]
+    as_owner = browser_for(server, owner_token).get(f"/web/teams/{team}")
+    assert as_owner.status_code == 200
+    assert "Pending invites" in as_owner.text and "theo" in as_owner.text
+    assert as_owner.text.count("<tr>") == 2 + 1 + 2  # header + 2 members, header + 1 invite
+    assert pending not in as_owner.text and used not in as_owner.text  # codes never shown
+    as_member = browser_for(server, member_token).get(f"/web/teams/{team}")
+    assert as_member.status_code == 200 and "Pending invites" not in as_member.text
+
+
+def test_the_public_url_shows_to_who_may_manage_it(server: Server) -> None:
+    owner_id, owner_token = server.issue("uma")
+    _mid, member_token = server.issue("ugo")
+    owner, member = server.client(owner_token), server.client(member_token)
+    team = f"pub-{owner_id[-6:].lower()}"
+    owner.post("/v1/teams", json={"name": team})
+    code = owner.post(f"/v1/teams/{team}/invites").json()["code"]
+    member.post(f"/v1/invites/{code}/accept", json={})
+    packet = make_packet(goal="Team notes")
+    owner.post(f"/v1/packets?team={team}", json=packet)
+    url = owner.post(f"/v1/packets/{packet['id']}/publish").json()["public_url"]
+    path = f"/web/packets/{packet['id']}"
+    mine = browser_for(server, owner_token).get(path)
+    assert url in mine.text and "Delete…" in mine.text
+    theirs = browser_for(server, member_token).get(path)
+    assert theirs.status_code == 200 and "Team notes" in theirs.text
+    assert url not in theirs.text and "Delete…" not in theirs.text
+    assert f"team {team}" in theirs.text
+
+
+def test_forged_or_cross_site_deletes_are_refused(server: Server) -> None:
+    _uid, token = server.issue("vera")
+    api = server.client(token)
+    packet = make_packet(goal="Keep me")
+    api.post("/v1/packets", json=packet)
+    web = browser_for(server, token)
+    path = f"/web/packets/{packet['id']}/delete"
+    csrf = csrf_of(web.get(path).text)
+    assert web.post(path, data={"csrf": "wrong"}).status_code == 403
+    assert web.post(path, data={}).status_code == 403
+    cross = web.post(path, data={"csrf": csrf}, headers={"Sec-Fetch-Site": "cross-site"})
+    assert cross.status_code == 403
+    other_origin = web.post(path, data={"csrf": csrf}, headers={"Origin": "https://evil.test"})
+    assert other_origin.status_code == 403
+    assert api.get(f"/v1/packets/{packet['id']}").status_code == 200
+    # GET never deletes; the real form does.
+    done = web.post(path, data={"csrf": csrf}, headers={"Origin": "null"})
+    assert done.status_code == 303 and done.headers["location"].endswith("/web?done=deleted")
+    assert api.get(f"/v1/packets/{packet['id']}").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "target", ["https://evil.test/", "//evil.test/web", "/\\evil.test", "/v1/packets", "web"]
+)
+def test_sign_in_only_returns_to_this_apps_pages(server: Server, target: str) -> None:
+    _uid, token = server.issue("nina")
+    client = httpx.Client(base_url=server.url, follow_redirects=False)
+    csrf = csrf_of(client.get("/web/signin", params={"next": target}).text)
+    signed = client.post("/web/signin", data={"csrf": csrf, "next": target, "token": token})
+    assert signed.headers["location"] == server.url + "/web"
+
+
+def test_a_tampered_or_foreign_session_is_no_session(server: Server) -> None:
+    _uid, token = server.issue("tess")
+    web = browser_for(server, token)
+    value = web.cookies["ltm_web"]
+    body, mac = value.split(".")
+    forged = httpx.get(server.url + "/web", cookies={"ltm_web": body + "." + mac[::-1]})
+    assert forged.status_code == 303 and "/web/signin" in forged.headers["location"]
+    assert web.get("/web").status_code == 200
+
+
+def test_sessions_expire(tmp_path: Path) -> None:
+    from ltm.device_web import DeviceWeb, Signer, WebRequest
+    from ltm.service import device, tokens
+    from ltm.store.sqlite import SqliteStore
+    from ltm.web import SESSION_SECONDS, WebView
+
+    store = SqliteStore(tmp_path / "s.db")
+    user, _secret = tokens.issue(store, "clock")
+    clock = [datetime(2026, 5, 1, tzinfo=UTC)]
+    device_web = DeviceWeb(
+        store,
+        settings=device.DeviceSettings.from_env({}),
+        signer=Signer(b"k" * 32),
+        cognito=None,
+        clock=lambda: clock[0],
+    )
+    view = WebView(device_web, clock=lambda: clock[0])
+
+    def request(cookie: str) -> WebRequest:
+        return WebRequest("GET", {"cookie": cookie}, {}, b"", "127.0.0.1", "http://127.0.0.1:1")
+
+    set_cookie = view.answer("ui", request(""))  # not ltm ui: 404, and no session
+    assert set_cookie.status == 404
+    cookie = view.start_session(request(""), user).split(";", 1)[0]
+    assert view.answer("packets", request(cookie)).status == 200
+    clock[0] += timedelta(seconds=SESSION_SECONDS - 1)
+    assert view.answer("packets", request(cookie)).status == 200
+    clock[0] += timedelta(seconds=2)
+    assert view.answer("packets", request(cookie)).status == 303
+    store.close()
+
+
+def test_links_keep_an_api_stage_prefix(tmp_path: Path) -> None:
+    """On API Gateway's default domain the stage is part of every path (``/api/web``)."""
+    from ltm.device_web import DeviceWeb, Signer, WebRequest
+    from ltm.service import device, packets, tokens
+    from ltm.store.sqlite import SqliteStore
+    from ltm.web import WebView
+
+    store = SqliteStore(tmp_path / "s.db")
+    user, _secret = tokens.issue(store, "stage")
+    packets.push(store, user, make_packet(goal="On a stage"))
+    device_web = DeviceWeb(
+        store, settings=device.DeviceSettings.from_env({}), signer=Signer(b"k" * 32), cognito=None
+    )
+    view = WebView(device_web)
+    base = "https://abc123.execute-api.eu-west-1.amazonaws.com/api"
+
+    def request(cookie: str) -> WebRequest:
+        return WebRequest("GET", {"cookie": cookie}, {}, b"", "192.0.2.1", base)
+
+    signed_out = view.answer("packets", request(""))
+    assert signed_out.headers["Location"] == base + "/web/signin?next=/web"
+    cookie = view.start_session(request(""), user)
+    assert "__Host-ltm_web=" in cookie and "Secure" in cookie
+    page = view.answer("packets", request(cookie.split(";", 1)[0])).body
+    paths = re.findall(r'(?:href|src|action)="([^"]+)"', page)
+    assert paths and all(p.startswith("/api/web") for p in paths), paths
+    store.close()
+
+
+# -- ltm ui -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def ui(tmp_path: Path) -> Iterator[tuple[str, Cli]]:
+    """``ltm ui --no-browser`` on a local store holding one packet: (its one-time URL, the CLI)."""
+    cli = Cli(tmp_path / "me")
+    cli.ok("save", "-", stdin=json.dumps(make_packet(goal="Local <thing>")))
+    proc = subprocess.Popen(
+        [LTM, "ui", "--no-browser"],
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()  # blocks until the server listens
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/web/ui\?key=[A-Za-z0-9_-]{43}", line), line
+        yield line, cli
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+
+
+def test_ltm_ui_exchanges_its_one_time_key_for_a_cookie(ui: tuple[str, Cli]) -> None:
+    url, _cli = ui
+    base = url.split("/web/ui", 1)[0]
+    stranger = httpx.get(base + "/web", follow_redirects=True)  # another local user, no key
+    assert (
+        "run <code>ltm ui</code> again" in stranger.text
+        and "Local &lt;thing&gt;" not in stranger.text
+    )
+    assert stranger.headers["content-security-policy"] == CSP
+
+    me = httpx.Client(follow_redirects=False, timeout=30)
+    first = me.get(url)
+    assert first.status_code == 303 and first.headers["location"] == base + "/web"  # a clean URL
+    cookie = first.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    page = me.get(base + "/web")
+    assert page.status_code == 200 and "Local &lt;thing&gt;" in page.text
+    assert "Sign out" not in page.text  # the session ends with the process
+
+    again = httpx.get(url, follow_redirects=False)  # the key works once
+    assert again.status_code == 403
+    guessed = httpx.get(base + "/web/ui?key=" + "A" * 43, follow_redirects=False)
+    assert guessed.status_code == 403
+    # Token sign-in is off: the local store has no tokens to check.
+    form = httpx.post(base + "/web/signin", data={"token": "x"})
+    assert form.status_code == 403
+
+
+def test_ltm_ui_listens_on_loopback_only(ui: tuple[str, Cli]) -> None:
+    url, _cli = ui
+    port = int(url.split(":")[2].split("/")[0])
+    tables = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
+    if not tables[0].exists():
+        pytest.skip("reads Linux's socket tables")
+    listening = []
+    for table in tables:
+        for line in table.read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, _, hex_port = local.partition(":")
+            if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                listening.append(address)
+    assert listening == ["0100007F"]  # 127.0.0.1, and nothing else (no 0.0.0.0, no ::)
