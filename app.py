@@ -34,7 +34,7 @@ from chalicelib.packet import MAX_PACKET_BYTES
 from chalicelib.service import invites, packets, teams, tokens
 from chalicelib.service.access import Credential
 from chalicelib.service.errors import BadRequest, PayloadTooLarge, ServiceError
-from chalicelib.store import Member, PacketMeta, Store, Team, User
+from chalicelib.store import Member, PacketMeta, Store, Team
 from chalicelib.store.select import open_store
 
 PROTOCOL_VERSION = "0.2"
@@ -136,11 +136,6 @@ def _caller(request: Any) -> Credential:
     before any read; an unknown token (401) before anything in the body.
     """
     return tokens.credential(request.headers.get("authorization"))
-
-
-def _user(request: Any) -> User:
-    """The user behind the request's bearer token, checked now (one read)."""
-    return tokens.authenticate(get_store(), request.headers.get("authorization"))
 
 
 def _query(request: Any, name: str) -> str | None:
@@ -281,7 +276,9 @@ def route(path: str, method: str) -> Callable[[Callable[..., Response]], Callabl
             try:
                 return view(app.current_request, **params)
             except ServiceError as exc:
-                return _error(exc.status, exc.message)
+                response = _error(exc.status, exc.message)
+                response.headers.update(exc.headers)  # e.g. WWW-Authenticate (RFC 6750 §3.1)
+                return response
             except Exception:
                 logger.exception("unhandled error")
                 return _error(500, "internal server error")
@@ -505,15 +502,14 @@ web_route("/device/decide", ["POST"], "decide", oauth=False)
 def approve_device(request: Any) -> Response:
     from chalicelib.service import device
 
-    caller = _user(request)
+    user = device.approver(get_store(), _caller(request))  # 401/403 before the body
     body = _json_object(request, required=True)
     grant = device.decide(
         get_store(),
         _device().settings,
-        caller,
+        user,
         body.get("user_code"),
         approve=body.get("approve", True),
-        client_ip=_client_ip(request),
     )
     return _json(
         {
@@ -523,6 +519,7 @@ def approve_device(request: Any) -> Response:
                 "name": grant.device_name,
                 "requested_at": _ts(grant.created_at),
                 "from": grant.client_ip,
+                "scope": grant.scope,
             },
         }
     )
@@ -530,8 +527,7 @@ def approve_device(request: Any) -> Response:
 
 @route("/v1/tokens", "GET")
 def list_own_tokens(request: Any) -> Response:
-    caller = _user(request)
-    current = tokens.hash_token(tokens.bearer(request.headers.get("authorization")))
+    caller = _caller(request)
     return _json(
         {
             "tokens": [
@@ -539,9 +535,10 @@ def list_own_tokens(request: Any) -> Response:
                     "label": token.label,
                     "created_at": _ts(token.created_at),
                     "last_used_at": _ts(token.last_used_at) if token.last_used_at else None,
-                    "current": token.token_hash == current,
+                    "current": token.token_hash == caller.token_hash,
+                    "scope": token.scope,
                 }
-                for token in tokens.list_(get_store(), user_id=caller.id)
+                for token in tokens.list_own(get_store(), caller)
             ]
         }
     )
@@ -549,7 +546,7 @@ def list_own_tokens(request: Any) -> Response:
 
 @route("/v1/tokens/{label}", "DELETE")
 def revoke_own_token(request: Any, label: str) -> Response:
-    tokens.revoke(get_store(), label, user_id=_user(request).id)
+    tokens.revoke_own(get_store(), _caller(request), label)
     return _no_content()
 
 
