@@ -20,6 +20,7 @@ from serverkit import Server, clean_env, init_db, run_server
 FAST = {
     "LTM_DEVICE_INTERVAL": "1",
     "LTM_DEVICE_WRONG_CODES_PER_CLIENT": "4",
+    "LTM_DEVICE_WRONG_CODES_PER_USER": "4",
     "LTM_DEVICE_AUTHORIZE_PER_CLIENT": "1000",
 }
 CODE_LINE = re.compile(r"enter the code: ([A-Z]{4}-[A-Z]{4})")
