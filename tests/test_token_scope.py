@@ -1,0 +1,198 @@
+"""Token scope (issue 12 §2.1): a device gets what it asked for, and the server holds it to that.
+
+Against a real ``ltm server run`` on each store (SQLite, DynamoDB through
+moto's server). Tokens come from the real device flow: ``scope=read`` (or
+``write``) at ``/oauth/authorize_device``, approved by the root user, redeemed
+at ``/oauth/token``. A read-only token lists and fetches; every write, every
+team change, token management and device approval is refused with 403
+``insufficient scope`` and a ``WWW-Authenticate: Bearer
+error="insufficient_scope"`` challenge (RFC 6750 §3.1), and nothing changes.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from devicekit import device_server
+from serverkit import SERVER_STORES, Server, make_packet
+
+GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+
+
+@pytest.fixture(scope="module", params=SERVER_STORES)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    with device_server(tmp_path_factory.mktemp("scope"), store=request.param) as srv:
+        yield srv
+
+
+def authorize(server: Server, scope: str | None) -> httpx.Response:
+    form = {"client_id": "ltm-cli"}
+    if scope is not None:
+        form["scope"] = scope
+    return httpx.post(server.url + "/oauth/authorize_device", data=form)
+
+
+def device_token(server: Server, scope: str | None, approver: str | None = None) -> dict[str, Any]:
+    """A token through the whole device flow, approved by ``approver`` (the root user)."""
+    auth = authorize(server, scope)
+    assert auth.status_code == 200, auth.text
+    started = auth.json()
+    r = httpx.post(
+        server.url + "/v1/device/approve",
+        json={"user_code": started["user_code"]},
+        headers={"Authorization": f"Bearer {approver or server.root_token}"},
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["device"]["scope"] == " ".join(  # as granted, in a stable order
+        s for s in ("read", "write") if s in (scope or "read write").split()
+    )
+    for _ in range(50):
+        r = httpx.post(
+            server.url + "/oauth/token",
+            data={
+                "grant_type": GRANT,
+                "device_code": started["device_code"],
+                "client_id": "ltm-cli",
+            },
+        )
+        if r.status_code == 200:
+            return r.json()
+        assert r.json()["error"] in ("authorization_pending", "slow_down"), r.text
+        time.sleep(1.1)
+    raise AssertionError("the device never got its token")
+
+
+def refused(r: httpx.Response, need: str) -> None:
+    assert r.status_code == 403, (r.status_code, r.text)
+    assert r.json() == {"error": "insufficient scope"}
+    assert r.headers["WWW-Authenticate"] == (f'Bearer error="insufficient_scope", scope="{need}"')
+
+
+@pytest.fixture(scope="module")
+def read_only(server: Server) -> httpx.Client:
+    answer = device_token(server, "read")
+    assert answer["scope"] == "read" and answer["token_type"] == "Bearer"
+    return server.client(answer["access_token"])
+
+
+def test_a_read_token_reads(server: Server, read_only: httpx.Client) -> None:
+    root = server.client(server.root_token)
+    packet = make_packet(goal="readable")
+    assert root.post("/v1/packets", json=packet).status_code == 201
+    assert root.post("/v1/teams", json={"name": "scope-reads"}).status_code == 201
+    assert root.post("/v1/packets?team=scope-reads", json=make_packet()).status_code == 201
+    listed = read_only.get("/v1/packets")
+    assert listed.status_code == 200 and packet["id"] in listed.text
+    assert read_only.get(f"/v1/packets/{packet['id']}").json()["goal"] == "readable"
+    assert read_only.get("/v1/packets?team=scope-reads").json()["packets"]
+    assert "scope-reads" in read_only.get("/v1/teams").text
+    assert read_only.get("/v1/teams/scope-reads/members").status_code == 200
+    assert httpx.get(server.url + "/v1/healthz").status_code == 200  # no token at all
+
+
+def test_a_read_token_changes_nothing(server: Server, read_only: httpx.Client) -> None:
+    root = server.client(server.root_token)
+    mine = make_packet(goal="keep me")
+    assert root.post("/v1/packets", json=mine).status_code == 201
+    assert root.post("/v1/teams", json={"name": "scope-writes"}).status_code == 201
+    made = root.post("/v1/teams/scope-writes/invites").json()
+    joined = httpx.post(made["url"] + "/accept", json={"display": "member"}).json()
+    before_packets = root.get("/v1/packets?limit=1000").json()
+    before_teams = root.get("/v1/teams").json()
+    before_tokens = root.get("/v1/tokens").json()
+
+    refused(read_only.post("/v1/packets", json=make_packet()), "write")
+    refused(read_only.post("/v1/packets?team=scope-writes", json=make_packet()), "write")
+    refused(read_only.post("/v1/packets", json=mine), "write")  # even a re-push of its own
+    refused(read_only.delete(f"/v1/packets/{mine['id']}"), "write")
+    refused(read_only.post("/v1/teams", json={"name": "scope-new"}), "write")
+    refused(read_only.delete("/v1/teams/scope-writes"), "write")
+    refused(read_only.post("/v1/teams/scope-writes/invites"), "write")
+    refused(read_only.delete(f"/v1/teams/scope-writes/members/{joined['user']['id']}"), "write")
+    refused(read_only.post("/v1/teams/scope-writes/leave"), "write")
+    another = root.post("/v1/teams/scope-writes/invites").json()
+    refused(read_only.post(f"/v1/invites/{another['code']}/accept"), "write")
+    # Token management and device approval need the full scope.
+    refused(read_only.get("/v1/tokens"), "read write")
+    label = before_tokens["tokens"][0]["label"]
+    refused(read_only.delete(f"/v1/tokens/{label}"), "read write")
+    pending = authorize(server, None).json()
+    refused(
+        read_only.post("/v1/device/approve", json={"user_code": pending["user_code"]}), "read write"
+    )
+
+    # Nothing changed.
+    assert root.get("/v1/packets?limit=1000").json() == before_packets
+    assert root.get("/v1/teams").json() == before_teams
+    after_tokens = root.get("/v1/tokens").json()["tokens"]
+    assert [(t["label"], t["scope"]) for t in after_tokens] == [
+        (t["label"], t["scope"]) for t in before_tokens["tokens"]
+    ]
+    assert root.get(f"/v1/packets/{mine['id']}").status_code == 200
+    members = root.get("/v1/teams/scope-writes/members").json()["members"]
+    assert len(members) == 2
+    poll = httpx.post(
+        server.url + "/oauth/token",
+        data={"grant_type": GRANT, "device_code": pending["device_code"], "client_id": "ltm-cli"},
+    )
+    assert poll.json()["error"] in ("authorization_pending", "slow_down")
+    assert httpx.post(another["url"] + "/accept", json={}).status_code == 201  # still unused
+
+
+def test_a_read_token_cannot_approve_on_the_page(server: Server, read_only: httpx.Client) -> None:
+    pending = authorize(server, "read write").json()
+    token = read_only.headers["Authorization"].removeprefix("Bearer ")
+    with httpx.Client(base_url=server.url) as browser:
+        page = browser.get("/device").text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert csrf
+        r = browser.post(
+            "/device", data={"csrf": csrf.group(1), "code": pending["user_code"], "token": token}
+        )
+    assert r.status_code == 403 and "full access" in r.text and token not in r.text
+
+
+def test_the_page_and_the_answers_say_the_scope_truthfully(server: Server) -> None:
+    pending = authorize(server, "read").json()
+    with httpx.Client(base_url=server.url) as browser:
+        page = browser.get("/device").text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert csrf
+        r = browser.post(
+            "/device",
+            data={"csrf": csrf.group(1), "code": pending["user_code"], "token": server.root_token},
+        )
+    assert r.status_code == 200 and "read only" in r.text
+    # A write-only token pushes but cannot list; the token list says which is which.
+    write_only = device_token(server, "write")
+    assert write_only["scope"] == "write"
+    client = server.client(write_only["access_token"])
+    assert client.post("/v1/packets", json=make_packet()).status_code == 201
+    refused(client.get("/v1/packets"), "read")
+    scopes = {
+        t["scope"] for t in server.client(server.root_token).get("/v1/tokens").json()["tokens"]
+    }
+    assert {"read", "write", "read write"} <= scopes
+
+
+def test_the_reference_clients_scope_is_full(server: Server) -> None:
+    """The Go client posts ``scope=read write``; without a scope, the default is full too."""
+    for scope in ("read write", "write read", None):
+        answer = device_token(server, scope)
+        assert answer["scope"] == "read write"
+        client = server.client(answer["access_token"])
+        assert client.post("/v1/packets", json=make_packet()).status_code == 201
+        assert client.get("/v1/tokens").status_code == 200
+
+
+@pytest.mark.parametrize("scope", ["admin", "read admin", "READ"])
+def test_an_unknown_scope_is_invalid_scope(server: Server, scope: str) -> None:
+    r = authorize(server, scope)
+    assert r.status_code == 400 and r.json()["error"] == "invalid_scope"
