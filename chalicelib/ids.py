@@ -24,8 +24,8 @@ def _describe(ch: str) -> str:
     code = f"U+{ord(ch):04X}"
     if ch.isprintable() and unicodedata.category(ch)[0] not in "CZ":
         return f"{ch!r} ({code})"
-    name = unicodedata.name(ch, "")
-    return f"{code} ({name})" if name else code
+    name = unicodedata.name(ch, "") or ascii(ch)  # control characters have no name: '\r'
+    return f"{code} ({name})"
 
 
 def check_packet_id(id: object) -> None:

@@ -162,7 +162,7 @@ def _identity(data: Mapping[str, Any]) -> tuple[str, str, str]:
     try:
         check_packet_id(packet_id)  # even in lenient mode: the id is a URL path segment
     except ValueError as exc:
-        raise BadRequest(f"id: {exc}") from None
+        raise BadRequest(str(exc)) from None
     created_at = data.get("created_at")
     goal = data.get("goal")
     return (
