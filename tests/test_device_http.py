@@ -12,14 +12,11 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from devicekit import device_server
+from devicekit import GRANT, approve, authorize, csrf_of, device_server, poll
 from serverkit import SERVER_STORES, Server
-
-GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 
 
 @pytest.fixture(scope="module", params=SERVER_STORES)
@@ -29,35 +26,6 @@ def server(
     """The server on each store: its SQLite file, and DynamoDB (moto's server)."""
     with device_server(tmp_path_factory.mktemp("device-http"), store=request.param) as srv:
         yield srv
-
-
-def authorize(server: Server, **form: str) -> dict[str, Any]:
-    r = httpx.post(
-        server.url + "/oauth/authorize_device",
-        data={"client_id": "ltm-cli", "scope": "read write", **form},
-        headers={"User-Agent": "ltm-test/1.0"},
-    )
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
-def poll(server: Server, device_code: str, **form: str) -> httpx.Response:
-    data = {"grant_type": GRANT, "device_code": device_code, "client_id": "ltm-cli", **form}
-    return httpx.post(server.url + "/oauth/token", data=data)
-
-
-def approve(server: Server, token: str, code: str, **extra: Any) -> httpx.Response:
-    return httpx.post(
-        server.url + "/v1/device/approve",
-        json={"user_code": code, **extra},
-        headers={"Authorization": f"Bearer {token}"},
-    )
-
-
-def csrf_of(page: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', page)
-    assert found, page
-    return found.group(1)
 
 
 def ticket_of(page: str) -> str:

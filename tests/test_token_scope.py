@@ -11,17 +11,14 @@ error="insufficient_scope"`` challenge (RFC 6750 §3.1), and nothing changes.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from devicekit import device_server
+from devicekit import approve, csrf_of, device_server, poll
 from serverkit import SERVER_STORES, Server, make_packet
-
-GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 
 
 @pytest.fixture(scope="module", params=SERVER_STORES)
@@ -32,36 +29,26 @@ def server(
         yield srv
 
 
-def authorize(server: Server, scope: str | None) -> httpx.Response:
+def start(server: Server, scope: str | None) -> httpx.Response:
+    """``POST /oauth/authorize_device`` asking for ``scope`` (None: no scope parameter)."""
     form = {"client_id": "ltm-cli"}
     if scope is not None:
         form["scope"] = scope
     return httpx.post(server.url + "/oauth/authorize_device", data=form)
 
 
-def device_token(server: Server, scope: str | None, approver: str | None = None) -> dict[str, Any]:
-    """A token through the whole device flow, approved by ``approver`` (the root user)."""
-    auth = authorize(server, scope)
-    assert auth.status_code == 200, auth.text
-    started = auth.json()
-    r = httpx.post(
-        server.url + "/v1/device/approve",
-        json={"user_code": started["user_code"]},
-        headers={"Authorization": f"Bearer {approver or server.root_token}"},
-    )
+def device_token(server: Server, scope: str | None) -> dict[str, Any]:
+    """A token through the whole device flow, approved by the root user."""
+    started = start(server, scope)
+    assert started.status_code == 200, started.text
+    codes = started.json()
+    r = approve(server, server.root_token, codes["user_code"])
     assert r.status_code == 200, r.text
     assert r.json()["device"]["scope"] == " ".join(  # as granted, in a stable order
         s for s in ("read", "write") if s in (scope or "read write").split()
     )
     for _ in range(50):
-        r = httpx.post(
-            server.url + "/oauth/token",
-            data={
-                "grant_type": GRANT,
-                "device_code": started["device_code"],
-                "client_id": "ltm-cli",
-            },
-        )
+        r = poll(server, codes["device_code"])
         if r.status_code == 200:
             return r.json()
         assert r.json()["error"] in ("authorization_pending", "slow_down"), r.text
@@ -123,7 +110,7 @@ def test_a_read_token_changes_nothing(server: Server, read_only: httpx.Client) -
     refused(read_only.get("/v1/tokens"), "read write")
     label = before_tokens["tokens"][0]["label"]
     refused(read_only.delete(f"/v1/tokens/{label}"), "read write")
-    pending = authorize(server, None).json()
+    pending = start(server, None).json()
     refused(
         read_only.post("/v1/device/approve", json={"user_code": pending["user_code"]}), "read write"
     )
@@ -138,36 +125,28 @@ def test_a_read_token_changes_nothing(server: Server, read_only: httpx.Client) -
     assert root.get(f"/v1/packets/{mine['id']}").status_code == 200
     members = root.get("/v1/teams/scope-writes/members").json()["members"]
     assert len(members) == 2
-    poll = httpx.post(
-        server.url + "/oauth/token",
-        data={"grant_type": GRANT, "device_code": pending["device_code"], "client_id": "ltm-cli"},
-    )
-    assert poll.json()["error"] in ("authorization_pending", "slow_down")
+    waiting = poll(server, pending["device_code"])
+    assert waiting.json()["error"] in ("authorization_pending", "slow_down")
     assert httpx.post(another["url"] + "/accept", json={}).status_code == 201  # still unused
 
 
 def test_a_read_token_cannot_approve_on_the_page(server: Server, read_only: httpx.Client) -> None:
-    pending = authorize(server, "read write").json()
+    pending = start(server, "read write").json()
     token = read_only.headers["Authorization"].removeprefix("Bearer ")
     with httpx.Client(base_url=server.url) as browser:
-        page = browser.get("/device").text
-        csrf = re.search(r'name="csrf" value="([^"]+)"', page)
-        assert csrf
+        csrf = csrf_of(browser.get("/device").text)
         r = browser.post(
-            "/device", data={"csrf": csrf.group(1), "code": pending["user_code"], "token": token}
+            "/device", data={"csrf": csrf, "code": pending["user_code"], "token": token}
         )
     assert r.status_code == 403 and "full access" in r.text and token not in r.text
 
 
 def test_the_page_and_the_answers_say_the_scope_truthfully(server: Server) -> None:
-    pending = authorize(server, "read").json()
+    pending = start(server, "read").json()
     with httpx.Client(base_url=server.url) as browser:
-        page = browser.get("/device").text
-        csrf = re.search(r'name="csrf" value="([^"]+)"', page)
-        assert csrf
+        csrf = csrf_of(browser.get("/device").text)
         r = browser.post(
-            "/device",
-            data={"csrf": csrf.group(1), "code": pending["user_code"], "token": server.root_token},
+            "/device", data={"csrf": csrf, "code": pending["user_code"], "token": server.root_token}
         )
     assert r.status_code == 200 and "read only" in r.text
     # A write-only token pushes but cannot list; the token list says which is which.
@@ -194,5 +173,5 @@ def test_the_reference_clients_scope_is_full(server: Server) -> None:
 
 @pytest.mark.parametrize("scope", ["admin", "read admin", "READ"])
 def test_an_unknown_scope_is_invalid_scope(server: Server, scope: str) -> None:
-    r = authorize(server, scope)
+    r = start(server, scope)
     assert r.status_code == 400 and r.json()["error"] == "invalid_scope"
