@@ -26,6 +26,12 @@ needs and no others (the indexes are sparse)::
     gsi2pk / gsi2sk: packet SCOPE#<scope> / <id>; token TOKENS / <created>#<label>;
     invite INVITES#<team> / <codehash>.
 
+    A token item carries its OAuth ``scope`` ("read", "write", "read write"; absent
+    on tokens from before scopes, which are full). The membership under the team's
+    id carries ``invites_made`` (a string set of the code hashes of the invites the
+    member made) and ``invite_count`` (how many: the version a removal is
+    conditioned on), so the invites die with the membership without a Scan.
+
 ``<scope>`` is ``u:<owner>`` or ``t:<team>``. Which request uses what:
 
 - every request starts with ``load``: the token, and whichever of the team
@@ -43,6 +49,15 @@ needs and no others (the indexes are sparse)::
 - resolve an id prefix: one Query on gsi2 with ``begins_with`` on the id.
 - push: one PutItem whose ConditionExpression is the cross-user id rule
   (absent, or same owner and same scope), so a foreign id is never touched.
+  A team push reads the packet in its first BatchGetItem, so the owner moving
+  their personal packet into the team is known up front: one
+  TransactWriteItems then puts it (still the owner's personal packet) and
+  checks the membership (a ConditionCheck), as the delete of a team packet does.
+- invites: create is one transaction that puts the invite and records it on
+  the maker's membership (which must exist); removing a member deletes the
+  membership and the invites it records in one transaction (past 90 invites,
+  the oldest go first in batches); accepting checks, in its transaction, that
+  the maker is still a member.
 - delete a packet (already read by ``load``): one DeleteItem conditioned on
   the owner and scope seen; for a team packet one TransactWriteItems that
   checks the membership (and the owner role, for someone else's packet) with
