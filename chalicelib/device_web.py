@@ -341,9 +341,16 @@ class DeviceWeb:
             grant = device.find_pending(
                 self.store, self.settings, raw_code, client_ip=request.client_ip, when=when
             )
+        except device.TooManyAttempts as exc:
+            code = device.normalize_user_code(raw_code)
+            if exc.kind != "client" or code is None:
+                return self._code_refused(request, session, raw_code, exc)
+            # Someone at this address guessed too much: the others here sign in first
+            # and their code is looked up after, charged to them (not the address).
+            return self._to_cognito(request, session, when, typed=code)
         except ServiceError as exc:
             return self._code_refused(request, session, raw_code, exc)
-        return self._to_cognito(request, session, grant, when)
+        return self._to_cognito(request, session, when, grant=grant)
 
     def callback(self, request: WebRequest) -> WebResponse:
         """``GET /device/callback``: back from Cognito with a code (or an error) and our state."""
@@ -376,9 +383,12 @@ class DeviceWeb:
                 " open the link from your terminal.",
             )
         code = _one(request.query, "code")
-        grant = self.store.get_device_grant(str(state.get("d", "")))
-        if grant is None or grant.expires_at <= when or grant.status != "pending":
-            return self._gone(request, grant)
+        typed = state.get("c")  # a user code still to be looked up (see page())
+        grant = None
+        if not isinstance(typed, str):
+            grant = self.store.get_device_grant(str(state.get("d", "")))
+            if grant is None or grant.expires_at <= when or grant.status != "pending":
+                return self._gone(request, grant)
         if not code:
             return self._problem(request, 400, "That did not work", "Cognito sent no sign-in code.")
         try:
@@ -391,6 +401,11 @@ class DeviceWeb:
         except CognitoError as exc:
             return self._problem(request, 502, "Sign-in failed", f"{exc}. Try again in a moment.")
         user = device.user_for_subject(self.store, claims["sub"], display_name(claims), when=when)
+        if grant is None:
+            try:  # signed in now: a wrong code is charged to this user
+                grant = device.find_pending(self.store, self.settings, typed, user=user, when=when)
+            except ServiceError as exc:
+                return self._code_refused(request, session, str(typed), exc)
         return self._confirm(request, session, grant, user, when)
 
     def decide(self, request: WebRequest) -> WebResponse:
@@ -513,14 +528,24 @@ class DeviceWeb:
         )
 
     def _to_cognito(
-        self, request: WebRequest, session: str, grant: DeviceGrant, when: datetime
+        self,
+        request: WebRequest,
+        session: str,
+        when: datetime,
+        *,
+        grant: DeviceGrant | None = None,
+        typed: str | None = None,
     ) -> WebResponse:
+        """On to the managed sign-in, with the grant found (or the code to look up after)."""
         assert self.cognito is not None
         nonce = secrets.token_urlsafe(16)
+        # A code to look up later travels in the signed state: no more exposed than in
+        # verification_uri_complete, which carries it in a URL too.
+        about = {"d": grant.device_code_hash} if grant is not None else {"c": typed}
         state = self.signer.sign(
             "state",
             {
-                "d": grant.device_code_hash,
+                **about,
                 "n": nonce,
                 "sb": self._binding(session),
                 "exp": int(when.timestamp()) + STATE_SECONDS,

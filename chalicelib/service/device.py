@@ -170,9 +170,16 @@ class OAuthError(Exception):
 
 
 class TooManyAttempts(ServiceError):
-    """Too many wrong user codes from this client, or from everyone, in this window."""
+    """Too many wrong user codes charged to this user, code or client (or everyone) lately.
+
+    ``kind`` says which limit: ``user``, ``code``, ``client`` or ``all``.
+    """
 
     status = 429
+
+    def __init__(self, message: str, *, kind: str = "all") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 WRONG_CODE = "unknown or expired code; check the code your terminal shows"
@@ -293,6 +300,7 @@ def _window(settings: DeviceSettings, when: datetime) -> _Window:
 
 @dataclass(frozen=True, slots=True)
 class _Limit:
+    kind: str  # user, code, client or all
     key: str  # the counter's name in the store
     limit: int
     refusal: str  # what a person is told once it is reached
@@ -312,6 +320,7 @@ def _limits(
     if user is not None:
         limits.append(
             _Limit(
+                "user",
                 f"device-wrong:user:{user.id}:{index}",
                 settings.wrong_codes_per_user,
                 "you entered too many wrong codes; wait a few minutes, then try again",
@@ -320,6 +329,7 @@ def _limits(
     if code is not None:
         limits.append(
             _Limit(
+                "code",
                 f"device-wrong:code:{hash_code(code)}:{index}",
                 settings.wrong_sign_ins_per_code,
                 "too many failed sign-ins for this code; wait a few minutes, then start again",
@@ -328,6 +338,7 @@ def _limits(
     if client_ip is not None:
         limits.append(
             _Limit(
+                "client",
                 f"device-wrong:client:{client_key(client_ip)}:{index}",
                 settings.wrong_codes_per_client,
                 "too many wrong codes from your network; sign in first, or wait a few minutes",
@@ -335,6 +346,7 @@ def _limits(
         )
     limits.append(
         _Limit(
+            "all",
             f"device-wrong:all:{index}",
             settings.wrong_codes_global,
             "too many wrong codes lately; wait a few minutes, then try again",
@@ -355,7 +367,7 @@ def check_attempts(
     """429 when the failures charged to this user, code or address (or everyone) are too many."""
     for limit in _limits(settings, when, user=user, client_ip=client_ip, code=code):
         if store.read_counter(limit.key, when) >= limit.limit:
-            raise TooManyAttempts(limit.refusal)
+            raise TooManyAttempts(limit.refusal, kind=limit.kind)
 
 
 def count_wrong(
