@@ -11,12 +11,16 @@ error="insufficient_scope"`` challenge (RFC 6750 §3.1), and nothing changes.
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from clikit import Cli
 from devicekit import approve, csrf_of, device_server, poll
 from serverkit import SERVER_STORES, Server, make_packet
 
@@ -175,3 +179,23 @@ def test_the_reference_clients_scope_is_full(server: Server) -> None:
 def test_an_unknown_scope_is_invalid_scope(server: Server, scope: str) -> None:
     r = start(server, scope)
     assert r.status_code == 400 and r.json()["error"] == "invalid_scope"
+
+
+def test_the_cli_says_what_a_read_only_token_lacks(
+    server: Server, read_only: httpx.Client, tmp_path: Path
+) -> None:
+    """Our CLI, signed in with a read-only token: ls works; a push says why it is refused."""
+    token = read_only.headers["Authorization"].removeprefix("Bearer ")
+    cli = Cli(tmp_path / "cli")
+    cli.ok("auth", server.url, token)
+    cli.ok("ls")
+    error = cli.fails("save", "-", stdin=json.dumps(make_packet()))
+    assert "may not do that" in error and f"ltm auth {server.url}" in error
+    error = cli.fails("tokens")  # managing tokens needs the full scope
+    assert "may not do that" in error
+    root = Cli(tmp_path / "root")
+    root.ok("auth", server.url, server.root_token)
+    listed = root.ok("tokens")
+    assert "SCOPE" in listed.splitlines()[0]
+    assert re.search(r"\bread\s+$", listed, re.M)  # the read-only device token
+    assert re.search(r"read write\s+\(this machine\)", listed)
