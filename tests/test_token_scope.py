@@ -199,3 +199,39 @@ def test_the_cli_says_what_a_read_only_token_lacks(
     assert "SCOPE" in listed.splitlines()[0]
     assert re.search(r"\bread\s+$", listed, re.M)  # the read-only device token
     assert re.search(r"read write\s+\(this machine\)", listed)
+
+
+def test_tokens_from_before_scopes_keep_full_access(tmp_path: Path) -> None:
+    """SQLite's migration: every token stored before scopes existed is full, as it was."""
+    import sqlite3
+
+    from ltm.service import packets, tokens
+    from ltm.store.sqlite import MIGRATIONS, SqliteStore
+
+    db = tmp_path / "old.db"
+    old = sqlite3.connect(db)
+    for step in MIGRATIONS[:2]:  # the schema before this change
+        old.executescript(step)
+    secret = tokens.mint("01JAAAAAAAAAAAAAAAAAAAAAAA")
+    old.execute(
+        "INSERT INTO users (id, display, created_at)"
+        " VALUES (?, 'old', '2026-01-01T00:00:00+00:00')",
+        ("01JAAAAAAAAAAAAAAAAAAAAAAA",),
+    )
+    old.execute(
+        "INSERT INTO tokens (token_hash, label, user_id, created_at)"
+        " VALUES (?, 'old-laptop', ?, '2026-01-01T00:00:00+00:00')",
+        (tokens.hash_token(secret), "01JAAAAAAAAAAAAAAAAAAAAAAA"),
+    )
+    old.execute("PRAGMA user_version = 2")
+    old.commit()
+    old.close()
+    store = SqliteStore(db)
+    try:
+        (listed,) = store.list_tokens()
+        assert listed.scope == "read write"
+        caller = tokens.credential(f"Bearer {secret}")
+        assert packets.push(store, caller, make_packet()).created
+        assert [t.label for t in tokens.list_own(store, caller)] == ["old-laptop"]
+    finally:
+        store.close()
