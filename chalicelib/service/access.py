@@ -46,9 +46,8 @@ class Credential:
 
 Caller = User | Credential
 
-# Bounds of what can be stored (packets.push and teams.check_name enforce them). Beyond
-# them nothing can exist, so the store is not asked: DynamoDB refuses oversized keys.
-PACKET_ID_LENGTHS = range(10, 65)
+# Bounds of what can be stored (ids.check_packet_id and teams.check_name enforce them).
+# Beyond them nothing can exist, so the store is not asked: DynamoDB refuses oversized keys.
 TEAM_NAME_MAX = 40
 
 
