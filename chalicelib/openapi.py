@@ -733,10 +733,17 @@ def device_paths() -> dict[str, Any]:
                     "303": _page("With Cognito: on to the managed sign-in."),
                     "400": _page("A malformed form or a missing token."),
                     "401": _page("The token was not accepted."),
-                    "403": _page("No session cookie or a wrong CSRF token."),
+                    "403": _page(
+                        "No session cookie, a wrong CSRF token, or a token without the full"
+                        " scope (`read write`), which approving a device needs."
+                    ),
                     "404": _page("A wrong or expired code."),
                     "409": _page("The code was already approved or denied."),
-                    "429": _page("Too many wrong codes; wait."),
+                    "429": _page(
+                        "Too many wrong codes charged to this person, code or (before a"
+                        " Cognito sign-in) address, or from everyone; wait. Past the address"
+                        " limit alone, a Cognito server signs the person in first (303)."
+                    ),
                 },
             },
         },
@@ -752,9 +759,13 @@ def device_paths() -> dict[str, Any]:
                 "responses": {
                     "200": _page("Which device asks, with approve and deny buttons."),
                     "400": _page("A bad or expired state, or a cancelled sign-in."),
-                    "404": _page("This server does not sign in through Cognito."),
+                    "404": _page(
+                        "This server does not sign in through Cognito, or (a code looked up"
+                        " after the sign-in) a wrong or expired code."
+                    ),
                     "409": _page("Already approved or denied."),
                     "410": _page("The code expired."),
+                    "429": _page("Too many wrong codes charged to this person; wait."),
                     "502": _page("Cognito refused the code or sent an invalid ID token."),
                 },
             }
