@@ -235,3 +235,63 @@ def test_tokens_from_before_scopes_keep_full_access(tmp_path: Path) -> None:
         assert [t.label for t in tokens.list_own(store, caller)] == ["old-laptop"]
     finally:
         store.close()
+
+
+def test_the_service_holds_every_entry_point_to_its_scope(store: Any) -> None:
+    """The rule lives in the service layer, on both stores (the ``store`` fixture)."""
+    from ltm.service import device, invites, packets, teams, tokens
+    from ltm.service.errors import InsufficientScope
+    from ltm.store import Token
+
+    owner, full = tokens.issue(store, "owner")
+    team = teams.create(store, tokens.credential(f"Bearer {full}"), "scoped")
+    mine = make_packet()
+    packets.push(store, owner, mine)
+
+    def token_with(scope: str) -> Any:
+        secret = tokens.mint(owner.id)
+        store.add_token(
+            Token(f"t-{scope}", owner.id, tokens.hash_token(secret), owner.created_at, scope=scope)
+        )
+        return tokens.credential(f"Bearer {secret}")
+
+    read, write = token_with("read"), token_with("write")
+    settings = device.DeviceSettings()
+    reads = [
+        lambda c: packets.list_(store, c),
+        lambda c: packets.get(store, c, mine["id"]),
+        lambda c: packets.resolve(store, c, mine["id"][:6]),
+        lambda c: teams.list_(store, c),
+        lambda c: teams.members(store, c, team.name),
+    ]
+    writes = [
+        lambda c: packets.push(store, c, make_packet()),
+        lambda c: packets.delete(store, c, mine["id"]),
+        lambda c: teams.create(store, c, "another"),
+        lambda c: teams.delete(store, c, team.name),
+        lambda c: teams.kick(store, c, team.name, "nobody"),
+        lambda c: teams.leave(store, c, team.name),
+        lambda c: invites.create(store, c, team.name, base_url="https://x.test"),
+        lambda c: invites.accept(store, c, "A" * 32),
+    ]
+    full_only = [
+        lambda c: tokens.list_own(store, c),
+        lambda c: tokens.revoke_own(store, c, "t-read"),
+        lambda c: device.decide(store, settings, c, "BCDF-GHJK", approve=True),
+    ]
+    for call in reads:
+        call(read)
+        with pytest.raises(InsufficientScope):
+            call(write)
+    for call in writes:
+        with pytest.raises(InsufficientScope):
+            call(read)
+    for call in full_only:
+        for partial in (read, write):
+            with pytest.raises(InsufficientScope) as refused:
+                call(partial)
+            assert refused.value.headers["WWW-Authenticate"].endswith('scope="read write"')
+    # Nothing changed: the packet, the team, the tokens.
+    assert packets.get(store, owner, mine["id"]).meta.id == mine["id"]
+    assert [t.name for t in teams.list_(store, owner)] == ["scoped"]
+    assert {t.label for t in store.list_tokens(user_id=owner.id)} >= {"t-read", "t-write"}
