@@ -201,7 +201,14 @@ def test_no_request_path_scans(counted: tuple[DynamoStore, Calls]) -> None:
     teams.list_(store, alice)
     teams.members(store, alice, "core")
     made = invites.create(store, alice, "core", base_url="https://example.test")
-    invites.accept(store, None, made.code, display="dave")
+    dave = invites.accept(store, None, made.code, display="dave")
+    assert dave.token is not None
+    invites.create(store, tokens.credential(f"Bearer {dave.token}"), "core", base_url="https://x")
+    teams.kick(store, alice, "core", dave.user.id)  # and his invites with him
+    again = invites.create(store, alice, "core", base_url="https://example.test")
+    erin = invites.accept(store, None, again.code, display="erin")
+    assert erin.token is not None
+    teams.leave(store, tokens.credential(f"Bearer {erin.token}"), "core")
     tokens.list_(store, user_id=alice_user.id)
     tokens.list_(store)
     packets.resolve(store, alice, "01JCALL")
