@@ -145,7 +145,9 @@ def test_a_read_token_cannot_approve_on_the_page(server: Server, read_only: http
     assert r.status_code == 403 and "full access" in r.text and token not in r.text
 
 
-def test_the_page_and_the_answers_say_the_scope_truthfully(server: Server) -> None:
+def test_the_page_and_the_answers_say_the_scope_truthfully(
+    server: Server, read_only: httpx.Client
+) -> None:
     pending = start(server, "read").json()
     with httpx.Client(base_url=server.url) as browser:
         csrf = csrf_of(browser.get("/device").text)
