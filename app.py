@@ -138,11 +138,6 @@ def _caller(request: Any) -> Credential:
     return tokens.credential(request.headers.get("authorization"))
 
 
-def _user(request: Any) -> User:
-    """The user behind the request's bearer token, checked now (one read)."""
-    return tokens.authenticate(get_store(), request.headers.get("authorization"))
-
-
 def _query(request: Any, name: str) -> str | None:
     params = request.query_params
     if params is None:
@@ -281,7 +276,9 @@ def route(path: str, method: str) -> Callable[[Callable[..., Response]], Callabl
             try:
                 return view(app.current_request, **params)
             except ServiceError as exc:
-                return _error(exc.status, exc.message)
+                response = _error(exc.status, exc.message)
+                response.headers.update(exc.headers)  # e.g. WWW-Authenticate (RFC 6750 §3.1)
+                return response
             except Exception:
                 logger.exception("unhandled error")
                 return _error(500, "internal server error")
@@ -583,15 +580,14 @@ page_route("/p/{secret}", ["GET"], "public")
 def approve_device(request: Any) -> Response:
     from chalicelib.service import device
 
-    caller = _user(request)
+    user = device.approver(get_store(), _caller(request))  # 401/403 before the body
     body = _json_object(request, required=True)
     grant = device.decide(
         get_store(),
         _device().settings,
-        caller,
+        user,
         body.get("user_code"),
         approve=body.get("approve", True),
-        client_ip=_client_ip(request),
     )
     return _json(
         {
@@ -601,6 +597,7 @@ def approve_device(request: Any) -> Response:
                 "name": grant.device_name,
                 "requested_at": _ts(grant.created_at),
                 "from": grant.client_ip,
+                "scope": grant.scope,
             },
         }
     )
@@ -608,8 +605,7 @@ def approve_device(request: Any) -> Response:
 
 @route("/v1/tokens", "GET")
 def list_own_tokens(request: Any) -> Response:
-    caller = _user(request)
-    current = tokens.hash_token(tokens.bearer(request.headers.get("authorization")))
+    caller = _caller(request)
     return _json(
         {
             "tokens": [
@@ -617,9 +613,10 @@ def list_own_tokens(request: Any) -> Response:
                     "label": token.label,
                     "created_at": _ts(token.created_at),
                     "last_used_at": _ts(token.last_used_at) if token.last_used_at else None,
-                    "current": token.token_hash == current,
+                    "current": token.token_hash == caller.token_hash,
+                    "scope": token.scope,
                 }
-                for token in tokens.list_(get_store(), user_id=caller.id)
+                for token in tokens.list_own(get_store(), caller)
             ]
         }
     )
@@ -627,7 +624,7 @@ def list_own_tokens(request: Any) -> Response:
 
 @route("/v1/tokens/{label}", "DELETE")
 def revoke_own_token(request: Any, label: str) -> Response:
-    tokens.revoke(get_store(), label, user_id=_user(request).id)
+    tokens.revoke_own(get_store(), _caller(request), label)
     return _no_content()
 
 

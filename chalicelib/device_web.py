@@ -32,8 +32,11 @@ bound to the same session. The signing key is ``LTM_DEVICE_SECRET`` when set
 (Lambda: set it per stage), else a random key the store keeps
 (``ensure_secret``; ``ltm server init`` creates it).
 
-Wrong codes and wrong tokens count against the per-client and global limits
-of ``service.device``.
+Wrong codes and wrong tokens count against the limits of ``service.device``:
+self-hosted, the token is checked before the code is looked up, so a wrong
+code is charged to the person who typed it and a wrong token to the code; with
+Cognito the code is looked up before the sign-in, charged to the address.
+Approving needs a token with the full scope (``read write``).
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from urllib.parse import parse_qs
 
 from .cognito import CognitoConfig, CognitoError, display_name
 from .service import device, tokens
-from .service.errors import ServiceError
+from .service.errors import InsufficientScope, NotFound, ServiceError
 from .service.users import now as utc_now
 from .store import DeviceGrant, Store, User
 
@@ -334,19 +337,23 @@ class DeviceWeb:
             return self._expired_session(request, cookie)
         raw_code = _one(form, "code")
         when = self.clock()
+        if self.cognito is None:
+            return self._token_sign_in(request, session, form, raw_code, when)
         try:
+            # The one anonymous lookup: charged to the client's address.
             grant = device.find_pending(
                 self.store, self.settings, raw_code, client_ip=request.client_ip, when=when
             )
         except device.TooManyAttempts as exc:
-            return self._enter(request, session, cookie, code="", error=exc.message, status=429)
+            code = device.normalize_user_code(raw_code)
+            if exc.kind != "client" or code is None:
+                return self._code_refused(request, session, raw_code, exc)
+            # Someone at this address guessed too much: the others here sign in first
+            # and their code is looked up after, charged to them (not the address).
+            return self._to_cognito(request, session, when, typed=code)
         except ServiceError as exc:
-            return self._enter(
-                request, session, cookie, code=raw_code[:32], error=exc.message, status=exc.status
-            )
-        if self.cognito is None:
-            return self._token_sign_in(request, session, grant, form, raw_code, when)
-        return self._to_cognito(request, session, grant, when)
+            return self._code_refused(request, session, raw_code, exc)
+        return self._to_cognito(request, session, when, grant=grant)
 
     def callback(self, request: WebRequest) -> WebResponse:
         """``GET /device/callback``: back from Cognito with a code (or an error) and our state."""
@@ -381,14 +388,22 @@ class DeviceWeb:
                 " open the link from your terminal.",
             )
         code = _one(request.query, "code")
-        grant = self.store.get_device_grant(str(state.get("d", "")))
-        if grant is None or grant.expires_at <= when or grant.status != "pending":
-            return self._gone(request, grant)
+        typed = state.get("c")  # a user code still to be looked up (see page())
+        grant = None
+        if not isinstance(typed, str):
+            grant = self.store.get_device_grant(str(state.get("d", "")))
+            if grant is None or grant.expires_at <= when or grant.status != "pending":
+                return self._gone(request, grant)
         if not code:
             return self._problem(request, 400, "That did not work", "Cognito sent no sign-in code.")
         user = self._cognito_user(request, code, state, when)
         if isinstance(user, WebResponse):
             return user
+        if grant is None:
+            try:  # signed in now: a wrong code is charged to this user
+                grant = device.find_pending(self.store, self.settings, typed, user=user, when=when)
+            except ServiceError as exc:
+                return self._code_refused(request, session, str(typed), exc)
         return self._confirm(request, session, grant, user, when)
 
     def _cognito_user(
@@ -477,11 +492,18 @@ class DeviceWeb:
         self,
         request: WebRequest,
         session: str,
-        grant: DeviceGrant,
         form: Mapping[str, list[str]],
         raw_code: str,
         when: datetime,
     ) -> WebResponse:
+        """Self-hosted: the person is known by their token before the code is looked up.
+
+        So a wrong code is charged to that user, a wrong token to the code it
+        was tried with, and nobody else behind the same address is locked out.
+        """
+        code = device.normalize_user_code(raw_code)
+        if code is None:
+            return self._code_refused(request, session, raw_code, NotFound(device.WRONG_CODE))
         secret = _one(form, "token").strip()
         if not secret:
             return self._enter(
@@ -493,9 +515,22 @@ class DeviceWeb:
                 status=400,
             )
         try:
-            user = tokens.authenticate(self.store, f"Bearer {secret}", when)
+            device.check_attempts(self.store, self.settings, when, code=code)
+            user = tokens.authenticate(self.store, f"Bearer {secret}", when, need=device.FULL_SCOPE)
+        except device.TooManyAttempts as exc:
+            return self._code_refused(request, session, raw_code, exc)
+        except InsufficientScope:
+            return self._enter(
+                request,
+                session,
+                "",
+                code=raw_code[:32],
+                error="That token is read-only or write-only. Approving a device needs a token"
+                " with full access (read write).",
+                status=403,
+            )
         except ServiceError:
-            device.count_wrong(self.store, self.settings, request.client_ip, when)
+            device.count_wrong(self.store, self.settings, when, code=code)
             return self._enter(
                 request,
                 session,
@@ -505,17 +540,41 @@ class DeviceWeb:
                 " shows which one you use).",
                 status=401,
             )
+        try:
+            grant = device.find_pending(self.store, self.settings, code, user=user, when=when)
+        except ServiceError as exc:
+            return self._code_refused(request, session, raw_code, exc)
         return self._confirm(request, session, grant, user, when)
 
-    def _to_cognito(
-        self, request: WebRequest, session: str, grant: DeviceGrant, when: datetime
+    def _code_refused(
+        self, request: WebRequest, session: str, raw_code: str, exc: ServiceError
     ) -> WebResponse:
+        """The code form again with why the code was refused (past a limit, the code is cleared)."""
+        if isinstance(exc, device.TooManyAttempts):
+            return self._enter(request, session, "", code="", error=exc.message, status=429)
+        return self._enter(
+            request, session, "", code=raw_code[:32], error=exc.message, status=exc.status
+        )
+
+    def _to_cognito(
+        self,
+        request: WebRequest,
+        session: str,
+        when: datetime,
+        *,
+        grant: DeviceGrant | None = None,
+        typed: str | None = None,
+    ) -> WebResponse:
+        """On to the managed sign-in, with the grant found (or the code to look up after)."""
         assert self.cognito is not None
         nonce = secrets.token_urlsafe(16)
+        # A code to look up later travels in the signed state: no more exposed than in
+        # verification_uri_complete, which carries it in a URL too.
+        about = {"d": grant.device_code_hash} if grant is not None else {"c": typed}
         state = self.signer.sign(
             "state",
             {
-                "d": grant.device_code_hash,
+                **about,
                 "n": nonce,
                 "sb": self._binding(session),
                 "exp": int(when.timestamp()) + STATE_SECONDS,
@@ -548,7 +607,8 @@ class DeviceWeb:
             " to ltm as you:</p><dl>"
             f"<dt>Device</dt><dd>{_e(grant.device_name or 'unnamed device')}</dd>"
             f"<dt>Client</dt><dd><code>{_e(grant.client_id)}</code></dd>"
-            f"<dt>Access</dt><dd>{_e(grant.scope)}</dd>"
+            f"<dt>Access</dt><dd><code>{_e(grant.scope)}</code>:"
+            f" {_e(device.describe_scope(grant.scope))}</dd>"
             f"<dt>Asked</dt><dd>{_e(_when(grant.created_at))} ({_e(ago)})</dd>"
             f"<dt>From</dt><dd>{_e(grant.client_ip or 'unknown')}</dd></dl>"
             "<p class=note>Approve only if you started this sign-in yourself, just now, on"

@@ -216,9 +216,11 @@ def _paths() -> dict[str, Any]:
                 "description": (
                     "The packet is schema-checked and stored in canonical form. Pushing"
                     " again an id the caller owns in the same scope replaces it"
-                    " (idempotent, 201 again). An id that exists in another user's or"
-                    " another scope is refused with 409 `packet id already exists` and"
-                    " the existing packet is left untouched."
+                    " (idempotent, 201 again); pushing the caller's own personal packet"
+                    " into a team they belong to moves it there. Any other id that"
+                    " exists (another user's, or the caller's in a team) is refused with"
+                    " 409 `packet id already exists` and the existing packet is left"
+                    " untouched. Ids must match `^[A-Za-z0-9][A-Za-z0-9._:-]{9,63}$`."
                 ),
                 "parameters": [
                     _TEAM_QUERY,
@@ -471,7 +473,7 @@ def document() -> dict[str, Any]:
         },
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "security": _BEARER,
-        "paths": {**_paths(), **publish_paths(), **device_paths(), **web_paths()},
+        "paths": _with_scopes({**_paths(), **publish_paths(), **device_paths(), **web_paths()}),
         "components": {
             "schemas": {**_schemas(), **device_schemas()},
             "securitySchemes": {
@@ -479,6 +481,43 @@ def document() -> dict[str, Any]:
             },
         },
     }
+
+
+# The scope each bearer route needs (``need`` in ``chalicelib.service``); any other is "write".
+# OpenAPI 3.1 lets a non-OAuth security requirement list roles: the token's scopes here.
+_READS = {
+    ("/v1/packets", "get"),
+    ("/v1/packets/{id}", "get"),
+    ("/v1/teams", "get"),
+    ("/v1/teams/{name}/members", "get"),
+}
+_FULL = {("/v1/device/approve", "post"), ("/v1/tokens", "get"), ("/v1/tokens/{label}", "delete")}
+
+
+def _with_scopes(paths: dict[str, Any]) -> dict[str, Any]:
+    """Each bearer operation's scope, and its 403 ``insufficient scope`` (RFC 6750 §3.1)."""
+    for path, item in paths.items():
+        for method, operation in item.items():
+            if method == "parameters" or operation.get("security") == []:
+                continue
+            need = "read" if (path, method) in _READS else "write"
+            if (path, method) in _FULL:
+                need = "read write"
+            scopes = need.split()
+            security = operation.get("security", _BEARER)
+            operation["security"] = [{"bearer": scopes} if r else r for r in security]
+            responses = operation["responses"]
+            refused = (
+                f"`insufficient scope`: the token was not granted `{need}`; the answer carries"
+                f' `WWW-Authenticate: Bearer error="insufficient_scope", scope="{need}"`.'
+            )
+            if "403" in responses:
+                refused += " Or: " + responses["403"]["description"]
+            responses["403"] = {
+                **_error(refused),
+                "headers": {"WWW-Authenticate": {"schema": {"type": "string"}}},
+            }
+    return paths
 
 
 @cache
@@ -581,6 +620,7 @@ def device_schemas() -> dict[str, Any]:
                         "name": {**_STRING, "description": "What the device said it is."},
                         "requested_at": _TIME,
                         "from": {**_STRING, "description": "The address it asked from."},
+                        "scope": {**_STRING, "description": "What the device's token may do."},
                     }
                 ),
             }
@@ -593,6 +633,10 @@ def device_schemas() -> dict[str, Any]:
                 "current": {
                     "type": "boolean",
                     "description": "The token this request was made with.",
+                },
+                "scope": {
+                    **_STRING,
+                    "description": "`read`, `write` or `read write` (space-separated).",
                 },
             }
         ),
@@ -690,10 +734,17 @@ def device_paths() -> dict[str, Any]:
                     "303": _page("With Cognito: on to the managed sign-in."),
                     "400": _page("A malformed form or a missing token."),
                     "401": _page("The token was not accepted."),
-                    "403": _page("No session cookie or a wrong CSRF token."),
+                    "403": _page(
+                        "No session cookie, a wrong CSRF token, or a token without the full"
+                        " scope (`read write`), which approving a device needs."
+                    ),
                     "404": _page("A wrong or expired code."),
                     "409": _page("The code was already approved or denied."),
-                    "429": _page("Too many wrong codes; wait."),
+                    "429": _page(
+                        "Too many wrong codes charged to this person, code or (before a"
+                        " Cognito sign-in) address, or from everyone; wait. Past the address"
+                        " limit alone, a Cognito server signs the person in first (303)."
+                    ),
                 },
             },
         },
@@ -709,9 +760,13 @@ def device_paths() -> dict[str, Any]:
                 "responses": {
                     "200": _page("Which device asks, with approve and deny buttons."),
                     "400": _page("A bad or expired state, or a cancelled sign-in."),
-                    "404": _page("This server does not sign in through Cognito."),
+                    "404": _page(
+                        "This server does not sign in through Cognito, or (a code looked up"
+                        " after the sign-in) a wrong or expired code."
+                    ),
                     "409": _page("Already approved or denied."),
                     "410": _page("The code expired."),
+                    "429": _page("Too many wrong codes charged to this person; wait."),
                     "502": _page("Cognito refused the code or sent an invalid ID token."),
                 },
             }
@@ -743,8 +798,9 @@ def device_paths() -> dict[str, Any]:
                 "operationId": "approveDevice",
                 "summary": "Approve (or deny) a device sign-in as the caller (`ltm approve`).",
                 "description": "The device polling `/oauth/token` then receives a new token of"
-                " the caller's, labelled after the device. Wrong codes are rate-limited per"
-                " client address and globally.",
+                " the caller's with the scope the device asked for, labelled after the device."
+                " Needs a token with the full scope. Wrong codes are rate-limited per caller"
+                " and globally.",
                 "requestBody": _json_body(_ref("DeviceDecision")),
                 "responses": {
                     "200": _ok("Decided.", _ref("DeviceDecided")),

@@ -352,6 +352,12 @@ def status_error(host: str, reply: Reply, hints: Mapping[int, str] | None = None
             f"{host} answered HTTP {status} with {message}, not an ltm error — is it an ltm"
             " server? check the URL (ltm whoami shows it)"
         )
+    if status == 403 and "insufficient_scope" in reply.headers.get("www-authenticate", ""):
+        # RFC 6750 §3.1: the token is valid but was granted less (a read-only device token).
+        return CliError(
+            f"{host} refused: this token may not do that ({message}; it was granted less than"
+            f" the full scope) — sign in with full access: ltm auth {host}"
+        )
     if hints and status in hints:
         return CliError(hints[status].replace("{host}", host).replace("{msg}", message))
     if status == 401:

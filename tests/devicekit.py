@@ -12,7 +12,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import httpx
 from clikit import LTM, Cli
 from serverkit import Server, clean_env, init_db, run_server
 
@@ -20,8 +22,10 @@ from serverkit import Server, clean_env, init_db, run_server
 FAST = {
     "LTM_DEVICE_INTERVAL": "1",
     "LTM_DEVICE_WRONG_CODES_PER_CLIENT": "4",
+    "LTM_DEVICE_WRONG_CODES_PER_USER": "4",
     "LTM_DEVICE_AUTHORIZE_PER_CLIENT": "1000",
 }
+GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 CODE_LINE = re.compile(r"enter the code: ([A-Z]{4}-[A-Z]{4})")
 URL_LINE = re.compile(r"open (\S+)")
 
@@ -118,3 +122,35 @@ class AuthProcess:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=10)
+
+
+# -- the device flow over HTTP, as a device and a person drive it ---------------------------
+
+
+def authorize(server: Server, **form: str) -> dict[str, Any]:
+    r = httpx.post(
+        server.url + "/oauth/authorize_device",
+        data={"client_id": "ltm-cli", "scope": "read write", **form},
+        headers={"User-Agent": "ltm-test/1.0"},
+    )
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def poll(server: Server, device_code: str, **form: str) -> httpx.Response:
+    data = {"grant_type": GRANT, "device_code": device_code, "client_id": "ltm-cli", **form}
+    return httpx.post(server.url + "/oauth/token", data=data)
+
+
+def approve(server: Server, token: str, code: str, **extra: Any) -> httpx.Response:
+    return httpx.post(
+        server.url + "/v1/device/approve",
+        json={"user_code": code, **extra},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found, page
+    return found.group(1)

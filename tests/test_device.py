@@ -256,7 +256,6 @@ def test_approved_device_gets_one_token_that_works_until_revoked(store: Store) -
         alice,
         auth.user_code.lower(),
         approve=True,
-        client_ip="192.0.2.9",
         when=T0 + timedelta(seconds=30),
     )
     assert (grant.status, grant.user_id) == ("approved", alice.id)
@@ -282,7 +281,7 @@ def test_approved_device_gets_one_token_that_works_until_revoked(store: Store) -
 def test_denied_and_expired(store: Store) -> None:
     alice, _ = make_user(store)
     denied = start(store)
-    device.decide(store, SETTINGS, alice, denied.user_code, approve=False, client_ip="x", when=T0)
+    device.decide(store, SETTINGS, alice, denied.user_code, approve=False, when=T0)
     e = oauth_error(lambda: poll(store, denied.device_code, T0 + timedelta(seconds=5)))
     assert (e.code, e.status) == ("access_denied", 400)
     late = start(store)
@@ -290,7 +289,7 @@ def test_denied_and_expired(store: Store) -> None:
     assert (e.code, e.status) == ("expired_token", 400)
     # Approved but collected too late: expired too, and no token is made.
     slow = start(store)
-    device.decide(store, SETTINGS, alice, slow.user_code, approve=True, client_ip="x", when=T0)
+    device.decide(store, SETTINGS, alice, slow.user_code, approve=True, when=T0)
     e = oauth_error(lambda: poll(store, slow.device_code, T0 + timedelta(minutes=11)))
     assert e.code == "expired_token"
     assert len(store.list_tokens(user_id=alice.id)) == 1
@@ -302,7 +301,6 @@ def test_denied_and_expired(store: Store) -> None:
             alice,
             late.user_code,
             approve=True,
-            client_ip="x",
             when=T0 + timedelta(minutes=10),
         )
 
@@ -331,17 +329,18 @@ def test_decide_errors(store: Store) -> None:
     alice, _ = make_user(store)
     auth = start(store)
     with pytest.raises(NotFound, match="unknown or expired code"):
-        device.decide(store, SETTINGS, alice, "BCDF-GHJK", approve=True, client_ip="x", when=T0)
+        device.decide(store, SETTINGS, alice, "BCDF-GHJK", approve=True, when=T0)
     with pytest.raises(NotFound):
-        device.decide(store, SETTINGS, alice, "not a code", approve=True, client_ip="x", when=T0)
+        device.decide(store, SETTINGS, alice, "not a code", approve=True, when=T0)
     with pytest.raises(BadRequest):
-        device.decide(store, SETTINGS, alice, auth.user_code, approve="yes", client_ip="x")  # type: ignore[arg-type]
-    device.decide(store, SETTINGS, alice, auth.user_code, approve=True, client_ip="x", when=T0)
+        device.decide(store, SETTINGS, alice, auth.user_code, approve="yes")  # type: ignore[arg-type]
+    device.decide(store, SETTINGS, alice, auth.user_code, approve=True, when=T0)
     with pytest.raises(Conflict, match="already"):
-        device.decide(store, SETTINGS, alice, auth.user_code, approve=False, client_ip="x", when=T0)
+        device.decide(store, SETTINGS, alice, auth.user_code, approve=False, when=T0)
 
 
-def test_wrong_codes_are_limited_per_client(store: Store) -> None:
+def test_anonymous_wrong_codes_are_limited_per_client(store: Store) -> None:
+    """The one anonymous lookup (before a Cognito sign-in) is charged to the address."""
     alice, _ = make_user(store)
     settings = DeviceSettings(wrong_codes_per_client=3, wrong_codes_global=100)
     auth = start(store)
@@ -359,9 +358,7 @@ def test_wrong_codes_are_limited_per_client(store: Store) -> None:
     assert device.find_pending(
         store, settings, fresh.user_code, client_ip="203.0.113.5", when=later
     )
-    device.decide(
-        store, settings, alice, auth.user_code, approve=True, client_ip="203.0.113.6", when=T0
-    )
+    device.decide(store, settings, alice, auth.user_code, approve=True, when=T0)
 
 
 def test_wrong_codes_are_limited_globally(store: Store) -> None:
@@ -372,6 +369,52 @@ def test_wrong_codes_are_limited_globally(store: Store) -> None:
             device.find_pending(store, settings, "BCDF-GHJK", client_ip=f"10.0.0.{i}", when=T0)
     with pytest.raises(TooManyAttempts, match="lately"):
         device.find_pending(store, settings, auth.user_code, client_ip="10.9.9.9", when=T0)
+
+
+def test_wrong_codes_are_charged_to_the_approving_user(store: Store) -> None:
+    """RFC 8628 §5.1: guessing stays bounded per user, and one user locks out nobody else."""
+    alice, _ = make_user(store)
+    bob, _ = make_user(store, "bob")
+    settings = DeviceSettings(wrong_codes_per_user=9, wrong_codes_per_client=1)
+    auth = start(store)
+    for _ in range(9):
+        with pytest.raises(NotFound):
+            device.decide(store, settings, alice, "BCDF-GHJK", approve=True, when=T0)
+    # Alice is done for this window, even with the right code ...
+    with pytest.raises(TooManyAttempts, match="you entered too many"):
+        device.decide(store, settings, alice, auth.user_code, approve=True, when=T0)
+    # ... while Bob (behind the same address, which no longer counts) is not affected,
+    # nor is an anonymous lookup from anywhere.
+    assert device.find_pending(store, settings, auth.user_code, client_ip="192.0.2.1", when=T0)
+    grant = device.decide(store, settings, bob, auth.user_code, approve=True, when=T0)
+    assert grant.user_id == bob.id
+    # The next window starts afresh for Alice.
+    later = T0 + settings.window
+    fresh = start(store, when=later)
+    device.decide(store, settings, alice, fresh.user_code, approve=True, when=later)
+
+
+def test_everyones_wrong_codes_are_bounded_together(store: Store) -> None:
+    users = [make_user(store, f"user{n}")[0] for n in range(3)]
+    settings = DeviceSettings(wrong_codes_per_user=100, wrong_codes_global=6)
+    auth = start(store)
+    for user in users:
+        for _ in range(2):
+            with pytest.raises(NotFound):
+                device.decide(store, settings, user, "BCDF-GHJK", approve=True, when=T0)
+    newcomer, _ = make_user(store, "newcomer")
+    with pytest.raises(TooManyAttempts, match="lately"):
+        device.decide(store, settings, newcomer, auth.user_code, approve=True, when=T0)
+
+
+def test_something_that_is_not_a_code_is_not_counted(store: Store) -> None:
+    alice, _ = make_user(store)
+    settings = DeviceSettings(wrong_codes_per_user=1)
+    auth = start(store)
+    for junk in ("", "not a code", "BCDF", "A" * 100):
+        with pytest.raises(NotFound):
+            device.decide(store, settings, alice, junk, approve=True, when=T0)
+    device.decide(store, settings, alice, auth.user_code, approve=True, when=T0)
 
 
 def test_ipv6_clients_share_their_64(store: Store) -> None:

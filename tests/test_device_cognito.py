@@ -385,3 +385,56 @@ def test_signer_rejects_tampering_purpose_and_expiry() -> None:
     later = datetime.fromtimestamp(now.timestamp() + 61, UTC)
     assert signer.unsign("state", token, later) is None
     assert Signer(b"j" * 32).unsign("state", token, now) is None
+
+
+def test_past_the_address_limit_people_sign_in_before_their_code_is_checked(
+    idp: Idp, tmp_path: Path
+) -> None:
+    """Issue 12 §2.7 with Cognito: the code step before sign-in is the one anonymous lookup,
+    charged to the address. Once someone there has guessed too much, the others behind the
+    same address are not locked out: they sign in first, then their code is looked up and
+    a wrong one is charged to them (RFC 8628 §5.1 stays bounded per user and globally)."""
+    from urllib.parse import urlencode
+
+    store = SqliteStore(tmp_path / "s.db")
+    web = DeviceWeb(
+        store,
+        settings=device.DeviceSettings(wrong_codes_per_client=2, wrong_codes_per_user=1),
+        signer=Signer(signing_key(store, {})),
+        cognito=idp.config(),
+    )
+    try:
+        auth = device.authorize(
+            store, web.settings, {"client_id": ["ltm-cli"]}, base_url=BASE, client_ip="192.0.2.1"
+        )
+
+        def enter(browser: Browser, code: str) -> Any:
+            form = urlencode({"csrf": _csrf(browser.get_page()), "code": code})
+            return web.page(browser.request("POST", form=form))
+
+        guesser = Browser(web)
+        for _ in range(2):
+            assert enter(guesser, "BCDF-GHJK").status == 404
+        # The address is over its limit; a neighbour's right code still goes on to sign-in.
+        neighbour = Browser(web)
+        answer = enter(neighbour, auth.user_code)
+        assert answer.status == 303
+        state = parse_qs(urlsplit(answer.headers["Location"]).query)["state"][0]
+        idp.answer = (200, {"id_token": id_token(sub="sub-neighbour"), "access_token": "a"})
+        page = web.callback(neighbour.request("GET", {"code": "c", "state": state}))
+        assert page.status == 200 and "Approve this device?" in page.body
+        # The guesser's next wrong code goes to sign-in too, then is charged to them.
+        answer = enter(guesser, "BCDF-GHJK")
+        assert answer.status == 303
+        state = parse_qs(urlsplit(answer.headers["Location"]).query)["state"][0]
+        idp.answer = (200, {"id_token": id_token(sub="sub-guesser"), "access_token": "a"})
+        page = web.callback(guesser.request("GET", {"code": "c", "state": state}))
+        assert page.status == 404 and "unknown or expired code" in page.body
+        answer = enter(guesser, auth.user_code)
+        state = parse_qs(urlsplit(answer.headers["Location"]).query)["state"][0]
+        page = web.callback(guesser.request("GET", {"code": "c", "state": state}))
+        assert page.status == 429 and "you entered too many wrong codes" in page.body
+        grant = store.get_device_grant(device.hash_code(auth.device_code))
+        assert grant is not None and grant.status == "pending"
+    finally:
+        store.close()

@@ -12,14 +12,11 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from devicekit import device_server
+from devicekit import GRANT, approve, authorize, csrf_of, device_server, poll
 from serverkit import SERVER_STORES, Server
-
-GRANT = "urn:ietf:params:oauth:grant-type:device_code"
 
 
 @pytest.fixture(scope="module", params=SERVER_STORES)
@@ -29,35 +26,6 @@ def server(
     """The server on each store: its SQLite file, and DynamoDB (moto's server)."""
     with device_server(tmp_path_factory.mktemp("device-http"), store=request.param) as srv:
         yield srv
-
-
-def authorize(server: Server, **form: str) -> dict[str, Any]:
-    r = httpx.post(
-        server.url + "/oauth/authorize_device",
-        data={"client_id": "ltm-cli", "scope": "read write", **form},
-        headers={"User-Agent": "ltm-test/1.0"},
-    )
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
-def poll(server: Server, device_code: str, **form: str) -> httpx.Response:
-    data = {"grant_type": GRANT, "device_code": device_code, "client_id": "ltm-cli", **form}
-    return httpx.post(server.url + "/oauth/token", data=data)
-
-
-def approve(server: Server, token: str, code: str, **extra: Any) -> httpx.Response:
-    return httpx.post(
-        server.url + "/v1/device/approve",
-        json={"user_code": code, **extra},
-        headers={"Authorization": f"Bearer {token}"},
-    )
-
-
-def csrf_of(page: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', page)
-    assert found, page
-    return found.group(1)
 
 
 def ticket_of(page: str) -> str:
@@ -208,15 +176,19 @@ def test_approve_api_errors(server: Server) -> None:
     assert r.status_code == 409 and "already" in r.json()["error"]
 
 
-def test_wrong_codes_are_limited_per_client(tmp_path: Path) -> None:
+def test_wrong_codes_lock_out_the_guesser_not_their_neighbours(tmp_path: Path) -> None:
+    """Issue 12 §2.7: wrong codes are charged to the user who typed them (RFC 8628 §5.1),
+    so a guesser behind one address (every test client is 127.0.0.1) is stopped while
+    another user from that same address approves their device."""
     with device_server(tmp_path) as srv:
         auth = authorize(srv)
+        _bob_id, bob = srv.issue("bob")
         for _ in range(4):
             r = approve(srv, srv.root_token, "BCDF-GHJK")
             assert r.status_code == 404 and "unknown or expired code" in r.json()["error"]
         r = approve(srv, srv.root_token, auth["user_code"])  # even the right one, now
-        assert r.status_code == 429
-        # The page counts against the same limit.
+        assert r.status_code == 429 and "too many wrong codes" in r.json()["error"]
+        # The page charges the same user: refused there too.
         with httpx.Client(base_url=srv.url) as browser:
             page = browser.get("/device").text
             r = browser.post(
@@ -224,6 +196,37 @@ def test_wrong_codes_are_limited_per_client(tmp_path: Path) -> None:
                 data={"csrf": csrf_of(page), "code": auth["user_code"], "token": srv.root_token},
             )
             assert r.status_code == 429 and "too many wrong codes" in r.text
+        # Bob, from the same address: not affected, on the page or with ltm approve.
+        with httpx.Client(base_url=srv.url) as browser:
+            page = browser.get("/device").text
+            r = browser.post(
+                "/device", data={"csrf": csrf_of(page), "code": auth["user_code"], "token": bob}
+            )
+            assert r.status_code == 200 and "Approve this device?" in r.text
+        assert approve(srv, bob, auth["user_code"]).status_code == 200
+
+
+def test_wrong_tokens_on_the_page_are_charged_to_the_code(tmp_path: Path) -> None:
+    with device_server(tmp_path, LTM_DEVICE_WRONG_SIGN_INS_PER_CODE="3") as srv:
+        target, other = authorize(srv), authorize(srv)
+        bad = "ltm_" + "0" * 64
+        with httpx.Client(base_url=srv.url) as browser:
+            csrf = csrf_of(browser.get("/device").text)
+            for _ in range(3):
+                r = browser.post(
+                    "/device", data={"csrf": csrf, "code": target["user_code"], "token": bad}
+                )
+                assert r.status_code == 401
+            r = browser.post(
+                "/device",
+                data={"csrf": csrf, "code": target["user_code"], "token": srv.root_token},
+            )
+            assert r.status_code == 429 and "failed sign-ins for this code" in r.text
+            # Another code, from the same address and session, is not affected.
+            r = browser.post(
+                "/device", data={"csrf": csrf, "code": other["user_code"], "token": srv.root_token}
+            )
+            assert r.status_code == 200 and "Approve this device?" in r.text
 
 
 # -- the caller's tokens ------------------------------------------------------------------

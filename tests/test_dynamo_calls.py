@@ -132,6 +132,29 @@ def test_team_scope_costs_at_most_two_calls(counted: tuple[DynamoStore, Calls]) 
     assert store.get_packet(p3["id"]) is None  # the team owner's right
 
 
+def test_moving_a_packet_into_a_team_costs_two_calls(counted: tuple[DynamoStore, Calls]) -> None:
+    """``push`` then ``push -t core``: the packet is read with the token and the team, so
+    the move (a transaction that checks the membership) is known before the write."""
+    store, calls = counted
+    alice_user, alice = signed_in(store, "alice")
+    bob_user, bob = signed_in(store, "bob")
+    teams.create(store, alice_user, "core")
+    team = store.get_team("core")
+    assert team is not None
+    store.add_member(team.id, bob_user.id)
+    p7 = packet(7)
+    assert costs(calls, alice, packets.push, p7) == ["GetItem", "PutItem"]
+    assert costs(calls, bob, packets.push, p7, team="core") == ["BatchGetItem", "PutItem"]  # 409
+    assert costs(calls, alice, packets.push, p7, team="core") == [
+        "BatchGetItem",
+        "TransactWriteItems",
+    ]
+    moved = store.get_packet(p7["id"])
+    assert moved is not None and moved.meta.team_id == team.id
+    assert costs(calls, alice, packets.push, p7, team="core") == ["BatchGetItem", "PutItem"]
+    assert costs(calls, alice, packets.push, p7) == ["GetItem", "PutItem"]  # 409: not out again
+
+
 def test_a_token_without_the_user_id_costs_one_read_more_in_team_scope(
     counted: tuple[DynamoStore, Calls],
 ) -> None:
@@ -178,7 +201,14 @@ def test_no_request_path_scans(counted: tuple[DynamoStore, Calls]) -> None:
     teams.list_(store, alice)
     teams.members(store, alice, "core")
     made = invites.create(store, alice, "core", base_url="https://example.test")
-    invites.accept(store, None, made.code, display="dave")
+    dave = invites.accept(store, None, made.code, display="dave")
+    assert dave.token is not None
+    invites.create(store, tokens.credential(f"Bearer {dave.token}"), "core", base_url="https://x")
+    teams.kick(store, alice, "core", dave.user.id)  # and his invites with him
+    again = invites.create(store, alice, "core", base_url="https://example.test")
+    erin = invites.accept(store, None, again.code, display="erin")
+    assert erin.token is not None
+    teams.leave(store, tokens.credential(f"Bearer {erin.token}"), "core")
     tokens.list_(store, user_id=alice_user.id)
     tokens.list_(store)
     packets.resolve(store, alice, "01JCALL")

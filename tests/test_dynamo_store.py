@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from dynamo_moto import in_process
 
-from ltm.store import Gone, Invite, PacketMeta, StoredPacket, Team, Token, User
+from ltm.store import Gone, Invite, NotFound, PacketMeta, StoredPacket, Team, Token, User
 from ltm.store.dynamo import TTL_ATTRIBUTE, DynamoStore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -147,3 +147,80 @@ def test_requests_are_held_to_dynamodbs_expression_rules(store: DynamoStore) -> 
             ExpressionAttributeNames={"#a": "a"},
             ExpressionAttributeValues={":unused": {"S": "v"}},
         )
+
+
+def test_a_member_with_many_invites_is_removed_with_all_of_them(
+    store: DynamoStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More invites than fit in one transaction: the rest go first, in batches."""
+    import ltm.store.dynamo as dynamo
+
+    monkeypatch.setattr(dynamo, "MAX_INVITES_IN_TRANSACTION", 2)
+    setup_team(store)
+    store.create_user(User("u2", "two", T0))
+    store.add_member("t1", "u2")
+    codes = [f"code-{n}" for n in range(5)]
+    for code in codes:
+        store.create_invite(Invite(code, "t1", "u2", T0, T0 + timedelta(days=7)))
+    calls = conflict_first(store, 0)
+    assert store.remove_member("t1", "u2") is True
+    assert calls == [3 + 2]  # the membership's three items and the last two invites
+    for code in codes:
+        item = store.client.get_item(
+            TableName="ltm-store", Key={"pk": {"S": f"INVITE#{code}"}, "sk": {"S": "INVITE"}}
+        )
+        assert "Item" not in item
+
+
+def test_an_invite_made_during_a_removal_dies_too(store: DynamoStore) -> None:
+    """An invite added between the removal's read and its write: the write notices, reads again."""
+    setup_team(store)
+    store.create_user(User("u2", "two", T0))
+    store.add_member("t1", "u2")
+    store.create_invite(Invite("early", "t1", "u2", T0, T0 + timedelta(days=7)))
+    real = store._get_item
+    raced: list[bool] = []
+
+    def get_then_invite(key: Any) -> Any:
+        item = real(key)
+        if not raced and key["sk"]["S"] == "MEMBER#u2":
+            raced.append(True)
+            store.create_invite(Invite("late", "t1", "u2", T0, T0 + timedelta(days=7)))
+        return item
+
+    store._get_item = get_then_invite  # type: ignore[method-assign]
+    assert store.remove_member("t1", "u2") is True
+    store._get_item = real  # type: ignore[method-assign]
+    store.create_user(User("u3", "three", T0))
+    for code in ("early", "late"):
+        with pytest.raises((Gone, NotFound)):
+            store.accept_invite(code, "u3", T0)
+    assert store.get_member("t1", "u3") is None
+
+
+def test_an_invite_from_before_the_record_still_dies_with_its_maker(store: DynamoStore) -> None:
+    """Invites stored before they were recorded on the membership: refused once the maker left."""
+    setup_team(store)
+    store.create_user(User("u2", "two", T0))
+    store.add_member("t1", "u2")
+    store.client.put_item(  # an invite item as the store wrote it before
+        TableName="ltm-store",
+        Item={
+            "pk": {"S": "INVITE#legacy"},
+            "sk": {"S": "INVITE"},
+            "code_hash": {"S": "legacy"},
+            "team_id": {"S": "t1"},
+            "created_by": {"S": "u2"},
+            "created_at": {"S": T0.isoformat()},
+            "expires_at": {"S": (T0 + timedelta(days=7)).isoformat()},
+            "gsi2pk": {"S": "INVITES#t1"},
+            "gsi2sk": {"S": "legacy"},
+        },
+    )
+    store.remove_member("t1", "u2")
+    store.create_user(User("u3", "three", T0))
+    with pytest.raises(Gone):
+        store.accept_invite("legacy", "u3", T0)
+    with pytest.raises(Gone):
+        store.accept_invite("legacy", "u2", T0)  # nor the maker themself
+    assert store.get_member("t1", "u3") is None and store.get_member("t1", "u2") is None

@@ -8,6 +8,7 @@ server answers for any route (404, 405, 413, 415, bad JSON, bad query values).
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 from collections.abc import Iterator
@@ -50,6 +51,9 @@ def alice(server: Server) -> httpx.Client:
 @pytest.fixture
 def bob(server: Server) -> httpx.Client:
     return server.client(server.issue("bob")[1])
+
+
+_NAMES = itertools.count()
 
 
 def push(client: httpx.Client, data: object, **params: str) -> httpx.Response:
@@ -325,12 +329,48 @@ def test_pushing_someone_elses_id_is_409_and_leaves_their_packet_alone(
     assert r.status_code == 404
 
 
-def test_moving_own_packet_into_another_scope_is_409(alice: httpx.Client) -> None:
-    assert alice.post("/v1/teams", json={"name": "alice-scope"}).status_code == 201
+def test_an_owner_moves_their_packet_into_a_team(
+    server: Server, alice: httpx.Client, bob: httpx.Client
+) -> None:
+    """Issue 12 §4: ``push`` then ``push -t TEAM`` (the reference's documented flow) moves
+    the packet into the team; out of a team again, or someone else's id, stays 409."""
+    team, other = f"move-{next(_NAMES)}", f"move-{next(_NAMES)}"
+    for name in (team, other):
+        assert alice.post("/v1/teams", json={"name": name}).status_code == 201
+    joined = httpx.post(
+        alice.post(f"/v1/teams/{team}/invites").json()["url"] + "/accept",
+        headers=bob.headers,
+    )
+    assert joined.status_code == 201
+    data = make_packet(goal="personal first")
+    assert push(alice, data).status_code == 201
+    # Bob is in the team too, but the id is Alice's: refused, nothing changes.
+    r = push(bob, {**data, "goal": "bob's"}, team=team)
+    assert r.status_code == 409 and r.json() == {"error": "packet id already exists"}
+    assert alice.get(f"/v1/packets/{data['id']}").json()["goal"] == "personal first"
+    # Alice moves it into the team: gone from her own list, in the team's, Bob reads it.
+    r = push(alice, {**data, "goal": "now the team's"}, team=team)
+    assert r.status_code == 201 and r.json() == {"id": data["id"]}
+    assert data["id"] not in alice.get("/v1/packets?limit=1000").text
+    assert data["id"] in alice.get(f"/v1/packets?team={team}").text
+    assert bob.get(f"/v1/packets/{data['id']}").json()["goal"] == "now the team's"
+    # Pushed again into the same team: replaced, as any re-push.
+    assert push(alice, {**data, "goal": "again"}, team=team).status_code == 201
+    # Out of the team (to her own scope or another team) is not a move: 409.
+    for params in ({}, {"team": other}):
+        r = push(alice, {**data, "goal": "out"}, **params)
+        assert r.status_code == 409 and r.json() == {"error": "packet id already exists"}
+    assert bob.get(f"/v1/packets/{data['id']}").json()["goal"] == "again"
+
+
+def test_no_move_into_a_team_the_owner_is_not_in(alice: httpx.Client, bob: httpx.Client) -> None:
+    name = f"move-{next(_NAMES)}"
+    assert bob.post("/v1/teams", json={"name": name}).status_code == 201
     data = make_packet()
     assert push(alice, data).status_code == 201
-    r = push(alice, data, team="alice-scope")
-    assert r.status_code == 409 and r.json() == {"error": "packet id already exists"}
+    r = push(alice, data, team=name)
+    assert r.status_code == 404 and r.json() == {"error": "team not found"}
+    assert data["id"] in alice.get("/v1/packets?limit=1000").text
 
 
 def test_invalid_packets_are_400_with_the_reason(alice: httpx.Client) -> None:

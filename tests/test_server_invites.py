@@ -236,3 +236,52 @@ def test_invites_die_with_their_team(server: Server, owner: tuple[httpx.Client, 
     r = httpx.post(f"{server.url}/v1/invites/{code}/accept")
     assert r.status_code in (404, 410)
     assert r.json()["error"] in ("invite not found", "invite expired or already used")
+
+
+def test_an_invite_dies_with_its_makers_membership(
+    server: Server, owner: tuple[httpx.Client, str]
+) -> None:
+    """Issue 12 §2.2: a kicked member cannot rejoin with an invite minted before the kick."""
+    client, team = owner
+    joined = httpx.post(invite(client, team)["url"] + "/accept", json={"display": "mallory"})
+    assert joined.status_code == 201
+    mallory_id, mallory = joined.json()["user"]["id"], joined.json()["token"]
+    made_before = [invite(server.client(mallory), team) for _ in range(2)]
+    owners_own = invite(client, team)
+    assert client.delete(f"/v1/teams/{team}/members/{mallory_id}").status_code == 204
+    for made in made_before:
+        # As herself: refused, and she is not back in.
+        r = server.client(mallory).post(f"/v1/invites/{made['code']}/accept")
+        assert r.status_code in (404, 410), r.text
+    assert server.client(mallory).get(f"/v1/teams/{team}/members").status_code == 404
+    # Passed to a friend: refused too, and no user is minted.
+    r = httpx.post(made_before[1]["url"] + "/accept", json={"display": "friend"})
+    assert r.status_code in (404, 410) and "token" not in r.text
+    members = client.get(f"/v1/teams/{team}/members").json()["members"]
+    assert [m["role"] for m in members] == ["owner"]
+    # The owner's invite was not touched.
+    assert httpx.post(owners_own["url"] + "/accept", json={}).status_code == 201
+
+
+def test_a_member_who_leaves_takes_their_invites_along(
+    server: Server, owner: tuple[httpx.Client, str]
+) -> None:
+    client, team = owner
+    joined = httpx.post(invite(client, team)["url"] + "/accept", json={"display": "leaver"})
+    leaver = server.client(joined.json()["token"])
+    made = invite(leaver, team)
+    assert leaver.post(f"/v1/teams/{team}/leave").status_code == 204
+    r = httpx.post(made["url"] + "/accept", json={})
+    assert r.status_code in (404, 410)
+
+
+def test_a_deleted_teams_invites_are_gone(server: Server, owner: tuple[httpx.Client, str]) -> None:
+    client, team = owner
+    made = invite(client, team)
+    assert client.delete(f"/v1/teams/{team}").status_code == 204
+    assert client.post("/v1/teams", json={"name": team}).status_code == 201  # same name, new team
+    r = httpx.post(made["url"] + "/accept", json={})
+    assert r.status_code in (404, 410)
+    assert [m["role"] for m in client.get(f"/v1/teams/{team}/members").json()["members"]] == [
+        "owner"
+    ]

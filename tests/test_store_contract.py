@@ -76,15 +76,58 @@ def test_repush_by_owner_replaces_and_reports_not_created(store: Store) -> None:
     assert got is not None and got.body == b"two"
 
 
-@pytest.mark.parametrize(("owner", "team"), [("u2", None), ("u1", "t1"), ("u2", "t1")])
+@pytest.mark.parametrize(("owner", "team"), [("u2", None), ("u2", "t1")])
 def test_foreign_id_never_touches_the_existing_packet(
     store: Store, owner: str, team: str | None
 ) -> None:
+    store.create_user(user("u2"))
+    make_team(store, owner="u2")  # u2 may write to t1: still not their id
     put(store, pkt("01AAAAAAAAAA", "u1", body=b"mine"))
     with pytest.raises(Conflict):
         put(store, pkt("01AAAAAAAAAA", owner, team, body=b"theirs"))
     got = store.get_packet("01AAAAAAAAAA")
     assert got is not None and got.body == b"mine" and got.meta.owner_id == "u1"
+
+
+@pytest.mark.parametrize("seen", [False, True], ids=["unseen", "seen"])
+def test_owner_moves_a_personal_packet_into_a_team_they_are_in(store: Store, seen: bool) -> None:
+    """The reference's flow: ``push`` personally, then ``push -t TEAM``: the packet moves."""
+    store.create_user(user("u1"))
+    make_team(store)  # u1 owns t1
+    put(store, pkt("01MOVEME0000", "u1", body=b"personal"))
+    before = store.get_packet("01MOVEME0000") if seen else None
+    moved = pkt("01MOVEME0000", "u1", "t1", body=b"in the team")
+    assert store.put_packet(moved, sort_key="k", seen=before.meta if before else None) is False
+    got = store.get_packet("01MOVEME0000")
+    assert got is not None and got.body == b"in the team" and got.meta.team_id == "t1"
+    assert store.list_packets(owner_id="u1").items == []
+    assert [m.id for m in store.list_packets(owner_id="x", team_id="t1").items] == ["01MOVEME0000"]
+    assert store.packet_ids_with_prefix("01MOVE", owner_id="u1") == []
+    assert store.packet_ids_with_prefix("01MOVE", owner_id="x", team_id="t1") == ["01MOVEME0000"]
+    # Out of the team again (to personal, or to another team) is not a move we make.
+    make_team(store, tid="t2", name="other")
+    for team in (None, "t2"):
+        with pytest.raises(Conflict):
+            put(store, pkt("01MOVEME0000", "u1", team, body=b"out"))
+    got = store.get_packet("01MOVEME0000")
+    assert got is not None and got.body == b"in the team" and got.meta.team_id == "t1"
+
+
+@pytest.mark.parametrize("seen", [False, True], ids=["unseen", "seen"])
+def test_no_move_into_a_team_without_membership(store: Store, seen: bool) -> None:
+    store.create_user(user("u1"))
+    store.create_user(user("u2"))
+    make_team(store, owner="u2")  # u1 is not in t1
+    put(store, pkt("01MOVEME0000", "u1", body=b"personal"))
+    before = store.get_packet("01MOVEME0000") if seen else None
+    with pytest.raises(NotFound):
+        store.put_packet(
+            pkt("01MOVEME0000", "u1", "t1", body=b"sneaked in"),
+            sort_key="k",
+            seen=before.meta if before else None,
+        )
+    got = store.get_packet("01MOVEME0000")
+    assert got is not None and got.body == b"personal" and got.meta.team_id is None
 
 
 def test_list_newest_first_per_scope_with_cursor(store: Store) -> None:
@@ -190,6 +233,27 @@ def test_users_and_tokens(store: Store) -> None:
     assert store.revoke_token("laptop") is False
 
 
+def test_tokens_keep_their_scope(store: Store) -> None:
+    store.create_user(user("u1"), Token("root", "u1", "h1", T0, scope="read"))
+    store.add_token(Token("phone", "u1", "h2", T0 + timedelta(seconds=1), scope="write"))
+    store.add_token(token("u1", "laptop", "h3", T0 + timedelta(seconds=2)))
+    found = store.token_owner("h1")
+    assert found is not None and found[0].scope == "read"
+    assert store.load(token_hash="h2").token is not None
+    assert store.load(token_hash="h2").token[0].scope == "write"  # type: ignore[index]
+    assert store.load(token_hash="h3").token[0].scope == "read write"  # type: ignore[index]
+    assert [(t.label, t.scope) for t in store.list_tokens(user_id="u1")] == [
+        ("root", "read"),
+        ("phone", "write"),
+        ("laptop", "read write"),
+    ]
+    assert [t.scope for t in store.list_tokens()] == ["read", "write", "read write"]
+    grant_user = user("u9")
+    store.create_user(grant_user)
+    store.add_token(Token("ro", "u9", "h9", T0, scope="read"))
+    assert store.token_owner("h9")[0].scope == "read"  # type: ignore[index]
+
+
 def test_create_user_with_token_is_atomic(store: Store) -> None:
     store.create_user(user("u1"), token("u1", "taken", "h1"))
     with pytest.raises(Conflict):
@@ -247,6 +311,41 @@ def test_delete_team_removes_its_packets_members_and_invites(store: Store) -> No
 
 
 # -- invites ---------------------------------------------------------------
+
+
+def test_invites_die_with_their_makers_membership(store: Store) -> None:
+    for uid in ("u1", "u2", "u3", "u4"):
+        store.create_user(user(uid))
+    make_team(store)  # u1 owns t1
+    store.add_member("t1", "u2")
+    store.add_member("t1", "u3")
+    week = T0 + timedelta(days=7)
+    store.create_invite(Invite("by-u2-a", "t1", "u2", T0, week))
+    store.create_invite(Invite("by-u2-b", "t1", "u2", T0, week))
+    store.create_invite(Invite("by-u3", "t1", "u3", T0, week))
+    store.create_invite(Invite("by-u1", "t1", "u1", T0, week))
+    assert store.remove_member("t1", "u2") is True  # kicked
+    assert store.remove_member("t1", "u3") is True  # left
+    for code in ("by-u2-a", "by-u2-b", "by-u3"):
+        with pytest.raises((NotFound, Gone)):
+            store.accept_invite(code, "u4", T0)
+    assert store.get_member("t1", "u4") is None
+    assert store.get_member("t1", "u2") is None
+    # The owner's invite is untouched; a rejoined member's old invites stay dead.
+    store.accept_invite("by-u1", "u2", T0)
+    with pytest.raises((NotFound, Gone)):
+        store.accept_invite("by-u2-b", "u4", T0)
+    assert store.get_member("t1", "u4") is None
+
+
+def test_only_members_make_invites(store: Store) -> None:
+    store.create_user(user("u1"))
+    store.create_user(user("u2"))
+    make_team(store)
+    with pytest.raises(NotFound):
+        store.create_invite(Invite("c9", "t1", "u2", T0, T0 + timedelta(days=7)))
+    with pytest.raises(NotFound):
+        store.accept_invite("c9", "u2", T0)
 
 
 def test_invite_single_use_and_expiry(store: Store) -> None:

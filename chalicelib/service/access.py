@@ -10,15 +10,27 @@ team push, list, get or delete (see ``tests/test_dynamo_calls.py``).
 A caller is either a ``User`` the code already trusts (the CLI's embedded
 store has exactly one) or a ``Credential``: a bearer token parsed from the
 request but not yet checked.
+
+Every entry point says what it ``need``s of the token's scope (OAuth,
+RFC 6749 §3.3): ``"read"`` for reads, ``"write"`` (the default, so a new
+entry point that forgets fails closed) for anything that changes state, and
+``store.FULL_SCOPE`` (``"read write"``) for managing tokens and approving devices,
+so a read-only token can never mint or revoke others. A token without it is
+refused 403 ``insufficient scope`` (``errors.InsufficientScope``, RFC 6750
+§3.1) before anything else is revealed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
-from ..store import Member, Store, StoredPacket, Team, User
-from .errors import NotFound
+from ..ids import check_packet_id
+from ..store import Member, Store, StoredPacket, Team, Token, User
+from .errors import InsufficientScope, NotFound
+
+Need = Literal["read", "write", "read write"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,9 +46,8 @@ class Credential:
 
 Caller = User | Credential
 
-# Bounds of what can be stored (packets.push and teams.check_name enforce them). Beyond
-# them nothing can exist, so the store is not asked: DynamoDB refuses oversized keys.
-PACKET_ID_LENGTHS = range(10, 65)
+# Bounds of what can be stored (ids.check_packet_id and teams.check_name enforce them).
+# Beyond them nothing can exist, so the store is not asked: DynamoDB refuses oversized keys.
 TEAM_NAME_MAX = 40
 
 
@@ -48,23 +59,41 @@ class Access:
     packet: StoredPacket | None = None  # the packet asked for, if it exists (not yet authorized)
 
 
+def check_scope(token: Token, need: Need) -> None:
+    """403 ``insufficient scope`` unless the token was granted every scope in ``need``."""
+    if not set(need.split()) <= set(token.scope.split()):
+        raise InsufficientScope(need)
+
+
+def _storable(packet_id: str) -> bool:
+    """Whether a packet could be stored under this id (else it is absent without asking)."""
+    try:
+        check_packet_id(packet_id)
+    except ValueError:
+        return False
+    return True
+
+
 def access(
     store: Store,
     caller: Caller,
     *,
+    need: Need = "write",
     team: str | None = None,
     packet_id: str | None = None,
     when: datetime | None = None,
 ) -> Access:
     """The caller's user, the team named ``team`` and the packet ``packet_id``, in one read.
 
-    401 ``invalid token`` for a token the store does not know; 404 ``team not
+    401 ``invalid token`` for a token the store does not know; 403
+    ``insufficient scope`` for a token without ``need``; 404 ``team not
     found`` for a team that does not exist or that the caller is not in (the
     two look the same, so team names cannot be probed). Whether the caller
-    may see the packet is the verb's rule, not checked here.
+    may see the packet is the verb's rule, not checked here. An id that no
+    packet can have (``ids.check_packet_id``) is not looked up: absent.
     """
     asked_team = team if team is None or len(team) <= TEAM_NAME_MAX else None
-    if packet_id is not None and len(packet_id) not in PACKET_ID_LENGTHS:
+    if packet_id is not None and not _storable(packet_id):
         packet_id = None
     if isinstance(caller, User):
         loaded = store.load(user_id=caller.id, team=asked_team, packet_id=packet_id)
@@ -79,19 +108,21 @@ def access(
             packet_id=packet_id,
         )
         user = checked(store, loaded.token, when)
+        assert loaded.token is not None  # checked answered 401 otherwise
+        check_scope(loaded.token[0], need)
     if team is not None and loaded.membership is None:
         raise NotFound("team not found")
     found_team, member = loaded.membership or (None, None)
     return Access(user, found_team, member, loaded.packet)
 
 
-def in_team(store: Store, caller: Caller, name: str) -> tuple[User, Team]:
+def in_team(store: Store, caller: Caller, name: str, *, need: Need = "write") -> tuple[User, Team]:
     """The caller's user and their team called ``name`` (404 ``team not found`` otherwise)."""
-    who = access(store, caller, team=name)
+    who = access(store, caller, need=need, team=name)
     assert who.team is not None  # access answered 404 otherwise
     return who.user, who.team
 
 
-def user_of(store: Store, caller: Caller) -> User:
+def user_of(store: Store, caller: Caller, *, need: Need = "write") -> User:
     """Just the caller's user (for requests that read nothing else first)."""
-    return caller if isinstance(caller, User) else access(store, caller).user
+    return caller if isinstance(caller, User) else access(store, caller, need=need).user

@@ -76,7 +76,7 @@ def listing(
     """
     if len(tag) > MAX_FILTER_TEXT or len(project) > MAX_FILTER_TEXT:
         raise BadRequest(f"filters are at most {MAX_FILTER_TEXT} characters")
-    who = access(store, caller, team=team)
+    who = access(store, caller, need="read", team=team)
     team_id = who.team.id if who.team else None
     try:
         page = store.list_packets(owner_id=who.user.id, team_id=team_id, limit=PAGE, cursor=after)
@@ -118,7 +118,7 @@ def packet_view(store: Store, caller: Caller, packet_id: str) -> PacketView:
     from .packets import get
 
     stored = get(store, caller, packet_id)
-    who = access(store, caller)
+    who = access(store, caller, need="read")
     user = who.user
     data = parse(stored.body)
     team = None
@@ -151,7 +151,7 @@ class TeamView:
 
 def team_view(store: Store, caller: Caller, name: str, *, when: datetime | None = None) -> TeamView:
     """A team the caller belongs to (404 ``team not found`` otherwise, as in the API)."""
-    user, team = in_team(store, caller, name)
+    user, team = in_team(store, caller, name, need="read")
     invites = None
     if team.owner_id == user.id:
         when = when or now()

@@ -31,10 +31,25 @@ the answer carries no ``expires_in``.
 A grant is decided (approved or denied) once, by a signed-in user who types
 the user code: on the verification page (Cognito or an existing token, see
 ``chalicelib.device_web``) or with ``ltm approve CODE``
-(``POST /v1/device/approve``). Wrong codes are counted per client address
-(an IPv6 address by its /64) and globally, in store-backed counters (so the
-limits hold across Lambda instances and server threads): past the limit,
-every code entry is refused for the rest of the window (429), right or wrong.
+(``POST /v1/device/approve``). Approving needs the full scope: a read-only
+token cannot sign a device in (least of all one asking for more).
+
+Guessing codes stays bounded (RFC 8628 §5.1, "User Code Brute Forcing":
+https://www.rfc-editor.org/rfc/rfc8628#section-5.1) by store-backed counters,
+so the limits hold across Lambda instances and server threads. Wrong codes
+are charged to whoever can be told apart without locking out anyone else:
+
+- the signed-in approving user (``ltm approve``, the self-hosted page, which
+  checks the token before it looks the code up): per user;
+- a wrong token on the self-hosted page: per user code typed, so guessing
+  tokens against one device is bounded and nobody else is touched;
+- the only anonymous lookup (the code step before a Cognito sign-in): per
+  client address (an IPv6 address by its /64);
+- everyone together: one global count, the hard bound.
+
+Past a limit the entries it covers are refused for the rest of the window
+(429), right or wrong; a person behind the same address or proxy as a
+guesser signs in with their own account and is not affected.
 """
 
 from __future__ import annotations
@@ -51,10 +66,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..store import FULL_SCOPE, DeviceGrant, Store, User
 from ..store import Conflict as StoreConflict
-from ..store import DeviceGrant, Store, User
 from ..store import Gone as StoreGone
 from ..store import NotFound as StoreNotFound
+from .access import Caller, user_of
 from .errors import BadRequest, Conflict, NotFound, ServiceError
 from .tokens import new_token
 from .users import new_user, now
@@ -62,7 +78,7 @@ from .users import new_user, now
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
 CLIENT_IDS = frozenset({"ltm-cli"})  # public clients (no secret), as the reference's
 SCOPES = frozenset({"read", "write"})
-DEFAULT_SCOPE = "read write"
+DEFAULT_SCOPE = FULL_SCOPE  # what a device that names no scope asks for
 
 # RFC 8628 §6.1: consonants only (no vowels, so no words; no 0/O or 1/I confusions).
 USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"
@@ -87,7 +103,9 @@ class DeviceSettings:
     slow_down_step: int = 5  # RFC 8628 §3.5
     poll_leeway: timedelta = timedelta(milliseconds=250)  # clock and network jitter
     window: timedelta = timedelta(minutes=15)  # rate-limit window
-    wrong_codes_per_client: int = 10  # wrong user codes per client address per window
+    wrong_codes_per_user: int = 10  # wrong user codes per approving user per window
+    wrong_codes_per_client: int = 10  # wrong codes looked up anonymously, per address
+    wrong_sign_ins_per_code: int = 10  # wrong tokens on the page, per user code typed
     wrong_codes_global: int = 500  # wrong user codes from everyone per window
     authorize_per_client: int = 30  # new grants per client address per window
 
@@ -109,8 +127,14 @@ class DeviceSettings:
         return cls(
             expires_in=number("LTM_DEVICE_EXPIRES_IN", base.expires_in, 1, 3600),
             interval=number("LTM_DEVICE_INTERVAL", base.interval, 1, 60),
+            wrong_codes_per_user=number(
+                "LTM_DEVICE_WRONG_CODES_PER_USER", base.wrong_codes_per_user, 1, 10_000
+            ),
             wrong_codes_per_client=number(
                 "LTM_DEVICE_WRONG_CODES_PER_CLIENT", base.wrong_codes_per_client, 1, 10_000
+            ),
+            wrong_sign_ins_per_code=number(
+                "LTM_DEVICE_WRONG_SIGN_INS_PER_CODE", base.wrong_sign_ins_per_code, 1, 10_000
             ),
             wrong_codes_global=number(
                 "LTM_DEVICE_WRONG_CODES_GLOBAL", base.wrong_codes_global, 1, 1_000_000
@@ -146,9 +170,16 @@ class OAuthError(Exception):
 
 
 class TooManyAttempts(ServiceError):
-    """Too many wrong user codes from this client, or from everyone, in this window."""
+    """Too many wrong user codes charged to this user, code or client (or everyone) lately.
+
+    ``kind`` says which limit: ``user``, ``code``, ``client`` or ``all``.
+    """
 
     status = 429
+
+    def __init__(self, message: str, *, kind: str = "all") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 WRONG_CODE = "unknown or expired code; check the code your terminal shows"
@@ -267,30 +298,91 @@ def _window(settings: DeviceSettings, when: datetime) -> _Window:
     return _Window(index, datetime.fromtimestamp((index + 1) * seconds, when.tzinfo))
 
 
-def _wrong_keys(settings: DeviceSettings, client_ip: str, when: datetime) -> tuple[str, str]:
-    window = _window(settings, when)
-    return (
-        f"device-wrong:client:{client_key(client_ip)}:{window.index}",
-        f"device-wrong:all:{window.index}",
-    )
+@dataclass(frozen=True, slots=True)
+class _Limit:
+    kind: str  # user, code, client or all
+    key: str  # the counter's name in the store
+    limit: int
+    refusal: str  # what a person is told once it is reached
 
 
-def check_attempts(store: Store, settings: DeviceSettings, client_ip: str, when: datetime) -> None:
-    """429 when this client, or everyone together, has entered too many wrong codes lately."""
-    client, everyone = _wrong_keys(settings, client_ip, when)
-    if store.read_counter(client, when) >= settings.wrong_codes_per_client:
-        raise TooManyAttempts(
-            "too many wrong codes from your network; wait a few minutes, then try again"
+def _limits(
+    settings: DeviceSettings,
+    when: datetime,
+    *,
+    user: User | None = None,
+    client_ip: str | None = None,
+    code: str | None = None,
+) -> list[_Limit]:
+    """The counters one kind of failure is charged to: its own key, and everyone's."""
+    index = _window(settings, when).index
+    limits: list[_Limit] = []
+    if user is not None:
+        limits.append(
+            _Limit(
+                "user",
+                f"device-wrong:user:{user.id}:{index}",
+                settings.wrong_codes_per_user,
+                "you entered too many wrong codes; wait a few minutes, then try again",
+            )
         )
-    if store.read_counter(everyone, when) >= settings.wrong_codes_global:
-        raise TooManyAttempts("too many wrong codes lately; wait a few minutes, then try again")
+    if code is not None:
+        limits.append(
+            _Limit(
+                "code",
+                f"device-wrong:code:{hash_code(code)}:{index}",
+                settings.wrong_sign_ins_per_code,
+                "too many failed sign-ins for this code; wait a few minutes, then start again",
+            )
+        )
+    if client_ip is not None:
+        limits.append(
+            _Limit(
+                "client",
+                f"device-wrong:client:{client_key(client_ip)}:{index}",
+                settings.wrong_codes_per_client,
+                "too many wrong codes from your network; sign in first, or wait a few minutes",
+            )
+        )
+    limits.append(
+        _Limit(
+            "all",
+            f"device-wrong:all:{index}",
+            settings.wrong_codes_global,
+            "too many wrong codes lately; wait a few minutes, then try again",
+        )
+    )
+    return limits
 
 
-def count_wrong(store: Store, settings: DeviceSettings, client_ip: str, when: datetime) -> None:
-    """Record one wrong code (or wrong sign-in on the verification page)."""
+def check_attempts(
+    store: Store,
+    settings: DeviceSettings,
+    when: datetime,
+    *,
+    user: User | None = None,
+    client_ip: str | None = None,
+    code: str | None = None,
+) -> None:
+    """429 when the failures charged to this user, code or address (or everyone) are too many."""
+    for limit in _limits(settings, when, user=user, client_ip=client_ip, code=code):
+        if store.read_counter(limit.key, when) >= limit.limit:
+            raise TooManyAttempts(limit.refusal, kind=limit.kind)
+
+
+def count_wrong(
+    store: Store,
+    settings: DeviceSettings,
+    when: datetime,
+    *,
+    user: User | None = None,
+    client_ip: str | None = None,
+    code: str | None = None,
+) -> None:
+    """Record one failure (a wrong code, or a wrong token for a code) where it is charged."""
     ends = _window(settings, when).ends
-    for key in _wrong_keys(settings, client_ip, when):
-        store.add_to_counter(key, when, ends)
+    for limit in _limits(settings, when, user=user, client_ip=client_ip, code=code):
+        store.add_to_counter(limit.key, when, ends)
 
 
 # -- the device authorization endpoint ----------------------------------------------------
@@ -454,7 +546,8 @@ def _redeem(store: Store, grant: DeviceGrant, when: datetime) -> Issued:
     assert grant.user_id is not None
     for _attempt in range(LABEL_ATTEMPTS):
         label = device_label(grant.device_name)
-        secret, record = new_token(grant.user_id, label, when=when)
+        # The token gets exactly the scope the device asked for and the user approved.
+        secret, record = new_token(grant.user_id, label, when=when, scope=grant.scope)
         try:
             store.redeem_device_grant(grant.device_code_hash, when, record)
         except StoreConflict:
@@ -477,20 +570,27 @@ def find_pending(
     settings: DeviceSettings,
     raw_code: object,
     *,
-    client_ip: str,
+    user: User | None = None,
+    client_ip: str = "",
     when: datetime | None = None,
 ) -> DeviceGrant:
     """The pending grant a person's code names, with the wrong-code limits applied.
 
-    429 past the limits (before looking); 404 for a wrong or expired code
-    (counted); 409 for a code that was already approved or denied.
+    A wrong code is charged to ``user`` when the person is signed in, else
+    (an anonymous lookup) to ``client_ip``. 429 past the limits (before
+    looking); 404 for a wrong or expired code (counted); 409 for a code that
+    was already approved or denied. Something that is not a code at all is
+    404 without counting: no lookup is made, so nothing is learned.
     """
     when = when or now()
-    check_attempts(store, settings, client_ip, when)
+    charged: dict[str, Any] = {"user": user} if user is not None else {"client_ip": client_ip}
+    check_attempts(store, settings, when, **charged)
     code = normalize_user_code(raw_code)
-    grant = store.get_device_grant_by_user_code(hash_code(code), when) if code else None
+    if code is None:
+        raise NotFound(WRONG_CODE)
+    grant = store.get_device_grant_by_user_code(hash_code(code), when)
     if grant is None:
-        count_wrong(store, settings, client_ip, when)
+        count_wrong(store, settings, when, **charged)
         raise NotFound(WRONG_CODE)
     if grant.status != "pending":
         raise Conflict("this code was already used: it has been approved or denied")
@@ -500,19 +600,39 @@ def find_pending(
 def decide(
     store: Store,
     settings: DeviceSettings,
-    user: User,
+    caller: Caller,
     raw_code: object,
     *,
     approve: bool,
-    client_ip: str,
     when: datetime | None = None,
 ) -> DeviceGrant:
-    """Approve or deny the device whose code the signed-in ``user`` typed (``ltm approve``)."""
+    """Approve or deny the device whose code the signed-in caller typed (``ltm approve``).
+
+    Needs the full scope; wrong codes are charged to the caller.
+    """
     when = when or now()
+    user = approver(store, caller)
     if not isinstance(approve, bool):
         raise BadRequest("approve: must be true or false")
-    grant = find_pending(store, settings, raw_code, client_ip=client_ip, when=when)
+    grant = find_pending(store, settings, raw_code, user=user, when=when)
     return decide_grant(store, grant, user, approve=approve, when=when)
+
+
+def approver(store: Store, caller: Caller) -> User:
+    """The user who approves: their token needs the full scope (403 ``insufficient scope``)."""
+    return user_of(store, caller, need=FULL_SCOPE)
+
+
+def describe_scope(scope: str) -> str:
+    """What a granted scope lets the device do, in words for the approval page."""
+    granted = set(scope.split())
+    if granted >= {"read", "write"}:
+        return "read and write: list, fetch, push and delete packets, manage teams"
+    if granted == {"read"}:
+        return "read only: list and fetch packets and teams; nothing can be changed"
+    if granted == {"write"}:
+        return "write only: push and delete packets, manage teams; nothing can be listed or read"
+    return scope
 
 
 def decide_grant(

@@ -8,9 +8,10 @@ class ServiceError(Exception):
 
     status = 500
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.headers: dict[str, str] = dict(headers or {})  # extra response headers
 
 
 class BadRequest(ServiceError):
@@ -23,6 +24,22 @@ class Unauthorized(ServiceError):
 
 class Forbidden(ServiceError):
     status = 403
+
+
+class InsufficientScope(Forbidden):
+    """The token is valid but was not granted what the request needs.
+
+    RFC 6750 §3.1 (https://www.rfc-editor.org/rfc/rfc6750#section-3.1):
+    ``insufficient_scope`` is answered with 403 and a ``WWW-Authenticate: Bearer``
+    challenge that may name the scope necessary to access the resource.
+    """
+
+    def __init__(self, need: str) -> None:
+        super().__init__(
+            "insufficient scope",
+            headers={"WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{need}"'},
+        )
+        self.need = need
 
 
 class NotFound(ServiceError):

@@ -54,7 +54,7 @@ def create(
     store: Store, caller: Caller, team_name: str, *, base_url: str, when: datetime | None = None
 ) -> CreatedInvite:
     """A new single-use code for a team the caller belongs to (any member may invite)."""
-    user, team = in_team(store, caller, team_name)
+    user, team = in_team(store, caller, team_name, need="write")
     when = when or now()
     code = secrets.token_urlsafe(24)
     invite = Invite(
@@ -64,7 +64,10 @@ def create(
         created_at=when,
         expires_at=when + INVITE_TTL,
     )
-    store.create_invite(invite)
+    try:
+        store.create_invite(invite)  # checks the membership again as it writes
+    except StoreNotFound:
+        raise NotFound("team not found") from None
     return CreatedInvite(code=code, url=invite_url(base_url, code), expires_at=invite.expires_at)
 
 
@@ -78,8 +81,9 @@ def accept(
 ) -> Accepted:
     """Join the invite's team: as the caller, or as a new user when there is no caller.
 
-    404 ``invite not found`` for a code that never existed; 410 ``invite
-    expired or already used`` for one that did.
+    404 ``invite not found`` for a code that never existed (or was deleted with
+    its maker's membership or its team); 410 ``invite expired or already
+    used`` for one that did, or whose maker is no longer in the team.
     """
     when = when or now()
     if not CODE_RE.fullmatch(code):
@@ -95,7 +99,7 @@ def accept(
         secret, record = new_token(user.id, f"invite-{user.id}", when=when)
         new = (user, record)
     else:
-        user = user_of(store, caller)
+        user = user_of(store, caller, need="write")  # joining changes what the user is in
     try:
         invite, _member = store.accept_invite(hash_code(code), user.id, when, new_user=new)
     except StoreNotFound:

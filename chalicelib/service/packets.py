@@ -9,13 +9,15 @@ names they have no business knowing.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from ..ids import check_packet_id
 from ..store import Conflict as StoreConflict
+from ..store import NotFound as StoreNotFound
 from ..store import PacketMeta, Store, StoredPacket, User
-from .access import PACKET_ID_LENGTHS, Caller, access
-from .errors import BadRequest, Conflict, NotFound, PayloadTooLarge
+from .access import Caller, access
+from .errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ServiceError
 
 DEFAULT_LIMIT = 50  # the protocol's default page
 MAX_LIMIT = 1000
@@ -36,10 +38,48 @@ def push(
     team: str | None = None,
     lenient: bool = False,
 ) -> PushResult:
-    """Validate a packet and store it in canonical form in the chosen scope."""
-    from .. import packet  # pydantic: only the write path pays for it
+    """Validate a packet and store it in canonical form in the chosen scope.
 
-    who = access(store, caller, team=team)  # the caller first, then their packet
+    The owner of a personal packet may push it into a team they belong to: it
+    moves there (the reference's documented ``push -t TEAM`` flow). Any other
+    id that exists elsewhere is refused with 409 and nothing changes.
+    """
+    # The body is checked first (no I/O) but its faults are reported only once the
+    # caller is known, so an unknown token (401), a read-only one (403) or a team the
+    # caller is not in (404) comes before anything about the body.
+    fault: ServiceError | None = None
+    try:
+        stored = _prepare(raw, lenient=lenient)
+    except ServiceError as exc:
+        fault, stored = exc, None
+    # In team scope the packet is read with the caller and the team (one request on
+    # DynamoDB): a move of the caller's personal packet is then known before the write.
+    wanted = stored.meta.id if stored is not None and team is not None else None
+    who = access(store, caller, need="write", team=team, packet_id=wanted)
+    if fault is not None:
+        raise fault
+    assert stored is not None
+    stored = replace(
+        stored,
+        meta=replace(stored.meta, owner_id=who.user.id, team_id=who.team.id if who.team else None),
+    )
+    try:
+        created = store.put_packet(
+            stored,
+            sort_key=_sort_key(stored.meta.created_at),
+            seen=who.packet.meta if who.packet else None,
+        )
+    except StoreConflict:
+        # Someone else owns this id, or it is the caller's in a team: never touch it.
+        raise Conflict("packet id already exists") from None
+    except StoreNotFound:  # left (or was removed from) the team as the packet moved
+        raise NotFound("team not found") from None
+    return PushResult(id=stored.meta.id, created=created, conforming=stored.conforming)
+
+
+def _prepare(raw: bytes | str | Mapping[str, Any], *, lenient: bool) -> StoredPacket:
+    """The packet as it will be stored (canonical bytes), not yet given an owner or scope."""
+    from .. import packet  # pydantic: only the write path pays for it
 
     if isinstance(raw, str):
         raw = raw.encode()
@@ -57,27 +97,15 @@ def push(
     except packet.PacketError as exc:
         raise BadRequest(str(exc)) from None
     packet_id, created_at, goal = _identity(checked.data)
-    stored = StoredPacket(
-        meta=PacketMeta(
-            id=packet_id,
-            created_at=created_at,
-            goal=goal,
-            owner_id=who.user.id,
-            team_id=who.team.id if who.team else None,
-        ),
+    return StoredPacket(
+        meta=PacketMeta(id=packet_id, created_at=created_at, goal=goal, owner_id=""),
         body=packet.canonical_bytes(checked.data),
         conforming=checked.conforming,
     )
-    try:
-        created = store.put_packet(stored, sort_key=_sort_key(created_at))
-    except StoreConflict:
-        # Someone else (or another scope) owns this id: never touch their packet.
-        raise Conflict("packet id already exists") from None
-    return PushResult(id=packet_id, created=created, conforming=checked.conforming)
 
 
 def get(store: Store, caller: Caller, packet_id: str) -> StoredPacket:
-    who = access(store, caller, packet_id=packet_id)
+    who = access(store, caller, need="read", packet_id=packet_id)
     found = who.packet
     if found is None or not _can_read(store, who.user, found.meta):
         raise NotFound("not found")
@@ -90,14 +118,14 @@ def list_(
     """The newest packets of the caller's personal scope or of one of their teams."""
     if not 1 <= limit <= MAX_LIMIT:
         raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}")
-    who = access(store, caller, team=team)
+    who = access(store, caller, need="read", team=team)
     team_id = who.team.id if who.team else None
     return store.list_packets(owner_id=who.user.id, team_id=team_id, limit=limit).items
 
 
 def resolve(store: Store, caller: Caller, prefix: str, *, team: str | None = None) -> str:
     """The one id in the caller's scope that starts with ``prefix`` (used by the local CLI)."""
-    who = access(store, caller, team=team)
+    who = access(store, caller, need="read", team=team)
     team_id = who.team.id if who.team else None
     matches = store.packet_ids_with_prefix(prefix, owner_id=who.user.id, team_id=team_id, limit=2)
     if not matches:
@@ -113,7 +141,7 @@ def delete(store: Store, caller: Caller, packet_id: str) -> None:
     The rule is ``Store.delete_packet_as``, which checks again as it writes
     (one conditional request, or one transaction, on DynamoDB).
     """
-    who = access(store, caller, packet_id=packet_id)
+    who = access(store, caller, need="write", packet_id=packet_id)
     if who.packet is None or not store.delete_packet_as(
         packet_id, who.user.id, seen=who.packet.meta
     ):
@@ -129,8 +157,12 @@ def _can_read(store: Store, user: User, meta: PacketMeta) -> bool:
 def _identity(data: Mapping[str, Any]) -> tuple[str, str, str]:
     """Id, created_at and goal; a lenient packet must still carry a usable id."""
     packet_id = data.get("id")
-    if not isinstance(packet_id, str) or len(packet_id) not in PACKET_ID_LENGTHS:
+    if not isinstance(packet_id, str):
         raise BadRequest("id: required, a string of 10 to 64 characters (even in lenient mode)")
+    try:
+        check_packet_id(packet_id)  # even in lenient mode: the id is a URL path segment
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
     created_at = data.get("created_at")
     goal = data.get("goal")
     return (

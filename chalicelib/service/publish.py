@@ -20,7 +20,7 @@ from datetime import datetime
 
 from ..store import NotFound as StoreNotFound
 from ..store import PacketMeta, Publication, Store, StoredPacket, User
-from .access import Caller, access
+from .access import Caller, Need, access
 from .errors import NotFound
 from .users import now
 
@@ -44,8 +44,10 @@ def may_manage(store: Store, user: User, meta: PacketMeta) -> bool:
     return member is not None and (meta.owner_id == user.id or member.role == "owner")
 
 
-def _managed(store: Store, caller: Caller, packet_id: str) -> tuple[User, StoredPacket]:
-    who = access(store, caller, packet_id=packet_id)
+def _managed(
+    store: Store, caller: Caller, packet_id: str, *, need: Need = "write"
+) -> tuple[User, StoredPacket]:
+    who = access(store, caller, need=need, packet_id=packet_id)
     if who.packet is None or not may_manage(store, who.user, who.packet.meta):
         raise NotFound("not found")
     return who.user, who.packet
@@ -73,7 +75,7 @@ def unpublish(store: Store, caller: Caller, packet_id: str) -> None:
 
 def publication(store: Store, caller: Caller, packet_id: str) -> Publication | None:
     """The publication of a packet the caller may manage (None when it is not published)."""
-    _managed(store, caller, packet_id)
+    _managed(store, caller, packet_id, need="read")
     return store.publication(packet_id)
 
 

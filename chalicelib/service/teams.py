@@ -30,7 +30,7 @@ def check_name(name: object) -> str:
 
 def create(store: Store, caller: Caller, name: object, *, when: datetime | None = None) -> Team:
     """A new team owned by the caller; 409 ``team name taken`` when the name is in use."""
-    owner = user_of(store, caller)
+    owner = user_of(store, caller, need="write")
     team = Team(id=new_id(), name=check_name(name), owner_id=owner.id, created_at=when or now())
     try:
         store.create_team(team)
@@ -41,12 +41,12 @@ def create(store: Store, caller: Caller, name: object, *, when: datetime | None 
 
 def list_(store: Store, caller: Caller) -> list[Team]:
     """The caller's teams, oldest first."""
-    return store.list_teams(user_of(store, caller).id)
+    return store.list_teams(user_of(store, caller, need="read").id)
 
 
 def delete(store: Store, caller: Caller, name: str) -> None:
     """Delete a team with its members, invites and packets: the owner only."""
-    user, team = in_team(store, caller, name)
+    user, team = in_team(store, caller, name, need="write")
     if team.owner_id != user.id:
         raise Forbidden("only the team owner can delete the team")
     store.delete_team(team.id)
@@ -54,12 +54,15 @@ def delete(store: Store, caller: Caller, name: str) -> None:
 
 def members(store: Store, caller: Caller, name: str) -> list[Member]:
     """The members of a team the caller belongs to, the owner first."""
-    return store.list_members(in_team(store, caller, name)[1].id)
+    return store.list_members(in_team(store, caller, name, need="read")[1].id)
 
 
 def kick(store: Store, caller: Caller, name: str, user_id: str) -> None:
-    """Remove a member: the owner only, and never the owner themself."""
-    user, team = in_team(store, caller, name)
+    """Remove a member: the owner only, and never the owner themself.
+
+    The invites the member made die with the membership (``Store.remove_member``).
+    """
+    user, team = in_team(store, caller, name, need="write")
     if team.owner_id != user.id:
         raise Forbidden("only the team owner can remove members")
     if user_id == team.owner_id:
@@ -69,8 +72,8 @@ def kick(store: Store, caller: Caller, name: str, user_id: str) -> None:
 
 
 def leave(store: Store, caller: Caller, name: str) -> None:
-    """Leave a team; the owner cannot (they delete the team instead)."""
-    user, team = in_team(store, caller, name)
+    """Leave a team; the owner cannot (they delete the team instead). Their invites die too."""
+    user, team = in_team(store, caller, name, need="write")
     if team.owner_id == user.id:
         raise BadRequest("the team owner cannot leave the team; delete it instead")
     store.remove_member(team.id, user.id)

@@ -30,9 +30,9 @@ import re
 import secrets
 from datetime import datetime, timedelta
 
+from ..store import FULL_SCOPE, Store, Token, User
 from ..store import Conflict as StoreConflict
-from ..store import Store, Token, User
-from .access import Credential
+from .access import Caller, Credential, Need, access, user_of
 from .errors import BadRequest, Conflict, NotFound, Unauthorized
 from .users import new_user, now
 
@@ -83,14 +83,20 @@ def check_label(label: object) -> str:
     return label
 
 
-def new_token(user_id: str, label: str, *, when: datetime | None = None) -> tuple[str, Token]:
-    """A fresh token for ``user_id``: the secret, and the record the store keeps."""
+def new_token(
+    user_id: str, label: str, *, when: datetime | None = None, scope: str = FULL_SCOPE
+) -> tuple[str, Token]:
+    """A fresh token for ``user_id``: the secret, and the record the store keeps.
+
+    Full scope unless the device flow granted less (``scope``, as it was granted).
+    """
     secret = mint(user_id)
     record = Token(
         label=check_label(label),
         user_id=user_id,
         token_hash=hash_token(secret),
         created_at=when or now(),
+        scope=scope,
     )
     return secret, record
 
@@ -106,14 +112,20 @@ def bearer(authorization: str | None) -> str:
     return credentials
 
 
-def authenticate(store: Store, authorization: str | None, when: datetime | None = None) -> User:
+def authenticate(
+    store: Store,
+    authorization: str | None,
+    when: datetime | None = None,
+    *,
+    need: Need = "write",
+) -> User:
     """The user behind the request's bearer token (for requests that read nothing else).
 
     401 ``missing bearer token`` without one, 401 ``invalid token`` for a
-    token the store does not know (never issued, or revoked).
+    token the store does not know (never issued, or revoked), 403
+    ``insufficient scope`` for a token without ``need``.
     """
-    found = store.load(token_hash=credential(authorization).token_hash)
-    return checked(store, found.token, when)
+    return access(store, credential(authorization), need=need, when=when).user
 
 
 def checked(store: Store, found: tuple[Token, User] | None, when: datetime | None = None) -> User:
@@ -176,3 +188,13 @@ def revoke(store: Store, label: str, *, user_id: str | None = None) -> None:
     """Revoke by label (only the caller's own when ``user_id`` is given); 404 when absent."""
     if not store.revoke_token(label, user_id=user_id):
         raise NotFound("token not found")
+
+
+def list_own(store: Store, caller: Caller) -> list[Token]:
+    """The caller's tokens (``GET /v1/tokens``); managing tokens needs the full scope."""
+    return list_(store, user_id=user_of(store, caller, need=FULL_SCOPE).id)
+
+
+def revoke_own(store: Store, caller: Caller, label: str) -> None:
+    """Revoke one of the caller's tokens (``DELETE /v1/tokens/{label}``); needs the full scope."""
+    revoke(store, label, user_id=user_of(store, caller, need=FULL_SCOPE).id)

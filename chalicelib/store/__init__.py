@@ -20,6 +20,11 @@ from typing import Literal
 
 Role = Literal["owner", "member"]
 
+# OAuth scopes (RFC 6749 §3.3: space-separated). A token holds "read", "write" or both;
+# FULL_SCOPE is what every token had before scopes were stored, and what tokens minted
+# outside the device flow get.
+FULL_SCOPE = "read write"
+
 
 class StoreError(Exception):
     """Base class for the errors a store raises on purpose."""
@@ -46,6 +51,19 @@ class PacketMeta:
     goal: str
     owner_id: str
     team_id: str | None = None
+
+
+def moves_into_team(existing: PacketMeta | None, new: PacketMeta) -> bool:
+    """Whether putting ``new`` over ``existing`` is its owner moving a personal packet to a team.
+
+    The one change of scope ``Store.put_packet`` allows (besides none at all).
+    """
+    return (
+        existing is not None
+        and new.team_id is not None
+        and existing.owner_id == new.owner_id
+        and existing.team_id is None
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +116,7 @@ class Token:
     token_hash: str  # hex sha256 of the bearer token
     created_at: datetime
     last_used_at: datetime | None = None
+    scope: str = FULL_SCOPE  # what the token may do: "read", "write" or "read write"
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,15 +244,23 @@ class Store(ABC):
     # -- packets ---------------------------------------------------------
 
     @abstractmethod
-    def put_packet(self, packet: StoredPacket, *, sort_key: str) -> bool:
+    def put_packet(
+        self, packet: StoredPacket, *, sort_key: str, seen: PacketMeta | None = None
+    ) -> bool:
         """Store a packet; return True when created, False when it replaced one.
 
         ``sort_key`` orders listings (newest first); it is the packet's
         ``created_at`` normalized to UTC. A packet id is owned by whoever
-        stored it first, in the scope they stored it in: a put whose id exists
-        with another owner or another team raises ``Conflict`` and leaves the
-        existing packet untouched (the reference upserts blindly; we must not).
-        The check and the write are one atomic step.
+        stored it first: a put whose id exists with another owner raises
+        ``Conflict`` and leaves the existing packet untouched (the reference
+        upserts blindly; we must not). The owner may replace it in its scope,
+        and may move their *personal* packet into a team (the reference's
+        documented ``push -t TEAM`` after a personal push), but only while they
+        are a member of that team: NotFound otherwise. Any other change of
+        scope (out of a team) is a ``Conflict``. The checks and the write are
+        one atomic step. ``seen`` is the packet under this id as the caller
+        already read it, if it read one; it spares a backend a round trip, and
+        the write still checks what is stored when it lands.
         """
 
     @abstractmethod
@@ -385,12 +412,23 @@ class Store(ABC):
         """Add a membership; adding an existing member returns it unchanged."""
 
     @abstractmethod
-    def remove_member(self, team_id: str, user_id: str) -> bool: ...
+    def remove_member(self, team_id: str, user_id: str) -> bool:
+        """Remove a membership; True when there was one.
+
+        The invites the member created for this team are deleted with it (in
+        the same atomic step where the backend can), so nobody can rejoin
+        with an invite they minted before they left or were removed.
+        """
 
     # -- invites --------------------------------------------------------
 
     @abstractmethod
-    def create_invite(self, invite: Invite) -> None: ...
+    def create_invite(self, invite: Invite) -> None:
+        """Store an invite; NotFound unless its creator is a member of its team.
+
+        The membership is checked in the same atomic step as the write.
+        Conflict when the code hash exists.
+        """
 
     @abstractmethod
     def list_invites(self, team_id: str) -> list[Invite]:
@@ -409,7 +447,8 @@ class Store(ABC):
 
         With ``new_user`` the user (and its first token) is created in the same
         step, so a lost race leaves no orphan user behind. NotFound for an
-        unknown code; Gone when already used or expired at ``now``. Of any
+        unknown code; Gone when already used or expired at ``now``, or when
+        its creator is no longer a member of the team. Of any
         number of concurrent accepts of one code exactly one succeeds. A user
         who is already a member keeps their role.
         """

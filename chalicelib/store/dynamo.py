@@ -27,6 +27,12 @@ needs and no others (the indexes are sparse)::
     gsi2pk / gsi2sk: packet SCOPE#<scope> / <id>; token TOKENS / <created>#<label>;
     invite INVITES#<team> / <codehash>.
 
+    A token item carries its OAuth ``scope`` ("read", "write", "read write"; absent
+    on tokens from before scopes, which are full). The membership under the team's
+    id carries ``invites_made`` (a string set of the code hashes of the invites the
+    member made) and ``invite_count`` (how many: the version a removal is
+    conditioned on), so the invites die with the membership without a Scan.
+
 ``<scope>`` is ``u:<owner>`` or ``t:<team>``. A published packet's item
 carries ``public_hash``, the hash of its public URL's secret; the
 ``PUBLIC#`` item maps that hash back to the packet id and keeps the secret.
@@ -36,7 +42,9 @@ path, ends the publication at once (the ``PUBLIC#`` item left behind is
 unreachable). Publishing and unpublishing write both items in one
 transaction. A re-push replaces the packet item, and the publication is put
 back on it right after, in a transaction that checks the ``PUBLIC#`` item is
-still there (between the two the URL answers 404: it fails closed).
+still there (between the two the URL answers 404: it fails closed). A move
+of the owner's packet into a team (a transaction) does not carry the
+publication along: the packet changed scope, so its public URL ends.
 
 Which request uses what:
 
@@ -55,6 +63,15 @@ Which request uses what:
 - resolve an id prefix: one Query on gsi2 with ``begins_with`` on the id.
 - push: one PutItem whose ConditionExpression is the cross-user id rule
   (absent, or same owner and same scope), so a foreign id is never touched.
+  A team push reads the packet in its first BatchGetItem, so the owner moving
+  their personal packet into the team is known up front: one
+  TransactWriteItems then puts it (still the owner's personal packet) and
+  checks the membership (a ConditionCheck), as the delete of a team packet does.
+- invites: create is one transaction that puts the invite and records it on
+  the maker's membership (which must exist); removing a member deletes the
+  membership and the invites it records in one transaction (past 90 invites,
+  the oldest go first in batches); accepting checks, in its transaction, that
+  the maker is still a member.
 - delete a packet (already read by ``load``): one DeleteItem conditioned on
   the owner and scope seen; for a team packet one TransactWriteItems that
   checks the membership (and the owner role, for someone else's packet) with
@@ -107,10 +124,12 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from . import (
+    FULL_SCOPE,
     Conflict,
     Gone,
     Invite,
@@ -128,6 +147,7 @@ from . import (
     User,
     decode_cursor,
     encode_cursor,
+    moves_into_team,
 )
 from .dynamo_device import DeviceGrantsMixin
 
@@ -139,6 +159,12 @@ Item = dict[str, dict[str, Any]]
 DEFAULT_TABLE = "ltm"
 TTL_ATTRIBUTE = "ttl_epoch"
 INVITE_TTL_GRACE = timedelta(days=30)
+# On a membership (by team id): the code hashes of the invites the member made, and how
+# many (a version the removal is conditioned on). A transaction holds at most 100 actions;
+# removing a membership takes 3, so up to this many invites go in the same transaction.
+INVITES_MADE = "invites_made"
+INVITE_COUNT = "invite_count"
+MAX_INVITES_IN_TRANSACTION = 90
 TRANSACTION_ATTEMPTS = 6
 
 # The one definition of the table: create_tables() uses it as is, and
@@ -315,6 +341,7 @@ def _token_items(token: Token, user: User) -> list[Item]:
         "user_id": _s(token.user_id),
         "token_hash": _s(token.token_hash),
         "created_at": _s(_ts(token.created_at)),
+        "scope": _s(token.scope),
         **_user_fields(user, prefix="user_"),
         "gsi1pk": _s(f"TOKENS#{token.user_id}"),
         "gsi1sk": _s(order),
@@ -339,6 +366,8 @@ def _token(item: Mapping[str, Mapping[str, Any]]) -> Token:
         token_hash=_req(item, "token_hash"),
         created_at=_dt(_req(item, "created_at")),
         last_used_at=_dt(last) if last else None,
+        # Tokens stored before scopes existed were all full.
+        scope=_get(item, "scope") or FULL_SCOPE,
     )
 
 
@@ -568,31 +597,69 @@ class DynamoStore(DeviceGrantsMixin, Store):
 
     # -- packets ---------------------------------------------------------
 
-    def put_packet(self, packet: StoredPacket, *, sort_key: str) -> bool:
+    def put_packet(
+        self, packet: StoredPacket, *, sort_key: str, seen: PacketMeta | None = None
+    ) -> bool:
         meta = packet.meta
-        values: Item = {":owner": _s(meta.owner_id)}
-        if meta.team_id is None:
-            same_scope = "attribute_not_exists(#team)"
-        else:
-            same_scope = "#team = :team"
-            values[":team"] = _s(meta.team_id)
-        try:
-            resp = self._client.put_item(
-                TableName=self.table,
-                Item=_packet_item(packet, sort_key),
-                ConditionExpression=(
-                    f"attribute_not_exists(#pk) OR (#owner = :owner AND {same_scope})"
-                ),
-                ExpressionAttributeNames={"#pk": "pk", "#owner": "owner_id", "#team": "team_id"},
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_OLD",
-            )
-        except self._exc.ConditionalCheckFailedException:
-            raise Conflict(f"packet {meta.id} belongs to another owner or scope") from None
-        old = resp.get("Attributes")
-        if old is not None and (public_hash := _get(old, "public_hash")) is not None:
-            self._keep_published(meta.id, public_hash)
-        return old is None
+        item = _packet_item(packet, sort_key)
+        # A move of the owner's personal packet into a team is one transaction that
+        # checks the membership; everything else is one conditional PutItem. ``seen``
+        # tells up front which it is; unseen, a failed put hands back the item.
+        moving = moves_into_team(seen, meta)
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            if moving:
+                assert meta.team_id is not None
+                try:
+                    self._transact(
+                        [
+                            {"Put": {"Item": item, **_owned(meta.owner_id, None)}},
+                            _exists(_key(f"TEAM#{meta.team_id}", f"MEMBER#{meta.owner_id}")),
+                        ]
+                    )
+                    return False
+                except _Cancelled as cancelled:
+                    if cancelled.failed(1):
+                        raise NotFound(f"not a member of team {meta.team_id}") from None
+                    if cancelled.conflict:
+                        _backoff(attempt)
+                        continue
+                    moving = False  # no longer the owner's personal packet: look again
+                    continue
+            values: Item = {":owner": _s(meta.owner_id)}
+            if meta.team_id is None:
+                same_scope = "attribute_not_exists(#team)"
+            else:
+                same_scope = "#team = :team"
+                values[":team"] = _s(meta.team_id)
+            try:
+                resp = self._client.put_item(
+                    TableName=self.table,
+                    Item=item,
+                    ConditionExpression=(
+                        f"attribute_not_exists(#pk) OR (#owner = :owner AND {same_scope})"
+                    ),
+                    ExpressionAttributeNames={
+                        "#pk": "pk",
+                        "#owner": "owner_id",
+                        "#team": "team_id",
+                    },
+                    ExpressionAttributeValues=values,
+                    ReturnValues="ALL_OLD",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+            except self._exc.ConditionalCheckFailedException as exc:
+                existing = exc.response.get("Item")
+                if existing is None:
+                    continue  # deleted meanwhile: try again
+                moving = moves_into_team(_packet_meta(existing), meta)
+                if not moving:
+                    raise Conflict(f"packet {meta.id} belongs to another owner or scope") from None
+                continue
+            old = resp.get("Attributes")
+            if old is not None and (public_hash := _get(old, "public_hash")) is not None:
+                self._keep_published(meta.id, public_hash)
+            return old is None
+        raise Conflict(f"packet {meta.id} could not be stored (concurrent writes); try again")
 
     def _keep_published(self, packet_id: str, public_hash: str) -> None:
         """Put a re-pushed packet's publication back, unless it ended meanwhile."""
@@ -917,13 +984,23 @@ class DynamoStore(DeviceGrantsMixin, Store):
             index, partition = "gsi2", "TOKENS"
         else:
             index, partition = "gsi1", f"TOKENS#{user_id}"
-        items = self._query(
-            IndexName=index,
-            KeyConditionExpression="#p = :p",
-            ExpressionAttributeNames={"#p": f"{index}pk"},
-            ExpressionAttributeValues={":p": _s(partition)},
-        )
-        return [_token(item) for item in items]
+        listed = [
+            _token(item)
+            for item in self._query(
+                IndexName=index,
+                KeyConditionExpression="#p = :p",
+                ExpressionAttributeNames={"#p": f"{index}pk"},
+                ExpressionAttributeValues={":p": _s(partition)},
+            )
+        ]
+        # The indexes do not project a token's scope (a projection cannot change on a
+        # live index), so it is read from the token items: BatchGetItem, 100 at a time.
+        scopes: dict[str, str] = {}
+        for start in range(0, len(listed), 100):
+            keys = [_key(f"TOKEN#{t.token_hash}", "TOKEN") for t in listed[start : start + 100]]
+            for item in self._batch_get(keys):
+                scopes[_req(item, "token_hash")] = _get(item, "scope") or FULL_SCOPE
+        return [replace(t, scope=scopes.get(t.token_hash, t.scope)) for t in listed]
 
     def revoke_token(self, label: str, *, user_id: str | None = None) -> bool:
         claim = self._get_item(_key(f"LABEL#{label}", "LABEL"))
@@ -1096,37 +1173,49 @@ class DynamoStore(DeviceGrantsMixin, Store):
         raise Conflict("membership could not be added (concurrent writes); try again")
 
     def remove_member(self, team_id: str, user_id: str) -> bool:
-        item = self._get_item(_key(f"TEAM#{team_id}", f"MEMBER#{user_id}"))
-        if item is None:
-            return False
-        by_id, by_name, by_user = _member_keys(_team(item), user_id)
-        # The name copy is deleted only while it is this team's (not a newer namesake's).
-        this_team = {
-            "ConditionExpression": "attribute_not_exists(#pk) OR #t = :t",
-            "ExpressionAttributeNames": {"#pk": "pk", "#t": "team_id"},
-            "ExpressionAttributeValues": {":t": _s(team_id)},
-        }
+        member_key = _key(f"TEAM#{team_id}", f"MEMBER#{user_id}")
         for attempt in range(TRANSACTION_ATTEMPTS):
+            item = self._get_item(member_key)
+            if item is None:
+                return False
+            by_id, by_name, by_user = _member_keys(_team(item), user_id)
+            # The invites this member made (``create_invite`` records them on the
+            # membership) die with it. All but the last few go first, in batches;
+            # the rest in the same transaction as the membership, which only goes
+            # while no invite was added since it was read.
+            made = sorted(item.get(INVITES_MADE, {}).get("SS", []))
+            first, last = made[:-MAX_INVITES_IN_TRANSACTION], made[-MAX_INVITES_IN_TRANSACTION:]
+            self._batch_delete([_key(f"INVITE#{code}", "INVITE") for code in first])
+            count = item.get(INVITE_COUNT)
+            unchanged: dict[str, Any] = {
+                "ConditionExpression": "attribute_exists(#pk) AND attribute_not_exists(#n)",
+                "ExpressionAttributeNames": {"#pk": "pk", "#n": INVITE_COUNT},
+            }
+            if count is not None:
+                unchanged = {
+                    "ConditionExpression": "#n = :n",
+                    "ExpressionAttributeNames": {"#n": INVITE_COUNT},
+                    "ExpressionAttributeValues": {":n": count},
+                }
+            # The name copy is deleted only while it is this team's (not a newer namesake's).
+            this_team = {
+                "ConditionExpression": "attribute_not_exists(#pk) OR #t = :t",
+                "ExpressionAttributeNames": {"#pk": "pk", "#t": "team_id"},
+                "ExpressionAttributeValues": {":t": _s(team_id)},
+            }
             try:
                 self._transact(
                     [
-                        {
-                            "Delete": {
-                                "Key": by_id,
-                                "ConditionExpression": "attribute_exists(#pk)",
-                                "ExpressionAttributeNames": {"#pk": "pk"},
-                            }
-                        },
+                        {"Delete": {"Key": by_id, **unchanged}},
                         {"Delete": {"Key": by_name, **this_team}},
                         {"Delete": {"Key": by_user}},
+                        *({"Delete": {"Key": _key(f"INVITE#{code}", "INVITE")}} for code in last),
                     ]
                 )
                 return True
-            except _Cancelled as cancelled:
-                if not cancelled.conflict:
-                    return False
-                _backoff(attempt)
-        return False
+            except _Cancelled:
+                _backoff(attempt)  # removed or invited meanwhile, or a conflict: read again
+        raise Conflict("membership could not be removed (concurrent writes); try again")
 
     # -- invites --------------------------------------------------------
 
@@ -1142,15 +1231,35 @@ class DynamoStore(DeviceGrantsMixin, Store):
             "gsi2pk": _s(f"INVITES#{invite.team_id}"),
             "gsi2sk": _s(invite.code_hash),
         }
-        try:
-            self._client.put_item(
-                TableName=self.table,
-                Item=item,
-                ConditionExpression="attribute_not_exists(#pk)",
-                ExpressionAttributeNames={"#pk": "pk"},
-            )
-        except self._exc.ConditionalCheckFailedException:
-            raise Conflict("invite code already exists") from None
+        # The invite is recorded on its creator's membership, in the same transaction,
+        # which also checks that the creator is a member: remove_member finds it there.
+        record = {
+            "Update": {
+                "Key": _key(f"TEAM#{invite.team_id}", f"MEMBER#{invite.created_by}"),
+                "UpdateExpression": "ADD #made :code, #n :one",
+                "ConditionExpression": "attribute_exists(#pk)",
+                "ExpressionAttributeNames": {
+                    "#pk": "pk",
+                    "#made": INVITES_MADE,
+                    "#n": INVITE_COUNT,
+                },
+                "ExpressionAttributeValues": {
+                    ":code": {"SS": [invite.code_hash]},
+                    ":one": {"N": "1"},
+                },
+            }
+        }
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            try:
+                self._transact([_put_new(item), record])
+                return
+            except _Cancelled as cancelled:
+                if cancelled.failed(1):
+                    raise NotFound(f"{invite.created_by} is not a member of the team") from None
+                if not cancelled.conflict:
+                    raise Conflict("invite code already exists") from None
+                _backoff(attempt)
+        raise Conflict("invite could not be created (concurrent writes); try again")
 
     def list_invites(self, team_id: str) -> list[Invite]:
         keys = [
@@ -1186,13 +1295,18 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 raise Gone("invite already used or expired")
             team_key = _key(f"TEAM#{invite.team_id}", "TEAM")
             member_key = _key(f"TEAM#{invite.team_id}", f"MEMBER#{user_id}")
+            creator_key = _key(f"TEAM#{invite.team_id}", f"MEMBER#{invite.created_by}")
             wanted = [team_key, member_key]
+            if invite.created_by != user_id:
+                wanted.append(creator_key)
             if new_user is None:
                 wanted.append(_key(f"USER#{user_id}", "USER"))
             found = {(_req(i, "pk"), _req(i, "sk")): i for i in self._batch_get(wanted)}
             team_item = found.get((f"TEAM#{invite.team_id}", "TEAM"))
             if team_item is None:
                 raise Gone("the team of this invite no longer exists")
+            if (f"TEAM#{invite.team_id}", f"MEMBER#{invite.created_by}") not in found:
+                raise Gone("the member who made this invite has left the team")
             team = _team(team_item)
             member_item = found.get((f"TEAM#{invite.team_id}", f"MEMBER#{user_id}"))
             actions: list[dict[str, Any]] = [
@@ -1214,6 +1328,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
                     }
                 },
                 _exists(team_key),
+                _exists(creator_key),  # an invite lives only as long as its maker's membership
             ]
             if new_user is not None:
                 user, token = new_user
@@ -1232,9 +1347,9 @@ class DynamoStore(DeviceGrantsMixin, Store):
             try:
                 self._transact(actions)
             except _Cancelled as cancelled:
-                if cancelled.failed(0) or cancelled.failed(1):
+                if any(cancelled.failed(i) for i in range(3)):
                     raise Gone("invite already used or expired") from None
-                if any(cancelled.failed(i) for i in range(2, member_index)):
+                if any(cancelled.failed(i) for i in range(3, member_index)):
                     raise Conflict("user or token already exists") from None
                 # Lost a race to another transaction, or joined meanwhile: read again.
                 _backoff(attempt)
@@ -1263,8 +1378,8 @@ def _put_new(item: Item) -> dict[str, Any]:
     }
 
 
-def _exact(key: Item, owner_id: str, team_id: str | None) -> dict[str, Any]:
-    """A delete of the packet at ``key`` only while it has this owner and scope."""
+def _owned(owner_id: str, team_id: str | None) -> dict[str, Any]:
+    """The condition that a packet item has this owner and scope."""
     names = {"#owner": "owner_id", "#team": "team_id"}
     values: Item = {":owner": _s(owner_id)}
     if team_id is None:
@@ -1273,11 +1388,15 @@ def _exact(key: Item, owner_id: str, team_id: str | None) -> dict[str, Any]:
         condition = "#owner = :owner AND #team = :team"
         values[":team"] = _s(team_id)
     return {
-        "Key": key,
         "ConditionExpression": condition,
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
     }
+
+
+def _exact(key: Item, owner_id: str, team_id: str | None) -> dict[str, Any]:
+    """A delete of the packet at ``key`` only while it has this owner and scope."""
+    return {"Key": key, **_owned(owner_id, team_id)}
 
 
 def _exists(key: Item) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from . import (
     User,
     decode_cursor,
     encode_cursor,
+    moves_into_team,
 )
 
 # Each entry moves the schema one version up; never edit a released entry,
@@ -145,6 +146,12 @@ MIGRATIONS: tuple[str, ...] = (
     BEGIN
         DELETE FROM publications WHERE packet_id = OLD.id;
     END
+    """,
+    # 4: each token's OAuth scope (tokens from before were all full); invites found by
+    # their creator, so they die with the creator's membership.
+    """
+    ALTER TABLE tokens ADD COLUMN scope TEXT NOT NULL DEFAULT 'read write';
+    CREATE INDEX invites_by_creator ON invites (team_id, created_by);
     """,
 )
 
@@ -288,14 +295,21 @@ class SqliteStore(Store):
 
     # -- packets ---------------------------------------------------------
 
-    def put_packet(self, packet: StoredPacket, *, sort_key: str) -> bool:
+    def put_packet(
+        self, packet: StoredPacket, *, sort_key: str, seen: PacketMeta | None = None
+    ) -> bool:
         meta = packet.meta
         with self._write() as db:
             row = db.execute(
                 "SELECT owner_id, team_id FROM packets WHERE id = ?", (meta.id,)
             ).fetchone()
             if row is not None and (row[0], row[1]) != (meta.owner_id, meta.team_id):
-                raise Conflict(f"packet {meta.id} belongs to another owner or scope")
+                stored = PacketMeta(meta.id, "", "", row[0], row[1])
+                if not moves_into_team(stored, meta):
+                    raise Conflict(f"packet {meta.id} belongs to another owner or scope")
+                # The owner moves their personal packet into a team: only as a member.
+                if not self._is_member(db, meta.team_id, meta.owner_id):
+                    raise NotFound(f"{meta.owner_id} is not a member of team {meta.team_id}")
             db.execute(
                 "INSERT OR REPLACE INTO packets (id, scope, owner_id, team_id, sort_key,"
                 " created_at, goal, conforming, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -494,14 +508,15 @@ class SqliteStore(Store):
     @staticmethod
     def _insert_token(db: sqlite3.Connection, token: Token) -> None:
         db.execute(
-            "INSERT INTO tokens (token_hash, label, user_id, created_at, last_used_at)"
-            " VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO tokens (token_hash, label, user_id, created_at, last_used_at, scope)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
             (
                 token.token_hash,
                 token.label,
                 token.user_id,
                 _ts(token.created_at),
                 _ts(token.last_used_at) if token.last_used_at else None,
+                token.scope,
             ),
         )
 
@@ -509,7 +524,7 @@ class SqliteStore(Store):
         row = (
             self._conn()
             .execute(
-                "SELECT t.label, t.user_id, t.token_hash, t.created_at, t.last_used_at,"
+                "SELECT t.label, t.user_id, t.token_hash, t.created_at, t.last_used_at, t.scope,"
                 " u.id, u.display, u.created_at, u.subject"
                 " FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?",
                 (token_hash,),
@@ -518,8 +533,8 @@ class SqliteStore(Store):
         )
         if row is None:
             return None
-        token = Token(row[0], row[1], row[2], _dt(row[3]), _dt(row[4]))  # type: ignore[arg-type]
-        return token, User(row[5], row[6], _dt(row[7]), row[8])  # type: ignore[arg-type]
+        token = Token(row[0], row[1], row[2], _dt(row[3]), _dt(row[4]), row[5])  # type: ignore[arg-type]
+        return token, User(row[6], row[7], _dt(row[8]), row[9])  # type: ignore[arg-type]
 
     def touch_token(self, token_hash: str, when: datetime) -> None:
         with self._write() as db:
@@ -528,13 +543,13 @@ class SqliteStore(Store):
             )
 
     def list_tokens(self, *, user_id: str | None = None) -> list[Token]:
-        sql = "SELECT label, user_id, token_hash, created_at, last_used_at FROM tokens"
+        sql = "SELECT label, user_id, token_hash, created_at, last_used_at, scope FROM tokens"
         args: tuple[str, ...] = ()
         if user_id is not None:
             sql += " WHERE user_id = ?"
             args = (user_id,)
         rows = self._conn().execute(sql + " ORDER BY created_at, label", args).fetchall()
-        return [Token(r[0], r[1], r[2], _dt(r[3]), _dt(r[4])) for r in rows]  # type: ignore[arg-type]
+        return [Token(r[0], r[1], r[2], _dt(r[3]), _dt(r[4]), r[5]) for r in rows]  # type: ignore[arg-type]
 
     def revoke_token(self, label: str, *, user_id: str | None = None) -> bool:
         sql, args = "DELETE FROM tokens WHERE label = ?", [label]
@@ -635,20 +650,31 @@ class SqliteStore(Store):
             (team_id, user_id, role, _ts(when)),
         )
 
+    @staticmethod
+    def _is_member(db: sqlite3.Connection, team_id: str | None, user_id: str) -> bool:
+        row = db.execute(
+            "SELECT 1 FROM members WHERE team_id = ? AND user_id = ?", (team_id, user_id)
+        ).fetchone()
+        return row is not None
+
     def remove_member(self, team_id: str, user_id: str) -> bool:
         with self._write() as db:
-            return (
-                db.execute(
-                    "DELETE FROM members WHERE team_id = ? AND user_id = ?", (team_id, user_id)
-                ).rowcount
-                > 0
+            removed = db.execute(
+                "DELETE FROM members WHERE team_id = ? AND user_id = ?", (team_id, user_id)
+            ).rowcount
+            # The invites they made die with their membership, in the same transaction.
+            db.execute(
+                "DELETE FROM invites WHERE team_id = ? AND created_by = ?", (team_id, user_id)
             )
+        return removed > 0
 
     # -- invites --------------------------------------------------------
 
     def create_invite(self, invite: Invite) -> None:
         try:
             with self._write() as db:
+                if not self._is_member(db, invite.team_id, invite.created_by):
+                    raise NotFound(f"{invite.created_by} is not a member of team {invite.team_id}")
                 db.execute(
                     "INSERT INTO invites (code_hash, team_id, created_by, created_at, expires_at)"
                     " VALUES (?, ?, ?, ?, ?)",
@@ -711,6 +737,8 @@ class SqliteStore(Store):
                     is None
                 ):
                     raise Gone("the team of this invite no longer exists")
+                if not self._is_member(db, invite.team_id, invite.created_by):
+                    raise Gone("the member who made this invite has left the team")
                 if new_user is not None:
                     user, token = new_user
                     db.execute(

@@ -57,7 +57,9 @@ def approve(
     if answer.get("status") == "denied":
         info(f"denied the sign-in of {name} (asked {asked}{origin}) on {host}")
         return
-    info(f"approved the sign-in of {name} (asked {asked}{origin}) on {host}")
+    scope = str(found.get("scope") or "read write")
+    access = "full access" if set(scope.split()) >= {"read", "write"} else f"{scope} only"
+    info(f"approved the sign-in of {name} (asked {asked}{origin}) on {host}, with {access}")
     info(
         "it gets a token of its own; see them with: ltm tokens, revoke one: ltm tokens revoke LABEL"
     )

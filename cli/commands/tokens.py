@@ -49,7 +49,7 @@ def _tokens(backend: RemoteBackend) -> list[dict[str, Any]]:
 
 @app.callback()
 def tokens(ctx: typer.Context, as_json: options.Json = False) -> None:
-    """List your tokens: label, created, last used (never the token itself)."""
+    """List your tokens: label, created, last used, scope (never the token itself)."""
     if ctx.invoked_subcommand is None:
         _list(as_json)
 
@@ -69,7 +69,7 @@ def _list(as_json: bool) -> None:
     if as_json:
         print(json.dumps({"tokens": rows}, indent=2, ensure_ascii=False))
         return
-    table = [("LABEL", "CREATED", "LAST USED", "")]
+    table = [("LABEL", "CREATED", "LAST USED", "SCOPE", "")]
     for row in rows:
         last = row.get("last_used_at")
         table.append(
@@ -77,6 +77,7 @@ def _list(as_json: bool) -> None:
                 str(row.get("label", "")),
                 relative_time(str(row.get("created_at", ""))),
                 relative_time(str(last)) if last else "never",
+                str(row.get("scope", "")),  # what it may do: read, write or "read write"
                 "(this machine)" if row.get("current") else "",
             )
         )

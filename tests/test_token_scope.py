@@ -1,0 +1,299 @@
+"""Token scope (issue 12 §2.1): a device gets what it asked for, and the server holds it to that.
+
+Against a real ``ltm server run`` on each store (SQLite, DynamoDB through
+moto's server). Tokens come from the real device flow: ``scope=read`` (or
+``write``) at ``/oauth/authorize_device``, approved by the root user, redeemed
+at ``/oauth/token``. A read-only token lists and fetches; every write, every
+team change, token management and device approval is refused with 403
+``insufficient scope`` and a ``WWW-Authenticate: Bearer
+error="insufficient_scope"`` challenge (RFC 6750 §3.1), and nothing changes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from clikit import Cli
+from devicekit import approve, csrf_of, device_server, poll
+from serverkit import SERVER_STORES, Server, make_packet
+
+
+@pytest.fixture(scope="module", params=SERVER_STORES)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    with device_server(tmp_path_factory.mktemp("scope"), store=request.param) as srv:
+        yield srv
+
+
+def start(server: Server, scope: str | None) -> httpx.Response:
+    """``POST /oauth/authorize_device`` asking for ``scope`` (None: no scope parameter)."""
+    form = {"client_id": "ltm-cli"}
+    if scope is not None:
+        form["scope"] = scope
+    return httpx.post(server.url + "/oauth/authorize_device", data=form)
+
+
+def device_token(server: Server, scope: str | None) -> dict[str, Any]:
+    """A token through the whole device flow, approved by the root user."""
+    started = start(server, scope)
+    assert started.status_code == 200, started.text
+    codes = started.json()
+    r = approve(server, server.root_token, codes["user_code"])
+    assert r.status_code == 200, r.text
+    assert r.json()["device"]["scope"] == " ".join(  # as granted, in a stable order
+        s for s in ("read", "write") if s in (scope or "read write").split()
+    )
+    for _ in range(50):
+        r = poll(server, codes["device_code"])
+        if r.status_code == 200:
+            return r.json()
+        assert r.json()["error"] in ("authorization_pending", "slow_down"), r.text
+        time.sleep(1.1)
+    raise AssertionError("the device never got its token")
+
+
+def refused(r: httpx.Response, need: str) -> None:
+    assert r.status_code == 403, (r.status_code, r.text)
+    assert r.json() == {"error": "insufficient scope"}
+    assert r.headers["WWW-Authenticate"] == (f'Bearer error="insufficient_scope", scope="{need}"')
+
+
+@pytest.fixture(scope="module")
+def read_only(server: Server) -> httpx.Client:
+    answer = device_token(server, "read")
+    assert answer["scope"] == "read" and answer["token_type"] == "Bearer"
+    return server.client(answer["access_token"])
+
+
+def test_a_read_token_reads(server: Server, read_only: httpx.Client) -> None:
+    root = server.client(server.root_token)
+    packet = make_packet(goal="readable")
+    assert root.post("/v1/packets", json=packet).status_code == 201
+    assert root.post("/v1/teams", json={"name": "scope-reads"}).status_code == 201
+    assert root.post("/v1/packets?team=scope-reads", json=make_packet()).status_code == 201
+    listed = read_only.get("/v1/packets")
+    assert listed.status_code == 200 and packet["id"] in listed.text
+    assert read_only.get(f"/v1/packets/{packet['id']}").json()["goal"] == "readable"
+    assert read_only.get("/v1/packets?team=scope-reads").json()["packets"]
+    assert "scope-reads" in read_only.get("/v1/teams").text
+    assert read_only.get("/v1/teams/scope-reads/members").status_code == 200
+    assert httpx.get(server.url + "/v1/healthz").status_code == 200  # no token at all
+
+
+def test_a_read_token_changes_nothing(server: Server, read_only: httpx.Client) -> None:
+    root = server.client(server.root_token)
+    mine = make_packet(goal="keep me")
+    assert root.post("/v1/packets", json=mine).status_code == 201
+    assert root.post("/v1/teams", json={"name": "scope-writes"}).status_code == 201
+    made = root.post("/v1/teams/scope-writes/invites").json()
+    joined = httpx.post(made["url"] + "/accept", json={"display": "member"}).json()
+    before_packets = root.get("/v1/packets?limit=1000").json()
+    before_teams = root.get("/v1/teams").json()
+    before_tokens = root.get("/v1/tokens").json()
+
+    refused(read_only.post("/v1/packets", json=make_packet()), "write")
+    refused(read_only.post("/v1/packets?team=scope-writes", json=make_packet()), "write")
+    refused(read_only.post("/v1/packets", json=mine), "write")  # even a re-push of its own
+    refused(read_only.delete(f"/v1/packets/{mine['id']}"), "write")
+    refused(read_only.post("/v1/teams", json={"name": "scope-new"}), "write")
+    refused(read_only.delete("/v1/teams/scope-writes"), "write")
+    refused(read_only.post("/v1/teams/scope-writes/invites"), "write")
+    refused(read_only.delete(f"/v1/teams/scope-writes/members/{joined['user']['id']}"), "write")
+    refused(read_only.post("/v1/teams/scope-writes/leave"), "write")
+    another = root.post("/v1/teams/scope-writes/invites").json()
+    refused(read_only.post(f"/v1/invites/{another['code']}/accept"), "write")
+    # Token management and device approval need the full scope.
+    refused(read_only.get("/v1/tokens"), "read write")
+    label = before_tokens["tokens"][0]["label"]
+    refused(read_only.delete(f"/v1/tokens/{label}"), "read write")
+    pending = start(server, None).json()
+    refused(
+        read_only.post("/v1/device/approve", json={"user_code": pending["user_code"]}), "read write"
+    )
+
+    # Nothing changed.
+    assert root.get("/v1/packets?limit=1000").json() == before_packets
+    assert root.get("/v1/teams").json() == before_teams
+    after_tokens = root.get("/v1/tokens").json()["tokens"]
+    assert [(t["label"], t["scope"]) for t in after_tokens] == [
+        (t["label"], t["scope"]) for t in before_tokens["tokens"]
+    ]
+    assert root.get(f"/v1/packets/{mine['id']}").status_code == 200
+    members = root.get("/v1/teams/scope-writes/members").json()["members"]
+    assert len(members) == 2
+    waiting = poll(server, pending["device_code"])
+    assert waiting.json()["error"] in ("authorization_pending", "slow_down")
+    assert httpx.post(another["url"] + "/accept", json={}).status_code == 201  # still unused
+
+
+def test_a_read_token_cannot_approve_on_the_page(server: Server, read_only: httpx.Client) -> None:
+    pending = start(server, "read write").json()
+    token = read_only.headers["Authorization"].removeprefix("Bearer ")
+    with httpx.Client(base_url=server.url) as browser:
+        csrf = csrf_of(browser.get("/device").text)
+        r = browser.post(
+            "/device", data={"csrf": csrf, "code": pending["user_code"], "token": token}
+        )
+    assert r.status_code == 403 and "full access" in r.text and token not in r.text
+
+
+def test_the_page_and_the_answers_say_the_scope_truthfully(
+    server: Server, read_only: httpx.Client
+) -> None:
+    pending = start(server, "read").json()
+    with httpx.Client(base_url=server.url) as browser:
+        csrf = csrf_of(browser.get("/device").text)
+        r = browser.post(
+            "/device", data={"csrf": csrf, "code": pending["user_code"], "token": server.root_token}
+        )
+    assert r.status_code == 200 and "read only" in r.text
+    # A write-only token pushes but cannot list; the token list says which is which.
+    write_only = device_token(server, "write")
+    assert write_only["scope"] == "write"
+    client = server.client(write_only["access_token"])
+    assert client.post("/v1/packets", json=make_packet()).status_code == 201
+    refused(client.get("/v1/packets"), "read")
+    scopes = {
+        t["scope"] for t in server.client(server.root_token).get("/v1/tokens").json()["tokens"]
+    }
+    assert {"read", "write", "read write"} <= scopes
+
+
+def test_the_reference_clients_scope_is_full(server: Server) -> None:
+    """The Go client posts ``scope=read write``; without a scope, the default is full too."""
+    for scope in ("read write", "write read", None):
+        answer = device_token(server, scope)
+        assert answer["scope"] == "read write"
+        client = server.client(answer["access_token"])
+        assert client.post("/v1/packets", json=make_packet()).status_code == 201
+        assert client.get("/v1/tokens").status_code == 200
+
+
+@pytest.mark.parametrize("scope", ["admin", "read admin", "READ"])
+def test_an_unknown_scope_is_invalid_scope(server: Server, scope: str) -> None:
+    r = start(server, scope)
+    assert r.status_code == 400 and r.json()["error"] == "invalid_scope"
+
+
+def test_the_cli_says_what_a_read_only_token_lacks(
+    server: Server, read_only: httpx.Client, tmp_path: Path
+) -> None:
+    """Our CLI, signed in with a read-only token: ls works; a push says why it is refused."""
+    token = read_only.headers["Authorization"].removeprefix("Bearer ")
+    cli = Cli(tmp_path / "cli")
+    cli.ok("auth", server.url, token)
+    cli.ok("ls")
+    error = cli.fails("save", "-", stdin=json.dumps(make_packet()))
+    assert "may not do that" in error and f"ltm auth {server.url}" in error
+    error = cli.fails("tokens")  # managing tokens needs the full scope
+    assert "may not do that" in error
+    root = Cli(tmp_path / "root")
+    root.ok("auth", server.url, server.root_token)
+    listed = root.ok("tokens")
+    assert "SCOPE" in listed.splitlines()[0]
+    assert re.search(r"\bread$", listed, re.M)  # the read-only device token (rows are stripped)
+    assert re.search(r"read write\s+\(this machine\)", listed)
+
+
+def test_tokens_from_before_scopes_keep_full_access(tmp_path: Path) -> None:
+    """SQLite's migration: every token stored before scopes existed is full, as it was."""
+    import sqlite3
+
+    from ltm.service import packets, tokens
+    from ltm.store.sqlite import MIGRATIONS, SqliteStore
+
+    db = tmp_path / "old.db"
+    old = sqlite3.connect(db)
+    for step in MIGRATIONS[:2]:  # the schema before this change
+        old.executescript(step)
+    secret = tokens.mint("01JAAAAAAAAAAAAAAAAAAAAAAA")
+    old.execute(
+        "INSERT INTO users (id, display, created_at)"
+        " VALUES (?, 'old', '2026-01-01T00:00:00+00:00')",
+        ("01JAAAAAAAAAAAAAAAAAAAAAAA",),
+    )
+    old.execute(
+        "INSERT INTO tokens (token_hash, label, user_id, created_at)"
+        " VALUES (?, 'old-laptop', ?, '2026-01-01T00:00:00+00:00')",
+        (tokens.hash_token(secret), "01JAAAAAAAAAAAAAAAAAAAAAAA"),
+    )
+    old.execute("PRAGMA user_version = 2")
+    old.commit()
+    old.close()
+    store = SqliteStore(db)
+    try:
+        (listed,) = store.list_tokens()
+        assert listed.scope == "read write"
+        caller = tokens.credential(f"Bearer {secret}")
+        assert packets.push(store, caller, make_packet()).created
+        assert [t.label for t in tokens.list_own(store, caller)] == ["old-laptop"]
+    finally:
+        store.close()
+
+
+def test_the_service_holds_every_entry_point_to_its_scope(store: Any) -> None:
+    """The rule lives in the service layer, on both stores (the ``store`` fixture)."""
+    from ltm.service import device, invites, packets, teams, tokens
+    from ltm.service.errors import InsufficientScope
+    from ltm.store import Token
+
+    owner, full = tokens.issue(store, "owner")
+    team = teams.create(store, tokens.credential(f"Bearer {full}"), "scoped")
+    mine = make_packet()
+    packets.push(store, owner, mine)
+
+    def token_with(scope: str) -> Any:
+        secret = tokens.mint(owner.id)
+        store.add_token(
+            Token(f"t-{scope}", owner.id, tokens.hash_token(secret), owner.created_at, scope=scope)
+        )
+        return tokens.credential(f"Bearer {secret}")
+
+    read, write = token_with("read"), token_with("write")
+    settings = device.DeviceSettings()
+    reads = [
+        lambda c: packets.list_(store, c),
+        lambda c: packets.get(store, c, mine["id"]),
+        lambda c: packets.resolve(store, c, mine["id"][:6]),
+        lambda c: teams.list_(store, c),
+        lambda c: teams.members(store, c, team.name),
+    ]
+    writes = [
+        lambda c: packets.push(store, c, make_packet()),
+        lambda c: packets.delete(store, c, mine["id"]),
+        lambda c: teams.create(store, c, "another"),
+        lambda c: teams.delete(store, c, team.name),
+        lambda c: teams.kick(store, c, team.name, "nobody"),
+        lambda c: teams.leave(store, c, team.name),
+        lambda c: invites.create(store, c, team.name, base_url="https://x.test"),
+        lambda c: invites.accept(store, c, "A" * 32),
+    ]
+    full_only = [
+        lambda c: tokens.list_own(store, c),
+        lambda c: tokens.revoke_own(store, c, "t-read"),
+        lambda c: device.decide(store, settings, c, "BCDF-GHJK", approve=True),
+    ]
+    for call in reads:
+        call(read)
+        with pytest.raises(InsufficientScope):
+            call(write)
+    for call in writes:
+        with pytest.raises(InsufficientScope):
+            call(read)
+    for call in full_only:
+        for partial in (read, write):
+            with pytest.raises(InsufficientScope) as refused:
+                call(partial)
+            assert refused.value.headers["WWW-Authenticate"].endswith('scope="read write"')
+    # Nothing changed: the packet, the team, the tokens.
+    assert packets.get(store, owner, mine["id"]).meta.id == mine["id"]
+    assert [t.name for t in teams.list_(store, owner)] == ["scoped"]
+    assert {t.label for t in store.list_tokens(user_id=owner.id)} >= {"t-read", "t-write"}
