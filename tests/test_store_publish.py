@@ -76,6 +76,19 @@ def test_a_repush_keeps_the_publication(store: Store) -> None:
     assert store.publication(p.meta.id) == first
 
 
+def test_a_move_into_a_team_ends_the_publication(store: Store) -> None:
+    store.create_user(User("u1", "one", T0))
+    store.create_team(Team("t1", "crew", "u1", T0))
+    p = pkt("01MOVEDPUB00", "u1")
+    put(store, p)
+    first = store.publish_packet(pub(p.meta.id, "s1"), seen=p.meta)
+    moved = pkt(p.meta.id, "u1", "t1")
+    store.put_packet(moved, sort_key=moved.meta.created_at, seen=p.meta)
+    assert store.get_packet(p.meta.id).meta.team_id == "t1"
+    assert store.published_packet(first.secret_hash) is None
+    assert store.publication(p.meta.id) is None
+
+
 @pytest.mark.parametrize("how", ["delete_packet", "delete_packet_as"])
 def test_deleting_the_packet_ends_the_publication(store: Store, how: str) -> None:
     p = pkt("01DELETED000", "u1")

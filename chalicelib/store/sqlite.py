@@ -310,6 +310,8 @@ class SqliteStore(Store):
                 # The owner moves their personal packet into a team: only as a member.
                 if not self._is_member(db, meta.team_id, meta.owner_id):
                     raise NotFound(f"{meta.owner_id} is not a member of team {meta.team_id}")
+                # A packet that changes scope leaves its public URL behind (as on DynamoDB).
+                db.execute("DELETE FROM publications WHERE packet_id = ?", (meta.id,))
             db.execute(
                 "INSERT OR REPLACE INTO packets (id, scope, owner_id, team_id, sort_key,"
                 " created_at, goal, conforming, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
