@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "invite": ("invite", "invite"),
     "join": ("join", "join"),
     "approve": ("approve", "approve"),
+    "export": ("export", "export"),
+    "import": ("import_", "import_"),
 }
 # ... and command groups: name -> module under ltm.cli.commands holding a typer ``app``.
 GROUPS: dict[str, str] = {

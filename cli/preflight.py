@@ -95,10 +95,11 @@ def user_rules() -> list[Rule]:
     return rules
 
 
-def scan(data: Mapping[str, Any]) -> list[Hit]:
+def scan(data: Mapping[str, Any], rules: list[Rule] | None = None) -> list[Hit]:
+    """The pre-flight's hits; pass ``rules`` (from ``user_rules``) when scanning many packets."""
     from ltm import redact
 
-    return redact.scan_packet(data, user_rules())
+    return redact.scan_packet(data, user_rules() if rules is None else rules)
 
 
 def preflight(checked: Checked, *, allow_unredacted: bool = False) -> None:
