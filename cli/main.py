@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "approve": ("approve", "approve"),
     "export": ("export", "export"),
     "import": ("import_", "import_"),
+    "doctor": ("doctor", "doctor"),
 }
 # ... and command groups: name -> module under ltm.cli.commands holding a typer ``app``.
 GROUPS: dict[str, str] = {
