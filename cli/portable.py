@@ -183,7 +183,7 @@ class Importer:
         self.report.say(f"refused {name}: {reason}")
 
     def one(self, number: int, line: bytes) -> None:
-        from ltm import bundle, packet
+        from ltm import bundle
         from ltm.cli import preflight
         from ltm.cli.backend import IdTaken
 
@@ -195,6 +195,16 @@ class Importer:
             self.refuse(where, str(exc))
             return
         name = f"{entry.id or '(no id)'} ({where})"
+        try:
+            present = self.backend.stored(entry.id) if entry.id else None
+        except CliError as exc:
+            self.refuse(name, exc.message)
+            return
+        if present is not None and present == _canonical(entry.packet):
+            # Already here, byte for byte: it passed every check when it was stored.
+            report.skipped += 1
+            report.say(f"skipped {entry.id}: identical packet already present")
+            return
         try:
             checked = preflight.check(entry.packet, lenient=self.lenient, label="packet")
         except CliError as exc:
@@ -211,16 +221,6 @@ class Importer:
                     " --allow-unredacted)",
                 )
                 return
-        body = packet.canonical_bytes(checked.data)
-        try:
-            present = self.backend.stored(entry.id)
-        except CliError as exc:
-            self.refuse(name, exc.message)
-            return
-        if present == body:
-            report.skipped += 1
-            report.say(f"skipped {entry.id}: identical packet already present")
-            return
         if present is not None and not self.replace:
             self.refuse(
                 name,
@@ -246,6 +246,16 @@ class Importer:
         else:
             report.replaced += 1
             report.say(f"replaced {entry.id}{in_team}")
+
+
+def _canonical(data: dict[str, object]) -> bytes | None:
+    """The canonical bytes of a bundle's packet object; None for what cannot be encoded."""
+    from ltm import packet
+
+    try:
+        return packet.canonical_bytes(data)
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 def _bounded(stream: BinaryIO) -> Iterable[bytes]:
