@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clikit import Cli, signed_in
+from clikit import LTM, Cli, signed_in
 from serverkit import SERVER_STORES, Server, make_packet, running_server
 
 from ltm import bundle
@@ -361,3 +361,29 @@ def test_team_scopes_export_with_all_and_import_into_their_team(
     done = local.run("import", str(everything), "--local")
     assert "1 team packets went into your personal store" in done.stderr
     assert len(local_bodies(local)) == 2
+
+
+def test_on_a_terminal_progress_shows_and_the_bundle_never_floods_it(tmp_path: Path) -> None:
+    import pexpect
+
+    cli = Cli(tmp_path)
+    save_local(cli, 3)
+    out = tmp_path / "tty.jsonl"
+
+    def on_terminal(*args: str) -> tuple[str, int]:
+        child = pexpect.spawn(LTM, list(args), env=cli.env, encoding="utf-8", timeout=60)
+        child.expect(pexpect.EOF)
+        child.close()
+        return child.before, child.exitstatus
+
+    text, code = on_terminal("export", "--local", "-o", str(out))
+    assert code == 0
+    assert "\rexported 1 packets\x1b[K" in text  # drawn on the terminal, then cleared
+    assert "exported 3 packets from local store" in text
+    assert len(out.read_text().splitlines()) == 4
+
+    text, code = on_terminal("export", "--local")  # stdout is the terminal: refused
+    assert code == 2 and "ltm export -o FILE" in text and "ltm-bundle" not in text
+
+    text, code = on_terminal("import", str(out), "--local")
+    assert code == 0 and "% imported" in text and "3 skipped (already present)" in text
