@@ -12,11 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from storekit import STORES, open_store
 
 from ltm.store import Store
-from ltm.store.sqlite import SqliteStore
-
-STORES = ["sqlite", "dynamodb"]
 
 
 @pytest.fixture(scope="session")
@@ -32,36 +30,3 @@ def dynalite_url() -> Iterator[str]:
 @pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     yield from open_store(request, tmp_path)
-
-
-def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """The store ``request.param`` names, fresh, closed after the test."""
-    if request.param == "dynalite":
-        from dynalite_engine import NEEDS_ISOLATION, NO_TRANSACTIONS, new_table
-
-        if request.function.__name__ in NEEDS_ISOLATION:
-            pytest.skip(NO_TRANSACTIONS)
-
-        from ltm.store.dynamo import DynamoStore
-
-        client, table = new_table(request.getfixturevalue("dynalite_url"))
-        s: Store = DynamoStore(table, client=client)
-        yield s
-        s.close()
-        return
-    if request.param == "sqlite":
-        s = SqliteStore(tmp_path / "ltm.db")
-    elif request.param == "dynamodb":
-        from dynamo_moto import in_process
-
-        from ltm.store.dynamo import DynamoStore
-
-        with in_process("ltm-test") as client:  # moto, table from the store's own definition
-            s = DynamoStore("ltm-test", client=client)
-            yield s
-            s.close()
-        return
-    else:  # pragma: no cover - every name in STORES has a branch above
-        raise AssertionError(request.param)
-    yield s
-    s.close()

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import STORES, open_store
+from storekit import STORES, open_store
 
 from ltm.store import (
     Conflict,
