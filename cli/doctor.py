@@ -221,7 +221,7 @@ def _token_details(target: Target, http: Http) -> str:
         return ""
     parts = [f"label {current.get('label')!r}"]
     scope = current.get("scope")
-    parts.append(f"scope {scope!r}" if isinstance(scope, str) else "scope: full (not stated)")
+    parts.append(f"scope {scope!r}" if isinstance(scope, str) else "scope not stated: full")
     user = (target.user or {}).get("display")
     if user:
         parts.append(f"user {user!r}")
