@@ -6,7 +6,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint format bench clean sysdeps
+NODE_STAMP := tests/dynalite/node_modules/.installed-stamp
+
+.PHONY: demo test lint format bench clean sysdeps nodedeps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +26,18 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: sysdeps lint
+test: sysdeps nodedeps lint
 	$(BIN)/pytest -n 2 -q
+
+# dynalite, the store contract suite's second DynamoDB engine (tests/dynalite_engine.py),
+# from tests/dynalite/package-lock.json. Without Node.js its tests are skipped, and say so.
+nodedeps:
+	@if command -v node >/dev/null 2>&1; then $(MAKE) --no-print-directory $(NODE_STAMP); \
+	else echo "node: not found; the dynalite store tests will be skipped"; fi
+
+$(NODE_STAMP): tests/dynalite/package-lock.json
+	npm ci --prefix tests/dynalite --no-audit --no-fund --loglevel=error
+	touch $@
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
@@ -42,4 +54,4 @@ sysdeps:
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium; fi
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .hypothesis tests/dynalite/node_modules

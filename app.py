@@ -344,14 +344,22 @@ def push_packet(request: Any) -> Response:
 @route("/v1/packets", "GET")
 def list_packets(request: Any) -> Response:
     caller = _caller(request)
-    found = packets.list_(get_store(), caller, team=_team(request), limit=_limit(request))
-    return _json({"packets": [_meta_json(meta) for meta in found]})
+    team, limit, token = _team(request), _limit(request), _query(request, "page_token")
+    if token == "":
+        raise BadRequest("page_token must not be empty")
+    page = packets.list_page(get_store(), caller, team=team, limit=limit, cursor=token)
+    body: dict[str, Any] = {"packets": [_meta_json(meta) for meta in page.items]}
+    if page.cursor is not None:  # an extension: the reference has no pages past the first
+        body["next_page_token"] = page.cursor
+    return _json(body)
 
 
 @route("/v1/packets/{id}", "GET")
 def get_packet(request: Any, id: str) -> Response:
     found = packets.get(get_store(), _caller(request), id)
-    headers = dict(JSON_HEADERS)
+    # Who stored it (a team's packets have several authors; ltm export keeps it): a header,
+    # so the body stays the packet's bytes exactly.
+    headers = {**JSON_HEADERS, "X-Ltm-Created-By": found.meta.owner_id}
     if not found.conforming:
         headers["X-Ltm-Conforming"] = "false"
     return Response(body=found.body.decode("utf-8"), status_code=200, headers=headers)

@@ -107,7 +107,17 @@ def _schemas() -> dict[str, Any]:
                 required=["id"],
             ),
             "PacketMeta": _obj({"id": _STRING, "created_at": _STRING, "goal": _STRING}),
-            "PacketList": _obj({"packets": {"type": "array", "items": _ref("PacketMeta")}}),
+            "PacketList": _obj(
+                {
+                    "packets": {"type": "array", "items": _ref("PacketMeta")},
+                    "next_page_token": {
+                        **_STRING,
+                        "description": "Extension: present when more packets follow; pass it"
+                        " back as `page_token` for the next page.",
+                    },
+                },
+                required=["packets"],
+            ),
             "StoredPacket": {
                 "type": "object",
                 "description": "The packet exactly as stored (canonical bytes). It conforms to"
@@ -275,10 +285,19 @@ def _paths() -> dict[str, Any]:
                             "default": DEFAULT_LIMIT,
                         },
                     },
+                    {
+                        "name": "page_token",
+                        "in": "query",
+                        "required": False,
+                        "description": "Extension (the reference lists only the first page):"
+                        " the `next_page_token` of the previous page of the same scope, to"
+                        " continue the listing after it. `limit` still sets the page size.",
+                        "schema": {"type": "string", "minLength": 1},
+                    },
                 ],
                 "responses": {
                     "200": _ok("Newest first.", _ref("PacketList")),
-                    "400": _error("A bad query value."),
+                    "400": _error("A bad query value (an unknown `page_token` included)."),
                     "401": _UNAUTHORIZED,
                     "404": _error("`team not found`."),
                 },
@@ -297,7 +316,12 @@ def _paths() -> dict[str, Any]:
                                 "description": "`false` for a packet stored in lenient mode"
                                 " that does not conform; absent otherwise.",
                                 "schema": {"const": "false"},
-                            }
+                            },
+                            "X-Ltm-Created-By": {
+                                "description": "Extension: the id of the user who stored the"
+                                " packet (in a team, its author).",
+                                "schema": {"type": "string"},
+                            },
                         },
                         "content": {"application/json": {"schema": _ref("StoredPacket")}},
                     },

@@ -40,6 +40,25 @@ def check_ref(ref: str) -> None:
         raise CliError(problem, exit_code=2)
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    """One stored packet with what a bundle line says about it (``ltm export``)."""
+
+    body: bytes  # the canonical bytes as stored
+    team: str | None  # the team's name, None for personal scope
+    created_by: str  # the user id that stored it
+    created_at: str
+    conforming: bool = True
+
+
+class IdTaken(CliError):
+    """The packet id exists in another scope or belongs to someone else; nothing was changed."""
+
+
+# How many packets one listing request asks for while walking a scope (the protocol's maximum).
+WALK_PAGE = 1000
+
+
 class Backend(ABC):
     """Where packets live. ``ref`` arguments take a full id or a unique prefix."""
 
@@ -61,6 +80,18 @@ class Backend(ABC):
     @abstractmethod
     def delete(self, ref: str, *, team: str | None = None) -> str:
         """Delete one packet; returns its full id."""
+
+    @abstractmethod
+    def walk(self, *, team: str | None = None) -> Iterator[Held]:
+        """Every packet of one scope, newest first, a page at a time (constant memory)."""
+
+    @abstractmethod
+    def stored(self, packet_id: str) -> bytes | None:
+        """The bytes of the packet with exactly this id if the caller can see it, else None."""
+
+    def team_names(self) -> list[str]:
+        """The teams the caller belongs to (none on the local store)."""
+        return []
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
@@ -118,10 +149,14 @@ class LocalBackend(Backend):
         self, data: Mapping[str, Any], *, team: str | None = None, lenient: bool = False
     ) -> Pushed:
         from ltm.service import packets
+        from ltm.service.errors import Conflict
 
         self._no_teams(team)
         with self._service():
-            result = packets.push(self.store, self.user, data, lenient=lenient)
+            try:
+                result = packets.push(self.store, self.user, data, lenient=lenient)
+            except Conflict:  # a store shared with a server: the id is another user's
+                raise IdTaken(f"packet id {data.get('id')} is taken in the {self.label}") from None
         return Pushed(result.id, result.created)
 
     def list(self, *, team: str | None = None, limit: int = 50) -> list[dict[str, str]]:
@@ -131,6 +166,31 @@ class LocalBackend(Backend):
         with self._service():
             metas = packets.list_(self.store, self.user, limit=limit)
         return [{"id": m.id, "created_at": m.created_at, "goal": m.goal} for m in metas]
+
+    def walk(self, *, team: str | None = None) -> Iterator[Held]:
+        from ltm.service import packets
+
+        self._no_teams(team)
+        cursor: str | None = None
+        while True:
+            with self._service():
+                page = packets.list_page(self.store, self.user, limit=WALK_PAGE, cursor=cursor)
+            for meta in page.items:
+                found = self.store.get_packet(meta.id)
+                if found is not None:  # deleted since the page was read: nothing to export
+                    yield Held(found.body, None, meta.owner_id, meta.created_at, found.conforming)
+            if page.cursor is None:
+                return
+            cursor = page.cursor
+
+    def stored(self, packet_id: str) -> bytes | None:
+        from ltm.service import packets
+        from ltm.service.errors import NotFound
+
+        try:
+            return packets.get(self.store, self.user, packet_id).body
+        except NotFound:
+            return None
 
     def get(self, ref: str, *, team: str | None = None) -> bytes:
         from ltm.service import packets

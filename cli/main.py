@@ -34,6 +34,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "unpublish": ("publish", "unpublish"),
     "open": ("open_cmd", "open_view"),
     "ui": ("ui", "ui"),
+    "export": ("export", "export"),
+    "import": ("import_", "import_"),
+    "doctor": ("doctor", "doctor"),
 }
 # ... and command groups: name -> module under ltm.cli.commands holding a typer ``app``.
 GROUPS: dict[str, str] = {

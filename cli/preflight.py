@@ -78,8 +78,17 @@ def read_source(source: str) -> bytes:
         raise CliError(f"{source}: {exc.strerror or exc}") from None
 
 
-def judge(raw: bytes | Mapping[str, Any], *, fill: bool = False, scan: bool = True) -> Verdict:
-    """Parse, (fill the defaults,) validate, check the id and scan: every problem at once."""
+def judge(
+    raw: bytes | Mapping[str, Any],
+    *,
+    fill: bool = False,
+    scan: bool = True,
+    rules: list[Rule] | None = None,
+) -> Verdict:
+    """Parse, (fill the defaults,) validate, check the id and scan: every problem at once.
+
+    ``rules`` are the user's redaction rules, read once by a caller that judges many.
+    """
     from ltm import packet
     from ltm.ids import id_problem
 
@@ -95,7 +104,7 @@ def judge(raw: bytes | Mapping[str, Any], *, fill: bool = False, scan: bool = Tr
     # The schema judges the id's length; the characters are this implementation's rule.
     problem = id_problem(packet_id, prefix=True) if isinstance(packet_id, str) else None
     id_error = f"id: {problem.removeprefix('packet id ')}" if problem else None
-    hits = scan_packet(checked.data) if scan else []
+    hits = scan_packet(checked.data, rules) if scan else []
     return Verdict(checked, list(checked.errors), id_error, hits)
 
 
@@ -187,10 +196,11 @@ def user_rules() -> list[Rule]:
     return rules
 
 
-def scan_packet(data: Mapping[str, Any]) -> list[Hit]:
+def scan_packet(data: Mapping[str, Any], rules: list[Rule] | None = None) -> list[Hit]:
+    """The pre-flight's hits; pass ``rules`` (from ``user_rules``) when scanning many packets."""
     from ltm import redact
 
-    return redact.scan_packet(data, user_rules())
+    return redact.scan_packet(data, user_rules() if rules is None else rules)
 
 
 def plural(count: int, word: str) -> str:

@@ -19,12 +19,12 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from ltm.cli.backend import Backend, Pushed, check_ref
+from ltm.cli.backend import WALK_PAGE, Backend, Held, IdTaken, Pushed, check_ref
 from ltm.cli.errors import CliError
 
 if TYPE_CHECKING:
@@ -483,37 +483,27 @@ class RemoteBackend(Backend):
         self, data: Mapping[str, Any], *, team: str | None = None, lenient: bool = False
     ) -> Pushed:
         packet_id = str(data.get("id", ""))
-        hints = {
-            **self._team_hints(team),
-            409: f"packet {packet_id} already exists on {{host}} in another scope or owned by"
-            " someone else; nothing was changed — give the packet a new id (drop its id and"
-            " run: ltm save)",
-            400: "{host} rejected the packet: {msg}",
-        }
+        hints = {**self._team_hints(team), 400: "{host} rejected the packet: {msg}"}
         reply = self._call(
             "POST",
             "/v1/packets",
-            ok=(200, 201),
+            ok=(200, 201, 409),
             query={"team": team, "lenient": "true" if lenient else None},
             payload=dict(data),
             hints=hints,
         )
+        if reply.status == 409:
+            raise IdTaken(
+                f"packet {packet_id} already exists on {self.host} in another scope or owned by"
+                " someone else; nothing was changed — give the packet a new id (drop its id and"
+                " run: ltm save)"
+            )
         answer = reply.json(self.host)
         pushed_id = answer.get("id") if isinstance(answer, dict) else None
         return Pushed(str(pushed_id or packet_id), True)
 
     def list(self, *, team: str | None = None, limit: int = 50) -> list[dict[str, str]]:
-        reply = self._call(
-            "GET",
-            "/v1/packets",
-            ok=(200,),
-            query={"team": team, "limit": limit},
-            hints=self._team_hints(team),
-        )
-        answer = reply.json(self.host)
-        rows = answer.get("packets") if isinstance(answer, dict) else None
-        if not isinstance(rows, list):
-            raise CliError(f"{self.host} sent an unexpected packet list — is it an ltm server?")
+        rows, _ = self._page(team=team, limit=limit)
         return [
             {
                 "id": str(row.get("id", "")),
@@ -521,8 +511,63 @@ class RemoteBackend(Backend):
                 "goal": str(row.get("goal", "")),
             }
             for row in rows
-            if isinstance(row, dict)
         ]
+
+    def _page(
+        self, *, team: str | None, limit: int, page_token: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One listing page: its rows and the ``next_page_token`` (an extension) if any."""
+        reply = self._call(
+            "GET",
+            "/v1/packets",
+            ok=(200,),
+            query={"team": team, "limit": limit, "page_token": page_token},
+            hints=self._team_hints(team),
+        )
+        answer = reply.json(self.host)
+        rows = answer.get("packets") if isinstance(answer, dict) else None
+        if not isinstance(rows, list):
+            raise CliError(f"{self.host} sent an unexpected packet list — is it an ltm server?")
+        token = answer.get("next_page_token")
+        return [row for row in rows if isinstance(row, dict)], (
+            token if isinstance(token, str) and token else None
+        )
+
+    def walk(self, *, team: str | None = None) -> Iterator[Held]:
+        from ltm.cli.output import info
+
+        me = (self.target.user or {}).get("id", "")
+        token: str | None = None
+        while True:
+            rows, token = self._page(team=team, limit=WALK_PAGE, page_token=token)
+            for row in rows:
+                reply = self._call(
+                    "GET", f"/v1/packets/{_segment(str(row.get('id', '')))}", ok=(200, 404)
+                )
+                if reply.status == 404:  # deleted since the page was read
+                    continue
+                yield Held(
+                    body=reply.body.rstrip(b"\r\n"),
+                    team=team,
+                    created_by=reply.headers.get("x-ltm-created-by") or ("" if team else me),
+                    created_at=str(row.get("created_at", "")),
+                    conforming=reply.headers.get("x-ltm-conforming") != "false",
+                )
+            if token is None:
+                if len(rows) == WALK_PAGE:
+                    # A full page and no token: a server without pages (the reference).
+                    info(
+                        f"ltm: warning: {self.host} lists only its newest {WALK_PAGE} packets"
+                        f" per scope and has no page_token; older ones were not exported"
+                    )
+                return
+
+    def stored(self, packet_id: str) -> bytes | None:
+        reply = self._call("GET", f"/v1/packets/{_segment(packet_id)}", ok=(200, 404))
+        return None if reply.status == 404 else reply.body.rstrip(b"\r\n")
+
+    def team_names(self) -> list[str]:
+        return [str(row["name"]) for row in self.teams() if isinstance(row.get("name"), str)]
 
     def get(self, ref: str, *, team: str | None = None) -> bytes:
         check_ref(ref)

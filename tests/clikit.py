@@ -61,7 +61,12 @@ class Cli:
         return Path(self.env["LTM_CONFIG_DIR"])
 
     def run(
-        self, *args: str, stdin: str | bytes = b"", timeout: float = 60, **env: str
+        self,
+        *args: str,
+        stdin: str | bytes = b"",
+        timeout: float = 60,
+        cwd: Path | None = None,
+        **env: str,
     ) -> subprocess.CompletedProcess[str]:
         data = stdin.encode() if isinstance(stdin, str) else stdin
         proc = subprocess.run(
@@ -70,6 +75,7 @@ class Cli:
             env={**self.env, **env},
             capture_output=True,
             timeout=timeout,
+            cwd=cwd,
         )
         return subprocess.CompletedProcess(
             proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode()

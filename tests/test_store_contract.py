@@ -2,15 +2,19 @@
 
 Each test runs against every store in ``STORES`` (see conftest.py): what one
 backend does, all must do, so the server behaves the same on SQLite and on
-DynamoDB.
+DynamoDB. The DynamoDB store runs on two engines: moto and dynalite
+(``dynalite_engine.py``, which names what dynalite lacks and so skips).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
+from storekit import STORES, open_store
 
 from ltm.store import (
     Conflict,
@@ -26,6 +30,11 @@ from ltm.store import (
 )
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture(params=[*STORES, "dynalite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    yield from open_store(request, tmp_path)
 
 
 def user(uid: str, subject: str | None = None) -> User:

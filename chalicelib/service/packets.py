@@ -15,7 +15,7 @@ from typing import Any
 from ..ids import check_packet_id
 from ..store import Conflict as StoreConflict
 from ..store import NotFound as StoreNotFound
-from ..store import PacketMeta, Store, StoredPacket, User
+from ..store import PacketMeta, Page, Store, StoredPacket, User
 from .access import Caller, access
 from .errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ServiceError
 
@@ -116,11 +116,30 @@ def list_(
     store: Store, caller: Caller, *, team: str | None = None, limit: int = DEFAULT_LIMIT
 ) -> list[PacketMeta]:
     """The newest packets of the caller's personal scope or of one of their teams."""
+    return list_page(store, caller, team=team, limit=limit).items
+
+
+def list_page(
+    store: Store,
+    caller: Caller,
+    *,
+    team: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    cursor: str | None = None,
+) -> Page:
+    """One page of a scope, newest first; ``Page.cursor`` continues it (None: the last page).
+
+    Reads only. A cursor is opaque and comes from a previous page of the same
+    scope; anything else is refused (400 ``invalid page_token``).
+    """
     if not 1 <= limit <= MAX_LIMIT:
         raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}")
     who = access(store, caller, need="read", team=team)
     team_id = who.team.id if who.team else None
-    return store.list_packets(owner_id=who.user.id, team_id=team_id, limit=limit).items
+    try:
+        return store.list_packets(owner_id=who.user.id, team_id=team_id, limit=limit, cursor=cursor)
+    except ValueError:
+        raise BadRequest("invalid page_token") from None
 
 
 def resolve(store: Store, caller: Caller, prefix: str, *, team: str | None = None) -> str:

@@ -108,6 +108,10 @@ Reads of items by key are strongly consistent; index Queries (listings) are
 eventually consistent, as every GSI is: a packet pushed a moment ago may
 take a fraction of a second to show in ``ls``.
 
+Tested on two engines: moto, and dynalite (an implementation of DynamoDB's
+API that shares no code with the SDK; ``tests/dynalite_engine.py`` says
+what it lacks: TransactWriteItems, UpdateTimeToLive).
+
 Development: ``python -m ltm.store.dynamo create-tables [--table NAME]``
 creates the table (and its TTL) against ``AWS_ENDPOINT_URL_DYNAMODB`` (moto
 server, DynamoDB Local) or a real account. ``TABLE_SCHEMA`` below is the one
@@ -774,6 +778,10 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 return True
             except self._exc.ConditionalCheckFailedException as exc:
                 existing = exc.response.get("Item")
+            if existing is None:
+                # Absent, or an engine that ignores ReturnValuesOnConditionCheckFailure
+                # (dynalite; DynamoDB before mid-2023): read the item to know which.
+                existing = self._get_item(key)
             if not existing or "team_id" not in existing:
                 return False  # absent, or someone else's personal packet
             seen = _packet_meta(existing)
@@ -1442,22 +1450,25 @@ def make_client(region: str | None = None) -> BaseClient:
 
 
 def create_tables(
-    client: BaseClient, table: str = DEFAULT_TABLE, *, wait: bool = True
+    client: BaseClient, table: str = DEFAULT_TABLE, *, wait: bool = True, ttl: bool = True
 ) -> dict[str, Any]:
     """Create the table (from ``TABLE_SCHEMA``) and turn on TTL; for development and tests.
 
     In an AWS account the table comes from ``infra/ltm.yaml`` instead, which
-    also turns on point-in-time recovery and deletion protection.
+    also turns on point-in-time recovery and deletion protection. ``ttl=False``
+    is for local engines without UpdateTimeToLive (dynalite): the store never
+    relies on TTL, which only tidies up expired items.
     """
     resp = client.create_table(TableName=table, **TABLE_SCHEMA)
     if wait:
         client.get_waiter("table_exists").wait(
             TableName=table, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
         )
-    client.update_time_to_live(
-        TableName=table,
-        TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
-    )
+    if ttl:
+        client.update_time_to_live(
+            TableName=table,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
+        )
     return dict(resp["TableDescription"])
 
 

@@ -163,9 +163,24 @@ def snippet(client: Client, entry: dict[str, Any]) -> str:
     return json.dumps({client.key: {SERVER_NAME: entry}}, indent=2) + "\n"
 
 
+def _shell_join(words: list[str]) -> str:
+    """A command line the user's shell reads back as ``words``.
+
+    POSIX shells: ``shlex`` quoting. Windows: cmd.exe does not take POSIX
+    single quotes around ``C:\\Program Files\\...``; the MS C runtime's
+    double-quote rules (``subprocess.list2cmdline``) work in cmd.exe and
+    PowerShell alike.
+    """
+    if sys.platform == "win32":
+        import subprocess
+
+        return subprocess.list2cmdline(words)
+    return shlex.join(words)
+
+
 def claude_add_command(entry: dict[str, Any]) -> str:
-    env_flags = [f"-e {shlex.quote(f'{k}={v}')}" for k, v in entry.get("env", {}).items()]
-    command = shlex.join([entry["command"], *entry["args"]])
+    env_flags = [f"-e {_shell_join([f'{k}={v}'])}" for k, v in entry.get("env", {}).items()]
+    command = _shell_join([entry["command"], *entry["args"]])
     return " ".join(["claude mcp add --scope user", *env_flags, SERVER_NAME, "--", command])
 
 

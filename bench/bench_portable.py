@@ -1,0 +1,170 @@
+"""Export and import of many packets (time, peak memory), and ltm doctor as a whole command.
+
+    .venv/bin/python bench/bench_portable.py [--counts 10000,100000] [--runs 10]
+
+- ``ltm export --local -o FILE`` and ``ltm import FILE --local`` (into an
+  empty store, then again: every line skipped) on stores of each size in
+  ``--counts``: wall time and the command's peak RSS (``wait4``'s rusage of
+  that very process). Memory that stays flat from the smaller count to the
+  larger is what "streamed" means.
+- ``ltm doctor`` against a live ``ltm server run`` on loopback (every check:
+  files, server, token, clock, store, MCP and hook entries): median wall
+  time, as a ratio to ``python -c pass``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from common import LTM, machine, median_ms, time_command
+
+from ltm import packet
+from ltm.examples import example_bytes
+from ltm.store.sqlite import SqliteStore
+
+EXAMPLE = json.loads(example_bytes())
+
+
+def fill_store(path: Path, count: int) -> None:
+    """``count`` valid packets (canonical bytes, unique ids) straight into a local store."""
+    store = SqliteStore(path)
+    conn = store._conn()
+    conn.execute("BEGIN")
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for n in range(count):
+        created = (start + timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        packet_id = f"01BENCH{n:019d}"
+        goal = f"Goal number {n}: keep the build green"
+        body = packet.canonical_bytes(
+            {**EXAMPLE, "id": packet_id, "created_at": created, "goal": goal}
+        )
+        conn.execute(
+            "INSERT INTO packets (id, scope, owner_id, team_id, sort_key, created_at, goal,"
+            " conforming, body) VALUES (?, 'u:local', 'local', NULL, ?, ?, ?, 1, ?)",
+            (packet_id, created, created, goal, body),
+        )
+    conn.execute("COMMIT")
+    store.close()
+
+
+def measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """(seconds, peak RSS in MiB, stderr) of one run of ``argv``."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}):\n{err}")
+    return elapsed, usage.ru_maxrss / 1024, err  # ru_maxrss is KiB on Linux
+
+
+def portable(count: int, tmp: Path, base_env: dict[str, str]) -> list[tuple[str, float, float]]:
+    source, target = tmp / f"src-{count}", tmp / f"dst-{count}"
+    source.mkdir()
+    target.mkdir()
+    fill_store(source / "ltm.db", count)
+    bundle = tmp / f"bundle-{count}.jsonl"
+    rows = []
+    env = {**base_env, "LTM_DATA_DIR": str(source), "LTM_CONFIG_DIR": str(source)}
+    seconds, rss, _ = measured([LTM, "export", "--local", "-o", str(bundle)], env)
+    rows.append((f"export {count:,} ({bundle.stat().st_size / 2**20:.0f} MiB)", seconds, rss))
+    env = {**base_env, "LTM_DATA_DIR": str(target), "LTM_CONFIG_DIR": str(target)}
+    for label in ("import into an empty store", "import again (all skipped)"):
+        seconds, rss, err = measured([LTM, "import", str(bundle), "--local"], env)
+        summary = err.strip().splitlines()[-1]
+        assert re.search(r"\d+ added", summary), summary
+        rows.append((f"{label} {count:,}", seconds, rss))
+    return rows
+
+
+def doctor(runs: int, tmp: Path, base_env: dict[str, str]) -> list[tuple[str, float]]:
+    home = tmp / "doctor"
+    home.mkdir()
+    db = home / "server.db"
+    root = subprocess.run(
+        [LTM, "server", "init", "--db", str(db)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    log = (home / "server.log").open("wb")
+    server = subprocess.Popen(
+        [LTM, "server", "run", "--db", str(db), "--addr", "127.0.0.1:0"], stderr=log
+    )
+    try:
+        url = None
+        for _ in range(300):
+            found = re.findall(
+                r"listening on (http://127\.0\.0\.1:\d+)", (home / "server.log").read_text()
+            )
+            if found:
+                url = found[-1]
+                break
+            time.sleep(0.05)
+        assert url, (home / "server.log").read_text()
+        env = {
+            **base_env,
+            "LTM_CONFIG_DIR": str(home / "config"),
+            "LTM_DATA_DIR": str(home / "data"),
+            "HOME": str(home),
+        }
+        subprocess.run([LTM, "auth", url, root], env=env, capture_output=True, check=True)
+        subprocess.run(
+            [LTM, "save", "-", "--local"],
+            input=example_bytes(),
+            env=env,
+            capture_output=True,
+            check=True,
+        )
+        subprocess.run(
+            [LTM, "mcp", "install", "cursor", "--write"], env=env, capture_output=True, check=True
+        )
+        out = subprocess.run([LTM, "doctor"], env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stdout + out.stderr
+        bare = median_ms(time_command([sys.executable, "-c", "pass"], runs=runs, env=env))
+        took = median_ms(time_command([LTM, "doctor"], runs=runs, env=env))
+        return [("python -c pass", bare), ("ltm doctor (live local server)", took)]
+    finally:
+        server.terminate()
+        server.wait(timeout=15)
+        log.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--counts", default="10000,100000")
+    parser.add_argument("--runs", type=int, default=10)
+    args = parser.parse_args()
+    base_env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("LTM_") and k != "PYTHONDONTWRITEBYTECODE"
+    }
+    print(f"machine: {machine()} (shared with other jobs while measured)")
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        print("\n| what | wall time | peak RSS |\n|---|---:|---:|")
+        for count in (int(c) for c in args.counts.split(",")):
+            for label, seconds, rss in portable(count, tmp, base_env):
+                rate = count / seconds
+                print(f"| {label} | {seconds:.1f} s ({rate:,.0f}/s) | {rss:.0f} MiB |", flush=True)
+        rows = doctor(args.runs, tmp, base_env)
+        bare = rows[0][1]
+        print("\n| command | median | ratio to python -c pass |\n|---|---:|---:|")
+        for label, ms in rows:
+            print(f"| {label} | {ms:.0f} ms | {ms / bare:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

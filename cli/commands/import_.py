@@ -1,0 +1,83 @@
+"""ltm import: load a bundle (from ltm export) into the local store or the server."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ltm.cli import options
+from ltm.cli.errors import CliError
+from ltm.cli.output import info
+
+
+def import_(
+    source: Annotated[
+        str, typer.Argument(metavar="FILE|-", help="The bundle, or - for standard input.")
+    ],
+    team: Annotated[
+        str | None,
+        typer.Option(
+            "--team",
+            "-t",
+            help="Put every packet in this team (default: the scope each line names).",
+        ),
+    ] = None,
+    lenient: options.Lenient = False,
+    allow_unredacted: options.AllowUnredacted = False,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="Overwrite your own packet when the bundle has a different one with its id.",
+        ),
+    ] = False,
+    local: options.Local = False,
+) -> None:
+    """Import a bundle: ids kept, identical packets skipped, each line reported.
+
+    Every packet is validated and scanned by the redaction pre-flight, as for
+    ltm push. A packet whose id belongs to someone else is never overwritten.
+    Exits 1 when any line was refused.
+    """
+    from ltm.cli.backend import open_backend
+    from ltm.cli.portable import Importer, Report
+
+    if source == "-":
+        stream, size = sys.stdin.buffer, None
+    else:
+        path = Path(source)
+        try:
+            stream = path.open("rb")
+            size = path.stat().st_size
+        except FileNotFoundError:
+            raise CliError(f"{source}: no such file") from None
+        except IsADirectoryError:
+            raise CliError(f"{source}: is a directory, not a bundle") from None
+        except OSError as exc:
+            raise CliError(f"{source}: {exc.strerror or exc}") from None
+    backend = open_backend(local=local)
+    report = Report()
+    try:
+        if team and backend.whoami().get("backend") == "local":
+            raise CliError(
+                "teams live on a server; the local store is personal. Sign in first: ltm auth HOST"
+            )
+        Importer(
+            backend,
+            report,
+            team=team,
+            lenient=lenient,
+            allow_unredacted=allow_unredacted,
+            replace=replace,
+        ).run(stream, size=size)
+    finally:
+        backend.close()
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    sys.stdout.flush()
+    info(report.summary(backend.label))
+    if report.refused:
+        raise typer.Exit(1)

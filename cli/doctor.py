@@ -1,0 +1,540 @@
+"""``ltm doctor``: what is wrong when the agent "forgets", one line per check, with the fix.
+
+Each check returns a ``Check``: ``ok``, ``warn`` (works, but worth knowing),
+``fail`` (something the user must fix; the command exits 1) or ``skip`` (does
+not apply here). Every check is bounded in time: network requests get a
+1.5-second timeout, and the local store's integrity check is interrupted at
+2 seconds (``--full`` lets it run to the end), so a server that is down or
+a huge store never makes the doctor hang.
+
+Checks only read: nothing is created, migrated or repaired.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import stat
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ltm.cli.errors import CliError
+
+if TYPE_CHECKING:
+    from ltm.cli.credentials import Target
+    from ltm.cli.remote import Http, Reply
+
+Status = Literal["ok", "warn", "fail", "skip"]
+BUDGET_S = 2.0  # the most one check may take
+NET_TIMEOUT_S = 1.5  # per request: leaves the check room to finish within BUDGET_S
+PROTOCOL_VERSION = "0.2"  # the /v1/healthz version this client speaks (app.PROTOCOL_VERSION)
+SKEW_WARN_S = 30
+SKEW_FAIL_S = 300
+TOKEN_FILES = ("credentials", "hosts.json")
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+    fix: str | None = None
+    elapsed_ms: float = 0.0  # how long the check took (each is bounded by BUDGET_S)
+
+
+def _posix() -> bool:
+    return os.name == "posix"
+
+
+# -- files -------------------------------------------------------------------------
+
+
+def check_files() -> list[Check]:
+    """The config dir and the files that hold tokens: present, and private on POSIX."""
+    from ltm.cli.config import config_dir
+
+    directory = config_dir()
+    if not directory.exists():
+        return [
+            Check(
+                "config",
+                "ok",
+                f"no config directory yet ({directory}); the local store is used",
+            )
+        ]
+    out: list[Check] = []
+    problems: list[str] = []
+    if _posix():
+        mode = stat.S_IMODE(directory.stat().st_mode)
+        if mode & 0o077:
+            problems.append(f"{directory} is mode {mode:o}, not 700")
+    present = []
+    for name in (*TOKEN_FILES, "config.toml", "settings.toml"):
+        path = directory / name
+        if not path.exists():
+            continue
+        present.append(name)
+        if name in TOKEN_FILES and _posix():
+            mode = stat.S_IMODE(path.stat().st_mode)
+            if mode != 0o600:
+                problems.append(f"{path} is mode {mode:o}, not 600")
+    if problems:
+        fixes = [f"chmod 700 {directory}"] + [
+            f"chmod 600 {directory / n}" for n in TOKEN_FILES if n in present
+        ]
+        out.append(
+            Check(
+                "config",
+                "fail",
+                "others can read your tokens: " + "; ".join(problems),
+                " && ".join(fixes),
+            )
+        )
+    else:
+        where = ", ".join(present) if present else "no files"
+        note = "" if _posix() else " (permissions not checked: Windows uses ACLs)"
+        out.append(Check("config", "ok", f"{directory}: {where}{note}"))
+    try:
+        from ltm.cli import credentials
+
+        credentials.load()
+    except CliError as exc:
+        out.append(Check("sign-in", "fail", exc.message, "sign in again: ltm auth HOST"))
+    return out
+
+
+# -- the server ----------------------------------------------------------------------
+
+
+def check_server(target: Target | None) -> tuple[list[Check], Reply | None, Http | None]:
+    """Reachable, and speaking our protocol version (``GET /v1/healthz``)."""
+    from ltm.cli.remote import Http
+
+    if target is None:
+        return (
+            [Check("server", "skip", "no server configured; packets stay in the local store")],
+            (None),
+            None,
+        )
+    http = Http(target.host, timeout=NET_TIMEOUT_S)
+    try:
+        reply = http.request("GET", "/v1/healthz")
+    except CliError as exc:
+        http.close()
+        return (
+            [
+                Check(
+                    "server",
+                    "fail",
+                    exc.message,
+                    f"start the server, or check the URL (ltm auth {target.host}); work"
+                    " offline meanwhile with --local",
+                )
+            ],
+            None,
+            None,
+        )
+    data: Any = None
+    if reply.status == 200:
+        try:
+            import json
+
+            data = json.loads(reply.body)
+        except ValueError:
+            data = None
+    if not isinstance(data, dict) or data.get("ok") is not True:
+        return (
+            [
+                Check(
+                    "server",
+                    "fail",
+                    f"{target.host} answered GET /v1/healthz with HTTP {reply.status}, not an ltm"
+                    " health answer",
+                    "check the URL: it must be the server's base address (ltm auth URL)",
+                )
+            ],
+            None,
+            http,
+        )
+    version = data.get("version")
+    if version != PROTOCOL_VERSION:
+        return (
+            [
+                Check(
+                    "server",
+                    "fail",
+                    f"{target.host} speaks protocol {version!r}; this ltm speaks"
+                    f" {PROTOCOL_VERSION!r}",
+                    "upgrade whichever side is older (pip install -U ltm, or the server)",
+                )
+            ],
+            reply,
+            http,
+        )
+    return [Check("server", "ok", f"{target.host} is up, protocol {version}")], reply, http
+
+
+def check_token(target: Target, http: Http) -> Check:
+    """The token is accepted, and what the server says it may do."""
+    if not target.token:
+        return Check("token", "fail", f"no token for {target.host}", f"ltm auth {target.host}")
+    try:
+        reply = http.request("GET", "/v1/packets", query={"limit": 1}, token=target.token)
+    except CliError as exc:
+        return Check("token", "fail", exc.message, "try again; check the server")
+    if reply.status == 401:
+        origin = " (from LTM_TOKEN)" if target.via == "LTM_TOKEN" else ""
+        return Check(
+            "token",
+            "fail",
+            f"{target.host} rejects the token{origin}: revoked or never valid there",
+            f"sign in again: ltm auth {target.host}",
+        )
+    if reply.status != 200:
+        return Check(
+            "token",
+            "fail",
+            f"{target.host} answered HTTP {reply.status} to a listing with the token",
+            "see the server's logs",
+        )
+    return Check("token", "ok", "accepted" + _token_details(target, http))
+
+
+def _token_details(target: Target, http: Http) -> str:
+    """Label and granted scope, from ``GET /v1/tokens`` where the server has it (we do)."""
+    import json
+
+    try:
+        reply = http.request("GET", "/v1/tokens", token=target.token)
+        rows = json.loads(reply.body).get("tokens") if reply.status == 200 else None
+    except (CliError, ValueError, AttributeError):
+        return ""
+    current = next((r for r in rows or [] if isinstance(r, dict) and r.get("current")), None)
+    if current is None:
+        return ""
+    parts = [f"label {current.get('label')!r}"]
+    scope = current.get("scope")
+    parts.append(f"scope {scope!r}" if isinstance(scope, str) else "scope not stated: full")
+    user = (target.user or {}).get("display")
+    if user:
+        parts.append(f"user {user!r}")
+    return " (" + ", ".join(parts) + ")"
+
+
+def check_clock(target: Target, reply: Reply) -> Check:
+    """The server's ``Date`` header against this machine's clock."""
+    raw = reply.headers.get("date")
+    if not raw:
+        return Check("clock", "skip", f"{target.host} sends no Date header")
+    try:
+        theirs = parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return Check("clock", "skip", f"{target.host} sends an unreadable Date header")
+    skew = (datetime.now(UTC) - theirs).total_seconds()
+    text = f"{abs(skew):.0f} s {'ahead of' if skew > 0 else 'behind'} {target.host}"
+    fix = "turn on time sync (NTP) on this machine or the server"
+    if abs(skew) > SKEW_FAIL_S:
+        return Check("clock", "fail", f"this machine is {text}: new packets get wrong times", fix)
+    if abs(skew) > SKEW_WARN_S:
+        return Check("clock", "warn", f"this machine is {text}", fix)
+    return Check("clock", "ok", "in step with the server (±1 s, the Date header's resolution)")
+
+
+# -- the local store --------------------------------------------------------------------
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(OSError):
+            total += Path(f"{path}{suffix}").stat().st_size
+    return total
+
+
+def _mib(size: int) -> str:
+    return f"{size / 1024 / 1024:.1f} MiB" if size >= 1024 * 1024 else f"{size / 1024:.0f} KiB"
+
+
+def check_store(*, full: bool = False) -> Check:
+    """Integrity (``PRAGMA integrity_check``), schema version and size; opened read-only."""
+    from ltm.cli.config import local_db_path
+    from ltm.store.sqlite import SCHEMA_VERSION
+
+    path = local_db_path()
+    if not path.exists():
+        return Check("store", "ok", f"no local store yet ({path}); it is made on the first save")
+    size = _size(path)
+    fix_corrupt = (
+        f"move it aside (mv {path} {path}.broken) and restore your packets from a bundle:"
+        " ltm import BACKUP.jsonl"
+    )
+    try:
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=BUDGET_S)
+    except sqlite3.Error as exc:
+        return Check("store", "fail", f"cannot open {path}: {exc}", "check the file's permissions")
+    deadline = time.monotonic() + BUDGET_S
+    stopped = False
+
+    def out_of_time() -> int:
+        nonlocal stopped
+        stopped = not full and time.monotonic() > deadline
+        return 1 if stopped else 0
+
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        conn.set_progress_handler(out_of_time, 10_000)
+        rows = conn.execute("PRAGMA integrity_check").fetchall()
+    except sqlite3.OperationalError as exc:
+        if stopped:
+            return Check(
+                "store",
+                "warn",
+                f"{path} ({_mib(size)}): integrity check not finished within {BUDGET_S:g} s,"
+                f" schema version {version}",
+                "run it to the end: ltm doctor --full",
+            )
+        return Check("store", "fail", f"{path}: {exc}", fix_corrupt)
+    except sqlite3.DatabaseError as exc:
+        return Check("store", "fail", f"{path} is damaged: {exc}", fix_corrupt)
+    finally:
+        conn.close()
+    problems = [row[0] for row in rows if row[0] != "ok"]
+    if problems:
+        shown = "; ".join(problems[:3]) + ("; …" if len(problems) > 3 else "")
+        return Check("store", "fail", f"{path} is damaged: {shown}", fix_corrupt)
+    if version > SCHEMA_VERSION:
+        return Check(
+            "store",
+            "fail",
+            f"{path} has schema version {version}; this ltm understands up to {SCHEMA_VERSION}",
+            "upgrade ltm (pip install -U ltm): a newer ltm wrote this store",
+        )
+    note = "" if version == SCHEMA_VERSION else f" (upgraded to {SCHEMA_VERSION} on next use)"
+    return Check("store", "ok", f"{path}: intact, schema version {version}{note}, {_mib(size)}")
+
+
+# -- harness entries -------------------------------------------------------------------------
+
+
+def _ltm_paths() -> set[str]:
+    """Ways the running ``ltm`` may be named in a harness's config."""
+    from ltm.cli.mcp.install import ltm_command
+
+    command = ltm_command()
+    return {command[0], _resolved(command[0])}
+
+
+def _read_jsonc(path: Path) -> Any:
+    from ltm.cli.mcp.install import parse_jsonc
+
+    return parse_jsonc(path.read_text(encoding="utf-8")).value
+
+
+def check_mcp() -> list[Check]:
+    """Each known MCP client's config: an ``ltm`` entry that runs this ``ltm``."""
+    from ltm.cli.mcp.install import CLIENTS, SERVER_NAME
+
+    mine = _ltm_paths()
+    out = []
+    for client in CLIENTS.values():
+        name = f"mcp {client.name}"
+        path = client.path()
+        install = f"ltm mcp install {client.name} --write"
+        if not path.exists():
+            out.append(Check(name, "skip", f"no {path}; to add ltm: {install}"))
+            continue
+        try:
+            doc = _read_jsonc(path)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            out.append(Check(name, "fail", f"{path} cannot be read: {exc}", "fix the file"))
+            continue
+        servers = doc.get(client.key) if isinstance(doc, dict) else None
+        entry = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
+        if not isinstance(entry, dict):
+            out.append(Check(name, "skip", f"{path} has no ltm entry; to add it: {install}"))
+            continue
+        out.append(_entry_check(name, path, entry, mine, install))
+    return out
+
+
+def _entry_check(name: str, path: Path, entry: dict[str, Any], mine: set[str], fix: str) -> Check:
+    command = entry.get("command")
+    args = entry.get("args") or []
+    if not isinstance(command, str) or not command:
+        return Check(name, "fail", f"{path}: the ltm entry has no command", fix)
+    program = command if Path(command).stem == "ltm" else None
+    if program is None and isinstance(args, list) and "ltm.cli.entry" in args:
+        program = command  # python -m ltm.cli.entry
+    if program is None:
+        return Check(name, "warn", f"{path}: the ltm entry runs {command!r}, not ltm", fix)
+    if not Path(program).exists() and not _on_path(program):
+        return Check(name, "fail", f"{path}: the ltm entry runs {program}, which is gone", fix)
+    if program not in mine and _resolved(program) not in mine:
+        return Check(name, "warn", f"{path}: the ltm entry runs another ltm ({program})", fix)
+    return Check(name, "ok", f"{path} runs this ltm")
+
+
+def _on_path(program: str) -> bool:
+    import shutil
+
+    return os.sep not in program and shutil.which(program) is not None
+
+
+def _resolved(program: str) -> str:
+    try:
+        return str(Path(program).resolve())
+    except OSError:
+        return program
+
+
+def claude_settings_files() -> list[Path]:
+    """Where Claude Code reads hooks: user, project and local project settings.
+
+    https://docs.claude.com/en/docs/claude-code/hooks ("Configuration": ~/.claude/settings.json,
+    .claude/settings.json, .claude/settings.local.json).
+    """
+    home = Path.home() / ".claude" / "settings.json"
+    project = Path.cwd() / ".claude"
+    return [home, project / "settings.json", project / "settings.local.json"]
+
+
+def _hook_commands(doc: Any) -> Iterator[tuple[str, str]]:
+    """(event, command) of every command hook: ``hooks.<Event>[].hooks[].command``."""
+    hooks = doc.get("hooks") if isinstance(doc, dict) else None
+    if not isinstance(hooks, dict):
+        return
+    for event, groups in hooks.items():
+        for group in groups if isinstance(groups, list) else []:
+            inner = group.get("hooks") if isinstance(group, dict) else None
+            for hook in inner if isinstance(inner, list) else []:
+                if isinstance(hook, dict) and isinstance(hook.get("command"), str):
+                    yield str(event), hook["command"]
+
+
+def check_hooks() -> list[Check]:
+    """Claude Code hooks that run ``ltm hook``: present, and running an ltm that exists."""
+    import shlex
+
+    found: list[Check] = []
+    mine = _ltm_paths()
+    for path in claude_settings_files():
+        if not path.exists():
+            continue
+        try:
+            doc = _read_jsonc(path)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            found.append(Check("hooks claude-code", "fail", f"{path} cannot be read: {exc}"))
+            continue
+        for event, command in _hook_commands(doc):
+            try:
+                words = shlex.split(command)
+            except ValueError:
+                continue
+            if len(words) < 2 or Path(words[0]).stem != "ltm" or words[1] != "hook":
+                continue
+            name = f"hooks claude-code {event}"
+            fix = "ltm hooks install claude-code"
+            program = words[0]
+            if not Path(program).exists() and not _on_path(program):
+                found.append(Check(name, "fail", f"{path}: runs {program}, which is gone", fix))
+            elif program not in mine and _resolved(program) not in mine and os.sep in program:
+                found.append(Check(name, "warn", f"{path}: runs another ltm ({program})", fix))
+            else:
+                found.append(Check(name, "ok", f"{path}: {event} runs ltm hook"))
+    if not found:
+        found.append(Check("hooks claude-code", "skip", "no ltm hook in Claude Code's settings"))
+    return found
+
+
+# -- all of them ----------------------------------------------------------------------------
+
+
+def run_all(*, full: bool = False) -> list[Check]:
+    checks: list[Check] = []
+    checks += _timed("config", check_files)
+    found: dict[str, Any] = {}
+    target: Target | None = None
+    try:
+        from ltm.cli import credentials
+
+        target = credentials.active()
+    except CliError as exc:  # a config.toml host that is not a URL, damaged hosts.json
+        checks.append(Check("server", "fail", exc.message, "ltm config set host URL"))
+
+    def server() -> list[Check]:
+        result, found["health"], found["http"] = check_server(target)
+        return result
+
+    if not checks or checks[-1].name != "server":
+        checks += _timed("server", server)
+    http, health = found.get("http"), found.get("health")
+    try:
+        if target is not None and http is not None and health is not None:
+            checks += _timed("token", lambda: [check_token(target, http)])
+            checks += _timed("clock", lambda: [check_clock(target, health)])
+        elif target is not None:
+            for name in ("token", "clock"):
+                checks.append(Check(name, "skip", "the server did not answer; not checked"))
+    finally:
+        if http is not None:
+            http.close()
+    checks += _timed("store", lambda: [check_store(full=full)])
+    checks += _timed("mcp", check_mcp)
+    checks += _timed("hooks", check_hooks)
+    return checks
+
+
+def _timed(name: str, check: Callable[[], list[Check]]) -> list[Check]:
+    """Run a check, timed; one that breaks reports that instead of ending the doctor."""
+    started = time.perf_counter()
+    try:
+        results = check()
+    except CliError as exc:
+        results = [Check(name, "fail", exc.message)]
+    except Exception as exc:
+        results = [Check(name, "fail", f"the check itself failed: {type(exc).__name__}: {exc}")]
+    elapsed = round((time.perf_counter() - started) * 1000 / max(1, len(results)), 1)
+    return [replace(c, elapsed_ms=elapsed) for c in results]
+
+
+MARKS = {"ok": "ok  ", "warn": "warn", "fail": "FAIL", "skip": "--  "}
+
+
+def render(checks: list[Check]) -> str:
+    from ltm.cli.output import one_line
+
+    width = max(len(c.name) for c in checks)
+    lines = []
+    for c in checks:
+        line = f"{MARKS[c.status]}  {c.name.ljust(width)}  {one_line(c.detail, 300)}"
+        if c.fix and c.status in ("fail", "warn"):
+            line += f" — fix: {c.fix}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def as_json(checks: list[Check]) -> dict[str, Any]:
+    failed = any(c.status == "fail" for c in checks)
+    return {"ok": not failed, "checks": [asdict(c) for c in checks]}
+
+
+def main(*, json_out: bool, full: bool) -> int:
+    import json
+
+    checks = run_all(full=full)
+    if json_out:
+        print(json.dumps(as_json(checks), indent=2))
+    else:
+        print(render(checks))
+    failed = [c for c in checks if c.status == "fail"]
+    if failed and not json_out:
+        noun = "check" if len(failed) == 1 else "checks"
+        print(f"ltm doctor: {len(failed)} {noun} failed", file=sys.stderr)
+    return 1 if failed else 0

@@ -1,0 +1,275 @@
+"""Export and import: a user's packets out of one store and into another, as a bundle.
+
+The bundle format is ``ltm.bundle``'s. Both directions stream: export holds
+one page of listing and one packet at a time, import one line at a time, so
+memory stays flat at 100,000 packets (``bench/bench_portable.py``).
+
+Import sends every packet through the same door as ``ltm push``: validation,
+the redaction pre-flight (``--allow-unredacted`` is the one override), then
+the backend's push, whose rule is that an id owned by someone else, or held
+in another scope, is never overwritten (the server's 409). A packet already
+present with the same bytes is skipped, so a second import changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, BinaryIO
+
+from ltm.cli.errors import CliError
+from ltm.cli.progress import Progress
+
+if TYPE_CHECKING:
+    from ltm.cli.backend import Backend
+
+
+# -- export ------------------------------------------------------------------------
+
+
+def export(backend: Backend, scopes: list[str | None], out: IO[bytes]) -> dict[str, int]:
+    """Write the header and every packet of ``scopes`` (None: personal) to ``out``.
+
+    Returns how many packets each scope had (``"personal"`` or the team's name).
+    """
+    from ltm import bundle
+
+    source = "local" if backend.whoami().get("backend") == "local" else backend.label
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    out.write(bundle.header_line(source=source, exported_at=stamp).encode())
+    counts: dict[str, int] = {}
+    progress = Progress("exported", unit=" packets")
+    total = 0
+    try:
+        for team in scopes:
+            name = team or "personal"
+            counts[name] = 0
+            for held in backend.walk(team=team):
+                line = bundle.entry_line(
+                    body=held.body,
+                    team=held.team,
+                    created_by=held.created_by,
+                    created_at=held.created_at,
+                    conforming=held.conforming,
+                )
+                out.write(line.encode())
+                counts[name] += 1
+                total += 1
+                progress.update(total)
+    finally:
+        progress.done()
+    return counts
+
+
+class AtomicFile:
+    """A file written beside its final name and moved there only when complete.
+
+    A failed or interrupted export never leaves a truncated bundle where a
+    good backup was. The file is private (0600): a bundle holds every packet.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        try:
+            fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        except OSError as exc:
+            raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
+        self.file: BinaryIO = os.fdopen(fd, "wb", buffering=1024 * 1024)
+
+    def commit(self) -> None:
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.file.close()
+        os.replace(self.partial, self.path)
+
+    def abandon(self) -> None:
+        self.file.close()
+        self.partial.unlink(missing_ok=True)
+
+
+# -- import ------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    """What an import did, line by line (``lines``) and in sum."""
+
+    added: int = 0
+    replaced: int = 0
+    skipped: int = 0
+    refused: int = 0
+    into_personal: int = 0  # team packets that went into the (personal-only) local store
+    out: IO[str] = field(default_factory=lambda: sys.stdout)
+    progress: Progress | None = None
+
+    def say(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress.clear()
+        print(text, file=self.out)
+
+    def summary(self, label: str) -> str:
+        parts = [f"{self.added} added"]
+        if self.replaced:
+            parts.append(f"{self.replaced} replaced")
+        parts += [f"{self.skipped} skipped (already present)", f"{self.refused} refused"]
+        text = f"import into {label}: " + ", ".join(parts)
+        if not self.added and not self.replaced and not self.refused:
+            text += " — nothing changed"
+        if self.into_personal:
+            text += (
+                f"; {self.into_personal} team packets went into your personal store"
+                " (the local store has no teams)"
+            )
+        return text
+
+
+def _one_line(message: str) -> str:
+    return "; ".join(part.strip() for part in message.splitlines() if part.strip())
+
+
+class Importer:
+    """Loads bundle lines into one backend; every outcome goes to ``report``."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        report: Report,
+        *,
+        team: str | None,
+        lenient: bool,
+        allow_unredacted: bool,
+        replace: bool,
+    ) -> None:
+        from ltm.cli import preflight
+
+        self.backend = backend
+        self.report = report
+        self.local = backend.whoami().get("backend") == "local"
+        self.team = team
+        self.lenient = lenient
+        self.allow_unredacted = allow_unredacted
+        self.replace = replace
+        self.rules = preflight.user_rules()  # read the user's patterns once, not per packet
+
+    def run(self, stream: BinaryIO, *, size: int | None) -> None:
+        """Every packet line of the bundle in ``stream``, in order."""
+        from ltm import bundle
+
+        first = stream.readline(bundle.MAX_LINE_BYTES)
+        try:
+            bundle.read_header(first)
+        except bundle.BundleError as exc:
+            raise CliError(str(exc)) from None
+        progress = Progress("imported", total=size, unit=" packets")
+        self.report.progress = progress
+        read = len(first)
+        done = 0
+        try:
+            for number, line in bundle.lines(_bounded(stream)):
+                read += len(line) + 1
+                self.one(number, line)
+                done += 1
+                progress.update(done, part=read)
+        finally:
+            progress.done()
+
+    def refuse(self, name: str, reason: str) -> None:
+        self.report.refused += 1
+        self.report.say(f"refused {name}: {reason}")
+
+    def one(self, number: int, line: bytes) -> None:
+        from ltm import bundle
+        from ltm.cli import preflight
+        from ltm.cli.backend import IdTaken
+
+        report = self.report
+        where = f"line {number}"
+        try:
+            entry = bundle.read_entry(line)
+        except bundle.BundleError as exc:
+            self.refuse(where, str(exc))
+            return
+        name = f"{entry.id or '(no id)'} ({where})"
+        try:
+            present = self.backend.stored(entry.id) if entry.id else None
+        except CliError as exc:
+            self.refuse(name, exc.message)
+            return
+        if present is not None and present == _canonical(entry.packet):
+            # Already here, byte for byte: it passed every check when it was stored.
+            report.skipped += 1
+            report.say(f"skipped {entry.id}: identical packet already present")
+            return
+        verdict = preflight.judge(entry.packet, scan=not self.allow_unredacted, rules=self.rules)
+        errors = verdict.refusals(lenient=self.lenient)
+        if errors or verdict.checked is None:
+            hint = "" if entry.conforming else " (stored in lenient mode: pass --lenient)"
+            self.refuse(name, "packet is not a valid packet: " + "; ".join(errors) + hint)
+            return
+        if verdict.hits:
+            hits = verdict.hits
+            found = ", ".join(str(hit) for hit in hits[:3]) + (", …" if len(hits) > 3 else "")
+            self.refuse(
+                name,
+                f"the redaction pre-flight found {found} (edit the bundle, or pass"
+                " --allow-unredacted)",
+            )
+            return
+        checked = verdict.checked
+        if present is not None and not self.replace:
+            self.refuse(
+                name,
+                "a different packet with this id is already there (kept; pass --replace to"
+                " overwrite your own)",
+            )
+            return
+        target = None if self.local else (self.team or entry.team)
+        try:
+            self.backend.push(checked.data, team=target, lenient=self.lenient)
+        except IdTaken:
+            self.refuse(name, "the id belongs to someone else or to another scope; nothing changed")
+            return
+        except CliError as exc:
+            self.refuse(name, exc.message)
+            return
+        if self.local and entry.team:
+            report.into_personal += 1
+        in_team = f" in team {target}" if target else ""
+        if present is None:
+            report.added += 1
+            report.say(f"added {entry.id}{in_team}")
+        else:
+            report.replaced += 1
+            report.say(f"replaced {entry.id}{in_team}")
+
+
+def _canonical(data: dict[str, object]) -> bytes | None:
+    """The canonical bytes of a bundle's packet object; None for what cannot be encoded."""
+    from ltm import packet
+
+    try:
+        return packet.canonical_bytes(data)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _bounded(stream: BinaryIO) -> Iterable[bytes]:
+    """The stream's lines, none longer than a bundle line may be (a runaway file is refused)."""
+    from ltm import bundle
+
+    while True:
+        line = stream.readline(bundle.MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > bundle.MAX_LINE_BYTES and not line.endswith(b"\n"):
+            # Skip the rest of this overlong line; the reader reports it as too long.
+            while line and not line.endswith(b"\n"):
+                line = stream.readline(bundle.MAX_LINE_BYTES)
+            yield b"x" * (bundle.MAX_LINE_BYTES + 1)
+            continue
+        yield line

@@ -1,0 +1,221 @@
+"""ltm doctor: each check passing and failing, the real ``ltm`` against a real server.
+
+Each person is a home of their own (HOME, config and data dirs) and runs in a
+project directory of their own, so the harness files the doctor reads are the
+test's. Failing servers are played by small stdlib servers (clikit); ours is
+the real ``ltm server run``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import stat
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clikit import LTM, Cli, Seen, free_port, json_reply, signed_in, silent_server, stub_server
+from serverkit import Server, running_server
+
+BUDGET_MS = 2000  # the issue's hard limit per check
+# The process's own start (a few hundred ms on a loaded machine) is not part of a check.
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("doctor")) as srv:
+        yield srv
+
+
+def person(home: Path, cli: Cli | None = None) -> Cli:
+    cli = cli or Cli(home)
+    cli.env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / "xdg"))
+    (home / "project").mkdir(parents=True, exist_ok=True)
+    return cli
+
+
+def doctor(cli: Cli, *args: str, code: int | None = None, **env: str) -> dict[str, Any]:
+    result = cli.run("doctor", "--json", *args, cwd=cli.home / "project", **env)
+    report = json.loads(result.stdout)
+    assert result.returncode == (0 if report["ok"] else 1), result.stderr
+    if code is not None:
+        assert result.returncode == code, result.stdout
+    for check in report["checks"]:
+        assert check["elapsed_ms"] <= BUDGET_MS, check
+    return report
+
+
+def by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {check["name"]: check for check in report["checks"]}
+
+
+def test_all_good_against_a_live_server(server: Server, tmp_path: Path) -> None:
+    cli = person(tmp_path, signed_in(server, tmp_path, "olive"))
+    cli.ok("save", "-", "--local", stdin=cli.ok("example"))
+    cli.run("mcp", "install", "cursor", "--write", cwd=tmp_path / "project")
+    report = doctor(cli, code=0)
+    checks = by_name(report)
+    assert checks["config"]["status"] == "ok"
+    assert "credentials" in checks["config"]["detail"]
+    assert checks["server"]["status"] == "ok" and "protocol 0.2" in checks["server"]["detail"]
+    assert checks["token"]["status"] == "ok"
+    assert "label" in checks["token"]["detail"] and "scope" in checks["token"]["detail"]
+    assert checks["clock"]["status"] == "ok"
+    assert (
+        checks["store"]["status"] == "ok" and "intact, schema version" in checks["store"]["detail"]
+    )
+    assert checks["mcp cursor"]["status"] == "ok", checks["mcp cursor"]
+    assert checks["mcp zed"]["status"] == "skip"
+    assert checks["hooks claude-code"]["status"] == "skip"
+
+    text = cli.run("doctor", cwd=tmp_path / "project")
+    assert text.returncode == 0
+    lines = text.stdout.splitlines()
+    assert len(lines) == len(report["checks"])
+    assert lines[1].startswith("ok    server")
+
+
+def test_a_server_that_is_down_fails_fast(tmp_path: Path) -> None:
+    cli = person(tmp_path)
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    checks = by_name(doctor(cli, code=1, LTM_HOST=url, LTM_TOKEN="t" * 40))
+    assert checks["server"]["status"] == "fail"
+    assert "connection refused" in checks["server"]["detail"]
+    assert "--local" in checks["server"]["fix"]
+    assert checks["token"]["status"] == checks["clock"]["status"] == "skip"
+
+    with silent_server() as silent:  # accepts, never answers: the timeout must cut it short
+        checks = by_name(doctor(cli, code=1, LTM_HOST=silent, LTM_TOKEN="t" * 40))
+    assert checks["server"]["status"] == "fail"
+    assert "did not answer within 1.5 s" in checks["server"]["detail"]
+
+
+def test_a_rejected_token(server: Server, tmp_path: Path) -> None:
+    cli = person(tmp_path)
+    checks = by_name(doctor(cli, code=1, LTM_HOST=server.url, LTM_TOKEN="not-a-real-token-at-all"))
+    assert checks["server"]["status"] == "ok"
+    assert checks["token"]["status"] == "fail"
+    assert "rejects the token (from LTM_TOKEN)" in checks["token"]["detail"]
+    assert checks["token"]["fix"] == f"sign in again: ltm auth {server.url}"
+
+
+def _fake_server(version: str, clock: datetime) -> Any:
+    def answer(request: Seen) -> tuple[int, dict[str, str], bytes]:
+        status, headers, body = (
+            json_reply(200, {"ok": True, "version": version})
+            if request.path.startswith("/v1/healthz")
+            else json_reply(200, {"packets": []})
+        )
+        return status, {**headers, "Date": format_datetime(clock, usegmt=True)}, body
+
+    return stub_server(answer)
+
+
+def test_a_server_speaking_another_protocol_version(tmp_path: Path) -> None:
+    cli = person(tmp_path)
+    with _fake_server("9.9", datetime.now(UTC)) as stub:
+        checks = by_name(doctor(cli, code=1, LTM_HOST=stub.url, LTM_TOKEN="t" * 40))
+    assert checks["server"]["status"] == "fail"
+    assert "speaks protocol '9.9'; this ltm speaks '0.2'" in checks["server"]["detail"]
+
+
+@pytest.mark.parametrize(("offset", "status"), [(0, "ok"), (90, "warn"), (-900, "fail")])
+def test_clock_skew_against_the_servers_date(tmp_path: Path, offset: int, status: str) -> None:
+    cli = person(tmp_path)
+    with _fake_server("0.2", datetime.now(UTC) + timedelta(seconds=offset)) as stub:
+        report = doctor(cli, LTM_HOST=stub.url, LTM_TOKEN="t" * 40)
+    clock = by_name(report)["clock"]
+    assert clock["status"] == status, clock
+    if offset:
+        assert ("behind" if offset > 0 else "ahead of") in clock["detail"]
+        assert "NTP" in clock["fix"]
+    assert report["ok"] is (status != "fail")
+
+
+def test_token_files_others_can_read(server: Server, tmp_path: Path) -> None:
+    cli = person(tmp_path, signed_in(server, tmp_path, "pat"))
+    credentials = cli.config / "credentials"
+    credentials.chmod(0o644)
+    config = by_name(doctor(cli, code=1))["config"]
+    assert config["status"] == "fail"
+    assert f"{credentials} is mode 644, not 600" in config["detail"]
+    assert f"chmod 600 {credentials}" in config["fix"]
+    credentials.chmod(0o600)
+    assert stat.S_IMODE(credentials.stat().st_mode) == 0o600
+    assert by_name(doctor(cli, code=0))["config"]["status"] == "ok"
+
+
+def test_a_damaged_local_store(tmp_path: Path) -> None:
+    cli = person(tmp_path)
+    cli.ok("save", "-", "--local", stdin=cli.ok("example"))
+    db = Path(cli.env["LTM_DATA_DIR"]) / "ltm.db"
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    with db.open("r+b") as handle:  # keep the header, wreck the pages after it
+        handle.seek(4096)
+        handle.write(b"\xff" * 8192)
+    store = by_name(doctor(cli, code=1))["store"]
+    assert store["status"] == "fail" and "damaged" in store["detail"]
+    assert "ltm import" in store["fix"]
+
+    db.write_bytes(b"not a database at all" * 200)
+    store = by_name(doctor(cli, code=1))["store"]
+    assert store["status"] == "fail" and "damaged" in store["detail"]
+
+
+def test_a_store_from_a_newer_ltm(tmp_path: Path) -> None:
+    cli = person(tmp_path)
+    cli.ok("save", "-", "--local", stdin=cli.ok("example"))
+    db = Path(cli.env["LTM_DATA_DIR"]) / "ltm.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    store = by_name(doctor(cli, code=1))["store"]
+    assert store["status"] == "fail"
+    assert "schema version 99" in store["detail"] and "upgrade ltm" in store["fix"]
+
+
+def test_mcp_entries_that_run_a_missing_or_other_ltm(tmp_path: Path) -> None:
+    cli = person(tmp_path)
+    project = tmp_path / "project"
+    cli.ok("mcp", "install", "claude-code", "--write", cwd=project)
+    assert by_name(doctor(cli))["mcp claude-code"]["status"] == "ok"
+    config = project / ".mcp.json"
+    doc = json.loads(config.read_text())
+    doc["mcpServers"]["ltm"]["command"] = str(tmp_path / "old-venv" / "bin" / "ltm")
+    config.write_text(json.dumps(doc))
+    check = by_name(doctor(cli, code=1))["mcp claude-code"]
+    assert check["status"] == "fail" and "which is gone" in check["detail"]
+    assert check["fix"] == "ltm mcp install claude-code --write"
+
+    other = tmp_path / "other" / "ltm"
+    other.parent.mkdir()
+    other.write_text("#!/bin/sh\n")
+    doc["mcpServers"]["ltm"]["command"] = str(other)
+    config.write_text(json.dumps(doc))
+    assert by_name(doctor(cli, code=0))["mcp claude-code"]["status"] == "warn"
+
+    config.write_text("{ not json")
+    assert by_name(doctor(cli, code=1))["mcp claude-code"]["status"] == "fail"
+
+
+def test_claude_code_hooks_that_run_ltm(tmp_path: Path) -> None:
+    cli = person(tmp_path)
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+
+    def hooks(command: str) -> None:
+        group = {"matcher": "", "hooks": [{"type": "command", "command": command}]}
+        settings.write_text(json.dumps({"hooks": {"SessionStart": [group]}}))
+
+    hooks(f"{LTM} hook session-start")
+    check = by_name(doctor(cli, code=0))["hooks claude-code SessionStart"]
+    assert check["status"] == "ok"
+    hooks(f"{tmp_path / 'gone' / 'ltm'} hook session-start")
+    check = by_name(doctor(cli, code=1))["hooks claude-code SessionStart"]
+    assert check["status"] == "fail" and check["fix"] == "ltm hooks install claude-code"
+    hooks("echo unrelated")
+    assert by_name(doctor(cli, code=0))["hooks claude-code"]["status"] == "skip"

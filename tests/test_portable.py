@@ -1,0 +1,389 @@
+"""ltm export / ltm import: bundles out of and into the local store and a real server.
+
+The CLI is the real ``ltm`` in subprocesses; the server the real ``ltm server
+run`` (on its SQLite file) and the same app on DynamoDB (moto's server), via
+serverkit. Packets are compared as the stores hold them: byte for byte.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from clikit import LTM, Cli, signed_in
+from serverkit import SERVER_STORES, Server, make_packet, running_server
+
+from ltm import bundle
+from ltm.cli.progress import Progress
+from ltm.store.sqlite import SqliteStore
+
+AWS_KEY = "AKIA" + "IOSFODNN7EXAMPLE"  # AWS's documented example key id, split so no scanner trips
+
+
+@pytest.fixture(scope="module", params=SERVER_STORES)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("portable"), store=request.param) as srv:
+        yield srv
+
+
+def save_local(cli: Cli, n: int, goal: str = "Keep the build green") -> list[str]:
+    ids = []
+    for i in range(n):
+        packet = make_packet(goal=f"{goal} #{i}", created_at=f"2026-05-01T12:00:{i:02d}Z")
+        ids.append(cli.ok("save", "-", "--local", stdin=json.dumps(packet)).strip())
+    return ids
+
+
+def local_bodies(cli: Cli) -> dict[str, bytes]:
+    """Every packet of the person's local store, as stored."""
+    store = SqliteStore(Path(cli.env["LTM_DATA_DIR"]) / "ltm.db")
+    try:
+        out: dict[str, bytes] = {}
+        cursor = None
+        while True:
+            page = store.list_packets(owner_id="local", limit=500, cursor=cursor)
+            for meta in page.items:
+                found = store.get_packet(meta.id)
+                assert found is not None
+                out[meta.id] = found.body
+            if page.cursor is None:
+                return out
+            cursor = page.cursor
+    finally:
+        store.close()
+
+
+def read_bundle(path: Path) -> tuple[dict[str, object], list[bundle.Entry]]:
+    lines = path.read_bytes().splitlines()
+    return bundle.read_header(lines[0]), [bundle.read_entry(line) for line in lines[1:]]
+
+
+def write_bundle(path: Path, lines: list[dict[str, object] | str]) -> Path:
+    header = bundle.header_line(source="test", exported_at="2026-05-01T12:00:00Z")
+    body = "".join(line if isinstance(line, str) else json.dumps(line) + "\n" for line in lines)
+    path.write_text(header + body, encoding="utf-8")
+    return path
+
+
+def line_for(packet: dict[str, object], **extra: object) -> dict[str, object]:
+    return {
+        "id": packet["id"],
+        "scope": "personal",
+        "created_by": "someone",
+        "created_at": packet["created_at"],
+        "conforming": True,
+        "packet": packet,
+        **extra,
+    }
+
+
+# -- the local store ---------------------------------------------------------------
+
+
+def test_export_then_import_into_a_fresh_store_is_byte_identical(tmp_path: Path) -> None:
+    alice = Cli(tmp_path / "alice")
+    ids = save_local(alice, 5)
+    out = tmp_path / "backup.jsonl"
+    result = alice.run("export", "--local", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""  # the bundle went to the file
+    assert "exported 5 packets" in result.stderr
+    assert (out.stat().st_mode & 0o777) == 0o600  # a bundle holds every packet: private
+    header, entries = read_bundle(out)
+    assert header["format"] == "ltm-bundle" and header["version"] == bundle.VERSION
+    assert header["source"] == "local"
+    assert [e.id for e in entries] == list(reversed(ids))  # newest first
+    assert {(e.scope, e.team, e.created_by) for e in entries} == {("personal", None, "local")}
+
+    laptop = Cli(tmp_path / "laptop")
+    first = laptop.run("import", str(out), "--local")
+    assert first.returncode == 0, first.stderr
+    assert sorted(first.stdout.split()) == sorted([w for i in ids for w in ("added", i)]), (
+        first.stdout
+    )
+    assert "5 added, 0 skipped (already present), 0 refused" in first.stderr
+    assert local_bodies(laptop) == local_bodies(alice)
+
+    again = laptop.run("import", str(out), "--local")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.count("identical packet already present") == 5
+    assert "0 added, 5 skipped (already present), 0 refused — nothing changed" in again.stderr
+    assert local_bodies(laptop) == local_bodies(alice)
+
+
+def test_export_to_stdout_and_import_from_stdin(tmp_path: Path) -> None:
+    alice = Cli(tmp_path / "alice")
+    save_local(alice, 2)
+    text = alice.ok("export", "--local")
+    assert len(text.splitlines()) == 3
+    bob = Cli(tmp_path / "bob")
+    bob.ok("import", "-", "--local", stdin=text)
+    assert local_bodies(bob) == local_bodies(alice)
+
+
+def test_export_walks_every_page(tmp_path: Path) -> None:
+    # More packets than one listing page (1000): export follows the store's cursor.
+    from datetime import UTC, datetime
+
+    from ltm.service import packets
+    from ltm.store import User
+
+    alice = Cli(tmp_path / "alice")
+    store = SqliteStore(Path(alice.env["LTM_DATA_DIR"]) / "ltm.db")
+    me = User("local", "local", datetime.now(UTC))
+    for i in range(2100):
+        packets.push(
+            store, me, make_packet(created_at=f"2026-05-01T12:{i // 60:02d}:{i % 60:02d}Z")
+        )
+    store.close()
+    out = tmp_path / "all.jsonl"
+    alice.ok("export", "--local", "-o", str(out))
+    _, entries = read_bundle(out)
+    assert len(entries) == 2100 and len({e.id for e in entries}) == 2100
+    stamps = [e.created_at for e in entries]
+    assert stamps == sorted(stamps, reverse=True)
+
+
+def test_import_reports_each_refusal_and_exits_non_zero(tmp_path: Path) -> None:
+    alice = Cli(tmp_path / "alice")
+    [kept] = save_local(alice, 1)
+    good = make_packet(goal="A clean packet")
+    leaky = make_packet(goal=f"Rotate the key {AWS_KEY}")
+    invalid = make_packet(goal="")
+    changed = make_packet(id=kept, goal="Someone edited this one")
+    lenient = {**make_packet(), "surprise": 1}
+    path = write_bundle(
+        tmp_path / "mixed.jsonl",
+        [
+            line_for(good),
+            line_for(leaky),
+            line_for(invalid),
+            "this is not json\n",
+            line_for(changed),
+            line_for(lenient, conforming=False),
+            line_for(good),
+        ],
+    )
+    before = local_bodies(alice)
+    result = alice.run("import", str(path), "--local")
+    assert result.returncode == 1, result.stderr
+    report = result.stdout.splitlines()
+    assert report[0] == f"added {good['id']}"
+    assert report[1].startswith(f"refused {leaky['id']} (line 3): the redaction pre-flight found")
+    assert "AKIA" in report[1] and "--allow-unredacted" in report[1]
+    assert report[2].startswith(f"refused {invalid['id']} (line 4): packet is not a valid packet")
+    assert report[3] == "refused line 5: not valid JSON"
+    assert report[4].startswith(f"refused {kept} (line 6): a different packet with this id")
+    assert report[5].startswith(f"refused {lenient['id']} (line 7):")
+    assert report[5].endswith("(stored in lenient mode: pass --lenient)")
+    assert report[6] == f"skipped {good['id']}: identical packet already present"
+    assert "1 added, 1 skipped (already present), 5 refused" in result.stderr
+    after = local_bodies(alice)
+    assert after[kept] == before[kept]  # never overwritten without --replace
+    assert set(after) == {kept, good["id"]}
+
+    # The overrides, each doing only what it says.
+    forced = alice.run(
+        "import", str(path), "--local", "--allow-unredacted", "--replace", "--lenient"
+    )
+    assert f"added {leaky['id']}" in forced.stdout
+    assert f"replaced {kept}" in forced.stdout
+    assert f"added {lenient['id']}" in forced.stdout
+    assert "refused line 5: not valid JSON" in forced.stdout
+    assert json.loads(local_bodies(alice)[kept])["goal"] == "Someone edited this one"
+
+
+def test_import_refuses_what_is_not_a_bundle(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    packet = tmp_path / "packet.json"
+    packet.write_text(json.dumps(make_packet()))
+    assert "not an ltm bundle" in cli.fails("import", str(packet), "--local")
+    newer = tmp_path / "newer.jsonl"
+    newer.write_text(json.dumps({"format": "ltm-bundle", "version": 99}) + "\n")
+    assert "newer than this ltm reads" in cli.fails("import", str(newer), "--local")
+    assert "no such file" in cli.fails("import", str(tmp_path / "missing"), "--local")
+    assert "teams live on a server" in cli.fails("export", "--local", "-t", "team")
+
+
+def test_a_failed_export_leaves_no_partial_file(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    save_local(cli, 1)
+    db = Path(cli.env["LTM_DATA_DIR"]) / "ltm.db"
+    db.write_bytes(b"this is not a database" * 100)
+    out = tmp_path / "out.jsonl"
+    cli.run("export", "--local", "-o", str(out))
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")] == []
+
+
+def test_progress_draws_only_on_a_terminal() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, pipe = Terminal(), io.StringIO()
+    for stream in (tty, pipe):
+        bar = Progress("imported", total=100, unit=" packets", stream=stream)
+        bar.update(5, part=50)
+        bar.clear()
+        bar.done()
+    assert "[############............]  50% imported 5 packets" in tty.getvalue()
+    assert tty.getvalue().endswith("\r\x1b[K")
+    assert pipe.getvalue() == ""
+
+
+# -- a server -------------------------------------------------------------------------
+
+
+def test_page_token_walks_a_scope(server: Server) -> None:
+    _, token = server.issue("pager")
+    with server.client(token) as http:
+        ids = []
+        for i in range(7):
+            packet = make_packet(created_at=f"2026-05-01T12:00:{i:02d}Z")
+            assert http.post("/v1/packets", json=packet).status_code == 201
+            ids.append(packet["id"])
+        seen, page_token, pages = [], None, 0
+        while True:
+            params: dict[str, object] = {"limit": 3}
+            if page_token:
+                params["page_token"] = page_token
+            answer = http.get("/v1/packets", params=params).json()
+            pages += 1
+            seen += [row["id"] for row in answer["packets"]]
+            assert all(set(row) == {"id", "created_at", "goal"} for row in answer["packets"])
+            page_token = answer.get("next_page_token")
+            if not page_token:
+                break
+        assert seen == list(reversed(ids)) and pages == 3
+        assert "next_page_token" not in http.get("/v1/packets").json()  # the reference's shape
+        bad = http.get("/v1/packets", params={"page_token": "not-a-token"})
+        assert bad.status_code == 400 and bad.json() == {"error": "invalid page_token"}
+
+
+def test_round_trip_local_server_local_is_byte_identical(server: Server, tmp_path: Path) -> None:
+    laptop = Cli(tmp_path / "laptop")
+    save_local(laptop, 4)
+    up = tmp_path / "up.jsonl"
+    laptop.ok("export", "--local", "-o", str(up))
+
+    signed = signed_in(server, tmp_path / "laptop-signed", "carol")
+    signed.env["LTM_DATA_DIR"] = laptop.env["LTM_DATA_DIR"]
+    pushed = signed.run("import", str(up))
+    assert pushed.returncode == 0, pushed.stderr
+    assert "4 added, 0 skipped" in pushed.stderr and server.url in pushed.stderr
+    again = signed.run("import", str(up))
+    assert "0 added, 4 skipped (already present), 0 refused — nothing changed" in again.stderr
+
+    down = tmp_path / "down.jsonl"
+    signed.ok("export", "-o", str(down))
+    header, entries = read_bundle(down)
+    assert header["source"] == server.url and len(entries) == 4
+    assert {e.created_by for e in entries} == {entries[0].created_by} != {""}
+
+    desktop = Cli(tmp_path / "desktop")
+    desktop.ok("import", str(down), "--local")
+    assert local_bodies(desktop) == local_bodies(laptop)
+
+
+def test_lenient_packets_survive_the_trip(server: Server, tmp_path: Path) -> None:
+    cli = signed_in(server, tmp_path / "dave", "dave")
+    odd = {**make_packet(), "surprise": {"b": 1, "a": 2}}
+    cli.ok("push", "-", "--lenient", stdin=json.dumps(odd))
+    out = tmp_path / "odd.jsonl"
+    cli.ok("export", "-o", str(out))
+    _, [entry] = read_bundle(out)
+    assert entry.conforming is False and entry.packet["surprise"] == {"a": 2, "b": 1}
+    local = Cli(tmp_path / "dave-local")
+    refused = local.run("import", str(out), "--local")
+    assert refused.returncode == 1 and "pass --lenient" in refused.stdout
+    local.ok("import", str(out), "--local", "--lenient")
+    store = SqliteStore(Path(local.env["LTM_DATA_DIR"]) / "ltm.db")
+    try:
+        got = store.get_packet(odd["id"])
+        assert got is not None and got.conforming is False
+    finally:
+        store.close()
+
+
+def test_import_never_overwrites_another_users_packet(server: Server, tmp_path: Path) -> None:
+    erin = signed_in(server, tmp_path / "erin", "erin")
+    mine = make_packet(goal="Erin's own")
+    erin.ok("push", "-", stdin=json.dumps(mine))
+    theirs = make_packet(id=mine["id"], goal="Frank's take-over attempt")
+    path = write_bundle(tmp_path / "frank.jsonl", [line_for(theirs), line_for(make_packet())])
+    frank = signed_in(server, tmp_path / "frank", "frank")
+    result = frank.run("import", str(path))
+    assert result.returncode == 1
+    assert f"refused {mine['id']} (line 2): the id belongs to someone else" in result.stdout
+    assert "1 added, 0 skipped (already present), 1 refused" in result.stderr
+    assert json.loads(erin.ok("show", mine["id"], "--json"))["goal"] == "Erin's own"
+
+
+def test_team_scopes_export_with_all_and_import_into_their_team(
+    server: Server, tmp_path: Path
+) -> None:
+    gina = signed_in(server, tmp_path / "gina", "gina")
+    team = f"crew{tmp_path.name[-6:].replace('_', '').lower()}"[:30]
+    gina.ok("teams", "create", team)
+    personal, shared = make_packet(goal="Mine"), make_packet(goal="Ours")
+    gina.ok("push", "-", stdin=json.dumps(personal))
+    gina.ok("push", "-", "-t", team, stdin=json.dumps(shared))
+
+    only_team = tmp_path / "team.jsonl"
+    gina.ok("export", "-t", team, "-o", str(only_team))
+    _, entries = read_bundle(only_team)
+    assert [(e.id, e.scope, e.team) for e in entries] == [(shared["id"], "team", team)]
+
+    everything = tmp_path / "all.jsonl"
+    gina.ok("export", "--all", "-o", str(everything))
+    _, entries = read_bundle(everything)
+    assert {(e.id, e.scope, e.team) for e in entries} == {
+        (personal["id"], "personal", None),
+        (shared["id"], "team", team),
+    }
+
+    # Deleted on the server, then restored from the bundle: each into its own scope.
+    gina.ok("rm", personal["id"], "--yes")
+    gina.ok("rm", shared["id"], "-t", team, "--yes")
+    restored = gina.run("import", str(everything))
+    assert restored.returncode == 0, restored.stderr
+    assert f"added {shared['id']} in team {team}" in restored.stdout
+    assert json.loads(gina.ok("show", shared["id"], "-t", team, "--json"))["goal"] == "Ours"
+
+    # Into the local store (personal only), team packets land in the personal scope.
+    local = Cli(tmp_path / "gina-local")
+    done = local.run("import", str(everything), "--local")
+    assert "1 team packets went into your personal store" in done.stderr
+    assert len(local_bodies(local)) == 2
+
+
+def test_on_a_terminal_progress_shows_and_the_bundle_never_floods_it(tmp_path: Path) -> None:
+    import pexpect
+
+    cli = Cli(tmp_path)
+    save_local(cli, 3)
+    out = tmp_path / "tty.jsonl"
+
+    def on_terminal(*args: str) -> tuple[str, int]:
+        child = pexpect.spawn(LTM, list(args), env=cli.env, encoding="utf-8", timeout=60)
+        child.expect(pexpect.EOF)
+        child.close()
+        return child.before, child.exitstatus
+
+    text, code = on_terminal("export", "--local", "-o", str(out))
+    assert code == 0
+    assert "\rexported 1 packets\x1b[K" in text  # drawn on the terminal, then cleared
+    assert "exported 3 packets from local store" in text
+    assert len(out.read_text().splitlines()) == 4
+
+    text, code = on_terminal("export", "--local")  # stdout is the terminal: refused
+    assert code == 2 and "ltm export -o FILE" in text and "ltm-bundle" not in text
+
+    text, code = on_terminal("import", str(out), "--local")
+    assert code == 0 and "% imported" in text and "3 skipped (already present)" in text
