@@ -216,6 +216,10 @@ def _token_details(target: Target, http: Http) -> str:
         rows = json.loads(reply.body).get("tokens") if reply.status == 200 else None
     except (CliError, ValueError, AttributeError):
         return ""
+    if reply.status == 403:
+        # Listing tokens needs the full scope; this token just listed packets, so it
+        # may read and nothing more (RFC 6750 §3.1's insufficient_scope).
+        return " (scope 'read': reads only; sign in again for write access)"
     current = next((r for r in rows or [] if isinstance(r, dict) and r.get("current")), None)
     if current is None:
         return ""

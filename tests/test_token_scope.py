@@ -203,6 +203,18 @@ def test_the_cli_says_what_a_read_only_token_lacks(
     assert re.search(r"read write\s+\(this machine\)", listed)
 
 
+def test_doctor_names_a_read_only_tokens_scope(
+    server: Server, read_only: httpx.Client, tmp_path: Path
+) -> None:
+    token = read_only.headers["Authorization"].removeprefix("Bearer ")
+    cli = Cli(tmp_path / "cli")
+    cli.ok("auth", server.url, token)
+    result = cli.run("doctor", "--json")
+    checks = {check["name"]: check for check in json.loads(result.stdout)["checks"]}
+    assert checks["token"]["status"] == "ok"
+    assert "scope 'read': reads only" in checks["token"]["detail"]
+
+
 def test_tokens_from_before_scopes_keep_full_access(tmp_path: Path) -> None:
     """SQLite's migration: every token stored before scopes existed is full, as it was."""
     import sqlite3
