@@ -21,7 +21,7 @@ from ltm.packet import new_id
 
 RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{9,63}")
 GOOD = [
-    new_id(),
+    "01M842PBE2HR6T8B4XB0EW6HK7",  # a ULID as new_id() mints them (fixed: xdist workers agree)
     "01JS5LTMEXAMPLEPACKET00001A",  # the published example's
     "ltm-bench-2026-04-22",
     "a" * 64,
@@ -49,6 +49,11 @@ BAD = {
 def test_good_ids_pass(packet_id: str) -> None:
     check_packet_id(packet_id)
     assert id_problem(packet_id) is None
+
+
+def test_minted_ids_pass() -> None:
+    for _ in range(100):
+        check_packet_id(new_id())
 
 
 @pytest.mark.parametrize(("packet_id", "named"), BAD.items(), ids=[repr(k) for k in BAD])
