@@ -606,6 +606,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
     ) -> bool:
         meta = packet.meta
         item = _packet_item(packet, sort_key)
+        item_key = _key(f"PKT#{meta.id}", "PKT")
         # A move of the owner's personal packet into a team is one transaction that
         # checks the membership; everything else is one conditional PutItem. ``seen``
         # tells up front which it is; unseen, a failed put hands back the item.
@@ -652,7 +653,9 @@ class DynamoStore(DeviceGrantsMixin, Store):
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 )
             except self._exc.ConditionalCheckFailedException as exc:
-                existing = exc.response.get("Item")
+                # An engine that ignores ReturnValuesOnConditionCheckFailure (DynamoDB
+                # before mid-2023, dynalite) sends no item: read it.
+                existing = exc.response.get("Item") or self._get_item(item_key)
                 if existing is None:
                     continue  # deleted meanwhile: try again
                 moving = moves_into_team(_packet_meta(existing), meta)
