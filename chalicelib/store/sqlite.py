@@ -4,9 +4,15 @@ Safe under concurrent processes and threads: each thread gets its own
 connection, the database runs in WAL mode (readers never block the writer),
 and every write that checks before it writes does so inside ``BEGIN
 IMMEDIATE``, which takes the write lock up front so two writers cannot both
-pass the check. ``synchronous=NORMAL`` keeps every committed transaction
-across a crash of the process (what ``kill -9`` does); only a power cut can
-lose the last few commits.
+pass the check.
+
+Durability: ``synchronous=FULL`` by default, so a commit returns only once
+the WAL is on disk (in WAL mode FULL syncs the WAL at every commit;
+https://www.sqlite.org/pragma.html#pragma_synchronous): what was
+acknowledged survives a power loss or a kernel crash. ``LTM_SQLITE_SYNC=normal``
+trades that for speed: NORMAL syncs only at checkpoints, so a commit is
+still safe from a crash of the process (``kill -9``), but a power loss or a
+kernel crash can lose the last commits (the database stays consistent).
 """
 
 from __future__ import annotations
@@ -133,6 +139,23 @@ MIGRATIONS: tuple[str, ...] = (
 
 SCHEMA_VERSION = len(MIGRATIONS)
 BUSY_TIMEOUT_MS = 30_000
+
+# The operator's durability setting (see the module docstring): its values,
+# each a PRAGMA synchronous level.
+SYNC_ENV = "LTM_SQLITE_SYNC"
+SYNC_LEVELS = {"full": "FULL", "normal": "NORMAL"}
+
+
+def sync_level(value: str | None = None) -> str:
+    """The PRAGMA synchronous level for ``value`` (default: ``$LTM_SQLITE_SYNC``, else full)."""
+    if value is None:
+        value = os.environ.get(SYNC_ENV) or "full"
+    level = SYNC_LEVELS.get(value.strip().lower())
+    if level is None:
+        raise ValueError(f"{SYNC_ENV} must be full or normal, got {value!r}")
+    return level
+
+
 # Expired device grants are kept this long (so a late poll still gets ``expired_token``).
 DEVICE_GRANT_KEEP = timedelta(days=1)
 _GRANT_COLUMNS = (
@@ -156,8 +179,9 @@ def _scope(owner_id: str, team_id: str | None) -> str:
 class SqliteStore(Store):
     """A ``Store`` in one SQLite file. Open it once per process and share it across threads."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, sync: str | None = None) -> None:
         self.path = Path(path)
+        self.synchronous = sync_level(sync)  # before anything opens a connection
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -178,7 +202,7 @@ class SqliteStore(Store):
                 check_same_thread=False,
             )
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")
             self._local.conn = conn
             with self._lock:

@@ -1,0 +1,118 @@
+"""Acknowledged means durable: SQLite syncs the WAL at every commit unless the operator opts out.
+
+``PRAGMA synchronous`` reads 2 (FULL) by default on every connection the
+store opens, in every thread; ``LTM_SQLITE_SYNC=normal`` (or ``ltm server run
+--sqlite-sync normal``) makes it 1 (NORMAL). The CLI's embedded store follows
+the same default and the same variable.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from serverkit import clean_env, init_db, ltm_server, run_server
+
+from ltm.store.sqlite import SqliteStore
+
+FULL, NORMAL = 2, 1
+
+
+def levels(store: SqliteStore) -> set[int]:
+    """PRAGMA synchronous on this thread's connection and on a second thread's."""
+    seen = {store._conn().execute("PRAGMA synchronous").fetchone()[0]}
+
+    def other() -> None:
+        seen.add(store._conn().execute("PRAGMA synchronous").fetchone()[0])
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join()
+    return seen
+
+
+def test_full_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LTM_SQLITE_SYNC", raising=False)
+    store = SqliteStore(tmp_path / "a.db")
+    try:
+        assert levels(store) == {FULL}
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("value", "level"), [("normal", NORMAL), ("NORMAL", NORMAL), ("full", FULL)]
+)
+def test_the_environment_sets_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str, level: int
+) -> None:
+    monkeypatch.setenv("LTM_SQLITE_SYNC", value)
+    store = SqliteStore(tmp_path / "a.db")
+    try:
+        assert levels(store) == {level}
+    finally:
+        store.close()
+
+
+def test_an_explicit_setting_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LTM_SQLITE_SYNC", "full")
+    store = SqliteStore(tmp_path / "a.db", sync="normal")
+    try:
+        assert levels(store) == {NORMAL}
+    finally:
+        store.close()
+
+
+def test_an_unknown_value_is_refused_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LTM_SQLITE_SYNC", "off")
+    with pytest.raises(ValueError, match="LTM_SQLITE_SYNC must be full or normal, got 'off'"):
+        SqliteStore(tmp_path / "a.db")
+    assert not (tmp_path / "a.db").exists()  # refused before anything was opened
+
+
+def test_the_cli_embedded_store_is_full_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ltm save`` says "saved" only once the packet would survive a power loss."""
+    from ltm.cli.backend import LocalBackend
+
+    monkeypatch.delenv("LTM_SQLITE_SYNC", raising=False)
+    monkeypatch.setenv("LTM_DATA_DIR", str(tmp_path / "data"))
+    backend = LocalBackend.open()
+    try:
+        assert isinstance(backend.store, SqliteStore)
+        assert levels(backend.store) == {FULL}
+    finally:
+        backend.store.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "shown"),
+    [
+        ((), {}, "full"),
+        (("--sqlite-sync", "normal"), {}, "normal"),
+        ((), {"LTM_SQLITE_SYNC": "normal"}, "normal"),
+    ],
+)
+def test_server_run_says_which_it_applies(
+    tmp_path: Path, args: tuple[str, ...], env: dict[str, str], shown: str
+) -> None:
+    db = tmp_path / "server.db"
+    root = init_db(db)
+    server = run_server(db, tmp_path / "server.log", root, *args, env=clean_env(**env))
+    try:
+        first = server.logs().splitlines()[0]
+        assert f"sqlite sync {shown})" in first, first
+    finally:
+        server.stop()
+
+
+def test_server_run_refuses_an_unknown_setting_before_listening(tmp_path: Path) -> None:
+    db = tmp_path / "server.db"
+    init_db(db)
+    result = ltm_server("run", "--db", str(db), "--addr", "127.0.0.1:0", "--sqlite-sync", "off")
+    assert result.returncode != 0
+    assert result.stderr.strip() == "ltm: --sqlite-sync must be full or normal, got 'off'"
