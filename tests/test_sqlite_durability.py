@@ -3,17 +3,22 @@
 ``PRAGMA synchronous`` reads 2 (FULL) by default on every connection the
 store opens, in every thread; ``LTM_SQLITE_SYNC=normal`` (or ``ltm server run
 --sqlite-sync normal``) makes it 1 (NORMAL). The CLI's embedded store follows
-the same default and the same variable.
+the same default and the same variable. Concurrent writes share commits
+(group commit), yet each returns only once its own write is committed, and a
+write that fails takes nobody else's with it.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from serverkit import clean_env, init_db, ltm_server, run_server
 
+from ltm.store import Conflict, User
 from ltm.store.sqlite import SqliteStore
 
 FULL, NORMAL = 2, 1
@@ -116,3 +121,47 @@ def test_server_run_refuses_an_unknown_setting_before_listening(tmp_path: Path) 
     result = ltm_server("run", "--db", str(db), "--addr", "127.0.0.1:0", "--sqlite-sync", "off")
     assert result.returncode != 0
     assert result.stderr.strip() == "ltm: --sqlite-sync must be full or normal, got 'off'"
+
+
+def test_concurrent_writes_are_each_committed_before_they_return(tmp_path: Path) -> None:
+    """16 threads write at once; every third write collides with an existing user and fails."""
+    db = tmp_path / "a.db"
+    store = SqliteStore(db)
+    now = datetime.now(UTC)
+    store.create_user(User("taken", "taken", now))
+    done: list[str] = []
+    refused: list[str] = []
+    problems: list[str] = []
+
+    def writer(t: int) -> None:
+        observer = sqlite3.connect(db)  # another connection: it sees only what is committed
+        try:
+            for n in range(20):
+                user_id = "taken" if n % 3 == 0 else f"u{t}-{n}"
+                try:
+                    store.create_user(User(user_id, f"{t}/{n}", now))
+                except Conflict:
+                    refused.append(f"{t}/{n}")
+                    continue
+                row = observer.execute("SELECT display FROM users WHERE id = ?", (user_id,))
+                if row.fetchone() != (f"{t}/{n}",):
+                    problems.append(f"{user_id} returned before it was committed")
+                done.append(user_id)
+        except Exception as exc:  # anything else is a failure of the test
+            problems.append(repr(exc))
+        finally:
+            observer.close()
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    store.close()
+    assert not problems, problems[:5]
+    assert len(refused) == 16 * 7 and len(done) == 16 * 13
+    with sqlite3.connect(db) as check:
+        ids = {row[0] for row in check.execute("SELECT id FROM users")}
+        displays = dict(check.execute("SELECT id, display FROM users").fetchall())
+    assert ids == {"taken", *done}
+    assert displays["taken"] == "taken"  # the colliding writes changed nothing
