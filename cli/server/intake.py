@@ -171,6 +171,8 @@ class RequestReader:
 
     def _chunks_complete(self) -> bool:
         buf = self._buf
+        if len(buf) > self.max_head + 4 * self.max_body:
+            return True  # framing out of all proportion (chunk extensions): the worker decides
         while True:
             line_end = buf.find(b"\n", self._chunk_pos)
             if line_end < 0:
