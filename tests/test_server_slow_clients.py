@@ -26,6 +26,7 @@ import pytest
 from serverkit import Server, packet_id, running_server
 
 from ltm.cli.server.http import IDLE_TIMEOUT, REQUEST_TIMEOUT
+from ltm.cli.server.intake import RequestReader
 
 HEALTHZ = b"GET /v1/healthz HTTP/1.1\r\nHost: x\r\n\r\n"
 SLACK = 6.0  # the expiry runs every 0.5 s; the box is shared and loaded
@@ -53,22 +54,46 @@ class Slow:
     closed_at: float | None = None
 
 
+class Replies:
+    """The responses on one connection, in order (several may come in one recv)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.pending = b""
+
+    def _more(self) -> None:
+        chunk = self.sock.recv(4096)
+        assert chunk, f"closed before a whole response: {self.pending!r}"
+        self.pending += chunk
+
+    def next(self) -> bytes:
+        """One whole response with a Content-Length body (or an interim one)."""
+        while b"\r\n\r\n" not in self.pending:
+            self._more()
+        head, _, rest = self.pending.partition(b"\r\n\r\n")
+        length = next(
+            (
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            ),
+            0,
+        )
+        while len(rest) < length:
+            self._more()
+            head, _, rest = self.pending.partition(b"\r\n\r\n")
+        self.pending = rest[length:]
+        return head + b"\r\n\r\n" + rest[:length]
+
+    def rest(self) -> bytes:
+        """Everything else until the server closes the connection."""
+        while chunk := self.sock.recv(4096):
+            self.pending += chunk
+        return self.pending
+
+
 def read_response(sock: socket.socket) -> bytes:
-    """One whole response with a Content-Length body."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(4096)
-        assert chunk, f"closed before a response: {data!r}"
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = next(
-        int(line.split(b":", 1)[1])
-        for line in head.split(b"\r\n")
-        if line.lower().startswith(b"content-length:")
-    )
-    while len(body) < length:
-        body += sock.recv(4096)
-    return head + b"\r\n\r\n" + body
+    return Replies(sock).next()
 
 
 def open_slow(server: Server, kind: str) -> Slow:
@@ -222,17 +247,17 @@ def test_a_request_split_across_packets_is_served_whole(server: Server) -> None:
 def test_pipelined_requests_are_each_answered(server: Server) -> None:
     with socket.create_connection(address(server), timeout=10) as sock:
         sock.sendall(HEALTHZ * 3)
-        replies = [read_response(sock) for _ in range(3)]
-    assert all(r.startswith(b"HTTP/1.1 200 ") for r in replies)
+        replies = Replies(sock)
+        answers = [replies.next() for _ in range(3)]
+    assert all(r.startswith(b"HTTP/1.1 200 ") for r in answers)
 
 
 def test_a_pipelined_half_request_times_out_after_the_whole_one(server: Server) -> None:
     with socket.create_connection(address(server), timeout=REQUEST_TIMEOUT + SLACK) as sock:
         sock.sendall(HEALTHZ + b"GET /v1/healthz HTTP/1.1\r\nHo")
-        assert read_response(sock).startswith(b"HTTP/1.1 200 ")
-        rest = b""
-        while chunk := sock.recv(4096):
-            rest += chunk
+        replies = Replies(sock)
+        assert replies.next().startswith(b"HTTP/1.1 200 ")
+        rest = replies.rest()
     assert rest.startswith(b"HTTP/1.1 408 "), rest
 
 
@@ -243,14 +268,10 @@ def test_expect_100_continue_gets_one_interim_answer_then_the_final_one(server: 
             b"POST /v1/packets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Expect: 100-continue\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n"
         )
-        interim = b""
-        while b"\r\n\r\n" not in interim:
-            chunk = sock.recv(4096)
-            assert chunk
-            interim += chunk
-        assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+        replies = Replies(sock)
+        assert replies.next() == b"HTTP/1.1 100 Continue\r\n\r\n"
         sock.sendall(body)
-        reply = read_response(sock)
+        reply = replies.next()
     assert reply.startswith(b"HTTP/1.1 401 "), reply
     assert b"100 Continue" not in reply
 
@@ -277,3 +298,107 @@ def test_a_chunked_body_sent_in_pieces_is_served(server: Server) -> None:
     )
     reply = send_in_pieces(server, request, 25)
     assert reply.startswith(b"HTTP/1.1 201 "), reply
+
+
+# -- when is a request whole? (the intake's judgement, byte by byte) -------------------------
+
+
+@contextmanager
+def connected_reader() -> Iterator[tuple[RequestReader, socket.socket]]:
+    """A reader on one end of a socket pair (limits: 200-byte head, 100-byte body), the peer."""
+    left, right = socket.socketpair()
+    try:
+        yield RequestReader(left, max_head=200, max_body=100, timeout=1), right
+    finally:
+        left.close()
+        right.close()
+
+
+def judged(data: bytes) -> list[bool]:
+    """``complete()`` after each byte of ``data`` is fed, one at a time."""
+    with connected_reader() as (reader, _peer):
+        answers = []
+        for byte in data:
+            reader.feed(bytes([byte]))
+            answers.append(reader.complete())
+        return answers
+
+
+def whole_only_at_the_end(data: bytes) -> bool:
+    return judged(data) == [False] * (len(data) - 1) + [True]
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n",  # the empty line cheroot skips
+        b"POST / HTTP/1.1\r\ncontent-LENGTH: 5\r\n\r\nhello",
+        b"POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+        b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n0\r\n\r\n",
+        b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nX-T: 1\r\n\r\n",
+        # HTTP/1.0: cheroot ignores Transfer-Encoding, so the head is the request
+        b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+    ],
+)
+def test_a_request_is_whole_at_its_last_byte_and_not_before(request_bytes: bytes) -> None:
+    assert whole_only_at_the_end(request_bytes)
+
+
+@pytest.mark.parametrize(
+    ("head", "why"),
+    [
+        (b"POST / HTTP/1.1\r\nContent-Length: 101\r\n\r\n", "413 before the body"),
+        (b"POST / HTTP/1.1\r\nContent-Length: nope\r\n\r\n", "400"),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", "501"),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "400"),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n65\r\n", "413"),
+        (b"GET / HTTP/1.1\nHost: x\n\n", "400: bare LF"),
+    ],
+)
+def test_a_request_refused_from_what_is_in_goes_to_a_worker_at_once(head: bytes, why: str) -> None:
+    assert judged(head)[-1] is True, why
+
+
+def test_a_head_past_the_limit_goes_to_a_worker_for_its_413() -> None:
+    answers = judged(b"GET / HTTP/1.1\r\nX-Big: " + b"x" * 300)
+    assert answers.index(True) == 200  # the byte after the 200-byte limit
+
+
+def test_a_pipelined_request_is_whole_when_the_first_is() -> None:
+    first = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+    assert judged(first + b"GET /b HT")[len(first) - 1] is True
+
+
+def test_expect_100_continue_is_wanted_only_while_the_body_is_missing() -> None:
+    with connected_reader() as (reader, _peer):
+        reader.feed(b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
+        assert not reader.complete() and reader.wants_continue()
+        reader.continued = True
+        assert not reader.wants_continue()
+        reader.feed(b"ok")
+        assert reader.complete()
+
+
+def test_the_line_end_left_after_a_chunked_body_is_not_a_new_request() -> None:
+    with connected_reader() as (reader, _peer):
+        reader.feed(b"\r\n")  # what cheroot leaves after reading the last chunk
+        assert not reader.started()  # so the connection is idle, not a request timing out
+        reader.feed(b"G")
+        assert reader.started()
+
+
+def test_the_worker_reads_from_memory_and_never_past_the_deadline() -> None:
+    with connected_reader() as (reader, peer):
+        reader.feed(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nrest")
+        assert reader.readline() == b"GET / HTTP/1.1\r\n"
+        assert reader.readline(4) == b"Host"
+        assert reader.readline() == b": x\r\n"
+        assert reader.read(2) == b"\r\n"
+        assert reader.read(4) == b"rest"
+        reader.deadline = time.monotonic() - 1  # the request's time is up
+        with pytest.raises(TimeoutError, match="timed out"):  # what cheroot answers 408 to
+            reader.read(1)
+        reader.deadline = time.monotonic() + 5
+        peer.sendall(b"more\n")
+        assert reader.readline() == b"more\n"  # from the socket, within the deadline

@@ -96,8 +96,13 @@ class RequestReader:
     def feed(self, data: bytes) -> None:
         self._buf += data
 
-    def has_data(self) -> bool:
-        return bool(self._buf)
+    def started(self) -> bool:
+        """Whether a byte of the next request is in, beyond the line ends cheroot leaves.
+
+        cheroot reads a chunked body up to its last chunk and leaves the final
+        empty line, skipping it before the next request (RFC 9112 §2.2).
+        """
+        return bool(self._buf.lstrip(b"\r\n"))
 
     def wants_continue(self) -> bool:
         """The client waits for "100 Continue" before it sends the body, and has none yet."""
@@ -257,7 +262,7 @@ class Intake(ConnectionManager):
         reader: RequestReader = conn.rfile
         reader.reset()
         now = time.monotonic()
-        reader.idle = not reader.has_data()
+        reader.idle = not reader.started()
         if reader.idle:
             reader.deadline = now + self.idle_timeout
         else:  # the client sent its next request already (pipelining)
@@ -329,7 +334,7 @@ class Intake(ConnectionManager):
         ]
         for fd, conn in due:
             self._selector.unregister(fd)
-            if conn.rfile.has_data():
+            if conn.rfile.started():
                 with contextlib.suppress(OSError):
                     conn.socket.send(TIMED_OUT)
             with contextlib.suppress(OSError):
