@@ -12,18 +12,21 @@ is closed on the way out.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import selectors
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 import pytest
-from serverkit import Server, packet_id, running_server
+from serverkit import LTM, Server, init_db, packet_id, run_server, running_server
 
 from ltm.cli.server.http import IDLE_TIMEOUT, REQUEST_TIMEOUT
 from ltm.cli.server.intake import RequestReader
@@ -232,6 +235,38 @@ def send_in_pieces(server: Server, request: bytes, size: int) -> bytes:
             sock.sendall(request[at : at + size])
             time.sleep(0.005)
         return read_response(sock)
+
+
+# Run ``ltm server run`` under a descriptor limit of 64, so that it parks 8 connections at most.
+UNDER_64_FDS = (
+    "import os, resource as r, sys;"
+    "r.setrlimit(r.RLIMIT_NOFILE, (64, r.getrlimit(r.RLIMIT_NOFILE)[1]));"
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
+def test_a_flood_of_connections_past_the_limit_evicts_the_idle_ones(tmp_path: Path) -> None:
+    """At its connection limit the server closes the oldest idle connection, not the newest."""
+    db = tmp_path / "server.db"
+    root = init_db(db)
+    command = [sys.executable, "-c", UNDER_64_FDS, LTM, "server", "run", "--db", str(db)]
+    server = run_server(db, tmp_path / "server.log", root, "--workers", "1", command=command)
+    flood: list[socket.socket] = []
+    try:
+        for _ in range(40):
+            flood.append(socket.create_connection(address(server), timeout=5))
+        assert healthz_seconds(server) < 1.0  # long before the 5 s the silent ones may take
+        closed = 0
+        for sock in flood:
+            sock.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                closed += sock.recv(1) == b""  # EOF: the server closed it
+        assert closed >= 40 - 8, closed  # all but the limit's worth were evicted at once
+        assert server.proc.poll() is None
+    finally:
+        for sock in flood:
+            sock.close()
+        server.stop()
 
 
 def test_a_request_split_across_packets_is_served_whole(server: Server) -> None:

@@ -26,6 +26,7 @@ cheroot answers it as before (413, 400, 501).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import selectors
 import socket
@@ -54,6 +55,27 @@ def json_error(protocol: str, status: str, message: str, *, close: bool) -> byte
 
 
 TIMED_OUT = json_error("HTTP/1.1", "408 Request Timeout", "request timeout", close=True)
+_OUT_OF_DESCRIPTORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+MAX_CONNECTIONS = 4096  # per process, whatever the descriptor limit allows
+
+
+def connection_limit() -> int:
+    """How many connections a process keeps open at most: below its descriptor limit.
+
+    Past it, a new connection closes the parked connection that matters least
+    (see ``Intake._evict``), so a flood of idle connections cannot lock newer
+    clients out; half the limit (at least 256 descriptors) stays free for the
+    database, the log and the connections the workers hold.
+    """
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 512
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(8, min(MAX_CONNECTIONS, soft // 2, soft - 256))
 
 
 class RequestReader:
@@ -251,10 +273,18 @@ class RequestReader:
 class Intake(ConnectionManager):
     """cheroot's connection manager, reading requests in its selector thread (see the module)."""
 
-    def __init__(self, server: Any, *, request_timeout: float, idle_timeout: float) -> None:
+    def __init__(
+        self,
+        server: Any,
+        *,
+        request_timeout: float,
+        idle_timeout: float,
+        max_connections: int | None = None,
+    ) -> None:
         super().__init__(server)
         self.request_timeout = request_timeout
         self.idle_timeout = idle_timeout
+        self.max_connections = max_connections or connection_limit()
 
     # The worker hands back a connection it kept open after a response.
     def put(self, conn: Any) -> None:
@@ -284,15 +314,46 @@ class Intake(ConnectionManager):
                 continue
             for fd, conn in ready:
                 if conn is self.server:
-                    new = self._from_server_socket(self.server.socket)
-                    if new is not None:
-                        self._admit(new)
+                    self._accept()
                 else:
                     self._receive(fd, conn)
             now = time.monotonic()
             if now - last_check >= expiration_interval:
                 self._expire_due(now)
                 last_check = now
+
+    def _accept(self) -> None:
+        """Take a new connection; at the limit, make room by closing the least useful one."""
+        try:
+            conn = self._from_server_socket(self.server.socket)
+        except OSError as exc:
+            if exc.errno not in _OUT_OF_DESCRIPTORS:
+                raise
+            # cheroot would raise out of its loop, retry at once, and never get to
+            # expire anything: the server would spin until the clients left.
+            if not self._evict():
+                time.sleep(0.01)  # every descriptor is with a worker: they free soon
+            return
+        if conn is None:
+            return
+        if self._num_connections >= self.max_connections:
+            self._evict()
+        self._admit(conn)
+
+    def _evict(self) -> bool:
+        """Close the parked connection that matters least: idle before mid-request, oldest first."""
+        parked = [
+            (conn.rfile.started(), conn.rfile.deadline, fd, conn)
+            for fd, conn in self._selector.connections
+            if conn is not self.server
+        ]
+        if not parked:
+            return False
+        _started, _deadline, fd, conn = min(parked, key=lambda p: (p[0], p[1]))
+        self._selector.unregister(fd)
+        with contextlib.suppress(OSError):
+            conn.close()
+        return True
 
     def _admit(self, conn: Any) -> None:
         conn.last_used = time.time()
