@@ -56,7 +56,9 @@ def json_error(protocol: str, status: str, message: str, *, close: bool) -> byte
 
 TIMED_OUT = json_error("HTTP/1.1", "408 Request Timeout", "request timeout", close=True)
 _OUT_OF_DESCRIPTORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
-MAX_CONNECTIONS = 4096  # per process, whatever the descriptor limit allows
+# Per process, whatever the descriptor limit allows: each may buffer up to a
+# 64 KiB head, so this also bounds what slow clients can make it hold (64 MiB).
+MAX_CONNECTIONS = 1024
 
 
 def connection_limit() -> int:
@@ -124,7 +126,7 @@ class RequestReader:
         cheroot reads a chunked body up to its last chunk and leaves the final
         empty line, skipping it before the next request (RFC 9112 §2.2).
         """
-        return bool(self._buf.lstrip(b"\r\n"))
+        return len(self._buf) > 2 or bool(self._buf.lstrip(b"\r\n"))  # never copies much
 
     def wants_continue(self) -> bool:
         """The client waits for "100 Continue" before it sends the body, and has none yet."""
