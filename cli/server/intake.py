@@ -343,7 +343,7 @@ class Intake(ConnectionManager):
         self._admit(conn)
 
     def _evict(self) -> bool:
-        """Close the parked connection that matters least: idle before mid-request, oldest first."""
+        """Close the parked connection that matters least: idle ones first, soonest due first."""
         parked = [
             (conn.rfile.started(), conn.rfile.deadline, fd, conn)
             for fd, conn in self._selector.connections
