@@ -65,7 +65,7 @@ def _server_cmd() -> list[str]:
 class Server:
     """``ltm server run`` as a subprocess, with its memory and CPU read from /proc."""
 
-    def __init__(self, workdir: Path, threads: int, workers: int = 0) -> None:
+    def __init__(self, workdir: Path, threads: int, workers: int = 0, sync: str = "") -> None:
         self.db = workdir / "server.db"
         self.log = workdir / "server.log"
         cmd = _server_cmd()
@@ -78,6 +78,7 @@ class Server:
         self.root = init.stdout.strip()
         argv = [*cmd, "run", "--db", str(self.db), "--addr", "127.0.0.1:0"]
         argv += ["--threads", str(threads)] + (["--workers", str(workers)] if workers else [])
+        argv += ["--sqlite-sync", sync] if sync else []
         with self.log.open("wb") as sink:
             self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=sink, env=env)
         deadline = time.monotonic() + 30
@@ -292,7 +293,8 @@ def seed(db: Path, owner_id: str, count: int) -> None:
     from ltm.store import PacketMeta, StoredPacket
     from ltm.store.sqlite import SqliteStore
 
-    store = SqliteStore(db)
+    # Setup, not measured: no fsync per seeded packet (FULL would take minutes for 100,000).
+    store = SqliteStore(db, sync="normal")
     try:
         for n in range(count):
             pid = str(ULID())
@@ -316,13 +318,16 @@ def main() -> int:
         "--workers", type=int, default=0, help="server processes (0: the server's default)"
     )
     parser.add_argument("--ls-requests", type=int, default=400)
+    parser.add_argument(
+        "--sqlite-sync", default="", help="the server's --sqlite-sync (default: the server's own)"
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args()
 
     from ulid import ULID
 
     with tempfile.TemporaryDirectory(prefix="ltm-bench-") as tmp:
-        server = Server(Path(tmp), args.threads, args.workers)
+        server = Server(Path(tmp), args.threads, args.workers, args.sqlite_sync)
         try:
             users = [server.issue(f"bench{i}") for i in range(4)]
             tokens = [t for _, t in users]
@@ -404,6 +409,7 @@ def main() -> int:
 
     results["machine"] = f"{os.cpu_count()} cores, Python {platform.python_version()}"
     results["threads"] = args.threads
+    results["sqlite_sync"] = args.sqlite_sync or "server default"
     results["workers"] = results["processes"]
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
@@ -421,7 +427,8 @@ def main() -> int:
     mark = {True: "met", False: "MISSED"}
     print(
         f"Server benchmark ({results['machine']}, {args.threads} server threads,"
-        f" x {results['processes']} process(es), {CONNECTIONS} connections, loopback)\n"
+        f" x {results['processes']} process(es), {CONNECTIONS} connections, loopback,"
+        f" sqlite sync: {results['sqlite_sync']})\n"
     )
     print(
         "| workload | requests/s | p50 ms | p90 ms | p99 ms | server CPU/request"

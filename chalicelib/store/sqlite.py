@@ -4,13 +4,20 @@ Safe under concurrent processes and threads: each thread gets its own
 connection, the database runs in WAL mode (readers never block the writer),
 and every write that checks before it writes does so inside ``BEGIN
 IMMEDIATE``, which takes the write lock up front so two writers cannot both
-pass the check. ``synchronous=NORMAL`` keeps every committed transaction
-across a crash of the process (what ``kill -9`` does); only a power cut can
-lose the last few commits.
+pass the check.
+
+Durability: ``synchronous=FULL`` by default, so a commit returns only once
+the WAL is on disk (in WAL mode FULL syncs the WAL at every commit;
+https://www.sqlite.org/pragma.html#pragma_synchronous): what was
+acknowledged survives a power loss or a kernel crash. ``LTM_SQLITE_SYNC=normal``
+trades that for speed: NORMAL syncs only at checkpoints, so a commit is
+still safe from a crash of the process (``kill -9``), but a power loss or a
+kernel crash can lose the last commits (the database stays consistent).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -157,6 +164,23 @@ MIGRATIONS: tuple[str, ...] = (
 
 SCHEMA_VERSION = len(MIGRATIONS)
 BUSY_TIMEOUT_MS = 30_000
+
+# The operator's durability setting (see the module docstring): its values,
+# each a PRAGMA synchronous level.
+SYNC_ENV = "LTM_SQLITE_SYNC"
+SYNC_LEVELS = {"full": "FULL", "normal": "NORMAL"}
+
+
+def sync_level(value: str | None = None) -> str:
+    """The PRAGMA synchronous level for ``value`` (default: ``$LTM_SQLITE_SYNC``, else full)."""
+    if value is None:
+        value = os.environ.get(SYNC_ENV) or "full"
+    level = SYNC_LEVELS.get(value.strip().lower())
+    if level is None:
+        raise ValueError(f"{SYNC_ENV} must be full or normal, got {value!r}")
+    return level
+
+
 # Expired device grants are kept this long (so a late poll still gets ``expired_token``).
 DEVICE_GRANT_KEEP = timedelta(days=1)
 _GRANT_COLUMNS = (
@@ -195,59 +219,147 @@ def _statements(script: str) -> list[str]:
 class SqliteStore(Store):
     """A ``Store`` in one SQLite file. Open it once per process and share it across threads."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, sync: str | None = None) -> None:
         self.path = Path(path)
+        self.synchronous = sync_level(sync)  # before anything opens a connection
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._writer = threading.Lock()
+        # Group commit (see _write): the one connection this process writes on,
+        # the transaction open on it (its number; 0: none), the last one ended.
+        self._ops = threading.Lock()  # one write at a time on the writer connection
+        self._committing = threading.Lock()  # one commit at a time
+        self._writer: sqlite3.Connection | None = None
+        self._writer_pid = 0
+        self._open = 0
+        self._ended = 0
+        self._failed: dict[int, str] = {}  # transactions whose COMMIT failed: why
         self._lock_fd: int | None = None
         self._lock_pid = 0
         self._migrate()
 
     # -- connections and transactions -----------------------------------
 
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        with self._lock:
+            self._all.append(conn)
+        return conn
+
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        """This thread's connection; inside a write, the writer's (it sees the write so far)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "writing", None) or getattr(
+            self._local, "conn", None
+        )
         if conn is None:
-            conn = sqlite3.connect(
-                self.path,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
+            conn = self._local.conn = self._connect()
         return conn
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """A transaction that holds the write lock from its first statement.
+        """One write, committed before this returns; writes that arrive together share the commit.
 
-        Writers queue on a thread lock and an ``flock`` before ``BEGIN
-        IMMEDIATE``: SQLite's own busy handler polls with growing sleeps, so
-        under contention a writer could wait long after the lock was free,
-        while a blocked ``flock`` wakes the moment it is released (measured:
-        push p99 halves with 16 concurrent writers).
+        Under ``synchronous=FULL`` every commit waits for an fsync of the WAL
+        (milliseconds), and SQLite has one writer at a time, so one commit per
+        write would cap the store at a few hundred writes a second. Instead the
+        threads of a process write through one connection, one at a time, each
+        write in a SAVEPOINT of a shared transaction: the first opens it
+        (``BEGIN IMMEDIATE``), the writes that arrive meanwhile join it, and
+        the next thread to commit commits them all with one fsync (group
+        commit). A write that raises is rolled back to its savepoint alone.
+        Nobody returns before the transaction holding their write committed,
+        so acknowledged still means on disk, and a write still sees every
+        write before it (the same connection, in order).
+
+        Across processes, a process holds an ``flock`` on ``<db>.writelock``
+        from ``BEGIN`` to ``COMMIT``: a blocked ``flock`` wakes the moment it
+        is released, where SQLite's busy handler polls with growing sleeps
+        (measured: push p99 halves with 16 concurrent writers).
         """
-        conn = self._conn()
-        with self._writer, self._file_lock():
-            conn.execute("BEGIN IMMEDIATE")
+        failure: BaseException | None = None
+        with self._ops:
+            conn = self._begin()
+            number = self._open
+            conn.execute("SAVEPOINT write")
+            self._local.writing = conn
             try:
                 yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
+            except BaseException as exc:
+                failure = exc
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK TO write")
+            finally:
+                self._local.writing = None
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("RELEASE write")
+                else:  # SQLite rolled the whole transaction back (disk full, I/O error)
+                    self._end(number, "the transaction was rolled back")
+        try:
+            self._commit(number)  # even after a failure: the writes that joined it wait
+        except sqlite3.Error:
+            if failure is None:
                 raise
-            conn.execute("COMMIT")
+        if failure is not None:
+            raise failure
 
-    @contextmanager
-    def _file_lock(self) -> Iterator[None]:
+    def _begin(self) -> sqlite3.Connection:
+        """The writer connection, in an open transaction (opened here if none is). Holds _ops."""
+        if self._writer is None or self._writer_pid != os.getpid():
+            self._writer = self._connect()  # a fork's child gets its own
+            self._writer_pid = os.getpid()
+        if not self._open:
+            self._lock_file()
+            try:
+                self._writer.execute("BEGIN IMMEDIATE")
+            except BaseException:
+                self._unlock_file()
+                raise
+            self._open = self._ended + 1
+        return self._writer
+
+    def _end(self, number: int, failure: str | None) -> None:
+        """Transaction ``number`` is over (committed, or failed for ``failure``). Holds _ops."""
+        if failure is not None:
+            self._failed[number] = failure
+            for old in [n for n in self._failed if n < number - 100]:
+                del self._failed[old]
+        self._open = 0
+        self._ended = number
+        self._unlock_file()
+
+    def _commit(self, number: int) -> None:
+        """Return once transaction ``number`` committed: commit it, unless another thread did.
+
+        Raises if it failed, whoever tried: no write is acknowledged unless committed.
+        """
+        with self._committing:
+            if self._ended < number:
+                with self._ops:
+                    if self._open == number:
+                        assert self._writer is not None
+                        try:
+                            self._writer.execute("COMMIT")
+                        except sqlite3.Error as exc:
+                            with contextlib.suppress(sqlite3.Error):
+                                self._writer.execute("ROLLBACK")
+                            self._end(number, str(exc))
+                            raise
+                        self._end(number, None)
+                        return
+        if number in self._failed:
+            raise sqlite3.OperationalError(f"the write was not committed: {self._failed[number]}")
+
+    def _lock_file(self) -> None:
         if fcntl is None:  # no flock (Windows): SQLite's busy timeout alone
-            yield
             return
         if self._lock_fd is None or self._lock_pid != os.getpid():
             # One descriptor per process: a descriptor inherited across fork
@@ -257,9 +369,9 @@ class SqliteStore(Store):
             )
             self._lock_pid = os.getpid()
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
+
+    def _unlock_file(self) -> None:
+        if fcntl is not None and self._lock_fd is not None:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def _migrate(self) -> None:
@@ -289,6 +401,8 @@ class SqliteStore(Store):
                 conn.close()
             self._all.clear()
         self._local = threading.local()
+        self._writer = None
+        self._open = 0
         if self._lock_fd is not None and self._lock_pid == os.getpid():
             os.close(self._lock_fd)
         self._lock_fd = None

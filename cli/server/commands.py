@@ -192,6 +192,17 @@ def run(
             show_default=False,
         ),
     ] = None,
+    sqlite_sync: Annotated[
+        str,
+        typer.Option(
+            "--sqlite-sync",
+            metavar="full|normal",
+            help="full: a push is on disk before its 201 (survives a power loss). normal:"
+            " faster; survives a crash of the server, but a power loss or kernel crash can"
+            " lose the last pushes.",
+            envvar="LTM_SQLITE_SYNC",
+        ),
+    ] = "full",
 ) -> None:
     """Serve the ltm API with a multi-threaded HTTP server until SIGTERM or Ctrl-C."""
     _needs_the_server_extra("run")
@@ -200,6 +211,13 @@ def run(
         raise _fail(
             f"no server database at {path}; create it first with `ltm server init --db {path}`"
         )
+    from ltm.store.sqlite import SYNC_ENV, sync_level
+
+    try:
+        level = sync_level(sqlite_sync)
+    except ValueError:
+        raise _fail(f"--sqlite-sync must be full or normal, got {sqlite_sync!r}") from None
+    os.environ[SYNC_ENV] = level.lower()  # every process's store reads it
     host, port = parse_addr(addr)
     if workers is None:
         workers = default_workers()
@@ -229,7 +247,7 @@ def run(
     processes = f", {workers} processes" if workers > 1 else ""
     _say(
         f"ltm server: listening on http://{shown}:{bound_port}"
-        f" ({path}, {threads} threads{processes})"
+        f" ({path}, {threads} threads{processes}, sqlite sync {level.lower()})"
     )
     sys.stderr.flush()
     status = serve(wsgi, sockets, threads=threads, on_stop=module.close_store)

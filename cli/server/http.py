@@ -2,8 +2,12 @@
 
 cheroot (CherryPy's server, pure Python) is a production multi-threaded WSGI
 server: one thread watches the listening socket and the idle keep-alive
-connections, and a pool of worker threads reads, runs and answers each ready
-request with plain blocking I/O. We measured it against waitress on this
+connections, and a pool of worker threads runs and answers each ready request
+with plain blocking I/O. Here that one thread also reads every request whole
+before a worker sees it (``intake.py``), so slow or idle clients hold a
+socket, never a worker thread: a request must arrive within
+``REQUEST_TIMEOUT`` seconds of its first byte, and an idle connection closes
+after ``IDLE_TIMEOUT``. We measured it against waitress on this
 2-core box (BENCHMARKS.md, "Server"): waitress's event loop, shared with the
 worker threads under the GIL, intermittently spun at several milliseconds of
 CPU per request and pushed p99 latency into the hundreds of milliseconds;
@@ -22,7 +26,6 @@ Adjustments so it speaks the protocol:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -36,16 +39,44 @@ from typing import Any
 
 from cheroot import wsgi
 from cheroot.errors import MaxSizeExceeded
-from cheroot.server import HTTPConnection, HTTPRequest
+from cheroot.makefile import MakeFile
+from cheroot.server import HeaderReader, HTTPConnection, HTTPRequest
 
+from .intake import Intake, RequestReader, json_error
 from .wsgi import MAX_BODY
 
 MAX_HEADER_BYTES = 64 * 1024
 TOO_LARGE = f"request body too large (max {MAX_BODY} bytes)"
+# A request's head and body, together, from its first byte (a new connection:
+# from the accept). Generous for a 32 KiB body on a slow link; short enough
+# that a client dribbling bytes is cut within seconds.
+REQUEST_TIMEOUT = 5.0
+# An idle keep-alive connection closes after this (it costs a socket, not a
+# thread); also how long one write of a response may stall.
+IDLE_TIMEOUT = 10.0
+# More parked connections than this, and answers close theirs instead.
+MAX_KEEP_ALIVE = 512
+
+
+class _ForgetExpect(HeaderReader):
+    """cheroot's header reader, dropping an ``Expect: 100-continue`` the intake already answered."""
+
+    def __call__(self, rfile: Any, hdict: dict[bytes, bytes] | None = None) -> Any:
+        headers = super().__call__(rfile, hdict)
+        headers.pop(b"Expect", None)
+        return headers
+
+
+_HEADERS = HeaderReader()
+_HEADERS_CONTINUED = _ForgetExpect()
 
 
 class _JsonRequest(HTTPRequest):
     """cheroot's own error answers (``simple_response``), as JSON; the connection then closes."""
+
+    @property  # type: ignore[override]
+    def header_reader(self) -> HeaderReader:
+        return _HEADERS_CONTINUED if self.conn.rfile.continued else _HEADERS
 
     def simple_response(self, status: Any, msg: Any = "") -> None:
         status = str(status)
@@ -56,24 +87,31 @@ class _JsonRequest(HTTPRequest):
         else:
             reason = status[4:].lower() or "error"
             message = f"{reason}: {detail}" if detail else reason
-        body = json.dumps({"error": message}, separators=(",", ":")).encode()
         if code >= 400:
             self.close_connection = True
-        head = [
-            f"{self.server.protocol} {status}",
-            f"Content-Length: {len(body)}",
-            "Content-Type: application/json",
-            "Cache-Control: no-store",
-        ]
-        if code >= 400 and self.response_protocol == "HTTP/1.1":
-            head.append("Connection: close")
-        data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+        close = code >= 400 and self.response_protocol == "HTTP/1.1"
+        data = json_error(self.server.protocol, status, message, close=close)
         with contextlib.suppress(OSError):
             self.conn.wfile.write(data)
 
 
 class _Connection(HTTPConnection):
+    """A connection whose ``rfile`` is the intake's buffer (see intake.py)."""
+
     RequestHandlerClass = _JsonRequest
+
+    def __init__(self, server: Any, sock: socket.socket, makefile: Any = MakeFile) -> None:
+        def files(sock: socket.socket, mode: str = "r", bufsize: int = -1) -> Any:
+            if "r" in mode:
+                return RequestReader(
+                    sock,
+                    max_head=server.max_request_header_size,
+                    max_body=server.max_request_body_size,
+                    timeout=server.timeout,
+                )
+            return makefile(sock, mode, bufsize)
+
+        super().__init__(server, sock, files)
 
 
 class _Server(wsgi.Server):
@@ -89,11 +127,20 @@ class _Server(wsgi.Server):
             numthreads=threads,
             server_name="ltm",
             request_queue_size=1024,
-            timeout=30,  # an idle keep-alive connection is closed after this
+            timeout=IDLE_TIMEOUT,  # cheroot's name; also the Keep-Alive: timeout= it announces
             shutdown_timeout=10,  # requests in flight get this long to finish on stop
         )
         self.max_request_body_size = MAX_BODY
         self.max_request_header_size = MAX_HEADER_BYTES
+        # cheroot's default is 10: past that many parked connections every answer
+        # closes its connection; parked connections are cheap (a socket each).
+        self.keep_alive_conn_limit = MAX_KEEP_ALIVE
+
+    def prepare(self) -> None:
+        super().prepare()
+        # cheroot's own manager is built but never run: the intake takes its place.
+        self._connections._selector.close()
+        self._connections = Intake(self, request_timeout=REQUEST_TIMEOUT, idle_timeout=IDLE_TIMEOUT)
 
     def bind(self, family: int, type: int, proto: int = 0) -> socket.socket:
         self.socket = self._bound

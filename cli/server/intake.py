@@ -1,0 +1,404 @@
+"""Read each request whole before a worker thread sees it: slow clients cost sockets, not threads.
+
+cheroot 11 already parks idle keep-alive connections in a selector, off the
+worker threads (``cheroot/connections.py``, ``ConnectionManager``; introduced
+by https://github.com/cherrypy/cheroot/pull/199). Two holes remain, and the
+server has only 4 worker threads per process:
+
+- a newly accepted connection goes straight to a worker thread
+  (``ConnectionManager._run``: ``self.server.process_conn(new_conn)``), which
+  then blocks reading a request that may never come;
+- a worker reads the head and body with blocking reads whose timeout restarts
+  with every byte, so a client dribbling a byte a second holds it for ever.
+
+So 8 connections sending half a header stopped the whole server. Here the
+selector thread does all the reading instead, without ever blocking: it
+collects a connection's bytes until the request is complete (the head, then
+the body by Content-Length or chunked framing), and only then queues the
+connection for a worker, which parses it from memory. Each request gets
+``request_timeout`` seconds in all, from its first byte (from the accept for a
+new connection), however it dribbles; after that it gets a JSON 408 and the
+connection closes. A connection idle between requests closes after
+``idle_timeout``. What is too big or malformed goes to the worker at once, and
+cheroot answers it as before (413, 400, 501).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import selectors
+import socket
+import time
+from typing import Any
+
+from cheroot.connections import ConnectionManager
+
+RECV_SIZE = 65_536
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_NOT_HEX = 1024  # a chunk-size line longer than this is malformed: the worker says so
+
+
+def json_error(protocol: str, status: str, message: str, *, close: bool) -> bytes:
+    """A whole HTTP response carrying ``{"error": message}``, as every ltm error looks."""
+    body = json.dumps({"error": message}, separators=(",", ":")).encode()
+    head = [
+        f"{protocol} {status}",
+        f"Content-Length: {len(body)}",
+        "Content-Type: application/json",
+        "Cache-Control: no-store",
+    ]
+    if close and protocol == "HTTP/1.1":
+        head.append("Connection: close")
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+
+
+TIMED_OUT = json_error("HTTP/1.1", "408 Request Timeout", "request timeout", close=True)
+_OUT_OF_DESCRIPTORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+# Per process, whatever the descriptor limit allows: each may buffer up to a
+# 64 KiB head, so this also bounds what slow clients can make it hold (64 MiB).
+MAX_CONNECTIONS = 1024
+
+
+def connection_limit() -> int:
+    """How many connections a process keeps open at most: below its descriptor limit.
+
+    Past it, a new connection closes the parked connection that matters least
+    (see ``Intake._evict``), so a flood of idle connections cannot lock newer
+    clients out; half the limit (at least 256 descriptors) stays free for the
+    database, the log and the connections the workers hold.
+    """
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 512
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(8, min(MAX_CONNECTIONS, soft // 2, soft - 256))
+
+
+class RequestReader:
+    """A connection's ``rfile``: the bytes received so far, and whether a whole request is in.
+
+    The selector thread ``feed``s it and asks ``complete()``; the worker thread
+    then reads the request with ``readline``/``read`` (what cheroot calls),
+    served from memory. Should the worker need more than was buffered, it
+    reads the socket, but never past the request's deadline.
+    """
+
+    def __init__(self, sock: socket.socket, *, max_head: int, max_body: int, timeout: float):
+        self._sock = sock
+        self._buf = bytearray()
+        self.max_head = max_head
+        self.max_body = max_body
+        self.timeout = timeout  # the socket's timeout while a worker owns it (for writes)
+        self.bytes_read = 0
+        self.closed = False
+        self.deadline = 0.0  # time.monotonic() by which the current request must be in
+        self.idle = False  # between requests: no byte of the next one yet
+        self.continued = False  # "100 Continue" was sent for the current request
+        self.reset()
+
+    # -- the selector thread's side --------------------------------------
+
+    def reset(self) -> None:
+        """Start judging a new request: the one at the front of the buffer."""
+        self._scan = 0  # where to resume looking for the end of the head
+        self._head_end: int | None = None
+        self._need: int | None = None  # the request's total size, when known
+        self._chunked = False
+        self._chunk_pos = 0
+        self._chunk_data = 0
+        self._trailer = False
+        self._expect = False
+        self._ready = False
+        self.continued = False
+
+    def feed(self, data: bytes) -> None:
+        self._buf += data
+
+    def started(self) -> bool:
+        """Whether a byte of the next request is in, beyond the line ends cheroot leaves.
+
+        cheroot reads a chunked body up to its last chunk and leaves the final
+        empty line, skipping it before the next request (RFC 9112 §2.2).
+        """
+        return len(self._buf) > 2 or bool(self._buf.lstrip(b"\r\n"))  # never copies much
+
+    def wants_continue(self) -> bool:
+        """The client waits for "100 Continue" before it sends the body, and has none yet."""
+        return self._expect and not self.continued
+
+    def complete(self) -> bool:
+        """Whether a worker can take the request now: whole, or bad enough to refuse as it is."""
+        if not self._ready:
+            self._ready = self._judge()
+        return self._ready
+
+    def _judge(self) -> bool:
+        buf = self._buf
+        if self._head_end is None:
+            # cheroot skips one empty line where a request line is expected (RFC 9112 §2.2).
+            start = 2 if buf[:2] == b"\r\n" else 1 if buf[:1] == b"\n" else 0
+            scan = max(self._scan, start)
+            # A bare-LF end of head is malformed; it ends the head too, for cheroot to refuse.
+            found = [i for i in (buf.find(b"\r\n\r\n", scan), buf.find(b"\n\n", scan)) if i >= 0]
+            if not found:
+                self._scan = max(start, len(buf) - 3)
+                # Past the header limit: cheroot refuses it from what is here (413).
+                return len(buf) > self.max_head
+            end = min(found)
+            self._head_end = end + (4 if buf[end : end + 4] == b"\r\n\r\n" else 2)
+            if not self._judge_head(bytes(buf[start:end])):
+                return True
+        if self._chunked:
+            return self._chunks_complete()
+        return self._need is not None and len(buf) >= self._need
+
+    def _judge_head(self, head: bytes) -> bool:
+        """Read the framing headers as cheroot will; False when the head alone decides (errors)."""
+        assert self._head_end is not None
+        lines = head.split(b"\r\n")
+        # Before HTTP/1.1 cheroot ignores Transfer-Encoding (and so does this).
+        http11 = lines[0].rsplit(b" ", 1)[-1] not in (b"HTTP/1.0", b"HTTP/0.9")
+        length: bytes | None = None
+        codings: list[bytes] = []
+        for line in lines[1:]:
+            name, colon, value = line.partition(b":")
+            if not colon or name[:1] in (b" ", b"\t"):
+                continue
+            name = name.strip().lower()
+            if name == b"content-length":
+                length = value.strip()
+            elif name == b"transfer-encoding":
+                codings += [c.strip().lower() for c in value.split(b",") if c.strip()]
+            elif name == b"expect":
+                self._expect = value.strip() == b"100-continue"
+        if http11 and codings:
+            if any(c != b"chunked" for c in codings):
+                return False  # 501 from cheroot
+            self._chunked = True
+            self._chunk_pos = self._head_end
+            return True
+        if length is None:
+            self._expect = False
+            self._need = self._head_end
+            return True
+        try:
+            size = int(length)
+        except ValueError:
+            return False  # 400
+        if size < 0 or size > self.max_body:
+            return False  # 400 / 413, before a byte of the body
+        if size == 0:
+            self._expect = False
+        self._need = self._head_end + size
+        return True
+
+    def _chunks_complete(self) -> bool:
+        buf = self._buf
+        if len(buf) > self.max_head + 4 * self.max_body:
+            return True  # framing out of all proportion (chunk extensions): the worker decides
+        while True:
+            line_end = buf.find(b"\n", self._chunk_pos)
+            if line_end < 0:
+                return len(buf) - self._chunk_pos > _NOT_HEX
+            line = bytes(buf[self._chunk_pos : line_end])
+            if self._trailer:
+                self._chunk_pos = line_end + 1
+                if line in (b"", b"\r"):
+                    return True  # the empty line after the last chunk (and any trailers)
+                continue
+            try:
+                size = int(line.split(b";", 1)[0], 16)  # as cheroot's ChunkedRFile parses it
+            except ValueError:
+                return True  # 400 from cheroot
+            if size == 0:
+                self._trailer = True
+                self._chunk_pos = line_end + 1
+                continue
+            if size < 0 or self._chunk_data + size > self.max_body:
+                return True  # 413 from cheroot
+            end = line_end + 1 + size + 2
+            if len(buf) < end:
+                return False
+            self._chunk_data += size
+            self._chunk_pos = end
+
+    # -- the worker thread's side (what cheroot's parser calls) -----------
+
+    def _fill(self) -> bool:
+        """Receive more into the buffer, waiting no later than the deadline; False at EOF."""
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("timed out")  # cheroot answers 408 to this message
+        self._sock.settimeout(remaining)
+        try:
+            data = self._sock.recv(RECV_SIZE)
+        finally:
+            self._sock.settimeout(self.timeout)
+        self._buf += data
+        return bool(data)
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0:
+            while self._fill():
+                pass
+            size = len(self._buf)
+        while len(self._buf) < size and self._fill():
+            pass
+        data = bytes(self._buf[:size])
+        del self._buf[:size]
+        self.bytes_read += len(data)
+        return data
+
+    def readline(self, size: int | None = -1) -> bytes:
+        limit = size if size is not None and size >= 0 else None
+        scanned = 0
+        while True:
+            end = self._buf.find(b"\n", scanned, limit)
+            if end >= 0:
+                return self.read(end + 1)
+            if limit is not None and len(self._buf) >= limit:
+                return self.read(limit)
+            scanned = len(self._buf)
+            if not self._fill():
+                return self.read(len(self._buf))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Intake(ConnectionManager):
+    """cheroot's connection manager, reading requests in its selector thread (see the module)."""
+
+    def __init__(
+        self,
+        server: Any,
+        *,
+        request_timeout: float,
+        idle_timeout: float,
+        max_connections: int | None = None,
+    ) -> None:
+        super().__init__(server)
+        self.request_timeout = request_timeout
+        self.idle_timeout = idle_timeout
+        self.max_connections = max_connections or connection_limit()
+
+    # The worker hands back a connection it kept open after a response.
+    def put(self, conn: Any) -> None:
+        conn.last_used = time.time()
+        reader: RequestReader = conn.rfile
+        reader.reset()
+        now = time.monotonic()
+        reader.idle = not reader.started()
+        if reader.idle:
+            reader.deadline = now + self.idle_timeout
+        else:  # the client sent its next request already (pipelining)
+            reader.deadline = now + self.request_timeout
+            if reader.complete():
+                self.server.process_conn(conn)
+                return
+        conn.socket.settimeout(0.0)
+        self._selector.register(conn.socket.fileno(), selectors.EVENT_READ, data=conn)
+
+    def _run(self, expiration_interval: float) -> None:
+        """cheroot's ``ConnectionManager._run``, but new and readable connections are read here."""
+        last_check = time.monotonic()
+        while not self._stop_requested:
+            try:
+                ready = list(self._selector.select(timeout=expiration_interval))
+            except OSError:
+                self._remove_invalid_sockets()
+                continue
+            for fd, conn in ready:
+                if conn is self.server:
+                    self._accept()
+                else:
+                    self._receive(fd, conn)
+            now = time.monotonic()
+            if now - last_check >= expiration_interval:
+                self._expire_due(now)
+                last_check = now
+
+    def _accept(self) -> None:
+        """Take a new connection; at the limit, make room by closing the least useful one."""
+        try:
+            conn = self._from_server_socket(self.server.socket)
+        except OSError as exc:
+            if exc.errno not in _OUT_OF_DESCRIPTORS:
+                raise
+            # cheroot would raise out of its loop, retry at once, and never get to
+            # expire anything: the server would spin until the clients left.
+            if not self._evict():
+                time.sleep(0.01)  # every descriptor is with a worker: they free soon
+            return
+        if conn is None:
+            return
+        if self._num_connections >= self.max_connections:
+            self._evict()
+        self._admit(conn)
+
+    def _evict(self) -> bool:
+        """Close the parked connection that matters least: idle ones first, soonest due first."""
+        parked = [
+            (conn.rfile.started(), conn.rfile.deadline, fd, conn)
+            for fd, conn in self._selector.connections
+            if conn is not self.server
+        ]
+        if not parked:
+            return False
+        _started, _deadline, fd, conn = min(parked, key=lambda p: (p[0], p[1]))
+        self._selector.unregister(fd)
+        with contextlib.suppress(OSError):
+            conn.close()
+        return True
+
+    def _admit(self, conn: Any) -> None:
+        conn.last_used = time.time()
+        conn.rfile.deadline = time.monotonic() + self.request_timeout
+        conn.socket.settimeout(0.0)  # the selector thread must never block on it
+        self._selector.register(conn.socket.fileno(), selectors.EVENT_READ, data=conn)
+
+    def _receive(self, fd: int, conn: Any) -> None:
+        reader: RequestReader = conn.rfile
+        try:
+            data = conn.socket.recv(RECV_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return  # woken for nothing: stay registered
+        except OSError:
+            data = b""
+        if not data:  # the client went away
+            self._selector.unregister(fd)
+            conn.close()
+            return
+        if reader.idle:  # the first byte of the next request: its time starts now
+            reader.idle = False
+            reader.deadline = time.monotonic() + self.request_timeout
+        reader.feed(data)
+        if reader.complete():
+            self._selector.unregister(fd)
+            conn.socket.settimeout(reader.timeout)
+            self.server.process_conn(conn)
+        elif reader.wants_continue():
+            reader.continued = True
+            with contextlib.suppress(OSError):
+                conn.socket.send(CONTINUE)
+
+    def _expire_due(self, now: float) -> None:
+        """Close connections past their deadline; a half-received request first gets a 408."""
+        due = [
+            (fd, conn)
+            for fd, conn in self._selector.connections
+            if conn is not self.server and conn.rfile.deadline <= now
+        ]
+        for fd, conn in due:
+            self._selector.unregister(fd)
+            if conn.rfile.started():
+                with contextlib.suppress(OSError):
+                    conn.socket.send(TIMED_OUT)
+            with contextlib.suppress(OSError):
+                conn.close()
