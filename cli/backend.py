@@ -33,8 +33,18 @@ class Backend(ABC):
 
     @abstractmethod
     def push(
-        self, data: Mapping[str, Any], *, team: str | None = None, lenient: bool = False
-    ) -> Pushed: ...
+        self,
+        data: Mapping[str, Any],
+        *,
+        team: str | None = None,
+        lenient: bool = False,
+        allow_unredacted: bool = False,
+    ) -> Pushed:
+        """Store a packet the pre-flight has passed (or the user has overridden).
+
+        ``allow_unredacted`` carries the user's override to a server that scans
+        pushes itself (``X-LTM-Allow-Unredacted``).
+        """
 
     @abstractmethod
     def list(self, *, team: str | None = None, limit: int = 50) -> list[dict[str, str]]:
@@ -101,13 +111,20 @@ class LocalBackend(Backend):
         return packets.resolve(self.store, self.user, ref)
 
     def push(
-        self, data: Mapping[str, Any], *, team: str | None = None, lenient: bool = False
+        self,
+        data: Mapping[str, Any],
+        *,
+        team: str | None = None,
+        lenient: bool = False,
+        allow_unredacted: bool = False,
     ) -> Pushed:
         from ltm.service import packets
 
         self._no_teams(team)
         with self._service():
-            result = packets.push(self.store, self.user, data, lenient=lenient)
+            # The pre-flight (with the user's rules) has judged it already; the
+            # secret scan is the server's defense in depth, not this store's.
+            result = packets.push(self.store, self.user, data, lenient=lenient, scan=False)
         return Pushed(result.id, result.created)
 
     def list(self, *, team: str | None = None, limit: int = 50) -> list[dict[str, str]]:

@@ -40,7 +40,9 @@ def to_server(ref: str, *, team: str | None, lenient: bool, allow_unredacted: bo
             store.close()
         checked = preflight.check(body, lenient=lenient, label=f"local packet {ref}")
         preflight.preflight(checked, allow_unredacted=allow_unredacted)
-        pushed = remote.push(checked.data, team=team, lenient=lenient)
+        pushed = remote.push(
+            checked.data, team=team, lenient=lenient, allow_unredacted=allow_unredacted
+        )
     finally:
         remote.close()
     where = f"team {team} on {remote.host}" if team else remote.host

@@ -28,7 +28,9 @@ def send(
     preflight.preflight(checked, allow_unredacted=allow_unredacted)
     backend = open_backend(local=local)
     try:
-        pushed = backend.push(checked.data, team=team, lenient=lenient)
+        pushed = backend.push(
+            checked.data, team=team, lenient=lenient, allow_unredacted=allow_unredacted
+        )
     finally:
         backend.close()
     verb = "saved" if pushed.created else "updated"
