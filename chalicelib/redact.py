@@ -1,12 +1,14 @@
-"""Client-side redaction pre-flight: find secrets and local paths in a packet.
+"""Redaction pre-flight: find secrets and local paths in a packet.
 
-Packets travel, so before one leaves the machine the writer scans its prose
-fields. Any hit blocks the push unless the caller passes the one whole-packet
-override (``--allow-unredacted``). This module only *finds*; callers decide.
+Packets travel, so before one leaves the machine the writer scans it. Any hit
+blocks the push unless the caller passes the one whole-packet override
+(``--allow-unredacted``). The server runs the secret class of the same rules
+as defense in depth (``scan_packet(..., secrets_only=True)``; see
+``ltm.service.packets``). This module only *finds*; callers decide.
 
 Each hit is reported as ``field/kind: match`` with the matched text cut to 32
-characters (plus ``…``); private-key headers are masked so key material is
-never echoed.
+characters (plus ``…``); private keys are masked so key material is never
+echoed.
 
 Design notes
 ------------
@@ -15,31 +17,48 @@ Design notes
   runs that cannot give anything back are possessive (``{m,n}+``). Boundary
   look-behinds are placed *after* a leading literal so that ``re`` keeps its
   fast literal-prefix search instead of trying the pattern at every offset.
+  Rules with no literal to start on are searched only where it can match:
+  keyword rules are tried once at each place a keyword starts (``anchored``),
+  and the long-token rules (AWS secret keys, base64) only inside runs of
+  base64 characters, found by one ``bytes.translate`` + ``bytes.find`` pass.
+  Each of these is one bounded match per candidate, and candidates do not
+  overlap. Base64 is decoded once per run, and only one level deep.
 * Speed. All strings of a packet are joined with NUL separators and each
   built-in rule runs once over the joined text (no pattern can match a NUL, so
   no match crosses a field); offsets are mapped back to fields by bisection.
-  The one contextual rule (AWS secret keys: a 40-char token near "aws" or
-  "secret") only searches windows around its keywords. User rules run field
-  by field so ``^``/``$``/``.`` keep their usual meaning. A typical 32 KiB
-  packet scans in about 1.2 ms (see BENCHMARKS.md).
+  User rules run field by field so ``^``/``$``/``.`` keep their usual meaning.
+  A typical 32 KiB packet scans in about 1.4 ms (see BENCHMARKS.md).
+* Normalization. Every string is matched after ``normalize``: zero-width and
+  other invisible format characters removed, then NFKC, so a full-width
+  ``ｇｈｐ＿…`` or a ``gh\u200bp_…`` split by a zero-width space is caught.
+  ASCII text skips it (nothing to fold).
 * User rules (``ltm sensitive add``) cannot be vetted like the built-ins, so
   they run on RE2 (``google-re2``), which matches in linear time whatever the
   pattern: ``(a+)+$`` cannot hang a push. RE2 has no backreferences,
   look-arounds or possessive quantifiers; such patterns are refused when
   compiled. It is imported on first use, off the CLI's start-up path.
+* Placeholders pass (``_placeholder``): one repeated character
+  (``whsec_aaaa…``), ``xxxx``, ``****``, ``<your-key>``, ``${VAR}``/``$VAR``,
+  ``{{ var }}``, an ``EXAMPLE`` marker (AWS's ``AKIAIOSFODNN7EXAMPLE``),
+  ``changeme``. A ``password=`` style assignment needs a value that looks
+  secret: six characters or more, not a word or variable name (letters, ``_``,
+  ``.`` and ``-`` only), not a number, a call, a URL or a path.
 * Deliberate calls: e-mail addresses are *not* flagged (they are ordinary in
   engineering prose and commit metadata; add a user rule if you need it).
   Home-relative paths (``~/work/acme``) *are* flagged as ``abs-path``: they
   describe one machine's layout and do not resume elsewhere. Bare roots such
   as ``/tmp`` or ``/etc`` are not paths to anything and pass; ``/etc/hosts``
-  does not. Placeholder passwords in URLs (``${DB_PASSWORD}``, ``****``,
-  ``password``) pass. Local URLs are flagged only with a port.
-* Scope of ``scan_packet``: the prose fields of the schema, ``parent_id``,
-  ``project``, ``tags`` and every key of ``provenance``; ``id``,
-  ``created_at`` and ``ltm_version`` are never scanned. A non-conforming
-  (lenient) packet is walked defensively: whatever strings sit under a known
-  field are scanned, whatever their nesting, and unknown top-level keys are
-  scanned too (they would travel with the packet all the same).
+  does not. The password ``password`` in a URL passes (a compose-file
+  default), ``pass`` does not. Local URLs are flagged only with a port. A
+  40-character token with no "aws"/"secret" near it is an ``aws-secret-key``
+  only when it looks random (entropy and character classes, tuned on random
+  keys and on this repository: BENCHMARKS.md).
+* Scope of ``scan_packet``: every string of the packet, ``id``,
+  ``created_at`` and ``ltm_version`` included (a token was once pushed as an
+  id), and every object key the schema does not define. A non-conforming
+  (lenient) packet is walked defensively, whatever its nesting. A key is
+  named in a field path as ``path.<key 3>`` (by position) unless it is short
+  and plain, and a hit in the key itself is reported at ``path.key(key)``.
 """
 
 from __future__ import annotations
