@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -239,6 +240,7 @@ _PLACEHOLDER_WORDS = frozenset(
         *("optional", "hidden", "unset", "todo", "tbd"),
     }
 )
+_MARKERS = re.compile("|".join(map(re.escape, _PLACEHOLDER_MARKERS)))
 # One character repeated 8 times (whsec_aaaa..., AKIA0000...): no random key has it.
 _REPEAT = re.compile(r"([^\-_.])\1{7}")
 
@@ -252,7 +254,7 @@ def _placeholder(value: str) -> bool:
     if not v or v[0] in "${%" or len(set(v)) == 1:
         return True  # $VAR, ${VAR}, {{var}}, %(name)s; "****", "aaaaaa"
     low = v.lower()
-    if low in _PLACEHOLDER_WORDS or any(m in low for m in _PLACEHOLDER_MARKERS):
+    if low in _PLACEHOLDER_WORDS or _MARKERS.search(low) is not None:
         return True
     return _REPEAT.search(v) is not None
 
@@ -285,29 +287,39 @@ def _entropy(s: str) -> float:
     return -sum(c / n * log2(c / n) for c in Counter(s).values())
 
 
-def _aws_secret_shape(text: str, m: Match) -> tuple[int, int, int, int] | None:
-    """(upper, lower, digits) counts and the others, or None: not shaped like a key."""
-    end = m.end()
+_UPPER_B = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_LOWER_B = b"abcdefghijklmnopqrstuvwxyz"
+_DIGIT_B = b"0123456789"
+# The two aws-secret-key rules judge the same candidates: the shape is computed
+# once per candidate of the text being scanned (a memo per thread, which
+# follows the text: servers scan in several threads at once).
+_shape = threading.local()
+
+
+def _aws_secret_shape(text: str, m: Match) -> tuple[int, int, int] | None:
+    """(upper, lower, digit) counts of a candidate, or None: not shaped like a key."""
+    if getattr(_shape, "text", None) is not text:
+        _shape.text, _shape.memo = text, {}
+    memo: dict[int, tuple[int, int, int] | None] = _shape.memo
+    start, end = m.span()
+    if start in memo:
+        return memo[start]
+    shape: tuple[int, int, int] | None = None
     # The rule runs on base64 runs, so re-check the token's right edge against
     # the full text (a window end looks like the end of the string).
-    if end < len(text) and text[end] in _B64_CHARS:
-        return None
-    tok = m.group()
-    # Real secrets are random base64: mixed case plus digits or symbols. This
-    # drops git SHAs (lowercase hex) and long words glued together.
-    upper = lower = digits = other = 0
-    for c in tok:
-        if "A" <= c <= "Z":
-            upper += 1
-        elif "a" <= c <= "z":
-            lower += 1
-        elif "0" <= c <= "9":
-            digits += 1
-        else:
-            other += 1
-    if not (upper and lower and (digits or other)) or _placeholder(tok):
-        return None
-    return upper, lower, digits, other
+    if not (end < len(text) and text[end] in _B64_CHARS):
+        tok = m.group()
+        raw = tok.encode("ascii")  # the pattern matched ASCII only
+        n = len(raw)
+        upper = n - len(raw.translate(None, _UPPER_B))
+        lower = n - len(raw.translate(None, _LOWER_B))
+        digits = n - len(raw.translate(None, _DIGIT_B))
+        # Real secrets are random base64: mixed case plus digits or symbols. This
+        # drops git SHAs (lowercase hex) and long words glued together.
+        if upper and lower and upper + lower < n and not _placeholder(tok):
+            shape = upper, lower, digits
+    memo[start] = shape
+    return shape
 
 
 def _aws_secret(text: str, m: Match) -> tuple[int, int] | None:
@@ -329,10 +341,15 @@ def _aws_secret_alone(text: str, m: Match) -> tuple[int, int] | None:
     shape = _aws_secret_shape(text, m)
     if shape is None:
         return None
-    upper, lower, digits, _ = shape
+    upper, lower, digits = shape
     lo, hi = _RANDOM_CASE
-    mixed = lo <= upper <= hi and lo <= lower <= hi and digits > 0
-    return m.span() if mixed and _entropy(m.group()) >= _RANDOM_BITS else None
+    if not (lo <= upper <= hi and lo <= lower <= hi and digits > 0):
+        return None
+    tok = m.group()
+    # 2 ** 4.3 is about 20: fewer distinct characters cannot reach the entropy.
+    if len(set(tok)) < 20 or _entropy(tok) < _RANDOM_BITS:
+        return None
+    return m.span()
 
 
 # Assignments such as DB_PASSWORD=..., "api_key": "...", secret: ... . The value
@@ -344,6 +361,7 @@ _WORDLIKE = re.compile(r"[A-Za-z_.\-]{1,4096}+")
 
 
 def _secret_value(value: str, after: str) -> bool:
+    value = value.rstrip("=")  # base64 padding
     if len(value) < _ASSIGN_MIN or (after and after in "(["):
         return False
     if _WORDLIKE.fullmatch(value) or value.replace(".", "").isdigit():
@@ -566,6 +584,8 @@ _ASSIGN_NEAR = (
 )
 # 40 base64 characters (not base64url: a run glued to "-" or "_" is something else).
 _AWS_SECRET = r"(?<![A-Za-z0-9/+_\-])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=_\-])"
+# The characters of an assignment's value (it ends at space, quote, bracket, "=").
+_VALUE = r"""[^\s\x00"'`<>,;&|()\[\]{}=]"""
 # A base64 (or base64url) run, with its padding.
 _B64_MIN = 24
 _B64_RUN = r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{24,32768}+={0,2}+(?![A-Za-z0-9+/_\-])"
@@ -712,7 +732,9 @@ def _build_rules() -> tuple[Rule, ...]:
         _r(
             "secret-assignment",
             rf"(?P<kw>{_ASSIGN_NAMES})[\"'`]?\s{{0,3}}+(?::=|=>|=|:)\s{{0,3}}+[\"'`]?"
-            r"""(?P<v>[^\s\x00"'`<>,;&|()\[\]{}]{1,256}+)""",
+            # The value holds a digit or a symbol (a word or a variable name does
+            # not): decided inside the regex, so prose fails fast (bounded: 256).
+            rf"(?P<v>(?={_VALUE}{{0,255}}[0-9!#$%*+/:?@^~]){_VALUE}{{6,256}}+={{0,2}}+)",
             near=_ASSIGN_NEAR,
             check=_assignment,
             rank=1,
@@ -722,7 +744,7 @@ def _build_rules() -> tuple[Rule, ...]:
         _r(
             "auth-header",
             r"(?i:authorization)[\"'`]?\s{0,3}+[:=]\s{0,3}+[\"'`]?\s{0,3}+"
-            r"(?P<scheme>(?i:basic|bearer|token))\s{1,3}+(?P<v>[A-Za-z0-9._~+/=\-]{1,4096}+)",
+            r"(?P<scheme>(?i:basic|bearer|token))\s{1,3}+(?P<v>[A-Za-z0-9._~+/=\-]{8,4096}+)",
             near=("authorization",),
             check=_auth_header,
             rank=1,

@@ -897,6 +897,21 @@ ADVERSARIAL: dict[str, str] = {
     "newlines": "\n" * N,
     "nul": "\x00" * N,
     "prose-slashes": "and/or I/O TCP/IP a/b " * (N // 22),
+    # the rules of the second round
+    "password-eq": "password=" * (N // 9),
+    "secret-colon": "secret: x " * (N // 10),
+    "token-values": "token=abcdef " * (N // 13),
+    "conn-semis": ";Password=" * (N // 10),
+    "conn-brace": ";Pwd={" * (N // 6),
+    "authz": "Authorization: Bearer " * (N // 22),
+    "authz-basic": "Authorization: Basic dXNlcg " * (N // 28),
+    "b64-40": ("aB3/" * 10 + " ") * (N // 41),
+    "b64-40-dash": ("aB3/" * 10 + "-") * (N // 41),
+    "pem-b64": "LS0tLS1CRUdJTi" * (N // 14),
+    "b64-prose": base64.b64encode(b"Refactored the store; tests pass. " * (N // 46)).decode(),
+    "zero-width": "g\u200bh\u00adp_" * (N // 6),
+    "full-width": "ｇｈｐ＿ａｂ " * (N // 7),
+    "bidi": "\u202e\u2066" * (N // 2),
 }
 
 
