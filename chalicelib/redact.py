@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import re
 import sys
-import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -122,8 +121,10 @@ class Pattern(Protocol):
 
 
 # A check receives the scanned text and the match; it returns the span to report
-# (possibly widened, e.g. to include a URL scheme) or None to drop the match.
-Check = Callable[[str, Match], "tuple[int, int] | None"]
+# (possibly widened, e.g. to include a URL scheme) or None to drop the match. A
+# third number k reports the hit under the rule k places after this one (an
+# ``alias``: another kind, mask or rank for what the same search found).
+Check = Callable[[str, Match], "tuple[int, int] | tuple[int, int, int] | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +152,10 @@ class Rule:
     non-space characters is skipped too. Without ``near``, ``min_len`` makes
     the rule run only on runs of at least that many base64 characters
     (``A-Za-z0-9+/=_-``), found by one fast pass shared by such rules.
-    With ``anchored``, the pattern is tried only where a keyword of ``near``
+    An ``alias`` is never searched itself: it names the kind, mask and rank
+    under which the check of a rule before it reports some of its hits (one
+    search, two verdicts). With ``anchored``, the pattern is tried only where
+    a keyword of ``near``
     starts (``near`` then lists the lower-case starts of every match): one
     bounded match per keyword, however often letters of it occur in prose.
     ``mask`` replaces the shown text. ``check`` may veto a match or adjust
@@ -177,6 +181,7 @@ class Rule:
     secret: bool = False
     rank: int = 0
     anchored: bool = False
+    alias: bool = False
 
 
 # --------------------------------------------------------------------------- #
@@ -290,66 +295,41 @@ def _entropy(s: str) -> float:
 _UPPER_B = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _LOWER_B = b"abcdefghijklmnopqrstuvwxyz"
 _DIGIT_B = b"0123456789"
-# The two aws-secret-key rules judge the same candidates: the shape is computed
-# once per candidate of the text being scanned (a memo per thread, which
-# follows the text: servers scan in several threads at once).
-_shape = threading.local()
 
 
-def _aws_secret_shape(text: str, m: Match) -> tuple[int, int, int] | None:
-    """(upper, lower, digit) counts of a candidate, or None: not shaped like a key."""
-    if getattr(_shape, "text", None) is not text:
-        _shape.text, _shape.memo = text, {}
-    memo: dict[int, tuple[int, int, int] | None] = _shape.memo
+def _aws_secret(text: str, m: Match) -> tuple[int, int] | tuple[int, int, int] | None:
+    """A 40-char base64 token next to "aws"/"secret", or (a guess) random enough alone.
+
+    Without a keyword, a path such as src/components/UserProfileCard/x.ts or a
+    40-character CamelCaseIdentifier does not pass; the guess is reported
+    under the next rule (rank 2), so that any more telling hit wins.
+    """
     start, end = m.span()
-    if start in memo:
-        return memo[start]
-    shape: tuple[int, int, int] | None = None
     # The rule runs on base64 runs, so re-check the token's right edge against
     # the full text (a window end looks like the end of the string).
-    if not (end < len(text) and text[end] in _B64_CHARS):
-        tok = m.group()
-        raw = tok.encode("ascii")  # the pattern matched ASCII only
-        n = len(raw)
-        upper = n - len(raw.translate(None, _UPPER_B))
-        lower = n - len(raw.translate(None, _LOWER_B))
-        digits = n - len(raw.translate(None, _DIGIT_B))
-        # Real secrets are random base64: mixed case plus digits or symbols. This
-        # drops git SHAs (lowercase hex) and long words glued together.
-        if upper and lower and upper + lower < n and not _placeholder(tok):
-            shape = upper, lower, digits
-    memo[start] = shape
-    return shape
-
-
-def _aws_secret(text: str, m: Match) -> tuple[int, int] | None:
-    """A 40-char base64 token with "aws" or "secret" next to it."""
-    if _aws_secret_shape(text, m) is None:
+    if end < len(text) and text[end] in _B64_CHARS:
         return None
-    start, end = m.span()
+    tok = m.group()
+    raw = tok.encode("ascii")  # the pattern matched ASCII only; counted in C
+    n = len(raw)
+    upper = n - len(raw.translate(None, _UPPER_B))
+    lower = n - len(raw.translate(None, _LOWER_B))
+    digits = n - len(raw.translate(None, _DIGIT_B))
+    # Real secrets are random base64: mixed case plus digits or symbols. This
+    # drops git SHAs (lowercase hex) and long words glued together.
+    if not (upper and lower and upper + lower < n) or _placeholder(tok):
+        return None
     before = text[max(0, start - _SECRET_BEFORE) : start].rpartition(_SEP)[2].lower()
     after = text[end : end + _SECRET_AFTER].partition(_SEP)[0].lower()
-    return (start, end) if any(w in before or w in after for w in _SECRET_WORDS) else None
-
-
-def _aws_secret_alone(text: str, m: Match) -> tuple[int, int] | None:
-    """A 40-char token with no keyword: only one that looks like random base64.
-
-    A path such as src/components/UserProfileCard/x.ts or a 40-character
-    CamelCaseIdentifier does not.
-    """
-    shape = _aws_secret_shape(text, m)
-    if shape is None:
-        return None
-    upper, lower, digits = shape
+    if any(w in before or w in after for w in _SECRET_WORDS):
+        return start, end
     lo, hi = _RANDOM_CASE
     if not (lo <= upper <= hi and lo <= lower <= hi and digits > 0):
         return None
-    tok = m.group()
     # 2 ** 4.3 is about 20: fewer distinct characters cannot reach the entropy.
     if len(set(tok)) < 20 or _entropy(tok) < _RANDOM_BITS:
         return None
-    return m.span()
+    return start, end, 1
 
 
 # Assignments such as DB_PASSWORD=..., "api_key": "...", secret: ... . The value
@@ -466,13 +446,13 @@ def _b64_kinds(run: str) -> frozenset[str]:
     return found
 
 
-def _b64_private_key(text: str, m: Match) -> tuple[int, int] | None:
-    return m.span() if "private-key" in _b64_kinds(m.group()) else None
-
-
-def _b64_secret(text: str, m: Match) -> tuple[int, int] | None:
+def _b64_secret(text: str, m: Match) -> tuple[int, int] | tuple[int, int, int] | None:
+    """A base64 run holding a secret; a private key goes to the next rule (masked)."""
     kinds = _b64_kinds(m.group())
-    return m.span() if kinds and "private-key" not in kinds else None
+    if not kinds:
+        return None
+    start, end = m.span()
+    return (start, end, 1) if "private-key" in kinds else (start, end)
 
 
 _OPENAI_BODY = re.compile(r"[A-Z0-9]|[a-z]{24}")
@@ -551,8 +531,10 @@ def _r(
     secret: bool = True,
     rank: int = 0,
     anchored: bool = False,
+    alias: bool = False,
 ) -> Rule:
-    return Rule(kind, re.compile(regex), near, radius, min_len, mask, check, secret, rank, anchored)
+    pattern = re.compile(regex)
+    return Rule(kind, pattern, near, radius, min_len, mask, check, secret, rank, anchored, alias)
 
 
 _PORT = r":[0-9]{2,5}+(?![0-9])"
@@ -648,7 +630,7 @@ def _build_rules() -> tuple[Rule, ...]:
         # AWS secret access keys: a lone 40-char base64 token, near "aws"/"secret"
         # or random enough on its own (then only a guess: rank 2).
         _r("aws-secret-key", _AWS_SECRET, min_len=40, check=_aws_secret),
-        _r("aws-secret-key", _AWS_SECRET, min_len=40, check=_aws_secret_alone, rank=2),
+        _r("aws-secret-key", _AWS_SECRET, rank=2, alias=True),
         _r(
             "aws-arn",
             r"arn:aws(?<![\w\-]arn:aws)(?:-[a-z]{1,12}+){0,3}:[a-z0-9\-]{1,64}+:[a-z0-9\-]{0,32}+:"
@@ -752,14 +734,8 @@ def _build_rules() -> tuple[Rule, ...]:
         ),
         # Base64-wrapped secrets: a PEM private key (LS0tLS1CRUdJTi...), or a run
         # that decodes to text holding a secret (an .env file, a token).
-        _r(
-            "private-key",
-            _B64_RUN,
-            min_len=_B64_MIN,
-            mask="base64 of a private key",
-            check=_b64_private_key,
-        ),
         _r("base64-secret", _B64_RUN, min_len=_B64_MIN, check=_b64_secret),
+        _r("private-key", _B64_RUN, mask="base64 of a private key", alias=True),
         # Local and private-network hosts with a port; the scheme is shown if any.
         _r("local-url", r"localhost(?<![\w\-]localhost)" + _PORT, check=_with_scheme, secret=False),
         _r("local-url", r"host\.docker\.internal" + _PORT, check=_with_scheme, secret=False),
@@ -810,8 +786,7 @@ def _inner_rules() -> tuple[Rule, ...]:
     """The rules run over decoded base64: the secret class, minus the base64 rules."""
     global _inner
     if _inner is None:
-        b64 = (_b64_private_key, _b64_secret)
-        _inner = tuple(r for r in _secret_builtin_rules() if r.check not in b64)
+        _inner = tuple(r for r in _secret_builtin_rules() if r.pattern.pattern != _B64_RUN)
     return _inner
 
 
@@ -1100,10 +1075,13 @@ def _spans(
     """(start, end, base + rule index) for every hit of ``rules`` in ``text``."""
     t = text if isinstance(text, _Text) else _Text(text)
     for i, rule in enumerate(rules):
+        if rule.alias:
+            continue  # reported through the rule before it
         check = rule.check
         # A check decides on placeholders itself; a plain secret pattern gets the veto.
         veto = rule.secret and check is None and rule.mask is None
         for m in _matches(rule, t):
+            k = 0
             if check is None:
                 if veto and _placeholder(m.group()):
                     continue
@@ -1112,9 +1090,11 @@ def _spans(
                 span = check(t.text, m)
                 if span is None:
                     continue
-                s, e = span
+                s, e = span[0], span[1]
+                if len(span) == 3:
+                    k = span[2]
             if e > s:  # user patterns are vetted, but never report empty hits
-                yield s, e, base + i
+                yield s, e, base + i + k
 
 
 Found = tuple[int, int, int, int]  # (field index, start, rule index, end)
