@@ -349,7 +349,31 @@ NEGATIVES = [
 ]
 
 
-@pytest.mark.parametrize("text", NEGATIVES)
+# Prose near the second round's rules: checked with the other NEGATIVES.
+PROSE = [
+    "the secret: rotate keys monthly",
+    "password: see the team vault",
+    "Set max_tokens=4096 and temperature=0.2.",
+    "bypass: cache-2024 is a flag",
+    "Authorization: Bearer tokens are checked by the service layer.",
+    "Authorization: Basic auth is disabled",
+    'token = os.getenv("LTM_TOKEN")',
+    "password=settings.DB_PASSWORD",
+    'headers = {"Authorization": f"Bearer {token}"}',
+    "secret_key_base comes from rails credentials",
+    "pwd: prints the working directory",
+    "api_key: required",
+    "the password field: minimum 12 characters",
+    "src/components/UserProfileCard/index.test.tsx",
+    "AmazonSSMManagedInstanceCore policy",
+    "PKCE: E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM (RFC 7636 appendix B)",
+    "iVBORw0KGgoAAAANSUhEUgAA is a PNG header in base64",
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9 is a JWT header alone",
+    "ｆｕｌｌ－ｗｉｄｔｈ ｔｅｘｔ ａｎｄ a soft\u00adhyphen are ordinary",
+]
+
+
+@pytest.mark.parametrize("text", NEGATIVES + PROSE)
 def test_negative(text: str) -> None:
     assert scan_text(text) == []
 
@@ -1107,34 +1131,6 @@ PLACEHOLDERS = [
 
 @pytest.mark.parametrize("text", PLACEHOLDERS)
 def test_placeholders_pass(text: str) -> None:
-    assert scan_text(text) == []
-
-
-PROSE = [
-    "the secret: rotate keys monthly",
-    "password: see the team vault",
-    "Set max_tokens=4096 and temperature=0.2.",
-    "bypass: cache-2024 is a flag",
-    "Authorization: Bearer tokens are checked by the service layer.",
-    "Authorization: Basic auth is disabled",
-    'token = os.getenv("LTM_TOKEN")',
-    "password=settings.DB_PASSWORD",
-    'headers = {"Authorization": f"Bearer {token}"}',
-    "secret_key_base comes from rails credentials",
-    "pwd: prints the working directory",
-    "api_key: required",
-    "the password field: minimum 12 characters",
-    "src/components/UserProfileCard/index.test.tsx",
-    "AmazonSSMManagedInstanceCore policy",
-    "PKCE: E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM (RFC 7636 appendix B)",
-    "iVBORw0KGgoAAAANSUhEUgAA is a PNG header in base64",
-    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9 is a JWT header alone",
-    "ｆｕｌｌ－ｗｉｄｔｈ ｔｅｘｔ ａｎｄ a soft\u00adhyphen are ordinary",
-]
-
-
-@pytest.mark.parametrize("text", PROSE)
-def test_prose_still_passes(text: str) -> None:
     assert scan_text(text) == []
 
 
