@@ -48,6 +48,9 @@ from chalicelib.redact import (  # noqa: E402
 )
 
 CAP = 32_768
+# Wall time by default; --clock cpu times the CPU this process spends
+# (CLOCK_PROCESS_CPUTIME_ID), which the other jobs of a shared machine do not add to.
+CLOCK = time.perf_counter
 TYPICAL_TARGET_MS = 2.0
 ADVERSARIAL_TARGET_MS = 10.0
 
@@ -238,9 +241,9 @@ def measure(fn: Callable[[], object], runs: int, warmup: int = 20) -> tuple[floa
         fn()
     samples = []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         fn()
-        samples.append((time.perf_counter() - t0) * 1000)
+        samples.append((CLOCK() - t0) * 1000)
     samples.sort()
     return statistics.median(samples), samples[int(len(samples) * 0.9) - 1]
 
@@ -297,11 +300,11 @@ def baseline(path: str, runs: int) -> None:
         a: list[float] = []
         b: list[float] = []
         for _ in range(runs):
-            t0 = time.perf_counter()
+            t0 = CLOCK()
             old.scan_packet(packet)
-            t1 = time.perf_counter()
+            t1 = CLOCK()
             scan_packet(packet)
-            t2 = time.perf_counter()
+            t2 = CLOCK()
             a.append((t1 - t0) * 1000)
             b.append((t2 - t1) * 1000)
         ma, mb = statistics.median(a), statistics.median(b)
@@ -312,14 +315,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--baseline", metavar="REDACT_PY", help="another redact.py to compare with")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     args = ap.parse_args()
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
 
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
         f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus,"
         f" load average {load}"
     )
-    print(f"{len(BUILTIN_RULES)} built-in rules; {args.runs} runs after warm-up\n")
+    print(
+        f"{len(BUILTIN_RULES)} built-in rules; {args.runs} runs after warm-up; {args.clock} clock\n"
+    )
 
     typical = typical_packet()
     adversarial = adversarial_packet()

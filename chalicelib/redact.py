@@ -317,17 +317,17 @@ def _aws_secret(text: str, m: Match) -> tuple[int, int] | tuple[int, int, int] |
     digits = n - len(raw.translate(None, _DIGIT_B))
     # Real secrets are random base64: mixed case plus digits or symbols. This
     # drops git SHAs (lowercase hex) and long words glued together.
-    if not (upper and lower and upper + lower < n) or _placeholder(tok):
+    if not (upper and lower and upper + lower < n):
         return None
     before = text[max(0, start - _SECRET_BEFORE) : start].rpartition(_SEP)[2].lower()
     after = text[end : end + _SECRET_AFTER].partition(_SEP)[0].lower()
     if any(w in before or w in after for w in _SECRET_WORDS):
-        return start, end
+        return None if _placeholder(tok) else (start, end)
     lo, hi = _RANDOM_CASE
     if not (lo <= upper <= hi and lo <= lower <= hi and digits > 0):
         return None
     # 2 ** 4.3 is about 20: fewer distinct characters cannot reach the entropy.
-    if len(set(tok)) < 20 or _entropy(tok) < _RANDOM_BITS:
+    if len(set(tok)) < 20 or _entropy(tok) < _RANDOM_BITS or _placeholder(tok):
         return None
     return start, end, 1
 
