@@ -962,17 +962,30 @@ _RUN_TABLE = bytes(
 class _Text:
     """One text to scan, and what several rules derive from it (computed once)."""
 
-    __slots__ = ("_lower", "_runs", "text")
+    __slots__ = ("_found", "_lower", "_runs", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self._lower: str | None = None
         self._runs: list[tuple[int, int]] | None = None
+        self._found: dict[str, list[int]] = {}
 
     def lower(self) -> str:
         if self._lower is None:
             self._lower = self.text.lower()
         return self._lower
+
+    def positions(self, word: str) -> list[int]:
+        """Every start of ``word`` in the lower-cased text (searched once per text)."""
+        found = self._found.get(word)
+        if found is None:
+            low, found = self.lower(), []
+            i = low.find(word)
+            while i != -1:
+                found.append(i)
+                i = low.find(word, i + 1)
+            self._found[word] = found
+        return found
 
     def runs(self) -> list[tuple[int, int]]:
         """Spans of the runs of at least ``_B64_MIN`` base64 characters.
@@ -1035,16 +1048,26 @@ def _windows(rule: Rule, t: _Text) -> list[tuple[int, int]]:
 
 
 def _anchors(rule: Rule, t: _Text) -> list[int] | None:
-    """Where an anchored rule starts, in order; None to search the whole text."""
+    """Where an anchored rule starts, in order; None to search the whole text.
+
+    Keywords that end alike (api_key, access-key, privatekey...) are found with
+    one search for the shared ending, then checked in place; each search of
+    the text is made once per scan, whichever rules ask for it.
+    """
     low = t.lower()
     if len(low) != len(t.text):  # lower() changed the length (rare Unicode)
         return None
-    starts: set[int] = set()
+    groups: dict[str, list[str]] = {}
     for word in rule.near:
-        i = low.find(word)
-        while i != -1:
-            starts.add(i)
-            i = low.find(word, i + 1)
+        groups.setdefault(word[-3:], []).append(word)
+    starts: set[int] = set()
+    for tail, words in groups.items():
+        if len(words) == 1:
+            starts.update(t.positions(words[0]))
+            continue
+        for i in t.positions(tail):
+            end = i + len(tail)
+            starts.update(end - len(w) for w in words if low.startswith(w, end - len(w), end))
     return sorted(starts)
 
 
