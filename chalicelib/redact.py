@@ -1057,17 +1057,20 @@ def _anchors(rule: Rule, t: _Text) -> list[int] | None:
     low = t.lower()
     if len(low) != len(t.text):  # lower() changed the length (rare Unicode)
         return None
-    groups: dict[str, list[str]] = {}
+    groups: dict[str, set[str]] = {}
     for word in rule.near:
-        groups.setdefault(word[-3:], []).append(word)
+        groups.setdefault(word[-3:], set()).add(word)
     starts: set[int] = set()
     for tail, words in groups.items():
         if len(words) == 1:
-            starts.update(t.positions(words[0]))
+            starts.update(t.positions(next(iter(words))))
             continue
+        lengths = sorted({len(w) for w in words})
         for i in t.positions(tail):
             end = i + len(tail)
-            starts.update(end - len(w) for w in words if low.startswith(w, end - len(w), end))
+            for n in lengths:  # one slice and one set lookup per length
+                if n <= end and low[end - n : end] in words:
+                    starts.add(end - n)
     return sorted(starts)
 
 
