@@ -27,7 +27,7 @@ Design notes
   built-in rule runs once over the joined text (no pattern can match a NUL, so
   no match crosses a field); offsets are mapped back to fields by bisection.
   User rules run field by field so ``^``/``$``/``.`` keep their usual meaning.
-  A typical 32 KiB packet scans in about 1.4 ms (see BENCHMARKS.md).
+  A typical 32 KiB packet scans in about 1.5 ms (see BENCHMARKS.md).
 * Normalization. Every string is matched after ``normalize``: zero-width and
   other invisible format characters removed, then NFKC, so a full-width
   ``ｇｈｐ＿…`` or a ``gh\u200bp_…`` split by a zero-width space is caught.
