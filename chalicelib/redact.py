@@ -277,7 +277,7 @@ _B64_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123
 # A lone 40-char token with no "aws"/"secret" nearby must look random: Shannon
 # entropy (bits per character) at least this, 4 to 26 upper-case and 4 to 26
 # lower-case letters (CamelCaseIdentifiersOfFortyCharacters have more) and a
-# digit. Measured (bench/bench_redact.py --tune, BENCHMARKS.md): 99.75% of
+# digit. Measured (BENCHMARKS.md; bench/bench_redact.py prints the rate): 99.75% of
 # random keys pass; of the 40-char runs in this repository and its virtualenv's
 # Python (8,700 files), one does.
 _RANDOM_BITS = 4.3
