@@ -334,7 +334,10 @@ def openapi_json(request: Any) -> Response:
 def push_packet(request: Any) -> Response:
     caller = _caller(request)
     team, lenient = _team(request), _flag(request, "lenient")
-    result = packets.push(get_store(), caller, _body(request), team=team, lenient=lenient)
+    scan = packets.scan_wanted(request.headers.get(packets.OVERRIDE_HEADER))
+    result = packets.push(
+        get_store(), caller, _body(request), team=team, lenient=lenient, scan=scan
+    )
     body: dict[str, Any] = {"id": result.id}
     if not result.conforming:
         body["conforming"] = False

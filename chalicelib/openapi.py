@@ -224,7 +224,8 @@ def _paths() -> dict[str, Any]:
                 "operationId": "pushPacket",
                 "summary": "Store a packet in the caller's personal scope or in a team.",
                 "description": (
-                    "The packet is schema-checked and stored in canonical form. Pushing"
+                    "The packet is schema-checked, scanned for secrets (see 400) and"
+                    " stored in canonical form. Pushing"
                     " again an id the caller owns in the same scope replaces it"
                     " (idempotent, 201 again); pushing the caller's own personal packet"
                     " into a team they belong to moves it there. Any other id that"
@@ -240,6 +241,16 @@ def _paths() -> dict[str, Any]:
                         "required": False,
                         "description": "Accept a packet that does not conform (it is flagged).",
                         "schema": {"type": "boolean"},
+                    },
+                    {
+                        "name": "X-LTM-Allow-Unredacted",
+                        "in": "header",
+                        "required": False,
+                        "description": (
+                            "`1`: the user's explicit override of the server's redaction"
+                            " scan (an extension; `ltm push --allow-unredacted` sends it)."
+                        ),
+                        "schema": {"type": "string"},
                     },
                 ],
                 "requestBody": _json_body({"anyOf": [_ref("Packet"), _ref("LenientPacket")]}),
@@ -259,8 +270,11 @@ def _paths() -> dict[str, Any]:
                         },
                     ),
                     "400": _error(
-                        "Malformed JSON, an invalid packet (the reason says why),"
-                        " or a bad query value."
+                        "Malformed JSON, an invalid packet (the reason says why), a bad"
+                        " query value, or a packet with a secret in it (key, token,"
+                        " private key, credential): the server's redaction scan lists each"
+                        " `field/kind`, unless `X-LTM-Allow-Unredacted: 1` is sent or the"
+                        " operator set `LTM_SERVER_SCAN=off`."
                     ),
                     "401": _UNAUTHORIZED,
                     "404": _error("`team not found`: no such team, or the caller is not in it."),

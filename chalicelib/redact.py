@@ -1,12 +1,14 @@
-"""Client-side redaction pre-flight: find secrets and local paths in a packet.
+"""Redaction pre-flight: find secrets and local paths in a packet.
 
-Packets travel, so before one leaves the machine the writer scans its prose
-fields. Any hit blocks the push unless the caller passes the one whole-packet
-override (``--allow-unredacted``). This module only *finds*; callers decide.
+Packets travel, so before one leaves the machine the writer scans it. Any hit
+blocks the push unless the caller passes the one whole-packet override
+(``--allow-unredacted``). The server runs the secret class of the same rules
+as defense in depth (``scan_packet(..., secrets_only=True)``; see
+``ltm.service.packets``). This module only *finds*; callers decide.
 
 Each hit is reported as ``field/kind: match`` with the matched text cut to 32
-characters (plus ``…``); private-key headers are masked so key material is
-never echoed.
+characters (plus ``…``); private keys are masked so key material is never
+echoed.
 
 Design notes
 ------------
@@ -15,41 +17,59 @@ Design notes
   runs that cannot give anything back are possessive (``{m,n}+``). Boundary
   look-behinds are placed *after* a leading literal so that ``re`` keeps its
   fast literal-prefix search instead of trying the pattern at every offset.
+  Rules with no literal to start on are searched only where it can match:
+  keyword rules are tried once at each place a keyword starts (``anchored``),
+  and the long-token rules (AWS secret keys, base64) only inside runs of
+  base64 characters, found by one ``bytes.translate`` + ``bytes.find`` pass.
+  Each of these is one bounded match per candidate, and candidates do not
+  overlap. Base64 is decoded once per run, and only one level deep.
 * Speed. All strings of a packet are joined with NUL separators and each
   built-in rule runs once over the joined text (no pattern can match a NUL, so
   no match crosses a field); offsets are mapped back to fields by bisection.
-  The one contextual rule (AWS secret keys: a 40-char token near "aws" or
-  "secret") only searches windows around its keywords. User rules run field
-  by field so ``^``/``$``/``.`` keep their usual meaning. A typical 32 KiB
-  packet scans in about 1.2 ms (see BENCHMARKS.md).
+  User rules run field by field so ``^``/``$``/``.`` keep their usual meaning.
+  A typical 32 KiB packet scans in about 1.5 ms (see BENCHMARKS.md).
+* Normalization. Every string is matched after ``normalize``: zero-width and
+  other invisible format characters removed, then NFKC, so a full-width
+  ``ｇｈｐ＿…`` or a ``gh\u200bp_…`` split by a zero-width space is caught.
+  ASCII text skips it (nothing to fold).
 * User rules (``ltm sensitive add``) cannot be vetted like the built-ins, so
   they run on RE2 (``google-re2``), which matches in linear time whatever the
   pattern: ``(a+)+$`` cannot hang a push. RE2 has no backreferences,
   look-arounds or possessive quantifiers; such patterns are refused when
   compiled. It is imported on first use, off the CLI's start-up path.
+* Placeholders pass (``_placeholder``): one repeated character
+  (``whsec_aaaa…``), ``xxxx``, ``****``, ``<your-key>``, ``${VAR}``/``$VAR``,
+  ``{{ var }}``, an ``EXAMPLE`` marker (AWS's ``AKIAIOSFODNN7EXAMPLE``),
+  ``changeme``. A ``password=`` style assignment needs a value that looks
+  secret: six characters or more, not a word or variable name (letters, ``_``,
+  ``.`` and ``-`` only), not a number, a call, a URL or a path.
 * Deliberate calls: e-mail addresses are *not* flagged (they are ordinary in
   engineering prose and commit metadata; add a user rule if you need it).
   Home-relative paths (``~/work/acme``) *are* flagged as ``abs-path``: they
   describe one machine's layout and do not resume elsewhere. Bare roots such
   as ``/tmp`` or ``/etc`` are not paths to anything and pass; ``/etc/hosts``
-  does not. Placeholder passwords in URLs (``${DB_PASSWORD}``, ``****``,
-  ``password``) pass. Local URLs are flagged only with a port.
-* Scope of ``scan_packet``: the prose fields of the schema, ``parent_id``,
-  ``project``, ``tags`` and every key of ``provenance``; ``id``,
-  ``created_at`` and ``ltm_version`` are never scanned. A non-conforming
-  (lenient) packet is walked defensively: whatever strings sit under a known
-  field are scanned, whatever their nesting, and unknown top-level keys are
-  scanned too (they would travel with the packet all the same).
+  does not. The password ``password`` in a URL passes (a compose-file
+  default), ``pass`` does not. Local URLs are flagged only with a port. A
+  40-character token with no "aws"/"secret" near it is an ``aws-secret-key``
+  only when it looks random (entropy and character classes, tuned on random
+  keys and on this repository: BENCHMARKS.md).
+* Scope of ``scan_packet``: every string of the packet, ``id``,
+  ``created_at`` and ``ltm_version`` included (a token was once pushed as an
+  id), and every object key the schema does not define. A non-conforming
+  (lenient) packet is walked defensively, whatever its nesting. A key is
+  named in a field path as ``path.<key 3>`` (by position) unless it is short
+  and plain, and a hit in the key itself is reported at ``path.key(key)``.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, overload
+from itertools import accumulate
+from typing import Any, Literal, Protocol, cast, overload
 
 __all__ = [
     "BUILTIN_KINDS",
@@ -59,6 +79,8 @@ __all__ = [
     "Pattern",
     "Rule",
     "compile_user_rule",
+    "is_secret_kind",
+    "normalize",
     "scan_packet",
     "scan_text",
 ]
@@ -99,8 +121,10 @@ class Pattern(Protocol):
 
 
 # A check receives the scanned text and the match; it returns the span to report
-# (possibly widened, e.g. to include a URL scheme) or None to drop the match.
-Check = Callable[[str, Match], "tuple[int, int] | None"]
+# (possibly widened, e.g. to include a URL scheme) or None to drop the match. A
+# third number k reports the hit under the rule k places after this one (an
+# ``alias``: another kind, mask or rank for what the same search found).
+Check = Callable[[str, Match], "tuple[int, int] | tuple[int, int, int] | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +149,26 @@ class Rule:
     ``near`` (lower-case keywords) makes the rule contextual: it only runs
     within ``radius`` characters of a keyword (case-insensitive), and not at
     all on text without one; a keyword window with no run of ``min_len``
-    non-space characters is skipped too. ``mask`` replaces the shown text.
-    ``check`` may veto a match or adjust the reported span.
+    non-space characters is skipped too. Without ``near``, ``min_len`` makes
+    the rule run only on runs of at least that many base64 characters
+    (``A-Za-z0-9+/=_-``), found by one fast pass shared by such rules.
+    An ``alias`` is never searched itself: it names the kind, mask and rank
+    under which the check of a rule before it reports some of its hits (one
+    search, two verdicts). With ``anchored``, the pattern is tried only where
+    a keyword of ``near``
+    starts (``near`` then lists the lower-case starts of every match): one
+    bounded match per keyword, however often letters of it occur in prose.
+    ``mask`` replaces the shown text. ``check`` may veto a match or adjust
+    the reported span.
+
+    ``secret`` marks the secret class (keys, tokens, credentials: what the
+    server refuses too; not paths or local URLs): a match that is a
+    placeholder (``_placeholder``) is dropped. ``rank`` orders secret rules
+    by how telling their kind is: a hit yields to an overlapping secret hit
+    of a lower rank in the same field, so one secret is reported once. 0: a
+    token's own shape (ghp_..., a JWT); 1: its context only (a ``password=``
+    assignment, an ``Authorization`` header); 2: a guess from randomness alone
+    (a 40-character base64 token with no keyword near).
     """
 
     kind: str
@@ -136,6 +178,10 @@ class Rule:
     min_len: int = 0
     mask: str | None = None
     check: Check | None = field(default=None, compare=False)
+    secret: bool = False
+    rank: int = 0
+    anchored: bool = False
+    alias: bool = False
 
 
 # --------------------------------------------------------------------------- #
@@ -167,14 +213,59 @@ def _with_scheme(text: str, m: Match) -> tuple[int, int] | None:
     return m.span()
 
 
-_PLACEHOLDER_PW = re.compile(
-    r"(?:\$\{?\w{1,64}\}?|\{\{?[^}]{0,64}\}\}?|%[sd]|\*{1,64}|[xX]{1,64}|\.{3}|"
-    r"pass|password|passwd|pwd|secret|changeme|pw|token)",
+# Placeholders pass: what documentation, templates and examples put where a
+# secret goes. Markers are searched case-insensitively anywhere in the value.
+_PLACEHOLDER_MARKERS = (
+    "example",  # AWS's AKIAIOSFODNN7EXAMPLE, "sk_test_example..."
+    "changeme",
+    "change_me",
+    "change-me",
+    "replace",  # REPLACE_ME, replace-with-your-key
+    "placeholder",
+    "redacted",
+    "your",  # <your-key>, YOUR_TOKEN, your_api_key_here
+    "mypass",  # connection-string docs: Password=myPassword
+    "dummy",
+    "xxxx",
+    "****",
+    "...",
+    "…",
+    "<",
+    ">",
+    "${",
+    "{{",
+    "%s",
+    "%(",
 )
+# A value that is only one of these words is a placeholder too.
+_PLACEHOLDER_WORDS = frozenset(
+    {
+        *("password", "passwd", "secret", "token", "changeme", "changeit"),
+        *("none", "null", "nil", "true", "false", "empty", "string", "str", "required"),
+        *("optional", "hidden", "unset", "todo", "tbd"),
+    }
+)
+_MARKERS = re.compile("|".join(map(re.escape, _PLACEHOLDER_MARKERS)))
+# One character repeated 8 times (whsec_aaaa..., AKIA0000...): no random key has it.
+_REPEAT = re.compile(r"([^\-_.])\1{7}")
+
+
+def _placeholder(value: str) -> bool:
+    """Whether a matched secret is a stand-in: ``xxxx``, ``<your-key>``, ``${VAR}``...
+
+    Linear: a few substring searches and one bounded regex over the value.
+    """
+    v = value.strip("\"'` ")
+    if not v or v[0] in "${%" or len(set(v)) == 1:
+        return True  # $VAR, ${VAR}, {{var}}, %(name)s; "****", "aaaaaa"
+    low = v.lower()
+    if low in _PLACEHOLDER_WORDS or _MARKERS.search(low) is not None:
+        return True
+    return _REPEAT.search(v) is not None
 
 
 def _url_credentials(text: str, m: Match) -> tuple[int, int] | None:
-    if _PLACEHOLDER_PW.fullmatch(m.group("pw")):
+    if _placeholder(m.group("pw")):
         return None
     return _scheme_start(text, m.start()), m.end()
 
@@ -182,33 +273,186 @@ def _url_credentials(text: str, m: Match) -> tuple[int, int] | None:
 _SECRET_WORDS = ("aws", "secret")
 _SECRET_BEFORE = 64  # a keyword this far before the token counts as "next to" it
 _SECRET_AFTER = 32  # ... or this far after it
-_B64_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/=")
+_B64_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/=_-")
+# A lone 40-char token with no "aws"/"secret" nearby must look random: Shannon
+# entropy (bits per character) at least this, 4 to 26 upper-case and 4 to 26
+# lower-case letters (CamelCaseIdentifiersOfFortyCharacters have more) and a
+# digit. Measured (BENCHMARKS.md; bench/bench_redact.py prints the rate): 99.75% of
+# random keys pass; of the 40-char runs in this repository and its virtualenv's
+# Python (8,700 files), one does.
+_RANDOM_BITS = 4.3
+_RANDOM_CASE = (4, 26)
 
 
-def _aws_secret(text: str, m: Match) -> tuple[int, int] | None:
+def _entropy(s: str) -> float:
+    from collections import Counter
+    from math import log2
+
+    n = len(s)
+    return -sum(c / n * log2(c / n) for c in Counter(s).values())
+
+
+_UPPER_B = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_LOWER_B = b"abcdefghijklmnopqrstuvwxyz"
+_DIGIT_B = b"0123456789"
+
+
+def _aws_secret(text: str, m: Match) -> tuple[int, int] | tuple[int, int, int] | None:
+    """A 40-char base64 token next to "aws"/"secret", or (a guess) random enough alone.
+
+    Without a keyword, a path such as src/components/UserProfileCard/x.ts or a
+    40-character CamelCaseIdentifier does not pass; the guess is reported
+    under the next rule (rank 2), so that any more telling hit wins.
+    """
     start, end = m.span()
-    # The rule runs on keyword windows, so re-check the token's right edge
-    # against the full text (a window end looks like the end of the string).
+    # The rule runs on base64 runs, so re-check the token's right edge against
+    # the full text (a window end looks like the end of the string).
     if end < len(text) and text[end] in _B64_CHARS:
         return None
     tok = m.group()
+    raw = tok.encode("ascii")  # the pattern matched ASCII only; counted in C
+    n = len(raw)
+    upper = n - len(raw.translate(None, _UPPER_B))
+    lower = n - len(raw.translate(None, _LOWER_B))
+    digits = n - len(raw.translate(None, _DIGIT_B))
     # Real secrets are random base64: mixed case plus digits or symbols. This
     # drops git SHAs (lowercase hex) and long words glued together.
-    has_upper = has_lower = has_other = False
-    for c in tok:
-        if "A" <= c <= "Z":
-            has_upper = True
-        elif "a" <= c <= "z":
-            has_lower = True
-        else:
-            has_other = True
-    if not (has_upper and has_lower and has_other):
+    if not (upper and lower and upper + lower < n):
         return None
     before = text[max(0, start - _SECRET_BEFORE) : start].rpartition(_SEP)[2].lower()
     after = text[end : end + _SECRET_AFTER].partition(_SEP)[0].lower()
     if any(w in before or w in after for w in _SECRET_WORDS):
-        return start, end
+        return None if _placeholder(tok) else (start, end)
+    lo, hi = _RANDOM_CASE
+    if not (lo <= upper <= hi and lo <= lower <= hi and digits > 0):
+        return None
+    # 2 ** 4.3 is about 20: fewer distinct characters cannot reach the entropy.
+    if len(set(tok)) < 20 or _entropy(tok) < _RANDOM_BITS or _placeholder(tok):
+        return None
+    return start, end, 1
+
+
+# Assignments such as DB_PASSWORD=..., "api_key": "...", secret: ... . The value
+# must look like a secret: not a placeholder, not a variable name or a word
+# (letters, "_" and "." only), not a number, not a call (getenv(...)), a URL or
+# a path.
+_ASSIGN_MIN = 6
+_WORDLIKE = re.compile(r"[A-Za-z_.\-]{1,4096}+")
+
+
+def _secret_value(value: str, after: str) -> bool:
+    value = value.rstrip("=")  # base64 padding
+    if len(value) < _ASSIGN_MIN or (after and after in "(["):
+        return False
+    if _WORDLIKE.fullmatch(value) or value.replace(".", "").isdigit():
+        return False
+    if "://" in value or value[0] in "/~.{-":
+        return False
+    return not _placeholder(value)
+
+
+def _assignment(text: str, m: Match) -> tuple[int, int] | None:
+    start = m.start()
+    # "pass", "pwd", "token", "secret" and "api_key" must start a part of the
+    # name (DB_PASSWORD, authToken): "bypass:" is no password. "password" may
+    # be glued on (PGPASSWORD).
+    glued = start and text[start - 1].isalnum()
+    camel = glued and text[start - 1].islower() and text[start].isupper()
+    if glued and not camel and not m.group("kw").lower().startswith("passw"):
+        return None
+    v_end = m.end("v")
+    if not _secret_value(m.group("v"), text[v_end : v_end + 1]):
+        return None
+    # Show the whole name (DB_PASSWORD=..., not PASSWORD=...).
+    limit = max(0, start - 32)
+    while start > limit and (text[start - 1].isalnum() or text[start - 1] in "_-."):
+        start -= 1
+    return start, v_end
+
+
+def _conn_password(text: str, m: Match) -> tuple[int, int] | None:
+    # Inside a connection string (";Password=", "?password=", "&pwd="): the
+    # separator before it says so; any value that is not a placeholder is a hit.
+    i = m.start()
+    limit = max(0, i - 8)
+    while i > limit and text[i - 1] in " \t":
+        i -= 1
+    if i == 0 or text[i - 1] not in ";?&":
+        return None
+    value = m.group("v")
+    if value[:1] in ("{", '"', "'"):
+        value = value[1:-1]
+    if not value or _placeholder(value):
+        return None
+    return m.span()
+
+
+def _auth_header(text: str, m: Match) -> tuple[int, int] | None:
+    value = m.group("v")
+    if _placeholder(value):
+        return None
+    if m.group("scheme").lower() == "basic":
+        _, sep, password = _b64_text(value).partition(":")
+        if sep and password and not _placeholder(password):
+            return m.span()
+    # A token: long enough, and not a word or a variable name.
+    if len(value) >= 8 and not _WORDLIKE.fullmatch(value) and not value.isdigit():
+        return m.span()
     return None
+
+
+# Base64-wrapped secrets. A base64 run is decoded once (cached per run) and,
+# when it decodes to readable text, the secret rules run over that text: one
+# level deep, linear in the size of the run.
+_URLSAFE = str.maketrans("-_", "+/")
+
+
+def _b64_text(run: str) -> str:
+    """The text a base64 (or base64url) run decodes to, or "" when it is not text."""
+    import binascii
+
+    s = run.rstrip("=")
+    if ("-" in s or "_" in s) and ("+" in s or "/" in s):
+        return ""  # both alphabets: an identifier or a path, not base64
+    s = s.translate(_URLSAFE)
+    if len(s) % 4 == 1:
+        s = s[:-1]
+    try:
+        text = binascii.a2b_base64(s + "=" * (-len(s) % 4)).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return ""
+    # Readable text only (a PEM, an .env file, a token); binary is not looked at.
+    if not text.replace("\n", "").replace("\r", "").replace("\t", "").isprintable():
+        return ""
+    return text
+
+
+_B64_CACHE: dict[str, frozenset[str]] = {}
+
+
+def _b64_kinds(run: str) -> frozenset[str]:
+    """The secret kinds found in what a base64 run decodes to."""
+    found = _B64_CACHE.get(run)
+    if found is None:
+        text = _b64_text(run)
+        kinds: set[str] = set()
+        if text:
+            rules = _inner_rules()
+            kinds = {rules[i].kind for _, _, i in _spans(text, rules)}
+        found = frozenset(kinds)
+        if len(_B64_CACHE) >= 64:
+            _B64_CACHE.clear()
+        _B64_CACHE[run] = found
+    return found
+
+
+def _b64_secret(text: str, m: Match) -> tuple[int, int] | tuple[int, int, int] | None:
+    """A base64 run holding a secret; a private key goes to the next rule (masked)."""
+    kinds = _b64_kinds(m.group())
+    if not kinds:
+        return None
+    start, end = m.span()
+    return (start, end, 1) if "private-key" in kinds else (start, end)
 
 
 _OPENAI_BODY = re.compile(r"[A-Z0-9]|[a-z]{24}")
@@ -217,11 +461,15 @@ _OPENAI_BODY = re.compile(r"[A-Z0-9]|[a-z]{24}")
 def _openai(text: str, m: Match) -> tuple[int, int] | None:
     # "sk-learn-compatible-estimator-wrapper" is prose; keys carry digits or
     # capitals, or at least one long random run.
+    if _placeholder(m.group()[3:]):
+        return None
     return m.span() if _OPENAI_BODY.search(m.group(), 3) else None
 
 
 def _has_digit(text: str, m: Match) -> tuple[int, int] | None:
     s = m.group()
+    if _placeholder(s[5:]):
+        return None
     return m.span() if any(c.isdigit() for c in s[5:]) else None
 
 
@@ -280,8 +528,13 @@ def _r(
     min_len: int = 0,
     mask: str | None = None,
     check: Check | None = None,
+    secret: bool = True,
+    rank: int = 0,
+    anchored: bool = False,
+    alias: bool = False,
 ) -> Rule:
-    return Rule(kind, re.compile(regex), near, radius, min_len, mask, check)
+    pattern = re.compile(regex)
+    return Rule(kind, pattern, near, radius, min_len, mask, check, secret, rank, anchored, alias)
 
 
 _PORT = r":[0-9]{2,5}+(?![0-9])"
@@ -297,6 +550,27 @@ _SSH_TYPES = (
     "sk-ssh-ed25519@openssh.com",
     "sk-ecdsa-sha2-nistp256@openssh.com",
 )
+
+
+# Assignment names (case-insensitive): the name ends in one of these.
+_ASSIGN_NAMES = (
+    r"(?i:passw(?:or)?d|passphrase|pass|pwd|secret(?:[_\-]?(?:access[_\-]?)?key)?|token"
+    r"|api[_\-]?key|access[_\-]?key|auth[_\-]?key|private[_\-]?key)"
+)
+# Where an assignment name can start (lower case): the keyword search of the
+# anchored rule (_spans) tries the pattern at each of these and nowhere else.
+_ASSIGN_NEAR = (
+    *("pass", "pwd", "secret", "token"),
+    *("api_key", "api-key", "apikey", "access_key", "access-key", "accesskey"),
+    *("auth_key", "auth-key", "authkey", "private_key", "private-key", "privatekey"),
+)
+# 40 base64 characters (not base64url: a run glued to "-" or "_" is something else).
+_AWS_SECRET = r"(?<![A-Za-z0-9/+_\-])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=_\-])"
+# The characters of an assignment's value (it ends at space, quote, bracket, "=").
+_VALUE = r"""[^\s\x00"'`<>,;&|()\[\]{}=]"""
+# A base64 (or base64url) run, with its padding.
+_B64_MIN = 24
+_B64_RUN = r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{24,32768}+={0,2}+(?![A-Za-z0-9+/_\-])"
 
 
 def _build_rules() -> tuple[Rule, ...]:
@@ -320,8 +594,14 @@ def _build_rules() -> tuple[Rule, ...]:
             "abs-path",
             rf"/(?:(?<![\w.:/\\~\-]/)|(?<=file:///))(?:{_POSIX_ROOTS})/{_NAME_START}{_PATH_CONT}",
             check=_path,
+            secret=False,
         ),
-        _r("abs-path", rf"~/(?<![\w.:/\\~\-]~/){_NAME_START}{_PATH_CONT}", check=_path),
+        _r(
+            "abs-path",
+            rf"~/(?<![\w.:/\\~\-]~/){_NAME_START}{_PATH_CONT}",
+            check=_path,
+            secret=False,
+        ),
         # Windows drive paths C:\x, C:/x, C:\\x (JSON-escaped twice). Anchored on
         # the colon; the drive letter must stand alone (not "http:/", "key:/").
         _r(
@@ -330,6 +610,7 @@ def _build_rules() -> tuple[Rule, ...]:
             + _NAME_START
             + r"""[^\s\x00"'`<>|*?]{0,4096}+""",
             check=_drive_path,
+            secret=False,
         ),
         # UNC paths \\server\share, and device paths \\?\ and \\.\ .
         _r(
@@ -338,6 +619,7 @@ def _build_rules() -> tuple[Rule, ...]:
             + _NAME_START
             + r"""[^\s\x00"'`<>|*?]{0,4096}+""",
             check=_path,
+            secret=False,
         ),
         # AWS access key IDs (AKIA long-term, ASIA temporary, other IAM prefixes).
         _r(
@@ -345,19 +627,15 @@ def _build_rules() -> tuple[Rule, ...]:
             r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|IPA|NPA|NVA|ROA|PKA)"
             r"(?<![A-Za-z0-9]....)[A-Z0-9]{16}(?![A-Za-z0-9])",
         ),
-        # AWS secret access keys: a lone 40-char base64-ish token near "aws"/"secret".
-        _r(
-            "aws-secret-key",
-            r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
-            near=_SECRET_WORDS,
-            radius=_SECRET_BEFORE + 40,
-            min_len=40,
-            check=_aws_secret,
-        ),
+        # AWS secret access keys: a lone 40-char base64 token, near "aws"/"secret"
+        # or random enough on its own (then only a guess: rank 2).
+        _r("aws-secret-key", _AWS_SECRET, min_len=40, check=_aws_secret),
+        _r("aws-secret-key", _AWS_SECRET, rank=2, alias=True),
         _r(
             "aws-arn",
             r"arn:aws(?<![\w\-]arn:aws)(?:-[a-z]{1,12}+){0,3}:[a-z0-9\-]{1,64}+:[a-z0-9\-]{0,32}+:"
             r"""(?:[0-9]{12}|aws)?:[^\s\x00"'`<>,;()\[\]{}]{1,256}+""",
+            secret=False,  # an identifier (and an account id), not a credential
         ),
         _r("github-token", r"gh[pousr]_(?<![\w]gh._)[A-Za-z0-9]{36,251}+"),
         _r("github-token", r"github_pat_[A-Za-z0-9_]{30,255}+"),
@@ -400,6 +678,7 @@ def _build_rules() -> tuple[Rule, ...]:
             + "|".join(f"(?<={re.escape(t)} AAAA)" for t in _SSH_TYPES)
             + r")[A-Za-z0-9+/]{16,8192}+",
             check=_ssh_key_span,
+            secret=False,  # a public key: it says whose machine, it opens nothing
         ),
         _r("anthropic-key", r"sk-ant-(?<![\w\-]sk-ant-)[A-Za-z0-9_\-]{20,400}+"),
         _r("openrouter-key", r"sk-or-v1-(?<![\w\-]sk-or-v1-)[a-f0-9]{64}"),
@@ -421,11 +700,49 @@ def _build_rules() -> tuple[Rule, ...]:
             r"""(?P<pw>[^\s\x00/@"'`<>]{1,256}+)@[^\s\x00/@"'`<>?#]{1,255}+""",
             check=_url_credentials,
         ),
+        # Passwords in connection strings: ADO.NET/ODBC (";Password=...;", "Pwd={...}")
+        # and JDBC query strings ("?user=app&password=..."); URL forms are above.
+        _r(
+            "connection-string",
+            r"(?i:password|pwd)\s{0,3}+=\s{0,3}+(?P<v>\{[^}\x00]{1,256}+\}|\"[^\"\x00]{1,256}+\""
+            r"""|'[^'\x00]{1,256}+'|[^\s\x00;&"'`<>]{1,256}+)""",
+            near=("password", "pwd"),
+            check=_conn_password,
+            anchored=True,
+        ),
+        # DB_PASSWORD=..., "api_key": "...", secret: ... (a value that looks secret).
+        _r(
+            "secret-assignment",
+            rf"(?P<kw>{_ASSIGN_NAMES})[\"'`]?\s{{0,3}}+(?::=|=>|=|:)\s{{0,3}}+[\"'`]?"
+            # The value holds a digit or a symbol (a word or a variable name does
+            # not): decided inside the regex, so prose fails fast (bounded: 256).
+            rf"(?P<v>(?={_VALUE}{{0,255}}[0-9!#$%*+/:?@^~]){_VALUE}{{6,256}}+={{0,2}}+)",
+            near=_ASSIGN_NEAR,
+            check=_assignment,
+            rank=1,
+            anchored=True,
+        ),
+        # Authorization: Basic|Bearer|Token <credentials> (HTTP headers, curl -H).
+        _r(
+            "auth-header",
+            r"(?i:authorization)[\"'`]?\s{0,3}+[:=]\s{0,3}+[\"'`]?\s{0,3}+"
+            r"(?P<scheme>(?i:basic|bearer|token))\s{1,3}+(?P<v>[A-Za-z0-9._~+/=\-]{8,4096}+)",
+            near=("authorization",),
+            check=_auth_header,
+            rank=1,
+            anchored=True,
+        ),
+        # Base64-wrapped secrets: a PEM private key (LS0tLS1CRUdJTi...), or a run
+        # that decodes to text holding a secret (an .env file, a token).
+        _r("base64-secret", _B64_RUN, min_len=_B64_MIN, check=_b64_secret),
+        _r("private-key", _B64_RUN, mask="base64 of a private key", alias=True),
         # Local and private-network hosts with a port; the scheme is shown if any.
-        _r("local-url", r"localhost(?<![\w\-]localhost)" + _PORT, check=_with_scheme),
-        _r("local-url", r"host\.docker\.internal" + _PORT, check=_with_scheme),
-        _r("local-url", r"0\.0\.0\.0(?<![\w.]0\.0\.0\.0)" + _PORT, check=_with_scheme),
-        _r("local-url", r"\[::1?\]" + _PORT, check=_with_scheme),
+        _r("local-url", r"localhost(?<![\w\-]localhost)" + _PORT, check=_with_scheme, secret=False),
+        _r("local-url", r"host\.docker\.internal" + _PORT, check=_with_scheme, secret=False),
+        _r(
+            "local-url", r"0\.0\.0\.0(?<![\w.]0\.0\.0\.0)" + _PORT, check=_with_scheme, secret=False
+        ),
+        _r("local-url", r"\[::1?\]" + _PORT, check=_with_scheme, secret=False),
         # Loopback and RFC 1918 IPv4 hosts, one pass anchored on the leading "1".
         _r(
             "local-url",
@@ -434,6 +751,7 @@ def _build_rules() -> tuple[Rule, ...]:
             rf"|92\.168\.(?<![\w.]192\.168\.){_OCTET}\.{_OCTET}"
             rf"|72\.(?<![\w.]172\.)(?:1[6-9]|2[0-9]|3[01])\.{_OCTET}\.{_OCTET})" + _PORT,
             check=_with_scheme,
+            secret=False,
         ),
     )
 
@@ -445,11 +763,36 @@ BUILTIN_KINDS: tuple[str, ...]  # ditto: the distinct kinds, in rule order
 _rules: tuple[Rule, ...] | None = None
 
 
+_secret_rules: tuple[Rule, ...] | None = None
+_inner: tuple[Rule, ...] | None = None
+
+
 def _builtin_rules() -> tuple[Rule, ...]:
     global _rules
     if _rules is None:
         _rules = _build_rules()  # idempotent: a race only compiles twice
     return _rules
+
+
+def _secret_builtin_rules() -> tuple[Rule, ...]:
+    """The secret class alone: what the server-side scan runs."""
+    global _secret_rules
+    if _secret_rules is None:
+        _secret_rules = tuple(r for r in _builtin_rules() if r.secret)
+    return _secret_rules
+
+
+def _inner_rules() -> tuple[Rule, ...]:
+    """The rules run over decoded base64: the secret class, minus the base64 rules."""
+    global _inner
+    if _inner is None:
+        _inner = tuple(r for r in _secret_builtin_rules() if r.pattern.pattern != _B64_RUN)
+    return _inner
+
+
+def is_secret_kind(kind: str) -> bool:
+    """Whether a built-in kind is of the secret class (keys, tokens, credentials)."""
+    return any(r.kind == kind and r.secret for r in _builtin_rules())
 
 
 def __getattr__(name: str) -> Any:
@@ -583,16 +926,100 @@ def _shown(rule: Rule, text: str) -> str:
     return text
 
 
+# Format characters that render as nothing and can split a key so that no
+# pattern sees it: soft hyphen, zero-width space/joiners, word joiner and the
+# invisible operators, bidi marks and overrides, variation selectors, BOM.
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f"
+    "\ufe00-\ufe0f\ufeff]"
+)
+
+
+def normalize(text: str) -> str:
+    """The text as matched: invisible format characters removed, then NFKC.
+
+    NFKC folds full-width and other compatibility forms (``ｇｈｐ＿`` is
+    ``ghp_``). Reported matches are cut from this text. ASCII is returned as
+    it is (nothing to fold), so a typical packet pays nothing for this.
+    """
+    if text.isascii():
+        return text
+    import unicodedata
+
+    text = _INVISIBLE.sub("", text)
+    if not unicodedata.is_normalized("NFKC", text):
+        text = unicodedata.normalize("NFKC", text)
+    return text
+
+
+# Characters of a base64 run; anything else (and non-ASCII) ends one.
+_RUN_TABLE = bytes(
+    0x61 if chr(c).isascii() and (chr(c).isalnum() or chr(c) in "+/=_-") else 0x20
+    for c in range(256)
+)
+
+
+class _Text:
+    """One text to scan, and what several rules derive from it (computed once)."""
+
+    __slots__ = ("_found", "_lower", "_runs", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._lower: str | None = None
+        self._runs: list[tuple[int, int]] | None = None
+        self._found: dict[str, list[int]] = {}
+
+    def lower(self) -> str:
+        if self._lower is None:
+            self._lower = self.text.lower()
+        return self._lower
+
+    def positions(self, word: str) -> list[int]:
+        """Every start of ``word`` in the lower-cased text (searched once per text)."""
+        found = self._found.get(word)
+        if found is None:
+            low, found = self.lower(), []
+            i = low.find(word)
+            while i != -1:
+                found.append(i)
+                i = low.find(word, i + 1)
+            self._found[word] = found
+        return found
+
+    def runs(self) -> list[tuple[int, int]]:
+        """Spans of the runs of at least ``_B64_MIN`` base64 characters.
+
+        One pass in C: each character maps to one byte ("a" inside the base64
+        alphabet, " " outside, non-ASCII included: offsets hold), then
+        ``bytes.find`` jumps from run to run.
+        """
+        if self._runs is None:
+            mapped = self.text.encode("ascii", "replace").translate(_RUN_TABLE)
+            needle, n = b"a" * _B64_MIN, len(mapped)
+            runs: list[tuple[int, int]] = []
+            i = mapped.find(needle)
+            while i != -1:
+                j = mapped.find(b" ", i + _B64_MIN)
+                j = n if j == -1 else j
+                runs.append((i, j))
+                i = mapped.find(needle, j)
+            self._runs = runs
+        return self._runs
+
+
 _MAX_WINDOWS = 256  # beyond this many keyword hits, scan the whole text once
 
 
-def _windows(rule: Rule, text: str, lower: list[str]) -> list[tuple[int, int]]:
-    """The spans of ``text`` a rule must search: all of it, or keyword windows."""
+def _windows(rule: Rule, t: _Text) -> list[tuple[int, int]]:
+    """The spans of the text a rule must search: all of it, keyword windows or runs."""
+    text = t.text
     if not rule.near:
+        if rule.min_len:
+            k = rule.min_len
+            return [(a, b) for a, b in t.runs() if b - a >= k]
         return [(0, len(text))]
-    if not lower:
-        lower.append(text.lower())
-    low = lower[0]
+    low = t.lower()
     if len(low) != len(text):  # lower() changed the length (rare Unicode): be safe
         return [(0, len(text))]
     hits: list[int] = []
@@ -620,40 +1047,137 @@ def _windows(rule: Rule, text: str, lower: list[str]) -> list[tuple[int, int]]:
     return merged
 
 
-def _spans(text: str, rules: Sequence[Rule], base: int = 0) -> Iterator[tuple[int, int, int]]:
+def _anchors(rule: Rule, t: _Text) -> list[int] | None:
+    """Where an anchored rule starts, in order; None to search the whole text.
+
+    Keywords that end alike (api_key, access-key, privatekey...) are found with
+    one search for the shared ending, then checked in place; each search of
+    the text is made once per scan, whichever rules ask for it.
+    """
+    low = t.lower()
+    if len(low) != len(t.text):  # lower() changed the length (rare Unicode)
+        return None
+    groups: dict[str, set[str]] = {}
+    for word in rule.near:
+        groups.setdefault(word[-3:], set()).add(word)
+    starts: set[int] = set()
+    for tail, words in groups.items():
+        if len(words) == 1:
+            starts.update(t.positions(next(iter(words))))
+            continue
+        lengths = sorted({len(w) for w in words})
+        for i in t.positions(tail):
+            end = i + len(tail)
+            for n in lengths:  # one slice and one set lookup per length
+                if n <= end and low[end - n : end] in words:
+                    starts.add(end - n)
+    return sorted(starts)
+
+
+def _matches(rule: Rule, t: _Text) -> Iterator[Match]:
+    """Every match of a rule's pattern, searched where the rule says (see Rule)."""
+    text, pattern = t.text, rule.pattern
+    if rule.anchored:
+        starts = _anchors(rule, t)
+        if starts is not None:
+            match = cast("re.Pattern[str]", pattern).match  # anchored rules are built-in
+            end = 0
+            for i in starts:
+                if i >= end:  # not inside the previous match: linear overall
+                    m = match(text, i)
+                    if m is not None:
+                        end = m.end()
+                        yield m
+            return
+        yield from pattern.finditer(text)
+        return
+    for a, b in _windows(rule, t):
+        yield from pattern.finditer(text, a, b)
+
+
+def _spans(
+    text: str | _Text, rules: Sequence[Rule], base: int = 0
+) -> Iterator[tuple[int, int, int]]:
     """(start, end, base + rule index) for every hit of ``rules`` in ``text``."""
-    lower: list[str] = []
+    t = text if isinstance(text, _Text) else _Text(text)
     for i, rule in enumerate(rules):
-        finditer, check = rule.pattern.finditer, rule.check
-        for a, b in _windows(rule, text, lower):
-            for m in finditer(text, a, b):
-                if check is None:
-                    s, e = m.span()
-                else:
-                    span = check(text, m)
-                    if span is None:
-                        continue
-                    s, e = span
-                if e > s:  # user patterns are vetted, but never report empty hits
-                    yield s, e, base + i
+        if rule.alias:
+            continue  # reported through the rule before it
+        check = rule.check
+        # A check decides on placeholders itself; a plain secret pattern gets the veto.
+        veto = rule.secret and check is None and rule.mask is None
+        for m in _matches(rule, t):
+            k = 0
+            if check is None:
+                if veto and _placeholder(m.group()):
+                    continue
+                s, e = m.span()
+            else:
+                span = check(t.text, m)
+                if span is None:
+                    continue
+                s, e = span[0], span[1]
+                if len(span) == 3:
+                    k = span[2]
+            if e > s:  # user patterns are vetted, but never report empty hits
+                yield s, e, base + i + k
+
+
+Found = tuple[int, int, int, int]  # (field index, start, rule index, end)
+
+
+def _unshadowed(found: list[Found], rules: Sequence[Rule]) -> list[Found]:
+    """Drop each hit that overlaps a secret hit of a lower rank in the same field.
+
+    ``api_key = sk-ant-...`` is an anthropic-key, not also a secret-assignment.
+    O(h log h) in the number of hits.
+    """
+    top = max((rules[i].rank for _, _, i, _ in found), default=0)
+    for rank in range(1, top + 1):
+        lower: dict[int, list[tuple[int, int]]] = {}
+        for f, s, i, e in found:
+            if rules[i].secret and rules[i].rank < rank:
+                lower.setdefault(f, []).append((s, e))
+        index: dict[int, tuple[list[int], list[int]]] = {}
+        for f, spans in lower.items():
+            spans.sort()
+            index[f] = ([s for s, _ in spans], list(accumulate((e for _, e in spans), max)))
+        kept: list[Found] = []
+        for item in found:
+            f, s, i, e = item
+            if rules[i].rank == rank and f in index:
+                starts, reach = index[f]
+                j = bisect_left(starts, e) - 1  # the lower hits that start before this ends
+                if j >= 0 and reach[j] > s:
+                    continue
+            kept.append(item)
+        found = kept
+    return found
 
 
 def scan_text(text: str, extra: Sequence[Rule] = ()) -> list[tuple[str, str]]:
     """Scan one string; return ``[(kind, shown_match)]`` in text order."""
     if not isinstance(text, str):
         return []
+    t = _Text(normalize(text))
     builtin = _builtin_rules()
     n = len(builtin)
     rules = (*builtin, *extra)
     found = sorted(
-        {*_spans(text, builtin), *_spans(text, extra, n)},
-        key=lambda h: (h[0], h[2], h[1]),
+        {(0, s, i, e) for s, e, i in (*_spans(t, builtin), *_spans(t, extra, n))},
+        key=lambda h: (h[1], h[2], h[3]),
     )
-    return [(rules[i].kind, _shown(rules[i], text[s:e])) for s, e, i in found]
+    return [
+        (rules[i].kind, _shown(rules[i], t.text[s:e])) for _, s, i, e in _unshadowed(found, rules)
+    ]
 
 
-# Schema order of the scanned top-level fields, and of the keys inside objects.
+# Schema order of the top-level fields, and of the keys inside objects. Every
+# string is scanned, the id and timestamps included (an id can be a pasted token).
 _TOP_FIELDS = (
+    "ltm_version",
+    "id",
+    "created_at",
     "parent_id",
     "project",
     "goal",
@@ -667,7 +1191,6 @@ _TOP_FIELDS = (
     "tags",
     "provenance",
 )
-_NEVER_SCANNED = frozenset({"ltm_version", "id", "created_at"})
 _SUBKEYS: dict[str, tuple[str, ...]] = {
     "project": ("name", "ref"),
     "decisions": ("what", "why", "consequences"),
@@ -675,24 +1198,46 @@ _SUBKEYS: dict[str, tuple[str, ...]] = {
     "attempts": ("tried", "learned"),
     "provenance": ("author_model", "author_human", "source_hash", "confidence"),
 }
+# Key names the schema defines are not scanned as text; any other key is.
+_SCHEMA_KEYS = frozenset(
+    (*_TOP_FIELDS, *(k for keys in _SUBKEYS.values() for k in keys), "locked", "outcome")
+)
+# A key outside the schema is named in a field path only when it is short and
+# plain; otherwise by position (``<key 2>``), so no path echoes a long secret or
+# a control character.
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_\-]{1,32}")
 
 
-def _ordered_items(obj: Mapping[Any, Any], known: tuple[str, ...]) -> list[tuple[str, Any]]:
-    items = [(k, obj[k]) for k in known if k in obj]
-    items += [(str(k), v) for k, v in obj.items() if k not in known]
+def _ordered_items(obj: Mapping[Any, Any], known: tuple[str, ...]) -> list[tuple[str, Any, str]]:
+    """(path segment, value, key text) in ``known`` order, then the others in theirs.
+
+    The key text is "" for a schema key (not scanned as text).
+    """
+    order = {k: n for n, k in enumerate(known)}
+    first = sorted((order[k], k) for k in obj if isinstance(k, str) and k in order)
+    items: list[tuple[str, Any, str]] = [(k, obj[k], "") for _, k in first]
+    for i, (k, v) in enumerate(obj.items()):
+        if isinstance(k, str) and k in order:
+            continue
+        name = str(k)
+        if name in _SCHEMA_KEYS:
+            items.append((name, v, ""))
+        else:
+            items.append((name if _PLAIN_KEY.fullmatch(name) else f"<key {i}>", v, name))
     return items
 
 
 def _collect(packet: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(path, string) for every string to scan, in deterministic schema order."""
+    """(path, string) for every string to scan, keys included, in schema order.
+
+    A key outside the schema is listed as ``path(key)`` right before its value.
+    """
     out: list[tuple[str, str]] = []
-    seen: set[int] = set()
-    top = [(k, packet[k]) for k in _TOP_FIELDS if k in packet]
-    top += [
-        (str(k), v) for k, v in packet.items() if k not in _NEVER_SCANNED and k not in _TOP_FIELDS
-    ]
-    for name, value in top:
-        known = _SUBKEYS.get(name, ())
+    seen: set[int] = {id(packet)}
+    for name, value, key in _ordered_items(packet, _TOP_FIELDS):
+        if key:
+            out.append((f"{name}(key)", key))
+        known = _SUBKEYS.get(name, ()) if not key else ()
         # Iterative depth-first walk (no recursion limit, no cycles), children
         # pushed in reverse so they pop in order.
         stack: list[tuple[str, Any, int]] = [(name, value, 0)]
@@ -704,26 +1249,33 @@ def _collect(packet: Mapping[str, Any]) -> list[tuple[str, str]]:
                 if id(v) in seen:
                     continue
                 seen.add(id(v))
+                children: list[tuple[str, Any]] = []
                 if isinstance(v, Mapping):
                     # Known keys apply to the field's own object (project,
                     # provenance) and to the items of its array (decisions[i]).
-                    keys = known if depth <= 1 else ()
-                    children = [(f"{path}.{k}", c) for k, c in _ordered_items(v, keys)]
+                    for seg, c, k in _ordered_items(v, known if depth <= 1 else ()):
+                        if k:
+                            children.append((f"{path}.{seg}(key)", k))
+                        children.append((f"{path}.{seg}", c))
                 else:
                     children = [(f"{path}[{i}]", c) for i, c in enumerate(v)]
                 stack.extend((p, c, depth + 1) for p, c in reversed(children))
     return out
 
 
-def scan_packet(packet: Mapping[str, Any], extra: Sequence[Rule] = ()) -> list[Hit]:
+def scan_packet(
+    packet: Mapping[str, Any], extra: Sequence[Rule] = (), *, secrets_only: bool = False
+) -> list[Hit]:
     """Scan a packet (a plain dict; may be non-conforming) and list every hit.
 
-    Order is deterministic: by field in schema order, then by position in the
-    field, then by rule order (built-ins first, then ``extra``).
+    Every string is scanned, object keys included, after ``normalize``. Order
+    is deterministic: by field in schema order, then by position in the field,
+    then by rule order (built-ins first, then ``extra``). ``secrets_only``
+    runs the secret class alone (the server-side scan: no paths, no local URLs).
     """
     if not isinstance(packet, Mapping):
         return []
-    strings = _collect(packet)
+    strings = [(path, normalize(text)) for path, text in _collect(packet)]
     if not strings:
         return []
     starts: list[int] = []
@@ -731,10 +1283,10 @@ def scan_packet(packet: Mapping[str, Any], extra: Sequence[Rule] = ()) -> list[H
     for _, text in strings:
         starts.append(pos)
         pos += len(text) + 1
-    joined = _SEP.join(text for _, text in strings)
+    joined = _Text(_SEP.join(text for _, text in strings))
 
-    found: list[tuple[int, int, int, int]] = []  # (field index, start, rule index, end)
-    builtin = _builtin_rules()
+    found: list[Found] = []
+    builtin = _secret_builtin_rules() if secrets_only else _builtin_rules()
     for s, e, idx in _spans(joined, builtin):
         f = bisect_right(starts, s) - 1
         base = starts[f]
@@ -748,8 +1300,8 @@ def scan_packet(packet: Mapping[str, Any], extra: Sequence[Rule] = ()) -> list[H
 
     rules = (*builtin, *extra)
     hits: list[Hit] = []
-    last: tuple[int, int, int, int] | None = None
-    for item in found:
+    last: Found | None = None
+    for item in _unshadowed(found, rules):
         if item == last:
             continue
         last = item

@@ -66,8 +66,18 @@ class Backend(ABC):
 
     @abstractmethod
     def push(
-        self, data: Mapping[str, Any], *, team: str | None = None, lenient: bool = False
-    ) -> Pushed: ...
+        self,
+        data: Mapping[str, Any],
+        *,
+        team: str | None = None,
+        lenient: bool = False,
+        allow_unredacted: bool = False,
+    ) -> Pushed:
+        """Store a packet the pre-flight has passed (or the user has overridden).
+
+        ``allow_unredacted`` carries the user's override to a server that scans
+        pushes itself (``X-LTM-Allow-Unredacted``).
+        """
 
     @abstractmethod
     def list(self, *, team: str | None = None, limit: int = 50) -> list[dict[str, str]]:
@@ -146,15 +156,22 @@ class LocalBackend(Backend):
         return packets.resolve(self.store, self.user, ref)
 
     def push(
-        self, data: Mapping[str, Any], *, team: str | None = None, lenient: bool = False
+        self,
+        data: Mapping[str, Any],
+        *,
+        team: str | None = None,
+        lenient: bool = False,
+        allow_unredacted: bool = False,
     ) -> Pushed:
         from ltm.service import packets
         from ltm.service.errors import Conflict
 
         self._no_teams(team)
         with self._service():
+            # The pre-flight (with the user's rules) has judged it already; the
+            # secret scan is the server's defense in depth, not this store's.
             try:
-                result = packets.push(self.store, self.user, data, lenient=lenient)
+                result = packets.push(self.store, self.user, data, lenient=lenient, scan=False)
             except Conflict:  # a store shared with a server: the id is another user's
                 raise IdTaken(f"packet id {data.get('id')} is taken in the {self.label}") from None
         return Pushed(result.id, result.created)

@@ -230,7 +230,12 @@ class Importer:
             return
         target = None if self.local else (self.team or entry.team)
         try:
-            self.backend.push(checked.data, team=target, lenient=self.lenient)
+            self.backend.push(
+                checked.data,
+                team=target,
+                lenient=self.lenient,
+                allow_unredacted=self.allow_unredacted,
+            )
         except IdTaken:
             self.refuse(name, "the id belongs to someone else or to another scope; nothing changed")
             return

@@ -41,7 +41,9 @@ def to_server(ref: str, *, team: str | None, lenient: bool, allow_unredacted: bo
         checked = preflight.accept(
             body, lenient=lenient, allow_unredacted=allow_unredacted, label=f"local packet {ref}"
         )
-        pushed = remote.push(checked.data, team=team, lenient=lenient)
+        pushed = remote.push(
+            checked.data, team=team, lenient=lenient, allow_unredacted=allow_unredacted
+        )
     finally:
         remote.close()
     where = f"team {team} on {remote.host}" if team else remote.host

@@ -237,3 +237,16 @@ def test_ids_and_names_too_long_to_exist_are_never_sent(
     with pytest.raises(ServiceError) as refused:
         packets.get(store, tokens.credential("Bearer ltm_" + "0" * 64), long_id)
     assert refused.value.status == 401
+
+
+def test_the_server_side_secret_scan_costs_no_call(counted: tuple[DynamoStore, Calls]) -> None:
+    # The scan is CPU only, on the packet already in hand: a clean push costs what
+    # it cost before, and a refused one stops after the token check.
+    store, calls = counted
+    _, alice = signed_in(store, "alice")
+    clean, leaky = packet(10), packet(11)
+    leaky["goal"] = "use " + "ghp_" + "aB3dE5gH7j" * 3 + "aB3dE5"
+    assert costs(calls, alice, packets.push, clean, scan=True) == ["GetItem", "PutItem"]
+    assert costs(calls, alice, packets.push, leaky, scan=True) == ["GetItem"]  # refused: 400
+    assert store.get_packet(leaky["id"]) is None
+    assert costs(calls, alice, packets.push, leaky, scan=False) == ["GetItem", "PutItem"]

@@ -30,6 +30,9 @@ from mcp.shared.exceptions import MCPError
 LTM = str(Path(sys.executable).with_name("ltm"))
 TOOLS = {"save", "push", "resume", "show", "pull", "ls", "rm", "example", "whoami", "validate"}
 
+# Assembled from pieces (nothing here reads as a live key); not AWS's documented
+# AKIA...EXAMPLE id, which the scanner passes as a placeholder.
+AWS_KEY_ID = "AKIA" + "QYLPMN5H" + "T2ZRW3VK"
 CONTENT: dict[str, Any] = {
     "goal": "Make the login test stop flaking on CI",
     "success_criteria": ["tests/test_login.py passes 50 runs in a row"],
@@ -261,7 +264,9 @@ def test_example_whoami_validate(shim: Shim, tmp_path: Path) -> None:
     incomplete = shim.call("validate", {"packet": CONTENT, "complete": True})
     assert incomplete.structured_content["valid"] is False
     assert any(e.startswith("id: required") for e in incomplete.structured_content["errors"])
-    leaky = shim.call("validate", {"packet": {**CONTENT, "goal": "use ghp_" + "a" * 36}})
+    leaky = shim.call(
+        "validate", {"packet": {**CONTENT, "goal": "use ghp_" + "aB3dE5gH7j" * 3 + "aB3dE5"}}
+    )
     hits = leaky.structured_content["redaction"]
     assert [(h["field"], h["kind"]) for h in hits] == [("goal", hits[0]["kind"])]
     assert "github" in hits[0]["kind"]
@@ -278,13 +283,13 @@ def test_redaction_block_lists_every_hit_and_stores_nothing(
 ) -> None:
     leaky = {
         **CONTENT,
-        "goal": "Rotate AKIAIOSFODNN7EXAMPLE before the demo",
+        "goal": f"Rotate {AWS_KEY_ID} before the demo",
         "next_step": "Open /home/alice/work/app/settings.py and fix the loader",
         "attempts": [
             {
                 "tried": "curl with the token",
                 "outcome": "failed",
-                "learned": "ghp_" + "b" * 36 + " has no repo scope",
+                "learned": "ghp_" + "K9mN1pQ2sT" * 3 + "K9mN1p" + " has no repo scope",
             }
         ],
     }
@@ -292,7 +297,7 @@ def test_redaction_block_lists_every_hit_and_stores_nothing(
     assert "redaction pre-flight blocked the packet (3 hits)" in message
     assert "nothing was stored or sent" in message.lower()
     lines = [line.strip() for line in message.splitlines()]
-    assert any(line.startswith("goal/") and "AKIAIOSFODNN7EXAMPLE" in line for line in lines)
+    assert any(line.startswith("goal/") and AWS_KEY_ID in line for line in lines)
     assert any(line.startswith("next_step/") and "/home/alice" in line for line in lines)
     assert any(line.startswith("attempts[0].learned/") for line in lines)
 
@@ -330,7 +335,7 @@ def test_schema_errors_list_every_field_path(shim: Shim) -> None:
         assert path in message, (path, message)
 
     # A packet that breaks the schema *and* leaks gets both lists in one reply.
-    both = shim.fails("save", {"packet": {"goal": "key AKIAIOSFODNN7EXAMPLE"}})
+    both = shim.fails("save", {"packet": {"goal": f"key {AWS_KEY_ID}"}})
     assert "next_step: required" in both and "goal/" in both
     assert "no packets yet" in shim.ok("ls")
 
@@ -562,7 +567,7 @@ def test_every_tool_against_a_real_server(server: Any, tmp_path: Path) -> None:
         assert not pushed.is_error, text(pushed)
         assert json.loads(shim.ok("pull", {"id": packet_id}))["next_step"] == "Ship it"
 
-        leaky = {**CONTENT, "goal": "deploy with AKIAIOSFODNN7EXAMPLE"}
+        leaky = {**CONTENT, "goal": f"deploy with {AWS_KEY_ID}"}
         assert "goal/" in shim.fails("save", {"packet": leaky})
         assert "goal/" in shim.fails("save", {"packet": leaky, "team": "core"})
         listed = httpx.get(server.url + "/v1/packets", headers=headers).json()["packets"]

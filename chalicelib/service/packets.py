@@ -4,10 +4,19 @@ A packet lives in exactly one scope, chosen at push time: personal (visible
 to the user who pushed it) or one team (visible to every member). Anything a
 caller may not see is reported as absent, so nobody can probe for ids or team
 names they have no business knowing.
+
+A push is also scanned for secrets, as defense in depth behind the writer's
+own redaction pre-flight (the protocol allows a server-side scan): a packet
+with a key, token, private key or credential in it is refused with 400 and
+the ``field/kind`` list, unless the request carries the user's explicit
+override (``X-LTM-Allow-Unredacted: 1``, which ``--allow-unredacted`` sends).
+Paths and local URLs are the writer's business and pass. The operator can
+turn the scan off with ``LTM_SERVER_SCAN=off``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -21,6 +30,14 @@ from .errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ServiceErro
 
 DEFAULT_LIMIT = 50  # the protocol's default page
 MAX_LIMIT = 1000
+
+# The user's explicit override of the server-side scan: an extension header (a
+# reference server ignores it). Our CLI sends it with --allow-unredacted.
+OVERRIDE_HEADER = "X-LTM-Allow-Unredacted"
+SCAN_ENV = "LTM_SERVER_SCAN"  # "off" (or 0/false/no) turns the scan off
+_OFF = frozenset({"off", "0", "false", "no"})
+_YES = frozenset({"1", "true", "yes"})
+_LISTED = 20  # hits named in the refusal; more are counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +54,13 @@ def push(
     *,
     team: str | None = None,
     lenient: bool = False,
+    scan: bool = True,
 ) -> PushResult:
-    """Validate a packet and store it in canonical form in the chosen scope.
+    """Validate a packet, scan it for secrets and store it in canonical form.
+
+    ``scan=False`` skips the secret scan: for a request with the user's
+    override or a server whose operator turned it off (``scan_wanted``), and
+    for the CLI's own embedded store, which the pre-flight guards already.
 
     The owner of a personal packet may push it into a team they belong to: it
     moves there (the reference's documented ``push -t TEAM`` flow). Any other
@@ -49,7 +71,7 @@ def push(
     # caller is not in (404) comes before anything about the body.
     fault: ServiceError | None = None
     try:
-        stored = _prepare(raw, lenient=lenient)
+        stored = _prepare(raw, lenient=lenient, scan=scan)
     except ServiceError as exc:
         fault, stored = exc, None
     # In team scope the packet is read with the caller and the team (one request on
@@ -77,7 +99,7 @@ def push(
     return PushResult(id=stored.meta.id, created=created, conforming=stored.conforming)
 
 
-def _prepare(raw: bytes | str | Mapping[str, Any], *, lenient: bool) -> StoredPacket:
+def _prepare(raw: bytes | str | Mapping[str, Any], *, lenient: bool, scan: bool) -> StoredPacket:
     """The packet as it will be stored (canonical bytes), not yet given an owner or scope."""
     from .. import packet  # pydantic: only the write path pays for it
 
@@ -97,10 +119,39 @@ def _prepare(raw: bytes | str | Mapping[str, Any], *, lenient: bool) -> StoredPa
     except packet.PacketError as exc:
         raise BadRequest(str(exc)) from None
     packet_id, created_at, goal = _identity(checked.data)
+    if scan:
+        _refuse_secrets(checked.data)  # CPU only: no store call
     return StoredPacket(
         meta=PacketMeta(id=packet_id, created_at=created_at, goal=goal, owner_id=""),
         body=packet.canonical_bytes(checked.data),
         conforming=checked.conforming,
+    )
+
+
+def scan_wanted(override: str | None, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether to scan a push: on, unless the operator turned it off or the user overrides.
+
+    ``override`` is the request's ``X-LTM-Allow-Unredacted`` header (None if absent).
+    """
+    if environ.get(SCAN_ENV, "").strip().lower() in _OFF:
+        return False
+    return override is None or override.strip().lower() not in _YES
+
+
+def _refuse_secrets(data: Mapping[str, Any]) -> None:
+    from .. import redact  # the write path alone pays for it
+
+    hits = redact.scan_packet(data, secrets_only=True)
+    if not hits:
+        return
+    listed = ", ".join(f"{h.field}/{h.kind}" for h in hits[:_LISTED])
+    more = f" and {len(hits) - _LISTED} more" if len(hits) > _LISTED else ""
+    # Field paths and kinds only: the secret itself is not echoed (nor logged).
+    raise BadRequest(
+        f"the server's redaction scan refused the packet ({len(hits)} "
+        f"{'hit' if len(hits) == 1 else 'hits'}: {listed}{more}); remove the secrets, or"
+        f" send the header {OVERRIDE_HEADER}: 1 (ltm push --allow-unredacted) to store it"
+        " anyway"
     )
 
 

@@ -29,7 +29,9 @@ def send(
     )
     backend = open_backend(local=local)
     try:
-        pushed = backend.push(checked.data, team=team, lenient=lenient)
+        pushed = backend.push(
+            checked.data, team=team, lenient=lenient, allow_unredacted=allow_unredacted
+        )
     finally:
         backend.close()
     verb = "saved" if pushed.created else "updated"
