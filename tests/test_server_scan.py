@@ -155,7 +155,7 @@ def test_cli_blocks_first_then_the_override_reaches_the_server(
     path.write_text(json.dumps(leaky()))
     blocked = cli.run("push", str(path))
     assert blocked.returncode == 1
-    assert blocked.stderr.startswith("ltm: redaction pre-flight blocked the packet (5 hits)")
+    assert blocked.stderr.startswith("ltm: the redaction pre-flight blocked the packet (5 hits)")
     assert cli.ok("ls") == ""
     assert cli.ok("push", "--allow-unredacted", str(path)).strip() == GHP
     assert json.loads(cli.ok("pull", GHP))["goal"] == leaky()["goal"]
