@@ -347,8 +347,16 @@ def push_packet(request: Any) -> Response:
 @route("/v1/packets", "GET")
 def list_packets(request: Any) -> Response:
     caller = _caller(request)
-    found = packets.list_(get_store(), caller, team=_team(request), limit=_limit(request))
-    return _json({"packets": [_meta_json(meta) for meta in found]})
+    project = _query(request, "project")
+    found = packets.list_(
+        get_store(), caller, team=_team(request), limit=_limit(request), project=project
+    )
+    body: dict[str, Any] = {"packets": [_meta_json(meta) for meta in found]}
+    if project is not None:
+        # An extension: echoing the filter tells a client this server applied it (a
+        # server that ignores ?project= lists every project's packets).
+        body["project"] = project
+    return _json(body)
 
 
 @route("/v1/packets/{id}", "GET")

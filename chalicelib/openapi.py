@@ -107,7 +107,18 @@ def _schemas() -> dict[str, Any]:
                 required=["id"],
             ),
             "PacketMeta": _obj({"id": _STRING, "created_at": _STRING, "goal": _STRING}),
-            "PacketList": _obj({"packets": {"type": "array", "items": _ref("PacketMeta")}}),
+            "PacketList": _obj(
+                {
+                    "packets": {"type": "array", "items": _ref("PacketMeta")},
+                    "project": {
+                        **_STRING,
+                        "description": "Present when the listing was filtered with"
+                        " `?project=`: the filter this server applied (an extension of"
+                        " this server; the reference protocol has no project filter).",
+                    },
+                },
+                required=["packets"],
+            ),
             "StoredPacket": {
                 "type": "object",
                 "description": "The packet exactly as stored (canonical bytes). It conforms to"
@@ -262,6 +273,14 @@ def _paths() -> dict[str, Any]:
                 "summary": "The newest packets of one scope.",
                 "parameters": [
                     _TEAM_QUERY,
+                    {
+                        "name": "project",
+                        "in": "query",
+                        "required": False,
+                        "description": "Only the packets whose `project.name` is exactly this"
+                        " (an extension of this server; the reference ignores it).",
+                        "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+                    },
                     {
                         "name": "limit",
                         "in": "query",

@@ -55,13 +55,19 @@ def check(
     lenient: bool = False,
     label: str = "packet",
 ) -> Checked:
-    """Parse and validate; with ``fill``, supply a missing id, created_at and ltm_version."""
+    """Parse and validate; with ``fill``, supply a missing id, created_at and ltm_version,
+    and the project (name and ref) of the working directory when the packet has none.
+
+    The project is filled before the redaction scan, which judges it like every field.
+    """
     from ltm import packet
 
     try:
         data = packet.parse(raw) if isinstance(raw, bytes) else dict(raw)
         if fill:
-            data = packet.fill_defaults(data)
+            from ltm.cli.project import fill_project
+
+            data = fill_project(packet.fill_defaults(data))
         return packet.check(data, lenient=lenient)
     except packet.PacketError as exc:
         raise CliError(f"{label} is not a valid packet:\n" + _indent(exc.errors)) from None

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = 10.0
 MAX_REPLY_BYTES = 8 * 1024 * 1024
 RESOLVE_PAGE = 200  # how many of the newest packets an id prefix is looked up in
+PROJECT_SCAN = 50  # against a server without ?project=, how many bodies are read to filter
 MAX_PACKET_KIB = 32
 
 
@@ -424,13 +425,13 @@ class RemoteBackend(Backend):
         self._bodies: dict[str, bytes] = {}
 
     @classmethod
-    def open(cls, target: Target) -> RemoteBackend:
+    def open(cls, target: Target, *, timeout: float | None = None) -> RemoteBackend:
         if not target.token:
             raise CliError(
                 f"not signed in to {target.host} — run: ltm auth {target.host}"
                 " (or use --local for the local store)"
             )
-        return cls(target)
+        return cls(target, Http(target.host, timeout=timeout) if timeout is not None else None)
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -496,15 +497,51 @@ class RemoteBackend(Backend):
         pushed_id = answer.get("id") if isinstance(answer, dict) else None
         return Pushed(str(pushed_id or packet_id), True)
 
-    def list(self, *, team: str | None = None, limit: int = 50) -> list[dict[str, str]]:
+    def list(
+        self, *, team: str | None = None, limit: int = 50, project: str | None = None
+    ) -> list[dict[str, str]]:
+        wanted = limit if project is None else max(limit, RESOLVE_PAGE)
         reply = self._call(
             "GET",
             "/v1/packets",
             ok=(200,),
-            query={"team": team, "limit": limit},
+            query={"team": team, "limit": limit, "project": project},
             hints=self._team_hints(team),
         )
         answer = reply.json(self.host)
+        rows = self._rows(answer)
+        if project is not None and answer.get("project") != project:
+            # A server that does not filter by project (the reference): it listed every
+            # project's packets, so look in the newest ones' bodies, a bounded number.
+            if len(rows) >= limit:
+                reply = self._call(
+                    "GET",
+                    "/v1/packets",
+                    ok=(200,),
+                    query={"team": team, "limit": wanted},
+                    hints=self._team_hints(team),
+                )
+                rows = self._rows(reply.json(self.host))
+            rows = self._of_project(rows, project, limit)
+        return rows
+
+    def _of_project(
+        self, rows: list[dict[str, str]], project: str, limit: int
+    ) -> list[dict[str, str]]:
+        kept = []
+        for row in rows[:PROJECT_SCAN]:
+            body = self._fetch(row["id"])
+            try:
+                named = json.loads(body or b"{}").get("project", {}).get("name")
+            except (ValueError, AttributeError):
+                named = None
+            if named == project:
+                kept.append(row)
+                if len(kept) == limit:
+                    break
+        return kept
+
+    def _rows(self, answer: Any) -> list[dict[str, str]]:
         rows = answer.get("packets") if isinstance(answer, dict) else None
         if not isinstance(rows, list):
             raise CliError(f"{self.host} sent an unexpected packet list — is it an ltm server?")

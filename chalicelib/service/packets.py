@@ -19,6 +19,7 @@ from .errors import BadRequest, Conflict, NotFound, PayloadTooLarge
 
 DEFAULT_LIMIT = 50  # the protocol's default page
 MAX_LIMIT = 1000
+MAX_PROJECT = 128  # the protocol's limit on project.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,7 @@ def push(
             goal=goal,
             owner_id=who.user.id,
             team_id=who.team.id if who.team else None,
+            project=_project(checked.data),
         ),
         body=packet.canonical_bytes(checked.data),
         conforming=checked.conforming,
@@ -85,14 +87,25 @@ def get(store: Store, caller: Caller, packet_id: str) -> StoredPacket:
 
 
 def list_(
-    store: Store, caller: Caller, *, team: str | None = None, limit: int = DEFAULT_LIMIT
+    store: Store,
+    caller: Caller,
+    *,
+    team: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    project: str | None = None,
 ) -> list[PacketMeta]:
-    """The newest packets of the caller's personal scope or of one of their teams."""
+    """The newest packets of the caller's personal scope or of one of their teams.
+
+    With ``project``, only the packets whose ``project.name`` is exactly that.
+    """
     if not 1 <= limit <= MAX_LIMIT:
         raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}")
+    if project is not None and not 1 <= len(project) <= MAX_PROJECT:
+        raise BadRequest(f"project must be 1 to {MAX_PROJECT} characters")
     who = access(store, caller, team=team)
     team_id = who.team.id if who.team else None
-    return store.list_packets(owner_id=who.user.id, team_id=team_id, limit=limit).items
+    page = store.list_packets(owner_id=who.user.id, team_id=team_id, limit=limit, project=project)
+    return page.items
 
 
 def resolve(store: Store, caller: Caller, prefix: str, *, team: str | None = None) -> str:
@@ -124,6 +137,13 @@ def _can_read(store: Store, user: User, meta: PacketMeta) -> bool:
     if meta.team_id is None:
         return meta.owner_id == user.id
     return store.get_member(meta.team_id, user.id) is not None
+
+
+def _project(data: Mapping[str, Any]) -> str | None:
+    """The packet's ``project.name``: what project listings filter on."""
+    project = data.get("project")
+    name = project.get("name") if isinstance(project, Mapping) else None
+    return name if isinstance(name, str) and name else None
 
 
 def _identity(data: Mapping[str, Any]) -> tuple[str, str, str]:
