@@ -500,30 +500,22 @@ class RemoteBackend(Backend):
     def list(
         self, *, team: str | None = None, limit: int = 50, project: str | None = None
     ) -> list[dict[str, str]]:
-        wanted = limit if project is None else max(limit, RESOLVE_PAGE)
-        reply = self._call(
-            "GET",
-            "/v1/packets",
-            ok=(200,),
-            query={"team": team, "limit": limit, "project": project},
-            hints=self._team_hints(team),
-        )
-        answer = reply.json(self.host)
+        answer = self._page(team, limit, project)
         rows = self._rows(answer)
         if project is not None and answer.get("project") != project:
             # A server that does not filter by project (the reference): it listed every
             # project's packets, so look in the newest ones' bodies, a bounded number.
             if len(rows) >= limit:
-                reply = self._call(
-                    "GET",
-                    "/v1/packets",
-                    ok=(200,),
-                    query={"team": team, "limit": wanted},
-                    hints=self._team_hints(team),
-                )
-                rows = self._rows(reply.json(self.host))
+                rows = self._rows(self._page(team, max(limit, PROJECT_SCAN), None))
             rows = self._of_project(rows, project, limit)
         return rows
+
+    def _page(self, team: str | None, limit: int, project: str | None) -> Any:
+        query = {"team": team, "limit": limit, "project": project}
+        reply = self._call(
+            "GET", "/v1/packets", ok=(200,), query=query, hints=self._team_hints(team)
+        )
+        return reply.json(self.host)
 
     def _of_project(
         self, rows: list[dict[str, str]], project: str, limit: int
