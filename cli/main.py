@@ -39,6 +39,7 @@ GROUPS: dict[str, str] = {
     "config": "config_cmd",
     "mcp": "mcp",
     "tokens": "tokens",
+    "hooks": "hooks",
 }
 
 
