@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -330,23 +328,8 @@ def test_the_whole_loop_start_save_through_mcp_start_again(person: Cli, tmp_path
     first = claude_session_start(app, session="loop-1")
     assert hook(person.at(app), "session-start", first)[0] is None  # nothing saved yet
 
-    class ShimIn(Shim):
-        @asynccontextmanager
-        async def _session(self) -> AsyncIterator[Any]:
-            from mcp import ClientSession, StdioServerParameters
-            from mcp.client.stdio import stdio_client
-
-            params = StdioServerParameters(command=LTM, args=["mcp"], env=self.env, cwd=app)
-            with self.errlog_path.open("w") as errlog:
-                async with (
-                    stdio_client(params, errlog=errlog) as (read, write),
-                    ClientSession(read, write) as session,
-                ):
-                    self.init = await session.initialize()
-                    yield session
-
     packet = {"goal": "Ship the hook loop", "next_step": "Run the loop test again"}
-    with ShimIn(person.env, tmp_path / "shim.log") as shim:
+    with Shim(person.env, tmp_path / "shim.log", cwd=app) as shim:
         saved = shim.ok("save", {"packet": packet})
     assert "saved packet" in saved
 
