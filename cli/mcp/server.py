@@ -29,10 +29,46 @@ def _configure_logging() -> None:
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
 
 
+def load_sdk() -> None:
+    """Import only the parts of the official SDK a stdio server runs on.
+
+    ``import mcp`` (the package) loads the client, the HTTP transports and the
+    high-level server too, and every SDK import starts there: ``mcp`` and
+    ``mcp.server`` are entered here as bare packages (their submodules load
+    as usual, their ``__init__`` re-exports do not run), so the process pays
+    for the low-level server, the stdio transport and the protocol types only.
+    And the SDK declares some 550 pydantic models, each building its
+    validator at import: ``defer_build`` builds one when it is first used, so
+    start-up pays only for the messages a session exchanges.
+    """
+    import importlib.util
+    from types import ModuleType
+
+    import pydantic
+
+    pydantic.BaseModel.model_config["defer_build"] = True
+    for name in ("mcp", "mcp.server"):
+        if name in sys.modules:
+            continue
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.submodule_search_locations is None:
+            raise ImportError(f"no module named {name!r}")
+        package = ModuleType(name)
+        package.__spec__ = spec
+        package.__path__ = list(spec.submodule_search_locations)
+        package.__file__ = spec.origin
+        package.__package__ = name
+        sys.modules[name] = package
+        parent, _, child = name.rpartition(".")
+        if parent:
+            setattr(sys.modules[parent], child, package)
+
+
 def build_server() -> Any:
-    """The SDK server with ltm's tools; imported lazily (the SDK costs ~0.5 s to import)."""
-    import mcp.types as types
-    from mcp.server.lowlevel import Server
+    """The SDK server with ltm's tools; the SDK is imported here (see ``load_sdk``)."""
+    load_sdk()
+    import mcp_types as types
+    from mcp.server.lowlevel.server import Server
     from mcp.shared.exceptions import MCPError
 
     from ltm import __version__
@@ -158,7 +194,8 @@ def serve() -> None:
     """Serve MCP on stdin/stdout until the client closes stdin."""
     try:
         import anyio
-        import mcp  # noqa: F401
+
+        load_sdk()
     except ImportError:
         raise CliError("the mcp package is missing from this installation; reinstall ltm") from None
     _configure_logging()
