@@ -86,3 +86,23 @@ def test_outside_a_project_every_packet_is_listed(tmp_path: Path) -> None:
         assert [r.title for r in resources] == ["anywhere"]
         prompt = shim.portal.call(shim.session.get_prompt, "resume", None)
         assert "anywhere" in prompt.messages[0].content.text
+
+
+@needs_git
+def test_ls_and_resume_tools_take_project_and_here(
+    project: tuple[Cli, Path, list[str]], tmp_path: Path
+) -> None:
+    cli, app, ids = project
+    with Shim(cli.env, tmp_path / "shim.log", cwd=app) as shim:
+        here = shim.call("ls", {"here": True}).structured_content
+        assert [p["id"] for p in here["packets"]] == list(reversed(ids))
+        assert here["project"] == "acme/app"
+        other = shim.call("ls", {"project": "acme/other"}).structured_content
+        assert [p["goal"] for p in other["packets"]] == ["other project's goal"]
+        assert len(shim.call("ls", {}).structured_content["packets"]) == 4
+        assert "other project's goal" in shim.ok("resume", {"project": "acme/other"})
+        assert "app goal 2" in shim.ok("resume", {"here": True})
+        assert "not both" in shim.fails("ls", {"here": True, "project": "x"})
+        assert "no packets yet in project acme/none" in shim.fails(
+            "resume", {"project": "acme/none"}
+        )
