@@ -50,7 +50,7 @@ from ltm.cli.mcp.install import (
 )
 
 EVENTS = (("SessionStart", "session-start"), ("PreCompact", "pre-compact"), ("Stop", "stop"))
-TIMEOUT = 5  # seconds the harness waits; ltm hook gives up by itself after 1.2 s
+TIMEOUT = 5  # seconds the harness waits; ltm hook gives up by itself within 1.5 s
 FLAG_LINE = "codex_hooks = true  # added by ltm hooks install"
 HEADER_LINE = "[features]  # added by ltm hooks install"
 # An ltm hook command, whatever the path to ltm: ".../ltm hook EVENT" or "-m ltm.cli.entry hook".
