@@ -77,7 +77,8 @@ SAVE_LINES = (
     "goal (the outcome, one or two sentences); decisions with why (locked: true when "
     "settled); attempts, above all the FAILED ones with what was learned; open_questions; "
     "and next_step, the first concrete action for whoever resumes. If you resumed a "
-    "packet, set parent_id to its id. No secrets or absolute local paths."
+    "packet, set parent_id to its id. No secrets or absolute local paths. (Without the "
+    "tool, pipe the packet's JSON to `ltm save -`.)"
 )
 STOP_REASON = (
     "Before you finish: this session did real work on {project} and no ltm packet was "
