@@ -1,7 +1,7 @@
 """Console entry point: answer the cheapest requests fast, and never show a traceback.
 
-``--version``, ``example``, ``ls``, ``resume``, ``show`` and ``hook`` skip loading the argument
-parser (``ltm.cli.fast``: typer costs more than the whole rest of the
+``--version``, ``example``, ``ls``, ``resume``, ``show``, ``hook`` and plain ``mcp`` skip
+loading the argument parser (``ltm.cli.fast``: typer costs more than the whole rest of the
 start-up). Everything else goes through ``ltm.cli.main``.
 """
 
@@ -12,6 +12,12 @@ import sys
 
 
 def _fast_path(argv: list[str]) -> bool:
+    if argv == ["mcp"]:
+        # An MCP client starts this at every session: skip typer, the SDK costs enough.
+        from ltm.cli.mcp.server import serve
+
+        serve()
+        return True
     if argv[:1] == ["hook"]:
         # Agent harnesses run this at every session start: no typer, and it never fails.
         from ltm.cli.hook import main
