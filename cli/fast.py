@@ -62,7 +62,8 @@ def project_filter(project: str | None, here: bool) -> str | None:
     return found[0]
 
 
-def _where(backend: Backend, team: str | None, project: str | None) -> str:
+def where_label(backend: Backend, team: str | None, project: str | None) -> str:
+    """Where a listing looked, for messages: the store or server, the team, the project."""
     where = f"team {team} on {backend.label}" if team else backend.label
     return f"project {project} in {where}" if project else where
 
@@ -89,7 +90,8 @@ def list_packets(
         print(json.dumps({"packets": rows}, ensure_ascii=False, indent=2))
         return
     if not rows:
-        info(f"no packets yet in {_where(backend, team, project)}; save one with: ltm save FILE")
+        where = where_label(backend, team, project)
+        info(f"no packets yet in {where}; save one with: ltm save FILE")
         return
     for row in rows:
         when = relative_time(row["created_at"])
@@ -213,7 +215,7 @@ def _choose(
     rows = backend.list(team=team, limit=PICK_FROM if interactive else 1, project=project)
     if not rows:
         raise CliError(
-            f"no packets in {_where(backend, team, project)}; save one with: ltm save FILE"
+            f"no packets in {where_label(backend, team, project)}; save one with: ltm save FILE"
         )
     if not interactive:
         return rows[0]["id"]

@@ -369,7 +369,9 @@ def _project(args: dict[str, Any]) -> str | None:
 def _newest(backend: Any, team: str | None, project: str | None = None) -> str:
     rows = backend.list(team=team, limit=1, project=project)
     if not rows:
-        where = f"project {project} in {backend.label}" if project else backend.label
+        from ltm.cli.fast import where_label
+
+        where = where_label(backend, team, project)
         raise ToolError(f"no packets yet in {where}; save one at the end of a session with save")
     return str(rows[0]["id"])
 
@@ -445,9 +447,9 @@ def _ls(args: dict[str, Any]) -> Reply:
         rows = backend.list(team=team, limit=args.get("limit", 20), project=project)
     finally:
         backend.close()
-    where = f"team {team} on {backend.label}" if team else backend.label
-    if project:
-        where = f"project {project} in {where}"
+    from ltm.cli.fast import where_label
+
+    where = where_label(backend, team, project)
     if not rows:
         text = f"no packets yet in {where}; save one with save"
     else:
