@@ -14,6 +14,12 @@ import sys
 def _fast_path(argv: list[str]) -> bool:
     if argv == ["mcp"]:
         # An MCP client starts this at every session: skip typer, the SDK costs enough.
+        from ltm.cli.mcp import warm
+
+        if warm.enabled():
+            status = warm.hand_over()  # served by a warm process that imported the SDK
+            if status is not None:
+                sys.exit(status)
         from ltm.cli.mcp.server import serve
 
         serve()
