@@ -65,12 +65,21 @@ def hand_over() -> int | None:
     try:
         header = json.dumps({"cwd": os.getcwd(), "env": dict(os.environ)}).encode()
         socket.send_fds(conn, [struct.pack("!I", len(header)) + header], [0, 1, 2])
+        conn.settimeout(5)
         if _recv_exact(conn, 1) != b"A":
+            conn.close()
             return None  # not taken (a stale or refusing process): serve it here
-        conn.settimeout(None)
-        status = _recv_exact(conn, 4)  # the session runs in the warm process's child now
+        # Only now is the session the warm process's: it forks on this "go", and without
+        # it (we gave up waiting and closed) it never serves our stdin alongside us.
+        conn.sendall(b"G")
     except OSError:
+        conn.close()
         return None
+    try:
+        conn.settimeout(None)
+        status = _recv_exact(conn, 4)  # the session runs in the warm process's child
+    except OSError:
+        return 1  # it was handed over: never serve it here as well
     finally:
         conn.close()
     return struct.unpack("!i", status)[0] if len(status) == 4 else 1
@@ -165,6 +174,8 @@ def _session(conn: socket.socket, listener: socket.socket) -> None:
         if len(fds) != 3:
             return
         conn.sendall(b"A")
+        if _recv_exact(conn, 1) != b"G":
+            return  # the client gave up and serves the session itself
         conn.settimeout(None)
         pid = os.fork()
         if pid == 0:  # the session
