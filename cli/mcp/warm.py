@@ -125,6 +125,7 @@ def run(path: Path) -> None:
         return  # another warm process of this ltm is starting or serving
     os.ftruncate(lock, 0)
     os.write(lock, f"{os.getpid()}\n".encode())
+    os.chdir("/")  # hold no project folder open; each session gets its client's cwd
 
     from ltm.cli.mcp import server, tools
 
