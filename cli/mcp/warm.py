@@ -91,7 +91,9 @@ def _start(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     with contextlib.suppress(OSError):  # no warm process then; this session is served anyway
         subprocess.Popen(
-            [sys.executable, "-m", "ltm.cli.mcp.warm", str(path)],
+            # -P: the working directory (a project, maybe with its own mcp/ or pydantic.py)
+            # must not shadow the modules the warm process imports for every session.
+            [sys.executable, "-P", "-m", "ltm.cli.mcp.warm", str(path)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
