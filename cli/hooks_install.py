@@ -65,20 +65,21 @@ class Harness:
     config_toml: Path | None  # where the feature flag goes (Codex)
 
 
+def _folder(dot: str, env_var: str, *, project: bool) -> Path:
+    """The harness's folder: the project's ``.claude``/``.codex``, else the user's (which
+    ``$CLAUDE_CONFIG_DIR``/``$CODEX_HOME`` move, as the harness itself honours them)."""
+    if project:
+        return Path.cwd() / dot
+    moved = os.environ.get(env_var)
+    return Path(moved) if moved else Path.home() / dot
+
+
 def harness(name: str, *, project: bool) -> Harness:
     if name == "claude-code":
-        if project:
-            base = Path.cwd() / ".claude"
-        else:
-            env = os.environ.get("CLAUDE_CONFIG_DIR")
-            base = Path(env) if env else Path.home() / ".claude"
+        base = _folder(".claude", "CLAUDE_CONFIG_DIR", project=project)
         return Harness(name, "Claude Code", base / "settings.json", None)
     if name == "codex":
-        if project:
-            base = Path.cwd() / ".codex"
-        else:
-            env = os.environ.get("CODEX_HOME")
-            base = Path(env) if env else Path.home() / ".codex"
+        base = _folder(".codex", "CODEX_HOME", project=project)
         return Harness(name, "Codex", base / "hooks.json", base / "config.toml")
     raise CliError(f"unknown harness {name!r}: claude-code or codex")
 
