@@ -348,10 +348,17 @@ def push_packet(request: Any) -> Response:
 def list_packets(request: Any) -> Response:
     caller = _caller(request)
     team, limit, token = _team(request), _limit(request), _query(request, "page_token")
+    project = _query(request, "project")
     if token == "":
         raise BadRequest("page_token must not be empty")
-    page = packets.list_page(get_store(), caller, team=team, limit=limit, cursor=token)
+    page = packets.list_page(
+        get_store(), caller, team=team, limit=limit, cursor=token, project=project
+    )
     body: dict[str, Any] = {"packets": [_meta_json(meta) for meta in page.items]}
+    if project is not None:
+        # An extension: echoing the filter tells a client this server applied it (a
+        # server that ignores ?project= lists every project's packets).
+        body["project"] = project
     if page.cursor is not None:  # an extension: the reference has no pages past the first
         body["next_page_token"] = page.cursor
     return _json(body)

@@ -6,9 +6,10 @@ One run spawns ``ltm mcp`` and speaks raw JSON-RPC on its pipes, as an MCP
 client does when it starts a session: ``initialize``, then
 ``notifications/initialized`` and ``tools/list``; the clock stops when the
 tool list arrives (and, separately, when the shim has exited after stdin is
-closed). Also measured: one ``tools/call`` round trip inside a live session
-(``ls`` and ``save`` on the embedded store), and what importing the MCP SDK
-alone costs, which is most of the start-up.
+closed). ``--warm`` measures the same with ``LTM_MCP_WARM=1`` once the warm
+process (``ltm.cli.mcp.warm``) runs. Also measured: one ``tools/call`` round
+trip inside a live session (``ls`` and ``save`` on the embedded store), and
+what importing the MCP SDK alone costs, which is most of the start-up.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -150,18 +152,47 @@ def calls(env: dict[str, str], runs: int) -> dict[str, list[float]]:
     return out
 
 
+def warm_up(env: dict[str, str], state: Path) -> None:
+    """One session, which starts the warm process; then wait until it listens."""
+    proc = spawn(env)
+    handshake(proc)
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=60)
+    deadline = time.monotonic() + 60
+    while not list(state.glob("mcp-*.sock")):
+        if time.monotonic() > deadline:
+            raise SystemExit("the warm process did not start")
+        time.sleep(0.1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
-    runs = parser.parse_args().runs
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="with LTM_MCP_WARM=1: sessions handed to a warm process (started first)",
+    )
+    args = parser.parse_args()
+    runs = args.runs
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "LTM_DATA_DIR": tmp, "LTM_CONFIG_DIR": tmp}
         env.pop("LTM_HOST", None)
         env.pop("LTM_TOKEN", None)
-        session = start_up(env, runs)
-        in_session = calls(env, runs)
+        env.pop("LTM_MCP_WARM", None)
+        if args.warm:
+            env.update(LTM_MCP_WARM="1", LTM_STATE_DIR=str(Path(tmp) / "state"))
+            warm_up(env, Path(tmp) / "state")
+        try:
+            session = start_up(env, runs)
+            in_session = calls(env, runs)
+        finally:
+            for pid_file in (Path(tmp) / "state").glob("mcp-*.pid"):
+                os.kill(int(pid_file.read_text()), signal.SIGTERM)
     bare = session["bare"]
-    print(f"machine: {machine()}; {runs} interleaved runs, medians (after 2 warm-up runs)")
+    mode = " (LTM_MCP_WARM=1, a warm process running)" if args.warm else ""
+    print(f"machine: {machine()}; {runs} interleaved runs, medians (after 2 warm-up runs){mode}")
     print(f"{'what':<50} {'median ms':>10} {'x bare':>8}")
     for name, key in (
         ("python -c pass", "bare"),

@@ -115,6 +115,12 @@ def _schemas() -> dict[str, Any]:
                         "description": "Extension: present when more packets follow; pass it"
                         " back as `page_token` for the next page.",
                     },
+                    "project": {
+                        **_STRING,
+                        "description": "Present when the listing was filtered with"
+                        " `?project=`: the filter this server applied (an extension of"
+                        " this server; the reference protocol has no project filter).",
+                    },
                 },
                 required=["packets"],
             ),
@@ -288,6 +294,14 @@ def _paths() -> dict[str, Any]:
                 "summary": "The newest packets of one scope.",
                 "parameters": [
                     _TEAM_QUERY,
+                    {
+                        "name": "project",
+                        "in": "query",
+                        "required": False,
+                        "description": "Only the packets whose `project.name` is exactly this"
+                        " (an extension of this server; the reference ignores it).",
+                        "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+                    },
                     {
                         "name": "limit",
                         "in": "query",

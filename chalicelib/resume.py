@@ -26,6 +26,18 @@ PREAMBLE = (
 )
 
 
+COMPACT_PREAMBLE = (
+    "# Saved memory packet",
+    "",
+    "Locked decisions were settled; failed attempts were already tried; the Next step "
+    "is where the work stopped.",
+)
+# Compact mode (what a session-start hook injects): the long tail of a big packet is
+# cut, so the block stays small in the agent's context; resume shows all of it.
+COMPACT_TEXT = 300  # characters per text field
+COMPACT_ITEMS = 6  # items per list
+
+
 def _text(value: Any) -> str:
     """One-line-safe text: packets are data, so strip what could break the markdown layout."""
     return str(value).strip().replace("\r\n", "\n").replace("\n", "\n  ")
@@ -79,8 +91,29 @@ def _flat(groups: Iterable[list[str]]) -> list[str]:
     return [line for group in groups for line in group]
 
 
-def render(packet: Mapping[str, Any]) -> str:
-    """Render the resume block; ends with a newline."""
+def _trimmed(value: Any) -> Any:
+    """``value`` with long strings cut and long lists shortened (compact mode)."""
+    if isinstance(value, str):
+        flat = value.strip()
+        return flat if len(flat) <= COMPACT_TEXT else flat[: COMPACT_TEXT - 1] + "…"
+    if isinstance(value, Mapping):
+        return {k: _trimmed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        kept = [_trimmed(v) for v in value[:COMPACT_ITEMS]]
+        if len(value) > COMPACT_ITEMS and all(isinstance(v, str) for v in value):
+            kept.append(f"… and {len(value) - COMPACT_ITEMS} more")
+        return kept
+    return value
+
+
+def render(packet: Mapping[str, Any], *, compact: bool = False) -> str:
+    """Render the resume block; ends with a newline.
+
+    ``compact``: a shorter preamble, long texts and lists cut, and only the id
+    and date of the packet's provenance (for injecting into an agent's context).
+    """
+    if compact:
+        packet = _trimmed(packet)
     decisions = _dicts(packet, "decisions")
     locked = [d for d in decisions if d.get("locked") is True]
     tentative = [d for d in decisions if d.get("locked") is not True]
@@ -88,7 +121,7 @@ def render(packet: Mapping[str, Any]) -> str:
     failed = [a for a in attempts if a.get("outcome") in ("failed", "partial")]
     worked = [a for a in attempts if a.get("outcome") not in ("failed", "partial")]
 
-    lines = list(PREAMBLE)
+    lines = list(COMPACT_PREAMBLE if compact else PREAMBLE)
     # Start: highest attention.
     lines += _section("Goal", [_text(packet.get("goal", ""))])
     lines += _section("Done when", _bullets(_items(packet, "success_criteria")))
@@ -110,7 +143,7 @@ def render(packet: Mapping[str, Any]) -> str:
         "Tentative decisions (revisit only with cause)", _flat(map(_decision, tentative))
     )
     lines += _section("Open questions", _bullets(_items(packet, "open_questions")))
-    lines += _section("Packet", _provenance(packet))
+    lines += _section("Packet", _provenance(packet)[: 3 if compact else None])
     # End: highest attention again.
     lines += _section("Next step (your first action)", [_text(packet.get("next_step", ""))])
     return "\n".join(lines) + "\n"

@@ -80,8 +80,13 @@ class Backend(ABC):
         """
 
     @abstractmethod
-    def list(self, *, team: str | None = None, limit: int = 50) -> list[dict[str, str]]:
-        """Newest first: ``{"id", "created_at", "goal"}`` each, as the protocol lists them."""
+    def list(
+        self, *, team: str | None = None, limit: int = 50, project: str | None = None
+    ) -> list[dict[str, str]]:
+        """Newest first: ``{"id", "created_at", "goal"}`` each, as the protocol lists them.
+
+        With ``project``, only the packets whose ``project.name`` is exactly that.
+        """
 
     @abstractmethod
     def get(self, ref: str, *, team: str | None = None) -> bytes:
@@ -176,12 +181,14 @@ class LocalBackend(Backend):
                 raise IdTaken(f"packet id {data.get('id')} is taken in the {self.label}") from None
         return Pushed(result.id, result.created)
 
-    def list(self, *, team: str | None = None, limit: int = 50) -> list[dict[str, str]]:
+    def list(
+        self, *, team: str | None = None, limit: int = 50, project: str | None = None
+    ) -> list[dict[str, str]]:
         from ltm.service import packets
 
         self._no_teams(team)
         with self._service():
-            metas = packets.list_(self.store, self.user, limit=limit)
+            metas = packets.list_(self.store, self.user, limit=limit, project=project)
         return [{"id": m.id, "created_at": m.created_at, "goal": m.goal} for m in metas]
 
     def walk(self, *, team: str | None = None) -> Iterator[Held]:
@@ -234,8 +241,11 @@ class LocalBackend(Backend):
         return {"backend": "local", "store": self.path}
 
 
-def open_backend(*, local: bool = False) -> Backend:
-    """The server signed in to (``ltm auth``), else the local store; ``local`` forces the latter."""
+def open_backend(*, local: bool = False, timeout: float | None = None) -> Backend:
+    """The server signed in to (``ltm auth``), else the local store; ``local`` forces the latter.
+
+    ``timeout`` (seconds) overrides the configured network timeout (hooks keep it short).
+    """
     if not local:
         from ltm.cli.credentials import active
 
@@ -243,5 +253,5 @@ def open_backend(*, local: bool = False) -> Backend:
         if target is not None:
             from ltm.cli.remote import RemoteBackend
 
-            return RemoteBackend.open(target)
+            return RemoteBackend.open(target, timeout=timeout)
     return LocalBackend.open()

@@ -1,7 +1,7 @@
 """Console entry point: answer the cheapest requests fast, and never show a traceback.
 
-``--version``, ``example``, ``ls``, ``resume`` and ``show`` skip loading the argument
-parser (``ltm.cli.fast``: typer costs more than the whole rest of the
+``--version``, ``example``, ``ls``, ``resume``, ``show``, ``hook`` and plain ``mcp`` skip
+loading the argument parser (``ltm.cli.fast``: typer costs more than the whole rest of the
 start-up). Everything else goes through ``ltm.cli.main``.
 """
 
@@ -45,6 +45,24 @@ def take_host(argv: list[str]) -> list[str]:
 
 
 def _fast_path(argv: list[str]) -> bool:
+    if argv == ["mcp"]:
+        # An MCP client starts this at every session: skip typer, the SDK costs enough.
+        from ltm.cli.mcp import warm
+
+        if warm.enabled():
+            status = warm.hand_over()  # served by a warm process that imported the SDK
+            if status is not None:
+                sys.exit(status)
+        from ltm.cli.mcp.server import serve
+
+        serve()
+        return True
+    if argv[:1] == ["hook"]:
+        # Agent harnesses run this at every session start: no typer, and it never fails.
+        from ltm.cli.hook import main
+
+        main(argv[1:])
+        return True
     if argv[:1] in (["--version"], ["example"], ["ls"], ["resume"], ["show"]):
         from ltm.cli import fast
 

@@ -44,13 +44,46 @@ def print_example(*, resume: bool) -> None:
     sys.stdout.flush()
 
 
-def list_packets(*, limit: int, team: str | None, as_json: bool, local: bool) -> None:
+def project_filter(project: str | None, here: bool) -> str | None:
+    """The project to filter on: ``--project NAME``, or ``--here`` (this directory's)."""
+    if project is not None and here:
+        raise CliError("give --project NAME or --here, not both")
+    if project is not None:
+        if not project.strip():
+            raise CliError("--project needs a project name")
+        return project
+    if not here:
+        return None
+    from ltm.cli.project import current_project
+
+    found = current_project()
+    if found is None:
+        raise CliError("--here: no project found in this directory; use --project NAME")
+    return found[0]
+
+
+def where_label(backend: Backend, team: str | None, project: str | None) -> str:
+    """Where a listing looked, for messages: the store or server, the team, the project."""
+    where = f"team {team} on {backend.label}" if team else backend.label
+    return f"project {project} in {where}" if project else where
+
+
+def list_packets(
+    *,
+    limit: int,
+    team: str | None,
+    as_json: bool,
+    local: bool,
+    project: str | None = None,
+    here: bool = False,
+) -> None:
     from ltm.cli.backend import open_backend
     from ltm.cli.output import one_line, relative_time, short_id
 
+    project = project_filter(project, here)
     backend = open_backend(local=local)
     try:
-        rows = backend.list(team=team, limit=limit)
+        rows = backend.list(team=team, limit=limit, project=project)
     finally:
         backend.close()
     if as_json:
@@ -58,7 +91,7 @@ def list_packets(*, limit: int, team: str | None, as_json: bool, local: bool) ->
         _write(terminal_bytes(text.encode("utf-8", "surrogateescape")))
         return
     if not rows:
-        where = f"team {team} on {backend.label}" if team else backend.label
+        where = where_label(backend, team, project)
         info(f"no packets yet in {where}; save one with: ltm save FILE")
         return
     for row in rows:
@@ -68,19 +101,30 @@ def list_packets(*, limit: int, team: str | None, as_json: bool, local: bool) ->
 
 
 def resume_packet(
-    ref: str | None, *, team: str | None, local: bool, copy: bool | None, as_json: bool
+    ref: str | None,
+    *,
+    team: str | None,
+    local: bool,
+    copy: bool | None,
+    as_json: bool,
+    project: str | None = None,
+    here: bool = False,
 ) -> None:
-    """Print (or copy) a packet's resume block; without ``ref``, pick one or take the newest."""
+    """Print (or copy) a packet's resume block; without ``ref``, pick one or take the newest.
+
+    ``project``/``here`` narrow the choice to one project's packets (an explicit id wins).
+    """
     from ltm.cli.backend import open_backend
     from ltm.resume import render
 
+    project = project_filter(project, here)
     interactive = ref is None and not as_json and sys.stdin.isatty() and sys.stdout.isatty()
     if interactive and sys.platform == "win32":
         interactive = False  # the picker needs termios: print the newest, as off a terminal
     backend = open_backend(local=local)
     try:
         if ref is None:
-            ref = _choose(backend, team, interactive=interactive)
+            ref = _choose(backend, team, interactive=interactive, project=project)
         body = backend.get(ref, team=team)
     finally:
         backend.close()
@@ -173,13 +217,16 @@ def summary(p: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _choose(backend: Backend, team: str | None, *, interactive: bool) -> str:
+def _choose(
+    backend: Backend, team: str | None, *, interactive: bool, project: str | None = None
+) -> str:
     from ltm.cli.output import one_line, relative_time, short_id
 
-    rows = backend.list(team=team, limit=PICK_FROM if interactive else 1)
+    rows = backend.list(team=team, limit=PICK_FROM if interactive else 1, project=project)
     if not rows:
-        where = f"team {team} on {backend.label}" if team else backend.label
-        raise CliError(f"no packets in {where}; save one with: ltm save FILE")
+        raise CliError(
+            f"no packets in {where_label(backend, team, project)}; save one with: ltm save FILE"
+        )
     if not interactive:
         return rows[0]["id"]
     from ltm.cli.picker import pick
@@ -206,18 +253,25 @@ def run(argv: list[str]) -> bool:
         print_example(resume=bool(argv[1:]))
         return True
     verb, rest = argv[0], argv[1:]
-    parsed = _parse(rest, flags={"--json", "--local", "--copy", "--no-copy"})
+    parsed = _parse(rest, flags={"--json", "--local", "--copy", "--no-copy", "--here"})
     if parsed is None:
         return False
     positional, values, flags = parsed
     team = values.get("team")
+    scoped = {"project": values.get("project"), "here": "--here" in flags}
     if verb == "ls":
         if positional or flags & {"--copy", "--no-copy"}:
             return False
         raw = values.get("limit", "50")
         if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
             return False
-        list_packets(limit=int(raw), team=team, as_json="--json" in flags, local="--local" in flags)
+        list_packets(
+            limit=int(raw),
+            team=team,
+            as_json="--json" in flags,
+            local="--local" in flags,
+            **scoped,  # type: ignore[arg-type]
+        )
         return True
     if verb == "resume":
         if len(positional) > 1 or "limit" in values or {"--copy", "--no-copy"} <= flags:
@@ -225,18 +279,34 @@ def run(argv: list[str]) -> bool:
         ref = positional[0] if positional else None
         copy = True if "--copy" in flags else False if "--no-copy" in flags else None
         resume_packet(
-            ref, team=team, local="--local" in flags, copy=copy, as_json="--json" in flags
+            ref,
+            team=team,
+            local="--local" in flags,
+            copy=copy,
+            as_json="--json" in flags,
+            **scoped,  # type: ignore[arg-type]
         )
         return True
     if verb == "show":
-        if len(positional) != 1 or "limit" in values or flags & {"--copy", "--no-copy"}:
+        if (
+            len(positional) != 1
+            or "limit" in values
+            or "project" in values
+            or flags & {"--copy", "--no-copy", "--here"}
+        ):
             return False
         show_packet(positional[0], team=team, as_json="--json" in flags, local="--local" in flags)
         return True
     return False
 
 
-OPTIONS = {"-t": "team", "--team": "team", "-n": "limit", "--limit": "limit"}
+OPTIONS = {
+    "-t": "team",
+    "--team": "team",
+    "-n": "limit",
+    "--limit": "limit",
+    "--project": "project",
+}
 
 
 def _parse(

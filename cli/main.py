@@ -46,6 +46,7 @@ GROUPS: dict[str, str] = {
     "config": "config_cmd",
     "mcp": "mcp",
     "tokens": "tokens",
+    "hooks": "hooks",
 }
 
 

@@ -27,3 +27,17 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of text."
 Limit = Annotated[
     int, typer.Option("--limit", "-n", metavar="N", min=1, max=1000, help="How many, at most.")
 ]
+Project = Annotated[
+    str | None,
+    typer.Option(
+        "--project", metavar="NAME", help="Only this project's packets (the packets' project.name)."
+    ),
+]
+Here = Annotated[
+    bool,
+    typer.Option(
+        "--here",
+        help="Only the packets of the project in this directory (its git remote owner/name,"
+        " else the folder's name).",
+    ),
+]

@@ -87,6 +87,10 @@ def judge(
 ) -> Verdict:
     """Parse, (fill the defaults,) validate, check the id and scan: every problem at once.
 
+    ``fill`` supplies a missing id, created_at and ltm_version, and the project
+    (name and ref) of the working directory when the packet has none; the project
+    is filled before the redaction scan, which judges it like every field.
+
     ``rules`` are the user's redaction rules, read once by a caller that judges many.
     """
     from ltm import packet
@@ -96,7 +100,9 @@ def judge(
     try:
         data = packet.parse(raw) if isinstance(raw, bytes) else dict(raw)
         if fill:
-            data = packet.fill_defaults(data)
+            from ltm.cli.project import fill_project
+
+            data = fill_project(packet.fill_defaults(data))
         checked = packet.check(data, lenient=True)
     except packet.PacketError as exc:
         return Verdict(None, list(exc.errors), None, _scan_what_parsed(data) if scan else [])

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = 10.0
 MAX_REPLY_BYTES = 8 * 1024 * 1024
 RESOLVE_PAGE = 200  # how many of the newest packets an id prefix is looked up in
+PROJECT_SCAN = 50  # against a server without ?project=, how many bodies are read to filter
 MAX_PACKET_KIB = 32
 
 
@@ -432,13 +433,13 @@ class RemoteBackend(Backend):
         self._bodies: dict[str, bytes] = {}
 
     @classmethod
-    def open(cls, target: Target) -> RemoteBackend:
+    def open(cls, target: Target, *, timeout: float | None = None) -> RemoteBackend:
         if not target.token:
             raise CliError(
                 f"not signed in to {target.host} — run: ltm auth {target.host}"
                 " (or use --local for the local store)"
             )
-        return cls(target)
+        return cls(target, Http(target.host, timeout=timeout) if timeout is not None else None)
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -514,8 +515,16 @@ class RemoteBackend(Backend):
         pushed_id = answer.get("id") if isinstance(answer, dict) else None
         return Pushed(str(pushed_id or packet_id), True)
 
-    def list(self, *, team: str | None = None, limit: int = 50) -> list[dict[str, str]]:
-        rows, _ = self._page(team=team, limit=limit)
+    def list(
+        self, *, team: str | None = None, limit: int = 50, project: str | None = None
+    ) -> list[dict[str, str]]:
+        rows, _, filtered = self._page(team=team, limit=limit, project=project)
+        if project is not None and not filtered:
+            # A server that does not filter by project (the reference): it listed every
+            # project's packets, so look in the newest ones' bodies, a bounded number.
+            if len(rows) >= limit:
+                rows, _, _ = self._page(team=team, limit=max(limit, PROJECT_SCAN))
+            rows = self._of_project(rows, project, limit)
         return [
             {
                 "id": str(row.get("id", "")),
@@ -525,15 +534,37 @@ class RemoteBackend(Backend):
             for row in rows
         ]
 
+    def _of_project(
+        self, rows: list[dict[str, Any]], project: str, limit: int
+    ) -> list[dict[str, Any]]:
+        kept = []
+        for row in rows[:PROJECT_SCAN]:
+            body = self._fetch(str(row.get("id", "")))
+            try:
+                named = json.loads(body or b"{}").get("project", {}).get("name")
+            except (ValueError, AttributeError):
+                named = None
+            if named == project:
+                kept.append(row)
+                if len(kept) == limit:
+                    break
+        return kept
+
     def _page(
-        self, *, team: str | None, limit: int, page_token: str | None = None
-    ) -> tuple[list[dict[str, Any]], str | None]:
-        """One listing page: its rows and the ``next_page_token`` (an extension) if any."""
+        self,
+        *,
+        team: str | None,
+        limit: int,
+        project: str | None = None,
+        page_token: str | None = None,
+    ) -> tuple[list[dict[str, Any]], str | None, bool]:
+        """One listing page: its rows, the ``next_page_token`` if any, and whether the
+        server applied ``project`` (both are extensions the reference does not have)."""
         reply = self._call(
             "GET",
             "/v1/packets",
             ok=(200,),
-            query={"team": team, "limit": limit, "page_token": page_token},
+            query={"team": team, "limit": limit, "project": project, "page_token": page_token},
             hints=self._team_hints(team),
         )
         answer = reply.json(self.host)
@@ -541,8 +572,10 @@ class RemoteBackend(Backend):
         if not isinstance(rows, list):
             raise CliError(f"{self.host} sent an unexpected packet list — is it an ltm server?")
         token = answer.get("next_page_token")
-        return [row for row in rows if isinstance(row, dict)], (
-            token if isinstance(token, str) and token else None
+        return (
+            [row for row in rows if isinstance(row, dict)],
+            token if isinstance(token, str) and token else None,
+            project is not None and answer.get("project") == project,
         )
 
     def walk(self, *, team: str | None = None) -> Iterator[Held]:
@@ -551,7 +584,7 @@ class RemoteBackend(Backend):
         me = (self.target.user or {}).get("id", "")
         token: str | None = None
         while True:
-            rows, token = self._page(team=team, limit=WALK_PAGE, page_token=token)
+            rows, token, _ = self._page(team=team, limit=WALK_PAGE, page_token=token)
             for row in rows:
                 reply = self._call(
                     "GET", f"/v1/packets/{_segment(str(row.get('id', '')))}", ok=(200, 404)

@@ -51,6 +51,11 @@ class Cli:
 
     home: Path
     env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None  # where the commands run (a project's checkout); None: inherited
+
+    def at(self, cwd: Path) -> Cli:
+        """The same person, running commands in ``cwd``."""
+        return Cli(self.home, self.env, cwd)
 
     def __post_init__(self) -> None:
         if not self.env:
@@ -75,7 +80,7 @@ class Cli:
             env={**self.env, **env},
             capture_output=True,
             timeout=timeout,
-            cwd=cwd,
+            cwd=cwd if cwd is not None else self.cwd,
         )
         return subprocess.CompletedProcess(
             proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode()

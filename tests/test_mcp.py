@@ -60,14 +60,15 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 class Shim:
     """One ``ltm mcp`` subprocess and an initialized client session, driven synchronously."""
 
-    def __init__(self, env: dict[str, str], errlog: Path) -> None:
+    def __init__(self, env: dict[str, str], errlog: Path, cwd: Path | None = None) -> None:
         self.env = env
         self.errlog_path = errlog
+        self.cwd = cwd  # where the client starts the shim (a project's checkout)
         self.init: Any = None
 
     @asynccontextmanager
     async def _session(self) -> AsyncIterator[ClientSession]:
-        params = StdioServerParameters(command=LTM, args=["mcp"], env=self.env)
+        params = StdioServerParameters(command=LTM, args=["mcp"], env=self.env, cwd=self.cwd)
         with self.errlog_path.open("w") as errlog:
             async with (
                 stdio_client(params, errlog=errlog) as (read, write),

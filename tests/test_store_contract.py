@@ -46,10 +46,16 @@ def token(uid: str, label: str, digest: str, at: datetime = T0) -> Token:
 
 
 def pkt(
-    pid: str, owner: str, team: str | None = None, *, n: int = 0, body: bytes = b"{}"
+    pid: str,
+    owner: str,
+    team: str | None = None,
+    *,
+    n: int = 0,
+    body: bytes = b"{}",
+    project: str | None = None,
 ) -> StoredPacket:
     return StoredPacket(
-        PacketMeta(pid, f"2026-01-01T00:00:{n:02d}Z", f"goal {pid}", owner, team), body
+        PacketMeta(pid, f"2026-01-01T00:00:{n:02d}Z", f"goal {pid}", owner, team, project), body
     )
 
 
@@ -183,6 +189,52 @@ def test_prefix_lookup_is_scoped(store: Store) -> None:
     assert store.packet_ids_with_prefix("01ABCX", owner_id="u1") == []
     assert store.packet_ids_with_prefix("01ABCX", owner_id="u2") == ["01ABCXYZ0003"]
     assert store.packet_ids_with_prefix("01ABCDEF0002", owner_id="u1", limit=2) == ["01ABCDEF0002"]
+
+
+def test_list_and_prefix_by_project_per_scope(store: Store) -> None:
+    for n in range(5):
+        put(store, pkt(f"01PROJA{n:05d}", "u1", n=n, project="acme/app"))
+    put(store, pkt("01PROJB00000", "u1", n=10, project="acme/other"))
+    put(store, pkt("01NOPROJ0000", "u1", n=11))
+    put(store, pkt("01PROJAU2000", "u2", n=12, project="acme/app"))
+    put(store, pkt("01PROJATEAM0", "u1", "t1", n=13, project="acme/app"))
+
+    page = store.list_packets(owner_id="u1", limit=2, project="acme/app")
+    assert [m.id for m in page.items] == ["01PROJA00004", "01PROJA00003"]
+    assert {m.project for m in page.items} == {"acme/app"}
+    seen = [m.id for m in page.items]
+    while page.cursor:
+        page = store.list_packets(owner_id="u1", limit=2, cursor=page.cursor, project="acme/app")
+        seen += [m.id for m in page.items]
+    assert seen == [f"01PROJA{n:05d}" for n in reversed(range(5))]
+    # Unfiltered, every packet of the scope, with or without a project.
+    assert len(store.list_packets(owner_id="u1").items) == 7
+    assert [m.id for m in store.list_packets(owner_id="u1", project="acme/other").items] == [
+        "01PROJB00000"
+    ]
+    assert store.list_packets(owner_id="u1", project="acme").items == []  # exact names only
+    assert [m.id for m in store.list_packets(owner_id="u2", project="acme/app").items] == [
+        "01PROJAU2000"
+    ]
+    team = store.list_packets(owner_id="x", team_id="t1", project="acme/app")
+    assert [m.id for m in team.items] == ["01PROJATEAM0"]
+
+    got = store.get_packet("01PROJB00000")
+    assert got is not None and got.meta.project == "acme/other"
+    assert store.packet_ids_with_prefix("01PROJ", owner_id="u1", project="acme/other") == [
+        "01PROJB00000"
+    ]
+    assert store.packet_ids_with_prefix("01PROJA0000", owner_id="u1", project="acme/app") == [
+        "01PROJA00000",
+        "01PROJA00001",
+    ]
+    assert store.packet_ids_with_prefix("01NOPROJ", owner_id="u1", project="acme/app") == []
+    # A re-push that moves a packet to another project moves it in the listings too.
+    put(store, pkt("01PROJB00000", "u1", n=10, project="acme/app"))
+    assert store.list_packets(owner_id="u1", project="acme/other").items == []
+    assert store.list_packets(owner_id="u1", project="acme/app", limit=1).items[0].id == (
+        "01PROJB00000"
+    )
 
 
 def test_delete_packet(store: Store) -> None:

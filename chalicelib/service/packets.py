@@ -30,6 +30,7 @@ from .errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ServiceErro
 
 DEFAULT_LIMIT = 50  # the protocol's default page
 MAX_LIMIT = 1000
+MAX_PROJECT = 128  # the protocol's limit on project.name
 
 # The user's explicit override of the server-side scan: an extension header (a
 # reference server ignores it). Our CLI sends it with --allow-unredacted.
@@ -122,7 +123,13 @@ def _prepare(raw: bytes | str | Mapping[str, Any], *, lenient: bool, scan: bool)
     if scan:
         _refuse_secrets(checked.data)  # CPU only: no store call
     return StoredPacket(
-        meta=PacketMeta(id=packet_id, created_at=created_at, goal=goal, owner_id=""),
+        meta=PacketMeta(
+            id=packet_id,
+            created_at=created_at,
+            goal=goal,
+            owner_id="",
+            project=_project(checked.data),
+        ),
         body=packet.canonical_bytes(checked.data),
         conforming=checked.conforming,
     )
@@ -164,10 +171,18 @@ def get(store: Store, caller: Caller, packet_id: str) -> StoredPacket:
 
 
 def list_(
-    store: Store, caller: Caller, *, team: str | None = None, limit: int = DEFAULT_LIMIT
+    store: Store,
+    caller: Caller,
+    *,
+    team: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    project: str | None = None,
 ) -> list[PacketMeta]:
-    """The newest packets of the caller's personal scope or of one of their teams."""
-    return list_page(store, caller, team=team, limit=limit).items
+    """The newest packets of the caller's personal scope or of one of their teams.
+
+    With ``project``, only the packets whose ``project.name`` is exactly that.
+    """
+    return list_page(store, caller, team=team, limit=limit, project=project).items
 
 
 def list_page(
@@ -177,18 +192,24 @@ def list_page(
     team: str | None = None,
     limit: int = DEFAULT_LIMIT,
     cursor: str | None = None,
+    project: str | None = None,
 ) -> Page:
     """One page of a scope, newest first; ``Page.cursor`` continues it (None: the last page).
 
     Reads only. A cursor is opaque and comes from a previous page of the same
-    scope; anything else is refused (400 ``invalid page_token``).
+    listing; anything else is refused (400 ``invalid page_token``). With
+    ``project``, only the packets whose ``project.name`` is exactly that.
     """
     if not 1 <= limit <= MAX_LIMIT:
         raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}")
+    if project is not None and not 1 <= len(project) <= MAX_PROJECT:
+        raise BadRequest(f"project must be 1 to {MAX_PROJECT} characters")
     who = access(store, caller, need="read", team=team)
     team_id = who.team.id if who.team else None
     try:
-        return store.list_packets(owner_id=who.user.id, team_id=team_id, limit=limit, cursor=cursor)
+        return store.list_packets(
+            owner_id=who.user.id, team_id=team_id, limit=limit, cursor=cursor, project=project
+        )
     except ValueError:
         raise BadRequest("invalid page_token") from None
 
@@ -222,6 +243,13 @@ def _can_read(store: Store, user: User, meta: PacketMeta) -> bool:
     if meta.team_id is None:
         return meta.owner_id == user.id
     return store.get_member(meta.team_id, user.id) is not None
+
+
+def _project(data: Mapping[str, Any]) -> str | None:
+    """The packet's ``project.name``: what project listings filter on."""
+    project = data.get("project")
+    name = project.get("name") if isinstance(project, Mapping) else None
+    return name if isinstance(name, str) and name else None
 
 
 def _identity(data: Mapping[str, Any]) -> tuple[str, str, str]:

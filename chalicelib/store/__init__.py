@@ -51,6 +51,9 @@ class PacketMeta:
     goal: str
     owner_id: str
     team_id: str | None = None
+    # The packet's project.name. Always read by get_packet and by a listing filtered by
+    # project; an unfiltered DynamoDB listing leaves it None (its index does not carry it).
+    project: str | None = None
 
 
 def moves_into_team(existing: PacketMeta | None, new: PacketMeta) -> bool:
@@ -274,19 +277,27 @@ class Store(ABC):
         team_id: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        project: str | None = None,
     ) -> Page:
         """Packets of one scope, newest first.
 
         Personal scope (``team_id`` None): the packets ``owner_id`` stored with
         no team. Team scope: every packet of ``team_id``, whoever stored it
-        (``owner_id`` is then ignored).
+        (``owner_id`` is then ignored). With ``project``, only the packets whose
+        ``project.name`` is exactly that, read through an index (no scan).
         """
 
     @abstractmethod
     def packet_ids_with_prefix(
-        self, prefix: str, *, owner_id: str, team_id: str | None = None, limit: int = 2
+        self,
+        prefix: str,
+        *,
+        owner_id: str,
+        team_id: str | None = None,
+        limit: int = 2,
+        project: str | None = None,
     ) -> list[str]:
-        """Ids in the given scope (as for ``list_packets``) starting with ``prefix``."""
+        """Ids in the scope (and ``project``, as for ``list_packets``) starting with ``prefix``."""
 
     @abstractmethod
     def delete_packet(self, packet_id: str) -> bool:

@@ -27,6 +27,9 @@ needs and no others (the indexes are sparse)::
     gsi2pk / gsi2sk: packet SCOPE#<scope> / <id>; token TOKENS / <created>#<label>;
     invite INVITES#<team> / <codehash>.
 
+    gsi_project_pk / gsi_project_sk (index ``gsi_project``, sparse: only packets
+    with a ``project.name``): SCOPE#<scope>#P#<project> / <sortkey>#<id>.
+
     A token item carries its OAuth ``scope`` ("read", "write", "read write"; absent
     on tokens from before scopes, which are full). The membership under the team's
     id carries ``invites_made`` (a string set of the code hashes of the invites the
@@ -60,7 +63,11 @@ Which request uses what:
 - list a scope: one Query on gsi1, newest first (``ScanIndexForward=False``)
   with ``Limit``; the cursor is the last item's index key, opaque (base64).
   gsi1 projects only the listing fields, never the packet body.
-- resolve an id prefix: one Query on gsi2 with ``begins_with`` on the id.
+- list a scope's packets of one project: the same Query on ``gsi_project``.
+- resolve an id prefix: one Query on gsi2 with ``begins_with`` on the id;
+  within a project, a Query of that project's ``gsi_project`` partition with a
+  ``begins_with`` filter on the id (it reads the project's packets, never
+  the table).
 - push: one PutItem whose ConditionExpression is the cross-user id rule
   (absent, or same owner and same scope), so a foreign id is never touched.
   A team push reads the packet in its first BatchGetItem, so the owner moving
@@ -176,7 +183,16 @@ TRANSACTION_ATTEMPTS = 6
 TABLE_SCHEMA: dict[str, Any] = {
     "AttributeDefinitions": [
         {"AttributeName": name, "AttributeType": "S"}
-        for name in ("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk")
+        for name in (
+            "pk",
+            "sk",
+            "gsi1pk",
+            "gsi1sk",
+            "gsi2pk",
+            "gsi2sk",
+            "gsi_project_pk",
+            "gsi_project_sk",
+        )
     ],
     "KeySchema": [
         {"AttributeName": "pk", "KeyType": "HASH"},
@@ -222,6 +238,19 @@ TABLE_SCHEMA: dict[str, Any] = {
                     "created_at",
                     "last_used_at",
                 ],
+            },
+        },
+        {
+            # A scope's packets of one project, newest first (sparse: packets with a
+            # project.name only). Projects only the listing fields, never the body.
+            "IndexName": "gsi_project",
+            "KeySchema": [
+                {"AttributeName": "gsi_project_pk", "KeyType": "HASH"},
+                {"AttributeName": "gsi_project_sk", "KeyType": "RANGE"},
+            ],
+            "Projection": {
+                "ProjectionType": "INCLUDE",
+                "NonKeyAttributes": ["id", "created_at", "goal", "owner_id", "team_id", "project"],
             },
         },
     ],
@@ -290,7 +319,15 @@ def _packet_item(packet: StoredPacket, sort_key: str) -> Item:
     }
     if meta.team_id is not None:
         item["team_id"] = _s(meta.team_id)
+    if meta.project is not None:
+        item["project"] = _s(meta.project)
+        item["gsi_project_pk"] = _s(_project_scope(scope, meta.project))
+        item["gsi_project_sk"] = _s(f"{sort_key}#{meta.id}")
     return item
+
+
+def _project_scope(scope: str, project: str) -> str:
+    return f"{scope}#P#{project}"
 
 
 def _packet_meta(item: Mapping[str, Mapping[str, Any]]) -> PacketMeta:
@@ -300,6 +337,7 @@ def _packet_meta(item: Mapping[str, Mapping[str, Any]]) -> PacketMeta:
         goal=_get(item, "goal") or "",
         owner_id=_req(item, "owner_id"),
         team_id=_get(item, "team_id"),
+        project=_get(item, "project"),
     )
 
 
@@ -706,14 +744,19 @@ class DynamoStore(DeviceGrantsMixin, Store):
         team_id: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        project: str | None = None,
     ) -> Page:
         if limit < 1:
             raise ValueError("limit must be at least 1")
         scope = _scope(owner_id, team_id)
+        index, pk, sk = "gsi1", "gsi1pk", "gsi1sk"
+        if project is not None:
+            index, pk, sk = "gsi_project", "gsi_project_pk", "gsi_project_sk"
+            scope = _project_scope(scope, project)
         kwargs: dict[str, Any] = {
-            "IndexName": "gsi1",
+            "IndexName": index,
             "KeyConditionExpression": "#p = :p",
-            "ExpressionAttributeNames": {"#p": "gsi1pk"},
+            "ExpressionAttributeNames": {"#p": pk},
             "ExpressionAttributeValues": {":p": _s(scope)},
             "ScanIndexForward": False,
             # One more than a page tells whether another page exists, so an
@@ -724,8 +767,8 @@ class DynamoStore(DeviceGrantsMixin, Store):
             index_sk, packet_id = decode_cursor(cursor)
             kwargs["ExclusiveStartKey"] = {
                 **_key(f"PKT#{packet_id}", "PKT"),
-                "gsi1pk": _s(scope),
-                "gsi1sk": _s(index_sk),
+                pk: _s(scope),
+                sk: _s(index_sk),
             }
         items: list[Item] = []
         # One Query unless a page of large listings crosses DynamoDB's 1 MB per call.
@@ -736,12 +779,22 @@ class DynamoStore(DeviceGrantsMixin, Store):
         page = [_packet_meta(item) for item in items[:limit]]
         more = len(items) > limit
         last = items[limit - 1] if more else None
-        next_cursor = encode_cursor(_req(last, "gsi1sk"), _req(last, "id")) if last else None
+        next_cursor = encode_cursor(_req(last, sk), _req(last, "id")) if last else None
         return Page(page, next_cursor)
 
     def packet_ids_with_prefix(
-        self, prefix: str, *, owner_id: str, team_id: str | None = None, limit: int = 2
+        self,
+        prefix: str,
+        *,
+        owner_id: str,
+        team_id: str | None = None,
+        limit: int = 2,
+        project: str | None = None,
     ) -> list[str]:
+        if project is not None:
+            return self._project_ids_with_prefix(
+                prefix, _project_scope(_scope(owner_id, team_id), project), limit
+            )
         condition = "#p = :p"
         values: Item = {":p": _s(_scope(owner_id, team_id))}
         if prefix:
@@ -758,6 +811,21 @@ class DynamoStore(DeviceGrantsMixin, Store):
             Limit=limit,
         )
         return [_req(item, "gsi2sk") for item in resp.get("Items", [])]
+
+    def _project_ids_with_prefix(self, prefix: str, partition: str, limit: int) -> list[str]:
+        """Ids in one project's partition of ``gsi_project`` that start with ``prefix``."""
+        kwargs: dict[str, Any] = {
+            "IndexName": "gsi_project",
+            "KeyConditionExpression": "#p = :p",
+            "ExpressionAttributeNames": {"#p": "gsi_project_pk", "#id": "id"},
+            "ExpressionAttributeValues": {":p": _s(partition)},
+            "ProjectionExpression": "#id",
+        }
+        if prefix:
+            kwargs["FilterExpression"] = "begins_with(#id, :prefix)"
+            kwargs["ExpressionAttributeValues"][":prefix"] = _s(prefix)
+        ids = sorted(_req(item, "id") for item in self._query(**kwargs))
+        return ids[:limit]
 
     def delete_packet(self, packet_id: str) -> bool:
         resp = self._client.delete_item(

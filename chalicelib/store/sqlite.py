@@ -160,6 +160,16 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE tokens ADD COLUMN scope TEXT NOT NULL DEFAULT 'read write';
     CREATE INDEX invites_by_creator ON invites (team_id, created_by);
     """,
+    # 5: project scope: each packet's project.name, copied out of the stored body (backfilled
+    # here for packets stored before), so a project's listing is one index range.
+    """
+    ALTER TABLE packets ADD COLUMN project TEXT;
+    UPDATE packets SET project = json_extract(CAST(body AS TEXT), '$.project.name')
+        WHERE json_valid(CAST(body AS TEXT))
+        AND json_type(CAST(body AS TEXT), '$.project.name') = 'text';
+    CREATE INDEX packets_by_project ON packets (scope, project, sort_key DESC, id DESC)
+        WHERE project IS NOT NULL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -428,7 +438,8 @@ class SqliteStore(Store):
                 db.execute("DELETE FROM publications WHERE packet_id = ?", (meta.id,))
             db.execute(
                 "INSERT OR REPLACE INTO packets (id, scope, owner_id, team_id, sort_key,"
-                " created_at, goal, conforming, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " created_at, goal, conforming, body, project)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     meta.id,
                     _scope(meta.owner_id, meta.team_id),
@@ -439,6 +450,7 @@ class SqliteStore(Store):
                     meta.goal,
                     int(packet.conforming),
                     packet.body,
+                    meta.project,
                 ),
             )
         return row is None
@@ -447,7 +459,7 @@ class SqliteStore(Store):
         row = (
             self._conn()
             .execute(
-                "SELECT id, created_at, goal, owner_id, team_id, body, conforming"
+                "SELECT id, created_at, goal, owner_id, team_id, project, body, conforming"
                 " FROM packets WHERE id = ?",
                 (packet_id,),
             )
@@ -455,7 +467,7 @@ class SqliteStore(Store):
         )
         if row is None:
             return None
-        return StoredPacket(PacketMeta(*row[:5]), bytes(row[5]), bool(row[6]))
+        return StoredPacket(PacketMeta(*row[:6]), bytes(row[6]), bool(row[7]))
 
     def list_packets(
         self,
@@ -464,34 +476,43 @@ class SqliteStore(Store):
         team_id: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        project: str | None = None,
     ) -> Page:
         sql = (
-            "SELECT id, created_at, goal, owner_id, team_id, sort_key FROM packets WHERE scope = ?"
+            "SELECT id, created_at, goal, owner_id, team_id, project, sort_key FROM packets"
+            " WHERE scope = ?"
         )
         args: list[object] = [_scope(owner_id, team_id)]
+        if project is not None:
+            sql += " AND project = ?"  # packets_by_project: one index range
+            args.append(project)
         if cursor:
             sql += " AND (sort_key, id) < (?, ?)"
             args.extend(decode_cursor(cursor))
         sql += " ORDER BY sort_key DESC, id DESC LIMIT ?"
         args.append(limit + 1)
         rows = self._conn().execute(sql, args).fetchall()
-        items = [PacketMeta(*row[:5]) for row in rows[:limit]]
+        items = [PacketMeta(*row[:6]) for row in rows[:limit]]
         more = len(rows) > limit
-        next_cursor = encode_cursor(rows[limit - 1][5], rows[limit - 1][0]) if more else None
+        next_cursor = encode_cursor(rows[limit - 1][6], rows[limit - 1][0]) if more else None
         return Page(items, next_cursor)
 
     def packet_ids_with_prefix(
-        self, prefix: str, *, owner_id: str, team_id: str | None = None, limit: int = 2
+        self,
+        prefix: str,
+        *,
+        owner_id: str,
+        team_id: str | None = None,
+        limit: int = 2,
+        project: str | None = None,
     ) -> list[str]:
         # A range on the primary key instead of LIKE: no escaping, and it uses the index.
-        rows = (
-            self._conn()
-            .execute(
-                "SELECT id FROM packets WHERE id >= ? AND id < ? AND scope = ? ORDER BY id LIMIT ?",
-                (prefix, prefix + "\U0010ffff", _scope(owner_id, team_id), limit),
-            )
-            .fetchall()
-        )
+        sql = "SELECT id FROM packets WHERE id >= ? AND id < ? AND scope = ?"
+        args: list[object] = [prefix, prefix + "\U0010ffff", _scope(owner_id, team_id)]
+        if project is not None:
+            sql += " AND project = ?"
+            args.append(project)
+        rows = self._conn().execute(sql + " ORDER BY id LIMIT ?", (*args, limit)).fetchall()
         return [row[0] for row in rows]
 
     def delete_packet(self, packet_id: str) -> bool:

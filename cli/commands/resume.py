@@ -32,8 +32,12 @@ def resume(
     as_json: Annotated[
         bool, typer.Option("--json", help='Print {"id", "resume"} as JSON instead.')
     ] = False,
+    project: options.Project = None,
+    here: options.Here = False,
 ) -> None:
     """Print the resume block of a packet, ready to paste into a new agent session."""
     from ltm.cli.fast import resume_packet  # the body; ltm.cli.entry runs it without typer
 
-    resume_packet(ref, team=team, local=local, copy=copy, as_json=as_json)
+    resume_packet(
+        ref, team=team, local=local, copy=copy, as_json=as_json, project=project, here=here
+    )

@@ -202,6 +202,8 @@ class Node:
     value: Any
     members: list[tuple[str, Node]] | None = None  # objects: in file order
     inner: int = 0  # objects: the offset just after "{"
+    key_starts: list[int] = field(default_factory=list)  # objects: where each member's key is
+    elements: list[Node] | None = None  # arrays: the items, in order
 
 
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
@@ -284,6 +286,7 @@ class _Parser:
                 break
             if not self.text.startswith('"', self.pos):
                 raise self.fail('expected a "key" or }')
+            node.key_starts.append(self.pos)
             key = self.string().value
             self.skip()
             if not self.text.startswith(":", self.pos):
@@ -305,18 +308,20 @@ class _Parser:
         start = self.pos
         self.pos += 1
         items = []
+        elements = []
         while True:
             self.skip()
             if self.text.startswith("]", self.pos):
                 break
-            items.append(self.value(depth + 1).value)
+            elements.append(self.value(depth + 1))
+            items.append(elements[-1].value)
             self.skip()
             if self.text.startswith(",", self.pos):
                 self.pos += 1
             elif not self.text.startswith("]", self.pos):
                 raise self.fail("expected , or ]")
         self.pos += 1
-        return Node(start, self.pos, items)
+        return Node(start, self.pos, items, elements=elements)
 
 
 def parse_jsonc(text: str) -> Node:
@@ -388,6 +393,122 @@ def merge(text: str, path: tuple[str, ...], name: str, entry: Any) -> tuple[str,
     return _verified(text, new, root.value, path, name, entry), "added"
 
 
+def remove(text: str, path: tuple[str, ...], name: str) -> tuple[str, str]:
+    """Delete ``path.name`` from a JSON(C) document; returns (new text, ``removed`` or
+    ``unchanged``). Only that member's text goes, with the comma that joined it."""
+    if not text.strip():
+        return text, "unchanged"
+    root = parse_jsonc(text)
+    node: Node | None = root
+    for key in path:
+        node = _member(node, key) if node is not None and node.members is not None else None
+    if node is None or node.members is None:
+        return text, "unchanged"
+    names = [key for key, _child in node.members]
+    if name not in names:
+        return text, "unchanged"
+    i = len(names) - 1 - names[::-1].index(name)  # the last one is the one that counts
+    child = node.members[i][1]
+    if i + 1 < len(names):  # up to the next member's key
+        start, end = node.key_starts[i], node.key_starts[i + 1]
+    elif i > 0:  # from the end of the previous member
+        start, end = node.members[i - 1][1].end, child.end
+    else:  # the only member: the object becomes empty
+        start, end = node.inner, node.end - 1
+    after = text[end:]
+    if i + 1 == len(names) and i == 0:
+        new = text[:start] + text[end:]
+    elif i + 1 == len(names):
+        new = text[:start] + _after_value(after)
+    else:
+        new = text[:start] + after
+    expected = copy.deepcopy(root.value)
+    target = expected
+    for key in path:
+        target = target[key]
+    del target[name]
+    try:
+        same = parse_jsonc(new).value == expected
+    except JsoncError:
+        same = False
+    if not same:
+        raise MergeError("could not remove the entry without disturbing the rest of the file")
+    return new, "removed"
+
+
+def _node_at(root: Node, path: tuple[str, ...]) -> Node | None:
+    node: Node | None = root
+    for key in path:
+        node = _member(node, key) if node is not None and node.members is not None else None
+    return node
+
+
+def _checked(new: str, expected: Any, what: str) -> str:
+    try:
+        same = parse_jsonc(new).value == expected
+    except JsoncError:
+        same = False
+    if not same:
+        raise MergeError(f"could not {what} without disturbing the rest of the file")
+    return new
+
+
+def append_item(text: str, path: tuple[str, ...], item: Any) -> str:
+    """Add ``item`` at the end of the array at ``path``, touching no other item's text."""
+    root = parse_jsonc(text)
+    array = _node_at(root, path)
+    if array is None or array.elements is None:
+        raise MergeError(f'"{".".join(path)}" is not a list')
+    unit = _indent_unit(text)
+    if array.elements:
+        last = array.elements[-1]
+        indent = _line_indent(text, last.start)
+        body = json.dumps(item, indent=unit).replace("\n", "\n" + indent)
+        new = text[: last.end] + f",\n{indent}{body}" + text[last.end :]
+    else:
+        indent = _line_indent(text, array.start)
+        body = json.dumps([item], indent=unit).replace("\n", "\n" + indent)
+        new = text[: array.start] + body + text[array.end :]
+    expected = copy.deepcopy(root.value)
+    target = expected
+    for key in path:
+        target = target[key]
+    target.append(item)
+    return _checked(new, expected, "add the entry")
+
+
+def remove_items(text: str, path: tuple[str, ...], unwanted: Callable[[Any], bool]) -> str:
+    """Delete the items of the array at ``path`` that ``unwanted`` picks, one by one,
+    each with the comma that joined it; the other items' text is kept as it is."""
+    root = parse_jsonc(text)
+    expected = copy.deepcopy(root.value)
+    target = expected
+    for key in path:
+        target = target[key]
+    target[:] = [item for item in target if not unwanted(item)]
+    while True:
+        array = _node_at(parse_jsonc(text), path)
+        if array is None or array.elements is None:
+            raise MergeError(f'"{".".join(path)}" is not a list')
+        items = array.elements
+        found = [i for i, node in enumerate(items) if unwanted(node.value)]
+        if not found:
+            return _checked(text, expected, "remove the entry")
+        i = found[-1]
+        if i + 1 < len(items):
+            text = text[: items[i].start] + text[items[i + 1].start :]
+        elif i > 0:
+            text = text[: items[i - 1].end] + _after_value(text[items[i].end :])
+        else:
+            text = text[: array.start + 1] + text[array.end - 1 :]
+
+
+def _after_value(after: str) -> str:
+    """The text after a last member's value, minus a trailing comma it may have had."""
+    stripped = after.lstrip(" \t")
+    return stripped[1:] if stripped.startswith(",") else after
+
+
 def _nest(path: tuple[str, ...], name: str, entry: Any) -> Any:
     value: Any = {name: entry}
     for key in reversed(path):
@@ -417,8 +538,8 @@ def _verified(
 # Writing
 
 
-def write_entry(path: Path, client: Client, entry: dict[str, Any]) -> str:
-    """Merge the entry into the file (created when missing); returns what happened."""
+def read_config(path: Path) -> tuple[Path, bytes, str]:
+    """(the file to write, its bytes, its text) of a config file; empty when it is missing."""
     target = path.resolve() if path.is_symlink() else path  # keep dotfile links intact
     try:
         raw = target.read_bytes()
@@ -427,22 +548,13 @@ def write_entry(path: Path, client: Client, entry: dict[str, Any]) -> str:
     except OSError as exc:
         raise CliError(f"{path}: cannot read it: {exc.strerror or exc}") from None
     try:
-        text = raw.decode("utf-8")
+        return target, raw, raw.decode("utf-8")
     except UnicodeDecodeError:
         raise CliError(f"{path}: not UTF-8 text; nothing was written") from None
-    try:
-        new, what = merge(text, (client.key,), SERVER_NAME, entry)
-    except JsoncError as exc:
-        raise CliError(
-            f"{path} is not valid JSON ({exc}); nothing was written. Fix the file, or add "
-            "the snippet above by hand."
-        ) from None
-    except MergeError as exc:
-        raise CliError(
-            f"{path}: {exc}; nothing was written. Add the snippet above by hand."
-        ) from None
-    if what == "unchanged":
-        return what
+
+
+def save_config(path: Path, target: Path, raw: bytes, new: str) -> None:
+    """Replace the file atomically, keeping its mode (0644 for a new one)."""
     mode = target.stat().st_mode & 0o7777 if raw else 0o644
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -455,6 +567,24 @@ def write_entry(path: Path, client: Client, entry: dict[str, Any]) -> str:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise CliError(f"{path}: cannot write it: {exc.strerror or exc}") from None
+
+
+def write_entry(path: Path, client: Client, entry: dict[str, Any]) -> str:
+    """Merge the entry into the file (created when missing); returns what happened."""
+    target, raw, text = read_config(path)
+    try:
+        new, what = merge(text, (client.key,), SERVER_NAME, entry)
+    except JsoncError as exc:
+        raise CliError(
+            f"{path} is not valid JSON ({exc}); nothing was written. Fix the file, or add "
+            "the snippet above by hand."
+        ) from None
+    except MergeError as exc:
+        raise CliError(
+            f"{path}: {exc}; nothing was written. Add the snippet above by hand."
+        ) from None
+    if what != "unchanged":
+        save_config(path, target, raw, new)
     return what
 
 

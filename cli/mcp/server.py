@@ -29,10 +29,46 @@ def _configure_logging() -> None:
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
 
 
+def load_sdk() -> None:
+    """Import only the parts of the official SDK a stdio server runs on.
+
+    ``import mcp`` (the package) loads the client, the HTTP transports and the
+    high-level server too, and every SDK import starts there: ``mcp`` and
+    ``mcp.server`` are entered here as bare packages (their submodules load
+    as usual, their ``__init__`` re-exports do not run), so the process pays
+    for the low-level server, the stdio transport and the protocol types only.
+    And the SDK declares some 550 pydantic models, each building its
+    validator at import: ``defer_build`` builds one when it is first used, so
+    start-up pays only for the messages a session exchanges.
+    """
+    import importlib.util
+    from types import ModuleType
+
+    import pydantic
+
+    pydantic.BaseModel.model_config["defer_build"] = True
+    for name in ("mcp", "mcp.server"):
+        if name in sys.modules:
+            continue
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.submodule_search_locations is None:
+            raise ImportError(f"no module named {name!r}")
+        package = ModuleType(name)
+        package.__spec__ = spec
+        package.__path__ = list(spec.submodule_search_locations)
+        package.__file__ = spec.origin
+        package.__package__ = name
+        sys.modules[name] = package
+        parent, _, child = name.rpartition(".")
+        if parent:
+            setattr(sys.modules[parent], child, package)
+
+
 def build_server() -> Any:
-    """The SDK server with ltm's tools; imported lazily (the SDK costs ~0.5 s to import)."""
-    import mcp.types as types
-    from mcp.server.lowlevel import Server
+    """The SDK server with ltm's tools; the SDK is imported here (see ``load_sdk``)."""
+    load_sdk()
+    import mcp_types as types
+    from mcp.server.lowlevel.server import Server
     from mcp.shared.exceptions import MCPError
 
     from ltm import __version__
@@ -76,6 +112,61 @@ def build_server() -> Any:
             is_error=reply.is_error,
         )
 
+    from ltm.cli.mcp import memory
+
+    async def _off_loop(function: Any, *args: Any) -> Any:
+        """Run a blocking memory call in a worker thread; its failure is the client's error."""
+        import anyio
+
+        try:
+            return await anyio.to_thread.run_sync(function, *args)
+        except tools.ToolError as exc:
+            raise MCPError(types.INVALID_PARAMS, exc.message) from None
+
+    prompt = types.Prompt(
+        name=memory.PROMPT_NAME,
+        title="Resume prior work",
+        description=memory.PROMPT_DESCRIPTION,
+        arguments=[
+            types.PromptArgument(name=name, description=doc, required=False)
+            for name, doc in memory.PROMPT_ARGUMENTS
+        ],
+    )
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[prompt])
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        if params.name != memory.PROMPT_NAME:
+            raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}; ltm has resume")
+        description, text = await _off_loop(memory.resume_prompt, params.arguments)
+        message = types.PromptMessage(role="user", content=types.TextContent(text=text))
+        return types.GetPromptResult(description=description, messages=[message])
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        found = await _off_loop(memory.list_resources)
+        return types.ListResourcesResult(
+            resources=[types.Resource(mime_type="text/markdown", **r) for r in found]
+        )
+
+    async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        template = types.ResourceTemplate(
+            name="packet",
+            title="An ltm memory packet",
+            uri_template=memory.URI_TEMPLATE,
+            description="A packet's resume block, by id or unique prefix.",
+            mime_type="text/markdown",
+        )
+        return types.ListResourceTemplatesResult(resource_templates=[template])
+
+    async def read_resource(
+        ctx: Any, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        text = await _off_loop(memory.read_resource, uri)
+        contents = types.TextResourceContents(uri=uri, mime_type="text/markdown", text=text)
+        return types.ReadResourceResult(contents=[contents])
+
     return Server(
         "ltm",
         version=__version__,
@@ -83,6 +174,11 @@ def build_server() -> Any:
         instructions=tools.INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
     )
 
 
@@ -98,7 +194,8 @@ def serve() -> None:
     """Serve MCP on stdin/stdout until the client closes stdin."""
     try:
         import anyio
-        import mcp  # noqa: F401
+
+        load_sdk()
     except ImportError:
         raise CliError("the mcp package is missing from this installation; reinstall ltm") from None
     _configure_logging()

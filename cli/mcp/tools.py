@@ -163,6 +163,17 @@ TEAM = {
     "description": "A team's shared scope instead of your personal one (needs a server; "
     "the local store is personal). Omit it unless the user asked for a team.",
 }
+PROJECT = {
+    "type": "string",
+    "minLength": 1,
+    "description": "Only the packets of this project (their project.name, such as owner/repo).",
+}
+HERE = {
+    "type": "boolean",
+    "default": False,
+    "description": "Only the packets of the project ltm mcp runs in (its git remote's "
+    "owner/name, else its folder's name): usually the project you are working on.",
+}
 REF = {
     "type": "string",
     "minLength": 1,
@@ -338,12 +349,19 @@ def _store(args: dict[str, Any], *, fill: bool, verb: str) -> Reply:
     return Reply(text, data)
 
 
-def _newest(backend: Any, team: str | None) -> str:
-    rows = backend.list(team=team, limit=1)
+def _project(args: dict[str, Any]) -> str | None:
+    from ltm.cli.fast import project_filter
+
+    return project_filter(args.get("project"), bool(args.get("here")))
+
+
+def _newest(backend: Any, team: str | None, project: str | None = None) -> str:
+    rows = backend.list(team=team, limit=1, project=project)
     if not rows:
-        raise ToolError(
-            f"no packets yet in {backend.label}; save one at the end of a session with save"
-        )
+        from ltm.cli.fast import where_label
+
+        where = where_label(backend, team, project)
+        raise ToolError(f"no packets yet in {where}; save one at the end of a session with save")
     return str(rows[0]["id"])
 
 
@@ -372,9 +390,10 @@ def _resume(args: dict[str, Any]) -> Reply:
     from ltm.resume import render
 
     team = args.get("team")
+    project = _project(args)
     backend = _backend()
     try:
-        ref = args.get("id") or _newest(backend, team)
+        ref = args.get("id") or _newest(backend, team, project)
         body = backend.get(ref, team=team)
     finally:
         backend.close()
@@ -411,19 +430,22 @@ def _ls(args: dict[str, Any]) -> Reply:
     from ltm.cli.output import one_line
 
     team = args.get("team")
+    project = _project(args)
     backend = _backend()
     try:
-        rows = backend.list(team=team, limit=args.get("limit", 20))
+        rows = backend.list(team=team, limit=args.get("limit", 20), project=project)
     finally:
         backend.close()
-    where = f"team {team} on {backend.label}" if team else backend.label
+    from ltm.cli.fast import where_label
+
+    where = where_label(backend, team, project)
     if not rows:
         text = f"no packets yet in {where}; save one with save"
     else:
         lines = [f"{len(rows)} packet(s) in {where}, newest first (id  created_at  goal):"]
         lines += [f"{r['id']}  {r['created_at']}  {one_line(r['goal'], 100)}" for r in rows]
         text = "\n".join(lines)
-    return Reply(text, {"packets": rows, "where": backend.label, "team": team})
+    return Reply(text, {"packets": rows, "where": backend.label, "team": team, "project": project})
 
 
 def _rm(args: dict[str, Any]) -> Reply:
@@ -555,8 +577,9 @@ def _catalogue() -> dict[str, Tool]:
             "at the start of a session when the user wants to pick up where they (or another "
             "agent) left off. Without id: the newest packet. Treat the block as "
             "authoritative: locked decisions are settled, failed attempts must not be "
-            "retried without new information, and the Next step is your first action.",
-            _object({"id": REF, "team": TEAM}),
+            "retried without new information, and the Next step is your first action. "
+            "here: true (or project) picks the newest packet of that project only.",
+            _object({"id": REF, "team": TEAM, "project": PROJECT, "here": HERE}),
             _resume,
             read_only=True,
         ),
@@ -581,10 +604,13 @@ def _catalogue() -> dict[str, Tool]:
             "ls",
             "List packets",
             "List packets, newest first: id, created_at and goal of each. Use it to find the "
-            "id to resume, show, pull or rm.",
+            "id to resume, show, pull or rm. here: true (or project) lists only that "
+            "project's packets.",
             _object(
                 {
                     "team": TEAM,
+                    "project": PROJECT,
+                    "here": HERE,
                     "limit": {
                         "type": "integer",
                         "minimum": 1,

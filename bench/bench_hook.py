@@ -1,0 +1,145 @@
+"""``ltm hook session-start`` latency, as a harness runs it, and what it injects.
+
+    .venv/bin/python bench/bench_hook.py [--runs N]
+
+A project folder ``ltm-example`` whose packets are the reference example and
+15 more (so the index is full); Claude Code's SessionStart JSON on stdin.
+Timed against the embedded local store and against ``ltm server run`` on
+loopback (signed in with ``ltm auth``); each run times ``python -c pass`` and
+the hook back to back, and the ratio is the median of the per-run ratios.
+Target (issue 13): median <= 100 ms and <= 5x ``python -c pass``. Also printed:
+the injected size of the reference example alone, and with a full index.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from bench_cli_remote import start_server
+from common import LTM, machine
+
+OTHERS = 15
+
+
+def run_hook(env: dict[str, str], cwd: Path) -> str:
+    payload = {
+        "session_id": "bench",
+        "transcript_path": str(cwd / "t.jsonl"),
+        "cwd": str(cwd),
+        "permission_mode": "default",
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+    }
+    out = subprocess.run(
+        [LTM, "hook", "session-start"],
+        input=json.dumps(payload).encode(),
+        env=env,
+        capture_output=True,
+        check=True,
+        cwd=cwd,
+    )
+    return out.stdout.decode()
+
+
+def injected(env: dict[str, str], cwd: Path) -> int:
+    answer = json.loads(run_hook(env, cwd))
+    return len(answer["hookSpecificOutput"]["additionalContext"])
+
+
+def timed(env: dict[str, str], cwd: Path, runs: int) -> tuple[list[float], list[float]]:
+    bare, hook = [], []
+    for i in range(runs + 2):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        mid = time.perf_counter()
+        run_hook(env, cwd)
+        end = time.perf_counter()
+        if i >= 2:
+            bare.append(mid - start)
+            hook.append(end - mid)
+    return bare, hook
+
+
+def save(env: dict[str, str], cwd: Path, packet: dict) -> None:
+    subprocess.run(
+        [LTM, "save"],
+        input=json.dumps(packet).encode(),
+        env=env,
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
+
+
+def fill(env: dict[str, str], cwd: Path, example: dict, *, others: int) -> None:
+    for n in range(others):
+        save(env, cwd, {"goal": f"Earlier work item {n} on the example", "next_step": "go on"})
+    save(env, cwd, {**example, "created_at": "2099-01-01T00:00:00Z"})  # the newest
+
+
+def report(name: str, bare: list[float], hook: list[float]) -> str:
+    ratio = statistics.median(h / b for h, b in zip(hook, bare, strict=True))
+    return f"{name:<44} {statistics.median(hook) * 1000:>10.1f} {ratio:>8.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=30)
+    runs = parser.parse_args().runs
+    example = json.loads(subprocess.run([LTM, "example"], capture_output=True, check=True).stdout)
+    example.pop("id")
+    example["project"] = {"name": "ltm-example"}
+    base = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
+    base.pop("PYTHONDONTWRITEBYTECODE", None)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        project = tmp / "ltm-example"
+        project.mkdir()
+        local = {
+            **base,
+            "LTM_CONFIG_DIR": str(tmp / "local-config"),
+            "LTM_DATA_DIR": str(tmp / "local-data"),
+            "LTM_STATE_DIR": str(tmp / "state"),
+        }
+        save(local, project, example)
+        alone = injected(local, project)
+        fill(local, project, example, others=OTHERS)
+        with_index = injected(local, project)
+        bare, hook = timed(local, project, runs)
+        bare_all = list(bare)
+        rows.append(report("hook session-start, local store", bare, hook))
+
+        remote = {**local, "LTM_CONFIG_DIR": str(tmp / "remote-config")}
+        proc, url, root = start_server(tmp, base)
+        try:
+            subprocess.run([LTM, "auth", url, root], env=remote, check=True, capture_output=True)
+            fill(remote, project, example, others=OTHERS)
+            bare, hook = timed(remote, project, runs)
+            bare_all += bare
+            rows.append(report("hook session-start, local server", bare, hook))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=15)
+    print(f"machine: {machine()}; {runs} interleaved runs per case, medians (2 warm-up runs)")
+    print(f"{'what':<44} {'median ms':>10} {'x bare':>8}")
+    print(f"{'python -c pass':<44} {statistics.median(bare_all) * 1000:>10.1f} {1:>8.2f}")
+    print("\n".join(rows))
+    print(f"injected, the reference example alone: {alone:,} characters")
+    print(f"injected, the example + an index of 10 others: {with_index:,} characters")
+    print("x bare: the median of the per-run ratios")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,242 @@
+"""A warm ``ltm mcp`` (opt-in with ``LTM_MCP_WARM=1``): the SDK is imported once per user.
+
+Importing the official MCP SDK is nearly all of ``ltm mcp``'s start-up (see
+BENCHMARKS.md), and a client starts the shim for every session. With
+``LTM_MCP_WARM=1`` in the shim's environment, ``ltm mcp`` first tries a
+per-user Unix socket in ltm's state dir: a background process that has
+already imported the SDK answers by forking a child that is handed this
+process's stdin, stdout and stderr (``SCM_RIGHTS``), its working directory
+and its environment, and serves the session exactly as ``ltm mcp`` would;
+this process waits for the child's exit status and exits with it. When no
+warm process answers, ``ltm mcp`` starts one in the background and serves
+this session itself.
+
+The warm process serves only its own user (the socket is 0600 in a 0700
+dir, and the peer's uid is checked), only the ltm it was started from (the
+socket's name hashes the version, the interpreter and the shim's source),
+and exits after ``IDLE`` seconds without a session. POSIX only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import struct
+import sys
+from pathlib import Path
+
+IDLE = 30 * 60
+HEADER_MAX = 1 << 20
+
+
+def enabled() -> bool:
+    return os.environ.get("LTM_MCP_WARM") == "1" and hasattr(socket, "send_fds")
+
+
+def socket_path() -> Path:
+    from ltm import __version__
+    from ltm.cli.hook import state_dir
+
+    here = Path(__file__).parent
+    stamp = [__version__, sys.executable]
+    stamp += [f"{p.name}:{p.stat().st_mtime_ns}" for p in sorted(here.glob("*.py"))]
+    key = hashlib.sha256("\n".join(stamp).encode()).hexdigest()[:16]
+    return state_dir() / f"mcp-{os.getuid()}-{key}.sock"
+
+
+# -- the client side: ltm mcp ----------------------------------------------------------
+
+
+def hand_over() -> int | None:
+    """Serve this session through the warm process; its exit status, or None when
+    there is none (then one is started for the next session)."""
+    path = socket_path()
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.settimeout(0.5)
+        conn.connect(str(path))
+    except OSError:
+        conn.close()
+        _start(path)
+        return None
+    try:
+        header = json.dumps({"cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+        socket.send_fds(conn, [struct.pack("!I", len(header)) + header], [0, 1, 2])
+        conn.settimeout(5)
+        if _recv_exact(conn, 1) != b"A":
+            conn.close()
+            return None  # not taken (a stale or refusing process): serve it here
+        # Only now is the session the warm process's: it forks on this "go", and without
+        # it (we gave up waiting and closed) it never serves our stdin alongside us.
+        conn.sendall(b"G")
+    except OSError:
+        conn.close()
+        return None
+    try:
+        conn.settimeout(None)
+        status = _recv_exact(conn, 4)  # the session runs in the warm process's child
+    except OSError:
+        return 1  # it was handed over: never serve it here as well
+    finally:
+        conn.close()
+    return struct.unpack("!i", status)[0] if len(status) == 4 else 1
+
+
+def _start(path: Path) -> None:
+    import subprocess
+
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(OSError):  # no warm process then; this session is served anyway
+        subprocess.Popen(
+            # -P: the working directory (a project, maybe with its own mcp/ or pydantic.py)
+            # must not shadow the modules the warm process imports for every session.
+            [sys.executable, "-P", "-m", "ltm.cli.mcp.warm", str(path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
+
+
+def _recv_exact(conn: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+# -- the warm process ----------------------------------------------------------------
+
+
+def run(path: Path) -> None:
+    import fcntl
+    import signal
+
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = os.open(path.with_suffix(".pid"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return  # another warm process of this ltm is starting or serving
+    os.ftruncate(lock, 0)
+    os.write(lock, f"{os.getpid()}\n".encode())
+    os.chdir("/")  # hold no project folder open; each session gets its client's cwd
+
+    from ltm.cli.mcp import server, tools
+
+    server.load_sdk()
+    import mcp.server.lowlevel.server
+    import mcp.server.stdio  # noqa: F401 - paid once, here, for every session
+
+    tools.catalogue()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    path.unlink(missing_ok=True)
+    old = os.umask(0o177)
+    try:
+        listener.bind(str(path))
+    finally:
+        os.umask(old)
+    listener.listen(16)
+    listener.settimeout(IDLE)
+    try:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                return  # idle: the next ltm mcp starts a new one
+            _session(conn, listener)
+    finally:
+        listener.close()
+        path.unlink(missing_ok=True)
+
+
+def _session(conn: socket.socket, listener: socket.socket) -> None:
+    fds: list[int] = []
+    try:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        if struct.unpack("3i", creds)[1] != os.getuid():
+            return
+        conn.settimeout(5)
+        raw, fds, _flags, _addr = socket.recv_fds(conn, HEADER_MAX + 4, 3)
+        (size,) = struct.unpack("!I", raw[:4])
+        body = raw[4:]
+        while len(body) < size:
+            chunk = conn.recv(size - len(body))
+            if not chunk:
+                return
+            body += chunk
+        header = json.loads(body)
+        if len(fds) != 3:
+            return
+        conn.sendall(b"A")
+        if _recv_exact(conn, 1) != b"G":
+            return  # the client gave up and serves the session itself
+        conn.settimeout(None)
+        pid = os.fork()
+        if pid == 0:  # the session
+            import signal
+
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            listener.close()
+            status = 1
+            try:
+                for number, fd in enumerate(fds):
+                    os.dup2(fd, number)
+                    os.close(fd)
+                os.chdir(header["cwd"])
+                os.environ.clear()
+                os.environ.update(header["env"])
+                _end_with(conn)
+                status = _serve()
+            finally:
+                try:
+                    conn.sendall(struct.pack("!i", status))
+                finally:
+                    os._exit(status)
+    except (OSError, ValueError, KeyError, struct.error):
+        pass
+    finally:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        conn.close()
+
+
+def _end_with(conn: socket.socket) -> None:
+    """End this session when the ``ltm mcp`` that handed it over goes away (killed by
+    its client): the client then expects the server gone, whatever its pipes say."""
+    import threading
+
+    def watch() -> None:
+        with contextlib.suppress(OSError):
+            conn.recv(1)  # nothing is ever sent this way: returns at EOF
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _serve() -> int:
+    from ltm.cli.errors import CliError
+    from ltm.cli.mcp.server import serve
+
+    try:
+        serve()
+    except CliError as exc:
+        print(f"ltm: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except BaseException:  # reported as the CLI would: one line, never a traceback
+        print("ltm: unexpected error in ltm mcp", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    run(Path(sys.argv[1]))
