@@ -272,7 +272,11 @@ def test_create_tables_command_against_an_endpoint(moto_url: str) -> None:
     assert sorted(table["AttributeDefinitions"], key=lambda a: a["AttributeName"]) == sorted(
         TABLE_SCHEMA["AttributeDefinitions"], key=lambda a: a["AttributeName"]
     )
-    assert {g["IndexName"] for g in table["GlobalSecondaryIndexes"]} == {"gsi1", "gsi2"}
+    assert {g["IndexName"] for g in table["GlobalSecondaryIndexes"]} == {
+        "gsi1",
+        "gsi2",
+        "gsi_parent",
+    }
     ttl = client.describe_time_to_live(TableName="ltm-cmd")["TimeToLiveDescription"]
     assert ttl["AttributeName"] == TTL_ATTRIBUTE and ttl["TimeToLiveStatus"] == "ENABLED"
 
