@@ -182,6 +182,11 @@ def project_of(data: dict[str, object]) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
+def next_step_of(body: bytes) -> str:
+    step = load(body).get("next_step")
+    return step if isinstance(step, str) else ""
+
+
 def parent_of(data: dict[str, object]) -> str | None:
     parent = data.get("parent_id")
     return parent if isinstance(parent, str) and parent else None
