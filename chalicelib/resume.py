@@ -79,8 +79,13 @@ def _flat(groups: Iterable[list[str]]) -> list[str]:
     return [line for group in groups for line in group]
 
 
-def render(packet: Mapping[str, Any]) -> str:
-    """Render the resume block; ends with a newline."""
+def render(packet: Mapping[str, Any], *, before: int | None = None) -> str:
+    """Render the resume block; ends with a newline.
+
+    ``before``: how many packets precede this one in its work thread (its
+    ``parent_id`` chain), when the caller could find out; the block then says
+    so and how to see them.
+    """
     decisions = _dicts(packet, "decisions")
     locked = [d for d in decisions if d.get("locked") is True]
     tentative = [d for d in decisions if d.get("locked") is not True]
@@ -110,16 +115,22 @@ def render(packet: Mapping[str, Any]) -> str:
         "Tentative decisions (revisit only with cause)", _flat(map(_decision, tentative))
     )
     lines += _section("Open questions", _bullets(_items(packet, "open_questions")))
-    lines += _section("Packet", _provenance(packet))
+    lines += _section("Packet", _provenance(packet, before))
     # End: highest attention again.
     lines += _section("Next step (your first action)", [_text(packet.get("next_step", ""))])
     return "\n".join(lines) + "\n"
 
 
-def _provenance(packet: Mapping[str, Any]) -> list[str]:
+def _provenance(packet: Mapping[str, Any], before: int | None = None) -> list[str]:
     lines = [f"- Id: {_text(packet.get('id', ''))} (ltm v{_text(packet.get('ltm_version', '?'))})"]
     if packet.get("parent_id"):
-        lines.append(f"- Continues: {_text(packet['parent_id'])}")
+        see = f"`ltm log {_text(packet.get('id', ''))}`"
+        if before:
+            came = "1 packet came" if before == 1 else f"{before} packets came"
+            thread = f" ({came} before this one in its thread; see them with {see})"
+        else:
+            thread = f" (see the thread with {see})"
+        lines.append(f"- Continues: {_text(packet['parent_id'])}{thread}")
     if packet.get("created_at"):
         lines.append(f"- Created: {_text(packet['created_at'])}")
     project = packet.get("project")

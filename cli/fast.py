@@ -19,7 +19,7 @@ from ltm.cli.errors import CliError
 from ltm.cli.output import info
 
 if TYPE_CHECKING:
-    from ltm.cli.backend import Backend
+    from ltm.cli.backend import Backend, Filters
 
 PICK_FROM = 50  # how many recent packets the picker offers
 MAX_LIMIT = 1000
@@ -44,25 +44,130 @@ def print_example(*, resume: bool) -> None:
     sys.stdout.flush()
 
 
-def list_packets(*, limit: int, team: str | None, as_json: bool, local: bool) -> None:
-    from ltm.cli.backend import open_backend
-    from ltm.cli.output import one_line, relative_time, short_id
+def list_packets(
+    *,
+    limit: int,
+    team: str | None,
+    as_json: bool,
+    local: bool,
+    filters: Filters | None = None,
+    page_token: str | None = None,
+    every: bool = False,
+) -> None:
+    """``ltm ls``: a page (or with ``every``, all pages) of a scope, filtered."""
+    from ltm.cli.backend import Filters, open_backend
+    from ltm.cli.output import one_line, relative_time, short_id, terminal
 
+    filters = filters or Filters()
     backend = open_backend(local=local)
     try:
-        rows = backend.list(team=team, limit=limit)
+        listing = backend.page(filters, team=team, limit=limit, page_token=page_token)
+        rows = list(listing.rows)
+        while every and listing.next_page_token:
+            listing = backend.page(
+                filters, team=team, limit=limit, page_token=listing.next_page_token
+            )
+            rows += listing.rows
     finally:
         backend.close()
+    more = listing.next_page_token
     if as_json:
-        print(json.dumps({"packets": rows}, ensure_ascii=False, indent=2))
+        out: dict[str, Any] = {"packets": rows}
+        if more:
+            out["next_page_token"] = more
+        print(json.dumps(out, ensure_ascii=False, indent=2))
         return
     if not rows:
         where = f"team {team} on {backend.label}" if team else backend.label
-        info(f"no packets yet in {where}; save one with: ltm save FILE")
+        if filters != Filters() or page_token:
+            info(f"no packets match in {where}")
+        else:
+            info(f"no packets yet in {where}; save one with: ltm save FILE")
         return
     for row in rows:
         when = relative_time(row["created_at"])
-        print(f"{short_id(row['id']):<12}  {when:<12}  {one_line(row['goal'], 72)}")
+        print(f"{short_id(row['id']):<12}  {when:<12}  {terminal(one_line(row['goal'], 72))}")
+    if more:
+        info(f"more packets: add --page-token {more} (or --all for every page)")
+
+
+def search_packets(
+    query: str, *, team: str | None, all_scopes: bool, limit: int, as_json: bool, local: bool
+) -> None:
+    """``ltm search``: ranked matches, each with where it matched and a marked snippet."""
+    import os
+
+    from ltm.cli.backend import open_backend
+    from ltm.cli.output import one_line, relative_time, short_id, terminal
+
+    backend = open_backend(local=local)
+    try:
+        hits = backend.search(query, team=team, all_scopes=all_scopes, limit=limit)
+    finally:
+        backend.close()
+    if as_json:
+        print(json.dumps({"results": hits}, ensure_ascii=False, indent=2))
+        return
+    if not hits:
+        where = (
+            f"team {team} on {backend.label}"
+            if team
+            else f"any of your scopes on {backend.label}"
+            if all_scopes
+            else backend.label
+        )
+        info(f"nothing matches {query!r} in {where}")
+        return
+    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    for hit in hits:
+        scope = f"[{terminal(str(hit['team']))}] " if hit.get("team") else ""
+        when = relative_time(str(hit.get("created_at", "")))
+        goal = terminal(one_line(str(hit.get("goal", "")), 72))
+        print(f"{short_id(hit['id']):<12}  {when:<12}  {scope}{goal}")
+        field = terminal(str(hit.get("field", "")))
+        print(f"    {field}: {marked(hit, color=color)}")
+
+
+def marked(hit: dict[str, Any], *, color: bool) -> str:
+    """The snippet with its matches bold (a terminal) or in **stars** (a pipe), made safe."""
+    from ltm.cli.output import terminal
+
+    text = str(hit.get("snippet", ""))
+    start, end = ("\x1b[1m", "\x1b[0m") if color else ("**", "**")
+    out, pos = [], 0
+    for span in hit.get("highlights") or []:
+        try:
+            a, b = int(span[0]), int(span[1])
+        except (TypeError, ValueError, IndexError):
+            continue
+        if not pos <= a < b <= len(text):
+            continue  # out of order or out of range: show the text unmarked there
+        out += [terminal(text[pos:a]), start, terminal(text[a:b]), end]
+        pos = b
+    out.append(terminal(text[pos:]))
+    return "".join(out)
+
+
+def log_thread(ref: str, *, team: str | None, as_json: bool, local: bool) -> None:
+    """``ltm log``: the work thread from its root to ``ref``, one line per packet."""
+    from ltm.cli.backend import open_backend
+    from ltm.cli.output import one_line, relative_time, short_id, terminal
+
+    backend = open_backend(local=local)
+    try:
+        rows, complete = backend.thread(ref, team=team)
+    finally:
+        backend.close()
+    if as_json:
+        print(json.dumps({"packets": rows, "complete": complete}, ensure_ascii=False, indent=2))
+        return
+    if not complete:
+        info("earlier packets of this thread are gone or not visible to you; shown from there")
+    for row in rows:
+        when = relative_time(row["created_at"])
+        goal = terminal(one_line(row["goal"], 48))
+        step = terminal(one_line(str(row.get("next_step", "")), 48))
+        print(f"{short_id(row['id']):<12}  {when:<12}  {goal}  -> next: {step}")
 
 
 def resume_packet(
@@ -80,10 +185,11 @@ def resume_packet(
         if ref is None:
             ref = _choose(backend, team, interactive=interactive)
         body = backend.get(ref, team=team)
+        packet = decode_packet(body, ref)
+        before = earlier_count(backend, packet, team)
     finally:
         backend.close()
-    packet = decode_packet(body, ref)
-    block = render(packet)
+    block = render(packet, before=before)
     packet_id = str(packet.get("id", ref))
     if as_json:
         print(json.dumps({"id": packet_id, "resume": block}, ensure_ascii=False))
@@ -98,6 +204,18 @@ def resume_packet(
             return
         info(f"warning: {problem}; printing the block instead")
     sys.stdout.write(block)
+
+
+def earlier_count(backend: Backend, packet: dict[str, Any], team: str | None) -> int | None:
+    """How many packets come before this one in its thread; None when it has no parent
+    or the server cannot say (a reference server has no thread route)."""
+    if not packet.get("parent_id") or not isinstance(packet.get("id"), str):
+        return None
+    try:
+        rows, _ = backend.thread(packet["id"], team=team)
+    except CliError:
+        return None
+    return len(rows) - 1
 
 
 def decode_packet(body: bytes, ref: str) -> dict[str, Any]:
@@ -118,19 +236,27 @@ def show_packet(ref: str, *, team: str | None, as_json: bool, local: bool) -> No
     backend = open_backend(local=local)
     try:
         body = backend.get(ref, team=team)
+        if as_json:
+            sys.stdout.buffer.write(body + b"\n")
+            sys.stdout.flush()
+            return
+        packet = decode_packet(body, ref)
+        try:  # an extension: a reference server cannot list children, so none are named
+            children = backend.children(str(packet.get("id", ref)), team=team)
+        except CliError:
+            children = []
     finally:
         backend.close()
-    if as_json:
-        sys.stdout.buffer.write(body + b"\n")
-        sys.stdout.flush()
-        return
-    packet = decode_packet(body, ref)
-    print(summary(packet), end="")
+    print(summary(packet, children=[str(c["id"]) for c in children]), end="")
 
 
-def summary(p: dict[str, Any]) -> str:
+def summary(p: dict[str, Any], *, children: list[str] | None = None) -> str:
     lines = [f"ID       {p.get('id', '')}", f"Created  {p.get('created_at', '')}"]
     lines.append(f"Version  {p.get('ltm_version', '')}")
+    if p.get("parent_id"):
+        lines.append(f"Parent   {p['parent_id']}  (the thread: ltm log {p.get('id', '')})")
+    if children:
+        lines.append(f"Children {', '.join(children)}")
     project = p.get("project") or {}
     if project:
         lines.append(f"Project  {project.get('name', '')} {project.get('ref', '')}".rstrip())
@@ -196,18 +322,54 @@ def run(argv: list[str]) -> bool:
         print_example(resume=bool(argv[1:]))
         return True
     verb, rest = argv[0], argv[1:]
-    parsed = _parse(rest, flags={"--json", "--local", "--copy", "--no-copy"})
+    parsed = _parse(rest, flags=FLAGS)
     if parsed is None:
         return False
     positional, values, flags = parsed
     team = values.get("team")
+    if flags - FLAGS_OF.get(verb, set()) or set(values) - VALUES_OF.get(verb, set()):
+        return False  # not this verb's: typer says so
+    raw = values.get("limit", "20" if verb == "search" else "50")
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+        return False
     if verb == "ls":
-        if positional or flags & {"--copy", "--no-copy"}:
+        if positional:
             return False
-        raw = values.get("limit", "50")
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+        from ltm.cli.backend import Filters
+
+        filters = Filters(
+            tag=values.get("tag"),
+            since=values.get("since"),
+            until=values.get("until"),
+            author=values.get("author"),
+        )
+        every = "--all" in flags
+        list_packets(
+            limit=MAX_LIMIT if every and "limit" not in values else int(raw),
+            team=team,
+            as_json="--json" in flags,
+            local="--local" in flags,
+            filters=filters,
+            page_token=values.get("page_token"),
+            every=every,
+        )
+        return True
+    if verb == "search":
+        if not positional or (team and "--all-scopes" in flags):
             return False
-        list_packets(limit=int(raw), team=team, as_json="--json" in flags, local="--local" in flags)
+        search_packets(
+            " ".join(positional),
+            team=team,
+            all_scopes="--all-scopes" in flags,
+            limit=int(raw),
+            as_json="--json" in flags,
+            local="--local" in flags,
+        )
+        return True
+    if verb == "log":
+        if len(positional) != 1:
+            return False
+        log_thread(positional[0], team=team, as_json="--json" in flags, local="--local" in flags)
         return True
     if verb == "resume":
         if len(positional) > 1 or "limit" in values or {"--copy", "--no-copy"} <= flags:
@@ -226,7 +388,34 @@ def run(argv: list[str]) -> bool:
     return False
 
 
-OPTIONS = {"-t": "team", "--team": "team", "-n": "limit", "--limit": "limit"}
+OPTIONS = {
+    "-t": "team",
+    "--team": "team",
+    "-n": "limit",
+    "--limit": "limit",
+    "--tag": "tag",
+    "--since": "since",
+    "--until": "until",
+    "--author": "author",
+    "--page-token": "page_token",
+}
+FLAGS = {"--json", "--local", "--copy", "--no-copy", "--all", "--all-scopes"}
+# What each fast verb takes; anything else goes to typer, which explains the mistake.
+_COMMON = {"--json", "--local"}
+FLAGS_OF = {
+    "ls": _COMMON | {"--all"},
+    "resume": _COMMON | {"--copy", "--no-copy"},
+    "show": _COMMON,
+    "search": _COMMON | {"--all-scopes"},
+    "log": _COMMON,
+}
+VALUES_OF = {
+    "ls": {"team", "limit", "tag", "since", "until", "author", "page_token"},
+    "resume": {"team"},
+    "show": {"team"},
+    "search": {"team", "limit"},
+    "log": {"team"},
+}
 
 
 def _parse(

@@ -20,6 +20,22 @@ def one_line(text: str, width: int) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def terminal(text: str) -> str:
+    """Packet text made safe for a terminal: control and format characters shown escaped.
+
+    Packets are untrusted: an escape sequence (``\x1b[...``), a carriage return
+    or a bidi override in a goal must print as text, never act on the terminal.
+    """
+    if text.isprintable():
+        return text
+    return "".join(
+        c
+        if c.isprintable() or c == " "
+        else (f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}")
+        for c in text
+    )
+
+
 def relative_time(stamp: str, now: datetime | None = None) -> str:
     """'3 min ago', '5 h ago', '2 d ago', else the date; the raw text when unreadable."""
     try:
