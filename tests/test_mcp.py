@@ -28,7 +28,19 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
 LTM = str(Path(sys.executable).with_name("ltm"))
-TOOLS = {"save", "push", "resume", "show", "pull", "ls", "rm", "example", "whoami", "validate", "search"}
+TOOLS = {
+    "save",
+    "push",
+    "resume",
+    "show",
+    "pull",
+    "ls",
+    "rm",
+    "example",
+    "whoami",
+    "validate",
+    "search",
+}
 
 CONTENT: dict[str, Any] = {
     "goal": "Make the login test stop flaking on CI",
