@@ -64,6 +64,18 @@ _STRING = {"type": "string"}
 _TIME = {"type": "string", "format": "date-time"}
 
 
+# A listing entry of the extension routes: the reference's three keys and the parent.
+_LINKED: dict[str, Any] = {
+    "id": _STRING,
+    "created_at": _STRING,
+    "goal": _STRING,
+    "parent_id": {
+        "type": ["string", "null"],
+        "description": "The previous packet of its work thread, if any.",
+    },
+}
+
+
 def _packet_schemas() -> dict[str, Any]:
     """Component schemas for packets, generated from the packet models."""
     from pydantic.json_schema import models_json_schema
@@ -120,31 +132,13 @@ def _schemas() -> dict[str, Any]:
                 },
                 required=["packets"],
             ),
-            "LinkedPacket": _obj(
-                {
-                    "id": _STRING,
-                    "created_at": _STRING,
-                    "goal": _STRING,
-                    "parent_id": {
-                        "type": ["string", "null"],
-                        "description": "The previous packet of its work thread, if any.",
-                    },
-                }
-            ),
+            "LinkedPacket": _obj(_LINKED),
             "Children": _obj({"packets": {"type": "array", "items": _ref("LinkedPacket")}}),
             "Thread": _obj(
                 {
                     "packets": {
                         "type": "array",
-                        "items": _obj(
-                            {
-                                "id": _STRING,
-                                "created_at": _STRING,
-                                "goal": _STRING,
-                                "parent_id": {"type": ["string", "null"]},
-                                "next_step": _STRING,
-                            }
-                        ),
+                        "items": _obj({**_LINKED, "next_step": _STRING}),
                         "description": "Root first; the last is the packet asked for.",
                     },
                     "complete": {
@@ -161,10 +155,7 @@ def _schemas() -> dict[str, Any]:
                         "description": "Best first.",
                         "items": _obj(
                             {
-                                "id": _STRING,
-                                "created_at": _STRING,
-                                "goal": _STRING,
-                                "parent_id": {"type": ["string", "null"]},
+                                **_LINKED,
                                 "team": {
                                     "type": ["string", "null"],
                                     "description": "The team's name; null: personal.",

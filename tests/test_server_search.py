@@ -39,6 +39,16 @@ def person(server: Server, name: str) -> Who:
     return Who(user_id, unique, server.client(token))
 
 
+def pair_in_a_team(server: Server) -> tuple[Who, Who, str]:
+    """Alice, Bob, and the team Alice owns and Bob joined."""
+    alice, bob = person(server, "alice"), person(server, "bob")
+    team = f"pair-{next(_names)}"
+    assert alice.http.post("/v1/teams", json={"name": team}).status_code == 201
+    code = alice.http.post(f"/v1/teams/{team}/invites").json()["code"]
+    assert bob.http.post(f"/v1/invites/{code}/accept").status_code == 201
+    return alice, bob, team
+
+
 def push(who: Who, team: str | None = None, **fields: object) -> str:
     packet = make_packet(**fields)
     r = who.http.post("/v1/packets", json=packet, params={"team": team} if team else None)
@@ -106,11 +116,7 @@ def test_search_needs_a_token(server: Server) -> None:
 
 
 def test_listing_filters_and_page_tokens(server: Server) -> None:
-    alice, bob = person(server, "alice"), person(server, "bob")
-    team = f"list-{next(_names)}"
-    assert alice.http.post("/v1/teams", json={"name": team}).status_code == 201
-    code = alice.http.post(f"/v1/teams/{team}/invites").json()["code"]
-    assert bob.http.post(f"/v1/invites/{code}/accept").status_code == 201
+    alice, bob, team = pair_in_a_team(server)
     pushed = []
     for n in range(5):
         who = alice if n % 2 == 0 else bob
@@ -157,11 +163,7 @@ def test_listing_filters_and_page_tokens(server: Server) -> None:
 
 
 def test_children_and_thread_respect_visibility(server: Server) -> None:
-    alice, bob = person(server, "alice"), person(server, "bob")
-    team = f"thread-{next(_names)}"
-    assert alice.http.post("/v1/teams", json={"name": team}).status_code == 201
-    code = alice.http.post(f"/v1/teams/{team}/invites").json()["code"]
-    assert bob.http.post(f"/v1/invites/{code}/accept").status_code == 201
+    alice, bob, team = pair_in_a_team(server)
     root = push(alice, team, goal="root", created_at="2026-05-01T00:00:00Z")
     middle = push(bob, team, goal="middle", parent_id=root, created_at="2026-05-02T00:00:00Z")
     tip = push(alice, team, goal="tip", parent_id=middle, created_at="2026-05-03T00:00:00Z")

@@ -255,6 +255,18 @@ def _marks(values: list[str]) -> str:
 _META = "p.id, p.created_at, p.goal, p.owner_id, p.team_id, p.parent_id"
 
 
+def _has_labels(row: str, labels: list[tuple[str, str]], args: list[object]) -> str:
+    """SQL requiring the packet of ``row`` (scope, id) to carry every label; adds the args."""
+    sql = ""
+    for kind, value in labels:
+        sql += (
+            f" AND EXISTS (SELECT 1 FROM packet_labels o WHERE o.scope = {row}.scope"
+            f" AND o.kind = ? AND o.value = ? AND o.id = {row}.id)"
+        )
+        args.extend((kind, value))
+    return sql
+
+
 class SqliteStore(Store):
     """A ``Store`` in one SQLite file. Open it once per process and share it across threads."""
 
@@ -487,12 +499,7 @@ class SqliteStore(Store):
                 f" WHERE packet_fts MATCH ? AND d.scope IN ({_marks(names)})"
             )
             args: list[object] = [search.fts_expression(query), *names]
-            for kind, value in labels:
-                sql += (
-                    " AND EXISTS (SELECT 1 FROM packet_labels l WHERE l.scope = d.scope"
-                    " AND l.kind = ? AND l.value = ? AND l.id = d.id)"
-                )
-                args.extend((kind, value))
+            sql += _has_labels("d", labels, args)
             sql += " ORDER BY rank LIMIT ?"
             ranked = db.execute(sql, [*args, limit]).fetchall()
         else:  # qualifiers only: the newest packets carrying them
@@ -502,12 +509,7 @@ class SqliteStore(Store):
                 f" WHERE l.scope IN ({_marks(names)}) AND l.kind = ? AND l.value = ?"
             )
             args = [*names, kind, value]
-            for kind, value in rest:
-                sql += (
-                    " AND EXISTS (SELECT 1 FROM packet_labels o WHERE o.scope = l.scope"
-                    " AND o.kind = ? AND o.value = ? AND o.id = l.id)"
-                )
-                args.extend((kind, value))
+            sql += _has_labels("l", rest, args)
             sql += " ORDER BY l.sort_key DESC, l.id DESC LIMIT ?"
             ranked = db.execute(sql, [*args, limit]).fetchall()
         if not ranked:
