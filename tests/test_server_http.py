@@ -109,6 +109,10 @@ def test_openapi_document_lists_every_route(server: Server) -> None:
         ("POST", "/v1/device/approve"),
         ("GET", "/v1/tokens"),
         ("DELETE", "/v1/tokens/{label}"),
+        # search and lineage (extensions the reference does not have)
+        ("GET", "/v1/search"),
+        ("GET", "/v1/packets/{id}/children"),
+        ("GET", "/v1/packets/{id}/thread"),
     }
     assert documented == expected
 
