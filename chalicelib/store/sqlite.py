@@ -149,6 +149,7 @@ MIGRATIONS: tuple[Migration, ...] = (
 # and the ``tag:``/``project:`` qualifiers, ordered like a listing. A trigger
 # drops a packet's index rows whenever the packet row goes (rm, team delete,
 # re-push), inside the same transaction; put_packet writes the new ones.
+RANK_WINDOW = 500  # how many of the newest matches bm25 ranks (see search)
 _BM25_WEIGHTS = "5.0, 4.0, 3.0, 2.0, 2.0, 2.0, 1.5, 1.0, 1.0, 1.0"  # search.FIELDS, in order
 _FTS_COLUMNS = (
     "goal, tags, next_step, project, decisions, attempts, methods, success_criteria,"
@@ -377,35 +378,54 @@ class SqliteStore(Store):
     def put_packet(self, packet: StoredPacket, *, sort_key: str) -> bool:
         from .. import search
 
-        meta = packet.meta
-        scope = _scope(meta.owner_id, meta.team_id)
         data = search.load(packet.body)  # parsed outside the write lock
         with self._write() as db:
-            row = db.execute(
-                "SELECT owner_id, team_id FROM packets WHERE id = ?", (meta.id,)
-            ).fetchone()
-            if row is not None and (row[0], row[1]) != (meta.owner_id, meta.team_id):
-                raise Conflict(f"packet {meta.id} belongs to another owner or scope")
-            if row is not None:  # the trigger drops its index rows with it
-                db.execute("DELETE FROM packets WHERE id = ?", (meta.id,))
-            db.execute(
-                "INSERT INTO packets (id, scope, owner_id, team_id, sort_key,"
-                " created_at, goal, conforming, body, parent_id)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    meta.id,
-                    scope,
-                    meta.owner_id,
-                    meta.team_id,
-                    sort_key,
-                    meta.created_at,
-                    meta.goal,
-                    int(packet.conforming),
-                    packet.body,
-                    meta.parent_id,
-                ),
-            )
-            _index(db, meta.id, scope, sort_key, data)
+            return self._put(db, packet, sort_key, data)
+
+    def put_packets(self, packets: list[tuple[StoredPacket, str]]) -> None:
+        """Many ``put_packet`` (packet, sort key) in one transaction: all or none.
+
+        Not part of ``Store``: for bulk loads into a SQLite file (benchmarks),
+        where a transaction per packet would dominate.
+        """
+        from .. import search
+
+        parsed = [(p, key, search.load(p.body)) for p, key in packets]
+        with self._write() as db:
+            for packet, sort_key, data in parsed:
+                self._put(db, packet, sort_key, data)
+
+    @staticmethod
+    def _put(
+        db: sqlite3.Connection, packet: StoredPacket, sort_key: str, data: dict[str, object]
+    ) -> bool:
+        meta = packet.meta
+        scope = _scope(meta.owner_id, meta.team_id)
+        row = db.execute(
+            "SELECT owner_id, team_id FROM packets WHERE id = ?", (meta.id,)
+        ).fetchone()
+        if row is not None and (row[0], row[1]) != (meta.owner_id, meta.team_id):
+            raise Conflict(f"packet {meta.id} belongs to another owner or scope")
+        if row is not None:  # the trigger drops its index rows with it
+            db.execute("DELETE FROM packets WHERE id = ?", (meta.id,))
+        db.execute(
+            "INSERT INTO packets (id, scope, owner_id, team_id, sort_key,"
+            " created_at, goal, conforming, body, parent_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                meta.id,
+                scope,
+                meta.owner_id,
+                meta.team_id,
+                sort_key,
+                meta.created_at,
+                meta.goal,
+                int(packet.conforming),
+                packet.body,
+                meta.parent_id,
+            ),
+        )
+        _index(db, meta.id, scope, sort_key, data)
         return row is None
 
     def get_packet(self, packet_id: str) -> StoredPacket | None:
@@ -492,7 +512,10 @@ class SqliteStore(Store):
         labels = [("tag", t) for t in query.tags] + [("project", p) for p in query.projects]
         db = self._conn()
         if query.terms:
-            # Rank first, on the index alone; read text only for the page shown.
+            # Rank first, on the index alone; read text only for the page shown. bm25
+            # is the cost (some microseconds a match): it ranks the newest RANK_WINDOW
+            # matches in the caller's scopes, so a word in half of 100,000 packets
+            # costs what a rarer one does (as DynamoDB's POSTINGS_CAP bounds its reads).
             sql = (
                 f"SELECT d.id, bm25(packet_fts, {_BM25_WEIGHTS}) AS rank"
                 " FROM packet_fts JOIN search_docs d ON d.doc = packet_fts.rowid"
@@ -500,8 +523,11 @@ class SqliteStore(Store):
             )
             args: list[object] = [search.fts_expression(query), *names]
             sql += _has_labels("d", labels, args)
-            sql += " ORDER BY rank LIMIT ?"
-            ranked = db.execute(sql, [*args, limit]).fetchall()
+            sql = (
+                f"SELECT id, rank FROM ({sql} ORDER BY packet_fts.rowid DESC LIMIT ?)"
+                " ORDER BY rank LIMIT ?"
+            )
+            ranked = db.execute(sql, [*args, RANK_WINDOW, limit]).fetchall()
         else:  # qualifiers only: the newest packets carrying them
             (kind, value), rest = labels[0], labels[1:]
             sql = (
