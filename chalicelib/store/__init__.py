@@ -277,7 +277,11 @@ class Store(ABC):
 
         Nothing outside ``scopes`` is read into the ranking, the snippets or the
         result. A query of qualifiers only (``tag:``/``project:``) lists the
-        matching packets newest first.
+        matching packets newest first. The cost of a query is bounded, not
+        proportional to the scope: a backend ranks the newest matches only
+        (SQLite: the newest 500 matches; DynamoDB: the newest 1,000 postings of
+        each word), so a query matching more than that finds the best of the
+        recent ones; more words narrow it.
         """
 
     @abstractmethod
