@@ -128,6 +128,12 @@ def fts_expression(query: Query) -> str:
     for term in query.terms:
         quoted = '"' + " ".join(term.words).replace('"', '""') + '"'
         parts.append(quoted + (" *" if term.prefix else ""))
+    # Qualifiers narrow the match inside the index too (their column's words as a
+    # phrase); the exact tag or project is still checked against the labels.
+    for column, values in (("tags", query.tags), ("project", query.projects)):
+        for value in values:
+            if found := words(value):
+                parts.append(f'{column} : "{" ".join(found)}"')
     return " AND ".join(parts)
 
 

@@ -29,7 +29,10 @@ def test_parse_terms_phrases_prefixes_and_qualifiers() -> None:
         search.Term(("foo", "bar")),
     )
     assert q.tags == ("auth",) and q.projects == ("my app",)
-    assert search.fts_expression(q) == '"flaky" AND "token refresh" AND "logi" * AND "foo bar"'
+    assert search.fts_expression(q) == (
+        '"flaky" AND "token refresh" AND "logi" * AND "foo bar"'
+        ' AND tags : "auth" AND project : "my app"'
+    )
 
 
 @pytest.mark.parametrize("text", ["", "   ", '""', "***", "-", "a*", 'tag:""'])
