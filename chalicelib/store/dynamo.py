@@ -85,8 +85,9 @@ per query word (``begins_with`` on ``<word>#`` for a whole word, on the
 prefix for ``pref*``) and one per ``tag:``/``project:`` qualifier (its facet
 partition), each capped at ``POSTINGS_CAP`` items of ~100 bytes; intersects
 them; scores BM25-style from the postings' weights; then reads the best
-candidates' packets (BatchGetItem) to check they still exist in a readable
-scope, to match phrases exactly and to cut the snippet. Its cost is bounded
+candidates' packets (BatchGetItem, eventually consistent, at most
+``VERIFY_CAP``) to check they still exist in a readable scope, to match
+phrases exactly and to cut the snippet. Its cost is bounded
 by the query (words x cap), not by the number of packets (measured in
 BENCHMARKS.md: read units per search at 1k and 10k packets). The price is
 on the write side: a push writes its changed postings (a new packet with a
@@ -360,6 +361,7 @@ def _stored_packet(item: Mapping[str, Mapping[str, Any]]) -> StoredPacket:
 # -- the search index (term postings and facets) ------------------------------
 
 POSTINGS_CAP = 1000  # postings read per query word and scope: the bound on a search's cost
+VERIFY_CAP = 75  # candidate packets read (to check and cut snippets) per search, at most
 MAX_WORD = 64  # longer words are indexed (and looked up) by their first 64 characters
 
 
@@ -847,8 +849,10 @@ class DynamoStore(DeviceGrantsMixin, Store):
         hits: list[SearchHit] = []
         # Read each candidate's packet before showing it: it must still exist in a
         # readable scope (the index may trail a write) and match whole phrases.
+        # At most VERIFY_CAP candidates are read: a phrase whose words often meet
+        # but rarely touch may then show fewer hits than exist (bounded cost first).
         batch = min(100, max(limit, 25))  # BatchGetItem takes 100 keys
-        for start in range(0, len(ranked), batch):
+        for start in range(0, min(len(ranked), max(VERIFY_CAP, limit)), batch):
             chunk = ranked[start : start + batch]
             # Eventually consistent: half the read units, and the index trails anyway.
             found = self._batch_get(
