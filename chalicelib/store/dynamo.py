@@ -76,7 +76,7 @@ Search without a full-text engine, and without a Scan
 -----------------------------------------------------
 DynamoDB has no full-text search, and reading a scope's packets (or a
 compact projection of them) per query costs read units in proportion to the
-scope: about 1,400 RCU per search at 10k packets for a 1 KB projection. So
+scope: about 1,250 RCU per search at 10k packets for a 1 KB projection. So
 the write path keeps an inverted index instead: for each distinct word of a
 packet (folded as ``ltm.search`` does, stop words left out) one small posting
 item in the partition ``TERM#<scope>#<first two letters>``, sorted by the
