@@ -31,7 +31,9 @@ from chalice import Chalice, Response
 from chalicelib import openapi
 from chalicelib.logs import make_logger
 from chalicelib.packet import MAX_PACKET_BYTES
+from chalicelib.search import next_step_of
 from chalicelib.service import invites, packets, teams, tokens
+from chalicelib.service import search as searching
 from chalicelib.service.access import Credential
 from chalicelib.service.errors import BadRequest, PayloadTooLarge, ServiceError
 from chalicelib.store import Member, PacketMeta, Store, Team, User
@@ -258,6 +260,11 @@ def _meta_json(meta: PacketMeta) -> dict[str, Any]:
     return {"id": meta.id, "created_at": meta.created_at, "goal": meta.goal}
 
 
+def _lineage_json(meta: PacketMeta) -> dict[str, Any]:
+    """A listing entry of our extension routes: the reference's three keys + the parent."""
+    return {**_meta_json(meta), "parent_id": meta.parent_id}
+
+
 def _member_json(member: Member) -> dict[str, Any]:
     return {
         "user_id": member.user_id,
@@ -347,21 +354,87 @@ def push_packet(request: Any) -> Response:
 @route("/v1/packets", "GET")
 def list_packets(request: Any) -> Response:
     caller = _caller(request)
-    team, limit, token = _team(request), _limit(request), _query(request, "page_token")
     project = _query(request, "project")
-    if token == "":
-        raise BadRequest("page_token must not be empty")
-    page = packets.list_page(
-        get_store(), caller, team=team, limit=limit, cursor=token, project=project
+    found = packets.page(
+        get_store(),
+        caller,
+        team=_team(request),
+        limit=_limit(request),
+        page_token=_query(request, "page_token"),
+        project=project,
+        tag=_query(request, "tag"),
+        since=_query(request, "since"),
+        until=_query(request, "until"),
+        author=_query(request, "author"),
     )
-    body: dict[str, Any] = {"packets": [_meta_json(meta) for meta in page.items]}
+    body: dict[str, Any] = {"packets": [_meta_json(meta) for meta in found.items]}
     if project is not None:
         # An extension: echoing the filter tells a client this server applied it (a
         # server that ignores ?project= lists every project's packets).
         body["project"] = project
-    if page.cursor is not None:  # an extension: the reference has no pages past the first
-        body["next_page_token"] = page.cursor
+    if found.cursor:  # an extension: the reference lists one page and has no such key
+        body["next_page_token"] = found.cursor
     return _json(body)
+
+
+@route("/v1/search", "GET")
+def search_packets(request: Any) -> Response:
+    caller = _caller(request)
+    q = _query(request, "q")
+    if q is None:
+        raise BadRequest("q: the search query is required")
+    raw = _query(request, "limit")
+    if raw is not None and not _LIMIT_RE.fullmatch(raw):
+        raise BadRequest(f"limit must be an integer between 1 and {searching.MAX_LIMIT}")
+    found = searching.search(
+        get_store(),
+        caller,
+        q,
+        team=_team(request),
+        all_scopes=_scope_all(request),
+        limit=int(raw) if raw is not None else searching.DEFAULT_LIMIT,
+    )
+    return _json(
+        {
+            "results": [
+                {
+                    **_lineage_json(hit.meta),
+                    "team": hit.team,
+                    "score": round(hit.score, 6),
+                    "field": hit.field,
+                    "snippet": hit.snippet,
+                    "highlights": [list(span) for span in hit.highlights],
+                }
+                for hit in found
+            ]
+        }
+    )
+
+
+def _scope_all(request: Any) -> bool:
+    scope = _query(request, "scope")
+    if scope not in (None, "all"):
+        raise BadRequest("scope: the only value is all")
+    return scope == "all"
+
+
+@route("/v1/packets/{id}/children", "GET")
+def packet_children(request: Any, id: str) -> Response:
+    found = packets.children(get_store(), _caller(request), id, limit=_limit(request))
+    return _json({"packets": [_lineage_json(meta) for meta in found]})
+
+
+@route("/v1/packets/{id}/thread", "GET")
+def packet_thread(request: Any, id: str) -> Response:
+    found = packets.thread(get_store(), _caller(request), id)
+    return _json(
+        {
+            "packets": [
+                {**_lineage_json(p.meta), "next_step": next_step_of(p.body)} for p in found.packets
+            ],
+            "complete": found.complete,
+        }
+    )
 
 
 @route("/v1/packets/{id}", "GET")

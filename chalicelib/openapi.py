@@ -16,6 +16,8 @@ from typing import Any
 from . import __version__
 from .packet import MAX_PACKET_BYTES, MODELS
 from .service.packets import DEFAULT_LIMIT, MAX_LIMIT
+from .service.search import DEFAULT_LIMIT as SEARCH_DEFAULT
+from .service.search import MAX_LIMIT as SEARCH_MAX
 from .service.teams import TEAM_NAME_PATTERN
 
 _REF = "#/components/schemas/{model}"
@@ -60,6 +62,18 @@ def _obj(properties: dict[str, Any], required: list[str] | None = None) -> dict[
 
 _STRING = {"type": "string"}
 _TIME = {"type": "string", "format": "date-time"}
+
+
+# A listing entry of the extension routes: the reference's three keys and the parent.
+_LINKED: dict[str, Any] = {
+    "id": _STRING,
+    "created_at": _STRING,
+    "goal": _STRING,
+    "parent_id": {
+        "type": ["string", "null"],
+        "description": "The previous packet of its work thread, if any.",
+    },
+}
 
 
 def _packet_schemas() -> dict[str, Any]:
@@ -113,7 +127,7 @@ def _schemas() -> dict[str, Any]:
                     "next_page_token": {
                         **_STRING,
                         "description": "Extension: present when more packets follow; pass it"
-                        " back as `page_token` for the next page.",
+                        " back as `page_token` (with the same filters) for the next page.",
                     },
                     "project": {
                         **_STRING,
@@ -123,6 +137,63 @@ def _schemas() -> dict[str, Any]:
                     },
                 },
                 required=["packets"],
+            ),
+            "LinkedPacket": _obj(_LINKED),
+            "Children": _obj({"packets": {"type": "array", "items": _ref("LinkedPacket")}}),
+            "Thread": _obj(
+                {
+                    "packets": {
+                        "type": "array",
+                        "items": _obj({**_LINKED, "next_step": _STRING}),
+                        "description": "Root first; the last is the packet asked for.",
+                    },
+                    "complete": {
+                        "type": "boolean",
+                        "description": "False when an earlier packet exists but is gone or"
+                        " not visible to the caller (the thread is shown from there on).",
+                    },
+                }
+            ),
+            "SearchResults": _obj(
+                {
+                    "results": {
+                        "type": "array",
+                        "description": "Best first.",
+                        "items": _obj(
+                            {
+                                **_LINKED,
+                                "team": {
+                                    "type": ["string", "null"],
+                                    "description": "The team's name; null: personal.",
+                                },
+                                "score": {
+                                    "type": "number",
+                                    "description": "Higher is better; compare within one answer.",
+                                },
+                                "field": {
+                                    **_STRING,
+                                    "description": "The packet field the snippet comes from.",
+                                },
+                                "snippet": {
+                                    **_STRING,
+                                    "description": "A short excerpt of that field, one line"
+                                    " (untrusted packet text: escape it where shown).",
+                                },
+                                "highlights": {
+                                    "type": "array",
+                                    "description": "[start, end) character ranges of the"
+                                    " snippet that matched.",
+                                    "items": {
+                                        "type": "array",
+                                        "items": {"type": "integer", "minimum": 0},
+                                        "minItems": 2,
+                                        "maxItems": 2,
+                                    },
+                                },
+                            }
+                        ),
+                    }
+                }
             ),
             "StoredPacket": {
                 "type": "object",
@@ -200,6 +271,55 @@ _TEAM_QUERY = {
     "schema": {"type": "string", "minLength": 1},
 }
 _NAME = _path_param("name", "The team's name.")
+_LIMIT_QUERY = {
+    "name": "limit",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
+}
+_TIME_BOUND = {
+    "type": "string",
+    "minLength": 1,
+    "description": "A date (2026-04-01), an RFC 3339 time, or an age (30m, 12h, 3d, 2w ago).",
+}
+# Extensions of the reference listing; a server without them ignores them.
+_LIST_FILTERS = [
+    {
+        "name": "page_token",
+        "in": "query",
+        "required": False,
+        "description": "The `next_page_token` of the previous page.",
+        "schema": {"type": "string", "minLength": 1},
+    },
+    {
+        "name": "tag",
+        "in": "query",
+        "required": False,
+        "description": "Only packets carrying this tag.",
+        "schema": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,31}$"},
+    },
+    {
+        "name": "since",
+        "in": "query",
+        "required": False,
+        "description": "Created at or after.",
+        "schema": _TIME_BOUND,
+    },
+    {
+        "name": "until",
+        "in": "query",
+        "required": False,
+        "description": "Created before.",
+        "schema": _TIME_BOUND,
+    },
+    {
+        "name": "author",
+        "in": "query",
+        "required": False,
+        "description": "Who pushed it: a user id, a member's display name, or `me`.",
+        "schema": {"type": "string", "minLength": 1},
+    },
+]
 _BEARER = [{"bearer": []}]
 
 
@@ -313,21 +433,86 @@ def _paths() -> dict[str, Any]:
                             "default": DEFAULT_LIMIT,
                         },
                     },
-                    {
-                        "name": "page_token",
-                        "in": "query",
-                        "required": False,
-                        "description": "Extension (the reference lists only the first page):"
-                        " the `next_page_token` of the previous page of the same scope, to"
-                        " continue the listing after it. `limit` still sets the page size.",
-                        "schema": {"type": "string", "minLength": 1},
-                    },
+                    *_LIST_FILTERS,
                 ],
                 "responses": {
                     "200": _ok("Newest first.", _ref("PacketList")),
                     "400": _error("A bad query value (an unknown `page_token` included)."),
                     "401": _UNAUTHORIZED,
                     "404": _error("`team not found`."),
+                },
+            },
+        },
+        "/v1/search": {
+            "get": {
+                "operationId": "searchPackets",
+                "summary": "Extension: full-text search over the packets the caller can read.",
+                "description": (
+                    'Not in the reference protocol. Words are all required; `"a phrase"`,'
+                    " `pref*` (2+ characters), `tag:NAME` and `project:NAME` narrow it."
+                    " Searches the personal scope, one team (`team`) or every scope of the"
+                    " caller (`scope=all`); nothing outside them is read."
+                ),
+                "parameters": [
+                    {
+                        "name": "q",
+                        "in": "query",
+                        "required": True,
+                        "description": "The query.",
+                        "schema": {"type": "string", "minLength": 1, "maxLength": 512},
+                    },
+                    _TEAM_QUERY,
+                    {
+                        "name": "scope",
+                        "in": "query",
+                        "required": False,
+                        "description": "`all`: the personal scope and every team of the caller.",
+                        "schema": {"enum": ["all"]},
+                    },
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "required": False,
+                        "schema": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": SEARCH_MAX,
+                            "default": SEARCH_DEFAULT,
+                        },
+                    },
+                ],
+                "responses": {
+                    "200": _ok("Best first.", _ref("SearchResults")),
+                    "400": _error("A missing or unusable query, or a bad query value."),
+                    "401": _UNAUTHORIZED,
+                    "404": _error("`team not found`."),
+                },
+            }
+        },
+        "/v1/packets/{id}/children": {
+            "parameters": [_path_param("id", "The packet's id.")],
+            "get": {
+                "operationId": "packetChildren",
+                "summary": "Extension: the packets that continue this one (`parent_id`).",
+                "description": "Oldest first; only children the caller can read are listed.",
+                "parameters": [_LIMIT_QUERY],
+                "responses": {
+                    "200": _ok("Oldest first.", _ref("Children")),
+                    "400": _error("A bad query value."),
+                    "401": _UNAUTHORIZED,
+                    "404": _error("`not found`: absent, or not visible to the caller."),
+                },
+            },
+        },
+        "/v1/packets/{id}/thread": {
+            "parameters": [_path_param("id", "The packet's id.")],
+            "get": {
+                "operationId": "packetThread",
+                "summary": "Extension: the work thread ending at this packet, root first.",
+                "responses": {
+                    "200": _ok("Root first.", _ref("Thread")),
+                    "401": _UNAUTHORIZED,
+                    "404": _error("`not found`: absent, or not visible to the caller."),
                 },
             },
         },

@@ -106,11 +106,14 @@ def _trimmed(value: Any) -> Any:
     return value
 
 
-def render(packet: Mapping[str, Any], *, compact: bool = False) -> str:
+def render(packet: Mapping[str, Any], *, compact: bool = False, before: int | None = None) -> str:
     """Render the resume block; ends with a newline.
 
     ``compact``: a shorter preamble, long texts and lists cut, and only the id
     and date of the packet's provenance (for injecting into an agent's context).
+    ``before``: how many packets precede this one in its work thread (its
+    ``parent_id`` chain), when the caller could find out; the block then says
+    so and how to see them.
     """
     if compact:
         packet = _trimmed(packet)
@@ -143,16 +146,22 @@ def render(packet: Mapping[str, Any], *, compact: bool = False) -> str:
         "Tentative decisions (revisit only with cause)", _flat(map(_decision, tentative))
     )
     lines += _section("Open questions", _bullets(_items(packet, "open_questions")))
-    lines += _section("Packet", _provenance(packet)[: 3 if compact else None])
+    lines += _section("Packet", _provenance(packet, before)[: 3 if compact else None])
     # End: highest attention again.
     lines += _section("Next step (your first action)", [_text(packet.get("next_step", ""))])
     return "\n".join(lines) + "\n"
 
 
-def _provenance(packet: Mapping[str, Any]) -> list[str]:
+def _provenance(packet: Mapping[str, Any], before: int | None = None) -> list[str]:
     lines = [f"- Id: {_text(packet.get('id', ''))} (ltm v{_text(packet.get('ltm_version', '?'))})"]
     if packet.get("parent_id"):
-        lines.append(f"- Continues: {_text(packet['parent_id'])}")
+        see = f"`ltm log {_text(packet.get('id', ''))}`"
+        if before:
+            came = "1 packet came" if before == 1 else f"{before} packets came"
+            thread = f" ({came} before this one in its thread; see them with {see})"
+        else:
+            thread = f" (see the thread with {see})"
+        lines.append(f"- Continues: {_text(packet['parent_id'])}{thread}")
     if packet.get("created_at"):
         lines.append(f"- Created: {_text(packet['created_at'])}")
     project = packet.get("project")

@@ -59,6 +59,42 @@ class IdTaken(CliError):
 WALK_PAGE = 1000
 
 
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Listing filters (``ltm ls``); the service documents what each accepts."""
+
+    project: str | None = None  # exactly this project.name
+    tag: str | None = None
+    since: str | None = None  # a date, an RFC 3339 time or an age (3d)
+    until: str | None = None
+    author: str | None = None  # a user id, a display name, or "me"
+
+    def query(self) -> dict[str, str | None]:
+        return {
+            "project": self.project,
+            "tag": self.tag,
+            "since": self.since,
+            "until": self.until,
+            "author": self.author,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    rows: list[dict[str, str]]  # {"id", "created_at", "goal"} each
+    next_page_token: str | None = None
+
+
+def meta_row(meta: Any) -> dict[str, Any]:
+    """A PacketMeta as the HTTP API shows it in lineage answers (the parent included)."""
+    return {
+        "id": meta.id,
+        "created_at": meta.created_at,
+        "goal": meta.goal,
+        "parent_id": meta.parent_id,
+    }
+
+
 class Backend(ABC):
     """Where packets live. ``ref`` arguments take a full id or a unique prefix."""
 
@@ -79,7 +115,6 @@ class Backend(ABC):
         pushes itself (``X-LTM-Allow-Unredacted``).
         """
 
-    @abstractmethod
     def list(
         self, *, team: str | None = None, limit: int = 50, project: str | None = None
     ) -> list[dict[str, str]]:
@@ -87,6 +122,33 @@ class Backend(ABC):
 
         With ``project``, only the packets whose ``project.name`` is exactly that.
         """
+        return self.page(Filters(project=project), team=team, limit=limit).rows
+
+    @abstractmethod
+    def page(
+        self,
+        filters: Filters,
+        *,
+        team: str | None = None,
+        limit: int = 50,
+        page_token: str | None = None,
+    ) -> Listing:
+        """One page of a listing, filtered; ``Listing.next_page_token`` when more follow."""
+
+    @abstractmethod
+    def search(
+        self, query: str, *, team: str | None = None, all_scopes: bool = False, limit: int = 20
+    ) -> list[dict[str, Any]]:
+        """Best first, each as ``GET /v1/search`` answers it (id, goal, field, snippet, ...)."""
+
+    @abstractmethod
+    def children(self, ref: str, *, team: str | None = None) -> list[dict[str, Any]]:
+        """The readable packets that continue ``ref``, oldest first (id, created_at, goal)."""
+
+    @abstractmethod
+    def thread(self, ref: str, *, team: str | None = None) -> tuple[list[dict[str, Any]], bool]:
+        """The work thread ending at ``ref``, root first (lineage rows + ``next_step``), and
+        whether it is complete (False: earlier packets are gone or not visible)."""
 
     @abstractmethod
     def get(self, ref: str, *, team: str | None = None) -> bytes:
@@ -181,15 +243,62 @@ class LocalBackend(Backend):
                 raise IdTaken(f"packet id {data.get('id')} is taken in the {self.label}") from None
         return Pushed(result.id, result.created)
 
-    def list(
-        self, *, team: str | None = None, limit: int = 50, project: str | None = None
-    ) -> list[dict[str, str]]:
+    def page(
+        self,
+        filters: Filters,
+        *,
+        team: str | None = None,
+        limit: int = 50,
+        page_token: str | None = None,
+    ) -> Listing:
         from ltm.service import packets
 
         self._no_teams(team)
         with self._service():
-            metas = packets.list_(self.store, self.user, limit=limit, project=project)
-        return [{"id": m.id, "created_at": m.created_at, "goal": m.goal} for m in metas]
+            found = packets.page(
+                self.store, self.user, limit=limit, page_token=page_token, **filters.query()
+            )
+        rows = [{"id": m.id, "created_at": m.created_at, "goal": m.goal} for m in found.items]
+        return Listing(rows, found.cursor)
+
+    def search(
+        self, query: str, *, team: str | None = None, all_scopes: bool = False, limit: int = 20
+    ) -> list[dict[str, Any]]:
+        from ltm.service import search
+
+        self._no_teams(team)
+        with self._service():
+            found = search.search(self.store, self.user, query, limit=limit)
+        return [
+            {
+                **meta_row(hit.meta),
+                "team": hit.team,
+                "score": hit.score,
+                "field": hit.field,
+                "snippet": hit.snippet,
+                "highlights": [list(span) for span in hit.highlights],
+            }
+            for hit in found
+        ]
+
+    def children(self, ref: str, *, team: str | None = None) -> list[dict[str, Any]]:
+        from ltm.service import packets
+
+        self._no_teams(team)
+        with self._service():
+            return [
+                meta_row(m) for m in packets.children(self.store, self.user, self._resolve(ref))
+            ]
+
+    def thread(self, ref: str, *, team: str | None = None) -> tuple[list[dict[str, Any]], bool]:
+        from ltm.search import next_step_of
+        from ltm.service import packets
+
+        self._no_teams(team)
+        with self._service():
+            found = packets.thread(self.store, self.user, self._resolve(ref))
+        rows = [{**meta_row(p.meta), "next_step": next_step_of(p.body)} for p in found.packets]
+        return rows, found.complete
 
     def walk(self, *, team: str | None = None) -> Iterator[Held]:
         from ltm.service import packets
@@ -198,7 +307,7 @@ class LocalBackend(Backend):
         cursor: str | None = None
         while True:
             with self._service():
-                page = packets.list_page(self.store, self.user, limit=WALK_PAGE, cursor=cursor)
+                page = packets.page(self.store, self.user, limit=WALK_PAGE, page_token=cursor)
             for meta in page.items:
                 found = self.store.get_packet(meta.id)
                 if found is not None:  # deleted since the page was read: nothing to export

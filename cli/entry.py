@@ -1,8 +1,8 @@
 """Console entry point: answer the cheapest requests fast, and never show a traceback.
 
-``--version``, ``example``, ``ls``, ``resume``, ``show``, ``hook`` and plain ``mcp`` skip
-loading the argument parser (``ltm.cli.fast``: typer costs more than the whole rest of the
-start-up). Everything else goes through ``ltm.cli.main``.
+``--version``, ``example``, ``ls``, ``resume``, ``show``, ``search``, ``log``, ``hook`` and
+plain ``mcp`` skip loading the argument parser (``ltm.cli.fast``: typer costs more than the
+whole rest of the start-up). Everything else goes through ``ltm.cli.main``.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _fast_path(argv: list[str]) -> bool:
 
         main(argv[1:])
         return True
-    if argv[:1] in (["--version"], ["example"], ["ls"], ["resume"], ["show"]):
+    if argv[:1] in (["--version"], ["example"], ["ls"], ["resume"], ["show"], ["search"], ["log"]):
         from ltm.cli import fast
 
         return fast.run(argv)

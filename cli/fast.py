@@ -19,7 +19,7 @@ from ltm.cli.errors import CliError
 from ltm.cli.output import info, safe, terminal_bytes
 
 if TYPE_CHECKING:
-    from ltm.cli.backend import Backend
+    from ltm.cli.backend import Backend, Filters
 
 PICK_FROM = 50  # how many recent packets the picker offers
 MAX_LIMIT = 1000
@@ -76,28 +76,129 @@ def list_packets(
     local: bool,
     project: str | None = None,
     here: bool = False,
+    filters: Filters | None = None,
+    page_token: str | None = None,
+    every: bool = False,
 ) -> None:
-    from ltm.cli.backend import open_backend
+    """``ltm ls``: a page (or with ``every``, all pages) of a scope, filtered."""
+    from ltm.cli.backend import Filters, open_backend
     from ltm.cli.output import one_line, relative_time, short_id
 
+    filters = filters or Filters()
     project = project_filter(project, here)
+    if project is not None:
+        filters = Filters(**{**filters.query(), "project": project})
     backend = open_backend(local=local)
     try:
-        rows = backend.list(team=team, limit=limit, project=project)
+        listing = backend.page(filters, team=team, limit=limit, page_token=page_token)
+        rows = list(listing.rows)
+        while every and listing.next_page_token:
+            listing = backend.page(
+                filters, team=team, limit=limit, page_token=listing.next_page_token
+            )
+            rows += listing.rows
     finally:
         backend.close()
+    more = listing.next_page_token
     if as_json:
-        text = json.dumps({"packets": rows}, ensure_ascii=False, indent=2) + "\n"
+        out: dict[str, Any] = {"packets": rows}
+        if more:
+            out["next_page_token"] = more
+        text = json.dumps(out, ensure_ascii=False, indent=2) + "\n"
         _write(terminal_bytes(text.encode("utf-8", "surrogateescape")))
         return
     if not rows:
-        where = where_label(backend, team, project)
-        info(f"no packets yet in {where}; save one with: ltm save FILE")
+        where = where_label(backend, team, filters.project)
+        if filters != Filters(project=filters.project) or page_token:
+            info(f"no packets match in {where}")
+        else:
+            info(f"no packets yet in {where}; save one with: ltm save FILE")
         return
     for row in rows:
         when = safe(relative_time(row["created_at"]))
         line = f"{short_id(row['id']):<12}  {when:<12}  {one_line(row['goal'], 72)}"
         print(safe(line))  # packet text: no terminal control gets through
+    if more:
+        info(f"more packets: add --page-token {more} (or --all for every page)")
+
+
+def search_packets(
+    query: str, *, team: str | None, all_scopes: bool, limit: int, as_json: bool, local: bool
+) -> None:
+    """``ltm search``: ranked matches, each with where it matched and a marked snippet."""
+    import os
+
+    from ltm.cli.backend import open_backend
+    from ltm.cli.output import one_line, relative_time, safe, short_id
+
+    backend = open_backend(local=local)
+    try:
+        hits = backend.search(query, team=team, all_scopes=all_scopes, limit=limit)
+    finally:
+        backend.close()
+    if as_json:
+        print(json.dumps({"results": hits}, ensure_ascii=False, indent=2))
+        return
+    if not hits:
+        where = (
+            f"team {team} on {backend.label}"
+            if team
+            else f"any of your scopes on {backend.label}"
+            if all_scopes
+            else backend.label
+        )
+        info(f"nothing matches {query!r} in {where}")
+        return
+    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    for hit in hits:
+        scope = f"[{safe(str(hit['team']))}] " if hit.get("team") else ""
+        when = relative_time(str(hit.get("created_at", "")))
+        goal = safe(one_line(str(hit.get("goal", "")), 72))
+        print(f"{short_id(hit['id']):<12}  {when:<12}  {scope}{goal}")
+        field = safe(str(hit.get("field", "")))
+        print(f"    {field}: {marked(hit, color=color)}")
+
+
+def marked(hit: dict[str, Any], *, color: bool) -> str:
+    """The snippet with its matches bold (a terminal) or in **stars** (a pipe), made safe."""
+    from ltm.cli.output import safe
+
+    text = str(hit.get("snippet", ""))
+    start, end = ("\x1b[1m", "\x1b[0m") if color else ("**", "**")
+    out, pos = [], 0
+    for span in hit.get("highlights") or []:
+        try:
+            a, b = int(span[0]), int(span[1])
+        except (TypeError, ValueError, IndexError):
+            continue
+        if not pos <= a < b <= len(text):
+            continue  # out of order or out of range: show the text unmarked there
+        out += [safe(text[pos:a]), start, safe(text[a:b]), end]
+        pos = b
+    out.append(safe(text[pos:]))
+    return "".join(out)
+
+
+def log_thread(ref: str, *, team: str | None, as_json: bool, local: bool) -> None:
+    """``ltm log``: the work thread from its root to ``ref``, one line per packet."""
+    from ltm.cli.backend import open_backend
+    from ltm.cli.output import one_line, relative_time, safe, short_id
+
+    backend = open_backend(local=local)
+    try:
+        rows, complete = backend.thread(ref, team=team)
+    finally:
+        backend.close()
+    if as_json:
+        print(json.dumps({"packets": rows, "complete": complete}, ensure_ascii=False, indent=2))
+        return
+    if not complete:
+        info("earlier packets of this thread are gone or not visible to you; shown from there")
+    for row in rows:
+        when = relative_time(row["created_at"])
+        goal = safe(one_line(row["goal"], 48))
+        step = safe(one_line(str(row.get("next_step", "")), 48))
+        print(f"{short_id(row['id']):<12}  {when:<12}  {goal}  -> next: {step}")
 
 
 def resume_packet(
@@ -126,10 +227,11 @@ def resume_packet(
         if ref is None:
             ref = _choose(backend, team, interactive=interactive, project=project)
         body = backend.get(ref, team=team)
+        packet = decode_packet(body, ref)
+        before = earlier_count(backend, packet, team)
     finally:
         backend.close()
-    packet = decode_packet(body, ref)
-    block = render(packet)
+    block = render(packet, before=before)
     packet_id = str(packet.get("id", ref))
     if as_json:
         text = json.dumps({"id": packet_id, "resume": block}, ensure_ascii=False) + "\n"
@@ -155,6 +257,18 @@ def _write(raw: bytes) -> None:
     sys.stdout.flush()
 
 
+def earlier_count(backend: Backend, packet: dict[str, Any], team: str | None) -> int | None:
+    """How many packets come before this one in its thread; None when it has no parent
+    or the server cannot say (a reference server has no thread route)."""
+    if not packet.get("parent_id") or not isinstance(packet.get("id"), str):
+        return None
+    try:
+        rows, _ = backend.thread(packet["id"], team=team)
+    except CliError:
+        return None
+    return len(rows) - 1
+
+
 def decode_packet(body: bytes, ref: str) -> dict[str, Any]:
     """A stored packet as a dict; a clear error when it is not a JSON object."""
     try:
@@ -167,24 +281,35 @@ def decode_packet(body: bytes, ref: str) -> dict[str, Any]:
 
 
 def show_packet(ref: str, *, team: str | None, as_json: bool, local: bool) -> None:
-    """A packet as a readable summary, or its stored JSON with ``as_json``."""
+    """A packet as a readable summary (naming its children), or its stored JSON."""
     from ltm.cli.backend import open_backend
 
     backend = open_backend(local=local)
+    children: list[dict[str, Any]] = []
     try:
         body = backend.get(ref, team=team)
+        if not as_json:
+            packet = decode_packet(body, ref)
+            try:  # an extension: a reference server cannot list children, so none are named
+                children = backend.children(str(packet.get("id", ref)), team=team)
+            except CliError:
+                children = []
     finally:
         backend.close()
     if as_json:
         _write(terminal_bytes(body + b"\n"))
         return
-    packet = decode_packet(body, ref)
-    print(safe(summary(packet), multiline=True), end="")
+    shown = summary(packet, children=[str(c["id"]) for c in children])
+    print(safe(shown, multiline=True), end="")
 
 
-def summary(p: dict[str, Any]) -> str:
+def summary(p: dict[str, Any], *, children: list[str] | None = None) -> str:
     lines = [f"ID       {p.get('id', '')}", f"Created  {p.get('created_at', '')}"]
     lines.append(f"Version  {p.get('ltm_version', '')}")
+    if p.get("parent_id"):
+        lines.append(f"Parent   {p['parent_id']}  (the thread: ltm log {p.get('id', '')})")
+    if children:
+        lines.append(f"Children {', '.join(children)}")
     project = p.get("project") or {}
     if project:
         lines.append(f"Project  {project.get('name', '')} {project.get('ref', '')}".rstrip())
@@ -253,25 +378,56 @@ def run(argv: list[str]) -> bool:
         print_example(resume=bool(argv[1:]))
         return True
     verb, rest = argv[0], argv[1:]
-    parsed = _parse(rest, flags={"--json", "--local", "--copy", "--no-copy", "--here"})
+    parsed = _parse(rest, flags=FLAGS)
     if parsed is None:
         return False
     positional, values, flags = parsed
     team = values.get("team")
+    if flags - FLAGS_OF.get(verb, set()) or set(values) - VALUES_OF.get(verb, set()):
+        return False  # not this verb's: typer says so
+    raw = values.get("limit", "20" if verb == "search" else "50")
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+        return False
     scoped = {"project": values.get("project"), "here": "--here" in flags}
     if verb == "ls":
-        if positional or flags & {"--copy", "--no-copy"}:
+        if positional:
             return False
-        raw = values.get("limit", "50")
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-            return False
+        from ltm.cli.backend import Filters
+
+        filters = Filters(
+            tag=values.get("tag"),
+            since=values.get("since"),
+            until=values.get("until"),
+            author=values.get("author"),
+        )
+        every = "--all" in flags
         list_packets(
-            limit=int(raw),
+            limit=MAX_LIMIT if every and "limit" not in values else int(raw),
             team=team,
             as_json="--json" in flags,
             local="--local" in flags,
+            filters=filters,
+            page_token=values.get("page_token"),
+            every=every,
             **scoped,  # type: ignore[arg-type]
         )
+        return True
+    if verb == "search":
+        if not positional or (team and "--all-scopes" in flags):
+            return False
+        search_packets(
+            " ".join(positional),
+            team=team,
+            all_scopes="--all-scopes" in flags,
+            limit=int(raw),
+            as_json="--json" in flags,
+            local="--local" in flags,
+        )
+        return True
+    if verb == "log":
+        if len(positional) != 1:
+            return False
+        log_thread(positional[0], team=team, as_json="--json" in flags, local="--local" in flags)
         return True
     if verb == "resume":
         if len(positional) > 1 or "limit" in values or {"--copy", "--no-copy"} <= flags:
@@ -306,6 +462,28 @@ OPTIONS = {
     "-n": "limit",
     "--limit": "limit",
     "--project": "project",
+    "--tag": "tag",
+    "--since": "since",
+    "--until": "until",
+    "--author": "author",
+    "--page-token": "page_token",
+}
+FLAGS = {"--json", "--local", "--copy", "--no-copy", "--all", "--all-scopes", "--here"}
+# What each fast verb takes; anything else goes to typer, which explains the mistake.
+_COMMON = {"--json", "--local"}
+FLAGS_OF = {
+    "ls": _COMMON | {"--all", "--here"},
+    "resume": _COMMON | {"--copy", "--no-copy", "--here"},
+    "show": _COMMON,
+    "search": _COMMON | {"--all-scopes"},
+    "log": _COMMON,
+}
+VALUES_OF = {
+    "ls": {"team", "limit", "project", "tag", "since", "until", "author", "page_token"},
+    "resume": {"team", "project"},
+    "show": {"team"},
+    "search": {"team", "limit"},
+    "log": {"team"},
 }
 
 

@@ -18,6 +18,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "save": ("save", "save"),
     "push": ("push", "push"),
     "ls": ("ls", "ls"),
+    "search": ("search", "search"),
+    "log": ("log", "log"),
     "show": ("show", "show"),
     "pull": ("pull", "pull"),
     "rm": ("rm", "rm"),

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from ltm.cli.backend import WALK_PAGE, Backend, Held, IdTaken, Pushed, check_ref
+from ltm.cli.backend import WALK_PAGE, Backend, Filters, Held, IdTaken, Listing, Pushed, check_ref
 from ltm.cli.errors import CliError
 
 if TYPE_CHECKING:
@@ -515,24 +515,73 @@ class RemoteBackend(Backend):
         pushed_id = answer.get("id") if isinstance(answer, dict) else None
         return Pushed(str(pushed_id or packet_id), True)
 
-    def list(
-        self, *, team: str | None = None, limit: int = 50, project: str | None = None
-    ) -> list[dict[str, str]]:
-        rows, _, filtered = self._page(team=team, limit=limit, project=project)
+    def page(
+        self,
+        filters: Filters,
+        *,
+        team: str | None = None,
+        limit: int = 50,
+        page_token: str | None = None,
+    ) -> Listing:
+        # Filters and page_token are extensions: a reference server ignores them.
+        query = filters.query()
+        rows, token, filtered = self._page(team=team, limit=limit, page_token=page_token, **query)
+        project = filters.project
         if project is not None and not filtered:
             # A server that does not filter by project (the reference): it listed every
             # project's packets, so look in the newest ones' bodies, a bounded number.
             if len(rows) >= limit:
-                rows, _, _ = self._page(team=team, limit=max(limit, PROJECT_SCAN))
-            rows = self._of_project(rows, project, limit)
-        return [
-            {
-                "id": str(row.get("id", "")),
-                "created_at": str(row.get("created_at", "")),
-                "goal": str(row.get("goal", "")),
-            }
-            for row in rows
-        ]
+                rows, _, _ = self._page(team=team, limit=max(limit, PROJECT_SCAN), **query)
+            rows, token = self._of_project(rows, project, limit), None
+        return Listing(_rows(rows), token)
+
+    def search(
+        self, query: str, *, team: str | None = None, all_scopes: bool = False, limit: int = 20
+    ) -> list[dict[str, Any]]:
+        reply = self._extension(
+            "/v1/search",
+            "search",
+            {"q": query, "team": team, "scope": "all" if all_scopes else None, "limit": limit},
+            team,
+        )
+        answer = reply.json(self.host)
+        found = answer.get("results") if isinstance(answer, dict) else None
+        if not isinstance(found, list):
+            raise CliError(f"{self.host} sent unexpected search results — is it an ltm server?")
+        return [hit for hit in found if isinstance(hit, dict) and isinstance(hit.get("id"), str)]
+
+    def children(self, ref: str, *, team: str | None = None) -> list[dict[str, Any]]:
+        packet_id = self.resolve(ref, team=team)
+        path = f"/v1/packets/{_segment(packet_id)}/children"
+        answer = self._extension(path, "lineage", {}, team).json(self.host)
+        rows = answer.get("packets") if isinstance(answer, dict) else None
+        return _rows(rows, lineage=True) if isinstance(rows, list) else []
+
+    def thread(self, ref: str, *, team: str | None = None) -> tuple[list[dict[str, Any]], bool]:
+        packet_id = self.resolve(ref, team=team)
+        path = f"/v1/packets/{_segment(packet_id)}/thread"
+        answer = self._extension(path, "lineage", {}, team).json(self.host)
+        rows = answer.get("packets") if isinstance(answer, dict) else None
+        if not isinstance(rows, list):
+            raise CliError(f"{self.host} sent an unexpected thread — is it an ltm server?")
+        return _rows(rows, lineage=True), answer.get("complete") is not False
+
+    def _extension(
+        self, path: str, feature: str, query: Mapping[str, Any], team: str | None
+    ) -> Reply:
+        """A GET on a route the reference server does not have: say so plainly if it is absent."""
+        reply = self._call("GET", path, ok=(200, 404), query=query, hints={400: "{host}: {msg}"})
+        if reply.status == 200:
+            return reply
+        message = reply.error_text() if reply.is_ltm_error() else None
+        if message == "team not found":
+            raise status_error(self.host, reply, self._team_hints(team))
+        if message == "not found":
+            raise CliError(f"no such packet on {self.host}, or it is not yours to see")
+        raise CliError(
+            f"{self.host} has no {feature} (GET {path} answered 404) — a reference ltm"
+            " server? This needs a server with ltm's extensions"
+        )
 
     def _of_project(
         self, rows: list[dict[str, Any]], project: str, limit: int
@@ -555,23 +604,24 @@ class RemoteBackend(Backend):
         *,
         team: str | None,
         limit: int,
-        project: str | None = None,
         page_token: str | None = None,
+        **filters: str | None,
     ) -> tuple[list[dict[str, Any]], str | None, bool]:
         """One listing page: its rows, the ``next_page_token`` if any, and whether the
-        server applied ``project`` (both are extensions the reference does not have)."""
+        server applied a ``project`` filter (all extensions the reference does not have)."""
         reply = self._call(
             "GET",
             "/v1/packets",
             ok=(200,),
-            query={"team": team, "limit": limit, "project": project, "page_token": page_token},
-            hints=self._team_hints(team),
+            query={"team": team, "limit": limit, "page_token": page_token, **filters},
+            hints={**self._team_hints(team), 400: "{host}: {msg}"},
         )
         answer = reply.json(self.host)
         rows = answer.get("packets") if isinstance(answer, dict) else None
         if not isinstance(rows, list):
             raise CliError(f"{self.host} sent an unexpected packet list — is it an ltm server?")
         token = answer.get("next_page_token")
+        project = filters.get("project")
         return (
             [row for row in rows if isinstance(row, dict)],
             token if isinstance(token, str) and token else None,
@@ -843,3 +893,23 @@ def accept_invite(
 
 def _segment(value: str) -> str:
     return quote(value, safe="")
+
+
+def _rows(rows: list[Any], *, lineage: bool = False) -> list[dict[str, Any]]:
+    """Listing entries from a server, with only the keys we use, as strings."""
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        if not isinstance(row, dict):
+            continue
+        entry: dict[str, Any] = {
+            "id": str(row.get("id", "")),
+            "created_at": str(row.get("created_at", "")),
+            "goal": str(row.get("goal", "")),
+        }
+        if lineage:
+            parent = row.get("parent_id")
+            entry["parent_id"] = parent if isinstance(parent, str) else None
+            if "next_step" in row:
+                entry["next_step"] = str(row["next_step"])
+        out.append(entry)
+    return out

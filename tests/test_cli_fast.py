@@ -1,7 +1,7 @@
 """The fast path: the plain forms of the most used verbs answer without typer or pydantic.
 
-``ltm.cli.entry`` hands ``--version``, ``example``, ``ls``, ``resume`` and
-``show`` to ``ltm.cli.fast`` when it recognises their plain forms; anything
+``ltm.cli.entry`` hands ``--version``, ``example``, ``ls``, ``resume``,
+``show``, ``search`` and ``log`` to ``ltm.cli.fast`` when it recognises their plain forms; anything
 else (help, typos, unusual options) goes through the typer commands, which
 call the same bodies. These tests run the real ``ltm`` in subprocesses and
 check both halves: nothing heavy is imported on the fast path, and the two
@@ -56,6 +56,10 @@ def through_typer(cli: Cli, *args: str) -> str:
         ["show", "ID", "--local"],
         ["show", "ID", "--local", "--json"],
         ["show", "PREFIX", "--local"],
+        ["search", "readme", "--local"],
+        ["search", '"email.md"', "tag:docs", "--local", "--json"],
+        ["log", "ID", "--local"],
+        ["ls", "--local", "--tag", "docs", "--since", "30d", "--author", "me", "--all"],
     ],
 )
 def test_plain_forms_import_nothing_heavy(cli: Cli, args: list[str]) -> None:
@@ -71,6 +75,9 @@ def test_plain_forms_import_nothing_heavy(cli: Cli, args: list[str]) -> None:
         ["show", "ID", "--local", "--json"],
         ["resume", "ID", "--local"],
         ["ls", "--local"],
+        ["ls", "--local", "--tag", "docs", "--json"],
+        ["search", "email", "--local"],
+        ["log", "ID", "--local"],
     ],
 )
 def test_fast_and_typer_paths_print_the_same(cli: Cli, args: list[str]) -> None:

@@ -8,7 +8,10 @@ makes (retries are not extra calls here), so the tally is exactly what
 DynamoDB bills as requests.
 
 Budget: at most 2 per request, the token check included, in personal and in
-team scope, refusals included. The token's last-used time is written at most
+team scope, refusals included; a write that changes a packet's text adds the
+batched writes of its search index entries (``INDEX``: a BatchWriteItem per 25
+entries, none for a re-push of the same text), and a team delete one GetItem
+of the body those entries come from. The token's last-used time is written at most
 once per ``TOUCH_INTERVAL``; the counts are for a token used recently, as on
 every request but the first in five minutes (that one adds one UpdateItem).
 """
@@ -32,6 +35,17 @@ from ltm.store import Token, User
 from ltm.store.dynamo import DynamoStore
 
 EXAMPLE = json.loads((Path(__file__).parents[1] / "chalicelib" / "example.json").read_text())
+
+
+def _index_writes() -> list[str]:
+    from ltm.store import PacketMeta
+    from ltm.store.dynamo import _index_items
+
+    entries = _index_items(PacketMeta("x", "", "", "u"), "", json.dumps(EXAMPLE).encode())
+    return ["BatchWriteItem"] * -(-len(entries) // 25)
+
+
+INDEX = _index_writes()
 
 
 class Calls:
@@ -86,7 +100,7 @@ def test_personal_scope_costs_at_most_two_calls(counted: tuple[DynamoStore, Call
     _, bob = signed_in(store, "bob")
     p1 = packet(1)
 
-    assert costs(calls, alice, packets.push, p1) == ["GetItem", "PutItem"]
+    assert costs(calls, alice, packets.push, p1) == ["GetItem", "PutItem", *INDEX]
     assert costs(calls, alice, packets.push, p1) == ["GetItem", "PutItem"]  # re-push
     assert costs(calls, bob, packets.push, p1) == ["GetItem", "PutItem"]  # refused: 409
     # token + packet in one batch; the packet is personal, so nothing more to check
@@ -96,7 +110,7 @@ def test_personal_scope_costs_at_most_two_calls(counted: tuple[DynamoStore, Call
     assert costs(calls, alice, packets.list_, limit=1) == ["GetItem", "Query"]
     assert costs(calls, bob, packets.delete, p1["id"]) == ["BatchGetItem"]  # refused: 404
     assert store.get_packet(p1["id"]) is not None
-    assert costs(calls, alice, packets.delete, p1["id"]) == ["BatchGetItem", "DeleteItem"]
+    assert costs(calls, alice, packets.delete, p1["id"]) == ["BatchGetItem", "DeleteItem", *INDEX]
     assert store.get_packet(p1["id"]) is None
     assert costs(calls, alice, packets.delete, p1["id"]) == ["BatchGetItem"]  # gone: 404
     assert costs(calls, alice, packets.get, p1["id"]) == ["BatchGetItem"]
@@ -115,8 +129,12 @@ def test_team_scope_costs_at_most_two_calls(counted: tuple[DynamoStore, Calls]) 
 
     # token + team + the caller's membership (one BatchGetItem, the token names its
     # user), then the write
-    assert costs(calls, bob, packets.push, p2, team="core") == ["BatchGetItem", "PutItem"]
-    assert costs(calls, alice, packets.push, p3, team="core") == ["BatchGetItem", "PutItem"]
+    assert costs(calls, bob, packets.push, p2, team="core") == ["BatchGetItem", "PutItem", *INDEX]
+    assert costs(calls, alice, packets.push, p3, team="core") == [
+        "BatchGetItem",
+        "PutItem",
+        *INDEX,
+    ]
     assert costs(calls, carol, packets.push, packet(4), team="core") == ["BatchGetItem"]  # 404
     assert costs(calls, alice, packets.list_, team="core") == ["BatchGetItem", "Query"]
     assert costs(calls, carol, packets.list_, team="core") == ["BatchGetItem"]  # 404
@@ -124,11 +142,12 @@ def test_team_scope_costs_at_most_two_calls(counted: tuple[DynamoStore, Calls]) 
     assert costs(calls, alice, packets.get, p2["id"]) == ["BatchGetItem", "GetItem"]
     assert costs(calls, carol, packets.get, p2["id"]) == ["BatchGetItem", "GetItem"]  # 404
     # token + packet, then one transaction: the membership (and role) + the delete
-    assert costs(calls, bob, packets.delete, p3["id"]) == ["BatchGetItem", "TransactWriteItems"]
+    refused = ["BatchGetItem", "GetItem", "TransactWriteItems"]
+    assert costs(calls, bob, packets.delete, p3["id"]) == refused
     assert store.get_packet(p3["id"]) is not None  # bob neither created it nor owns the team
-    assert costs(calls, bob, packets.delete, p2["id"]) == ["BatchGetItem", "TransactWriteItems"]
+    assert costs(calls, bob, packets.delete, p2["id"]) == [*refused, *INDEX]
     assert store.get_packet(p2["id"]) is None  # his own
-    assert costs(calls, alice, packets.delete, p3["id"]) == ["BatchGetItem", "TransactWriteItems"]
+    assert costs(calls, alice, packets.delete, p3["id"]) == [*refused, *INDEX]
     assert store.get_packet(p3["id"]) is None  # the team owner's right
 
 
@@ -170,8 +189,9 @@ def test_a_token_without_the_user_id_costs_one_read_more_in_team_scope(
         "BatchGetItem",
         "BatchGetItem",
         "PutItem",
+        *INDEX,
     ]
-    assert costs(calls, header, packets.push, packet(6)) == ["GetItem", "PutItem"]
+    assert costs(calls, header, packets.push, packet(6)) == ["GetItem", "PutItem", *INDEX]
     assert [m.id for m in packets.list_(store, alice_user, team="core")] == [packet(5)["id"]]
 
 

@@ -276,6 +276,7 @@ def test_create_tables_command_against_an_endpoint(moto_url: str) -> None:
         "gsi1",
         "gsi2",
         "gsi_project",
+        "gsi_parent",
     }
     ttl = client.describe_time_to_live(TableName="ltm-cmd")["TimeToLiveDescription"]
     assert ttl["AttributeName"] == TTL_ATTRIBUTE and ttl["TimeToLiveStatus"] == "ENABLED"

@@ -28,7 +28,19 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
 LTM = str(Path(sys.executable).with_name("ltm"))
-TOOLS = {"save", "push", "resume", "show", "pull", "ls", "rm", "example", "whoami", "validate"}
+TOOLS = {
+    "save",
+    "push",
+    "resume",
+    "show",
+    "pull",
+    "ls",
+    "rm",
+    "example",
+    "whoami",
+    "validate",
+    "search",
+}
 
 # Assembled from pieces (nothing here reads as a live key); not AWS's documented
 # AKIA...EXAMPLE id, which the scanner passes as a placeholder.

@@ -720,7 +720,11 @@ CONTENT = {"goal": "Ship it.", "next_step": "Run the tests."}  # no hit for word
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
-    return Cli(tmp_path)
+    # Outside any checkout, in a folder whose name the catastrophic rules below do not
+    # match: save fills project.name from the working directory, and the scan judges it.
+    work = tmp_path / "Work-1"
+    work.mkdir()
+    return Cli(tmp_path).at(work)
 
 
 def write_patterns(cli: Cli, patterns: list[dict[str, str]]) -> None:

@@ -128,6 +128,10 @@ def test_openapi_document_lists_every_route(server: Server) -> None:
         ("GET", "/web/ui"),
         ("GET", "/web/static/{name}"),
         ("GET", "/p/{secret}"),
+        # search and lineage (extensions the reference does not have)
+        ("GET", "/v1/search"),
+        ("GET", "/v1/packets/{id}/children"),
+        ("GET", "/v1/packets/{id}/thread"),
     }
     assert documented == expected
 

@@ -22,6 +22,7 @@ from ltm.store import (
     Invite,
     NotFound,
     PacketMeta,
+    SearchHit,
     Store,
     StoredPacket,
     Team,
@@ -792,3 +793,193 @@ def test_ensure_secret_keeps_the_first(store: Store) -> None:
     assert first == b"\x00first" * 4
     assert store.ensure_secret("signing", b"second" * 4) == first
     assert store.ensure_secret("other", b"x" * 32) == b"x" * 32
+
+
+# -- search, filters, cursors and lineage ------------------------------------
+
+
+def doc(
+    pid: str,
+    owner: str,
+    team: str | None = None,
+    *,
+    n: int = 0,
+    goal: str = "",
+    parent: str | None = None,
+    **fields: object,
+) -> StoredPacket:
+    """A packet with a real JSON body (what search indexes) and its listing fields."""
+    import json
+
+    body = {"id": pid, "goal": goal or f"goal {pid}", "next_step": "continue", **fields}
+    if parent:
+        body["parent_id"] = parent
+    created = f"2026-01-01T00:{n // 60:02d}:{n % 60:02d}Z"
+    meta = PacketMeta(pid, created, str(body["goal"]), owner, team, parent)
+    return StoredPacket(meta, json.dumps(body).encode())
+
+
+def ids(hits: list[SearchHit]) -> list[str]:
+    return [h.meta.id for h in hits]
+
+
+def search(
+    store: Store, text: str, scopes: list[tuple[str, str | None]], limit: int = 20
+) -> list[SearchHit]:
+    from ltm.search import parse
+
+    return store.search(parse(text), scopes=scopes, limit=limit)
+
+
+def test_parent_id_is_kept_and_listed(store: Store) -> None:
+    put(store, doc("01ROOT000000", "u1", n=1))
+    put(store, doc("01CHILD00000", "u1", n=2, parent="01ROOT000000"))
+    got = store.get_packet("01CHILD00000")
+    assert got is not None and got.meta.parent_id == "01ROOT000000"
+    listed = store.list_packets(owner_id="u1").items
+    assert [(m.id, m.parent_id) for m in listed] == [
+        ("01CHILD00000", "01ROOT000000"),
+        ("01ROOT000000", None),
+    ]
+
+
+def test_children_oldest_first_and_only_from_readable_scopes(store: Store) -> None:
+    put(store, doc("01ROOT000000", "u1", "t1", n=1))
+    put(store, doc("01KIDB000000", "u2", "t1", n=3, parent="01ROOT000000"))
+    put(store, doc("01KIDA000000", "u1", "t1", n=2, parent="01ROOT000000"))
+    put(store, doc("01KIDSECRET0", "u2", n=4, parent="01ROOT000000"))  # u2's personal
+    put(store, doc("01UNRELATED0", "u1", "t1", n=5))
+    t1 = [("u1", None), ("u1", "t1")]
+    kids = store.children("01ROOT000000", scopes=t1)
+    assert [m.id for m in kids] == ["01KIDA000000", "01KIDB000000"]
+    assert kids[0].parent_id == "01ROOT000000"
+    both = store.children("01ROOT000000", scopes=[("u2", None), ("u2", "t1")])
+    assert [m.id for m in both] == ["01KIDA000000", "01KIDB000000", "01KIDSECRET0"]
+    assert store.children("01ROOT000000", scopes=[("u3", None)]) == []
+    assert store.children("01ROOT000000", scopes=[]) == []
+    assert [m.id for m in store.children("01ROOT000000", scopes=t1, limit=1)] == ["01KIDA000000"]
+    store.delete_packet("01KIDA000000")
+    assert [m.id for m in store.children("01ROOT000000", scopes=t1)] == ["01KIDB000000"]
+
+
+def test_list_filters_by_tag_time_and_author_with_cursor(store: Store) -> None:
+    for n in range(6):
+        owner = "u1" if n % 2 == 0 else "u2"
+        tags = ["auth"] if n < 4 else ["ui"]
+        put(store, doc(f"01TEAMPKT{n:03d}", owner, "t1", n=n, tags=tags))
+    put(store, doc("01PERSONAL00", "u1", n=9, tags=["auth"]))
+
+    def listing(**kw: object) -> list[str]:
+        seen: list[str] = []
+        cursor = None
+        while True:
+            page = store.list_packets(
+                owner_id="u1",
+                team_id="t1",
+                limit=1,
+                cursor=cursor,
+                **kw,  # type: ignore[arg-type]
+            )
+            seen += [m.id for m in page.items]
+            cursor = page.cursor
+            if cursor is None:
+                return seen
+
+    every = [f"01TEAMPKT{n:03d}" for n in reversed(range(6))]
+    assert listing() == every
+    assert listing(tag="auth") == every[2:]
+    assert listing(tag="ui") == every[:2]
+    assert listing(tag="none") == []
+    assert listing(author="u2") == ["01TEAMPKT005", "01TEAMPKT003", "01TEAMPKT001"]
+    assert listing(author="u2", tag="auth") == ["01TEAMPKT003", "01TEAMPKT001"]
+    since, until = "2026-01-01T00:00:02Z", "2026-01-01T00:00:04Z"
+    assert listing(since=since) == every[:4]
+    assert listing(until=until) == every[2:]  # until is exclusive
+    assert listing(since=since, until=until) == ["01TEAMPKT003", "01TEAMPKT002"]
+    assert listing(since=since, until=until, tag="auth", author="u1") == ["01TEAMPKT002"]
+    # the personal scope is another scope
+    assert [m.id for m in store.list_packets(owner_id="u1", tag="auth").items] == ["01PERSONAL00"]
+
+
+def test_search_finds_ranks_and_snippets(store: Store) -> None:
+    put(
+        store,
+        doc(
+            "01TARGET0000",
+            "u1",
+            n=1,
+            goal="Fix the flaky OAuth token refresh in the login flow",
+            tags=["auth"],
+            project={"name": "webapp"},
+        ),
+    )
+    put(
+        store,
+        doc(
+            "01DISTRACT00",
+            "u1",
+            n=2,
+            goal="Tidy the README",
+            attempts=[{"tried": "mention oauth once", "outcome": "failed", "learned": "nope"}],
+        ),
+    )
+    put(store, doc("01OTHERPROJ0", "u1", n=3, goal="Rotate the refresh keys", tags=["ops"]))
+    me = [("u1", None)]
+    # the known answer ranks first: "oauth" is in its goal, only in an attempt elsewhere
+    assert ids(search(store, "oauth", me)) == ["01TARGET0000", "01DISTRACT00"]
+    hit = search(store, "oauth", me)[0]
+    assert hit.snippet.field == "goal"
+    start, end = hit.snippet.highlights[0]
+    assert hit.snippet.text[start:end] == "OAuth"
+    other = search(store, "oauth", me)[1]
+    assert other.snippet.field == "attempts" and "mention oauth once" in other.snippet.text
+    # phrases, prefixes, qualifiers
+    assert ids(search(store, '"token refresh"', me)) == ["01TARGET0000"]
+    assert ids(search(store, '"refresh token"', me)) == []
+    assert set(ids(search(store, "refr*", me))) == {"01TARGET0000", "01OTHERPROJ0"}
+    assert ids(search(store, "refresh tag:auth", me)) == ["01TARGET0000"]
+    assert ids(search(store, "refresh project:webapp", me)) == ["01TARGET0000"]
+    assert ids(search(store, "refresh project:other", me)) == []
+    assert ids(search(store, "tag:ops", me)) == ["01OTHERPROJ0"]  # qualifiers alone list
+    assert ids(search(store, "logi* flaky", me)) == ["01TARGET0000"]  # every term required
+    assert ids(search(store, "oauth", me, limit=1)) == ["01TARGET0000"]
+    # diacritics and case fold as FTS5's unicode61 does
+    assert ids(search(store, "FLÄKY", me)) == ["01TARGET0000"]
+
+
+def test_search_follows_writes_replace_and_delete(store: Store) -> None:
+    me = [("u1", None)]
+    put(store, doc("01CHANGING00", "u1", goal="migrate the database to postgres"))
+    assert ids(search(store, "postgres", me)) == ["01CHANGING00"]
+    put(store, doc("01CHANGING00", "u1", goal="migrate the database to sqlite"))
+    assert ids(search(store, "postgres", me)) == []
+    assert ids(search(store, "sqlite", me)) == ["01CHANGING00"]
+    assert store.delete_packet_as("01CHANGING00", "u1") is True
+    assert ids(search(store, "sqlite", me)) == []
+    assert ids(search(store, "migrate", me)) == []
+
+
+def test_search_never_shows_what_the_caller_cannot_read(store: Store) -> None:
+    """Two users and a team: results, snippets and ranking stay inside readable scopes."""
+    store.create_user(user("alice"))
+    store.create_user(user("bob"))
+    make_team(store, "t1", "core", owner="alice")
+    put(store, doc("01ALICEOWN00", "alice", n=1, goal="alice private kestrel notes"))
+    put(store, doc("01BOBOWN0000", "bob", n=2, goal="bob private kestrel notes"))
+    put(store, doc("01TEAMONLY00", "alice", "t1", n=3, goal="team kestrel plan"))
+    alice = [("alice", None), ("alice", "t1")]
+    bob = [("bob", None)]  # bob is not in the team
+    assert set(ids(search(store, "kestrel", alice))) == {"01ALICEOWN00", "01TEAMONLY00"}
+    found = search(store, "kestrel", bob)
+    assert ids(found) == ["01BOBOWN0000"]
+    assert all("alice" not in h.snippet.text and "team" not in h.snippet.text for h in found)
+    assert search(store, "alice", bob) == []
+    assert search(store, "team plan", bob) == []
+    assert search(store, "kestrel", []) == []
+    store.add_member("t1", "bob")
+    assert set(ids(search(store, "kestrel", [("bob", None), ("bob", "t1")]))) == {
+        "01BOBOWN0000",
+        "01TEAMONLY00",
+    }
+    store.delete_team("t1")
+    assert ids(search(store, "kestrel", alice)) == ["01ALICEOWN00"]

@@ -17,20 +17,23 @@ turn the scan off with ``LTM_SERVER_SCAN=off``.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..ids import check_packet_id
 from ..store import Conflict as StoreConflict
 from ..store import NotFound as StoreNotFound
-from ..store import PacketMeta, Page, Store, StoredPacket, User
+from ..store import PacketMeta, Page, Scope, Store, StoredPacket, User
 from .access import Caller, access
 from .errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ServiceError
 
 DEFAULT_LIMIT = 50  # the protocol's default page
 MAX_LIMIT = 1000
 MAX_PROJECT = 128  # the protocol's limit on project.name
+MAX_THREAD = 1000  # how far ``thread`` walks up parent links (a DAG, but never trust data)
 
 # The user's explicit override of the server-side scan: an extension header (a
 # reference server ignores it). Our CLI sends it with --allow-unredacted.
@@ -122,6 +125,7 @@ def _prepare(raw: bytes | str | Mapping[str, Any], *, lenient: bool, scan: bool)
     packet_id, created_at, goal = _identity(checked.data)
     if scan:
         _refuse_secrets(checked.data)  # CPU only: no store call
+    parent = checked.data.get("parent_id")
     return StoredPacket(
         meta=PacketMeta(
             id=packet_id,
@@ -129,6 +133,7 @@ def _prepare(raw: bytes | str | Mapping[str, Any], *, lenient: bool, scan: bool)
             goal=goal,
             owner_id="",
             project=_project(checked.data),
+            parent_id=parent if isinstance(parent, str) and parent else None,
         ),
         body=packet.canonical_bytes(checked.data),
         conforming=checked.conforming,
@@ -182,23 +187,32 @@ def list_(
 
     With ``project``, only the packets whose ``project.name`` is exactly that.
     """
-    return list_page(store, caller, team=team, limit=limit, project=project).items
+    return page(store, caller, team=team, limit=limit, project=project).items
 
 
-def list_page(
+def page(
     store: Store,
     caller: Caller,
     *,
     team: str | None = None,
     limit: int = DEFAULT_LIMIT,
-    cursor: str | None = None,
+    page_token: str | None = None,
     project: str | None = None,
+    tag: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    author: str | None = None,
+    now: datetime | None = None,
 ) -> Page:
-    """One page of a scope, newest first; ``Page.cursor`` continues it (None: the last page).
+    """One page of a scope's packets, newest first, filtered; reads only.
 
-    Reads only. A cursor is opaque and comes from a previous page of the same
-    listing; anything else is refused (400 ``invalid page_token``). With
-    ``project``, only the packets whose ``project.name`` is exactly that.
+    ``page_token`` is the previous page's ``Page.cursor`` (given with the same
+    filters). ``project``: only packets whose ``project.name`` is exactly that.
+    ``since``/``until``: an RFC 3339 time, a date (``2026-04-01``,
+    midnight UTC) or an age (``3d``, ``12h``, ``2w``: that long before now);
+    ``since`` is inclusive, ``until`` exclusive. ``author``: who stored the
+    packet, by user id or display name (``me``: the caller); in a team, a
+    member of it.
     """
     if not 1 <= limit <= MAX_LIMIT:
         raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}")
@@ -206,12 +220,127 @@ def list_page(
         raise BadRequest(f"project must be 1 to {MAX_PROJECT} characters")
     who = access(store, caller, need="read", team=team)
     team_id = who.team.id if who.team else None
+    now = now or datetime.now(UTC)
+    low = time_bound(since, "since", now) if since is not None else None
+    high = time_bound(until, "until", now) if until is not None else None
+    author_id = _author(store, who.user, team_id, author) if author is not None else None
+    if tag is not None and not _TAG.fullmatch(tag):
+        raise BadRequest("tag: lower-case letters, digits and dashes, as in a packet's tags")
+    if page_token == "":
+        raise BadRequest("page_token: not a token from this listing")
     try:
         return store.list_packets(
-            owner_id=who.user.id, team_id=team_id, limit=limit, cursor=cursor, project=project
+            owner_id=who.user.id,
+            team_id=team_id,
+            limit=limit,
+            cursor=page_token,
+            project=project,
+            tag=tag,
+            since=low,
+            until=high,
+            author=author_id,
         )
     except ValueError:
-        raise BadRequest("invalid page_token") from None
+        raise BadRequest("page_token: not a token from this listing") from None
+
+
+_TAG = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
+_AGE = re.compile(r"([0-9]{1,6})([mhdw])")
+_AGE_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def time_bound(value: str, name: str, now: datetime) -> str:
+    """A ``since``/``until`` value as a listing sort key (UTC, ``...T00:00:00.000000Z``)."""
+    age = _AGE.fullmatch(value)
+    if age:
+        when = now - timedelta(**{_AGE_UNITS[age[2]]: int(age[1])})
+    else:
+        try:
+            when = datetime.fromisoformat(value.replace("z", "Z"))
+        except ValueError:
+            raise BadRequest(
+                f"{name}: give a date (2026-04-01), an RFC 3339 time or an age (3d, 12h, 2w)"
+            ) from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _author(store: Store, user: User, team_id: str | None, author: str) -> str:
+    """The user id ``author`` names in this scope (400 when it names nobody there)."""
+    if not author:
+        raise BadRequest("author: give a user id, a display name or me")
+    if author in ("me", user.id, user.display):
+        return user.id
+    if team_id is None:
+        raise BadRequest(f"author: {author!r} has no packets in your personal scope")
+    members = store.list_members(team_id)
+    named = [m for m in members if m.user_id == author] or [
+        m for m in members if m.display == author
+    ]
+    if not named:
+        raise BadRequest(f"author: no member {author!r} in this team")
+    if len(named) > 1:
+        raise BadRequest(f"author: {author!r} names more than one member; give the user id")
+    return named[0].user_id
+
+
+def readable_scopes(store: Store, user: User) -> list[Scope]:
+    """Every scope ``user`` may read: personal first, then their teams (one read)."""
+    return [(user.id, None), *((user.id, t.id) for t in store.list_teams(user.id))]
+
+
+def children(
+    store: Store, caller: Caller, packet_id: str, *, limit: int = DEFAULT_LIMIT
+) -> list[PacketMeta]:
+    """The packets that continue ``packet_id`` and that the caller may read; reads only.
+
+    404 when the packet itself is not readable, like ``get``.
+    """
+    if not 1 <= limit <= MAX_LIMIT:
+        raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}")
+    who = access(store, caller, need="read", packet_id=packet_id)
+    if who.packet is None or not _can_read(store, who.user, who.packet.meta):
+        raise NotFound("not found")
+    return store.children(packet_id, scopes=readable_scopes(store, who.user), limit=limit)
+
+
+@dataclass(frozen=True, slots=True)
+class Thread:
+    packets: list[StoredPacket]  # from the oldest readable ancestor to the packet asked for
+    complete: bool  # False when an earlier packet exists but is missing or not readable
+
+
+def thread(store: Store, caller: Caller, packet_id: str) -> Thread:
+    """The work thread that ends at ``packet_id``, root first, as far as the caller may read.
+
+    Reads only: one read per packet, walking ``parent_id`` up (a cycle or a
+    thread longer than ``MAX_THREAD`` stops the walk). 404 when the packet
+    itself is not readable.
+    """
+    who = access(store, caller, need="read", packet_id=packet_id)
+    if who.packet is None or not _can_read(store, who.user, who.packet.meta):
+        raise NotFound("not found")
+    chain = [who.packet]
+    seen = {packet_id}
+    complete = True
+    teams_ok: dict[str, bool] = {}
+    while (parent := chain[-1].meta.parent_id) is not None:
+        found = store.get_packet(parent) if parent not in seen else None
+        if found is None or len(chain) >= MAX_THREAD:
+            complete = False
+            break
+        meta = found.meta
+        if meta.team_id is not None and meta.team_id not in teams_ok:
+            teams_ok[meta.team_id] = _can_read(store, who.user, meta)
+        readable = teams_ok[meta.team_id] if meta.team_id else meta.owner_id == who.user.id
+        if not readable:
+            complete = False
+            break
+        seen.add(parent)
+        chain.append(found)
+    chain.reverse()
+    return Thread(chain, complete)
 
 
 def resolve(store: Store, caller: Caller, prefix: str, *, team: str | None = None) -> str:

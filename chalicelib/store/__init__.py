@@ -16,7 +16,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:  # the query language loads only where a search runs
+    from ..search import Query, Snippet
 
 Role = Literal["owner", "member"]
 
@@ -51,9 +54,8 @@ class PacketMeta:
     goal: str
     owner_id: str
     team_id: str | None = None
-    # The packet's project.name. Always read by get_packet and by a listing filtered by
-    # project; an unfiltered DynamoDB listing leaves it None (its index does not carry it).
-    project: str | None = None
+    project: str | None = None  # the packet's ``project.name`` (listed and filtered by)
+    parent_id: str | None = None  # the packet's ``parent_id``: the previous one of its thread
 
 
 def moves_into_team(existing: PacketMeta | None, new: PacketMeta) -> bool:
@@ -67,6 +69,17 @@ def moves_into_team(existing: PacketMeta | None, new: PacketMeta) -> bool:
         and existing.owner_id == new.owner_id
         and existing.team_id is None
     )
+
+
+# A scope a caller may read: (owner_id, None) for personal, (anything, team_id) for a team.
+Scope = tuple[str, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    meta: PacketMeta
+    score: float  # higher is better; comparable only within one result list
+    snippet: Snippet
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,13 +291,46 @@ class Store(ABC):
         limit: int = 50,
         cursor: str | None = None,
         project: str | None = None,
+        tag: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        author: str | None = None,
     ) -> Page:
-        """Packets of one scope, newest first.
+        """Packets of one scope, newest first, a page at a time.
 
         Personal scope (``team_id`` None): the packets ``owner_id`` stored with
         no team. Team scope: every packet of ``team_id``, whoever stored it
-        (``owner_id`` is then ignored). With ``project``, only the packets whose
-        ``project.name`` is exactly that, read through an index (no scan).
+        (``owner_id`` is then ignored). Filters, all optional and combined:
+        ``project`` (the packet's ``project.name`` is exactly that),
+        ``tag`` (the packet carries it), ``since`` <= sort key < ``until``
+        (sort keys: ``created_at`` normalized to UTC, compared as strings),
+        ``author`` (the user id that stored the packet, its ``owner_id``).
+        ``cursor`` is a page's ``Page.cursor``, given with the same filters.
+        Filters are served by an index (no read of every packet of the scope)
+        except ``author`` on DynamoDB, which filters the scope's listing.
+        """
+
+    @abstractmethod
+    def children(
+        self, packet_id: str, *, scopes: list[Scope], limit: int = 100
+    ) -> list[PacketMeta]:
+        """The packets whose ``parent_id`` is ``packet_id``, oldest first, from ``scopes`` only.
+
+        Found through an index on the parent (never by reading every packet);
+        children in scopes not listed are left out, so nobody learns of them.
+        """
+
+    @abstractmethod
+    def search(self, query: Query, *, scopes: list[Scope], limit: int = 20) -> list[SearchHit]:
+        """Packets of ``scopes`` matching ``query``, best first, each with its snippet.
+
+        Nothing outside ``scopes`` is read into the ranking, the snippets or the
+        result. A query of qualifiers only (``tag:``/``project:``) lists the
+        matching packets newest first. The cost of a query is bounded, not
+        proportional to the scope: a backend ranks the newest matches only
+        (SQLite: the newest 500 matches; DynamoDB: the newest 1,000 postings of
+        each word), so a query matching more than that finds the best of the
+        recent ones; more words narrow it.
         """
 
     @abstractmethod

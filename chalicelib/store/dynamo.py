@@ -30,6 +30,14 @@ needs and no others (the indexes are sparse)::
     gsi_project_pk / gsi_project_sk (index ``gsi_project``, sparse: only packets
     with a ``project.name``): SCOPE#<scope>#P#<project> / <sortkey>#<id>.
 
+    gsi_parent_pk / gsi_parent_sk (sparse, lineage): a packet with a parent
+    PARENT#<parent id> / <sortkey>#<id>.
+
+    search index (written by put/delete after the packet, see below):
+    term posting      TERM#<scope>#<w[:2]> / <word>#<sortkey>#<id>   (id, w: weight)
+    facet             FACET#<scope>#tag#<tag> / <sortkey>#<id>        (listing fields)
+                      FACET#<scope>#project#<name> / <sortkey>#<id>
+
     A token item carries its OAuth ``scope`` ("read", "write", "read write"; absent
     on tokens from before scopes, which are full). The membership under the team's
     id carries ``invites_made`` (a string set of the code hashes of the invites the
@@ -90,8 +98,44 @@ Which request uses what:
   only believed when it matches the team item (a deleted team's leftovers
   never grant anything to a new team of the same name).
 
+- list with filters: ``since``/``until`` are a range on gsi1's sort key;
+  ``tag`` reads the tag's facet partition instead (already newest first,
+  carrying the listing fields); ``author`` is a FilterExpression (it costs
+  the items it skips; the packets of one scope, never the table).
+- children: one Query on gsi_parent, keeping the children of readable scopes.
+
 So a push, get, list or delete costs at most two requests, token check
-included, in personal and team scope (``tests/test_dynamo_calls.py``).
+included, in personal and team scope (``tests/test_dynamo_calls.py``), plus
+the batched writes of the search index when a packet's text changes.
+
+Search without a full-text engine, and without a Scan
+-----------------------------------------------------
+DynamoDB has no full-text search, and reading a scope's packets (or a
+compact projection of them) per query costs read units in proportion to the
+scope: about 1,250 RCU per search at 10k packets for a 1 KB projection. So
+the write path keeps an inverted index instead: for each distinct word of a
+packet (folded as ``ltm.search`` does, stop words left out) one small posting
+item in the partition ``TERM#<scope>#<first two letters>``, sorted by the
+word, then the packet's time. A search reads, per readable scope, one Query
+per query word (``begins_with`` on ``<word>#`` for a whole word, on the
+prefix for ``pref*``) and one per ``tag:``/``project:`` qualifier (its facet
+partition), each capped at ``POSTINGS_CAP`` items of ~100 bytes; intersects
+them; scores BM25-style from the postings' weights; then reads the best
+candidates' packets (BatchGetItem, eventually consistent, at most
+``VERIFY_CAP``) to check they still exist in a readable scope, to match
+phrases exactly and to cut the snippet. Its cost is bounded
+by the query (words x cap), not by the number of packets (measured in
+BENCHMARKS.md: read units per search at 1k and 10k packets). The price is
+on the write side: a push writes its changed postings (a new packet with a
+few hundred distinct words: ~8 BatchWriteItem calls, ~200 write units; a
+re-push of the same text: none); a delete removes them. The index is written
+after the packet, not in its transaction (TransactWriteItems holds 100
+items), so it can trail a crash; search tolerates that by reading every hit.
+Limits, by design: a word whose postings exceed the cap is matched among
+its newest ``POSTINGS_CAP`` packets per scope; a query of stop words alone
+finds nothing here (SQLite's FTS5 indexes every word); prefixes need two
+letters. Packets stored before the index existed are not in it until they are
+pushed again.
 
 Uniqueness and single use are conditional writes in transactions: team names
 (``TEAMNAME#`` item), token hashes and labels (``TOKEN#`` + ``LABEL#``),
@@ -129,6 +173,7 @@ definition of the table; ``infra/ltm.yaml`` is checked against it by
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import random
 import sys
@@ -151,6 +196,8 @@ from . import (
     Page,
     Publication,
     Role,
+    Scope,
+    SearchHit,
     Store,
     StoredPacket,
     Team,
@@ -165,6 +212,8 @@ from .dynamo_device import DeviceGrantsMixin
 if TYPE_CHECKING:  # botocore is imported only when a DynamoStore is built
     from botocore.client import BaseClient
 
+    from ..search import Query
+
 Item = dict[str, dict[str, Any]]
 
 DEFAULT_TABLE = "ltm"
@@ -177,6 +226,9 @@ INVITES_MADE = "invites_made"
 INVITE_COUNT = "invite_count"
 MAX_INVITES_IN_TRANSACTION = 90
 TRANSACTION_ATTEMPTS = 6
+
+# What a listing shows of a packet (PacketMeta), projected into the indexes that list.
+_LISTING = ["id", "created_at", "goal", "owner_id", "team_id", "project", "parent_id"]
 
 # The one definition of the table: create_tables() uses it as is, and
 # tests/test_infra.py checks that infra/ltm.yaml declares exactly this.
@@ -192,6 +244,8 @@ TABLE_SCHEMA: dict[str, Any] = {
             "gsi2sk",
             "gsi_project_pk",
             "gsi_project_sk",
+            "gsi_parent_pk",
+            "gsi_parent_sk",
         )
     ],
     "KeySchema": [
@@ -214,6 +268,8 @@ TABLE_SCHEMA: dict[str, Any] = {
                     "goal",
                     "owner_id",
                     "team_id",
+                    "project",
+                    "parent_id",
                     # a user's tokens
                     "label",
                     "user_id",
@@ -250,7 +306,19 @@ TABLE_SCHEMA: dict[str, Any] = {
             ],
             "Projection": {
                 "ProjectionType": "INCLUDE",
-                "NonKeyAttributes": ["id", "created_at", "goal", "owner_id", "team_id", "project"],
+                "NonKeyAttributes": _LISTING,
+            },
+        },
+        {
+            # Sparse: only packets with a parent carry its keys (lineage).
+            "IndexName": "gsi_parent",
+            "KeySchema": [
+                {"AttributeName": "gsi_parent_pk", "KeyType": "HASH"},
+                {"AttributeName": "gsi_parent_sk", "KeyType": "RANGE"},
+            ],
+            "Projection": {
+                "ProjectionType": "INCLUDE",
+                "NonKeyAttributes": _LISTING,
             },
         },
     ],
@@ -323,7 +391,27 @@ def _packet_item(packet: StoredPacket, sort_key: str) -> Item:
         item["project"] = _s(meta.project)
         item["gsi_project_pk"] = _s(_project_scope(scope, meta.project))
         item["gsi_project_sk"] = _s(f"{sort_key}#{meta.id}")
+    if meta.parent_id is not None:
+        item["parent_id"] = _s(meta.parent_id)
+        item["gsi_parent_pk"] = _s(f"PARENT#{meta.parent_id}")
+        item["gsi_parent_sk"] = _s(f"{sort_key}#{meta.id}")
     return item
+
+
+def _listing_fields(meta: PacketMeta) -> Item:
+    fields: Item = {
+        "id": _s(meta.id),
+        "created_at": _s(meta.created_at),
+        "goal": _s(meta.goal),
+        "owner_id": _s(meta.owner_id),
+    }
+    if meta.team_id is not None:
+        fields["team_id"] = _s(meta.team_id)
+    if meta.project is not None:
+        fields["project"] = _s(meta.project)
+    if meta.parent_id is not None:
+        fields["parent_id"] = _s(meta.parent_id)
+    return fields
 
 
 def _project_scope(scope: str, project: str) -> str:
@@ -338,12 +426,57 @@ def _packet_meta(item: Mapping[str, Mapping[str, Any]]) -> PacketMeta:
         owner_id=_req(item, "owner_id"),
         team_id=_get(item, "team_id"),
         project=_get(item, "project"),
+        parent_id=_get(item, "parent_id"),
     )
 
 
 def _stored_packet(item: Mapping[str, Mapping[str, Any]]) -> StoredPacket:
     conforming = item.get("conforming", {}).get("BOOL", True)
     return StoredPacket(_packet_meta(item), bytes(item["body"]["B"]), bool(conforming))
+
+
+# -- the search index (term postings and facets) ------------------------------
+
+POSTINGS_CAP = 1000  # postings read per query word and scope: the bound on a search's cost
+VERIFY_CAP = 75  # candidate packets read (to check and cut snippets) per search, at most
+MAX_WORD = 64  # longer words are indexed (and looked up) by their first 64 characters
+
+
+def _index_items(meta: PacketMeta, sort_key: str, body: bytes) -> dict[tuple[str, str], Item]:
+    """The term postings and facet items a packet puts in the index, by key."""
+    from .. import search
+
+    data = search.load(body)
+    scope = _scope(meta.owner_id, meta.team_id).removeprefix("SCOPE#")
+    weights: dict[str, float] = {}
+    for word, weight in search.term_weights(search.fields_of(data)).items():
+        weights[word[:MAX_WORD]] = weights.get(word[:MAX_WORD], 0.0) + weight
+    items: dict[tuple[str, str], Item] = {}
+    for word, weight in weights.items():
+        pk, sk = f"TERM#{scope}#{word[:2]}", f"{word}#{sort_key}#{meta.id}"
+        items[(pk, sk)] = {**_key(pk, sk), "id": _s(meta.id), "w": {"N": f"{weight:g}"}}
+    facets = [("tag", tag) for tag in search.tags_of(data)]
+    project = search.project_of(data)
+    if project:
+        facets.append(("project", project))
+    for kind, value in facets:
+        pk, sk = f"FACET#{scope}#{kind}#{value}", f"{sort_key}#{meta.id}"
+        items[(pk, sk)] = {**_key(pk, sk), **_listing_fields(meta)}
+    return items
+
+
+def _has_labels(data: dict[str, object], query: Query) -> bool:
+    from .. import search
+
+    tags = set(search.tags_of(data))
+    project = search.project_of(data)
+    return all(t in tags for t in query.tags) and all(p == project for p in query.projects)
+
+
+def _old_index(item: Mapping[str, Mapping[str, Any]] | None) -> dict[tuple[str, str], Item]:
+    if not item or "body" not in item:
+        return {}
+    return _index_items(_packet_meta(item), _get(item, "sort_key") or "", bytes(item["body"]["B"]))
 
 
 def _user_fields(user: User, prefix: str = "") -> Item:
@@ -536,13 +669,13 @@ class DynamoStore(DeviceGrantsMixin, Store):
         resp = self._client.get_item(TableName=self.table, Key=key, ConsistentRead=True)
         return resp.get("Item")
 
-    def _batch_get(self, keys: Sequence[Item]) -> list[Item]:
+    def _batch_get(self, keys: Sequence[Item], *, consistent: bool = True) -> list[Item]:
         """Several items by key in one round trip (more only if DynamoDB defers some)."""
         found: list[Item] = []
         pending: list[Item] = list(keys)
         for attempt in range(8):
             resp = self._client.batch_get_item(
-                RequestItems={self.table: {"Keys": pending, "ConsistentRead": True}}
+                RequestItems={self.table: {"Keys": pending, "ConsistentRead": consistent}}
             )
             found.extend(resp.get("Responses", {}).get(self.table, []))
             pending = resp.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
@@ -580,8 +713,13 @@ class DynamoStore(DeviceGrantsMixin, Store):
             raise _Cancelled([str(r.get("Code", "None")) for r in reasons]) from None
 
     def _batch_delete(self, keys: Sequence[Item]) -> None:
-        for start in range(0, len(keys), 25):
-            pending = [{"DeleteRequest": {"Key": key}} for key in keys[start : start + 25]]
+        self._batch_write([], keys)
+
+    def _batch_write(self, puts: Sequence[Item], deletes: Sequence[Item]) -> None:
+        requests = [{"PutRequest": {"Item": item}} for item in puts]
+        requests += [{"DeleteRequest": {"Key": key}} for key in deletes]
+        for start in range(0, len(requests), 25):
+            pending = requests[start : start + 25]
             for attempt in range(8):
                 resp = self._client.batch_write_item(RequestItems={self.table: pending})
                 pending = resp.get("UnprocessedItems", {}).get(self.table, [])
@@ -659,6 +797,10 @@ class DynamoStore(DeviceGrantsMixin, Store):
                             _exists(_key(f"TEAM#{meta.team_id}", f"MEMBER#{meta.owner_id}")),
                         ]
                     )
+                    # The postings under the old (personal) scope stay behind: search
+                    # reads every candidate's packet and drops what is not in the scope
+                    # it was found under any more (and counts a packet once).
+                    self._reindex({}, _index_items(meta, sort_key, packet.body))
                     return False
                 except _Cancelled as cancelled:
                     if cancelled.failed(1):
@@ -703,6 +845,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
             old = resp.get("Attributes")
             if old is not None and (public_hash := _get(old, "public_hash")) is not None:
                 self._keep_published(meta.id, public_hash)
+            self._reindex(_old_index(old), _index_items(meta, sort_key, packet.body))
             return old is None
         raise Conflict(f"packet {meta.id} could not be stored (concurrent writes); try again")
 
@@ -733,6 +876,19 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 ]
             )
 
+    def _reindex(self, old: dict[tuple[str, str], Item], new: dict[tuple[str, str], Item]) -> None:
+        """Write the index difference of a packet change (after the packet itself).
+
+        Not in the packet's transaction (a packet has hundreds of words; a
+        transaction holds 100 items): a crash in between leaves the index a
+        step behind, which search tolerates by reading every hit's packet
+        before it shows it (a stale posting of a deleted or changed packet is
+        dropped there).
+        """
+        deletes = [_key(*key) for key in old if key not in new]
+        puts = [item for key, item in new.items() if old.get(key) != item]
+        self._batch_write(puts, deletes)
+
     def get_packet(self, packet_id: str) -> StoredPacket | None:
         item = self._get_item(_key(f"PKT#{packet_id}", "PKT"))
         return None if item is None else _stored_packet(item)
@@ -745,33 +901,78 @@ class DynamoStore(DeviceGrantsMixin, Store):
         limit: int = 50,
         cursor: str | None = None,
         project: str | None = None,
+        tag: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        author: str | None = None,
     ) -> Page:
         if limit < 1:
             raise ValueError("limit must be at least 1")
         scope = _scope(owner_id, team_id)
-        index, pk, sk = "gsi1", "gsi1pk", "gsi1sk"
-        if project is not None:
-            index, pk, sk = "gsi_project", "gsi_project_pk", "gsi_project_sk"
-            scope = _project_scope(scope, project)
-        kwargs: dict[str, Any] = {
-            "IndexName": index,
-            "KeyConditionExpression": "#p = :p",
-            "ExpressionAttributeNames": {"#p": pk},
-            "ExpressionAttributeValues": {":p": _s(scope)},
-            "ScanIndexForward": False,
+        if tag is not None:  # the tag's facet items, in listing order, with the listing fields
+            pk_name, sk_name = "pk", "sk"
+            partition = f"FACET#{scope.removeprefix('SCOPE#')}#tag#{tag}"
+            kwargs: dict[str, Any] = {}
+        elif project is not None:  # the project's packets on gsi_project (sparse)
+            pk_name, sk_name = "gsi_project_pk", "gsi_project_sk"
+            partition = _project_scope(scope, project)
+            kwargs = {"IndexName": "gsi_project"}
+        else:  # the scope's listing on gsi1
+            pk_name, sk_name = "gsi1pk", "gsi1sk"
+            partition = scope
+            kwargs = {"IndexName": "gsi1"}
+        names = {"#p": pk_name}
+        values: Item = {":p": _s(partition)}
+        condition = "#p = :p"
+        # Sort keys are "<sort key>#<id>": ">= since" keeps a packet at ``since``,
+        # "< until" leaves out one at ``until`` (its key is longer than ``until``).
+        if since is not None and until is not None:
+            condition += " AND #s BETWEEN :since AND :until"
+        elif since is not None:
+            condition += " AND #s >= :since"
+        elif until is not None:
+            condition += " AND #s < :until"
+        if since is not None or until is not None:
+            names["#s"] = sk_name
+        if since is not None:
+            values[":since"] = _s(since)
+        if until is not None:
+            values[":until"] = _s(until)
+        # Evaluated after the read: each costs what it skips (author; a project
+        # within a tag's facet, which carries the packet's project).
+        filters = []
+        if author is not None:
+            filters.append("#o = :o")
+            names["#o"] = "owner_id"
+            values[":o"] = _s(author)
+        if tag is not None and project is not None:
+            filters.append("#pr = :pr")
+            names["#pr"] = "project"
+            values[":pr"] = _s(project)
+        if filters:
+            kwargs["FilterExpression"] = " AND ".join(filters)
+        kwargs.update(
+            KeyConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+            ScanIndexForward=False,
             # One more than a page tells whether another page exists, so an
             # exact last page carries no cursor.
-            "Limit": limit + 1,
-        }
+            Limit=limit + 1,
+        )
         if cursor:
             index_sk, packet_id = decode_cursor(cursor)
-            kwargs["ExclusiveStartKey"] = {
-                **_key(f"PKT#{packet_id}", "PKT"),
-                pk: _s(scope),
-                sk: _s(index_sk),
-            }
+            if tag is None:
+                kwargs["ExclusiveStartKey"] = {
+                    **_key(f"PKT#{packet_id}", "PKT"),
+                    pk_name: _s(partition),
+                    sk_name: _s(index_sk),
+                }
+            else:
+                kwargs["ExclusiveStartKey"] = _key(partition, index_sk)
         items: list[Item] = []
-        # One Query unless a page of large listings crosses DynamoDB's 1 MB per call.
+        # One Query unless a page of large listings crosses DynamoDB's 1 MB per call
+        # (or the author filter skips items).
         for item in self._query(**kwargs):
             items.append(item)
             if len(items) > limit:
@@ -779,8 +980,138 @@ class DynamoStore(DeviceGrantsMixin, Store):
         page = [_packet_meta(item) for item in items[:limit]]
         more = len(items) > limit
         last = items[limit - 1] if more else None
-        next_cursor = encode_cursor(_req(last, sk), _req(last, "id")) if last else None
+        next_cursor = encode_cursor(_req(last, sk_name), _req(last, "id")) if last else None
         return Page(page, next_cursor)
+
+    def children(
+        self, packet_id: str, *, scopes: list[Scope], limit: int = 100
+    ) -> list[PacketMeta]:
+        readable = {_scope(owner, team) for owner, team in scopes}
+        found: list[PacketMeta] = []
+        if not readable:
+            return found
+        for item in self._query(
+            IndexName="gsi_parent",
+            KeyConditionExpression="#p = :p",
+            ExpressionAttributeNames={"#p": "gsi_parent_pk"},
+            ExpressionAttributeValues={":p": _s(f"PARENT#{packet_id}")},
+        ):
+            meta = _packet_meta(item)
+            if _scope(meta.owner_id, meta.team_id) in readable:
+                found.append(meta)
+                if len(found) >= limit:
+                    break
+        return found
+
+    def search(self, query: Query, *, scopes: list[Scope], limit: int = 20) -> list[SearchHit]:
+        """A term index read per scope; see ``_search_scope`` for the cost bound."""
+        from .. import search
+
+        readable = {_scope(owner, team) for owner, team in scopes}
+        if not readable or limit < 1:
+            return []
+        ranked: list[tuple[float, str, str]] = []  # (score, sort key, id)
+        for scope in sorted(readable):
+            ranked.extend(self._search_scope(scope.removeprefix("SCOPE#"), query))
+        ranked.sort(key=lambda r: (r[0], r[1], r[2]), reverse=True)
+        seen: set[str] = set()  # a packet found under two scopes (moved) counts once
+        ranked = [r for r in ranked if not (r[2] in seen or seen.add(r[2]))]
+        hits: list[SearchHit] = []
+        # Read each candidate's packet before showing it: it must still exist in a
+        # readable scope (the index may trail a write) and match whole phrases.
+        # At most VERIFY_CAP candidates are read: a phrase whose words often meet
+        # but rarely touch may then show fewer hits than exist (bounded cost first).
+        batch = min(100, max(limit, 25))  # BatchGetItem takes 100 keys
+        for start in range(0, min(len(ranked), max(VERIFY_CAP, limit)), batch):
+            chunk = ranked[start : start + batch]
+            # Eventually consistent: half the read units, and the index trails anyway.
+            found = self._batch_get(
+                [_key(f"PKT#{pid}", "PKT") for _, _, pid in chunk], consistent=False
+            )
+            items = {(_req(i, "pk"), _req(i, "sk")): i for i in found}
+            for score, _, pid in chunk:
+                item = items.get((f"PKT#{pid}", "PKT"))
+                if item is None:
+                    continue
+                meta = _packet_meta(item)
+                if _scope(meta.owner_id, meta.team_id) not in readable:
+                    continue
+                data = search.load(bytes(item["body"]["B"]))
+                fields = search.fields_of(data)
+                if not search.matches(fields, query) or not _has_labels(data, query):
+                    continue
+                hits.append(SearchHit(meta, score, search.snippet(fields, query)))
+                if len(hits) >= limit:
+                    return hits
+        return hits
+
+    def _search_scope(self, scope: str, query: Query) -> list[tuple[float, str, str]]:
+        """Candidates of one scope: every query word's postings, intersected, scored.
+
+        Cost: one Query per distinct word and qualifier, each reading at most
+        ``POSTINGS_CAP`` small items (the newest, for a whole word), so a
+        search's read units are bounded by the query's length, not the
+        scope's size. Scoring is BM25's shape without document lengths: the
+        word's weighted count in the packet (goal and tags count most),
+        saturated, times an inverse frequency of the word among the postings read.
+        """
+        from .. import search
+
+        wanted: list[tuple[str, bool]] = []
+        for term in query.terms:
+            for i, word in enumerate(term.words):
+                key = (word[:MAX_WORD], term.prefix and i == len(term.words) - 1)
+                if key not in wanted and (key[1] or word not in search.STOP_WORDS):
+                    wanted.append(key)
+        if query.terms and not wanted:
+            return []  # stop words alone: not in the index
+        postings: list[dict[str, tuple[float, str]]] = []
+        for word, prefix in wanted:
+            found = self._postings(f"TERM#{scope}#{word[:2]}", word if prefix else word + "#")
+            if not found:
+                return []
+            postings.append(found)
+        for kind, values in (("tag", query.tags), ("project", query.projects)):
+            for value in values:
+                found = self._postings(f"FACET#{scope}#{kind}#{value}", "")
+                if not found:
+                    return []
+                postings.append(found)
+        ids = set(postings[0])
+        for found in postings[1:]:
+            ids &= set(found)
+        ranked = []
+        for pid in ids:
+            score = 0.0
+            for found in postings[: len(wanted)]:  # the words' postings (facets only filter)
+                weight = found[pid][0]
+                score += math.log(1 + POSTINGS_CAP / len(found)) * weight / (weight + 1.2)
+            ranked.append((score, postings[0][pid][1], pid))
+        return ranked
+
+    def _postings(self, partition: str, prefix: str) -> dict[str, tuple[float, str]]:
+        """Up to ``POSTINGS_CAP`` items of a postings or facet partition: id -> (weight, order)."""
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": "#p = :p",
+            "ExpressionAttributeNames": {"#p": "pk"},
+            "ExpressionAttributeValues": {":p": _s(partition)},
+            "ScanIndexForward": False,
+            "Limit": POSTINGS_CAP,
+        }
+        if prefix:
+            kwargs["KeyConditionExpression"] += " AND begins_with(#s, :w)"
+            kwargs["ExpressionAttributeNames"]["#s"] = "sk"
+            kwargs["ExpressionAttributeValues"][":w"] = _s(prefix)
+        found: dict[str, tuple[float, str]] = {}
+        for item in self._query(**kwargs):
+            pid = _req(item, "id")
+            weight = float(item["w"]["N"]) if "w" in item else 0.0
+            order = _req(item, "sk").rsplit("#", 2)[-2] if prefix else _req(item, "sk")
+            old = found.get(pid)
+            found[pid] = (weight + (old[0] if old else 0.0), max(order, old[1] if old else ""))
+            if len(found) >= POSTINGS_CAP:
+                break
+        return found
 
     def packet_ids_with_prefix(
         self,
@@ -831,6 +1162,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
         resp = self._client.delete_item(
             TableName=self.table, Key=_key(f"PKT#{packet_id}", "PKT"), ReturnValues="ALL_OLD"
         )
+        self._reindex(_old_index(resp.get("Attributes")), {})
         return "Attributes" in resp
 
     def delete_packet_as(
@@ -841,11 +1173,13 @@ class DynamoStore(DeviceGrantsMixin, Store):
             # Unseen: try the common case, the caller's own personal packet; a
             # failed condition hands back the item, so no separate read.
             try:
-                self._client.delete_item(
+                resp = self._client.delete_item(
                     TableName=self.table,
                     **_exact(key, user_id, None),
+                    ReturnValues="ALL_OLD",
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 )
+                self._reindex(_old_index(resp.get("Attributes")), {})
                 return True
             except self._exc.ConditionalCheckFailedException as exc:
                 existing = exc.response.get("Item")
@@ -860,9 +1194,12 @@ class DynamoStore(DeviceGrantsMixin, Store):
             if seen.owner_id != user_id:
                 return False
             try:  # still the caller's personal packet when the write lands
-                self._client.delete_item(TableName=self.table, **_exact(key, user_id, None))
+                resp = self._client.delete_item(
+                    TableName=self.table, **_exact(key, user_id, None), ReturnValues="ALL_OLD"
+                )
             except self._exc.ConditionalCheckFailedException:
                 return False
+            self._reindex(_old_index(resp.get("Attributes")), {})
             return True
         # A team packet: its creator (still a member) or the team's owner, checked in
         # the same transaction as the delete.
@@ -875,11 +1212,14 @@ class DynamoStore(DeviceGrantsMixin, Store):
             check["ConditionExpression"] += " AND #role = :owner"
             check["ExpressionAttributeNames"]["#role"] = "role"
             check["ExpressionAttributeValues"] = {":owner": _s("owner")}
+        # A transaction returns no old item: read the body its index entries come from.
+        before = self._get_item(key)
         try:
             delete = _exact(key, seen.owner_id, seen.team_id)
             self._transact([{"ConditionCheck": check}, {"Delete": delete}])
         except _Cancelled:
             return False
+        self._reindex(_old_index(before), {})
         return True
 
     # -- publishing ------------------------------------------------------
@@ -1199,6 +1539,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
                     ExpressionAttributeNames={"#t": "team_id"},
                     ExpressionAttributeValues={":t": _s(team_id)},
                 )
+        packet_keys: list[Item] = []
         for index, partition in (("gsi1", f"SCOPE#t:{team_id}"), ("gsi2", f"INVITES#{team_id}")):
             for item in self._query(
                 IndexName=index,
@@ -1207,6 +1548,12 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 ExpressionAttributeValues={":p": _s(partition)},
             ):
                 keys.append(_key(_req(item, "pk"), _req(item, "sk")))
+                if index == "gsi1":
+                    packet_keys.append(keys[-1])
+        # The packets' search index entries: computed from their bodies, 100 at a time.
+        for start in range(0, len(packet_keys), 100):
+            for item in self._batch_get(packet_keys[start : start + 100]):
+                keys.extend(_key(*key) for key in _old_index(item))
         self._batch_delete(keys)
 
     def get_member(self, team_id: str, user_id: str) -> Member | None:

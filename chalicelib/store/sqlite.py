@@ -21,11 +21,12 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 try:
     import fcntl
@@ -43,6 +44,8 @@ from . import (
     Page,
     Publication,
     Role,
+    Scope,
+    SearchHit,
     Store,
     StoredPacket,
     Team,
@@ -53,9 +56,15 @@ from . import (
     moves_into_team,
 )
 
+if TYPE_CHECKING:
+    from ..search import Query
+
 # Each entry moves the schema one version up; never edit a released entry,
 # append a new one. PRAGMA user_version records how far a database has come.
-MIGRATIONS: tuple[str, ...] = (
+# An entry is SQL (statements split on ";") or a function run in the migration's
+# transaction, for steps SQL cannot say (a trigger's body, a backfill in Python).
+Migration = str | Callable[[sqlite3.Connection], None]
+MIGRATIONS: tuple[Migration, ...] = (
     """
     CREATE TABLE packets (
         id          TEXT PRIMARY KEY,
@@ -170,7 +179,104 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX packets_by_project ON packets (scope, project, sort_key DESC, id DESC)
         WHERE project IS NOT NULL;
     """,
+    # 6: lineage (parent_id), listing filters, full-text search; existing packets indexed.
+    lambda db: _migrate_search(db),
 )
+
+
+# The search index (migration 3). ``search_docs`` gives each packet a stable
+# integer for the FTS5 row (the packets table's own rowid may change on VACUUM);
+# ``packet_labels`` holds a packet's tags and project for the ``tag`` filter
+# and the ``tag:``/``project:`` qualifiers, ordered like a listing. A trigger
+# drops a packet's index rows whenever the packet row goes (rm, team delete,
+# re-push), inside the same transaction; put_packet writes the new ones.
+RANK_WINDOW = 500  # how many of the newest matches bm25 ranks (see search)
+_BM25_WEIGHTS = "5.0, 4.0, 3.0, 2.0, 2.0, 2.0, 1.5, 1.0, 1.0, 1.0"  # search.FIELDS, in order
+_FTS_COLUMNS = (
+    "goal, tags, next_step, project, decisions, attempts, methods, success_criteria,"
+    " constraints, open_questions"
+)
+_SEARCH_SCHEMA = f"""
+    ALTER TABLE packets ADD COLUMN parent_id TEXT;
+    CREATE INDEX packets_by_parent ON packets (parent_id, sort_key, id)
+        WHERE parent_id IS NOT NULL;
+    CREATE INDEX packets_by_author ON packets (scope, owner_id, sort_key DESC, id DESC);
+    CREATE TABLE search_docs (
+        doc     INTEGER PRIMARY KEY,
+        id      TEXT NOT NULL UNIQUE,
+        scope   TEXT NOT NULL
+    );
+    CREATE VIRTUAL TABLE packet_fts USING fts5(
+        {_FTS_COLUMNS}, tokenize = 'unicode61 remove_diacritics 2'
+    );
+    CREATE TABLE packet_labels (
+        scope     TEXT NOT NULL,
+        kind      TEXT NOT NULL,  -- 'tag' or 'project'
+        value     TEXT NOT NULL,
+        sort_key  TEXT NOT NULL,
+        id        TEXT NOT NULL,
+        PRIMARY KEY (scope, kind, value, sort_key, id)
+    ) WITHOUT ROWID;
+    CREATE INDEX packet_labels_by_id ON packet_labels (id)
+"""
+_UNINDEX_TRIGGER = """
+    CREATE TRIGGER packets_unindex AFTER DELETE ON packets BEGIN
+        DELETE FROM packet_fts WHERE rowid IN (SELECT doc FROM search_docs WHERE id = old.id);
+        DELETE FROM search_docs WHERE id = old.id;
+        DELETE FROM packet_labels WHERE id = old.id;
+    END
+"""
+
+
+def _migrate_search(db: sqlite3.Connection) -> None:
+    from .. import search
+
+    for statement in _SEARCH_SCHEMA.split(";"):
+        db.execute(statement)
+    db.execute(_UNINDEX_TRIGGER)
+    # A database made before search: index what it holds, once, in this transaction.
+    rows = db.execute("SELECT id, scope, sort_key, body FROM packets").fetchall()
+    for packet_id, scope, sort_key, body in rows:
+        data = search.load(bytes(body))
+        db.execute(
+            "UPDATE packets SET parent_id = ? WHERE id = ?", (search.parent_of(data), packet_id)
+        )
+        _index(db, packet_id, scope, sort_key, data)
+
+
+def _unindex(db: sqlite3.Connection, packet_id: str) -> None:
+    """Drop a packet's search rows (what ``packets_unindex`` does when a packet is deleted)."""
+    db.execute(
+        "DELETE FROM packet_fts WHERE rowid IN (SELECT doc FROM search_docs WHERE id = ?)",
+        (packet_id,),
+    )
+    db.execute("DELETE FROM search_docs WHERE id = ?", (packet_id,))
+    db.execute("DELETE FROM packet_labels WHERE id = ?", (packet_id,))
+
+
+def _index(
+    db: sqlite3.Connection, packet_id: str, scope: str, sort_key: str, data: dict[str, object]
+) -> None:
+    from .. import search
+
+    doc = db.execute(
+        "INSERT INTO search_docs (id, scope) VALUES (?, ?)", (packet_id, scope)
+    ).lastrowid
+    fields = search.fields_of(data)
+    db.execute(
+        f"INSERT INTO packet_fts (rowid, {_FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (doc, *(fields[name] for name in search.FIELD_NAMES)),
+    )
+    labels = [("tag", tag) for tag in search.tags_of(data)]
+    project = search.project_of(data)
+    if project:
+        labels.append(("project", project))
+    db.executemany(
+        "INSERT OR IGNORE INTO packet_labels (scope, kind, value, sort_key, id)"
+        " VALUES (?, ?, ?, ?, ?)",
+        [(scope, kind, value, sort_key, packet_id) for kind, value in labels],
+    )
+
 
 SCHEMA_VERSION = len(MIGRATIONS)
 BUSY_TIMEOUT_MS = 30_000
@@ -224,6 +330,25 @@ def _statements(script: str) -> list[str]:
     if pending.strip():
         out.append(pending)
     return out
+
+
+def _marks(values: list[str]) -> str:
+    return ", ".join("?" * len(values))
+
+
+_META = "p.id, p.created_at, p.goal, p.owner_id, p.team_id, p.project, p.parent_id"
+
+
+def _has_labels(row: str, labels: list[tuple[str, str]], args: list[object]) -> str:
+    """SQL requiring the packet of ``row`` (scope, id) to carry every label; adds the args."""
+    sql = ""
+    for kind, value in labels:
+        sql += (
+            f" AND EXISTS (SELECT 1 FROM packet_labels o WHERE o.scope = {row}.scope"
+            f" AND o.kind = ? AND o.value = ? AND o.id = {row}.id)"
+        )
+        args.extend((kind, value))
+    return sql
 
 
 class SqliteStore(Store):
@@ -401,6 +526,9 @@ class SqliteStore(Store):
             # Re-read under the write lock: another process may have migrated meanwhile.
             version = db.execute("PRAGMA user_version").fetchone()[0]
             for step in MIGRATIONS[version:]:
+                if callable(step):
+                    step(db)
+                    continue
                 for statement in _statements(step):
                     db.execute(statement)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -422,44 +550,73 @@ class SqliteStore(Store):
     def put_packet(
         self, packet: StoredPacket, *, sort_key: str, seen: PacketMeta | None = None
     ) -> bool:
-        meta = packet.meta
+        from .. import search
+
+        data = search.load(packet.body)  # parsed outside the write lock
         with self._write() as db:
-            row = db.execute(
-                "SELECT owner_id, team_id FROM packets WHERE id = ?", (meta.id,)
-            ).fetchone()
-            if row is not None and (row[0], row[1]) != (meta.owner_id, meta.team_id):
-                stored = PacketMeta(meta.id, "", "", row[0], row[1])
-                if not moves_into_team(stored, meta):
-                    raise Conflict(f"packet {meta.id} belongs to another owner or scope")
-                # The owner moves their personal packet into a team: only as a member.
-                if not self._is_member(db, meta.team_id, meta.owner_id):
-                    raise NotFound(f"{meta.owner_id} is not a member of team {meta.team_id}")
-                # A packet that changes scope leaves its public URL behind (as on DynamoDB).
-                db.execute("DELETE FROM publications WHERE packet_id = ?", (meta.id,))
-            db.execute(
-                "INSERT OR REPLACE INTO packets (id, scope, owner_id, team_id, sort_key,"
-                " created_at, goal, conforming, body, project)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    meta.id,
-                    _scope(meta.owner_id, meta.team_id),
-                    meta.owner_id,
-                    meta.team_id,
-                    sort_key,
-                    meta.created_at,
-                    meta.goal,
-                    int(packet.conforming),
-                    packet.body,
-                    meta.project,
-                ),
-            )
+            return self._put(db, packet, sort_key, data)
+
+    def put_packets(self, packets: list[tuple[StoredPacket, str]]) -> None:
+        """Many ``put_packet`` (packet, sort key) in one transaction: all or none.
+
+        Not part of ``Store``: for bulk loads into a SQLite file (benchmarks),
+        where a transaction per packet would dominate.
+        """
+        from .. import search
+
+        parsed = [(p, key, search.load(p.body)) for p, key in packets]
+        with self._write() as db:
+            for packet, sort_key, data in parsed:
+                self._put(db, packet, sort_key, data)
+
+    def _put(
+        self, db: sqlite3.Connection, packet: StoredPacket, sort_key: str, data: dict[str, object]
+    ) -> bool:
+        meta = packet.meta
+        scope = _scope(meta.owner_id, meta.team_id)
+        row = db.execute(
+            "SELECT owner_id, team_id FROM packets WHERE id = ?", (meta.id,)
+        ).fetchone()
+        if row is not None and (row[0], row[1]) != (meta.owner_id, meta.team_id):
+            stored = PacketMeta(meta.id, "", "", row[0], row[1])
+            if not moves_into_team(stored, meta):
+                raise Conflict(f"packet {meta.id} belongs to another owner or scope")
+            # The owner moves their personal packet into a team: only as a member.
+            if not self._is_member(db, meta.team_id, meta.owner_id):
+                raise NotFound(f"{meta.owner_id} is not a member of team {meta.team_id}")
+            # A packet that changes scope leaves its public URL behind (as on DynamoDB).
+            db.execute("DELETE FROM publications WHERE packet_id = ?", (meta.id,))
+        if row is not None:
+            # The old search rows go here, not through a DELETE of the packet (whose
+            # triggers would also end a publication): INSERT OR REPLACE fires none.
+            _unindex(db, meta.id)
+        db.execute(
+            "INSERT OR REPLACE INTO packets (id, scope, owner_id, team_id, sort_key,"
+            " created_at, goal, conforming, body, project, parent_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                meta.id,
+                scope,
+                meta.owner_id,
+                meta.team_id,
+                sort_key,
+                meta.created_at,
+                meta.goal,
+                int(packet.conforming),
+                packet.body,
+                meta.project,
+                meta.parent_id,
+            ),
+        )
+        _index(db, meta.id, scope, sort_key, data)
         return row is None
 
     def get_packet(self, packet_id: str) -> StoredPacket | None:
         row = (
             self._conn()
             .execute(
-                "SELECT id, created_at, goal, owner_id, team_id, project, body, conforming"
+                "SELECT id, created_at, goal, owner_id, team_id, project, parent_id, body,"
+                " conforming"
                 " FROM packets WHERE id = ?",
                 (packet_id,),
             )
@@ -467,7 +624,7 @@ class SqliteStore(Store):
         )
         if row is None:
             return None
-        return StoredPacket(PacketMeta(*row[:6]), bytes(row[6]), bool(row[7]))
+        return StoredPacket(PacketMeta(*row[:7]), bytes(row[7]), bool(row[8]))
 
     def list_packets(
         self,
@@ -477,25 +634,117 @@ class SqliteStore(Store):
         limit: int = 50,
         cursor: str | None = None,
         project: str | None = None,
+        tag: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        author: str | None = None,
     ) -> Page:
-        sql = (
-            "SELECT id, created_at, goal, owner_id, team_id, project, sort_key FROM packets"
-            " WHERE scope = ?"
-        )
-        args: list[object] = [_scope(owner_id, team_id)]
+        scope = _scope(owner_id, team_id)
+        if tag is None:
+            sql = f"SELECT {_META}, p.sort_key FROM packets p WHERE p.scope = ?"
+            args: list[object] = [scope]
+            k = "p"
+        else:  # walk the tag's own index, already in listing order
+            sql = (
+                f"SELECT {_META}, p.sort_key FROM packet_labels l JOIN packets p ON p.id = l.id"
+                " WHERE l.scope = ? AND l.kind = 'tag' AND l.value = ?"
+            )
+            args = [scope, tag]
+            k = "l"
         if project is not None:
-            sql += " AND project = ?"  # packets_by_project: one index range
+            sql += " AND p.project = ?"  # packets_by_project: one index range
             args.append(project)
+        if author is not None:
+            sql += " AND p.owner_id = ?"
+            args.append(author)
+        if since is not None:
+            sql += f" AND {k}.sort_key >= ?"
+            args.append(since)
+        if until is not None:
+            sql += f" AND {k}.sort_key < ?"
+            args.append(until)
         if cursor:
-            sql += " AND (sort_key, id) < (?, ?)"
+            sql += f" AND ({k}.sort_key, {k}.id) < (?, ?)"
             args.extend(decode_cursor(cursor))
-        sql += " ORDER BY sort_key DESC, id DESC LIMIT ?"
+        sql += f" ORDER BY {k}.sort_key DESC, {k}.id DESC LIMIT ?"
         args.append(limit + 1)
         rows = self._conn().execute(sql, args).fetchall()
-        items = [PacketMeta(*row[:6]) for row in rows[:limit]]
+        items = [PacketMeta(*row[:7]) for row in rows[:limit]]
         more = len(rows) > limit
-        next_cursor = encode_cursor(rows[limit - 1][6], rows[limit - 1][0]) if more else None
+        next_cursor = encode_cursor(rows[limit - 1][7], rows[limit - 1][0]) if more else None
         return Page(items, next_cursor)
+
+    def children(
+        self, packet_id: str, *, scopes: list[Scope], limit: int = 100
+    ) -> list[PacketMeta]:
+        names = [_scope(owner, team) for owner, team in scopes]
+        if not names:
+            return []
+        rows = (
+            self._conn()
+            .execute(
+                f"SELECT {_META} FROM packets p WHERE p.parent_id = ?"
+                f" AND p.scope IN ({_marks(names)}) ORDER BY p.sort_key, p.id LIMIT ?",
+                (packet_id, *names, limit),
+            )
+            .fetchall()
+        )
+        return [PacketMeta(*row) for row in rows]
+
+    def search(self, query: Query, *, scopes: list[Scope], limit: int = 20) -> list[SearchHit]:
+        from .. import search
+
+        names = [_scope(owner, team) for owner, team in scopes]
+        if not names or limit < 1:
+            return []
+        labels = [("tag", t) for t in query.tags] + [("project", p) for p in query.projects]
+        db = self._conn()
+        if query.terms:
+            # Rank first, on the index alone; read text only for the page shown. bm25
+            # is the cost (some microseconds a match): it ranks the newest RANK_WINDOW
+            # matches in the caller's scopes, so a word in half of 100,000 packets
+            # costs what a rarer one does (as DynamoDB's POSTINGS_CAP bounds its reads).
+            sql = (
+                f"SELECT d.id, bm25(packet_fts, {_BM25_WEIGHTS}) AS rank"
+                " FROM packet_fts JOIN search_docs d ON d.doc = packet_fts.rowid"
+                f" WHERE packet_fts MATCH ? AND d.scope IN ({_marks(names)})"
+            )
+            args: list[object] = [search.fts_expression(query), *names]
+            sql += _has_labels("d", labels, args)
+            sql = (
+                f"SELECT id, rank FROM ({sql} ORDER BY packet_fts.rowid DESC LIMIT ?)"
+                " ORDER BY rank LIMIT ?"
+            )
+            ranked = db.execute(sql, [*args, RANK_WINDOW, limit]).fetchall()
+        else:  # qualifiers only: the newest packets carrying them
+            (kind, value), rest = labels[0], labels[1:]
+            sql = (
+                "SELECT l.id, 0.0 FROM packet_labels l"
+                f" WHERE l.scope IN ({_marks(names)}) AND l.kind = ? AND l.value = ?"
+            )
+            args = [*names, kind, value]
+            sql += _has_labels("l", rest, args)
+            sql += " ORDER BY l.sort_key DESC, l.id DESC LIMIT ?"
+            ranked = db.execute(sql, [*args, limit]).fetchall()
+        if not ranked:
+            return []
+        ids = [row[0] for row in ranked]
+        rows = db.execute(
+            f"SELECT {_META}, {', '.join('f.' + c for c in search.FIELD_NAMES)}"
+            " FROM search_docs d JOIN packet_fts f ON f.rowid = d.doc"
+            f" JOIN packets p ON p.id = d.id WHERE d.id IN ({_marks(ids)})",
+            ids,
+        ).fetchall()
+        found = {
+            row[0]: (PacketMeta(*row[:7]), dict(zip(search.FIELD_NAMES, row[7:], strict=True)))
+            for row in rows
+        }
+        hits = []
+        for packet_id, rank in ranked:
+            if packet_id in found:
+                meta, fields = found[packet_id]
+                hits.append(SearchHit(meta, -float(rank), search.snippet(fields, query)))
+        return hits
 
     def packet_ids_with_prefix(
         self,
@@ -594,7 +843,7 @@ class SqliteStore(Store):
         row = (
             self._conn()
             .execute(
-                "SELECT p.id, p.created_at, p.goal, p.owner_id, p.team_id, p.body, p.conforming"
+                f"SELECT {_META}, p.body, p.conforming"
                 " FROM publications pub JOIN packets p ON p.id = pub.packet_id"
                 " WHERE pub.secret_hash = ?",
                 (secret_hash,),
@@ -603,7 +852,7 @@ class SqliteStore(Store):
         )
         if row is None:
             return None
-        return StoredPacket(PacketMeta(*row[:5]), bytes(row[5]), bool(row[6]))
+        return StoredPacket(PacketMeta(*row[:7]), bytes(row[7]), bool(row[8]))
 
     # -- users and tokens -----------------------------------------------
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ltm.cli import options
+from ltm.cli.errors import CliError
 from ltm.cli.output import info
+
+if TYPE_CHECKING:
+    from ltm.cli.backend import Backend
 
 
 def send(
@@ -18,17 +22,24 @@ def send(
     lenient: bool,
     allow_unredacted: bool,
     local: bool,
+    continues: str | None = None,
 ) -> str:
-    """Check, scan and store one packet; the one path for save and push."""
+    """Check, scan and store one packet; the one path for save and push.
+
+    ``continues``: a packet id (or prefix), or ``last``, that this packet
+    follows in its work thread; it becomes the packet's ``parent_id``.
+    """
     from ltm.cli import preflight
     from ltm.cli.backend import open_backend
 
     raw = preflight.read_source(source)
-    checked = preflight.accept(
-        raw, fill=fill, lenient=lenient, allow_unredacted=allow_unredacted, label=_label(source)
-    )
     backend = open_backend(local=local)
     try:
+        if continues is not None:
+            raw = _with_parent(backend, raw, continues, team=team, label=_label(source))
+        checked = preflight.accept(
+            raw, fill=fill, lenient=lenient, allow_unredacted=allow_unredacted, label=_label(source)
+        )
         pushed = backend.push(
             checked.data, team=team, lenient=lenient, allow_unredacted=allow_unredacted
         )
@@ -40,6 +51,49 @@ def send(
     info(f"{verb} {pushed.id} in {where}{note}")
     print(pushed.id)
     return pushed.id
+
+
+def _with_parent(
+    backend: Backend, raw: bytes, continues: str, *, team: str | None, label: str
+) -> dict[str, Any]:
+    """The packet with ``parent_id`` set to the packet ``continues`` names.
+
+    ``last`` is the newest packet of this project (the packet's ``project.name``,
+    else the working directory's) in the scope the packet is saved to, other than
+    this packet itself when it is saved again.
+    """
+    from ltm import packet
+    from ltm.cli.fast import decode_packet
+    from ltm.cli.preflight import _indent
+
+    try:
+        data = packet.parse(raw)
+    except packet.PacketError as exc:
+        raise CliError(f"{label} is not a valid packet:\n" + _indent(exc.errors)) from None
+    version = data.get("ltm_version", packet.CURRENT_VERSION)
+    if version == "0.1":
+        raise CliError("--continues needs an ltm_version 0.2 packet (parent_id is new in 0.2)")
+    if continues == "last":
+        from ltm.cli.project import current_project
+
+        named = data.get("project")
+        project = named.get("name") if isinstance(named, dict) else None
+        if not isinstance(project, str):
+            here = current_project()
+            project = here[0] if here else None
+        rows = backend.list(team=team, limit=2, project=project)
+        rows = [row for row in rows if row["id"] != data.get("id")]
+        if not rows:
+            where = f"team {team}" if team else backend.label
+            of = f" of project {project}" if project else ""
+            raise CliError(f"--continues last: no earlier packet{of} in {where} to continue")
+        parent = rows[0]["id"]
+    else:
+        found = decode_packet(backend.get(continues, team=team), continues)
+        parent = str(found.get("id", continues))
+    if parent == data.get("id"):
+        raise CliError("a packet cannot continue itself")
+    return {**data, "parent_id": parent}
 
 
 def _label(source: str) -> str:
@@ -54,6 +108,15 @@ def save(
     lenient: options.Lenient = False,
     allow_unredacted: options.AllowUnredacted = False,
     local: options.Local = False,
+    continues: Annotated[
+        str | None,
+        typer.Option(
+            "--continues",
+            metavar="ID|last",
+            help="This packet continues that one (sets parent_id); last: the newest packet"
+            " of the scope you save to.",
+        ),
+    ] = None,
 ) -> None:
     """Save a packet. A missing id, created_at or ltm_version is filled in for you."""
     send(
@@ -63,4 +126,5 @@ def save(
         lenient=lenient,
         allow_unredacted=allow_unredacted,
         local=local,
+        continues=continues,
     )

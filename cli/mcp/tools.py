@@ -33,6 +33,8 @@ INSTRUCTIONS = (
     "agent or another machine continue work without re-learning it.\n"
     "- Start of a session, when the user wants to continue earlier work: call `resume` "
     "(no id: the newest packet), or `ls` then `resume` with an id.\n"
+    "- Before starting on something that may have been tried before: call `search` "
+    "(failed attempts and locked decisions are there).\n"
     "- End of a session, before the context runs out, or when the user asks to remember "
     "progress: call `save` with a packet. Call `example` once to see a good one.\n"
     "- `rm` deletes for good: only after the user explicitly confirmed it."
@@ -387,6 +389,7 @@ def _push(args: dict[str, Any]) -> Reply:
 
 
 def _resume(args: dict[str, Any]) -> Reply:
+    from ltm.cli.fast import earlier_count
     from ltm.resume import render
 
     team = args.get("team")
@@ -395,15 +398,16 @@ def _resume(args: dict[str, Any]) -> Reply:
     try:
         ref = args.get("id") or _newest(backend, team, project)
         body = backend.get(ref, team=team)
+        packet = _decode(body, ref)
+        before = earlier_count(backend, packet, team)
     finally:
         backend.close()
-    packet = _decode(body, ref)
     packet_id = str(packet.get("id", ref))
     footer = (
         f"\n---\nResumed packet {packet_id}. When you save progress on this work, set "
         f'"parent_id": "{packet_id}" in the new packet.\n'
     )
-    return Reply(render(packet) + footer, {"id": packet_id})
+    return Reply(render(packet, before=before) + footer, {"id": packet_id})
 
 
 def _show(args: dict[str, Any]) -> Reply:
@@ -446,6 +450,33 @@ def _ls(args: dict[str, Any]) -> Reply:
         lines += [f"{r['id']}  {r['created_at']}  {one_line(r['goal'], 100)}" for r in rows]
         text = "\n".join(lines)
     return Reply(text, {"packets": rows, "where": backend.label, "team": team, "project": project})
+
+
+def _search(args: dict[str, Any]) -> Reply:
+    from ltm.cli.fast import marked
+    from ltm.cli.output import one_line
+
+    team, every = args.get("team"), bool(args.get("all_scopes"))
+    if team and every:
+        raise ToolError("give team or all_scopes, not both")
+    backend = _backend()
+    try:
+        hits = backend.search(
+            args["query"], team=team, all_scopes=every, limit=args.get("limit", 10)
+        )
+    finally:
+        backend.close()
+    where = f"team {team} on {backend.label}" if team else backend.label
+    if not hits:
+        return Reply(f"no packet matches {args['query']!r} in {where}", {"results": []})
+    lines = [f"{len(hits)} packet(s) matching {args['query']!r} in {where}, best first:"]
+    for hit in hits:
+        scope = f" [team {hit['team']}]" if hit.get("team") else ""
+        goal = one_line(str(hit.get("goal", "")), 100)
+        lines.append(f"{hit['id']}{scope}  {hit.get('created_at', '')}  {goal}")
+        lines.append(f"  matched in {hit.get('field', '')}: {marked(hit, color=False)}")
+    lines.append("Read one with resume (to continue it) or show.")
+    return Reply("\n".join(lines), {"results": hits})
 
 
 def _rm(args: dict[str, Any]) -> Reply:
@@ -621,6 +652,43 @@ def _catalogue() -> dict[str, Tool]:
                 }
             ),
             _ls,
+            read_only=True,
+        ),
+        Tool(
+            "search",
+            "Search memory packets",
+            "Full-text search over saved packets (goals, decisions, attempts, methods, next "
+            "steps), best match first, each with the field it matched in and a snippet. Call "
+            "it BEFORE starting work on something that may have been tried or decided before "
+            "(a bug, a feature, a migration, a tool choice): a failed attempt or a locked "
+            "decision found here saves repeating it. Also when the user asks what was learned "
+            "about a topic, or which packet to resume. Query: words (all must match), "
+            '"a phrase", a prefix like migrat*, tag:NAME, project:NAME. Searches your '
+            "personal packets; team for one team's, all_scopes for every scope you can read.",
+            _object(
+                {
+                    "query": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 512,
+                        "description": "What to look for, e.g. 'oauth refresh' or tag:auth.",
+                    },
+                    "team": TEAM,
+                    "all_scopes": {
+                        "type": "boolean",
+                        "description": "Search your personal packets and every team's.",
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 100,
+                        "default": 10,
+                        "description": "How many results at most (default 10).",
+                    },
+                },
+                ("query",),
+            ),
+            _search,
             read_only=True,
         ),
         Tool(

@@ -1,0 +1,263 @@
+"""Benchmark search: the HTTP API on 100,000 packets, the ``ltm search`` command, DynamoDB cost.
+
+Run: .venv/bin/python bench/bench_search.py [--packets N] [--requests R] [--skip-dynamo]
+
+1. HTTP: one real ``ltm server run`` (SQLite) on loopback; N (default
+   100,000) packets of ``corpus.py`` seeded into one user's personal scope
+   through the store (``put_packet``, as a push writes them: FTS index
+   included); then R sequential ``GET /v1/search`` requests on one keep-alive
+   connection, cycling through ``corpus.QUERIES``: p50 / p99 overall and the
+   median per query; the stop-word worst case (``corpus.WORST``) apart.
+2. CLI: ``ltm search oauth retry --local`` as a whole command on a local store
+   of 10,000 packets, against ``python -c pass``: medians and their ratio.
+3. DynamoDB (moto, in process): read units per search at 1,000 and 10,000
+   packets in one scope, for each query. Computed from what each request
+   read, by DynamoDB's rules: a Query costs its items' total size rounded up
+   to 4 KB, halved (eventually consistent); a BatchGetItem (eventually
+   consistent, as search reads) half a unit per item per 4 KB.
+
+Targets: p50 <= 20 ms and p99 <= 50 ms (HTTP); ratio <= 5 (CLI). Results go to
+stdout as markdown (for BENCHMARKS.md) and to bench/results/search.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import corpus
+from bench_server import Server, load, request_bytes
+from common import LTM, machine, median_ms, time_command
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGETS = {"p50_ms": 20.0, "p99_ms": 50.0, "cli_ratio": 5.0}
+
+
+def stored(n: int, owner_id: str, team_id: str | None = None) -> tuple[Any, str]:
+    """Packet ``n`` of the corpus as the service would store it, and its sort key."""
+    from ltm import packet
+    from ltm.store import PacketMeta, StoredPacket
+
+    packet_id = f"01SEARCHBENCH{n:013d}"
+    data = corpus.packet(n, packet_id)
+    meta = PacketMeta(packet_id, str(data["created_at"]), str(data["goal"]), owner_id, team_id)
+    sort_key = packet.created_at_sort_key(str(data["created_at"]))
+    return StoredPacket(meta, packet.canonical_bytes(data)), sort_key
+
+
+def seed_sqlite(db: Path, owner_id: str, count: int) -> float:
+    from ltm.store.sqlite import SqliteStore
+
+    started = time.perf_counter()
+    store = SqliteStore(db)
+    try:  # what put_packet writes (FTS index included), 1,000 packets per transaction
+        for start in range(0, count, 1000):
+            store.put_packets([stored(n, owner_id) for n in range(start, min(count, start + 1000))])
+    finally:
+        store.close()
+    return time.perf_counter() - started
+
+
+def search_path(query: str) -> str:
+    from urllib.parse import urlencode
+
+    return "/v1/search?" + urlencode({"q": query, "limit": "20"})
+
+
+def bench_http(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    server = Server(work, threads=8)
+    try:
+        user_id, token = server.issue("searcher")
+        seconds = seed_sqlite(server.db, user_id, args.packets)
+        print(f"seeded {args.packets} packets in {seconds:.0f} s", file=sys.stderr)
+        queries = itertools.cycle(corpus.QUERIES)
+        # Warm up (first touches of the FTS pages), then measure.
+        load(
+            "warm",
+            server,
+            iter([request_bytes("GET", search_path(q), token) for q in corpus.QUERIES * 5]),
+            seconds=60,
+            connections=1,
+        )
+        per_query: dict[str, list[float]] = {q: [] for q in corpus.QUERIES}
+        ordered = [next(queries) for _ in range(args.requests)]
+        result = load(
+            "search",
+            server,
+            iter([request_bytes("GET", search_path(q), token) for q in ordered]),
+            seconds=600,
+            connections=1,
+        )
+        for query, latency in zip(ordered, result.latencies, strict=False):
+            per_query[query].append(latency)
+        worst = load(
+            "worst",
+            server,
+            iter([request_bytes("GET", search_path(corpus.WORST), token)] * 50),
+            seconds=120,
+            connections=1,
+        )
+        return {
+            "packets": args.packets,
+            "seed_seconds": round(seconds, 1),
+            **result.summary(),
+            "per_query_p50_ms": {q: round(median_ms(t), 2) for q, t in per_query.items() if t},
+            "worst_query": corpus.WORST,
+            "worst_p50_ms": round(worst.pct(0.5), 2),
+            "worst_p99_ms": round(worst.pct(0.99), 2),
+        }
+    finally:
+        server.stop()
+
+
+def bench_cli(work: Path, packets: int, runs: int) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
+    env["LTM_DATA_DIR"] = str(work / "data")
+    env["LTM_CONFIG_DIR"] = str(work / "config")
+    seed_sqlite(work / "data" / "ltm.db", "local", packets)  # the local store's one user
+    command = [LTM, "search", "oauth", "retry", "--local"]
+    baseline = time_command([sys.executable, "-c", "pass"], runs=runs, env=env)
+    search = time_command(command, runs=runs, env=env)
+    return {
+        "packets": packets,
+        "command": " ".join(["ltm", *command[1:]]),
+        "python_pass_ms": round(median_ms(baseline), 1),
+        "ltm_search_ms": round(median_ms(search), 1),
+        "ratio": round(statistics.median(search) / statistics.median(baseline), 2),
+    }
+
+
+# -- DynamoDB read units ------------------------------------------------------------------
+
+
+def _value_size(value: dict[str, Any]) -> int:
+    ((kind, v),) = value.items()
+    if kind == "S":
+        return len(v.encode())
+    if kind == "B":
+        return len(v)
+    if kind == "N":
+        return math.ceil(len(str(v).lstrip("-").replace(".", "")) / 2) + 1
+    if kind == "BOOL" or kind == "NULL":
+        return 1
+    if kind in ("L", "M"):
+        items = v if kind == "L" else v.values()
+        return 3 + sum(1 + _value_size(x) for x in items)
+    return sum(len(str(x)) for x in v)
+
+
+def item_size(item: dict[str, Any]) -> int:
+    """An item's size as DynamoDB bills it: attribute names plus values."""
+    return sum(len(name.encode()) + _value_size(value) for name, value in item.items())
+
+
+class ReadUnits:
+    """Read units of every request a client makes, from the responses it gets."""
+
+    def __init__(self) -> None:
+        self.units = 0.0
+        self.calls: list[str] = []
+
+    def __call__(self, http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        name = model.name
+        self.calls.append(name)
+        if name == "Query":
+            size = sum(item_size(i) for i in parsed.get("Items", []))
+            self.units += max(1, math.ceil(size / 4096)) * 0.5
+        elif name == "BatchGetItem":  # search reads its candidates eventually consistent
+            for items in parsed.get("Responses", {}).values():
+                self.units += sum(max(1, math.ceil(item_size(i) / 4096)) * 0.5 for i in items)
+        elif name == "GetItem":
+            item = parsed.get("Item")
+            self.units += max(1, math.ceil(item_size(item) / 4096)) if item else 1
+
+
+def bench_dynamo(sizes: list[int]) -> dict[str, Any]:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from dynamo_moto import in_process
+
+    from ltm import search
+    from ltm.store.dynamo import DynamoStore, _index_items, _packet_item
+
+    out: dict[str, Any] = {}
+    for size in sizes:
+        with in_process(f"ltm-bench-{size}") as client:
+            store = DynamoStore(f"ltm-bench-{size}", client=client)
+            started = time.perf_counter()
+            # The items a push writes (packet + index entries), batched across packets
+            # to seed faster than one push at a time.
+            puts: list[Any] = []
+            for n in range(size):
+                packet, sort_key = stored(n, "u1")
+                puts.append(_packet_item(packet, sort_key))
+                puts.extend(_index_items(packet.meta, sort_key, packet.body).values())
+            store._batch_write(puts, [])
+            seeded = time.perf_counter() - started
+            meter = ReadUnits()
+            client.meta.events.register("after-call.dynamodb", meter)
+            per_query: dict[str, dict[str, Any]] = {}
+            for query in corpus.QUERIES:
+                meter.units, meter.calls = 0.0, []
+                hits = store.search(search.parse(query), scopes=[("u1", None)], limit=20)
+                per_query[query] = {
+                    "read_units": meter.units,
+                    "requests": len(meter.calls),
+                    "hits": len(hits),
+                }
+            client.meta.events.unregister("after-call.dynamodb", meter)
+            units = [q["read_units"] for q in per_query.values()]
+            out[str(size)] = {
+                "seed_seconds": round(seeded, 1),
+                "index_items": len(puts) - size,
+                "median_read_units": statistics.median(units),
+                "max_read_units": max(units),
+                "per_query": per_query,
+            }
+            print(f"dynamo {size}: median {statistics.median(units)} RU", file=sys.stderr)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--packets", type=int, default=100_000)
+    parser.add_argument("--requests", type=int, default=2_000)
+    parser.add_argument("--cli-packets", type=int, default=10_000)
+    parser.add_argument("--cli-runs", type=int, default=20)
+    parser.add_argument("--dynamo-sizes", default="1000,10000")
+    parser.add_argument("--skip-http", action="store_true")
+    parser.add_argument("--skip-cli", action="store_true")
+    parser.add_argument("--skip-dynamo", action="store_true")
+    args = parser.parse_args()
+    results: dict[str, Any] = {"machine": machine()}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        if not args.skip_http:
+            (work / "http").mkdir()
+            results["http"] = bench_http(args, work / "http")
+            print(json.dumps(results["http"], indent=2), file=sys.stderr)
+        if not args.skip_cli:
+            (work / "cli").mkdir()
+            results["cli"] = bench_cli(work / "cli", args.cli_packets, args.cli_runs)
+            print(json.dumps(results["cli"], indent=2), file=sys.stderr)
+    if not args.skip_dynamo:
+        results["dynamodb"] = bench_dynamo([int(s) for s in args.dynamo_sizes.split(",")])
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    (out / "search.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

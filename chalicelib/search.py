@@ -1,0 +1,332 @@
+"""Search over packets: the query language, the text each field contributes, snippets.
+
+One implementation serves every store, so a query means the same on SQLite
+(FTS5 does the matching and bm25 the ranking) and on DynamoDB (a term index
+kept by the write path, ranked here): both tokenize as FTS5's ``unicode61``
+tokenizer does (letters and digits; case and diacritics folded), both take
+their text from ``fields_of`` and both show ``snippet``.
+
+Query syntax, all terms required (AND)::
+
+    word            a word anywhere in the packet
+    "two words"     a phrase: the words next to each other, in one field
+    pref*           any word starting with ``pref`` (at least 2 characters)
+    tag:NAME        only packets carrying the tag NAME
+    project:NAME    only packets of the project NAME (``project:"my app"``)
+
+Anything else a user types is text: quotes that do not pair, operators of
+FTS5 (``AND``, ``NEAR``, ``-``, ``^``, ``:``) are plain words or separators,
+so no input can produce an FTS5 syntax error. Light: stdlib only, imported on
+the CLI's fast path.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass, field
+
+# Fields in the order a snippet prefers them, with their bm25 weight: the goal
+# and tags say what a packet is about; the rest is detail.
+FIELDS: tuple[tuple[str, float], ...] = (
+    ("goal", 5.0),
+    ("tags", 4.0),
+    ("next_step", 3.0),
+    ("project", 2.0),
+    ("decisions", 2.0),
+    ("attempts", 2.0),
+    ("methods", 1.5),
+    ("success_criteria", 1.0),
+    ("constraints", 1.0),
+    ("open_questions", 1.0),
+)
+FIELD_NAMES = tuple(name for name, _ in FIELDS)
+WEIGHTS = dict(FIELDS)
+
+MAX_TERMS = 16
+MAX_QUERY_CHARS = 512
+MIN_PREFIX = 2  # shorter prefixes would match nearly everything (and DynamoDB buckets by 2)
+SNIPPET_CHARS = 120
+
+_WORD = re.compile(r"[^\W_]+")
+_QUERY = re.compile(r'(?P<qual>(?:tag|project):)?(?:"(?P<phrase>[^"]*)"?|(?P<word>[^\s"]+))')
+
+
+class QueryError(ValueError):
+    """A query that cannot be searched (empty, too long, a one-letter prefix)."""
+
+
+def fold(text: str) -> str:
+    """Lower case without diacritics, as FTS5's ``unicode61 remove_diacritics 2``."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(fold(text))
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    words: tuple[str, ...]  # one word, or the words of a phrase
+    prefix: bool = False  # the last word is a prefix
+
+
+def _same(word: str, token: str, prefix: bool) -> bool:
+    return token.startswith(word) if prefix else token == word
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    terms: tuple[Term, ...] = ()
+    tags: tuple[str, ...] = ()
+    projects: tuple[str, ...] = ()
+    text: str = field(default="", compare=False)  # as typed
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        return tuple(w for term in self.terms for w in term.words)
+
+
+def parse(text: str) -> Query:
+    """The query a user typed; QueryError when there is nothing to search for."""
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryError(f"query too long (max {MAX_QUERY_CHARS} characters)")
+    terms: list[Term] = []
+    tags: list[str] = []
+    projects: list[str] = []
+    for m in _QUERY.finditer(text):
+        qual, phrase, word = m["qual"], m["phrase"], m["word"]
+        raw = phrase if phrase is not None else word
+        if qual:
+            value = raw.strip()
+            if value:
+                (tags if qual == "tag:" else projects).append(value)
+            continue
+        prefix = phrase is None and raw.endswith("*")
+        found = tuple(words(raw))
+        if not found:
+            continue
+        if prefix and len(found[-1]) < MIN_PREFIX:
+            raise QueryError(f"a prefix term needs at least {MIN_PREFIX} characters: {raw!r}")
+        if phrase is None and len(found) > 1 and not prefix:
+            # foo-bar, v1.2: FTS5 reads these as the phrase of their words; so do we
+            terms.append(Term(found))
+        else:
+            terms.append(Term(found, prefix))
+    if len(terms) + len(tags) + len(projects) > MAX_TERMS:
+        raise QueryError(f"too many terms (max {MAX_TERMS})")
+    if not terms and not tags and not projects:
+        raise QueryError("nothing to search for")
+    return Query(tuple(terms), tuple(tags), tuple(projects), text)
+
+
+def fts_expression(query: Query) -> str:
+    """The FTS5 MATCH string: every term a quoted string, so nothing is an operator."""
+    parts = []
+    for term in query.terms:
+        quoted = '"' + " ".join(term.words).replace('"', '""') + '"'
+        parts.append(quoted + (" *" if term.prefix else ""))
+    # Qualifiers narrow the match inside the index too (their column's words as a
+    # phrase); the exact tag or project is still checked against the labels.
+    for column, values in (("tags", query.tags), ("project", query.projects)):
+        for value in values:
+            if found := words(value):
+                parts.append(f'{column} : "{" ".join(found)}"')
+    return " AND ".join(parts)
+
+
+# -- what a packet contributes ----------------------------------------------
+
+
+def load(body: bytes) -> dict[str, object]:
+    """The packet's JSON object, or {} for bytes that are not one (a lenient oddity)."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _texts(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [t for item in value for t in _texts(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in _texts(item)]
+    return []
+
+
+def fields_of(data: dict[str, object]) -> dict[str, str]:
+    """The searchable text of each field (lists joined by newlines)."""
+    return {
+        "goal": "\n".join(_texts(data.get("goal"))),
+        "tags": " ".join(_texts(data.get("tags"))),
+        "next_step": "\n".join(_texts(data.get("next_step"))),
+        "project": project_of(data) or "",
+        "decisions": "\n".join(_texts(data.get("decisions"))),
+        "attempts": "\n".join(_texts(data.get("attempts"))),
+        "methods": "\n".join(_texts(data.get("methods"))),
+        "success_criteria": "\n".join(_texts(data.get("success_criteria"))),
+        "constraints": "\n".join(_texts(data.get("constraints"))),
+        "open_questions": "\n".join(_texts(data.get("open_questions"))),
+    }
+
+
+def tags_of(data: dict[str, object]) -> list[str]:
+    tags = data.get("tags")
+    if not isinstance(tags, list):
+        return []
+    return sorted({t for t in tags if isinstance(t, str) and t})
+
+
+def project_of(data: dict[str, object]) -> str | None:
+    project = data.get("project")
+    name = project.get("name") if isinstance(project, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def next_step_of(body: bytes) -> str:
+    step = load(body).get("next_step")
+    return step if isinstance(step, str) else ""
+
+
+def parent_of(data: dict[str, object]) -> str | None:
+    parent = data.get("parent_id")
+    return parent if isinstance(parent, str) and parent else None
+
+
+# Words too common to narrow a search. DynamoDB's term index leaves them out
+# (each would be a posting in nearly every packet, a write per push and a huge
+# list to read); a query's stop words are still checked on the packets found.
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "so",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "this",
+        "to",
+        "was",
+        "were",
+        "will",
+        "with",
+    ]
+)
+
+
+def term_weights(fields: dict[str, str]) -> dict[str, float]:
+    """Each distinct word of a packet but stop words, with its weighted count (term index)."""
+    weights: dict[str, float] = {}
+    for name, text in fields.items():
+        weight = WEIGHTS[name]
+        for word in words(text):
+            if word not in STOP_WORDS:
+                weights[word] = weights.get(word, 0.0) + weight
+    return weights
+
+
+# -- matching and snippets ----------------------------------------------------
+
+
+def _tokens(text: str) -> list[tuple[str, int, int]]:
+    """Each word of ``text`` folded, with where it stands in the original text."""
+    return [(fold(m.group()), m.start(), m.end()) for m in _WORD.finditer(text)]
+
+
+def _term_spans(term: Term, tokens: list[tuple[str, int, int]]) -> list[tuple[int, int]]:
+    spans = []
+    n = len(term.words)
+    for i in range(len(tokens) - n + 1):
+        if all(
+            _same(w, tokens[i + k][0], term.prefix and k == n - 1) for k, w in enumerate(term.words)
+        ):
+            spans.append((tokens[i][1], tokens[i + n - 1][2]))
+    return spans
+
+
+def matches(fields: dict[str, str], query: Query) -> bool:
+    """Whether every term occurs (a phrase as consecutive words within one field)."""
+    tokenized = [_tokens(text) for text in fields.values()]
+    return all(any(_term_spans(term, tokens) for tokens in tokenized) for term in query.terms)
+
+
+@dataclass(frozen=True, slots=True)
+class Snippet:
+    field: str  # where it matched (the goal when only qualifiers were given)
+    text: str  # a short excerpt of that field, one line
+    highlights: tuple[tuple[int, int], ...]  # [start, end) character ranges of ``text``
+
+
+def snippet(fields: dict[str, str], query: Query, width: int = SNIPPET_CHARS) -> Snippet:
+    """The excerpt of the best field (by weight) that matched, with the matches marked."""
+    best: tuple[str, str, list[tuple[int, int]]] | None = None
+    for name in FIELD_NAMES:
+        text = fields.get(name) or ""
+        if not text or not query.terms:
+            continue
+        tokens = _tokens(text)
+        spans = sorted(s for term in query.terms for s in _term_spans(term, tokens))
+        if spans:
+            best = (name, text, spans)
+            break
+    if best is None:
+        name = "goal"
+        text = fields.get("goal") or ""
+        spans = []
+    else:
+        name, text, spans = best
+    start = 0
+    if spans and spans[0][1] > width:
+        start = max(0, spans[0][0] - width // 3)
+    end = min(len(text), start + width)
+    excerpt = text[start:end]
+    flat = " ".join(excerpt.split())  # one line: newlines and runs of spaces collapse
+    # Map spans through the whitespace collapse by re-finding them in order.
+    marks = []
+    pos = 0
+    for s, e in spans:
+        if s < start or e > end:
+            continue
+        piece = " ".join(text[s:e].split())
+        at = flat.find(piece, pos)
+        if at >= 0:
+            marks.append((at, at + len(piece)))
+            pos = at + len(piece)
+    prefix = "…" if start > 0 else ""
+    suffix = "…" if end < len(text) else ""
+    shift = len(prefix)
+    return Snippet(
+        name,
+        prefix + flat + suffix,
+        tuple((s + shift, e + shift) for s, e in marks),
+    )

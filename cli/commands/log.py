@@ -1,0 +1,24 @@
+"""ltm log: the work thread of a packet, from its root to it (``parent_id`` links).
+
+The body is ``ltm.cli.fast.log_thread`` (see ``ltm.cli.entry``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ltm.cli import options
+
+
+def log(
+    ref: Annotated[str, typer.Argument(metavar="ID", help="A packet id or a unique prefix.")],
+    team: options.Team = None,
+    as_json: options.Json = False,
+    local: options.Local = False,
+) -> None:
+    """Show the thread that led to a packet: id, age, goal and next step, one line each."""
+    from ltm.cli.fast import log_thread
+
+    log_thread(ref, team=team, as_json=as_json, local=local)

@@ -1,0 +1,48 @@
+"""ltm search: find packets by what they say, best match first.
+
+The body is ``ltm.cli.fast.search_packets``: the plain forms of this verb skip
+typer (see ``ltm.cli.entry``); this command serves the rest (help, typos).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ltm.cli import options
+from ltm.cli.errors import CliError
+
+
+def search(
+    query: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="QUERY",
+            help='Words (all must match), "a phrase", pref*, tag:NAME, project:NAME.',
+        ),
+    ],
+    team: options.Team = None,
+    all_scopes: Annotated[
+        bool,
+        typer.Option("--all-scopes", help="Search your personal packets and all your teams'."),
+    ] = False,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, max=100, help="How many, at most.")
+    ] = 20,
+    as_json: options.Json = False,
+    local: options.Local = False,
+) -> None:
+    """Search packets: ranked, with where each matched and a short snippet."""
+    from ltm.cli.fast import search_packets
+
+    if team and all_scopes:
+        raise CliError("give -t TEAM or --all-scopes, not both")
+    search_packets(
+        " ".join(query),
+        team=team,
+        all_scopes=all_scopes,
+        limit=limit,
+        as_json=as_json,
+        local=local,
+    )

@@ -1,0 +1,121 @@
+"""ltm search, ls filters and page tokens, and lineage (save --continues, log, show,
+resume), end to end: real subprocesses on the local store and against a real server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from clikit import Cli, signed_in
+from serverkit import Server, running_server
+
+
+def save(cli: Cli, *args: str, **content: object) -> str:
+    packet = {"goal": "a goal", "next_step": "a next step", **content}
+    return cli.ok("save", "-", *args, stdin=json.dumps(packet)).strip()
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path)
+
+
+def test_search_ranks_marks_and_escapes(cli: Cli) -> None:
+    target = save(
+        cli,
+        goal="Stop the OAuth refresh race in the login flow",
+        tags=["auth"],
+        attempts=[{"tried": "a mutex", "outcome": "failed", "learned": "deadlocks"}],
+    )
+    other = save(cli, goal="Tidy docs", decisions=[{"what": "mention oauth", "why": "users ask"}])
+    save(cli, goal="Evil \x1b[2J\x1b[31mgoal\u202e")
+    out = cli.ok("search", "oauth")
+    lines = out.splitlines()
+    assert lines[0].startswith(target[:12]) and "Stop the OAuth refresh race" in lines[0]
+    assert lines[1] == "    goal: Stop the **OAuth** refresh race in the login flow"
+    evil = cli.ok("search", "evil")  # packet text never drives the terminal
+    assert "\x1b" not in evil and "\u202e" not in evil and "\\x1b[2J" in evil
+    assert any(line.startswith(other[:12]) for line in lines)
+    assert "    decisions: mention **oauth**" in out
+    # phrases, prefixes, qualifiers; several words are one query
+    assert cli.ok("search", '"refresh race"').splitlines()[0].startswith(target[:12])
+    assert cli.ok("search", "mute*", "tag:auth").splitlines()[0].startswith(target[:12])
+    found = json.loads(cli.ok("search", "oauth", "refresh", "--json"))["results"]
+    assert [h["id"] for h in found] == [target]
+    assert found[0]["field"] == "goal" and found[0]["highlights"]
+    assert cli.run("search", "nothing-like-this").stderr.startswith("nothing matches")
+    assert "a prefix term needs at least 2 characters" in cli.fails("search", "x*")
+    assert "teams live on a server" in cli.fails("search", "oauth", "-t", "core")
+
+
+def test_ls_filters_and_pages(cli: Cli) -> None:
+    made = [
+        save(cli, created_at=f"2026-03-0{n + 1}T10:00:00Z", tags=["api"] if n % 2 else ["ui"])
+        for n in range(5)
+    ]
+    newest = list(reversed(made))
+
+    def ids(*args: str) -> list[str]:
+        return [p["id"] for p in json.loads(cli.ok("ls", "--json", *args))["packets"]]
+
+    assert ids("--tag", "api") == [made[3], made[1]]
+    assert ids("--since", "2026-03-03") == newest[:3]
+    assert ids("--until", "2026-03-03", "--tag", "ui") == [made[0]]
+    assert ids("--author", "me") == newest
+    first = json.loads(cli.ok("ls", "--json", "-n", "2"))
+    assert [p["id"] for p in first["packets"]] == newest[:2]
+    assert ids("-n", "2", "--page-token", first["next_page_token"]) == newest[2:4]
+    assert ids("-n", "2", "--all") == newest
+    page = cli.run("ls", "-n", "2")
+    assert "more packets: add --page-token" in page.stderr and len(page.stdout.splitlines()) == 2
+    assert "since: give a date" in cli.fails("ls", "--since", "yesterday-ish")
+
+
+def test_continues_log_show_and_resume(cli: Cli) -> None:
+    root = save(cli, goal="Port the scheduler", next_step="port the timers")
+    middle = save(cli, "--continues", "last", goal="Port the timers", next_step="port io")
+    tip = save(cli, "--continues", middle[:12], goal="Port io", next_step="ship it")
+    assert json.loads(cli.ok("pull", tip))["parent_id"] == middle
+    assert json.loads(cli.ok("pull", middle))["parent_id"] == root
+    lines = cli.ok("log", tip[:12]).splitlines()
+    assert [line[:12] for line in lines] == [root[:12], middle[:12], tip[:12]]
+    assert lines[0].endswith("Port the scheduler  -> next: port the timers")
+    shown = cli.ok("show", middle)
+    assert f"Parent   {root}" in shown and f"Children {tip}" in shown
+    block = cli.ok("resume", tip)
+    assert f"- Continues: {middle} (2 packets came before this one" in block
+    assert f"ltm log {tip}" in block
+    assert "no earlier packet" in Cli(cli.home / "fresh").fails(
+        "save", "-", "--continues", "last", stdin=json.dumps({"goal": "g", "next_step": "n"})
+    )
+    old = json.dumps({"ltm_version": "0.1", "goal": "g", "next_step": "n"})
+    assert "needs an ltm_version 0.2" in cli.fails("save", "-", "--continues", root, stdin=old)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("cli-search")) as srv:
+        yield srv
+
+
+def test_search_on_a_server_by_scope(server: Server, tmp_path: Path) -> None:
+    alice = signed_in(server, tmp_path / "alice", "alice")
+    bob = signed_in(server, tmp_path / "bob", "bob")
+    alice.ok("teams", "create", "falcons")
+    mine = save(alice, goal="Falcon telemetry private notes")
+    shared = save(alice, "-t", "falcons", goal="Falcon telemetry for the team")
+    bobs = save(bob, goal="Falcon telemetry, bob's own")
+    assert alice.ok("search", "telemetry").splitlines()[0].startswith(mine[:12])
+    team = alice.ok("search", "telemetry", "-t", "falcons").splitlines()
+    assert team[0].startswith(shared[:12]) and len(team) == 2
+    every = json.loads(alice.ok("search", "falcon", "--all-scopes", "--json"))["results"]
+    assert {h["id"]: h["team"] for h in every} == {mine: None, shared: "falcons"}
+    assert [h["id"] for h in json.loads(bob.ok("search", "falcon", "--json"))["results"]] == [bobs]
+    assert "not found" in bob.fails("search", "falcon", "-t", "falcons")
+    child = save(alice, "-t", "falcons", "--continues", "last", goal="Falcon follow-up")
+    assert [line[:12] for line in alice.ok("log", child, "-t", "falcons").splitlines()] == [
+        shared[:12],
+        child[:12],
+    ]

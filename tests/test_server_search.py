@@ -1,0 +1,185 @@
+"""Search, listing filters, page tokens and lineage over HTTP, against a real server.
+
+Extension routes (``GET /v1/search``, ``/v1/packets/{id}/children`` and
+``/thread``) and extension parameters of ``GET /v1/packets``: the reference
+routes answer as before. Run on both stores.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from serverkit import SERVER_STORES, Server, make_packet, running_server
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module", params=SERVER_STORES)
+def server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("search"), store=request.param) as srv:
+        yield srv
+
+
+@dataclass
+class Who:
+    id: str
+    name: str
+    http: httpx.Client
+
+
+def person(server: Server, name: str) -> Who:
+    unique = f"{name}-{next(_names)}"
+    user_id, token = server.issue(unique)
+    return Who(user_id, unique, server.client(token))
+
+
+def pair_in_a_team(server: Server) -> tuple[Who, Who, str]:
+    """Alice, Bob, and the team Alice owns and Bob joined."""
+    alice, bob = person(server, "alice"), person(server, "bob")
+    team = f"pair-{next(_names)}"
+    assert alice.http.post("/v1/teams", json={"name": team}).status_code == 201
+    code = alice.http.post(f"/v1/teams/{team}/invites").json()["code"]
+    assert bob.http.post(f"/v1/invites/{code}/accept").status_code == 201
+    return alice, bob, team
+
+
+def push(who: Who, team: str | None = None, **fields: object) -> str:
+    packet = make_packet(**fields)
+    r = who.http.post("/v1/packets", json=packet, params={"team": team} if team else None)
+    assert r.status_code == 201, r.text
+    return str(packet["id"])
+
+
+def found(r: httpx.Response) -> list[str]:
+    assert r.status_code == 200, r.text
+    return [hit["id"] for hit in r.json()["results"]]
+
+
+@pytest.fixture
+def world(server: Server) -> dict[str, object]:
+    """Alice with a team, Bob outside it, each with packets about the same topic."""
+    alice, bob = person(server, "alice"), person(server, "bob")
+    team = f"core-{next(_names)}"
+    assert alice.http.post("/v1/teams", json={"name": team}).status_code == 201
+    word = f"zebra{next(_names)}"  # unique to this test across the module's server
+    mine = push(alice, goal=f"Fix the {word} cache eviction", tags=["cache"])
+    theirs = push(bob, goal=f"Bob's secret {word} plans")
+    shared = push(alice, team, goal=f"Team notes about {word}", next_step=f"review {word}")
+    return {"alice": alice, "bob": bob, "team": team, "word": word, "ids": (mine, theirs, shared)}
+
+
+def test_search_stays_inside_the_callers_scopes(world: dict[str, object]) -> None:
+    alice, bob, team, word = world["alice"], world["bob"], world["team"], world["word"]
+    mine, theirs, shared = world["ids"]  # type: ignore[misc]
+    assert isinstance(alice, Who) and isinstance(bob, Who)
+    assert found(alice.http.get("/v1/search", params={"q": word})) == [mine]
+    assert found(alice.http.get("/v1/search", params={"q": word, "team": team})) == [shared]
+    every = alice.http.get("/v1/search", params={"q": word, "scope": "all"}).json()["results"]
+    assert {h["id"]: h["team"] for h in every} == {mine: None, shared: team}
+    assert found(bob.http.get("/v1/search", params={"q": word, "scope": "all"})) == [theirs]
+    r = bob.http.get("/v1/search", params={"q": word, "team": team})
+    assert r.status_code == 404 and r.json() == {"error": "team not found"}
+    hit = alice.http.get("/v1/search", params={"q": f"{word} cache"}).json()["results"][0]
+    assert hit["field"] == "goal" and hit["parent_id"] is None
+    assert [hit["snippet"][s:e] for s, e in hit["highlights"]] == [word, "cache"]
+    assert found(alice.http.get("/v1/search", params={"q": f"{word} tag:cache"})) == [mine]
+    assert found(alice.http.get("/v1/search", params={"q": f"{word} tag:nope"})) == []
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({}, "q: the search query is required"),
+        ({"q": "  "}, "q: nothing to search for"),
+        ({"q": "x*"}, "q: a prefix term needs at least 2 characters: 'x*'"),
+        ({"q": "ok", "limit": "0"}, "limit must be between 1 and 100"),
+        ({"q": "ok", "limit": "ten"}, "limit must be an integer between 1 and 100"),
+        ({"q": "ok", "scope": "everything"}, "scope: the only value is all"),
+        ({"q": "ok", "scope": "all", "team": "x"}, "give a team or all scopes, not both"),
+    ],
+)
+def test_bad_searches_are_400_with_the_reason(
+    server: Server, params: dict[str, str], message: str
+) -> None:
+    r = person(server, "eve").http.get("/v1/search", params=params)
+    assert r.status_code == 400 and r.json() == {"error": message}
+
+
+def test_search_needs_a_token(server: Server) -> None:
+    assert server.client().get("/v1/search", params={"q": "x"}).status_code == 401
+
+
+def test_listing_filters_and_page_tokens(server: Server) -> None:
+    alice, bob, team = pair_in_a_team(server)
+    pushed = []
+    for n in range(5):
+        who = alice if n % 2 == 0 else bob
+        tags = ["api"] if n < 3 else ["ui"]
+        pushed.append(push(who, team, created_at=f"2026-05-0{n + 1}T12:00:00Z", tags=tags))
+    newest = list(reversed(pushed))
+
+    def listing(**params: str) -> list[str]:
+        seen: list[str] = []
+        token = None
+        while True:
+            query = {"team": team, "limit": "2", **params}
+            if token:
+                query["page_token"] = token
+            r = alice.http.get("/v1/packets", params=query)
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert set(body) <= {"packets", "next_page_token"}
+            assert all(set(p) == {"id", "created_at", "goal"} for p in body["packets"])
+            seen += [p["id"] for p in body["packets"]]
+            token = body.get("next_page_token")
+            if token is None:
+                return seen
+
+    assert listing() == newest
+    assert listing(tag="api") == newest[2:]
+    assert listing(author=bob.name) == [pushed[3], pushed[1]]
+    assert listing(author=bob.id, tag="api") == [pushed[1]]
+    assert listing(author="me") == [pushed[4], pushed[2], pushed[0]]
+    assert listing(since="2026-05-02", until="2026-05-04") == [pushed[2], pushed[1]]
+    assert listing(since="2026-05-03T12:00:00Z") == newest[:3]
+    assert listing(unknown="ignored") == newest  # unknown parameters: ignored, as before
+    # the reference's plain limit keeps answering one page, its three keys each
+    r = alice.http.get("/v1/packets", params={"team": team, "limit": "5"})
+    assert [p["id"] for p in r.json()["packets"]] == newest and "next_page_token" not in r.json()
+    for params, message in (
+        ({"since": "last tuesday"}, "since: give a date"),
+        ({"author": "nobody-here"}, "author: no member 'nobody-here' in this team"),
+        ({"page_token": "garbage"}, "page_token: not a token from this listing"),
+        ({"tag": "Not A Tag"}, "tag: lower-case letters"),
+    ):
+        r = alice.http.get("/v1/packets", params={"team": team, **params})
+        assert r.status_code == 400 and r.json()["error"].startswith(message), r.text
+
+
+def test_children_and_thread_respect_visibility(server: Server) -> None:
+    alice, bob, team = pair_in_a_team(server)
+    root = push(alice, team, goal="root", created_at="2026-05-01T00:00:00Z")
+    middle = push(bob, team, goal="middle", parent_id=root, created_at="2026-05-02T00:00:00Z")
+    tip = push(alice, team, goal="tip", parent_id=middle, created_at="2026-05-03T00:00:00Z")
+    private = push(alice, goal="aside", parent_id=middle, created_at="2026-05-04T00:00:00Z")
+
+    thread = alice.http.get(f"/v1/packets/{tip}/thread").json()
+    assert [p["id"] for p in thread["packets"]] == [root, middle, tip] and thread["complete"]
+    assert thread["packets"][1]["parent_id"] == root
+    kids = alice.http.get(f"/v1/packets/{middle}/children").json()["packets"]
+    assert [p["id"] for p in kids] == [tip, private]
+    kids = bob.http.get(f"/v1/packets/{middle}/children").json()["packets"]
+    assert [p["id"] for p in kids] == [tip]  # alice's personal continuation is hers
+    assert bob.http.get(f"/v1/packets/{private}/thread").status_code == 404
+    outsider = person(server, "carol")
+    assert outsider.http.get(f"/v1/packets/{middle}/children").status_code == 404
+    # a thread whose earlier packets the reader cannot see starts where they can
+    mine = push(bob, goal="bob continues privately", parent_id=private)
+    partial = bob.http.get(f"/v1/packets/{mine}/thread").json()
+    assert [p["id"] for p in partial["packets"]] == [mine] and partial["complete"] is False
