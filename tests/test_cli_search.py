@@ -36,7 +36,7 @@ def test_search_ranks_marks_and_escapes(cli: Cli) -> None:
     assert lines[0].startswith(target[:12]) and "Stop the OAuth refresh race" in lines[0]
     assert lines[1] == "    goal: Stop the **OAuth** refresh race in the login flow"
     evil = cli.ok("search", "evil")  # packet text never drives the terminal
-    assert "\x1b" not in evil and "\u202e" not in evil and "\\x1b[2J" in evil
+    assert "\x1b" not in evil and "\u202e" not in evil and "\\u001b[2J" in evil
     assert any(line.startswith(other[:12]) for line in lines)
     assert "    decisions: mention **oauth**" in out
     # phrases, prefixes, qualifiers; several words are one query

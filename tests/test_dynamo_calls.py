@@ -162,11 +162,12 @@ def test_moving_a_packet_into_a_team_costs_two_calls(counted: tuple[DynamoStore,
     assert team is not None
     store.add_member(team.id, bob_user.id)
     p7 = packet(7)
-    assert costs(calls, alice, packets.push, p7) == ["GetItem", "PutItem"]
+    assert costs(calls, alice, packets.push, p7) == ["GetItem", "PutItem", *INDEX]
     assert costs(calls, bob, packets.push, p7, team="core") == ["BatchGetItem", "PutItem"]  # 409
     assert costs(calls, alice, packets.push, p7, team="core") == [
         "BatchGetItem",
         "TransactWriteItems",
+        *INDEX,  # the search entries under the team's scope (search drops the old ones)
     ]
     moved = store.get_packet(p7["id"])
     assert moved is not None and moved.meta.team_id == team.id
@@ -266,7 +267,8 @@ def test_the_server_side_secret_scan_costs_no_call(counted: tuple[DynamoStore, C
     _, alice = signed_in(store, "alice")
     clean, leaky = packet(10), packet(11)
     leaky["goal"] = "use " + "ghp_" + "aB3dE5gH7j" * 3 + "aB3dE5"
-    assert costs(calls, alice, packets.push, clean, scan=True) == ["GetItem", "PutItem"]
+    assert costs(calls, alice, packets.push, clean, scan=True) == ["GetItem", "PutItem", *INDEX]
     assert costs(calls, alice, packets.push, leaky, scan=True) == ["GetItem"]  # refused: 400
     assert store.get_packet(leaky["id"]) is None
-    assert costs(calls, alice, packets.push, leaky, scan=False) == ["GetItem", "PutItem"]
+    forced = costs(calls, alice, packets.push, leaky, scan=False)
+    assert forced[:2] == ["GetItem", "PutItem"] and set(forced[2:]) == {"BatchWriteItem"}

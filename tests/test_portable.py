@@ -265,7 +265,9 @@ def test_page_token_walks_a_scope(server: Server) -> None:
         assert seen == list(reversed(ids)) and pages == 3
         assert "next_page_token" not in http.get("/v1/packets").json()  # the reference's shape
         bad = http.get("/v1/packets", params={"page_token": "not-a-token"})
-        assert bad.status_code == 400 and bad.json() == {"error": "invalid page_token"}
+        assert bad.status_code == 400 and bad.json() == {
+            "error": "page_token: not a token from this listing"
+        }
 
 
 def test_round_trip_local_server_local_is_byte_identical(server: Server, tmp_path: Path) -> None:

@@ -815,7 +815,7 @@ def doc(
     if parent:
         body["parent_id"] = parent
     created = f"2026-01-01T00:{n // 60:02d}:{n % 60:02d}Z"
-    meta = PacketMeta(pid, created, str(body["goal"]), owner, team, parent)
+    meta = PacketMeta(pid, created, str(body["goal"]), owner, team, parent_id=parent)
     return StoredPacket(meta, json.dumps(body).encode())
 
 
