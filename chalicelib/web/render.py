@@ -168,15 +168,15 @@ def search_form(q: str, teams: Sequence[str], team: str | None, *, all_scopes: b
     """The search box (``GET /web?q=``): one scope, or every scope of the reader."""
     checked = " checked" if all_scopes else ""
     return (
-        '<form method="get" action="<@>/web" class="filters search" role="search">'
+        '<form method="get" action="<@>/web" class="search" role="search">'
         '<div class="grow"><label for="q">Search</label>'
         f'<input id="q" name="q" type="search" value="{attr(q)}" maxlength="512"'
         ' spellcheck="false" placeholder="words, &quot;a phrase&quot;, pref*, tag:x, project:y">'
         "</div>"
         '<div><label for="search-team">In</label>'
         f'<select id="search-team" name="team">{_scope_options(teams, team)}</select></div>'
-        f'<div><label><input type="checkbox" name="all" value="1"{checked}> all my scopes'
-        "</label></div>"
+        f'<div class="check"><input type="checkbox" id="all" name="all" value="1"{checked}>'
+        '<label for="all">All my scopes</label></div>'
         '<div><button type="submit">Search</button></div></form>'
     )
 
