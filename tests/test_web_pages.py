@@ -172,6 +172,8 @@ def test_search_shows_the_field_and_an_escaped_highlighted_snippet(server: Serve
     everywhere = web.get("/web", params={"q": "zeppelin", "all": "1"})
     assert in_team["id"] in everywhere.text and f"team {team}" in everywhere.text
     assert theirs["id"] not in everywhere.text
+    ticked = web.get("/web", params={"q": "zeppelin", "all": "1", "team": team})
+    assert hostile["id"] in ticked.text and in_team["id"] in ticked.text
     one_team = web.get("/web", params={"q": "zeppelin", "team": team})
     assert in_team["id"] in one_team.text and hostile["id"] not in one_team.text
     for q, message in (

@@ -332,8 +332,8 @@ class WebView:
         from ..service import browse
 
         q = _one(request.query, "q")
-        team = _one(request.query, "team") or None
-        everywhere = _one(request.query, "all") == "1" and team is None
+        everywhere = _one(request.query, "all") == "1"  # ticked, it wins over the scope picked
+        team = None if everywhere else (_one(request.query, "team") or None)
         read = self._read(
             request,
             _path_of(request, "/web"),
