@@ -1,8 +1,9 @@
 """The web view in a real headless Chromium (Debian's ``chromium``), against ``ltm server run``.
 
 A person signs in (self-hosted: with one of their tokens, through the same
-sign-in as the device pages), lists and filters their packets, opens one,
-copies its resume block, follows its parent, deletes a packet after
+sign-in as the device pages), lists and filters their packets, searches
+and opens a result, copies its resume block, follows its parent (which
+links its children), deletes a packet after
 confirming, and signs out. A packet written to attack the page (script
 tags, ``javascript:`` links, event handlers, bidi overrides) renders inert;
 a non-member gets nothing from another team's or person's URLs; a
@@ -118,7 +119,6 @@ def test_sign_in_list_filter_open_copy_parent_delete_sign_out(
         with page.expect_navigation():
             page.click("form.filters button")
         assert goals(page) == [child["goal"], parent["goal"]]
-        assert "Filtered among the newest 3" in page.locator("main").inner_text()
         page.fill("#tag", "")
         page.fill("#project", "ltm")
         with page.expect_navigation():
@@ -134,10 +134,23 @@ def test_sign_in_list_filter_open_copy_parent_delete_sign_out(
         assert page.locator("h1").inner_text() == f"Team {team}"
         assert "ann" in page.locator("table").first.inner_text()
 
-        # Open the child: sections in the resume block's order; copy the block.
+        # Search, then open the result: the snippet marks the match, its field named.
         page.goto(server.url + "/web")
+        page.fill("#q", "rotation")
         with page.expect_navigation():
-            page.click(f"text={child['goal']}")
+            page.click("form.search button")
+        assert goals(page) == [child["goal"]]
+        assert page.locator("ol.hits mark").all_inner_texts() == ["rotation"]
+        assert page.locator("ol.hits .snippet .k").inner_text() == "goal"
+        page.fill("#q", "")
+        with page.expect_navigation():
+            page.click("form.search button")
+        assert page.locator("[role=alert]").inner_text() == "Cannot search: nothing to search for."
+        page.fill("#q", "rotation")
+        with page.expect_navigation():
+            page.click("form.search button")
+        with page.expect_navigation():
+            page.click(f"ol.hits a:has-text('{child['goal']}')")
         assert page.locator("h1").inner_text() == child["goal"]
         button = page.locator("button.copy")
         assert button.is_visible()  # revealed by the same-origin script
@@ -151,6 +164,8 @@ def test_sign_in_list_filter_open_copy_parent_delete_sign_out(
         with page.expect_navigation():
             page.click("a[rel=prev]")
         assert page.locator("h1").inner_text() == parent["goal"]
+        assert page.locator("ul.children a").all_inner_texts() == [child["goal"]]  # children
+        assert page.locator("ul.children a").get_attribute("href") == f"/web/packets/{child['id']}"
         assert page.locator("section h2").all_inner_texts() == [
             "Done when",
             "Locked decisions (settled)",
@@ -195,7 +210,7 @@ def test_a_hostile_packet_renders_inert(server: Server, page: Any) -> None:  # n
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     sign_in(page, server, token)
     url = api.post(f"/v1/packets/{packet['id']}/publish").json()["public_url"]
-    for target in ("/web", f"/web/packets/{packet['id']}", url):
+    for target in ("/web", "/web?q=login", f"/web/packets/{packet['id']}", url):
         page.goto(target if target.startswith("http") else server.url + target)
         assert page.evaluate("window.__pwned === undefined")
         assert page.locator("script").count() == 1  # ours, from /web/static/app.js
@@ -296,7 +311,7 @@ def test_pages_fit_a_phone(server: Server, browser: Any) -> None:  # noqa: F811
     try:
         page = context.new_page()
         sign_in(page, server, token)
-        for path in ("/web", f"/web/packets/{packet['id']}"):
+        for path in ("/web", "/web?q=rather", f"/web/packets/{packet['id']}"):
             page.goto(server.url + path)
             width = page.evaluate("document.documentElement.scrollWidth")
             assert width <= 360, (path, width)

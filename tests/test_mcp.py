@@ -197,8 +197,11 @@ def test_initialize_and_list_tools(shim: Shim) -> None:
     assert "2-10 KB" in tools["save"].description
     push_packet = tools["push"].input_schema["properties"]["packet"]
     assert {"ltm_version", "id", "created_at", "goal", "next_step"} <= set(push_packet["required"])
-    ls_limit = tools["ls"].input_schema["properties"]["limit"]
-    assert ls_limit["type"] == "integer" and ls_limit["maximum"] == 1000
+    ls_props = tools["ls"].input_schema["properties"]
+    assert ls_props["limit"]["type"] == "integer" and ls_props["limit"]["maximum"] == 1000
+    for name in ("project", "here", "tag", "since", "until", "author", "page_token"):
+        assert ls_props[name]["description"], name  # the agent is told what each does
+        assert name in tools["ls"].description
 
 
 # --------------------------------------------------------------------------
@@ -258,6 +261,51 @@ def test_save_ls_show_pull_resume_push_rm_round_trip(shim: Shim, env: dict[str, 
     assert "no packets yet" in shim.ok("ls")
     assert "no packets yet" in shim.fails("resume")
     assert json.loads(cli(env, "ls", "--json").stdout) == {"packets": []}
+
+
+def test_ls_filters_and_pages(shim: Shim) -> None:
+    def save(goal: str, day: str, tag: str, project: str) -> str:
+        packet = {
+            **CONTENT,
+            "goal": goal,
+            "created_at": f"2026-{day}T12:00:00Z",
+            "tags": [tag],
+            "project": {"name": project},
+        }
+        saved = shim.call("save", {"packet": packet})
+        assert not saved.is_error, text(saved)
+        return str(saved.structured_content["id"])
+
+    old = save("January work", "01-01", "alpha", "web")
+    mid = save("February work", "02-01", "beta", "web")
+    new = save("March work", "03-01", "alpha", "api")
+
+    def ids(**args: Any) -> list[str]:
+        result = shim.call("ls", args)
+        assert not result.is_error, text(result)
+        return [row["id"] for row in result.structured_content["packets"]]
+
+    assert ids() == [new, mid, old]
+    assert ids(tag="alpha") == [new, old]
+    assert ids(tag="alpha", project="web") == [old]
+    assert ids(since="2026-02-01") == [new, mid]  # inclusive
+    assert ids(until="2026-02-01") == [old]  # exclusive
+    assert ids(since="2026-01-15", until="2026-03-01T00:00:00Z") == [mid]
+    assert ids(author="me", tag="beta") == [mid]
+
+    first = shim.call("ls", {"tag": "alpha", "limit": 1})
+    assert [r["id"] for r in first.structured_content["packets"]] == [new]
+    token = first.structured_content["next_page_token"]
+    assert f"page_token {token}" in text(first)
+    second = shim.call("ls", {"tag": "alpha", "limit": 1, "page_token": token})
+    assert [r["id"] for r in second.structured_content["packets"]] == [old]
+    assert "next_page_token" not in second.structured_content
+
+    assert "no packets match" in shim.ok("ls", {"tag": "gamma"})
+    assert "tag" in shim.fails("ls", {"tag": "Not A Tag"})
+    assert "page_token" in shim.fails("ls", {"page_token": "not-a-token"})
+    assert "since" in shim.fails("ls", {"since": "last tuesday"})
+    shim.alive()
 
 
 def test_example_whoami_validate(shim: Shim, tmp_path: Path) -> None:
@@ -587,6 +635,10 @@ def test_every_tool_against_a_real_server(server: Any, tmp_path: Path) -> None:
         assert [r["id"] for r in listed] == [packet_id]  # the blocked packet never left
 
         assert "not found" in shim.fails("ls", {"team": "nosuchteam"}).lower()
+        # The filters go over the wire too (GET /v1/packets?author=&since=...).
+        recent = {"team": "core", "author": "me", "since": "1d", "tag": "flaky-test"}
+        assert [r["id"] for r in shim.call("ls", recent).structured_content["packets"]] == [team_id]
+        assert "no packets match" in shim.ok("ls", {"team": "core", "until": "2000-01-01"})
         shim.ok("rm", {"id": packet_id})
         shim.ok("rm", {"id": team_id, "team": "core"})
         assert "no packets yet" in shim.ok("ls")

@@ -7,6 +7,7 @@ session lives hours.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import signal
@@ -101,6 +102,114 @@ def test_a_list_of_50_packets_stays_under_50_kb(server: Server) -> None:
     assert page.text.count("<li>") == 50
     assert len(page.content) <= MAX_PAGE_BYTES, len(page.content)
     assert 'rel="next"' in page.text  # the rest is a page further
+
+
+def test_filters_reach_older_packets_and_pages_keep_them(server: Server) -> None:
+    _uid, token = server.issue("fiona")
+    api = server.client(token)
+    tagged = make_packet  # 52 old packets of one project and tag, then 55 newer ones without
+    for n in range(52):
+        packet = tagged(
+            goal=f"Archived {n}",
+            created_at=f"2026-04-01T10:{n:02d}:00Z",
+            tags=["archived"],
+            project={"name": "old-site"},
+        )
+        assert api.post("/v1/packets", json=packet).status_code == 201
+    for n in range(55):
+        packet = make_packet(goal=f"Fresh {n}", created_at=f"2026-05-02T10:{n:02d}:00Z")
+        assert api.post("/v1/packets", json=packet).status_code == 201
+    web = browser_for(server, token)
+    for query in ({"tag": "archived"}, {"project": "old-site"}):
+        first = web.get("/web", params=query)
+        assert first.status_code == 200
+        assert first.text.count("<li>") == 50 and "Fresh" not in first.text
+        assert "Archived 51" in first.text  # newest first, though older than every Fresh one
+        assert len(first.content) <= MAX_PAGE_BYTES
+        older = re.search(r'rel="next" href="([^"]+)"', first.text)
+        assert older, first.text
+        link = html.unescape(older.group(1))
+        assert f"{next(iter(query))}=" in link  # the next page keeps the filter
+        second = web.get(link)
+        assert second.status_code == 200
+        assert second.text.count("<li>") == 2 and "Archived 0" in second.text
+        assert 'rel="next"' not in second.text
+    both = web.get("/web", params={"tag": "archived", "project": "nope"})
+    assert both.status_code == 200 and "No packets match." in both.text
+    bad = web.get("/web", params={"tag": "Not A Tag"})
+    assert bad.status_code == 400 and "tag: lower-case letters" in bad.text
+
+
+def test_search_shows_the_field_and_an_escaped_highlighted_snippet(server: Server) -> None:
+    owner_id, token = server.issue("sally")
+    _other_id, other_token = server.issue("simon")
+    api, other = server.client(token), server.client(other_token)
+    hostile = make_packet(
+        goal="Cache <script>alert(1)</script> invalidation",
+        next_step="Ask about the <b>zeppelin</b> loader",
+    )
+    plain = make_packet(goal="Unrelated work")
+    theirs = make_packet(goal="Their zeppelin notes")
+    team = f"srch-{owner_id[-6:].lower()}"
+    in_team = make_packet(goal="Team zeppelin plan")
+    assert api.post("/v1/packets", json=hostile).status_code == 201
+    assert api.post("/v1/packets", json=plain).status_code == 201
+    assert other.post("/v1/packets", json=theirs).status_code == 201
+    assert api.post("/v1/teams", json={"name": team}).status_code == 201
+    assert api.post(f"/v1/packets?team={team}", json=in_team).status_code == 201
+    web = browser_for(server, token)
+    listing = web.get("/web")
+    assert 'name="q"' in listing.text and 'role="search"' in listing.text
+    found = web.get("/web", params={"q": "zeppelin"})
+    assert found.status_code == 200
+    assert f"/web/packets/{hostile['id']}" in found.text
+    assert "<script>" not in found.text and "<b>" not in found.text
+    assert "&lt;script&gt;" in found.text and "&lt;b&gt;" in found.text
+    assert "<mark>zeppelin</mark>" in found.text
+    assert "next_step" in found.text  # the field it matched in
+    assert plain["id"] not in found.text and theirs["id"] not in found.text
+    assert in_team["id"] not in found.text  # personal unless asked otherwise
+    everywhere = web.get("/web", params={"q": "zeppelin", "all": "1"})
+    assert in_team["id"] in everywhere.text and f"team {team}" in everywhere.text
+    assert theirs["id"] not in everywhere.text
+    ticked = web.get("/web", params={"q": "zeppelin", "all": "1", "team": team})
+    assert hostile["id"] in ticked.text and in_team["id"] in ticked.text
+    one_team = web.get("/web", params={"q": "zeppelin", "team": team})
+    assert in_team["id"] in one_team.text and hostile["id"] not in one_team.text
+    for q, message in (
+        ("", "nothing to search for"),
+        ("   ", "nothing to search for"),
+        ("a*", "a prefix term needs at least"),
+    ):
+        refused = web.get("/web", params={"q": q})
+        assert refused.status_code == 400, q
+        assert "Cannot search: " + message in html.unescape(refused.text)
+        assert 'name="q"' in refused.text  # the box is still there
+    none = web.get("/web", params={"q": "nonexistentword"})
+    assert none.status_code == 200 and "Nothing matches." in none.text
+    stranger = browser_for(server, other_token).get("/web", params={"q": "zeppelin", "team": team})
+    assert stranger.status_code == 404
+
+
+def test_a_packet_page_links_its_readable_children(server: Server) -> None:
+    _uid, token = server.issue("carl")
+    _oid, other_token = server.issue("cleo")
+    api, other = server.client(token), server.client(other_token)
+    parent = make_packet(goal="First leg")
+    child = make_packet(
+        goal="Second <leg>", parent_id=parent["id"], created_at="2026-05-02T00:00:00Z"
+    )
+    foreign = make_packet(goal="Someone else's sequel", parent_id=parent["id"])
+    for client, packet in ((api, parent), (api, child), (other, foreign)):
+        assert client.post("/v1/packets", json=packet).status_code == 201
+    web = browser_for(server, token)
+    page = web.get(f"/web/packets/{parent['id']}")
+    assert page.status_code == 200
+    assert "Continued by" in page.text
+    assert f'href="/web/packets/{child["id"]}" rel="next">Second &lt;leg&gt;</a>' in page.text
+    assert foreign["id"] not in page.text and "sequel" not in page.text
+    leaf = web.get(f"/web/packets/{child['id']}")
+    assert "Continued by" not in leaf.text and f"/web/packets/{parent['id']}" in leaf.text
 
 
 def test_a_team_page_shows_pending_invites_to_its_owner_only(server: Server) -> None:

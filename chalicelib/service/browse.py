@@ -9,7 +9,6 @@ refuse. Nothing here writes.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,10 +17,11 @@ from ..store import Invite, Member, PacketMeta, Publication, Store, StoredPacket
 from .access import Caller, access, in_team
 from .errors import BadRequest, NotFound
 from .publish import may_manage
+from .search import Found, search
 from .users import now
 
 PAGE = 50  # packets per page, the protocol's default listing
-MAX_FILTER_TEXT = 128
+CHILDREN = 50  # children shown on a packet's page
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +30,6 @@ class Listing:
     teams: list[Team]  # the reader's teams, oldest first
     team: Team | None  # the scope shown (None: personal)
     owns_team: bool
-    scanned: int | None  # with a tag/project filter: how many packets were looked at
     older: str | None  # cursor of the next page
 
 
@@ -41,21 +40,6 @@ def parse(body: bytes) -> dict[str, Any]:
     except ValueError:
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _matches(stored: StoredPacket | None, tag: str, project: str) -> bool:
-    if stored is None:
-        return False
-    data = parse(stored.body)
-    if tag:
-        tags = data.get("tags")
-        if not isinstance(tags, list) or tag not in tags:
-            return False
-    if project:
-        info = data.get("project")
-        if not isinstance(info, Mapping) or info.get("name") != project:
-            return False
-    return True
 
 
 def listing(
@@ -69,32 +53,52 @@ def listing(
 ) -> Listing:
     """One page of a scope, newest first; ``after`` is the cursor of the page before.
 
-    A tag or project filter looks at the bodies of one page (the newest
-    ``PAGE`` packets after the cursor) and keeps those that match, so a page
-    costs the same whatever the scope holds; ``scanned`` says how many were
-    looked at. (Filters over a whole scope come with the store's own index.)
+    The tag and project filters are the API's listing filters (``packets.page``,
+    answered by the store's indexes), so they reach every packet of the scope
+    and the next page keeps them.
     """
-    if len(tag) > MAX_FILTER_TEXT or len(project) > MAX_FILTER_TEXT:
-        raise BadRequest(f"filters are at most {MAX_FILTER_TEXT} characters")
+    from .packets import page
+
     who = access(store, caller, need="read", team=team)
-    team_id = who.team.id if who.team else None
-    try:
-        page = store.list_packets(owner_id=who.user.id, team_id=team_id, limit=PAGE, cursor=after)
-    except ValueError:
-        raise BadRequest("after: not a position in this listing") from None
-    rows = page.items
-    scanned = None
-    if tag or project:
-        scanned = len(rows)
-        rows = [m for m in rows if _matches(store.get_packet(m.id), tag, project)]
+    found = page(
+        store,
+        who.user,
+        team=team,
+        limit=PAGE,
+        page_token=after,
+        project=project or None,
+        tag=tag or None,
+    )
     return Listing(
-        rows=rows,
+        rows=found.items,
         teams=store.list_teams(who.user.id),
         team=who.team,
         owns_team=who.team is not None and who.team.owner_id == who.user.id,
-        scanned=scanned,
-        older=page.cursor,
+        older=found.cursor,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Results:
+    found: list[Found]
+    teams: list[Team]  # the reader's teams, for the search form
+    error: str  # why the query could not run ("" when it ran)
+
+
+def results(
+    store: Store, caller: Caller, q: str, *, team: str | None = None, all_scopes: bool = False
+) -> Results:
+    """A search (``search.search``: the caller's scopes only); a bad query is an error to show.
+
+    A team the reader is not in stays a 404, as everywhere.
+    """
+    who = access(store, caller, need="read", team=team)
+    teams = store.list_teams(who.user.id)
+    try:
+        found = search(store, who.user, q, team=team, all_scopes=all_scopes and team is None)
+    except BadRequest as exc:
+        return Results([], teams, exc.message.removeprefix("q: "))
+    return Results(found, teams, "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,13 +113,14 @@ class PacketView:
     data: dict[str, Any]  # the parsed packet ({} if it does not parse: lenient packets)
     team: Team | None
     parent: ParentLink | None
+    children: list[PacketMeta]  # the packets continuing this one that the reader may read
     can_delete: bool
     publication: Publication | None  # shown to those who may manage it
 
 
 def packet_view(store: Store, caller: Caller, packet_id: str) -> PacketView:
-    """A packet the caller may read, with its parent (when they may read that too)."""
-    from .packets import get
+    """A packet the caller may read, with its parent and children (those they may read too)."""
+    from .packets import children, get
 
     stored = get(store, caller, packet_id)
     who = access(store, caller, need="read")
@@ -137,6 +142,7 @@ def packet_view(store: Store, caller: Caller, packet_id: str) -> PacketView:
         data=data,
         team=team,
         parent=parent,
+        children=children(store, user, packet_id, limit=CHILDREN),
         can_delete=manage,
         publication=store.publication(packet_id) if manage else None,
     )

@@ -8,9 +8,10 @@ for it.
 Pages (all ``GET`` except the two forms):
 
 - ``/web``: the reader's packets, or a team's (``?team=``), newest first,
-  with tag/project filters over one page and a link to older packets;
-- ``/web/packets/{id}``: one packet in the resume block's order, its parent,
-  a copy button; ``/web/packets/{id}/delete``: asks first, and its ``POST``
+  with the API's tag/project filters and a link to older packets; with
+  ``?q=`` (and ``all=1`` for every scope), a search instead;
+- ``/web/packets/{id}``: one packet in the resume block's order, its parent
+  and children, a copy button; ``/web/packets/{id}/delete``: asks first, and its ``POST``
   deletes (the API's rule: creator or team owner);
 - ``/web/teams/{name}``: members, and for the owner the pending invites;
 - ``/web/signin`` (``GET`` and ``POST``), ``POST /web/signout``;
@@ -42,7 +43,7 @@ import os
 import re
 import secrets
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -295,9 +296,11 @@ class WebView:
         return self._redirect("/web")
 
     def packets(self, request: WebRequest) -> WebResponse:
-        """``GET /web``: a scope's packets."""
+        """``GET /web``: a scope's packets; with ``q``, a search instead."""
         from ..service import browse
 
+        if "q" in request.query:
+            return self._search(request)
         team = _one(request.query, "team") or None
         tag = _one(request.query, "tag").strip()
         project = _one(request.query, "project").strip()
@@ -318,12 +321,47 @@ class WebView:
             team=shown.team.name if shown.team else None,
             tag=tag,
             project=project,
-            scanned=shown.scanned,
             older=shown.older,
             owned_team=shown.owns_team,
         )
         notice = "Packet deleted." if _one(request.query, "done") == "deleted" else ""
         return self._page(200, "Packets", body, nav=read.nav, notice=notice)
+
+    def _search(self, request: WebRequest) -> WebResponse:
+        """``GET /web?q=``: ``search.search`` over one scope or all of the reader's."""
+        from ..service import browse
+
+        q = _one(request.query, "q")
+        everywhere = _one(request.query, "all") == "1"  # ticked, it wins over the scope picked
+        team = None if everywhere else (_one(request.query, "team") or None)
+        read = self._read(
+            request,
+            _path_of(request, "/web"),
+            lambda user: browse.results(self.store, user, q, team=team, all_scopes=everywhere),
+        )
+        if isinstance(read, WebResponse):
+            return read
+        found = read.value
+        body = render.search_results(
+            q=q,
+            hits=[
+                render.Hit(
+                    f.meta.id,
+                    f.meta.created_at,
+                    f.meta.goal,
+                    f.team,
+                    f.field,
+                    f.snippet,
+                    f.highlights,
+                )
+                for f in found.found
+            ],
+            teams=[t.name for t in found.teams],
+            team=team,
+            all_scopes=everywhere,
+            error=found.error,
+        )
+        return self._page(400 if found.error else 200, "Search", body, nav=read.nav)
 
     def packet(self, request: WebRequest, id: str) -> WebResponse:
         """``GET /web/packets/{id}``."""
@@ -342,6 +380,7 @@ class WebView:
         if view.parent is not None:
             meta = view.parent.meta
             parent = render.Parent(view.parent.id, meta.goal if meta else None, meta is not None)
+        children = [render.Child(m.id, m.goal) for m in view.children]
         url = public_url(request.base_url, view.publication.secret) if view.publication else None
         body = self._packet_body(
             view.stored.meta.id,
@@ -349,6 +388,7 @@ class WebView:
             view.stored.conforming,
             scope=f"team {view.team.name}" if view.team else "personal",
             parent=parent,
+            children=children,
             public=url,
             can_delete=view.can_delete,
         )
@@ -362,6 +402,7 @@ class WebView:
         *,
         scope: str,
         parent: render.Parent | None,
+        children: Sequence[render.Child] = (),
         public: str | None = None,
         can_delete: bool = False,
     ) -> str:
@@ -373,6 +414,7 @@ class WebView:
             scope=scope,
             resume_block=resume_block(data),
             parent=parent,
+            children=children,
             public_url=public,
             can_delete=can_delete,
             conforming=conforming,
@@ -632,6 +674,6 @@ def _path_of(request: WebRequest, path: str) -> str:
     params = [
         f"{quote(name, safe='')}={quote(values[0], safe='')}"
         for name, values in request.query.items()
-        if name in ("team", "tag", "project") and len(values) == 1 and values[0]
+        if name in ("team", "tag", "project", "q", "all") and len(values) == 1 and values[0]
     ]
     return path + (f"?{'&'.join(params)}" if params else "")

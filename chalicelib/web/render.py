@@ -108,15 +108,11 @@ def packet_list(
     team: str | None,
     tag: str,
     project: str,
-    scanned: int | None,
     older: str | None,
     owned_team: bool,
 ) -> str:
     scope = f"Team {team}" if team else "Your packets"
-    options = ['<option value="">Personal</option>'] + [
-        f'<option value="{attr(name)}"{" selected" if name == team else ""}>{text(name)}</option>'
-        for name in teams
-    ]
+    options = _scope_options(teams, team)
     form = (
         '<form method="get" action="<@>/web" class="filters" role="search">'
         '<div><label for="team">Scope</label>'
@@ -128,15 +124,11 @@ def packet_list(
         ' spellcheck="false"></div>'
         '<div><button type="submit">Show</button></div></form>'
     )
-    parts = [f"<h1>{text(scope)}</h1>", form]
+    parts = [f"<h1>{text(scope)}</h1>", search_form("", teams, team, all_scopes=False), form]
     if team:
         parts.append(
             f'<p><a href="<@>/web/teams/{seg(team)}">Members'
             f"{' and pending invites' if owned_team else ''} of {text(team)}</a></p>"
-        )
-    if scanned is not None:
-        parts.append(
-            f'<p class="note">Filtered among the newest {scanned} packets of this scope.</p>'
         )
     if rows:
         items = "".join(
@@ -147,7 +139,10 @@ def packet_list(
         )
         parts.append(f'<ol class="packets" aria-label="Packets, newest first">{items}</ol>')
     else:
-        parts.append('<p class="empty">No packets here yet.</p>')
+        filtered = tag or project
+        parts.append(
+            f'<p class="empty">{"No packets match." if filtered else "No packets here yet."}</p>'
+        )
     if older:
         link = href("/web", team=team, tag=tag, project=project, after=older)
         parts.append(f'<p><a rel="next" href="{link}">Older packets</a></p>')
@@ -158,6 +153,93 @@ def packet_list(
             for name in teams
         )
         parts.append(f'<h2>Your teams</h2><ul class="teams">{items}</ul>')
+    return "".join(parts)
+
+
+def _scope_options(teams: Sequence[str], team: str | None) -> str:
+    options = ['<option value="">Personal</option>'] + [
+        f'<option value="{attr(name)}"{" selected" if name == team else ""}>{text(name)}</option>'
+        for name in teams
+    ]
+    return "".join(options)
+
+
+def search_form(q: str, teams: Sequence[str], team: str | None, *, all_scopes: bool) -> str:
+    """The search box (``GET /web?q=``): one scope, or every scope of the reader."""
+    checked = " checked" if all_scopes else ""
+    return (
+        '<form method="get" action="<@>/web" class="search" role="search">'
+        '<div class="grow"><label for="q">Search</label>'
+        f'<input id="q" name="q" type="search" value="{attr(q)}" maxlength="512"'
+        ' spellcheck="false" placeholder="words, &quot;a phrase&quot;, pref*, tag:x, project:y">'
+        "</div>"
+        '<div><label for="search-team">In</label>'
+        f'<select id="search-team" name="team">{_scope_options(teams, team)}</select></div>'
+        f'<div class="check"><input type="checkbox" id="all" name="all" value="1"{checked}>'
+        '<label for="all">All my scopes</label></div>'
+        '<div><button type="submit">Search</button></div></form>'
+    )
+
+
+def highlighted(snippet: str, highlights: Iterable[tuple[int, int]]) -> str:
+    """A snippet with its matches in ``<mark>``: every piece escaped on its own.
+
+    The ranges come from the store; ones out of bounds or overlapping an
+    earlier one are skipped, so they can never cut the text short or repeat it.
+    """
+    out, at = [], 0
+    for start, end in sorted(highlights):
+        if start < at or end <= start or end > len(snippet):
+            continue
+        out.append(text(snippet[at:start]))
+        out.append(f"<mark>{text(snippet[start:end])}</mark>")
+        at = end
+    out.append(text(snippet[at:]))
+    return "".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    id: str
+    created_at: str
+    goal: str
+    team: str | None  # None: personal
+    field: str
+    snippet: str
+    highlights: tuple[tuple[int, int], ...]
+
+
+def search_results(
+    *,
+    q: str,
+    hits: Sequence[Hit],
+    teams: Sequence[str],
+    team: str | None,
+    all_scopes: bool,
+    error: str,
+) -> str:
+    """``GET /web?q=``: the ranked hits, each with the field it matched in and a snippet."""
+    where = "all your scopes" if all_scopes else (f"team {team}" if team else "your packets")
+    parts = [
+        f"<h1>Search {text(where)}</h1>",
+        search_form(q, teams, team, all_scopes=all_scopes),
+    ]
+    if error:
+        parts.append(f'<p class="error" role="alert">Cannot search: {text(error)}.</p>')
+    elif hits:
+        items = "".join(
+            f'<li><a href="<@>/web/packets/{seg(h.id)}">{text(h.goal or "(no goal)", GOAL_IN_LIST)}'
+            f'</a><span class="meta">{text(f"team {h.team}" if h.team else "personal")}'
+            f" · <time>{text(h.created_at, 40)}</time> · <code>{text(h.id[:12])}</code></span>"
+            f'<p class="snippet"><span class="k">{text(h.field, 40)}</span> '
+            f"{highlighted(h.snippet, h.highlights)}</p></li>"
+            for h in hits
+        )
+        parts.append(f'<ol class="packets hits" aria-label="Results, best first">{items}</ol>')
+    else:
+        parts.append('<p class="empty">Nothing matches.</p>')
+    back = href("/web", team=team)
+    parts.append(f'<p><a href="{back}">Back to the list</a></p>')
     return "".join(parts)
 
 
@@ -223,6 +305,12 @@ def _section(title: str, content: str, cls: str = "") -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Child:
+    id: str
+    goal: str
+
+
+@dataclass(frozen=True, slots=True)
 class Parent:
     id: str
     goal: str | None  # None: not visible to the reader (or gone)
@@ -236,6 +324,7 @@ def packet_page(
     scope: str,
     resume_block: str,
     parent: Parent | None,
+    children: Sequence[Child] = (),
     public_url: str | None = None,
     can_delete: bool = False,
     conforming: bool = True,
@@ -269,6 +358,13 @@ def packet_page(
         else:
             shown = f"<code>{text(parent.id)}</code> (not visible to you)"
         facts.append(("Continues", shown))
+    if children:
+        links = "".join(
+            f'<li><a href="<@>/web/packets/{seg(c.id)}" rel="next">'
+            f"{text(c.goal or '(no goal)', 120)}</a></li>"
+            for c in children
+        )
+        facts.append(("Continued by", f'<ul class="children">{links}</ul>'))
     if public_url:
         facts.append(("Public page", f'<code class="url">{text(public_url)}</code>'))
     if not conforming:

@@ -431,25 +431,48 @@ def _pull(args: dict[str, Any]) -> Reply:
 
 
 def _ls(args: dict[str, Any]) -> Reply:
+    from ltm.cli.backend import Filters
     from ltm.cli.output import one_line
 
     team = args.get("team")
-    project = _project(args)
+    filters = Filters(
+        project=_project(args),
+        tag=args.get("tag"),
+        since=args.get("since"),
+        until=args.get("until"),
+        author=args.get("author"),
+    )
+    page_token = args.get("page_token")
     backend = _backend()
     try:
-        rows = backend.list(team=team, limit=args.get("limit", 20), project=project)
+        listing = backend.page(
+            filters, team=team, limit=args.get("limit", 20), page_token=page_token
+        )
     finally:
         backend.close()
     from ltm.cli.fast import where_label
 
-    where = where_label(backend, team, project)
-    if not rows:
+    rows, more = listing.rows, listing.next_page_token
+    where = where_label(backend, team, filters.project)
+    if not rows and (filters != Filters(project=filters.project) or page_token):
+        text = f"no packets match in {where}"
+    elif not rows:
         text = f"no packets yet in {where}; save one with save"
     else:
         lines = [f"{len(rows)} packet(s) in {where}, newest first (id  created_at  goal):"]
         lines += [f"{r['id']}  {r['created_at']}  {one_line(r['goal'], 100)}" for r in rows]
+        if more:
+            lines.append(f"More packets: call ls again with the same filters and page_token {more}")
         text = "\n".join(lines)
-    return Reply(text, {"packets": rows, "where": backend.label, "team": team, "project": project})
+    data: dict[str, Any] = {
+        "packets": rows,
+        "where": backend.label,
+        "team": team,
+        "project": filters.project,
+    }
+    if more:
+        data["next_page_token"] = more
+    return Reply(text, data)
 
 
 def _search(args: dict[str, Any]) -> Reply:
@@ -635,13 +658,47 @@ def _catalogue() -> dict[str, Tool]:
             "ls",
             "List packets",
             "List packets, newest first: id, created_at and goal of each. Use it to find the "
-            "id to resume, show, pull or rm. here: true (or project) lists only that "
-            "project's packets.",
+            "id to resume, show, pull or rm. The filters combine: here: true (or project) "
+            "lists only that project's packets; tag, since, until and author narrow further. "
+            "When more packets follow, the answer gives a page_token: call ls again with the "
+            "same filters and that page_token for the next page. To find packets by what "
+            "they say, use search instead.",
             _object(
                 {
                     "team": TEAM,
                     "project": PROJECT,
                     "here": HERE,
+                    "tag": {
+                        "type": "string",
+                        "pattern": "^[a-z0-9][a-z0-9-]{0,31}$",
+                        "description": "Only the packets carrying this tag (one of a packet's "
+                        "tags: lower-case letters, digits and dashes).",
+                    },
+                    "since": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "Only packets created at or after this: a date "
+                        "(2026-04-01, midnight UTC), an RFC 3339 time, or an age before now "
+                        "(30m, 12h, 3d, 2w).",
+                    },
+                    "until": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "Only packets created before this (exclusive); same "
+                        "forms as since.",
+                    },
+                    "author": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "Only packets stored by this user: a user id, a display "
+                        "name, or me. In a team, a member of it.",
+                    },
+                    "page_token": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "The page_token a previous ls answered, to get the "
+                        "next page; give the same filters again.",
+                    },
                     "limit": {
                         "type": "integer",
                         "minimum": 1,
