@@ -46,7 +46,14 @@ def _ok(
     return out
 
 
-_UNAUTHORIZED = _error("`missing bearer token` or `invalid token`.")
+_UNAUTHORIZED = {
+    **_error(
+        "`missing bearer token` or `invalid token`, with the RFC 6750 challenge"
+        ' `WWW-Authenticate: Bearer` (`Bearer error="invalid_token"` for a token that is'
+        " not valid)."
+    ),
+    "headers": {"WWW-Authenticate": {"schema": {"type": "string"}}},
+}
 _TOO_LARGE = _error(f"The request body is over {MAX_PACKET_BYTES} bytes; it was not read.")
 _MEDIA = _error("The body's Content-Type is not `application/json`.")
 _NO_CONTENT = {"description": "Done; no body."}

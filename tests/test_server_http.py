@@ -159,6 +159,7 @@ def test_missing_bearer_is_401(server: Server, method: str, path: str) -> None:
     r = httpx.request(method, server.url + path, json={})
     assert r.status_code == 401
     assert r.json() == {"error": "missing bearer token"}
+    assert r.headers["WWW-Authenticate"] == "Bearer"  # RFC 6750 §3: no error code
 
 
 @pytest.mark.parametrize("header", ["Basic dXNlcjpwYXNz", "Bearer", "token abc", "Bearerltm_x"])
@@ -174,6 +175,7 @@ def test_unknown_token_is_401_invalid(server: Server, method: str, path: str) ->
     r = httpx.request(method, server.url + path, json={}, headers=headers)
     assert r.status_code == 401
     assert r.json() == {"error": "invalid token"}
+    assert r.headers["WWW-Authenticate"] == 'Bearer error="invalid_token"'  # RFC 6750 §3
 
 
 def test_bearer_scheme_is_case_insensitive(server: Server) -> None:

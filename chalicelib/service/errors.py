@@ -19,7 +19,18 @@ class BadRequest(ServiceError):
 
 
 class Unauthorized(ServiceError):
+    """No usable bearer token, answered with its ``WWW-Authenticate: Bearer`` challenge.
+
+    RFC 6750 §3 (https://www.rfc-editor.org/rfc/rfc6750#section-3): a 401 carries
+    the challenge; ``error="invalid_token"`` when a token was given but is not
+    valid, and no error code when the request had no token at all.
+    """
+
     status = 401
+
+    def __init__(self, message: str, *, token_given: bool = False) -> None:
+        challenge = 'Bearer error="invalid_token"' if token_given else "Bearer"
+        super().__init__(message, headers={"WWW-Authenticate": challenge})
 
 
 class Forbidden(ServiceError):

@@ -64,7 +64,7 @@ def credential(authorization: str | None) -> Credential:
     """The request's token, ready to check: 401 without one (no store read spent)."""
     token = bearer(authorization)
     if len(token) > MAX_TOKEN_CHARS:
-        raise Unauthorized("invalid token")
+        raise Unauthorized("invalid token", token_given=True)
     named = TOKEN_RE.fullmatch(token)
     return Credential(hash_token(token), named.group(1) if named else None)
 
@@ -134,7 +134,7 @@ def checked(store: Store, found: tuple[Token, User] | None, when: datetime | Non
     401 ``invalid token`` when the lookup found nothing.
     """
     if found is None:
-        raise Unauthorized("invalid token")
+        raise Unauthorized("invalid token", token_given=True)
     record, user = found
     when = when or now()
     if record.last_used_at is None or when - record.last_used_at >= TOUCH_INTERVAL:
