@@ -45,6 +45,16 @@ def ltm_without(
     )
 
 
+@pytest.mark.parametrize("module", ["cheroot", "chalice"])
+def test_ltm_ui_names_the_extra_first(module: str, tmp_path: Path) -> None:
+    result = ltm_without([module], ["ui", "--no-browser"], tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (
+        f"ltm: ltm ui needs the server extra (missing: {module});"
+        " install it with: pip install 'ltm[server]'\n"
+    )
+
+
 @pytest.mark.parametrize("module", ["cheroot", "chalice", "jwt"])
 @pytest.mark.parametrize("verb", SERVER_VERBS, ids=lambda v: v[0])
 def test_server_verbs_name_the_extra_first(module: str, verb: list[str], tmp_path: Path) -> None:

@@ -32,6 +32,9 @@ def ui(
     ] = False,
 ) -> None:
     """Open the local store's web view in your browser (loopback only; Ctrl-C stops)."""
+    from ltm.cli.extras import require
+
+    require("server", "ltm ui")  # the same app and HTTP server as `ltm server run`
     from ltm.cli.config import local_db_path
     from ltm.cli.device import _launch, browser_available
 
