@@ -100,19 +100,16 @@ def main() -> None:
     example = json.loads(subprocess.run([LTM, "example"], capture_output=True, check=True).stdout)
     example.pop("id")
     example["project"] = {"name": "ltm-example"}
-    base = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
+    # No LTM_* or XDG_* folders: each case has a HOME of its own, so the hook finds its
+    # config, store and state where a user's would be (~/.config, ~/.local/share, ...).
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LTM_", "XDG_"))}
     base.pop("PYTHONDONTWRITEBYTECODE", None)
     rows = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         project = tmp / "ltm-example"
         project.mkdir()
-        local = {
-            **base,
-            "LTM_CONFIG_DIR": str(tmp / "local-config"),
-            "LTM_DATA_DIR": str(tmp / "local-data"),
-            "LTM_STATE_DIR": str(tmp / "state"),
-        }
+        local = {**base, "HOME": str(tmp / "local-home")}
         save(local, project, example)
         alone = injected(local, project)
         fill(local, project, example, others=OTHERS)
@@ -121,7 +118,7 @@ def main() -> None:
         bare_all = list(bare)
         rows.append(report("hook session-start, local store", bare, hook))
 
-        remote = {**local, "LTM_CONFIG_DIR": str(tmp / "remote-config")}
+        remote = {**base, "HOME": str(tmp / "remote-home")}
         proc, url, root = start_server(tmp, base)
         try:
             subprocess.run([LTM, "auth", url, root], env=remote, check=True, capture_output=True)

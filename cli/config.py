@@ -7,7 +7,9 @@ the XDG spec and the reference implementation have it:
   (the reference's precedence, on every platform, so one dotfile setup works
   everywhere);
 - data: ``$LTM_DATA_DIR``, else the platform's user data dir (``~/.local/share/ltm``
-  on Linux).
+  on Linux);
+- state (hook log and markers, the warm MCP socket): ``$LTM_STATE_DIR``, else the
+  platform's user state dir (``~/.local/state/ltm`` on Linux).
 
 The config dir is shared with the Go reference CLI, so the files it knows are
 kept in its format:
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +60,45 @@ def config_dir() -> Path:
 def data_dir() -> Path:
     if os.environ.get("LTM_DATA_DIR"):
         return Path(os.environ["LTM_DATA_DIR"])
-    from platformdirs import user_data_dir
+    return _platform_dir("data")
 
-    return Path(user_data_dir("ltm", appauthor=False))
+
+def state_dir() -> Path:
+    if os.environ.get("LTM_STATE_DIR"):
+        return Path(os.environ["LTM_STATE_DIR"])
+    return _platform_dir("state")
+
+
+def _platform_dir(kind: str) -> Path:
+    """The platform's user data or state dir for ltm, as platformdirs names it.
+
+    On Linux that is the XDG Base Directory rule
+    (https://specifications.freedesktop.org/basedir-spec/latest/): ``$XDG_DATA_HOME``
+    or ``$XDG_STATE_HOME`` when absolute, else ``~/.local/share`` or ``~/.local/state``.
+    It is spelled out here because importing platformdirs costs ~10 ms (it loads
+    tempfile and shutil), paid by every hook and every ``ltm mcp`` start;
+    tests/test_config_dirs.py holds it to platformdirs' own answer. Elsewhere
+    platformdirs answers.
+    """
+    if sys.platform.startswith("linux"):
+        base = os.environ.get(f"XDG_{kind.upper()}_HOME", "")
+        if not os.path.isabs(base):
+            base = os.path.join(_home(), ".local", "share" if kind == "data" else "state")
+        return Path(base) / "ltm"
+    import platformdirs
+
+    find = platformdirs.user_data_dir if kind == "data" else platformdirs.user_state_dir
+    return Path(find("ltm", appauthor=False))
+
+
+def _home() -> str:
+    """``$HOME`` when absolute, else the password database's (as platformdirs does)."""
+    home = os.environ.get("HOME", "")
+    if os.path.isabs(home):
+        return home
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_dir
 
 
 def local_db_path() -> Path:

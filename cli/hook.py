@@ -51,6 +51,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ltm.cli.config import state_dir
+
 BUDGET = 1.5  # seconds the harness may wait at most; the issue's hard limit
 WATCHDOG = 1.0  # seconds after main() starts: the process ends, answering nothing (the
 # interpreter start before it is part of the budget too, hence the margin)
@@ -331,16 +333,6 @@ def _text_only(value: Any) -> Any:
 # -- state: per-session markers and the log -----------------------------------------
 
 
-def state_dir() -> Path:
-    """Where hooks keep their log and markers: ``$LTM_STATE_DIR``, else the platform's
-    user state dir (``~/.local/state/ltm`` on Linux)."""
-    if os.environ.get("LTM_STATE_DIR"):
-        return Path(os.environ["LTM_STATE_DIR"])
-    from platformdirs import user_state_dir
-
-    return Path(user_state_dir("ltm", appauthor=False))
-
-
 class Session:
     """What the hooks remember about one harness session (by its id), in one small file."""
 
@@ -353,10 +345,8 @@ class Session:
         session_id = payload.get("session_id")
         if not isinstance(session_id, str) or not session_id:
             return None
-        import hashlib
-
         folder = state_dir() / "sessions"
-        name = hashlib.sha256(session_id.encode()).hexdigest()[:32]
+        name = _file_name(session_id)
         path = folder / f"{name}.json"
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -378,6 +368,16 @@ class Session:
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
         tmp.write_text(json.dumps(self.data), encoding="utf-8")
         os.replace(tmp, self.path)
+
+
+def _file_name(session_id: str) -> str:
+    """A marker's file name: the id itself when it is a plain one (harnesses use UUIDs),
+    else its hash (hashlib costs a few ms, so only odd ids pay for it)."""
+    if len(session_id) <= 64 and session_id.isascii() and session_id.replace("-", "").isalnum():
+        return session_id
+    import hashlib
+
+    return "h-" + hashlib.sha256(session_id.encode()).hexdigest()[:32]
 
 
 def _now() -> str:
