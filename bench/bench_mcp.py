@@ -6,15 +6,18 @@ One run spawns ``ltm mcp`` and speaks raw JSON-RPC on its pipes, as an MCP
 client does when it starts a session: ``initialize``, then
 ``notifications/initialized`` and ``tools/list``; the clock stops when the
 tool list arrives (and, separately, when the shim has exited after stdin is
-closed). ``--warm`` measures the same with ``LTM_MCP_WARM=1`` once the warm
-process (``ltm.cli.mcp.warm``) runs. Also measured: one ``tools/call`` round
-trip inside a live session (``ls`` and ``save`` on the embedded store), and
-what importing the MCP SDK alone costs, which is most of the start-up.
+closed). Each run starts three sessions: by default with the warm process
+(``ltm.cli.mcp.warm``) up, as every session after a user's first one finds it;
+by default with no warm process yet (a first session, which starts one); and
+with ``LTM_MCP_WARM=0``, the shim importing the SDK itself. Also measured: one
+``tools/call`` round trip inside a live session (``ls``, ``save``, ``resume`` on
+the embedded store), and what importing the MCP SDK alone costs.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -95,33 +98,53 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
-def start_up(env: dict[str, str], runs: int) -> dict[str, list[float]]:
-    """Interleaved: each run times the bare interpreter, the SDK import and a session start,
-    so a busy machine slows all three alike and the per-run ratios stay comparable."""
-    out: dict[str, list[float]] = {
-        "bare": [],
-        "sdk": [],
-        "initialize": [],
-        "tools/list": [],
-        "exit": [],
-    }
+def session(env: dict[str, str]) -> tuple[float, float, float]:
+    """One session start: seconds from spawn to the initialize reply, to the tool list,
+    and to the shim's exit once stdin is closed."""
+    start = time.perf_counter()
+    proc = spawn(env)
+    initialized, listed = handshake(proc)
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    return initialized - start, listed - start, time.perf_counter() - start
+
+
+def start_up(
+    envs: dict[str, dict[str, str]], first: dict[str, str], runs: int
+) -> dict[str, list[float]]:
+    """Interleaved: each run times the bare interpreter, the SDK import and one session
+    start of each kind, so a busy machine slows all alike and the per-run ratios stay
+    comparable. ``first`` is the default with a state dir of its own each run: no warm
+    process yet (a user's first session after 30 idle minutes), which starts one."""
+    out: dict[str, list[float]] = {"bare": [], "sdk": []}
     for i in range(runs + 2):  # two warm-up runs
-        bare = timed([sys.executable, "-c", "pass"], env)
-        sdk = timed([sys.executable, "-c", SDK_IMPORT], env)
-        start = time.perf_counter()
-        proc = spawn(env)
-        initialized, listed = handshake(proc)
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.wait(timeout=30)
-        done = time.perf_counter()
+        row = {
+            "bare": timed([sys.executable, "-c", "pass"], first),
+            "sdk": timed([sys.executable, "-c", SDK_IMPORT], first),
+        }
+        for kind, env in envs.items():
+            row[f"{kind} initialize"], row[f"{kind} tools/list"], row[f"{kind} exit"] = session(env)
+        state = Path(first["LTM_STATE_DIR"]) / f"run-{i}"
+        row["first tools/list"] = session({**first, "LTM_STATE_DIR": str(state)})[1]
+        stop_warm(state, wait=True)
         if i >= 2:
-            out["bare"].append(bare)
-            out["sdk"].append(sdk)
-            out["initialize"].append(initialized - start)
-            out["tools/list"].append(listed - start)
-            out["exit"].append(done - start)
+            for key, value in row.items():
+                out.setdefault(key, []).append(value)
     return out
+
+
+def stop_warm(state: Path, *, wait: bool = False) -> None:
+    """End the warm process(es) started with this state dir (waiting for it to appear)."""
+    deadline = time.monotonic() + (30 if wait else 0)
+    while True:
+        pids = [f.read_text().strip() for f in state.glob("mcp-*.pid")]
+        if (pids and all(pids)) or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    for pid in filter(None, pids):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGTERM)
 
 
 def calls(env: dict[str, str], runs: int) -> dict[str, list[float]]:
@@ -155,11 +178,7 @@ def calls(env: dict[str, str], runs: int) -> dict[str, list[float]]:
 
 def warm_up(env: dict[str, str], state: Path) -> None:
     """One session, which starts the warm process; then wait until it listens."""
-    proc = spawn(env)
-    handshake(proc)
-    assert proc.stdin is not None
-    proc.stdin.close()
-    proc.wait(timeout=60)
+    session(env)
     deadline = time.monotonic() + 60
     while not list(state.glob("mcp-*.sock")):
         if time.monotonic() > deadline:
@@ -167,49 +186,49 @@ def warm_up(env: dict[str, str], state: Path) -> None:
         time.sleep(0.1)
 
 
+ROWS = (
+    ("python -c pass", "bare"),
+    ("python -c 'import mcp.server.lowlevel, ...stdio'", "sdk"),
+    ("default, warm process up: spawn -> initialize", "default initialize"),
+    ("default, warm process up: spawn -> tools/list", "default tools/list"),
+    ("default, warm process up: ... -> exit on EOF", "default exit"),
+    ("default, first session (starts the warm one)", "first tools/list"),
+    ("LTM_MCP_WARM=0: spawn -> initialize", "cold initialize"),
+    ("LTM_MCP_WARM=0: spawn -> tools/list", "cold tools/list"),
+    ("LTM_MCP_WARM=0: ... -> exit on EOF", "cold exit"),
+)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument(
-        "--warm",
-        action="store_true",
-        help="with LTM_MCP_WARM=1: sessions handed to a warm process (started first)",
-    )
-    args = parser.parse_args()
-    runs = args.runs
+    runs = parser.parse_args().runs
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "LTM_DATA_DIR": tmp, "LTM_CONFIG_DIR": tmp}
-        env.pop("LTM_HOST", None)
-        env.pop("LTM_TOKEN", None)
-        env.pop("LTM_MCP_WARM", None)
-        if args.warm:
-            env.update(LTM_MCP_WARM="1", LTM_STATE_DIR=str(Path(tmp) / "state"))
-            warm_up(env, Path(tmp) / "state")
+        state = Path(tmp) / "state"
+        base = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
+        base.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's ltm has its bytecode cached
+        first = {**base, "LTM_DATA_DIR": tmp, "LTM_CONFIG_DIR": tmp, "LTM_STATE_DIR": str(state)}
+        default = {**first, "LTM_STATE_DIR": str(state / "default")}
+        cold = {**first, "LTM_MCP_WARM": "0"}
+        warm_up(default, state / "default")
         try:
-            session = start_up(env, runs)
-            in_session = calls(env, runs)
+            measured = start_up({"default": default, "cold": cold}, first, runs)
+            in_session = calls(cold, runs)
         finally:
-            for pid_file in (Path(tmp) / "state").glob("mcp-*.pid"):
-                os.kill(int(pid_file.read_text()), signal.SIGTERM)
-    bare = session["bare"]
-    mode = " (LTM_MCP_WARM=1, a warm process running)" if args.warm else ""
-    print(f"machine: {machine()}; {runs} interleaved runs, medians (after 2 warm-up runs){mode}")
+            stop_warm(state / "default")
+    bare = measured["bare"]
+    print(f"machine: {machine()}; {runs} interleaved runs, medians (after 2 warm-up runs)")
     print(f"{'what':<50} {'median ms':>10} {'x bare':>8}")
-    for name, key in (
-        ("python -c pass", "bare"),
-        ("python -c 'import mcp.server.lowlevel, ...stdio'", "sdk"),
-        ("ltm mcp: spawn -> initialize reply", "initialize"),
-        ("ltm mcp: spawn -> initialize -> tools/list reply", "tools/list"),
-        ("ltm mcp: spawn -> tools/list -> exit on EOF", "exit"),
-    ):
-        times = session[key]
+    for name, key in ROWS:
+        times = measured[key]
         ratio = statistics.median(t / b for t, b in zip(times, bare, strict=True))
         print(f"{name:<50} {median_ms(times):>10.1f} {ratio:>8.2f}")
     for name, times in in_session.items():
         label = f"tools/call {name} (live session, local store)"
         print(f"{label:<50} {median_ms(times):>10.1f} {'':>8}")
-    spread = statistics.quantiles(session["tools/list"], n=10)
-    print(f"tools/list round trip p10-p90: {spread[0] * 1000:.0f}-{spread[-1] * 1000:.0f} ms")
+    for kind in ("default", "cold"):
+        spread = statistics.quantiles(measured[f"{kind} tools/list"], n=10)
+        print(f"{kind} tools/list p10-p90: {spread[0] * 1000:.0f}-{spread[-1] * 1000:.0f} ms")
     print("x bare: the median of the per-run ratios")
 
 

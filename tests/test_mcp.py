@@ -65,6 +65,7 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
     env["LTM_DATA_DIR"] = str(tmp_path / "data")
     env["LTM_CONFIG_DIR"] = str(tmp_path / "config")
+    env["LTM_STATE_DIR"] = str(tmp_path / "state")
     env.update(extra)
     return env
 
@@ -72,8 +73,12 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 class Shim:
     """One ``ltm mcp`` subprocess and an initialized client session, driven synchronously."""
 
-    def __init__(self, env: dict[str, str], errlog: Path, cwd: Path | None = None) -> None:
-        self.env = env
+    def __init__(
+        self, env: dict[str, str], errlog: Path, cwd: Path | None = None, *, warm: bool = False
+    ) -> None:
+        # Unless asked, the shim serves its session itself: a warm process (the default)
+        # would outlive the test. tests/test_mcp_warm.py runs the default.
+        self.env = env if warm else {**env, "LTM_MCP_WARM": "0"}
         self.errlog_path = errlog
         self.cwd = cwd  # where the client starts the shim (a project's checkout)
         self.init: Any = None
@@ -519,7 +524,7 @@ def test_stdout_carries_only_the_protocol(tmp_path: Path) -> None:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=clean_env(tmp_path, LTM_DEBUG="1"),
+        env=clean_env(tmp_path, LTM_DEBUG="1", LTM_MCP_WARM="0"),
         text=True,
     )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None

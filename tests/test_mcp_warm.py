@@ -1,4 +1,4 @@
-"""The warm ``ltm mcp`` (``LTM_MCP_WARM=1``): the first session starts a warm process, the
+"""The warm ``ltm mcp`` (on by default): the first session starts a warm process, the
 next ones are handed to it, each with its own working directory and environment.
 
 Real ``ltm mcp`` subprocesses driven by the SDK client (tests/test_mcp.py); the
@@ -38,6 +38,11 @@ def state(tmp_path: Path) -> Iterator[Path]:
                 os.kill(int(text), signal.SIGTERM)
 
 
+def default_env(home: Path, state: Path) -> dict[str, str]:
+    """A shim's environment with no LTM_MCP_WARM at all: the default."""
+    return clean_env(home, LTM_STATE_DIR=str(state))
+
+
 def wait_for(folder: Path, pattern: str) -> Path:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -52,8 +57,8 @@ def wait_for(folder: Path, pattern: str) -> Path:
 def test_sessions_after_the_first_are_served_warm_with_their_own_cwd_and_env(
     tmp_path: Path, state: Path
 ) -> None:
-    first = clean_env(tmp_path / "one", LTM_MCP_WARM="1", LTM_STATE_DIR=str(state))
-    with Shim(first, tmp_path / "one.log") as shim:
+    first = default_env(tmp_path / "one", state)
+    with Shim(first, tmp_path / "one.log", warm=True) as shim:
         shim.alive()
     sock = wait_for(state, "mcp-*.sock")
     assert sock.stat().st_mode & 0o777 == 0o600
@@ -61,8 +66,8 @@ def test_sessions_after_the_first_are_served_warm_with_their_own_cwd_and_env(
     os.kill(pid, 0)  # the warm process is there
 
     app = repo(tmp_path / "app", "https://github.com/acme/app.git")
-    second = clean_env(tmp_path / "two", LTM_MCP_WARM="1", LTM_STATE_DIR=str(state))
-    with Shim(second, tmp_path / "two.log", cwd=app) as shim:
+    second = default_env(tmp_path / "two", state)
+    with Shim(second, tmp_path / "two.log", cwd=app, warm=True) as shim:
         saved = shim.ok("save", {"packet": {"goal": "warm goal", "next_step": "go on"}})
         assert "saved packet" in saved
         listed = shim.call("ls", {"here": True}).structured_content
@@ -74,8 +79,39 @@ def test_sessions_after_the_first_are_served_warm_with_their_own_cwd_and_env(
     os.kill(pid, 0)  # still serving the next one
 
 
-def test_without_the_opt_in_nothing_stays_behind(tmp_path: Path) -> None:
-    env = clean_env(tmp_path, LTM_STATE_DIR=str(tmp_path / "state"))
-    with Shim(env, tmp_path / "shim.log") as shim:
+@pytest.mark.parametrize("off", ["0", "off", "false", "no"])
+def test_turned_off_nothing_stays_behind(tmp_path: Path, off: str) -> None:
+    env = clean_env(tmp_path, LTM_MCP_WARM=off, LTM_STATE_DIR=str(tmp_path / "state"))
+    with Shim(env, tmp_path / "shim.log", warm=True) as shim:
         assert json.loads(shim.ok("example"))["ltm_version"] == "0.2"
     assert not (tmp_path / "state").exists()
+
+
+def test_other_code_gets_another_warm_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The socket's name follows ltm's code: an edited, added or upgraded module is never
+    served by a warm process that loaded the old one (here on a copy of the layout an
+    installed ltm has, ltm/cli inside ltm/)."""
+    import ltm
+    import ltm.cli
+    from ltm.cli.mcp import warm
+
+    package = tmp_path / "ltm"
+    (package / "cli" / "mcp").mkdir(parents=True)
+    for name in ("__init__.py", "packet.py", "cli/__init__.py", "cli/mcp/server.py"):
+        (package / name).write_text("# a module\n")
+    monkeypatch.setattr(ltm, "__file__", str(package / "__init__.py"))
+    monkeypatch.setattr(ltm.cli, "__file__", str(package / "cli" / "__init__.py"))
+    monkeypatch.setenv("LTM_STATE_DIR", str(tmp_path / "state"))
+
+    before = warm.socket_path()
+    assert before.parent == tmp_path / "state"
+    assert len(warm._sources()) == 4 + 1  # each module once, and the SDK's folder
+    assert warm.socket_path() == before  # the same code: the same warm process
+
+    (package / "cli" / "mcp" / "server.py").write_text("# an edit\n")
+    edited = warm.socket_path()
+    assert edited != before
+    (package / "cli" / "new.py").write_text("")
+    assert warm.socket_path() not in (before, edited)

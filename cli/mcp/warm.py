@@ -1,20 +1,23 @@
-"""A warm ``ltm mcp`` (opt-in with ``LTM_MCP_WARM=1``): the SDK is imported once per user.
+"""A warm ``ltm mcp``: the SDK is imported once per user, not once per session.
 
 Importing the official MCP SDK is nearly all of ``ltm mcp``'s start-up (see
-BENCHMARKS.md), and a client starts the shim for every session. With
-``LTM_MCP_WARM=1`` in the shim's environment, ``ltm mcp`` first tries a
-per-user Unix socket in ltm's state dir: a background process that has
-already imported the SDK answers by forking a child that is handed this
-process's stdin, stdout and stderr (``SCM_RIGHTS``), its working directory
-and its environment, and serves the session exactly as ``ltm mcp`` would;
-this process waits for the child's exit status and exits with it. When no
-warm process answers, ``ltm mcp`` starts one in the background and serves
-this session itself.
+BENCHMARKS.md), and a client starts the shim for every session. So ``ltm mcp``
+first tries a per-user Unix socket in ltm's state dir: a background process
+that has already imported the SDK answers by forking a child that is handed
+this process's stdin, stdout and stderr (``SCM_RIGHTS``), its working
+directory and its environment, and serves the session exactly as ``ltm mcp``
+would; this process waits for the child's exit status and exits with it.
+When no warm process answers, ``ltm mcp`` starts one in the background and
+serves this session itself, so only the first session after an idle spell
+pays the import.
 
-The warm process serves only its own user (the socket is 0600 in a 0700
-dir, and the peer's uid is checked), only the ltm it was started from (the
-socket's name hashes the version, the interpreter and the shim's source),
-and exits after ``IDLE`` seconds without a session. POSIX only.
+On by default where the kernel names a socket's peer (Linux: ``SO_PEERCRED``);
+``LTM_MCP_WARM=0`` in the shim's environment turns it off. The warm process
+serves only its own user (the socket is 0600 in a 0700 dir, and the peer's
+uid is checked), only the ltm it was started from (the socket's name hashes
+the version, the interpreter, every ltm source file and the site-packages
+folder, so an upgrade or an edit starts a new one), and exits after ``IDLE``
+seconds without a session.
 """
 
 from __future__ import annotations
@@ -32,19 +35,45 @@ IDLE = 30 * 60
 HEADER_MAX = 1 << 20
 
 
+OFF = ("0", "off", "false", "no")
+
+
 def enabled() -> bool:
-    return os.environ.get("LTM_MCP_WARM") == "1" and hasattr(socket, "send_fds")
+    """On unless ``LTM_MCP_WARM`` says off, where fds can be passed and the peer checked."""
+    if os.environ.get("LTM_MCP_WARM", "").strip().lower() in OFF:
+        return False
+    return hasattr(socket, "send_fds") and hasattr(socket, "SO_PEERCRED")
 
 
 def socket_path() -> Path:
     from ltm import __version__
-    from ltm.cli.hook import state_dir
+    from ltm.cli.config import state_dir
 
-    here = Path(__file__).parent
-    stamp = [__version__, sys.executable]
-    stamp += [f"{p.name}:{p.stat().st_mtime_ns}" for p in sorted(here.glob("*.py"))]
-    key = hashlib.sha256("\n".join(stamp).encode()).hexdigest()[:16]
-    return state_dir() / f"mcp-{os.getuid()}-{key}.sock"
+    key = hashlib.sha256("\n".join([__version__, sys.executable, *_sources()]).encode())
+    return state_dir() / f"mcp-{os.getuid()}-{key.hexdigest()[:16]}.sock"
+
+
+def _sources() -> list[str]:
+    """What the warm process's code is: every ltm module (name, size, mtime), and the
+    folder the SDK is installed in, whose mtime moves when a package is added,
+    upgraded or removed. A warm process started from other code is never used."""
+    import importlib.util
+
+    import ltm
+    import ltm.cli
+
+    roots = [Path(ltm.__file__).parent, Path(ltm.cli.__file__).parent]
+    if roots[1].is_relative_to(roots[0]):  # an installed ltm; an editable one has two folders
+        roots.pop()
+    out: list[str] = []
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            info = path.stat()
+            out.append(f"{path.relative_to(root)}:{info.st_size}:{info.st_mtime_ns}")
+    spec = importlib.util.find_spec("mcp")
+    if spec is not None and spec.origin:
+        out.append(str(os.stat(Path(spec.origin).parent.parent).st_mtime_ns))
+    return out
 
 
 # -- the client side: ltm mcp ----------------------------------------------------------
@@ -131,10 +160,7 @@ def run(path: Path) -> None:
 
     from ltm.cli.mcp import server, tools
 
-    server.load_sdk()
-    import mcp.server.lowlevel.server
-    import mcp.server.stdio  # noqa: F401 - paid once, here, for every session
-
+    server.load_sdk()  # paid once, here, for every session
     tools.catalogue()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
