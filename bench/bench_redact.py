@@ -381,10 +381,10 @@ def main() -> int:
         f" median {med:.3f} ms, p90 {p90:.3f} ms"
     )
 
-    # Not targets, for the record. RE2 makes each search linear, but listing
-    # every match of a pattern is not: when each match needs a look to the end
-    # of the text to be chosen (x*y|x on x...x), that is n searches of up to n.
-    # And each user-rule hit costs some microseconds in the RE2 bindings.
+    # RE2 makes each search linear, but listing every match of a pattern is not:
+    # when each match needs a look to the end of the text to be chosen (x*y|x on
+    # x...x), that is n searches of up to n. So a user rule stops after USER_HITS
+    # hits per field (ltm.redact); these two show what that bound costs.
     for label, regex, text in (
         ("user-rule hit flood ('a' on 32 KiB of 'a')", "a", "a" * CAP),
         ("user-rule quadratic listing ('x*y|x' on 32 KiB of 'x')", "x*y|x", "x" * CAP),

@@ -68,7 +68,7 @@ import sys
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, islice
 from typing import Any, Literal, Protocol, cast, overload
 
 __all__ = [
@@ -856,12 +856,21 @@ def _re2_reason(error: Exception) -> str:
 _SURROGATES = "[\ud800-\udfff]"
 
 
+# RE2 finds one match in linear time, but every match is a search of its own from
+# where the last one ended, and a search may read to the end of the text before it
+# settles (``x*y|x`` on a run of x: each one-character hit reads the whole run). So
+# a user pattern's scan of a field stops after this many hits: O(USER_HITS x n), about
+# 6 ms for 32 KiB, where 32,768 hits took a second; one hit already blocks the push.
+USER_HITS = 100
+
+
 class _RE2Pattern:
     """A user pattern compiled by RE2, with the ``finditer`` of ``re.Pattern``.
 
     RE2 reads UTF-8, so a text with lone surrogates (not Unicode, but they can
     reach the scanner from an unvalidated packet or a non-UTF-8 command line)
     is searched with each one replaced by U+FFFD: same length, same offsets.
+    At most ``USER_HITS`` matches per call (one field).
     """
 
     __slots__ = ("_compiled", "pattern")
@@ -874,7 +883,7 @@ class _RE2Pattern:
         if not string.isascii():
             string = re.sub(_SURROGATES, "\ufffd", string)
         it: Iterator[Match] = self._compiled.finditer(string, pos, endpos)
-        return it
+        return islice(it, USER_HITS)
 
     def fullmatch(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> Match | None:
         m: Match | None = self._compiled.fullmatch(string, pos, endpos)

@@ -35,7 +35,7 @@ class Refused(CliError):
             parts.append(f"{label} is not a valid packet:\n{_indent(errors)}")
         if hits:
             count = plural(len(hits), "hit")
-            lines = _indent([str(hit) for hit in hits])
+            lines = _indent(hit_lines(hits))
             parts.append(f"the redaction pre-flight blocked the packet ({count}):\n{lines}")
             parts.append(
                 "edit those fields, or pass --allow-unredacted to send it anyway"
@@ -144,7 +144,9 @@ def report_lines(report: Mapping[str, Any]) -> list[str]:
     if report["redaction"]:
         count = plural(len(report["redaction"]), "hit")
         lines.append(f"the redaction pre-flight would block it ({count}):")
-        lines += [f"  {h['field']}/{h['kind']}: {h['match']}" for h in report["redaction"]]
+        from ltm.redact import Hit
+
+        lines += [f"  {line}" for line in hit_lines([Hit(**h) for h in report["redaction"]])]
     return lines
 
 
@@ -172,6 +174,22 @@ def accept(
     if errors or verdict.hits or verdict.checked is None:
         raise Refused(label, errors, verdict.hits)
     return verdict.checked
+
+
+# A report names this many hits at most, then counts the rest: a packet with thousands
+# of paths (a pasted build log) gets a report a person, or an agent's context, can take.
+SHOWN_HITS = 30
+
+
+def hit_lines(hits: list[Hit]) -> list[str]:
+    """The report's lines for redaction hits: the first ``SHOWN_HITS``, then a count."""
+    lines = [str(hit) for hit in hits[:SHOWN_HITS]]
+    rest = hits[SHOWN_HITS:]
+    if rest:
+        fields = sorted({hit.field for hit in rest})
+        where = ", ".join(fields[:5]) + (", …" if len(fields) > 5 else "")
+        lines.append(f"… and {plural(len(rest), 'more hit')} ({where})")
+    return lines
 
 
 def _indent(lines: list[str]) -> str:

@@ -168,6 +168,25 @@ def test_redaction_blocks_and_stores_nothing(env: dict[str, str]) -> None:
     assert ok(env, "save", "--allow-unredacted", "-", stdin=json.dumps(leaky)).strip()
 
 
+def test_a_report_names_the_first_hits_and_counts_the_rest(env: dict[str, str]) -> None:
+    # A pasted build log full of paths: the report stays readable (and so does the
+    # MCP tool's error in an agent's context), and says how many it left out.
+    from ltm.cli.preflight import SHOWN_HITS
+
+    log = " ".join(f"/srv/build/step{n}.log" for n in range(SHOWN_HITS + 12))
+    leaky = {**CONTENT, "goal": log, "next_step": "read /srv/build/last.log"}
+    result = ltm(env, "save", "-", stdin=json.dumps(leaky))
+    assert result.returncode == 1
+    err = result.stderr
+    assert f"blocked the packet ({SHOWN_HITS + 13} hits):" in err
+    assert err.count("/abs-path: ") == SHOWN_HITS
+    assert "… and 13 more hits (goal, next_step)" in err
+    validated = ltm(env, "validate", "-", stdin=json.dumps(leaky))
+    assert "… and 13 more hits (goal, next_step)" in validated.stdout
+    report = json.loads(ltm(env, "validate", "--json", "-", stdin=json.dumps(leaky)).stdout)
+    assert len(report["redaction"]) == SHOWN_HITS + 13  # the JSON report has them all
+
+
 def test_lenient_accepts_and_flags(env: dict[str, str]) -> None:
     odd = {**CONTENT, "mood": "optimistic"}
     assert ltm(env, "save", "-", stdin=json.dumps(odd)).returncode == 1

@@ -679,6 +679,20 @@ def test_user_rule_offsets_are_characters_and_survive_lone_surrogates() -> None:
     ]
 
 
+def test_a_user_rule_with_a_hit_per_character_stops_at_user_hits_per_field() -> None:
+    # x*y|x: every x is a hit, and RE2 reads to the end of the run for each one (one
+    # search per hit); without the cap that is 32,768 searches of up to 32 KiB each.
+    from ltm.redact import USER_HITS
+
+    rule = compile_user_rule("exes", "x*y|x")
+    packet = base_packet(goal="x" * N, next_step="xy then x")
+    hits = [str(h) for h in scan_packet(packet, [rule])]
+    assert len(hits) == USER_HITS + 2  # the cap is per field: next_step's two are there
+    assert hits[:2] == ["goal/exes: x", "goal/exes: x"]
+    assert hits[-2:] == ["next_step/exes: xy", "next_step/exes: x"]
+    assert len(scan_text("x" * N, [rule])) == USER_HITS
+
+
 def test_user_rules_compare_by_pattern() -> None:
     assert compile_user_rule("k", "x+") == compile_user_rule("k", "x+")
     assert compile_user_rule("k", "x+") != compile_user_rule("k", "y+")

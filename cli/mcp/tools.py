@@ -291,7 +291,7 @@ def _backend() -> Any:
 
 def _refused_message(refused: Any, verb: str) -> str:
     """Every problem of a refused packet in one reply: schema errors and redaction hits."""
-    from ltm.cli.preflight import plural
+    from ltm.cli.preflight import hit_lines, plural
 
     lines = []
     if refused.errors:
@@ -301,7 +301,7 @@ def _refused_message(refused: Any, verb: str) -> str:
         lines.append(
             f"the redaction pre-flight blocked the packet ({plural(len(refused.hits), 'hit')}):"
         )
-        lines += [f"  {hit}" for hit in refused.hits]
+        lines += [f"  {line}" for line in hit_lines(refused.hits)]
     lines.append(f"Nothing was stored or sent. Fix those fields, then call {verb} again:")
     if refused.errors:
         lines.append("- schema errors: the example tool shows a valid packet;")
