@@ -1,6 +1,6 @@
 """``ltm hook session-start`` latency, as a harness runs it, and what it injects.
 
-    .venv/bin/python bench/bench_hook.py [--runs N]
+    .venv/bin/python bench/bench_hook.py [--runs N] [--installed]
 
 A project folder ``ltm-example`` whose packets are the reference example and
 15 more (so the index is full); Claude Code's SessionStart JSON on stdin.
@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_cli_remote import start_server
-from common import LTM, machine
+from common import LTM, machine, run_installed_if_asked
 
 OTHERS = 15
 
@@ -95,6 +95,7 @@ def report(name: str, bare: list[float], hook: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--installed", action="store_true", help="as users install ltm")
     parser.add_argument("--runs", type=int, default=30)
     runs = parser.parse_args().runs
     example = json.loads(subprocess.run([LTM, "example"], capture_output=True, check=True).stdout)
@@ -139,4 +140,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    run_installed_if_asked()
     main()

@@ -1,6 +1,6 @@
 """The MCP shim's start-up, as a ratio to a bare interpreter start.
 
-    .venv/bin/python bench/bench_mcp.py [--runs N]
+    .venv/bin/python bench/bench_mcp.py [--runs N] [--installed]
 
 One run spawns ``ltm mcp`` and speaks raw JSON-RPC on its pipes, as an MCP
 client does when it starts a session: ``initialize``, then
@@ -31,7 +31,7 @@ from typing import IO, Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import LTM, machine, median_ms
+from common import LTM, machine, median_ms, run_installed_if_asked
 
 SDK_IMPORT = "import mcp.server.lowlevel, mcp.server.stdio"
 
@@ -201,6 +201,7 @@ ROWS = (
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--installed", action="store_true", help="as users install ltm")
     parser.add_argument("--runs", type=int, default=20)
     runs = parser.parse_args().runs
     with tempfile.TemporaryDirectory() as tmp:
@@ -233,4 +234,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    run_installed_if_asked()
     main()

@@ -34,9 +34,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ltm.cli.errors import CliError
 
@@ -47,8 +46,7 @@ LOOPBACK = ("localhost", "127.0.0.1", "[::1]", "::1")
 USER_KEYS = ("id", "display")
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
+class Target(NamedTuple):  # NamedTuples, not dataclasses: see ltm.cli.backend
     """The server a command talks to and how it signs in there."""
 
     host: str
@@ -58,13 +56,12 @@ class Target:
     via: str | None = None
 
 
-@dataclass(slots=True)
-class State:
+class State(NamedTuple):
     """What the files say, merged: the reference's pair wins for the default server."""
 
     default: str | None  # config.toml's host, normalized
     token: str | None  # the credentials file's token (the default server's)
-    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    hosts: dict[str, dict[str, Any]]  # never changed in place: a write makes a new dict
     bad_host: str | None = None  # config.toml's host when it is not a server URL
 
     def token_for(self, host: str) -> str | None:
@@ -348,7 +345,7 @@ def _migrate(text: str) -> State:
     default = data.get("default") if isinstance(data.get("default"), str) else None
     state = State(default=default, token=hosts.get(default or "", {}).get("token"), hosts=hosts)
     try:
-        before = State(default=None, token=None)
+        before = State(default=None, token=None, hosts={})
         _commit(before, hosts, default, rewrite=True)
     except OSError:
         pass  # a read-only config dir: go on with what the old file says; move it next time

@@ -20,8 +20,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote, urlencode, urlsplit
 
 from ltm.cli.backend import WALK_PAGE, Backend, Filters, Held, IdTaken, Listing, Pushed, check_ref
@@ -62,8 +61,7 @@ def _debug(message: str) -> None:
         print(f"ltm: debug: {message}", file=sys.stderr)
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
+class Reply(NamedTuple):  # a NamedTuple: see ltm.cli.backend
     status: int
     headers: dict[str, str]  # lower-cased names
     body: bytes

@@ -306,13 +306,10 @@ def test_denied_and_expired(store: Store) -> None:
 
 
 def test_a_device_code_of_another_client_is_invalid_grant(store: Store) -> None:
-    from dataclasses import replace
-
     auth = start(store)
     grant = store.get_device_grant(device.hash_code(auth.device_code))
     assert grant is not None
-    other = replace(
-        grant,
+    other = grant._replace(
         device_code_hash=device.hash_code("other"),
         user_code_hash="u2",
         client_id="other-cli",

@@ -115,3 +115,18 @@ def test_other_code_gets_another_warm_process(
     assert edited != before
     (package / "cli" / "new.py").write_text("")
     assert warm.socket_path() not in (before, edited)
+
+
+def test_the_warm_process_rehearses_a_session_start_for_every_handshake_version() -> None:
+    """What the warm process plays before it forks must really run (``rehearse`` only
+    logs a failure, so a broken rehearsal would otherwise go unnoticed)."""
+    import anyio
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    from ltm.cli.mcp import server
+
+    server.load_sdk()
+    built = server.build_server()
+    assert HANDSHAKE_PROTOCOL_VERSIONS
+    for version in HANDSHAKE_PROTOCOL_VERSIONS:
+        anyio.run(server._rehearsal, built, version)  # raises on any failure or a hang

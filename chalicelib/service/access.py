@@ -22,9 +22,8 @@ refused 403 ``insufficient scope`` (``errors.InsufficientScope``, RFC 6750
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from ..ids import check_packet_id
 from ..store import Member, Store, StoredPacket, Team, Token, User
@@ -33,8 +32,7 @@ from .errors import InsufficientScope, NotFound
 Need = Literal["read", "write", "read write"]
 
 
-@dataclass(frozen=True, slots=True)
-class Credential:
+class Credential(NamedTuple):
     """A request's bearer token, parsed (``tokens.credential``) but not yet checked."""
 
     token_hash: str
@@ -51,8 +49,7 @@ Caller = User | Credential
 TEAM_NAME_MAX = 40
 
 
-@dataclass(frozen=True, slots=True)
-class Access:
+class Access(NamedTuple):
     user: User
     team: Team | None = None  # the team asked for; the user is a member
     member: Member | None = None  # ... and this is their membership

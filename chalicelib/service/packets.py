@@ -19,9 +19,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..ids import check_packet_id
 from ..store import Conflict as StoreConflict
@@ -44,8 +43,7 @@ _YES = frozenset({"1", "true", "yes"})
 _LISTED = 20  # hits named in the refusal; more are counted
 
 
-@dataclass(frozen=True, slots=True)
-class PushResult:
+class PushResult(NamedTuple):
     id: str
     created: bool  # False when it replaced the caller's own packet with the same id
     conforming: bool
@@ -85,9 +83,8 @@ def push(
     if fault is not None:
         raise fault
     assert stored is not None
-    stored = replace(
-        stored,
-        meta=replace(stored.meta, owner_id=who.user.id, team_id=who.team.id if who.team else None),
+    stored = stored._replace(
+        meta=stored.meta._replace(owner_id=who.user.id, team_id=who.team.id if who.team else None),
     )
     try:
         created = store.put_packet(
@@ -305,8 +302,7 @@ def children(
     return store.children(packet_id, scopes=readable_scopes(store, who.user), limit=limit)
 
 
-@dataclass(frozen=True, slots=True)
-class Thread:
+class Thread(NamedTuple):
     packets: list[StoredPacket]  # from the oldest readable ancestor to the packet asked for
     complete: bool  # False when an earlier packet exists but is missing or not readable
 

@@ -9,14 +9,18 @@ who owns a packet id); the rules about *who may do what* live in
 
 Times are timezone-aware UTC ``datetime`` objects; tokens, invite codes and
 device codes are stored only as hashes, never in the clear.
+
+The records are ``NamedTuple``s rather than dataclasses: every CLI verb, hook and
+Lambda cold start imports this module, and on Python 3.11 importing dataclasses
+(it loads ``inspect``) and making a dozen of them costs ~20 ms, a fifth of a
+session-start hook. Change one with ``record._replace(field=value)``.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:  # the query language loads only where a search runs
     from ..search import Query, Snippet
@@ -45,8 +49,7 @@ class Gone(StoreError):
     """The thing existed but can no longer be used (an invite used or expired)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PacketMeta:
+class PacketMeta(NamedTuple):
     """What a listing shows: enough to pick a packet without fetching it."""
 
     id: str
@@ -75,22 +78,19 @@ def moves_into_team(existing: PacketMeta | None, new: PacketMeta) -> bool:
 Scope = tuple[str, str | None]
 
 
-@dataclass(frozen=True, slots=True)
-class SearchHit:
+class SearchHit(NamedTuple):
     meta: PacketMeta
     score: float  # higher is better; comparable only within one result list
     snippet: Snippet
 
 
-@dataclass(frozen=True, slots=True)
-class StoredPacket:
+class StoredPacket(NamedTuple):
     meta: PacketMeta
     body: bytes  # the canonical bytes, exactly as stored
     conforming: bool = True  # False only for packets accepted in lenient mode
 
 
-@dataclass(frozen=True, slots=True)
-class Page:
+class Page(NamedTuple):
     items: list[PacketMeta]
     cursor: str | None = None  # opaque; pass back to get the next page, None when done
 
@@ -117,16 +117,14 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
     return sort_key, packet_id
 
 
-@dataclass(frozen=True, slots=True)
-class User:
+class User(NamedTuple):
     id: str
     display: str
     created_at: datetime
     subject: str | None = None  # external identity (the Cognito ``sub``), when there is one
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+class Token(NamedTuple):
     label: str  # unique per store; what people see and revoke by
     user_id: str
     token_hash: str  # hex sha256 of the bearer token
@@ -135,24 +133,21 @@ class Token:
     scope: str = FULL_SCOPE  # what the token may do: "read", "write" or "read write"
 
 
-@dataclass(frozen=True, slots=True)
-class Team:
+class Team(NamedTuple):
     id: str
     name: str
     owner_id: str
     created_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
-class Member:
+class Member(NamedTuple):
     user_id: str
     display: str
     role: Role
     joined_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
-class Invite:
+class Invite(NamedTuple):
     code_hash: str
     team_id: str
     created_by: str
@@ -162,8 +157,7 @@ class Invite:
     used_by: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Publication:
+class Publication(NamedTuple):
     """A packet published at a public, read-only URL (``/p/<secret>``).
 
     ``secret`` is 192 random bits, the only thing the URL carries (never the
@@ -184,8 +178,7 @@ class Publication:
 DeviceStatus = Literal["pending", "approved", "denied", "used"]
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceGrant:
+class DeviceGrant(NamedTuple):
     """One device-flow sign-in (RFC 8628), from ``POST /oauth/authorize_device`` to its end.
 
     Both codes are stored only as hex sha256 hashes: the device code is the
@@ -212,8 +205,7 @@ class DeviceGrant:
     decided_at: datetime | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Loaded:
+class Loaded(NamedTuple):
     """What a request reads before it acts, fetched together by ``Store.load``."""
 
     token: tuple[Token, User] | None = None  # the token asked for and its user

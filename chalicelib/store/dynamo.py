@@ -180,7 +180,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -1419,7 +1418,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
             keys = [_key(f"TOKEN#{t.token_hash}", "TOKEN") for t in listed[start : start + 100]]
             for item in self._batch_get(keys):
                 scopes[_req(item, "token_hash")] = _get(item, "scope") or FULL_SCOPE
-        return [replace(t, scope=scopes.get(t.token_hash, t.scope)) for t in listed]
+        return [t._replace(scope=scopes.get(t.token_hash, t.scope)) for t in listed]
 
     def revoke_token(self, label: str, *, user_id: str | None = None) -> bool:
         claim = self._get_item(_key(f"LABEL#{label}", "LABEL"))

@@ -31,7 +31,6 @@ UpdateItem/PutItem or one TransactWriteItems.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -299,7 +298,7 @@ class DeviceGrantsMixin:
         for attempt in range(_d.TRANSACTION_ATTEMPTS):
             try:
                 self._transact(actions)
-                return replace(grant, status="used")
+                return grant._replace(status="used")
             except _d._Cancelled as cancelled:
                 if cancelled.failed(0):
                     raise Gone(

@@ -23,7 +23,6 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -1321,4 +1320,4 @@ class SqliteStore(Store):
 
 
 def _replace_grant(grant: DeviceGrant, **changes: object) -> DeviceGrant:
-    return replace(grant, **changes)  # type: ignore[arg-type]
+    return grant._replace(**changes)

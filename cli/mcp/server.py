@@ -205,6 +205,62 @@ def build_server() -> Any:
     )
 
 
+def rehearse() -> None:
+    """Play a session's start in memory, once per protocol version that opens with
+    ``initialize``: the warm process does this before it forks, so each session
+    inherits every pydantic validator and serializer its start uses already built
+    (they are deferred; see ``load_sdk``) instead of building them itself.
+    Best effort: a failure here only leaves that work to the sessions."""
+    import anyio
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    server = build_server()
+    try:
+        for version in HANDSHAKE_PROTOCOL_VERSIONS:
+            anyio.run(_rehearsal, server, version)
+    except Exception as exc:  # the SDK changed under us: sessions still work, if slower
+        log.info("rehearsal skipped: %s", exc)
+
+
+async def _rehearsal(server: Any, version: str) -> None:
+    import json
+
+    import anyio
+    import mcp_types as types
+    from mcp.shared.memory import create_client_server_memory_streams
+    from mcp.shared.message import SessionMessage
+
+    client = {"name": "ltm-rehearsal", "version": "0"}
+    script = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": client},
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "prompts/list"},
+        {"jsonrpc": "2.0", "id": 4, "method": "resources/templates/list"},
+    ]
+    with anyio.fail_after(10):
+        async with (
+            create_client_server_memory_streams() as ((replies, requests), (read, write)),
+            anyio.create_task_group() as group,
+        ):
+            group.start_soon(server.run, read, write, server.create_initialization_options())
+            for line in script:
+                # As stdio_server reads a line and writes a reply (mcp/server/stdio.py).
+                message = types.jsonrpc_message_adapter.validate_json(
+                    json.dumps(line), by_name=False
+                )
+                await requests.send(SessionMessage(message))
+                if "id" in line:
+                    reply = await replies.receive()
+                    reply.message.model_dump_json(by_alias=True, exclude_unset=True)
+            group.cancel_scope.cancel()
+
+
 async def _serve() -> None:
     from mcp.server.stdio import stdio_server
 

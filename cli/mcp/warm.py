@@ -161,6 +161,7 @@ def run(path: Path) -> None:
     from ltm.cli.mcp import server, tools
 
     server.load_sdk()  # paid once, here, for every session
+    server.rehearse()
     tools.catalogue()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
