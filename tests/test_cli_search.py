@@ -46,8 +46,16 @@ def test_search_ranks_marks_and_escapes(cli: Cli) -> None:
     assert [h["id"] for h in found] == [target]
     assert found[0]["field"] == "goal" and found[0]["highlights"]
     assert cli.run("search", "nothing-like-this").stderr.startswith("nothing matches")
-    assert "a prefix term needs at least 2 characters" in cli.fails("search", "x*")
+    assert (
+        cli.fails("search", "x*", code=2) == "ltm: a prefix term needs at least 2 characters: 'x*'"
+    )
     assert "teams live on a server" in cli.fails("search", "oauth", "-t", "core")
+    for empty in ("", "   ", '""'):  # said in the CLI's words, not the HTTP parameter's
+        result = cli.run("search", empty)
+        assert result.returncode == 2
+        assert result.stderr == (
+            "ltm: nothing to search for: give words to look for, e.g. ltm search 'flaky login'\n"
+        )
 
 
 def test_ls_filters_and_pages(cli: Cli) -> None:
