@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+Ref = Annotated[str, typer.Argument(metavar="ID", help="A packet id or a unique prefix.")]
 Team = Annotated[
     str | None, typer.Option("--team", "-t", help="Use this team's scope instead of your own.")
 ]

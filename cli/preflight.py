@@ -67,15 +67,19 @@ def read_source(source: str) -> bytes:
     """The bytes of FILE, or of standard input for ``-``."""
     if source == "-":
         return sys.stdin.buffer.read()
-    path = Path(source)
     try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise CliError(f"{source}: no such file") from None
-    except IsADirectoryError:
-        raise CliError(f"{source}: is a directory, not a packet file") from None
+        return Path(source).read_bytes()
     except OSError as exc:
-        raise CliError(f"{source}: {exc.strerror or exc}") from None
+        raise source_error(source, exc, "a packet file") from None
+
+
+def source_error(source: str, exc: OSError, what: str) -> CliError:
+    """The one line for a FILE argument that cannot be read (``what`` it should have been)."""
+    if isinstance(exc, FileNotFoundError):
+        return CliError(f"{source}: no such file")
+    if isinstance(exc, IsADirectoryError):
+        return CliError(f"{source}: is a directory, not {what}")
+    return CliError(f"{source}: {exc.strerror or exc}")
 
 
 def judge(

@@ -44,6 +44,7 @@ def import_(
     """
     from ltm.cli.backend import open_backend
     from ltm.cli.portable import Importer, Report
+    from ltm.cli.preflight import source_error
 
     if source == "-":
         stream, size = sys.stdin.buffer, None
@@ -52,12 +53,8 @@ def import_(
         try:
             stream = path.open("rb")
             size = path.stat().st_size
-        except FileNotFoundError:
-            raise CliError(f"{source}: no such file") from None
-        except IsADirectoryError:
-            raise CliError(f"{source}: is a directory, not a bundle") from None
         except OSError as exc:
-            raise CliError(f"{source}: {exc.strerror or exc}") from None
+            raise source_error(source, exc, "a bundle") from None
     backend = open_backend(local=local)
     report = Report()
     try:

@@ -5,15 +5,11 @@ The body is ``ltm.cli.fast.log_thread`` (see ``ltm.cli.entry``).
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
 from ltm.cli import options
 
 
 def log(
-    ref: Annotated[str, typer.Argument(metavar="ID", help="A packet id or a unique prefix.")],
+    ref: options.Ref,
     team: options.Team = None,
     as_json: options.Json = False,
     local: options.Local = False,

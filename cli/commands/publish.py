@@ -9,15 +9,10 @@ the local store has nowhere to publish to.
 from __future__ import annotations
 
 import json
-from typing import Annotated
-
-import typer
 
 from ltm.cli import options
 from ltm.cli.errors import CliError
 from ltm.cli.output import info
-
-Ref = Annotated[str, typer.Argument(metavar="ID", help="A packet id or a unique prefix.")]
 
 
 def _server(verb: str) -> object:
@@ -33,7 +28,7 @@ def _server(verb: str) -> object:
     return backend
 
 
-def publish(ref: Ref, team: options.Team = None, as_json: options.Json = False) -> None:
+def publish(ref: options.Ref, team: options.Team = None, as_json: options.Json = False) -> None:
     """Publish a packet at a public URL anyone with the link can read (no account needed)."""
     backend = _server("publish")
     try:
@@ -47,7 +42,7 @@ def publish(ref: Ref, team: options.Team = None, as_json: options.Json = False) 
     info("anyone with this link can read the packet; revoke it with: ltm unpublish ID")
 
 
-def unpublish(ref: Ref, team: options.Team = None) -> None:
+def unpublish(ref: options.Ref, team: options.Team = None) -> None:
     """Revoke a packet's public URL; it stops working at once."""
     backend = _server("unpublish")
     try:

@@ -14,7 +14,7 @@ from ltm.cli.output import info
 
 
 def pull(
-    ref: Annotated[str, typer.Argument(metavar="ID", help="A packet id or a unique prefix.")],
+    ref: options.Ref,
     output: Annotated[
         Path | None,
         typer.Option(

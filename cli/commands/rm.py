@@ -13,7 +13,7 @@ from ltm.cli.output import info
 
 
 def rm(
-    ref: Annotated[str, typer.Argument(metavar="ID", help="A packet id or a unique prefix.")],
+    ref: options.Ref,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     team: options.Team = None,
     local: options.Local = False,

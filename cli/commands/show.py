@@ -7,15 +7,11 @@ typos) with the same behaviour.
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
 from ltm.cli import options
 
 
 def show(
-    ref: Annotated[str, typer.Argument(metavar="ID", help="A packet id or a unique prefix.")],
+    ref: options.Ref,
     team: options.Team = None,
     as_json: options.Json = False,
     local: options.Local = False,
