@@ -859,8 +859,8 @@ _SURROGATES = "[\ud800-\udfff]"
 # RE2 finds one match in linear time, but every match is a search of its own from
 # where the last one ended, and a search may read to the end of the text before it
 # settles (``x*y|x`` on a run of x: each one-character hit reads the whole run). So
-# a user pattern's scan of a field stops after this many hits: O(USER_HITS x n), about
-# 6 ms for 32 KiB, where 32,768 hits took a second; one hit already blocks the push.
+# a user pattern's scan of a field stops after this many hits: O(USER_HITS x n) (9.7 ms
+# for 32 KiB where 32,768 hits took 1.1 s: BENCHMARKS.md); one hit already blocks the push.
 USER_HITS = 100
 
 

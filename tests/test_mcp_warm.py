@@ -130,3 +130,27 @@ def test_the_warm_process_rehearses_a_session_start_for_every_handshake_version(
     assert HANDSHAKE_PROTOCOL_VERSIONS
     for version in HANDSHAKE_PROTOCOL_VERSIONS:
         anyio.run(server._rehearsal, built, version)  # raises on any failure or a hang
+
+
+@pytest.mark.parametrize(
+    ("platform", "setting", "on"),
+    [
+        ("linux", None, True),
+        ("linux", "1", True),
+        ("linux", "0", False),
+        ("linux", " OFF ", False),
+        ("darwin", None, False),  # no Linux ucred to check the peer with: cold starts
+        ("openbsd7", None, False),  # SO_PEERCRED there, but uid in another place
+    ],
+)
+def test_on_by_default_on_linux_only(
+    monkeypatch: pytest.MonkeyPatch, platform: str, setting: str | None, on: bool
+) -> None:
+    from ltm.cli.mcp import warm
+
+    monkeypatch.setattr(sys, "platform", platform)
+    if setting is None:
+        monkeypatch.delenv("LTM_MCP_WARM", raising=False)
+    else:
+        monkeypatch.setenv("LTM_MCP_WARM", setting)
+    assert warm.enabled() is on

@@ -11,7 +11,7 @@ When no warm process answers, ``ltm mcp`` starts one in the background and
 serves this session itself, so only the first session after an idle spell
 pays the import.
 
-On by default where the kernel names a socket's peer (Linux: ``SO_PEERCRED``);
+On by default on Linux (the peer is named by ``SO_PEERCRED``);
 ``LTM_MCP_WARM=0`` in the shim's environment turns it off. The warm process
 serves only its own user (the socket is 0600 in a 0700 dir, and the peer's
 uid is checked), only the ltm it was started from (the socket's name hashes
@@ -39,10 +39,11 @@ OFF = ("0", "off", "false", "no")
 
 
 def enabled() -> bool:
-    """On unless ``LTM_MCP_WARM`` says off, where fds can be passed and the peer checked."""
+    """On unless ``LTM_MCP_WARM`` says off, on Linux: the peer check reads Linux's
+    ``struct ucred`` (pid, uid, gid); OpenBSD has ``SO_PEERCRED`` too, in another order."""
     if os.environ.get("LTM_MCP_WARM", "").strip().lower() in OFF:
         return False
-    return hasattr(socket, "send_fds") and hasattr(socket, "SO_PEERCRED")
+    return sys.platform.startswith("linux") and hasattr(socket, "send_fds")
 
 
 def socket_path() -> Path:
