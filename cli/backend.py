@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 # Records are NamedTuples, not dataclasses, here and in the other modules every hook
 # and every fast verb loads: importing dataclasses (it loads inspect) and making a
-# dataclass (several exec() calls each) cost ~20 ms of a ~100 ms hook on Python 3.11.
+# dataclass (several exec() calls each) cost a hook 12-15 ms and more on Python 3.11
+# (bench/bench_imports.py).
 
 
 class Pushed(NamedTuple):

@@ -75,8 +75,8 @@ def _platform_dir(kind: str) -> Path:
     On Linux that is the XDG Base Directory rule
     (https://specifications.freedesktop.org/basedir-spec/latest/): ``$XDG_DATA_HOME``
     or ``$XDG_STATE_HOME`` when absolute, else ``~/.local/share`` or ``~/.local/state``.
-    It is spelled out here because importing platformdirs costs ~10 ms (it loads
-    tempfile and shutil), paid by every hook and every ``ltm mcp`` start;
+    It is spelled out here because importing platformdirs adds ~9 ms (it loads
+    tempfile and shutil; bench/bench_imports.py), paid by every hook and every ``ltm mcp`` start;
     tests/test_config_dirs.py holds it to platformdirs' own answer. Elsewhere
     platformdirs answers.
     """

@@ -12,8 +12,9 @@ device codes are stored only as hashes, never in the clear.
 
 The records are ``NamedTuple``s rather than dataclasses: every CLI verb, hook and
 Lambda cold start imports this module, and on Python 3.11 importing dataclasses
-(it loads ``inspect``) and making a dozen of them costs ~20 ms, a fifth of a
-session-start hook. Change one with ``record._replace(field=value)``.
+(it loads ``inspect``) adds 12-15 ms before the first one is made, each with several
+``exec()`` calls (bench/bench_imports.py; BENCHMARKS.md, "Hooks"). Change one with
+``record._replace(field=value)``.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def load_sdk() -> None:
 
     The cyclic garbage collector is off while those classes are made: each
     collection would walk every object made so far, and there is no garbage
-    to find in an import (about 25 ms of start-up). What was imported is then
+    to find in an import. What was imported is then
     frozen out of the collector's sight for the life of the process (and of the
     warm process's children, which share those pages).
     """
