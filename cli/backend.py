@@ -44,6 +44,20 @@ def check_ref(ref: str) -> None:
         raise CliError(problem, exit_code=2)
 
 
+def check_query(query: str) -> None:
+    """Refuse a search query that cannot run, in the client's words (a server says the
+    same as ``q: ...``, the name of its HTTP parameter), before it goes anywhere."""
+    from ltm.search import QueryError, parse
+
+    try:
+        parse(query)
+    except QueryError as exc:
+        message = str(exc)
+        if not query.strip(' "'):
+            message += ": give words to look for, e.g. 'flaky login'"
+        raise CliError(message, exit_code=2) from None
+
+
 class Held(NamedTuple):
     """One stored packet with what a bundle line says about it (``ltm export``)."""
 

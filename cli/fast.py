@@ -128,17 +128,9 @@ def search_packets(
     """``ltm search``: ranked matches, each with where it matched and a marked snippet."""
     import os
 
-    from ltm.cli.backend import open_backend
+    from ltm.cli.backend import check_query, open_backend
     from ltm.cli.output import one_line, relative_time, safe, short_id
-    from ltm.search import QueryError, parse
-
-    try:  # the server would say the same, in the words of its HTTP parameter (q: ...)
-        parse(query)
-    except QueryError as exc:
-        msg = str(exc)
-        if not query.strip(' "'):
-            msg += ": give words to look for, e.g. ltm search 'flaky login'"
-        raise CliError(msg, exit_code=2) from None
+    check_query(query)
     backend = open_backend(local=local)
     try:
         hits = backend.search(query, team=team, all_scopes=all_scopes, limit=limit)

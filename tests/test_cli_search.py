@@ -54,7 +54,7 @@ def test_search_ranks_marks_and_escapes(cli: Cli) -> None:
         result = cli.run("search", empty)
         assert result.returncode == 2
         assert result.stderr == (
-            "ltm: nothing to search for: give words to look for, e.g. ltm search 'flaky login'\n"
+            "ltm: nothing to search for: give words to look for, e.g. 'flaky login'\n"
         )
 
 

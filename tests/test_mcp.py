@@ -258,6 +258,9 @@ def test_save_ls_show_pull_resume_push_rm_round_trip(shim: Shim, env: dict[str, 
     child = follow_up.structured_content["id"]
     rows = shim.call("ls").structured_content["packets"]
     assert [r["id"] for r in rows] == [child, packet_id]
+    assert shim.fails("search", {"query": "  "}) == (
+        "nothing to search for: give words to look for, e.g. 'flaky login'"
+    )
 
     removed = shim.call("rm", {"id": packet_id})
     assert not removed.is_error and removed.structured_content == {"deleted": packet_id}

@@ -476,12 +476,14 @@ def _ls(args: dict[str, Any]) -> Reply:
 
 
 def _search(args: dict[str, Any]) -> Reply:
+    from ltm.cli.backend import check_query
     from ltm.cli.fast import marked
     from ltm.cli.output import one_line
 
     team, every = args.get("team"), bool(args.get("all_scopes"))
     if team and every:
         raise ToolError("give team or all_scopes, not both")
+    check_query(args["query"])
     backend = _backend()
     try:
         hits = backend.search(
