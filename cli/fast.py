@@ -130,6 +130,7 @@ def search_packets(
 
     from ltm.cli.backend import check_query, open_backend
     from ltm.cli.output import one_line, relative_time, safe, short_id
+
     check_query(query)
     backend = open_backend(local=local)
     try:
