@@ -1,9 +1,11 @@
 """The ltm HTTP API from the client side: any server that speaks the protocol.
 
-``Http`` is a small HTTP/1.1 client over the standard library's
-``http.client``: one keep-alive connection per command, TLS verified against
-the system's CA store (``SSL_CERT_FILE`` points it at a private CA), proxies
-from ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``. It is not httpx on purpose:
+``Http`` is a small HTTP/1.1 client: one keep-alive connection per command,
+TLS verified against the system's CA store (``SSL_CERT_FILE`` points it at a
+private CA), proxies from ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``. It runs
+on the standard library's ``http.client``, except for plain ``http://`` with no
+proxy (a self-hosted server), which ``ltm.cli.plain_http`` speaks without
+importing ``http.client`` (why: its docstring). It is not httpx on purpose:
 importing httpx (with the rich/click it pulls in) costs 3 to 6 times the whole
 start-up of ``python -c pass``, more than the entire budget of ``ltm ls``.
 
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from http.client import HTTPConnection
 
     from ltm.cli.credentials import Target
+    from ltm.cli.plain_http import Connection
 
 DEFAULT_TIMEOUT = 10.0
 MAX_REPLY_BYTES = 8 * 1024 * 1024
@@ -123,17 +126,21 @@ class Http:
         self.netloc = parts.netloc
         self.prefix = parts.path.rstrip("/")
         self.timeout = timeout if timeout is not None else configured_timeout()
-        self._conn: HTTPConnection | None = None
+        self._conn: HTTPConnection | Connection | None = None
         self._used = False
         self._absolute = False  # True when talking to a plain-HTTP proxy
         self._proxy_headers: dict[str, str] = {}
 
     # -- connections -----------------------------------------------------------
 
-    def _connect(self) -> HTTPConnection:
+    def _connect(self) -> HTTPConnection | Connection:
+        proxy = _proxy_for(self.scheme, self.netloc)
+        if self.scheme == "http" and not proxy:
+            from ltm.cli.plain_http import Connection
+
+            return Connection(self.hostname, self.port, timeout=self.timeout)
         import http.client
 
-        proxy = _proxy_for(self.scheme, self.netloc)
         if self.scheme == "https":
             context = _tls_context()
             if proxy:
@@ -146,13 +153,12 @@ class Http:
                 conn = http.client.HTTPSConnection(
                     self.hostname, self.port, timeout=self.timeout, context=context
                 )
-        elif proxy:
+        else:  # plain HTTP through a proxy
+            assert proxy is not None
             p_host, p_port, auth = proxy
             conn = http.client.HTTPConnection(p_host, p_port, timeout=self.timeout)
             self._proxy_headers = auth
             self._absolute = True
-        else:
-            conn = http.client.HTTPConnection(self.hostname, self.port, timeout=self.timeout)
         return conn
 
     def close(self) -> None:
@@ -173,8 +179,6 @@ class Http:
         token: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
     ) -> Reply:
-        import http.client
-
         params = {k: v for k, v in (query or {}).items() if v is not None}
         target = self.prefix + path + (f"?{urlencode(params)}" if params else "")
         headers = {"Accept": "application/json", "User-Agent": _user_agent()}
@@ -196,7 +200,7 @@ class Http:
             if conn.sock is None:
                 try:
                     conn.connect()
-                except (OSError, http.client.HTTPException, ValueError) as exc:
+                except _failures() as exc:
                     # HTTPSConnection keeps the plain socket when the TLS handshake fails.
                     handshake = conn.sock is not None
                     self.close()
@@ -219,7 +223,7 @@ class Http:
                     self.close()
                 self._used = True
                 break
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
+            except (ConnectionResetError, BrokenPipeError) as exc:  # RemoteDisconnected too
                 self.close()
                 if reused and attempt == 1 and method in ("GET", "DELETE", "HEAD"):
                     continue
@@ -227,7 +231,7 @@ class Http:
             except CliError:
                 self.close()
                 raise
-            except (OSError, http.client.HTTPException, ValueError) as exc:
+            except _failures() as exc:
                 self.close()
                 raise self._transport_error(exc) from exc
         elapsed = (time.perf_counter() - started) * 1000
@@ -237,19 +241,23 @@ class Http:
     def _transport_error(
         self, exc: BaseException, *, connecting: bool = False, handshake: bool = False
     ) -> CliError:
-        import http.client
         import socket
-        import ssl
 
+        from ltm.cli.plain_http import NotHttp
+
+        # ssl and http.client are looked up, not imported: an error of theirs comes
+        # only from a connection that loaded them (plain http:// does not).
+        ssl: Any = sys.modules.get("ssl")
+        client: Any = sys.modules.get("http.client")
         host = self.host
         _debug(f"{type(exc).__name__}: {exc}")
-        if isinstance(exc, ssl.SSLCertVerificationError):
+        if ssl and isinstance(exc, ssl.SSLCertVerificationError):
             reason = exc.verify_message or exc.reason or str(exc)
             return CliError(
                 f"TLS failure with {host}: certificate not trusted ({reason}) — if the server"
                 " uses a private CA, point SSL_CERT_FILE at its certificate bundle"
             )
-        if isinstance(exc, ssl.SSLError):
+        if ssl and isinstance(exc, ssl.SSLError):
             reason = exc.reason or str(exc)
             hint = (
                 f"does the server speak HTTPS? if not, use http://{self.netloc}{self.prefix}"
@@ -282,12 +290,16 @@ class Http:
                 f"cannot reach {host}: the name {self.hostname} does not resolve — check the URL"
                 " and your network (ltm whoami shows the configured server)"
             )
-        if isinstance(exc, http.client.RemoteDisconnected | ConnectionResetError):
+        if isinstance(exc, ConnectionResetError):  # http.client's RemoteDisconnected too
             return CliError(
                 f"{host} closed the connection without answering — is it an ltm server, and is"
                 " the scheme (http/https) right?"
             )
-        if isinstance(exc, http.client.HTTPException):
+        if isinstance(exc, NotHttp):
+            return CliError(
+                f"{host} did not answer in HTTP ({exc}) — check the URL and the scheme (http/https)"
+            )
+        if client and isinstance(exc, client.HTTPException):
             return CliError(
                 f"{host} did not answer in HTTP ({type(exc).__name__}) — check the URL and the"
                 " scheme (http/https)"
@@ -299,6 +311,12 @@ class Http:
                 " (work offline with --local)"
             )
         return CliError(f"request to {host} failed: {exc}")
+
+
+def _failures() -> tuple[type[Exception], ...]:
+    """What a request may raise: http.client's own errors only where it is loaded."""
+    client = sys.modules.get("http.client")
+    return (OSError, ValueError) if client is None else (OSError, ValueError, client.HTTPException)
 
 
 def _user_agent() -> str:
