@@ -341,16 +341,52 @@ def test_the_whole_loop_start_save_through_mcp_start_again(person: Cli, tmp_path
     assert hook(person.at(elsewhere), "session-start", other)[0] is None
 
 
-def test_hook_is_import_light(person: Cli, tmp_path: Path) -> None:
-    raw = json.dumps(claude_session_start(tmp_path)).encode()
+# What a session-start hook must not import: the CLI's and the SDK's heavy packages, and
+# what bench/bench_imports.py shows costs a hook's budget (http.client +24-31 ms: ssl and
+# the email parser; dataclasses +12-15; platformdirs +9; hashlib +3-4).
+NOT_ON_THE_HOOK_PATH = {
+    "typer", "click", "pydantic", "mcp", "rich", "http.client", "ssl", "email", "dataclasses",
+    "platformdirs", "hashlib",
+}  # fmt: skip
+
+
+def session_start_imports(cli: Cli, folder: Path) -> set[str]:
     out = subprocess.run(
         [__import__("sys").executable, "-X", "importtime", LTM, "hook", "session-start"],
-        input=raw,
-        env=person.env,
+        input=json.dumps(claude_session_start(folder)).encode(),
+        env=cli.env,
+        cwd=folder,
         capture_output=True,
         timeout=60,
     )
-    modules = {
-        line.rsplit("|", 1)[-1].strip() for line in out.stderr.decode().splitlines() if "|" in line
+    assert out.returncode == 0, out.stderr
+    lines = out.stderr.decode().splitlines()
+    return {line.rsplit("|", 1)[-1].strip() for line in lines if "|" in line}
+
+
+def test_hook_is_import_light(person: Cli, tmp_path: Path) -> None:
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    save(person.at(folder), "in the local store")
+    modules = session_start_imports(person, folder)
+    assert "ltm.store.sqlite" in modules  # it did read the store
+    assert not {
+        m for m in modules if m in NOT_ON_THE_HOOK_PATH or m.split(".")[0] in NOT_ON_THE_HOOK_PATH
     }
-    assert not {m.split(".")[0] for m in modules} & {"typer", "click", "pydantic", "mcp", "rich"}
+
+
+def test_hook_against_a_plain_http_server_is_import_light(person: Cli, tmp_path: Path) -> None:
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    with running_server(tmp_path / "srv") as server:
+        cli = Cli(person.home, person.env, folder)
+        cli.ok("auth", server.url, server.issue("alice")[1])
+        save(cli, "on the server")
+        assert "on the server" in context(
+            hook(cli, "session-start", claude_session_start(folder))[0]
+        )
+        modules = session_start_imports(cli, folder)
+    assert "ltm.cli.plain_http" in modules and "ltm.store.sqlite" not in modules
+    assert not {
+        m for m in modules if m in NOT_ON_THE_HOOK_PATH or m.split(".")[0] in NOT_ON_THE_HOOK_PATH
+    }
