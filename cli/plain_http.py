@@ -74,9 +74,6 @@ class Connection:
         body: bytes | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
-        if self.sock is None:
-            self.connect()
-        assert self.sock is not None
         if any(c <= " " or c == "\x7f" for c in method + target):
             raise ValueError(f"control character or space in the request line: {target!r}")
         fields = {"Host": self._host_header, "Accept-Encoding": "identity", **(headers or {})}
@@ -88,6 +85,9 @@ class Connection:
                 raise ValueError(f"invalid header {name!r}")  # no header injection
             lines.append(f"{name}: {value}")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        if self.sock is None:
+            self.connect()
+        assert self.sock is not None
         self.sock.sendall(head + (body or b""))
         self._method = method
 

@@ -30,13 +30,15 @@ Script = Callable[[int, bytes], bytes | None]
 class Scripted:
     """Replies from ``script``; with ``hang_up``, the connection is closed after each one."""
 
-    def __init__(self, script: Script, *, hang_up: bool = False) -> None:
+    def __init__(self, script: Script, *, hang_up: bool = False, host: str = "127.0.0.1") -> None:
         self.script = script
         self.hang_up = hang_up
         self.requests: list[bytes] = []
         self.connections = 0
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.create_server((host, 0), family=family)
+        netloc = f"[{host}]" if ":" in host else host
+        self.url = f"http://{netloc}:{self.sock.getsockname()[1]}"
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -76,8 +78,10 @@ def _read_request(reader: BinaryIO) -> bytes:
 
 
 @contextmanager
-def scripted(script: Script, *, hang_up: bool = False) -> Iterator[Scripted]:
-    server = Scripted(script, hang_up=hang_up)
+def scripted(
+    script: Script, *, hang_up: bool = False, host: str = "127.0.0.1"
+) -> Iterator[Scripted]:
+    server = Scripted(script, hang_up=hang_up, host=host)
     try:
         yield server
     finally:
@@ -162,6 +166,14 @@ def test_the_request_it_sends() -> None:
     assert get.startswith(b"GET /base/v1/packets?project=acme%2Fapp&limit=5 HTTP/1.1\r\n")
     assert b"Content-Length" not in get
     assert server.connections == 1  # kept alive
+
+
+def test_an_ipv6_literal() -> None:
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
+    with scripted(always(ok), host="::1") as server:
+        assert Http(server.url, timeout=5).request("GET", "/v1/healthz").body == b"{}"
+    assert f"\r\nHost: {server.url.removeprefix('http://')}\r\n".encode() in server.requests[0]
+    assert server.url.startswith("http://[::1]:")
 
 
 # -- connections --------------------------------------------------------------------------
