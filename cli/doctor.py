@@ -18,7 +18,7 @@ import sqlite3
 import stat
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -398,62 +398,137 @@ def _resolved(program: str) -> str:
         return program
 
 
-def claude_settings_files() -> list[Path]:
-    """Where Claude Code reads hooks: user, project and local project settings.
+def hook_files(harness_name: str) -> list[tuple[str, Path]]:
+    """(scope, file) where a harness reads hooks: "" for the user's.
 
-    https://docs.claude.com/en/docs/claude-code/hooks ("Configuration": ~/.claude/settings.json,
-    .claude/settings.json, .claude/settings.local.json).
+    The user's and the project's files, as ``ltm hooks install`` writes them
+    (``ltm.cli.hooks_install.harness``), and Claude Code's untracked
+    ``.claude/settings.local.json``.
+    https://code.claude.com/docs/en/hooks (Configuration),
+    https://developers.openai.com/codex/hooks (Where Codex looks for hooks)
     """
-    home = Path.home() / ".claude" / "settings.json"
-    project = Path.cwd() / ".claude"
-    return [home, project / "settings.json", project / "settings.local.json"]
+    from ltm.cli.hooks_install import harness
+
+    user, project = harness(harness_name, project=False), harness(harness_name, project=True)
+    files = [("", user.hooks_file), ("project", project.hooks_file)]
+    if harness_name == "claude-code":
+        files.append(("local", project.hooks_file.with_name("settings.local.json")))
+    return files
 
 
-def _hook_commands(doc: Any) -> Iterator[tuple[str, str]]:
-    """(event, command) of every command hook: ``hooks.<Event>[].hooks[].command``."""
+def _hook_program(command: str) -> str | None:
+    """The program an ltm hook command runs, past any ``NAME=value`` it sets first."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    while words and "=" in words[0] and not words[0].startswith(("/", ".")):
+        words.pop(0)
+    return words[0] if words else None
+
+
+def _hooks_check(
+    name: str, fix: str, path: Path, ours: dict[str, list[str]], mine: set[str]
+) -> Check:
+    """One hooks file holding ltm entries: every event wired, to an ltm that exists."""
+    from ltm.cli.hooks_install import EVENTS
+
+    rank = {event: i for i, (event, _verb) in enumerate(EVENTS)}
+    events = sorted(ours, key=lambda event: rank.get(event, len(rank)))  # ltm's order first
+    for event in events:
+        for program in filter(None, map(_hook_program, ours[event])):
+            if not Path(program).exists() and not _on_path(program):
+                return Check(name, "fail", f"{path}: {event} runs {program}, which is gone", fix)
+            if program not in mine and _resolved(program) not in mine and os.sep in program:
+                return Check(name, "warn", f"{path}: {event} runs another ltm ({program})", fix)
+    missing = [event for event, _verb in EVENTS if event not in ours]
+    if missing:
+        return Check(
+            name,
+            "warn",
+            f"{path}: no ltm hook for {', '.join(missing)} (without SessionStart nothing is"
+            " resumed; without PreCompact and Stop no one is reminded to save)",
+            fix,
+        )
+    return Check(name, "ok", f"{path}: {', '.join(events)} run this ltm")
+
+
+def _codex_flag() -> Check | None:
+    """Codex runs hooks unless a config.toml says ``[features] hooks = false``
+    (``codex_hooks``, the old name): the user's, or the project's once trusted.
+
+    https://developers.openai.com/codex/hooks ("Hooks are enabled by default").
+    """
+    from ltm.cli.config import read_toml
+    from ltm.cli.hooks_install import flag_state, harness
+
+    for project in (False, True):
+        toml = harness("codex", project=project).config_toml
+        assert toml is not None
+        try:
+            doc = read_toml(toml)
+        except CliError as exc:
+            return Check("hooks codex flag", "fail", str(exc), "fix the file")
+        if doc is not None and flag_state(doc) is False:
+            return Check(
+                "hooks codex flag",
+                "fail",
+                f"{toml} turns Codex's hooks off ([features] hooks = false): ltm's never run",
+                f"remove that line from {toml}, or set it to true",
+            )
+    return None
+
+
+def _ltm_hooks(doc: Any) -> dict[str, list[str]]:
+    """{event: the commands of its ltm groups} of a hooks file (``hooks.<Event>[]``)."""
+    from ltm.cli.hooks_install import is_ours
+
     hooks = doc.get("hooks") if isinstance(doc, dict) else None
-    if not isinstance(hooks, dict):
-        return
-    for event, groups in hooks.items():
-        for group in groups if isinstance(groups, list) else []:
-            inner = group.get("hooks") if isinstance(group, dict) else None
-            for hook in inner if isinstance(inner, list) else []:
-                if isinstance(hook, dict) and isinstance(hook.get("command"), str):
-                    yield str(event), hook["command"]
+    found: dict[str, list[str]] = {}
+    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
+        for group in groups if isinstance(groups, list) else ():
+            if is_ours(group):
+                commands = found.setdefault(str(event), [])
+                commands += [
+                    h["command"]
+                    for h in group["hooks"]
+                    if isinstance(h, dict) and isinstance(h.get("command"), str)
+                ]
+    return found
 
 
 def check_hooks() -> list[Check]:
-    """Claude Code hooks that run ``ltm hook``: present, and running an ltm that exists."""
-    import shlex
-
+    """Each harness's hooks files that hold ``ltm hook`` entries, and Codex's feature flag."""
     found: list[Check] = []
     mine = _ltm_paths()
-    for path in claude_settings_files():
-        if not path.exists():
-            continue
-        try:
-            doc = _read_jsonc(path)
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            found.append(Check("hooks claude-code", "fail", f"{path} cannot be read: {exc}"))
-            continue
-        for event, command in _hook_commands(doc):
+    for harness_name in ("claude-code", "codex"):
+        before = len(found)
+        for scope, path in hook_files(harness_name):
+            name = " ".join(filter(None, ("hooks", harness_name, scope)))
+            fix = f"ltm hooks install {harness_name} --write" + (" --project" if scope else "")
+            if not path.exists():
+                continue
             try:
-                words = shlex.split(command)
-            except ValueError:
+                doc = _read_jsonc(path)
+            except (OSError, UnicodeDecodeError, ValueError) as exc:
+                found.append(Check(name, "fail", f"{path} cannot be read: {exc}", "fix the file"))
                 continue
-            if len(words) < 2 or Path(words[0]).stem != "ltm" or words[1] != "hook":
-                continue
-            name = f"hooks claude-code {event}"
-            fix = "ltm hooks install claude-code"
-            program = words[0]
-            if not Path(program).exists() and not _on_path(program):
-                found.append(Check(name, "fail", f"{path}: runs {program}, which is gone", fix))
-            elif program not in mine and _resolved(program) not in mine and os.sep in program:
-                found.append(Check(name, "warn", f"{path}: runs another ltm ({program})", fix))
-            else:
-                found.append(Check(name, "ok", f"{path}: {event} runs ltm hook"))
-    if not found:
-        found.append(Check("hooks claude-code", "skip", "no ltm hook in Claude Code's settings"))
+            ours = _ltm_hooks(doc)
+            if ours:
+                found.append(_hooks_check(name, fix, path, ours, mine))
+        if harness_name == "codex" and len(found) > before and (flag := _codex_flag()):
+            found.append(flag)
+        if len(found) == before:
+            found.append(
+                Check(
+                    f"hooks {harness_name}",
+                    "skip",
+                    f"no ltm hook in its settings; to add them: ltm hooks install {harness_name}"
+                    " --write",
+                )
+            )
     return found
 
 

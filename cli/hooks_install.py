@@ -182,13 +182,17 @@ def _edit(path: Path, how: Any, text: str, *args: Any) -> str:
 
 
 def _flag_state(path: Path, text: str) -> bool | None:
-    """``[features]`` hooks / codex_hooks as the file sets it (None: not set)."""
     import tomllib
 
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise CliError(f"{path} is not valid TOML ({exc}); nothing was written") from None
+    return flag_state(doc)
+
+
+def flag_state(doc: dict[str, Any]) -> bool | None:
+    """``[features]`` hooks / codex_hooks as a config.toml sets it (None: not set)."""
     features = doc.get("features", {})
     if not isinstance(features, dict):
         return None

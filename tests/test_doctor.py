@@ -202,20 +202,99 @@ def test_mcp_entries_that_run_a_missing_or_other_ltm(tmp_path: Path) -> None:
     assert by_name(doctor(cli, code=1))["mcp claude-code"]["status"] == "fail"
 
 
-def test_claude_code_hooks_that_run_ltm(tmp_path: Path) -> None:
+def hooks_person(tmp_path: Path) -> Cli:
     cli = person(tmp_path)
+    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME"):
+        cli.env.pop(var, None)
+    return cli
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "codex"])
+def test_hooks_that_ltm_installed(tmp_path: Path, harness: str) -> None:
+    cli = hooks_person(tmp_path)
+    assert by_name(doctor(cli, code=0))[f"hooks {harness}"]["status"] == "skip"
+    # ltm writes "LTM_CONFIG_DIR=... LTM_DATA_DIR=... /path/to/ltm hook EVENT" (this test's
+    # dirs): the program is found past the variables
+    cli.ok("hooks", "install", harness, "--write")
+    folder = ".claude" if harness == "claude-code" else ".codex"
+    path = tmp_path / folder / ("settings.json" if harness == "claude-code" else "hooks.json")
+    assert "LTM_CONFIG_DIR=" in path.read_text()
+    check = by_name(doctor(cli, code=0))[f"hooks {harness}"]
+    assert check == {
+        **check,
+        "status": "ok",
+        "detail": f"{path}: SessionStart, PreCompact, Stop run this ltm",
+    }
+
+    doc = json.loads(path.read_text())
+    del doc["hooks"]["Stop"]
+    path.write_text(json.dumps(doc))
+    check = by_name(doctor(cli, code=0))[f"hooks {harness}"]
+    assert check["status"] == "warn" and "no ltm hook for Stop" in check["detail"]
+    assert check["fix"] == f"ltm hooks install {harness} --write"
+
+    gone = tmp_path / "gone" / "ltm"
+    text = path.read_text().replace(LTM, str(gone))
+    path.write_text(text)
+    check = by_name(doctor(cli, code=1))[f"hooks {harness}"]
+    assert check["status"] == "fail"
+    assert check["detail"] == f"{path}: SessionStart runs {gone}, which is gone"
+
+    path.write_text("{ not json")
+    assert by_name(doctor(cli, code=1))[f"hooks {harness}"]["status"] == "fail"
+
+
+def test_project_hooks_and_the_local_settings(tmp_path: Path) -> None:
+    cli = hooks_person(tmp_path)
+    project = tmp_path / "project"
+    cli.run("hooks", "install", "claude-code", "--project", "--write", cwd=project)
+    local = project / ".claude" / "settings.local.json"
+    local.write_text((project / ".claude" / "settings.json").read_text())
+    (project / ".claude" / "settings.json").unlink()
+    checks = by_name(doctor(cli, code=0))
+    assert checks["hooks claude-code local"]["status"] == "ok"
+    assert "hooks claude-code" not in checks  # the user's file holds none: no line for it
+
+    doc = json.loads(local.read_text())
+    del doc["hooks"]["SessionStart"]
+    local.write_text(json.dumps(doc))
+    check = by_name(doctor(cli, code=0))["hooks claude-code local"]
+    assert check["status"] == "warn" and "nothing is resumed" in check["detail"]
+    assert check["fix"] == "ltm hooks install claude-code --write --project"
+
+
+def test_claude_config_dir_is_where_claude_code_reads(tmp_path: Path) -> None:
+    cli = hooks_person(tmp_path)
+    moved = tmp_path / "claude-elsewhere"
+    cli.env["CLAUDE_CONFIG_DIR"] = str(moved)
+    cli.ok("hooks", "install", "claude-code", "--write")
+    check = by_name(doctor(cli, code=0))["hooks claude-code"]
+    assert check["status"] == "ok" and str(moved / "settings.json") in check["detail"]
+
+
+def test_codex_hooks_turned_off(tmp_path: Path) -> None:
+    cli = hooks_person(tmp_path)
+    cli.ok("hooks", "install", "codex", "--write")
+    config = tmp_path / ".codex" / "config.toml"
+    assert "codex_hooks = true" in config.read_text()
+    assert "hooks codex flag" not in by_name(doctor(cli, code=0))
+    for off in ("[features]\nhooks = false\n", "[features]\ncodex_hooks = false\n"):
+        config.write_text(off)
+        check = by_name(doctor(cli, code=1))["hooks codex flag"]
+        assert check["detail"] == (
+            f"{config} turns Codex's hooks off ([features] hooks = false): ltm's never run"
+        )
+    config.unlink()  # hooks are on by default in Codex
+    assert "hooks codex flag" not in by_name(doctor(cli, code=0))
+    config.write_text("[features\n")
+    check = by_name(doctor(cli, code=1))["hooks codex flag"]
+    assert check["status"] == "fail" and "not valid TOML" in check["detail"]
+
+
+def test_unrelated_hooks_are_not_ltm_s(tmp_path: Path) -> None:
+    cli = hooks_person(tmp_path)
     settings = tmp_path / ".claude" / "settings.json"
     settings.parent.mkdir()
-
-    def hooks(command: str) -> None:
-        group = {"matcher": "", "hooks": [{"type": "command", "command": command}]}
-        settings.write_text(json.dumps({"hooks": {"SessionStart": [group]}}))
-
-    hooks(f"{LTM} hook session-start")
-    check = by_name(doctor(cli, code=0))["hooks claude-code SessionStart"]
-    assert check["status"] == "ok"
-    hooks(f"{tmp_path / 'gone' / 'ltm'} hook session-start")
-    check = by_name(doctor(cli, code=1))["hooks claude-code SessionStart"]
-    assert check["status"] == "fail" and check["fix"] == "ltm hooks install claude-code"
-    hooks("echo unrelated")
+    group = {"matcher": "", "hooks": [{"type": "command", "command": "echo unrelated"}]}
+    settings.write_text(json.dumps({"hooks": {"SessionStart": [group]}}))
     assert by_name(doctor(cli, code=0))["hooks claude-code"]["status"] == "skip"
