@@ -501,6 +501,8 @@ def _ltm_hooks(doc: Any) -> dict[str, list[str]]:
 
 def check_hooks() -> list[Check]:
     """Each harness's hooks files that hold ``ltm hook`` entries, and Codex's feature flag."""
+    from ltm.cli.hooks_install import harness
+
     found: list[Check] = []
     mine = _ltm_paths()
     for harness_name in ("claude-code", "codex"):
@@ -521,14 +523,10 @@ def check_hooks() -> list[Check]:
         if harness_name == "codex" and len(found) > before and (flag := _codex_flag()):
             found.append(flag)
         if len(found) == before:
-            found.append(
-                Check(
-                    f"hooks {harness_name}",
-                    "skip",
-                    f"no ltm hook in its settings; to add them: ltm hooks install {harness_name}"
-                    " --write",
-                )
-            )
+            display = harness(harness_name, project=False).display
+            install = f"ltm hooks install {harness_name} --write"
+            skip = f"no ltm hook in {display}'s settings; to add them: {install}"
+            found.append(Check(f"hooks {harness_name}", "skip", skip))
     return found
 
 
