@@ -341,6 +341,14 @@ def _read_jsonc(path: Path) -> Any:
     return parse_jsonc(path.read_text(encoding="utf-8")).value
 
 
+def _read_or_fail(name: str, path: Path) -> Any:
+    """A harness's JSON (with comments) file, else the failed ``Check`` that says why."""
+    try:
+        return _read_jsonc(path)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return Check(name, "fail", f"{path} cannot be read: {exc}", "fix the file")
+
+
 def check_mcp() -> list[Check]:
     """Each known MCP client's config: an ``ltm`` entry that runs this ``ltm``."""
     from ltm.cli.mcp.install import CLIENTS, SERVER_NAME
@@ -354,10 +362,9 @@ def check_mcp() -> list[Check]:
         if not path.exists():
             out.append(Check(name, "skip", f"no {path}; to add ltm: {install}"))
             continue
-        try:
-            doc = _read_jsonc(path)
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            out.append(Check(name, "fail", f"{path} cannot be read: {exc}", "fix the file"))
+        doc = _read_or_fail(name, path)
+        if isinstance(doc, Check):
+            out.append(doc)
             continue
         servers = doc.get(client.key) if isinstance(doc, dict) else None
         entry = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
@@ -512,10 +519,9 @@ def check_hooks() -> list[Check]:
             fix = f"ltm hooks install {harness_name} --write" + (" --project" if scope else "")
             if not path.exists():
                 continue
-            try:
-                doc = _read_jsonc(path)
-            except (OSError, UnicodeDecodeError, ValueError) as exc:
-                found.append(Check(name, "fail", f"{path} cannot be read: {exc}", "fix the file"))
+            doc = _read_or_fail(name, path)
+            if isinstance(doc, Check):
+                found.append(doc)
                 continue
             ours = _ltm_hooks(doc)
             if ours:
