@@ -8,43 +8,14 @@ Targets (issue 2): `ltm example` within 4x of `python -c pass`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import LTM, machine, median_ms, time_command
-
-from ltm.examples import example_bytes
-from ltm.store import PacketMeta
-from ltm.store.sqlite import SqliteStore
-
-EXAMPLE = json.loads(example_bytes())
-
-
-def _body(packet_id: str, created: str, goal: str) -> bytes:
-    return json.dumps({**EXAMPLE, "id": packet_id, "created_at": created, "goal": goal}).encode()
-
-
-def fill_store(path: Path, count: int) -> None:
-    store = SqliteStore(path)
-    conn = store._conn()
-    conn.execute("BEGIN")
-    start = datetime(2026, 1, 1, tzinfo=UTC)
-    for n in range(count):
-        created = (start + timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        meta = PacketMeta(f"01BENCH{n:019d}", created, f"goal number {n}", "local")
-        conn.execute(
-            "INSERT INTO packets (id, scope, owner_id, team_id, sort_key, created_at, goal,"
-            " conforming, body) VALUES (?, 'u:local', 'local', NULL, ?, ?, ?, 1, ?)",
-            (meta.id, created, created, meta.goal, _body(meta.id, created, meta.goal)),
-        )
-    conn.execute("COMMIT")
-    store.close()
+from common import LTM, fill_store, machine, median_ms, time_command
 
 
 def main() -> None:

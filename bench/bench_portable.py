@@ -15,47 +15,19 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import LTM, machine, median_ms, time_command
+from common import LTM, fill_store, machine, median_ms, time_command
 
-from ltm import packet
 from ltm.examples import example_bytes
-from ltm.store.sqlite import SqliteStore
-
-EXAMPLE = json.loads(example_bytes())
-
-
-def fill_store(path: Path, count: int) -> None:
-    """``count`` valid packets (canonical bytes, unique ids) straight into a local store."""
-    store = SqliteStore(path)
-    conn = store._conn()
-    conn.execute("BEGIN")
-    start = datetime(2026, 1, 1, tzinfo=UTC)
-    for n in range(count):
-        created = (start + timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        packet_id = f"01BENCH{n:019d}"
-        goal = f"Goal number {n}: keep the build green"
-        body = packet.canonical_bytes(
-            {**EXAMPLE, "id": packet_id, "created_at": created, "goal": goal}
-        )
-        conn.execute(
-            "INSERT INTO packets (id, scope, owner_id, team_id, sort_key, created_at, goal,"
-            " conforming, body) VALUES (?, 'u:local', 'local', NULL, ?, ?, ?, 1, ?)",
-            (packet_id, created, created, goal, body),
-        )
-    conn.execute("COMMIT")
-    store.close()
 
 
 def measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:

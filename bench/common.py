@@ -74,3 +74,34 @@ def machine() -> str:
     how = "installed (--installed)" if Path(sys.prefix) == INSTALLED else "editable (dev venv)"
     python = f"Python {platform.python_version()}, {platform.system()}"
     return f"{os.cpu_count()} cores, {python}, ltm {how}"
+
+
+def fill_store(path: Path, count: int) -> None:
+    """``count`` valid packets (the reference example, canonical bytes, unique ids and
+    goals) written straight into a local store: fast, for benches that need thousands."""
+    import json
+    from datetime import UTC, datetime, timedelta
+
+    from ltm import packet
+    from ltm.examples import example_bytes
+    from ltm.store.sqlite import SqliteStore
+
+    example = json.loads(example_bytes())
+    store = SqliteStore(path)
+    conn = store._conn()
+    conn.execute("BEGIN")
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for n in range(count):
+        created = (start + timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        packet_id = f"01BENCH{n:019d}"
+        goal = f"Goal number {n}: keep the build green"
+        body = packet.canonical_bytes(
+            {**example, "id": packet_id, "created_at": created, "goal": goal}
+        )
+        conn.execute(
+            "INSERT INTO packets (id, scope, owner_id, team_id, sort_key, created_at, goal,"
+            " conforming, body) VALUES (?, 'u:local', 'local', NULL, ?, ?, ?, 1, ?)",
+            (packet_id, created, created, goal, body),
+        )
+    conn.execute("COMMIT")
+    store.close()
