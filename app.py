@@ -538,7 +538,7 @@ def accept_invite(request: Any, code: str) -> Response:
 
 # -- signing in from a browser: the device flow (RFC 8628) ------------------------------
 # The rules live in chalicelib.service.device, the OAuth endpoints and the verification
-# page in chalicelib.device_web; both are imported on first use, so a cold start that
+# page in chalicelib.web.device; both are imported on first use, so a cold start that
 # only serves packets does not pay for them.
 
 _device_web: Any = None
@@ -550,7 +550,7 @@ def _device() -> Any:
     global _device_web
     store = get_store()
     if _device_web is None or _device_web.store is not store:
-        from chalicelib.device_web import DeviceWeb
+        from chalicelib.web.device import DeviceWeb
 
         with _device_lock:
             if _device_web is None or _device_web.store is not store:
@@ -567,7 +567,7 @@ def _client_ip(request: Any) -> str:
 
 
 def _web_request(request: Any) -> Any:
-    from chalicelib.device_web import WebRequest
+    from chalicelib.web.device import WebRequest
 
     raw = request.raw_body or b""
     query: dict[str, list[str]] = {}
@@ -618,7 +618,7 @@ web_route("/device/decide", ["POST"], "decide", oauth=False)
 
 
 # -- the web view (pages for people) and published packets --------------------------------
-# Rendering lives in chalicelib.web, imported on the first page asked for.
+# Rendering lives in chalicelib.web.view, imported on the first page asked for.
 
 _web_view: Any = None
 
@@ -628,7 +628,7 @@ def _web() -> Any:
     global _web_view
     device_web = _device()
     if _web_view is None or _web_view.device is not device_web:
-        from chalicelib.web import WebView
+        from chalicelib.web.view import WebView
 
         with _device_lock:
             if _web_view is None or _web_view.device is not device_web:

@@ -5,7 +5,7 @@
 The figures behind choices on the hook's and ``ltm mcp``'s start-up paths: why the
 Linux data and state dirs are spelled out instead of asking platformdirs, why the
 records there are NamedTuples rather than dataclasses, why a hook's marker file is
-named without hashlib, and why plain ``http://`` goes over ``ltm.cli.plain_http`` (a
+named without hashlib, and why plain ``http://`` goes over ``ltm.cli.client.plain_http`` (a
 socket) rather than the standard library's ``http.client``. Each run starts, back to
 back, ``python -c pass``, one with the imports every hook makes anyway (BASE), BASE
 plus each single import, and each whole path; a row gives the median time and the
@@ -36,14 +36,14 @@ SINGLE = {
     "hashlib": "import hashlib",
     "tomllib": "import tomllib",
     "http.client": "import http.client",
-    "ltm.cli.plain_http (a socket)": "import ltm.cli.plain_http",
+    "ltm.cli.client.plain_http (a socket)": "import ltm.cli.client.plain_http",
 }
 # Whole paths, over a bare start.
 PATHS = {
-    "the hook's local-store path": "import ltm.cli.hook, ltm.cli.backend, ltm.store.sqlite, "
-    "ltm.service.packets, ltm.cli.credentials",
-    "the hook's server path": "import ltm.cli.hook, ltm.cli.backend, ltm.cli.remote, "
-    "ltm.cli.credentials, ltm.cli.plain_http, tomllib",
+    "the hook's local-store path": "import ltm.cli.agents.hook, ltm.cli.client.backend, "
+    "ltm.store.sqlite, ltm.service.packets, ltm.cli.client.credentials",
+    "the hook's server path": "import ltm.cli.agents.hook, ltm.cli.client.backend, "
+    "ltm.cli.client.remote, ltm.cli.client.credentials, ltm.cli.client.plain_http, tomllib",
 }
 
 

@@ -7,7 +7,7 @@ client does when it starts a session: ``initialize``, then
 ``notifications/initialized`` and ``tools/list``; the clock stops when the
 tool list arrives (and, separately, when the shim has exited after stdin is
 closed). Each run starts three sessions: by default with the warm process
-(``ltm.cli.mcp.warm``) up, as every session after a user's first one finds it;
+(``ltm.cli.agents.mcp.warm``) up, as every session after a user's first one finds it;
 by default with no warm process yet (a first session, which starts one); and
 with ``LTM_MCP_WARM=0``, the shim importing the SDK itself. Also measured: one
 ``tools/call`` round trip inside a live session (``ls``, ``save``, ``resume`` on

@@ -17,7 +17,7 @@ kept in its format:
 - ``config.toml``: the reference's settings (``host``, ``user``, ``output``,
   ``lenient``, ``editor``). ``host`` is the default server. Rewritten as a whole
   document (read, change, write), so keys this CLI does not know survive.
-- ``credentials``: the default server's token (see ``ltm.cli.credentials``).
+- ``credentials``: the default server's token (see ``ltm.cli.client.credentials``).
 
 Settings only this CLI has (``timeout``, ``browser``, the ``[[sensitive]]``
 redaction patterns) live in ``settings.toml`` beside them, not in

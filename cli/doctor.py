@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from ltm.cli.errors import CliError
 
 if TYPE_CHECKING:
-    from ltm.cli.credentials import Target
-    from ltm.cli.remote import Http, Reply
+    from ltm.cli.client.credentials import Target
+    from ltm.cli.client.remote import Http, Reply
 
 Status = Literal["ok", "warn", "fail", "skip"]
 BUDGET_S = 2.0  # the most one check may take
@@ -102,7 +102,7 @@ def check_files() -> list[Check]:
         note = "" if _posix() else " (permissions not checked: Windows uses ACLs)"
         out.append(Check("config", "ok", f"{directory}: {where}{note}"))
     try:
-        from ltm.cli import credentials
+        from ltm.cli.client import credentials
 
         credentials.load()
     except CliError as exc:
@@ -115,7 +115,7 @@ def check_files() -> list[Check]:
 
 def check_server(target: Target | None) -> tuple[list[Check], Reply | None, Http | None]:
     """Reachable, and speaking our protocol version (``GET /v1/healthz``)."""
-    from ltm.cli.remote import Http
+    from ltm.cli.client.remote import Http
 
     if target is None:
         return (
@@ -329,14 +329,14 @@ def check_store(*, full: bool = False) -> Check:
 
 def _ltm_paths() -> set[str]:
     """Ways the running ``ltm`` may be named in a harness's config."""
-    from ltm.cli.mcp.install import ltm_command
+    from ltm.cli.agents.mcp.install import ltm_command
 
     command = ltm_command()
     return {command[0], _resolved(command[0])}
 
 
 def _read_jsonc(path: Path) -> Any:
-    from ltm.cli.mcp.install import parse_jsonc
+    from ltm.cli.agents.mcp.install import parse_jsonc
 
     return parse_jsonc(path.read_text(encoding="utf-8")).value
 
@@ -351,7 +351,7 @@ def _read_or_fail(name: str, path: Path) -> Any:
 
 def check_mcp() -> list[Check]:
     """Each known MCP client's config: an ``ltm`` entry that runs this ``ltm``."""
-    from ltm.cli.mcp.install import CLIENTS, SERVER_NAME
+    from ltm.cli.agents.mcp.install import CLIENTS, SERVER_NAME
 
     mine = _ltm_paths()
     out = []
@@ -381,8 +381,8 @@ def _entry_check(name: str, path: Path, entry: dict[str, Any], mine: set[str], f
     if not isinstance(command, str) or not command:
         return Check(name, "fail", f"{path}: the ltm entry has no command", fix)
     program = command if Path(command).stem == "ltm" else None
-    if program is None and isinstance(args, list) and "ltm.cli.entry" in args:
-        program = command  # python -m ltm.cli.entry
+    if program is None and isinstance(args, list) and "ltm.cli.start.entry" in args:
+        program = command  # python -m ltm.cli.start.entry
     if program is None:
         return Check(name, "warn", f"{path}: the ltm entry runs {command!r}, not ltm", fix)
     if not Path(program).exists() and not _on_path(program):
@@ -409,12 +409,12 @@ def hook_files(harness_name: str) -> list[tuple[str, Path]]:
     """(scope, file) where a harness reads hooks: "" for the user's.
 
     The user's and the project's files, as ``ltm hooks install`` writes them
-    (``ltm.cli.hooks_install.harness``), and Claude Code's untracked
+    (``ltm.cli.agents.hooks_install.harness``), and Claude Code's untracked
     ``.claude/settings.local.json``.
     https://code.claude.com/docs/en/hooks (Configuration),
     https://developers.openai.com/codex/hooks (Where Codex looks for hooks)
     """
-    from ltm.cli.hooks_install import harness
+    from ltm.cli.agents.hooks_install import harness
 
     user, project = harness(harness_name, project=False), harness(harness_name, project=True)
     files = [("", user.hooks_file), ("project", project.hooks_file)]
@@ -440,7 +440,7 @@ def _hooks_check(
     name: str, fix: str, path: Path, ours: dict[str, list[str]], mine: set[str]
 ) -> Check:
     """One hooks file holding ltm entries: every event wired, to an ltm that exists."""
-    from ltm.cli.hooks_install import EVENTS
+    from ltm.cli.agents.hooks_install import EVENTS
 
     rank = {event: i for i, (event, _verb) in enumerate(EVENTS)}
     events = sorted(ours, key=lambda event: rank.get(event, len(rank)))  # ltm's order first
@@ -468,8 +468,8 @@ def _codex_flag() -> Check | None:
 
     https://developers.openai.com/codex/hooks ("Hooks are enabled by default").
     """
+    from ltm.cli.agents.hooks_install import flag_state, harness
     from ltm.cli.config import read_toml
-    from ltm.cli.hooks_install import flag_state, harness
 
     for project in (False, True):
         toml = harness("codex", project=project).config_toml
@@ -490,7 +490,7 @@ def _codex_flag() -> Check | None:
 
 def _ltm_hooks(doc: Any) -> dict[str, list[str]]:
     """{event: the commands of its ltm groups} of a hooks file (``hooks.<Event>[]``)."""
-    from ltm.cli.hooks_install import is_ours
+    from ltm.cli.agents.hooks_install import is_ours
 
     hooks = doc.get("hooks") if isinstance(doc, dict) else None
     found: dict[str, list[str]] = {}
@@ -508,7 +508,7 @@ def _ltm_hooks(doc: Any) -> dict[str, list[str]]:
 
 def check_hooks() -> list[Check]:
     """Each harness's hooks files that hold ``ltm hook`` entries, and Codex's feature flag."""
-    from ltm.cli.hooks_install import harness
+    from ltm.cli.agents.hooks_install import harness
 
     found: list[Check] = []
     mine = _ltm_paths()
@@ -545,7 +545,7 @@ def run_all(*, full: bool = False) -> list[Check]:
     found: dict[str, Any] = {}
     target: Target | None = None
     try:
-        from ltm.cli import credentials
+        from ltm.cli.client import credentials
 
         target = credentials.active()
     except CliError as exc:  # a config.toml host that is not a URL, damaged hosts.json
@@ -591,7 +591,7 @@ MARKS = {"ok": "ok  ", "warn": "warn", "fail": "FAIL", "skip": "--  "}
 
 
 def render(checks: list[Check]) -> str:
-    from ltm.cli.output import one_line
+    from ltm.cli.terminal.output import one_line
 
     width = max(len(c.name) for c in checks)
     lines = []

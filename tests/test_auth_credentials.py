@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from ltm.cli import config as settings
-from ltm.cli import credentials
+from ltm.cli.client import credentials
 from ltm.cli.errors import CliError
 
 REFERENCE_FIELDS = {"host": str, "user": str, "output": str, "lenient": bool, "editor": str}

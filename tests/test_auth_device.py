@@ -27,9 +27,9 @@ import pytest
 from clikit import LTM, Cli, Seen, json_reply, stub_server
 from serverkit import Server, running_server
 
-from ltm.cli import device
+from ltm.cli.client import device
+from ltm.cli.client.remote import Http
 from ltm.cli.errors import CliError
-from ltm.cli.remote import Http
 
 TOKEN = "ltm_" + "d" * 64
 GRANT = "urn:ietf:params:oauth:grant-type:device_code"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from clikit import base_env
 
-from ltm.cli import entry
-from ltm.cli.extras import extra_for, missing
+from ltm.cli.start import entry
+from ltm.cli.start.extras import extra_for, missing
 
 SERVER_VERBS = [
     ["init"],
@@ -33,7 +33,7 @@ def ltm_without(
     shim = (
         "import sys\n"
         f"for name in {modules!r}: sys.modules[name] = None\n"
-        "from ltm.cli.entry import main\n"
+        "from ltm.cli.start.entry import main\n"
         "main(sys.argv[1:])\n"
     )
     return subprocess.run(

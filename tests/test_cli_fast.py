@@ -1,8 +1,8 @@
 """The fast path: the plain forms of the most used verbs answer without typer or pydantic.
 
-``ltm.cli.entry`` hands ``--version``, ``example``, ``ls``, ``resume``,
-``show``, ``search`` and ``log`` to ``ltm.cli.fast`` when it recognises their plain forms; anything
-else (help, typos, unusual options) goes through the typer commands, which
+``ltm.cli.start.entry`` hands ``--version``, ``example``, ``ls``, ``resume``,
+``show``, ``search`` and ``log`` to ``ltm.cli.start.fast`` when it recognises their
+plain forms; anything else (help, typos, unusual options) goes through the typer commands, which
 call the same bodies. These tests run the real ``ltm`` in subprocesses and
 check both halves: nothing heavy is imported on the fast path, and the two
 paths print the same thing.
@@ -19,7 +19,7 @@ import pytest
 from clikit import Cli
 
 HEAVY = ("typer", "pydantic", "click", "rich", "httpx", "ulid", "re2")
-TYPER_PATH = "import sys; from ltm.cli.main import run; run(sys.argv[1:])"
+TYPER_PATH = "import sys; from ltm.cli.start.main import run; run(sys.argv[1:])"
 
 
 @pytest.fixture

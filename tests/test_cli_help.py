@@ -1,7 +1,7 @@
 """Every verb's ``--help`` reads as prose: no raw Python type names.
 
 typer prints each parameter's annotation (``--json <bool>``,
-``FILE...|- <list[str]>``, ``-t <str>``); ``ltm.cli.main`` shows flags bare,
+``FILE...|- <list[str]>``, ``-t <str>``); ``ltm.cli.start.main`` shows flags bare,
 options with a metavar (``TEAM``, ``URL``, ``N``) and arguments by name.
 """
 
@@ -13,7 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from ltm.cli.main import COMMANDS, GROUPS, build
+from ltm.cli.start.main import COMMANDS, GROUPS, build
 
 RAW_TYPE = re.compile(r"<(bool|str|int|float|path|list\[[^\]]*\]|[a-z]+ range)>|\blist\[str\]")
 

@@ -171,7 +171,7 @@ def test_redaction_blocks_and_stores_nothing(env: dict[str, str]) -> None:
 def test_a_report_names_the_first_hits_and_counts_the_rest(env: dict[str, str]) -> None:
     # A pasted build log full of paths: the report stays readable (and so does the
     # MCP tool's error in an agent's context), and says how many it left out.
-    from ltm.cli.preflight import SHOWN_HITS
+    from ltm.cli.client.preflight import SHOWN_HITS
 
     log = " ".join(f"/srv/build/step{n}.log" for n in range(SHOWN_HITS + 12))
     leaky = {**CONTENT, "goal": log, "next_step": "read /srv/build/last.log"}

@@ -25,10 +25,10 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from ltm.cognito import CognitoConfig, CognitoError, display_name, pkce_challenge
-from ltm.device_web import DeviceWeb, Signer, WebRequest, signing_key
 from ltm.service import device
 from ltm.store.sqlite import SqliteStore
+from ltm.web.cognito import CognitoConfig, CognitoError, display_name, pkce_challenge
+from ltm.web.device import DeviceWeb, Signer, WebRequest, signing_key
 
 POOL = "eu-west-1_TestPool"
 CLIENT = "test-client-id"

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ltm.cli.mcp.install import JsoncError, MergeError, merge, parse_jsonc
+from ltm.cli.agents.mcp.install import JsoncError, MergeError, merge, parse_jsonc
 
 LTM = str(Path(sys.executable).with_name("ltm"))
 CLIENTS = ("claude-code", "cursor", "zed", "claude-desktop")

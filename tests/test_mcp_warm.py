@@ -95,11 +95,11 @@ def test_other_code_gets_another_warm_process(
     installed ltm has, ltm/cli inside ltm/)."""
     import ltm
     import ltm.cli
-    from ltm.cli.mcp import warm
+    from ltm.cli.agents.mcp import warm
 
     package = tmp_path / "ltm"
-    (package / "cli" / "mcp").mkdir(parents=True)
-    for name in ("__init__.py", "packet.py", "cli/__init__.py", "cli/mcp/server.py"):
+    (package / "cli" / "agents" / "mcp").mkdir(parents=True)
+    for name in ("__init__.py", "packet.py", "cli/__init__.py", "cli/agents/mcp/server.py"):
         (package / name).write_text("# a module\n")
     monkeypatch.setattr(ltm, "__file__", str(package / "__init__.py"))
     monkeypatch.setattr(ltm.cli, "__file__", str(package / "cli" / "__init__.py"))
@@ -110,7 +110,7 @@ def test_other_code_gets_another_warm_process(
     assert len(warm._sources()) == 4 + 1  # each module once, and the SDK's folder
     assert warm.socket_path() == before  # the same code: the same warm process
 
-    (package / "cli" / "mcp" / "server.py").write_text("# an edit\n")
+    (package / "cli" / "agents" / "mcp" / "server.py").write_text("# an edit\n")
     edited = warm.socket_path()
     assert edited != before
     (package / "cli" / "new.py").write_text("")
@@ -123,7 +123,7 @@ def test_the_warm_process_rehearses_a_session_start_for_every_handshake_version(
     import anyio
     from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-    from ltm.cli.mcp import server
+    from ltm.cli.agents.mcp import server
 
     server.load_sdk()
     built = server.build_server()
@@ -146,7 +146,7 @@ def test_the_warm_process_rehearses_a_session_start_for_every_handshake_version(
 def test_on_by_default_on_linux_only(
     monkeypatch: pytest.MonkeyPatch, platform: str, setting: str | None, on: bool
 ) -> None:
-    from ltm.cli.mcp import warm
+    from ltm.cli.agents.mcp import warm
 
     monkeypatch.setattr(sys, "platform", platform)
     if setting is None:

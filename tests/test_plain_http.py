@@ -1,4 +1,5 @@
-"""``ltm.cli.plain_http``: the HTTP/1.1 the CLI speaks to an ``http://`` server with no proxy.
+"""``ltm.cli.client.plain_http``: the HTTP/1.1 the CLI speaks to an ``http://`` server
+with no proxy.
 
 A scripted server on loopback (a real socket) sends raw replies, byte for byte:
 each well-formed one must read exactly as the standard library's ``http.client``
@@ -18,10 +19,10 @@ from typing import BinaryIO
 
 import pytest
 
-from ltm.cli import remote
+from ltm.cli.client import remote
+from ltm.cli.client.plain_http import Connection
+from ltm.cli.client.remote import Http
 from ltm.cli.errors import CliError
-from ltm.cli.plain_http import Connection
-from ltm.cli.remote import Http
 
 # A reply script: what the server sends for the Nth request it reads (None: close instead).
 Script = Callable[[int, bytes], bytes | None]

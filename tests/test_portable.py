@@ -17,7 +17,7 @@ from clikit import LTM, Cli, signed_in
 from serverkit import SERVER_STORES, Server, make_packet, running_server
 
 from ltm import bundle
-from ltm.cli.progress import Progress
+from ltm.cli.terminal.progress import Progress
 from ltm.store.sqlite import SqliteStore
 
 AWS_KEY = (

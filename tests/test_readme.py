@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ltm.cli.main import COMMANDS, GROUPS
+from ltm.cli.start.main import COMMANDS, GROUPS
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

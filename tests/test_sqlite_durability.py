@@ -82,7 +82,7 @@ def test_the_cli_embedded_store_is_full_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``ltm save`` says "saved" only once the packet would survive a power loss."""
-    from ltm.cli.backend import LocalBackend
+    from ltm.cli.client.backend import LocalBackend
 
     monkeypatch.delenv("LTM_SQLITE_SYNC", raising=False)
     monkeypatch.setenv("LTM_DATA_DIR", str(tmp_path / "data"))

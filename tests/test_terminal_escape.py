@@ -17,7 +17,7 @@ import pexpect
 import pytest
 from clikit import LTM, Cli
 
-from ltm.cli.output import safe, terminal_bytes
+from ltm.cli.terminal.output import safe, terminal_bytes
 
 TITLE = "\x1b]0;owned\x07"  # OSC: set the window title
 CLEAR = "\x1b[2J"
@@ -120,7 +120,7 @@ def test_the_picker_escapes_its_rows(cli: Cli, evil: str) -> None:
 
 
 def test_error_lines_escape_what_they_quote(cli: Cli) -> None:
-    # Every error line goes through one printer (ltm.cli.entry); a file name is quoted raw.
+    # Every error line goes through one printer (ltm.cli.start.entry); a file name is quoted raw.
     result = cli.run("save", f"notes{TITLE}{C1_CSI}.json")
     assert result.returncode == 1 and "no such file" in result.stderr
     assert clean(result.stderr) and "notes\\u001b]0;owned\\u0007\\u009b31m" in result.stderr

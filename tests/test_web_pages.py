@@ -293,10 +293,10 @@ def test_a_tampered_or_foreign_session_is_no_session(server: Server) -> None:
 
 
 def test_sessions_expire(tmp_path: Path) -> None:
-    from ltm.device_web import DeviceWeb, Signer, WebRequest
     from ltm.service import device, tokens
     from ltm.store.sqlite import SqliteStore
-    from ltm.web import SESSION_SECONDS, WebView
+    from ltm.web.device import DeviceWeb, Signer, WebRequest
+    from ltm.web.view import SESSION_SECONDS, WebView
 
     store = SqliteStore(tmp_path / "s.db")
     user, _secret = tokens.issue(store, "clock")
@@ -326,10 +326,10 @@ def test_sessions_expire(tmp_path: Path) -> None:
 
 def test_links_keep_an_api_stage_prefix(tmp_path: Path) -> None:
     """On API Gateway's default domain the stage is part of every path (``/api/web``)."""
-    from ltm.device_web import DeviceWeb, Signer, WebRequest
     from ltm.service import device, packets, tokens
     from ltm.store.sqlite import SqliteStore
-    from ltm.web import WebView
+    from ltm.web.device import DeviceWeb, Signer, WebRequest
+    from ltm.web.view import WebView
 
     store = SqliteStore(tmp_path / "s.db")
     user, _secret = tokens.issue(store, "stage")

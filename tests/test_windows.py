@@ -33,7 +33,7 @@ from serverkit import make_packet
 
 from ltm import bundle
 from ltm.cli import doctor
-from ltm.cli.mcp import install
+from ltm.cli.agents.mcp import install
 
 WINDOWS_PYTHON = """
 import sys

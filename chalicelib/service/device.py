@@ -1,6 +1,6 @@
 """Signing in from a browser: the OAuth 2.0 Device Authorization Grant (RFC 8628), server side.
 
-Framework-free rules over the store; ``app.py`` (through ``chalicelib.device_web``)
+Framework-free rules over the store; ``app.py`` (through ``chalicelib.web.device``)
 only moves bytes in and out.
 
 The two endpoints, as the reference client calls them (form-encoded):
@@ -30,7 +30,7 @@ the answer carries no ``expires_in``.
 
 A grant is decided (approved or denied) once, by a signed-in user who types
 the user code: on the verification page (Cognito or an existing token, see
-``chalicelib.device_web``) or with ``ltm approve CODE``
+``chalicelib.web.device``) or with ``ltm approve CODE``
 (``POST /v1/device/approve``). Approving needs the full scope: a read-only
 token cannot sign a device in (least of all one asking for more).
 

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from ltm.cli import options
+from ltm.cli.commands import options
 from ltm.cli.errors import CliError
-from ltm.cli.output import info, relative_time, safe
+from ltm.cli.terminal.output import info, relative_time, safe
 
 
 def approve(

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ltm.cli.errors import CliError
-from ltm.cli.output import info
+from ltm.cli.terminal.output import info
 
 if TYPE_CHECKING:
-    from ltm.cli.remote import Http
+    from ltm.cli.client.remote import Http
 
 
 def auth(
@@ -35,8 +35,8 @@ def auth(
     ] = False,
 ) -> None:
     """Sign in to an ltm server; from then on every verb goes to it (--local overrides)."""
-    from ltm.cli import credentials
-    from ltm.cli.remote import Http, probe
+    from ltm.cli.client import credentials
+    from ltm.cli.client.remote import Http, probe
 
     if host is None:
         configured = credentials.active()
@@ -55,7 +55,7 @@ def auth(
             check_token(http, token)
             via = "token"
         else:
-            from ltm.cli import device
+            from ltm.cli.client import device
 
             token = device.sign_in(
                 http, open_browser=not no_browser and device.browser_available(), say=info
@@ -79,7 +79,7 @@ def auth(
 
 def check_token(http: Http, token: str) -> None:
     """``GET /v1/packets?limit=1`` with the token, as the protocol's sign-in check."""
-    from ltm.cli.remote import status_error
+    from ltm.cli.client.remote import status_error
 
     reply = http.request("GET", "/v1/packets", query={"limit": 1}, token=token)
     if reply.status == 200:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from ltm.cli.errors import CliError
-from ltm.cli.output import info
+from ltm.cli.terminal.output import info
 
 app = typer.Typer(
     help="Read and change settings: host (the default server), timeout (seconds),"
@@ -47,12 +47,12 @@ def _read(name: str) -> Any:
     if os.environ.get(ENV.get(name, "")):
         value = os.environ[ENV[name]]
         if name == "host":
-            from ltm.cli.credentials import normalize_host
+            from ltm.cli.client.credentials import normalize_host
 
             return normalize_host(value)
         return value
     if name == "host":
-        from ltm.cli.credentials import default_host
+        from ltm.cli.client.credentials import default_host
 
         return default_host()
     if name in REFERENCE_KEYS:
@@ -86,7 +86,7 @@ def set_(
     """Change one setting."""
     name = _key(key)
     if name == "host":
-        from ltm.cli import credentials
+        from ltm.cli.client import credentials
 
         if not value.strip():
             credentials.set_default(None)
@@ -122,7 +122,7 @@ def unset(key: Key) -> None:
     """Go back to the default for one setting."""
     name = _key(key)
     if name == "host":
-        from ltm.cli.credentials import set_default
+        from ltm.cli.client.credentials import set_default
 
         set_default(None)
         info("no default server; verbs use the local store")

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ltm.cli import options
+from ltm.cli.commands import options
 
 
 def doctor(

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ltm.cli.fast import print_example
+from ltm.cli.start.fast import print_example
 
 
 def example(

@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from ltm.cli import options
+from ltm.cli.commands import options
 from ltm.cli.errors import CliError
-from ltm.cli.output import info
+from ltm.cli.terminal.output import info
 
 
 def export(
@@ -27,9 +27,9 @@ def export(
     local: options.Local = False,
 ) -> None:
     """Export packets as a bundle: one JSON line per packet, after a header line."""
-    from ltm.cli.backend import open_backend
-    from ltm.cli.portable import AtomicFile
-    from ltm.cli.portable import export as write_bundle
+    from ltm.cli.client.backend import open_backend
+    from ltm.cli.client.portable import AtomicFile
+    from ltm.cli.client.portable import export as write_bundle
 
     if team and all_scopes:
         raise CliError("give -t TEAM or --all, not both", exit_code=2)

@@ -39,7 +39,7 @@ def install(
     ] = False,
 ) -> None:
     """Print the hook entries that run `ltm hook`, or merge them in with --write."""
-    from ltm.cli.hooks_install import install as run
+    from ltm.cli.agents.hooks_install import install as run
 
     run(harness.value, project=project, write=write)
 
@@ -47,6 +47,6 @@ def install(
 @app.command("uninstall")
 def uninstall(harness: HarnessArg, project: ProjectOpt = False) -> None:
     """Remove exactly the entries `ltm hooks install --write` added."""
-    from ltm.cli.hooks_install import uninstall as run
+    from ltm.cli.agents.hooks_install import uninstall as run
 
     run(harness.value, project=project)

@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from ltm.cli import options
+from ltm.cli.commands import options
 from ltm.cli.errors import CliError
-from ltm.cli.output import info
+from ltm.cli.terminal.output import info
 
 
 def import_(
@@ -42,9 +42,9 @@ def import_(
     ltm push. A packet whose id belongs to someone else is never overwritten.
     Exits 1 when any line was refused.
     """
-    from ltm.cli.backend import open_backend
-    from ltm.cli.portable import Importer, Report
-    from ltm.cli.preflight import source_error
+    from ltm.cli.client.backend import open_backend
+    from ltm.cli.client.portable import Importer, Report
+    from ltm.cli.client.preflight import source_error
 
     if source == "-":
         stream, size = sys.stdin.buffer, None

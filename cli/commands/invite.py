@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ltm.cli import options
-from ltm.cli.output import info
+from ltm.cli.commands import options
+from ltm.cli.terminal.output import info
 
 
 def invite(

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ltm.cli.errors import CliError
-from ltm.cli.output import info, safe
+from ltm.cli.terminal.output import info, safe
 
 MARKER = "/v1/invites/"
 
@@ -41,8 +41,8 @@ def join(
     when asked on a terminal): an invite link can come from anyone, and the default
     server receives every later save.
     """
-    from ltm.cli import credentials
-    from ltm.cli.remote import Http, accept_invite
+    from ltm.cli.client import credentials
+    from ltm.cli.client.remote import Http, accept_invite
 
     host, code = parse_invite(invite)
     current = credentials.active()
@@ -103,7 +103,7 @@ def _asked(host: str, default: str | None) -> bool:
 
 def parse_invite(text: str) -> tuple[str, str]:
     """(host, code) from an invite URL, or the configured host and a bare code."""
-    from ltm.cli import credentials
+    from ltm.cli.client import credentials
 
     raw = text.strip()
     if MARKER in raw:

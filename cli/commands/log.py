@@ -1,11 +1,11 @@
 """ltm log: the work thread of a packet, from its root to it (``parent_id`` links).
 
-The body is ``ltm.cli.fast.log_thread`` (see ``ltm.cli.entry``).
+The body is ``ltm.cli.start.fast.log_thread`` (see ``ltm.cli.start.entry``).
 """
 
 from __future__ import annotations
 
-from ltm.cli import options
+from ltm.cli.commands import options
 
 
 def log(
@@ -15,6 +15,6 @@ def log(
     local: options.Local = False,
 ) -> None:
     """Show the thread that led to a packet: id, age, goal and next step, one line each."""
-    from ltm.cli.fast import log_thread
+    from ltm.cli.start.fast import log_thread
 
     log_thread(ref, team=team, as_json=as_json, local=local)

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ltm.cli.errors import CliError
-from ltm.cli.output import info
+from ltm.cli.terminal.output import info
 
 
 def logout(
@@ -17,7 +17,7 @@ def logout(
     ] = None,
 ) -> None:
     """Forget the saved token for a server (on the server it stays valid until revoked)."""
-    from ltm.cli import credentials
+    from ltm.cli.client import credentials
 
     if host is None:
         host = credentials.default_host()

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ltm.cli import options
+from ltm.cli.commands import options
 
 
 def ls(
@@ -48,8 +48,11 @@ def ls(
     here: options.Here = False,
 ) -> None:
     """List packets: id, age and goal."""
-    from ltm.cli.backend import Filters
-    from ltm.cli.fast import MAX_LIMIT, list_packets  # ltm.cli.entry runs it without typer
+    from ltm.cli.client.backend import Filters
+    from ltm.cli.start.fast import (  # ltm.cli.start.entry runs it without typer
+        MAX_LIMIT,
+        list_packets,
+    )
 
     list_packets(
         limit=MAX_LIMIT if every and limit == 50 else limit,

@@ -30,7 +30,7 @@ class Client(StrEnum):
 def mcp(ctx: typer.Context) -> None:
     """Serve the ltm tools over MCP on stdin/stdout (the client starts this)."""
     if ctx.invoked_subcommand is None:
-        from ltm.cli.mcp.server import serve
+        from ltm.cli.agents.mcp.server import serve
 
         serve()
 
@@ -53,6 +53,6 @@ def install(
     ] = None,
 ) -> None:
     """Print the config snippet that runs `ltm mcp` in CLIENT, or write it with --write."""
-    from ltm.cli.mcp.install import run
+    from ltm.cli.agents.mcp.install import run
 
     run(client.value, write=write, file=file)

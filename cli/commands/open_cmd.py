@@ -12,9 +12,9 @@ from typing import Annotated
 
 import typer
 
-from ltm.cli import options
+from ltm.cli.commands import options
 from ltm.cli.errors import CliError
-from ltm.cli.output import info
+from ltm.cli.terminal.output import info
 
 
 def open_view(
@@ -30,15 +30,15 @@ def open_view(
     """Open the server's web view (your packets, or one packet) in your browser."""
     from urllib.parse import quote
 
-    from ltm.cli.credentials import active
-    from ltm.cli.device import _launch, browser_available
+    from ltm.cli.client.credentials import active
+    from ltm.cli.client.device import _launch, browser_available
 
     target = active()
     if target is None:
         raise CliError("not signed in to a server; for the local store's view run: ltm ui")
     url = target.host.rstrip("/") + "/web"
     if ref:
-        from ltm.cli.remote import RemoteBackend
+        from ltm.cli.client.remote import RemoteBackend
 
         backend = RemoteBackend.open(target)
         try:

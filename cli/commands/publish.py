@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 
-from ltm.cli import options
+from ltm.cli.commands import options
 from ltm.cli.errors import CliError
-from ltm.cli.output import info
+from ltm.cli.terminal.output import info
 
 
 def _server(verb: str) -> object:
-    from ltm.cli.backend import open_backend
-    from ltm.cli.remote import RemoteBackend
+    from ltm.cli.client.backend import open_backend
+    from ltm.cli.client.remote import RemoteBackend
 
     backend = open_backend()
     if not isinstance(backend, RemoteBackend):

@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from ltm.cli import options
+from ltm.cli.commands import options
 from ltm.cli.errors import CliError
-from ltm.cli.output import info
+from ltm.cli.terminal.output import info
 
 
 def pull(
@@ -35,11 +35,11 @@ def pull(
             raise CliError(
                 "--to-local writes to the local store; give no --output and no --local", exit_code=2
             )
-        from ltm.cli.transfer import to_local_store
+        from ltm.cli.client.transfer import to_local_store
 
         to_local_store(ref, team=team, lenient=lenient)
         return
-    from ltm.cli.backend import open_backend
+    from ltm.cli.client.backend import open_backend
 
     backend = open_backend(local=local)
     try:
@@ -47,7 +47,7 @@ def pull(
     finally:
         backend.close()
     if output is None:
-        from ltm.cli.output import terminal_bytes
+        from ltm.cli.terminal.output import terminal_bytes
 
         # The stored bytes as they are, except on a terminal: there, JSON escapes for
         # controls and bidi marks (equivalent JSON that cannot drive the terminal).

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ltm.cli import options
+from ltm.cli.commands import options
 from ltm.cli.commands.save import send
 from ltm.cli.errors import CliError
 
@@ -36,7 +36,7 @@ def push(
                 "--from-local takes the packet from the local store; give no FILE and no --local",
                 exit_code=2,
             )
-        from ltm.cli.transfer import to_server
+        from ltm.cli.client.transfer import to_server
 
         to_server(from_local, team=team, lenient=lenient, allow_unredacted=allow_unredacted)
         return

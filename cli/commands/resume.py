@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ltm.cli import options
+from ltm.cli.commands import options
 
 
 def resume(
@@ -36,7 +36,9 @@ def resume(
     here: options.Here = False,
 ) -> None:
     """Print the resume block of a packet, ready to paste into a new agent session."""
-    from ltm.cli.fast import resume_packet  # the body; ltm.cli.entry runs it without typer
+    from ltm.cli.start.fast import (
+        resume_packet,  # the body; ltm.cli.start.entry runs it without typer
+    )
 
     resume_packet(
         ref, team=team, local=local, copy=copy, as_json=as_json, project=project, here=here

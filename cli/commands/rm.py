@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from ltm.cli import options
+from ltm.cli.commands import options
 from ltm.cli.errors import CliError
-from ltm.cli.output import info
+from ltm.cli.terminal.output import info
 
 
 def rm(
@@ -19,7 +19,7 @@ def rm(
     local: options.Local = False,
 ) -> None:
     """Delete a packet. Deleted packets cannot be recovered."""
-    from ltm.cli.backend import open_backend
+    from ltm.cli.client.backend import open_backend
 
     backend = open_backend(local=local)
     try:
@@ -36,7 +36,7 @@ def rm(
 def _goal(body: bytes) -> str:
     import json
 
-    from ltm.cli.output import one_line, safe
+    from ltm.cli.terminal.output import one_line, safe
 
     try:
         return safe(one_line(str(json.loads(body).get("goal", "")), 60))

@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ltm.cli import options
+from ltm.cli.commands import options
 from ltm.cli.errors import CliError
-from ltm.cli.output import info
+from ltm.cli.terminal.output import info
 
 if TYPE_CHECKING:
-    from ltm.cli.backend import Backend
+    from ltm.cli.client.backend import Backend
 
 
 def send(
@@ -29,8 +29,8 @@ def send(
     ``continues``: a packet id (or prefix), or ``last``, that this packet
     follows in its work thread; it becomes the packet's ``parent_id``.
     """
-    from ltm.cli import preflight
-    from ltm.cli.backend import open_backend
+    from ltm.cli.client import preflight
+    from ltm.cli.client.backend import open_backend
 
     raw = preflight.read_source(source)
     backend = open_backend(local=local)
@@ -63,8 +63,8 @@ def _with_parent(
     this packet itself when it is saved again.
     """
     from ltm import packet
-    from ltm.cli.fast import decode_packet
-    from ltm.cli.preflight import _indent
+    from ltm.cli.client.preflight import _indent
+    from ltm.cli.start.fast import decode_packet
 
     try:
         data = packet.parse(raw)

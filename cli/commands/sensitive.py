@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ltm.cli.errors import CliError
-from ltm.cli.output import info
+from ltm.cli.terminal.output import info
 
 app = typer.Typer(
     help="Manage your own redaction patterns (kept in settings.toml) and test the scanner.",
@@ -77,7 +77,7 @@ def rm(kind: Annotated[str, typer.Argument(help="The pattern's name.")]) -> None
 def test(text: Annotated[str, typer.Argument(help="The text to scan.")]) -> None:
     """Scan TEXT with the built-in and your patterns; exit 1 when anything matches."""
     from ltm import redact
-    from ltm.cli.preflight import user_rules
+    from ltm.cli.client.preflight import user_rules
 
     hits = redact.scan_text(text, user_rules())
     for kind, match in hits:

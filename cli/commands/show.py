@@ -1,13 +1,13 @@
 """ltm show: one packet, for people (or as JSON).
 
-The body is ``ltm.cli.fast.show_packet``: the plain forms of this verb skip
-typer entirely (see ``ltm.cli.entry``); this command serves the rest (help,
+The body is ``ltm.cli.start.fast.show_packet``: the plain forms of this verb skip
+typer entirely (see ``ltm.cli.start.entry``); this command serves the rest (help,
 typos) with the same behaviour.
 """
 
 from __future__ import annotations
 
-from ltm.cli import options
+from ltm.cli.commands import options
 
 
 def show(
@@ -17,6 +17,6 @@ def show(
     local: options.Local = False,
 ) -> None:
     """Show a packet: a readable summary, or its JSON with --json."""
-    from ltm.cli.fast import show_packet
+    from ltm.cli.start.fast import show_packet
 
     show_packet(ref, team=team, as_json=as_json, local=local)

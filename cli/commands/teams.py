@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ltm.cli import options
+from ltm.cli.commands import options
 from ltm.cli.errors import CliError
-from ltm.cli.output import info, relative_time, safe
+from ltm.cli.terminal.output import info, relative_time, safe
 
 if TYPE_CHECKING:
-    from ltm.cli.remote import RemoteBackend
+    from ltm.cli.client.remote import RemoteBackend
 
 app = typer.Typer(
     help="Teams on the server: packets pushed with -t TEAM are visible to every member.",
@@ -25,8 +25,8 @@ Name = Annotated[str, typer.Argument(metavar="TEAM", help="The team's name.")]
 
 def server() -> RemoteBackend:
     """The signed-in server; teams do not exist in the local store."""
-    from ltm.cli.backend import open_backend
-    from ltm.cli.remote import RemoteBackend
+    from ltm.cli.client.backend import open_backend
+    from ltm.cli.client.remote import RemoteBackend
 
     backend = open_backend()
     if not isinstance(backend, RemoteBackend):

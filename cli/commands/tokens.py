@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ltm.cli import options
+from ltm.cli.commands import options
 from ltm.cli.errors import CliError
-from ltm.cli.output import info, relative_time, safe
+from ltm.cli.terminal.output import info, relative_time, safe
 
 if TYPE_CHECKING:
-    from ltm.cli.remote import RemoteBackend
+    from ltm.cli.client.remote import RemoteBackend
 
 app = typer.Typer(
     help="Your tokens on the server (one per signed-in device): list them, revoke one.",
@@ -23,8 +23,8 @@ app = typer.Typer(
 
 def server(what: str) -> RemoteBackend:
     """The signed-in server; tokens do not exist in the local store."""
-    from ltm.cli.backend import open_backend
-    from ltm.cli.remote import RemoteBackend
+    from ltm.cli.client.backend import open_backend
+    from ltm.cli.client.remote import RemoteBackend
 
     backend = open_backend()
     if not isinstance(backend, RemoteBackend):

@@ -20,7 +20,7 @@ from typing import Annotated
 import typer
 
 from ltm.cli.errors import CliError
-from ltm.cli.output import info
+from ltm.cli.terminal.output import info
 
 
 def ui(
@@ -32,11 +32,11 @@ def ui(
     ] = False,
 ) -> None:
     """Open the local store's web view in your browser (loopback only; Ctrl-C stops)."""
-    from ltm.cli.extras import require
+    from ltm.cli.start.extras import require
 
     require("server", "ltm ui")  # the same app and HTTP server as `ltm server run`
+    from ltm.cli.client.device import _launch, browser_available
     from ltm.cli.config import local_db_path
-    from ltm.cli.device import _launch, browser_available
 
     path = local_db_path()
     key = secrets.token_urlsafe(32)

@@ -31,7 +31,7 @@ def validate(
     Exit status: 0 when every packet is valid and clean, 1 when any is invalid
     or has redaction hits, 2 when a file cannot be read.
     """
-    from ltm.cli import preflight
+    from ltm.cli.client import preflight
 
     worst = 0
     for source in sources:
@@ -46,7 +46,7 @@ def validate(
 
 
 def _judge(source: str, *, complete: bool) -> tuple[dict[str, Any], int]:
-    from ltm.cli import preflight
+    from ltm.cli.client import preflight
 
     try:
         raw = preflight.read_source(source)
@@ -57,7 +57,7 @@ def _judge(source: str, *, complete: bool) -> tuple[dict[str, Any], int]:
 
 
 def _print_text(report: dict[str, Any], lines: list[str]) -> None:
-    from ltm.cli.output import safe
+    from ltm.cli.terminal.output import safe
 
     if report["valid"] and not report["redaction"]:
         print(safe(f"{report['file']}: ok"))

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-from ltm.cli import options
+from ltm.cli.commands import options
 
 
 def whoami(as_json: options.Json = False) -> None:
     """Show the server the verbs go to, the user if known, and the token's fingerprint."""
-    from ltm.cli import credentials
+    from ltm.cli.client import credentials
     from ltm.cli.config import local_db_path
 
     target = credentials.active()
@@ -36,7 +36,7 @@ def whoami(as_json: options.Json = False) -> None:
     )
     user = target.user or {}
     if user:
-        from ltm.cli.output import safe
+        from ltm.cli.terminal.output import safe
 
         print(safe(f"user         {user.get('display', '')} ({user.get('id', '')})"))
     else:

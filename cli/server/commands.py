@@ -38,7 +38,7 @@ def _needs_the_server_extra(verb: str) -> None:
     (Not a group callback: that would run before ``--help`` too, and reading the
     help needs no server.)
     """
-    from ltm.cli.extras import require
+    from ltm.cli.start.extras import require
 
     require("server", f"ltm server {verb}")
 
@@ -342,7 +342,7 @@ def _ensure_device_secret(store: Store) -> None:
     """The random key that signs the device-flow pages (CSRF, sign-in state): made once, kept."""
     import secrets
 
-    from ltm.device_web import SECRET_NAME
+    from ltm.web.device import SECRET_NAME
 
     store.ensure_secret(SECRET_NAME, secrets.token_bytes(32))
 

@@ -2,8 +2,8 @@
 
 Plain Python, no MCP SDK: ``call(name, arguments)`` returns a :class:`Reply`
 and never raises, so one bad call can never take the shim down. Packets go
-through the very same code as the CLI verbs: ``ltm.cli.preflight`` (parse,
-fill, validate, redaction scan) and ``ltm.cli.backend`` (the one client, local
+through the very same code as the CLI verbs: ``ltm.cli.client.preflight`` (parse,
+fill, validate, redaction scan) and ``ltm.cli.client.backend`` (the one client, local
 store or server, with whatever ``ltm auth`` stored). A packet that fails the
 schema or the redaction pre-flight is never handed to the backend.
 
@@ -284,14 +284,14 @@ def _packet_input(value: Any) -> bytes | dict[str, Any]:
 
 
 def _backend() -> Any:
-    from ltm.cli.backend import open_backend
+    from ltm.cli.client.backend import open_backend
 
     return open_backend()
 
 
 def _refused_message(refused: Any, verb: str) -> str:
     """Every problem of a refused packet in one reply: schema errors and redaction hits."""
-    from ltm.cli.preflight import hit_lines, plural
+    from ltm.cli.client.preflight import hit_lines, plural
 
     lines = []
     if refused.errors:
@@ -327,7 +327,7 @@ def _size_note(data: Mapping[str, Any]) -> str:
 
 def _store(args: dict[str, Any], *, fill: bool, verb: str) -> Reply:
     """save and push: check, scan, then (and only then) hand the packet to the backend."""
-    from ltm.cli import preflight
+    from ltm.cli.client import preflight
 
     raw = _packet_input(args["packet"])
     try:
@@ -352,7 +352,7 @@ def _store(args: dict[str, Any], *, fill: bool, verb: str) -> Reply:
 
 
 def _project(args: dict[str, Any]) -> str | None:
-    from ltm.cli.fast import project_filter
+    from ltm.cli.start.fast import project_filter
 
     return project_filter(args.get("project"), bool(args.get("here")))
 
@@ -360,7 +360,7 @@ def _project(args: dict[str, Any]) -> str | None:
 def _newest(backend: Any, team: str | None, project: str | None = None) -> str:
     rows = backend.list(team=team, limit=1, project=project)
     if not rows:
-        from ltm.cli.fast import where_label
+        from ltm.cli.start.fast import where_label
 
         where = where_label(backend, team, project)
         raise ToolError(f"no packets yet in {where}; save one at the end of a session with save")
@@ -368,7 +368,7 @@ def _newest(backend: Any, team: str | None, project: str | None = None) -> str:
 
 
 def _decode(body: bytes, ref: str) -> dict[str, Any]:
-    from ltm.cli.fast import decode_packet
+    from ltm.cli.start.fast import decode_packet
 
     try:
         return decode_packet(body, ref)
@@ -389,7 +389,7 @@ def _push(args: dict[str, Any]) -> Reply:
 
 
 def _resume(args: dict[str, Any]) -> Reply:
-    from ltm.cli.fast import earlier_count
+    from ltm.cli.start.fast import earlier_count
     from ltm.resume import render
 
     team = args.get("team")
@@ -411,7 +411,7 @@ def _resume(args: dict[str, Any]) -> Reply:
 
 
 def _show(args: dict[str, Any]) -> Reply:
-    from ltm.cli.fast import summary
+    from ltm.cli.start.fast import summary
 
     backend = _backend()
     try:
@@ -431,8 +431,8 @@ def _pull(args: dict[str, Any]) -> Reply:
 
 
 def _ls(args: dict[str, Any]) -> Reply:
-    from ltm.cli.backend import Filters
-    from ltm.cli.output import one_line
+    from ltm.cli.client.backend import Filters
+    from ltm.cli.terminal.output import one_line
 
     team = args.get("team")
     filters = Filters(
@@ -450,7 +450,7 @@ def _ls(args: dict[str, Any]) -> Reply:
         )
     finally:
         backend.close()
-    from ltm.cli.fast import where_label
+    from ltm.cli.start.fast import where_label
 
     rows, more = listing.rows, listing.next_page_token
     where = where_label(backend, team, filters.project)
@@ -476,9 +476,9 @@ def _ls(args: dict[str, Any]) -> Reply:
 
 
 def _search(args: dict[str, Any]) -> Reply:
-    from ltm.cli.backend import check_query
-    from ltm.cli.fast import marked
-    from ltm.cli.output import one_line
+    from ltm.cli.client.backend import check_query
+    from ltm.cli.start.fast import marked
+    from ltm.cli.terminal.output import one_line
 
     team, every = args.get("team"), bool(args.get("all_scopes"))
     if team and every:
@@ -527,7 +527,7 @@ def _example(args: dict[str, Any]) -> Reply:
 
 def _whoami(args: dict[str, Any]) -> Reply:
     from ltm import __version__
-    from ltm.cli.backend import LocalBackend
+    from ltm.cli.client.backend import LocalBackend
     from ltm.cli.config import config_dir
 
     backend = _backend()
@@ -571,7 +571,7 @@ def _plain(value: Any) -> str:
 
 
 def _validate(args: dict[str, Any]) -> Reply:
-    from ltm.cli import preflight
+    from ltm.cli.client import preflight
 
     complete = bool(args.get("complete", False))
     report = preflight.validation_report(_packet_input(args["packet"]), complete=complete)

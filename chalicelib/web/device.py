@@ -54,11 +54,11 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs
 
+from ..service import device, tokens
+from ..service.errors import InsufficientScope, NotFound, ServiceError
+from ..service.users import now as utc_now
+from ..store import DeviceGrant, Store, User
 from .cognito import CognitoConfig, CognitoError, display_name
-from .service import device, tokens
-from .service.errors import InsufficientScope, NotFound, ServiceError
-from .service.users import now as utc_now
-from .store import DeviceGrant, Store, User
 
 SECRET_NAME = "device-pages-signing-key"
 SECRET_ENV = "LTM_DEVICE_SECRET"

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, BinaryIO
 
 from ltm.cli.errors import CliError
-from ltm.cli.progress import Progress
+from ltm.cli.terminal.progress import Progress
 
 if TYPE_CHECKING:
-    from ltm.cli.backend import Backend
+    from ltm.cli.client.backend import Backend
 
 
 # -- export ------------------------------------------------------------------------
@@ -145,7 +145,7 @@ class Importer:
         allow_unredacted: bool,
         replace: bool,
     ) -> None:
-        from ltm.cli import preflight
+        from ltm.cli.client import preflight
 
         self.backend = backend
         self.report = report
@@ -184,8 +184,8 @@ class Importer:
 
     def one(self, number: int, line: bytes) -> None:
         from ltm import bundle
-        from ltm.cli import preflight
-        from ltm.cli.backend import IdTaken
+        from ltm.cli.client import preflight
+        from ltm.cli.client.backend import IdTaken
 
         report = self.report
         where = f"line {number}"

@@ -4,7 +4,7 @@
 ``ltm ls``, ``ltm resume`` and ``ltm show`` (what people and agents run most,
 usually against a server): their bodies live here, importable without typer (typer,
 and the pydantic it loads to coerce arguments, cost more than the whole rest
-of the command). ``ltm.cli.entry`` hands their plain forms to ``run``;
+of the command). ``ltm.cli.start.entry`` hands their plain forms to ``run``;
 anything it does not recognise (help, a typo, an interactive pick) goes to the
 typer commands, which call the same bodies.
 """
@@ -16,10 +16,10 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ltm.cli.errors import CliError
-from ltm.cli.output import info, safe, terminal_bytes
+from ltm.cli.terminal.output import info, safe, terminal_bytes
 
 if TYPE_CHECKING:
-    from ltm.cli.backend import Backend, Filters
+    from ltm.cli.client.backend import Backend, Filters
 
 PICK_FROM = 50  # how many recent packets the picker offers
 MAX_LIMIT = 1000
@@ -81,8 +81,8 @@ def list_packets(
     every: bool = False,
 ) -> None:
     """``ltm ls``: a page (or with ``every``, all pages) of a scope, filtered."""
-    from ltm.cli.backend import Filters, open_backend
-    from ltm.cli.output import one_line, relative_time, short_id
+    from ltm.cli.client.backend import Filters, open_backend
+    from ltm.cli.terminal.output import one_line, relative_time, short_id
 
     filters = filters or Filters()
     project = project_filter(project, here)
@@ -128,8 +128,8 @@ def search_packets(
     """``ltm search``: ranked matches, each with where it matched and a marked snippet."""
     import os
 
-    from ltm.cli.backend import check_query, open_backend
-    from ltm.cli.output import one_line, relative_time, safe, short_id
+    from ltm.cli.client.backend import check_query, open_backend
+    from ltm.cli.terminal.output import one_line, relative_time, safe, short_id
 
     check_query(query)
     backend = open_backend(local=local)
@@ -162,7 +162,7 @@ def search_packets(
 
 def marked(hit: dict[str, Any], *, color: bool) -> str:
     """The snippet with its matches bold (a terminal) or in **stars** (a pipe), made safe."""
-    from ltm.cli.output import safe
+    from ltm.cli.terminal.output import safe
 
     text = str(hit.get("snippet", ""))
     start, end = ("\x1b[1m", "\x1b[0m") if color else ("**", "**")
@@ -182,8 +182,8 @@ def marked(hit: dict[str, Any], *, color: bool) -> str:
 
 def log_thread(ref: str, *, team: str | None, as_json: bool, local: bool) -> None:
     """``ltm log``: the work thread from its root to ``ref``, one line per packet."""
-    from ltm.cli.backend import open_backend
-    from ltm.cli.output import one_line, relative_time, safe, short_id
+    from ltm.cli.client.backend import open_backend
+    from ltm.cli.terminal.output import one_line, relative_time, safe, short_id
 
     backend = open_backend(local=local)
     try:
@@ -216,7 +216,7 @@ def resume_packet(
 
     ``project``/``here`` narrow the choice to one project's packets (an explicit id wins).
     """
-    from ltm.cli.backend import open_backend
+    from ltm.cli.client.backend import open_backend
     from ltm.resume import render
 
     project = project_filter(project, here)
@@ -239,7 +239,7 @@ def resume_packet(
         _write(terminal_bytes(text.encode("utf-8", "surrogateescape")))
         return
     if copy if copy is not None else interactive:
-        from ltm.cli.clipboard import copy as to_clipboard
+        from ltm.cli.terminal.clipboard import copy as to_clipboard
 
         problem = to_clipboard(block)
         if problem is None:
@@ -283,7 +283,7 @@ def decode_packet(body: bytes, ref: str) -> dict[str, Any]:
 
 def show_packet(ref: str, *, team: str | None, as_json: bool, local: bool) -> None:
     """A packet as a readable summary (naming its children), or its stored JSON."""
-    from ltm.cli.backend import open_backend
+    from ltm.cli.client.backend import open_backend
 
     backend = open_backend(local=local)
     children: list[dict[str, Any]] = []
@@ -346,7 +346,7 @@ def summary(p: dict[str, Any], *, children: list[str] | None = None) -> str:
 def _choose(
     backend: Backend, team: str | None, *, interactive: bool, project: str | None = None
 ) -> str:
-    from ltm.cli.output import one_line, relative_time, short_id
+    from ltm.cli.terminal.output import one_line, relative_time, short_id
 
     rows = backend.list(team=team, limit=PICK_FROM if interactive else 1, project=project)
     if not rows:
@@ -355,7 +355,7 @@ def _choose(
         )
     if not interactive:
         return rows[0]["id"]
-    from ltm.cli.picker import pick
+    from ltm.cli.terminal.picker import pick
 
     labels = [
         f"{short_id(r['id']):<12}  {relative_time(r['created_at']):<12}  {one_line(r['goal'], 200)}"
@@ -393,7 +393,7 @@ def run(argv: list[str]) -> bool:
     if verb == "ls":
         if positional:
             return False
-        from ltm.cli.backend import Filters
+        from ltm.cli.client.backend import Filters
 
         filters = Filters(
             tag=values.get("tag"),

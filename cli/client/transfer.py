@@ -10,15 +10,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ltm.cli.errors import CliError
-from ltm.cli.output import info
+from ltm.cli.terminal.output import info
 
 if TYPE_CHECKING:
-    from ltm.cli.remote import RemoteBackend
+    from ltm.cli.client.remote import RemoteBackend
 
 
 def _server() -> RemoteBackend:
-    from ltm.cli.backend import open_backend
-    from ltm.cli.remote import RemoteBackend
+    from ltm.cli.client.backend import open_backend
+    from ltm.cli.client.remote import RemoteBackend
 
     backend = open_backend()
     if not isinstance(backend, RemoteBackend):
@@ -28,8 +28,8 @@ def _server() -> RemoteBackend:
 
 
 def to_server(ref: str, *, team: str | None, lenient: bool, allow_unredacted: bool) -> str:
-    from ltm.cli import preflight
-    from ltm.cli.backend import LocalBackend
+    from ltm.cli.client import preflight
+    from ltm.cli.client.backend import LocalBackend
 
     remote = _server()
     try:
@@ -53,8 +53,8 @@ def to_server(ref: str, *, team: str | None, lenient: bool, allow_unredacted: bo
 
 
 def to_local_store(ref: str, *, team: str | None, lenient: bool) -> str:
-    from ltm.cli import preflight
-    from ltm.cli.backend import LocalBackend
+    from ltm.cli.client import preflight
+    from ltm.cli.client.backend import LocalBackend
 
     remote = _server()
     try:

@@ -54,7 +54,7 @@ GROUPS: dict[str, str] = {
 
 def _version(value: bool) -> None:
     if value:
-        from ltm.cli.fast import print_version
+        from ltm.cli.start.fast import print_version
 
         print_version()
         raise typer.Exit()
@@ -83,7 +83,7 @@ def root(
     session, resume it at the start of the next."""
     if debug:
         os.environ["LTM_DEBUG"] = "1"
-    if host:  # ltm.cli.entry takes -H before typer runs; this serves direct callers
+    if host:  # ltm.cli.start.entry takes -H before typer runs; this serves direct callers
         os.environ["LTM_HOST"] = host
 
 

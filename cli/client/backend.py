@@ -371,11 +371,11 @@ def open_backend(*, local: bool = False, timeout: float | None = None) -> Backen
     ``timeout`` (seconds) overrides the configured network timeout (hooks keep it short).
     """
     if not local:
-        from ltm.cli.credentials import active
+        from ltm.cli.client.credentials import active
 
         target = active()
         if target is not None:
-            from ltm.cli.remote import RemoteBackend
+            from ltm.cli.client.remote import RemoteBackend
 
             return RemoteBackend.open(target, timeout=timeout)
     return LocalBackend.open()

@@ -95,7 +95,7 @@ def build_server() -> Any:
     from mcp.shared.exceptions import MCPError
 
     from ltm import __version__
-    from ltm.cli.mcp import tools
+    from ltm.cli.agents.mcp import tools
 
     catalogue = tools.catalogue()
     listed = [
@@ -135,7 +135,7 @@ def build_server() -> Any:
             is_error=reply.is_error,
         )
 
-    from ltm.cli.mcp import memory
+    from ltm.cli.agents.mcp import memory
 
     async def _off_loop(function: Any, *args: Any) -> Any:
         """Run a blocking memory call in a worker thread; its failure is the client's error."""

@@ -87,7 +87,7 @@ def pick(
 
     if not rows:
         return None
-    from ltm.cli.output import safe
+    from ltm.cli.terminal.output import safe
 
     # Rows carry packet text: escape its controls here, so no caller can forget to.
     rows = [safe(row) for row in rows]

@@ -1,8 +1,8 @@
 """Console entry point: answer the cheapest requests fast, and never show a traceback.
 
 ``--version``, ``example``, ``ls``, ``resume``, ``show``, ``search``, ``log``, ``hook`` and
-plain ``mcp`` skip loading the argument parser (``ltm.cli.fast``: typer costs more than the
-whole rest of the start-up). Everything else goes through ``ltm.cli.main``.
+plain ``mcp`` skip loading the argument parser (``ltm.cli.start.fast``: typer costs more than the
+whole rest of the start-up). Everything else goes through ``ltm.cli.start.main``.
 """
 
 from __future__ import annotations
@@ -47,24 +47,24 @@ def take_host(argv: list[str]) -> list[str]:
 def _fast_path(argv: list[str]) -> bool:
     if argv == ["mcp"]:
         # An MCP client starts this at every session: skip typer, the SDK costs enough.
-        from ltm.cli.mcp import warm
+        from ltm.cli.agents.mcp import warm
 
         if warm.enabled():
             status = warm.hand_over()  # served by a warm process that imported the SDK
             if status is not None:
                 sys.exit(status)
-        from ltm.cli.mcp.server import serve
+        from ltm.cli.agents.mcp.server import serve
 
         serve()
         return True
     if argv[:1] == ["hook"]:
         # Agent harnesses run this at every session start: no typer, and it never fails.
-        from ltm.cli.hook import main
+        from ltm.cli.agents.hook import main
 
         main(argv[1:])
         return True
     if argv[:1] in (["--version"], ["example"], ["ls"], ["resume"], ["show"], ["search"], ["log"]):
-        from ltm.cli import fast
+        from ltm.cli.start import fast
 
         return fast.run(argv)
     return False
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
         if any(a in HOST_FLAGS or a.startswith("--host=") for a in args):
             args = take_host(args)
         if not _fast_path(args):
-            from ltm.cli.main import run
+            from ltm.cli.start.main import run
 
             run(args)
     except KeyboardInterrupt:
@@ -91,14 +91,14 @@ def main(argv: list[str] | None = None) -> None:
 
         if os.environ.get("LTM_DEBUG"):
             raise
-        from ltm.cli.output import safe
+        from ltm.cli.terminal.output import safe
 
         # Error lines quote packet text and server replies: no terminal control gets through.
         if isinstance(exc, CliError):
             print(f"ltm: {safe(exc.message, multiline=True)}", file=sys.stderr)
             sys.exit(exc.exit_code)
         if isinstance(exc, ModuleNotFoundError):
-            from ltm.cli.extras import extra_for, hint
+            from ltm.cli.start.extras import extra_for, hint
 
             extra = extra_for(exc.name)
             if extra is not None:  # a path no verb declared: still say what to install

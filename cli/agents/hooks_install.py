@@ -34,8 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ltm.cli.errors import CliError
-from ltm.cli.mcp.install import (
+from ltm.cli.agents.mcp.install import (
     JsoncError,
     MergeError,
     append_item,
@@ -48,13 +47,17 @@ from ltm.cli.mcp.install import (
     remove_items,
     save_config,
 )
+from ltm.cli.errors import CliError
 
 EVENTS = (("SessionStart", "session-start"), ("PreCompact", "pre-compact"), ("Stop", "stop"))
 TIMEOUT = 5  # seconds the harness waits; ltm hook gives up by itself within 1.5 s
 FLAG_LINE = "codex_hooks = true  # added by ltm hooks install"
 HEADER_LINE = "[features]  # added by ltm hooks install"
-# An ltm hook command, whatever the path to ltm: ".../ltm hook EVENT" or "-m ltm.cli.entry hook".
-_OURS = re.compile(r"(?:^|[\s/\\'\"])(?:ltm(?:\.exe)?['\"]?|-m ltm\.cli\.entry)\s+hook\s")
+# An ltm hook command, whatever the path to ltm: ".../ltm hook EVENT" or "-m ltm.cli hook"
+# (also the module paths earlier versions wrote: ltm.cli.entry, ltm.cli.start.entry).
+_OURS = re.compile(
+    r"(?:^|[\s/\\'\"])(?:ltm(?:\.exe)?['\"]?|-m ltm\.cli(?:\.start)?(?:\.entry)?)\s+hook\s"
+)
 
 
 @dataclass(frozen=True)

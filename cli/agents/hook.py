@@ -232,7 +232,7 @@ def injected(
     remind: bool = False,
 ) -> str:
     """The session-start context: our header, the packet as fenced data, how to go on."""
-    from ltm.cli.output import one_line, relative_time
+    from ltm.cli.terminal.output import one_line, relative_time
     from ltm.resume import render
 
     packet_id = _clean(str(packet.get("id", "")))
@@ -293,7 +293,7 @@ def _project(payload: dict[str, Any]) -> str:
 
 
 def _list(project: str, limit: int) -> list[dict[str, str]]:
-    from ltm.cli.backend import open_backend
+    from ltm.cli.client.backend import open_backend
 
     backend = open_backend(timeout=NET_TIMEOUT)
     try:
@@ -303,7 +303,7 @@ def _list(project: str, limit: int) -> list[dict[str, str]]:
 
 
 def _newest(project: str) -> tuple[list[dict[str, str]], dict[str, Any]]:
-    from ltm.cli.backend import open_backend
+    from ltm.cli.client.backend import open_backend
 
     backend = open_backend(timeout=NET_TIMEOUT)
     try:

@@ -46,7 +46,7 @@ LOOPBACK = ("localhost", "127.0.0.1", "[::1]", "::1")
 USER_KEYS = ("id", "display")
 
 
-class Target(NamedTuple):  # NamedTuples, not dataclasses: see ltm.cli.backend
+class Target(NamedTuple):  # NamedTuples, not dataclasses: see ltm.cli.client.backend
     """The server a command talks to and how it signs in there."""
 
     host: str

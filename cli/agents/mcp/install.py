@@ -49,7 +49,7 @@ def ltm_command() -> list[str]:
     found = shutil.which("ltm")
     if found:
         return [str(Path(found).absolute())]
-    return [sys.executable, "-m", "ltm.cli.entry"]
+    return [sys.executable, "-m", "ltm.cli"]
 
 
 def passed_env() -> dict[str, str]:

@@ -4,7 +4,7 @@
 TLS verified against the system's CA store (``SSL_CERT_FILE`` points it at a
 private CA), proxies from ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``. It runs
 on the standard library's ``http.client``, except for plain ``http://`` with no
-proxy (a self-hosted server), which ``ltm.cli.plain_http`` speaks without
+proxy (a self-hosted server), which ``ltm.cli.client.plain_http`` speaks without
 importing ``http.client`` (why: its docstring). It is not httpx on purpose:
 importing httpx (with the rich/click it pulls in) costs 3 to 6 times the whole
 start-up of ``python -c pass``, more than the entire budget of ``ltm ls``.
@@ -25,14 +25,23 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote, urlencode, urlsplit
 
-from ltm.cli.backend import WALK_PAGE, Backend, Filters, Held, IdTaken, Listing, Pushed, check_ref
+from ltm.cli.client.backend import (
+    WALK_PAGE,
+    Backend,
+    Filters,
+    Held,
+    IdTaken,
+    Listing,
+    Pushed,
+    check_ref,
+)
 from ltm.cli.errors import CliError
 
 if TYPE_CHECKING:
     from http.client import HTTPConnection
 
-    from ltm.cli.credentials import Target
-    from ltm.cli.plain_http import Connection
+    from ltm.cli.client.credentials import Target
+    from ltm.cli.client.plain_http import Connection
 
 DEFAULT_TIMEOUT = 10.0
 MAX_REPLY_BYTES = 8 * 1024 * 1024
@@ -64,7 +73,7 @@ def _debug(message: str) -> None:
         print(f"ltm: debug: {message}", file=sys.stderr)
 
 
-class Reply(NamedTuple):  # a NamedTuple: see ltm.cli.backend
+class Reply(NamedTuple):  # a NamedTuple: see ltm.cli.client.backend
     status: int
     headers: dict[str, str]  # lower-cased names
     body: bytes
@@ -136,7 +145,7 @@ class Http:
     def _connect(self) -> HTTPConnection | Connection:
         proxy = _proxy_for(self.scheme, self.netloc)
         if self.scheme == "http" and not proxy:
-            from ltm.cli.plain_http import Connection
+            from ltm.cli.client.plain_http import Connection
 
             return Connection(self.hostname, self.port, timeout=self.timeout)
         import http.client
@@ -243,7 +252,7 @@ class Http:
     ) -> CliError:
         import socket
 
-        from ltm.cli.plain_http import NotHttp
+        from ltm.cli.client.plain_http import NotHttp
 
         # ssl and http.client are looked up, not imported: an error of theirs comes
         # only from a connection that loaded them (plain http:// does not).
@@ -645,7 +654,7 @@ class RemoteBackend(Backend):
         )
 
     def walk(self, *, team: str | None = None) -> Iterator[Held]:
-        from ltm.cli.output import info
+        from ltm.cli.terminal.output import info
 
         me = (self.target.user or {}).get("id", "")
         token: str | None = None
@@ -712,7 +721,7 @@ class RemoteBackend(Backend):
         self.http.close()
 
     def whoami(self) -> dict[str, Any]:
-        from ltm.cli.credentials import fingerprint
+        from ltm.cli.client.credentials import fingerprint
 
         token = self.target.token
         return {

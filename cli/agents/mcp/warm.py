@@ -123,7 +123,7 @@ def _start(path: Path) -> None:
         subprocess.Popen(
             # -P: the working directory (a project, maybe with its own mcp/ or pydantic.py)
             # must not shadow the modules the warm process imports for every session.
-            [sys.executable, "-P", "-m", "ltm.cli.mcp.warm", str(path)],
+            [sys.executable, "-P", "-m", "ltm.cli.agents.mcp.warm", str(path)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -159,7 +159,7 @@ def run(path: Path) -> None:
     os.write(lock, f"{os.getpid()}\n".encode())
     os.chdir("/")  # hold no project folder open; each session gets its client's cwd
 
-    from ltm.cli.mcp import server, tools
+    from ltm.cli.agents.mcp import server, tools
 
     server.load_sdk()  # paid once, here, for every session
     server.rehearse()
@@ -252,8 +252,8 @@ def _end_with(conn: socket.socket) -> None:
 
 
 def _serve() -> int:
+    from ltm.cli.agents.mcp.server import serve
     from ltm.cli.errors import CliError
-    from ltm.cli.mcp.server import serve
 
     try:
         serve()

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ltm.cli.agents.mcp.tools import ToolError, _backend, _decode
 from ltm.cli.errors import CliError
-from ltm.cli.mcp.tools import ToolError, _backend, _decode
 
 URI_PREFIX = "ltm://packets/"
 URI_TEMPLATE = URI_PREFIX + "{id}"
@@ -72,7 +72,7 @@ def resume_prompt(arguments: dict[str, Any] | None) -> tuple[str, str]:
 
 def list_resources() -> list[dict[str, str]]:
     """The project's newest packets (all packets when the shim runs in no project)."""
-    from ltm.cli.output import one_line
+    from ltm.cli.terminal.output import one_line
 
     project = _here()
     backend = _backend()

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from ltm.cli.client.remote import Http, Reply, status_error
 from ltm.cli.errors import CliError
-from ltm.cli.remote import Http, Reply, status_error
 
 CLIENT_ID = "ltm-cli"
 SCOPE = "read write"

@@ -1,0 +1,679 @@
+"""The web view: server-rendered pages over the same rules as the API, and public pages.
+
+Framework-free like ``device`` (whose ``WebRequest``/``WebResponse``,
+signer, session cookie and sign-in it reuses); ``app.py`` routes to it and
+imports it only when a page is asked for, so an API cold start never pays
+for it.
+
+Pages (all ``GET`` except the two forms):
+
+- ``/web``: the reader's packets, or a team's (``?team=``), newest first,
+  with the API's tag/project filters and a link to older packets; with
+  ``?q=`` (and ``all=1`` for every scope), a search instead;
+- ``/web/packets/{id}``: one packet in the resume block's order, its parent
+  and children, a copy button; ``/web/packets/{id}/delete``: asks first, and its ``POST``
+  deletes (the API's rule: creator or team owner);
+- ``/web/teams/{name}``: members, and for the owner the pending invites;
+- ``/web/signin`` (``GET`` and ``POST``), ``POST /web/signout``;
+- ``/p/{secret}``: a published packet, for anyone, read-only;
+- ``/web/static/{app.js,app.css}``;
+- ``/web/ui?key=`` (``ltm ui`` only): the one-time key becomes a cookie.
+
+Signing in is the device pages' sign-in: with Cognito, the managed login
+(authorization code + PKCE, back through ``/device/callback``, whose signed
+``state`` says the sign-in is for the web view); self-hosted, an existing
+ltm token with the full scope typed into a password field (checked, never
+stored). The browser then holds its
+own session: a cookie signed with the device pages' key, carrying the user
+id, an expiry (``SESSION_SECONDS``) and the user's session generation.
+Signing out bumps the generation (a store counter), which ends every session
+of that user at once, this browser's and any copy of its cookie.
+
+Every answer carries a strict Content-Security-Policy (``default-src
+'none'``; only same-origin script, style, images and form targets), no
+framing, ``no-store``, ``nosniff`` and ``no-referrer``. The two forms that
+write (delete, sign out) carry a CSRF token derived from the session and are
+refused from another origin.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import re
+import secrets
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from urllib.parse import quote, urlsplit
+
+from ..service import tokens
+from ..service.errors import InsufficientScope, ServiceError
+from ..service.users import now as utc_now
+from ..store import User
+from . import render
+from .device import BadForm, WebRequest, WebResponse, page_headers, parse_form
+
+if TYPE_CHECKING:
+    from .device import DeviceWeb
+
+T = TypeVar("T")
+SESSION_SECONDS = 8 * 3600
+GENERATION_KEEP = timedelta(days=2)  # a generation counter outlives every session it ends
+UI_KEY_ENV = "LTM_UI_KEY"
+LOCAL_USER = "local"
+STATIC = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
+_STATIC_DIR = Path(__file__).resolve().parent / "static"
+_NEXT_RE = re.compile(
+    r"/(web|p)(/[A-Za-z0-9._~%!$&'()*+,;=:@/-]*)?(\?[A-Za-z0-9._~%!$&'()*+,;=:@/?-]*)?"
+)
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';"
+    " form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+
+
+def headers(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The security headers of every web view answer: the device pages', with our CSP."""
+    out = page_headers()
+    out["Content-Security-Policy"] = CSP
+    out["Cross-Origin-Resource-Policy"] = "same-origin"
+    out.update(extra or {})
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Read(Generic[T]):
+    """What a signed-in page works with."""
+
+    user: User
+    nonce: str  # the session's, for CSRF tokens
+    nav: render.Nav
+    value: T
+
+
+def _one(values: Mapping[str, list[str]], name: str) -> str:
+    found = values.get(name) or [""]
+    return found[0] if len(found) == 1 else ""
+
+
+def _stamp(value: datetime) -> str:
+    return value.strftime("%Y-%m-%d %H:%M UTC")
+
+
+class WebView:
+    """The pages of one server (or of ``ltm ui``: ``ui_key`` set, the embedded store's user)."""
+
+    def __init__(
+        self,
+        device_web: DeviceWeb,
+        *,
+        ui_key: str | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.device = device_web
+        self.store = device_web.store
+        self.signer = device_web.signer
+        self.ui_key = ui_key
+        self.clock = clock
+        self._ui_lock = threading.Lock()
+        self._ui_used = False
+        self._request = threading.local()  # the base URL of the request being answered
+
+    @property
+    def _base(self) -> str:
+        return str(getattr(self._request, "base", ""))
+
+    @property
+    def _root(self) -> str:
+        """The path this app is served under (an API Gateway stage), "" at a host's root."""
+        return urlsplit(self._base).path.rstrip("/")
+
+    def answer(self, handler: str, request: WebRequest, **params: str) -> WebResponse:
+        """Run the page ``handler`` for ``request`` (what app.py calls)."""
+        self._request.base = request.base_url
+        return getattr(self, handler)(request, **params)
+
+    @classmethod
+    def from_env(cls, device_web: DeviceWeb, environ: Mapping[str, str] = os.environ) -> WebView:
+        return cls(device_web, ui_key=environ.get(UI_KEY_ENV) or None)
+
+    @property
+    def local(self) -> bool:
+        return self.ui_key is not None
+
+    # -- sessions ------------------------------------------------------------------------
+
+    def _cookie_name(self, request: WebRequest) -> str:
+        return "__Host-ltm_web" if request.base_url.startswith("https://") else "ltm_web"
+
+    def _cookie(self, request: WebRequest, value: str, max_age: int) -> str:
+        # ltm ui: Strict (nothing from another site ever rides along). A server: Lax, so the
+        # session set on the way back from Cognito's login is sent on the redirect that follows.
+        same_site = "Strict" if self.local else "Lax"
+        attributes = f"Path=/; Max-Age={max_age}; HttpOnly; SameSite={same_site}"
+        if request.base_url.startswith("https://"):
+            attributes += "; Secure"
+        return f"{self._cookie_name(request)}={value}; {attributes}"
+
+    def _generation_key(self, user_id: str) -> str:
+        return f"web-session:{user_id}"
+
+    def start_session(self, request: WebRequest, user: User) -> str:
+        """The Set-Cookie that signs ``user`` in to this browser."""
+        when = self.clock()
+        generation = (
+            0 if self.local else self.store.read_counter(self._generation_key(user.id), when)
+        )
+        value = self.signer.sign(
+            "web-session",
+            {
+                "u": user.id,
+                "g": generation,
+                "n": secrets.token_urlsafe(16),
+                "exp": int(when.timestamp()) + SESSION_SECONDS,
+            },
+        )
+        return self._cookie(request, value, SESSION_SECONDS)
+
+    def _session(self, request: WebRequest) -> tuple[User, str] | None:
+        """The signed-in user and the session's nonce (for CSRF), or None."""
+        name = self._cookie_name(request)
+        raw = ""
+        for part in (request.headers.get("cookie") or "").split(";"):
+            key, _, value = part.strip().partition("=")
+            if key == name:
+                raw = value
+        if not raw:
+            return None
+        when = self.clock()
+        payload = self.signer.unsign("web-session", raw, when)
+        if payload is None:
+            return None
+        user_id, nonce = str(payload.get("u", "")), str(payload.get("n", ""))
+        if self.local:
+            if user_id != LOCAL_USER:
+                return None
+            return User(LOCAL_USER, LOCAL_USER, when), nonce
+        if payload.get("g") != self.store.read_counter(self._generation_key(user_id), when):
+            return None  # signed out since
+        user = self.store.get_user(user_id)
+        return (user, nonce) if user is not None else None
+
+    def _csrf(self, nonce: str) -> str:
+        return self.signer.mac("web-csrf", nonce)
+
+    def _nav(self, user: User, nonce: str) -> render.Nav:
+        return render.Nav(user.display, self._csrf(nonce), local=self.local)
+
+    def _form_ok(self, request: WebRequest, nonce: str, form: Mapping[str, list[str]]) -> bool:
+        """A write's form: our CSRF token, and (when the browser says) from this origin."""
+        # With Referrer-Policy no-referrer, browsers send ``Origin: null`` on a form POST;
+        # Fetch Metadata still says where it came from.
+        site = request.headers.get("sec-fetch-site")
+        if site is not None and site not in ("same-origin", "none"):
+            return False
+        origin = request.headers.get("origin")
+        if origin and origin != "null" and origin.rstrip("/") != _origin(request.base_url):
+            return False
+        return hmac.compare_digest(_one(form, "csrf"), self._csrf(nonce))
+
+    # -- answers --------------------------------------------------------------------------
+
+    def _page(
+        self,
+        status: int,
+        title: str,
+        body: str,
+        *,
+        nav: render.Nav | None,
+        notice: str = "",
+        cookie: str = "",
+        form_target: str = "",
+    ) -> WebResponse:
+        extra = {"Set-Cookie": cookie} if cookie else {}
+        if form_target:  # a form whose answer redirects there (CSP checks the redirect too)
+            extra["Content-Security-Policy"] = CSP.replace(
+                "form-action 'self'", f"form-action 'self' {form_target}"
+            )
+        page = render.layout(title, body, nav=nav, status=notice, root=self._root)
+        return WebResponse(status, page, headers(extra))
+
+    def _redirect(self, location: str, cookie: str = "") -> WebResponse:
+        """303 to ``location``: an absolute URL, or one of this app's paths."""
+        if location.startswith("/"):
+            location = self._base.rstrip("/") + location
+        extra = {"Location": location}
+        if cookie:
+            extra["Set-Cookie"] = cookie
+        body = render.layout(
+            "Redirecting", f'<p><a href="{render.attr(location)}">Continue</a></p>', nav=None
+        )
+        return WebResponse(303, body, headers(extra))
+
+    def _not_found(self, nav: render.Nav | None) -> WebResponse:
+        body = render.problem(
+            "Not found",
+            "There is nothing here, or nothing you may see.",
+            link=("/web", "Your packets") if nav else None,
+        )
+        return self._page(404, "Not found", body, nav=nav)
+
+    def _failed(self, exc: ServiceError, nav: render.Nav | None) -> WebResponse:
+        if exc.status == 404:
+            return self._not_found(nav)
+        return self._page(
+            exc.status,
+            "That did not work",
+            render.problem("That did not work", exc.message),
+            nav=nav,
+        )
+
+    def _read(
+        self, request: WebRequest, path: str, load: Callable[[User], T]
+    ) -> Read[T] | WebResponse:
+        """A signed-in page's data: the reader, their header, and ``load(user)``.
+
+        Signed out: on to sign in (and back to ``path``). A refusal of the
+        rules (404 for what the reader may not see) becomes its page.
+        """
+        found = self._session(request)
+        if found is None:
+            return self._redirect(f"/web/signin?next={quote(path, safe='/')}")
+        user, nonce = found
+        nav = self._nav(user, nonce)
+        try:
+            return Read(user, nonce, nav, load(user))
+        except ServiceError as exc:
+            return self._failed(exc, nav)
+
+    # -- pages -------------------------------------------------------------------------------
+
+    def home(self, request: WebRequest) -> WebResponse:
+        return self._redirect("/web")
+
+    def packets(self, request: WebRequest) -> WebResponse:
+        """``GET /web``: a scope's packets; with ``q``, a search instead."""
+        from ..service import browse
+
+        if "q" in request.query:
+            return self._search(request)
+        team = _one(request.query, "team") or None
+        tag = _one(request.query, "tag").strip()
+        project = _one(request.query, "project").strip()
+        after = _one(request.query, "after") or None
+        read = self._read(
+            request,
+            _path_of(request, "/web"),
+            lambda user: browse.listing(
+                self.store, user, team=team, tag=tag, project=project, after=after
+            ),
+        )
+        if isinstance(read, WebResponse):
+            return read
+        shown = read.value
+        body = render.packet_list(
+            rows=[render.Row(m.id, m.created_at, m.goal) for m in shown.rows],
+            teams=[t.name for t in shown.teams],
+            team=shown.team.name if shown.team else None,
+            tag=tag,
+            project=project,
+            older=shown.older,
+            owned_team=shown.owns_team,
+        )
+        notice = "Packet deleted." if _one(request.query, "done") == "deleted" else ""
+        return self._page(200, "Packets", body, nav=read.nav, notice=notice)
+
+    def _search(self, request: WebRequest) -> WebResponse:
+        """``GET /web?q=``: ``search.search`` over one scope or all of the reader's."""
+        from ..service import browse
+
+        q = _one(request.query, "q")
+        everywhere = _one(request.query, "all") == "1"  # ticked, it wins over the scope picked
+        team = None if everywhere else (_one(request.query, "team") or None)
+        read = self._read(
+            request,
+            _path_of(request, "/web"),
+            lambda user: browse.results(self.store, user, q, team=team, all_scopes=everywhere),
+        )
+        if isinstance(read, WebResponse):
+            return read
+        found = read.value
+        body = render.search_results(
+            q=q,
+            hits=[
+                render.Hit(
+                    f.meta.id,
+                    f.meta.created_at,
+                    f.meta.goal,
+                    f.team,
+                    f.field,
+                    f.snippet,
+                    f.highlights,
+                )
+                for f in found.found
+            ],
+            teams=[t.name for t in found.teams],
+            team=team,
+            all_scopes=everywhere,
+            error=found.error,
+        )
+        return self._page(400 if found.error else 200, "Search", body, nav=read.nav)
+
+    def packet(self, request: WebRequest, id: str) -> WebResponse:
+        """``GET /web/packets/{id}``."""
+        from ..service import browse
+        from ..service.publish import public_url
+
+        read = self._read(
+            request,
+            f"/web/packets/{quote(id, safe='')}",
+            lambda user: browse.packet_view(self.store, user, id),
+        )
+        if isinstance(read, WebResponse):
+            return read
+        view = read.value
+        parent = None
+        if view.parent is not None:
+            meta = view.parent.meta
+            parent = render.Parent(view.parent.id, meta.goal if meta else None, meta is not None)
+        children = [render.Child(m.id, m.goal) for m in view.children]
+        url = public_url(request.base_url, view.publication.secret) if view.publication else None
+        body = self._packet_body(
+            view.stored.meta.id,
+            view.data,
+            view.stored.conforming,
+            scope=f"team {view.team.name}" if view.team else "personal",
+            parent=parent,
+            children=children,
+            public=url,
+            can_delete=view.can_delete,
+        )
+        return self._page(200, str(view.data.get("goal") or id), body, nav=read.nav)
+
+    def _packet_body(
+        self,
+        packet_id: str,
+        data: Mapping[str, Any],
+        conforming: bool,
+        *,
+        scope: str,
+        parent: render.Parent | None,
+        children: Sequence[render.Child] = (),
+        public: str | None = None,
+        can_delete: bool = False,
+    ) -> str:
+        from ..resume import render as resume_block
+
+        return render.packet_page(
+            data,
+            packet_id=packet_id,
+            scope=scope,
+            resume_block=resume_block(data),
+            parent=parent,
+            children=children,
+            public_url=public,
+            can_delete=can_delete,
+            conforming=conforming,
+        )
+
+    def delete(self, request: WebRequest, id: str) -> WebResponse:
+        """``GET`` asks, ``POST`` deletes (creator or team owner, as ``DELETE /v1/packets``)."""
+        from ..service import browse, packets
+
+        path = f"/web/packets/{quote(id, safe='')}"
+        read = self._read(
+            request, path + "/delete", lambda user: browse.packet_view(self.store, user, id)
+        )
+        if isinstance(read, WebResponse):
+            return read
+        view, nav = read.value, read.nav
+        if not view.can_delete:
+            return self._page(
+                403,
+                "Not yours to delete",
+                render.problem(
+                    "Not yours to delete",
+                    "Only the packet's creator or the team's owner can delete it.",
+                    link=(path, "Back to the packet"),
+                ),
+                nav=nav,
+            )
+        if request.method == "GET":
+            goal = str(view.data.get("goal") or view.stored.meta.goal)
+            body = render.confirm_delete(id, goal, self._csrf(read.nonce))
+            return self._page(200, "Delete this packet?", body, nav=nav)
+        try:
+            form = parse_form(request)
+        except BadForm:
+            form = {}
+        if not self._form_ok(request, read.nonce, form):
+            return self._expired(nav, path)
+        try:
+            packets.delete(self.store, read.user, id)
+        except ServiceError as exc:
+            return self._failed(exc, nav)
+        scope = f"team={quote(view.team.name, safe='')}&" if view.team else ""
+        return self._redirect(f"/web?{scope}done=deleted")
+
+    def _expired(self, nav: render.Nav | None, back: str) -> WebResponse:
+        return self._page(
+            403,
+            "Please try again",
+            render.problem(
+                "Please try again",
+                "That form expired or came from another site; nothing was changed.",
+                link=(back, "Go back"),
+            ),
+            nav=nav,
+        )
+
+    def team(self, request: WebRequest, name: str) -> WebResponse:
+        """``GET /web/teams/{name}``: members; for the owner, pending invites."""
+        from ..service import browse
+
+        read = self._read(
+            request,
+            f"/web/teams/{quote(name, safe='')}",
+            lambda user: browse.team_view(self.store, user, name),
+        )
+        if isinstance(read, WebResponse):
+            return read
+        view = read.value
+        names = {m.user_id: m.display or m.user_id for m in view.members}
+        members = [
+            render.MemberRow(m.display, m.user_id, m.role, _stamp(m.joined_at))
+            for m in view.members
+        ]
+        invites = None
+        if view.invites is not None:
+            invites = [
+                render.InviteRow(
+                    names.get(i.created_by, "a former member"),
+                    _stamp(i.created_at),
+                    _stamp(i.expires_at),
+                )
+                for i in view.invites
+            ]
+        body = render.team_page(view.team.name, members, invites)
+        return self._page(200, f"Team {view.team.name}", body, nav=read.nav)
+
+    # -- public pages ----------------------------------------------------------------------
+
+    def public(self, request: WebRequest, secret: str) -> WebResponse:
+        """``GET /p/{secret}``: a published packet, no sign-in; 404 once unpublished or deleted."""
+        from ..service import publish
+
+        try:
+            stored = publish.read_public(self.store, secret)
+        except ServiceError:
+            return self._not_found(None)
+        from ..service.browse import parse
+
+        data = parse(stored.body)
+        parent_id = data.get("parent_id")
+        # The parent is named, never linked: being published does not make it readable.
+        parent = (
+            render.Parent(parent_id, None, False)
+            if isinstance(parent_id, str) and parent_id
+            else None
+        )
+        body = self._packet_body(
+            stored.meta.id, data, stored.conforming, scope="published (read-only)", parent=parent
+        )
+        return self._page(200, str(data.get("goal") or "Published packet"), body, nav=None)
+
+    def static(self, request: WebRequest, name: str) -> WebResponse:
+        media = STATIC.get(name)
+        if media is None:
+            return self._not_found(None)
+        content = (_STATIC_DIR / name).read_text(encoding="utf-8")
+        return WebResponse(200, content, headers({"Content-Type": media}))
+
+    # -- signing in and out -------------------------------------------------------------------
+
+    def sign_in(self, request: WebRequest) -> WebResponse:
+        """``GET`` the form; ``POST`` a token (self-hosted) or go to Cognito."""
+        session, device_cookie = self.device._session(request)
+        query = request.query if request.method == "GET" else {}
+        form: Mapping[str, list[str]] = {}
+        if request.method == "POST":
+            try:
+                form = parse_form(request)
+            except BadForm:
+                form = {}
+        next_path = _safe_next(_one(form or query, "next"))
+        csrf = self.device._csrf(session)
+        cognito = self.device.cognito is not None
+
+        def again(status: int, error: str) -> WebResponse:
+            body = render.sign_in(
+                action="/web/signin",
+                csrf=csrf,
+                next_path=next_path,
+                error=error,
+                cognito=cognito,
+                local=self.local,
+            )
+            target = self.device.cognito.origin if self.device.cognito else ""
+            return self._page(
+                status, "Sign in", body, nav=None, cookie=device_cookie, form_target=target
+            )
+
+        if request.method == "GET" or self.local:
+            if self._session(request) is not None and request.method == "GET" and not self.local:
+                return self._redirect(next_path)
+            return again(200 if request.method == "GET" else 403, "")
+        if device_cookie or not self.device._csrf_ok(session, form):
+            return again(403, "Your session on this page expired or cookies are off. Try again.")
+        when = self.clock()
+        if cognito:
+            return self._to_cognito(request, session, next_path, when)
+        # No per-address lockout here: a token holds 256 random bits, so guessing is
+        # hopeless anyway, and counting failures by address would let one person lock
+        # out everyone behind the same proxy (the flaw issue 12 removed from the device
+        # pages). A web session may delete, so it takes a token with the full scope.
+        secret = _one(form, "token").strip()
+        if not secret:
+            return again(400, "Enter one of your ltm tokens.")
+        try:
+            user = tokens.authenticate(self.store, f"Bearer {secret}", when, need="read write")
+        except InsufficientScope:
+            return again(403, "That token may only read; sign in with a full-access token.")
+        except ServiceError:
+            return again(401, "That token was not accepted.")
+        return self._redirect(next_path, self.start_session(request, user))
+
+    def _to_cognito(
+        self, request: WebRequest, session: str, next_path: str, when: datetime
+    ) -> WebResponse:
+        assert self.device.cognito is not None
+        nonce = secrets.token_urlsafe(16)
+        state = self.signer.sign(
+            "state",
+            {
+                "w": next_path,  # a web view sign-in: the device callback hands it back here
+                "n": nonce,
+                "sb": self.device._binding(session),
+                "exp": int(when.timestamp()) + 600,
+            },
+        )
+        location = self.device.cognito.authorize_url(
+            redirect_uri=self.device._redirect_uri(request),
+            state=state,
+            verifier=self.device._verifier(nonce),
+        )
+        return self._redirect(location)
+
+    def signed_in_by_cognito(self, request: WebRequest, user: User, next_path: str) -> WebResponse:
+        """Back from Cognito (``device_web`` verified the state and the ID token)."""
+        return self._redirect(_safe_next(next_path), self.start_session(request, user))
+
+    def sign_out(self, request: WebRequest) -> WebResponse:
+        """``POST /web/signout``: ends every session of this user, then back to sign in."""
+        found = self._session(request)
+        clear = self._cookie(request, "", 0)
+        if found is None:
+            return self._redirect("/web/signin", clear)
+        user, nonce = found
+        try:
+            form = parse_form(request)
+        except BadForm:
+            form = {}
+        if not self._form_ok(request, nonce, form):
+            return self._expired(self._nav(user, nonce), "/web")
+        if not self.local:
+            when = self.clock()
+            self.store.add_to_counter(
+                self._generation_key(user.id),
+                when,
+                when + timedelta(seconds=SESSION_SECONDS) + GENERATION_KEEP,
+            )
+        return self._redirect("/web/signin?out=1", clear)
+
+    def ui(self, request: WebRequest) -> WebResponse:
+        """``GET /web/ui?key=``: ``ltm ui``'s one-time key, exchanged for a session cookie."""
+        if self.ui_key is None:
+            return self._not_found(None)
+        key = _one(request.query, "key")
+        with self._ui_lock:
+            good = not self._ui_used and hmac.compare_digest(key.encode(), self.ui_key.encode())
+            if good:
+                self._ui_used = True
+        if not good:
+            return self._page(
+                403,
+                "Link already used",
+                render.problem(
+                    "Link already used",
+                    "This link opens the view once. Run ltm ui again for a new one.",
+                    link=None,
+                ),
+                nav=None,
+            )
+        user = User(LOCAL_USER, LOCAL_USER, self.clock())
+        return self._redirect("/web", self.start_session(request, user))
+
+
+def _origin(base_url: str) -> str:
+    parts = urlsplit(base_url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _safe_next(value: str) -> str:
+    """Where to go after signing in: one of this app's own pages, never another site."""
+    if value and _NEXT_RE.fullmatch(value) and "//" not in value and "\\" not in value:
+        return value
+    return "/web"
+
+
+def _path_of(request: WebRequest, path: str) -> str:
+    params = [
+        f"{quote(name, safe='')}={quote(values[0], safe='')}"
+        for name, values in request.query.items()
+        if name in ("team", "tag", "project", "q", "all") and len(values) == 1 and values[0]
+    ]
+    return path + (f"?{'&'.join(params)}" if params else "")

@@ -1,0 +1,1 @@
+"""Agent integrations: the harness hooks and their installers, and the stdio MCP shim."""
