@@ -4,7 +4,7 @@
 
 Starts ``ltm server init`` + ``ltm server run`` on a free loopback port, signs
 a user in (``ltm auth``) in a throw-away config dir, pushes 200 packets, then
-times whole commands. Target (issue 4): ``ltm ls`` and ``ltm resume ID``
+times whole commands. Target: ``ltm ls`` and ``ltm resume ID``
 within 5x of ``python -c pass``. Commands run with bytecode cached, as after
 ``pip install`` (``PYTHONDONTWRITEBYTECODE`` is dropped for them).
 """

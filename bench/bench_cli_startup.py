@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_cli_startup.py [--runs N]
 
-Targets (issue 2): `ltm example` within 4x of `python -c pass`.
+Targets: `ltm example` within 4x of `python -c pass`.
 """
 
 from __future__ import annotations

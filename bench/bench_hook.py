@@ -7,7 +7,7 @@ A project folder ``ltm-example`` whose packets are the reference example and
 Timed against the embedded local store and against ``ltm server run`` on
 loopback (signed in with ``ltm auth``); each run times ``python -c pass`` and
 the hook back to back, and the ratio is the median of the per-run ratios.
-Target (issue 13): median <= 100 ms and <= 5x ``python -c pass``. Also printed:
+Target: median <= 100 ms and <= 5x ``python -c pass``. Also printed:
 the injected size of the reference example alone, and with a full index.
 """
 

@@ -1,4 +1,4 @@
-"""``ltm join URL`` never moves the default server on its own (issue 12, §2.3).
+"""``ltm join URL`` never moves the default server on its own.
 
 An invite link can come from anyone, and the default server receives every
 later ``save``. Joining a team on another server keeps the default (the

@@ -390,7 +390,7 @@ def test_signer_rejects_tampering_purpose_and_expiry() -> None:
 def test_past_the_address_limit_people_sign_in_before_their_code_is_checked(
     idp: Idp, tmp_path: Path
 ) -> None:
-    """Issue 12 §2.7 with Cognito: the code step before sign-in is the one anonymous lookup,
+    """With Cognito, the code step before sign-in is the one anonymous lookup,
     charged to the address. Once someone there has guessed too much, the others behind the
     same address are not locked out: they sign in first, then their code is looked up and
     a wrong one is charged to them (RFC 8628 §5.1 stays bounded per user and globally)."""

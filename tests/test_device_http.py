@@ -177,7 +177,7 @@ def test_approve_api_errors(server: Server) -> None:
 
 
 def test_wrong_codes_lock_out_the_guesser_not_their_neighbours(tmp_path: Path) -> None:
-    """Issue 12 §2.7: wrong codes are charged to the user who typed them (RFC 8628 §5.1),
+    """Wrong codes are charged to the user who typed them (RFC 8628 §5.1),
     so a guesser behind one address (every test client is 127.0.0.1) is stopped while
     another user from that same address approves their device."""
     with device_server(tmp_path) as srv:

@@ -1,5 +1,5 @@
 """Packet ids travel in URL paths and terminals: a safe charset, refused with a 400 naming the
-character (issue 12 §2.6), on the server for every store.
+character, on the server for every store.
 
 An id outside ``^[A-Za-z0-9][A-Za-z0-9._:-]{9,63}$`` is refused on push (strict and
 lenient alike); as a path parameter it is simply absent (404 ``not found``, no store

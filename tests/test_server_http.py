@@ -338,7 +338,7 @@ def test_pushing_someone_elses_id_is_409_and_leaves_their_packet_alone(
 def test_an_owner_moves_their_packet_into_a_team(
     server: Server, alice: httpx.Client, bob: httpx.Client
 ) -> None:
-    """Issue 12 §4: ``push`` then ``push -t TEAM`` (the reference's documented flow) moves
+    """``push`` then ``push -t TEAM`` (the reference's documented flow) moves
     the packet into the team; out of a team again, or someone else's id, stays 409."""
     team, other = f"move-{next(_NAMES)}", f"move-{next(_NAMES)}"
     for name in (team, other):

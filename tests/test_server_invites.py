@@ -241,7 +241,7 @@ def test_invites_die_with_their_team(server: Server, owner: tuple[httpx.Client, 
 def test_an_invite_dies_with_its_makers_membership(
     server: Server, owner: tuple[httpx.Client, str]
 ) -> None:
-    """Issue 12 §2.2: a kicked member cannot rejoin with an invite minted before the kick."""
+    """A kicked member cannot rejoin with an invite minted before the kick."""
     client, team = owner
     joined = httpx.post(invite(client, team)["url"] + "/accept", json={"display": "mallory"})
     assert joined.status_code == 201

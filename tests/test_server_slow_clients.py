@@ -1,4 +1,4 @@
-"""Slow clients cost ``ltm server run`` a socket each, never a worker thread (issue 12, §2.5).
+"""Slow clients cost ``ltm server run`` a socket each, never a worker thread.
 
 The server (its defaults: 2 processes x 4 worker threads on this box) reads
 every request whole in its selector thread before a worker sees it; a request

@@ -1,4 +1,4 @@
-"""Token scope (issue 12 §2.1): a device gets what it asked for, and the server holds it to that.
+"""Token scope: a device gets what it asked for, and the server holds it to that.
 
 Against a real ``ltm server run`` on each store (SQLite, DynamoDB through
 moto's server). Tokens come from the real device flow: ``scope=read`` (or

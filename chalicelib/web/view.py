@@ -574,8 +574,8 @@ class WebView:
             return self._to_cognito(request, session, next_path, when)
         # No per-address lockout here: a token holds 256 random bits, so guessing is
         # hopeless anyway, and counting failures by address would let one person lock
-        # out everyone behind the same proxy (the flaw issue 12 removed from the device
-        # pages). A web session may delete, so it takes a token with the full scope.
+        # out everyone behind the same proxy (the flaw the device pages no
+        # longer have). A web session may delete, so it takes a token with the full scope.
         secret = _one(form, "token").strip()
         if not secret:
             return again(400, "Enter one of your ltm tokens.")

@@ -3,7 +3,7 @@
 Why not ``http.client`` there: importing it adds 24-31 ms to a fresh process
 (bench/bench_imports.py; it loads ``ssl``, whose ``_ssl`` loads OpenSSL, and the
 ``email`` header parser), a third of the 100 ms a session-start hook may take
-against a self-hosted server (issue 13), for nothing a plain exchange with an
+against a self-hosted server, for nothing a plain exchange with an
 ltm server uses. ``https://`` and proxies stay on ``http.client``: TLS needs
 ``ssl`` anyway, and there the network's round trips dwarf an import.
 
