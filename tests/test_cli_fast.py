@@ -71,6 +71,9 @@ def test_plain_forms_import_nothing_heavy(cli: Cli, args: list[str]) -> None:
 @pytest.mark.parametrize(
     "args",
     [
+        ["--version"],
+        ["example"],
+        ["example", "--resume"],
         ["show", "ID", "--local"],
         ["show", "ID", "--local", "--json"],
         ["resume", "ID", "--local"],
@@ -100,3 +103,28 @@ def test_unusual_forms_still_reach_typer(cli: Cli) -> None:
     assert result.returncode == 2 and "Missing argument 'ID'" in result.stderr
     line = cli.fails("show", "01NOSUCHPACKET", "--local")
     assert "01NOSUCHPACKET" in line
+
+
+@pytest.mark.parametrize("verb", sorted(__import__("ltm.cli.start.fast").cli.start.fast.FLAGS_OF))
+def test_every_fast_option_is_its_typer_twins(verb: str) -> None:
+    """Each option the fast path takes for a verb is declared by that verb's typer command,
+    as a flag where the fast path reads a flag and with a value where it reads a value, under
+    the same parameter name: the two parsers cannot drift apart."""
+    import typer
+
+    from ltm.cli.start import fast
+    from ltm.cli.start.main import build
+
+    group = typer.main.get_command(build([verb]))
+    command = group.commands[verb]  # type: ignore[attr-defined]
+    declared: dict[str, tuple[str | None, bool]] = {}
+    for param in command.params:
+        for opt in [*param.opts, *getattr(param, "secondary_opts", [])]:
+            declared[opt] = (param.name, bool(getattr(param, "is_flag", False)))
+    for flag in fast.FLAGS_OF[verb]:
+        assert flag in declared and declared[flag][1], f"ltm {verb} {flag}: not a typer flag"
+    for opt, name in fast.OPTIONS.items():
+        if name in fast.VALUES_OF[verb]:
+            assert declared.get(opt) == (name, False), (
+                f"ltm {verb} {opt}: typer has {declared.get(opt)}"
+            )

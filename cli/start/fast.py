@@ -7,6 +7,12 @@ and the pydantic it loads to coerce arguments, cost more than the whole rest
 of the command). ``ltm.cli.start.entry`` hands their plain forms to ``run``;
 anything it does not recognise (help, a typo, an interactive pick) goes to the
 typer commands, which call the same bodies.
+
+One idea, two parsers: ``OPTIONS``/``FLAGS_OF``/``VALUES_OF`` below name only
+options the verb's typer command declares too (same flag or value, same
+parameter name), and both paths print the same bytes. ``tests/test_cli_fast.py``
+holds them to that, so a new option goes into the typer command first and
+here only if its plain form must be fast.
 """
 
 from __future__ import annotations
