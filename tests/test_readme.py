@@ -1,4 +1,5 @@
-"""The README's promises, checked: its two commands, and every `ltm ...` it shows."""
+"""The README's and the guides' promises, checked: the two commands, every `ltm ...` they
+show, and every guide the README links to."""
 
 from __future__ import annotations
 
@@ -13,16 +14,18 @@ from ltm.cli.start.main import COMMANDS, GROUPS
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+GUIDES = sorted((ROOT / "docs").glob("*.md"))
 LTM = str(Path(sys.executable).with_name("ltm"))
 
 
-def shell_blocks() -> list[str]:
-    return re.findall(r"```sh\n(.*?)```", README, flags=re.S)
+def shell_blocks(text: str = README) -> list[str]:
+    return re.findall(r"```sh\n(.*?)```", text, flags=re.S)
 
 
 def ltm_lines() -> list[list[str]]:
     lines = []
-    for block in shell_blocks():
+    texts = [README, *(g.read_text(encoding="utf-8") for g in GUIDES)]
+    for block in (b for text in texts for b in shell_blocks(text)):
         for line in block.splitlines():
             line = line.split("#", 1)[0].strip()
             if line.startswith("ltm "):
@@ -42,7 +45,7 @@ def test_every_verb_shown_exists() -> None:
     shown = {args[0] for args in ltm_lines()}
     assert shown, "the README shows no ltm commands"
     unknown = shown - set(COMMANDS) - set(GROUPS)
-    assert not unknown, f"README shows verbs the CLI lacks: {sorted(unknown)}"
+    assert not unknown, f"README or a guide shows verbs the CLI lacks: {sorted(unknown)}"
 
 
 @pytest.mark.parametrize(
@@ -59,3 +62,12 @@ def test_every_group_subcommand_shown_exists(group_command: tuple[str, str]) -> 
     group, sub = group_command
     result = subprocess.run([LTM, group, sub, "--help"], capture_output=True, timeout=60)
     assert result.returncode == 0, result.stderr.decode()
+
+
+def test_every_guide_is_reachable_from_the_readme_and_every_link_resolves() -> None:
+    linked = set(re.findall(r"\]\((docs/[^)#]+\.md)(?:#[^)]*)?\)", README))
+    assert {f"docs/{g.name}" for g in GUIDES} <= linked, "a guide the README does not link"
+    for text_path in [ROOT / "README.md", *GUIDES]:
+        text = text_path.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)#:]+?)(?:#[^)]*)?\)", text):
+            assert (text_path.parent / target).exists(), f"{text_path.name} links {target}"
