@@ -94,7 +94,8 @@ def best(
     """The packet the prompt is about ({"id", "created_at", "goal"}), or None.
 
     ``skip``: ids already in the session's context or hinted before; ``since``: packets
-    created at or after it were saved in this session (the agent wrote them).
+    created after it (the session's start, to the second) were saved in this session: the
+    agent wrote them.
     """
     if '"' in project:
         return None  # cannot be named in a query; better no hint than a wrong one
@@ -120,7 +121,7 @@ def best(
         if len(row["words"]) >= need
         and row["rare"]
         and packet_id not in skip
-        and not (since and str(row["hit"].get("created_at", "")) >= since)
+        and not (since and str(row["hit"].get("created_at", "")) > since)
     ]
     if not strong:
         return None
