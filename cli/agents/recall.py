@@ -44,7 +44,8 @@ _FILLER_TEXT = """
     through time to today too try trying two under until up upon us use used using very want
     wants was way we well were what when where whether which while who why will with within
     without work working would yes yet you your yours add change check code continue file
-    files fix fixing hey hi lets resume start started stuff tell think update ll ve re d m
+    files fix fixing hey hi lets resume run runs running start started stuff tell think update
+    ll ve re d m
 """
 FILLER = frozenset(_FILLER_TEXT.split())
 _SUFFIXES = (
