@@ -735,7 +735,14 @@ _READS = {
     ("/v1/teams", "get"),
     ("/v1/teams/{name}/members", "get"),
 }
-_FULL = {("/v1/device/approve", "post"), ("/v1/tokens", "get"), ("/v1/tokens/{label}", "delete")}
+_FULL = {
+    ("/v1/device/approve", "post"),
+    ("/v1/tokens", "get"),
+    ("/v1/tokens/{label}", "delete"),
+    # Publishing answers a URL that reads the packet: a write-only token must not get one.
+    ("/v1/packets/{id}/publish", "post"),
+    ("/v1/packets/{id}/publish", "delete"),
+}
 
 
 def _with_scopes(paths: dict[str, Any]) -> dict[str, Any]:
@@ -1096,7 +1103,8 @@ def publish_paths() -> dict[str, Any]:
                 "operationId": "publishPacket",
                 "summary": "Publish a packet at a public, read-only URL (no sign-in to read it).",
                 "description": "The URL ends in a random 192-bit secret, never the packet id."
-                " Publishing a published packet answers its existing URL (200).",
+                " Publishing a published packet answers its existing URL (200). Needs a token"
+                " with `read write`: the URL reads the packet, so `write` alone is not enough.",
                 "responses": {
                     "200": _ok("Already published.", _ref("Published")),
                     "201": _ok("Published now.", _ref("Published")),
