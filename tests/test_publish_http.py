@@ -158,6 +158,31 @@ def test_publishing_needs_read_and_write(server: Server) -> None:
     assert httpx.get(url).status_code == 200  # still published
 
 
+def test_a_members_publications_die_when_they_leave_or_are_kicked(server: Server) -> None:
+    owner = server.client(server.issue("boss")[1])
+    kicked_id, kicked_token = server.issue("kicked")
+    leaver = server.client(server.issue("leaver")[1])
+    kicked = server.client(kicked_token)
+    team = f"gone-{kicked_id[-6:].lower()}"
+    assert owner.post("/v1/teams", json={"name": team}).status_code == 201
+    for member in (kicked, leaver):
+        code = owner.post(f"/v1/teams/{team}/invites").json()["code"]
+        assert member.post(f"/v1/invites/{code}/accept", json={}).status_code == 201
+    urls = {}
+    for name, member in (("kicked", kicked), ("leaver", leaver), ("owner", owner)):
+        packet = make_packet(goal=f"published by {name}")
+        assert member.post(f"/v1/packets?team={team}", json=packet).status_code == 201
+        urls[name] = reference_post(member, f"/v1/packets/{packet['id']}/publish").json()[
+            "public_url"
+        ]
+        assert httpx.get(urls[name]).status_code == 200
+    assert owner.delete(f"/v1/teams/{team}/members/{kicked_id}").status_code == 204
+    assert leaver.post(f"/v1/teams/{team}/leave").status_code == 204
+    assert httpx.get(urls["kicked"]).status_code == 404
+    assert httpx.get(urls["leaver"]).status_code == 404
+    assert httpx.get(urls["owner"]).status_code == 200  # the owner's stays
+
+
 @pytest.mark.parametrize("secret", ["x", "A" * 32, "a" * 200, "..%2F..%2Fetc"])
 def test_unknown_secrets_are_404(server: Server, secret: str) -> None:
     r = httpx.get(f"{server.url}/p/{secret}")

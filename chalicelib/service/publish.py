@@ -24,8 +24,8 @@ import re
 import secrets
 from datetime import datetime
 
-from ..store import NotFound as StoreNotFound
 from ..store import FULL_SCOPE, PacketMeta, Publication, Store, StoredPacket, User
+from ..store import NotFound as StoreNotFound
 from .access import Caller, Need, access
 from .errors import NotFound
 from .users import now
