@@ -292,6 +292,43 @@ def test_a_tampered_or_foreign_session_is_no_session(server: Server) -> None:
     assert web.get("/web").status_code == 200
 
 
+@pytest.mark.parametrize("how", ["api", "server"])
+def test_revoking_the_token_ends_its_web_sessions(server: Server, how: str) -> None:
+    """The API refuses a revoked token at once; so must every page signed in with it."""
+    if how == "server" and server.store != "sqlite":
+        pytest.skip("ltm server revoke-token manages the server's SQLite file")
+    _uid, token = server.issue("rev")
+    _uid2, other_token = server.issue("stays")
+    web, other = browser_for(server, token), browser_for(server, other_token)
+    api = server.client(token)
+    packet = make_packet(goal="Not after revoking")
+    assert api.post("/v1/packets", json=packet).status_code == 201
+    page = web.get(f"/web/packets/{packet['id']}/delete")
+    assert page.status_code == 200
+    csrf = csrf_of(page.text)
+    label = next(t["label"] for t in api.get("/v1/tokens").json()["tokens"] if t["current"])
+    if how == "api":
+        assert api.delete(f"/v1/tokens/{label}").status_code == 204
+    else:
+        from serverkit import ltm_server
+
+        done = ltm_server("revoke-token", label, "--db", str(server.db))
+        assert done.returncode == 0, done.stderr
+    assert api.get("/v1/packets").status_code == 401
+    listed = web.get("/web")
+    assert listed.status_code == 303 and "/web/signin" in listed.headers["location"]
+    deleted = web.post(f"/web/packets/{packet['id']}/delete", data={"csrf": csrf})
+    assert deleted.status_code == 303 and "/web/signin" in deleted.headers["location"]
+    from ltm.store.sqlite import SqliteStore
+
+    store = server.open_store() if server.open_store else SqliteStore(server.db)
+    try:
+        assert store.get_packet(packet["id"]) is not None  # not deleted
+    finally:
+        store.close()
+    assert other.get("/web").status_code == 200  # another person's session is untouched
+
+
 def test_sessions_expire(tmp_path: Path) -> None:
     from ltm.service import device, tokens
     from ltm.store.sqlite import SqliteStore

@@ -29,6 +29,14 @@ id, an expiry (``SESSION_SECONDS``) and the user's session generation.
 Signing out bumps the generation (a store counter), which ends every session
 of that user at once, this browser's and any copy of its cookie.
 
+A session signed in with a token (the token form, ``ltm open``'s key) also
+carries that token's hash, and every page looks the token up again (one read,
+which also gives the user, so it costs no more than reading the user did):
+revoking the token (``ltm tokens revoke``, ``ltm server revoke-token``) ends
+every browser session made with it at once, as it ends the token's API
+access. The hash is what the store itself keeps, never the token, and it
+signs nobody in to the API.
+
 Every answer carries a strict Content-Security-Policy (``default-src
 'none'``; only same-origin script, style, images and form targets), no
 framing, ``no-store``, ``nosniff`` and ``no-referrer``. The two forms that
@@ -53,7 +61,7 @@ from urllib.parse import quote, urlsplit
 from ..service import tokens
 from ..service.errors import InsufficientScope, ServiceError
 from ..service.users import now as utc_now
-from ..store import User
+from ..store import FULL_SCOPE, User
 from . import render
 from .device import BadForm, WebRequest, WebResponse, page_headers, parse_form
 
@@ -162,21 +170,25 @@ class WebView:
     def _generation_key(self, user_id: str) -> str:
         return f"web-session:{user_id}"
 
-    def start_session(self, request: WebRequest, user: User) -> str:
-        """The Set-Cookie that signs ``user`` in to this browser."""
+    def start_session(self, request: WebRequest, user: User, *, token_hash: str = "") -> str:
+        """The Set-Cookie that signs ``user`` in to this browser.
+
+        ``token_hash``: the token the person signed in with; the session lasts only as
+        long as that token does.
+        """
         when = self.clock()
         generation = (
             0 if self.local else self.store.read_counter(self._generation_key(user.id), when)
         )
-        value = self.signer.sign(
-            "web-session",
-            {
-                "u": user.id,
-                "g": generation,
-                "n": secrets.token_urlsafe(16),
-                "exp": int(when.timestamp()) + SESSION_SECONDS,
-            },
-        )
+        payload: dict[str, Any] = {
+            "u": user.id,
+            "g": generation,
+            "n": secrets.token_urlsafe(16),
+            "exp": int(when.timestamp()) + SESSION_SECONDS,
+        }
+        if token_hash:
+            payload["t"] = token_hash
+        value = self.signer.sign("web-session", payload)
         return self._cookie(request, value, SESSION_SECONDS)
 
     def _session(self, request: WebRequest) -> tuple[User, str] | None:
@@ -200,8 +212,17 @@ class WebView:
             return User(LOCAL_USER, LOCAL_USER, when), nonce
         if payload.get("g") != self.store.read_counter(self._generation_key(user_id), when):
             return None  # signed out since
-        user = self.store.get_user(user_id)
-        return (user, nonce) if user is not None else None
+        token_hash = payload.get("t")
+        if token_hash is None:  # signed in without a token (Cognito, a device approval)
+            user = self.store.get_user(user_id)
+            return (user, nonce) if user is not None else None
+        found = self.store.token_owner(str(token_hash))
+        if found is None or found[1].id != user_id:
+            return None  # the token was revoked: so is every session made with it
+        record, user = found
+        if not set(FULL_SCOPE.split()) <= set(record.scope.split()):
+            return None
+        return user, nonce
 
     def _csrf(self, nonce: str) -> str:
         return self.signer.mac("web-csrf", nonce)
@@ -585,7 +606,8 @@ class WebView:
             return again(403, "That token may only read; sign in with a full-access token.")
         except ServiceError:
             return again(401, "That token was not accepted.")
-        return self._redirect(next_path, self.start_session(request, user))
+        session_cookie = self.start_session(request, user, token_hash=tokens.hash_token(secret))
+        return self._redirect(next_path, session_cookie)
 
     def _to_cognito(
         self, request: WebRequest, session: str, next_path: str, when: datetime
