@@ -333,6 +333,80 @@ def test_revoking_the_token_ends_its_web_sessions(server: Server, how: str) -> N
     assert other.get("/web").status_code == 200  # another person's session is untouched
 
 
+def test_a_sign_in_key_signs_a_browser_in_once(server: Server) -> None:
+    """``POST /v1/web/sign-in-key``: what ``ltm open`` trades its token for."""
+    user_id, token = server.issue("keyed")
+    api = server.client(token)
+    made = api.post("/v1/web/sign-in-key")
+    assert made.status_code == 201, made.text
+    answer = made.json()
+    assert answer["url"] == server.url + "/web/key" and answer["expires_in"] == 120
+    assert httpx.post(server.url + "/v1/web/sign-in-key").status_code == 401
+    browser = httpx.Client(base_url=server.url, follow_redirects=False, timeout=30)
+    signed = browser.post("/web/key", data={"key": answer["key"], "next": "/web?team=x"})
+    assert signed.status_code == 303 and signed.headers["location"] == server.url + "/web?team=x"
+    assert "HttpOnly" in signed.headers["set-cookie"]
+    assert browser.get("/web").status_code == 200
+    # Once only: a copy of the key (a replay) gets nothing.
+    again = httpx.post(server.url + "/web/key", data={"key": answer["key"]})
+    assert again.status_code == 403 and "set-cookie" not in again.headers
+    forged = httpx.post(server.url + "/web/key", data={"key": answer["key"][:-2] + "AA"})
+    assert forged.status_code == 403
+    # A key made with a token that is revoked before it is used is dead too, and so is
+    # the session made with it once the token goes.
+    late = api.post("/v1/web/sign-in-key").json()["key"]
+    label = next(t["label"] for t in api.get("/v1/tokens").json()["tokens"] if t["current"])
+    assert api.delete(f"/v1/tokens/{label}").status_code == 204
+    assert httpx.post(server.url + "/web/key", data={"key": late}).status_code == 403
+    assert browser.get("/web").status_code == 303
+    assert user_id  # the key named this user; the session was theirs
+
+
+def test_a_sign_in_key_needs_the_full_scope(server: Server) -> None:
+    from test_publish_http import scoped_token
+
+    user_id, _token = server.issue("partial")
+    for scope in ("read", "write"):
+        r = server.client(scoped_token(server, user_id, scope)).post("/v1/web/sign-in-key")
+        assert r.status_code == 403 and r.json() == {"error": "insufficient scope"}
+
+
+def test_ltm_open_signs_the_browser_in_without_a_token_on_argv(
+    server: Server, tmp_path: Path
+) -> None:
+    if server.store != "sqlite":
+        pytest.skip("the CLI side is the same on every store")
+    from clikit import signed_in
+
+    cli = signed_in(server, tmp_path / "cli", "opener")
+    token = cli.credentials()["hosts"][server.url]["token"]
+    argv_file = tmp_path / "argv.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$@" >> {argv_file}\ncat "${{1#file://}}" >> {argv_file}.page\n'
+    )
+    browser.chmod(0o755)
+    cli.env.pop("LTM_NO_BROWSER", None)
+    result = cli.run(
+        "open", BROWSER=f"{browser} %s", DISPLAY=":0", LTM_STATE_DIR=str(tmp_path / "state")
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == server.url + "/web"
+    assert "signed in as you" in result.stderr
+    argv = argv_file.read_text()
+    (opened,) = argv.split()
+    assert opened.startswith("file://") and token not in argv
+    page = Path(f"{argv_file}.page").read_text()
+    key = re.search(r'name="key" value="([^"]+)"', page)
+    assert key and key.group(1) not in argv and key.group(1) not in result.stderr
+    assert f'action="{server.url}/web/key"' in page
+    # What the browser does with the page: post the key, and it is signed in.
+    browser_client = httpx.Client(base_url=server.url, follow_redirects=False, timeout=30)
+    signed = browser_client.post("/web/key", data={"key": html.unescape(key.group(1))})
+    assert signed.status_code == 303
+    assert browser_client.get("/web").status_code == 200
+
+
 def test_sessions_expire(tmp_path: Path) -> None:
     from ltm.service import device, tokens
     from ltm.store.sqlite import SqliteStore
