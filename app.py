@@ -662,7 +662,8 @@ page_route("/web/packets/{id}/delete", ["GET", "POST"], "delete")
 page_route("/web/teams/{name}", ["GET"], "team")
 page_route("/web/signin", ["GET", "POST"], "sign_in")
 page_route("/web/signout", ["POST"], "sign_out")
-page_route("/web/ui", ["GET"], "ui")
+page_route("/web/ui", ["GET", "POST"], "ui")
+page_route("/web/key", ["POST"], "key_sign_in")
 page_route("/web/static/{name}", ["GET"], "static")
 page_route("/p/{secret}", ["GET"], "public")
 
@@ -692,6 +693,20 @@ def approve_device(request: Any) -> Response:
             },
         }
     )
+
+
+@route("/v1/whoami", "GET")
+def whoami(request: Any) -> Response:
+    """An extension: the caller's account and token scope (a reference server answers 404)."""
+    user, scope = tokens.whoami(get_store(), _caller(request))
+    return _json({"user": {"id": user.id, "display": user.display}, "scope": scope})
+
+
+@route("/v1/web/sign-in-key", "POST")
+def web_sign_in_key(request: Any) -> Response:
+    """An extension: a short-lived, single-use key that signs a browser in to the web view."""
+    made = _web().sign_in_key(_caller(request), base_url(request))
+    return _json(made, 201)
 
 
 @route("/v1/tokens", "GET")

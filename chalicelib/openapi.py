@@ -717,7 +717,9 @@ def document() -> dict[str, Any]:
         },
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "security": _BEARER,
-        "paths": _with_scopes({**_paths(), **publish_paths(), **device_paths(), **web_paths()}),
+        "paths": _with_scopes(
+            {**_paths(), **publish_paths(), **account_paths(), **device_paths(), **web_paths()}
+        ),
         "components": {
             "schemas": {**_schemas(), **device_schemas()},
             "securitySchemes": {
@@ -730,12 +732,21 @@ def document() -> dict[str, Any]:
 # The scope each bearer route needs (``need`` in ``chalicelib.service``); any other is "write".
 # OpenAPI 3.1 lets a non-OAuth security requirement list roles: the token's scopes here.
 _READS = {
+    ("/v1/whoami", "get"),
     ("/v1/packets", "get"),
     ("/v1/packets/{id}", "get"),
     ("/v1/teams", "get"),
     ("/v1/teams/{name}/members", "get"),
 }
-_FULL = {("/v1/device/approve", "post"), ("/v1/tokens", "get"), ("/v1/tokens/{label}", "delete")}
+_FULL = {
+    ("/v1/device/approve", "post"),
+    ("/v1/tokens", "get"),
+    ("/v1/tokens/{label}", "delete"),
+    # Publishing answers a URL that reads the packet: a write-only token must not get one.
+    ("/v1/packets/{id}/publish", "post"),
+    ("/v1/packets/{id}/publish", "delete"),
+    ("/v1/web/sign-in-key", "post"),  # a web session may delete
+}
 
 
 def _with_scopes(paths: dict[str, Any]) -> dict[str, Any]:
@@ -1096,7 +1107,8 @@ def publish_paths() -> dict[str, Any]:
                 "operationId": "publishPacket",
                 "summary": "Publish a packet at a public, read-only URL (no sign-in to read it).",
                 "description": "The URL ends in a random 192-bit secret, never the packet id."
-                " Publishing a published packet answers its existing URL (200).",
+                " Publishing a published packet answers its existing URL (200). Needs a token"
+                " with `read write`: the URL reads the packet, so `write` alone is not enough.",
                 "responses": {
                     "200": _ok("Already published.", _ref("Published")),
                     "201": _ok("Published now.", _ref("Published")),
@@ -1109,6 +1121,56 @@ def publish_paths() -> dict[str, Any]:
                 "summary": "Unpublish: the public URL answers 404 from now on.",
                 "responses": {"204": _NO_CONTENT, "401": _UNAUTHORIZED, "404": not_found},
             },
+        },
+    }
+
+
+def account_paths() -> dict[str, Any]:
+    """Extensions for clients: who the token is, and a browser sign-in from the CLI."""
+    return {
+        "/v1/whoami": {
+            "get": {
+                "operationId": "whoami",
+                "summary": "The token's account and scope (an extension: `ltm auth` names it).",
+                "responses": {
+                    "200": _ok(
+                        "The account.",
+                        _obj(
+                            {
+                                "user": _obj({"id": _STRING, "display": _STRING}),
+                                "scope": {
+                                    **_STRING,
+                                    "description": "`read`, `write` or `read write`.",
+                                },
+                            },
+                            ["user", "scope"],
+                        ),
+                    ),
+                    "401": _UNAUTHORIZED,
+                },
+            }
+        },
+        "/v1/web/sign-in-key": {
+            "post": {
+                "operationId": "webSignInKey",
+                "summary": "A short-lived, single-use key that signs a browser in (`ltm open`).",
+                "description": "The client posts `key` to `url` from the browser (a form, never"
+                " a URL). The session it starts lasts while the token that asked for it does.",
+                "responses": {
+                    "201": _ok(
+                        "The key.",
+                        _obj(
+                            {
+                                "url": {"type": "string", "format": "uri"},
+                                "key": _STRING,
+                                "expires_in": {"type": "integer"},
+                            },
+                            ["url", "key", "expires_in"],
+                        ),
+                    ),
+                    "401": _UNAUTHORIZED,
+                },
+            }
         },
     }
 
@@ -1227,6 +1289,30 @@ def web_paths() -> dict[str, Any]:
                     "303": _page("On to `/web`, signed in."),
                     "403": _page("A wrong or used key."),
                     "404": _page("Not `ltm ui`."),
+                },
+            },
+            "post": {
+                "operationId": "webLocalKeyForm",
+                "summary": "`ltm ui` only: the key posted by its private forwarding page.",
+                "security": [],
+                "requestBody": _form_body({"key": _STRING}, ["key"]),
+                "responses": {
+                    "200": _page("Signed in; the page refreshes to `/web`."),
+                    "403": _page("A wrong or used key."),
+                    "404": _page("Not `ltm ui`."),
+                },
+            },
+        },
+        "/web/key": {
+            "post": {
+                "operationId": "webSignInWithKey",
+                "summary": "A key from `POST /v1/web/sign-in-key` becomes a session (once).",
+                "security": [],
+                "requestBody": _form_body({"key": _STRING, "next": _STRING}, ["key"]),
+                "responses": {
+                    "303": _page("On to `next` (one of this app's pages), signed in."),
+                    "403": _page("A wrong, used or expired key, or its token was revoked."),
+                    "404": _page("`ltm ui` (it has no accounts)."),
                 },
             }
         },

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -116,6 +117,70 @@ def test_only_the_owner_creator_or_team_owner_may_publish(server: Server) -> Non
         == 404
     )
     assert httpx.post(f"{server.url}/v1/packets/{mine['id']}/publish").status_code == 401
+
+
+def scoped_token(server: Server, user_id: str, scope: str) -> str:
+    """Another token of ``user_id`` with only ``scope`` (as the device flow grants one)."""
+    from ltm.service import tokens
+    from ltm.store import Token
+    from ltm.store.sqlite import SqliteStore
+
+    secret = tokens.mint(user_id)
+    store = server.open_store() if server.open_store else SqliteStore(server.db)
+    try:
+        label = f"{scope.replace(' ', '-')}-{secret[-8:]}"
+        store.add_token(
+            Token(label, user_id, tokens.hash_token(secret), datetime.now(UTC), scope=scope)
+        )
+    finally:
+        store.close()
+    return secret
+
+
+def test_publishing_needs_read_and_write(server: Server) -> None:
+    """A write-only token must not read a packet by publishing it (the URL reads it)."""
+    user_id, full = server.issue("wren")
+    owner = server.client(full)
+    packet = make_packet(goal="Private until published")
+    assert owner.post("/v1/packets", json=packet).status_code == 201
+    path = f"/v1/packets/{packet['id']}/publish"
+    for scope in ("write", "read"):
+        partial = server.client(scoped_token(server, user_id, scope))
+        refused = reference_post(partial, path)
+        assert refused.status_code == 403 and refused.json() == {"error": "insufficient scope"}
+        assert refused.headers["WWW-Authenticate"].endswith('scope="read write"')
+        assert "public_url" not in refused.text
+    # Nothing was published: the full token's publish is a first one (201).
+    url = reference_post(owner, path).json()["public_url"]
+    assert httpx.get(url).status_code == 200
+    partial = server.client(scoped_token(server, user_id, "write"))
+    assert partial.delete(path).status_code == 403
+    assert httpx.get(url).status_code == 200  # still published
+
+
+def test_a_members_publications_die_when_they_leave_or_are_kicked(server: Server) -> None:
+    owner = server.client(server.issue("boss")[1])
+    kicked_id, kicked_token = server.issue("kicked")
+    leaver = server.client(server.issue("leaver")[1])
+    kicked = server.client(kicked_token)
+    team = f"gone-{kicked_id[-6:].lower()}"
+    assert owner.post("/v1/teams", json={"name": team}).status_code == 201
+    for member in (kicked, leaver):
+        code = owner.post(f"/v1/teams/{team}/invites").json()["code"]
+        assert member.post(f"/v1/invites/{code}/accept", json={}).status_code == 201
+    urls = {}
+    for name, member in (("kicked", kicked), ("leaver", leaver), ("owner", owner)):
+        packet = make_packet(goal=f"published by {name}")
+        assert member.post(f"/v1/packets?team={team}", json=packet).status_code == 201
+        urls[name] = reference_post(member, f"/v1/packets/{packet['id']}/publish").json()[
+            "public_url"
+        ]
+        assert httpx.get(urls[name]).status_code == 200
+    assert owner.delete(f"/v1/teams/{team}/members/{kicked_id}").status_code == 204
+    assert leaver.post(f"/v1/teams/{team}/leave").status_code == 204
+    assert httpx.get(urls["kicked"]).status_code == 404
+    assert httpx.get(urls["leaver"]).status_code == 404
+    assert httpx.get(urls["owner"]).status_code == 200  # the owner's stays
 
 
 @pytest.mark.parametrize("secret", ["x", "A" * 32, "a" * 200, "..%2F..%2Fetc"])

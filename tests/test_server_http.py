@@ -126,7 +126,12 @@ def test_openapi_document_lists_every_route(server: Server) -> None:
         ("POST", "/web/signin"),
         ("POST", "/web/signout"),
         ("GET", "/web/ui"),
+        ("POST", "/web/ui"),
         ("GET", "/web/static/{name}"),
+        # signing in from the CLI: who the token is, a browser key (extensions)
+        ("GET", "/v1/whoami"),
+        ("POST", "/v1/web/sign-in-key"),
+        ("POST", "/web/key"),
         ("GET", "/p/{secret}"),
         # search and lineage (extensions the reference does not have)
         ("GET", "/v1/search"),

@@ -9,6 +9,12 @@ Who may publish or unpublish: whoever may delete the packet (the protocol's
 rule): a personal packet's owner; a team packet's creator (still a member)
 or the team's owner. Anyone else, and anyone who cannot see the packet at
 all, gets 404 ``not found``, as for every packet they have no business with.
+
+Publishing and unpublishing need a token with the full scope (``read
+write``), not just ``write``: publishing answers a URL anyone can read the
+packet at, so a write-only token that could publish could read every packet
+it may manage by publishing it. Unpublishing is held to the same scope so the
+two halves of one feature are granted together.
 """
 
 from __future__ import annotations
@@ -18,8 +24,8 @@ import re
 import secrets
 from datetime import datetime
 
+from ..store import FULL_SCOPE, PacketMeta, Publication, Store, StoredPacket, User
 from ..store import NotFound as StoreNotFound
-from ..store import PacketMeta, Publication, Store, StoredPacket, User
 from .access import Caller, Need, access
 from .errors import NotFound
 from .users import now
@@ -45,7 +51,7 @@ def may_manage(store: Store, user: User, meta: PacketMeta) -> bool:
 
 
 def _managed(
-    store: Store, caller: Caller, packet_id: str, *, need: Need = "write"
+    store: Store, caller: Caller, packet_id: str, *, need: Need = FULL_SCOPE
 ) -> tuple[User, StoredPacket]:
     who = access(store, caller, need=need, packet_id=packet_id)
     if who.packet is None or not may_manage(store, who.user, who.packet.meta):

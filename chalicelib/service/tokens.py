@@ -198,3 +198,17 @@ def list_own(store: Store, caller: Caller) -> list[Token]:
 def revoke_own(store: Store, caller: Caller, label: str) -> None:
     """Revoke one of the caller's tokens (``DELETE /v1/tokens/{label}``); needs the full scope."""
     revoke(store, label, user_id=user_of(store, caller, need=FULL_SCOPE).id)
+
+
+def whoami(store: Store, caller: Caller) -> tuple[User, str]:
+    """The caller's user and their token's scope (``GET /v1/whoami``), one read.
+
+    So a client can say which account it signed in as: a sign-in approved by
+    someone else's account shows another name than the one expected.
+    """
+    if isinstance(caller, User):
+        return caller, FULL_SCOPE
+    loaded = store.load(token_hash=caller.token_hash, user_id=caller.user_hint)
+    user = checked(store, loaded.token)
+    assert loaded.token is not None  # checked answered 401 otherwise
+    return user, loaded.token[0].scope

@@ -365,8 +365,9 @@ class Store(ABC):
 
         When the packet is already published, the existing publication is
         returned unchanged (same secret, same URL). NotFound when the packet is
-        gone or no longer has ``seen``'s owner and scope. The check and the
-        write are one atomic step.
+        gone or no longer has ``seen``'s owner and scope, or (a team packet)
+        when ``publication.created_by`` is not a member of the team. The checks
+        and the write are one atomic step.
         """
 
     @abstractmethod
@@ -467,7 +468,9 @@ class Store(ABC):
 
         The invites the member created for this team are deleted with it (in
         the same atomic step where the backend can), so nobody can rejoin
-        with an invite they minted before they left or were removed.
+        with an invite they minted before they left or were removed. The
+        publications they made of the team's packets end with it too: a former
+        member keeps no public window onto the team.
         """
 
     # -- invites --------------------------------------------------------

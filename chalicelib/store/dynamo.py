@@ -41,8 +41,10 @@ needs and no others (the indexes are sparse)::
     A token item carries its OAuth ``scope`` ("read", "write", "read write"; absent
     on tokens from before scopes, which are full). The membership under the team's
     id carries ``invites_made`` (a string set of the code hashes of the invites the
-    member made) and ``invite_count`` (how many: the version a removal is
-    conditioned on), so the invites die with the membership without a Scan.
+    member made), ``published_made`` (the ids of the team's packets the member
+    published) and ``invite_count`` (how many of both were recorded: the version a
+    removal is conditioned on), so the invites and publications die with the
+    membership without a Scan.
 
 ``<scope>`` is ``u:<owner>`` or ``t:<team>``. A published packet's item
 carries ``public_hash``, the hash of its public URL's secret; the
@@ -223,6 +225,7 @@ INVITE_TTL_GRACE = timedelta(days=30)
 # removing a membership takes 3, so up to this many invites go in the same transaction.
 INVITES_MADE = "invites_made"
 INVITE_COUNT = "invite_count"
+PUBLISHED_MADE = "published_made"  # on a membership: ids of team packets the member published
 MAX_INVITES_IN_TRANSACTION = 90
 TRANSACTION_ATTEMPTS = 6
 
@@ -1256,9 +1259,33 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 guard, values_extra = "attribute_not_exists(#h)", {}
             else:  # a dangling hash (its PUBLIC# item is gone): replace exactly that one
                 guard, values_extra = "#h = :old", {":old": _s(current)}
+            # A team packet's publication is recorded on its publisher's membership, in the
+            # same transaction, which also checks they are still a member: remove_member
+            # ends it from there.
+            record = []
+            if seen.team_id is not None:
+                record.append(
+                    {
+                        "Update": {
+                            "Key": _key(f"TEAM#{seen.team_id}", f"MEMBER#{publication.created_by}"),
+                            "UpdateExpression": "ADD #made :id, #n :one",
+                            "ConditionExpression": "attribute_exists(#pk)",
+                            "ExpressionAttributeNames": {
+                                "#pk": "pk",
+                                "#made": PUBLISHED_MADE,
+                                "#n": INVITE_COUNT,
+                            },
+                            "ExpressionAttributeValues": {
+                                ":id": {"SS": [publication.packet_id]},
+                                ":one": {"N": "1"},
+                            },
+                        }
+                    }
+                )
             try:
                 self._transact(
                     [
+                        *record,
                         _put_new(
                             {
                                 **_key(f"PUBLIC#{publication.secret_hash}", "PUBLIC"),
@@ -1283,7 +1310,9 @@ class DynamoStore(DeviceGrantsMixin, Store):
                     ]
                 )
                 return publication
-            except _Cancelled:
+            except _Cancelled as cancelled:
+                if record and cancelled.failed(0):
+                    raise NotFound(f"{publication.created_by} is not in the team") from None
                 _backoff(attempt)  # published or deleted meanwhile: read again
         raise Conflict("packet could not be published (concurrent writes); try again")
 
@@ -1313,6 +1342,33 @@ class DynamoStore(DeviceGrantsMixin, Store):
             except _Cancelled:
                 _backoff(attempt)
         return False
+
+    def _unpublish_if_by(self, packet_id: str, user_id: str) -> None:
+        """End the packet's publication if ``user_id`` made it (another's publication stays)."""
+        key = _key(f"PKT#{packet_id}", "PKT")
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            current = self.publication(packet_id)
+            if current is None or current.created_by != user_id:
+                return
+            try:
+                self._transact(
+                    [
+                        {
+                            "Update": {
+                                "Key": key,
+                                "UpdateExpression": "REMOVE #h",
+                                "ConditionExpression": "#h = :h",
+                                "ExpressionAttributeNames": {"#h": "public_hash"},
+                                "ExpressionAttributeValues": {":h": _s(current.secret_hash)},
+                            }
+                        },
+                        {"Delete": {"Key": _key(f"PUBLIC#{current.secret_hash}", "PUBLIC")}},
+                    ]
+                )
+                return
+            except _Cancelled:
+                _backoff(attempt)  # changed meanwhile: read again
+        raise Conflict("publication could not be ended (concurrent writes); try again")
 
     def publication(self, packet_id: str) -> Publication | None:
         item = self._get_item(_key(f"PKT#{packet_id}", "PKT"))
@@ -1611,6 +1667,10 @@ class DynamoStore(DeviceGrantsMixin, Store):
             made = sorted(item.get(INVITES_MADE, {}).get("SS", []))
             first, last = made[:-MAX_INVITES_IN_TRANSACTION], made[-MAX_INVITES_IN_TRANSACTION:]
             self._batch_delete([_key(f"INVITE#{code}", "INVITE") for code in first])
+            # Their publications of the team's packets end before the membership goes; one
+            # made meanwhile changes the count, and the removal reads again.
+            for packet_id in item.get(PUBLISHED_MADE, {}).get("SS", []):
+                self._unpublish_if_by(packet_id, user_id)
             count = item.get(INVITE_COUNT)
             unchanged: dict[str, Any] = {
                 "ConditionExpression": "attribute_exists(#pk) AND attribute_not_exists(#n)",

@@ -803,6 +803,12 @@ class SqliteStore(Store):
                 is None
             ):
                 raise NotFound(f"packet {publication.packet_id} does not exist")
+            # A team packet is published only by a member still in the team, checked in the
+            # same transaction: a publish racing the publisher's removal cannot outlive it.
+            if seen.team_id is not None and not self._is_member(
+                db, seen.team_id, publication.created_by
+            ):
+                raise NotFound(f"{publication.created_by} is not a member of the team")
             existing = db.execute(
                 f"SELECT {self._PUBLICATION} FROM publications WHERE packet_id = ?",
                 (publication.packet_id,),
@@ -1050,6 +1056,13 @@ class SqliteStore(Store):
             # The invites they made die with their membership, in the same transaction.
             db.execute(
                 "DELETE FROM invites WHERE team_id = ? AND created_by = ?", (team_id, user_id)
+            )
+            # So do their publications of the team's packets (the team's owner may publish
+            # any packet of the team; those are the owner's and stay).
+            db.execute(
+                "DELETE FROM publications WHERE created_by = ?"
+                " AND packet_id IN (SELECT id FROM packets WHERE team_id = ?)",
+                (user_id, team_id),
             )
         return removed > 0
 

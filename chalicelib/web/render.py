@@ -495,8 +495,12 @@ def sign_in(
         )
     return (
         f"<h1>Sign in</h1>{message}"
+        # Most people never saw a token (they joined by invite, or signed in from a
+        # browser): the CLI they signed in with can sign this browser in instead.
+        "<p>Signed in with the ltm CLI? Run <code>ltm open</code> on that machine: it opens"
+        " this view in your browser, already signed in, without showing a token.</p>"
         f'<form method="post" action="{ROOT}{attr(action)}">{hidden}'
-        '<label for="token">Your ltm token</label>'
+        '<label for="token">Or: your ltm token</label>'
         '<input type="password" id="token" name="token" autocomplete="off" spellcheck="false"'
         " required>"
         '<p class="note">A token you use on a signed-in machine (<code>ltm whoami</code> shows'
