@@ -721,6 +721,8 @@ def _cli_secret(value: str, after: str, glued: bool = False) -> bool:
     command goes on the way command lines do (another flag, a host, a path);
     "sshpass -p takes the password" is prose.
     """
+    if _placeholder(value):
+        return False  # before trimming: "id=..." ends in a placeholder's dots
     quoted = value[:1] in "'\"" and value[-1:] == value[:1] and len(value) > 1
     v = value[1:-1] if quoted else value.rstrip(_SENTENCE_END)
     if len(v) < 3 or _placeholder(v) or v[0] in "-$%{<~/." or "://" in v:

@@ -794,6 +794,7 @@ FORMAT_NEAR_MISSES = [
     "docker login -u user -p <password> registry",
     "docker run -p 8080:80 nginx",
     "docker build --secret id=npmrc,src=$HOME/.npmrc .",
+    "docker build --secret id=... to pass a file",
     "aws s3api get-object --bucket b --key reports/2024.csv out.csv",
     "--password-file /run/secrets/db_password",
     "the --token flag reads from stdin when given -",
