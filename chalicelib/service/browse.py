@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..store import Invite, Member, PacketMeta, Publication, Store, StoredPacket, Team
+from ..store import Invite, Member, PacketMeta, Publication, Store, StoredPacket, Team, User
 from .access import Caller, access, in_team
 from .errors import BadRequest, NotFound
 from .publish import may_manage
 from .search import Found, search
+from .share import Shared, reads_in_scope, shares
 from .users import now
 
 PAGE = 50  # packets per page, the protocol's default listing
@@ -116,6 +117,8 @@ class PacketView:
     children: list[PacketMeta]  # the packets continuing this one that the reader may read
     can_delete: bool
     publication: Publication | None  # shown to those who may manage it
+    shares: list[Shared]  # whom it is shared with (all for its manager; a sharer's own)
+    shared_by: User | None = None  # who shared it, when the reader reads it by a share
 
 
 def packet_view(store: Store, caller: Caller, packet_id: str) -> PacketView:
@@ -137,6 +140,11 @@ def packet_view(store: Store, caller: Caller, packet_id: str) -> PacketView:
         except NotFound:
             parent = ParentLink(parent_id, None)
     manage = may_manage(store, user, stored.meta)
+    if not reads_in_scope(store, user.id, stored.meta):
+        # Read by a share: the packet alone, nothing of its scope (its thread, its shares).
+        found = store.get_share(packet_id, user.id)
+        by = store.get_user(found.shared_by) if found is not None else None
+        return PacketView(stored, data, None, None, [], False, None, [], by)
     return PacketView(
         stored=stored,
         data=data,
@@ -145,6 +153,7 @@ def packet_view(store: Store, caller: Caller, packet_id: str) -> PacketView:
         children=children(store, user, packet_id, limit=CHILDREN),
         can_delete=manage,
         publication=store.publication(packet_id) if manage else None,
+        shares=shares(store, user, packet_id),
     )
 
 
