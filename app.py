@@ -474,6 +474,73 @@ def unpublish_packet(request: Any, id: str) -> Response:
     return _no_content()
 
 
+# -- sharing one packet with one user (extension routes; rules in chalicelib.service.share) --
+
+
+def _person(user: User | None) -> dict[str, str] | None:
+    return None if user is None else {"id": user.id, "display": user.display}
+
+
+def _share_json(shared: Any) -> dict[str, Any]:
+    return {
+        "packet_id": shared.share.packet_id,
+        "user": _person(shared.user),
+        "shared_by": _person(shared.by),
+        "created_at": _ts(shared.share.created_at),
+    }
+
+
+@route("/v1/packets/{id}/shares", "POST")
+def share_packet(request: Any, id: str) -> Response:
+    from chalicelib.service import share
+
+    caller = _caller(request)
+    body = _json_object(request, required=True)
+    shared, created = share.share(get_store(), caller, id, body.get("user"))
+    return _json({"share": _share_json(shared)}, 201 if created else 200)
+
+
+@route("/v1/packets/{id}/shares", "GET")
+def list_packet_shares(request: Any, id: str) -> Response:
+    from chalicelib.service import share
+
+    found = share.shares(get_store(), _caller(request), id)
+    return _json({"shares": [_share_json(shared) for shared in found]})
+
+
+@route("/v1/packets/{id}/shares/{user}", "DELETE")
+def unshare_packet(request: Any, id: str, user: str) -> Response:
+    from chalicelib.service import share
+
+    share.unshare(get_store(), _caller(request), id, user)
+    return _no_content()
+
+
+@route("/v1/shared", "GET")
+def list_shared(request: Any) -> Response:
+    from chalicelib.service import share
+
+    caller = _caller(request)
+    raw = _query(request, "limit")
+    if raw is not None and not _LIMIT_RE.fullmatch(raw):
+        raise BadRequest(f"limit must be an integer between 1 and {share.MAX_LISTED}")
+    limit = int(raw) if raw is not None else share.MAX_LISTED
+    found = share.shared_with_me(get_store(), caller, limit=limit)
+    return _json(
+        {
+            "packets": [
+                {
+                    **_meta_json(got.meta),
+                    "project": got.meta.project,
+                    "shared_by": _person(got.by),
+                    "shared_at": _ts(got.share.created_at),
+                }
+                for got in found
+            ]
+        }
+    )
+
+
 @route("/v1/teams", "POST")
 def create_team(request: Any) -> Response:
     caller = _caller(request)

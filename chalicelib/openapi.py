@@ -18,6 +18,7 @@ from .packet import MAX_PACKET_BYTES, MODELS
 from .service.packets import DEFAULT_LIMIT, MAX_LIMIT
 from .service.search import DEFAULT_LIMIT as SEARCH_DEFAULT
 from .service.search import MAX_LIMIT as SEARCH_MAX
+from .service.share import MAX_LISTED as SHARED_MAX
 from .service.teams import TEAM_NAME_PATTERN
 
 _REF = "#/components/schemas/{model}"
@@ -718,10 +719,17 @@ def document() -> dict[str, Any]:
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "security": _BEARER,
         "paths": _with_scopes(
-            {**_paths(), **publish_paths(), **account_paths(), **device_paths(), **web_paths()}
+            {
+                **_paths(),
+                **publish_paths(),
+                **account_paths(),
+                **share_paths(),
+                **device_paths(),
+                **web_paths(),
+            }
         ),
         "components": {
-            "schemas": {**_schemas(), **device_schemas()},
+            "schemas": {**_schemas(), **device_schemas(), **share_schemas()},
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer", "description": "An ltm token."}
             },
@@ -737,6 +745,8 @@ _READS = {
     ("/v1/packets/{id}", "get"),
     ("/v1/teams", "get"),
     ("/v1/teams/{name}/members", "get"),
+    ("/v1/packets/{id}/shares", "get"),
+    ("/v1/shared", "get"),
 }
 _FULL = {
     ("/v1/device/approve", "post"),
@@ -1173,6 +1183,126 @@ def account_paths() -> dict[str, Any]:
             }
         },
     }
+
+
+# -- sharing one packet with one user (an extension: a reference server has no such routes) --
+
+
+def share_schemas() -> dict[str, Any]:
+    person = {
+        "type": ["object", "null"],
+        "properties": {"id": _STRING, "display": _STRING},
+        "required": ["id", "display"],
+    }
+    return {
+        "SharePerson": person,
+        "Share": _obj(
+            {
+                "packet_id": _STRING,
+                "user": {**_ref("SharePerson"), "description": "Who may read the packet."},
+                "shared_by": {
+                    **_ref("SharePerson"),
+                    "description": "Who shared it (null when that user is gone).",
+                },
+                "created_at": _TIME,
+            }
+        ),
+        "SharedPacket": _obj(
+            {
+                "id": _STRING,
+                "created_at": _STRING,
+                "goal": _STRING,
+                "project": {"type": ["string", "null"]},
+                "shared_by": _ref("SharePerson"),
+                "shared_at": _TIME,
+            }
+        ),
+    }
+
+
+def share_paths() -> dict[str, Any]:
+    """Sharing one packet with one user, read-only (``chalicelib.service.share``)."""
+    packet_id = _path_param("id", "The packet id.")
+    not_found = _error(
+        "`not found`: no such packet, or the caller cannot read it in its own scope (a"
+        " recipient cannot share it again)."
+    )
+    return {
+        "/v1/packets/{id}/shares": {
+            "parameters": [packet_id],
+            "post": {
+                "operationId": "sharePacket",
+                "summary": "Let one more user read this one packet (never change or delete it).",
+                "description": "Whoever reads the packet in its own scope may share it. The"
+                " user is named by their id, or by the display name of someone the caller"
+                " shares a team with; anyone else is `user not found`, as for nobody at all."
+                " Sharing again answers the existing share (200).",
+                "requestBody": _json_body(
+                    _obj({"user": {**_STRING, "description": "A display name or a user id."}})
+                ),
+                "responses": {
+                    "200": _ok("Already shared with that user.", _obj({"share": _ref("Share")})),
+                    "201": _ok("Shared now.", _obj({"share": _ref("Share")})),
+                    "400": _error("No user given, the caller themself, or an ambiguous name."),
+                    "401": _UNAUTHORIZED,
+                    "404": _error("`user not found`, or " + not_found["description"]),
+                    "413": _TOO_LARGE,
+                    "415": _MEDIA,
+                },
+            },
+            "get": {
+                "operationId": "listPacketShares",
+                "summary": "Whom the packet is shared with: every share for its owner (or its"
+                " team's owner), the caller's own shares for anyone else who reads it.",
+                "responses": {
+                    "200": _ok("The shares, oldest first.", _obj({"shares": _array("Share")})),
+                    "401": _UNAUTHORIZED,
+                    "404": not_found,
+                },
+            },
+        },
+        "/v1/packets/{id}/shares/{user}": {
+            "parameters": [
+                packet_id,
+                _path_param("user", "The recipient's user id or display name."),
+            ],
+            "delete": {
+                "operationId": "unsharePacket",
+                "summary": "End a share at once: by its sharer, the packet's owner (or its"
+                " team's owner), or the recipient.",
+                "responses": {
+                    "204": _NO_CONTENT,
+                    "400": _error("The name fits more than one recipient; give the id."),
+                    "401": _UNAUTHORIZED,
+                    "404": _error("`share not found`, or " + not_found["description"]),
+                },
+            },
+        },
+        "/v1/shared": {
+            "get": {
+                "operationId": "listSharedWithMe",
+                "summary": "The packets others shared with the caller, the newest share first."
+                " Read each with `GET /v1/packets/{id}`.",
+                "parameters": [
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "integer", "minimum": 1, "maximum": SHARED_MAX},
+                    }
+                ],
+                "responses": {
+                    "200": _ok("The packets.", _obj({"packets": _array("SharedPacket")})),
+                    "400": _error("A bad limit."),
+                    "401": _UNAUTHORIZED,
+                },
+            }
+        },
+    }
+
+
+def _array(model: str) -> dict[str, Any]:
+    return {"type": "array", "items": _ref(model)}
 
 
 def web_paths() -> dict[str, Any]:

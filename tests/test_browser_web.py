@@ -112,7 +112,8 @@ def test_sign_in_list_filter_open_copy_parent_delete_sign_out(
         page = context.new_page()
         sign_in(page, server, token)
         assert page.url == server.url + "/web"
-        assert goals(page) == [other["goal"], child["goal"], parent["goal"]]  # newest first
+        # Landing: every scope of the reader, newest first (the team's packet is the newest).
+        assert goals(page) == [in_team["goal"], other["goal"], child["goal"], parent["goal"]]
 
         # Filter by tag, then by project, then switch to the team's scope.
         page.fill("#tag", "auth")

@@ -23,6 +23,7 @@ from ltm.store import (
     NotFound,
     PacketMeta,
     SearchHit,
+    Share,
     Store,
     StoredPacket,
     Team,
@@ -370,6 +371,72 @@ def test_delete_team_removes_its_packets_members_and_invites(store: Store) -> No
     assert store.list_members("t1") == []
     with pytest.raises((NotFound, Gone)):
         store.accept_invite("c1", "u1", T0)
+
+
+# -- sharing one packet with one user ----------------------------------------
+
+
+def share(pid: str, to: str, by: str = "u1", minutes: int = 0) -> Share:
+    return Share(pid, to, by, T0 + timedelta(minutes=minutes))
+
+
+def test_share_list_and_unshare(store: Store) -> None:
+    a, b = pkt("01SHARED0001", "u1", n=1), pkt("01SHARED0002", "u1", n=2)
+    put(store, a)
+    put(store, b)
+    first, created = store.share_packet(share(a.meta.id, "u2"), seen=a.meta)
+    assert created is True and first == share(a.meta.id, "u2")
+    # Sharing again answers the share in force, unchanged.
+    again, created = store.share_packet(share(a.meta.id, "u2", minutes=5), seen=a.meta)
+    assert created is False and again == first
+    store.share_packet(share(b.meta.id, "u2", minutes=1), seen=b.meta)
+    store.share_packet(share(a.meta.id, "u3", minutes=2), seen=a.meta)
+
+    assert store.get_share(a.meta.id, "u2") == first
+    assert store.get_share(a.meta.id, "u4") is None
+    assert [s.user_id for s in store.packet_shares(a.meta.id)] == ["u2", "u3"]
+    listed = store.shared_with("u2")
+    assert [(s.packet_id, m.id, m.goal) for s, m in listed] == [
+        (b.meta.id, b.meta.id, b.meta.goal),  # the newest share first
+        (a.meta.id, a.meta.id, a.meta.goal),
+    ]
+    assert [m.id for _, m in store.shared_with("u2", limit=1)] == [b.meta.id]
+    assert store.shared_with("u9") == []
+
+    assert store.unshare_packet(a.meta.id, "u2") is True
+    assert store.unshare_packet(a.meta.id, "u2") is False
+    assert store.get_share(a.meta.id, "u2") is None
+    assert [m.id for _, m in store.shared_with("u2")] == [b.meta.id]
+
+
+def test_share_checks_the_packet_as_seen(store: Store) -> None:
+    p = pkt("01SHARED0003", "u1")
+    with pytest.raises(NotFound):  # no such packet
+        store.share_packet(share(p.meta.id, "u2"), seen=p.meta)
+    put(store, p)
+    with pytest.raises(NotFound):  # not the owner or scope it has
+        store.share_packet(share(p.meta.id, "u2"), seen=p.meta._replace(owner_id="u9"))
+    assert store.get_share(p.meta.id, "u2") is None
+
+
+def test_shares_survive_a_repush_and_end_with_the_packet(store: Store) -> None:
+    store.create_user(user("u1"))
+    make_team(store)
+    mine, theirs = pkt("01SHARED0004", "u1"), pkt("01SHARED0005", "u1", "t1")
+    for p in (mine, theirs):
+        put(store, p)
+        store.share_packet(share(p.meta.id, "u2"), seen=p.meta)
+    put(store, mine)  # re-pushed: still shared
+    assert store.get_share(mine.meta.id, "u2") is not None
+    assert store.delete_packet_as(mine.meta.id, "u1", seen=mine.meta) is True
+    assert store.get_share(mine.meta.id, "u2") is None
+    assert store.packet_shares(mine.meta.id) == []
+    put(store, mine)  # the same id again is a new packet: not shared
+    assert store.get_share(mine.meta.id, "u2") is None
+    assert [m.id for _, m in store.shared_with("u2")] == [theirs.meta.id]
+    store.delete_team("t1")  # a team's deletion ends its packets' shares
+    assert store.get_share(theirs.meta.id, "u2") is None
+    assert store.shared_with("u2") == []
 
 
 # -- invites ---------------------------------------------------------------

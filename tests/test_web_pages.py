@@ -108,6 +108,52 @@ def test_a_list_of_50_packets_stays_under_50_kb(server: Server) -> None:
     assert 'rel="next"' in page.text  # the rest is a page further
 
 
+def test_the_landing_page_lists_every_scope_with_what_a_row_needs(server: Server) -> None:
+    """Teammates' packets show on landing; rows carry project, tags and next step (escaped),
+    and ids that share a long prefix are shown long enough to tell apart."""
+    _ann_id, ann_token = server.issue("ann-land")
+    bob_id, bob_token = server.issue("bob-land")
+    ann, bob = server.client(ann_token), server.client(bob_token)
+    assert ann.post("/v1/teams", json={"name": "land"}).status_code == 201
+    code = ann.post("/v1/teams/land/invites", json={}).json()["code"]
+    assert bob.post(f"/v1/invites/{code}/accept", json={}).status_code in (200, 201)
+    twins = ["01JS5LTWINPREFIX00000000A1", "01JS5LTWINPREFIX00000000B2"]
+    for n, pid in enumerate(twins):
+        packet = make_packet(
+            id=pid,
+            goal=f"Team <goal> {n}",
+            created_at=f"2026-05-02T12:0{n}:00Z",
+            tags=["ops"],
+            project={"name": "web<app>"},
+            next_step="Fix <the> thing",
+        )
+        assert ann.post("/v1/packets?team=land", json=packet).status_code == 201
+
+    page = browser_for(server, bob_token).get("/web")  # bob has no packets of his own
+    assert page.status_code == 200
+    assert "No packets here yet" not in page.text
+    assert "Team &lt;goal&gt; 0" in page.text and "team land" in page.text
+    assert "web&lt;app&gt;" in page.text and '<span class="tag">ops</span>' in page.text
+    assert "Fix &lt;the&gt; thing" in page.text
+    for pid in twins:  # they differ at the 25th character: 12 would show one id twice
+        assert f"<code>{pid[:25]}</code>" in page.text
+    personal = browser_for(server, bob_token).get("/web?team=")
+    assert "No packets here yet" in personal.text
+
+    # Shared with bob: listed in his shared view, and its page names who shared it.
+    mine = make_packet(goal="Ann's <own>")
+    assert ann.post("/v1/packets", json=mine).status_code == 201
+    assert ann.post(f"/v1/packets/{mine['id']}/shares", json={"user": bob_id}).status_code == 201
+    shared = browser_for(server, bob_token).get("/web?shared=1")
+    assert "Ann&#x27;s &lt;own&gt;" in shared.text or "Ann's &lt;own&gt;" in shared.text
+    assert "shared by ann-land" in shared.text
+    packet_page = browser_for(server, bob_token).get(f"/web/packets/{mine['id']}")
+    assert packet_page.status_code == 200 and "Shared with you by" in packet_page.text
+    assert "Delete" not in packet_page.text
+    owner_page = browser_for(server, ann_token).get(f"/web/packets/{mine['id']}")
+    assert f"bob-land ({bob_id})" in owner_page.text
+
+
 def test_filters_reach_older_packets_and_pages_keep_them(server: Server) -> None:
     _uid, token = server.issue("fiona")
     api = server.client(token)
@@ -543,6 +589,8 @@ def test_ltm_ui_exchanges_its_one_time_key_for_a_cookie(ui: tuple[str, Cli]) -> 
     page = me.get(base + "/web")
     assert page.status_code == 200 and "Local &lt;thing&gt;" in page.text
     assert "Sign out" not in page.text  # the session ends with the process
+    # One scope, nothing to pick: no scope controls, no "All my scopes".
+    assert 'name="team"' not in page.text and "All my scopes" not in page.text
 
     again = local_client().get(url, follow_redirects=False)  # the key works once
     assert again.status_code == 403

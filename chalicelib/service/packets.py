@@ -165,10 +165,16 @@ def _refuse_secrets(data: Mapping[str, Any]) -> None:
 
 
 def get(store: Store, caller: Caller, packet_id: str) -> StoredPacket:
+    """A packet the caller reads in its scope, or one shared with them (``share``)."""
     who = access(store, caller, need="read", packet_id=packet_id)
     found = who.packet
-    if found is None or not _can_read(store, who.user, found.meta):
+    if found is None:
         raise NotFound("not found")
+    if not _can_read(store, who.user, found.meta):
+        from .share import readable_by_share  # only a refused read pays for the import
+
+        if not readable_by_share(store, who.user, found.meta):
+            raise NotFound("not found")
     return found
 
 

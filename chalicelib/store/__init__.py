@@ -176,6 +176,21 @@ class Publication(NamedTuple):
     created_at: datetime
 
 
+class Share(NamedTuple):
+    """One packet shared, read-only, by one user with another (an extension of the protocol).
+
+    ``shared_by`` could read the packet in its own scope when they shared it;
+    the share counts only while they still can (``service.share`` checks it at
+    each read), so a packet that leaves the sharer's reach leaves the
+    recipient's too. Deleting the packet, by any path, ends its shares.
+    """
+
+    packet_id: str
+    user_id: str  # who may read it
+    shared_by: str
+    created_at: datetime
+
+
 DeviceStatus = Literal["pending", "approved", "denied", "used"]
 
 
@@ -384,6 +399,36 @@ class Store(ABC):
 
         Deleting a packet (by any path, its team's deletion included) ends its
         publication at once; re-pushing the same id keeps it published.
+        """
+
+    # -- sharing one packet with one user ---------------------------------
+
+    @abstractmethod
+    def share_packet(self, share: Share, *, seen: PacketMeta) -> tuple[Share, bool]:
+        """Record a share; return the share in force and True when it is new.
+
+        Sharing again with the same user returns the existing share unchanged.
+        NotFound when the packet is gone or no longer has ``seen``'s owner and
+        scope. The check and the write are one atomic step.
+        """
+
+    @abstractmethod
+    def unshare_packet(self, packet_id: str, user_id: str) -> bool:
+        """End the packet's share with ``user_id``; True when there was one. At once."""
+
+    @abstractmethod
+    def get_share(self, packet_id: str, user_id: str) -> Share | None:
+        """The packet's share with ``user_id``, or None."""
+
+    @abstractmethod
+    def packet_shares(self, packet_id: str) -> list[Share]:
+        """Every share of one packet, oldest first."""
+
+    @abstractmethod
+    def shared_with(self, user_id: str, *, limit: int = 100) -> list[tuple[Share, PacketMeta]]:
+        """The packets shared with ``user_id``, the newest share first, with each packet's
+        listing fields; only packets that still exist. Deleting a packet (by any path, its
+        team's deletion included) ends its shares; a re-push or a move into a team keeps them.
         """
 
     # -- users and tokens -----------------------------------------------

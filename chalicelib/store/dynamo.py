@@ -22,6 +22,7 @@ needs and no others (the indexes are sparse)::
     member (by user)  USER#<u> / MEMBEROF#<team created>#<name>
     invite            INVITE#<codehash> / INVITE  -
     publication       PUBLIC#<secrethash> / PUBLIC -
+    share             SHARE#<packet id> / TO#<u>  SHARED#<u> / <created>#<packet id>
     (device grants, user-code claims, counters and secrets: see dynamo_device.py)
 
     gsi2pk / gsi2sk: packet SCOPE#<scope> / <id>; token TOKENS / <created>#<label>;
@@ -105,6 +106,12 @@ Which request uses what:
   carrying the listing fields); ``author`` is a FilterExpression (it costs
   the items it skips; the packets of one scope, never the table).
 - children: one Query on gsi_parent, keeping the children of readable scopes.
+- shares: a share (one packet, one reader) is one item in its packet's ``SHARE#``
+  partition, so a packet's shares are one Query and every delete path (the
+  packet's, its team's) finds and deletes them; a share is put in a transaction
+  that checks the packet's owner and scope. What is shared with a user is one
+  Query on gsi1 (newest first) and one BatchGetItem of the shares and their
+  packets, so a share whose packet is gone is never listed.
 
 So a push, get, list or delete costs at most two requests, token check
 included, in personal and team scope (``tests/test_dynamo_calls.py``), plus
@@ -199,6 +206,7 @@ from . import (
     Role,
     Scope,
     SearchHit,
+    Share,
     Store,
     StoredPacket,
     Team,
@@ -224,6 +232,7 @@ INVITE_TTL_GRACE = timedelta(days=30)
 # many (a version the removal is conditioned on). A transaction holds at most 100 actions;
 # removing a membership takes 3, so up to this many invites go in the same transaction.
 INVITES_MADE = "invites_made"
+SHARED = "shared"  # on a packet item once it was shared: its delete looks for shares to end
 INVITE_COUNT = "invite_count"
 PUBLISHED_MADE = "published_made"  # on a membership: ids of team packets the member published
 MAX_INVITES_IN_TRANSACTION = 90
@@ -847,6 +856,8 @@ class DynamoStore(DeviceGrantsMixin, Store):
             old = resp.get("Attributes")
             if old is not None and (public_hash := _get(old, "public_hash")) is not None:
                 self._keep_published(meta.id, public_hash)
+            if old is not None and _get(old, SHARED) is not None:
+                self._keep_shared(meta)
             self._reindex(_old_index(old), _index_items(meta, sort_key, packet.body))
             return old is None
         raise Conflict(f"packet {meta.id} could not be stored (concurrent writes); try again")
@@ -1165,6 +1176,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
             TableName=self.table, Key=_key(f"PKT#{packet_id}", "PKT"), ReturnValues="ALL_OLD"
         )
         self._reindex(_old_index(resp.get("Attributes")), {})
+        self._end_shares(resp.get("Attributes"))
         return "Attributes" in resp
 
     def delete_packet_as(
@@ -1182,6 +1194,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 )
                 self._reindex(_old_index(resp.get("Attributes")), {})
+                self._end_shares(resp.get("Attributes"))
                 return True
             except self._exc.ConditionalCheckFailedException as exc:
                 existing = exc.response.get("Item")
@@ -1202,6 +1215,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
             except self._exc.ConditionalCheckFailedException:
                 return False
             self._reindex(_old_index(resp.get("Attributes")), {})
+            self._end_shares(resp.get("Attributes"))
             return True
         # A team packet: its creator (still a member) or the team's owner, checked in
         # the same transaction as the delete.
@@ -1222,6 +1236,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
         except _Cancelled:
             return False
         self._reindex(_old_index(before), {})
+        self._end_shares(before)
         return True
 
     # -- publishing ------------------------------------------------------
@@ -1386,6 +1401,135 @@ class DynamoStore(DeviceGrantsMixin, Store):
         if item is None or _get(item, "public_hash") != secret_hash:
             return None  # deleted or unpublished: the URL is dead
         return _stored_packet(item)
+
+    # -- sharing ---------------------------------------------------------
+
+    @staticmethod
+    def _share_item(share: Share) -> Item:
+        created = _ts(share.created_at)
+        return {
+            **_key(f"SHARE#{share.packet_id}", f"TO#{share.user_id}"),
+            "packet_id": _s(share.packet_id),
+            "user_id": _s(share.user_id),
+            "shared_by": _s(share.shared_by),
+            "created_at": _s(created),
+            "gsi1pk": _s(f"SHARED#{share.user_id}"),
+            "gsi1sk": _s(f"{created}#{share.packet_id}"),
+        }
+
+    @staticmethod
+    def _share(item: Mapping[str, Mapping[str, Any]]) -> Share:
+        return Share(
+            _req(item, "packet_id"),
+            _req(item, "user_id"),
+            _req(item, "shared_by"),
+            _dt(_req(item, "created_at")),
+        )
+
+    def share_packet(self, share: Share, *, seen: PacketMeta) -> tuple[Share, bool]:
+        key = _key(f"PKT#{share.packet_id}", "PKT")
+        # The packet is marked as shared in the same transaction (only while it has the
+        # owner and scope seen), so deleting it knows to look for shares to end.
+        mark = _owned(seen.owner_id, seen.team_id)
+        mark["ConditionExpression"] = f"attribute_exists(#pk) AND {mark['ConditionExpression']}"
+        mark["ExpressionAttributeNames"].update({"#pk": "pk", "#sh": SHARED})
+        mark["ExpressionAttributeValues"][":sh"] = _s("1")
+        update = {"Key": key, "UpdateExpression": "SET #sh = :sh", **mark}
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            try:
+                self._transact([{"Update": update}, _put_new(self._share_item(share))])
+                return share, True
+            except _Cancelled as exc:
+                if exc.failed(0):
+                    raise NotFound(f"packet {share.packet_id} does not exist") from None
+                if exc.failed(1):
+                    existing = self.get_share(share.packet_id, share.user_id)
+                    if existing is not None:
+                        return existing, False
+                _backoff(attempt)  # a concurrent write (or an unshare) in between: again
+        raise Conflict("packet could not be shared (concurrent writes); try again")
+
+    def unshare_packet(self, packet_id: str, user_id: str) -> bool:
+        resp = self._client.delete_item(
+            TableName=self.table,
+            Key=_key(f"SHARE#{packet_id}", f"TO#{user_id}"),
+            ReturnValues="ALL_OLD",
+        )
+        return "Attributes" in resp
+
+    def get_share(self, packet_id: str, user_id: str) -> Share | None:
+        item = self._get_item(_key(f"SHARE#{packet_id}", f"TO#{user_id}"))
+        return None if item is None else self._share(item)
+
+    def _share_items(self, packet_id: str) -> list[Item]:
+        return list(
+            self._query(
+                KeyConditionExpression="#p = :p",
+                ExpressionAttributeNames={"#p": "pk"},
+                ExpressionAttributeValues={":p": _s(f"SHARE#{packet_id}")},
+                ConsistentRead=True,
+            )
+        )
+
+    def _end_shares(self, old: Mapping[str, Mapping[str, Any]] | None) -> None:
+        """Delete the shares of a deleted packet (its old item), if it was ever shared.
+
+        One Query for a packet marked as shared, none for the others, so a delete
+        costs what it did. A crash in between leaves only shares of a packet that is
+        gone, which ``shared_with`` never lists.
+        """
+        if old is None or _get(old, SHARED) is None:
+            return
+        keys = [_key(_req(i, "pk"), _req(i, "sk")) for i in self._share_items(_req(old, "id"))]
+        if keys:
+            self._batch_delete(keys)
+
+    def _keep_shared(self, meta: PacketMeta) -> None:
+        """Mark a re-pushed packet as shared again (the put replaced the whole item)."""
+        condition = _owned(meta.owner_id, meta.team_id)
+        condition["ExpressionAttributeNames"]["#sh"] = SHARED
+        condition["ExpressionAttributeValues"][":sh"] = _s("1")
+        with contextlib.suppress(self._exc.ConditionalCheckFailedException):
+            self._client.update_item(
+                TableName=self.table,
+                Key=_key(f"PKT#{meta.id}", "PKT"),
+                UpdateExpression="SET #sh = :sh",
+                **condition,
+            )
+
+    def packet_shares(self, packet_id: str) -> list[Share]:
+        shares = [self._share(item) for item in self._share_items(packet_id)]
+        return sorted(shares, key=lambda s: (s.created_at, s.user_id))
+
+    def shared_with(self, user_id: str, *, limit: int = 100) -> list[tuple[Share, PacketMeta]]:
+        if limit < 1:
+            return []
+        keys = []
+        for item in self._query(
+            IndexName="gsi1",
+            KeyConditionExpression="#p = :p",
+            ExpressionAttributeNames={"#p": "gsi1pk"},
+            ExpressionAttributeValues={":p": _s(f"SHARED#{user_id}")},
+            ScanIndexForward=False,
+            Limit=limit,
+        ):
+            keys.append(_key(_req(item, "pk"), _req(item, "sk")))
+            if len(keys) == limit:
+                break
+        if not keys:
+            return []
+        packet_ids = [_req(key, "pk").removeprefix("SHARE#") for key in keys]
+        wanted = [*keys, *(_key(f"PKT#{pid}", "PKT") for pid in dict.fromkeys(packet_ids))]
+        found: dict[tuple[str, str], Item] = {}
+        for start in range(0, len(wanted), 100):  # BatchGetItem takes 100 keys at most
+            found.update(self._read(wanted[start : start + 100]))
+        out = []
+        for key, packet_id in zip(keys, packet_ids, strict=True):
+            share_item = found.get((_req(key, "pk"), _req(key, "sk")))
+            packet_item = found.get((f"PKT#{packet_id}", "PKT"))
+            if share_item is not None and packet_item is not None:
+                out.append((self._share(share_item), _packet_meta(packet_item)))
+        return out
 
     # -- users and tokens -----------------------------------------------
 
@@ -1609,6 +1753,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
         for start in range(0, len(packet_keys), 100):
             for item in self._batch_get(packet_keys[start : start + 100]):
                 keys.extend(_key(*key) for key in _old_index(item))
+                self._end_shares(item)
         self._batch_delete(keys)
 
     def get_member(self, team_id: str, user_id: str) -> Member | None:

@@ -45,6 +45,7 @@ from . import (
     Role,
     Scope,
     SearchHit,
+    Share,
     Store,
     StoredPacket,
     Team,
@@ -180,6 +181,22 @@ MIGRATIONS: tuple[Migration, ...] = (
     """,
     # 6: lineage (parent_id), listing filters, full-text search; existing packets indexed.
     lambda db: _migrate_search(db),
+    # 7: one packet shared with one user. As for publications, a trigger ends the shares in
+    # the statement that deletes the packet; a re-push (INSERT OR REPLACE) keeps them.
+    """
+    CREATE TABLE shares (
+        packet_id   TEXT NOT NULL,
+        user_id     TEXT NOT NULL,
+        shared_by   TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        PRIMARY KEY (packet_id, user_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX shares_by_user ON shares (user_id, created_at DESC, packet_id DESC);
+    CREATE TRIGGER shares_end_with_packet AFTER DELETE ON packets
+    BEGIN
+        DELETE FROM shares WHERE packet_id = OLD.id;
+    END
+    """,
 )
 
 
@@ -858,6 +875,81 @@ class SqliteStore(Store):
         if row is None:
             return None
         return StoredPacket(PacketMeta(*row[:7]), bytes(row[7]), bool(row[8]))
+
+    # -- sharing ---------------------------------------------------------
+
+    _SHARE = "packet_id, user_id, shared_by, created_at"
+
+    @staticmethod
+    def _share(row: tuple[str, ...]) -> Share:
+        return Share(row[0], row[1], row[2], _dt(row[3]))  # type: ignore[arg-type]
+
+    def share_packet(self, share: Share, *, seen: PacketMeta) -> tuple[Share, bool]:
+        with self._write() as db:
+            if (
+                db.execute(
+                    "SELECT 1 FROM packets WHERE id = ? AND owner_id = ? AND team_id IS ?",
+                    (share.packet_id, seen.owner_id, seen.team_id),
+                ).fetchone()
+                is None
+            ):
+                raise NotFound(f"packet {share.packet_id} does not exist")
+            existing = db.execute(
+                f"SELECT {self._SHARE} FROM shares WHERE packet_id = ? AND user_id = ?",
+                (share.packet_id, share.user_id),
+            ).fetchone()
+            if existing is not None:
+                return self._share(existing), False
+            db.execute(
+                f"INSERT INTO shares ({self._SHARE}) VALUES (?, ?, ?, ?)",
+                (share.packet_id, share.user_id, share.shared_by, _ts(share.created_at)),
+            )
+        return share, True
+
+    def unshare_packet(self, packet_id: str, user_id: str) -> bool:
+        with self._write() as db:
+            return (
+                db.execute(
+                    "DELETE FROM shares WHERE packet_id = ? AND user_id = ?", (packet_id, user_id)
+                ).rowcount
+                > 0
+            )
+
+    def get_share(self, packet_id: str, user_id: str) -> Share | None:
+        row = (
+            self._conn()
+            .execute(
+                f"SELECT {self._SHARE} FROM shares WHERE packet_id = ? AND user_id = ?",
+                (packet_id, user_id),
+            )
+            .fetchone()
+        )
+        return None if row is None else self._share(row)
+
+    def packet_shares(self, packet_id: str) -> list[Share]:
+        rows = (
+            self._conn()
+            .execute(
+                f"SELECT {self._SHARE} FROM shares WHERE packet_id = ?"
+                " ORDER BY created_at, user_id",
+                (packet_id,),
+            )
+            .fetchall()
+        )
+        return [self._share(row) for row in rows]
+
+    def shared_with(self, user_id: str, *, limit: int = 100) -> list[tuple[Share, PacketMeta]]:
+        rows = (
+            self._conn()
+            .execute(
+                f"SELECT s.packet_id, s.user_id, s.shared_by, s.created_at, {_META}"
+                " FROM shares s JOIN packets p ON p.id = s.packet_id WHERE s.user_id = ?"
+                " ORDER BY s.created_at DESC, s.packet_id DESC LIMIT ?",
+                (user_id, limit),
+            )
+            .fetchall()
+        )
+        return [(self._share(row[:4]), PacketMeta(*row[4:])) for row in rows]
 
     # -- users and tokens -----------------------------------------------
 

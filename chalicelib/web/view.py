@@ -353,31 +353,69 @@ class WebView:
 
         if "q" in request.query:
             return self._search(request)
+        if _one(request.query, "shared") == "1":
+            return self._shared(request)
         team = _one(request.query, "team") or None
         tag = _one(request.query, "tag").strip()
         project = _one(request.query, "project").strip()
         after = _one(request.query, "after") or None
+        # No scope asked for (the landing page): every scope of the reader, merged.
+        everywhere = "team" not in request.query
         read = self._read(
             request,
             _path_of(request, "/web"),
             lambda user: browse.listing(
-                self.store, user, team=team, tag=tag, project=project, after=after
+                self.store,
+                user,
+                team=team,
+                tag=tag,
+                project=project,
+                after=after,
+                everywhere=everywhere,
             ),
         )
         if isinstance(read, WebResponse):
             return read
         shown = read.value
+        ids = [m.id for m in shown.rows]
+        short = dict(zip(ids, _short(ids), strict=True))
         body = render.packet_list(
-            rows=[render.Row(m.id, m.created_at, m.goal) for m in shown.rows],
+            rows=[
+                _row(m, short[m.id], shown.details.get(m.id), (shown.scopes or {}).get(m.id))
+                for m in shown.rows
+            ],
             teams=[t.name for t in shown.teams],
             team=shown.team.name if shown.team else None,
             tag=tag,
             project=project,
             older=shown.older,
             owned_team=shown.owns_team,
+            everywhere=shown.everywhere,
         )
         notice = "Packet deleted." if _one(request.query, "done") == "deleted" else ""
         return self._page(200, "Packets", body, nav=read.nav, notice=notice)
+
+    def _shared(self, request: WebRequest) -> WebResponse:
+        """``GET /web?shared=1``: the packets other users shared with the reader."""
+        from ..service import browse
+
+        read = self._read(
+            request,
+            _path_of(request, "/web"),
+            lambda user: browse.shared_listing(self.store, user),
+        )
+        if isinstance(read, WebResponse):
+            return read
+        got = read.value
+        metas = [r.meta for r in got.received]
+        short = _short([m.id for m in metas])
+        rows = [
+            render.SharedRow(
+                _row(r.meta, s, got.details.get(r.meta.id), None), r.by.display if r.by else ""
+            )
+            for r, s in zip(got.received, short, strict=True)
+        ]
+        return self._page(200, "Shared with you", render.shared_list(rows), nav=read.nav)
 
     def _search(self, request: WebRequest) -> WebResponse:
         """``GET /web?q=``: ``search.search`` over one scope or all of the reader's."""
@@ -394,6 +432,7 @@ class WebView:
         if isinstance(read, WebResponse):
             return read
         found = read.value
+        short = _short([f.meta.id for f in found.found])
         body = render.search_results(
             q=q,
             hits=[
@@ -405,8 +444,9 @@ class WebView:
                     f.field,
                     f.snippet,
                     f.highlights,
+                    shown,
                 )
-                for f in found.found
+                for f, shown in zip(found.found, short, strict=True)
             ],
             teams=[t.name for t in found.teams],
             team=team,
@@ -443,6 +483,8 @@ class WebView:
             children=children,
             public=url,
             can_delete=view.can_delete,
+            shared_with=[f"{s.user.display} ({s.user.id})" for s in view.shares],
+            shared_by=view.shared_by.display if view.shared_by else None,
         )
         return self._page(200, str(view.data.get("goal") or id), body, nav=read.nav)
 
@@ -457,6 +499,8 @@ class WebView:
         children: Sequence[render.Child] = (),
         public: str | None = None,
         can_delete: bool = False,
+        shared_with: Sequence[str] = (),
+        shared_by: str | None = None,
     ) -> str:
         from ..resume import render as resume_block
 
@@ -470,6 +514,8 @@ class WebView:
             public_url=public,
             can_delete=can_delete,
             conforming=conforming,
+            shared_with=shared_with,
+            shared_by=shared_by,
         )
 
     def delete(self, request: WebRequest, id: str) -> WebResponse:
@@ -803,6 +849,27 @@ class WebView:
         if not set(FULL_SCOPE.split()) <= set(found[0].scope.split()):
             return None
         return found[1]
+
+
+def _short(ids: list[str]) -> list[str]:
+    """The ids as a page shows them: each its shortest prefix unique among the rows."""
+    from ..ids import short_ids
+
+    return short_ids(ids)
+
+
+def _row(meta: Any, short: str, details: Any, scope: str | None) -> render.Row:
+    """A listing row from a packet's meta and ``browse.Details`` (tags, next step)."""
+    return render.Row(
+        meta.id,
+        meta.created_at,
+        meta.goal,
+        short=short,
+        project=meta.project or "",
+        tags=tuple(details.tags) if details else (),
+        next_step=details.next_step if details else "",
+        scope=scope,
+    )
 
 
 def _origin(base_url: str) -> str:

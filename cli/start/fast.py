@@ -74,6 +74,27 @@ def where_label(backend: Backend, team: str | None, project: str | None) -> str:
     return f"project {project} in {where}" if project else where
 
 
+def shown_ids(backend: Backend, ids: list[str]) -> list[str]:
+    """Each id as short as it can be shown and still name one packet (``ltm.ids.short_ids``):
+    unique among the rows shown and, on the local store, among all the packets of its scope
+    (a server's scope is known only as far as it was listed)."""
+    from ltm.cli.client.backend import LocalBackend
+    from ltm.ids import short_ids
+
+    if not isinstance(backend, LocalBackend):
+        return short_ids(ids)
+    store, owner = backend.store, backend.user.id
+
+    def taken(prefix: str) -> bool:
+        return len(store.packet_ids_with_prefix(prefix, owner_id=owner, limit=2)) > 1
+
+    return short_ids(ids, taken=taken)
+
+
+def _width(shown: list[str]) -> int:
+    return max((len(s) for s in shown), default=12)
+
+
 def list_packets(
     *,
     limit: int,
@@ -88,7 +109,7 @@ def list_packets(
 ) -> None:
     """``ltm ls``: a page (or with ``every``, all pages) of a scope, filtered."""
     from ltm.cli.client.backend import Filters, open_backend
-    from ltm.cli.terminal.output import one_line, relative_time, short_id
+    from ltm.cli.terminal.output import one_line, relative_time
 
     filters = filters or Filters()
     project = project_filter(project, here)
@@ -103,6 +124,7 @@ def list_packets(
                 filters, team=team, limit=limit, page_token=listing.next_page_token
             )
             rows += listing.rows
+        shown = [] if as_json else shown_ids(backend, [row["id"] for row in rows])
     finally:
         backend.close()
     more = listing.next_page_token
@@ -120,9 +142,10 @@ def list_packets(
         else:
             info(f"no packets yet in {where}; save one with: ltm save FILE")
         return
-    for row in rows:
+    width = _width(shown)
+    for row, short in zip(rows, shown, strict=True):
         when = safe(relative_time(row["created_at"]))
-        line = f"{short_id(row['id']):<12}  {when:<12}  {one_line(row['goal'], 72)}"
+        line = f"{short:<{width}}  {when:<12}  {one_line(row['goal'], 72)}"
         print(safe(line))  # packet text: no terminal control gets through
     if more:
         info(f"more packets: add --page-token {more} (or --all for every page)")
@@ -135,12 +158,13 @@ def search_packets(
     import os
 
     from ltm.cli.client.backend import check_query, open_backend
-    from ltm.cli.terminal.output import one_line, relative_time, safe, short_id
+    from ltm.cli.terminal.output import one_line, relative_time, safe
 
     check_query(query)
     backend = open_backend(local=local)
     try:
         hits = backend.search(query, team=team, all_scopes=all_scopes, limit=limit)
+        shown = [] if as_json else shown_ids(backend, [str(hit["id"]) for hit in hits])
     finally:
         backend.close()
     if as_json:
@@ -157,11 +181,12 @@ def search_packets(
         info(f"nothing matches {query!r} in {where}")
         return
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    for hit in hits:
+    width = _width(shown)
+    for hit, short in zip(hits, shown, strict=True):
         scope = f"[{safe(str(hit['team']))}] " if hit.get("team") else ""
         when = relative_time(str(hit.get("created_at", "")))
         goal = safe(one_line(str(hit.get("goal", "")), 72))
-        print(f"{short_id(hit['id']):<12}  {when:<12}  {scope}{goal}")
+        print(f"{safe(short):<{width}}  {when:<12}  {scope}{goal}")
         field = safe(str(hit.get("field", "")))
         print(f"    {field}: {marked(hit, color=color)}")
 
@@ -189,11 +214,12 @@ def marked(hit: dict[str, Any], *, color: bool) -> str:
 def log_thread(ref: str, *, team: str | None, as_json: bool, local: bool) -> None:
     """``ltm log``: the work thread from its root to ``ref``, one line per packet."""
     from ltm.cli.client.backend import open_backend
-    from ltm.cli.terminal.output import one_line, relative_time, safe, short_id
+    from ltm.cli.terminal.output import one_line, relative_time, safe
 
     backend = open_backend(local=local)
     try:
         rows, complete = backend.thread(ref, team=team)
+        shown = [] if as_json else shown_ids(backend, [str(row["id"]) for row in rows])
     finally:
         backend.close()
     if as_json:
@@ -201,11 +227,12 @@ def log_thread(ref: str, *, team: str | None, as_json: bool, local: bool) -> Non
         return
     if not complete:
         info("earlier packets of this thread are gone or not visible to you; shown from there")
-    for row in rows:
+    width = _width(shown)
+    for row, short in zip(rows, shown, strict=True):
         when = relative_time(row["created_at"])
         goal = safe(one_line(row["goal"], 48))
         step = safe(one_line(str(row.get("next_step", "")), 48))
-        print(f"{short_id(row['id']):<12}  {when:<12}  {goal}  -> next: {step}")
+        print(f"{safe(short):<{width}}  {when:<12}  {goal}  -> next: {step}")
 
 
 def resume_packet(
@@ -352,7 +379,7 @@ def summary(p: dict[str, Any], *, children: list[str] | None = None) -> str:
 def _choose(
     backend: Backend, team: str | None, *, interactive: bool, project: str | None = None
 ) -> str:
-    from ltm.cli.terminal.output import one_line, relative_time, short_id
+    from ltm.cli.terminal.output import one_line, relative_time
 
     rows = backend.list(team=team, limit=PICK_FROM if interactive else 1, project=project)
     if not rows:
@@ -363,9 +390,11 @@ def _choose(
         return rows[0]["id"]
     from ltm.cli.terminal.picker import pick
 
+    shown = shown_ids(backend, [r["id"] for r in rows])
+    width = _width(shown)
     labels = [
-        f"{short_id(r['id']):<12}  {relative_time(r['created_at']):<12}  {one_line(r['goal'], 200)}"
-        for r in rows
+        f"{short:<{width}}  {relative_time(r['created_at']):<12}  {one_line(r['goal'], 200)}"
+        for r, short in zip(rows, shown, strict=True)
     ]
     chosen = pick(labels, title="Resume which packet?")
     if chosen is None:

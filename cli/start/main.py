@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "approve": ("approve", "approve"),
     "publish": ("publish", "publish"),
     "unpublish": ("publish", "unpublish"),
+    "share": ("share", "share"),
+    "unshare": ("share", "unshare"),
     "open": ("open_cmd", "open_view"),
     "ui": ("ui", "ui"),
     "export": ("export", "export"),
