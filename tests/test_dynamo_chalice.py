@@ -125,7 +125,7 @@ def test_the_protocol_on_dynamodb_through_api_gateway_events(api: Api) -> None:
     assert status == 201 and joined["team"]["name"] == "core" and joined["token"]
     carol = joined["token"]
     again = api.call("POST", f"/v1/invites/{invite['code']}/accept", bob)
-    assert again[:2] == (410, {"error": "invite expired or already used"})
+    assert again[:2] == (410, {"error": "invite expired or already consumed"})
     team_packet = make_packet(goal="For the team")
     assert api.call("POST", "/v1/packets?team=core", carol, team_packet)[0] == 201
     status, body, _ = api.call("GET", "/v1/packets?team=core", alice)

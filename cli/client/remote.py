@@ -906,8 +906,9 @@ def accept_invite(
             raise CliError(f"{http.host} sent an unexpected answer to the invite")
         return answer
     hints = {
-        410: "this invite has expired or was already used — ask a team member for a new one:"
-        " ltm invite -t TEAM",
+        # 410 is every dead code, unknown ones included (as the reference answers).
+        410: "this invite has expired, was already used, or does not exist — ask a team member"
+        " for a new one: ltm invite -t TEAM",
         404: "no such invite on {host} — check the URL, or ask for a new invite",
         401: f"your token for {http.host} was rejected — run: ltm auth {http.host}, or sign out"
         " (ltm logout) to join as a new user",
