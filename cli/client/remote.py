@@ -456,6 +456,7 @@ class RemoteBackend(Backend):
         self.http = http or Http(target.host)
         self._resolved: dict[tuple[str, str | None], str] = {}
         self._bodies: dict[str, bytes] = {}
+        self._published: dict[str, tuple[str, str]] = {}
 
     @classmethod
     def open(cls, target: Target, *, timeout: float | None = None) -> RemoteBackend:
@@ -763,7 +764,20 @@ class RemoteBackend(Backend):
             return None
         body = reply.body.rstrip(b"\r\n")
         self._bodies[packet_id] = body
+        at = reply.headers.get("x-ltm-published-at")
+        url = reply.headers.get("x-ltm-public-url")
+        if at and url:
+            self._published[packet_id] = (at, url)
         return body
+
+    def published(self, packet_id: str) -> tuple[str, str] | None:
+        """(published at, public URL) of a packet fetched by this backend, if it is published.
+
+        From the ``X-LTM-Published-At`` and ``X-LTM-Public-URL`` headers of ``GET
+        /v1/packets/{id}``, which a server sends only to whoever may publish the packet
+        (the reference's ``show`` reads the same two; internal/cli/show.go).
+        """
+        return self._published.get(packet_id)
 
     def _missing(self, ref: str, team: str | None) -> CliError:
         if team:
