@@ -32,7 +32,7 @@ from chalicelib import openapi
 from chalicelib.logs import make_logger
 from chalicelib.packet import MAX_PACKET_BYTES
 from chalicelib.search import next_step_of
-from chalicelib.service import invites, packets, teams, tokens
+from chalicelib.service import invites, packets, publish, teams, tokens
 from chalicelib.service import search as searching
 from chalicelib.service.access import Credential
 from chalicelib.service.errors import BadRequest, PayloadTooLarge, ServiceError
@@ -439,12 +439,17 @@ def packet_thread(request: Any, id: str) -> Response:
 
 @route("/v1/packets/{id}", "GET")
 def get_packet(request: Any, id: str) -> Response:
-    found = packets.get(get_store(), _caller(request), id)
+    found, published = publish.read(get_store(), _caller(request), id)
     # Who stored it (a team's packets have several authors; ltm export keeps it): a header,
     # so the body stays the packet's bytes exactly.
     headers = {**JSON_HEADERS, "X-Ltm-Created-By": found.meta.owner_id}
     if not found.conforming:
         headers["X-Ltm-Conforming"] = "false"
+    if published is not None:
+        # The reference's two headers, read by its CLI's `show` (internal/cli/show.go in
+        # dennisdevulder/ltm); sent only to whoever may publish the packet (publish.read).
+        headers["X-LTM-Published-At"] = _ts(published.created_at)
+        headers["X-LTM-Public-URL"] = publish.public_url(base_url(request), published.secret)
     return Response(body=found.body.decode("utf-8"), status_code=200, headers=headers)
 
 

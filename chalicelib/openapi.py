@@ -240,7 +240,8 @@ def _schemas() -> dict[str, Any]:
                         "type": ["string", "null"],
                         "maxLength": 64,
                         "description": "The new user's display name (ignored with a bearer);"
-                        " absent, null or blank: a default name.",
+                        " absent, null or blank: `invited-` and the last six characters"
+                        " of the new user's id, as the reference names them.",
                     }
                 },
             },
@@ -543,6 +544,17 @@ def _paths() -> dict[str, Any]:
                                 " packet (in a team, its author).",
                                 "schema": {"type": "string"},
                             },
+                            "X-LTM-Published-At": {
+                                "description": "When the packet was published (RFC 3339, UTC);"
+                                " sent only while it is published, and only to a caller who"
+                                " may publish it.",
+                                "schema": {"type": "string", "format": "date-time"},
+                            },
+                            "X-LTM-Public-URL": {
+                                "description": "The packet's public URL, under the same"
+                                " conditions as `X-LTM-Published-At`.",
+                                "schema": {"type": "string", "format": "uri"},
+                            },
                         },
                         "content": {"application/json": {"schema": _ref("StoredPacket")}},
                     },
@@ -579,9 +591,11 @@ def _paths() -> dict[str, Any]:
                             for op in ("listMembers", "createInvite", "leaveTeam", "deleteTeam")
                         },
                     ),
-                    "400": _error("Malformed JSON or an invalid name."),
+                    "400": _error(
+                        "Malformed JSON, or `team name must match ^[a-z0-9][a-z0-9_-]{0,39}$`."
+                    ),
                     "401": _UNAUTHORIZED,
-                    "409": _error("`team name taken`."),
+                    "409": _error("`team name already taken`."),
                     "413": _TOO_LARGE,
                     "415": _MEDIA,
                 },
@@ -600,7 +614,7 @@ def _paths() -> dict[str, Any]:
                 "responses": {
                     "204": _NO_CONTENT,
                     "401": _UNAUTHORIZED,
-                    "403": _error("The caller is a member but not the owner."),
+                    "403": _error("`only the team owner can delete a team`."),
                     "404": _error("`team not found`."),
                 },
             },
@@ -624,10 +638,12 @@ def _paths() -> dict[str, Any]:
                 "summary": "Remove a member (owner only).",
                 "responses": {
                     "204": _NO_CONTENT,
-                    "400": _error("The owner cannot be removed."),
+                    "400": _error(
+                        "`owner cannot be removed; transfer ownership or delete the team`."
+                    ),
                     "401": _UNAUTHORIZED,
-                    "403": _error("The caller is a member but not the owner."),
-                    "404": _error("`team not found` or `member not found`."),
+                    "403": _error("`only the team owner can remove members`."),
+                    "404": _error("`team not found` or `not a member`."),
                 },
             },
         },
@@ -638,7 +654,7 @@ def _paths() -> dict[str, Any]:
                 "summary": "Leave a team (not the owner).",
                 "responses": {
                     "204": _NO_CONTENT,
-                    "400": _error("The owner cannot leave."),
+                    "400": _error("`owner cannot leave; transfer ownership or delete the team`."),
                     "401": _UNAUTHORIZED,
                     "404": _error("`team not found`."),
                     "413": _TOO_LARGE,
@@ -686,9 +702,10 @@ def _paths() -> dict[str, Any]:
                         "`missing bearer token` or `invalid token` (an Authorization"
                         " header was sent but holds no valid token)."
                     ),
-                    "404": _error("`invite not found`."),
                     "409": _error("A freshly minted id collided; try again."),
-                    "410": _error("`invite expired or already used`."),
+                    "410": _error(
+                        "`invite expired or already consumed`: unknown, expired or used."
+                    ),
                     "413": _TOO_LARGE,
                     "415": _MEDIA,
                 },

@@ -201,8 +201,16 @@ def test_cli_publish_unpublish_and_open(server: Server, tmp_path: Path) -> None:
     url = cli.ok("publish", packet["id"][:14]).strip()  # a prefix resolves
     assert SECRET_URL.fullmatch(url)
     assert httpx.get(url).status_code == 200
+    # `ltm show` states it, as the reference's show does from the same two headers
+    # (internal/cli/show.go in dennisdevulder/ltm): the fast path and typer's ("--" first).
+    for args in (("show", packet["id"][:14]), ("show", "--", packet["id"])):
+        lines = cli.ok(*args).splitlines()
+        published = [line for line in lines if line.startswith("Published ")]
+        assert len(published) == 1, lines
+        assert re.fullmatch(rf"Published \S+Z  {re.escape(url)}", published[0])
     assert cli.ok("unpublish", packet["id"]).strip() == f"unpublished {packet['id']}"
     assert httpx.get(url).status_code == 404
+    assert "Published" not in cli.ok("show", packet["id"])
     assert "no packet" in cli.fails("publish", "01NOSUCHPACKET000000000000")
     shown = cli.ok("open", packet["id"][:14], "--no-browser").strip()
     assert shown == f"{server.url}/web/packets/{packet['id']}"
@@ -210,3 +218,58 @@ def test_cli_publish_unpublish_and_open(server: Server, tmp_path: Path) -> None:
     local = Cli(tmp_path / "nobody")
     assert "ltm auth" in local.fails("publish", packet["id"])
     assert "ltm ui" in local.fails("open")
+
+
+def _read_only_token(server: Server, user_id: str) -> str:
+    from ltm.service.tokens import new_token
+
+    secret, record = new_token(user_id, f"ro-{user_id[-8:]}", scope="read")
+    store = server.open_store()
+    try:
+        store.add_token(record)
+    finally:
+        store.close()
+    return secret
+
+
+def test_a_read_tells_who_may_publish_that_the_packet_is_published(server: Server) -> None:
+    # The reference CLI's `show` prints a "Published" line from these two headers of
+    # GET /v1/packets/{id} (internal/cli/show.go in dennisdevulder/ltm, v0.11). They go to
+    # whoever may publish the packet, never to a reader who may not.
+    owner_id, owner_token = server.issue("pub-owner")
+    owner = server.client(owner_token)
+    member_id, member_token = server.issue("pub-member")
+    member = server.client(member_token)
+    team = f"hdr-{member_id[-6:].lower()}"
+    assert owner.post("/v1/teams", json={"name": team}).status_code == 201
+    code = owner.post(f"/v1/teams/{team}/invites").json()["code"]
+    assert member.post(f"/v1/invites/{code}/accept", json={}).status_code == 201
+
+    mine = make_packet(goal="personal, published")
+    owner.post("/v1/packets", json=mine)
+    shared = make_packet(goal="the owner's team packet, published")
+    owner.post(f"/v1/packets?team={team}", json=shared)
+
+    plain = owner.get(f"/v1/packets/{mine['id']}")
+    assert plain.status_code == 200
+    assert "x-ltm-published-at" not in plain.headers and "x-ltm-public-url" not in plain.headers
+
+    url = reference_post(owner, f"/v1/packets/{mine['id']}/publish").json()["public_url"]
+    got = owner.get(f"/v1/packets/{mine['id']}")
+    assert got.headers["x-ltm-public-url"] == url
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", got.headers["x-ltm-published-at"])
+    assert got.content == plain.content  # the body stays the packet's bytes
+
+    team_url = reference_post(owner, f"/v1/packets/{shared['id']}/publish").json()["public_url"]
+    assert owner.get(f"/v1/packets/{shared['id']}").headers["x-ltm-public-url"] == team_url
+    # A member reads the owner's team packet but may not publish it: no URL for them.
+    seen = member.get(f"/v1/packets/{shared['id']}")
+    assert seen.status_code == 200
+    assert "x-ltm-public-url" not in seen.headers and "x-ltm-published-at" not in seen.headers
+    # A read-only token of the owner reads the packet, but may not publish: no URL either.
+    read_only = server.client(_read_only_token(server, owner_id))
+    seen = read_only.get(f"/v1/packets/{mine['id']}")
+    assert seen.status_code == 200 and "x-ltm-public-url" not in seen.headers
+
+    assert owner.delete(f"/v1/packets/{mine['id']}/publish").status_code == 204
+    assert "x-ltm-public-url" not in owner.get(f"/v1/packets/{mine['id']}").headers

@@ -197,7 +197,47 @@ MIGRATIONS: tuple[Migration, ...] = (
         DELETE FROM shares WHERE packet_id = OLD.id;
     END
     """,
+    # 8: the first user of `ltm server init` was stored under the id "root"; every user id
+    # is a ULID now (the reference mints one for every user), so that user gets one.
+    lambda db: _migrate_root_user(db),
 )
+
+# Where a user id is kept, besides ``users.id`` and the personal scopes ``u:<id>``.
+_USER_ID_COLUMNS = (
+    ("tokens", "user_id"),
+    ("teams", "owner_id"),
+    ("members", "user_id"),
+    ("packets", "owner_id"),
+    ("invites", "created_by"),
+    ("invites", "used_by"),
+    ("device_grants", "user_id"),
+    ("publications", "created_by"),
+    ("shares", "user_id"),
+    ("shares", "shared_by"),
+)
+_SCOPE_COLUMNS = (("packets", "scope"), ("search_docs", "scope"), ("packet_labels", "scope"))
+LEGACY_ROOT_ID = "root"
+
+
+def _migrate_root_user(db: sqlite3.Connection) -> None:
+    """Give the user stored as "root" a ULID, everywhere its id is kept, in this transaction.
+
+    Its tokens keep working: a token names its user's id only as a hint
+    (``service.tokens.credential``), and is looked up by its hash.
+    """
+    if db.execute("SELECT 1 FROM users WHERE id = ?", (LEGACY_ROOT_ID,)).fetchone() is None:
+        return
+    from ulid import ULID
+
+    new_id = str(ULID())
+    db.execute("UPDATE users SET id = ? WHERE id = ?", (new_id, LEGACY_ROOT_ID))
+    for table, column in _USER_ID_COLUMNS:
+        db.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?", (new_id, LEGACY_ROOT_ID))
+    for table, column in _SCOPE_COLUMNS:
+        db.execute(
+            f"UPDATE {table} SET {column} = ? WHERE {column} = ?",
+            (f"u:{new_id}", f"u:{LEGACY_ROOT_ID}"),
+        )
 
 
 # The search index (migration 3). ``search_docs`` gives each packet a stable

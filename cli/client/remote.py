@@ -456,6 +456,8 @@ class RemoteBackend(Backend):
         self.http = http or Http(target.host)
         self._resolved: dict[tuple[str, str | None], str] = {}
         self._bodies: dict[str, bytes] = {}
+        self._published: dict[str, tuple[str, str]] = {}
+        self._is_ltm: bool | None = None  # GET /v1/healthz answered as an ltm server does
 
     @classmethod
     def open(cls, target: Target, *, timeout: float | None = None) -> RemoteBackend:
@@ -479,18 +481,58 @@ class RemoteBackend(Backend):
         raw: bytes | None = None,
         hints: Mapping[int, str] | None = None,
         headers: Mapping[str, str] | None = None,
+        feature: str | None = None,
     ) -> Reply:
+        """One request; a status outside ``ok`` becomes the one line that explains it.
+
+        ``feature`` names what a route beyond the protocol's table does (publishing,
+        tokens, search): a server without the route says "not offered", not "not ltm".
+        """
         body = raw
         if payload is not None:
             body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
         reply = self.http.request(
             method, path, query=query, body=body, token=self.target.token, extra_headers=headers
         )
+        if feature is not None and self.lacks_route(reply):
+            raise self.not_offered(feature, method, path)
         if reply.status in ok:
             return reply
         if reply.status == 401:
             raise self._rejected()
         raise status_error(self.host, reply, hints)
+
+    # -- which server this is: asked once --------------------------------------------------
+
+    def lacks_route(self, reply: Reply) -> bool:
+        """Whether ``reply`` says the server has no such route, rather than refusing in ltm.
+
+        An ltm server's own refusals are ``{"error": ...}``; a 404 or 405 with any other
+        body is the web framework's (the reference's Go router answers ``404 page not
+        found`` in text/plain). That alone could be a proxy in front of anything, so the
+        server's ``GET /v1/healthz`` is asked too, once per command (``is_ltm_server``).
+        """
+        if reply.status not in (404, 405) or reply.is_ltm_error():
+            return False
+        return self.is_ltm_server()
+
+    def is_ltm_server(self) -> bool:
+        """``GET /v1/healthz`` answers ``{"ok": true, ...}``: asked once, then remembered."""
+        if self._is_ltm is None:
+            try:
+                probe(self.http)
+            except CliError:
+                self._is_ltm = False
+            else:
+                self._is_ltm = True
+        return self._is_ltm
+
+    def not_offered(self, feature: str, method: str, path: str) -> CliError:
+        return CliError(
+            f"{self.host} does not offer {feature} ({method} {path} is not a route there) —"
+            " it speaks the ltm protocol without ltm's extensions (a reference ltm server?);"
+            " this needs a server that has them"
+        )
 
     def _rejected(self) -> CliError:
         if self.target.via == "LTM_TOKEN":
@@ -595,7 +637,9 @@ class RemoteBackend(Backend):
         self, path: str, feature: str, query: Mapping[str, Any], team: str | None
     ) -> Reply:
         """A GET on a route the reference server does not have: say so plainly if it is absent."""
-        reply = self._call("GET", path, ok=(200, 404), query=query, hints={400: "{host}: {msg}"})
+        reply = self._call(
+            "GET", path, ok=(200, 404), query=query, hints={400: "{host}: {msg}"}, feature=feature
+        )
         if reply.status == 200:
             return reply
         message = reply.error_text() if reply.is_ltm_error() else None
@@ -603,10 +647,9 @@ class RemoteBackend(Backend):
             raise status_error(self.host, reply, self._team_hints(team))
         if message == "not found":
             raise CliError(f"no such packet on {self.host}, or it is not yours to see")
-        raise CliError(
-            f"{self.host} has no {feature} (GET {path} answered 404) — a reference ltm"
-            " server? This needs a server with ltm's extensions"
-        )
+        if message is None:  # not ltm's 404, and /v1/healthz is not ltm's either
+            raise status_error(self.host, reply)
+        raise self.not_offered(feature, "GET", path)
 
     def _of_project(
         self, rows: list[dict[str, Any]], project: str, limit: int
@@ -763,7 +806,20 @@ class RemoteBackend(Backend):
             return None
         body = reply.body.rstrip(b"\r\n")
         self._bodies[packet_id] = body
+        at = reply.headers.get("x-ltm-published-at")
+        url = reply.headers.get("x-ltm-public-url")
+        if at and url:
+            self._published[packet_id] = (at, url)
         return body
+
+    def published(self, packet_id: str) -> tuple[str, str] | None:
+        """(published at, public URL) of a packet fetched by this backend, if it is published.
+
+        From the ``X-LTM-Published-At`` and ``X-LTM-Public-URL`` headers of ``GET
+        /v1/packets/{id}``, which a server sends only to whoever may publish the packet
+        (the reference's ``show`` reads the same two; internal/cli/show.go).
+        """
+        return self._published.get(packet_id)
 
     def _missing(self, ref: str, team: str | None) -> CliError:
         if team:
@@ -780,18 +836,25 @@ class RemoteBackend(Backend):
     def _packet_call(self, method: str, ref: str, suffix: str, *, team: str | None) -> Reply:
         """``method`` on ``/v1/packets/{id}{suffix}``: a full id at once, a prefix resolved."""
         known = self._resolved.get((ref, team))
+        feature = "publishing (public pages)"
         if known is None:
             reply = self._call(
-                method, f"/v1/packets/{_segment(ref)}{suffix}", ok=(200, 201, 204, 404)
+                method,
+                f"/v1/packets/{_segment(ref)}{suffix}",
+                ok=(200, 201, 204, 404),
+                feature=feature,
             )
-            if reply.status != 404 or not reply.is_ltm_error():
+            if reply.status != 404:
                 return reply
+            if not reply.is_ltm_error():  # and /v1/healthz is not ltm's either
+                raise status_error(self.host, reply)
             known = self.resolve(ref, team=team)
         return self._call(
             method,
             f"/v1/packets/{_segment(known)}{suffix}",
             ok=(200, 201, 204),
             hints={404: self._missing(known, team).message + " (or it is not yours to publish)"},
+            feature=feature,
         )
 
     def publish(self, ref: str, *, team: str | None = None) -> dict[str, str]:
@@ -906,8 +969,9 @@ def accept_invite(
             raise CliError(f"{http.host} sent an unexpected answer to the invite")
         return answer
     hints = {
-        410: "this invite has expired or was already used — ask a team member for a new one:"
-        " ltm invite -t TEAM",
+        # 410 is every dead code, unknown ones included (as the reference answers).
+        410: "this invite has expired, was already used, or does not exist — ask a team member"
+        " for a new one: ltm invite -t TEAM",
         404: "no such invite on {host} — check the URL, or ask for a new invite",
         401: f"your token for {http.host} was rejected — run: ltm auth {http.host}, or sign out"
         " (ltm logout) to join as a new user",

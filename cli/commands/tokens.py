@@ -38,7 +38,7 @@ def _tokens(backend: RemoteBackend) -> list[dict[str, Any]]:
         "GET",
         "/v1/tokens",
         ok=(200,),
-        hints={404: "{host} does not list tokens (an older or other ltm server)"},
+        feature="token management",
     )
     answer = reply.json(backend.host)
     rows = answer.get("tokens") if isinstance(answer, dict) else None
@@ -108,6 +108,7 @@ def revoke(
             f"/v1/tokens/{quote(label, safe='')}",
             ok=(200, 204),
             hints={404: f"you have no token labelled {label!r} on {{host}} — see: ltm tokens"},
+            feature="token management",
         )
     finally:
         backend.close()

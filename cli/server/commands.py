@@ -17,7 +17,7 @@ import typer
 if TYPE_CHECKING:
     from ltm.store import Store
 
-ROOT_USER_ID = "root"
+ROOT_DISPLAY = "root"  # the first user's default display name; its id is a ULID, as every user's
 ROOT_LABEL = "root"
 DEFAULT_ADDR = "127.0.0.1:8080"
 DEFAULT_THREADS = 4
@@ -116,13 +116,29 @@ def _check_url(url: str) -> str:
 
 
 @app.command()
-def init(db: DbOption = None) -> None:
+def init(
+    db: DbOption = None,
+    name: Annotated[
+        str,
+        typer.Option(
+            "--name",
+            metavar="NAME",
+            help="The first user's display name (its id is minted, a ULID).",
+        ),
+    ] = ROOT_DISPLAY,
+) -> None:
     """Create the database and print the root token (once: the token alone on stdout)."""
     _needs_the_server_extra("init")
     path = _db_path(db)
     from ltm.service import tokens
-    from ltm.service.errors import Conflict
+    from ltm.service.errors import BadRequest, Conflict
+    from ltm.service.users import check_display
     from ltm.store.sqlite import SqliteStore
+
+    try:
+        display = check_display(name)
+    except BadRequest as exc:
+        raise _fail(f"--name: {exc.message.removeprefix('display: ')}", code=2) from None
 
     fresh = not path.exists()
     store = SqliteStore(path)
@@ -133,14 +149,16 @@ def init(db: DbOption = None) -> None:
                 if target.exists():
                     target.chmod(0o600)
         _ensure_device_secret(store)
-        if store.get_user(ROOT_USER_ID) is not None:
+        # Initialized: its first token (labelled root) exists. (Opening the store above gave
+        # a first user stored under the id "root" by an older init its ULID; see sqlite.py.)
+        if any(token.label == ROOT_LABEL for token in store.list_tokens()):
             _say(
                 f"{path} is already initialized; its root token was shown when it was created."
                 " Use `ltm server issue-token NAME` for another token."
             )
             return
         try:
-            _user, secret = tokens.issue(store, "root", label=ROOT_LABEL, user_id=ROOT_USER_ID)
+            _user, secret = tokens.issue(store, display, label=ROOT_LABEL)
         except Conflict:
             raise _fail(f"{path} already has a root user or token; not minting another") from None
     finally:

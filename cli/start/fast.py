@@ -320,12 +320,17 @@ def show_packet(ref: str, *, team: str | None, as_json: bool, local: bool) -> No
 
     backend = open_backend(local=local)
     children: list[dict[str, Any]] = []
+    published: tuple[str, str] | None = None
     try:
         body = backend.get(ref, team=team)
         if not as_json:
             packet = decode_packet(body, ref)
+            packet_id = str(packet.get("id", ref))
+            # Only a server publishes; it says so on the read itself (RemoteBackend.published).
+            known = getattr(backend, "published", None)
+            published = known(packet_id) if known is not None else None
             try:  # an extension: a reference server cannot list children, so none are named
-                children = backend.children(str(packet.get("id", ref)), team=team)
+                children = backend.children(packet_id, team=team)
             except CliError:
                 children = []
     finally:
@@ -333,13 +338,20 @@ def show_packet(ref: str, *, team: str | None, as_json: bool, local: bool) -> No
     if as_json:
         _write(terminal_bytes(body + b"\n"))
         return
-    shown = summary(packet, children=[str(c["id"]) for c in children])
+    shown = summary(packet, children=[str(c["id"]) for c in children], published=published)
     print(safe(shown, multiline=True), end="")
 
 
-def summary(p: dict[str, Any], *, children: list[str] | None = None) -> str:
+def summary(
+    p: dict[str, Any],
+    *,
+    children: list[str] | None = None,
+    published: tuple[str, str] | None = None,
+) -> str:
     lines = [f"ID       {p.get('id', '')}", f"Created  {p.get('created_at', '')}"]
     lines.append(f"Version  {p.get('ltm_version', '')}")
+    if published is not None:  # (when, public URL): the same fact the reference's show prints
+        lines.append(f"Published {published[0]}  {published[1]}")
     if p.get("parent_id"):
         lines.append(f"Parent   {p['parent_id']}  (the thread: ltm log {p.get('id', '')})")
     if children:

@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("export", "export"),
     "import": ("import_", "import_"),
     "doctor": ("doctor", "doctor"),
+    "conformance": ("conformance", "conformance"),
 }
 # ... and command groups: name -> module under ltm.cli.commands holding a typer ``app``.
 GROUPS: dict[str, str] = {
