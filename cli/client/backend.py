@@ -213,12 +213,13 @@ class LocalBackend(Backend):
 
     @classmethod
     def open(cls) -> LocalBackend:
-        from ltm.cli.config import local_db_path
+        from ltm.cli.config import local_db_path, private_dir
         from ltm.store import User
         from ltm.store.sqlite import SqliteStore
 
         path = local_db_path()
         try:
+            private_dir(path.parent)  # ltm's data folder: the owner's alone
             store = SqliteStore(path)
         except Exception as exc:  # sqlite3 errors, permissions, a newer schema
             raise CliError(f"cannot open the local store {path}: {exc}") from None
