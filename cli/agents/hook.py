@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ltm.cli.config import state_dir
+from ltm.cli.config import private_dir, state_dir
 
 BUDGET = 1.5  # seconds the harness may wait at most; the issue's hard limit
 WATCHDOG = 1.0  # seconds after main() starts: the process ends, answering nothing (the
@@ -365,9 +365,10 @@ class Session:
 
     def update(self, **changes: Any) -> None:
         self.data.update(changes)
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(state_dir())
+        self.path.parent.mkdir(exist_ok=True, mode=0o700)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(self.data), encoding="utf-8")
+        _write_private(tmp, json.dumps(self.data).encode("utf-8"), append=False)
         os.replace(tmp, self.path)
 
 
@@ -401,18 +402,30 @@ def _sweep(folder: Path) -> None:
 def log(message: str) -> None:
     """One line in ``<state dir>/hook.log``; never raises (it is the last resort)."""
     try:
-        folder = state_dir()
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder = private_dir(state_dir())
         path = folder / "hook.log"
         try:
             if path.stat().st_size > LOG_MAX:
                 os.replace(path, folder / "hook.log.1")
         except FileNotFoundError:
             pass
-        with path.open("a", encoding="utf-8") as handle:
-            handle.write(f"{_now()} {_one_line(message)}\n")
+        _write_private(path, f"{_now()} {_one_line(message)}\n".encode(), append=True)
     except Exception:
         pass
+
+
+def _write_private(path: Path, data: bytes, *, append: bool) -> None:
+    """Write to a file only its owner may read (0600, set even on one an earlier ltm
+    made 0644), never through a symlink planted in its place."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags, 0o600)
+    try:
+        if os.name == "posix":
+            os.fchmod(fd, 0o600)
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 def _one_line(text: str) -> str:
