@@ -633,7 +633,10 @@ MARKS = {"ok": "ok  ", "warn": "warn", "fail": "FAIL", "skip": "--  "}
 
 
 def render(checks: list[Check]) -> str:
-    from ltm.cli.terminal.output import one_line
+    """One line per check. Details carry outside data (program paths from a repository's
+    ``.mcp.json`` or ``.claude/settings.json``, a server's answers), so every line goes
+    through the one ``safe``: no escape sequence reaches the terminal."""
+    from ltm.cli.terminal.output import one_line, safe
 
     width = max(len(c.name) for c in checks)
     lines = []
@@ -641,7 +644,7 @@ def render(checks: list[Check]) -> str:
         line = f"{MARKS[c.status]}  {c.name.ljust(width)}  {one_line(c.detail, 300)}"
         if c.fix and c.status in ("fail", "warn"):
             line += f" — fix: {c.fix}"
-        lines.append(line)
+        lines.append(safe(line))
     return "\n".join(lines)
 
 
