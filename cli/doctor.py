@@ -110,6 +110,47 @@ def check_files() -> list[Check]:
     return out
 
 
+def check_private() -> Check:
+    """ltm's data folder (the local store, its -wal and -shm) and state folder (the hooks'
+    logs and markers, the warm MCP socket) are the user's alone: 700 folders, 600 files.
+    The doctor only reads: ltm repairs them itself the next time it opens the store or
+    runs a hook."""
+    from ltm.cli.config import data_dir, local_db_path, state_dir
+
+    if not _posix():
+        return Check("private", "skip", "permissions not checked: Windows uses ACLs")
+    problems: list[str] = []
+    fixes: list[str] = []
+    for folder in (data_dir(), state_dir()):
+        mode = _mode(folder)
+        if mode is not None and mode & 0o077:
+            problems.append(f"{folder} is mode {mode:o}, not 700")
+            fixes.append(f"chmod 700 {folder}")
+    store = local_db_path()
+    for suffix in ("", "-wal", "-shm"):
+        path = Path(f"{store}{suffix}")
+        mode = _mode(path)
+        if mode is not None and mode & 0o077:
+            problems.append(f"{path} is mode {mode:o}, not 600")
+            fixes.append(f"chmod 600 {path}")
+    if problems:
+        return Check(
+            "private",
+            "fail",
+            "other users of this machine can read your packets or hook logs: "
+            + "; ".join(problems),
+            " && ".join(fixes) + " (or run any ltm command: it repairs them)",
+        )
+    return Check("private", "ok", f"{data_dir()} and {state_dir()}: yours alone (700, files 600)")
+
+
+def _mode(path: Path) -> int | None:
+    try:
+        return stat.S_IMODE(path.lstat().st_mode)
+    except OSError:
+        return None
+
+
 # -- the server ----------------------------------------------------------------------
 
 
@@ -599,6 +640,7 @@ def run_all(*, full: bool = False) -> list[Check]:
         if http is not None:
             http.close()
     checks += _timed("store", lambda: [check_store(full=full)])
+    checks += _timed("private", lambda: [check_private()])
     checks += _timed("mcp", check_mcp)
     checks += _timed("hooks", check_hooks)
     return checks
@@ -621,7 +663,10 @@ MARKS = {"ok": "ok  ", "warn": "warn", "fail": "FAIL", "skip": "--  "}
 
 
 def render(checks: list[Check]) -> str:
-    from ltm.cli.terminal.output import one_line
+    """One line per check. Details carry outside data (program paths from a repository's
+    ``.mcp.json`` or ``.claude/settings.json``, a server's answers), so every line goes
+    through the one ``safe``: no escape sequence reaches the terminal."""
+    from ltm.cli.terminal.output import one_line, safe
 
     width = max(len(c.name) for c in checks)
     lines = []
@@ -629,7 +674,7 @@ def render(checks: list[Check]) -> str:
         line = f"{MARKS[c.status]}  {c.name.ljust(width)}  {one_line(c.detail, 300)}"
         if c.fix and c.status in ("fail", "warn"):
             line += f" — fix: {c.fix}"
-        lines.append(line)
+        lines.append(safe(line))
     return "\n".join(lines)
 
 

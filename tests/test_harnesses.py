@@ -153,7 +153,7 @@ def test_each_harness_as_it_runs_the_installed_hooks(
     # Session start: the newest packet, fenced, in the harness's shape.
     text = context_of(harness, run(commands[start], payload(harness, "start", folder, "s1"),
                                    here, folder), "SessionStart")  # fmt: skip
-    assert "Redesign the navigation bar" in text and "ltm-packet" in text
+    assert "Redesign the navigation bar" in text and "ltm-data" in text
     assert "not instructions" in text
 
     # Each prompt: the older packet is recalled once (where the harness can add context), in

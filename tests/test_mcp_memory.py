@@ -13,7 +13,7 @@ pytest.importorskip("mcp")
 
 from clikit import Cli
 from mcp.shared.exceptions import MCPError
-from test_mcp import Shim
+from test_mcp import Shim, framed, unframed
 from test_project import needs_git, repo
 
 
@@ -72,7 +72,10 @@ def test_the_projects_packets_are_resources(
 
         read = shim.portal.call(shim.session.read_resource, f"ltm://packets/{ids[1]}")
         (content,) = read.contents
-        assert "app goal 1" in content.text and content.text.startswith("# Resume context")
+        assert "app goal 1" in content.text and unframed(content.text).startswith(
+            "# Resume context"
+        )
+        assert "this same user" in framed(content.text)[0]  # the local store: one user
         with pytest.raises(MCPError):
             shim.portal.call(shim.session.read_resource, "ltm://packets/01NOSUCHPACKET")
         shim.alive()

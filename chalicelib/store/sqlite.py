@@ -407,6 +407,12 @@ def _has_labels(row: str, labels: list[tuple[str, str]], args: list[object]) -> 
     return sql
 
 
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+# The files of one store: the database, SQLite's WAL and shared memory, the writers' lock.
+PRIVATE_SUFFIXES = ("", "-wal", "-shm", ".writelock")
+
+
 class SqliteStore(Store):
     """A ``Store`` in one SQLite file. Open it once per process and share it across threads."""
 
@@ -565,8 +571,45 @@ class SqliteStore(Store):
         if fcntl is not None and self._lock_fd is not None:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
+    def _private(self) -> None:
+        """The store is readable by its owner alone: its folder, when the store makes it,
+        0700; the database 0600, made before SQLite opens it, because SQLite gives the
+        ``-wal`` and ``-shm`` files it creates the database file's permissions (os_unix.c,
+        robustFchown/findCreateFileMode). An existing store made before this rule (0644
+        in a 0755 folder) has its files' modes repaired here, said once on stderr: once
+        repaired, there is nothing to say the next time. The folder of a store elsewhere
+        (``ltm server run --db PATH``) is the user's: it is made private only when made
+        here (ltm's own data folder is repaired by the CLI).
+        """
+        folder = self.path.parent
+        if not folder.exists():
+            folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+        if os.name != "posix":
+            return  # Windows: a user's profile folder is private by its ACL already
+        with contextlib.suppress(FileExistsError):
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            os.close(os.open(self.path, flags, PRIVATE_FILE))
+        repaired = []
+        for suffix in PRIVATE_SUFFIXES:
+            name = f"{self.path}{suffix}"
+            try:
+                info = os.lstat(name)
+            except FileNotFoundError:
+                continue
+            mode = info.st_mode & 0o777
+            if mode & 0o077 and info.st_uid == os.getuid() and not os.path.islink(name):
+                os.chmod(name, PRIVATE_FILE)
+                repaired.append(f"{os.path.basename(name)} ({mode:o})")
+        if repaired:
+            import sys
+
+            sys.stderr.write(
+                f"ltm: {folder}: {', '.join(repaired)} could be read by other users of this "
+                "machine; made private (600)\n"
+            )
+
     def _migrate(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._private()
         conn = self._conn()
         # WAL is a property of the file; switching needs no transaction and is idempotent.
         conn.execute("PRAGMA journal_mode = WAL")

@@ -192,6 +192,15 @@ class Backend(ABC):
         """Where this backend is and who it acts as (never a secret): ``{"backend", ...}``."""
         return {"backend": type(self).__name__, "label": self.label}
 
+    def stored_by(self, packet_id: str) -> str | None:
+        """The user id that stored ``packet_id``, as the backend's answer to ``get`` named
+        it; None when it cannot say (a server that does not send ``X-Ltm-Created-By``)."""
+        return None
+
+    def is_me(self, user_id: str) -> bool | None:
+        """Whether ``user_id`` is the caller (None: the backend cannot tell)."""
+        return None
+
 
 class LocalBackend(Backend):
     """The embedded SQLite store: one user, no server, no account."""
@@ -204,12 +213,13 @@ class LocalBackend(Backend):
 
     @classmethod
     def open(cls) -> LocalBackend:
-        from ltm.cli.config import local_db_path
+        from ltm.cli.config import local_db_path, private_dir
         from ltm.store import User
         from ltm.store.sqlite import SqliteStore
 
         path = local_db_path()
         try:
+            private_dir(path.parent)  # ltm's data folder: the owner's alone
             store = SqliteStore(path)
         except Exception as exc:  # sqlite3 errors, permissions, a newer schema
             raise CliError(f"cannot open the local store {path}: {exc}") from None
@@ -363,6 +373,12 @@ class LocalBackend(Backend):
 
     def whoami(self) -> dict[str, Any]:
         return {"backend": "local", "store": self.path}
+
+    def stored_by(self, packet_id: str) -> str | None:
+        return self.user.id  # one user: every packet here is theirs
+
+    def is_me(self, user_id: str) -> bool | None:
+        return user_id == self.user.id
 
 
 def open_backend(*, local: bool = False, timeout: float | None = None) -> Backend:

@@ -13,6 +13,7 @@ present with the same bytes is skipped, so a second import changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterable
@@ -70,25 +71,49 @@ class AtomicFile:
 
     A failed or interrupted export never leaves a truncated bundle where a
     good backup was. The file is private (0600): a bundle holds every packet.
+    In a folder other users may write to (``/tmp``), the partial file must be
+    ours: it is created under an unguessable name with ``O_EXCL`` (an existing
+    file, or a symlink another user planted, is refused, never opened) and
+    ``O_NOFOLLOW``, and the final move (``rename``) replaces a link at the
+    destination instead of writing through it. On any failure the partial file
+    is removed.
     """
 
+    ATTEMPTS = 3
+
     def __init__(self, path: Path) -> None:
+        import secrets
+
         self.path = path
-        self.partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-        try:
-            fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        except OSError as exc:
-            raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        flags |= getattr(os, "O_BINARY", 0)
+        for _ in range(self.ATTEMPTS):
+            self.partial = path.with_name(f".{path.name}.{secrets.token_hex(8)}.partial")
+            try:
+                fd = os.open(self.partial, flags, 0o600)
+                break
+            except FileExistsError:
+                continue  # someone else's file under that name: never ours to write
+            except OSError as exc:
+                raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
+        else:
+            raise CliError(f"cannot write {path}: the folder keeps refusing a new private file")
         self.file: BinaryIO = os.fdopen(fd, "wb", buffering=1024 * 1024)
 
     def commit(self) -> None:
-        self.file.flush()
-        os.fsync(self.file.fileno())
-        self.file.close()
-        os.replace(self.partial, self.path)
+        try:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
+            os.replace(self.partial, self.path)
+        except OSError as exc:
+            self.abandon()
+            raise CliError(f"cannot write {self.path}: {exc.strerror or exc}") from None
 
     def abandon(self) -> None:
-        self.file.close()
+        with contextlib.suppress(OSError):
+            self.file.close()
         self.partial.unlink(missing_ok=True)
 
 
@@ -108,9 +133,12 @@ class Report:
     progress: Progress | None = None
 
     def say(self, text: str) -> None:
+        """One report line; ids and messages come from the bundle, so through ``safe``."""
+        from ltm.cli.terminal.output import safe
+
         if self.progress is not None:
             self.progress.clear()
-        print(text, file=self.out)
+        print(safe(text), file=self.out)
 
     def summary(self, label: str) -> str:
         parts = [f"{self.added} added"]

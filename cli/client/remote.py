@@ -458,6 +458,7 @@ class RemoteBackend(Backend):
         self._bodies: dict[str, bytes] = {}
         self._published: dict[str, tuple[str, str]] = {}
         self._is_ltm: bool | None = None  # GET /v1/healthz answered as an ltm server does
+        self._authors: dict[str, str] = {}  # packet id -> X-Ltm-Created-By of its GET
 
     @classmethod
     def open(cls, target: Target, *, timeout: float | None = None) -> RemoteBackend:
@@ -810,6 +811,9 @@ class RemoteBackend(Backend):
         url = reply.headers.get("x-ltm-public-url")
         if at and url:
             self._published[packet_id] = (at, url)
+        author = reply.headers.get("x-ltm-created-by")
+        if author:
+            self._authors[packet_id] = author
         return body
 
     def published(self, packet_id: str) -> tuple[str, str] | None:
@@ -820,6 +824,23 @@ class RemoteBackend(Backend):
         (the reference's ``show`` reads the same two; internal/cli/show.go).
         """
         return self._published.get(packet_id)
+
+    def stored_by(self, packet_id: str) -> str | None:
+        return self._authors.get(packet_id)
+
+    def is_me(self, user_id: str) -> bool | None:
+        """Compared with the user ``ltm auth`` or ``ltm join`` recorded, else asked of the
+        server: a personal listing filtered by ``author`` accepts only the caller's own id
+        (or ``me``) and refuses any other with 400, so one ``limit=1`` request tells."""
+        known = (self.target.user or {}).get("id")
+        if known:
+            return user_id == known
+        reply = self._call(
+            "GET", "/v1/packets", ok=(200, 400), query={"limit": 1, "author": user_id}
+        )
+        if reply.status == 200:
+            return True
+        return False if reply.error_text().startswith("author:") else None
 
     def _missing(self, ref: str, team: str | None) -> CliError:
         if team:
