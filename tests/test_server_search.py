@@ -92,6 +92,45 @@ def test_search_stays_inside_the_callers_scopes(world: dict[str, object]) -> Non
     assert found(alice.http.get("/v1/search", params={"q": f"{word} tag:nope"})) == []
 
 
+def test_probing_prefix_scores_learns_nothing_of_another_users_words(server: Server) -> None:
+    """The attack: probe words of one's own, then ``qu<c>*`` searches, letter by letter.
+
+    A ranking with statistics over every user's packets answers the prefix of
+    a word hidden in someone else's private packet differently; here every
+    answer (ids, order, scores, snippets) must stay byte for byte the same
+    while another user stores, changes and deletes such words, in their own
+    scope and in a team the prober is not in. ``scope=all`` covers the
+    prober's team with that user too.
+    """
+    alice, bob, pair = pair_in_a_team(server)
+    hidden = f"hidden-{next(_names)}"
+    assert alice.http.post("/v1/teams", json={"name": hidden}).status_code == 201
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for n, c in enumerate(letters):
+        probe = " ".join([f"qu{c}zzprobe"] * (1 + n % 3))
+        push(bob, goal=f"probe {probe}", created_at=f"2026-05-01T12:00:{n:02d}Z")
+    push(alice, pair, goal="quill notes for the pair", next_step="read the quill notes")
+
+    def probe_all() -> list[bytes]:
+        answers = []
+        for c in letters:
+            for scope in ({}, {"scope": "all"}):
+                r = bob.http.get("/v1/search", params={"q": f"qu{c}*", **scope})
+                assert r.status_code == 200, r.text
+                answers.append(r.content)
+        return answers
+
+    before = probe_all()
+    secret = "quixotically"
+    mine = [push(alice, goal=f"{secret} plan", constraints=[secret] * (n + 1)) for n in range(4)]
+    push(alice, hidden, goal=f"{secret} for the hidden team")
+    assert probe_all() == before
+    push(alice, id=mine[0], goal="quantum quantum quantum")
+    for packet in mine[1:]:
+        assert alice.http.delete(f"/v1/packets/{packet}").status_code == 204
+    assert probe_all() == before
+
+
 @pytest.mark.parametrize(
     ("params", "message"),
     [

@@ -983,3 +983,45 @@ def test_search_never_shows_what_the_caller_cannot_read(store: Store) -> None:
     }
     store.delete_team("t1")
     assert ids(search(store, "kestrel", alice)) == ["01ALICEOWN00"]
+
+
+def test_search_answers_depend_on_readable_packets_alone(store: Store) -> None:
+    """Which packets, their order, score and snippet: nothing outside the caller's scopes.
+
+    The attack this closes: on a shared server, a caller stores probe words in
+    their own packets and compares the scores of prefix searches (``qu<c>*``);
+    a ranking with statistics over every packet (FTS5's bm25) scores the
+    prefix of a word that exists only in another user's packet differently.
+    """
+    store.create_user(user("alice"))
+    store.create_user(user("bob"))
+    make_team(store, "t1", "hidden", owner="alice")  # bob is not in it
+    make_team(store, "t2", "pair", owner="alice")
+    store.add_member("t2", "bob")
+    for n, c in enumerate("abeiorx"):
+        words = " ".join(f"qu{c}{k}probe" for k in range(n + 1))  # counts differ per probe
+        put(store, doc(f"01BOBPROBE{c.upper()}0", "bob", n=n, goal=f"probe {words}", tags=["probe"]))
+    put(store, doc("01BOBLONG000", "bob", n=10, goal="quay", decisions=["quay " * 40 + "quorum"]))
+    put(store, doc("01PAIRSHARED", "alice", "t2", n=11, goal="shared quorum quay notes"))
+    personal, every = [("bob", None)], [("bob", None), ("bob", "t2")]
+    queries = ["qu*", *(f"qu{c}*" for c in "abcdeiorxz"), "quay", "quorum quay", "qu* tag:probe"]
+
+    def answers() -> list[list[SearchHit]]:
+        return [search(store, q, scopes) for q in queries for scopes in (personal, every)]
+
+    before = answers()
+    assert ids(search(store, "quorum", every)) == ["01PAIRSHARED", "01BOBLONG000"]
+    secret = "quixotically quartermaster quorum quay " * 3
+    # another user's packets: private, in a team bob is not in, then changed and deleted
+    for n in range(12):
+        put(store, doc(f"01ALICE{n:05d}", "alice", n=n, goal=secret, decisions=[secret] * n))
+        put(store, doc(f"01HIDDEN{n:04d}", "alice", "t1", n=n, goal=f"quay {'quip ' * n}"))
+    assert answers() == before
+    put(store, doc("01ALICE00003", "alice", n=3, goal="quay quay quay"))
+    store.create_user(user("carol"))
+    put(store, doc("01CAROL00000", "carol", n=20, goal="quorum " * 200, tags=["probe"]))
+    assert answers() == before
+    for n in range(0, 12, 2):
+        assert store.delete_packet_as(f"01ALICE{n:05d}", "alice") is True
+    store.delete_team("t1")
+    assert answers() == before

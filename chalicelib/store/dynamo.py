@@ -1053,6 +1053,9 @@ class DynamoStore(DeviceGrantsMixin, Store):
         scope's size. Scoring is BM25's shape without document lengths: the
         word's weighted count in the packet (goal and tags count most),
         saturated, times an inverse frequency of the word among the postings read.
+        Those postings are this scope's alone (the partition key holds the
+        scope), so a score never counts a packet of a scope the caller cannot
+        read: nothing outside the caller's scopes shows in a search's answer.
         """
         from .. import search
 
