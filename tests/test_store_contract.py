@@ -1000,7 +1000,9 @@ def test_search_answers_depend_on_readable_packets_alone(store: Store) -> None:
     store.add_member("t2", "bob")
     for n, c in enumerate("abeiorx"):
         words = " ".join(f"qu{c}{k}probe" for k in range(n + 1))  # counts differ per probe
-        put(store, doc(f"01BOBPROBE{c.upper()}0", "bob", n=n, goal=f"probe {words}", tags=["probe"]))
+        put(
+            store, doc(f"01BOBPROBE{c.upper()}0", "bob", n=n, goal=f"probe {words}", tags=["probe"])
+        )
     put(store, doc("01BOBLONG000", "bob", n=10, goal="quay", decisions=["quay " * 40 + "quorum"]))
     put(store, doc("01PAIRSHARED", "alice", "t2", n=11, goal="shared quorum quay notes"))
     personal, every = [("bob", None)], [("bob", None), ("bob", "t2")]

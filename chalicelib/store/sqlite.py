@@ -212,6 +212,8 @@ def _score_sql() -> str:
         hits = f"(length(highlight(packet_fts, {i}, '.', '')) - length(packet_fts.{name}))"
         parts.append(f"{weight!r} * {hits} / ({hits} + {SATURATION!r})")
     return " + ".join(parts)
+
+
 _SEARCH_SCHEMA = f"""
     ALTER TABLE packets ADD COLUMN parent_id TEXT;
     CREATE INDEX packets_by_parent ON packets (parent_id, sort_key, id)
