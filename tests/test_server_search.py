@@ -201,6 +201,34 @@ def test_listing_filters_and_page_tokens(server: Server) -> None:
         assert r.status_code == 400 and r.json()["error"].startswith(message), r.text
 
 
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"since": "999999w"}, "since: out of range"),
+        ({"until": "0001-01-01T00:00:00+14:00"}, "until: out of range"),
+        ({"until": "9999-12-31T23:59:59-14:00"}, "until: out of range"),
+        ({"since": "999999d", "tag": "api"}, "since: out of range"),
+    ],
+)
+def test_out_of_range_times_are_400_with_one_line(
+    server: Server, params: dict[str, str], message: str
+) -> None:
+    alice, _bob, team = pair_in_a_team(server)
+    for scope in ({}, {"team": team}):
+        r = alice.http.get("/v1/packets", params={**params, **scope})
+        assert r.status_code == 400, r.text
+        error = r.json()["error"]
+        assert error.startswith(message) and "\n" not in error, error
+
+
+def test_an_early_year_sorts_before_a_later_one(server: Server) -> None:
+    alice = person(server, "alice")
+    pushed = push(alice, created_at="2026-05-01T00:00:00Z")
+    for since in ("0005-01-01", "0999-12-31T00:00:00Z"):
+        listed = alice.http.get("/v1/packets", params={"since": since}).json()["packets"]
+        assert [p["id"] for p in listed] == [pushed]
+
+
 def test_children_and_thread_respect_visibility(server: Server) -> None:
     alice, bob, team = pair_in_a_team(server)
     root = push(alice, team, goal="root", created_at="2026-05-01T00:00:00Z")

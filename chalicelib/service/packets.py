@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from ..ids import check_packet_id
@@ -242,25 +242,16 @@ def page(
 
 
 _TAG = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
-_AGE = re.compile(r"([0-9]{1,6})([mhdw])")
-_AGE_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
 def time_bound(value: str, name: str, now: datetime) -> str:
-    """A ``since``/``until`` value as a listing sort key (UTC, ``...T00:00:00.000000Z``)."""
-    age = _AGE.fullmatch(value)
-    if age:
-        when = now - timedelta(**{_AGE_UNITS[age[2]]: int(age[1])})
-    else:
-        try:
-            when = datetime.fromisoformat(value.replace("z", "Z"))
-        except ValueError:
-            raise BadRequest(
-                f"{name}: give a date (2026-04-01), an RFC 3339 time or an age (3d, 12h, 2w)"
-            ) from None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """A ``since``/``until`` value as a listing sort key (see ``ltm.times``); 400 with why."""
+    from ..times import TimeError, sort_key
+
+    try:
+        return sort_key(value, now)
+    except TimeError as exc:
+        raise BadRequest(f"{name}: {exc}") from None
 
 
 def _author(store: Store, user: User, team_id: str | None, author: str) -> str:
