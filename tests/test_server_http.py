@@ -547,6 +547,41 @@ def test_logs_are_structured_and_keep_secrets_out(server: Server, tmp_path: Path
     assert "authorization" not in text.lower()
 
 
+def test_the_access_log_masks_a_public_links_secret(server: Server) -> None:
+    """``/p/<secret>`` reads a published packet: the log shows ``/p/{secret}``, as invites."""
+    client = server.client(server.issue("publisher")[1])
+    data = make_packet(goal="published and logged")
+    assert push(client, data).status_code == 201
+    url = client.post(f"/v1/packets/{data['id']}/publish").json()["public_url"]
+    secret = url.rsplit("/p/", 1)[1]
+    assert httpx.get(url).status_code == 200
+    assert httpx.head(url).status_code == 200
+    assert httpx.get(f"{url}/more").status_code == 404  # answered by the adapter, not a route
+    assert httpx.get(f"{server.url}/v1/invites/{secret}x/nope").status_code == 404
+    lines = [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
+    paths = [line["path"] for line in lines if line.get("message") == "request"]
+    assert paths.count("/p/{secret}") >= 2 and "/p/{secret}/more" in paths
+    assert "/v1/invites/{code}/nope" in paths
+    assert secret not in server.logs()
+
+
+@pytest.mark.parametrize(
+    ("path", "logged"),
+    [
+        ("/p/s3cr3t", "/p/{secret}"),
+        ("/p/s3cr3t/", "/p/{secret}/"),
+        ("/dev/p/s3cr3t", "/dev/p/{secret}"),  # behind a stage prefix
+        ("/v1/invites/c0de/accept", "/v1/invites/{code}/accept"),
+        ("/v1/packets/01ABC", "/v1/packets/01ABC"),
+        ("/web/packets/01ABC", "/web/packets/01ABC"),
+    ],
+)
+def test_loggable_path_masks_the_secrets_in_a_path(path: str, logged: str) -> None:
+    from ltm.logs import loggable_path
+
+    assert loggable_path(path) == logged
+
+
 def test_a_malformed_chunked_body_is_a_json_400(server: Server) -> None:
     host, port = server.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:

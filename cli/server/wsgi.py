@@ -22,7 +22,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -35,7 +34,6 @@ MAX_BODY = 32_768
 STAGE = "local"
 
 StartResponse = Callable[..., Any]
-_CODE_IN_PATH = re.compile(r"(/v1/invites/)[^/]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,12 +300,14 @@ class ChaliceWSGI:
     def _refuse(
         self, status: int, message: str, method: str, path: str, request_id: str, started: float
     ) -> tuple[int, list[tuple[str, str]], bytes]:
+        from ltm.logs import loggable_path
+
         self.log.info(
             "request",
             extra={
                 "access": {
                     "method": method,
-                    "path": _CODE_IN_PATH.sub(r"\1{code}", path[:256]),
+                    "path": loggable_path(path[:256]),
                     "status": status,
                     "latency_ms": round((time.perf_counter() - started) * 1000, 3),
                     "request_id": request_id,
