@@ -21,12 +21,15 @@ from ltm.store import (
     Gone,
     Invite,
     NotFound,
+    OverQuota,
     PacketMeta,
+    Quota,
     SearchHit,
     Store,
     StoredPacket,
     Team,
     Token,
+    Usage,
     User,
 )
 
@@ -1027,3 +1030,69 @@ def test_search_answers_depend_on_readable_packets_alone(store: Store) -> None:
         assert store.delete_packet_as(f"01ALICE{n:05d}", "alice") is True
     store.delete_team("t1")
     assert answers() == before
+
+
+# -- what each user owns, and the per-user bound ---------------------------------
+
+
+def test_usage_counts_what_a_user_owns_and_the_quota_bounds_it(store: Store) -> None:
+    store.create_user(user("u1"))
+    make_team(store)  # u1 owns t1
+    store.add_member("t1", "u2")
+    assert store.usage("u1") == Usage() == store.usage("nobody")
+    put(store, pkt("01OWNED00001", "u1", body=b"x" * 10))
+    put(store, pkt("01OWNED00002", "u1", "t1", body=b"y" * 20))  # authored in a team: theirs
+    put(store, pkt("01OTHERS0001", "u2", "t1", body=b"z" * 5))  # a teammate's: not theirs
+    assert store.usage("u1") == Usage(2, 30) and store.usage("u2") == Usage(1, 5)
+    put(store, pkt("01OWNED00001", "u1", body=b"x" * 4))  # a replacement: its new size
+    assert store.usage("u1") == Usage(2, 24)
+
+    store.quota = Quota(packets=2, bytes=100)
+    with pytest.raises(OverQuota) as refused:
+        put(store, pkt("01OWNED00003", "u1", body=b"a"))
+    assert refused.value.which == "packets"
+    assert store.get_packet("01OWNED00003") is None and store.usage("u1") == Usage(2, 24)
+    put(store, pkt("01OWNED00001", "u1", body=b"x" * 50))  # at the bound, a replacement fits
+    with pytest.raises(OverQuota) as refused:
+        put(store, pkt("01OWNED00001", "u1", body=b"x" * 90))  # 110 bytes: past the bound
+    assert refused.value.which == "bytes"
+    got = store.get_packet("01OWNED00001")
+    assert got is not None and got.body == b"x" * 50 and store.usage("u1") == Usage(2, 70)
+    put(store, pkt("01OTHERS0002", "u2", body=b"z" * 90))  # the bound is each user's own
+    # moving the personal packet into the team keeps it theirs, and the same size
+    moved = pkt("01OWNED00001", "u1", "t1", body=b"x" * 50)
+    assert store.put_packet(moved, sort_key="k") is False and store.usage("u1") == Usage(2, 70)
+    # a bound lowered below what is owned: nothing grows, shrinking still works
+    store.quota = Quota(packets=1, bytes=10)
+    put(store, pkt("01OWNED00001", "u1", "t1", body=b"x" * 30))
+    assert store.usage("u1") == Usage(2, 50)
+    # deletes, by each path, give the room back
+    assert store.delete_packet_as("01OWNED00001", "u1") is True
+    assert store.usage("u1") == Usage(1, 20)
+    store.quota = Quota(packets=2, bytes=100)
+    put(store, pkt("01OWNED00003", "u1", body=b"a"))
+    assert store.delete_packet("01OWNED00003") is True
+    assert store.usage("u1") == Usage(1, 20)
+    store.delete_team("t1")
+    assert store.usage("u1") == Usage() and store.usage("u2") == Usage(1, 90)
+
+
+def test_concurrent_puts_never_pass_the_quota_together(store: Store) -> None:
+    store.quota = Quota(packets=3, bytes=10_000)
+    outcomes: list[str] = []
+
+    def push(n: int) -> None:
+        try:
+            put(store, pkt(f"01RACE{n:06d}", "u1", body=b"r" * 10))
+            outcomes.append("stored")
+        except OverQuota:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=push, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(outcomes) == ["refused"] * 5 + ["stored"] * 3
+    assert store.usage("u1") == Usage(3, 30)
+    assert len(store.list_packets(owner_id="u1").items) == 3

@@ -25,9 +25,16 @@ from typing import Any, NamedTuple
 from ..ids import check_packet_id
 from ..store import Conflict as StoreConflict
 from ..store import NotFound as StoreNotFound
-from ..store import PacketMeta, Page, Scope, Store, StoredPacket, User
+from ..store import OverQuota, PacketMeta, Page, Scope, Store, StoredPacket, User
 from .access import Caller, access
-from .errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ServiceError
+from .errors import (
+    BadRequest,
+    Conflict,
+    InsufficientStorage,
+    NotFound,
+    PayloadTooLarge,
+    ServiceError,
+)
 
 DEFAULT_LIMIT = 50  # the protocol's default page
 MAX_LIMIT = 1000
@@ -97,7 +104,26 @@ def push(
         raise Conflict("packet id already exists") from None
     except StoreNotFound:  # left (or was removed from) the team as the packet moved
         raise NotFound("team not found") from None
+    except OverQuota as exc:
+        raise InsufficientStorage(_over_quota(exc)) from None
     return PushResult(id=stored.meta.id, created=created, conforming=stored.conforming)
+
+
+def _over_quota(exc: OverQuota) -> str:
+    """The one line a push past the per-user bound gets: which bound, and the way out."""
+    if exc.which == "packets":
+        bound = f"{exc.quota.packets:,} packets"
+    else:
+        size = f"{exc.quota.bytes:,} bytes"
+        for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+            if exc.quota.bytes >= scale:
+                size = f"{exc.quota.bytes / scale:,.1f}".removesuffix(".0") + f" {unit}"
+                break
+        bound = f"{size} of packets"
+    return (
+        f"storage limit reached: at most {bound} per user on this server;"
+        " delete packets you no longer need, or ask the operator for more"
+    )
 
 
 def _prepare(raw: bytes | str | Mapping[str, Any], *, lenient: bool, scan: bool) -> StoredPacket:

@@ -39,9 +39,11 @@ from . import (
     Invite,
     Member,
     NotFound,
+    OverQuota,
     PacketMeta,
     Page,
     Publication,
+    Quota,
     Role,
     Scope,
     SearchHit,
@@ -49,6 +51,7 @@ from . import (
     StoredPacket,
     Team,
     Token,
+    Usage,
     User,
     decode_cursor,
     encode_cursor,
@@ -180,6 +183,34 @@ MIGRATIONS: tuple[Migration, ...] = (
     """,
     # 6: lineage (parent_id), listing filters, full-text search; existing packets indexed.
     lambda db: _migrate_search(db),
+    # 7: what each user owns (packets and bytes, personal and authored in teams), for the
+    # per-user bound. Triggers keep it in the statement that changes a packet, whichever
+    # path changes it (push, rm, a team's deletion). INSERT OR REPLACE fires no delete
+    # trigger (recursive_triggers is off), so a BEFORE INSERT one takes the replaced row
+    # out first. https://www.sqlite.org/lang_conflict.html (REPLACE)
+    """
+    CREATE TABLE usage (
+        user_id  TEXT PRIMARY KEY,
+        packets  INTEGER NOT NULL,
+        bytes    INTEGER NOT NULL
+    );
+    INSERT INTO usage (user_id, packets, bytes)
+        SELECT owner_id, count(*), sum(length(body)) FROM packets GROUP BY owner_id;
+    CREATE TRIGGER usage_replaced BEFORE INSERT ON packets BEGIN
+        UPDATE usage SET packets = packets - 1,
+            bytes = bytes - (SELECT length(body) FROM packets WHERE id = NEW.id)
+        WHERE user_id = (SELECT owner_id FROM packets WHERE id = NEW.id);
+    END;
+    CREATE TRIGGER usage_added AFTER INSERT ON packets BEGIN
+        INSERT INTO usage (user_id, packets, bytes) VALUES (NEW.owner_id, 1, length(NEW.body))
+        ON CONFLICT (user_id) DO UPDATE SET packets = packets + 1,
+            bytes = bytes + length(NEW.body);
+    END;
+    CREATE TRIGGER usage_removed AFTER DELETE ON packets BEGIN
+        UPDATE usage SET packets = packets - 1, bytes = bytes - length(OLD.body)
+        WHERE user_id = OLD.owner_id;
+    END
+    """,
 )
 
 
@@ -572,7 +603,23 @@ class SqliteStore(Store):
 
         data = search.load(packet.body)  # parsed outside the write lock
         with self._write() as db:
-            return self._put(db, packet, sort_key, data)
+            owner = packet.meta.owner_id
+            before = self._usage(db, owner) if self.quota else None
+            created = self._put(db, packet, sort_key, data)
+            if self.quota and before is not None:
+                # Checked after the write, in its savepoint: raising undoes it.
+                _hold_to(self.quota, before, self._usage(db, owner))
+            return created
+
+    def usage(self, user_id: str) -> Usage:
+        return self._usage(self._conn(), user_id)
+
+    @staticmethod
+    def _usage(db: sqlite3.Connection, user_id: str) -> Usage:
+        row = db.execute(
+            "SELECT packets, bytes FROM usage WHERE user_id = ?", (user_id,)
+        ).fetchone()
+        return Usage(*row) if row else Usage()
 
     def put_packets(self, packets: list[tuple[StoredPacket, str]]) -> None:
         """Many ``put_packet`` (packet, sort key) in one transaction: all or none.
@@ -1357,6 +1404,14 @@ class SqliteStore(Store):
             )
             row = db.execute("SELECT value FROM secrets WHERE name = ?", (name,)).fetchone()
         return bytes(row[0])
+
+
+def _hold_to(quota: Quota, before: Usage, after: Usage) -> None:
+    """``OverQuota`` when a write took its owner past ``quota`` and grew what they own."""
+    if (after.packets > quota.packets and after.packets > before.packets) or (
+        after.bytes > quota.bytes and after.bytes > before.bytes
+    ):
+        raise OverQuota(after, quota)
 
 
 def _replace_grant(grant: DeviceGrant, **changes: object) -> DeviceGrant:
