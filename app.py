@@ -29,7 +29,7 @@ from typing import Any
 from chalice import Chalice, Response
 
 from chalicelib import openapi
-from chalicelib.logs import make_logger
+from chalicelib.logs import loggable_path, make_logger
 from chalicelib.packet import MAX_PACKET_BYTES
 from chalicelib.search import next_step_of
 from chalicelib.service import invites, packets, publish, teams, tokens
@@ -297,19 +297,16 @@ def route(path: str, method: str) -> Callable[[Callable[..., Response]], Callabl
     return register
 
 
-_CODE_IN_PATH = re.compile(r"(/v1/invites/)[^/]+")
-
-
 @app.middleware("http")
 def _access_log(event: Any, get_response: Callable[[Any], Response]) -> Response:
-    """One structured line per request; never a header, a token, a body or an invite code."""
+    """One structured line per request; never a header, a token, a body or a secret in a path."""
     started = time.perf_counter()
     response = get_response(event)
     context = event.context or {}
     request_id = context.get("requestId", "")
     access = {
         "method": event.method,
-        "path": _CODE_IN_PATH.sub(r"\1{code}", context.get("path") or event.path),
+        "path": loggable_path(context.get("path") or event.path),
         "status": response.status_code,
         "latency_ms": round((time.perf_counter() - started) * 1000, 3),
         "request_id": request_id,

@@ -416,6 +416,14 @@ def _paths() -> dict[str, Any]:
                     "409": _error("`packet id already exists`: the id is someone else's."),
                     "413": _TOO_LARGE,
                     "415": _MEDIA,
+                    "507": _error(
+                        "`storage limit reached: ...`: the push would take the caller past"
+                        " the operator's per-user bound (`LTM_MAX_PACKETS_PER_USER`, default"
+                        " 100,000 packets; `LTM_MAX_BYTES_PER_USER`, default 1 GiB), counting"
+                        " their personal packets and those they authored in teams. A"
+                        " replacement that does not grow what they own still goes through."
+                        " Nothing was stored."
+                    ),
                 },
             },
             "get": {

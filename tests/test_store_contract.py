@@ -21,13 +21,16 @@ from ltm.store import (
     Gone,
     Invite,
     NotFound,
+    OverQuota,
     PacketMeta,
+    Quota,
     SearchHit,
     Share,
     Store,
     StoredPacket,
     Team,
     Token,
+    Usage,
     User,
 )
 
@@ -1050,3 +1053,113 @@ def test_search_never_shows_what_the_caller_cannot_read(store: Store) -> None:
     }
     store.delete_team("t1")
     assert ids(search(store, "kestrel", alice)) == ["01ALICEOWN00"]
+
+
+def test_search_answers_depend_on_readable_packets_alone(store: Store) -> None:
+    """Which packets, their order, score and snippet: nothing outside the caller's scopes.
+
+    The attack this closes: on a shared server, a caller stores probe words in
+    their own packets and compares the scores of prefix searches (``qu<c>*``);
+    a ranking with statistics over every packet (FTS5's bm25) scores the
+    prefix of a word that exists only in another user's packet differently.
+    """
+    store.create_user(user("alice"))
+    store.create_user(user("bob"))
+    make_team(store, "t1", "hidden", owner="alice")  # bob is not in it
+    make_team(store, "t2", "pair", owner="alice")
+    store.add_member("t2", "bob")
+    for n, c in enumerate("abeiorx"):
+        words = " ".join(f"qu{c}{k}probe" for k in range(n + 1))  # counts differ per probe
+        put(
+            store, doc(f"01BOBPROBE{c.upper()}0", "bob", n=n, goal=f"probe {words}", tags=["probe"])
+        )
+    put(store, doc("01BOBLONG000", "bob", n=10, goal="quay", decisions=["quay " * 40 + "quorum"]))
+    put(store, doc("01PAIRSHARED", "alice", "t2", n=11, goal="shared quorum quay notes"))
+    personal, every = [("bob", None)], [("bob", None), ("bob", "t2")]
+    queries = ["qu*", *(f"qu{c}*" for c in "abcdeiorxz"), "quay", "quorum quay", "qu* tag:probe"]
+
+    def answers() -> list[list[SearchHit]]:
+        return [search(store, q, scopes) for q in queries for scopes in (personal, every)]
+
+    before = answers()
+    assert ids(search(store, "quorum", every)) == ["01PAIRSHARED", "01BOBLONG000"]
+    secret = "quixotically quartermaster quorum quay " * 3
+    # another user's packets: private, in a team bob is not in, then changed and deleted
+    for n in range(12):
+        put(store, doc(f"01ALICE{n:05d}", "alice", n=n, goal=secret, decisions=[secret] * n))
+        put(store, doc(f"01HIDDEN{n:04d}", "alice", "t1", n=n, goal=f"quay {'quip ' * n}"))
+    assert answers() == before
+    put(store, doc("01ALICE00003", "alice", n=3, goal="quay quay quay"))
+    store.create_user(user("carol"))
+    put(store, doc("01CAROL00000", "carol", n=20, goal="quorum " * 200, tags=["probe"]))
+    assert answers() == before
+    for n in range(0, 12, 2):
+        assert store.delete_packet_as(f"01ALICE{n:05d}", "alice") is True
+    store.delete_team("t1")
+    assert answers() == before
+
+
+# -- what each user owns, and the per-user bound ---------------------------------
+
+
+def test_usage_counts_what_a_user_owns_and_the_quota_bounds_it(store: Store) -> None:
+    store.create_user(user("u1"))
+    make_team(store)  # u1 owns t1
+    store.add_member("t1", "u2")
+    assert store.usage("u1") == Usage() == store.usage("nobody")
+    put(store, pkt("01OWNED00001", "u1", body=b"x" * 10))
+    put(store, pkt("01OWNED00002", "u1", "t1", body=b"y" * 20))  # authored in a team: theirs
+    put(store, pkt("01OTHERS0001", "u2", "t1", body=b"z" * 5))  # a teammate's: not theirs
+    assert store.usage("u1") == Usage(2, 30) and store.usage("u2") == Usage(1, 5)
+    put(store, pkt("01OWNED00001", "u1", body=b"x" * 4))  # a replacement: its new size
+    assert store.usage("u1") == Usage(2, 24)
+
+    store.quota = Quota(packets=2, bytes=100)
+    with pytest.raises(OverQuota) as refused:
+        put(store, pkt("01OWNED00003", "u1", body=b"a"))
+    assert refused.value.which == "packets"
+    assert store.get_packet("01OWNED00003") is None and store.usage("u1") == Usage(2, 24)
+    put(store, pkt("01OWNED00001", "u1", body=b"x" * 50))  # at the bound, a replacement fits
+    with pytest.raises(OverQuota) as refused:
+        put(store, pkt("01OWNED00001", "u1", body=b"x" * 90))  # 110 bytes: past the bound
+    assert refused.value.which == "bytes"
+    got = store.get_packet("01OWNED00001")
+    assert got is not None and got.body == b"x" * 50 and store.usage("u1") == Usage(2, 70)
+    put(store, pkt("01OTHERS0002", "u2", body=b"z" * 90))  # the bound is each user's own
+    # moving the personal packet into the team keeps it theirs, and the same size
+    moved = pkt("01OWNED00001", "u1", "t1", body=b"x" * 50)
+    assert store.put_packet(moved, sort_key="k") is False and store.usage("u1") == Usage(2, 70)
+    # a bound lowered below what is owned: nothing grows, shrinking still works
+    store.quota = Quota(packets=1, bytes=10)
+    put(store, pkt("01OWNED00001", "u1", "t1", body=b"x" * 30))
+    assert store.usage("u1") == Usage(2, 50)
+    # deletes, by each path, give the room back
+    assert store.delete_packet_as("01OWNED00001", "u1") is True
+    assert store.usage("u1") == Usage(1, 20)
+    store.quota = Quota(packets=2, bytes=100)
+    put(store, pkt("01OWNED00003", "u1", body=b"a"))
+    assert store.delete_packet("01OWNED00003") is True
+    assert store.usage("u1") == Usage(1, 20)
+    store.delete_team("t1")
+    assert store.usage("u1") == Usage() and store.usage("u2") == Usage(1, 90)
+
+
+def test_concurrent_puts_never_pass_the_quota_together(store: Store) -> None:
+    store.quota = Quota(packets=3, bytes=10_000)
+    outcomes: list[str] = []
+
+    def push(n: int) -> None:
+        try:
+            put(store, pkt(f"01RACE{n:06d}", "u1", body=b"r" * 10))
+            outcomes.append("stored")
+        except OverQuota:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=push, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(outcomes) == ["refused"] * 5 + ["stored"] * 3
+    assert store.usage("u1") == Usage(3, 30)
+    assert len(store.list_packets(owner_id="u1").items) == 3

@@ -50,6 +50,31 @@ class Gone(StoreError):
     """The thing existed but can no longer be used (an invite used or expired)."""
 
 
+class Quota(NamedTuple):
+    """The most one user may own: packets (personal, and authored in teams) and their bytes."""
+
+    packets: int
+    bytes: int
+
+
+class Usage(NamedTuple):
+    """What one user owns: packets (personal, and authored in teams) and their stored bytes."""
+
+    packets: int = 0
+    bytes: int = 0
+
+
+class OverQuota(StoreError):
+    """A write would take its owner past ``Store.quota``; nothing was written."""
+
+    def __init__(self, usage: Usage, quota: Quota) -> None:
+        which = "packets" if usage.packets > quota.packets else "bytes"
+        super().__init__(f"{usage} would pass {quota} ({which})")
+        self.usage = usage
+        self.quota = quota
+        self.which = which
+
+
 class PacketMeta(NamedTuple):
     """What a listing shows: enough to pick a packet without fetching it."""
 
@@ -232,6 +257,10 @@ class Loaded(NamedTuple):
 class Store(ABC):
     """Storage for packets, users, tokens, teams and invites."""
 
+    # The per-user bound ``put_packet`` enforces (None: none), set by whoever opens
+    # the store for a server (``select.open_store``, from the operator's settings).
+    quota: Quota | None = None
+
     # -- the reads a request starts with --------------------------------
 
     def load(
@@ -284,11 +313,24 @@ class Store(ABC):
         scope (out of a team) is a ``Conflict``. The checks and the write are
         one atomic step. ``seen`` is the packet under this id as the caller
         already read it, if it read one; it spares a backend a round trip, and
-        the write still checks what is stored when it lands.
+        the write still checks what is stored when it lands. With a ``quota``,
+        a put that would take the owner past it raises ``OverQuota`` (see
+        ``usage``), checked in the same atomic step.
         """
 
     @abstractmethod
     def get_packet(self, packet_id: str) -> StoredPacket | None: ...
+
+    @abstractmethod
+    def usage(self, user_id: str) -> Usage:
+        """What ``user_id`` owns: their personal packets and those they authored in teams.
+
+        Kept as a count the writes update (never a count of the packets per
+        write), so ``put_packet`` can hold each user to ``quota``: a put that
+        would take its owner past either bound, and grows what they own,
+        raises ``OverQuota`` and writes nothing. A replacement that does not
+        grow is always allowed (an owner over a lowered bound can still edit).
+        """
 
     @abstractmethod
     def list_packets(

@@ -23,6 +23,7 @@ needs and no others (the indexes are sparse)::
     invite            INVITE#<codehash> / INVITE  -
     publication       PUBLIC#<secrethash> / PUBLIC -
     share             SHARE#<packet id> / TO#<u>  SHARED#<u> / <created>#<packet id>
+    usage             USAGE#<user> / USAGE        -  (packets, bytes: what the user owns)
     (device grants, user-code claims, counters and secrets: see dynamo_device.py)
 
     gsi2pk / gsi2sk: packet SCOPE#<scope> / <id>; token TOKENS / <created>#<label>;
@@ -113,9 +114,11 @@ Which request uses what:
   Query on gsi1 (newest first) and one BatchGetItem of the shares and their
   packets, so a share whose packet is gone is never listed.
 
-So a push, get, list or delete costs at most two requests, token check
-included, in personal and team scope (``tests/test_dynamo_calls.py``), plus
-the batched writes of the search index when a packet's text changes.
+So a get or list costs at most two requests, token check included, in
+personal and team scope (``tests/test_dynamo_calls.py``); a push or delete
+costs two, plus the UpdateItems of its owner's usage counter (one for a new
+packet or a delete, two for a replacement; see below) and the batched writes
+of the search index when a packet's text changes.
 
 Search without a full-text engine, and without a Scan
 -----------------------------------------------------
@@ -145,6 +148,17 @@ its newest ``POSTINGS_CAP`` packets per scope; a query of stop words alone
 finds nothing here (SQLite's FTS5 indexes every word); prefixes need two
 letters. Packets stored before the index existed are not in it until they are
 pushed again.
+
+What a user owns (``usage``, for the per-user bound ``quota``) is a counter
+item per user, never a count of their packets: a push first adds the packet
+to it in a conditional UpdateItem that holds only while the result stays
+within the bound (so concurrent pushes cannot pass it together), then writes
+the packet, then corrects the counter by what the write turned out to be (a
+replacement: the old packet's share). A delete takes the packet's share off
+after it. The counter is not in the packet's transaction (a push stays one
+PutItem), so a crash between the two writes leaves it counting a packet
+that is not there: it errs towards refusing early, never towards letting a
+user past the bound.
 
 Uniqueness and single use are conditional writes in transactions: team names
 (``TEAMNAME#`` item), token hashes and labels (``TOKEN#`` + ``LABEL#``),
@@ -200,6 +214,7 @@ from . import (
     Loaded,
     Member,
     NotFound,
+    OverQuota,
     PacketMeta,
     Page,
     Publication,
@@ -211,6 +226,7 @@ from . import (
     StoredPacket,
     Team,
     Token,
+    Usage,
     User,
     decode_cursor,
     encode_cursor,
@@ -791,6 +807,72 @@ class DynamoStore(DeviceGrantsMixin, Store):
     def put_packet(
         self, packet: StoredPacket, *, sort_key: str, seen: PacketMeta | None = None
     ) -> bool:
+        owner, size = packet.meta.owner_id, len(packet.body)
+        reserved = (1, size)  # as if new: what the bound is checked against
+        try:
+            self._count(owner, *reserved, hold=True)
+        except OverQuota:
+            # At the bound, a replacement may still fit: it adds no packet.
+            existing = self._get_item(_key(f"PKT#{packet.meta.id}", "PKT"))
+            if existing is None or _get(existing, "owner_id") != owner:
+                raise
+            reserved = (0, size - len(existing["body"]["B"]))
+            self._count(owner, *reserved, hold=True)
+        try:
+            created, old_size = self._put_packet(packet, sort_key, seen)
+        except BaseException:
+            self._count(owner, -reserved[0], -reserved[1], hold=False)
+            raise
+        actual = (1, size) if old_size is None else (0, size - old_size)
+        if actual != reserved:
+            self._count(owner, actual[0] - reserved[0], actual[1] - reserved[1], hold=False)
+        return created
+
+    def usage(self, user_id: str) -> Usage:
+        item = self._get_item(_key(f"USAGE#{user_id}", "USAGE"))
+        if item is None:
+            return Usage()
+        return Usage(int(item["packets"]["N"]), int(item["bytes"]["N"]))
+
+    def _count(self, user_id: str, packets: int, size: int, *, hold: bool) -> None:
+        """Add to what ``user_id`` owns; with ``hold``, only while it stays within ``quota``.
+
+        One UpdateItem (ADD creates the counter at zero). Held, a growth that
+        would pass the bound fails its condition and raises ``OverQuota``.
+        """
+        if packets == 0 and size == 0:
+            return
+        values: Item = {":n": {"N": str(packets)}, ":b": {"N": str(size)}}
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": _key(f"USAGE#{user_id}", "USAGE"),
+            "UpdateExpression": "ADD #n :n, #b :b",
+            "ExpressionAttributeNames": {"#n": "packets", "#b": "bytes"},
+        }
+        quota = self.quota if hold else None
+        if quota is not None and (packets > 0 or size > 0):
+            if packets > quota.packets or size > quota.bytes:
+                raise OverQuota(Usage(packets, size), quota)
+            conditions = []
+            for name, added, most in (("#n", packets, quota.packets), ("#b", size, quota.bytes)):
+                if added > 0:
+                    mark = f":most{name[1:]}"
+                    conditions.append(f"(attribute_not_exists({name}) OR {name} <= {mark})")
+                    values[mark] = {"N": str(most - added)}
+            kwargs["ConditionExpression"] = " AND ".join(conditions)
+            kwargs["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        kwargs["ExpressionAttributeValues"] = values
+        try:
+            self._client.update_item(**kwargs)
+        except self._exc.ConditionalCheckFailedException:
+            assert quota is not None
+            now = self.usage(user_id)
+            raise OverQuota(Usage(now.packets + packets, now.bytes + size), quota) from None
+
+    def _put_packet(
+        self, packet: StoredPacket, sort_key: str, seen: PacketMeta | None
+    ) -> tuple[bool, int | None]:
+        """The write of ``put_packet``: whether created, and the replaced packet's size."""
         meta = packet.meta
         item = _packet_item(packet, sort_key)
         item_key = _key(f"PKT#{meta.id}", "PKT")
@@ -801,6 +883,8 @@ class DynamoStore(DeviceGrantsMixin, Store):
         for attempt in range(TRANSACTION_ATTEMPTS):
             if moving:
                 assert meta.team_id is not None
+                # A transaction returns no old item: the size of the one it replaces.
+                before = self._get_item(item_key)
                 try:
                     self._transact(
                         [
@@ -812,7 +896,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
                     # reads every candidate's packet and drops what is not in the scope
                     # it was found under any more (and counts a packet once).
                     self._reindex({}, _index_items(meta, sort_key, packet.body))
-                    return False
+                    return False, len(before["body"]["B"]) if before else 0
                 except _Cancelled as cancelled:
                     if cancelled.failed(1):
                         raise NotFound(f"not a member of team {meta.team_id}") from None
@@ -859,7 +943,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
             if old is not None and _get(old, SHARED) is not None:
                 self._keep_shared(meta)
             self._reindex(_old_index(old), _index_items(meta, sort_key, packet.body))
-            return old is None
+            return old is None, None if old is None else len(old["body"]["B"])
         raise Conflict(f"packet {meta.id} could not be stored (concurrent writes); try again")
 
     def _keep_published(self, packet_id: str, public_hash: str) -> None:
@@ -1067,6 +1151,9 @@ class DynamoStore(DeviceGrantsMixin, Store):
         scope's size. Scoring is BM25's shape without document lengths: the
         word's weighted count in the packet (goal and tags count most),
         saturated, times an inverse frequency of the word among the postings read.
+        Those postings are this scope's alone (the partition key holds the
+        scope), so a score never counts a packet of a scope the caller cannot
+        read: nothing outside the caller's scopes shows in a search's answer.
         """
         from .. import search
 
@@ -1175,9 +1262,15 @@ class DynamoStore(DeviceGrantsMixin, Store):
         resp = self._client.delete_item(
             TableName=self.table, Key=_key(f"PKT#{packet_id}", "PKT"), ReturnValues="ALL_OLD"
         )
-        self._reindex(_old_index(resp.get("Attributes")), {})
+        self._deleted(resp.get("Attributes"))
         self._end_shares(resp.get("Attributes"))
         return "Attributes" in resp
+
+    def _deleted(self, old: Mapping[str, Mapping[str, Any]] | None) -> None:
+        """After a packet's delete: its search entries and its owner's share go too."""
+        self._reindex(_old_index(old), {})
+        if old and "body" in old:
+            self._count(_req(old, "owner_id"), -1, -len(old["body"]["B"]), hold=False)
 
     def delete_packet_as(
         self, packet_id: str, user_id: str, *, seen: PacketMeta | None = None
@@ -1193,7 +1286,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
                     ReturnValues="ALL_OLD",
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 )
-                self._reindex(_old_index(resp.get("Attributes")), {})
+                self._deleted(resp.get("Attributes"))
                 self._end_shares(resp.get("Attributes"))
                 return True
             except self._exc.ConditionalCheckFailedException as exc:
@@ -1214,7 +1307,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 )
             except self._exc.ConditionalCheckFailedException:
                 return False
-            self._reindex(_old_index(resp.get("Attributes")), {})
+            self._deleted(resp.get("Attributes"))
             self._end_shares(resp.get("Attributes"))
             return True
         # A team packet: its creator (still a member) or the team's owner, checked in
@@ -1235,7 +1328,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
             self._transact([{"ConditionCheck": check}, {"Delete": delete}])
         except _Cancelled:
             return False
-        self._reindex(_old_index(before), {})
+        self._deleted(before)
         self._end_shares(before)
         return True
 
@@ -1749,12 +1842,19 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 keys.append(_key(_req(item, "pk"), _req(item, "sk")))
                 if index == "gsi1":
                     packet_keys.append(keys[-1])
-        # The packets' search index entries: computed from their bodies, 100 at a time.
+        # The packets' search index entries: computed from their bodies, 100 at a time;
+        # and each author's share of them, taken off what they own once they are gone.
+        shares: dict[str, tuple[int, int]] = {}
         for start in range(0, len(packet_keys), 100):
             for item in self._batch_get(packet_keys[start : start + 100]):
                 keys.extend(_key(*key) for key in _old_index(item))
                 self._end_shares(item)
+                if "body" in item:
+                    count, size = shares.get(_req(item, "owner_id"), (0, 0))
+                    shares[_req(item, "owner_id")] = (count + 1, size + len(item["body"]["B"]))
         self._batch_delete(keys)
+        for owner, (count, size) in shares.items():
+            self._count(owner, -count, -size, hold=False)
 
     def get_member(self, team_id: str, user_id: str) -> Member | None:
         item = self._get_item(_key(f"TEAM#{team_id}", f"MEMBER#{user_id}"))

@@ -39,9 +39,11 @@ from . import (
     Invite,
     Member,
     NotFound,
+    OverQuota,
     PacketMeta,
     Page,
     Publication,
+    Quota,
     Role,
     Scope,
     SearchHit,
@@ -50,6 +52,7 @@ from . import (
     StoredPacket,
     Team,
     Token,
+    Usage,
     User,
     decode_cursor,
     encode_cursor,
@@ -197,7 +200,36 @@ MIGRATIONS: tuple[Migration, ...] = (
         DELETE FROM shares WHERE packet_id = OLD.id;
     END
     """,
-    # 8: the first user of `ltm server init` was stored under the id "root"; every user id
+    # 8: what each user owns (packets and bytes, personal and authored in teams), for the
+    # per-user bound. Triggers keep it in the statement that changes a packet, whichever
+    # path changes it (push, rm, a team's deletion). INSERT OR REPLACE fires no delete
+    # trigger (recursive_triggers is off), so a BEFORE INSERT one takes the replaced row
+    # out first. https://www.sqlite.org/lang_conflict.html (REPLACE)
+    """
+    CREATE TABLE usage (
+        user_id  TEXT PRIMARY KEY,
+        packets  INTEGER NOT NULL,
+        bytes    INTEGER NOT NULL
+    );
+    INSERT INTO usage (user_id, packets, bytes)
+        SELECT owner_id, count(*), sum(length(body)) FROM packets GROUP BY owner_id;
+    CREATE TRIGGER usage_replaced BEFORE INSERT ON packets BEGIN
+        UPDATE usage SET packets = packets - 1,
+            bytes = bytes - (SELECT length(body) FROM packets WHERE id = NEW.id)
+        WHERE user_id = (SELECT owner_id FROM packets WHERE id = NEW.id);
+    END;
+    CREATE TRIGGER usage_added AFTER INSERT ON packets BEGIN
+        INSERT INTO usage (user_id, packets, bytes) VALUES (NEW.owner_id, 1, length(NEW.body))
+        ON CONFLICT (user_id) DO UPDATE SET packets = packets + 1,
+            bytes = bytes + length(NEW.body);
+    END;
+    CREATE TRIGGER usage_removed AFTER DELETE ON packets BEGIN
+        UPDATE usage SET packets = packets - 1, bytes = bytes - length(OLD.body)
+        WHERE user_id = OLD.owner_id;
+    END
+    """,
+    # 9 (keep it last: tests/test_root_user.py builds an old database one version back):
+    # the first user of `ltm server init` was stored under the id "root"; every user id
     # is a ULID now (the reference mints one for every user), so that user gets one.
     lambda db: _migrate_root_user(db),
 )
@@ -214,6 +246,7 @@ _USER_ID_COLUMNS = (
     ("publications", "created_by"),
     ("shares", "user_id"),
     ("shares", "shared_by"),
+    ("usage", "user_id"),
 )
 _SCOPE_COLUMNS = (("packets", "scope"), ("search_docs", "scope"), ("packet_labels", "scope"))
 LEGACY_ROOT_ID = "root"
@@ -246,12 +279,31 @@ def _migrate_root_user(db: sqlite3.Connection) -> None:
 # and the ``tag:``/``project:`` qualifiers, ordered like a listing. A trigger
 # drops a packet's index rows whenever the packet row goes (rm, team delete,
 # re-push), inside the same transaction; put_packet writes the new ones.
-RANK_WINDOW = 500  # how many of the newest matches bm25 ranks (see search)
-_BM25_WEIGHTS = "5.0, 4.0, 3.0, 2.0, 2.0, 2.0, 1.5, 1.0, 1.0, 1.0"  # search.FIELDS, in order
+RANK_WINDOW = 500  # how many of the newest matches are ranked (see search)
 _FTS_COLUMNS = (
     "goal, tags, next_step, project, decisions, attempts, methods, success_criteria,"
     " constraints, open_questions"
 )
+SATURATION = 1.2  # BM25's k1: the tenth match in a field adds little over the second
+
+
+def _score_sql() -> str:
+    """SQL for a match's score from its own text alone (see ``SqliteStore.search``).
+
+    ``highlight()`` puts its opening mark (one character here) before each
+    matched span, so a column's matches are the length it gains; the spans of
+    each field are saturated and weighed by ``search.FIELDS``.
+    https://www.sqlite.org/fts5.html#the_highlight_function
+    """
+    from .. import search
+
+    parts = []
+    for i, (name, weight) in enumerate(search.FIELDS):
+        hits = f"(length(highlight(packet_fts, {i}, '.', '')) - length(packet_fts.{name}))"
+        parts.append(f"{weight!r} * {hits} / ({hits} + {SATURATION!r})")
+    return " + ".join(parts)
+
+
 _SEARCH_SCHEMA = f"""
     ALTER TABLE packets ADD COLUMN parent_id TEXT;
     CREATE INDEX packets_by_parent ON packets (parent_id, sort_key, id)
@@ -653,7 +705,23 @@ class SqliteStore(Store):
 
         data = search.load(packet.body)  # parsed outside the write lock
         with self._write() as db:
-            return self._put(db, packet, sort_key, data)
+            owner = packet.meta.owner_id
+            before = self._usage(db, owner) if self.quota else None
+            created = self._put(db, packet, sort_key, data)
+            if self.quota and before is not None:
+                # Checked after the write, in its savepoint: raising undoes it.
+                _hold_to(self.quota, before, self._usage(db, owner))
+            return created
+
+    def usage(self, user_id: str) -> Usage:
+        return self._usage(self._conn(), user_id)
+
+    @staticmethod
+    def _usage(db: sqlite3.Connection, user_id: str) -> Usage:
+        row = db.execute(
+            "SELECT packets, bytes FROM usage WHERE user_id = ?", (user_id,)
+        ).fetchone()
+        return Usage(*row) if row else Usage()
 
     def put_packets(self, packets: list[tuple[StoredPacket, str]]) -> None:
         """Many ``put_packet`` (packet, sort key) in one transaction: all or none.
@@ -791,6 +859,25 @@ class SqliteStore(Store):
         return [PacketMeta(*row) for row in rows]
 
     def search(self, query: Query, *, scopes: list[Scope], limit: int = 20) -> list[SearchHit]:
+        """The best matches in ``scopes``: a ranking that uses no corpus statistics.
+
+        Everything returned (which packets, their order, their score and
+        snippet) depends on the packets of ``scopes`` alone, so packets the
+        caller cannot read leave no trace in it. FTS5's ``bm25()`` cannot give
+        that: its inverse document frequencies and average length are counted
+        over the whole table, every user's packets, and a caller who compares
+        the scores of prefixes (``qu<c>*``) against their own probe packets
+        can spell out a word that exists only in another user's packet. FTS5
+        has no statistics per scope (one table holds every scope), and
+        counting a query's matches per scope is the full walk of a common
+        word's postings the window below avoids. So each match is scored from
+        its own text only: per field, its matched spans saturated (BM25's
+        term-frequency curve) and weighted as ``search.FIELDS`` says. With
+        every term required, an inverse document frequency would mostly
+        reorder the terms of a query, not the packets. Ties go to the newest.
+        DynamoDB ranks with statistics of the caller's own scopes (its postings
+        are partitioned by scope), which holds the same property.
+        """
         from .. import search
 
         names = [_scope(owner, team) for owner, team in scopes]
@@ -799,20 +886,22 @@ class SqliteStore(Store):
         labels = [("tag", t) for t in query.tags] + [("project", p) for p in query.projects]
         db = self._conn()
         if query.terms:
-            # Rank first, on the index alone; read text only for the page shown. bm25
-            # is the cost (some microseconds a match): it ranks the newest RANK_WINDOW
-            # matches in the caller's scopes, so a word in half of 100,000 packets
-            # costs what a rarer one does (as DynamoDB's POSTINGS_CAP bounds its reads).
+            # Rank first, on the index; read text for snippets only for the page shown.
+            # Scoring re-reads each match's fields (highlight(): some microseconds a
+            # match), so only the newest RANK_WINDOW matches in the caller's scopes
+            # are ranked, and a word in half of 100,000 packets costs what a rarer
+            # one does (as DynamoDB's POSTINGS_CAP bounds its reads). Which matches
+            # are the newest is the order the caller's own packets were written in.
             sql = (
-                f"SELECT d.id, bm25(packet_fts, {_BM25_WEIGHTS}) AS rank"
+                f"SELECT d.id, packet_fts.rowid AS doc, {_score_sql()} AS score"
                 " FROM packet_fts JOIN search_docs d ON d.doc = packet_fts.rowid"
                 f" WHERE packet_fts MATCH ? AND d.scope IN ({_marks(names)})"
             )
             args: list[object] = [search.fts_expression(query), *names]
             sql += _has_labels("d", labels, args)
             sql = (
-                f"SELECT id, rank FROM ({sql} ORDER BY packet_fts.rowid DESC LIMIT ?)"
-                " ORDER BY rank LIMIT ?"
+                f"SELECT id, score FROM ({sql} ORDER BY packet_fts.rowid DESC LIMIT ?)"
+                " ORDER BY score DESC, doc DESC LIMIT ?"
             )
             ranked = db.execute(sql, [*args, RANK_WINDOW, limit]).fetchall()
         else:  # qualifiers only: the newest packets carrying them
@@ -842,7 +931,7 @@ class SqliteStore(Store):
         for packet_id, rank in ranked:
             if packet_id in found:
                 meta, fields = found[packet_id]
-                hits.append(SearchHit(meta, -float(rank), search.snippet(fields, query)))
+                hits.append(SearchHit(meta, float(rank), search.snippet(fields, query)))
         return hits
 
     def packet_ids_with_prefix(
@@ -1505,6 +1594,14 @@ class SqliteStore(Store):
             )
             row = db.execute("SELECT value FROM secrets WHERE name = ?", (name,)).fetchone()
         return bytes(row[0])
+
+
+def _hold_to(quota: Quota, before: Usage, after: Usage) -> None:
+    """``OverQuota`` when a write took its owner past ``quota`` and grew what they own."""
+    if (after.packets > quota.packets and after.packets > before.packets) or (
+        after.bytes > quota.bytes and after.bytes > before.bytes
+    ):
+        raise OverQuota(after, quota)
 
 
 def _replace_grant(grant: DeviceGrant, **changes: object) -> DeviceGrant:

@@ -58,6 +58,22 @@ def check_query(query: str) -> None:
         raise CliError(message, exit_code=2) from None
 
 
+def check_times(filters: Filters) -> None:
+    """Refuse a ``--since``/``--until`` that is no time a listing can hold, before it goes
+    anywhere: one line, exit 2 (a server says the same as ``since: ...``, with a 400)."""
+    from datetime import UTC, datetime
+
+    from ltm.times import TimeError, sort_key
+
+    now = datetime.now(UTC)
+    for flag, value in (("--since", filters.since), ("--until", filters.until)):
+        if value is not None:
+            try:
+                sort_key(value, now)
+            except TimeError as exc:
+                raise CliError(f"{flag}: {exc}", exit_code=2) from None
+
+
 class Held(NamedTuple):
     """One stored packet with what a bundle line says about it (``ltm export``)."""
 

@@ -416,6 +416,8 @@ def status_error(host: str, reply: Reply, hints: Mapping[int, str] | None = None
         )
     if status == 429:
         return CliError(f"{host} is rate-limiting requests ({message}) — wait a bit, then retry")
+    if status == 507:  # the per-user storage bound: not a fault, and retrying will not help
+        return CliError(f"{host} refused: {message} (HTTP 507) — list them with: ltm ls --all")
     if status >= 500:
         return CliError(
             f"{host} failed with HTTP {status} ({message}) — a problem on the server's side;"

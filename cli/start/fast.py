@@ -108,10 +108,11 @@ def list_packets(
     every: bool = False,
 ) -> None:
     """``ltm ls``: a page (or with ``every``, all pages) of a scope, filtered."""
-    from ltm.cli.client.backend import Filters, open_backend
+    from ltm.cli.client.backend import Filters, check_times, open_backend
     from ltm.cli.terminal.output import one_line, relative_time
 
     filters = filters or Filters()
+    check_times(filters)
     project = project_filter(project, here)
     if project is not None:
         filters = Filters(**{**filters.query(), "project": project})
