@@ -694,6 +694,20 @@ def approve_device(request: Any) -> Response:
     )
 
 
+@route("/v1/whoami", "GET")
+def whoami(request: Any) -> Response:
+    """An extension: who the token belongs to and what it may do (``ltm whoami``)."""
+    user, token = tokens.whoami(get_store(), _caller(request))
+    answer: dict[str, Any] = {"user": {"id": user.id, "display": user.display}}
+    if token is not None:
+        answer["token"] = {
+            "label": token.label,
+            "scope": token.scope,
+            "created_at": _ts(token.created_at),
+        }
+    return _json(answer)
+
+
 @route("/v1/tokens", "GET")
 def list_own_tokens(request: Any) -> Response:
     caller = _caller(request)

@@ -730,6 +730,7 @@ def document() -> dict[str, Any]:
 # The scope each bearer route needs (``need`` in ``chalicelib.service``); any other is "write".
 # OpenAPI 3.1 lets a non-OAuth security requirement list roles: the token's scopes here.
 _READS = {
+    ("/v1/whoami", "get"),
     ("/v1/packets", "get"),
     ("/v1/packets/{id}", "get"),
     ("/v1/teams", "get"),
@@ -885,6 +886,22 @@ def device_schemas() -> dict[str, Any]:
             }
         ),
         "OwnTokenList": _obj({"tokens": {"type": "array", "items": _ref("OwnToken")}}),
+        "Whoami": _obj(
+            {
+                "user": _obj({"id": _STRING, "display": _STRING}),
+                "token": _obj(
+                    {
+                        "label": _STRING,
+                        "scope": {
+                            **_STRING,
+                            "description": "`read`, `write` or `read write` (space-separated).",
+                        },
+                        "created_at": _TIME,
+                    }
+                ),
+            },
+            ["user", "token"],
+        ),
     }
 
 
@@ -1056,6 +1073,15 @@ def device_paths() -> dict[str, Any]:
                     "415": _MEDIA,
                     "429": _error("Too many wrong codes; wait."),
                 },
+            }
+        },
+        "/v1/whoami": {
+            "get": {
+                "operationId": "whoami",
+                "summary": "Who the token belongs to, and what it may do (an extension).",
+                "description": "A reference server has no such route (404): `ltm whoami` then"
+                " checks the token with a listing instead.",
+                "responses": {"200": _ok("The caller.", _ref("Whoami")), "401": _UNAUTHORIZED},
             }
         },
         "/v1/tokens": {
