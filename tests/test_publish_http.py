@@ -136,7 +136,7 @@ def test_cli_publish_unpublish_and_open(server: Server, tmp_path: Path) -> None:
     url = cli.ok("publish", packet["id"][:14]).strip()  # a prefix resolves
     assert SECRET_URL.fullmatch(url)
     assert httpx.get(url).status_code == 200
-    assert cli.ok("unpublish", packet["id"]).strip() == f"unpublished {packet['id']}"
+    assert cli.ok("unpublish", packet["id"], "--yes").strip() == f"unpublished {packet['id']}"
     assert httpx.get(url).status_code == 404
     assert "no packet" in cli.fails("publish", "01NOSUCHPACKET000000000000")
     shown = cli.ok("open", packet["id"][:14], "--no-browser").strip()
