@@ -256,8 +256,13 @@ def injected(
         fence,
         "",
         f"If the user wants to continue this work, start from its Next step; when you save "
-        f'progress with the ltm `save` tool, set "parent_id": "{packet_id}". To load '
-        "another packet listed above in full, call the ltm `resume` tool with its id.",
+        f'progress with the ltm `save` tool, set "parent_id": "{packet_id}".'
+        # Only when there is a list: a pointer to nothing sends the agent looking for it.
+        + (
+            " To load another packet listed above in full, call the ltm `resume` tool with its id."
+            if others
+            else ""
+        ),
     ]
     if remind:
         lines += ["", "The context was just compacted. " + SAVE_LINES]
