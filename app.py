@@ -36,7 +36,7 @@ from chalicelib.service import invites, packets, publish, teams, tokens
 from chalicelib.service import search as searching
 from chalicelib.service.access import Credential
 from chalicelib.service.errors import BadRequest, PayloadTooLarge, ServiceError
-from chalicelib.store import Member, PacketMeta, Store, Team, User
+from chalicelib.store import FULL_SCOPE, Member, PacketMeta, Store, Team, User
 from chalicelib.store.select import open_store
 
 PROTOCOL_VERSION = "0.2"
@@ -766,9 +766,21 @@ def approve_device(request: Any) -> Response:
 
 @route("/v1/whoami", "GET")
 def whoami(request: Any) -> Response:
-    """An extension: the caller's account and token scope (a reference server answers 404)."""
-    user, scope = tokens.whoami(get_store(), _caller(request))
-    return _json({"user": {"id": user.id, "display": user.display}, "scope": scope})
+    """An extension: who the token belongs to and what it may do (``ltm whoami``)."""
+    user, token = tokens.whoami(get_store(), _caller(request))
+    answer: dict[str, Any] = {
+        "user": {"id": user.id, "display": user.display},
+        # What the token may do (`ltm auth` and `ltm whoami` show it); the embedded store's
+        # trusted user has no token and may do everything.
+        "scope": token.scope if token is not None else FULL_SCOPE,
+    }
+    if token is not None:
+        answer["token"] = {
+            "label": token.label,
+            "scope": token.scope,
+            "created_at": _ts(token.created_at),
+        }
+    return _json(answer)
 
 
 @route("/v1/web/sign-in-key", "POST")

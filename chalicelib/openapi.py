@@ -931,6 +931,23 @@ def device_schemas() -> dict[str, Any]:
             }
         ),
         "OwnTokenList": _obj({"tokens": {"type": "array", "items": _ref("OwnToken")}}),
+        "Whoami": _obj(
+            {
+                "user": _obj({"id": _STRING, "display": _STRING}),
+                "scope": {**_STRING, "description": "`read`, `write` or `read write`."},
+                "token": _obj(
+                    {
+                        "label": _STRING,
+                        "scope": {
+                            **_STRING,
+                            "description": "`read`, `write` or `read write` (space-separated).",
+                        },
+                        "created_at": _TIME,
+                    }
+                ),
+            },
+            ["user", "scope"],
+        ),
     }
 
 
@@ -1104,6 +1121,15 @@ def device_paths() -> dict[str, Any]:
                 },
             }
         },
+        "/v1/whoami": {
+            "get": {
+                "operationId": "whoami",
+                "summary": "Who the token belongs to, and what it may do (an extension).",
+                "description": "A reference server has no such route (404): `ltm whoami` then"
+                " checks the token with a listing instead.",
+                "responses": {"200": _ok("The caller.", _ref("Whoami")), "401": _UNAUTHORIZED},
+            }
+        },
         "/v1/tokens": {
             "get": {
                 "operationId": "listOwnTokens",
@@ -1161,30 +1187,8 @@ def publish_paths() -> dict[str, Any]:
 
 
 def account_paths() -> dict[str, Any]:
-    """Extensions for clients: who the token is, and a browser sign-in from the CLI."""
+    """An extension for clients: a browser sign-in from the CLI (``ltm open``)."""
     return {
-        "/v1/whoami": {
-            "get": {
-                "operationId": "whoami",
-                "summary": "The token's account and scope (an extension: `ltm auth` names it).",
-                "responses": {
-                    "200": _ok(
-                        "The account.",
-                        _obj(
-                            {
-                                "user": _obj({"id": _STRING, "display": _STRING}),
-                                "scope": {
-                                    **_STRING,
-                                    "description": "`read`, `write` or `read write`.",
-                                },
-                            },
-                            ["user", "scope"],
-                        ),
-                    ),
-                    "401": _UNAUTHORIZED,
-                },
-            }
-        },
         "/v1/web/sign-in-key": {
             "post": {
                 "operationId": "webSignInKey",

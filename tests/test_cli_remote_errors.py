@@ -168,7 +168,7 @@ def test_403_404_409(server: Server, tmp_path: Path) -> None:
         " ltm teams leave errs"
     )
     assert "only the owner of team 'errs' can remove members" in member.fails(
-        "teams", "kick", "errs", "olga"
+        "teams", "kick", "errs", "olga", "--yes"
     )
     assert "owner cannot leave" in owner.fails("teams", "leave", "errs")
 
@@ -191,7 +191,9 @@ def test_403_404_409(server: Server, tmp_path: Path) -> None:
         " teams: ltm teams ls"
     )
     assert "no packet 01ZZ in team errs" in member.fails("rm", "01ZZ", "-t", "errs", "--yes")
-    assert "no member 'ghost' in team errs" in owner.fails("teams", "kick", "errs", "ghost")
+    assert "no member 'ghost' in team errs" in owner.fails(
+        "teams", "kick", "errs", "ghost", "--yes"
+    )
 
 
 def test_expired_used_and_unknown_invites(server: Server, tmp_path: Path) -> None:

@@ -183,6 +183,7 @@ def test_session_start_injects_the_newest_packet_and_an_index(
     assert len(index) == 10  # the index: at most 10 other packets, newest first
     assert index[0].startswith(f"- {older[-1]} · just now · app goal 11")
     assert "someone else's project" not in text
+    assert "To load another packet listed above in full" in text  # there is a list
 
 
 @needs_git
@@ -225,6 +226,7 @@ def test_the_reference_example_injects_under_4000_characters(person: Cli, tmp_pa
     text = context(hook(here, "session-start", claude_session_start(folder))[0])
     assert "Make ltm-example's email.md exciting" in text
     assert len(text) <= 4000, len(text)
+    assert "listed above" not in text  # the only packet: no list to point to
 
 
 # -- compaction and the end of a session -----------------------------------------------

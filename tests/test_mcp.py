@@ -341,6 +341,7 @@ def test_ls_filters_and_pages(shim: Shim) -> None:
 def test_example_whoami_validate(shim: Shim, tmp_path: Path) -> None:
     example = json.loads(shim.ok("example"))
     assert example["ltm_version"] == "0.2" and example["decisions"][0]["locked"] is True
+    assert not {"id", "created_at", "project"} & set(example)  # save fills them: no overwrite
     assert shim.ok("example", {"resume": True}).startswith("# Resume context")
 
     who = shim.call("whoami")

@@ -67,6 +67,7 @@ def test_the_projects_packets_are_resources(
         resources = shim.portal.call(shim.session.list_resources).resources
         assert [str(r.uri) for r in resources] == [f"ltm://packets/{i}" for i in reversed(ids)]
         assert resources[0].title == "app goal 2" and resources[0].mime_type == "text/markdown"
+        assert resources[0].name == f"app goal 2 ({ids[-1][:12]})"  # by goal, not a bare id
         templates = shim.portal.call(shim.session.list_resource_templates).resource_templates
         assert [t.uri_template for t in templates] == ["ltm://packets/{id}"]
 

@@ -183,7 +183,7 @@ def test_import_reports_each_refusal_and_exits_non_zero(tmp_path: Path) -> None:
     assert report[4].startswith(f"refused {kept} (line 6): a different packet with this id")
     assert report[5].startswith(f"refused {lenient['id']} (line 7):")
     assert report[5].endswith("(stored in lenient mode: pass --lenient)")
-    assert report[6] == f"skipped {good['id']}: identical packet already present"
+    assert report[6] == f"skipped {good['id']}: identical packet already present among your packets"
     assert "1 added, 1 skipped (already present), 5 refused" in result.stderr
     after = local_bodies(alice)
     assert after[kept] == before[kept]  # never overwritten without --replace

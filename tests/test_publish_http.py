@@ -208,7 +208,7 @@ def test_cli_publish_unpublish_and_open(server: Server, tmp_path: Path) -> None:
         published = [line for line in lines if line.startswith("Published ")]
         assert len(published) == 1, lines
         assert re.fullmatch(rf"Published \S+Z  {re.escape(url)}", published[0])
-    assert cli.ok("unpublish", packet["id"]).strip() == f"unpublished {packet['id']}"
+    assert cli.ok("unpublish", packet["id"], "--yes").strip() == f"unpublished {packet['id']}"
     assert httpx.get(url).status_code == 404
     assert "Published" not in cli.ok("show", packet["id"])
     assert "no packet" in cli.fails("publish", "01NOSUCHPACKET000000000000")

@@ -399,8 +399,13 @@ def injected(
         "",
         "If the user wants to continue this work, its Next step is where it stopped; when "
         'you save progress with the ltm `save` tool, set "parent_id" to the packet\'s id '
-        f"({packet_id if _plain_id(packet_id) else 'its Id line'}). To load another packet "
-        "listed above in full, call the ltm `resume` tool with its id.",
+        f"({packet_id if _plain_id(packet_id) else 'its Id line'})."
+        # Only when there is a list: a pointer to nothing sends the agent looking for it.
+        + (
+            " To load another packet listed above in full, call the ltm `resume` tool with its id."
+            if others
+            else ""
+        ),
     ]
     if remind:
         lines += ["", "The context was just compacted. " + SAVE_LINES]

@@ -126,6 +126,7 @@ class Report:
 
     added: int = 0
     replaced: int = 0
+    moved: int = 0  # the caller's personal packets that went into the team the line names
     skipped: int = 0
     refused: int = 0
     into_personal: int = 0  # team packets that went into the (personal-only) local store
@@ -144,9 +145,11 @@ class Report:
         parts = [f"{self.added} added"]
         if self.replaced:
             parts.append(f"{self.replaced} replaced")
+        if self.moved:
+            parts.append(f"{self.moved} moved from your personal packets")
         parts += [f"{self.skipped} skipped (already present)", f"{self.refused} refused"]
         text = f"import into {label}: " + ", ".join(parts)
-        if not self.added and not self.replaced and not self.refused:
+        if not self.added and not self.replaced and not self.moved and not self.refused:
             text += " — nothing changed"
         if self.into_personal:
             text += (
@@ -223,16 +226,27 @@ class Importer:
             self.refuse(where, str(exc))
             return
         name = f"{entry.id or '(no id)'} ({where})"
+        move = False
         try:
             present = self.backend.stored(entry.id) if entry.id else None
         except CliError as exc:
             self.refuse(name, exc.message)
             return
+        target = None if self.local else (self.team or entry.team)
         if present is not None and present == _canonical(entry.packet):
-            # Already here, byte for byte: it passed every check when it was stored.
-            report.skipped += 1
-            report.say(f"skipped {entry.id}: identical packet already present")
-            return
+            # Already here, byte for byte: it passed every check when it was stored. Unless
+            # it is the caller's personal packet and the line goes to a team: then the push
+            # moves it there, as `ltm push -t TEAM` does.
+            try:
+                move = target is not None and self.backend.holds_personally(entry.packet)
+            except CliError as exc:
+                self.refuse(name, exc.message)
+                return
+            if not move:
+                report.skipped += 1
+                where = f"in team {target}" if target else "among your packets"
+                report.say(f"skipped {entry.id}: identical packet already present {where}")
+                return
         verdict = preflight.judge(entry.packet, scan=not self.allow_unredacted, rules=self.rules)
         errors = verdict.refusals(lenient=self.lenient)
         if errors or verdict.checked is None:
@@ -249,14 +263,13 @@ class Importer:
             )
             return
         checked = verdict.checked
-        if present is not None and not self.replace:
+        if present is not None and not self.replace and not move:
             self.refuse(
                 name,
                 "a different packet with this id is already there (kept; pass --replace to"
                 " overwrite your own)",
             )
             return
-        target = None if self.local else (self.team or entry.team)
         try:
             self.backend.push(
                 checked.data,
@@ -273,7 +286,10 @@ class Importer:
         if self.local and entry.team:
             report.into_personal += 1
         in_team = f" in team {target}" if target else ""
-        if present is None:
+        if move:
+            report.moved += 1
+            report.say(f"moved {entry.id} from your personal packets into team {target}")
+        elif present is None:
             report.added += 1
             report.say(f"added {entry.id}{in_team}")
         else:

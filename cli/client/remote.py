@@ -371,6 +371,10 @@ def _proxy_for(scheme: str, netloc: str) -> tuple[str, int, dict[str, str]] | No
 # -- HTTP statuses as one clear line -------------------------------------------
 
 
+class Rejected(CliError):
+    """The server refused the token (401): the sign-in no longer works."""
+
+
 def status_error(host: str, reply: Reply, hints: Mapping[int, str] | None = None) -> CliError:
     """The one line for a refusal: the hint for this status, else a generic one."""
     message = reply.error_text()
@@ -389,7 +393,7 @@ def status_error(host: str, reply: Reply, hints: Mapping[int, str] | None = None
     if hints and status in hints:
         return CliError(hints[status].replace("{host}", host).replace("{msg}", message))
     if status == 401:
-        return CliError(f"token rejected by {host} — run: ltm auth {host}")
+        return Rejected(f"token rejected by {host} — run: ltm auth {host}")
     if status == 403:
         return CliError(f"{host} refused: {message} — you lack the rights; ask the team's owner")
     if status == 404:
@@ -539,11 +543,11 @@ class RemoteBackend(Backend):
 
     def _rejected(self) -> CliError:
         if self.target.via == "LTM_TOKEN":
-            return CliError(
+            return Rejected(
                 f"token rejected by {self.host} (it comes from LTM_TOKEN) — fix LTM_TOKEN, or"
                 f" unset it and run: ltm auth {self.host}"
             )
-        return CliError(f"token rejected by {self.host} — run: ltm auth {self.host}")
+        return Rejected(f"token rejected by {self.host} — run: ltm auth {self.host}")
 
     def _team_hints(self, team: str | None) -> dict[int, str]:
         if not team:
@@ -735,6 +739,23 @@ class RemoteBackend(Backend):
     def team_names(self) -> list[str]:
         return [str(row["name"]) for row in self.teams() if isinstance(row.get("name"), str)]
 
+    def holds_personally(self, packet: Mapping[str, Any]) -> bool:
+        """Looked up in the personal listing by the packet's time (a one-second window),
+        not by reading it: a read succeeds for a team packet too and cannot tell them apart.
+        A server without listing filters (the reference) lists its newest packets instead."""
+        from datetime import datetime, timedelta
+
+        packet_id, stamp = packet.get("id"), packet.get("created_at")
+        if not isinstance(stamp, str):
+            return False
+        try:
+            at = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        except ValueError:
+            return False
+        until = (at + timedelta(seconds=1)).isoformat().replace("+00:00", "Z")
+        rows, _, _ = self._page(team=None, limit=WALK_PAGE, since=stamp, until=until)
+        return any(row.get("id") == packet_id for row in rows)
+
     def get(self, ref: str, *, team: str | None = None) -> bytes:
         check_ref(ref)
         packet_id = self.resolve(ref, team=team)
@@ -776,6 +797,23 @@ class RemoteBackend(Backend):
             "user": self.target.user,
             "token_fingerprint": fingerprint(token) if token else None,
         }
+
+    def identify(self) -> dict[str, Any] | None:
+        """Who the server says the token belongs to: ``GET /v1/whoami``'s answer.
+
+        None from a server without that route (the reference), once a listing has
+        shown the token is accepted there. A rejected token raises, as everywhere.
+        """
+        reply = self._call("GET", "/v1/whoami", ok=(200, 403, 404))
+        if reply.status == 403:  # valid, but granted no read: a write-only device token
+            return {"token": {"scope": "write"}}
+        if reply.status == 404:
+            self._call("GET", "/v1/packets", ok=(200,), query={"limit": 1})
+            return None
+        answer = reply.json(self.host)
+        if not isinstance(answer, dict) or not isinstance(answer.get("user"), dict):
+            raise CliError(f"{self.host} sent an unexpected whoami answer — is it an ltm server?")
+        return answer
 
     # -- ids and prefixes ---------------------------------------------------------------
 
@@ -857,7 +895,12 @@ class RemoteBackend(Backend):
     # -- publishing (only servers serve public pages) ---------------------------------
 
     def _packet_call(self, method: str, ref: str, suffix: str, *, team: str | None) -> Reply:
-        """``method`` on ``/v1/packets/{id}{suffix}``: a full id at once, a prefix resolved."""
+        """``method`` on ``/v1/packets/{id}{suffix}``: a full id at once, a prefix resolved.
+
+        The server answers 404 both for a packet the caller cannot see and for one
+        they may read but not manage (a teammate's): the second is told apart by
+        reading it, so the message names the rule rather than denying the packet.
+        """
         known = self._resolved.get((ref, team))
         feature = "publishing (public pages)"
         if known is None:
@@ -872,13 +915,21 @@ class RemoteBackend(Backend):
             if not reply.is_ltm_error():  # and /v1/healthz is not ltm's either
                 raise status_error(self.host, reply)
             known = self.resolve(ref, team=team)
-        return self._call(
+        reply = self._call(
             method,
             f"/v1/packets/{_segment(known)}{suffix}",
-            ok=(200, 201, 204),
-            hints={404: self._missing(known, team).message + " (or it is not yours to publish)"},
+            ok=(200, 201, 204, 404),
             feature=feature,
         )
+        if reply.status != 404:
+            return reply
+        if known in self._bodies or self._fetch(known) is not None:
+            scope = f"in team {team}" if team else "readable to you"
+            raise CliError(
+                f"packet {known} is {scope} on {self.host}, but only its creator or the team's"
+                " owner may publish or unpublish it — ask them"
+            )
+        raise self._missing(known, team)
 
     def publish(self, ref: str, *, team: str | None = None) -> dict[str, str]:
         """``POST /v1/packets/{id}/publish``: ``{"id", "public_url"}``."""
@@ -973,6 +1024,36 @@ class RemoteBackend(Backend):
         if not isinstance(answer, dict) or not isinstance(answer.get("url"), str):
             raise CliError(f"{self.host} sent an unexpected invite — is it an ltm server?")
         return answer
+
+
+def find_team(team: str, *, timeout: float | None = None) -> Target | None:
+    """The server signed in to where the user belongs to ``team``, asking each of them.
+
+    For ``-t TEAM`` when the default is the local store and ``hosts.json`` knows no
+    such team (joined with another client, or created with ``-H``): each server's
+    ``GET /v1/teams`` answer is recorded, so the next command needs no request.
+    A server that cannot be reached or refuses the token is passed over.
+    """
+    from ltm.cli.client import credentials
+
+    state = credentials.load()
+    for host, entry in sorted(state.hosts.items()):
+        http = Http(host, timeout=timeout)
+        try:
+            reply = http.request("GET", "/v1/teams", token=entry.get("token"))
+            answer = reply.json(host) if reply.status == 200 else None
+        except CliError:
+            continue
+        finally:
+            http.close()
+        rows = answer.get("teams") if isinstance(answer, dict) else None
+        if isinstance(rows, list):
+            names = [str(r["name"]) for r in rows if isinstance(r, dict) and r.get("name")]
+            credentials.remember_teams(host, names, complete=True)
+    host = credentials.team_host(credentials.load(), team)
+    if host is None:
+        return None
+    return credentials.active(team)
 
 
 def accept_invite(

@@ -127,11 +127,16 @@ def init(
         ),
     ] = ROOT_DISPLAY,
 ) -> None:
-    """Create the database and print the root token (once: the token alone on stdout)."""
+    """Create the database and print the root token (once: the token alone on stdout).
+
+    A lost root token is replaced from the server's box: `ltm server issue-token root`
+    (or the first user's id) prints a new one; revoke the lost one with
+    `ltm server revoke-token root`.
+    """
     _needs_the_server_extra("init")
     path = _db_path(db)
     from ltm.service import tokens
-    from ltm.service.errors import BadRequest, Conflict
+    from ltm.service.errors import BadRequest, Conflict, ServiceError
     from ltm.service.users import check_display
     from ltm.store.sqlite import SqliteStore
 
@@ -154,13 +159,16 @@ def init(
         if any(token.label == ROOT_LABEL for token in store.list_tokens()):
             _say(
                 f"{path} is already initialized; its root token was shown when it was created."
-                " Use `ltm server issue-token NAME` for another token."
+                " Another token: `ltm server issue-token NAME` (a lost root token:"
+                " `ltm server issue-token root`)."
             )
             return
         try:
             _user, secret = tokens.issue(store, display, label=ROOT_LABEL)
         except Conflict:
             raise _fail(f"{path} already has a root user or token; not minting another") from None
+        except ServiceError as exc:  # a display name the server refuses
+            raise _fail(exc.message, code=2) from None
     finally:
         store.close()
     print(secret)
@@ -282,26 +290,43 @@ def run(
 
 @app.command("issue-token")
 def issue_token(
-    name: Annotated[str, typer.Argument(help="The new user's display name.")],
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="The user: a display name or user id. A new user when nobody has that name."
+        ),
+    ],
     label: Annotated[
-        str | None, typer.Option("--label", help="The token's label (default: NAME).")
+        str | None,
+        typer.Option("--label", help="The token's label (default: the name, numbered if taken)."),
     ] = None,
+    new_user: Annotated[
+        bool,
+        typer.Option("--new-user", help="Create another user even if one has this name."),
+    ] = False,
     db: DbOption = None,
 ) -> None:
-    """Create a user with a token; print the token alone on stdout."""
+    """Print a token for a user, alone on stdout: a new user, or another token for one
+    that exists (another device, or a lost token: `ltm server issue-token root`)."""
     _needs_the_server_extra("issue-token")
     from ltm.service import tokens
     from ltm.service.errors import ServiceError
 
     _path, store = _open_existing(db)
     try:
-        user, secret = tokens.issue(store, name, label=label or name)
+        issued = tokens.issue_for(store, name, label=label, new_user=new_user)
     except ServiceError as exc:
         raise _fail(exc.message) from None
     finally:
         store.close()
-    print(secret)
-    _say(f"Issued token {label or name!r} for the new user {user.display!r} (id {user.id}).")
+    print(issued.secret)
+    who = "the new user" if issued.created else "the existing user"
+    _say(f"Issued token {issued.label!r} for {who} {issued.user.display!r} (id {issued.user.id}).")
+    if not issued.created:
+        _say(
+            "Their other tokens keep working; `ltm server revoke-token LABEL` ends one"
+            " (`ltm server tokens` lists them), and --new-user makes another user instead."
+        )
 
 
 @app.command("tokens")

@@ -37,16 +37,18 @@ def print_version() -> None:
     print(f"ltm {__version__}")
 
 
-def print_example(*, resume: bool) -> None:
-    from ltm.examples import example_bytes
+def print_example(*, resume: bool, reference: bool = False) -> None:
+    """``ltm example``: the packet to copy from (no id, time or project: save fills them,
+    so every copy saved is a new packet); ``reference``: the reference's exact bytes;
+    ``resume``: the reference example's resume block."""
+    from ltm.examples import example_bytes, template_bytes
 
-    raw = example_bytes()
     if resume:
         from ltm.resume import render
 
-        sys.stdout.write(render(json.loads(raw)))
+        sys.stdout.write(render(json.loads(example_bytes())))
     else:
-        sys.stdout.buffer.write(raw)
+        sys.stdout.buffer.write(example_bytes() if reference else template_bytes())
     sys.stdout.flush()
 
 
@@ -116,7 +118,7 @@ def list_packets(
     project = project_filter(project, here)
     if project is not None:
         filters = Filters(**{**filters.query(), "project": project})
-    backend = open_backend(local=local)
+    backend = open_backend(local=local, team=team)
     try:
         listing = backend.page(filters, team=team, limit=limit, page_token=page_token)
         rows = list(listing.rows)
@@ -162,7 +164,7 @@ def search_packets(
     from ltm.cli.terminal.output import one_line, relative_time, safe
 
     check_query(query)
-    backend = open_backend(local=local)
+    backend = open_backend(local=local, team=team)
     try:
         hits = backend.search(query, team=team, all_scopes=all_scopes, limit=limit)
         shown = [] if as_json else shown_ids(backend, [str(hit["id"]) for hit in hits])
@@ -217,7 +219,7 @@ def log_thread(ref: str, *, team: str | None, as_json: bool, local: bool) -> Non
     from ltm.cli.client.backend import open_backend
     from ltm.cli.terminal.output import one_line, relative_time, safe
 
-    backend = open_backend(local=local)
+    backend = open_backend(local=local, team=team)
     try:
         rows, complete = backend.thread(ref, team=team)
         shown = [] if as_json else shown_ids(backend, [str(row["id"]) for row in rows])
@@ -257,7 +259,7 @@ def resume_packet(
     interactive = ref is None and not as_json and sys.stdin.isatty() and sys.stdout.isatty()
     if interactive and sys.platform == "win32":
         interactive = False  # the picker needs termios: print the newest, as off a terminal
-    backend = open_backend(local=local)
+    backend = open_backend(local=local, team=team)
     try:
         if ref is None:
             ref = _choose(backend, team, interactive=interactive, project=project)
@@ -319,7 +321,7 @@ def show_packet(ref: str, *, team: str | None, as_json: bool, local: bool) -> No
     """A packet as a readable summary (naming its children), or its stored JSON."""
     from ltm.cli.client.backend import open_backend
 
-    backend = open_backend(local=local)
+    backend = open_backend(local=local, team=team)
     children: list[dict[str, Any]] = []
     published: tuple[str, str] | None = None
     try:
@@ -423,8 +425,8 @@ def run(argv: list[str]) -> bool:
     if argv == ["--version"]:
         print_version()
         return True
-    if argv[:1] == ["example"] and argv[1:] in ([], ["--resume"]):
-        print_example(resume=bool(argv[1:]))
+    if argv[:1] == ["example"] and argv[1:] in ([], ["--resume"], ["--reference"]):
+        print_example(resume=argv[1:] == ["--resume"], reference=argv[1:] == ["--reference"])
         return True
     verb, rest = argv[0], argv[1:]
     parsed = _parse(rest, flags=FLAGS)

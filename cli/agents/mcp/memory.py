@@ -78,7 +78,7 @@ def resume_prompt(arguments: dict[str, Any] | None) -> tuple[str, str]:
 
 def list_resources() -> list[dict[str, str]]:
     """The project's newest packets (all packets when the shim runs in no project)."""
-    from ltm.cli.terminal.output import one_line
+    from ltm.cli.terminal.output import one_line, short_id
 
     project = _here()
     backend = _backend()
@@ -92,7 +92,9 @@ def list_resources() -> list[dict[str, str]]:
     return [
         {
             "uri": URI_PREFIX + row["id"],
-            "name": row["id"],
+            # Named by what it is about (clients list resources by name); the short id
+            # keeps two packets with one goal apart. The full id is in the URI.
+            "name": f"{one_line(row['goal'], 60)} ({short_id(row['id'])})",
             "title": one_line(row["goal"], 80),
             "description": f"ltm packet saved {row['created_at']}"
             + (f" in project {project}" if project else ""),

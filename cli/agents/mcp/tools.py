@@ -610,14 +610,14 @@ def _rm(args: dict[str, Any]) -> Reply:
 
 
 def _example(args: dict[str, Any]) -> Reply:
-    from ltm.examples import example_bytes
+    from ltm.examples import example_bytes, template_bytes
 
-    raw = example_bytes().decode("utf-8")
     if args.get("resume"):
         from ltm.resume import render
 
-        return Reply(render(json.loads(raw)))
-    return Reply(raw)
+        return Reply(render(json.loads(example_bytes())))
+    # No id, created_at or project: a copied id would replace the packet that has it.
+    return Reply(template_bytes().decode("utf-8"))
 
 
 def _whoami(args: dict[str, Any]) -> Reply:
@@ -863,8 +863,10 @@ def _catalogue() -> dict[str, Tool]:
         Tool(
             "example",
             "Example packet",
-            "A complete, valid example packet (v0.2) with every field well used: read it "
-            "before writing your first packet. With resume: true, its resume block instead.",
+            "An example packet (v0.2) with every content field well used: read it before "
+            "writing your first packet. It has no id, created_at or project: leave them out of "
+            "yours too, and save fills them in (a new id, now, this project), so nothing is "
+            "overwritten. With resume: true, its resume block instead.",
             _object(
                 {
                     "resume": {
