@@ -29,14 +29,14 @@ from typing import Any
 from chalice import Chalice, Response
 
 from chalicelib import openapi
-from chalicelib.logs import make_logger
+from chalicelib.logs import loggable_path, make_logger
 from chalicelib.packet import MAX_PACKET_BYTES
 from chalicelib.search import next_step_of
-from chalicelib.service import invites, packets, teams, tokens
+from chalicelib.service import invites, packets, publish, teams, tokens
 from chalicelib.service import search as searching
 from chalicelib.service.access import Credential
 from chalicelib.service.errors import BadRequest, PayloadTooLarge, ServiceError
-from chalicelib.store import Member, PacketMeta, Store, Team, User
+from chalicelib.store import FULL_SCOPE, Member, PacketMeta, Store, Team, User
 from chalicelib.store.select import open_store
 
 PROTOCOL_VERSION = "0.2"
@@ -297,19 +297,16 @@ def route(path: str, method: str) -> Callable[[Callable[..., Response]], Callabl
     return register
 
 
-_CODE_IN_PATH = re.compile(r"(/v1/invites/)[^/]+")
-
-
 @app.middleware("http")
 def _access_log(event: Any, get_response: Callable[[Any], Response]) -> Response:
-    """One structured line per request; never a header, a token, a body or an invite code."""
+    """One structured line per request; never a header, a token, a body or a secret in a path."""
     started = time.perf_counter()
     response = get_response(event)
     context = event.context or {}
     request_id = context.get("requestId", "")
     access = {
         "method": event.method,
-        "path": _CODE_IN_PATH.sub(r"\1{code}", context.get("path") or event.path),
+        "path": loggable_path(context.get("path") or event.path),
         "status": response.status_code,
         "latency_ms": round((time.perf_counter() - started) * 1000, 3),
         "request_id": request_id,
@@ -439,12 +436,17 @@ def packet_thread(request: Any, id: str) -> Response:
 
 @route("/v1/packets/{id}", "GET")
 def get_packet(request: Any, id: str) -> Response:
-    found = packets.get(get_store(), _caller(request), id)
+    found, published = publish.read(get_store(), _caller(request), id)
     # Who stored it (a team's packets have several authors; ltm export keeps it): a header,
     # so the body stays the packet's bytes exactly.
     headers = {**JSON_HEADERS, "X-Ltm-Created-By": found.meta.owner_id}
     if not found.conforming:
         headers["X-Ltm-Conforming"] = "false"
+    if published is not None:
+        # The reference's two headers, read by its CLI's `show` (internal/cli/show.go in
+        # dennisdevulder/ltm); sent only to whoever may publish the packet (publish.read).
+        headers["X-LTM-Published-At"] = _ts(published.created_at)
+        headers["X-LTM-Public-URL"] = publish.public_url(base_url(request), published.secret)
     return Response(body=found.body.decode("utf-8"), status_code=200, headers=headers)
 
 
@@ -472,6 +474,73 @@ def unpublish_packet(request: Any, id: str) -> Response:
 
     publish.unpublish(get_store(), _caller(request), id)
     return _no_content()
+
+
+# -- sharing one packet with one user (extension routes; rules in chalicelib.service.share) --
+
+
+def _person(user: User | None) -> dict[str, str] | None:
+    return None if user is None else {"id": user.id, "display": user.display}
+
+
+def _share_json(shared: Any) -> dict[str, Any]:
+    return {
+        "packet_id": shared.share.packet_id,
+        "user": _person(shared.user),
+        "shared_by": _person(shared.by),
+        "created_at": _ts(shared.share.created_at),
+    }
+
+
+@route("/v1/packets/{id}/shares", "POST")
+def share_packet(request: Any, id: str) -> Response:
+    from chalicelib.service import share
+
+    caller = _caller(request)
+    body = _json_object(request, required=True)
+    shared, created = share.share(get_store(), caller, id, body.get("user"))
+    return _json({"share": _share_json(shared)}, 201 if created else 200)
+
+
+@route("/v1/packets/{id}/shares", "GET")
+def list_packet_shares(request: Any, id: str) -> Response:
+    from chalicelib.service import share
+
+    found = share.shares(get_store(), _caller(request), id)
+    return _json({"shares": [_share_json(shared) for shared in found]})
+
+
+@route("/v1/packets/{id}/shares/{user}", "DELETE")
+def unshare_packet(request: Any, id: str, user: str) -> Response:
+    from chalicelib.service import share
+
+    share.unshare(get_store(), _caller(request), id, user)
+    return _no_content()
+
+
+@route("/v1/shared", "GET")
+def list_shared(request: Any) -> Response:
+    from chalicelib.service import share
+
+    caller = _caller(request)
+    raw = _query(request, "limit")
+    if raw is not None and not _LIMIT_RE.fullmatch(raw):
+        raise BadRequest(f"limit must be an integer between 1 and {share.MAX_LISTED}")
+    limit = int(raw) if raw is not None else share.MAX_LISTED
+    found = share.shared_with_me(get_store(), caller, limit=limit)
+    return _json(
+        {
+            "packets": [
+                {
+                    **_meta_json(got.meta),
+                    "project": got.meta.project,
+                    "shared_by": _person(got.by),
+                    "shared_at": _ts(got.share.created_at),
+                }
+                for got in found
+            ]
+        }
+    )
 
 
 @route("/v1/teams", "POST")
@@ -662,7 +731,8 @@ page_route("/web/packets/{id}/delete", ["GET", "POST"], "delete")
 page_route("/web/teams/{name}", ["GET"], "team")
 page_route("/web/signin", ["GET", "POST"], "sign_in")
 page_route("/web/signout", ["POST"], "sign_out")
-page_route("/web/ui", ["GET"], "ui")
+page_route("/web/ui", ["GET", "POST"], "ui")
+page_route("/web/key", ["POST"], "key_sign_in")
 page_route("/web/static/{name}", ["GET"], "static")
 page_route("/p/{secret}", ["GET"], "public")
 
@@ -692,6 +762,32 @@ def approve_device(request: Any) -> Response:
             },
         }
     )
+
+
+@route("/v1/whoami", "GET")
+def whoami(request: Any) -> Response:
+    """An extension: who the token belongs to and what it may do (``ltm whoami``)."""
+    user, token = tokens.whoami(get_store(), _caller(request))
+    answer: dict[str, Any] = {
+        "user": {"id": user.id, "display": user.display},
+        # What the token may do (`ltm auth` and `ltm whoami` show it); the embedded store's
+        # trusted user has no token and may do everything.
+        "scope": token.scope if token is not None else FULL_SCOPE,
+    }
+    if token is not None:
+        answer["token"] = {
+            "label": token.label,
+            "scope": token.scope,
+            "created_at": _ts(token.created_at),
+        }
+    return _json(answer)
+
+
+@route("/v1/web/sign-in-key", "POST")
+def web_sign_in_key(request: Any) -> Response:
+    """An extension: a short-lived, single-use key that signs a browser in to the web view."""
+    made = _web().sign_in_key(_caller(request), base_url(request))
+    return _json(made, 201)
 
 
 @route("/v1/tokens", "GET")

@@ -13,7 +13,12 @@ Kept free of imports: the CLI's fast verbs check an id before anything else.
 
 from __future__ import annotations
 
-__all__ = ["ID_CHARS", "MAX_ID", "MIN_ID", "check_packet_id", "id_problem"]
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+__all__ = ["ID_CHARS", "MAX_ID", "MIN_ID", "SHORT_ID", "check_packet_id", "id_problem", "short_ids"]
 
 MIN_ID, MAX_ID = 10, 64
 ID_CHARS = "letters, digits and . _ : -"
@@ -60,3 +65,47 @@ def check_packet_id(packet_id: object, *, prefix: bool = False) -> None:
     problem = id_problem(packet_id, prefix=prefix)
     if problem is not None:
         raise ValueError(problem)
+
+
+# The shortest an id is shown. A ULID's first 10 characters are its millisecond and the
+# next 2 the first bits of its randomness, so 12 tell apart nearly all packets; like git's
+# abbreviated object names (https://git-scm.com/docs/git-config#Documentation/git-config.txt-coreabbrev)
+# the prefix then grows until it is unique.
+SHORT_ID = 12
+
+
+def short_ids(
+    ids: Sequence[str],
+    *,
+    minimum: int = SHORT_ID,
+    taken: Callable[[str], bool] | None = None,
+) -> list[str]:
+    """Each id cut to the shortest prefix (at least ``minimum``) no other id here starts with.
+
+    ``taken(prefix)`` says whether another packet of the scope, beyond those listed,
+    starts with ``prefix`` (a store's prefix lookup); the prefix grows past those too.
+    Ids no longer than ``minimum`` are shown whole.
+    """
+    ordered = sorted(set(ids))
+    lengths: dict[str, int] = {}
+    for i, packet_id in enumerate(ordered):
+        # Among sorted ids, the longest common prefix is with a neighbour.
+        common = 0
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(ordered):
+                common = max(common, _common(packet_id, ordered[j]))
+        size = max(minimum, common + 1)
+        if taken is not None:
+            while size < len(packet_id) and taken(packet_id[:size]):
+                size += 1
+        lengths[packet_id] = min(size, len(packet_id))
+    return [packet_id[: lengths[packet_id]] for packet_id in ids]
+
+
+def _common(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

@@ -9,7 +9,7 @@ line). Every other record, errors with tracebacks included, goes through
 powertools unchanged.
 
 What is logged is chosen by the callers, never a header, a token, a body or
-an invite code.
+a secret in a path (an invite code, a public link's secret: ``loggable_path``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import functools
 import json
 import logging
 import os
+import re
 import sys
 from typing import Any
 
@@ -50,6 +51,17 @@ class AccessFormatter(LambdaPowertoolsFormatter):
                 line[key] = value
         line.update(access)
         return self.serialize(log=line)
+
+
+# Path segments that are secrets, each shown as its route's placeholder: whoever holds an
+# invite code can join the team, and a published packet's link reads the packet.
+_SECRET_IN_PATH = re.compile(r"(/v1/invites/|/p/)[^/]+")
+_PLACEHOLDERS = {"/v1/invites/": "{code}", "/p/": "{secret}"}
+
+
+def loggable_path(path: str) -> str:
+    """``path`` as an access line shows it: invite codes and public links' secrets masked."""
+    return _SECRET_IN_PATH.sub(lambda m: m[1] + _PLACEHOLDERS[m[1]], path)
 
 
 # ASCII-only JSON: a client-chosen path can never put a raw line separator (U+2028,

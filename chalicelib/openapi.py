@@ -18,6 +18,7 @@ from .packet import MAX_PACKET_BYTES, MODELS
 from .service.packets import DEFAULT_LIMIT, MAX_LIMIT
 from .service.search import DEFAULT_LIMIT as SEARCH_DEFAULT
 from .service.search import MAX_LIMIT as SEARCH_MAX
+from .service.share import MAX_LISTED as SHARED_MAX
 from .service.teams import TEAM_NAME_PATTERN
 
 _REF = "#/components/schemas/{model}"
@@ -239,7 +240,8 @@ def _schemas() -> dict[str, Any]:
                         "type": ["string", "null"],
                         "maxLength": 64,
                         "description": "The new user's display name (ignored with a bearer);"
-                        " absent, null or blank: a default name.",
+                        " absent, null or blank: `invited-` and the last six characters"
+                        " of the new user's id, as the reference names them.",
                     }
                 },
             },
@@ -414,6 +416,14 @@ def _paths() -> dict[str, Any]:
                     "409": _error("`packet id already exists`: the id is someone else's."),
                     "413": _TOO_LARGE,
                     "415": _MEDIA,
+                    "507": _error(
+                        "`storage limit reached: ...`: the push would take the caller past"
+                        " the operator's per-user bound (`LTM_MAX_PACKETS_PER_USER`, default"
+                        " 100,000 packets; `LTM_MAX_BYTES_PER_USER`, default 1 GiB), counting"
+                        " their personal packets and those they authored in teams. A"
+                        " replacement that does not grow what they own still goes through."
+                        " Nothing was stored."
+                    ),
                 },
             },
             "get": {
@@ -542,6 +552,17 @@ def _paths() -> dict[str, Any]:
                                 " packet (in a team, its author).",
                                 "schema": {"type": "string"},
                             },
+                            "X-LTM-Published-At": {
+                                "description": "When the packet was published (RFC 3339, UTC);"
+                                " sent only while it is published, and only to a caller who"
+                                " may publish it.",
+                                "schema": {"type": "string", "format": "date-time"},
+                            },
+                            "X-LTM-Public-URL": {
+                                "description": "The packet's public URL, under the same"
+                                " conditions as `X-LTM-Published-At`.",
+                                "schema": {"type": "string", "format": "uri"},
+                            },
                         },
                         "content": {"application/json": {"schema": _ref("StoredPacket")}},
                     },
@@ -578,9 +599,11 @@ def _paths() -> dict[str, Any]:
                             for op in ("listMembers", "createInvite", "leaveTeam", "deleteTeam")
                         },
                     ),
-                    "400": _error("Malformed JSON or an invalid name."),
+                    "400": _error(
+                        "Malformed JSON, or `team name must match ^[a-z0-9][a-z0-9_-]{0,39}$`."
+                    ),
                     "401": _UNAUTHORIZED,
-                    "409": _error("`team name taken`."),
+                    "409": _error("`team name already taken`."),
                     "413": _TOO_LARGE,
                     "415": _MEDIA,
                 },
@@ -599,7 +622,7 @@ def _paths() -> dict[str, Any]:
                 "responses": {
                     "204": _NO_CONTENT,
                     "401": _UNAUTHORIZED,
-                    "403": _error("The caller is a member but not the owner."),
+                    "403": _error("`only the team owner can delete a team`."),
                     "404": _error("`team not found`."),
                 },
             },
@@ -623,10 +646,12 @@ def _paths() -> dict[str, Any]:
                 "summary": "Remove a member (owner only).",
                 "responses": {
                     "204": _NO_CONTENT,
-                    "400": _error("The owner cannot be removed."),
+                    "400": _error(
+                        "`owner cannot be removed; transfer ownership or delete the team`."
+                    ),
                     "401": _UNAUTHORIZED,
-                    "403": _error("The caller is a member but not the owner."),
-                    "404": _error("`team not found` or `member not found`."),
+                    "403": _error("`only the team owner can remove members`."),
+                    "404": _error("`team not found` or `not a member`."),
                 },
             },
         },
@@ -637,7 +662,7 @@ def _paths() -> dict[str, Any]:
                 "summary": "Leave a team (not the owner).",
                 "responses": {
                     "204": _NO_CONTENT,
-                    "400": _error("The owner cannot leave."),
+                    "400": _error("`owner cannot leave; transfer ownership or delete the team`."),
                     "401": _UNAUTHORIZED,
                     "404": _error("`team not found`."),
                     "413": _TOO_LARGE,
@@ -685,9 +710,10 @@ def _paths() -> dict[str, Any]:
                         "`missing bearer token` or `invalid token` (an Authorization"
                         " header was sent but holds no valid token)."
                     ),
-                    "404": _error("`invite not found`."),
                     "409": _error("A freshly minted id collided; try again."),
-                    "410": _error("`invite expired or already used`."),
+                    "410": _error(
+                        "`invite expired or already consumed`: unknown, expired or used."
+                    ),
                     "413": _TOO_LARGE,
                     "415": _MEDIA,
                 },
@@ -717,9 +743,18 @@ def document() -> dict[str, Any]:
         },
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "security": _BEARER,
-        "paths": _with_scopes({**_paths(), **publish_paths(), **device_paths(), **web_paths()}),
+        "paths": _with_scopes(
+            {
+                **_paths(),
+                **publish_paths(),
+                **account_paths(),
+                **share_paths(),
+                **device_paths(),
+                **web_paths(),
+            }
+        ),
         "components": {
-            "schemas": {**_schemas(), **device_schemas()},
+            "schemas": {**_schemas(), **device_schemas(), **share_schemas()},
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer", "description": "An ltm token."}
             },
@@ -730,12 +765,23 @@ def document() -> dict[str, Any]:
 # The scope each bearer route needs (``need`` in ``chalicelib.service``); any other is "write".
 # OpenAPI 3.1 lets a non-OAuth security requirement list roles: the token's scopes here.
 _READS = {
+    ("/v1/whoami", "get"),
     ("/v1/packets", "get"),
     ("/v1/packets/{id}", "get"),
     ("/v1/teams", "get"),
     ("/v1/teams/{name}/members", "get"),
+    ("/v1/packets/{id}/shares", "get"),
+    ("/v1/shared", "get"),
 }
-_FULL = {("/v1/device/approve", "post"), ("/v1/tokens", "get"), ("/v1/tokens/{label}", "delete")}
+_FULL = {
+    ("/v1/device/approve", "post"),
+    ("/v1/tokens", "get"),
+    ("/v1/tokens/{label}", "delete"),
+    # Publishing answers a URL that reads the packet: a write-only token must not get one.
+    ("/v1/packets/{id}/publish", "post"),
+    ("/v1/packets/{id}/publish", "delete"),
+    ("/v1/web/sign-in-key", "post"),  # a web session may delete
+}
 
 
 def _with_scopes(paths: dict[str, Any]) -> dict[str, Any]:
@@ -885,6 +931,23 @@ def device_schemas() -> dict[str, Any]:
             }
         ),
         "OwnTokenList": _obj({"tokens": {"type": "array", "items": _ref("OwnToken")}}),
+        "Whoami": _obj(
+            {
+                "user": _obj({"id": _STRING, "display": _STRING}),
+                "scope": {**_STRING, "description": "`read`, `write` or `read write`."},
+                "token": _obj(
+                    {
+                        "label": _STRING,
+                        "scope": {
+                            **_STRING,
+                            "description": "`read`, `write` or `read write` (space-separated).",
+                        },
+                        "created_at": _TIME,
+                    }
+                ),
+            },
+            ["user", "scope"],
+        ),
     }
 
 
@@ -1058,6 +1121,15 @@ def device_paths() -> dict[str, Any]:
                 },
             }
         },
+        "/v1/whoami": {
+            "get": {
+                "operationId": "whoami",
+                "summary": "Who the token belongs to, and what it may do (an extension).",
+                "description": "A reference server has no such route (404): `ltm whoami` then"
+                " checks the token with a listing instead.",
+                "responses": {"200": _ok("The caller.", _ref("Whoami")), "401": _UNAUTHORIZED},
+            }
+        },
         "/v1/tokens": {
             "get": {
                 "operationId": "listOwnTokens",
@@ -1096,7 +1168,8 @@ def publish_paths() -> dict[str, Any]:
                 "operationId": "publishPacket",
                 "summary": "Publish a packet at a public, read-only URL (no sign-in to read it).",
                 "description": "The URL ends in a random 192-bit secret, never the packet id."
-                " Publishing a published packet answers its existing URL (200).",
+                " Publishing a published packet answers its existing URL (200). Needs a token"
+                " with `read write`: the URL reads the packet, so `write` alone is not enough.",
                 "responses": {
                     "200": _ok("Already published.", _ref("Published")),
                     "201": _ok("Published now.", _ref("Published")),
@@ -1111,6 +1184,154 @@ def publish_paths() -> dict[str, Any]:
             },
         },
     }
+
+
+def account_paths() -> dict[str, Any]:
+    """An extension for clients: a browser sign-in from the CLI (``ltm open``)."""
+    return {
+        "/v1/web/sign-in-key": {
+            "post": {
+                "operationId": "webSignInKey",
+                "summary": "A short-lived, single-use key that signs a browser in (`ltm open`).",
+                "description": "The client posts `key` to `url` from the browser (a form, never"
+                " a URL). The session it starts lasts while the token that asked for it does.",
+                "responses": {
+                    "201": _ok(
+                        "The key.",
+                        _obj(
+                            {
+                                "url": {"type": "string", "format": "uri"},
+                                "key": _STRING,
+                                "expires_in": {"type": "integer"},
+                            },
+                            ["url", "key", "expires_in"],
+                        ),
+                    ),
+                    "401": _UNAUTHORIZED,
+                },
+            }
+        },
+    }
+
+
+# -- sharing one packet with one user (an extension: a reference server has no such routes) --
+
+
+def share_schemas() -> dict[str, Any]:
+    person = {
+        "type": ["object", "null"],
+        "properties": {"id": _STRING, "display": _STRING},
+        "required": ["id", "display"],
+    }
+    return {
+        "SharePerson": person,
+        "Share": _obj(
+            {
+                "packet_id": _STRING,
+                "user": {**_ref("SharePerson"), "description": "Who may read the packet."},
+                "shared_by": {
+                    **_ref("SharePerson"),
+                    "description": "Who shared it (null when that user is gone).",
+                },
+                "created_at": _TIME,
+            }
+        ),
+        "SharedPacket": _obj(
+            {
+                "id": _STRING,
+                "created_at": _STRING,
+                "goal": _STRING,
+                "project": {"type": ["string", "null"]},
+                "shared_by": _ref("SharePerson"),
+                "shared_at": _TIME,
+            }
+        ),
+    }
+
+
+def share_paths() -> dict[str, Any]:
+    """Sharing one packet with one user, read-only (``chalicelib.service.share``)."""
+    packet_id = _path_param("id", "The packet id.")
+    not_found = _error(
+        "`not found`: no such packet, or the caller cannot read it in its own scope (a"
+        " recipient cannot share it again)."
+    )
+    return {
+        "/v1/packets/{id}/shares": {
+            "parameters": [packet_id],
+            "post": {
+                "operationId": "sharePacket",
+                "summary": "Let one more user read this one packet (never change or delete it).",
+                "description": "Whoever reads the packet in its own scope may share it. The"
+                " user is named by their id, or by the display name of someone the caller"
+                " shares a team with; anyone else is `user not found`, as for nobody at all."
+                " Sharing again answers the existing share (200).",
+                "requestBody": _json_body(
+                    _obj({"user": {**_STRING, "description": "A display name or a user id."}})
+                ),
+                "responses": {
+                    "200": _ok("Already shared with that user.", _obj({"share": _ref("Share")})),
+                    "201": _ok("Shared now.", _obj({"share": _ref("Share")})),
+                    "400": _error("No user given, the caller themself, or an ambiguous name."),
+                    "401": _UNAUTHORIZED,
+                    "404": _error("`user not found`, or " + not_found["description"]),
+                    "413": _TOO_LARGE,
+                    "415": _MEDIA,
+                },
+            },
+            "get": {
+                "operationId": "listPacketShares",
+                "summary": "Whom the packet is shared with: every share for its owner (or its"
+                " team's owner), the caller's own shares for anyone else who reads it.",
+                "responses": {
+                    "200": _ok("The shares, oldest first.", _obj({"shares": _array("Share")})),
+                    "401": _UNAUTHORIZED,
+                    "404": not_found,
+                },
+            },
+        },
+        "/v1/packets/{id}/shares/{user}": {
+            "parameters": [
+                packet_id,
+                _path_param("user", "The recipient's user id or display name."),
+            ],
+            "delete": {
+                "operationId": "unsharePacket",
+                "summary": "End a share at once: by its sharer, the packet's owner (or its"
+                " team's owner), or the recipient.",
+                "responses": {
+                    "204": _NO_CONTENT,
+                    "400": _error("The name fits more than one recipient; give the id."),
+                    "401": _UNAUTHORIZED,
+                    "404": _error("`share not found`, or " + not_found["description"]),
+                },
+            },
+        },
+        "/v1/shared": {
+            "get": {
+                "operationId": "listSharedWithMe",
+                "summary": "The packets others shared with the caller, the newest share first."
+                " Read each with `GET /v1/packets/{id}`.",
+                "parameters": [
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "integer", "minimum": 1, "maximum": SHARED_MAX},
+                    }
+                ],
+                "responses": {
+                    "200": _ok("The packets.", _obj({"packets": _array("SharedPacket")})),
+                    "400": _error("A bad limit."),
+                    "401": _UNAUTHORIZED,
+                },
+            }
+        },
+    }
+
+
+def _array(model: str) -> dict[str, Any]:
+    return {"type": "array", "items": _ref(model)}
 
 
 def web_paths() -> dict[str, Any]:
@@ -1227,6 +1448,30 @@ def web_paths() -> dict[str, Any]:
                     "303": _page("On to `/web`, signed in."),
                     "403": _page("A wrong or used key."),
                     "404": _page("Not `ltm ui`."),
+                },
+            },
+            "post": {
+                "operationId": "webLocalKeyForm",
+                "summary": "`ltm ui` only: the key posted by its private forwarding page.",
+                "security": [],
+                "requestBody": _form_body({"key": _STRING}, ["key"]),
+                "responses": {
+                    "200": _page("Signed in; the page refreshes to `/web`."),
+                    "403": _page("A wrong or used key."),
+                    "404": _page("Not `ltm ui`."),
+                },
+            },
+        },
+        "/web/key": {
+            "post": {
+                "operationId": "webSignInWithKey",
+                "summary": "A key from `POST /v1/web/sign-in-key` becomes a session (once).",
+                "security": [],
+                "requestBody": _form_body({"key": _STRING, "next": _STRING}, ["key"]),
+                "responses": {
+                    "303": _page("On to `next` (one of this app's pages), signed in."),
+                    "403": _page("A wrong, used or expired key, or its token was revoked."),
+                    "404": _page("`ltm ui` (it has no accounts)."),
                 },
             }
         },

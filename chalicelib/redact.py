@@ -507,6 +507,514 @@ def _drive_path(text: str, m: Match) -> tuple[int, int] | None:
 
 
 # --------------------------------------------------------------------------- #
+# Vendor formats: checks for the rules after issue 22's audit (credentials the
+# scan missed). Sources of the formats, cited per rule below: gitleaks' default
+# rules (https://github.com/gitleaks/gitleaks/blob/master/config/gitleaks.toml)
+# and detect-secrets' plugins
+# (https://github.com/Yelp/detect-secrets/tree/master/detect_secrets/plugins).
+# The rules are written here, bounded and anchored like the others.
+# --------------------------------------------------------------------------- #
+
+_TOKEN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+def _mixed(s: str) -> bool:
+    """Letters and digits both: what a random key has and a word or a number has not."""
+    return any(c.isdigit() for c in s) and any(c.isalpha() for c in s)
+
+
+def _vendor(text: str, m: Match) -> tuple[int, int] | tuple[int, int, int] | None:
+    """One search for every prefixed vendor token; the group names the kind.
+
+    A token glued to more token characters on the right is something else
+    (an identifier that happens to start like one); a body with no digit, or
+    none but digits, is a word or a number, not a key.
+    """
+    name = m.lastgroup or ""
+    start, end = m.span()
+    if end < len(text) and text[end] in _TOKEN_CHARS:
+        return None
+    kind, body_at, widen = _VENDOR_GROUPS[name]
+    body = text[start + body_at : end]
+    if not _mixed(body) and kind not in _VENDOR_ANY_BODY:
+        return None
+    if _placeholder(body):
+        return None
+    return start - widen, end, _VENDOR_KINDS.index(kind)
+
+
+def end_glued(text: str, end: int) -> bool:
+    """Whether a match is followed by more token characters (so it is not the whole token)."""
+    return end < len(text) and text[end] in _TOKEN_CHARS
+
+
+def _private_key_body(text: str, m: Match) -> tuple[int, int] | None:
+    """DER key material in base64 with no PEM header (the header rule reports the rest).
+
+    PKCS#1 and PKCS#8 private keys start with fixed bytes (the version and the
+    algorithm), so their base64 starts alike; a public key (SubjectPublicKeyInfo,
+    "MIIBIjANBgkqhkiG9w0BAQEFAAOC") has a BIT STRING where these have an OCTET
+    STRING ("...AASC"), and does not match.
+    """
+    before = text[max(0, m.start() - 96) : m.start()]
+    if "PRIVATE KEY" in before:
+        return None  # under its header, already reported (once)
+    return m.span()
+
+
+def _telegram(text: str, m: Match) -> tuple[int, int] | None:
+    """A bot token "<bot id>:<35 characters>": widen over the id the look-behind checked."""
+    secret = m.group("t")
+    if end_glued(text, m.end()) or not _mixed(secret) or secret.lower() == secret:
+        return None
+    start = m.start()
+    while start > 0 and text[start - 1].isdigit():
+        start -= 1
+    return start, m.end()
+
+
+def _discord_token(text: str, m: Match) -> tuple[int, int] | None:
+    """A bot token's first part is the base64 of the bot's numeric id: decode it."""
+    import binascii
+
+    if end_glued(text, m.end()):
+        return None
+    first = m.group("id")
+    try:
+        raw = binascii.a2b_base64(first + "=" * (-len(first) % 4))
+    except binascii.Error:
+        return None
+    return m.span() if raw.isdigit() and 15 <= len(raw) <= 20 else None
+
+
+def _widened(width: int) -> Check:
+    """A token whose first ``width`` characters a look-behind checked: include them."""
+
+    def check(text: str, m: Match) -> tuple[int, int] | None:
+        if end_glued(text, m.end()):
+            return None
+        start = m.start() - width
+        if not _mixed(text[start : m.end()]) or _placeholder(text[start : m.end()]):
+            return None
+        return start, m.end()
+
+    return check
+
+
+def _azure_ad_secret(text: str, m: Match) -> tuple[int, int] | None:
+    if m.end() < len(text) and text[m.end()] in _TOKEN_CHARS | {"~", "."}:
+        return None
+    if not _mixed(m.group()) or _placeholder(m.group()):
+        return None
+    return m.start() - 4, m.end()
+
+
+# Keys published for local emulators (Azurite, the Cosmos DB emulator): known
+# to everyone, like AWS's AKIAIOSFODNN7EXAMPLE.
+# https://learn.microsoft.com/en-us/azure/storage/common/storage-use-azurite#connection-strings
+_AZURE_EMULATOR_KEYS = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
+    "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==",
+)
+
+
+def _azure_key(text: str, m: Match) -> tuple[int, int] | None:
+    value = m.group("v")
+    if value in _AZURE_EMULATOR_KEYS or _placeholder(value) or not _mixed(value):
+        return None
+    return m.span()
+
+
+def _azure_key_near(text: str, m: Match) -> tuple[int, int] | None:
+    """A lone 88-character base64 key (64 bytes) next to "azure"/"storage"/"accountkey"."""
+    start, end = m.span()
+    if (end < len(text) and text[end] in _B64_CHARS) or m.group() in _AZURE_EMULATOR_KEYS:
+        return None
+    if start and (text[start - 1].isalnum() or text[start - 1] in "+/"):
+        return None
+    before = text[max(0, start - 16) : start].lower()
+    if "sha512-" in before or "sha384-" in before:
+        return None  # a subresource-integrity digest (package-lock.json)
+    return None if _placeholder(m.group()) else m.span()
+
+
+_SAS_FIELDS = ("sv=", "sr=", "se=", "sp=", "skn=", "sharedaccesssignature")
+
+
+def _azure_sas(text: str, m: Match) -> tuple[int, int] | None:
+    """A SAS ``sig=``: in a query or a SharedAccessSignature, next to the fields a SAS has.
+
+    https://learn.microsoft.com/en-us/rest/api/storageservices/create-service-sas
+    """
+    start = m.start()
+    if start == 0 or text[start - 1] not in "?&; \"'":
+        return None
+    window = text[max(0, start - 400) : m.end() + 200].lower()
+    if sum(f in window for f in _SAS_FIELDS) < 2:
+        return None
+    value = m.group("v")
+    # The signature is the base64 of an HMAC-SHA256 (32 bytes), often %-encoded.
+    plain = value.replace("%2B", "+").replace("%2b", "+").replace("%2F", "/")
+    plain = plain.replace("%2f", "/").replace("%3D", "=").replace("%3d", "=")
+    if len(plain.rstrip("=")) < 40 or _placeholder(plain) or not _mixed(plain):
+        return None
+    return start, m.end()
+
+
+def _docker_auth(text: str, m: Match) -> tuple[int, int] | None:
+    """A config.json ``"auth"``: the base64 of ``user:password``.
+
+    https://docs.docker.com/reference/cli/docker/login/#credential-stores
+    """
+    value = m.group("v")
+    if m.group("k").lower() != "auth":  # identitytoken, registrytoken: a token as is
+        return m.span() if len(value) >= 16 and not _placeholder(value) else None
+    user, sep, password = _b64_text(value).partition(":")
+    if not sep or not password or _placeholder(password) or _placeholder(user + "x"):
+        return None
+    return m.span()
+
+
+def _gcp_key_id(text: str, m: Match) -> tuple[int, int] | None:
+    return None if _placeholder(m.group("v")) or not _mixed(m.group("v")) else m.span()
+
+
+# .netrc: "machine HOST login USER password PASS", on one line or several.
+# https://www.gnu.org/software/inetutils/manual/html_node/The-_002enetrc-file.html
+_NETRC_BEFORE = re.compile(
+    r"(?:machine[ \t\r\n]{1,16}+[^\s\x00]{1,253}+|default)"
+    r"(?:[ \t\r\n]{1,16}+(?:login|account|port)[ \t\r\n]{1,16}+[^\s\x00]{1,256}+){1,3}"
+    r"[ \t\r\n]{1,16}+"
+)
+
+
+def _netrc(text: str, m: Match) -> tuple[int, int] | None:
+    start = m.start()
+    if start and text[start - 1] not in " \t\n":
+        return None
+    before = text[max(0, start - 240) : start]
+    last = before.rfind("\n\n")
+    before = before[last + 2 :] if last != -1 else before
+    i = max(before.rfind("machine"), before.rfind("default"))
+    if i == -1 or "login" not in before[i:] or _NETRC_BEFORE.fullmatch(before, i) is None:
+        return None
+    value = m.group("v")
+    if len(value) < 3 or _placeholder(value) or value in _NETRC_WORDS:
+        return None
+    return start, m.end()
+
+
+_NETRC_WORDS = frozenset({"machine", "default", "login", "password", "account", "macdef", "port"})
+
+
+# Passwords on command lines. A flag's value is a secret where the command
+# takes a password there; the checks below say which flag of which command.
+_CLI_VALUE = r"""(?P<v>'[^'\n\x00]{1,128}+'|"[^"\n\x00]{1,128}+"|[^\s\x00'"`;|&<>()]{1,128}+)"""
+_SENTENCE_END = ".,;:!?)"
+
+
+def _cli_secret(value: str, after: str, glued: bool = False) -> bool:
+    """Whether a command-line value is a real password, not prose or a variable.
+
+    A value with a digit or a symbol is one (unless a placeholder). A value of
+    letters only is one when glued to its flag (``-pSecret``), or when the
+    command goes on the way command lines do (another flag, a host, a path);
+    "sshpass -p takes the password" is prose.
+    """
+    if _placeholder(value):
+        return False  # before trimming: "id=..." ends in a placeholder's dots
+    quoted = value[:1] in "'\"" and value[-1:] == value[:1] and len(value) > 1
+    v = value[1:-1] if quoted else value.rstrip(_SENTENCE_END)
+    if len(v) < 3 or _placeholder(v) or v[0] in "-$%{<~/." or "://" in v:
+        return False  # a variable, a flag, a path or a URL
+    if "=" in v.rstrip("="):
+        return False  # key=value: a flag's spec (--secret id=npmrc,src=...), not a password
+    if not v.isalpha():
+        return not v.isdigit() or len(v) >= 6
+    if glued or quoted or (v.lower() != v and v.upper() != v):
+        return True
+    nxt = after.split(None, 1)[0] if after.strip() else ""
+    if v.lower() in _COMMAND_WORDS:
+        return False  # a command's name, not its password ("sshpass -p sshpass")
+    if nxt in _REMOTE_COMMANDS:
+        return True  # sshpass -p raspberry ssh pi@host
+    return bool(nxt) and (nxt[0] in "-@/" or any(c in nxt for c in ".:@/"))
+
+
+_REMOTE_COMMANDS = frozenset({"ssh", "scp", "sftp", "rsync"})
+_COMMAND_WORDS = _REMOTE_COMMANDS | {"sshpass", "mysql", "docker", "podman", "login", "curl"}
+
+
+def _cli_flag_rules() -> tuple[tuple[re.Pattern[str], re.Pattern[str]], ...]:
+    """(command name, flag and value) for each command that takes a password as a flag."""
+    v = _CLI_VALUE
+    return tuple(
+        (re.compile(cmd), re.compile(flag))
+        for cmd, flag in (
+            # mysql -pSECRET (glued: "-p SECRET" prompts and takes a database name)
+            # https://dev.mysql.com/doc/refman/8.0/en/connection-options.html#option_general_password
+            (
+                r"(?:mysql|mariadb)[a-z\-]{0,12}",
+                rf"\s(?:-p(?P<g>)(?=[^\s])|--password=){v}",
+            ),
+            # sshpass -p SECRET (https://linux.die.net/man/1/sshpass)
+            (r"sshpass", rf"\s-p\s{{0,4}}+{v}"),
+            # curl -u user:SECRET, --user, the proxy's -U (https://curl.se/docs/manpage.html#-u)
+            (
+                r"curl",
+                r"\s(?:-[A-Za-z]{0,5}?[uU]|--user|--proxy-user)(?:=|\s{0,4}+)"
+                r"""(?P<v>'[^'\n\x00]{1,256}+'|"[^"\n\x00]{1,256}+"|[^\s\x00'"`;|&<>()]{1,256}+)""",
+            ),
+            # wget --password=, --http-password=, --ftp-password= (GNU wget manual)
+            (r"wget", rf"\s--(?:http-|ftp-|proxy-)?password(?:=|\s{{1,4}}+){v}"),
+            # redis-cli -a SECRET (https://redis.io/docs/latest/develop/tools/cli/)
+            (r"redis-cli", rf"\s(?:-a|--pass)\s{{1,4}}+{v}"),
+            # mongosh/mongodump -p SECRET, --password SECRET
+            (r"mongo[a-z]{0,8}", rf"\s(?:-p|--password)(?:=|\s{{1,4}}+){v}"),
+            # sqlcmd/bcp -P SECRET
+            (r"sqlcmd|bcp", rf"\s-P\s{{0,4}}+{v}"),
+            # ldapsearch & co -w SECRET
+            (r"ldap[a-z]{2,10}", rf"\s-w\s{{1,4}}+{v}"),
+            # htpasswd -b FILE USER SECRET
+            (r"htpasswd", rf"\s-[a-zA-Z]{{0,4}}b[a-zA-Z]{{0,4}}\s+\S+\s+\S+\s+{v}"),
+            # smbclient -U user%SECRET
+            (r"smbclient", r"\s-U\s{0,4}+[^\s%\x00]{1,64}+%(?P<v>[^\s\x00'\"`;|&]{1,128}+)"),
+            # zip -P SECRET / unzip -P SECRET
+            (r"(?:un)?zip", rf"\s-P\s{{1,4}}+{v}"),
+        )
+    )
+
+
+_CLI_FLAGS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] | None = None
+
+
+def _cli_password(text: str, m: Match) -> tuple[int, int] | None:
+    """A password flag of the command this match starts with, in the rest of its line."""
+    global _CLI_FLAGS
+    if _CLI_FLAGS is None:
+        _CLI_FLAGS = _cli_flag_rules()
+    cmd = m.group("cmd")
+    start = m.start()
+    if start and (text[start - 1].isalnum() or text[start - 1] in "_-."):
+        return None  # part of a longer word (libcurl, pymysql)
+    flag = next((f for name, f in _CLI_FLAGS if name.fullmatch(cmd)), None)
+    if flag is None:
+        return None
+    f = flag.search(text, m.end("cmd"), m.end())
+    while f is not None:
+        v_end = f.end("v")
+        glued = "g" in flag.groupindex and f.group("g") is not None
+        value = f.group("v")
+        if cmd == "curl":
+            _, sep, password = value.strip("'\"").partition(":")
+            ok = bool(sep) and _cli_secret(password, "", glued=True)
+        else:
+            ok = _cli_secret(value, text[v_end : min(v_end + 64, m.end())], glued)
+        if ok:
+            return f.start() + 1, v_end
+        f = flag.search(text, f.end(), m.end())
+    return None
+
+
+# Commands whose "login" takes -p/--password: docker, podman, helm registry,
+# the OpenShift, Azure and Cloud Foundry CLIs and others.
+# https://docs.docker.com/reference/cli/docker/login/ (and the like)
+_LOGIN_CMD = re.compile(
+    r"(?:^|[\s`'\"(;&|$])(?:sudo\s+)?(?:docker|podman|nerdctl|buildah|skopeo|finch|oras|helm\s+registry"
+    r"|crane\s+auth|regctl\s+registry|oc|az(?:\s+acr)?|cf|argocd|kubectl\s+oidc)\s+$"
+)
+_LOGIN_FLAG = re.compile(rf"\s(?:-p|--password)(?:=|\s{{1,4}}+){_CLI_VALUE}")
+
+
+def _login_password(text: str, m: Match) -> tuple[int, int] | None:
+    start = m.start()
+    line_start = max(text.rfind("\n", 0, start), start - 48)
+    if _LOGIN_CMD.search(text, max(0, line_start), start) is None:
+        return None
+    f = _LOGIN_FLAG.search(text, m.end("login"), m.end())
+    while f is not None:
+        v_end = f.end("v")
+        if _cli_secret(f.group("v"), text[v_end : min(v_end + 64, m.end())]):
+            return f.start() + 1, v_end
+        f = _LOGIN_FLAG.search(text, f.end(), m.end())
+    return None
+
+
+def _flag_password(text: str, m: Match) -> tuple[int, int] | None:
+    """``--password VALUE``, ``--client-secret=VALUE`` and the like, any command."""
+    if m.start() and text[m.start() - 1] not in " \t\n\\\"'`(":
+        return None
+    v_end = m.end("v")
+    return m.span() if _cli_secret(m.group("v"), text[v_end : v_end + 64]) else None
+
+
+def _openssl_pass(text: str, m: Match) -> tuple[int, int] | None:
+    return m.span() if _cli_secret(m.group("v"), "", glued=True) else None
+
+
+# Key names ending in "key" that do not name a secret.
+_NOT_SECRET_KEYS = (
+    "primary",
+    "foreign",
+    "sort",
+    "partition",
+    "hash",
+    "range",
+    "row",
+    "cache",
+    "idempotency",
+    "public",
+    "publishable",
+    "object",
+    "bucket",
+    "lookup",
+    "dedup",
+    "group",
+    "map",
+    "dict",
+    "index",
+    "composite",
+    "natural",
+    "surrogate",
+    "shard",
+    "routing",
+    "message",
+    "site",
+    "license",
+)
+
+
+def _env_key(text: str, m: Match) -> tuple[int, int] | None:
+    """``MAPBOX_KEY=...``, ``"stripe_secret_key": "..."``: a name ending in _key, a random value."""
+    start = m.start()
+    limit = max(0, start - 40)
+    s = start
+    while s > limit and (text[s - 1].isalnum() or text[s - 1] in "_-."):
+        s -= 1
+    name = text[s:start].lower().rstrip("_-.")
+    if not name or any(name.endswith(w) for w in _NOT_SECRET_KEYS):
+        return None
+    value = m.group("v")
+    v_end = m.end("v")
+    if len(value) < 16 or not _mixed(value) or not _secret_value(value, text[v_end : v_end + 1]):
+        return None
+    return s, v_end
+
+
+def _vault_legacy(text: str, m: Match) -> tuple[int, int] | None:
+    body = m.group()[2:]
+    if end_glued(text, m.end()) or not _mixed(body) or body.lower() == body:
+        return None
+    return None if _placeholder(body) else m.span()
+
+
+# Prefixed vendor tokens, searched in one pass over the runs of token
+# characters (like the base64 rules: prose has few runs of 24 or more, so this
+# costs next to nothing on it). (kind, literal prefixes, body): each prefix is
+# a branch of its own, with the boundary look-behind right after it. The rule
+# ids cited are gitleaks' (config/gitleaks.toml) unless marked otherwise.
+_VENDOR_TABLE: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    # shopify-access-token, -custom-access-token, -private-app-access-token, -shared-secret
+    ("shopify-token", ("shpat_", "shpca_", "shppa_", "shpss_"), r"[a-fA-F0-9]{32}"),
+    ("databricks-token", ("dapi",), r"[a-f0-9]{32}(?:-[0-9])?"),  # databricks-api-token
+    # atlassian-api-token (ATATT3...), and Bitbucket app passwords (ATBB...)
+    ("atlassian-token", ("ATATT3", "ATCTT3"), r"[A-Za-z0-9_=\-]{150,300}+"),
+    ("atlassian-token", ("ATBB",), r"[A-Za-z0-9_=\-]{28,64}+"),
+    ("linear-key", ("lin_api_",), r"[A-Za-z0-9]{40}"),  # linear-api-key
+    ("linear-key", ("lin_oauth_",), r"[a-f0-9]{64}"),
+    # notion-api-token (ntn_), and internal integration secrets before 2024 (secret_)
+    ("notion-token", ("ntn_",), r"[0-9]{11}[A-Za-z0-9]{35}"),
+    ("notion-token", ("secret_",), r"[A-Za-z0-9]{43}"),
+    ("mailgun-key", ("key-",), r"[a-z0-9]{32}"),  # mailgun-private-api-token
+    ("sentry-token", ("sntryu_",), r"[a-f0-9]{64}"),  # sentry-user-token
+    ("sentry-token", ("sntrys_",), r"eyJ[A-Za-z0-9+/=_]{40,600}+"),  # sentry-org-token
+    # twilio-api-key (SK...); detect-secrets' twilio.py also has the account SID (AC...)
+    ("twilio-key", ("SK", "AC"), r"[0-9a-fA-F]{32}"),
+    ("age-secret-key", ("AGE-SECRET-KEY-1",), r"[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
+    ("1password-token", ("ops_",), r"eyJ[A-Za-z0-9+/]{200,4000}+={0,3}+"),
+    ("perplexity-key", ("pplx-",), r"[A-Za-z0-9]{48}"),
+    (
+        "planetscale-token",
+        ("pscale_tkn_", "pscale_pw_", "pscale_oauth_"),
+        r"[A-Za-z0-9_=\-]{32,64}+",
+    ),
+    ("postman-key", ("PMAK-",), r"[a-f0-9]{24}-[a-f0-9]{34}"),
+    ("pulumi-token", ("pul-",), r"[a-f0-9]{40}"),
+    ("grafana-token", ("glc_",), r"[A-Za-z0-9+/]{32,400}+={0,3}+"),
+    ("grafana-token", ("glsa_",), r"[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}"),
+    ("grafana-token", ("eyJrIjoi",), r"[A-Za-z0-9]{70,400}+={0,3}+"),
+    ("newrelic-key", ("NRAK-",), r"[A-Z0-9]{27}"),
+    ("newrelic-key", ("NRJS-",), r"[a-f0-9]{19}"),
+    ("newrelic-key", ("NRII-",), r"[A-Za-z0-9\-]{32}"),
+    ("heroku-key", ("HRKU-AA",), r"[A-Za-z0-9_\-]{58}"),  # heroku-api-key-v2
+    ("rubygems-token", ("rubygems_",), r"[a-f0-9]{48}"),
+    ("flyio-token", ("fo1_",), r"[A-Za-z0-9_\-]{43}"),
+    ("flyio-token", ("fm2_", "fm1a_", "fm1r_"), r"[A-Za-z0-9+/]{100,4000}+={0,3}+"),
+    ("square-token", ("sq0atp-", "sq0csp-"), r"[A-Za-z0-9_\-]{22,60}+"),
+    ("square-token", ("EAAA",), r"[A-Za-z0-9_\-]{60}"),
+    ("sendinblue-key", ("xkeysib-",), r"[a-f0-9]{64}-[A-Za-z0-9]{16}"),
+    ("artifactory-token", ("AKCp",), r"[A-Za-z0-9]{69}"),
+    ("facebook-token", ("EAAM", "EAAC"), r"[A-Za-z0-9]{100,400}+"),
+    ("alibaba-key", ("LTAI",), r"[A-Za-z0-9]{20}"),
+    ("easypost-key", ("EZAK", "EZTK"), r"[A-Za-z0-9]{54}"),
+    ("shippo-token", ("shippo_live_", "shippo_test_"), r"[a-fA-F0-9]{40}"),
+    ("prefect-key", ("pnu_",), r"[A-Za-z0-9]{36}"),
+    ("readme-key", ("rdme_",), r"[a-z0-9]{70}"),
+    ("sourcegraph-token", ("sgp_",), r"(?:[a-fA-F0-9]{16}_|local_)?[a-fA-F0-9]{40}"),
+    ("clojars-token", ("CLOJARS_",), r"[a-z0-9]{60}"),
+    ("duffel-token", ("duffel_test_", "duffel_live_"), r"[A-Za-z0-9_=\-]{43}"),
+    ("frameio-token", ("fio-u-",), r"[A-Za-z0-9_=\-]{64}"),
+    ("scalingo-token", ("tk-us-",), r"[A-Za-z0-9_\-]{48}"),
+    ("infracost-key", ("ico-",), r"[A-Za-z0-9]{32}"),
+    ("octopus-key", ("API-",), r"[A-Z0-9]{26}"),
+    ("adobe-secret", ("p8e-",), r"[A-Za-z0-9]{32}"),
+    ("gitlab-token", ("glagent-",), r"[A-Za-z0-9_\-]{50}"),
+    ("gitlab-token", ("gloas-",), r"[A-Za-z0-9_\-]{64}"),
+    ("gitlab-token", ("glimt-",), r"[A-Za-z0-9_\-]{25}"),
+    ("gitlab-token", ("glffct-",), r"[A-Za-z0-9_\-]{20}"),
+    ("gitlab-token", ("GR1348941",), r"[A-Za-z0-9_\-]{20}"),  # gitlab-rrt
+    # Not in gitleaks, met by coding agents: the vendors' documented prefixes.
+    # https://tailscale.com/kb/1085/auth-keys, https://supabase.com/docs/guides/api/api-keys
+    (
+        "tailscale-key",
+        ("tskey-auth-", "tskey-api-", "tskey-client-"),
+        r"[A-Za-z0-9]{6,20}+-[A-Za-z0-9]{16,64}+",
+    ),
+    ("supabase-token", ("sbp_",), r"[a-f0-9]{40}"),
+    ("replicate-token", ("r8_",), r"[A-Za-z0-9]{37}"),
+    ("langsmith-key", ("lsv2_pt_", "lsv2_sk_"), r"[a-f0-9]{32}_[a-f0-9]{10}"),
+    ("tavily-key", ("tvly-dev-", "tvly-"), r"[A-Za-z0-9]{32}"),
+    ("nuget-key", ("oy2",), r"[a-z0-9]{43}"),
+)
+# Kinds reported by the one vendor search, in alias order (BUILTIN_RULES).
+_VENDOR_KINDS: tuple[str, ...] = tuple(dict.fromkeys(k for k, _, _ in _VENDOR_TABLE))
+_VENDOR_ANY_BODY: frozenset[str] = frozenset()
+# group name -> (kind, where the body starts in the match, characters to widen)
+_VENDOR_GROUPS: dict[str, tuple[str, int, int]] = {}
+
+
+def _vendor_regex() -> str:
+    """One alternation; each branch opens with its prefix's first character.
+
+    The first character stays outside the group so that the branches start
+    with literals (``re`` tries only the few whose first character is there),
+    and the group names the branch (``lastgroup``) for the check.
+    """
+    branches: list[str] = []
+    n = 0
+    for kind, prefixes, body in _VENDOR_TABLE:
+        for prefix in prefixes:
+            name = f"v{n}"
+            n += 1
+            _VENDOR_GROUPS[name] = (kind, len(prefix), 0)
+            look = rf"(?<![A-Za-z0-9_\-.]{re.escape(prefix)})"
+            branches.append(
+                re.escape(prefix[0]) + f"(?P<{name}>{re.escape(prefix[1:])}{look}{body})"
+            )
+    return "|".join(branches)
+
+
+# --------------------------------------------------------------------------- #
 # Built-in rules
 # --------------------------------------------------------------------------- #
 
@@ -661,11 +1169,14 @@ def _build_rules() -> tuple[Rule, ...]:
         ),
         _r(
             "slack-webhook",
-            r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{8,256}+",
+            # also JSON-escaped ("hooks.slack.com\/services\/...")
+            r"hooks\.slack\.com\\{0,2}/(?:services|workflows|triggers)\\{0,2}/"
+            r"(?:[A-Za-z0-9_\-]|\\{0,2}/){8,256}+",
         ),
         _r(
             "discord-webhook",
-            r"discord(?:app)?\.com/api/webhooks/[0-9]{5,30}+/[A-Za-z0-9_\-]{20,256}+",
+            r"discord(?:app)?\.com\\{0,2}/api\\{0,2}/(?:v[0-9]{1,2}\\{0,2}/)?webhooks\\{0,2}/"
+            r"[0-9]{5,30}+\\{0,2}/[A-Za-z0-9_\-]{20,256}+",
         ),
         _r("stripe-secret-key", r"sk_(?<![\w]sk_)(?:live|test)_[A-Za-z0-9]{16,247}+"),
         _r("stripe-restricted-key", r"rk_(?<![\w]rk_)(?:live|test)_[A-Za-z0-9]{16,247}+"),
@@ -693,11 +1204,242 @@ def _build_rules() -> tuple[Rule, ...]:
         _r("docker-hub-token", r"dckr_pat_[A-Za-z0-9_\-]{24,64}+"),
         _r("digitalocean-token", r"do[por]_v1_[a-f0-9]{64}"),
         _r("sendgrid-key", r"SG\.(?<![\w]SG\.)[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}"),
+        # ------------------------------------------------------------------ #
+        # Formats added after issue 22's audit. Sources: gitleaks' rules
+        # (config/gitleaks.toml, rule ids in _VENDOR_TABLE and below) and
+        # detect-secrets' plugins; the rules are this module's own.
+        # ------------------------------------------------------------------ #
+        # Prefixed vendor tokens: one search over runs of token characters, the
+        # first kind reported by the rule itself, the others by its aliases.
+        _r(_VENDOR_KINDS[0], _vendor_regex(), min_len=_B64_MIN, check=_vendor),
+        *(_r(kind, "(?!)", alias=True) for kind in _VENDOR_KINDS[1:]),
+        # Mapbox secret (sk.) and temporary (tk.) tokens: "k.eyJ1" is the base64 of
+        # '{"u"' after the type letter (gitleaks mapbox-api-token knows the pk. form).
+        _r(
+            "mapbox-token",
+            r"k\.eyJ1(?<=[st]k\.eyJ1)(?<![A-Za-z0-9_\-.].k\.eyJ1)[A-Za-z0-9_\-]{16,400}+"
+            r"\.[A-Za-z0-9_\-]{16,64}+",
+            check=_widened(1),
+        ),
+        # Public tokens (pk.) are meant for browsers: flagged here, not refused by the server.
+        _r(
+            "mapbox-public-token",
+            r"k\.eyJ1(?<=pk\.eyJ1)(?<![A-Za-z0-9_\-.]pk\.eyJ1)[A-Za-z0-9_\-]{16,400}+"
+            r"\.[A-Za-z0-9_\-]{16,64}+",
+            check=_widened(1),
+            secret=False,
+        ),
+        # vault-service-token (hvs.), vault-batch-token (hvb.)
+        _r(
+            "vault-token",
+            r"hv[sb]\.(?<![A-Za-z0-9_\-.]hv.\.)[A-Za-z0-9_\-]{90,300}+",
+            check=_widened(0),
+        ),
+        # Vault's service tokens before 1.10 ("s." + 24): only next to the word "vault".
+        _r(
+            "vault-token",
+            r"s\.(?<![A-Za-z0-9_\-.]s\.)[A-Za-z0-9]{24}",
+            near=("vault",),
+            radius=120,
+            check=_vault_legacy,
+        ),
+        # hashicorp-tf-api-token: 14 characters, ".atlasv1.", 60-70 more
+        _r(
+            "terraform-token",
+            r"\.atlasv1\.(?<=[A-Za-z0-9]{14}\.atlasv1\.)(?<![A-Za-z0-9_\-][A-Za-z0-9]{14}\.atlasv1\.)"
+            r"[A-Za-z0-9_=\-]{60,70}+",
+            check=_widened(14),
+        ),
+        _r("dynatrace-token", r"dt0c01\.(?<![\w\-.]dt0c01\.)[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}"),
+        _r(
+            "doppler-token",
+            r"dp\.(?<![\w\-.]dp\.)(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}+",
+            check=_widened(0),
+        ),
+        _r(
+            "cloudflare-origin-key",
+            r"v1\.0-(?<![\w\-.]v1\.0-)[a-f0-9]{24}-[a-f0-9]{146}",
+        ),
+        _r("openshift-token", r"sha256~(?<![\w\-.]sha256~)[A-Za-z0-9_\-]{43}", check=_widened(0)),
+        # microsoft-teams-webhook (also JSON-escaped: "\/")
+        _r(
+            "teams-webhook",
+            r"webhook\.office\.com\\{0,2}/webhookb2\\{0,2}/[A-Za-z0-9@\-]{40,200}+\\{0,2}/"
+            r"IncomingWebhook\\{0,2}/[A-Za-z0-9]{32}\\{0,2}/[A-Za-z0-9\-]{36}",
+        ),
+        # azure-ad-client-secret: 3 characters, a digit, "Q~", 31-34 more
+        _r(
+            "azure-ad-secret",
+            r"Q~(?<=[A-Za-z0-9_~.]{3}[0-9]Q~)(?<![A-Za-z0-9_~.\-][A-Za-z0-9_~.]{3}[0-9]Q~)"
+            r"[A-Za-z0-9_~.\-]{31,34}+",
+            check=_azure_ad_secret,
+        ),
+        # Azure storage account keys and Service Bus/Event Hubs keys in connection
+        # strings (detect-secrets azure_storage_key.py: 86 base64 characters and "==").
+        # https://learn.microsoft.com/en-us/azure/storage/common/storage-configure-connection-string
+        _r(
+            "azure-storage-key",
+            r"(?i:accountkey|sharedaccesskey)\s{0,3}+=\s{0,3}+(?P<v>[A-Za-z0-9+/]{30,128}+={0,2}+)",
+            near=("accountkey", "sharedaccesskey"),
+            check=_azure_key,
+            anchored=True,
+        ),
+        _r(
+            "azure-storage-key",
+            r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{86}==",
+            near=("azure", "storage", "account_key", "accountkey", "account-key"),
+            radius=160,
+            min_len=88,
+            check=_azure_key_near,
+        ),
+        # Shared access signatures: the sig= of a SAS URL or SharedAccessSignature.
+        _r(
+            "azure-sas",
+            r"sig=(?P<v>[A-Za-z0-9%+/=]{30,256}+)",
+            near=("sig=",),
+            check=_azure_sas,
+            anchored=True,
+        ),
+        # mailchimp-api-key: 32 hex, "-us", the data centre's number
+        _r(
+            "mailchimp-key",
+            r"-us(?<=[0-9a-f]{32}-us)(?<![A-Za-z0-9_\-][0-9a-f]{32}-us)[0-9]{1,2}+(?![A-Za-z0-9_\-])",
+            check=_widened(32),
+        ),
+        # mailgun-signing-key, and Mailgun's private keys since 2020: 32-8-8 hex
+        _r(
+            "mailgun-key",
+            r"-(?<=[0-9a-f]{32}-)(?<![A-Za-z0-9_\-][0-9a-f]{32}-)[0-9a-f]{8}-[0-9a-f]{8}"
+            r"(?![A-Za-z0-9_\-])",
+            check=_widened(32),
+        ),
+        # telegram-bot-api-token and detect-secrets telegram_token.py: "<bot id>:<35>"
+        _r(
+            "telegram-bot-token",
+            r":(?<=[0-9]{8}:)(?<![0-9]{11}:)(?P<t>[A-Za-z0-9_\-]{35})",
+            check=_telegram,
+        ),
+        # detect-secrets discord.py: bot tokens, the base64 of the bot's id first
+        _r(
+            "discord-token",
+            r"(?P<id>[MNO](?<![A-Za-z0-9_\-.][MNO])[A-Za-z0-9_\-]{23,27}+)\.[A-Za-z0-9_\-]{6}"
+            r"\.[A-Za-z0-9_\-]{27,38}+",
+            check=_discord_token,
+        ),
+        # Private key material without its PEM header (a service account's key
+        # pasted from JSON, a key cut from its armour): PKCS#1 and PKCS#8 RSA,
+        # SEC1 and PKCS#8 EC, PKCS#8 Ed25519.
+        _r(
+            "private-key",
+            r"M(?<![A-Za-z0-9+/]M)(?:II[A-Za-z0-9+/]{3}IBAAK[CG]A|II[A-Za-z0-9+/]{3}IBADANBgkqhkiG9w0BAQEFAASC"
+            r"|HcCAQEEI|IGkAgEBBDA|IG[A-Za-z0-9+/]AgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg"
+            r"|C4CAQAwBQYDK2VwBCIEI)(?:\\n|[A-Za-z0-9+/]){16,8192}+",
+            mask="base64 of a private key",
+            check=_private_key_body,
+        ),
+        # A Google service account key file: its "private_key_id" (40 hex) says the
+        # whole file was pasted.
+        # https://cloud.google.com/iam/docs/keys-create-delete#creating
+        _r(
+            "gcp-service-account",
+            r"""private_key_id["'`]?\s{0,3}+[:=]\s{0,3}+["'`]?(?P<v>[a-f0-9]{40})(?![A-Za-z0-9])""",
+            near=("private_key_id",),
+            check=_gcp_key_id,
+            anchored=True,
+        ),
+        # Docker's config.json: "auth" is base64("user:password"); identity and
+        # registry tokens are tokens (JSON-escaped quotes too).
+        _r(
+            "docker-auth",
+            r'"(?P<k>auth|identitytoken|registrytoken)\\?"\s{0,3}+:\s{0,3}+\\?"'
+            r"(?P<v>[A-Za-z0-9+/=_.\-]{8,4096}+)",
+            near=('"auth', '"identitytoken', '"registrytoken'),
+            check=_docker_auth,
+            anchored=True,
+        ),
+        # .netrc: "machine HOST login USER password PASS"
+        _r(
+            "netrc-password",
+            r"password[ \t]{1,8}+(?P<v>[^\s\x00]{1,256}+)",
+            near=("password",),
+            check=_netrc,
+            anchored=True,
+        ),
+        # Passwords on command lines: mysql -p..., sshpass -p, curl -u user:pass ...
+        # (gitleaks curl-auth-user for curl; each command's manual for the rest,
+        # cited in _cli_flag_rules).
+        _r(
+            "cli-password",
+            r"(?P<cmd>mysql[a-z\-]{0,12}+|mariadb[a-z\-]{0,12}+|sshpass|curl|wget|redis-cli"
+            r"|mongo[a-z]{0,8}+|sqlcmd|bcp|ldap[a-z]{2,10}+|htpasswd|smbclient|zip|unzip)"
+            r"(?![A-Za-z0-9_\-.])(?P<rest>(?:\\\n|[^\n\x00;|&`]){0,400}+)",
+            near=(
+                *("mysql", "mariadb", "sshpass", "curl", "wget", "redis-cli", "mongo"),
+                *("sqlcmd", "bcp", "ldap", "htpasswd", "smbclient", "zip", "unzip"),
+            ),
+            check=_cli_password,
+            anchored=True,
+        ),
+        # docker login -p, podman login --password, oc login -p, az login -p ...
+        _r(
+            "cli-password",
+            r"(?P<login>login)(?![A-Za-z0-9_\-])(?P<rest>(?:\\\n|[^\n\x00;|&`]){0,400}+)",
+            near=("login",),
+            check=_login_password,
+            anchored=True,
+        ),
+        # --password VALUE, --client-secret=VALUE, --api-key VALUE: any command.
+        _r(
+            "cli-password",
+            r"--(?:db-|admin-|root-|master-|client-|app-|api-|auth-|access-|user-|registry-"
+            r"|http-|ftp-|proxy-|bind-|store-|key-)?"
+            r"(?:password|passwd|pass|passphrase|secret|token|api-key|apikey|access-key|secret-key)"
+            rf"(?:=|\s{{1,4}}+){_CLI_VALUE}",
+            near=("--",),
+            check=_flag_password,
+            anchored=True,
+        ),
+        # openssl -passin pass:SECRET, -passout pass:SECRET, -pass pass:SECRET
+        # https://docs.openssl.org/master/man1/openssl-passphrase-options/
+        _r(
+            "cli-password",
+            rf"-pass(?:in|out)?\s{{1,4}}+pass:{_CLI_VALUE}",
+            near=("-pass",),
+            check=_openssl_pass,
+            anchored=True,
+        ),
+        # keytool/jarsigner -storepass SECRET -keypass SECRET
+        # https://docs.oracle.com/en/java/javase/21/docs/specs/man/keytool.html
+        _r(
+            "cli-password",
+            rf"-(?:src|dest|new)?(?:store|key)?pass\s{{1,4}}+{_CLI_VALUE}",
+            near=("-storepass", "-keypass", "-srcstorepass", "-deststorepass", "-srckeypass"),
+            check=_flag_password,
+            anchored=True,
+        ),
+        # MAPBOX_KEY=..., "twilio_key": "...": a name ending in _key and a random value
+        # (the names ending in api_key, access_key, secret_key... are the rule above).
+        _r(
+            "secret-assignment",
+            r"[_\-](?i:key)[\"'`]?\s{0,3}+(?::=|=>|=|:)\s{0,3}+[\"'`]?"
+            rf"(?P<v>{_VALUE}{{16,256}}+={{0,2}}+)",
+            near=("_key", "-key"),
+            check=_env_key,
+            rank=1,
+            anchored=True,
+        ),
         # Credentials inside URLs: scheme://user:pass@host (anchored on "://").
         _r(
             "url-credentials",
             r"://(?<=[A-Za-z0-9+.\-]://)[^\s\x00/:@\"'`<>]{0,128}+:"
             r"""(?P<pw>[^\s\x00/@"'`<>]{1,256}+)@[^\s\x00/@"'`<>?#]{1,255}+""",
+            check=_url_credentials,
+        ),
+        # ... and JSON-escaped ("https:\/\/user:pass@host").
+        _r(
+            "url-credentials",
+            r":\\/\\/(?<=[A-Za-z0-9+.\-]:\\/\\/)[^\s\x00/:@\"'`<>\\]{0,128}+:"
+            r"""(?P<pw>[^\s\x00/@"'`<>\\]{1,256}+)@[^\s\x00/@"'`<>?#\\]{1,255}+""",
             check=_url_credentials,
         ),
         # Passwords in connection strings: ADO.NET/ODBC (";Password=...;", "Pwd={...}")

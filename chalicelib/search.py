@@ -1,8 +1,10 @@
 """Search over packets: the query language, the text each field contributes, snippets.
 
 One implementation serves every store, so a query means the same on SQLite
-(FTS5 does the matching and bm25 the ranking) and on DynamoDB (a term index
-kept by the write path, ranked here): both tokenize as FTS5's ``unicode61``
+(FTS5 does the matching; each match is ranked from its own text) and on
+DynamoDB (a term index kept by the write path, ranked with statistics of the
+caller's scopes alone): a ranking never counts packets the caller cannot read
+(see ``SqliteStore.search``). Both tokenize as FTS5's ``unicode61``
 tokenizer does (letters and digits; case and diacritics folded), both take
 their text from ``fields_of`` and both show ``snippet``.
 
@@ -27,7 +29,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-# Fields in the order a snippet prefers them, with their bm25 weight: the goal
+# Fields in the order a snippet prefers them, with their ranking weight: the goal
 # and tags say what a packet is about; the rest is detail.
 FIELDS: tuple[tuple[str, float], ...] = (
     ("goal", 5.0),

@@ -101,6 +101,39 @@ def _home() -> str:
     return pwd.getpwuid(os.getuid()).pw_dir
 
 
+PRIVATE_DIR = 0o700
+
+
+def private_dir(path: Path) -> Path:
+    """Make ``path`` (one of ltm's own folders: config, data, state) and keep it 0700.
+
+    They hold tokens, the local store, the hooks' logs and the warm MCP socket:
+    nothing another user of the machine may read. A folder made by an earlier ltm
+    with 0755 is repaired here and said once on stderr (once repaired, there is
+    nothing left to say). ``mkdir``'s mode is masked by the umask and applies to the
+    last folder only, so the mode is set outright. Windows: its ACLs apply instead.
+    Returns ``path``.
+    """
+    try:
+        path.mkdir(parents=True, mode=PRIVATE_DIR)
+        made = True
+    except FileExistsError:
+        made = False
+    if os.name != "posix":
+        return path
+    info = path.stat()
+    mode = info.st_mode & 0o777
+    if mode & 0o077 and info.st_uid == os.getuid():
+        os.chmod(path, PRIVATE_DIR)
+        if not made:
+            print(
+                f"ltm: {path} could be read by other users of this machine (mode {mode:o});"
+                " made private (700)",
+                file=sys.stderr,
+            )
+    return path
+
+
 def local_db_path() -> Path:
     """The embedded store: the user's own packets, no server involved."""
     return data_dir() / "ltm.db"
@@ -216,7 +249,10 @@ def write_private(path: Path, text: str, *, mode: int = 0o600) -> None:
     """
     if path.is_symlink():
         path = path.resolve()
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if path.parent == config_dir():
+        private_dir(path.parent)  # it holds the tokens
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:

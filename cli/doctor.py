@@ -110,6 +110,47 @@ def check_files() -> list[Check]:
     return out
 
 
+def check_private() -> Check:
+    """ltm's data folder (the local store, its -wal and -shm) and state folder (the hooks'
+    logs and markers, the warm MCP socket) are the user's alone: 700 folders, 600 files.
+    The doctor only reads: ltm repairs them itself the next time it opens the store or
+    runs a hook."""
+    from ltm.cli.config import data_dir, local_db_path, state_dir
+
+    if not _posix():
+        return Check("private", "skip", "permissions not checked: Windows uses ACLs")
+    problems: list[str] = []
+    fixes: list[str] = []
+    for folder in (data_dir(), state_dir()):
+        mode = _mode(folder)
+        if mode is not None and mode & 0o077:
+            problems.append(f"{folder} is mode {mode:o}, not 700")
+            fixes.append(f"chmod 700 {folder}")
+    store = local_db_path()
+    for suffix in ("", "-wal", "-shm"):
+        path = Path(f"{store}{suffix}")
+        mode = _mode(path)
+        if mode is not None and mode & 0o077:
+            problems.append(f"{path} is mode {mode:o}, not 600")
+            fixes.append(f"chmod 600 {path}")
+    if problems:
+        return Check(
+            "private",
+            "fail",
+            "other users of this machine can read your packets or hook logs: "
+            + "; ".join(problems),
+            " && ".join(fixes) + " (or run any ltm command: it repairs them)",
+        )
+    return Check("private", "ok", f"{data_dir()} and {state_dir()}: yours alone (700, files 600)")
+
+
+def _mode(path: Path) -> int | None:
+    try:
+        return stat.S_IMODE(path.lstat().st_mode)
+    except OSError:
+        return None
+
+
 # -- the server ----------------------------------------------------------------------
 
 
@@ -409,10 +450,12 @@ def hook_files(harness_name: str) -> list[tuple[str, Path]]:
     """(scope, file) where a harness reads hooks: "" for the user's.
 
     The user's and the project's files, as ``ltm hooks install`` writes them
-    (``ltm.cli.agents.hooks_install.harness``), and Claude Code's untracked
-    ``.claude/settings.local.json``.
+    (``ltm.cli.agents.hooks_install.harness``), Claude Code's untracked
+    ``.claude/settings.local.json``, and for GitHub Copilot every ``*.json`` of its
+    hooks folders (it reads them all; ltm writes ``ltm.json``).
     https://code.claude.com/docs/en/hooks (Configuration),
-    https://developers.openai.com/codex/hooks (Where Codex looks for hooks)
+    https://developers.openai.com/codex/hooks (Where Codex looks for hooks),
+    https://docs.github.com/en/copilot/reference/hooks-reference (Hooks locations)
     """
     from ltm.cli.agents.hooks_install import harness
 
@@ -420,6 +463,13 @@ def hook_files(harness_name: str) -> list[tuple[str, Path]]:
     files = [("", user.hooks_file), ("project", project.hooks_file)]
     if harness_name == "claude-code":
         files.append(("local", project.hooks_file.with_name("settings.local.json")))
+    if harness_name == "copilot":
+        for scope, own in list(files):
+            try:
+                others = sorted(own.parent.glob("*.json"))
+            except OSError:
+                others = []
+            files += [(scope, other) for other in others if other != own]
     return files
 
 
@@ -437,12 +487,18 @@ def _hook_program(command: str) -> str | None:
 
 
 def _hooks_check(
-    name: str, fix: str, path: Path, ours: dict[str, list[str]], mine: set[str]
+    name: str,
+    fix: str,
+    path: Path,
+    ours: dict[str, list[str]],
+    mine: set[str],
+    harness_name: str = "claude-code",
 ) -> Check:
     """One hooks file holding ltm entries: every event wired, to an ltm that exists."""
-    from ltm.cli.agents.hooks_install import EVENTS
+    from ltm.cli.agents.hooks_install import RECALL, harness
 
-    rank = {event: i for i, (event, _verb) in enumerate(EVENTS)}
+    wired = harness(harness_name, project=False).events
+    rank = {event.name: i for i, event in enumerate(wired)}
     events = sorted(ours, key=lambda event: rank.get(event, len(rank)))  # ltm's order first
     for event in events:
         for program in filter(None, map(_hook_program, ours[event])):
@@ -450,7 +506,7 @@ def _hooks_check(
                 return Check(name, "fail", f"{path}: {event} runs {program}, which is gone", fix)
             if program not in mine and _resolved(program) not in mine and os.sep in program:
                 return Check(name, "warn", f"{path}: {event} runs another ltm ({program})", fix)
-    missing = [event for event, _verb in EVENTS if event not in ours]
+    missing = [e.name for e in wired if e.verb != RECALL and e.name not in ours]
     if missing:
         return Check(
             name,
@@ -488,31 +544,44 @@ def _codex_flag() -> Check | None:
     return None
 
 
-def _ltm_hooks(doc: Any) -> dict[str, list[str]]:
-    """{event: the commands of its ltm groups} of a hooks file (``hooks.<Event>[]``)."""
-    from ltm.cli.agents.hooks_install import is_ours
+def _ltm_hooks(harness_name: str, doc: Any) -> dict[str, list[str]]:
+    """{event: the commands of its ltm entries} of a hooks file."""
+    from ltm.cli.agents.hooks_install import harness, ltm_commands
 
-    hooks = doc.get("hooks") if isinstance(doc, dict) else None
-    found: dict[str, list[str]] = {}
-    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
-        for group in groups if isinstance(groups, list) else ():
-            if is_ours(group):
-                commands = found.setdefault(str(event), [])
-                commands += [
-                    h["command"]
-                    for h in group["hooks"]
-                    if isinstance(h, dict) and isinstance(h.get("command"), str)
-                ]
-    return found
+    return ltm_commands(harness(harness_name, project=False), doc)
+
+
+def _hooks_turned_off(harness_name: str, path: Path, doc: Any) -> Check | None:
+    """A file that switches every hook off: Copilot's ``disableAllHooks``, Gemini CLI's
+    ``hooksConfig.enabled: false``.
+    https://docs.github.com/en/copilot/reference/hooks-reference (Disable all hooks),
+    https://geminicli.com/docs/hooks (Enable and disable the hooks system)
+    """
+    if not isinstance(doc, dict):
+        return None
+    off = None
+    if harness_name == "copilot" and doc.get("disableAllHooks") is True:
+        off = "disableAllHooks is true"
+    config = doc.get("hooksConfig")
+    if harness_name == "gemini" and isinstance(config, dict) and config.get("enabled") is False:
+        off = "hooksConfig.enabled is false"
+    if off is None:
+        return None
+    return Check(
+        f"hooks {harness_name} off",
+        "fail",
+        f"{path}: {off}, so ltm's hooks never run",
+        f"remove that setting from {path}",
+    )
 
 
 def check_hooks() -> list[Check]:
-    """Each harness's hooks files that hold ``ltm hook`` entries, and Codex's feature flag."""
-    from ltm.cli.agents.hooks_install import harness
+    """Each harness's hooks files that hold ``ltm hook`` entries, and what turns them off."""
+    from ltm.cli.agents.hooks_install import NAMES, harness
 
     found: list[Check] = []
     mine = _ltm_paths()
-    for harness_name in ("claude-code", "codex"):
+    for harness_name in NAMES:
         before = len(found)
         for scope, path in hook_files(harness_name):
             name = " ".join(filter(None, ("hooks", harness_name, scope)))
@@ -523,9 +592,11 @@ def check_hooks() -> list[Check]:
             if isinstance(doc, Check):
                 found.append(doc)
                 continue
-            ours = _ltm_hooks(doc)
+            ours = _ltm_hooks(harness_name, doc)
             if ours:
-                found.append(_hooks_check(name, fix, path, ours, mine))
+                found.append(_hooks_check(name, fix, path, ours, mine, harness_name))
+                if off := _hooks_turned_off(harness_name, path, doc):
+                    found.append(off)
         if harness_name == "codex" and len(found) > before and (flag := _codex_flag()):
             found.append(flag)
         if len(found) == before:
@@ -569,6 +640,7 @@ def run_all(*, full: bool = False) -> list[Check]:
         if http is not None:
             http.close()
     checks += _timed("store", lambda: [check_store(full=full)])
+    checks += _timed("private", lambda: [check_private()])
     checks += _timed("mcp", check_mcp)
     checks += _timed("hooks", check_hooks)
     return checks
@@ -591,7 +663,10 @@ MARKS = {"ok": "ok  ", "warn": "warn", "fail": "FAIL", "skip": "--  "}
 
 
 def render(checks: list[Check]) -> str:
-    from ltm.cli.terminal.output import one_line
+    """One line per check. Details carry outside data (program paths from a repository's
+    ``.mcp.json`` or ``.claude/settings.json``, a server's answers), so every line goes
+    through the one ``safe``: no escape sequence reaches the terminal."""
+    from ltm.cli.terminal.output import one_line, safe
 
     width = max(len(c.name) for c in checks)
     lines = []
@@ -599,7 +674,7 @@ def render(checks: list[Check]) -> str:
         line = f"{MARKS[c.status]}  {c.name.ljust(width)}  {one_line(c.detail, 300)}"
         if c.fix and c.status in ("fail", "warn"):
             line += f" — fix: {c.fix}"
-        lines.append(line)
+        lines.append(safe(line))
     return "\n".join(lines)
 
 

@@ -201,9 +201,13 @@ def test_defaults_when_the_server_leaves_out_the_interval(monkeypatch: pytest.Mo
 
 
 def _browser_script(tmp_path: Path) -> tuple[str, Path]:
+    """A browser that records its whole argv, and the page it was handed (``.page``)."""
     opened = tmp_path / "opened.txt"
     script = tmp_path / "browser.sh"
-    script.write_text(f'#!/bin/sh\necho "$1" >> {opened}\n')
+    script.write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$@" >> {opened}\n'
+        f'cat "${{1#file://}}" >> {opened}.page 2>/dev/null\n'
+    )
     script.chmod(0o755)
     return f"{script} %s", opened
 
@@ -213,13 +217,23 @@ def test_ltm_auth_host_signs_in_and_opens_the_browser(tmp_path: Path) -> None:
     cli = Cli(tmp_path / "me")
     del cli.env["LTM_NO_BROWSER"]
     cli.env["BROWSER"] = browser
+    cli.env["LTM_STATE_DIR"] = str(tmp_path / "state")
     with stub_server(OAuthServer(["authorization_pending", "ok"])) as stub:
         result = cli.run("auth", stub.url, timeout=30)
         assert cli.ok("ls") == ""  # the token works as a plain bearer
     assert result.returncode == 0, result.stderr
     assert "enter the code: WDJB-MJHT" in result.stderr
     assert "(opened in your browser)" in result.stderr
-    assert opened.read_text().split() == ["http://127.0.0.1/device?code=WDJB-MJHT"]
+    # The code never reaches the browser's command line (every local user can read it):
+    # the browser gets a private page that forwards to the complete verification URI.
+    argv = opened.read_text()
+    assert "WDJB" not in argv and "device" not in argv
+    (page_url,) = argv.split()
+    assert page_url.startswith("file://") and page_url.endswith(".html")
+    forwarded = Path(f"{opened}.page").read_text()
+    assert "http://127.0.0.1/device?code=WDJB-MJHT" in forwarded
+    assert not Path(page_url.removeprefix("file://")).exists()  # removed once signed in
+    assert "does not say which account" in result.stderr  # this stub has no /v1/whoami
     saved = cli.credentials()
     assert saved["default"] == stub.url
     assert saved["hosts"][stub.url] == {**saved["hosts"][stub.url], "token": TOKEN,
@@ -238,6 +252,39 @@ def test_no_browser_without_a_display(tmp_path: Path) -> None:
         assert again.returncode == 0, again.stderr
     assert not opened.exists()
     assert "opened in your browser" not in result.stderr + again.stderr
+
+
+class HostileServer(OAuthServer):
+    """A server whose strings carry terminal escapes (a title change, a screen clear)."""
+
+    def __call__(self, request: Seen) -> tuple[int, dict[str, str], bytes]:
+        if request.path == "/v1/healthz":
+            return json_reply(200, {"ok": True, "version": "0.2\x1b]0;pwned\x07"})
+        if request.path == "/oauth/authorize_device":
+            return json_reply(
+                200,
+                {
+                    "device_code": "dev-code-123",
+                    "user_code": "WDJB\x1b[2J-MJHT",
+                    "verification_uri": "http://127.0.0.1/device\x1b]0;title\x07\u202e",
+                    "expires_in": 600,
+                    "interval": 1,
+                },
+            )
+        if request.path == "/v1/whoami":
+            return json_reply(200, {"user": {"id": "U1", "display": "eve\x1b[31m"}})
+        return super().__call__(request)
+
+
+def test_ltm_auth_shows_the_servers_words_through_safe(tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "me")
+    with stub_server(HostileServer(["ok"])) as stub:
+        result = cli.run("auth", stub.url, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+    assert "\u202e" not in result.stderr
+    assert "\\u001b[2J" in result.stderr  # shown, escaped
+    assert "signed in as eve\\u001b[31m (user U1)" in result.stderr
 
 
 def test_ltm_auth_denied_saves_nothing(tmp_path: Path) -> None:
@@ -311,6 +358,9 @@ def test_ltm_auth_against_ltm_server_run(server: Server, tmp_path: Path, approve
     assert proc.returncode == 0, err
     saved = cli.credentials()["hosts"][server.url]
     assert saved["via"] == "device" and saved["token"] != token
+    # Which account approved it, from the server: a swapped sign-in is visible.
+    assert f"signed in as laptop-owner (user {_user_id})".encode() in err
+    assert saved["user"] == {"id": _user_id, "display": "laptop-owner"}
     # The new device's token acts as the approving user.
     packet_id = cli.ok("save", "-", stdin=json.dumps({"goal": "g", "next_step": "n"})).strip()
     r = httpx.get(f"{server.url}/v1/packets/{packet_id}",

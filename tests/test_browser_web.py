@@ -112,7 +112,8 @@ def test_sign_in_list_filter_open_copy_parent_delete_sign_out(
         page = context.new_page()
         sign_in(page, server, token)
         assert page.url == server.url + "/web"
-        assert goals(page) == [other["goal"], child["goal"], parent["goal"]]  # newest first
+        # Landing: every scope of the reader, newest first (the team's packet is the newest).
+        assert goals(page) == [in_team["goal"], other["goal"], child["goal"], parent["goal"]]
 
         # Filter by tag, then by project, then switch to the team's scope.
         page.fill("#tag", "auth")
@@ -366,4 +367,24 @@ def test_ltm_ui_in_the_browser(ui: tuple[str, Any], page: Any) -> None:  # noqa:
     assert page.locator("h1").inner_text() == "Local <thing>"
     cookie = next(c for c in page.context.cookies() if c["name"] == "ltm_web")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert cookie["domain"] == base.split("//", 1)[1].split(":", 1)[0]  # the random name alone
     assert page.locator("text=Sign out").count() == 0
+
+
+def test_ltm_ui_private_page_signs_the_browser_in(
+    ui: tuple[str, Any],  # noqa: F811
+    page: Any,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the browser gets from ltm ui: a file that posts the key, then the packets."""
+    from ltm.cli.client.launch import write_page
+
+    url, _cli = ui
+    base, key = url.split("/web/ui?key=", 1)
+    monkeypatch.setenv("LTM_STATE_DIR", str(tmp_path / "state"))
+    forwarding = write_page(base + "/web/ui", {"key": key})
+    page.goto(forwarding.as_uri())
+    page.wait_for_url(base + "/web")
+    assert goals(page) == ["Local <thing>"]
+    assert key not in page.url

@@ -128,3 +128,14 @@ def test_every_fast_option_is_its_typer_twins(verb: str) -> None:
             assert declared.get(opt) == (name, False), (
                 f"ltm {verb} {opt}: typer has {declared.get(opt)}"
             )
+
+
+def test_ids_sharing_a_long_prefix_are_shown_apart_on_both_paths(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    example = json.loads(cli.ok("example"))
+    twins = ["01JS5LTWINPREFIX00000000A1", "01JS5LTWINPREFIX00000000B2"]
+    for pid in twins:
+        cli.ok("save", "-", "--local", stdin=json.dumps({**example, "id": pid}))
+    fast = cli.ok("ls", "--local")
+    assert fast == through_typer(cli, "ls", "--local")
+    assert {line.split()[0] for line in fast.splitlines()} == {pid[:25] for pid in twins}

@@ -69,7 +69,7 @@ def test_save_fills_defaults_and_resume_renders_it(env: dict[str, str]) -> None:
 
 def test_save_from_file_push_ls_show_rm(env: dict[str, str], tmp_path: Path) -> None:
     example = tmp_path / "example.json"
-    example.write_text(ok(env, "example"))
+    example.write_text(ok(env, "example", "--reference"))  # the reference's, with its fixed id
     assert ok(env, "push", str(example)).strip() == EXAMPLE_ID
     second = ok(env, "save", "-", stdin=json.dumps(CONTENT)).strip()
 
@@ -96,7 +96,7 @@ def test_save_from_file_push_ls_show_rm(env: dict[str, str], tmp_path: Path) -> 
 
 
 def test_repush_is_idempotent(env: dict[str, str]) -> None:
-    example = ok(env, "example")
+    example = ok(env, "example", "--reference")
     ok(env, "save", "-", stdin=example)
     result = ltm(env, "save", "-", stdin=example)
     assert result.returncode == 0 and "updated" in result.stderr

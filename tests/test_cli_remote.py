@@ -69,7 +69,7 @@ def test_every_packet_verb_in_personal_scope(server: Server, tmp_path: Path) -> 
     cli = signed_in(server, tmp_path / "bea", "bea")
     first = cli.ok("save", "-", stdin=content("First goal")).strip()
     example = tmp_path / "example.json"
-    example.write_text(cli.ok("example"))
+    example.write_text(cli.ok("example", "--reference"))
     pushed = cli.run("push", str(example))
     assert pushed.returncode == 0, pushed.stderr
     assert pushed.stdout.strip() == "01JS5LTMEXAMPLEPACKET00001A"
@@ -144,7 +144,7 @@ def test_team_scope_and_joining_on_a_clean_machine(server: Server, tmp_path: Pat
     rows = json.loads(bob.ok("teams", "members", "crew-a", "--json"))["members"]
     assert {r["role"] for r in rows} == {"owner", "member"}
 
-    kicked = alice.run("teams", "kick", "crew-a", "Bob")  # by display name
+    kicked = alice.run("teams", "kick", "crew-a", "Bob", "--yes")  # by display name
     assert kicked.returncode == 0 and "removed Bob" in kicked.stderr
     assert "team 'crew-a' not found" in bob.fails("ls", "-t", "crew-a")
 

@@ -78,7 +78,15 @@ def test_ls_filters_and_pages(cli: Cli) -> None:
     assert ids("-n", "2", "--all") == newest
     page = cli.run("ls", "-n", "2")
     assert "more packets: add --page-token" in page.stderr and len(page.stdout.splitlines()) == 2
-    assert "since: give a date" in cli.fails("ls", "--since", "yesterday-ish")
+    assert "--since: give a date" in cli.fails("ls", "--since", "yesterday-ish", code=2)
+    # out of range: one line and a usage error, never an unexpected error
+    out_of_range = "out of range: give a time between the years 1 and 9999 (UTC)"
+    assert cli.fails("ls", "--since", "999999w", code=2) == f"ltm: --since: {out_of_range}"
+    late = "9999-12-31T23:59:59-14:00"
+    assert cli.fails("ls", "--until", late, "--json", code=2) == f"ltm: --until: {out_of_range}"
+    early = "0001-01-01T00:00:00+14:00"
+    assert cli.fails("ls", "--until", early, "--tag", "ui", code=2).endswith(out_of_range)
+    assert ids("--since", "0005-01-01") == newest  # an early year still sorts before 2026
 
 
 def test_continues_log_show_and_resume(cli: Cli) -> None:
@@ -122,6 +130,7 @@ def test_search_on_a_server_by_scope(server: Server, tmp_path: Path) -> None:
     assert {h["id"]: h["team"] for h in every} == {mine: None, shared: "falcons"}
     assert [h["id"] for h in json.loads(bob.ok("search", "falcon", "--json"))["results"]] == [bobs]
     assert "not found" in bob.fails("search", "falcon", "-t", "falcons")
+    assert "--since: out of range" in bob.fails("ls", "--since", "999999w", code=2)
     child = save(alice, "-t", "falcons", "--continues", "last", goal="Falcon follow-up")
     assert [line[:12] for line in alice.ok("log", child, "-t", "falcons").splitlines()] == [
         shared[:12],

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,105 @@ def test_no_platformdirs_on_the_linux_path(tmp_path: Path) -> None:
         [sys.executable, "-c", code], env=base_env(str(tmp_path)), capture_output=True, text=True
     )
     assert out.stdout.strip() == "False"
+
+
+# -- what other users of the machine may read: nothing ------------------------------------
+
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    """The usual umask, under which a plain mkdir or open makes 0755 and 0644."""
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def test_a_new_local_store_is_its_owners_alone(tmp_path: Path, umask_022: None) -> None:
+    from clikit import Cli
+
+    from ltm.store.sqlite import SqliteStore
+
+    cli = Cli(tmp_path / "home")
+    saved = cli.run("save", stdin='{"goal": "g", "next_step": "n"}')
+    assert saved.returncode == 0 and "private" not in saved.stderr, saved.stderr
+    data = tmp_path / "home" / "data"
+    assert _mode(data) == 0o700 and _mode(data / "ltm.db") == 0o600
+    # SQLite's -wal and -shm exist while the store is open: they take the file's mode.
+    store = SqliteStore(data / "ltm.db")
+    try:
+        store.list_packets  # noqa: B018 - opened: WAL mode makes the side files
+        side = [data / "ltm.db-wal", data / "ltm.db-shm"]
+        assert all(p.exists() for p in side)
+        assert {_mode(p) for p in side} == {0o600}
+    finally:
+        store.close()
+
+
+def test_an_existing_store_is_repaired_once_and_the_doctor_checks(
+    tmp_path: Path, umask_022: None
+) -> None:
+    from clikit import Cli
+
+    cli = Cli(tmp_path / "home")
+    env = {"LTM_STATE_DIR": str(tmp_path / "home" / "state")}
+    cli.ok("save", stdin='{"goal": "g", "next_step": "n"}', **env)
+    data = tmp_path / "home" / "data"
+    # As an earlier ltm left them: readable by every user of the machine.
+    os.chmod(data, 0o755)
+    os.chmod(data / "ltm.db", 0o644)
+    doctor = cli.run("doctor", "--json", **env)
+    (check,) = [c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "private"]
+    assert check["status"] == "fail" and "ltm.db is mode 644" in check["detail"]
+    assert f"chmod 700 {data}" in check["fix"]
+
+    first = cli.run("ls", **env)
+    assert first.returncode == 0
+    said = [line for line in first.stderr.splitlines() if "made private" in line]
+    assert len(said) == 2, first.stderr  # the folder, then the file
+    assert _mode(data) == 0o700 and _mode(data / "ltm.db") == 0o600
+    again = cli.run("ls", **env)
+    assert "private" not in again.stderr  # said once: nothing is left to repair
+    doctor = cli.run("doctor", "--json", **env)
+    (check,) = [c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "private"]
+    assert check["status"] == "ok", check
+
+
+def test_the_hooks_state_is_its_owners_alone(tmp_path: Path, umask_022: None) -> None:
+    from clikit import Cli
+
+    cli = Cli(tmp_path / "home")
+    state = tmp_path / "home" / "state"
+    env = {"LTM_STATE_DIR": str(state)}
+    payload = json.dumps({"session_id": "0b5c2f3e-1111-2222-3333-444455556666"})
+    cli.ok("hook", "pre-compact", stdin=payload, **env)  # writes the session's marker
+    cli.ok("hook", "pre-compact", "--harness", "nobody", stdin=payload, **env)  # logs
+    marker = state / "sessions" / "0b5c2f3e-1111-2222-3333-444455556666.json"
+    assert _mode(state) == 0o700 and _mode(state / "sessions") == 0o700
+    assert _mode(marker) == 0o600 and _mode(state / "hook.log") == 0o600
+
+    # Left 0755/0644 by an earlier ltm: repaired by the next hook.
+    os.chmod(state, 0o755)
+    os.chmod(state / "hook.log", 0o644)
+    os.chmod(marker, 0o644)
+    cli.ok("hook", "pre-compact", "--harness", "nobody", stdin=payload, **env)
+    cli.ok("hook", "pre-compact", stdin=payload, **env)
+    assert _mode(state) == 0o700 and _mode(state / "hook.log") == 0o600
+    assert _mode(marker) == 0o600
+
+
+def test_the_config_folder_holding_tokens_is_repaired(tmp_path: Path, umask_022: None) -> None:
+    from clikit import Cli
+
+    cli = Cli(tmp_path / "home")
+    cli.ok("config", "set", "timeout", "20")
+    assert _mode(cli.config) == 0o700
+    os.chmod(cli.config, 0o755)
+    result = cli.run("config", "set", "timeout", "25")
+    assert result.returncode == 0 and "made private" in result.stderr
+    assert _mode(cli.config) == 0o700

@@ -59,10 +59,10 @@ def test_new_machine_signs_in_with_ltm_approve(server: Server, tmp_path: Path) -
     assert "ltm_" not in table
 
     # The laptop revokes the desktop's token: the desktop is signed out at once.
-    laptop.ok("tokens", "revoke", mine[0]["label"])
+    laptop.ok("tokens", "revoke", mine[0]["label"], "--yes")
     line = desktop.fails("ls")
     assert "token rejected" in line
-    assert "no token labelled" in laptop.fails("tokens", "revoke", mine[0]["label"])
+    assert "no token labelled" in laptop.fails("tokens", "revoke", mine[0]["label"], "--yes")
 
 
 def test_denied_sign_in_stores_nothing(server: Server, tmp_path: Path) -> None:

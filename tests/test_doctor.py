@@ -204,7 +204,7 @@ def test_mcp_entries_that_run_a_missing_or_other_ltm(tmp_path: Path) -> None:
 
 def hooks_person(tmp_path: Path) -> Cli:
     cli = person(tmp_path)
-    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME"):
+    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "COPILOT_HOME"):
         cli.env.pop(var, None)
     return cli
 
@@ -223,7 +223,7 @@ def test_hooks_that_ltm_installed(tmp_path: Path, harness: str) -> None:
     assert check == {
         **check,
         "status": "ok",
-        "detail": f"{path}: SessionStart, PreCompact, Stop run this ltm",
+        "detail": f"{path}: SessionStart, PreCompact, Stop, UserPromptSubmit run this ltm",
     }
 
     doc = json.loads(path.read_text())
@@ -298,3 +298,31 @@ def test_unrelated_hooks_are_not_ltm_s(tmp_path: Path) -> None:
     group = {"matcher": "", "hooks": [{"type": "command", "command": "echo unrelated"}]}
     settings.write_text(json.dumps({"hooks": {"SessionStart": [group]}}))
     assert by_name(doctor(cli, code=0))["hooks claude-code"]["status"] == "skip"
+
+
+@pytest.mark.parametrize(
+    ("harness", "file", "events"),
+    [
+        ("cursor", ".cursor/hooks.json", "sessionStart, preCompact, stop"),
+        ("copilot", ".copilot/hooks/ltm.json", "SessionStart, PreCompact, Stop, UserPromptSubmit"),
+        ("gemini", ".gemini/settings.json", "SessionStart, PreCompress, AfterAgent, BeforeAgent"),
+    ],
+)
+def test_the_other_harnesses_hooks(tmp_path: Path, harness: str, file: str, events: str) -> None:
+    cli = hooks_person(tmp_path)
+    assert by_name(doctor(cli, code=0))[f"hooks {harness}"]["status"] == "skip"
+    cli.ok("hooks", "install", harness, "--write")
+    path = tmp_path / file
+    check = by_name(doctor(cli, code=0))[f"hooks {harness}"]
+    assert check["status"] == "ok" and check["detail"] == f"{path}: {events} run this ltm"
+    doc = json.loads(path.read_text())
+    first = events.split(", ")[0]
+    del doc["hooks"][first]
+    off = {"copilot": {"disableAllHooks": True}, "gemini": {"hooksConfig": {"enabled": False}}}
+    doc.update(off.get(harness, {}))
+    path.write_text(json.dumps(doc))
+    checks = by_name(doctor(cli, code=1 if harness in off else 0))
+    assert checks[f"hooks {harness}"]["status"] == "warn"
+    assert f"no ltm hook for {first}" in checks[f"hooks {harness}"]["detail"]
+    if harness in off:
+        assert checks[f"hooks {harness} off"]["status"] == "fail"

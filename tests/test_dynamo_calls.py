@@ -46,6 +46,11 @@ def _index_writes() -> list[str]:
 
 
 INDEX = _index_writes()
+# A push adds the packet to its owner's usage first (a conditional UpdateItem, the per-user
+# bound), then writes it; a replacement or a refusal then corrects the usage (UpdateItem).
+NEW = ["UpdateItem", "PutItem"]
+REPLACED = ["UpdateItem", "PutItem", "UpdateItem"]
+REFUSED = ["UpdateItem", "PutItem", "UpdateItem"]
 
 
 class Calls:
@@ -94,29 +99,35 @@ def costs(calls: Calls, header: str, op: Any, *args: Any, **kwargs: Any) -> list
     return calls.take()
 
 
-def test_personal_scope_costs_at_most_two_calls(counted: tuple[DynamoStore, Calls]) -> None:
+def test_personal_scope_costs_two_calls_and_the_usage_counter(
+    counted: tuple[DynamoStore, Calls],
+) -> None:
     store, calls = counted
     _, alice = signed_in(store, "alice")
     _, bob = signed_in(store, "bob")
     p1 = packet(1)
 
-    assert costs(calls, alice, packets.push, p1) == ["GetItem", "PutItem", *INDEX]
-    assert costs(calls, alice, packets.push, p1) == ["GetItem", "PutItem"]  # re-push
-    assert costs(calls, bob, packets.push, p1) == ["GetItem", "PutItem"]  # refused: 409
+    assert costs(calls, alice, packets.push, p1) == ["GetItem", *NEW, *INDEX]
+    assert costs(calls, alice, packets.push, p1) == ["GetItem", *REPLACED]  # re-push
+    assert costs(calls, bob, packets.push, p1) == ["GetItem", *REFUSED]  # refused: 409
     # token + packet in one batch; the packet is personal, so nothing more to check
     assert costs(calls, alice, packets.get, p1["id"]) == ["BatchGetItem"]
-    assert costs(calls, bob, packets.get, p1["id"]) == ["BatchGetItem"]  # refused: 404
+    # refused: 404, after one read more: was it shared with the reader?
+    assert costs(calls, bob, packets.get, p1["id"]) == ["BatchGetItem", "GetItem"]
     assert costs(calls, alice, packets.list_) == ["GetItem", "Query"]
     assert costs(calls, alice, packets.list_, limit=1) == ["GetItem", "Query"]
     assert costs(calls, bob, packets.delete, p1["id"]) == ["BatchGetItem"]  # refused: 404
     assert store.get_packet(p1["id"]) is not None
-    assert costs(calls, alice, packets.delete, p1["id"]) == ["BatchGetItem", "DeleteItem", *INDEX]
+    deleted = ["BatchGetItem", "DeleteItem", *INDEX, "UpdateItem"]  # and alice's usage
+    assert costs(calls, alice, packets.delete, p1["id"]) == deleted
     assert store.get_packet(p1["id"]) is None
     assert costs(calls, alice, packets.delete, p1["id"]) == ["BatchGetItem"]  # gone: 404
     assert costs(calls, alice, packets.get, p1["id"]) == ["BatchGetItem"]
 
 
-def test_team_scope_costs_at_most_two_calls(counted: tuple[DynamoStore, Calls]) -> None:
+def test_team_scope_costs_two_calls_and_the_usage_counter(
+    counted: tuple[DynamoStore, Calls],
+) -> None:
     store, calls = counted
     alice_user, alice = signed_in(store, "alice")
     bob_user, bob = signed_in(store, "bob")
@@ -129,29 +140,28 @@ def test_team_scope_costs_at_most_two_calls(counted: tuple[DynamoStore, Calls]) 
 
     # token + team + the caller's membership (one BatchGetItem, the token names its
     # user), then the write
-    assert costs(calls, bob, packets.push, p2, team="core") == ["BatchGetItem", "PutItem", *INDEX]
-    assert costs(calls, alice, packets.push, p3, team="core") == [
-        "BatchGetItem",
-        "PutItem",
-        *INDEX,
-    ]
+    assert costs(calls, bob, packets.push, p2, team="core") == ["BatchGetItem", *NEW, *INDEX]
+    assert costs(calls, alice, packets.push, p3, team="core") == ["BatchGetItem", *NEW, *INDEX]
     assert costs(calls, carol, packets.push, packet(4), team="core") == ["BatchGetItem"]  # 404
     assert costs(calls, alice, packets.list_, team="core") == ["BatchGetItem", "Query"]
     assert costs(calls, carol, packets.list_, team="core") == ["BatchGetItem"]  # 404
     # token + packet, then the reader's membership in the packet's team
     assert costs(calls, alice, packets.get, p2["id"]) == ["BatchGetItem", "GetItem"]
-    assert costs(calls, carol, packets.get, p2["id"]) == ["BatchGetItem", "GetItem"]  # 404
+    # 404: not a member, and not shared with her
+    assert costs(calls, carol, packets.get, p2["id"]) == ["BatchGetItem", "GetItem", "GetItem"]
     # token + packet, then one transaction: the membership (and role) + the delete
     refused = ["BatchGetItem", "GetItem", "TransactWriteItems"]
     assert costs(calls, bob, packets.delete, p3["id"]) == refused
     assert store.get_packet(p3["id"]) is not None  # bob neither created it nor owns the team
-    assert costs(calls, bob, packets.delete, p2["id"]) == [*refused, *INDEX]
+    assert costs(calls, bob, packets.delete, p2["id"]) == [*refused, *INDEX, "UpdateItem"]
     assert store.get_packet(p2["id"]) is None  # his own
-    assert costs(calls, alice, packets.delete, p3["id"]) == [*refused, *INDEX]
+    assert costs(calls, alice, packets.delete, p3["id"]) == [*refused, *INDEX, "UpdateItem"]
     assert store.get_packet(p3["id"]) is None  # the team owner's right
 
 
-def test_moving_a_packet_into_a_team_costs_two_calls(counted: tuple[DynamoStore, Calls]) -> None:
+def test_moving_a_packet_into_a_team_costs_a_transaction_and_the_usage_counter(
+    counted: tuple[DynamoStore, Calls],
+) -> None:
     """``push`` then ``push -t core``: the packet is read with the token and the team, so
     the move (a transaction that checks the membership) is known before the write."""
     store, calls = counted
@@ -162,17 +172,20 @@ def test_moving_a_packet_into_a_team_costs_two_calls(counted: tuple[DynamoStore,
     assert team is not None
     store.add_member(team.id, bob_user.id)
     p7 = packet(7)
-    assert costs(calls, alice, packets.push, p7) == ["GetItem", "PutItem", *INDEX]
-    assert costs(calls, bob, packets.push, p7, team="core") == ["BatchGetItem", "PutItem"]  # 409
+    assert costs(calls, alice, packets.push, p7) == ["GetItem", *NEW, *INDEX]
+    assert costs(calls, bob, packets.push, p7, team="core") == ["BatchGetItem", *REFUSED]  # 409
     assert costs(calls, alice, packets.push, p7, team="core") == [
         "BatchGetItem",
+        "UpdateItem",
+        "GetItem",  # the size of the packet the transaction replaces
         "TransactWriteItems",
         *INDEX,  # the search entries under the team's scope (search drops the old ones)
+        "UpdateItem",
     ]
     moved = store.get_packet(p7["id"])
     assert moved is not None and moved.meta.team_id == team.id
-    assert costs(calls, alice, packets.push, p7, team="core") == ["BatchGetItem", "PutItem"]
-    assert costs(calls, alice, packets.push, p7) == ["GetItem", "PutItem"]  # 409: not out again
+    assert costs(calls, alice, packets.push, p7, team="core") == ["BatchGetItem", *REPLACED]
+    assert costs(calls, alice, packets.push, p7) == ["GetItem", *REFUSED]  # 409: not out again
 
 
 def test_a_token_without_the_user_id_costs_one_read_more_in_team_scope(
@@ -189,10 +202,10 @@ def test_a_token_without_the_user_id_costs_one_read_more_in_team_scope(
     assert costs(calls, header, packets.push, packet(5), team="core") == [
         "BatchGetItem",
         "BatchGetItem",
-        "PutItem",
+        *NEW,
         *INDEX,
     ]
-    assert costs(calls, header, packets.push, packet(6)) == ["GetItem", "PutItem", *INDEX]
+    assert costs(calls, header, packets.push, packet(6)) == ["GetItem", *NEW, *INDEX]
     assert [m.id for m in packets.list_(store, alice_user, team="core")] == [packet(5)["id"]]
 
 
@@ -267,8 +280,8 @@ def test_the_server_side_secret_scan_costs_no_call(counted: tuple[DynamoStore, C
     _, alice = signed_in(store, "alice")
     clean, leaky = packet(10), packet(11)
     leaky["goal"] = "use " + "ghp_" + "aB3dE5gH7j" * 3 + "aB3dE5"
-    assert costs(calls, alice, packets.push, clean, scan=True) == ["GetItem", "PutItem", *INDEX]
+    assert costs(calls, alice, packets.push, clean, scan=True) == ["GetItem", *NEW, *INDEX]
     assert costs(calls, alice, packets.push, leaky, scan=True) == ["GetItem"]  # refused: 400
     assert store.get_packet(leaky["id"]) is None
     forced = costs(calls, alice, packets.push, leaky, scan=False)
-    assert forced[:2] == ["GetItem", "PutItem"] and set(forced[2:]) == {"BatchWriteItem"}
+    assert forced[:3] == ["GetItem", *NEW] and set(forced[3:]) == {"BatchWriteItem"}

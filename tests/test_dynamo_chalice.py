@@ -125,7 +125,7 @@ def test_the_protocol_on_dynamodb_through_api_gateway_events(api: Api) -> None:
     assert status == 201 and joined["team"]["name"] == "core" and joined["token"]
     carol = joined["token"]
     again = api.call("POST", f"/v1/invites/{invite['code']}/accept", bob)
-    assert again[:2] == (410, {"error": "invite expired or already used"})
+    assert again[:2] == (410, {"error": "invite expired or already consumed"})
     team_packet = make_packet(goal="For the team")
     assert api.call("POST", "/v1/packets?team=core", carol, team_packet)[0] == 201
     status, body, _ = api.call("GET", "/v1/packets?team=core", alice)
@@ -184,11 +184,12 @@ class LambdaContext:
         return 20_000
 
 
-def test_each_packet_route_makes_at_most_two_dynamodb_calls(api: Api, lambda_app: Any) -> None:
+def test_each_packet_route_keeps_the_budget_of_the_store(api: Api, lambda_app: Any) -> None:
     """The budget of tests/test_dynamo_calls.py, through the routes: app.py adds no call.
 
     As there, the search index's batched writes come on top (not counted here),
-    and a team packet's delete reads its body first (the index entries to drop).
+    a team packet's delete reads its body first (the index entries to drop), and
+    a push or delete updates its owner's usage counter (one UpdateItem).
     """
     alice, bob = api.user("alice"), api.user("bob")
     for token in (alice, bob):  # first use records last-used; the budget is for the next ones
@@ -211,15 +212,24 @@ def test_each_packet_route_makes_at_most_two_dynamodb_calls(api: Api, lambda_app
         return len([op for op in ops if op != "BatchWriteItem"])
 
     mine, theirs = make_packet(), make_packet(goal="For the team")
-    assert cost("POST", "/v1/packets", alice, mine, 201) == 2
-    assert cost("POST", "/v1/packets?team=core", bob, theirs, 201) == 2
+    assert cost("POST", "/v1/packets", alice, mine, 201) == 3
+    assert cost("POST", "/v1/packets?team=core", bob, theirs, 201) == 3
     assert cost("GET", "/v1/packets", alice) == 2
     assert cost("GET", "/v1/packets?team=core", alice) == 2
-    assert cost("GET", f"/v1/packets/{mine['id']}", alice) == 1
-    assert cost("GET", f"/v1/packets/{theirs['id']}", alice) == 2
-    assert cost("GET", f"/v1/packets/{mine['id']}", bob, status=404) == 1
-    assert cost("DELETE", f"/v1/packets/{theirs['id']}", alice, status=204) == 3
-    assert cost("DELETE", f"/v1/packets/{mine['id']}", alice, status=204) == 2
+    # A packet's reader who may publish it (here its owner; for a team packet its creator or
+    # the team's owner) costs one read more: its publication, for the X-LTM-Published-At and
+    # X-LTM-Public-URL headers the reference CLI's show reads (service/publish.py, read).
+    assert cost("GET", f"/v1/packets/{mine['id']}", alice) == 2
+    assert cost("GET", f"/v1/packets/{theirs['id']}", alice) == 3
+    assert cost("GET", f"/v1/packets/{theirs['id']}", bob) == 3
+    read_only = tokens.new_token(bob_user[1].id, "bob-read-only", scope="read")
+    api.store.add_token(read_only[1])
+    api.call("GET", "/v1/packets?limit=1", read_only[0])  # its first use records last-used
+    assert cost("GET", f"/v1/packets/{theirs['id']}", read_only[0]) == 2  # may not publish
+    # 404 after one read more: a packet not in the reader's scopes may be shared with them
+    assert cost("GET", f"/v1/packets/{mine['id']}", bob, status=404) == 2
+    assert cost("DELETE", f"/v1/packets/{theirs['id']}", alice, status=204) == 4
+    assert cost("DELETE", f"/v1/packets/{mine['id']}", alice, status=204) == 3
     assert cost("GET", "/v1/packets?team=nope", alice, status=404) == 1
 
 

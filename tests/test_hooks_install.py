@@ -16,7 +16,12 @@ from typing import Any
 import pytest
 from clikit import Cli
 
-EVENTS = {"SessionStart": "session-start", "PreCompact": "pre-compact", "Stop": "stop"}
+EVENTS = {
+    "SessionStart": "session-start",
+    "PreCompact": "pre-compact",
+    "Stop": "stop",
+    "UserPromptSubmit": "user-prompt",  # recall at the prompt: on by default
+}
 
 CLAUDE_SETTINGS = """{
   "model": "opus",
@@ -51,6 +56,7 @@ def person(tmp_path: Path) -> Cli:
     cli.env.update(HOME=str(home))
     cli.env.pop("CLAUDE_CONFIG_DIR", None)
     cli.env.pop("CODEX_HOME", None)
+    cli.env.pop("COPILOT_HOME", None)
     return cli.at(home)
 
 
@@ -186,3 +192,140 @@ def test_a_broken_settings_file_is_refused_never_overwritten(person: Cli) -> Non
     assert settings.read_text() == '{"model": "opus",,}'
     settings.write_text('{"hooks": []}')
     assert "not a JSON object" in person.fails("hooks", "install", "claude-code", "--write")
+
+
+# -- exactly ltm's entries (a user's hook sharing a group, a look-alike command) --------
+
+
+def test_a_user_hook_sharing_a_group_with_ltm_stays_on_install_and_uninstall(
+    person: Cli,
+) -> None:
+    settings = home(person) / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    old_ltm = {"type": "command", "command": "/old/venv/bin/ltm hook session-start"}
+    mine = {"type": "command", "command": "echo started >> ~/sessions.log"}
+    settings.write_text(
+        json.dumps({"hooks": {"SessionStart": [{"matcher": "startup", "hooks": [mine, old_ltm]}]}})
+    )
+    person.ok("hooks", "install", "claude-code", "--write")
+    start = json.loads(settings.read_text())["hooks"]["SessionStart"]
+    # The user's group keeps the user's hook (and its matcher); ltm's entry left it for a
+    # group of its own.
+    assert start[0] == {"matcher": "startup", "hooks": [mine]}
+    assert len(start) == 2 and "/old/venv" not in json.dumps(start)
+    (command,) = ours(start)
+    assert command.endswith("hook session-start --harness claude-code")
+
+    person.ok("hooks", "uninstall", "claude-code")
+    assert json.loads(settings.read_text()) == {
+        "hooks": {"SessionStart": [{"matcher": "startup", "hooks": [mine]}]}
+    }
+
+
+def test_a_command_that_only_mentions_ltm_hook_is_the_users(person: Cli) -> None:
+    settings = home(person) / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    lookalikes = [
+        "notify-send 'ltm hook done'",
+        "echo ltm hook session-start >> /tmp/log",
+        "/usr/bin/env ltm-helper hook session-start",
+    ]
+    groups = [{"hooks": [{"type": "command", "command": c}]} for c in lookalikes]
+    text = json.dumps({"hooks": {"SessionStart": groups, "Stop": groups[:1]}}, indent=2) + "\n"
+    settings.write_text(text)
+    person.ok("hooks", "install", "claude-code", "--write")
+    data = json.loads(settings.read_text())
+    assert data["hooks"]["SessionStart"][:3] == groups and len(data["hooks"]["SessionStart"]) == 4
+    assert data["hooks"]["Stop"][:1] == groups[:1] and len(data["hooks"]["Stop"]) == 2
+    person.ok("hooks", "uninstall", "claude-code")
+    assert settings.read_text() == text
+
+
+def test_recall_can_be_left_out_and_is_taken_out_again(person: Cli) -> None:
+    settings = home(person) / ".claude" / "settings.json"
+    person.ok("hooks", "install", "claude-code", "--write", "--no-recall")
+    assert set(json.loads(settings.read_text())["hooks"]) == set(EVENTS) - {"UserPromptSubmit"}
+    person.ok("hooks", "install", "claude-code", "--write", "--recall-all-scopes")
+    (recall,) = ours(json.loads(settings.read_text())["hooks"]["UserPromptSubmit"])
+    assert recall.endswith("hook user-prompt --harness claude-code --all-scopes")
+    result = person.run("hooks", "install", "claude-code", "--write", "--no-recall")
+    assert "UserPromptSubmit" in result.stderr
+    assert "UserPromptSubmit" not in json.loads(settings.read_text())["hooks"]
+
+
+def test_cursor_cannot_recall(person: Cli) -> None:
+    result = person.run("hooks", "install", "cursor", "--recall")
+    assert result.returncode == 2 and "cannot recall" in result.stderr
+
+
+# -- Cursor, Copilot, Gemini: their files and shapes --------------------------------------
+
+
+def test_cursor_hooks_json(person: Cli) -> None:
+    path = home(person) / ".cursor" / "hooks.json"
+    path.parent.mkdir()
+    mine = {"command": "./audit.sh", "matcher": "Shell"}
+    path.write_text(json.dumps({"version": 1, "hooks": {"beforeShellExecution": [mine]}}))
+    before = path.read_text()
+    person.ok("hooks", "install", "cursor", "--write")
+    data = json.loads(path.read_text())
+    assert data["version"] == 1 and data["hooks"]["beforeShellExecution"] == [mine]
+    for event, verb in {"sessionStart": "session-start", "preCompact": "pre-compact",
+                        "stop": "stop"}.items():  # fmt: skip
+        (entry,) = data["hooks"][event]
+        assert set(entry) == {"command", "timeout"} and entry["timeout"] == 5
+        assert entry["command"].endswith(f"hook {verb} --harness cursor")
+    assert "beforeSubmitPrompt" not in data["hooks"]
+    after = path.read_bytes()
+    person.ok("hooks", "install", "cursor", "--write")
+    assert path.read_bytes() == after
+    person.ok("hooks", "uninstall", "cursor")
+    assert json.loads(path.read_text()) == json.loads(before)
+
+
+def test_copilot_writes_its_own_file_user_and_project(person: Cli, tmp_path: Path) -> None:
+    path = home(person) / ".copilot" / "hooks" / "ltm.json"
+    person.ok("hooks", "install", "copilot", "--write")
+    data = json.loads(path.read_text())
+    assert data["version"] == 1 and set(data["hooks"]) == set(EVENTS)
+    for event, verb in EVENTS.items():
+        (entry,) = data["hooks"][event]
+        assert entry["type"] == "command" and entry["timeout"] == 5
+        assert entry["command"] == entry["bash"]
+        assert entry["command"].endswith(f"hook {verb} --harness copilot")
+    person.ok("hooks", "uninstall", "copilot")
+    assert not path.exists()
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    here = person.at(project)
+    here.ok("hooks", "install", "copilot", "--project", "--write")
+    assert (project / ".github" / "hooks" / "ltm.json").exists()
+    here.ok("hooks", "uninstall", "copilot", "--project")
+    assert not (project / ".github" / "hooks" / "ltm.json").exists()
+
+
+def test_gemini_settings(person: Cli) -> None:
+    path = home(person) / ".gemini" / "settings.json"
+    path.parent.mkdir()
+    text = '{\n  // my settings\n  "theme": "GitHub",\n  "hooks": {\n    "BeforeTool": [\n' \
+        '      {"matcher": "write_file", "hooks": [{"type": "command", "command": "lint"}]}\n' \
+        "    ]\n  }\n}\n"  # fmt: skip
+    path.write_text(text)
+    person.ok("hooks", "install", "gemini", "--write")
+    after = path.read_text()
+    assert "// my settings" in after
+    from ltm.cli.agents.mcp.install import parse_jsonc
+
+    data = parse_jsonc(after).value
+    events = {"SessionStart": "session-start", "PreCompress": "pre-compact",
+              "AfterAgent": "stop", "BeforeAgent": "user-prompt"}  # fmt: skip
+    assert set(data["hooks"]) == {"BeforeTool", *events}
+    for event, verb in events.items():
+        ((entry,),) = [g["hooks"] for g in data["hooks"][event]]
+        assert entry["name"] == f"ltm-{verb}" and entry["timeout"] == 5000
+        assert entry["command"].endswith(f"hook {verb} --harness gemini")
+    person.ok("hooks", "install", "gemini", "--write")
+    assert path.read_text() == after
+    person.ok("hooks", "uninstall", "gemini")
+    assert path.read_text() == text

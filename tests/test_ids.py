@@ -128,3 +128,14 @@ def test_the_mcp_tools_refuse_a_bad_id(monkeypatch: pytest.MonkeyPatch, tmp_path
     reply = tools.call("save", {"packet": {"id": "a/b/c/d/e/f", "goal": "g", "next_step": "n"}})
     assert reply.is_error and "id: contains '/' (U+002F)" in reply.text
     assert "no packets yet" in tools.call("ls", {}).text
+
+
+def test_short_ids_grow_until_each_names_one_packet() -> None:
+    from ltm.ids import short_ids
+
+    twins = ["01JS5LTWINPREFIX00000000A1", "01JS5LTWINPREFIX00000000B2"]
+    other = "01ABCDEFGHJKMNPQRSTVWXYZ00"
+    assert short_ids([*twins, other]) == [twins[0][:25], twins[1][:25], other[:12]]
+    assert short_ids(["tenchars01"]) == ["tenchars01"]  # shorter than 12: whole
+    # Another packet of the scope, not listed, counts too.
+    assert short_ids([other], taken=lambda p: p == other[:12]) == [other[:13]]

@@ -13,7 +13,7 @@ pytest.importorskip("mcp")
 
 from clikit import Cli
 from mcp.shared.exceptions import MCPError
-from test_mcp import Shim
+from test_mcp import Shim, framed, unframed
 from test_project import needs_git, repo
 
 
@@ -67,12 +67,16 @@ def test_the_projects_packets_are_resources(
         resources = shim.portal.call(shim.session.list_resources).resources
         assert [str(r.uri) for r in resources] == [f"ltm://packets/{i}" for i in reversed(ids)]
         assert resources[0].title == "app goal 2" and resources[0].mime_type == "text/markdown"
+        assert resources[0].name == f"app goal 2 ({ids[-1][:12]})"  # by goal, not a bare id
         templates = shim.portal.call(shim.session.list_resource_templates).resource_templates
         assert [t.uri_template for t in templates] == ["ltm://packets/{id}"]
 
         read = shim.portal.call(shim.session.read_resource, f"ltm://packets/{ids[1]}")
         (content,) = read.contents
-        assert "app goal 1" in content.text and content.text.startswith("# Resume context")
+        assert "app goal 1" in content.text and unframed(content.text).startswith(
+            "# Resume context"
+        )
+        assert "this same user" in framed(content.text)[0]  # the local store: one user
         with pytest.raises(MCPError):
             shim.portal.call(shim.session.read_resource, "ltm://packets/01NOSUCHPACKET")
         shim.alive()

@@ -154,3 +154,127 @@ def test_on_by_default_on_linux_only(
     else:
         monkeypatch.setenv("LTM_MCP_WARM", setting)
     assert warm.enabled() is on
+
+
+# -- a socket that is not the user's own warm process gets nothing ---------------------
+
+
+class Impostor:
+    """A listener that records whatever a client sends it (an attacker's stand-in)."""
+
+    def __init__(self, path: Path) -> None:
+        import socket
+        import threading
+
+        self.received = b""
+        self.connected = False
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        self.sock.listen(4)
+        self.sock.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connected = True
+            conn.settimeout(2)
+            with contextlib.suppress(OSError):
+                self.received += conn.recv(1 << 20)
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm is Linux only")
+@pytest.mark.parametrize("planted", ["open to all", "symlink", "another user's"])
+def test_a_socket_that_is_not_the_users_own_gets_nothing(
+    tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch, planted: str
+) -> None:
+    from ltm.cli.agents.mcp import warm
+
+    if planted == "another user's" and os.getuid() != 0:
+        pytest.skip("making a file another user's needs root")
+    monkeypatch.setenv("LTM_STATE_DIR", str(state))
+    path = warm.socket_path()  # the very path the shim computes: same ltm, same interpreter
+    state.mkdir(mode=0o700)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    impostor = Impostor(elsewhere / "evil.sock" if planted == "symlink" else path)
+    try:
+        if planted == "open to all":
+            os.chmod(path, 0o666)
+        elif planted == "symlink":
+            os.chmod(elsewhere / "evil.sock", 0o600)
+            path.symlink_to(elsewhere / "evil.sock")
+        else:
+            os.chmod(path, 0o600)
+            os.chown(path, 65534, 65534)
+        env = default_env(tmp_path / "home", state)
+        env["LTM_SECRET_PROBE"] = "hunter2-never-sent"
+        with Shim(env, tmp_path / "shim.log", warm=True) as shim:
+            shim.alive()  # served here, by the shim itself
+    finally:
+        impostor.close()
+    assert not impostor.connected and impostor.received == b""
+    assert not list(state.glob("mcp-*.pid"))  # nothing started over a path not ours
+
+
+IMPOSTOR = """
+import os, socket, sys
+path = sys.argv[1]
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.bind(path)  # as root: the file is root's, mode 0600, as a real warm socket is
+os.chmod(path, 0o600)
+os.setuid(65534)  # SO_PEERCRED names whoever called listen(): now another user
+sock.listen(4)
+print("ready", flush=True)
+while True:
+    conn, _ = sock.accept()
+    conn.settimeout(2)
+    try:
+        data = conn.recv(1 << 20)
+    except OSError:
+        data = b""
+    print("connected", len(data), flush=True)
+    conn.close()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm is Linux only")
+def test_a_listener_of_another_user_behind_a_good_looking_socket_gets_nothing(
+    tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    from ltm.cli.agents.mcp import warm
+
+    if os.getuid() != 0:
+        pytest.skip("listening as another user needs root")
+    monkeypatch.setenv("LTM_STATE_DIR", str(state))
+    path = warm.socket_path()
+    state.mkdir(mode=0o700)
+    spy = subprocess.Popen(
+        [sys.executable, "-c", IMPOSTOR, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert spy.stdout is not None and spy.stdout.readline().strip() == "ready"
+        assert path.stat().st_uid == 0 and path.stat().st_mode & 0o777 == 0o600
+        env = default_env(tmp_path / "home", state)
+        with Shim(env, tmp_path / "shim.log", warm=True) as shim:
+            shim.alive()
+    finally:
+        spy.kill()
+        rest = spy.communicate()[0]
+    # It may see a connect (the peer is only known once connected), never a byte.
+    assert all(line == "connected 0" for line in rest.splitlines()), rest

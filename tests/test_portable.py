@@ -183,7 +183,7 @@ def test_import_reports_each_refusal_and_exits_non_zero(tmp_path: Path) -> None:
     assert report[4].startswith(f"refused {kept} (line 6): a different packet with this id")
     assert report[5].startswith(f"refused {lenient['id']} (line 7):")
     assert report[5].endswith("(stored in lenient mode: pass --lenient)")
-    assert report[6] == f"skipped {good['id']}: identical packet already present"
+    assert report[6] == f"skipped {good['id']}: identical packet already present among your packets"
     assert "1 added, 1 skipped (already present), 5 refused" in result.stderr
     after = local_bodies(alice)
     assert after[kept] == before[kept]  # never overwritten without --replace
@@ -391,3 +391,50 @@ def test_on_a_terminal_progress_shows_and_the_bundle_never_floods_it(tmp_path: P
 
     text, code = on_terminal("import", str(out), "--local")
     assert code == 0 and "% imported" in text and "3 skipped (already present)" in text
+
+
+def test_export_never_writes_through_a_file_another_user_planted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a folder others may write to, the partial file is created, never opened: a
+    symlink planted under its name (the old name was guessable: the pid) is refused,
+    and a link at the destination is replaced, not written through."""
+    import os
+    import secrets
+
+    from ltm.cli.client.portable import AtomicFile
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    out = shared / "out.jsonl"
+    # Under the names a writer might pick: the pid's, and the first random one.
+    names = iter(["0123456789abcdef", "fedcba9876543210", "00000000000000ff"])
+    monkeypatch.setattr(secrets, "token_hex", lambda n=None: next(names))
+    for planted in (f".out.jsonl.{os.getpid()}.partial", ".out.jsonl.0123456789abcdef.partial"):
+        (shared / planted).symlink_to(victim)
+    (shared / "out.jsonl").symlink_to(victim)  # the destination too
+
+    sink = AtomicFile(out)
+    sink.file.write(b"the bundle\n")
+    sink.commit()
+    assert victim.read_text() == "precious\n"  # never truncated, never written
+    assert not out.is_symlink() and out.read_bytes() == b"the bundle\n"
+    assert (out.stat().st_mode & 0o777) == 0o600
+
+    # A failure on the way removes the partial file.
+    sink = AtomicFile(shared / "other.jsonl")
+    sink.abandon()
+    left = sorted(p.name for p in shared.iterdir())
+    assert left == sorted(
+        [".out.jsonl.0123456789abcdef.partial", f".out.jsonl.{os.getpid()}.partial", "out.jsonl"]
+    )
+
+
+def test_export_refuses_a_destination_folder_it_cannot_write(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    save_local(cli, 1)
+    line = cli.fails("export", "--local", "-o", str(tmp_path / "missing" / "out.jsonl"))
+    assert "cannot write" in line
+    assert not (tmp_path / "missing").exists()

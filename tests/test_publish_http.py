@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -118,6 +119,70 @@ def test_only_the_owner_creator_or_team_owner_may_publish(server: Server) -> Non
     assert httpx.post(f"{server.url}/v1/packets/{mine['id']}/publish").status_code == 401
 
 
+def scoped_token(server: Server, user_id: str, scope: str) -> str:
+    """Another token of ``user_id`` with only ``scope`` (as the device flow grants one)."""
+    from ltm.service import tokens
+    from ltm.store import Token
+    from ltm.store.sqlite import SqliteStore
+
+    secret = tokens.mint(user_id)
+    store = server.open_store() if server.open_store else SqliteStore(server.db)
+    try:
+        label = f"{scope.replace(' ', '-')}-{secret[-8:]}"
+        store.add_token(
+            Token(label, user_id, tokens.hash_token(secret), datetime.now(UTC), scope=scope)
+        )
+    finally:
+        store.close()
+    return secret
+
+
+def test_publishing_needs_read_and_write(server: Server) -> None:
+    """A write-only token must not read a packet by publishing it (the URL reads it)."""
+    user_id, full = server.issue("wren")
+    owner = server.client(full)
+    packet = make_packet(goal="Private until published")
+    assert owner.post("/v1/packets", json=packet).status_code == 201
+    path = f"/v1/packets/{packet['id']}/publish"
+    for scope in ("write", "read"):
+        partial = server.client(scoped_token(server, user_id, scope))
+        refused = reference_post(partial, path)
+        assert refused.status_code == 403 and refused.json() == {"error": "insufficient scope"}
+        assert refused.headers["WWW-Authenticate"].endswith('scope="read write"')
+        assert "public_url" not in refused.text
+    # Nothing was published: the full token's publish is a first one (201).
+    url = reference_post(owner, path).json()["public_url"]
+    assert httpx.get(url).status_code == 200
+    partial = server.client(scoped_token(server, user_id, "write"))
+    assert partial.delete(path).status_code == 403
+    assert httpx.get(url).status_code == 200  # still published
+
+
+def test_a_members_publications_die_when_they_leave_or_are_kicked(server: Server) -> None:
+    owner = server.client(server.issue("boss")[1])
+    kicked_id, kicked_token = server.issue("kicked")
+    leaver = server.client(server.issue("leaver")[1])
+    kicked = server.client(kicked_token)
+    team = f"gone-{kicked_id[-6:].lower()}"
+    assert owner.post("/v1/teams", json={"name": team}).status_code == 201
+    for member in (kicked, leaver):
+        code = owner.post(f"/v1/teams/{team}/invites").json()["code"]
+        assert member.post(f"/v1/invites/{code}/accept", json={}).status_code == 201
+    urls = {}
+    for name, member in (("kicked", kicked), ("leaver", leaver), ("owner", owner)):
+        packet = make_packet(goal=f"published by {name}")
+        assert member.post(f"/v1/packets?team={team}", json=packet).status_code == 201
+        urls[name] = reference_post(member, f"/v1/packets/{packet['id']}/publish").json()[
+            "public_url"
+        ]
+        assert httpx.get(urls[name]).status_code == 200
+    assert owner.delete(f"/v1/teams/{team}/members/{kicked_id}").status_code == 204
+    assert leaver.post(f"/v1/teams/{team}/leave").status_code == 204
+    assert httpx.get(urls["kicked"]).status_code == 404
+    assert httpx.get(urls["leaver"]).status_code == 404
+    assert httpx.get(urls["owner"]).status_code == 200  # the owner's stays
+
+
 @pytest.mark.parametrize("secret", ["x", "A" * 32, "a" * 200, "..%2F..%2Fetc"])
 def test_unknown_secrets_are_404(server: Server, secret: str) -> None:
     r = httpx.get(f"{server.url}/p/{secret}")
@@ -136,8 +201,16 @@ def test_cli_publish_unpublish_and_open(server: Server, tmp_path: Path) -> None:
     url = cli.ok("publish", packet["id"][:14]).strip()  # a prefix resolves
     assert SECRET_URL.fullmatch(url)
     assert httpx.get(url).status_code == 200
-    assert cli.ok("unpublish", packet["id"]).strip() == f"unpublished {packet['id']}"
+    # `ltm show` states it, as the reference's show does from the same two headers
+    # (internal/cli/show.go in dennisdevulder/ltm): the fast path and typer's ("--" first).
+    for args in (("show", packet["id"][:14]), ("show", "--", packet["id"])):
+        lines = cli.ok(*args).splitlines()
+        published = [line for line in lines if line.startswith("Published ")]
+        assert len(published) == 1, lines
+        assert re.fullmatch(rf"Published \S+Z  {re.escape(url)}", published[0])
+    assert cli.ok("unpublish", packet["id"], "--yes").strip() == f"unpublished {packet['id']}"
     assert httpx.get(url).status_code == 404
+    assert "Published" not in cli.ok("show", packet["id"])
     assert "no packet" in cli.fails("publish", "01NOSUCHPACKET000000000000")
     shown = cli.ok("open", packet["id"][:14], "--no-browser").strip()
     assert shown == f"{server.url}/web/packets/{packet['id']}"
@@ -145,3 +218,58 @@ def test_cli_publish_unpublish_and_open(server: Server, tmp_path: Path) -> None:
     local = Cli(tmp_path / "nobody")
     assert "ltm auth" in local.fails("publish", packet["id"])
     assert "ltm ui" in local.fails("open")
+
+
+def _read_only_token(server: Server, user_id: str) -> str:
+    from ltm.service.tokens import new_token
+
+    secret, record = new_token(user_id, f"ro-{user_id[-8:]}", scope="read")
+    store = server.open_store()
+    try:
+        store.add_token(record)
+    finally:
+        store.close()
+    return secret
+
+
+def test_a_read_tells_who_may_publish_that_the_packet_is_published(server: Server) -> None:
+    # The reference CLI's `show` prints a "Published" line from these two headers of
+    # GET /v1/packets/{id} (internal/cli/show.go in dennisdevulder/ltm, v0.11). They go to
+    # whoever may publish the packet, never to a reader who may not.
+    owner_id, owner_token = server.issue("pub-owner")
+    owner = server.client(owner_token)
+    member_id, member_token = server.issue("pub-member")
+    member = server.client(member_token)
+    team = f"hdr-{member_id[-6:].lower()}"
+    assert owner.post("/v1/teams", json={"name": team}).status_code == 201
+    code = owner.post(f"/v1/teams/{team}/invites").json()["code"]
+    assert member.post(f"/v1/invites/{code}/accept", json={}).status_code == 201
+
+    mine = make_packet(goal="personal, published")
+    owner.post("/v1/packets", json=mine)
+    shared = make_packet(goal="the owner's team packet, published")
+    owner.post(f"/v1/packets?team={team}", json=shared)
+
+    plain = owner.get(f"/v1/packets/{mine['id']}")
+    assert plain.status_code == 200
+    assert "x-ltm-published-at" not in plain.headers and "x-ltm-public-url" not in plain.headers
+
+    url = reference_post(owner, f"/v1/packets/{mine['id']}/publish").json()["public_url"]
+    got = owner.get(f"/v1/packets/{mine['id']}")
+    assert got.headers["x-ltm-public-url"] == url
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", got.headers["x-ltm-published-at"])
+    assert got.content == plain.content  # the body stays the packet's bytes
+
+    team_url = reference_post(owner, f"/v1/packets/{shared['id']}/publish").json()["public_url"]
+    assert owner.get(f"/v1/packets/{shared['id']}").headers["x-ltm-public-url"] == team_url
+    # A member reads the owner's team packet but may not publish it: no URL for them.
+    seen = member.get(f"/v1/packets/{shared['id']}")
+    assert seen.status_code == 200
+    assert "x-ltm-public-url" not in seen.headers and "x-ltm-published-at" not in seen.headers
+    # A read-only token of the owner reads the packet, but may not publish: no URL either.
+    read_only = server.client(_read_only_token(server, owner_id))
+    seen = read_only.get(f"/v1/packets/{mine['id']}")
+    assert seen.status_code == 200 and "x-ltm-public-url" not in seen.headers
+
+    assert owner.delete(f"/v1/packets/{mine['id']}/publish").status_code == 204
+    assert "x-ltm-public-url" not in owner.get(f"/v1/packets/{mine['id']}").headers

@@ -276,7 +276,9 @@ def test_positive(kind: str, text: str, expected: str | None) -> None:
 
 
 def test_every_builtin_kind_has_a_positive() -> None:
-    assert {k for k, _, _ in POSITIVES} == set(BUILTIN_KINDS)
+    # The vendor formats' positives are in the corpus (tests/redact_corpus.py).
+    kinds = {k for k, _, _ in POSITIVES} | {k for _, k, _ in redact_corpus.formats()}
+    assert kinds == set(BUILTIN_KINDS)
 
 
 NEGATIVES = [
@@ -344,6 +346,7 @@ NEGATIVES = [
     "10:30 and 1.10.0.1 and v10.0.0",
     "ip 8.8.8.8:53",
     "eyJ alone and eyJhbGciOiJIUzI1NiJ9 without payload",
+    *redact_corpus.FORMAT_NEAR_MISSES,
     "",
     " ",
 ]
@@ -954,6 +957,35 @@ ADVERSARIAL: dict[str, str] = {
     "zero-width": "g\u200bh\u00adp_" * (N // 6),
     "full-width": "ｇｈｐ＿ａｂ " * (N // 7),
     "bidi": "\u202e\u2066" * (N // 2),
+    # the vendor formats and command lines (issue 22)
+    "vendor-prefixes": "shpat_dapiATATT3lin_api_ntn_key-SKACpplx-PMAK-glc_NRAK-" * (N // 54),
+    "hex-dashes": ("0123456789abcdef" * 2 + "-") * (N // 33),
+    "hex-us": ("0123456789abcdef" * 2 + "-us") * (N // 35),
+    "digits-colon": "12345678:" * (N // 9),
+    "digits-colon-run": ("123456789:" + "aB3dE5gH7j" * 3) * (N // 40),
+    "q-tilde": "a1bQ~" * (N // 5),
+    "M-run": "M" * N,
+    "MII": "MIIEowIBAAKCAQEA " * (N // 17),
+    "discord-shape": ("MTA5ODc2NTQzMjEwOTg3NjU0Mw" + ".") * (N // 27),
+    "k-eyJ1": "sk.eyJ1" * (N // 7),
+    "atlasv1": ".atlasv1." * (N // 9),
+    "accountkey": "AccountKey=" * (N // 11),
+    "azure-words": "azure storage " * (N // 14),
+    "sig": "?sv=1&sig=" * (N // 10),
+    "auth-json": '"auth": "' * (N // 9),
+    "netrc": "machine a login b " * (N // 18),
+    "netrc-password": "machine h login u password " * (N // 27),
+    "mysql": "mysql -p " * (N // 9),
+    "mysql-run": "mysql" + " -x" * (N // 3),
+    "curl": "curl -u " * (N // 8),
+    "sshpass": "sshpass -p " * (N // 11),
+    "login": "docker login -p " * (N // 16),
+    "dashes-flags": "--password " * (N // 11),
+    "double-dash": "--" * (N // 2),
+    "private-key-id": "private_key_id: " * (N // 16),
+    "env-key": "A_KEY=" * (N // 6),
+    "pass-flag": "-pass pass:" * (N // 11),
+    "storepass": "-storepass " * (N // 11),
 }
 
 
@@ -1208,6 +1240,74 @@ def test_corpus_prose_has_no_secret_hits() -> None:
         if is_secret_kind(kind)
     ]
     assert flagged == []
+
+
+# --------------------------------------------------------------------------- #
+# Issue 22: credentials the pre-flight and the server's scan missed
+# --------------------------------------------------------------------------- #
+
+FORMATS: dict[str, list[tuple[str, str]]] = {}
+for _fmt, _kind, _text in redact_corpus.formats():
+    FORMATS.setdefault(_fmt, []).append((_kind, _text))
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_formats_are_caught_in_every_shape(fmt: str) -> None:
+    missed = [
+        (kind, text, scan_text(text))
+        for kind, text in FORMATS[fmt]
+        if kind not in {k for k, _ in scan_text(text)}
+    ]
+    assert missed == []
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_server_scan_refuses_every_format(fmt: str) -> None:
+    # The server runs the secret class alone; every format but a public token is in it.
+    for kind, text in FORMATS[fmt]:
+        hits = scan_packet(base_packet(goal=f"notes: {text}"), secrets_only=True)
+        if kind == "mapbox-public-token":
+            # (a *_TOKEN= name holding it is still a secret-assignment)
+            assert kind not in {h.kind for h in hits} and not is_secret_kind(kind)
+        else:
+            assert any(h.kind == kind and h.field == "goal" for h in hits), (text, hits)
+
+
+def test_command_line_hits_show_the_flag_and_not_the_command() -> None:
+    assert scan_text("mysql -u root -pS3cret-42 shop") == [("cli-password", "-pS3cret-42")]
+    assert scan_text("curl -u admin:hunter22 https://ci.example.org/x") == [
+        ("cli-password", "-u admin:hunter22")
+    ]
+    assert scan_text("sshpass -p 'Tr0ub4dor' ssh pi@10.0.0.1") == [
+        ("cli-password", "-p 'Tr0ub4dor'")
+    ]
+    assert scan_text("docker login -u ci -p Hunter22 registry.example.org") == [
+        ("cli-password", "-p Hunter22")
+    ]
+
+
+def test_private_key_body_under_its_header_is_reported_once() -> None:
+    body = cat("MIIEvQ", "IBADANBgkqhkiG9w0BAQEFAASC", "BKcwggSjAgEAAoIBAQ", rnd(64, "Qw3/Er+T"))
+    with_header = cat("-----BEGIN ", "PRIVATE KEY-----\n", body)
+    assert scan_text(with_header) == [("private-key", MASK)]
+    assert scan_text(f"key: {body}") == [("private-key", "base64 of a private key")]
+    assert body[:12] not in repr(scan_packet(base_packet(goal=body)))
+
+
+def test_lone_private_key_body_and_public_key_body() -> None:
+    # SubjectPublicKeyInfo starts "MIIBIjANBgkqhkiG9w0BAQEFAAOC": a public key, not flagged.
+    public = cat("MIIBIjANBgkqhkiG9w0BAQEFAAOC", "AQ8AMIIBCgKCAQEA", rnd(64, "Qw3/Er+T"))
+    assert scan_text(public) == []
+
+
+def test_azure_emulator_keys_pass() -> None:
+    # Azurite's documented account key is public, like AWS's AKIAIOSFODNN7EXAMPLE.
+    line = cat(
+        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=",
+        "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/",
+        "K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://azurite:10000/devstoreaccount1;",
+    )
+    assert scan_text(line) == []
 
 
 def test_corpus_reads_the_repository_only() -> None:

@@ -92,8 +92,11 @@ def test_issue_list_and_revoke_tokens(tmp_path: Path) -> None:
     assert issued.returncode == 0, issued.stderr
     alice = issued.stdout.strip()
     assert TOKEN.fullmatch(alice) and issued.stdout.count("\n") == 1
-    duplicate = ltm_server("issue-token", "alice", "--db", str(db))
-    assert duplicate.returncode != 0 and "alice" in duplicate.stderr
+    second = ltm_server("issue-token", "alice", "--db", str(db))  # another device's token
+    assert second.returncode == 0, second.stderr
+    assert "token 'alice-2' for the existing user 'alice'" in second.stderr
+    duplicate = ltm_server("issue-token", "alice", "--label", "alice", "--db", str(db))
+    assert duplicate.returncode != 0 and "'alice' already exists" in duplicate.stderr
     other = ltm_server("issue-token", "bob", "--label", "bob-laptop", "--db", str(db))
     assert other.returncode == 0
 
@@ -105,7 +108,7 @@ def test_issue_list_and_revoke_tokens(tmp_path: Path) -> None:
         lines = listed.stdout.splitlines()
         assert lines[0].split() == ["LABEL", "USER", "USER", "ID", "CREATED", "LAST", "USED"]
         rows = {line.split()[0]: line for line in lines[1:]}
-        assert set(rows) == {"root", "alice", "bob-laptop"}
+        assert set(rows) == {"root", "alice", "alice-2", "bob-laptop"}
         assert rows["bob-laptop"].endswith("never")
         assert not rows["alice"].endswith("never")  # alice's token was just used
         for token in (root, alice, other.stdout.strip()):
@@ -114,8 +117,10 @@ def test_issue_list_and_revoke_tokens(tmp_path: Path) -> None:
         assert {t["label"]: t["user"] for t in as_json} == {
             "root": "root",
             "alice": "alice",
+            "alice-2": "alice",
             "bob-laptop": "bob",
         }
+        assert len({t["user_id"] for t in as_json if t["user"] == "alice"}) == 1  # one user
 
         revoked = ltm_server("revoke-token", "alice", "--db", str(db))
         assert revoked.returncode == 0, revoked.stderr
@@ -126,6 +131,38 @@ def test_issue_list_and_revoke_tokens(tmp_path: Path) -> None:
         assert missing.returncode != 0 and "alice" in missing.stderr
     finally:
         server.stop()
+
+
+def test_a_lost_root_token_is_replaced_from_the_box_and_the_first_user_named(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "server.db"
+    created = ltm_server("init", "--db", str(db), "--name", "Dana")
+    assert created.returncode == 0, created.stderr
+    lost = created.stdout.strip()
+    again = ltm_server("init", "--db", str(db))
+    assert "a lost root token: `ltm server issue-token root`" in again.stderr
+
+    fresh = ltm_server("issue-token", "root", "--db", str(db))  # by the first user's id
+    assert fresh.returncode == 0, fresh.stderr
+    assert "token 'Dana' for the existing user 'Dana'" in fresh.stderr
+    assert ltm_server("revoke-token", "root", "--db", str(db)).returncode == 0  # the lost one
+    also = ltm_server("issue-token", "Dana", "--db", str(db))  # or by display name
+    assert "token 'Dana-2' for the existing user 'Dana'" in also.stderr
+    server = run_server(db, tmp_path / "server.log", lost)
+    try:
+        assert server.client(lost).get("/v1/teams").status_code == 401
+        me = server.client(fresh.stdout.strip()).get("/v1/whoami").json()
+        assert me["user"] == {"id": "root", "display": "Dana"}
+        assert me["token"]["label"] == "Dana" and me["token"]["scope"] == "read write"
+        assert server.client(also.stdout.strip()).get("/v1/whoami").json()["user"]["id"] == "root"
+    finally:
+        server.stop()
+
+    twice = ltm_server("issue-token", "Dana", "--new-user", "--db", str(db))
+    assert twice.returncode == 0 and "for the new user 'Dana'" in twice.stderr
+    ambiguous = ltm_server("issue-token", "Dana", "--db", str(db))
+    assert ambiguous.returncode != 0 and "2 users are called 'Dana'" in ambiguous.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

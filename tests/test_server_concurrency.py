@@ -72,7 +72,7 @@ def test_twenty_concurrent_accepts_one_wins(server: Server, with_bearer: bool) -
     assert statuses == [201] + [410] * (TAKERS - 1), [r.text for r in responses]
     for r in responses:
         if r.status_code == 410:
-            assert r.json() == {"error": "invite expired or already used"}
+            assert r.json() == {"error": "invite expired or already consumed"}
     winner = next(r.json() for r in responses if r.status_code == 201)
     members = owner.get(f"/v1/teams/{team}/members").json()["members"]
     assert [m["user_id"] for m in members][1:] == [winner["user"]["id"]]

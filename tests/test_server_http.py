@@ -16,7 +16,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serverkit import SERVER_STORES, Server, example_packet, make_packet, running_server
+from serverkit import (
+    SERVER_STORES,
+    Server,
+    example_packet,
+    ltm_server,
+    make_packet,
+    running_server,
+)
 
 from ltm import packet
 
@@ -113,6 +120,7 @@ def test_openapi_document_lists_every_route(server: Server) -> None:
         ("POST", "/v1/device/approve"),
         ("GET", "/v1/tokens"),
         ("DELETE", "/v1/tokens/{label}"),
+        ("GET", "/v1/whoami"),
         # publishing (the reference CLI's publish/unpublish) and the web view's pages
         ("POST", "/v1/packets/{id}/publish"),
         ("DELETE", "/v1/packets/{id}/publish"),
@@ -126,7 +134,12 @@ def test_openapi_document_lists_every_route(server: Server) -> None:
         ("POST", "/web/signin"),
         ("POST", "/web/signout"),
         ("GET", "/web/ui"),
+        ("POST", "/web/ui"),
         ("GET", "/web/static/{name}"),
+        # signing in from the CLI: who the token is, a browser key (extensions)
+        ("GET", "/v1/whoami"),
+        ("POST", "/v1/web/sign-in-key"),
+        ("POST", "/web/key"),
         ("GET", "/p/{secret}"),
         # search and lineage (extensions the reference does not have)
         ("GET", "/v1/search"),
@@ -545,6 +558,82 @@ def test_logs_are_structured_and_keep_secrets_out(server: Server, tmp_path: Path
     for secret in (token, server.root_token, secret_goal, invite["code"], "Bearer"):
         assert secret not in text
     assert "authorization" not in text.lower()
+
+
+def test_the_access_log_masks_a_public_links_secret(server: Server) -> None:
+    """``/p/<secret>`` reads a published packet: the log shows ``/p/{secret}``, as invites."""
+    client = server.client(server.issue("publisher")[1])
+    data = make_packet(goal="published and logged")
+    assert push(client, data).status_code == 201
+    url = client.post(f"/v1/packets/{data['id']}/publish").json()["public_url"]
+    secret = url.rsplit("/p/", 1)[1]
+    assert httpx.get(url).status_code == 200
+    assert httpx.head(url).status_code == 200
+    assert httpx.get(f"{url}/more").status_code == 404  # answered by the adapter, not a route
+    assert httpx.get(f"{server.url}/v1/invites/{secret}x/nope").status_code == 404
+    lines = [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
+    paths = [line["path"] for line in lines if line.get("message") == "request"]
+    assert paths.count("/p/{secret}") >= 2 and "/p/{secret}/more" in paths
+    assert "/v1/invites/{code}/nope" in paths
+    assert secret not in server.logs()
+
+
+@pytest.mark.parametrize(
+    ("path", "logged"),
+    [
+        ("/p/s3cr3t", "/p/{secret}"),
+        ("/p/s3cr3t/", "/p/{secret}/"),
+        ("/dev/p/s3cr3t", "/dev/p/{secret}"),  # behind a stage prefix
+        ("/v1/invites/c0de/accept", "/v1/invites/{code}/accept"),
+        ("/v1/packets/01ABC", "/v1/packets/01ABC"),
+        ("/web/packets/01ABC", "/web/packets/01ABC"),
+    ],
+)
+def test_loggable_path_masks_the_secrets_in_a_path(path: str, logged: str) -> None:
+    from ltm.logs import loggable_path
+
+    assert loggable_path(path) == logged
+
+
+def test_the_per_user_storage_bound_is_a_507_with_one_line(tmp_path: Path) -> None:
+    """``LTM_MAX_PACKETS_PER_USER``/``LTM_MAX_BYTES_PER_USER``: what one account may own."""
+    from clikit import signed_in
+    from serverkit import clean_env, init_db, run_server
+
+    db = tmp_path / "server.db"
+    env = clean_env(LTM_MAX_PACKETS_PER_USER="2", LTM_MAX_BYTES_PER_USER="4000")
+    server = run_server(db, tmp_path / "server.log", init_db(db), env=env)
+    try:
+        client = server.client(server.issue("hoarder")[1])
+        first, second = make_packet(goal="one"), make_packet(goal="two")
+        assert push(client, first).status_code == 201
+        assert push(client, second).status_code == 201
+        refused = push(client, make_packet(goal="three"))
+        message = (
+            "storage limit reached: at most 2 packets per user on this server;"
+            " delete packets you no longer need, or ask the operator for more"
+        )
+        assert refused.status_code == 507 and refused.json() == {"error": message}
+        assert push(client, {**first, "goal": "one, edited"}).status_code == 201  # no growth
+        big = push(client, {**first, "constraints": ["x" * 1000] * 4})
+        assert big.status_code == 507
+        assert "at most 3.9 KiB of packets per user" in big.json()["error"]
+        other = server.client(server.issue("neighbour")[1])
+        assert push(other, make_packet(goal="theirs")).status_code == 201  # each user's own
+        assert client.delete(f"/v1/packets/{second['id']}").status_code == 204
+        assert push(client, make_packet(goal="three")).status_code == 201  # room again
+        # the CLI says it in one line
+        cli = signed_in(server, tmp_path / "home", "hoarder-cli")
+        for n in range(2):
+            cli.ok("save", "-", stdin=json.dumps({"goal": f"g{n}", "next_step": "s"}))
+        line = cli.fails("save", "-", stdin=json.dumps({"goal": "g2", "next_step": "s"}))
+        assert line.endswith(f"refused: {message} (HTTP 507) — list them with: ltm ls --all")
+    finally:
+        server.stop()
+    bad = clean_env(LTM_MAX_BYTES_PER_USER="lots")
+    result = ltm_server("run", "--db", str(db), "--addr", "127.0.0.1:0", env=bad)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "LTM_MAX_BYTES_PER_USER must be a whole number above 0, got 'lots'" in result.stderr
 
 
 def test_a_malformed_chunked_body_is_a_json_400(server: Server) -> None:

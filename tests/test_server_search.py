@@ -92,6 +92,45 @@ def test_search_stays_inside_the_callers_scopes(world: dict[str, object]) -> Non
     assert found(alice.http.get("/v1/search", params={"q": f"{word} tag:nope"})) == []
 
 
+def test_probing_prefix_scores_learns_nothing_of_another_users_words(server: Server) -> None:
+    """The attack: probe words of one's own, then ``qu<c>*`` searches, letter by letter.
+
+    A ranking with statistics over every user's packets answers the prefix of
+    a word hidden in someone else's private packet differently; here every
+    answer (ids, order, scores, snippets) must stay byte for byte the same
+    while another user stores, changes and deletes such words, in their own
+    scope and in a team the prober is not in. ``scope=all`` covers the
+    prober's team with that user too.
+    """
+    alice, bob, pair = pair_in_a_team(server)
+    hidden = f"hidden-{next(_names)}"
+    assert alice.http.post("/v1/teams", json={"name": hidden}).status_code == 201
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for n, c in enumerate(letters):
+        probe = " ".join([f"qu{c}zzprobe"] * (1 + n % 3))
+        push(bob, goal=f"probe {probe}", created_at=f"2026-05-01T12:00:{n:02d}Z")
+    push(alice, pair, goal="quill notes for the pair", next_step="read the quill notes")
+
+    def probe_all() -> list[bytes]:
+        answers = []
+        for c in letters:
+            for scope in ({}, {"scope": "all"}):
+                r = bob.http.get("/v1/search", params={"q": f"qu{c}*", **scope})
+                assert r.status_code == 200, r.text
+                answers.append(r.content)
+        return answers
+
+    before = probe_all()
+    secret = "quixotically"
+    mine = [push(alice, goal=f"{secret} plan", constraints=[secret] * (n + 1)) for n in range(4)]
+    push(alice, hidden, goal=f"{secret} for the hidden team")
+    assert probe_all() == before
+    push(alice, id=mine[0], goal="quantum quantum quantum")
+    for packet in mine[1:]:
+        assert alice.http.delete(f"/v1/packets/{packet}").status_code == 204
+    assert probe_all() == before
+
+
 @pytest.mark.parametrize(
     ("params", "message"),
     [
@@ -160,6 +199,34 @@ def test_listing_filters_and_page_tokens(server: Server) -> None:
     ):
         r = alice.http.get("/v1/packets", params={"team": team, **params})
         assert r.status_code == 400 and r.json()["error"].startswith(message), r.text
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"since": "999999w"}, "since: out of range"),
+        ({"until": "0001-01-01T00:00:00+14:00"}, "until: out of range"),
+        ({"until": "9999-12-31T23:59:59-14:00"}, "until: out of range"),
+        ({"since": "999999d", "tag": "api"}, "since: out of range"),
+    ],
+)
+def test_out_of_range_times_are_400_with_one_line(
+    server: Server, params: dict[str, str], message: str
+) -> None:
+    alice, _bob, team = pair_in_a_team(server)
+    for scope in ({}, {"team": team}):
+        r = alice.http.get("/v1/packets", params={**params, **scope})
+        assert r.status_code == 400, r.text
+        error = r.json()["error"]
+        assert error.startswith(message) and "\n" not in error, error
+
+
+def test_an_early_year_sorts_before_a_later_one(server: Server) -> None:
+    alice = person(server, "alice")
+    pushed = push(alice, created_at="2026-05-01T00:00:00Z")
+    for since in ("0005-01-01", "0999-12-31T00:00:00Z"):
+        listed = alice.http.get("/v1/packets", params={"since": since}).json()["packets"]
+        assert [p["id"] for p in listed] == [pushed]
 
 
 def test_children_and_thread_respect_visibility(server: Server) -> None:

@@ -13,6 +13,7 @@ is closed on the way out.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import selectors
 import socket
@@ -23,13 +24,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
 from serverkit import LTM, Server, init_db, packet_id, run_server, running_server
 
 from ltm.cli.server.http import IDLE_TIMEOUT, REQUEST_TIMEOUT
-from ltm.cli.server.intake import RequestReader
+from ltm.cli.server.intake import STRICT_HEADERS, Framing, RequestReader
+from ltm.cli.server.wsgi import ChaliceWSGI
 
 HEALTHZ = b"GET /v1/healthz HTTP/1.1\r\nHost: x\r\n\r\n"
 SLACK = 6.0  # the expiry runs every 0.5 s; the box is shared and loaded
@@ -227,6 +230,64 @@ def test_64_slow_clients_neither_stop_healthz_nor_stay(server: Server) -> None:
     assert healthz_seconds(server) < 1.0
 
 
+# One reader of a head disagreeing with the other: the intake took this as having no body,
+# cheroot (joining the folded line) as chunked, and a worker waited the whole timeout.
+FOLDED = (
+    b"POST /v1/packets HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n chunked\r\n\r\n",
+    b"POST /v1/packets HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n\t10\r\n\r\n",
+)
+
+
+def test_a_flood_of_folded_headers_is_refused_at_once_and_healthz_keeps_answering(
+    server: Server,
+) -> None:
+    """16 folded heads (twice the worker threads), each answered 400 without holding a worker."""
+    socks: list[socket.socket] = []
+    try:
+        for n in range(16):
+            sock = socket.create_connection(address(server), timeout=REQUEST_TIMEOUT + SLACK)
+            socks.append(sock)
+            sock.sendall(FOLDED[n % 2])
+        timings = [healthz_seconds(server) for _ in range(5)]
+        assert max(timings) < 1.0, timings
+        for sock in socks:
+            head, _, body = read_response(sock).partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 400 ") and b"Connection: close" in head, head
+            message = "bad request: obsolete line folding is not accepted"
+            assert json.loads(body) == {"error": message}
+    finally:
+        for sock in socks:
+            sock.close()
+    assert healthz_seconds(server) < 1.0
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "message"),
+    [
+        (b"GET /v1/healthz HTTP/1.1\r\nHost: x\r\nX-A: b\r\n c\r\n\r\n", "obsolete line folding"),
+        (b"GET /v1/healthz HTTP/1.1\r\nHost : x\r\n\r\n", "Illegal header line."),
+        (
+            b"POST /v1/packets HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+            b"Content-Length: 0\r\n\r\nhi",
+            "more than one Content-Length",
+        ),
+        (
+            b"POST /v1/packets HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            "Content-Length and Transfer-Encoding together",
+        ),
+    ],
+)
+def test_heads_two_readers_could_frame_differently_are_400(
+    server: Server, request_bytes: bytes, message: str
+) -> None:
+    with socket.create_connection(address(server), timeout=REQUEST_TIMEOUT + SLACK) as sock:
+        sock.sendall(request_bytes)
+        head, _, body = read_response(sock).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), head
+    assert json.loads(body)["error"].startswith(f"bad request: {message}")
+
+
 def send_in_pieces(server: Server, request: bytes, size: int) -> bytes:
     """Send ``request`` in ``size``-byte TCP segments, a little apart; the response."""
     with socket.create_connection(address(server), timeout=10) as sock:
@@ -395,6 +456,60 @@ def test_a_request_refused_from_what_is_in_goes_to_a_worker_at_once(head: bytes,
     assert judged(head)[-1] is True, why
 
 
+def verdict(data: bytes) -> Framing | None:
+    """The intake's framing of a request fed whole (a head past the limit has none)."""
+    with connected_reader() as (reader, _peer):
+        reader.feed(data)
+        assert reader.complete()
+        return reader.framing
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", Framing()),
+        (b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\nhi", Framing(length=2)),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", Framing(True)),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n", Framing(True)),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: a\r\nTransfer-Encoding: b\r\n\r\n", None),  # 501
+        (b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", Framing()),  # 1.0: ignored
+        (b"POST / HTTP/1.01\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", Framing(True)),
+        (b"POST / HTTP/2.0\r\nContent-Length: 1\r\n\r\n", None),  # 505
+        (b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n", Framing()),
+    ],
+)
+def test_the_intake_frames_a_head_as_cheroot_does(head: bytes, expected: Framing | None) -> None:
+    assert verdict(head) == expected
+
+
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        # obsolete line folding, with a space or a tab: 400 (RFC 9112 section 5.2)
+        (b"Transfer-Encoding:\r\n chunked\r\n", "obsolete line folding"),
+        (b"Content-Length:\r\n\t10\r\n", "obsolete line folding"),
+        (b"X-A: b\r\n\tTransfer-Encoding: chunked\r\n", "obsolete line folding"),
+        (b" Transfer-Encoding: chunked\r\n", "obsolete line folding"),
+        # whitespace before the colon, no name, no colon
+        (b"Transfer-Encoding : chunked\r\n", "Illegal header line"),
+        (b"Transfer-Encoding\t: chunked\r\n", "Illegal header line"),
+        (b": chunked\r\n", "Illegal header line"),
+        (b"Transfer-Encoding chunked\r\n", "Illegal header line"),
+        # two framings: a repeated Content-Length, or Content-Length beside Transfer-Encoding
+        (b"Content-Length: 1\r\nContent-Length: 1\r\n", "more than one Content-Length"),
+        (b"Content-Length: 1\r\nTransfer-Encoding: chunked\r\n", "Content-Length and Transfer"),
+        (b"X: y\nTransfer-Encoding: chunked\r\n", "HTTP requires CRLF terminators"),
+    ],
+)
+def test_heads_two_readers_could_frame_differently_are_refused(
+    headers: bytes, message: str
+) -> None:
+    """The one header reader (the intake's and the worker's) refuses them: 400 at once."""
+    with pytest.raises(ValueError, match=message):
+        STRICT_HEADERS(io.BytesIO(headers + b"\r\n"))
+    assert verdict(b"POST / HTTP/1.1\r\n" + headers + b"\r\n") is None
+
+
 def test_a_head_past_the_limit_goes_to_a_worker_for_its_413() -> None:
     answers = judged(b"GET / HTTP/1.1\r\nX-Big: " + b"x" * 300)
     assert answers.index(True) == 200  # the byte after the 200-byte limit
@@ -423,7 +538,7 @@ def test_the_line_end_left_after_a_chunked_body_is_not_a_new_request() -> None:
         assert reader.started()
 
 
-def test_the_worker_reads_from_memory_and_never_past_the_deadline() -> None:
+def test_the_worker_reads_from_memory_and_never_waits_for_the_socket() -> None:
     with connected_reader() as (reader, peer):
         reader.feed(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nrest")
         assert reader.readline() == b"GET / HTTP/1.1\r\n"
@@ -431,9 +546,38 @@ def test_the_worker_reads_from_memory_and_never_past_the_deadline() -> None:
         assert reader.readline() == b": x\r\n"
         assert reader.read(2) == b"\r\n"
         assert reader.read(4) == b"rest"
-        reader.deadline = time.monotonic() - 1  # the request's time is up
+        reader.deadline = time.monotonic() + 60  # time left, yet nothing more is waited for
         with pytest.raises(TimeoutError, match="timed out"):  # what cheroot answers 408 to
             reader.read(1)
-        reader.deadline = time.monotonic() + 5
+        with pytest.raises(TimeoutError, match="timed out"):
+            reader.readline()
         peer.sendall(b"more\n")
-        assert reader.readline() == b"more\n"  # from the socket, within the deadline
+        assert reader.readline() == b"more\n"  # what has arrived is taken
+        assert reader.read() == b""  # all there is, without waiting
+
+
+class _StalledInput:
+    """A ``wsgi.input`` whose body never comes: the server's stream gives up at once."""
+
+    def read(self, size: int = -1) -> bytes:
+        raise TimeoutError("timed out")
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"CONTENT_LENGTH": "10"}, {"HTTP_TRANSFER_ENCODING": "chunked"}],
+    ids=["content-length", "chunked"],
+)
+def test_a_body_read_that_times_out_is_a_408_not_a_traceback(headers: dict[str, str]) -> None:
+    # The adapter reads the body before it calls the app: a route table is all it needs.
+    adapter = ChaliceWSGI(SimpleNamespace(routes={"/v1/packets": {"POST": None}}))
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/v1/packets",
+        "wsgi.input": _StalledInput(),
+        **headers,
+    }
+    answered: list[str] = []
+    body = adapter(environ, lambda status, _headers: answered.append(status))
+    assert answered == ["408 Request Timeout"]
+    assert json.loads(b"".join(body)) == {"error": "request timeout"}

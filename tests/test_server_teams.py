@@ -86,8 +86,9 @@ def test_create_team(server: Server) -> None:
 def test_team_names_are_unique(server: Server) -> None:
     a, b = person(server, "a"), person(server, "b")
     assert a.http.post("/v1/teams", json={"name": "unique-name"}).status_code == 201
-    err(b.http.post("/v1/teams", json={"name": "unique-name"}), 409, "team name taken")
-    err(a.http.post("/v1/teams", json={"name": "unique-name"}), 409, "team name taken")
+    # The reference: 409 "team name already taken" (internal/api/api.go, createTeam).
+    err(b.http.post("/v1/teams", json={"name": "unique-name"}), 409, "team name already taken")
+    err(a.http.post("/v1/teams", json={"name": "unique-name"}), 409, "team name already taken")
 
 
 @pytest.mark.parametrize(
@@ -110,8 +111,8 @@ def test_team_names_are_unique(server: Server) -> None:
 def test_invalid_team_names_are_400(server: Server, body: dict[str, object]) -> None:
     a = person(server, "a")
     r = a.http.post("/v1/teams", json=body)
-    err(r, 400)
-    assert "name" in r.json()["error"]
+    # The reference: 400 with this text (internal/api/api.go, createTeam); its CLI prints it.
+    err(r, 400, "team name must match ^[a-z0-9][a-z0-9_-]{0,39}$")
 
 
 def test_longest_and_shortest_valid_names(server: Server) -> None:
@@ -177,7 +178,12 @@ def test_non_members_and_missing_teams_look_the_same(
 
 
 def test_only_the_owner_deletes_the_team(crew: Crew) -> None:
-    err(crew.member.http.delete(f"/v1/teams/{crew.team}"), 403)
+    # The reference: 403 with this text (internal/api/api.go, deleteTeam).
+    err(
+        crew.member.http.delete(f"/v1/teams/{crew.team}"),
+        403,
+        "only the team owner can delete a team",
+    )
     assert crew.member.http.get(f"/v1/teams/{crew.team}/members").status_code == 200
     r = crew.owner.http.delete(f"/v1/teams/{crew.team}")
     assert r.status_code == 204 and r.content == b""
@@ -200,25 +206,33 @@ def test_deleting_a_team_deletes_its_packets_and_frees_the_name(crew: Crew) -> N
 
 def test_only_the_owner_removes_members(crew: Crew) -> None:
     path = f"/v1/teams/{crew.team}/members"
-    err(crew.member.http.delete(f"{path}/{crew.other_member.id}"), 403)
-    err(crew.member.http.delete(f"{path}/{crew.owner.id}"), 403)
+    # The reference: 403 with this text (internal/api/api.go, removeTeamMember).
+    only = "only the team owner can remove members"
+    err(crew.member.http.delete(f"{path}/{crew.other_member.id}"), 403, only)
+    err(crew.member.http.delete(f"{path}/{crew.owner.id}"), 403, only)
     r = crew.owner.http.delete(f"{path}/{crew.other_member.id}")
     assert r.status_code == 204
     ids = [m["user_id"] for m in crew.owner.http.get(path).json()["members"]]
     assert crew.other_member.id not in ids
     err(crew.other_member.http.get(path), 404, "team not found")
-    err(crew.owner.http.delete(f"{path}/{crew.other_member.id}"), 404, "member not found")
-    err(crew.owner.http.delete(f"{path}/{crew.outsider.id}"), 404, "member not found")
+    # The reference: 404 "not a member" (internal/api/api.go, removeTeamMember).
+    err(crew.owner.http.delete(f"{path}/{crew.other_member.id}"), 404, "not a member")
+    err(crew.owner.http.delete(f"{path}/{crew.outsider.id}"), 404, "not a member")
 
 
 def test_the_owner_cannot_be_removed(crew: Crew) -> None:
     r = crew.owner.http.delete(f"/v1/teams/{crew.team}/members/{crew.owner.id}")
-    err(r, 400, "the team owner cannot be removed")
+    # The reference: 400, this text (internal/api/api.go, removeTeamMember).
+    err(r, 400, "owner cannot be removed; transfer ownership or delete the team")
 
 
 def test_members_leave_but_the_owner_cannot(crew: Crew) -> None:
-    err(crew.owner.http.post(f"/v1/teams/{crew.team}/leave"), 400)
-    assert "owner" in crew.owner.http.post(f"/v1/teams/{crew.team}/leave").json()["error"]
+    # The reference: 400, this text (internal/api/api.go, leaveTeam).
+    err(
+        crew.owner.http.post(f"/v1/teams/{crew.team}/leave"),
+        400,
+        "owner cannot leave; transfer ownership or delete the team",
+    )
     r = crew.member.http.post(f"/v1/teams/{crew.team}/leave")
     assert r.status_code == 204 and r.content == b""
     err(crew.member.http.get(f"/v1/teams/{crew.team}/members"), 404, "team not found")

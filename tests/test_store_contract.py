@@ -21,12 +21,16 @@ from ltm.store import (
     Gone,
     Invite,
     NotFound,
+    OverQuota,
     PacketMeta,
+    Quota,
     SearchHit,
+    Share,
     Store,
     StoredPacket,
     Team,
     Token,
+    Usage,
     User,
 )
 
@@ -421,6 +425,72 @@ def test_delete_team_removes_its_packets_members_and_invites(store: Store) -> No
     assert store.list_members("t1") == []
     with pytest.raises((NotFound, Gone)):
         store.accept_invite("c1", "u1", T0)
+
+
+# -- sharing one packet with one user ----------------------------------------
+
+
+def share(pid: str, to: str, by: str = "u1", minutes: int = 0) -> Share:
+    return Share(pid, to, by, T0 + timedelta(minutes=minutes))
+
+
+def test_share_list_and_unshare(store: Store) -> None:
+    a, b = pkt("01SHARED0001", "u1", n=1), pkt("01SHARED0002", "u1", n=2)
+    put(store, a)
+    put(store, b)
+    first, created = store.share_packet(share(a.meta.id, "u2"), seen=a.meta)
+    assert created is True and first == share(a.meta.id, "u2")
+    # Sharing again answers the share in force, unchanged.
+    again, created = store.share_packet(share(a.meta.id, "u2", minutes=5), seen=a.meta)
+    assert created is False and again == first
+    store.share_packet(share(b.meta.id, "u2", minutes=1), seen=b.meta)
+    store.share_packet(share(a.meta.id, "u3", minutes=2), seen=a.meta)
+
+    assert store.get_share(a.meta.id, "u2") == first
+    assert store.get_share(a.meta.id, "u4") is None
+    assert [s.user_id for s in store.packet_shares(a.meta.id)] == ["u2", "u3"]
+    listed = store.shared_with("u2")
+    assert [(s.packet_id, m.id, m.goal) for s, m in listed] == [
+        (b.meta.id, b.meta.id, b.meta.goal),  # the newest share first
+        (a.meta.id, a.meta.id, a.meta.goal),
+    ]
+    assert [m.id for _, m in store.shared_with("u2", limit=1)] == [b.meta.id]
+    assert store.shared_with("u9") == []
+
+    assert store.unshare_packet(a.meta.id, "u2") is True
+    assert store.unshare_packet(a.meta.id, "u2") is False
+    assert store.get_share(a.meta.id, "u2") is None
+    assert [m.id for _, m in store.shared_with("u2")] == [b.meta.id]
+
+
+def test_share_checks_the_packet_as_seen(store: Store) -> None:
+    p = pkt("01SHARED0003", "u1")
+    with pytest.raises(NotFound):  # no such packet
+        store.share_packet(share(p.meta.id, "u2"), seen=p.meta)
+    put(store, p)
+    with pytest.raises(NotFound):  # not the owner or scope it has
+        store.share_packet(share(p.meta.id, "u2"), seen=p.meta._replace(owner_id="u9"))
+    assert store.get_share(p.meta.id, "u2") is None
+
+
+def test_shares_survive_a_repush_and_end_with_the_packet(store: Store) -> None:
+    store.create_user(user("u1"))
+    make_team(store)
+    mine, theirs = pkt("01SHARED0004", "u1"), pkt("01SHARED0005", "u1", "t1")
+    for p in (mine, theirs):
+        put(store, p)
+        store.share_packet(share(p.meta.id, "u2"), seen=p.meta)
+    put(store, mine)  # re-pushed: still shared
+    assert store.get_share(mine.meta.id, "u2") is not None
+    assert store.delete_packet_as(mine.meta.id, "u1", seen=mine.meta) is True
+    assert store.get_share(mine.meta.id, "u2") is None
+    assert store.packet_shares(mine.meta.id) == []
+    put(store, mine)  # the same id again is a new packet: not shared
+    assert store.get_share(mine.meta.id, "u2") is None
+    assert [m.id for _, m in store.shared_with("u2")] == [theirs.meta.id]
+    store.delete_team("t1")  # a team's deletion ends its packets' shares
+    assert store.get_share(theirs.meta.id, "u2") is None
+    assert store.shared_with("u2") == []
 
 
 # -- invites ---------------------------------------------------------------
@@ -1034,3 +1104,113 @@ def test_search_never_shows_what_the_caller_cannot_read(store: Store) -> None:
     }
     store.delete_team("t1")
     assert ids(search(store, "kestrel", alice)) == ["01ALICEOWN00"]
+
+
+def test_search_answers_depend_on_readable_packets_alone(store: Store) -> None:
+    """Which packets, their order, score and snippet: nothing outside the caller's scopes.
+
+    The attack this closes: on a shared server, a caller stores probe words in
+    their own packets and compares the scores of prefix searches (``qu<c>*``);
+    a ranking with statistics over every packet (FTS5's bm25) scores the
+    prefix of a word that exists only in another user's packet differently.
+    """
+    store.create_user(user("alice"))
+    store.create_user(user("bob"))
+    make_team(store, "t1", "hidden", owner="alice")  # bob is not in it
+    make_team(store, "t2", "pair", owner="alice")
+    store.add_member("t2", "bob")
+    for n, c in enumerate("abeiorx"):
+        words = " ".join(f"qu{c}{k}probe" for k in range(n + 1))  # counts differ per probe
+        put(
+            store, doc(f"01BOBPROBE{c.upper()}0", "bob", n=n, goal=f"probe {words}", tags=["probe"])
+        )
+    put(store, doc("01BOBLONG000", "bob", n=10, goal="quay", decisions=["quay " * 40 + "quorum"]))
+    put(store, doc("01PAIRSHARED", "alice", "t2", n=11, goal="shared quorum quay notes"))
+    personal, every = [("bob", None)], [("bob", None), ("bob", "t2")]
+    queries = ["qu*", *(f"qu{c}*" for c in "abcdeiorxz"), "quay", "quorum quay", "qu* tag:probe"]
+
+    def answers() -> list[list[SearchHit]]:
+        return [search(store, q, scopes) for q in queries for scopes in (personal, every)]
+
+    before = answers()
+    assert ids(search(store, "quorum", every)) == ["01PAIRSHARED", "01BOBLONG000"]
+    secret = "quixotically quartermaster quorum quay " * 3
+    # another user's packets: private, in a team bob is not in, then changed and deleted
+    for n in range(12):
+        put(store, doc(f"01ALICE{n:05d}", "alice", n=n, goal=secret, decisions=[secret] * n))
+        put(store, doc(f"01HIDDEN{n:04d}", "alice", "t1", n=n, goal=f"quay {'quip ' * n}"))
+    assert answers() == before
+    put(store, doc("01ALICE00003", "alice", n=3, goal="quay quay quay"))
+    store.create_user(user("carol"))
+    put(store, doc("01CAROL00000", "carol", n=20, goal="quorum " * 200, tags=["probe"]))
+    assert answers() == before
+    for n in range(0, 12, 2):
+        assert store.delete_packet_as(f"01ALICE{n:05d}", "alice") is True
+    store.delete_team("t1")
+    assert answers() == before
+
+
+# -- what each user owns, and the per-user bound ---------------------------------
+
+
+def test_usage_counts_what_a_user_owns_and_the_quota_bounds_it(store: Store) -> None:
+    store.create_user(user("u1"))
+    make_team(store)  # u1 owns t1
+    store.add_member("t1", "u2")
+    assert store.usage("u1") == Usage() == store.usage("nobody")
+    put(store, pkt("01OWNED00001", "u1", body=b"x" * 10))
+    put(store, pkt("01OWNED00002", "u1", "t1", body=b"y" * 20))  # authored in a team: theirs
+    put(store, pkt("01OTHERS0001", "u2", "t1", body=b"z" * 5))  # a teammate's: not theirs
+    assert store.usage("u1") == Usage(2, 30) and store.usage("u2") == Usage(1, 5)
+    put(store, pkt("01OWNED00001", "u1", body=b"x" * 4))  # a replacement: its new size
+    assert store.usage("u1") == Usage(2, 24)
+
+    store.quota = Quota(packets=2, bytes=100)
+    with pytest.raises(OverQuota) as refused:
+        put(store, pkt("01OWNED00003", "u1", body=b"a"))
+    assert refused.value.which == "packets"
+    assert store.get_packet("01OWNED00003") is None and store.usage("u1") == Usage(2, 24)
+    put(store, pkt("01OWNED00001", "u1", body=b"x" * 50))  # at the bound, a replacement fits
+    with pytest.raises(OverQuota) as refused:
+        put(store, pkt("01OWNED00001", "u1", body=b"x" * 90))  # 110 bytes: past the bound
+    assert refused.value.which == "bytes"
+    got = store.get_packet("01OWNED00001")
+    assert got is not None and got.body == b"x" * 50 and store.usage("u1") == Usage(2, 70)
+    put(store, pkt("01OTHERS0002", "u2", body=b"z" * 90))  # the bound is each user's own
+    # moving the personal packet into the team keeps it theirs, and the same size
+    moved = pkt("01OWNED00001", "u1", "t1", body=b"x" * 50)
+    assert store.put_packet(moved, sort_key="k") is False and store.usage("u1") == Usage(2, 70)
+    # a bound lowered below what is owned: nothing grows, shrinking still works
+    store.quota = Quota(packets=1, bytes=10)
+    put(store, pkt("01OWNED00001", "u1", "t1", body=b"x" * 30))
+    assert store.usage("u1") == Usage(2, 50)
+    # deletes, by each path, give the room back
+    assert store.delete_packet_as("01OWNED00001", "u1") is True
+    assert store.usage("u1") == Usage(1, 20)
+    store.quota = Quota(packets=2, bytes=100)
+    put(store, pkt("01OWNED00003", "u1", body=b"a"))
+    assert store.delete_packet("01OWNED00003") is True
+    assert store.usage("u1") == Usage(1, 20)
+    store.delete_team("t1")
+    assert store.usage("u1") == Usage() and store.usage("u2") == Usage(1, 90)
+
+
+def test_concurrent_puts_never_pass_the_quota_together(store: Store) -> None:
+    store.quota = Quota(packets=3, bytes=10_000)
+    outcomes: list[str] = []
+
+    def push(n: int) -> None:
+        try:
+            put(store, pkt(f"01RACE{n:06d}", "u1", body=b"r" * 10))
+            outcomes.append("stored")
+        except OverQuota:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=push, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(outcomes) == ["refused"] * 5 + ["stored"] * 3
+    assert store.usage("u1") == Usage(3, 30)
+    assert len(store.list_packets(owner_id="u1").items) == 3

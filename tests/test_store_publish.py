@@ -117,6 +117,34 @@ def test_deleting_the_team_ends_its_publications(store: Store) -> None:
     assert store.published_packet(first.secret_hash) is None
 
 
+def test_a_members_publications_end_with_their_membership(store: Store) -> None:
+    """As their invites do: a former member keeps no public window onto the team."""
+    for uid in ("u1", "u2", "u3"):
+        store.create_user(User(uid, uid, T0))
+    store.create_team(Team("t1", "team-one", "u1", T0))
+    store.add_member("t1", "u2")
+    store.add_member("t1", "u3")
+    theirs, owners, others = (pkt(f"01MEMBERPUB{n}", "u2", "t1") for n in range(3))
+    personal = pkt("01MEMBERPUB9", "u2")
+    for p in (theirs, owners, others, personal):
+        put(store, p)
+    by_them = store.publish_packet(pub(theirs.meta.id, "s-them", by="u2"), seen=theirs.meta)
+    by_owner = store.publish_packet(pub(owners.meta.id, "s-owner", by="u1"), seen=owners.meta)
+    by_u3 = store.publish_packet(pub(others.meta.id, "s-u3", by="u3"), seen=others.meta)
+    own = store.publish_packet(pub(personal.meta.id, "s-own", by="u2"), seen=personal.meta)
+
+    assert store.remove_member("t1", "u2") is True  # kicked or left: the same store call
+    assert store.published_packet(by_them.secret_hash) is None
+    assert store.publication(theirs.meta.id) is None
+    # Others' publications of the team's packets, and the member's personal one, stay.
+    for kept in (by_owner, by_u3, own):
+        assert store.published_packet(kept.secret_hash) is not None
+    # A former member cannot publish a team packet any more (checked with the write).
+    with pytest.raises(NotFound):
+        store.publish_packet(pub(theirs.meta.id, "s-again", by="u2"), seen=theirs.meta)
+    assert store.publication(theirs.meta.id) is None
+
+
 def test_list_invites_of_a_team(store: Store) -> None:
     store.create_user(User("u1", "one", T0))
     store.create_team(Team("t1", "team-one", "u1", T0))

@@ -149,3 +149,40 @@ def test_names_people_chose_are_escaped_too(cli: Cli) -> None:
         (cli.config / "credentials").write_text("ltm_token\n")
         members = cli.ok("teams", "members", "crew")
     assert "Eve\\u001b]0;owned\\u0007\\u009b31m\\u202egnp.exe" in members and clean(members)
+
+
+def test_doctor_escapes_program_paths_from_a_repositorys_files(tmp_path: Path) -> None:
+    # A cloned repository's .mcp.json and .claude/settings.json are anyone's writing.
+    cli = Cli(tmp_path / "me")
+    cli.env.update(HOME=str(tmp_path / "me"), XDG_CONFIG_HOME=str(tmp_path / "me" / "xdg"))
+    project = tmp_path / "project"
+    (project / ".claude").mkdir(parents=True)
+    evil = f"/opt/{TITLE}{CLEAR}{C1_CSI}\u202e/bin/ltm"
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"ltm": {"command": evil}}}))
+    hook = {"hooks": [{"type": "command", "command": f"{evil} hook session-start"}]}
+    settings = {"hooks": {"SessionStart": [{"matcher": "", **hook}]}}
+    (project / ".claude" / "settings.json").write_text(json.dumps(settings))
+    result = cli.run("doctor", cwd=project)
+    assert "\\u001b]0;owned" in result.stdout, result.stdout  # shown, escaped
+    assert clean(result.stdout) and clean(result.stderr)
+
+
+def test_import_report_lines_escape_ids_from_the_bundle(cli: Cli, tmp_path: Path) -> None:
+    from ltm import bundle
+
+    crafted = f"01ABCDEFGH{CLEAR}{TITLE}{C1_CSI}\u202e"
+    packet = {"ltm_version": "0.2", "id": crafted, "created_at": "2026-05-01T12:00:00Z"}
+    line = {
+        "id": crafted,
+        "scope": "personal",
+        "created_by": "someone",
+        "created_at": "2026-05-01T12:00:00Z",
+        "conforming": True,
+        "packet": {**packet, "goal": f"g{TITLE}", "next_step": "n"},
+    }
+    path = tmp_path / "crafted.jsonl"
+    header = bundle.header_line(source="test", exported_at="2026-05-01T12:00:00Z")
+    path.write_text(header + json.dumps(line) + "\n", encoding="utf-8")
+    result = cli.run("import", str(path), "--local")
+    assert result.returncode == 1 and "refused" in result.stdout, result
+    assert "\\u001b[2J" in result.stdout and clean(result.stdout) and clean(result.stderr)

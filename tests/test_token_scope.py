@@ -253,7 +253,7 @@ def test_tokens_from_before_scopes_keep_full_access(tmp_path: Path) -> None:
 
 def test_the_service_holds_every_entry_point_to_its_scope(store: Any) -> None:
     """The rule lives in the service layer, on both stores (the ``store`` fixture)."""
-    from ltm.service import device, invites, packets, teams, tokens
+    from ltm.service import device, invites, packets, publish, teams, tokens
     from ltm.service.errors import InsufficientScope
     from ltm.store import Token
 
@@ -292,6 +292,9 @@ def test_the_service_holds_every_entry_point_to_its_scope(store: Any) -> None:
         lambda c: tokens.list_own(store, c),
         lambda c: tokens.revoke_own(store, c, "t-read"),
         lambda c: device.decide(store, settings, c, "BCDF-GHJK", approve=True),
+        # Publishing answers a URL that reads the packet: never for a write-only token.
+        lambda c: publish.publish(store, c, mine["id"]),
+        lambda c: publish.unpublish(store, c, mine["id"]),
     ]
     for call in reads:
         call(read)
@@ -307,5 +310,6 @@ def test_the_service_holds_every_entry_point_to_its_scope(store: Any) -> None:
             assert refused.value.headers["WWW-Authenticate"].endswith('scope="read write"')
     # Nothing changed: the packet, the team, the tokens.
     assert packets.get(store, owner, mine["id"]).meta.id == mine["id"]
+    assert store.publication(mine["id"]) is None
     assert [t.name for t in teams.list_(store, owner)] == ["scoped"]
     assert {t.label for t in store.list_tokens(user_id=owner.id)} >= {"t-read", "t-write"}

@@ -11,10 +11,14 @@ import html
 import json
 import re
 import signal
+import stat
 import subprocess
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -102,6 +106,52 @@ def test_a_list_of_50_packets_stays_under_50_kb(server: Server) -> None:
     assert page.text.count("<li>") == 50
     assert len(page.content) <= MAX_PAGE_BYTES, len(page.content)
     assert 'rel="next"' in page.text  # the rest is a page further
+
+
+def test_the_landing_page_lists_every_scope_with_what_a_row_needs(server: Server) -> None:
+    """Teammates' packets show on landing; rows carry project, tags and next step (escaped),
+    and ids that share a long prefix are shown long enough to tell apart."""
+    _ann_id, ann_token = server.issue("ann-land")
+    bob_id, bob_token = server.issue("bob-land")
+    ann, bob = server.client(ann_token), server.client(bob_token)
+    assert ann.post("/v1/teams", json={"name": "land"}).status_code == 201
+    code = ann.post("/v1/teams/land/invites", json={}).json()["code"]
+    assert bob.post(f"/v1/invites/{code}/accept", json={}).status_code in (200, 201)
+    twins = ["01JS5LTWINPREFIX00000000A1", "01JS5LTWINPREFIX00000000B2"]
+    for n, pid in enumerate(twins):
+        packet = make_packet(
+            id=pid,
+            goal=f"Team <goal> {n}",
+            created_at=f"2026-05-02T12:0{n}:00Z",
+            tags=["ops"],
+            project={"name": "web<app>"},
+            next_step="Fix <the> thing",
+        )
+        assert ann.post("/v1/packets?team=land", json=packet).status_code == 201
+
+    page = browser_for(server, bob_token).get("/web")  # bob has no packets of his own
+    assert page.status_code == 200
+    assert "No packets here yet" not in page.text
+    assert "Team &lt;goal&gt; 0" in page.text and "team land" in page.text
+    assert "web&lt;app&gt;" in page.text and '<span class="tag">ops</span>' in page.text
+    assert "Fix &lt;the&gt; thing" in page.text
+    for pid in twins:  # they differ at the 25th character: 12 would show one id twice
+        assert f"<code>{pid[:25]}</code>" in page.text
+    personal = browser_for(server, bob_token).get("/web?team=")
+    assert "No packets here yet" in personal.text
+
+    # Shared with bob: listed in his shared view, and its page names who shared it.
+    mine = make_packet(goal="Ann's <own>")
+    assert ann.post("/v1/packets", json=mine).status_code == 201
+    assert ann.post(f"/v1/packets/{mine['id']}/shares", json={"user": bob_id}).status_code == 201
+    shared = browser_for(server, bob_token).get("/web?shared=1")
+    assert "Ann&#x27;s &lt;own&gt;" in shared.text or "Ann's &lt;own&gt;" in shared.text
+    assert "shared by ann-land" in shared.text
+    packet_page = browser_for(server, bob_token).get(f"/web/packets/{mine['id']}")
+    assert packet_page.status_code == 200 and "Shared with you by" in packet_page.text
+    assert "Delete" not in packet_page.text
+    owner_page = browser_for(server, ann_token).get(f"/web/packets/{mine['id']}")
+    assert f"bob-land ({bob_id})" in owner_page.text
 
 
 def test_filters_reach_older_packets_and_pages_keep_them(server: Server) -> None:
@@ -292,6 +342,117 @@ def test_a_tampered_or_foreign_session_is_no_session(server: Server) -> None:
     assert web.get("/web").status_code == 200
 
 
+@pytest.mark.parametrize("how", ["api", "server"])
+def test_revoking_the_token_ends_its_web_sessions(server: Server, how: str) -> None:
+    """The API refuses a revoked token at once; so must every page signed in with it."""
+    if how == "server" and server.store != "sqlite":
+        pytest.skip("ltm server revoke-token manages the server's SQLite file")
+    _uid, token = server.issue("rev")
+    _uid2, other_token = server.issue("stays")
+    web, other = browser_for(server, token), browser_for(server, other_token)
+    api = server.client(token)
+    packet = make_packet(goal="Not after revoking")
+    assert api.post("/v1/packets", json=packet).status_code == 201
+    page = web.get(f"/web/packets/{packet['id']}/delete")
+    assert page.status_code == 200
+    csrf = csrf_of(page.text)
+    label = next(t["label"] for t in api.get("/v1/tokens").json()["tokens"] if t["current"])
+    if how == "api":
+        assert api.delete(f"/v1/tokens/{label}").status_code == 204
+    else:
+        from serverkit import ltm_server
+
+        done = ltm_server("revoke-token", label, "--db", str(server.db))
+        assert done.returncode == 0, done.stderr
+    assert api.get("/v1/packets").status_code == 401
+    listed = web.get("/web")
+    assert listed.status_code == 303 and "/web/signin" in listed.headers["location"]
+    deleted = web.post(f"/web/packets/{packet['id']}/delete", data={"csrf": csrf})
+    assert deleted.status_code == 303 and "/web/signin" in deleted.headers["location"]
+    from ltm.store.sqlite import SqliteStore
+
+    store = server.open_store() if server.open_store else SqliteStore(server.db)
+    try:
+        assert store.get_packet(packet["id"]) is not None  # not deleted
+    finally:
+        store.close()
+    assert other.get("/web").status_code == 200  # another person's session is untouched
+
+
+def test_a_sign_in_key_signs_a_browser_in_once(server: Server) -> None:
+    """``POST /v1/web/sign-in-key``: what ``ltm open`` trades its token for."""
+    user_id, token = server.issue("keyed")
+    api = server.client(token)
+    made = api.post("/v1/web/sign-in-key")
+    assert made.status_code == 201, made.text
+    answer = made.json()
+    assert answer["url"] == server.url + "/web/key" and answer["expires_in"] == 120
+    assert httpx.post(server.url + "/v1/web/sign-in-key").status_code == 401
+    browser = httpx.Client(base_url=server.url, follow_redirects=False, timeout=30)
+    signed = browser.post("/web/key", data={"key": answer["key"], "next": "/web?team=x"})
+    assert signed.status_code == 303 and signed.headers["location"] == server.url + "/web?team=x"
+    assert "HttpOnly" in signed.headers["set-cookie"]
+    assert browser.get("/web").status_code == 200
+    # Once only: a copy of the key (a replay) gets nothing.
+    again = httpx.post(server.url + "/web/key", data={"key": answer["key"]})
+    assert again.status_code == 403 and "set-cookie" not in again.headers
+    forged = httpx.post(server.url + "/web/key", data={"key": answer["key"][:-2] + "AA"})
+    assert forged.status_code == 403
+    # A key made with a token that is revoked before it is used is dead too, and so is
+    # the session made with it once the token goes.
+    late = api.post("/v1/web/sign-in-key").json()["key"]
+    label = next(t["label"] for t in api.get("/v1/tokens").json()["tokens"] if t["current"])
+    assert api.delete(f"/v1/tokens/{label}").status_code == 204
+    assert httpx.post(server.url + "/web/key", data={"key": late}).status_code == 403
+    assert browser.get("/web").status_code == 303
+    assert user_id  # the key named this user; the session was theirs
+
+
+def test_a_sign_in_key_needs_the_full_scope(server: Server) -> None:
+    from test_publish_http import scoped_token
+
+    user_id, _token = server.issue("partial")
+    for scope in ("read", "write"):
+        r = server.client(scoped_token(server, user_id, scope)).post("/v1/web/sign-in-key")
+        assert r.status_code == 403 and r.json() == {"error": "insufficient scope"}
+
+
+def test_ltm_open_signs_the_browser_in_without_a_token_on_argv(
+    server: Server, tmp_path: Path
+) -> None:
+    if server.store != "sqlite":
+        pytest.skip("the CLI side is the same on every store")
+    from clikit import signed_in
+
+    cli = signed_in(server, tmp_path / "cli", "opener")
+    token = cli.credentials()["hosts"][server.url]["token"]
+    argv_file = tmp_path / "argv.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$@" >> {argv_file}\ncat "${{1#file://}}" >> {argv_file}.page\n'
+    )
+    browser.chmod(0o755)
+    cli.env.pop("LTM_NO_BROWSER", None)
+    result = cli.run(
+        "open", BROWSER=f"{browser} %s", DISPLAY=":0", LTM_STATE_DIR=str(tmp_path / "state")
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == server.url + "/web"
+    assert "signed in as you" in result.stderr
+    argv = argv_file.read_text()
+    (opened,) = argv.split()
+    assert opened.startswith("file://") and token not in argv
+    page = Path(f"{argv_file}.page").read_text()
+    key = re.search(r'name="key" value="([^"]+)"', page)
+    assert key and key.group(1) not in argv and key.group(1) not in result.stderr
+    assert f'action="{server.url}/web/key"' in page
+    # What the browser does with the page: post the key, and it is signed in.
+    browser_client = httpx.Client(base_url=server.url, follow_redirects=False, timeout=30)
+    signed = browser_client.post("/web/key", data={"key": html.unescape(key.group(1))})
+    assert signed.status_code == 303
+    assert browser_client.get("/web").status_code == 200
+
+
 def test_sessions_expire(tmp_path: Path) -> None:
     from ltm.service import device, tokens
     from ltm.store.sqlite import SqliteStore
@@ -355,15 +516,36 @@ def test_links_keep_an_api_stage_prefix(tmp_path: Path) -> None:
 
 # -- ltm ui -------------------------------------------------------------------------------------
 
+UI_URL = re.compile(r"http://(ltm-[0-9a-f]{16}\.localhost):(\d+)/web/ui\?key=[A-Za-z0-9_-]{43}")
 
-@pytest.fixture
-def ui(tmp_path: Path) -> Iterator[tuple[str, Cli]]:
-    """``ltm ui --no-browser`` on a local store holding one packet: (its one-time URL, the CLI)."""
-    cli = Cli(tmp_path / "me")
-    cli.ok("save", "-", stdin=json.dumps(make_packet(goal="Local <thing>")))
+
+class LoopbackTransport(httpx.HTTPTransport):
+    """Connects ``*.localhost`` to 127.0.0.1, as browsers do (this machine's resolver does not).
+
+    The Host header (and the cookie jar) keep the name; only the connection changes.
+    """
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        if not url.host.endswith(".localhost"):
+            return super().handle_request(request)
+        request.url = url.copy_with(host="127.0.0.1")
+        try:
+            return super().handle_request(request)
+        finally:
+            request.url = url
+
+
+def local_client(**kw: Any) -> httpx.Client:
+    return httpx.Client(transport=LoopbackTransport(), timeout=30, **kw)
+
+
+@contextmanager
+def running_ui(cli: Cli, **env: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """``ltm ui`` as a subprocess: (the one-time URL it prints, the process)."""
     proc = subprocess.Popen(
-        [LTM, "ui", "--no-browser"],
-        env=cli.env,
+        [LTM, "ui", *([] if env else ["--no-browser"])],
+        env={**cli.env, **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -371,8 +553,8 @@ def ui(tmp_path: Path) -> Iterator[tuple[str, Cli]]:
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().strip()  # blocks until the server listens
-        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/web/ui\?key=[A-Za-z0-9_-]{43}", line), line
-        yield line, cli
+        assert UI_URL.fullmatch(line), line
+        yield line, proc
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -382,17 +564,24 @@ def ui(tmp_path: Path) -> Iterator[tuple[str, Cli]]:
             proc.wait(timeout=15)
 
 
+@pytest.fixture
+def ui(tmp_path: Path) -> Iterator[tuple[str, Cli]]:
+    """``ltm ui --no-browser`` on a local store holding one packet: (its one-time URL, the CLI)."""
+    cli = Cli(tmp_path / "me")
+    cli.ok("save", "-", stdin=json.dumps(make_packet(goal="Local <thing>")))
+    with running_ui(cli) as (url, _proc):
+        yield url, cli
+
+
 def test_ltm_ui_exchanges_its_one_time_key_for_a_cookie(ui: tuple[str, Cli]) -> None:
     url, _cli = ui
     base = url.split("/web/ui", 1)[0]
-    stranger = httpx.get(base + "/web", follow_redirects=True)  # another local user, no key
-    assert (
-        "run <code>ltm ui</code> again" in stranger.text
-        and "Local &lt;thing&gt;" not in stranger.text
-    )
-    assert stranger.headers["content-security-policy"] == CSP
+    with local_client(follow_redirects=True) as stranger:  # another local user, no key
+        page = stranger.get(base + "/web")
+    assert "run <code>ltm ui</code> again" in page.text and "Local &lt;thing&gt;" not in page.text
+    assert page.headers["content-security-policy"] == CSP
 
-    me = httpx.Client(follow_redirects=False, timeout=30)
+    me = local_client(follow_redirects=False)
     first = me.get(url)
     assert first.status_code == 303 and first.headers["location"] == base + "/web"  # a clean URL
     cookie = first.headers["set-cookie"]
@@ -400,19 +589,84 @@ def test_ltm_ui_exchanges_its_one_time_key_for_a_cookie(ui: tuple[str, Cli]) -> 
     page = me.get(base + "/web")
     assert page.status_code == 200 and "Local &lt;thing&gt;" in page.text
     assert "Sign out" not in page.text  # the session ends with the process
+    # One scope, nothing to pick: no scope controls, no "All my scopes".
+    assert 'name="team"' not in page.text and "All my scopes" not in page.text
 
-    again = httpx.get(url, follow_redirects=False)  # the key works once
+    again = local_client().get(url, follow_redirects=False)  # the key works once
     assert again.status_code == 403
-    guessed = httpx.get(base + "/web/ui?key=" + "A" * 43, follow_redirects=False)
+    guessed = local_client().get(base + "/web/ui?key=" + "A" * 43, follow_redirects=False)
     assert guessed.status_code == 403
     # Token sign-in is off: the local store has no tokens to check.
-    form = httpx.post(base + "/web/signin", data={"token": "x"})
+    form = local_client().post(base + "/web/signin", data={"token": "x"})
     assert form.status_code == 403
+
+
+def test_ltm_ui_answers_only_its_own_host_name(ui: tuple[str, Cli]) -> None:
+    """Cookies do not separate ports: the view's cookie must belong to a name of its own."""
+    url, _cli = ui
+    found = UI_URL.fullmatch(url)
+    assert found
+    name, port = found.group(1), found.group(2)
+    key_path = url.split(f":{port}", 1)[1]
+    for host in (
+        f"127.0.0.1:{port}",
+        f"localhost:{port}",
+        f"ltm-0000000000000000.localhost:{port}",
+    ):
+        for path in (key_path, "/web", "/web/signin", "/v1/healthz", "/device"):
+            r = httpx.get(f"http://127.0.0.1:{port}{path}", headers={"Host": host})
+            assert r.status_code == 421, (host, path, r.status_code)
+            assert "set-cookie" not in r.headers and name not in r.text
+    # None of those spent the key: the view's own name still takes it, once.
+    first = local_client().get(url, follow_redirects=False)
+    assert first.status_code == 303
+    cookie = first.headers["set-cookie"]
+    assert "Domain=" not in cookie  # host-only: the random name alone receives it
+
+
+def test_ltm_ui_serves_before_the_browser_returns_and_keeps_its_key_off_argv(
+    tmp_path: Path,
+) -> None:
+    """A browser command that blocks must not hang the view, and must not see the key."""
+    cli = Cli(tmp_path / "me")
+    cli.ok("save", "-", stdin=json.dumps(make_packet(goal="Blocked browser")))
+    argv_file = tmp_path / "argv.txt"
+    browser = tmp_path / "browser.sh"
+    # Records its arguments and the page it was given, then blocks until killed.
+    browser.write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$@" >> {argv_file}\n'
+        f'cat "${{1#file://}}" >> {argv_file}.page 2>/dev/null\nexec sleep 600\n'
+    )
+    browser.chmod(0o755)
+    env = {"BROWSER": f"{browser} %s", "DISPLAY": ":0", "LTM_STATE_DIR": str(tmp_path / "st")}
+    cli.env.pop("LTM_NO_BROWSER", None)
+    with running_ui(cli, **env) as (url, _proc):
+        key = url.split("key=", 1)[1]
+        base = url.split("/web/ui", 1)[0]
+        # The server answers while the browser command still sleeps.
+        assert local_client().get(base + "/web", follow_redirects=False).status_code == 303
+        for _ in range(300):
+            if argv_file.exists() and Path(f"{argv_file}.page").exists():
+                break
+            time.sleep(0.1)
+        argv = argv_file.read_text()
+        assert key not in argv and "localhost" not in argv
+        (opened,) = argv.split()
+        assert opened.startswith("file://")
+        page = Path(opened.removeprefix("file://"))
+        assert stat.S_IMODE(page.stat().st_mode) == 0o600
+        assert stat.S_IMODE(page.parent.stat().st_mode) == 0o700
+        # The private page posts the key: this is what the browser does with it.
+        posted = local_client().post(base + "/web/ui", data={"key": key})
+        assert posted.status_code == 200 and "set-cookie" in posted.headers
+    assert not page.exists()  # removed when ltm ui stopped
 
 
 def test_ltm_ui_listens_on_loopback_only(ui: tuple[str, Cli]) -> None:
     url, _cli = ui
-    port = int(url.split(":")[2].split("/")[0])
+    found = UI_URL.fullmatch(url)
+    assert found
+    port = int(found.group(2))
     tables = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
     if not tables[0].exists():
         pytest.skip("reads Linux's socket tables")

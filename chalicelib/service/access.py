@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Literal, NamedTuple
 
 from ..ids import check_packet_id
-from ..store import Member, Store, StoredPacket, Team, Token, User
+from ..store import FULL_SCOPE, Member, Store, StoredPacket, Team, Token, User
 from .errors import InsufficientScope, NotFound
 
 Need = Literal["read", "write", "read write"]
@@ -57,11 +57,17 @@ class Access(NamedTuple):
     team: Team | None = None  # the team asked for; the user is a member
     member: Member | None = None  # ... and this is their membership
     packet: StoredPacket | None = None  # the packet asked for, if it exists (not yet authorized)
+    scope: str = FULL_SCOPE  # what the caller's token was granted (a trusted User: everything)
+
+
+def grants(scope: str, need: Need) -> bool:
+    """Whether a token granted ``scope`` may do what needs ``need``."""
+    return set(need.split()) <= set(scope.split())
 
 
 def check_scope(token: Token, need: Need) -> None:
     """403 ``insufficient scope`` unless the token was granted every scope in ``need``."""
-    if not set(need.split()) <= set(token.scope.split()):
+    if not grants(token.scope, need):
         raise InsufficientScope(need)
 
 
@@ -95,6 +101,7 @@ def access(
     asked_team = team if team is None or len(team) <= TEAM_NAME_MAX else None
     if packet_id is not None and not _storable(packet_id):
         packet_id = None
+    scope = FULL_SCOPE
     if isinstance(caller, User):
         loaded = store.load(user_id=caller.id, team=asked_team, packet_id=packet_id)
         user = caller
@@ -110,10 +117,11 @@ def access(
         user = checked(store, loaded.token, when, audience=caller.audience)
         assert loaded.token is not None  # checked answered 401 otherwise
         check_scope(loaded.token[0], need)
+        scope = loaded.token[0].scope
     if team is not None and loaded.membership is None:
         raise NotFound("team not found")
     found_team, member = loaded.membership or (None, None)
-    return Access(user, found_team, member, loaded.packet)
+    return Access(user, found_team, member, loaded.packet, scope)
 
 
 def in_team(store: Store, caller: Caller, name: str, *, need: Need = "write") -> tuple[User, Team]:

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..store import Invite, Member, PacketMeta, Publication, Store, StoredPacket, Team
+from ..store import Invite, Member, PacketMeta, Publication, Store, StoredPacket, Team, User
 from .access import Caller, access, in_team
 from .errors import BadRequest, NotFound
 from .publish import may_manage
 from .search import Found, search
+from .share import Received, Shared, reads_in_scope, shares
 from .users import now
 
 PAGE = 50  # packets per page, the protocol's default listing
@@ -28,9 +29,36 @@ CHILDREN = 50  # children shown on a packet's page
 class Listing:
     rows: list[PacketMeta]
     teams: list[Team]  # the reader's teams, oldest first
-    team: Team | None  # the scope shown (None: personal)
+    team: Team | None  # the scope shown (None: personal, or every scope with ``everywhere``)
     owns_team: bool
     older: str | None  # cursor of the next page
+    details: dict[str, Details]  # each row's tags and next step, by packet id
+    everywhere: bool = False  # the newest of every scope of the reader, merged
+    scopes: dict[str, str] | None = None  # with ``everywhere``: each row's team name ("": yours)
+
+
+@dataclass(frozen=True, slots=True)
+class Details:
+    tags: list[str]
+    next_step: str
+
+
+def details(store: Store, rows: list[PacketMeta]) -> dict[str, Details]:
+    """What a listing row shows beyond its meta: tags and next step, from the packet bodies.
+
+    One read per row (a page is 50 at most); a packet gone meanwhile shows none.
+    """
+    out = {}
+    for meta in rows:
+        found = store.get_packet(meta.id)
+        data = parse(found.body) if found is not None else {}
+        tags = data.get("tags")
+        step = data.get("next_step")
+        out[meta.id] = Details(
+            [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else [],
+            step if isinstance(step, str) else "",
+        )
+    return out
 
 
 def parse(body: bytes) -> dict[str, Any]:
@@ -50,16 +78,21 @@ def listing(
     tag: str = "",
     project: str = "",
     after: str | None = None,
+    everywhere: bool = False,
 ) -> Listing:
     """One page of a scope, newest first; ``after`` is the cursor of the page before.
 
     The tag and project filters are the API's listing filters (``packets.page``,
     answered by the store's indexes), so they reach every packet of the scope
-    and the next page keeps them.
+    and the next page keeps them. ``everywhere`` (no scope chosen, no filter): a
+    reader with teams sees the newest of all their scopes (``_everywhere``).
     """
     from .packets import page
 
     who = access(store, caller, need="read", team=team)
+    teams = store.list_teams(who.user.id)
+    if everywhere and teams and team is None and not (tag or project or after):
+        return _everywhere(store, who.user, teams)
     found = page(
         store,
         who.user,
@@ -71,11 +104,52 @@ def listing(
     )
     return Listing(
         rows=found.items,
-        teams=store.list_teams(who.user.id),
+        teams=teams,
         team=who.team,
         owns_team=who.team is not None and who.team.owner_id == who.user.id,
         older=found.cursor,
+        details=details(store, found.items),
     )
+
+
+def _everywhere(store: Store, user: User, teams: list[Team]) -> Listing:
+    """The newest packets of the reader's personal scope and teams, merged, newest first.
+
+    What a reader with teams lands on: their teammates' work shows at once, not
+    only their own. Each scope's own listing pages further back.
+    """
+    from .packets import _sort_key
+
+    named: dict[str | None, str] = {None: "", **{t.id: t.name for t in teams}}
+    rows: list[PacketMeta] = []
+    for team_id in named:
+        rows += store.list_packets(owner_id=user.id, team_id=team_id, limit=PAGE).items
+    rows.sort(key=lambda m: (_sort_key(m.created_at), m.id), reverse=True)
+    rows = rows[:PAGE]
+    return Listing(
+        rows=rows,
+        teams=teams,
+        team=None,
+        owns_team=False,
+        older=None,
+        details=details(store, rows),
+        everywhere=True,
+        scopes={m.id: named.get(m.team_id, "") for m in rows},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SharedListing:
+    received: list[Received]
+    details: dict[str, Details]
+
+
+def shared_listing(store: Store, caller: Caller) -> SharedListing:
+    """The packets others shared with the reader (``share.shared_with_me``)."""
+    from .share import shared_with_me
+
+    received = shared_with_me(store, caller, limit=PAGE)
+    return SharedListing(received, details(store, [r.meta for r in received]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +190,8 @@ class PacketView:
     children: list[PacketMeta]  # the packets continuing this one that the reader may read
     can_delete: bool
     publication: Publication | None  # shown to those who may manage it
+    shares: list[Shared]  # whom it is shared with (all for its manager; a sharer's own)
+    shared_by: User | None = None  # who shared it, when the reader reads it by a share
 
 
 def packet_view(store: Store, caller: Caller, packet_id: str) -> PacketView:
@@ -137,6 +213,11 @@ def packet_view(store: Store, caller: Caller, packet_id: str) -> PacketView:
         except NotFound:
             parent = ParentLink(parent_id, None)
     manage = may_manage(store, user, stored.meta)
+    if not reads_in_scope(store, user.id, stored.meta):
+        # Read by a share: the packet alone, nothing of its scope (its thread, its shares).
+        found = store.get_share(packet_id, user.id)
+        by = store.get_user(found.shared_by) if found is not None else None
+        return PacketView(stored, data, None, None, [], False, None, [], by)
     return PacketView(
         stored=stored,
         data=data,
@@ -145,6 +226,7 @@ def packet_view(store: Store, caller: Caller, packet_id: str) -> PacketView:
         children=children(store, user, packet_id, limit=CHILDREN),
         can_delete=manage,
         publication=store.publication(packet_id) if manage else None,
+        shares=shares(store, user, packet_id),
     )
 
 

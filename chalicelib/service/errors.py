@@ -67,3 +67,14 @@ class Gone(ServiceError):
 
 class PayloadTooLarge(ServiceError):
     status = 413
+
+
+class InsufficientStorage(ServiceError):
+    """The caller's per-user storage bound is reached (WebDAV's quota status).
+
+    RFC 4331 §6 (https://www.rfc-editor.org/rfc/rfc4331#section-6) answers a
+    write past a quota with 507 Insufficient Storage (RFC 4918 §11.5). Not
+    403: the caller has the right, and room made by a delete lets it through.
+    """
+
+    status = 507

@@ -25,6 +25,7 @@ from .users import check_display, new_id, now
 
 INVITE_TTL = timedelta(days=7)
 CODE_RE = re.compile(r"[A-Za-z0-9_-]{16,128}")
+DEAD = "invite expired or already consumed"  # the reference's text, for every unusable code
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,20 +82,28 @@ def accept(
 ) -> Accepted:
     """Join the invite's team: as the caller, or as a new user when there is no caller.
 
-    404 ``invite not found`` for a code that never existed (or was deleted with
-    its maker's membership or its team); 410 ``invite expired or already
-    used`` for one that did, or whose maker is no longer in the team.
+    410 ``invite expired or already consumed`` for any code that cannot be
+    used: unknown (or deleted with its maker's membership or its team),
+    expired, or used. The reference answers exactly so for all of them
+    (``internal/api/api.go`` in dennisdevulder/ltm), and its CLI's ``join``
+    recognises the 410 and prints its own line; telling "never existed" from
+    "used" would add nothing for the holder of a dead code.
     """
     when = when or now()
+    if display is not None and not (isinstance(display, str) and not display.strip()):
+        # Judged whoever accepts (a signed-in caller keeps their name): a body the API
+        # documents as invalid is refused the same way every time.
+        display = check_display(display)
     if not CODE_RE.fullmatch(code):
-        raise NotFound("invite not found")
+        raise Gone(DEAD)
     secret: str | None = None
     new: tuple[User, Token] | None = None
     if caller is None:
         user_id = new_id()
-        # No display, or an empty one (a client may send "" for "none"): a plain default.
+        # No display, or an empty one (a client may send "" for "none"): the reference's
+        # default, "invited-" and the last six characters of the new ULID, as they are.
         blank = display is None or (isinstance(display, str) and not display.strip())
-        name = f"user-{user_id[-6:].lower()}" if blank else check_display(display)
+        name = f"invited-{user_id[-6:]}" if blank else check_display(display)
         user = User(id=user_id, display=name, created_at=when)
         secret, record = new_token(user.id, f"invite-{user.id}", when=when)
         new = (user, record)
@@ -102,13 +111,11 @@ def accept(
         user = user_of(store, caller, need="write")  # joining changes what the user is in
     try:
         invite, _member = store.accept_invite(hash_code(code), user.id, when, new_user=new)
-    except StoreNotFound:
-        raise NotFound("invite not found") from None
-    except StoreGone:
-        raise Gone("invite expired or already used") from None
+    except (StoreNotFound, StoreGone):
+        raise Gone(DEAD) from None
     except StoreConflict:  # a freshly minted id or token hash collided: astronomically unlikely
         raise Conflict("could not create the user; try again") from None
     team = next((t for t in store.list_teams(user.id) if t.id == invite.team_id), None)
     if team is None:  # the team was deleted in the instant after the accept
-        raise Gone("invite expired or already used")
+        raise Gone(DEAD)
     return Accepted(user=user, team=team, token=secret)

@@ -19,15 +19,22 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from ..ids import check_packet_id
 from ..store import Conflict as StoreConflict
 from ..store import NotFound as StoreNotFound
-from ..store import PacketMeta, Page, Scope, Store, StoredPacket, User
+from ..store import OverQuota, PacketMeta, Page, Scope, Store, StoredPacket, User
 from .access import Caller, access
-from .errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ServiceError
+from .errors import (
+    BadRequest,
+    Conflict,
+    InsufficientStorage,
+    NotFound,
+    PayloadTooLarge,
+    ServiceError,
+)
 
 DEFAULT_LIMIT = 50  # the protocol's default page
 MAX_LIMIT = 1000
@@ -97,7 +104,26 @@ def push(
         raise Conflict("packet id already exists") from None
     except StoreNotFound:  # left (or was removed from) the team as the packet moved
         raise NotFound("team not found") from None
+    except OverQuota as exc:
+        raise InsufficientStorage(_over_quota(exc)) from None
     return PushResult(id=stored.meta.id, created=created, conforming=stored.conforming)
+
+
+def _over_quota(exc: OverQuota) -> str:
+    """The one line a push past the per-user bound gets: which bound, and the way out."""
+    if exc.which == "packets":
+        bound = f"{exc.quota.packets:,} packets"
+    else:
+        size = f"{exc.quota.bytes:,} bytes"
+        for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+            if exc.quota.bytes >= scale:
+                size = f"{exc.quota.bytes / scale:,.1f}".removesuffix(".0") + f" {unit}"
+                break
+        bound = f"{size} of packets"
+    return (
+        f"storage limit reached: at most {bound} per user on this server;"
+        " delete packets you no longer need, or ask the operator for more"
+    )
 
 
 def _prepare(raw: bytes | str | Mapping[str, Any], *, lenient: bool, scan: bool) -> StoredPacket:
@@ -165,10 +191,16 @@ def _refuse_secrets(data: Mapping[str, Any]) -> None:
 
 
 def get(store: Store, caller: Caller, packet_id: str) -> StoredPacket:
+    """A packet the caller reads in its scope, or one shared with them (``share``)."""
     who = access(store, caller, need="read", packet_id=packet_id)
     found = who.packet
-    if found is None or not _can_read(store, who.user, found.meta):
+    if found is None:
         raise NotFound("not found")
+    if not _can_read(store, who.user, found.meta):
+        from .share import readable_by_share  # only a refused read pays for the import
+
+        if not readable_by_share(store, who.user, found.meta):
+            raise NotFound("not found")
     return found
 
 
@@ -242,25 +274,16 @@ def page(
 
 
 _TAG = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
-_AGE = re.compile(r"([0-9]{1,6})([mhdw])")
-_AGE_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
 def time_bound(value: str, name: str, now: datetime) -> str:
-    """A ``since``/``until`` value as a listing sort key (UTC, ``...T00:00:00.000000Z``)."""
-    age = _AGE.fullmatch(value)
-    if age:
-        when = now - timedelta(**{_AGE_UNITS[age[2]]: int(age[1])})
-    else:
-        try:
-            when = datetime.fromisoformat(value.replace("z", "Z"))
-        except ValueError:
-            raise BadRequest(
-                f"{name}: give a date (2026-04-01), an RFC 3339 time or an age (3d, 12h, 2w)"
-            ) from None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """A ``since``/``until`` value as a listing sort key (see ``ltm.times``); 400 with why."""
+    from ..times import TimeError, sort_key
+
+    try:
+        return sort_key(value, now)
+    except TimeError as exc:
+        raise BadRequest(f"{name}: {exc}") from None
 
 
 def _author(store: Store, user: User, team_id: str | None, author: str) -> str:

@@ -9,6 +9,18 @@ Who may publish or unpublish: whoever may delete the packet (the protocol's
 rule): a personal packet's owner; a team packet's creator (still a member)
 or the team's owner. Anyone else, and anyone who cannot see the packet at
 all, gets 404 ``not found``, as for every packet they have no business with.
+
+Publishing and unpublishing need a token with the full scope (``read
+write``), not just ``write``: publishing answers a URL anyone can read the
+packet at, so a write-only token that could publish could read every packet
+it may manage by publishing it. Unpublishing is held to the same scope so the
+two halves of one feature are granted together.
+
+Reading a packet (``read``) tells the same people, and only them, that it is
+published: the Go reference CLI's ``show`` prints a "Published" line from
+the ``X-LTM-Published-At`` and ``X-LTM-Public-URL`` headers of ``GET
+/v1/packets/{id}`` (``internal/cli/show.go`` in dennisdevulder/ltm). A team
+member who may read but not publish never learns the public URL from them.
 """
 
 from __future__ import annotations
@@ -18,14 +30,16 @@ import re
 import secrets
 from datetime import datetime
 
+from ..store import FULL_SCOPE, PacketMeta, Publication, Store, StoredPacket, User
 from ..store import NotFound as StoreNotFound
-from ..store import PacketMeta, Publication, Store, StoredPacket, User
-from .access import Caller, Need, access
+from .access import Caller, Need, access, grants
 from .errors import NotFound
 from .users import now
 
 SECRET_BYTES = 24  # 192 bits
 SECRET_RE = re.compile(r"[A-Za-z0-9_-]{32}")  # what token_urlsafe(24) makes
+# What a token must be granted to publish, unpublish, or be told a packet's public URL.
+MANAGE: Need = FULL_SCOPE  # "read write": see the module docstring
 
 
 def hash_secret(secret: str) -> str:
@@ -45,7 +59,7 @@ def may_manage(store: Store, user: User, meta: PacketMeta) -> bool:
 
 
 def _managed(
-    store: Store, caller: Caller, packet_id: str, *, need: Need = "write"
+    store: Store, caller: Caller, packet_id: str, *, need: Need = MANAGE
 ) -> tuple[User, StoredPacket]:
     who = access(store, caller, need=need, packet_id=packet_id)
     if who.packet is None or not may_manage(store, who.user, who.packet.meta):
@@ -77,6 +91,38 @@ def publication(store: Store, caller: Caller, packet_id: str) -> Publication | N
     """The publication of a packet the caller may manage (None when it is not published)."""
     _managed(store, caller, packet_id, need="read")
     return store.publication(packet_id)
+
+
+def read(store: Store, caller: Caller, packet_id: str) -> tuple[StoredPacket, Publication | None]:
+    """``GET /v1/packets/{id}``: the packet (as ``packets.get``) and, for whoever may
+    publish it, its publication (None when unpublished or not theirs to know).
+
+    The membership read a team packet needs anyway answers both questions, so
+    only the publication itself costs a read more, and only for a caller who
+    may manage the packet with a token granted ``MANAGE``.
+    """
+    who = access(store, caller, need="read", packet_id=packet_id)
+    found = who.packet
+    if found is None:
+        raise NotFound("not found")
+    meta = found.meta
+    if meta.team_id is None:
+        readable = manages = meta.owner_id == who.user.id
+    else:
+        member = store.get_member(meta.team_id, who.user.id)
+        readable = member is not None
+        manages = readable and (meta.owner_id == who.user.id or member.role == "owner")
+    if not readable:
+        from .share import readable_by_share  # only a refused read pays for the import
+
+        # Shared with the caller: theirs to read, never to publish, so no publication.
+        if not readable_by_share(store, who.user, meta):
+            raise NotFound("not found")
+        return found, None
+    if not manages or not grants(who.scope, MANAGE):
+        return found, None
+    current = store.publication(packet_id)
+    return found, current
 
 
 def read_public(store: Store, secret: str) -> StoredPacket:

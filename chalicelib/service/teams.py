@@ -5,6 +5,10 @@ only the owner may delete the team or remove a member; the owner can be
 neither removed nor leave (delete the team instead). A team the caller does
 not belong to is reported exactly like a team that does not exist (404
 ``team not found``), so team names cannot be probed.
+
+The refusal texts are the Go reference's own (``internal/api/api.go`` in
+dennisdevulder/ltm): its CLI prints them verbatim after "server returned
+NNN:", so a user of either CLI reads the same sentence from either server.
 """
 
 from __future__ import annotations
@@ -24,18 +28,18 @@ TEAM_NAME_RE = re.compile(TEAM_NAME_PATTERN)
 
 def check_name(name: object) -> str:
     if not isinstance(name, str) or not TEAM_NAME_RE.fullmatch(name):
-        raise BadRequest(f"name: must match {TEAM_NAME_PATTERN}")
+        raise BadRequest(f"team name must match {TEAM_NAME_PATTERN}")
     return name
 
 
 def create(store: Store, caller: Caller, name: object, *, when: datetime | None = None) -> Team:
-    """A new team owned by the caller; 409 ``team name taken`` when the name is in use."""
+    """A new team owned by the caller; 409 ``team name already taken`` when the name is in use."""
     owner = user_of(store, caller, need="write")
     team = Team(id=new_id(), name=check_name(name), owner_id=owner.id, created_at=when or now())
     try:
         store.create_team(team)
     except StoreConflict:
-        raise Conflict("team name taken") from None
+        raise Conflict("team name already taken") from None
     return team
 
 
@@ -48,7 +52,7 @@ def delete(store: Store, caller: Caller, name: str) -> None:
     """Delete a team with its members, invites and packets: the owner only."""
     user, team = in_team(store, caller, name, need="write")
     if team.owner_id != user.id:
-        raise Forbidden("only the team owner can delete the team")
+        raise Forbidden("only the team owner can delete a team")
     store.delete_team(team.id)
 
 
@@ -66,14 +70,14 @@ def kick(store: Store, caller: Caller, name: str, user_id: str) -> None:
     if team.owner_id != user.id:
         raise Forbidden("only the team owner can remove members")
     if user_id == team.owner_id:
-        raise BadRequest("the team owner cannot be removed")
+        raise BadRequest("owner cannot be removed; transfer ownership or delete the team")
     if not store.remove_member(team.id, user_id):
-        raise NotFound("member not found")
+        raise NotFound("not a member")
 
 
 def leave(store: Store, caller: Caller, name: str) -> None:
     """Leave a team; the owner cannot (they delete the team instead). Their invites die too."""
     user, team = in_team(store, caller, name, need="write")
     if team.owner_id == user.id:
-        raise BadRequest("the team owner cannot leave the team; delete it instead")
+        raise BadRequest("owner cannot leave; transfer ownership or delete the team")
     store.remove_member(team.id, user.id)

@@ -29,10 +29,11 @@ import logging
 import re
 import secrets
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from ..store import FULL_SCOPE, Store, Token, User
 from ..store import Conflict as StoreConflict
-from .access import Caller, Credential, Need, access, user_of
+from .access import Caller, Credential, Need, access, check_scope, user_of
 from .errors import BadRequest, Conflict, NotFound, Unauthorized
 from .users import new_user, now
 
@@ -194,6 +195,65 @@ def add(store: Store, user_id: str, label: str, *, when: datetime | None = None)
     return secret
 
 
+class Issued(NamedTuple):
+    user: User
+    secret: str  # shown once, never stored
+    label: str
+    created: bool  # a new user
+
+
+def find_user(store: Store, name: str) -> User | None:
+    """The user ``name`` names for an operator (``ltm server issue-token``): an id, else the
+    one display name among users holding a token. 409 when several users share it.
+
+    Display names are searched through the token list, the one listing of users
+    every store has; a user whose every token was revoked is named by id.
+    """
+    found = store.get_user(name)
+    if found is not None:
+        return found
+    owners = {token.user_id for token in store.list_tokens()}
+    named = [u for u in (store.get_user(i) for i in sorted(owners)) if u and u.display == name]
+    if len(named) > 1:
+        ids = ", ".join(user.id for user in named)
+        raise Conflict(f"{len(named)} users are called {name!r} ({ids}); give the id")
+    return named[0] if named else None
+
+
+def free_label(store: Store, base: str) -> str:
+    """``base``, or ``base-2``, ``base-3``... : the first label no token has (labels are unique)."""
+    taken = {token.label for token in store.list_tokens()}
+    if base not in taken:
+        return base
+    n = 2
+    while f"{base}-{n}" in taken:
+        n += 1
+    return f"{base}-{n}"
+
+
+def issue_for(
+    store: Store,
+    name: str,
+    *,
+    label: str | None = None,
+    new_user: bool = False,
+    when: datetime | None = None,
+) -> Issued:
+    """A token for the user ``name`` names (``find_user``), made a new user when there is none
+    (or when ``new_user``).
+
+    Without ``label``, the user's name, numbered when taken: a second token for an
+    existing user (another device, a lost token) needs no label of its own.
+    """
+    found = None if new_user else find_user(store, name)
+    if found is not None:
+        chosen = label or free_label(store, found.display)
+        return Issued(found, add(store, found.id, chosen, when=when), chosen, False)
+    chosen = label or free_label(store, name)
+    user, secret = issue(store, name, label=chosen, when=when)
+    return Issued(user, secret, chosen, True)
+
+
 def list_(store: Store, *, user_id: str | None = None) -> list[Token]:
     return store.list_tokens(user_id=user_id)
 
@@ -202,6 +262,22 @@ def revoke(store: Store, label: str, *, user_id: str | None = None) -> None:
     """Revoke by label (only the caller's own when ``user_id`` is given); 404 when absent."""
     if not store.revoke_token(label, user_id=user_id):
         raise NotFound("token not found")
+
+
+def whoami(store: Store, caller: Caller) -> tuple[User, Token | None]:
+    """The caller's user and the token they call with (``GET /v1/whoami``, an extension).
+
+    Needs ``read``, like any lookup; the token the CLI's embedded store acts
+    without is None. 401 ``invalid token`` for a revoked or unknown token, which
+    is how ``ltm whoami`` learns that its sign-in no longer works.
+    """
+    if isinstance(caller, User):
+        return caller, None
+    loaded = store.load(token_hash=caller.token_hash, user_id=caller.user_hint)
+    user = checked(store, loaded.token)
+    assert loaded.token is not None  # checked answered 401 otherwise
+    check_scope(loaded.token[0], "read")
+    return user, loaded.token[0]
 
 
 def list_own(store: Store, caller: Caller) -> list[Token]:

@@ -52,6 +52,31 @@ class Gone(StoreError):
     """The thing existed but can no longer be used (an invite used or expired)."""
 
 
+class Quota(NamedTuple):
+    """The most one user may own: packets (personal, and authored in teams) and their bytes."""
+
+    packets: int
+    bytes: int
+
+
+class Usage(NamedTuple):
+    """What one user owns: packets (personal, and authored in teams) and their stored bytes."""
+
+    packets: int = 0
+    bytes: int = 0
+
+
+class OverQuota(StoreError):
+    """A write would take its owner past ``Store.quota``; nothing was written."""
+
+    def __init__(self, usage: Usage, quota: Quota) -> None:
+        which = "packets" if usage.packets > quota.packets else "bytes"
+        super().__init__(f"{usage} would pass {quota} ({which})")
+        self.usage = usage
+        self.quota = quota
+        self.which = which
+
+
 class PacketMeta(NamedTuple):
     """What a listing shows: enough to pick a packet without fetching it."""
 
@@ -183,6 +208,21 @@ class Publication(NamedTuple):
     created_at: datetime
 
 
+class Share(NamedTuple):
+    """One packet shared, read-only, by one user with another (an extension of the protocol).
+
+    ``shared_by`` could read the packet in its own scope when they shared it;
+    the share counts only while they still can (``service.share`` checks it at
+    each read), so a packet that leaves the sharer's reach leaves the
+    recipient's too. Deleting the packet, by any path, ends its shares.
+    """
+
+    packet_id: str
+    user_id: str  # who may read it
+    shared_by: str
+    created_at: datetime
+
+
 DeviceStatus = Literal["pending", "approved", "denied", "used"]
 
 
@@ -223,6 +263,10 @@ class Loaded(NamedTuple):
 
 class Store(ABC):
     """Storage for packets, users, tokens, teams and invites."""
+
+    # The per-user bound ``put_packet`` enforces (None: none), set by whoever opens
+    # the store for a server (``select.open_store``, from the operator's settings).
+    quota: Quota | None = None
 
     # -- the reads a request starts with --------------------------------
 
@@ -276,11 +320,24 @@ class Store(ABC):
         scope (out of a team) is a ``Conflict``. The checks and the write are
         one atomic step. ``seen`` is the packet under this id as the caller
         already read it, if it read one; it spares a backend a round trip, and
-        the write still checks what is stored when it lands.
+        the write still checks what is stored when it lands. With a ``quota``,
+        a put that would take the owner past it raises ``OverQuota`` (see
+        ``usage``), checked in the same atomic step.
         """
 
     @abstractmethod
     def get_packet(self, packet_id: str) -> StoredPacket | None: ...
+
+    @abstractmethod
+    def usage(self, user_id: str) -> Usage:
+        """What ``user_id`` owns: their personal packets and those they authored in teams.
+
+        Kept as a count the writes update (never a count of the packets per
+        write), so ``put_packet`` can hold each user to ``quota``: a put that
+        would take its owner past either bound, and grows what they own,
+        raises ``OverQuota`` and writes nothing. A replacement that does not
+        grow is always allowed (an owner over a lowered bound can still edit).
+        """
 
     @abstractmethod
     def list_packets(
@@ -372,8 +429,9 @@ class Store(ABC):
 
         When the packet is already published, the existing publication is
         returned unchanged (same secret, same URL). NotFound when the packet is
-        gone or no longer has ``seen``'s owner and scope. The check and the
-        write are one atomic step.
+        gone or no longer has ``seen``'s owner and scope, or (a team packet)
+        when ``publication.created_by`` is not a member of the team. The checks
+        and the write are one atomic step.
         """
 
     @abstractmethod
@@ -390,6 +448,36 @@ class Store(ABC):
 
         Deleting a packet (by any path, its team's deletion included) ends its
         publication at once; re-pushing the same id keeps it published.
+        """
+
+    # -- sharing one packet with one user ---------------------------------
+
+    @abstractmethod
+    def share_packet(self, share: Share, *, seen: PacketMeta) -> tuple[Share, bool]:
+        """Record a share; return the share in force and True when it is new.
+
+        Sharing again with the same user returns the existing share unchanged.
+        NotFound when the packet is gone or no longer has ``seen``'s owner and
+        scope. The check and the write are one atomic step.
+        """
+
+    @abstractmethod
+    def unshare_packet(self, packet_id: str, user_id: str) -> bool:
+        """End the packet's share with ``user_id``; True when there was one. At once."""
+
+    @abstractmethod
+    def get_share(self, packet_id: str, user_id: str) -> Share | None:
+        """The packet's share with ``user_id``, or None."""
+
+    @abstractmethod
+    def packet_shares(self, packet_id: str) -> list[Share]:
+        """Every share of one packet, oldest first."""
+
+    @abstractmethod
+    def shared_with(self, user_id: str, *, limit: int = 100) -> list[tuple[Share, PacketMeta]]:
+        """The packets shared with ``user_id``, the newest share first, with each packet's
+        listing fields; only packets that still exist. Deleting a packet (by any path, its
+        team's deletion included) ends its shares; a re-push or a move into a team keeps them.
         """
 
     # -- users and tokens -----------------------------------------------
@@ -474,7 +562,9 @@ class Store(ABC):
 
         The invites the member created for this team are deleted with it (in
         the same atomic step where the backend can), so nobody can rejoin
-        with an invite they minted before they left or were removed.
+        with an invite they minted before they left or were removed. The
+        publications they made of the team's packets end with it too: a former
+        member keeps no public window onto the team.
         """
 
     # -- invites --------------------------------------------------------

@@ -22,6 +22,8 @@ needs and no others (the indexes are sparse)::
     member (by user)  USER#<u> / MEMBEROF#<team created>#<name>
     invite            INVITE#<codehash> / INVITE  -
     publication       PUBLIC#<secrethash> / PUBLIC -
+    share             SHARE#<packet id> / TO#<u>  SHARED#<u> / <created>#<packet id>
+    usage             USAGE#<user> / USAGE        -  (packets, bytes: what the user owns)
     (device grants, user-code claims, counters and secrets: see dynamo_device.py)
 
     gsi2pk / gsi2sk: packet SCOPE#<scope> / <id>; token TOKENS / <created>#<label>;
@@ -41,8 +43,10 @@ needs and no others (the indexes are sparse)::
     A token item carries its OAuth ``scope`` ("read", "write", "read write"; absent
     on tokens from before scopes, which are full). The membership under the team's
     id carries ``invites_made`` (a string set of the code hashes of the invites the
-    member made) and ``invite_count`` (how many: the version a removal is
-    conditioned on), so the invites die with the membership without a Scan.
+    member made), ``published_made`` (the ids of the team's packets the member
+    published) and ``invite_count`` (how many of both were recorded: the version a
+    removal is conditioned on), so the invites and publications die with the
+    membership without a Scan.
 
 ``<scope>`` is ``u:<owner>`` or ``t:<team>``. A published packet's item
 carries ``public_hash``, the hash of its public URL's secret; the
@@ -103,10 +107,18 @@ Which request uses what:
   carrying the listing fields); ``author`` is a FilterExpression (it costs
   the items it skips; the packets of one scope, never the table).
 - children: one Query on gsi_parent, keeping the children of readable scopes.
+- shares: a share (one packet, one reader) is one item in its packet's ``SHARE#``
+  partition, so a packet's shares are one Query and every delete path (the
+  packet's, its team's) finds and deletes them; a share is put in a transaction
+  that checks the packet's owner and scope. What is shared with a user is one
+  Query on gsi1 (newest first) and one BatchGetItem of the shares and their
+  packets, so a share whose packet is gone is never listed.
 
-So a push, get, list or delete costs at most two requests, token check
-included, in personal and team scope (``tests/test_dynamo_calls.py``), plus
-the batched writes of the search index when a packet's text changes.
+So a get or list costs at most two requests, token check included, in
+personal and team scope (``tests/test_dynamo_calls.py``); a push or delete
+costs two, plus the UpdateItems of its owner's usage counter (one for a new
+packet or a delete, two for a replacement; see below) and the batched writes
+of the search index when a packet's text changes.
 
 Search without a full-text engine, and without a Scan
 -----------------------------------------------------
@@ -136,6 +148,17 @@ its newest ``POSTINGS_CAP`` packets per scope; a query of stop words alone
 finds nothing here (SQLite's FTS5 indexes every word); prefixes need two
 letters. Packets stored before the index existed are not in it until they are
 pushed again.
+
+What a user owns (``usage``, for the per-user bound ``quota``) is a counter
+item per user, never a count of their packets: a push first adds the packet
+to it in a conditional UpdateItem that holds only while the result stays
+within the bound (so concurrent pushes cannot pass it together), then writes
+the packet, then corrects the counter by what the write turned out to be (a
+replacement: the old packet's share). A delete takes the packet's share off
+after it. The counter is not in the packet's transaction (a push stays one
+PutItem), so a crash between the two writes leaves it counting a packet
+that is not there: it errs towards refusing early, never towards letting a
+user past the bound.
 
 Uniqueness and single use are conditional writes in transactions: team names
 (``TEAMNAME#`` item), token hashes and labels (``TOKEN#`` + ``LABEL#``),
@@ -192,16 +215,19 @@ from . import (
     Loaded,
     Member,
     NotFound,
+    OverQuota,
     PacketMeta,
     Page,
     Publication,
     Role,
     Scope,
     SearchHit,
+    Share,
     Store,
     StoredPacket,
     Team,
     Token,
+    Usage,
     User,
     decode_cursor,
     encode_cursor,
@@ -224,7 +250,9 @@ OAUTH_TTL_GRACE = timedelta(days=1)  # OAuth items and expiring tokens: TTL tidi
 # many (a version the removal is conditioned on). A transaction holds at most 100 actions;
 # removing a membership takes 3, so up to this many invites go in the same transaction.
 INVITES_MADE = "invites_made"
+SHARED = "shared"  # on a packet item once it was shared: its delete looks for shares to end
 INVITE_COUNT = "invite_count"
+PUBLISHED_MADE = "published_made"  # on a membership: ids of team packets the member published
 MAX_INVITES_IN_TRANSACTION = 90
 TRANSACTION_ATTEMPTS = 6
 
@@ -800,6 +828,72 @@ class DynamoStore(DeviceGrantsMixin, Store):
     def put_packet(
         self, packet: StoredPacket, *, sort_key: str, seen: PacketMeta | None = None
     ) -> bool:
+        owner, size = packet.meta.owner_id, len(packet.body)
+        reserved = (1, size)  # as if new: what the bound is checked against
+        try:
+            self._count(owner, *reserved, hold=True)
+        except OverQuota:
+            # At the bound, a replacement may still fit: it adds no packet.
+            existing = self._get_item(_key(f"PKT#{packet.meta.id}", "PKT"))
+            if existing is None or _get(existing, "owner_id") != owner:
+                raise
+            reserved = (0, size - len(existing["body"]["B"]))
+            self._count(owner, *reserved, hold=True)
+        try:
+            created, old_size = self._put_packet(packet, sort_key, seen)
+        except BaseException:
+            self._count(owner, -reserved[0], -reserved[1], hold=False)
+            raise
+        actual = (1, size) if old_size is None else (0, size - old_size)
+        if actual != reserved:
+            self._count(owner, actual[0] - reserved[0], actual[1] - reserved[1], hold=False)
+        return created
+
+    def usage(self, user_id: str) -> Usage:
+        item = self._get_item(_key(f"USAGE#{user_id}", "USAGE"))
+        if item is None:
+            return Usage()
+        return Usage(int(item["packets"]["N"]), int(item["bytes"]["N"]))
+
+    def _count(self, user_id: str, packets: int, size: int, *, hold: bool) -> None:
+        """Add to what ``user_id`` owns; with ``hold``, only while it stays within ``quota``.
+
+        One UpdateItem (ADD creates the counter at zero). Held, a growth that
+        would pass the bound fails its condition and raises ``OverQuota``.
+        """
+        if packets == 0 and size == 0:
+            return
+        values: Item = {":n": {"N": str(packets)}, ":b": {"N": str(size)}}
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": _key(f"USAGE#{user_id}", "USAGE"),
+            "UpdateExpression": "ADD #n :n, #b :b",
+            "ExpressionAttributeNames": {"#n": "packets", "#b": "bytes"},
+        }
+        quota = self.quota if hold else None
+        if quota is not None and (packets > 0 or size > 0):
+            if packets > quota.packets or size > quota.bytes:
+                raise OverQuota(Usage(packets, size), quota)
+            conditions = []
+            for name, added, most in (("#n", packets, quota.packets), ("#b", size, quota.bytes)):
+                if added > 0:
+                    mark = f":most{name[1:]}"
+                    conditions.append(f"(attribute_not_exists({name}) OR {name} <= {mark})")
+                    values[mark] = {"N": str(most - added)}
+            kwargs["ConditionExpression"] = " AND ".join(conditions)
+            kwargs["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        kwargs["ExpressionAttributeValues"] = values
+        try:
+            self._client.update_item(**kwargs)
+        except self._exc.ConditionalCheckFailedException:
+            assert quota is not None
+            now = self.usage(user_id)
+            raise OverQuota(Usage(now.packets + packets, now.bytes + size), quota) from None
+
+    def _put_packet(
+        self, packet: StoredPacket, sort_key: str, seen: PacketMeta | None
+    ) -> tuple[bool, int | None]:
+        """The write of ``put_packet``: whether created, and the replaced packet's size."""
         meta = packet.meta
         item = _packet_item(packet, sort_key)
         item_key = _key(f"PKT#{meta.id}", "PKT")
@@ -810,6 +904,8 @@ class DynamoStore(DeviceGrantsMixin, Store):
         for attempt in range(TRANSACTION_ATTEMPTS):
             if moving:
                 assert meta.team_id is not None
+                # A transaction returns no old item: the size of the one it replaces.
+                before = self._get_item(item_key)
                 try:
                     self._transact(
                         [
@@ -821,7 +917,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
                     # reads every candidate's packet and drops what is not in the scope
                     # it was found under any more (and counts a packet once).
                     self._reindex({}, _index_items(meta, sort_key, packet.body))
-                    return False
+                    return False, len(before["body"]["B"]) if before else 0
                 except _Cancelled as cancelled:
                     if cancelled.failed(1):
                         raise NotFound(f"not a member of team {meta.team_id}") from None
@@ -865,8 +961,10 @@ class DynamoStore(DeviceGrantsMixin, Store):
             old = resp.get("Attributes")
             if old is not None and (public_hash := _get(old, "public_hash")) is not None:
                 self._keep_published(meta.id, public_hash)
+            if old is not None and _get(old, SHARED) is not None:
+                self._keep_shared(meta)
             self._reindex(_old_index(old), _index_items(meta, sort_key, packet.body))
-            return old is None
+            return old is None, None if old is None else len(old["body"]["B"])
         raise Conflict(f"packet {meta.id} could not be stored (concurrent writes); try again")
 
     def _keep_published(self, packet_id: str, public_hash: str) -> None:
@@ -1074,6 +1172,9 @@ class DynamoStore(DeviceGrantsMixin, Store):
         scope's size. Scoring is BM25's shape without document lengths: the
         word's weighted count in the packet (goal and tags count most),
         saturated, times an inverse frequency of the word among the postings read.
+        Those postings are this scope's alone (the partition key holds the
+        scope), so a score never counts a packet of a scope the caller cannot
+        read: nothing outside the caller's scopes shows in a search's answer.
         """
         from .. import search
 
@@ -1182,8 +1283,15 @@ class DynamoStore(DeviceGrantsMixin, Store):
         resp = self._client.delete_item(
             TableName=self.table, Key=_key(f"PKT#{packet_id}", "PKT"), ReturnValues="ALL_OLD"
         )
-        self._reindex(_old_index(resp.get("Attributes")), {})
+        self._deleted(resp.get("Attributes"))
+        self._end_shares(resp.get("Attributes"))
         return "Attributes" in resp
+
+    def _deleted(self, old: Mapping[str, Mapping[str, Any]] | None) -> None:
+        """After a packet's delete: its search entries and its owner's share go too."""
+        self._reindex(_old_index(old), {})
+        if old and "body" in old:
+            self._count(_req(old, "owner_id"), -1, -len(old["body"]["B"]), hold=False)
 
     def delete_packet_as(
         self, packet_id: str, user_id: str, *, seen: PacketMeta | None = None
@@ -1199,7 +1307,8 @@ class DynamoStore(DeviceGrantsMixin, Store):
                     ReturnValues="ALL_OLD",
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 )
-                self._reindex(_old_index(resp.get("Attributes")), {})
+                self._deleted(resp.get("Attributes"))
+                self._end_shares(resp.get("Attributes"))
                 return True
             except self._exc.ConditionalCheckFailedException as exc:
                 existing = exc.response.get("Item")
@@ -1219,7 +1328,8 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 )
             except self._exc.ConditionalCheckFailedException:
                 return False
-            self._reindex(_old_index(resp.get("Attributes")), {})
+            self._deleted(resp.get("Attributes"))
+            self._end_shares(resp.get("Attributes"))
             return True
         # A team packet: its creator (still a member) or the team's owner, checked in
         # the same transaction as the delete.
@@ -1239,7 +1349,8 @@ class DynamoStore(DeviceGrantsMixin, Store):
             self._transact([{"ConditionCheck": check}, {"Delete": delete}])
         except _Cancelled:
             return False
-        self._reindex(_old_index(before), {})
+        self._deleted(before)
+        self._end_shares(before)
         return True
 
     # -- publishing ------------------------------------------------------
@@ -1277,9 +1388,33 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 guard, values_extra = "attribute_not_exists(#h)", {}
             else:  # a dangling hash (its PUBLIC# item is gone): replace exactly that one
                 guard, values_extra = "#h = :old", {":old": _s(current)}
+            # A team packet's publication is recorded on its publisher's membership, in the
+            # same transaction, which also checks they are still a member: remove_member
+            # ends it from there.
+            record = []
+            if seen.team_id is not None:
+                record.append(
+                    {
+                        "Update": {
+                            "Key": _key(f"TEAM#{seen.team_id}", f"MEMBER#{publication.created_by}"),
+                            "UpdateExpression": "ADD #made :id, #n :one",
+                            "ConditionExpression": "attribute_exists(#pk)",
+                            "ExpressionAttributeNames": {
+                                "#pk": "pk",
+                                "#made": PUBLISHED_MADE,
+                                "#n": INVITE_COUNT,
+                            },
+                            "ExpressionAttributeValues": {
+                                ":id": {"SS": [publication.packet_id]},
+                                ":one": {"N": "1"},
+                            },
+                        }
+                    }
+                )
             try:
                 self._transact(
                     [
+                        *record,
                         _put_new(
                             {
                                 **_key(f"PUBLIC#{publication.secret_hash}", "PUBLIC"),
@@ -1304,7 +1439,9 @@ class DynamoStore(DeviceGrantsMixin, Store):
                     ]
                 )
                 return publication
-            except _Cancelled:
+            except _Cancelled as cancelled:
+                if record and cancelled.failed(0):
+                    raise NotFound(f"{publication.created_by} is not in the team") from None
                 _backoff(attempt)  # published or deleted meanwhile: read again
         raise Conflict("packet could not be published (concurrent writes); try again")
 
@@ -1335,6 +1472,33 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 _backoff(attempt)
         return False
 
+    def _unpublish_if_by(self, packet_id: str, user_id: str) -> None:
+        """End the packet's publication if ``user_id`` made it (another's publication stays)."""
+        key = _key(f"PKT#{packet_id}", "PKT")
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            current = self.publication(packet_id)
+            if current is None or current.created_by != user_id:
+                return
+            try:
+                self._transact(
+                    [
+                        {
+                            "Update": {
+                                "Key": key,
+                                "UpdateExpression": "REMOVE #h",
+                                "ConditionExpression": "#h = :h",
+                                "ExpressionAttributeNames": {"#h": "public_hash"},
+                                "ExpressionAttributeValues": {":h": _s(current.secret_hash)},
+                            }
+                        },
+                        {"Delete": {"Key": _key(f"PUBLIC#{current.secret_hash}", "PUBLIC")}},
+                    ]
+                )
+                return
+            except _Cancelled:
+                _backoff(attempt)  # changed meanwhile: read again
+        raise Conflict("publication could not be ended (concurrent writes); try again")
+
     def publication(self, packet_id: str) -> Publication | None:
         item = self._get_item(_key(f"PKT#{packet_id}", "PKT"))
         current = _get(item, "public_hash") if item is not None else None
@@ -1351,6 +1515,135 @@ class DynamoStore(DeviceGrantsMixin, Store):
         if item is None or _get(item, "public_hash") != secret_hash:
             return None  # deleted or unpublished: the URL is dead
         return _stored_packet(item)
+
+    # -- sharing ---------------------------------------------------------
+
+    @staticmethod
+    def _share_item(share: Share) -> Item:
+        created = _ts(share.created_at)
+        return {
+            **_key(f"SHARE#{share.packet_id}", f"TO#{share.user_id}"),
+            "packet_id": _s(share.packet_id),
+            "user_id": _s(share.user_id),
+            "shared_by": _s(share.shared_by),
+            "created_at": _s(created),
+            "gsi1pk": _s(f"SHARED#{share.user_id}"),
+            "gsi1sk": _s(f"{created}#{share.packet_id}"),
+        }
+
+    @staticmethod
+    def _share(item: Mapping[str, Mapping[str, Any]]) -> Share:
+        return Share(
+            _req(item, "packet_id"),
+            _req(item, "user_id"),
+            _req(item, "shared_by"),
+            _dt(_req(item, "created_at")),
+        )
+
+    def share_packet(self, share: Share, *, seen: PacketMeta) -> tuple[Share, bool]:
+        key = _key(f"PKT#{share.packet_id}", "PKT")
+        # The packet is marked as shared in the same transaction (only while it has the
+        # owner and scope seen), so deleting it knows to look for shares to end.
+        mark = _owned(seen.owner_id, seen.team_id)
+        mark["ConditionExpression"] = f"attribute_exists(#pk) AND {mark['ConditionExpression']}"
+        mark["ExpressionAttributeNames"].update({"#pk": "pk", "#sh": SHARED})
+        mark["ExpressionAttributeValues"][":sh"] = _s("1")
+        update = {"Key": key, "UpdateExpression": "SET #sh = :sh", **mark}
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            try:
+                self._transact([{"Update": update}, _put_new(self._share_item(share))])
+                return share, True
+            except _Cancelled as exc:
+                if exc.failed(0):
+                    raise NotFound(f"packet {share.packet_id} does not exist") from None
+                if exc.failed(1):
+                    existing = self.get_share(share.packet_id, share.user_id)
+                    if existing is not None:
+                        return existing, False
+                _backoff(attempt)  # a concurrent write (or an unshare) in between: again
+        raise Conflict("packet could not be shared (concurrent writes); try again")
+
+    def unshare_packet(self, packet_id: str, user_id: str) -> bool:
+        resp = self._client.delete_item(
+            TableName=self.table,
+            Key=_key(f"SHARE#{packet_id}", f"TO#{user_id}"),
+            ReturnValues="ALL_OLD",
+        )
+        return "Attributes" in resp
+
+    def get_share(self, packet_id: str, user_id: str) -> Share | None:
+        item = self._get_item(_key(f"SHARE#{packet_id}", f"TO#{user_id}"))
+        return None if item is None else self._share(item)
+
+    def _share_items(self, packet_id: str) -> list[Item]:
+        return list(
+            self._query(
+                KeyConditionExpression="#p = :p",
+                ExpressionAttributeNames={"#p": "pk"},
+                ExpressionAttributeValues={":p": _s(f"SHARE#{packet_id}")},
+                ConsistentRead=True,
+            )
+        )
+
+    def _end_shares(self, old: Mapping[str, Mapping[str, Any]] | None) -> None:
+        """Delete the shares of a deleted packet (its old item), if it was ever shared.
+
+        One Query for a packet marked as shared, none for the others, so a delete
+        costs what it did. A crash in between leaves only shares of a packet that is
+        gone, which ``shared_with`` never lists.
+        """
+        if old is None or _get(old, SHARED) is None:
+            return
+        keys = [_key(_req(i, "pk"), _req(i, "sk")) for i in self._share_items(_req(old, "id"))]
+        if keys:
+            self._batch_delete(keys)
+
+    def _keep_shared(self, meta: PacketMeta) -> None:
+        """Mark a re-pushed packet as shared again (the put replaced the whole item)."""
+        condition = _owned(meta.owner_id, meta.team_id)
+        condition["ExpressionAttributeNames"]["#sh"] = SHARED
+        condition["ExpressionAttributeValues"][":sh"] = _s("1")
+        with contextlib.suppress(self._exc.ConditionalCheckFailedException):
+            self._client.update_item(
+                TableName=self.table,
+                Key=_key(f"PKT#{meta.id}", "PKT"),
+                UpdateExpression="SET #sh = :sh",
+                **condition,
+            )
+
+    def packet_shares(self, packet_id: str) -> list[Share]:
+        shares = [self._share(item) for item in self._share_items(packet_id)]
+        return sorted(shares, key=lambda s: (s.created_at, s.user_id))
+
+    def shared_with(self, user_id: str, *, limit: int = 100) -> list[tuple[Share, PacketMeta]]:
+        if limit < 1:
+            return []
+        keys = []
+        for item in self._query(
+            IndexName="gsi1",
+            KeyConditionExpression="#p = :p",
+            ExpressionAttributeNames={"#p": "gsi1pk"},
+            ExpressionAttributeValues={":p": _s(f"SHARED#{user_id}")},
+            ScanIndexForward=False,
+            Limit=limit,
+        ):
+            keys.append(_key(_req(item, "pk"), _req(item, "sk")))
+            if len(keys) == limit:
+                break
+        if not keys:
+            return []
+        packet_ids = [_req(key, "pk").removeprefix("SHARE#") for key in keys]
+        wanted = [*keys, *(_key(f"PKT#{pid}", "PKT") for pid in dict.fromkeys(packet_ids))]
+        found: dict[tuple[str, str], Item] = {}
+        for start in range(0, len(wanted), 100):  # BatchGetItem takes 100 keys at most
+            found.update(self._read(wanted[start : start + 100]))
+        out = []
+        for key, packet_id in zip(keys, packet_ids, strict=True):
+            share_item = found.get((_req(key, "pk"), _req(key, "sk")))
+            packet_item = found.get((f"PKT#{packet_id}", "PKT"))
+            if share_item is not None and packet_item is not None:
+                out.append((self._share(share_item), _packet_meta(packet_item)))
+        return out
 
     # -- users and tokens -----------------------------------------------
 
@@ -1593,11 +1886,19 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 keys.append(_key(_req(item, "pk"), _req(item, "sk")))
                 if index == "gsi1":
                     packet_keys.append(keys[-1])
-        # The packets' search index entries: computed from their bodies, 100 at a time.
+        # The packets' search index entries: computed from their bodies, 100 at a time;
+        # and each author's share of them, taken off what they own once they are gone.
+        shares: dict[str, tuple[int, int]] = {}
         for start in range(0, len(packet_keys), 100):
             for item in self._batch_get(packet_keys[start : start + 100]):
                 keys.extend(_key(*key) for key in _old_index(item))
+                self._end_shares(item)
+                if "body" in item:
+                    count, size = shares.get(_req(item, "owner_id"), (0, 0))
+                    shares[_req(item, "owner_id")] = (count + 1, size + len(item["body"]["B"]))
         self._batch_delete(keys)
+        for owner, (count, size) in shares.items():
+            self._count(owner, -count, -size, hold=False)
 
     def get_member(self, team_id: str, user_id: str) -> Member | None:
         item = self._get_item(_key(f"TEAM#{team_id}", f"MEMBER#{user_id}"))
@@ -1655,6 +1956,10 @@ class DynamoStore(DeviceGrantsMixin, Store):
             made = sorted(item.get(INVITES_MADE, {}).get("SS", []))
             first, last = made[:-MAX_INVITES_IN_TRANSACTION], made[-MAX_INVITES_IN_TRANSACTION:]
             self._batch_delete([_key(f"INVITE#{code}", "INVITE") for code in first])
+            # Their publications of the team's packets end before the membership goes; one
+            # made meanwhile changes the count, and the removal reads again.
+            for packet_id in item.get(PUBLISHED_MADE, {}).get("SS", []):
+                self._unpublish_if_by(packet_id, user_id)
             count = item.get(INVITE_COUNT)
             unchanged: dict[str, Any] = {
                 "ConditionExpression": "attribute_exists(#pk) AND attribute_not_exists(#n)",

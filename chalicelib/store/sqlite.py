@@ -40,16 +40,20 @@ from . import (
     Invite,
     Member,
     NotFound,
+    OverQuota,
     PacketMeta,
     Page,
     Publication,
+    Quota,
     Role,
     Scope,
     SearchHit,
+    Share,
     Store,
     StoredPacket,
     Team,
     Token,
+    Usage,
     User,
     decode_cursor,
     encode_cursor,
@@ -181,7 +185,51 @@ MIGRATIONS: tuple[Migration, ...] = (
     """,
     # 6: lineage (parent_id), listing filters, full-text search; existing packets indexed.
     lambda db: _migrate_search(db),
-    # 7: OAuth for /mcp: access tokens bound to a resource and expiring; the
+    # 7: one packet shared with one user. As for publications, a trigger ends the shares in
+    # the statement that deletes the packet; a re-push (INSERT OR REPLACE) keeps them.
+    """
+    CREATE TABLE shares (
+        packet_id   TEXT NOT NULL,
+        user_id     TEXT NOT NULL,
+        shared_by   TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        PRIMARY KEY (packet_id, user_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX shares_by_user ON shares (user_id, created_at DESC, packet_id DESC);
+    CREATE TRIGGER shares_end_with_packet AFTER DELETE ON packets
+    BEGIN
+        DELETE FROM shares WHERE packet_id = OLD.id;
+    END
+    """,
+    # 8: what each user owns (packets and bytes, personal and authored in teams), for the
+    # per-user bound. Triggers keep it in the statement that changes a packet, whichever
+    # path changes it (push, rm, a team's deletion). INSERT OR REPLACE fires no delete
+    # trigger (recursive_triggers is off), so a BEFORE INSERT one takes the replaced row
+    # out first. https://www.sqlite.org/lang_conflict.html (REPLACE)
+    """
+    CREATE TABLE usage (
+        user_id  TEXT PRIMARY KEY,
+        packets  INTEGER NOT NULL,
+        bytes    INTEGER NOT NULL
+    );
+    INSERT INTO usage (user_id, packets, bytes)
+        SELECT owner_id, count(*), sum(length(body)) FROM packets GROUP BY owner_id;
+    CREATE TRIGGER usage_replaced BEFORE INSERT ON packets BEGIN
+        UPDATE usage SET packets = packets - 1,
+            bytes = bytes - (SELECT length(body) FROM packets WHERE id = NEW.id)
+        WHERE user_id = (SELECT owner_id FROM packets WHERE id = NEW.id);
+    END;
+    CREATE TRIGGER usage_added AFTER INSERT ON packets BEGIN
+        INSERT INTO usage (user_id, packets, bytes) VALUES (NEW.owner_id, 1, length(NEW.body))
+        ON CONFLICT (user_id) DO UPDATE SET packets = packets + 1,
+            bytes = bytes + length(NEW.body);
+    END;
+    CREATE TRIGGER usage_removed AFTER DELETE ON packets BEGIN
+        UPDATE usage SET packets = packets - 1, bytes = bytes - length(OLD.body)
+        WHERE user_id = OLD.owner_id;
+    END
+    """,
+    # 9: OAuth for /mcp: access tokens bound to a resource and expiring; the
     # authorization server's clients, pending requests, codes and refresh tokens.
     """
     ALTER TABLE tokens ADD COLUMN resource TEXT;
@@ -194,7 +242,49 @@ MIGRATIONS: tuple[Migration, ...] = (
         PRIMARY KEY (kind, key)
     ) WITHOUT ROWID;
     """,
+    # 10 (keep it last: tests/test_root_user.py builds an old database one version back):
+    # the first user of `ltm server init` was stored under the id "root"; every user id
+    # is a ULID now (the reference mints one for every user), so that user gets one.
+    lambda db: _migrate_root_user(db),
 )
+
+# Where a user id is kept, besides ``users.id`` and the personal scopes ``u:<id>``.
+_USER_ID_COLUMNS = (
+    ("tokens", "user_id"),
+    ("teams", "owner_id"),
+    ("members", "user_id"),
+    ("packets", "owner_id"),
+    ("invites", "created_by"),
+    ("invites", "used_by"),
+    ("device_grants", "user_id"),
+    ("publications", "created_by"),
+    ("shares", "user_id"),
+    ("shares", "shared_by"),
+    ("usage", "user_id"),
+)
+_SCOPE_COLUMNS = (("packets", "scope"), ("search_docs", "scope"), ("packet_labels", "scope"))
+LEGACY_ROOT_ID = "root"
+
+
+def _migrate_root_user(db: sqlite3.Connection) -> None:
+    """Give the user stored as "root" a ULID, everywhere its id is kept, in this transaction.
+
+    Its tokens keep working: a token names its user's id only as a hint
+    (``service.tokens.credential``), and is looked up by its hash.
+    """
+    if db.execute("SELECT 1 FROM users WHERE id = ?", (LEGACY_ROOT_ID,)).fetchone() is None:
+        return
+    from ulid import ULID
+
+    new_id = str(ULID())
+    db.execute("UPDATE users SET id = ? WHERE id = ?", (new_id, LEGACY_ROOT_ID))
+    for table, column in _USER_ID_COLUMNS:
+        db.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?", (new_id, LEGACY_ROOT_ID))
+    for table, column in _SCOPE_COLUMNS:
+        db.execute(
+            f"UPDATE {table} SET {column} = ? WHERE {column} = ?",
+            (f"u:{new_id}", f"u:{LEGACY_ROOT_ID}"),
+        )
 
 
 # The search index (migration 3). ``search_docs`` gives each packet a stable
@@ -203,12 +293,31 @@ MIGRATIONS: tuple[Migration, ...] = (
 # and the ``tag:``/``project:`` qualifiers, ordered like a listing. A trigger
 # drops a packet's index rows whenever the packet row goes (rm, team delete,
 # re-push), inside the same transaction; put_packet writes the new ones.
-RANK_WINDOW = 500  # how many of the newest matches bm25 ranks (see search)
-_BM25_WEIGHTS = "5.0, 4.0, 3.0, 2.0, 2.0, 2.0, 1.5, 1.0, 1.0, 1.0"  # search.FIELDS, in order
+RANK_WINDOW = 500  # how many of the newest matches are ranked (see search)
 _FTS_COLUMNS = (
     "goal, tags, next_step, project, decisions, attempts, methods, success_criteria,"
     " constraints, open_questions"
 )
+SATURATION = 1.2  # BM25's k1: the tenth match in a field adds little over the second
+
+
+def _score_sql() -> str:
+    """SQL for a match's score from its own text alone (see ``SqliteStore.search``).
+
+    ``highlight()`` puts its opening mark (one character here) before each
+    matched span, so a column's matches are the length it gains; the spans of
+    each field are saturated and weighed by ``search.FIELDS``.
+    https://www.sqlite.org/fts5.html#the_highlight_function
+    """
+    from .. import search
+
+    parts = []
+    for i, (name, weight) in enumerate(search.FIELDS):
+        hits = f"(length(highlight(packet_fts, {i}, '.', '')) - length(packet_fts.{name}))"
+        parts.append(f"{weight!r} * {hits} / ({hits} + {SATURATION!r})")
+    return " + ".join(parts)
+
+
 _SEARCH_SCHEMA = f"""
     ALTER TABLE packets ADD COLUMN parent_id TEXT;
     CREATE INDEX packets_by_parent ON packets (parent_id, sort_key, id)
@@ -375,6 +484,12 @@ def _has_labels(row: str, labels: list[tuple[str, str]], args: list[object]) -> 
     return sql
 
 
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+# The files of one store: the database, SQLite's WAL and shared memory, the writers' lock.
+PRIVATE_SUFFIXES = ("", "-wal", "-shm", ".writelock")
+
+
 class SqliteStore(Store):
     """A ``Store`` in one SQLite file. Open it once per process and share it across threads."""
 
@@ -533,8 +648,45 @@ class SqliteStore(Store):
         if fcntl is not None and self._lock_fd is not None:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
+    def _private(self) -> None:
+        """The store is readable by its owner alone: its folder, when the store makes it,
+        0700; the database 0600, made before SQLite opens it, because SQLite gives the
+        ``-wal`` and ``-shm`` files it creates the database file's permissions (os_unix.c,
+        robustFchown/findCreateFileMode). An existing store made before this rule (0644
+        in a 0755 folder) has its files' modes repaired here, said once on stderr: once
+        repaired, there is nothing to say the next time. The folder of a store elsewhere
+        (``ltm server run --db PATH``) is the user's: it is made private only when made
+        here (ltm's own data folder is repaired by the CLI).
+        """
+        folder = self.path.parent
+        if not folder.exists():
+            folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+        if os.name != "posix":
+            return  # Windows: a user's profile folder is private by its ACL already
+        with contextlib.suppress(FileExistsError):
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            os.close(os.open(self.path, flags, PRIVATE_FILE))
+        repaired = []
+        for suffix in PRIVATE_SUFFIXES:
+            name = f"{self.path}{suffix}"
+            try:
+                info = os.lstat(name)
+            except FileNotFoundError:
+                continue
+            mode = info.st_mode & 0o777
+            if mode & 0o077 and info.st_uid == os.getuid() and not os.path.islink(name):
+                os.chmod(name, PRIVATE_FILE)
+                repaired.append(f"{os.path.basename(name)} ({mode:o})")
+        if repaired:
+            import sys
+
+            sys.stderr.write(
+                f"ltm: {folder}: {', '.join(repaired)} could be read by other users of this "
+                "machine; made private (600)\n"
+            )
+
     def _migrate(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._private()
         conn = self._conn()
         # WAL is a property of the file; switching needs no transaction and is idempotent.
         conn.execute("PRAGMA journal_mode = WAL")
@@ -578,7 +730,23 @@ class SqliteStore(Store):
 
         data = search.load(packet.body)  # parsed outside the write lock
         with self._write() as db:
-            return self._put(db, packet, sort_key, data)
+            owner = packet.meta.owner_id
+            before = self._usage(db, owner) if self.quota else None
+            created = self._put(db, packet, sort_key, data)
+            if self.quota and before is not None:
+                # Checked after the write, in its savepoint: raising undoes it.
+                _hold_to(self.quota, before, self._usage(db, owner))
+            return created
+
+    def usage(self, user_id: str) -> Usage:
+        return self._usage(self._conn(), user_id)
+
+    @staticmethod
+    def _usage(db: sqlite3.Connection, user_id: str) -> Usage:
+        row = db.execute(
+            "SELECT packets, bytes FROM usage WHERE user_id = ?", (user_id,)
+        ).fetchone()
+        return Usage(*row) if row else Usage()
 
     def put_packets(self, packets: list[tuple[StoredPacket, str]]) -> None:
         """Many ``put_packet`` (packet, sort key) in one transaction: all or none.
@@ -716,6 +884,25 @@ class SqliteStore(Store):
         return [PacketMeta(*row) for row in rows]
 
     def search(self, query: Query, *, scopes: list[Scope], limit: int = 20) -> list[SearchHit]:
+        """The best matches in ``scopes``: a ranking that uses no corpus statistics.
+
+        Everything returned (which packets, their order, their score and
+        snippet) depends on the packets of ``scopes`` alone, so packets the
+        caller cannot read leave no trace in it. FTS5's ``bm25()`` cannot give
+        that: its inverse document frequencies and average length are counted
+        over the whole table, every user's packets, and a caller who compares
+        the scores of prefixes (``qu<c>*``) against their own probe packets
+        can spell out a word that exists only in another user's packet. FTS5
+        has no statistics per scope (one table holds every scope), and
+        counting a query's matches per scope is the full walk of a common
+        word's postings the window below avoids. So each match is scored from
+        its own text only: per field, its matched spans saturated (BM25's
+        term-frequency curve) and weighted as ``search.FIELDS`` says. With
+        every term required, an inverse document frequency would mostly
+        reorder the terms of a query, not the packets. Ties go to the newest.
+        DynamoDB ranks with statistics of the caller's own scopes (its postings
+        are partitioned by scope), which holds the same property.
+        """
         from .. import search
 
         names = [_scope(owner, team) for owner, team in scopes]
@@ -724,20 +911,22 @@ class SqliteStore(Store):
         labels = [("tag", t) for t in query.tags] + [("project", p) for p in query.projects]
         db = self._conn()
         if query.terms:
-            # Rank first, on the index alone; read text only for the page shown. bm25
-            # is the cost (some microseconds a match): it ranks the newest RANK_WINDOW
-            # matches in the caller's scopes, so a word in half of 100,000 packets
-            # costs what a rarer one does (as DynamoDB's POSTINGS_CAP bounds its reads).
+            # Rank first, on the index; read text for snippets only for the page shown.
+            # Scoring re-reads each match's fields (highlight(): some microseconds a
+            # match), so only the newest RANK_WINDOW matches in the caller's scopes
+            # are ranked, and a word in half of 100,000 packets costs what a rarer
+            # one does (as DynamoDB's POSTINGS_CAP bounds its reads). Which matches
+            # are the newest is the order the caller's own packets were written in.
             sql = (
-                f"SELECT d.id, bm25(packet_fts, {_BM25_WEIGHTS}) AS rank"
+                f"SELECT d.id, packet_fts.rowid AS doc, {_score_sql()} AS score"
                 " FROM packet_fts JOIN search_docs d ON d.doc = packet_fts.rowid"
                 f" WHERE packet_fts MATCH ? AND d.scope IN ({_marks(names)})"
             )
             args: list[object] = [search.fts_expression(query), *names]
             sql += _has_labels("d", labels, args)
             sql = (
-                f"SELECT id, rank FROM ({sql} ORDER BY packet_fts.rowid DESC LIMIT ?)"
-                " ORDER BY rank LIMIT ?"
+                f"SELECT id, score FROM ({sql} ORDER BY packet_fts.rowid DESC LIMIT ?)"
+                " ORDER BY score DESC, doc DESC LIMIT ?"
             )
             ranked = db.execute(sql, [*args, RANK_WINDOW, limit]).fetchall()
         else:  # qualifiers only: the newest packets carrying them
@@ -767,7 +956,7 @@ class SqliteStore(Store):
         for packet_id, rank in ranked:
             if packet_id in found:
                 meta, fields = found[packet_id]
-                hits.append(SearchHit(meta, -float(rank), search.snippet(fields, query)))
+                hits.append(SearchHit(meta, float(rank), search.snippet(fields, query)))
         return hits
 
     def packet_ids_with_prefix(
@@ -828,6 +1017,12 @@ class SqliteStore(Store):
                 is None
             ):
                 raise NotFound(f"packet {publication.packet_id} does not exist")
+            # A team packet is published only by a member still in the team, checked in the
+            # same transaction: a publish racing the publisher's removal cannot outlive it.
+            if seen.team_id is not None and not self._is_member(
+                db, seen.team_id, publication.created_by
+            ):
+                raise NotFound(f"{publication.created_by} is not a member of the team")
             existing = db.execute(
                 f"SELECT {self._PUBLICATION} FROM publications WHERE packet_id = ?",
                 (publication.packet_id,),
@@ -877,6 +1072,81 @@ class SqliteStore(Store):
         if row is None:
             return None
         return StoredPacket(PacketMeta(*row[:7]), bytes(row[7]), bool(row[8]))
+
+    # -- sharing ---------------------------------------------------------
+
+    _SHARE = "packet_id, user_id, shared_by, created_at"
+
+    @staticmethod
+    def _share(row: tuple[str, ...]) -> Share:
+        return Share(row[0], row[1], row[2], _dt(row[3]))  # type: ignore[arg-type]
+
+    def share_packet(self, share: Share, *, seen: PacketMeta) -> tuple[Share, bool]:
+        with self._write() as db:
+            if (
+                db.execute(
+                    "SELECT 1 FROM packets WHERE id = ? AND owner_id = ? AND team_id IS ?",
+                    (share.packet_id, seen.owner_id, seen.team_id),
+                ).fetchone()
+                is None
+            ):
+                raise NotFound(f"packet {share.packet_id} does not exist")
+            existing = db.execute(
+                f"SELECT {self._SHARE} FROM shares WHERE packet_id = ? AND user_id = ?",
+                (share.packet_id, share.user_id),
+            ).fetchone()
+            if existing is not None:
+                return self._share(existing), False
+            db.execute(
+                f"INSERT INTO shares ({self._SHARE}) VALUES (?, ?, ?, ?)",
+                (share.packet_id, share.user_id, share.shared_by, _ts(share.created_at)),
+            )
+        return share, True
+
+    def unshare_packet(self, packet_id: str, user_id: str) -> bool:
+        with self._write() as db:
+            return (
+                db.execute(
+                    "DELETE FROM shares WHERE packet_id = ? AND user_id = ?", (packet_id, user_id)
+                ).rowcount
+                > 0
+            )
+
+    def get_share(self, packet_id: str, user_id: str) -> Share | None:
+        row = (
+            self._conn()
+            .execute(
+                f"SELECT {self._SHARE} FROM shares WHERE packet_id = ? AND user_id = ?",
+                (packet_id, user_id),
+            )
+            .fetchone()
+        )
+        return None if row is None else self._share(row)
+
+    def packet_shares(self, packet_id: str) -> list[Share]:
+        rows = (
+            self._conn()
+            .execute(
+                f"SELECT {self._SHARE} FROM shares WHERE packet_id = ?"
+                " ORDER BY created_at, user_id",
+                (packet_id,),
+            )
+            .fetchall()
+        )
+        return [self._share(row) for row in rows]
+
+    def shared_with(self, user_id: str, *, limit: int = 100) -> list[tuple[Share, PacketMeta]]:
+        rows = (
+            self._conn()
+            .execute(
+                f"SELECT s.packet_id, s.user_id, s.shared_by, s.created_at, {_META}"
+                " FROM shares s JOIN packets p ON p.id = s.packet_id WHERE s.user_id = ?"
+                " ORDER BY s.created_at DESC, s.packet_id DESC LIMIT ?",
+                (user_id, limit),
+            )
+            .fetchall()
+        )
+        return [(self._share(row[:4]), PacketMeta(*row[4:])) for row in rows]
 
     # -- users and tokens -----------------------------------------------
 
@@ -1111,6 +1381,13 @@ class SqliteStore(Store):
             # The invites they made die with their membership, in the same transaction.
             db.execute(
                 "DELETE FROM invites WHERE team_id = ? AND created_by = ?", (team_id, user_id)
+            )
+            # So do their publications of the team's packets (the team's owner may publish
+            # any packet of the team; those are the owner's and stay).
+            db.execute(
+                "DELETE FROM publications WHERE created_by = ?"
+                " AND packet_id IN (SELECT id FROM packets WHERE team_id = ?)",
+                (user_id, team_id),
             )
         return removed > 0
 
@@ -1378,6 +1655,14 @@ class SqliteStore(Store):
             )
             row = db.execute("SELECT value FROM secrets WHERE name = ?", (name,)).fetchone()
         return bytes(row[0])
+
+
+def _hold_to(quota: Quota, before: Usage, after: Usage) -> None:
+    """``OverQuota`` when a write took its owner past ``quota`` and grew what they own."""
+    if (after.packets > quota.packets and after.packets > before.packets) or (
+        after.bytes > quota.bytes and after.bytes > before.bytes
+    ):
+        raise OverQuota(after, quota)
 
 
 def _replace_grant(grant: DeviceGrant, **changes: object) -> DeviceGrant:

@@ -99,6 +99,34 @@ class Row:
     id: str
     created_at: str
     goal: str
+    short: str = ""  # the id as shown: its shortest unique prefix (``ltm.ids.short_ids``)
+    project: str = ""
+    tags: tuple[str, ...] = ()
+    next_step: str = ""
+    scope: str | None = None  # in a list of every scope: the team's name, "" for personal
+
+
+def _row(r: Row, *, by: str | None = None) -> str:
+    """One listing entry: the goal (a link), then when, where, project, tags, the next step;
+    ``by``: who shared it, in the list of packets shared with the reader."""
+    meta = [f"<time>{text(r.created_at, 40)}</time>"]
+    if by is not None:
+        meta.append(f"shared by {text(by or 'a former user', 64)}")
+    if r.scope is not None:
+        meta.append(text(f"team {r.scope}" if r.scope else "personal", 60))
+    if r.project:
+        meta.append(f'<span class="project">{text(r.project, 60)}</span>')
+    meta.append(f"<code>{text(r.short or r.id)}</code>")
+    tags = "".join(f' <span class="tag">{text(t, 40)}</span>' for t in r.tags[:8])
+    step = (
+        f'<p class="snippet"><span class="k">Next</span> {text(r.next_step, GOAL_IN_LIST)}</p>'
+        if r.next_step
+        else ""
+    )
+    return (
+        f'<li><a href="<@>/web/packets/{seg(r.id)}">{text(r.goal or "(no goal)", GOAL_IN_LIST)}'
+        f'</a><span class="meta">{" · ".join(meta)}{tags}</span>{step}</li>'
+    )
 
 
 def packet_list(
@@ -110,13 +138,19 @@ def packet_list(
     project: str,
     older: str | None,
     owned_team: bool,
+    everywhere: bool = False,
 ) -> str:
-    scope = f"Team {team}" if team else "Your packets"
-    options = _scope_options(teams, team)
+    scope = f"Team {team}" if team else "All your scopes" if everywhere else "Your packets"
+    # Without teams (``ltm ui``, a new user) there is one scope: no control to pick it.
+    picker = (
+        '<div><label for="team">Scope</label>'
+        f'<select id="team" name="team">{_scope_options(teams, team)}</select></div>'
+        if teams
+        else ""
+    )
     form = (
         '<form method="get" action="<@>/web" class="filters" role="search">'
-        '<div><label for="team">Scope</label>'
-        f'<select id="team" name="team">{"".join(options)}</select></div>'
+        f"{picker}"
         '<div><label for="tag">Tag</label>'
         f'<input id="tag" name="tag" value="{attr(tag)}" maxlength="32" spellcheck="false"></div>'
         '<div><label for="project">Project</label>'
@@ -130,13 +164,9 @@ def packet_list(
             f'<p><a href="<@>/web/teams/{seg(team)}">Members'
             f"{' and pending invites' if owned_team else ''} of {text(team)}</a></p>"
         )
+    parts.append(f'<p><a href="{href("/web", shared="1")}">Shared with you</a></p>')
     if rows:
-        items = "".join(
-            f'<li><a href="<@>/web/packets/{seg(r.id)}">{text(r.goal or "(no goal)", GOAL_IN_LIST)}'
-            f'</a><span class="meta"><time>{text(r.created_at, 40)}</time>'
-            f" · <code>{text(r.id[:12])}</code></span></li>"
-            for r in rows
-        )
+        items = "".join(_row(r) for r in rows)
         parts.append(f'<ol class="packets" aria-label="Packets, newest first">{items}</ol>')
     else:
         filtered = tag or project
@@ -156,6 +186,24 @@ def packet_list(
     return "".join(parts)
 
 
+@dataclass(frozen=True, slots=True)
+class SharedRow:
+    row: Row
+    by: str  # who shared it (display name)
+
+
+def shared_list(rows: Sequence[SharedRow]) -> str:
+    """``GET /web?shared=1``: the packets other users shared with the reader, read-only."""
+    parts = ["<h1>Shared with you</h1>"]
+    if rows:
+        items = "".join(_row(r.row, by=r.by) for r in rows)
+        parts.append(f'<ol class="packets" aria-label="Shared packets, newest first">{items}</ol>')
+    else:
+        parts.append('<p class="empty">Nobody has shared a packet with you.</p>')
+    parts.append('<p><a href="<@>/web">Back to the list</a></p>')
+    return "".join(parts)
+
+
 def _scope_options(teams: Sequence[str], team: str | None) -> str:
     options = ['<option value="">Personal</option>'] + [
         f'<option value="{attr(name)}"{" selected" if name == team else ""}>{text(name)}</option>'
@@ -167,16 +215,20 @@ def _scope_options(teams: Sequence[str], team: str | None) -> str:
 def search_form(q: str, teams: Sequence[str], team: str | None, *, all_scopes: bool) -> str:
     """The search box (``GET /web?q=``): one scope, or every scope of the reader."""
     checked = " checked" if all_scopes else ""
+    scopes = (
+        '<div><label for="search-team">In</label>'
+        f'<select id="search-team" name="team">{_scope_options(teams, team)}</select></div>'
+        f'<div class="check"><input type="checkbox" id="all" name="all" value="1"{checked}>'
+        '<label for="all">All my scopes</label></div>'
+        if teams  # one scope only: nothing to choose
+        else ""
+    )
     return (
         '<form method="get" action="<@>/web" class="search" role="search">'
         '<div class="grow"><label for="q">Search</label>'
         f'<input id="q" name="q" type="search" value="{attr(q)}" maxlength="512"'
         ' spellcheck="false" placeholder="words, &quot;a phrase&quot;, pref*, tag:x, project:y">'
-        "</div>"
-        '<div><label for="search-team">In</label>'
-        f'<select id="search-team" name="team">{_scope_options(teams, team)}</select></div>'
-        f'<div class="check"><input type="checkbox" id="all" name="all" value="1"{checked}>'
-        '<label for="all">All my scopes</label></div>'
+        f"</div>{scopes}"
         '<div><button type="submit">Search</button></div></form>'
     )
 
@@ -207,6 +259,7 @@ class Hit:
     field: str
     snippet: str
     highlights: tuple[tuple[int, int], ...]
+    short: str = ""  # the id as shown (``ltm.ids.short_ids``)
 
 
 def search_results(
@@ -230,7 +283,8 @@ def search_results(
         items = "".join(
             f'<li><a href="<@>/web/packets/{seg(h.id)}">{text(h.goal or "(no goal)", GOAL_IN_LIST)}'
             f'</a><span class="meta">{text(f"team {h.team}" if h.team else "personal")}'
-            f" · <time>{text(h.created_at, 40)}</time> · <code>{text(h.id[:12])}</code></span>"
+            f" · <time>{text(h.created_at, 40)}</time>"
+            f" · <code>{text(h.short or h.id)}</code></span>"
             f'<p class="snippet"><span class="k">{text(h.field, 40)}</span> '
             f"{highlighted(h.snippet, h.highlights)}</p></li>"
             for h in hits
@@ -328,6 +382,8 @@ def packet_page(
     public_url: str | None = None,
     can_delete: bool = False,
     conforming: bool = True,
+    shared_with: Sequence[str] = (),
+    shared_by: str | None = None,
 ) -> str:
     """A packet in the resume block's order: what must not go wrong first, the next step last."""
     decisions = _dicts(packet, "decisions")
@@ -367,6 +423,10 @@ def packet_page(
         facts.append(("Continued by", f'<ul class="children">{links}</ul>'))
     if public_url:
         facts.append(("Public page", f'<code class="url">{text(public_url)}</code>'))
+    if shared_with:
+        facts.append(("Shared with", text(", ".join(shared_with))))
+    if shared_by is not None:
+        facts.append(("Shared with you by", text(shared_by or "a former user")))
     if not conforming:
         facts.append(("Schema", "accepted in lenient mode: it does not conform"))
     dl = "".join(f"<dt>{text(k)}</dt><dd>{v}</dd>" for k, v in facts)
@@ -495,8 +555,12 @@ def sign_in(
         )
     return (
         f"<h1>Sign in</h1>{message}"
+        # Most people never saw a token (they joined by invite, or signed in from a
+        # browser): the CLI they signed in with can sign this browser in instead.
+        "<p>Signed in with the ltm CLI? Run <code>ltm open</code> on that machine: it opens"
+        " this view in your browser, already signed in, without showing a token.</p>"
         f'<form method="post" action="{ROOT}{attr(action)}">{hidden}'
-        '<label for="token">Your ltm token</label>'
+        '<label for="token">Or: your ltm token</label>'
         '<input type="password" id="token" name="token" autocomplete="off" spellcheck="false"'
         " required>"
         '<p class="note">A token you use on a signed-in machine (<code>ltm whoami</code> shows'

@@ -29,6 +29,14 @@ id, an expiry (``SESSION_SECONDS``) and the user's session generation.
 Signing out bumps the generation (a store counter), which ends every session
 of that user at once, this browser's and any copy of its cookie.
 
+A session signed in with a token (the token form, ``ltm open``'s key) also
+carries that token's hash, and every page looks the token up again (one read,
+which also gives the user, so it costs no more than reading the user did):
+revoking the token (``ltm tokens revoke``, ``ltm server revoke-token``) ends
+every browser session made with it at once, as it ends the token's API
+access. The hash is what the store itself keeps, never the token, and it
+signs nobody in to the API.
+
 Every answer carries a strict Content-Security-Policy (``default-src
 'none'``; only same-origin script, style, images and form targets), no
 framing, ``no-store``, ``nosniff`` and ``no-referrer``. The two forms that
@@ -53,17 +61,20 @@ from urllib.parse import quote, urlsplit
 from ..service import tokens
 from ..service.errors import InsufficientScope, ServiceError
 from ..service.users import now as utc_now
-from ..store import User
+from ..store import FULL_SCOPE, User
 from . import render
 from .device import BadForm, WebRequest, WebResponse, page_headers, parse_form
 
 if TYPE_CHECKING:
+    from ..service.access import Caller
     from .device import DeviceWeb
 
 T = TypeVar("T")
 SESSION_SECONDS = 8 * 3600
 GENERATION_KEEP = timedelta(days=2)  # a generation counter outlives every session it ends
 UI_KEY_ENV = "LTM_UI_KEY"
+WEB_HOST_ENV = "LTM_WEB_HOST"  # ltm ui: the one Host (name:port) its pages answer on
+KEY_SECONDS = 120  # a web sign-in key's life: enough to open a browser, not to linger
 LOCAL_USER = "local"
 STATIC = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
 _STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -112,9 +123,14 @@ class WebView:
         device_web: DeviceWeb,
         *,
         ui_key: str | None = None,
+        web_host: str | None = None,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.device = device_web
+        # ltm ui serves on a random name of its own (``<random>.localhost:<port>``): its
+        # cookie then belongs to that name alone. Cookies do not separate ports, so on
+        # 127.0.0.1 a page another local user serves on another port would receive it.
+        self.web_host = web_host.lower() if web_host else None
         self.store = device_web.store
         self.signer = device_web.signer
         self.ui_key = ui_key
@@ -135,11 +151,34 @@ class WebView:
     def answer(self, handler: str, request: WebRequest, **params: str) -> WebResponse:
         """Run the page ``handler`` for ``request`` (what app.py calls)."""
         self._request.base = request.base_url
+        if self.web_host is not None and urlsplit(request.base_url).netloc.lower() != (
+            self.web_host
+        ):
+            return self._misdirected()
         return getattr(self, handler)(request, **params)
 
     @classmethod
     def from_env(cls, device_web: DeviceWeb, environ: Mapping[str, str] = os.environ) -> WebView:
-        return cls(device_web, ui_key=environ.get(UI_KEY_ENV) or None)
+        return cls(
+            device_web,
+            ui_key=environ.get(UI_KEY_ENV) or None,
+            web_host=environ.get(WEB_HOST_ENV) or None,
+        )
+
+    def _misdirected(self) -> WebResponse:
+        """421 for a request under another host name: nothing is read, no cookie is set.
+
+        The name this view answers on is not repeated here: it is what keeps the
+        session cookie from the other users of this machine.
+        """
+        body = render.problem(
+            "Wrong address",
+            "This view answers only at the address its terminal printed. Open that"
+            " address, or run the command again.",
+            link=None,
+        )
+        page = render.layout("Wrong address", body, nav=None, status="", root="")
+        return WebResponse(421, page, headers())
 
     @property
     def local(self) -> bool:
@@ -162,21 +201,25 @@ class WebView:
     def _generation_key(self, user_id: str) -> str:
         return f"web-session:{user_id}"
 
-    def start_session(self, request: WebRequest, user: User) -> str:
-        """The Set-Cookie that signs ``user`` in to this browser."""
+    def start_session(self, request: WebRequest, user: User, *, token_hash: str = "") -> str:
+        """The Set-Cookie that signs ``user`` in to this browser.
+
+        ``token_hash``: the token the person signed in with; the session lasts only as
+        long as that token does.
+        """
         when = self.clock()
         generation = (
             0 if self.local else self.store.read_counter(self._generation_key(user.id), when)
         )
-        value = self.signer.sign(
-            "web-session",
-            {
-                "u": user.id,
-                "g": generation,
-                "n": secrets.token_urlsafe(16),
-                "exp": int(when.timestamp()) + SESSION_SECONDS,
-            },
-        )
+        payload: dict[str, Any] = {
+            "u": user.id,
+            "g": generation,
+            "n": secrets.token_urlsafe(16),
+            "exp": int(when.timestamp()) + SESSION_SECONDS,
+        }
+        if token_hash:
+            payload["t"] = token_hash
+        value = self.signer.sign("web-session", payload)
         return self._cookie(request, value, SESSION_SECONDS)
 
     def _session(self, request: WebRequest) -> tuple[User, str] | None:
@@ -200,8 +243,17 @@ class WebView:
             return User(LOCAL_USER, LOCAL_USER, when), nonce
         if payload.get("g") != self.store.read_counter(self._generation_key(user_id), when):
             return None  # signed out since
-        user = self.store.get_user(user_id)
-        return (user, nonce) if user is not None else None
+        token_hash = payload.get("t")
+        if token_hash is None:  # signed in without a token (Cognito, a device approval)
+            user = self.store.get_user(user_id)
+            return (user, nonce) if user is not None else None
+        found = self.store.token_owner(str(token_hash))
+        if found is None or found[1].id != user_id:
+            return None  # the token was revoked: so is every session made with it
+        record, user = found
+        if not set(FULL_SCOPE.split()) <= set(record.scope.split()):
+            return None
+        return user, nonce
 
     def _csrf(self, nonce: str) -> str:
         return self.signer.mac("web-csrf", nonce)
@@ -301,31 +353,69 @@ class WebView:
 
         if "q" in request.query:
             return self._search(request)
+        if _one(request.query, "shared") == "1":
+            return self._shared(request)
         team = _one(request.query, "team") or None
         tag = _one(request.query, "tag").strip()
         project = _one(request.query, "project").strip()
         after = _one(request.query, "after") or None
+        # No scope asked for (the landing page): every scope of the reader, merged.
+        everywhere = "team" not in request.query
         read = self._read(
             request,
             _path_of(request, "/web"),
             lambda user: browse.listing(
-                self.store, user, team=team, tag=tag, project=project, after=after
+                self.store,
+                user,
+                team=team,
+                tag=tag,
+                project=project,
+                after=after,
+                everywhere=everywhere,
             ),
         )
         if isinstance(read, WebResponse):
             return read
         shown = read.value
+        ids = [m.id for m in shown.rows]
+        short = dict(zip(ids, _short(ids), strict=True))
         body = render.packet_list(
-            rows=[render.Row(m.id, m.created_at, m.goal) for m in shown.rows],
+            rows=[
+                _row(m, short[m.id], shown.details.get(m.id), (shown.scopes or {}).get(m.id))
+                for m in shown.rows
+            ],
             teams=[t.name for t in shown.teams],
             team=shown.team.name if shown.team else None,
             tag=tag,
             project=project,
             older=shown.older,
             owned_team=shown.owns_team,
+            everywhere=shown.everywhere,
         )
         notice = "Packet deleted." if _one(request.query, "done") == "deleted" else ""
         return self._page(200, "Packets", body, nav=read.nav, notice=notice)
+
+    def _shared(self, request: WebRequest) -> WebResponse:
+        """``GET /web?shared=1``: the packets other users shared with the reader."""
+        from ..service import browse
+
+        read = self._read(
+            request,
+            _path_of(request, "/web"),
+            lambda user: browse.shared_listing(self.store, user),
+        )
+        if isinstance(read, WebResponse):
+            return read
+        got = read.value
+        metas = [r.meta for r in got.received]
+        short = _short([m.id for m in metas])
+        rows = [
+            render.SharedRow(
+                _row(r.meta, s, got.details.get(r.meta.id), None), r.by.display if r.by else ""
+            )
+            for r, s in zip(got.received, short, strict=True)
+        ]
+        return self._page(200, "Shared with you", render.shared_list(rows), nav=read.nav)
 
     def _search(self, request: WebRequest) -> WebResponse:
         """``GET /web?q=``: ``search.search`` over one scope or all of the reader's."""
@@ -342,6 +432,7 @@ class WebView:
         if isinstance(read, WebResponse):
             return read
         found = read.value
+        short = _short([f.meta.id for f in found.found])
         body = render.search_results(
             q=q,
             hits=[
@@ -353,8 +444,9 @@ class WebView:
                     f.field,
                     f.snippet,
                     f.highlights,
+                    shown,
                 )
-                for f in found.found
+                for f, shown in zip(found.found, short, strict=True)
             ],
             teams=[t.name for t in found.teams],
             team=team,
@@ -391,6 +483,8 @@ class WebView:
             children=children,
             public=url,
             can_delete=view.can_delete,
+            shared_with=[f"{s.user.display} ({s.user.id})" for s in view.shares],
+            shared_by=view.shared_by.display if view.shared_by else None,
         )
         return self._page(200, str(view.data.get("goal") or id), body, nav=read.nav)
 
@@ -405,6 +499,8 @@ class WebView:
         children: Sequence[render.Child] = (),
         public: str | None = None,
         can_delete: bool = False,
+        shared_with: Sequence[str] = (),
+        shared_by: str | None = None,
     ) -> str:
         from ..resume import render as resume_block
 
@@ -418,6 +514,8 @@ class WebView:
             public_url=public,
             can_delete=can_delete,
             conforming=conforming,
+            shared_with=shared_with,
+            shared_by=shared_by,
         )
 
     def delete(self, request: WebRequest, id: str) -> WebResponse:
@@ -624,7 +722,8 @@ class WebView:
             return again(403, "That token may only read; sign in with a full-access token.")
         except ServiceError:
             return again(401, "That token was not accepted.")
-        return self._redirect(next_path, self.start_session(request, user))
+        session_cookie = self.start_session(request, user, token_hash=tokens.hash_token(secret))
+        return self._redirect(next_path, session_cookie)
 
     def _to_cognito(
         self, request: WebRequest, session: str, next_path: str, when: datetime
@@ -674,10 +773,20 @@ class WebView:
         return self._redirect("/web/signin?out=1", clear)
 
     def ui(self, request: WebRequest) -> WebResponse:
-        """``GET /web/ui?key=``: ``ltm ui``'s one-time key, exchanged for a session cookie."""
+        """``/web/ui``: ``ltm ui``'s one-time key, exchanged for a session cookie.
+
+        ``POST`` (the form ``ltm ui``'s private forwarding page posts: the key stays out
+        of URLs and history), or ``GET ?key=`` (the URL printed for a person to open).
+        """
         if self.ui_key is None:
             return self._not_found(None)
-        key = _one(request.query, "key")
+        if request.method == "POST":
+            try:
+                key = _one(parse_form(request), "key")
+            except BadForm:
+                key = ""
+        else:
+            key = _one(request.query, "key")
         with self._ui_lock:
             good = not self._ui_used and hmac.compare_digest(key.encode(), self.ui_key.encode())
             if good:
@@ -694,7 +803,112 @@ class WebView:
                 nav=None,
             )
         user = User(LOCAL_USER, LOCAL_USER, self.clock())
-        return self._redirect("/web", self.start_session(request, user))
+        cookie = self.start_session(request, user)
+        if request.method == "GET":
+            return self._redirect("/web", cookie)
+        # The POST came from the private forwarding page (a file: another site, to the
+        # browser). A redirect would continue that cross-site navigation, on which a
+        # SameSite=Strict cookie is not sent; a refresh from this page is same-site.
+        target = render.attr(self._base.rstrip("/") + "/web")
+        page = (
+            '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="refresh" content="0;url={target}"><title>ltm</title></head>'
+            f'<body><p><a href="{target}">Continue to your packets</a></p></body></html>\n'
+        )
+        return WebResponse(200, page, headers({"Set-Cookie": cookie}))
+
+    # -- signing a browser in from the CLI (ltm open) --------------------------------------
+
+    def sign_in_key(self, caller: Caller, base_url: str) -> dict[str, Any]:
+        """``POST /v1/web/sign-in-key``: a key that signs a browser in as the caller, once.
+
+        For people who never saw a token (they joined by invite, or signed in with
+        the device flow): the CLI trades its own credentials for this key and hands
+        it to the browser through a private page (never a command line). The key is
+        signed (no store write), lives ``KEY_SECONDS`` and works once; the session it
+        starts carries the CLI token's hash, so revoking that token ends it. Needs
+        the full scope, as a web session may delete.
+        """
+        from ..service.access import Credential, user_of
+
+        user = user_of(self.store, caller, need=FULL_SCOPE)
+        token_hash = caller.token_hash if isinstance(caller, Credential) else ""
+        when = self.clock()
+        key = self.signer.sign(
+            "web-key",
+            {
+                "u": user.id,
+                "t": token_hash,
+                "n": secrets.token_urlsafe(16),
+                "exp": int(when.timestamp()) + KEY_SECONDS,
+            },
+        )
+        return {"url": base_url.rstrip("/") + "/web/key", "key": key, "expires_in": KEY_SECONDS}
+
+    def key_sign_in(self, request: WebRequest) -> WebResponse:
+        """``POST /web/key``: a key from ``sign_in_key`` becomes this browser's session."""
+        if self.local:
+            return self._not_found(None)
+        try:
+            form = parse_form(request)
+        except BadForm:
+            form = {}
+        when = self.clock()
+        payload = self.signer.unsign("web-key", _one(form, "key"), when)
+        user: User | None = None
+        token_hash = ""
+        if payload is not None:
+            nonce, token_hash = str(payload.get("n", "")), str(payload.get("t", ""))
+            expires = datetime.fromtimestamp(float(payload["exp"]), when.tzinfo)
+            # Single use across processes: the first redemption counts 1, any replay more.
+            if nonce and self.store.add_to_counter(f"web-key:{nonce}", when, expires) == 1:
+                user = self._key_user(str(payload.get("u", "")), token_hash)
+        if user is None:
+            return self._page(
+                403,
+                "Sign-in link expired",
+                render.problem(
+                    "Sign-in link expired",
+                    "This sign-in was used already, took too long, or its token was revoked."
+                    " Run ltm open again.",
+                    link=None,
+                ),
+                nav=None,
+            )
+        next_path = _safe_next(_one(form, "next"))
+        return self._redirect(next_path, self.start_session(request, user, token_hash=token_hash))
+
+    def _key_user(self, user_id: str, token_hash: str) -> User | None:
+        """The key's user, while the token it was made with still stands (full scope)."""
+        if not token_hash:
+            return self.store.get_user(user_id)
+        found = self.store.token_owner(token_hash)
+        if found is None or found[1].id != user_id:
+            return None
+        if not set(FULL_SCOPE.split()) <= set(found[0].scope.split()):
+            return None
+        return found[1]
+
+
+def _short(ids: list[str]) -> list[str]:
+    """The ids as a page shows them: each its shortest prefix unique among the rows."""
+    from ..ids import short_ids
+
+    return short_ids(ids)
+
+
+def _row(meta: Any, short: str, details: Any, scope: str | None) -> render.Row:
+    """A listing row from a packet's meta and ``browse.Details`` (tags, next step)."""
+    return render.Row(
+        meta.id,
+        meta.created_at,
+        meta.goal,
+        short=short,
+        project=meta.project or "",
+        tags=tuple(details.tags) if details else (),
+        next_step=details.next_step if details else "",
+        scope=scope,
+    )
 
 
 def _origin(base_url: str) -> str:

@@ -1,26 +1,49 @@
-"""``ltm hooks install|uninstall claude-code|codex``: wire ``ltm hook`` into a harness.
+"""``ltm hooks install|uninstall HARNESS``: wire ``ltm hook`` into an agent harness.
 
-The entries, per harness and its documentation:
+Each harness keeps its hooks in a JSON file of its own shape; the files, events
+and entry fields below follow each one's documentation:
 
-- Claude Code keeps hooks in ``settings.json`` under ``hooks.<Event>``: a list
-  of ``{"matcher", "hooks": [{"type": "command", "command", "timeout"}]}``
-  groups; the user's file is ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR``
-  when set), a project's ``.claude/settings.json``.
+- Claude Code: ``settings.json`` under ``hooks.<Event>``, a list of
+  ``{"matcher", "hooks": [{"type": "command", "command", "timeout"}]}`` groups;
+  the user's ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR`` when set), a
+  project's ``.claude/settings.json``.
   https://code.claude.com/docs/en/hooks (Configuration)
-- Codex reads the same shape from ``hooks.json`` beside its ``config.toml``
-  (``~/.codex``, or ``$CODEX_HOME``; a project's ``.codex``). Hooks sit behind
-  the ``[features]`` flag ``codex_hooks = true`` in older releases (newer ones
-  enable them by default and keep ``codex_hooks`` as an alias of ``hooks``), so
-  the flag is set when the file says nothing about it, and a new hook must be
-  trusted once in Codex before it runs.
+- Codex: the same shape in ``hooks.json`` beside ``config.toml`` (``~/.codex``,
+  or ``$CODEX_HOME``; a project's ``.codex``). Older releases keep hooks behind
+  ``[features] codex_hooks = true`` (newer ones enable them by default and keep
+  ``codex_hooks`` as an alias of ``hooks``), so the flag is set when the file says
+  nothing about it; a new hook must be trusted once in Codex before it runs.
   https://developers.openai.com/codex/hooks
+- Gemini CLI: ``settings.json`` (``~/.gemini``, a project's ``.gemini``) under
+  ``hooks.<Event>`` in Claude Code's group shape; ``timeout`` is in milliseconds
+  and ``name`` identifies the hook to ``/hooks enable|disable``. Its events are
+  ``SessionStart``, ``PreCompress``, ``AfterAgent`` and ``BeforeAgent``.
+  https://geminicli.com/docs/hooks/reference
+- Cursor: ``hooks.json`` (``~/.cursor``, a project's ``.cursor``):
+  ``{"version": 1, "hooks": {"sessionStart": [{"command", "timeout"}], ...}}``,
+  one flat list of entries per event.
+  https://cursor.com/docs/agent/hooks
+- GitHub Copilot (the CLI and VS Code's agent mode): ``*.json`` files in
+  ``~/.copilot/hooks`` (``$COPILOT_HOME/hooks``) or a repository's
+  ``.github/hooks``; ltm writes its own ``ltm.json`` there, flat lists of
+  ``{"type": "command", "command", "bash", "timeout"}`` under the PascalCase
+  event names, which both read with Claude Code's field names (snake_case input,
+  ``hookSpecificOutput`` output).
+  https://docs.github.com/en/copilot/reference/hooks-reference
+  https://code.visualstudio.com/docs/agents/reference/hooks-reference
 
-The events: ``SessionStart`` (inject the project's newest packet),
-``PreCompact`` and ``Stop`` (remind to save). ``--write`` merges them into the
-file, replacing an earlier ltm entry of the same event and keeping every
-other hook and setting (the JSON is edited in place, as ``ltm mcp install``
-does); a second run changes nothing; ``uninstall`` removes exactly the ltm
-entries (and the feature flag line it added).
+The events: session start (inject the project's newest packet), before
+compaction and when the agent stops (remind to save), and, where the harness
+lets a hook add context to a prompt and the user did not say ``--no-recall``,
+each prompt (recall a matching packet).
+
+``--write`` edits the file in place, touching exactly the entries ltm wrote: an
+entry is ltm's when its command runs an ``ltm`` program with ``hook EVENT``
+(past any ``NAME=value`` it sets first), nothing looser, so a user's
+``notify-send 'ltm hook done'`` is never taken for one. A user's own hook that
+shares a group with an ltm entry stays where it is; ltm's entry leaves that
+group and ltm's own group is added. A second run changes nothing; ``uninstall``
+removes exactly ltm's entries (and the Codex feature flag line it added).
 """
 
 from __future__ import annotations
@@ -30,13 +53,15 @@ import os
 import re
 import shlex
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ltm.cli.agents.mcp.install import (
     JsoncError,
     MergeError,
+    _after_value,
+    _checked,
     append_item,
     ltm_command,
     merge,
@@ -49,66 +74,207 @@ from ltm.cli.agents.mcp.install import (
 )
 from ltm.cli.errors import CliError
 
-EVENTS = (("SessionStart", "session-start"), ("PreCompact", "pre-compact"), ("Stop", "stop"))
 TIMEOUT = 5  # seconds the harness waits; ltm hook gives up by itself within 1.5 s
 FLAG_LINE = "codex_hooks = true  # added by ltm hooks install"
 HEADER_LINE = "[features]  # added by ltm hooks install"
-# An ltm hook command, whatever the path to ltm: ".../ltm hook EVENT" or "-m ltm.cli hook"
-# (also the module paths earlier versions wrote: ltm.cli.entry, ltm.cli.start.entry).
-_OURS = re.compile(
-    r"(?:^|[\s/\\'\"])(?:ltm(?:\.exe)?['\"]?|-m ltm\.cli(?:\.start)?(?:\.entry)?)\s+hook\s"
-)
+HOOK_VERBS = ("session-start", "pre-compact", "stop", "session-end", "user-prompt")
+RECALL = "user-prompt"  # the verb of the prompt-recall hook
 
 
-@dataclass(frozen=True)
-class Harness:
+class Event(NamedTuple):
+    name: str  # the harness's event name
+    verb: str  # what ltm hook is asked to do
+
+
+class Harness(NamedTuple):
     name: str
     display: str
     hooks_file: Path
-    config_toml: Path | None  # where the feature flag goes (Codex)
+    config_toml: Path | None  # where Codex's feature flag goes
+    events: tuple[Event, ...]  # every event ltm can wire, the recall one included
+    grouped: bool  # Claude Code's {"matcher", "hooks": [...]} groups, else flat entries
+    version: int | None  # a top-level "version" the file carries (Cursor, Copilot)
 
 
-def _folder(dot: str, env_var: str, *, project: bool) -> Path:
-    """The harness's folder: the project's ``.claude``/``.codex``, else the user's (which
-    ``$CLAUDE_CONFIG_DIR``/``$CODEX_HOME`` move, as the harness itself honours them)."""
+# The events of each harness, in the order they are written (recall last).
+CLAUDE_EVENTS = (
+    Event("SessionStart", "session-start"),
+    Event("PreCompact", "pre-compact"),
+    Event("Stop", "stop"),
+    Event("UserPromptSubmit", RECALL),
+)
+GEMINI_EVENTS = (
+    Event("SessionStart", "session-start"),
+    Event("PreCompress", "pre-compact"),
+    Event("AfterAgent", "stop"),
+    Event("BeforeAgent", RECALL),
+)
+# Cursor's beforeSubmitPrompt can only let a prompt through or stop it (no added
+# context), so there is no recall hook for Cursor.
+CURSOR_EVENTS = (
+    Event("sessionStart", "session-start"),
+    Event("preCompact", "pre-compact"),
+    Event("stop", "stop"),
+)
+NAMES = ("claude-code", "codex", "cursor", "copilot", "gemini")
+# The events every installed harness must have for memory to work (doctor checks them).
+EVENTS = tuple((e.name, e.verb) for e in CLAUDE_EVENTS if e.verb != RECALL)
+
+
+def _folder(dot: str, env_var: str | None, *, project: bool) -> Path:
+    """The harness's folder: the project's ``.claude``/``.codex``/..., else the user's
+    (which ``$CLAUDE_CONFIG_DIR``/``$CODEX_HOME``/``$COPILOT_HOME`` move, as the harness
+    itself honours them)."""
     if project:
         return Path.cwd() / dot
-    moved = os.environ.get(env_var)
+    moved = os.environ.get(env_var) if env_var else None
     return Path(moved) if moved else Path.home() / dot
 
 
 def harness(name: str, *, project: bool) -> Harness:
     if name == "claude-code":
         base = _folder(".claude", "CLAUDE_CONFIG_DIR", project=project)
-        return Harness(name, "Claude Code", base / "settings.json", None)
+        return Harness(name, "Claude Code", base / "settings.json", None, CLAUDE_EVENTS, True, None)
     if name == "codex":
         base = _folder(".codex", "CODEX_HOME", project=project)
-        return Harness(name, "Codex", base / "hooks.json", base / "config.toml")
-    raise CliError(f"unknown harness {name!r}: claude-code or codex")
+        toml = base / "config.toml"
+        return Harness(name, "Codex", base / "hooks.json", toml, CLAUDE_EVENTS, True, None)
+    if name == "gemini":
+        base = _folder(".gemini", None, project=project)
+        return Harness(name, "Gemini CLI", base / "settings.json", None, GEMINI_EVENTS, True, None)
+    if name == "cursor":
+        base = _folder(".cursor", None, project=project)
+        return Harness(name, "Cursor", base / "hooks.json", None, CURSOR_EVENTS, False, 1)
+    if name == "copilot":
+        folder = Path.cwd() / ".github" / "hooks" if project else _copilot_home() / "hooks"
+        return Harness(name, "GitHub Copilot", folder / "ltm.json", None, CLAUDE_EVENTS, False, 1)
+    raise CliError(f"unknown harness {name!r}: {', '.join(NAMES)}", exit_code=2)
 
 
-def command(event: str, harness_name: str) -> str:
+def _copilot_home() -> Path:
+    moved = os.environ.get("COPILOT_HOME")
+    return Path(moved) if moved else Path.home() / ".copilot"
+
+
+def can_recall(h: Harness) -> bool:
+    return any(e.verb == RECALL for e in h.events)
+
+
+def wanted(h: Harness, *, recall: bool) -> tuple[Event, ...]:
+    return tuple(e for e in h.events if recall or e.verb != RECALL)
+
+
+# -- the commands and entries ltm writes ---------------------------------------------
+
+
+def command(verb: str, harness_name: str, *, all_scopes: bool = False) -> str:
     """The shell command a harness runs: this very ltm, with the store it uses."""
     env = [f"{k}={shlex.quote(v)}" for k, v in passed_env().items()]
-    return " ".join([*env, shlex.join([*ltm_command(), "hook", event, "--harness", harness_name])])
+    words = [*ltm_command(), "hook", verb, "--harness", harness_name]
+    if all_scopes and verb == RECALL:
+        words.append("--all-scopes")
+    return " ".join([*env, shlex.join(words)])
 
 
-def groups(h: Harness) -> dict[str, dict[str, Any]]:
-    """One matcher group per event (no matcher: every source and trigger)."""
-    return {
-        event: {
-            "hooks": [{"type": "command", "command": command(verb, h.name), "timeout": TIMEOUT}]
-        }
-        for event, verb in EVENTS
-    }
+def entry(h: Harness, event: Event, *, all_scopes: bool = False) -> dict[str, Any]:
+    """One hook entry in the harness's own fields."""
+    run = command(event.verb, h.name, all_scopes=all_scopes)
+    if h.name == "gemini":  # milliseconds, and a name for /hooks enable|disable
+        name = f"ltm-{event.verb}"
+        return {"name": name, "type": "command", "command": run, "timeout": 1000 * TIMEOUT}
+    if h.name == "cursor":
+        return {"command": run, "timeout": TIMEOUT}
+    if h.name == "copilot":  # "bash" for the CLI's older releases, "command" for VS Code
+        return {"type": "command", "command": run, "bash": run, "timeout": TIMEOUT}
+    return {"type": "command", "command": run, "timeout": TIMEOUT}
+
+
+def item(h: Harness, event: Event, *, all_scopes: bool = False) -> dict[str, Any]:
+    """What goes in the event's list: a group of its own (no matcher: every source and
+    trigger) or, in the flat files, the entry itself."""
+    one = entry(h, event, all_scopes=all_scopes)
+    return {"hooks": [one]} if h.grouped else one
+
+
+def snippet(h: Harness, *, recall: bool, all_scopes: bool) -> dict[str, Any]:
+    hooks = {e.name: [item(h, e, all_scopes=all_scopes)] for e in wanted(h, recall=recall)}
+    return {"version": h.version, "hooks": hooks} if h.version is not None else {"hooks": hooks}
+
+
+_ENV_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)
+# Module paths earlier versions ran ltm by: python -m ltm.cli[.start][.entry]
+_MODULES = (["ltm.cli"], ["ltm.cli.entry"], ["ltm.cli.start.entry"])
+
+
+def hook_verb(command_line: str) -> str | None:
+    """The ``ltm hook`` verb a command runs, or None when it is not an ltm hook.
+
+    The program itself must be ltm (``.../ltm``, ``ltm.exe`` or ``python -m ltm.cli``),
+    past any ``NAME=value`` words, followed by ``hook`` and one of ltm's verbs: a
+    command that merely mentions ``ltm hook`` (``notify-send 'ltm hook done'``) is
+    the user's.
+    """
+    try:
+        words = shlex.split(command_line)
+    except ValueError:
+        return None
+    while words and _ENV_WORD.fullmatch(words[0]):
+        words.pop(0)
+    if not words:
+        return None
+    program = re.split(r"[/\\]", words[0])[-1].lower()
+    if program in ("ltm", "ltm.exe"):
+        rest = words[1:]
+    elif program.startswith("python") and words[1:2] == ["-m"] and words[2:3] in _MODULES:
+        rest = words[3:]
+    else:
+        return None
+    if len(rest) < 2 or rest[0] != "hook" or rest[1] not in HOOK_VERBS:
+        return None
+    return rest[1]
+
+
+def is_ours_entry(value: Any) -> bool:
+    """One hook entry that runs ``ltm hook`` (its ``command``, or Copilot's ``bash``)."""
+    if not isinstance(value, dict):
+        return False
+    run = value.get("command", value.get("bash"))
+    return isinstance(run, str) and hook_verb(run) is not None
+
+
+def _entries(group: Any) -> list[Any]:
+    hooks = group.get("hooks") if isinstance(group, dict) else None
+    return hooks if isinstance(hooks, list) else []
 
 
 def is_ours(group: Any) -> bool:
-    hooks = group.get("hooks") if isinstance(group, dict) else None
-    return isinstance(hooks, list) and any(
-        isinstance(h, dict) and isinstance(h.get("command"), str) and _OURS.search(h["command"])
-        for h in hooks
-    )
+    """A group holding at least one ltm entry."""
+    return any(is_ours_entry(e) for e in _entries(group))
+
+
+def _only_ours(group: Any) -> bool:
+    """A group ltm may drop whole: ltm's entries and nothing of the user's."""
+    entries = _entries(group)
+    return bool(entries) and all(is_ours_entry(e) for e in entries)
+
+
+def ours_in(h: Harness, items: list[Any]) -> list[dict[str, Any]]:
+    """ltm's entries among an event's list."""
+    if h.grouped:
+        return [e for g in items for e in _entries(g) if is_ours_entry(e)]
+    return [e for e in items if is_ours_entry(e)]
+
+
+def ltm_commands(h: Harness, doc: Any) -> dict[str, list[str]]:
+    """{event: the commands of its ltm entries} of a hooks file (doctor reads this)."""
+    hooks = doc.get("hooks") if isinstance(doc, dict) else None
+    found: dict[str, list[str]] = {}
+    for event, items in hooks.items() if isinstance(hooks, dict) else ():
+        if isinstance(items, list):
+            runs = [e.get("command", e.get("bash")) for e in ours_in(h, items)]
+            if runs:
+                found[str(event)] = [str(r) for r in runs]
+    return found
 
 
 # -- the JSON file -----------------------------------------------------------------
@@ -127,23 +293,60 @@ def _current(path: Path, text: str) -> dict[str, Any]:
     return hooks
 
 
-def install_json(h: Harness) -> list[str]:
-    """Merge the groups into the hooks file; what changed (empty: nothing)."""
+def _event_list(path: Path, hooks: dict[str, Any], event: str) -> list[Any]:
+    existing = hooks.get(event, [])
+    if not isinstance(existing, list):
+        raise CliError(f'{path}: "hooks.{event}" is not a list; nothing was written')
+    return existing
+
+
+def _drop_ours(h: Harness, text: str, event: str) -> str:
+    """The text without ltm's entries of one event; the user's entries keep their text
+    and their groups, an ltm-only group goes whole."""
+    path = h.hooks_file
+    if not h.grouped:
+        return _edit(path, remove_items, text, ("hooks", event), is_ours_entry)
+    text = _edit(path, remove_items, text, ("hooks", event), _only_ours)
+    items = _current(path, text).get(event, [])
+    for i in reversed(range(len(items))):
+        if is_ours(items[i]):  # a group the user shares with an ltm entry
+            text = _edit(path, _remove_at, text, ("hooks", event, i, "hooks"), is_ours_entry)
+    return text
+
+
+def install_json(h: Harness, *, recall: bool = True, all_scopes: bool = False) -> list[str]:
+    """Merge ltm's entries into the hooks file; what changed (empty: nothing)."""
     target, raw, text = read_config(h.hooks_file)
     hooks = _current(h.hooks_file, text)
+    if h.version is not None and not text.strip():
+        text = json.dumps({"version": h.version}, indent=2) + "\n"
     changed = []
-    for event, group in groups(h).items():
-        existing = hooks.get(event, [])
-        if not isinstance(existing, list):
-            raise CliError(f'{h.hooks_file}: "hooks.{event}" is not a list; nothing was written')
-        if [g for g in existing if is_ours(g)] == [group]:
+    keep = wanted(h, recall=recall)
+    for event in h.events:
+        existing = _event_list(h.hooks_file, hooks, event.name)
+        mine = ours_in(h, existing)
+        if event not in keep:
+            if mine:  # recall turned off: ltm's earlier prompt hook goes
+                text = _drop_ours(h, text, event.name)
+                if not _current(h.hooks_file, text).get(event.name):
+                    text = _edit(h.hooks_file, remove, text, ("hooks",), event.name)
+                changed.append(event.name)
             continue
-        if event not in hooks:
-            text = _edit(h.hooks_file, merge, text, ("hooks",), event, [group])
-        else:  # the user's own groups keep their text; an older ltm group is replaced
-            text = _edit(h.hooks_file, remove_items, text, ("hooks", event), is_ours)
-            text = _edit(h.hooks_file, append_item, text, ("hooks", event), group)
-        changed.append(event)
+        desired = item(h, event, all_scopes=all_scopes)
+        if h.grouped:
+            already = [g for g in existing if is_ours(g)] == [desired]
+        else:
+            already = mine == [desired]
+        if already:
+            continue
+        if event.name not in hooks:
+            text = _edit(h.hooks_file, merge, text, ("hooks",), event.name, [desired])
+        else:
+            if mine:
+                text = _drop_ours(h, text, event.name)
+            text = _edit(h.hooks_file, append_item, text, ("hooks", event.name), desired)
+        hooks = _current(h.hooks_file, text)
+        changed.append(event.name)
     if changed:
         save_config(h.hooks_file, target, raw, text)
     return changed
@@ -155,30 +358,62 @@ def uninstall_json(h: Harness) -> list[str]:
         return []
     hooks = _current(h.hooks_file, text)
     changed = []
-    for event, _verb in EVENTS:
-        existing = hooks.get(event)
-        if not isinstance(existing, list) or not any(is_ours(g) for g in existing):
+    for event, items in list(hooks.items()):
+        if not isinstance(items, list) or not ours_in(h, items):
             continue
-        if any(not is_ours(g) for g in existing):
-            text = _edit(h.hooks_file, remove_items, text, ("hooks", event), is_ours)
-        else:
+        text = _drop_ours(h, text, event)
+        if not _current(h.hooks_file, text).get(event) and items:
+            # Nothing of the user's was left under this event: the key goes too.
             text = _edit(h.hooks_file, remove, text, ("hooks",), event)
         changed.append(event)
     if changed and _current(h.hooks_file, text) == {}:
         text = _edit(h.hooks_file, remove, text, (), "hooks")
-    if changed and parse_jsonc(text).value == {}:
+    leftover = parse_jsonc(text).value if text.strip() else {}
+    if changed and leftover in ({}, {"version": h.version}):
         h.hooks_file.unlink()  # it held nothing but what ltm added
     elif changed:
         save_config(h.hooks_file, target, raw, text)
     return changed
 
 
-def _edit(path: Path, how: Any, text: str, *args: Any) -> str:
+def _edit(path: Path, how: Callable[..., Any], text: str, *args: Any) -> str:
     try:
         done = how(text, *args)
         return str(done[0] if isinstance(done, tuple) else done)
     except (JsoncError, MergeError) as exc:
         raise CliError(f"{path}: {exc}; nothing was written") from None
+
+
+def _remove_at(text: str, path: tuple[str | int, ...], unwanted: Callable[[Any], bool]) -> str:
+    """``remove_items`` for an array reached through list indices too (``hooks.Event[2]
+    .hooks``): each unwanted item goes with the comma that joined it, nothing else."""
+    expected = parse_jsonc(text).value
+    target = expected
+    for key in path:
+        target = target[key]
+    target[:] = [x for x in target if not unwanted(x)]
+    while True:
+        node: Any = parse_jsonc(text)
+        for key in path:
+            if isinstance(key, int):
+                node = node.elements[key] if node.elements is not None else None
+            else:
+                node = next((c for k, c in reversed(node.members or []) if k == key), None)
+            if node is None:
+                raise MergeError(f'"{".".join(map(str, path))}" is not a list')
+        items = node.elements
+        if items is None:
+            raise MergeError(f'"{".".join(map(str, path))}" is not a list')
+        found = [i for i, n in enumerate(items) if unwanted(n.value)]
+        if not found:
+            return _checked(text, expected, "remove the entry")
+        i = found[-1]
+        if i + 1 < len(items):
+            text = text[: items[i].start] + text[items[i + 1].start :]
+        elif i > 0:
+            text = text[: items[i - 1].end] + _after_value(text[items[i].end :])
+        else:
+            text = text[: node.start + 1] + text[node.end - 1 :]
 
 
 # -- Codex's feature flag ------------------------------------------------------------
@@ -250,16 +485,50 @@ def disable_flag(path: Path) -> bool:
     return True
 
 
+# -- the Claude Code plugin ------------------------------------------------------------
+
+
+def plugin_hooks() -> dict[str, Any]:
+    """``plugin/hooks/hooks.json``: the Claude Code events ``ltm hooks install claude-code``
+    wires (recall included, its default), each running the ``ltm`` on PATH and staying
+    silent when there is none (exit 0, nothing printed: the session goes on unchanged).
+    https://code.claude.com/docs/en/plugins/manifest-reference (hooks, standard layout)
+    """
+    hooks = {}
+    for event in CLAUDE_EVENTS:
+        run = (
+            "command -v ltm >/dev/null 2>&1 || exit 0; "
+            f"exec ltm hook {event.verb} --harness claude-code"
+        )
+        hooks[event.name] = [{"hooks": [{"type": "command", "command": run, "timeout": TIMEOUT}]}]
+    return {
+        "description": "ltm: resume this project's newest packet at session start, recall a "
+        "matching packet at the prompt, remind the agent to save before compaction and at "
+        "the end.",
+        "hooks": hooks,
+    }
+
+
 # -- the verbs ---------------------------------------------------------------------
 
 
-def install(name: str, *, project: bool, write: bool) -> None:
+def install(
+    name: str, *, project: bool, write: bool, recall: bool | None = None, all_scopes: bool = False
+) -> None:
     h = harness(name, project=project)
-    snippet = json.dumps({"hooks": {e: [g] for e, g in groups(h).items()}}, indent=2) + "\n"
+    if recall and not can_recall(h):
+        raise CliError(
+            f"{h.display} cannot add context to a prompt from a hook, so ltm cannot recall "
+            "packets there; install without --recall",
+            exit_code=2,
+        )
+    recall = can_recall(h) if recall is None else recall
+    text = json.dumps(snippet(h, recall=recall, all_scopes=all_scopes), indent=2) + "\n"
     where = "this project" if project else "your user"
     if not write:
-        sys.stdout.write(snippet)
-        _say(f'Add these to {h.hooks_file} (inside its "hooks" object, next to other hooks),')
+        sys.stdout.write(text)
+        inside = "the file" if h.name == "copilot" else 'its "hooks" object, next to other hooks'
+        _say(f"Add these to {h.hooks_file} ({inside}),")
         _say(
             f"or let ltm merge them for {where}: ltm hooks install {name}"
             f"{' --project' if project else ''} --write"
@@ -271,26 +540,40 @@ def install(name: str, *, project: bool, write: bool) -> None:
             )
         return
     try:
-        changed = install_json(h)
+        changed = install_json(h, recall=recall, all_scopes=all_scopes)
     except CliError:
-        sys.stdout.write(snippet)
+        sys.stdout.write(text)
         raise
     flag = enable_flag(h.config_toml) if h.config_toml is not None else "unchanged"
     if not changed and flag == "unchanged":
         _say(f"{h.hooks_file} already runs ltm hook; nothing changed")
     else:
         if changed:
-            _say(f"added ltm hook for {', '.join(changed)} in {h.hooks_file}")
+            _say(f"wrote ltm hook for {', '.join(changed)} in {h.hooks_file}")
         if flag == "added":
             _say(f"enabled hooks in {h.config_toml} ([features] codex_hooks = true)")
     if flag == "disabled":
         _say(f"note: {h.config_toml} turns hooks off ([features]); ltm left it as it is")
-    if h.name == "codex":
-        _say("Codex asks you to trust new hooks once: open Codex and review them (/hooks).")
-    _say(
-        f"From the next {h.display} session on, the agent starts with this project's newest"
-        " packet and is reminded to save one."
-    )
+    for line in NOTES.get(h.name, ()):
+        _say(line)
+    said = "starts with this project's newest packet"
+    if recall:
+        said += ", is pointed at a matching packet when a prompt recalls one,"
+    _say(f"From the next {h.display} session on, the agent {said} and is reminded to save one.")
+
+
+NOTES = {
+    "codex": ("Codex asks you to trust new hooks once: open Codex and review them (/hooks).",),
+    "gemini": (
+        "Gemini CLI releases that keep hooks off need them turned on once: /settings, "
+        '"Enable Hooks System".',
+    ),
+    "cursor": ("Cursor cannot add context to a prompt from a hook: no recall at the prompt.",),
+    "copilot": (
+        "Copilot CLI ignores what a prompt hook returns (VS Code's agent mode reads it), so "
+        "recall at the prompt works in VS Code only.",
+    ),
+}
 
 
 def uninstall(name: str, *, project: bool) -> None:

@@ -58,6 +58,22 @@ def check_query(query: str) -> None:
         raise CliError(message, exit_code=2) from None
 
 
+def check_times(filters: Filters) -> None:
+    """Refuse a ``--since``/``--until`` that is no time a listing can hold, before it goes
+    anywhere: one line, exit 2 (a server says the same as ``since: ...``, with a 400)."""
+    from datetime import UTC, datetime
+
+    from ltm.times import TimeError, sort_key
+
+    now = datetime.now(UTC)
+    for flag, value in (("--since", filters.since), ("--until", filters.until)):
+        if value is not None:
+            try:
+                sort_key(value, now)
+            except TimeError as exc:
+                raise CliError(f"{flag}: {exc}", exit_code=2) from None
+
+
 class Held(NamedTuple):
     """One stored packet with what a bundle line says about it (``ltm export``)."""
 
@@ -185,12 +201,29 @@ class Backend(ABC):
         """The teams the caller belongs to (none on the local store)."""
         return []
 
+    def holds_personally(self, packet: Mapping[str, Any]) -> bool:
+        """Whether this packet (its id) is among the caller's personal packets here.
+
+        What a push with ``-t TEAM`` does depends on it: the protocol moves the
+        owner's personal packet into the team. The local store is all personal.
+        """
+        return self.stored(str(packet.get("id", ""))) is not None
+
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
 
     def whoami(self) -> dict[str, Any]:
         """Where this backend is and who it acts as (never a secret): ``{"backend", ...}``."""
         return {"backend": type(self).__name__, "label": self.label}
+
+    def stored_by(self, packet_id: str) -> str | None:
+        """The user id that stored ``packet_id``, as the backend's answer to ``get`` named
+        it; None when it cannot say (a server that does not send ``X-Ltm-Created-By``)."""
+        return None
+
+    def is_me(self, user_id: str) -> bool | None:
+        """Whether ``user_id`` is the caller (None: the backend cannot tell)."""
+        return None
 
 
 class LocalBackend(Backend):
@@ -204,12 +237,13 @@ class LocalBackend(Backend):
 
     @classmethod
     def open(cls) -> LocalBackend:
-        from ltm.cli.config import local_db_path
+        from ltm.cli.config import local_db_path, private_dir
         from ltm.store import User
         from ltm.store.sqlite import SqliteStore
 
         path = local_db_path()
         try:
+            private_dir(path.parent)  # ltm's data folder: the owner's alone
             store = SqliteStore(path)
         except Exception as exc:  # sqlite3 errors, permissions, a newer schema
             raise CliError(f"cannot open the local store {path}: {exc}") from None
@@ -226,9 +260,7 @@ class LocalBackend(Backend):
 
     def _no_teams(self, team: str | None) -> None:
         if team:
-            raise CliError(
-                "teams live on a server; the local store is personal. Sign in first: ltm auth HOST"
-            )
+            raise no_team_here(team)
 
     def _resolve(self, ref: str) -> str:
         from ltm.service import packets
@@ -364,16 +396,65 @@ class LocalBackend(Backend):
     def whoami(self) -> dict[str, Any]:
         return {"backend": "local", "store": self.path}
 
+    def stored_by(self, packet_id: str) -> str | None:
+        return self.user.id  # one user: every packet here is theirs
 
-def open_backend(*, local: bool = False, timeout: float | None = None) -> Backend:
+    def is_me(self, user_id: str) -> bool | None:
+        return user_id == self.user.id
+
+
+def no_team_here(team: str) -> CliError:
+    """The local store has no teams: say where teams are, and how to reach one."""
+    from ltm.cli.client.credentials import load
+
+    hosts = sorted(load().hosts)
+    if hosts:
+        return CliError(
+            f"teams live on a server, and no team {team} of yours is on the ones you are signed"
+            f" in to ({', '.join(hosts)}); your default, the local store, has no teams — your"
+            " teams: ltm teams ls"
+        )
+    return CliError(
+        "teams live on a server, and you are signed in to none (the local store has no teams)"
+        " — sign in: ltm auth HOST, or accept an invite: ltm join URL"
+    )
+
+
+def needs_server(what: str) -> CliError:
+    """``what`` needs a server and the default is the local store: name the servers there are."""
+    from ltm.cli.client.credentials import load
+
+    hosts = sorted(load().hosts)
+    if hosts:
+        also = f" (also: {', '.join(hosts[1:])})" if hosts[1:] else ""
+        return CliError(
+            f"{what} needs a server and your default is the local store; name one you are"
+            f" signed in to with -H: ltm -H {hosts[0]} …{also}"
+        )
+    return CliError(
+        f"{what} needs a server and you are signed in to none — sign in: ltm auth HOST,"
+        " or accept an invite: ltm join URL"
+    )
+
+
+def open_backend(
+    *, local: bool = False, timeout: float | None = None, team: str | None = None
+) -> Backend:
     """The server signed in to (``ltm auth``), else the local store; ``local`` forces the latter.
 
+    ``team``: the verb's ``-t TEAM``, which picks the server the user belongs to
+    that team on (``credentials.active``); when the files know no such team and the
+    default is the local store, the servers signed in to are asked.
     ``timeout`` (seconds) overrides the configured network timeout (hooks keep it short).
     """
     if not local:
         from ltm.cli.client.credentials import active
 
-        target = active()
+        target = active(team)
+        if target is None and team:
+            from ltm.cli.client.remote import find_team
+
+            target = find_team(team, timeout=timeout)
         if target is not None:
             from ltm.cli.client.remote import RemoteBackend
 

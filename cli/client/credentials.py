@@ -11,11 +11,17 @@ user signed in with either CLI is signed in with both:
 
 These two are the source of truth for the default server. What the reference
 has no place for, tokens for other servers and how each was obtained
-(``via``: token, device or invite; ``saved_at``; the ``user`` the server named),
-is kept in ``hosts.json``, mode 0600::
+(``via``: token, device or invite; ``saved_at``; the ``user`` the server named;
+the ``teams`` the user is known to belong to there), is kept in ``hosts.json``,
+mode 0600::
 
     {"version": 1, "hosts": {"https://ltm.example.org": {"token": "ltm_…", "via": "token",
-        "saved_at": "2026-05-01T12:00:00Z", "user": {"id": "…", "display": "…"}}}}
+        "saved_at": "2026-05-01T12:00:00Z", "user": {"id": "…", "display": "…"},
+        "teams": ["core"]}}}
+
+The team names make ``-t core`` reach the server the user joined ``core`` on,
+even when it is not the default: ``ltm join``, ``ltm teams create`` and
+``ltm teams ls`` record them, ``ltm teams leave``/``rm`` drop them.
 
 An entry there for the default server counts only while its token is the one
 in ``credentials``: when the reference signs in again, our details about the
@@ -51,7 +57,7 @@ class Target(NamedTuple):  # NamedTuples, not dataclasses: see ltm.cli.client.ba
 
     host: str
     token: str | None
-    source: str  # "credentials" or "LTM_HOST"; where the host came from
+    source: str  # "credentials", "LTM_HOST" or "team" (-t TEAM found it); where the host came from
     user: dict[str, str] | None = None
     via: str | None = None
 
@@ -66,6 +72,18 @@ class State(NamedTuple):
 
     def token_for(self, host: str) -> str | None:
         return self.hosts.get(host, {}).get("token")
+
+    def hosts_with_team(self, team: str) -> list[str]:
+        """The servers (signed in to) where the user is known to belong to ``team``."""
+        return sorted(host for host, entry in self.hosts.items() if team in teams_of(entry))
+
+
+def teams_of(entry: dict[str, Any]) -> list[str]:
+    """The team names a hosts.json entry records (anything malformed counts as none)."""
+    names = entry.get("teams")
+    if not isinstance(names, list):
+        return []
+    return [name for name in names if isinstance(name, str) and name]
 
 
 def path() -> Path:
@@ -271,6 +289,25 @@ def set_default(host: str | None) -> None:
     _commit(state, state.hosts, host)
 
 
+def remember_teams(
+    host: str, names: list[str], *, complete: bool = False, drop: tuple[str, ...] = ()
+) -> None:
+    """Record the teams the user belongs to on ``host`` (signed in there only).
+
+    ``complete``: ``names`` is every team (a fresh ``GET /v1/teams``), so others
+    are dropped; else they are added. ``drop``: teams the user left or deleted.
+    """
+    state = load()
+    entry = state.hosts.get(host)
+    if not entry:
+        return
+    known = [] if complete else teams_of(entry)
+    wanted = sorted({*known, *names} - set(drop))
+    if wanted == sorted(teams_of(entry)) and "teams" in entry:
+        return  # nothing new: no write
+    _commit(state, {**state.hosts, host: {**entry, "teams": wanted}})
+
+
 def remember_user(host: str, user: dict[str, str]) -> None:
     """Record who the token for ``host`` belongs to, once a server has said so."""
     state = load()
@@ -294,8 +331,14 @@ def token_for(host: str) -> str | None:
     return load().token_for(host)
 
 
-def active() -> Target | None:
-    """The server the verbs go to, or None for the embedded local store."""
+def active(team: str | None = None) -> Target | None:
+    """The server the verbs go to, or None for the embedded local store.
+
+    With ``team`` (a verb's ``-t TEAM``) and no ``LTM_HOST``/``-H``: the server
+    the user is known to belong to that team on (``hosts.json``'s ``teams``):
+    the default server when it is one of them, else the only one; on several
+    (none of them the default) it is an error naming them.
+    """
     env_host = os.environ.get("LTM_HOST")
     env_token = os.environ.get("LTM_TOKEN") or None
     state = load()
@@ -304,16 +347,34 @@ def active() -> Target | None:
         source = "LTM_HOST"
     else:
         _refuse_bad_host(state)
-        if state.default is None:
+        found = team_host(state, team) if team and not env_token else None
+        if found is not None:
+            host, source = found, "team"
+        elif state.default is None:
             return None
-        host = state.default
-        source = "credentials"
+        else:
+            host = state.default
+            source = "credentials"
     token = env_token or state.token_for(host)
     entry = state.hosts.get(host, {})
     ours = not env_token and token is not None and entry.get("token") == token
     user = entry.get("user") if ours and isinstance(entry.get("user"), dict) else None
     via = "LTM_TOKEN" if env_token else entry.get("via") if ours else None
     return Target(host=host, token=token, source=source, user=user, via=via)
+
+
+def team_host(state: State, team: str) -> str | None:
+    """Where ``-t team`` goes when it is not the default server (None: the default)."""
+    hosts = state.hosts_with_team(team)
+    if not hosts or state.default in hosts:
+        return None
+    if len(hosts) > 1:
+        raise CliError(
+            f"team {team} is on {len(hosts)} servers you are signed in to ({', '.join(hosts)});"
+            f" pick one with -H: ltm -H {hosts[0]} … -t {team}",
+            exit_code=2,
+        )
+    return hosts[0]
 
 
 def _refuse_bad_host(state: State) -> None:

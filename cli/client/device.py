@@ -121,15 +121,25 @@ def sign_in(
     clock: Callable[[], float] = time.monotonic,
 ) -> str:
     """The whole flow: start, show the code (and open the page), wait for the token."""
+    from ltm.cli.client.launch import forget, open_private
+    from ltm.cli.terminal.output import safe
+
     code = start(http)
     page = code.verification_uri_complete or code.verification_uri
-    say(f"To sign in to {http.host}, open {code.verification_uri}")
-    say(f"and enter the code: {code.user_code}")
-    if open_browser and _launch(page):
+    # The server chose these strings: shown through safe(), never raw to the terminal.
+    say(safe(f"To sign in to {http.host}, open {code.verification_uri}"))
+    say(safe(f"and enter the code: {code.user_code}"))
+    # The page URL carries the user code: through a private file, never on the browser's
+    # command line, where another local user could read it and approve it as themself.
+    opened = open_private(page) if open_browser else None
+    if opened is not None:
         say("(opened in your browser)")
     minutes = max(1, round(code.expires_in / 60))
     say(f"Waiting for you to approve (the code is valid for {minutes} min; Ctrl-C stops)…")
-    return poll(http, code, sleep=sleep, clock=clock)
+    try:
+        return poll(http, code, sleep=sleep, clock=clock)
+    finally:
+        forget(opened)
 
 
 def browser_available() -> bool:

@@ -13,6 +13,7 @@ present with the same bytes is skipped, so a second import changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterable
@@ -70,25 +71,49 @@ class AtomicFile:
 
     A failed or interrupted export never leaves a truncated bundle where a
     good backup was. The file is private (0600): a bundle holds every packet.
+    In a folder other users may write to (``/tmp``), the partial file must be
+    ours: it is created under an unguessable name with ``O_EXCL`` (an existing
+    file, or a symlink another user planted, is refused, never opened) and
+    ``O_NOFOLLOW``, and the final move (``rename``) replaces a link at the
+    destination instead of writing through it. On any failure the partial file
+    is removed.
     """
 
+    ATTEMPTS = 3
+
     def __init__(self, path: Path) -> None:
+        import secrets
+
         self.path = path
-        self.partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-        try:
-            fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        except OSError as exc:
-            raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        flags |= getattr(os, "O_BINARY", 0)
+        for _ in range(self.ATTEMPTS):
+            self.partial = path.with_name(f".{path.name}.{secrets.token_hex(8)}.partial")
+            try:
+                fd = os.open(self.partial, flags, 0o600)
+                break
+            except FileExistsError:
+                continue  # someone else's file under that name: never ours to write
+            except OSError as exc:
+                raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
+        else:
+            raise CliError(f"cannot write {path}: the folder keeps refusing a new private file")
         self.file: BinaryIO = os.fdopen(fd, "wb", buffering=1024 * 1024)
 
     def commit(self) -> None:
-        self.file.flush()
-        os.fsync(self.file.fileno())
-        self.file.close()
-        os.replace(self.partial, self.path)
+        try:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
+            os.replace(self.partial, self.path)
+        except OSError as exc:
+            self.abandon()
+            raise CliError(f"cannot write {self.path}: {exc.strerror or exc}") from None
 
     def abandon(self) -> None:
-        self.file.close()
+        with contextlib.suppress(OSError):
+            self.file.close()
         self.partial.unlink(missing_ok=True)
 
 
@@ -101,6 +126,7 @@ class Report:
 
     added: int = 0
     replaced: int = 0
+    moved: int = 0  # the caller's personal packets that went into the team the line names
     skipped: int = 0
     refused: int = 0
     into_personal: int = 0  # team packets that went into the (personal-only) local store
@@ -108,17 +134,22 @@ class Report:
     progress: Progress | None = None
 
     def say(self, text: str) -> None:
+        """One report line; ids and messages come from the bundle, so through ``safe``."""
+        from ltm.cli.terminal.output import safe
+
         if self.progress is not None:
             self.progress.clear()
-        print(text, file=self.out)
+        print(safe(text), file=self.out)
 
     def summary(self, label: str) -> str:
         parts = [f"{self.added} added"]
         if self.replaced:
             parts.append(f"{self.replaced} replaced")
+        if self.moved:
+            parts.append(f"{self.moved} moved from your personal packets")
         parts += [f"{self.skipped} skipped (already present)", f"{self.refused} refused"]
         text = f"import into {label}: " + ", ".join(parts)
-        if not self.added and not self.replaced and not self.refused:
+        if not self.added and not self.replaced and not self.moved and not self.refused:
             text += " — nothing changed"
         if self.into_personal:
             text += (
@@ -195,16 +226,27 @@ class Importer:
             self.refuse(where, str(exc))
             return
         name = f"{entry.id or '(no id)'} ({where})"
+        move = False
         try:
             present = self.backend.stored(entry.id) if entry.id else None
         except CliError as exc:
             self.refuse(name, exc.message)
             return
+        target = None if self.local else (self.team or entry.team)
         if present is not None and present == _canonical(entry.packet):
-            # Already here, byte for byte: it passed every check when it was stored.
-            report.skipped += 1
-            report.say(f"skipped {entry.id}: identical packet already present")
-            return
+            # Already here, byte for byte: it passed every check when it was stored. Unless
+            # it is the caller's personal packet and the line goes to a team: then the push
+            # moves it there, as `ltm push -t TEAM` does.
+            try:
+                move = target is not None and self.backend.holds_personally(entry.packet)
+            except CliError as exc:
+                self.refuse(name, exc.message)
+                return
+            if not move:
+                report.skipped += 1
+                where = f"in team {target}" if target else "among your packets"
+                report.say(f"skipped {entry.id}: identical packet already present {where}")
+                return
         verdict = preflight.judge(entry.packet, scan=not self.allow_unredacted, rules=self.rules)
         errors = verdict.refusals(lenient=self.lenient)
         if errors or verdict.checked is None:
@@ -221,14 +263,13 @@ class Importer:
             )
             return
         checked = verdict.checked
-        if present is not None and not self.replace:
+        if present is not None and not self.replace and not move:
             self.refuse(
                 name,
                 "a different packet with this id is already there (kept; pass --replace to"
                 " overwrite your own)",
             )
             return
-        target = None if self.local else (self.team or entry.team)
         try:
             self.backend.push(
                 checked.data,
@@ -245,7 +286,10 @@ class Importer:
         if self.local and entry.team:
             report.into_personal += 1
         in_team = f" in team {target}" if target else ""
-        if present is None:
+        if move:
+            report.moved += 1
+            report.say(f"moved {entry.id} from your personal packets into team {target}")
+        elif present is None:
             report.added += 1
             report.say(f"added {entry.id}{in_team}")
         else:

@@ -38,8 +38,19 @@ __all__ = [
 
 
 def read_source(source: str) -> bytes:
-    """The bytes of FILE, or of standard input for ``-``."""
+    """The bytes of FILE, or of standard input for ``-``.
+
+    On a terminal, standard input waits for typing: say so, or ``ltm save`` with
+    no argument would look hung.
+    """
     if source == "-":
+        if sys.stdin.isatty():
+            end = "Ctrl-Z, Enter" if sys.platform == "win32" else "Ctrl-D"
+            print(
+                f"ltm: reading the packet (JSON) from standard input; end with {end}"
+                " — or give a file: ltm save FILE (ltm example shows one)",
+                file=sys.stderr,
+            )
         return sys.stdin.buffer.read()
     try:
         return Path(source).read_bytes()

@@ -371,6 +371,10 @@ def _proxy_for(scheme: str, netloc: str) -> tuple[str, int, dict[str, str]] | No
 # -- HTTP statuses as one clear line -------------------------------------------
 
 
+class Rejected(CliError):
+    """The server refused the token (401): the sign-in no longer works."""
+
+
 def status_error(host: str, reply: Reply, hints: Mapping[int, str] | None = None) -> CliError:
     """The one line for a refusal: the hint for this status, else a generic one."""
     message = reply.error_text()
@@ -389,7 +393,7 @@ def status_error(host: str, reply: Reply, hints: Mapping[int, str] | None = None
     if hints and status in hints:
         return CliError(hints[status].replace("{host}", host).replace("{msg}", message))
     if status == 401:
-        return CliError(f"token rejected by {host} — run: ltm auth {host}")
+        return Rejected(f"token rejected by {host} — run: ltm auth {host}")
     if status == 403:
         return CliError(f"{host} refused: {message} — you lack the rights; ask the team's owner")
     if status == 404:
@@ -416,6 +420,8 @@ def status_error(host: str, reply: Reply, hints: Mapping[int, str] | None = None
         )
     if status == 429:
         return CliError(f"{host} is rate-limiting requests ({message}) — wait a bit, then retry")
+    if status == 507:  # the per-user storage bound: not a fault, and retrying will not help
+        return CliError(f"{host} refused: {message} (HTTP 507) — list them with: ltm ls --all")
     if status >= 500:
         return CliError(
             f"{host} failed with HTTP {status} ({message}) — a problem on the server's side;"
@@ -456,6 +462,9 @@ class RemoteBackend(Backend):
         self.http = http or Http(target.host)
         self._resolved: dict[tuple[str, str | None], str] = {}
         self._bodies: dict[str, bytes] = {}
+        self._published: dict[str, tuple[str, str]] = {}
+        self._is_ltm: bool | None = None  # GET /v1/healthz answered as an ltm server does
+        self._authors: dict[str, str] = {}  # packet id -> X-Ltm-Created-By of its GET
 
     @classmethod
     def open(cls, target: Target, *, timeout: float | None = None) -> RemoteBackend:
@@ -479,26 +488,66 @@ class RemoteBackend(Backend):
         raw: bytes | None = None,
         hints: Mapping[int, str] | None = None,
         headers: Mapping[str, str] | None = None,
+        feature: str | None = None,
     ) -> Reply:
+        """One request; a status outside ``ok`` becomes the one line that explains it.
+
+        ``feature`` names what a route beyond the protocol's table does (publishing,
+        tokens, search): a server without the route says "not offered", not "not ltm".
+        """
         body = raw
         if payload is not None:
             body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
         reply = self.http.request(
             method, path, query=query, body=body, token=self.target.token, extra_headers=headers
         )
+        if feature is not None and self.lacks_route(reply):
+            raise self.not_offered(feature, method, path)
         if reply.status in ok:
             return reply
         if reply.status == 401:
             raise self._rejected()
         raise status_error(self.host, reply, hints)
 
+    # -- which server this is: asked once --------------------------------------------------
+
+    def lacks_route(self, reply: Reply) -> bool:
+        """Whether ``reply`` says the server has no such route, rather than refusing in ltm.
+
+        An ltm server's own refusals are ``{"error": ...}``; a 404 or 405 with any other
+        body is the web framework's (the reference's Go router answers ``404 page not
+        found`` in text/plain). That alone could be a proxy in front of anything, so the
+        server's ``GET /v1/healthz`` is asked too, once per command (``is_ltm_server``).
+        """
+        if reply.status not in (404, 405) or reply.is_ltm_error():
+            return False
+        return self.is_ltm_server()
+
+    def is_ltm_server(self) -> bool:
+        """``GET /v1/healthz`` answers ``{"ok": true, ...}``: asked once, then remembered."""
+        if self._is_ltm is None:
+            try:
+                probe(self.http)
+            except CliError:
+                self._is_ltm = False
+            else:
+                self._is_ltm = True
+        return self._is_ltm
+
+    def not_offered(self, feature: str, method: str, path: str) -> CliError:
+        return CliError(
+            f"{self.host} does not offer {feature} ({method} {path} is not a route there) —"
+            " it speaks the ltm protocol without ltm's extensions (a reference ltm server?);"
+            " this needs a server that has them"
+        )
+
     def _rejected(self) -> CliError:
         if self.target.via == "LTM_TOKEN":
-            return CliError(
+            return Rejected(
                 f"token rejected by {self.host} (it comes from LTM_TOKEN) — fix LTM_TOKEN, or"
                 f" unset it and run: ltm auth {self.host}"
             )
-        return CliError(f"token rejected by {self.host} — run: ltm auth {self.host}")
+        return Rejected(f"token rejected by {self.host} — run: ltm auth {self.host}")
 
     def _team_hints(self, team: str | None) -> dict[int, str]:
         if not team:
@@ -595,7 +644,9 @@ class RemoteBackend(Backend):
         self, path: str, feature: str, query: Mapping[str, Any], team: str | None
     ) -> Reply:
         """A GET on a route the reference server does not have: say so plainly if it is absent."""
-        reply = self._call("GET", path, ok=(200, 404), query=query, hints={400: "{host}: {msg}"})
+        reply = self._call(
+            "GET", path, ok=(200, 404), query=query, hints={400: "{host}: {msg}"}, feature=feature
+        )
         if reply.status == 200:
             return reply
         message = reply.error_text() if reply.is_ltm_error() else None
@@ -603,10 +654,9 @@ class RemoteBackend(Backend):
             raise status_error(self.host, reply, self._team_hints(team))
         if message == "not found":
             raise CliError(f"no such packet on {self.host}, or it is not yours to see")
-        raise CliError(
-            f"{self.host} has no {feature} (GET {path} answered 404) — a reference ltm"
-            " server? This needs a server with ltm's extensions"
-        )
+        if message is None:  # not ltm's 404, and /v1/healthz is not ltm's either
+            raise status_error(self.host, reply)
+        raise self.not_offered(feature, "GET", path)
 
     def _of_project(
         self, rows: list[dict[str, Any]], project: str, limit: int
@@ -689,6 +739,23 @@ class RemoteBackend(Backend):
     def team_names(self) -> list[str]:
         return [str(row["name"]) for row in self.teams() if isinstance(row.get("name"), str)]
 
+    def holds_personally(self, packet: Mapping[str, Any]) -> bool:
+        """Looked up in the personal listing by the packet's time (a one-second window),
+        not by reading it: a read succeeds for a team packet too and cannot tell them apart.
+        A server without listing filters (the reference) lists its newest packets instead."""
+        from datetime import datetime, timedelta
+
+        packet_id, stamp = packet.get("id"), packet.get("created_at")
+        if not isinstance(stamp, str):
+            return False
+        try:
+            at = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        except ValueError:
+            return False
+        until = (at + timedelta(seconds=1)).isoformat().replace("+00:00", "Z")
+        rows, _, _ = self._page(team=None, limit=WALK_PAGE, since=stamp, until=until)
+        return any(row.get("id") == packet_id for row in rows)
+
     def get(self, ref: str, *, team: str | None = None) -> bytes:
         check_ref(ref)
         packet_id = self.resolve(ref, team=team)
@@ -731,6 +798,23 @@ class RemoteBackend(Backend):
             "token_fingerprint": fingerprint(token) if token else None,
         }
 
+    def identify(self) -> dict[str, Any] | None:
+        """Who the server says the token belongs to: ``GET /v1/whoami``'s answer.
+
+        None from a server without that route (the reference), once a listing has
+        shown the token is accepted there. A rejected token raises, as everywhere.
+        """
+        reply = self._call("GET", "/v1/whoami", ok=(200, 403, 404))
+        if reply.status == 403:  # valid, but granted no read: a write-only device token
+            return {"token": {"scope": "write"}}
+        if reply.status == 404:
+            self._call("GET", "/v1/packets", ok=(200,), query={"limit": 1})
+            return None
+        answer = reply.json(self.host)
+        if not isinstance(answer, dict) or not isinstance(answer.get("user"), dict):
+            raise CliError(f"{self.host} sent an unexpected whoami answer — is it an ltm server?")
+        return answer
+
     # -- ids and prefixes ---------------------------------------------------------------
 
     def resolve(self, ref: str, *, team: str | None = None) -> str:
@@ -763,7 +847,40 @@ class RemoteBackend(Backend):
             return None
         body = reply.body.rstrip(b"\r\n")
         self._bodies[packet_id] = body
+        at = reply.headers.get("x-ltm-published-at")
+        url = reply.headers.get("x-ltm-public-url")
+        if at and url:
+            self._published[packet_id] = (at, url)
+        author = reply.headers.get("x-ltm-created-by")
+        if author:
+            self._authors[packet_id] = author
         return body
+
+    def published(self, packet_id: str) -> tuple[str, str] | None:
+        """(published at, public URL) of a packet fetched by this backend, if it is published.
+
+        From the ``X-LTM-Published-At`` and ``X-LTM-Public-URL`` headers of ``GET
+        /v1/packets/{id}``, which a server sends only to whoever may publish the packet
+        (the reference's ``show`` reads the same two; internal/cli/show.go).
+        """
+        return self._published.get(packet_id)
+
+    def stored_by(self, packet_id: str) -> str | None:
+        return self._authors.get(packet_id)
+
+    def is_me(self, user_id: str) -> bool | None:
+        """Compared with the user ``ltm auth`` or ``ltm join`` recorded, else asked of the
+        server: a personal listing filtered by ``author`` accepts only the caller's own id
+        (or ``me``) and refuses any other with 400, so one ``limit=1`` request tells."""
+        known = (self.target.user or {}).get("id")
+        if known:
+            return user_id == known
+        reply = self._call(
+            "GET", "/v1/packets", ok=(200, 400), query={"limit": 1, "author": user_id}
+        )
+        if reply.status == 200:
+            return True
+        return False if reply.error_text().startswith("author:") else None
 
     def _missing(self, ref: str, team: str | None) -> CliError:
         if team:
@@ -778,21 +895,41 @@ class RemoteBackend(Backend):
     # -- publishing (only servers serve public pages) ---------------------------------
 
     def _packet_call(self, method: str, ref: str, suffix: str, *, team: str | None) -> Reply:
-        """``method`` on ``/v1/packets/{id}{suffix}``: a full id at once, a prefix resolved."""
+        """``method`` on ``/v1/packets/{id}{suffix}``: a full id at once, a prefix resolved.
+
+        The server answers 404 both for a packet the caller cannot see and for one
+        they may read but not manage (a teammate's): the second is told apart by
+        reading it, so the message names the rule rather than denying the packet.
+        """
         known = self._resolved.get((ref, team))
+        feature = "publishing (public pages)"
         if known is None:
             reply = self._call(
-                method, f"/v1/packets/{_segment(ref)}{suffix}", ok=(200, 201, 204, 404)
+                method,
+                f"/v1/packets/{_segment(ref)}{suffix}",
+                ok=(200, 201, 204, 404),
+                feature=feature,
             )
-            if reply.status != 404 or not reply.is_ltm_error():
+            if reply.status != 404:
                 return reply
+            if not reply.is_ltm_error():  # and /v1/healthz is not ltm's either
+                raise status_error(self.host, reply)
             known = self.resolve(ref, team=team)
-        return self._call(
+        reply = self._call(
             method,
             f"/v1/packets/{_segment(known)}{suffix}",
-            ok=(200, 201, 204),
-            hints={404: self._missing(known, team).message + " (or it is not yours to publish)"},
+            ok=(200, 201, 204, 404),
+            feature=feature,
         )
+        if reply.status != 404:
+            return reply
+        if known in self._bodies or self._fetch(known) is not None:
+            scope = f"in team {team}" if team else "readable to you"
+            raise CliError(
+                f"packet {known} is {scope} on {self.host}, but only its creator or the team's"
+                " owner may publish or unpublish it — ask them"
+            )
+        raise self._missing(known, team)
 
     def publish(self, ref: str, *, team: str | None = None) -> dict[str, str]:
         """``POST /v1/packets/{id}/publish``: ``{"id", "public_url"}``."""
@@ -889,6 +1026,36 @@ class RemoteBackend(Backend):
         return answer
 
 
+def find_team(team: str, *, timeout: float | None = None) -> Target | None:
+    """The server signed in to where the user belongs to ``team``, asking each of them.
+
+    For ``-t TEAM`` when the default is the local store and ``hosts.json`` knows no
+    such team (joined with another client, or created with ``-H``): each server's
+    ``GET /v1/teams`` answer is recorded, so the next command needs no request.
+    A server that cannot be reached or refuses the token is passed over.
+    """
+    from ltm.cli.client import credentials
+
+    state = credentials.load()
+    for host, entry in sorted(state.hosts.items()):
+        http = Http(host, timeout=timeout)
+        try:
+            reply = http.request("GET", "/v1/teams", token=entry.get("token"))
+            answer = reply.json(host) if reply.status == 200 else None
+        except CliError:
+            continue
+        finally:
+            http.close()
+        rows = answer.get("teams") if isinstance(answer, dict) else None
+        if isinstance(rows, list):
+            names = [str(r["name"]) for r in rows if isinstance(r, dict) and r.get("name")]
+            credentials.remember_teams(host, names, complete=True)
+    host = credentials.team_host(credentials.load(), team)
+    if host is None:
+        return None
+    return credentials.active(team)
+
+
 def accept_invite(
     http: Http, code: str, *, token: str | None, display: str | None
 ) -> dict[str, Any]:
@@ -906,8 +1073,9 @@ def accept_invite(
             raise CliError(f"{http.host} sent an unexpected answer to the invite")
         return answer
     hints = {
-        410: "this invite has expired or was already used — ask a team member for a new one:"
-        " ltm invite -t TEAM",
+        # 410 is every dead code, unknown ones included (as the reference answers).
+        410: "this invite has expired, was already used, or does not exist — ask a team member"
+        " for a new one: ltm invite -t TEAM",
         404: "no such invite on {host} — check the URL, or ask for a new invite",
         401: f"your token for {http.host} was rejected — run: ltm auth {http.host}, or sign out"
         " (ltm logout) to join as a new user",

@@ -2,28 +2,29 @@
 
 A packet that goes to the server passes the same validation and redaction
 pre-flight as ``ltm push FILE``; one that comes down is validated before the
-local store takes it. Copies, not moves: the source keeps its packet.
+local store takes it. Copies, not moves: the source keeps its packet. (On the server, a push with
+``-t TEAM`` of an id that is the caller's personal packet there moves that
+packet into the team, the protocol's rule; the message says so.)
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ltm.cli.errors import CliError
 from ltm.cli.terminal.output import info
 
 if TYPE_CHECKING:
     from ltm.cli.client.remote import RemoteBackend
 
 
-def _server() -> RemoteBackend:
-    from ltm.cli.client.backend import open_backend
+def _server(team: str | None) -> RemoteBackend:
+    from ltm.cli.client.backend import needs_server, open_backend
     from ltm.cli.client.remote import RemoteBackend
 
-    backend = open_backend()
+    backend = open_backend(team=team)
     if not isinstance(backend, RemoteBackend):
         backend.close()
-        raise CliError("no server to copy to or from; sign in first: ltm auth HOST")
+        raise needs_server("copying between the local store and a server")
     return backend
 
 
@@ -31,7 +32,7 @@ def to_server(ref: str, *, team: str | None, lenient: bool, allow_unredacted: bo
     from ltm.cli.client import preflight
     from ltm.cli.client.backend import LocalBackend
 
-    remote = _server()
+    remote = _server(team)
     try:
         store = LocalBackend.open()
         try:
@@ -41,13 +42,24 @@ def to_server(ref: str, *, team: str | None, lenient: bool, allow_unredacted: bo
         checked = preflight.accept(
             body, lenient=lenient, allow_unredacted=allow_unredacted, label=f"local packet {ref}"
         )
+        moved = team is not None and remote.holds_personally(checked.data)
+        existed = moved or remote.stored(str(checked.data.get("id", ""))) is not None
         pushed = remote.push(
             checked.data, team=team, lenient=lenient, allow_unredacted=allow_unredacted
         )
     finally:
         remote.close()
     where = f"team {team} on {remote.host}" if team else remote.host
-    info(f"copied {pushed.id} from the local store to {where}")
+    if moved:
+        # The protocol's push -t: the owner's personal packet moves into the team.
+        info(
+            f"moved {pushed.id} on {remote.host} from your personal packets into team {team}"
+            " (it was there already; the local store keeps its copy)"
+        )
+    elif existed:
+        info(f"updated {pushed.id} in {where} from the local store's copy")
+    else:
+        info(f"copied {pushed.id} from the local store to {where}")
     print(pushed.id)
     return pushed.id
 
@@ -56,7 +68,7 @@ def to_local_store(ref: str, *, team: str | None, lenient: bool) -> str:
     from ltm.cli.client import preflight
     from ltm.cli.client.backend import LocalBackend
 
-    remote = _server()
+    remote = _server(team)
     try:
         body = remote.get(ref, team=team)
     finally:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ltm.cli.errors import CliError
-from ltm.cli.terminal.output import info
+from ltm.cli.terminal.output import info, safe
 
 if TYPE_CHECKING:
     from ltm.cli.client.remote import Http
@@ -62,19 +62,44 @@ def auth(
             )
             check_token(http, token)
             via = "device"
+        user = account(http, token)
     finally:
         http.close()
-    previous = credentials.store_login(host, token, via=via)
+    previous = credentials.store_login(host, token, via=via, user=user)
     version = health.get("version")
+    # The server's words (its version, the user's name) reach the terminal through safe().
     info(
-        f"signed in to {host}"
-        + (f" (protocol {version})" if isinstance(version, str) else "")
-        + f"; token {credentials.fingerprint(token)} saved in {credentials.path()}"
+        safe(
+            f"signed in to {host}"
+            + (f" (protocol {version})" if isinstance(version, str) else "")
+            + f"; token {credentials.fingerprint(token)} saved in {credentials.path()}"
+        )
     )
+    if user:
+        # Said from the server's answer, so a sign-in approved with someone else's
+        # account (their code typed into another person's browser) shows at once.
+        info(safe(f"signed in as {user['display']} (user {user['id']})"))
+    else:
+        info("the server does not say which account this is (it has no /v1/whoami)")
     if previous:
         info(f"the default server is now {host} (was {previous}: ltm config set host {previous})")
     if host.startswith("http://") and not credentials.is_loopback(host):
         info(f"warning: {host} is plain HTTP; the token travels unencrypted — prefer https://")
+
+
+def account(http: Http, token: str) -> dict[str, str] | None:
+    """``GET /v1/whoami``: the account the token belongs to (None from a server without it)."""
+    reply = http.request("GET", "/v1/whoami", token=token)
+    if reply.status != 200:
+        return None
+    try:
+        user = reply.json(http.host).get("user")
+    except (CliError, AttributeError):
+        return None
+    if not isinstance(user, dict):
+        return None
+    found = {k: user[k] for k in ("id", "display") if isinstance(user.get(k), str)}
+    return found if "id" in found and "display" in found else None
 
 
 def check_token(http: Http, token: str) -> None:

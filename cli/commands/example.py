@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from ltm.cli.errors import CliError
 from ltm.cli.start.fast import print_example
 
 
@@ -13,6 +14,19 @@ def example(
     resume: Annotated[
         bool, typer.Option("--resume", help="Print the example's resume block instead.")
     ] = False,
+    reference: Annotated[
+        bool,
+        typer.Option(
+            "--reference",
+            help="Print the reference's example exactly (its fixed id, date and project).",
+        ),
+    ] = False,
 ) -> None:
-    """Print a complete example packet (v0.2) to start from."""
-    print_example(resume=resume)
+    """Print an example packet (v0.2) to copy from.
+
+    It has no id, created_at or project: ltm save fills them in (a new id, now, this
+    directory's project), so every copy you save is a new packet.
+    """
+    if resume and reference:
+        raise CliError("give --resume or --reference, not both", exit_code=2)
+    print_example(resume=resume, reference=reference)

@@ -39,7 +39,7 @@ def export(
             " (or redirect: ltm export > FILE)",
             exit_code=2,
         )
-    backend = open_backend(local=local)
+    backend = open_backend(local=local, team=team)
     try:
         scopes: list[str | None] = [team] if team else [None]
         if all_scopes:

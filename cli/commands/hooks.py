@@ -1,4 +1,5 @@
-"""ltm hooks: make resume and save automatic in an agent harness (Claude Code, Codex)."""
+"""ltm hooks: make resume and save automatic in an agent harness (Claude Code, Codex,
+Cursor, GitHub Copilot, Gemini CLI)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Annotated
 import typer
 
 app = typer.Typer(
-    help="Run ltm at the agent's session start, before compaction and when it stops, so the "
-    "project's newest packet is resumed and the agent is reminded to save one.",
+    help="Run ltm at the agent's session start, at each prompt, before compaction and when "
+    "it stops, so the project's newest packet is resumed, a matching one is recalled and the "
+    "agent is reminded to save one.",
     no_args_is_help=True,
 )
 
@@ -17,6 +19,9 @@ app = typer.Typer(
 class Harness(StrEnum):
     claude_code = "claude-code"
     codex = "codex"
+    cursor = "cursor"
+    copilot = "copilot"
+    gemini = "gemini"
 
 
 HarnessArg = Annotated[Harness, typer.Argument(help="The agent harness to configure.")]
@@ -24,7 +29,8 @@ ProjectOpt = Annotated[
     bool,
     typer.Option(
         "--project",
-        help="This project's settings (.claude/settings.json, .codex/) instead of your user's.",
+        help="This project's settings (.claude/, .codex/, .cursor/, .github/hooks/, .gemini/) "
+        "instead of your user's.",
     ),
 ]
 
@@ -37,11 +43,27 @@ def install(
         bool,
         typer.Option("--write", help="Merge the entries into the settings file (others kept)."),
     ] = False,
+    recall: Annotated[
+        bool | None,
+        typer.Option(
+            "--recall/--no-recall",
+            help="Point the agent at a matching packet when a prompt recalls one (on by "
+            "default where the harness can add context to a prompt; Cursor cannot).",
+            show_default=False,
+        ),
+    ] = None,
+    all_scopes: Annotated[
+        bool,
+        typer.Option(
+            "--recall-all-scopes",
+            help="Recall from your teams' packets of this project too, not only your own.",
+        ),
+    ] = False,
 ) -> None:
     """Print the hook entries that run `ltm hook`, or merge them in with --write."""
     from ltm.cli.agents.hooks_install import install as run
 
-    run(harness.value, project=project, write=write)
+    run(harness.value, project=project, write=write, recall=recall, all_scopes=all_scopes)
 
 
 @app.command("uninstall")

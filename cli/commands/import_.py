@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 
 from ltm.cli.commands import options
-from ltm.cli.errors import CliError
 from ltm.cli.terminal.output import info
 
 
@@ -55,13 +54,13 @@ def import_(
             size = path.stat().st_size
         except OSError as exc:
             raise source_error(source, exc, "a bundle") from None
-    backend = open_backend(local=local)
+    backend = open_backend(local=local, team=team)
     report = Report()
     try:
         if team and backend.whoami().get("backend") == "local":
-            raise CliError(
-                "teams live on a server; the local store is personal. Sign in first: ltm auth HOST"
-            )
+            from ltm.cli.client.backend import no_team_here
+
+            raise no_team_here(team)
         Importer(
             backend,
             report,
@@ -75,6 +74,6 @@ def import_(
         if stream is not sys.stdin.buffer:
             stream.close()
     sys.stdout.flush()
-    info(report.summary(backend.label))
+    info(report.summary(f"team {team} on {backend.label}" if team else backend.label))
     if report.refused:
         raise typer.Exit(1)

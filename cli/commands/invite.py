@@ -20,7 +20,7 @@ def invite(
     """Print an invite URL for TEAM (single use; it expires, 7 days on ltm servers)."""
     from ltm.cli.commands.teams import server
 
-    backend = server()
+    backend = server(team)
     try:
         created = backend.invite(team)
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 import typer
@@ -10,6 +11,8 @@ from ltm.cli.errors import CliError
 from ltm.cli.terminal.output import info, safe
 
 MARKER = "/v1/invites/"
+# The protocol's team names: what may be recorded as one (the server's answer is not trusted).
+TEAM_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 
 
 def join(
@@ -59,11 +62,13 @@ def join(
     default = credentials.load().default
     move = default != host and (make_default or _asked(host, default))
     minted = answer.get("token")
+    becomes_default = move or default == host
     if isinstance(minted, str) and minted:
-        credentials.store_login(
-            host, minted, via="invite", user=user, make_default=move or default == host
-        )
-        info(f"signed in to {host} as {who} (a new user; token saved in {credentials.path()})")
+        credentials.store_login(host, minted, via="invite", user=user, make_default=becomes_default)
+        # The default server's token goes where the reference CLI reads it; any other
+        # server's stays in hosts.json.
+        kept = credentials.path() if becomes_default else credentials.hosts_path()
+        info(f"signed in to {host} as {who} (a new user; token saved in {kept})")
     else:
         if token is None:
             raise CliError(f"{host} accepted the invite but sent no token to sign in with")
@@ -72,8 +77,11 @@ def join(
             credentials.set_default(host)
         if display and user.get("display") not in (None, display):
             info(f"--display applies to new users only; you are {who} on {host}")
+    raw_name = team.get("name")
+    if isinstance(raw_name, str) and TEAM_NAME.fullmatch(raw_name):
+        credentials.remember_teams(host, [raw_name])  # so -t finds this server from now on
     info(f"joined team {team_name} on {host} as {who}")
-    if default == host or move:
+    if becomes_default:
         if move:
             back = f"ltm config set host {default}" if default else "ltm config unset host"
             was = default or "the local store"
@@ -82,8 +90,8 @@ def join(
         return
     stays = default or "the local store"
     info(
-        f"your default stays {stays}; team {team_name} lives on {host}, so name it with -H:"
-        f" ltm -H {host} ls -t {team_name}  (to make it the default: ltm config set host {host})"
+        f"your default stays {stays} (where save, ls... go without -t); -t {team_name} reaches"
+        f" {host}: ltm ls -t {team_name}  (to make {host} the default: ltm config set host {host})"
     )
 
 

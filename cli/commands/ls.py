@@ -36,6 +36,12 @@ def ls(
         ),
     ] = None,
     every: Annotated[bool, typer.Option("--all", help="Every page, not just the first.")] = False,
+    shared: Annotated[
+        bool,
+        typer.Option(
+            "--shared", help="The packets other users of your server shared with you (ltm share)."
+        ),
+    ] = False,
     page_token: Annotated[
         str | None,
         typer.Option(
@@ -48,6 +54,13 @@ def ls(
     here: options.Here = False,
 ) -> None:
     """List packets: id, age and goal."""
+    if shared:
+        if team or tag or since or until or author or page_token or project or here or local:
+            raise typer.BadParameter("--shared takes only --limit and --json")
+        from ltm.cli.commands.share import list_shared
+
+        list_shared(limit=limit, as_json=as_json)
+        return
     from ltm.cli.client.backend import Filters
     from ltm.cli.start.fast import (  # ltm.cli.start.entry runs it without typer
         MAX_LIMIT,

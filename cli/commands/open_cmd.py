@@ -4,11 +4,20 @@ The reference's ``ltm platform`` (internal/cli/platform.go in
 dennisdevulder/ltm) prints the dashboard URL, then opens it. So does this,
 for any ltm server: ``{host}/web``, or one packet's page. The local store
 has its own view: ``ltm ui``.
+
+Opening a browser also signs it in, from the CLI's own credentials: people
+who joined by invite or signed in with the device flow never saw a token to
+type into the sign-in page. The CLI asks the server for a short-lived,
+single-use key (``POST /v1/web/sign-in-key``, an extension; it needs the
+token's full scope) and hands it to the browser through a private page that
+posts it (``ltm.cli.client.launch``): never on a command line, in a URL or in
+a log. Revoking the CLI's token ends that browser session too. A server
+without the route (the reference) gets the plain URL.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -49,5 +58,42 @@ def open_view(
     elif team:
         url += f"?team={quote(team, safe='')}"
     print(url)
-    if not no_browser and browser_available() and not _launch(url):
+    if no_browser or not browser_available():
+        return
+    key = _sign_in_key(target)
+    if key is None:
+        if not _launch(url):
+            info("could not open a browser; open the URL above")
+        return
+    from ltm.cli.client.launch import open_private
+
+    next_path = "/web" + url.split("/web", 1)[1]
+    if open_private(key["url"], {"key": key["key"], "next": next_path}) is None:
         info("could not open a browser; open the URL above")
+    else:
+        info("opened in your browser, signed in as you (single-use key, not shown)")
+
+
+def _sign_in_key(target: Any) -> dict[str, str] | None:
+    """A one-time web sign-in key from the server, or None (no such route, or refused)."""
+    from ltm.cli.client.remote import Http
+
+    http = Http(target.host)
+    try:
+        reply = http.request("POST", "/v1/web/sign-in-key", token=target.token)
+        data = reply.json(target.host) if reply.status == 201 else None
+    except CliError:
+        return None
+    finally:
+        http.close()
+    if not isinstance(data, dict):
+        if reply.status == 403:
+            info("this token may not sign a browser in (it needs read write); sign in there")
+        return None
+    found = {k: data.get(k) for k in ("url", "key")}
+    if not all(isinstance(v, str) and v for v in found.values()):
+        return None
+    base = target.host.rstrip("/")
+    if not str(found["url"]).startswith(base + "/"):
+        return None  # the key goes back to the server it came from, nowhere else
+    return found  # type: ignore[return-value]

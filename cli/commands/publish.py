@@ -9,28 +9,28 @@ the local store has nowhere to publish to.
 from __future__ import annotations
 
 import json
+from typing import Annotated
+
+import typer
 
 from ltm.cli.commands import options
-from ltm.cli.errors import CliError
 from ltm.cli.terminal.output import info
 
 
-def _server(verb: str) -> object:
-    from ltm.cli.client.backend import open_backend
+def _server(verb: str, team: str | None) -> object:
+    from ltm.cli.client.backend import needs_server, open_backend
     from ltm.cli.client.remote import RemoteBackend
 
-    backend = open_backend()
+    backend = open_backend(team=team)
     if not isinstance(backend, RemoteBackend):
         backend.close()
-        raise CliError(
-            f"{verb} needs a server (public pages are served there); sign in first: ltm auth HOST"
-        )
+        raise needs_server(f"{verb} (public pages are served by a server)")
     return backend
 
 
 def publish(ref: options.Ref, team: options.Team = None, as_json: options.Json = False) -> None:
     """Publish a packet at a public URL anyone with the link can read (no account needed)."""
-    backend = _server("publish")
+    backend = _server("publish", team)
     try:
         published = backend.publish(ref, team=team)  # type: ignore[attr-defined]
     finally:
@@ -39,13 +39,30 @@ def publish(ref: options.Ref, team: options.Team = None, as_json: options.Json =
         print(json.dumps(published, indent=2))
         return
     print(published["public_url"])
-    info("anyone with this link can read the packet; revoke it with: ltm unpublish ID")
+    revoke = f"ltm unpublish {published['id']}" + (f" -t {team}" if team else "")
+    info(f"anyone with this link can read the packet; revoke it with: {revoke}")
 
 
-def unpublish(ref: options.Ref, team: options.Team = None) -> None:
-    """Revoke a packet's public URL; it stops working at once."""
-    backend = _server("unpublish")
+def unpublish(
+    ref: options.Ref,
+    team: options.Team = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Revoke a packet's public URL; it stops working at once.
+
+    Asks first on a terminal; without one it revokes only with --yes (a later
+    publish gives a new URL, so everyone holding this one loses it for good).
+    """
+    from ltm.cli.terminal.confirm import confirmed
+
+    backend = _server("unpublish", team)
     try:
+        confirmed(
+            f"Unpublish {ref}? Its public URL stops working for everyone at once",
+            yes=yes,
+            verb=f"ltm unpublish {ref}",
+            nothing="nothing unpublished",
+        )
         backend.unpublish(ref, team=team)  # type: ignore[attr-defined]
     finally:
         backend.close()  # type: ignore[attr-defined]

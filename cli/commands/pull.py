@@ -41,7 +41,7 @@ def pull(
         return
     from ltm.cli.client.backend import open_backend
 
-    backend = open_backend(local=local)
+    backend = open_backend(local=local, team=team)
     try:
         body = backend.get(ref, team=team)
     finally:

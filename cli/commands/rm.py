@@ -1,14 +1,12 @@
-"""ltm rm: delete a packet (asks first on a terminal)."""
+"""ltm rm: delete a packet (asks first on a terminal; without one, only with --yes)."""
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
 
 from ltm.cli.commands import options
-from ltm.cli.errors import CliError
 from ltm.cli.terminal.output import info
 
 
@@ -18,19 +16,27 @@ def rm(
     team: options.Team = None,
     local: options.Local = False,
 ) -> None:
-    """Delete a packet. Deleted packets cannot be recovered."""
-    from ltm.cli.client.backend import open_backend
+    """Delete a packet. Deleted packets cannot be recovered.
 
-    backend = open_backend(local=local)
+    Asks first on a terminal; without one (a script, an agent's shell tool) it
+    deletes only with --yes.
+    """
+    from ltm.cli.client.backend import open_backend
+    from ltm.cli.terminal.confirm import confirmed
+
+    backend = open_backend(local=local, team=team)
     try:
-        if not yes and sys.stdin.isatty():
-            goal = _goal(backend.get(ref, team=team))
-            if not typer.confirm(f"Delete {ref} ({goal})?", default=False, err=True):
-                raise CliError("nothing deleted")
+        confirmed(
+            lambda: f"Delete {ref} ({_goal(backend.get(ref, team=team))})?",
+            yes=yes,
+            verb=f"ltm rm {ref}",
+            nothing="nothing deleted",
+        )
         deleted = backend.delete(ref, team=team)
     finally:
         backend.close()
-    info(f"deleted {deleted}")
+    where = f"team {team} on {backend.label}" if team else backend.label
+    info(f"deleted {deleted} from {where}")
 
 
 def _goal(body: bytes) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -33,13 +34,15 @@ def send(
     from ltm.cli.client.backend import open_backend
 
     raw = preflight.read_source(source)
-    backend = open_backend(local=local)
+    backend = open_backend(local=local, team=team)
     try:
         if continues is not None:
             raw = _with_parent(backend, raw, continues, team=team, label=_label(source))
         checked = preflight.accept(
             raw, fill=fill, lenient=lenient, allow_unredacted=allow_unredacted, label=_label(source)
         )
+        if continues is None:
+            _check_parent(backend, checked.data, team=team, refuse=fill)
         pushed = backend.push(
             checked.data, team=team, lenient=lenient, allow_unredacted=allow_unredacted
         )
@@ -51,6 +54,29 @@ def send(
     info(f"{verb} {pushed.id} in {where}{note}")
     print(pushed.id)
     return pushed.id
+
+
+def _check_parent(
+    backend: Backend, data: Mapping[str, Any], *, team: str | None, refuse: bool
+) -> None:
+    """A ``parent_id`` must name a packet the user can read, or the thread breaks there.
+
+    ``save`` refuses (nothing stored; the packet is still in its file); ``push``,
+    which stores a packet exactly as written (one may arrive before its parent),
+    warns and goes on.
+    """
+    parent = data.get("parent_id")
+    if not isinstance(parent, str) or not parent:
+        return
+    if backend.stored(parent) is not None:
+        return
+    where = f"team {team} on {backend.label}" if team else backend.label
+    if refuse:
+        raise CliError(
+            f"parent_id {parent} names no packet you can read in {where}; nothing saved — fix"
+            " it (ltm ls lists ids; --continues last takes the newest) or drop parent_id"
+        )
+    info(f"warning: parent_id {parent} names no packet you can read in {where}; pushed anyway")
 
 
 def _with_parent(
@@ -114,7 +140,7 @@ def save(
             "--continues",
             metavar="ID|last",
             help="This packet continues that one (sets parent_id); last: the newest packet"
-            " of the scope you save to.",
+            " of this project (the packet's, else this directory's) in the scope you save to.",
         ),
     ] = None,
 ) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -23,16 +22,47 @@ app = typer.Typer(
 Name = Annotated[str, typer.Argument(metavar="TEAM", help="The team's name.")]
 
 
-def server() -> RemoteBackend:
-    """The signed-in server; teams do not exist in the local store."""
-    from ltm.cli.client.backend import open_backend
+def server(team: str | None = None) -> RemoteBackend:
+    """The server of ``team`` (the one the user belongs to it on), else the default server.
+
+    Teams do not exist in the local store.
+    """
+    from ltm.cli.client.backend import no_team_here, open_backend
     from ltm.cli.client.remote import RemoteBackend
 
-    backend = open_backend()
+    backend = open_backend(team=team)
     if not isinstance(backend, RemoteBackend):
         backend.close()
-        raise CliError("teams live on a server; sign in first: ltm auth HOST")
+        if team:
+            raise no_team_here(team)
+        raise not_on_a_server()
     return backend
+
+
+def not_on_a_server() -> CliError:
+    """Teams need a server and the default is the local store: name the servers there are."""
+    from ltm.cli.client.credentials import load
+
+    hosts = sorted(load().hosts)
+    if hosts:
+        also = f" (or: {', '.join(hosts[1:])})" if hosts[1:] else ""
+        return CliError(
+            "teams live on a server and your default is the local store; name one you are"
+            f" signed in to with -H: ltm -H {hosts[0]} teams …{also}"
+        )
+    return CliError(
+        "teams live on a server, and you are signed in to none — sign in: ltm auth HOST,"
+        " or accept an invite: ltm join URL"
+    )
+
+
+def _record(backend: RemoteBackend, names: list[str], **how: object) -> None:
+    """Remember on this machine which teams the user has on this server (``-t`` finds it)."""
+    from ltm.cli.client import credentials
+
+    # Only for the token kept in the files: an LTM_TOKEN may be someone else's account.
+    if backend.target.token and backend.target.token == credentials.token_for(backend.host):
+        credentials.remember_teams(backend.host, names, **how)  # type: ignore[arg-type]
 
 
 def _me(backend: RemoteBackend) -> str | None:
@@ -48,6 +78,7 @@ def create(name: Name, as_json: options.Json = False) -> None:
         team = backend.create_team(name)
     finally:
         backend.close()
+    _record(backend, [str(team.get("name", name))])
     if as_json:
         print(json.dumps(team, indent=2))
         return
@@ -57,30 +88,58 @@ def create(name: Name, as_json: options.Json = False) -> None:
 
 @app.command("ls")
 def ls(as_json: options.Json = False) -> None:
-    """List the teams you belong to."""
-    backend = server()
-    try:
-        teams = backend.teams()
-    finally:
-        backend.close()
+    """List the teams you belong to.
+
+    With the local store as the default, the teams on every server you are
+    signed in to (ltm join keeps the default), each with its server.
+    """
+    backends = _servers_for_listing()
+    found: list[tuple[RemoteBackend, dict[str, object]]] = []
+    for backend in backends:
+        try:
+            teams = backend.teams()
+        finally:
+            backend.close()
+        _record(backend, [str(t["name"]) for t in teams if t.get("name")], complete=True)
+        found += [(backend, team) for team in teams]
+    several = len(backends) > 1 or backends[0].target.source == "team"
     if as_json:
-        print(json.dumps({"teams": teams}, indent=2, ensure_ascii=False))
+        rows = [{**team, "host": b.host} if several else team for b, team in found]
+        print(json.dumps({"teams": rows}, indent=2, ensure_ascii=False))
         return
-    if not teams:
-        info(f"you belong to no team on {backend.host}; create one: ltm teams create NAME")
+    if not found:
+        where = ", ".join(b.host for b in backends)
+        info(f"you belong to no team on {where}; create one: ltm teams create NAME")
         return
-    me = _me(backend)
-    rows = [("TEAM", "CREATED", "OWNER")]
-    for team in teams:
+    table = [("TEAM", "CREATED", "OWNER", "SERVER" if several else "")]
+    for backend, team in found:
         owner = str(team.get("owner_id", ""))
-        rows.append(
+        me = _me(backend)
+        table.append(
             (
                 str(team.get("name", "")),
                 relative_time(str(team.get("created_at", ""))),
                 "you" if me and owner == me else owner,
+                backend.host if several else "",
             )
         )
-    _table(rows)
+    _table(table)
+
+
+def _servers_for_listing() -> list[RemoteBackend]:
+    """The server verbs go to; with the local store as the default, every one signed in to."""
+    from ltm.cli.client import credentials
+    from ltm.cli.client.remote import RemoteBackend
+
+    if credentials.active() is not None:
+        return [server()]
+    hosts = credentials.load().hosts
+    if not hosts:
+        raise not_on_a_server()
+    return [
+        RemoteBackend.open(credentials.Target(host, entry.get("token"), "team", entry.get("user")))
+        for host, entry in sorted(hosts.items())
+    ]
 
 
 @app.command("rm")
@@ -88,23 +147,31 @@ def rm(
     name: Name,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Delete a team and every packet in it (owner only)."""
-    backend = server()
+    """Delete a team and every packet in it (owner only).
+
+    Asks first on a terminal; without one it deletes only with --yes.
+    """
+    from ltm.cli.terminal.confirm import confirmed
+
+    backend = server(name)
     try:
-        if not yes and sys.stdin.isatty():
-            question = f"Delete team {name} on {backend.host} and all of its packets?"
-            if not typer.confirm(question, default=False, err=True):
-                raise CliError("nothing deleted")
+        confirmed(
+            f"Delete team {name} on {backend.host} and all of its packets?",
+            yes=yes,
+            verb=f"ltm teams rm {name}",
+            nothing="nothing deleted",
+        )
         backend.delete_team(name)
     finally:
         backend.close()
-    info(f"deleted team {name}")
+    _record(backend, [], drop=(name,))
+    info(f"deleted team {name} on {backend.host}")
 
 
 @app.command("members")
 def members(name: Name, as_json: options.Json = False) -> None:
     """List a team's members."""
-    backend = server()
+    backend = server(name)
     try:
         rows = backend.members(name)
     finally:
@@ -131,26 +198,39 @@ def kick(
     member: Annotated[
         str, typer.Argument(metavar="MEMBER", help="The member's user id or display name.")
     ],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Remove a member from a team (owner only)."""
-    backend = server()
+    """Remove a member from a team (owner only).
+
+    Asks first on a terminal; without one it removes only with --yes.
+    """
+    from ltm.cli.terminal.confirm import confirmed
+
+    backend = server(name)
     try:
         user_id, display = _member(backend, name, member)
+        confirmed(
+            safe(f"Remove {display} ({user_id}) from team {name} on {backend.host}?"),
+            yes=yes,
+            verb=safe(f"ltm teams kick {name} {member}"),
+            nothing="nobody removed",
+        )
         backend.kick(name, user_id)
     finally:
         backend.close()
-    info(safe(f"removed {display} ({user_id}) from team {name}"))
+    info(safe(f"removed {display} ({user_id}) from team {name} on {backend.host}"))
 
 
 @app.command("leave")
 def leave(name: Name) -> None:
     """Leave a team (its owner cannot; delete the team instead)."""
-    backend = server()
+    backend = server(name)
     try:
         backend.leave(name)
     finally:
         backend.close()
-    info(f"left team {name}")
+    _record(backend, [], drop=(name,))
+    info(f"left team {name} on {backend.host}")
 
 
 def _member(backend: RemoteBackend, team: str, member: str) -> tuple[str, str]:

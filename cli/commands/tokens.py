@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -23,13 +22,13 @@ app = typer.Typer(
 
 def server(what: str) -> RemoteBackend:
     """The signed-in server; tokens do not exist in the local store."""
-    from ltm.cli.client.backend import open_backend
+    from ltm.cli.client.backend import needs_server, open_backend
     from ltm.cli.client.remote import RemoteBackend
 
     backend = open_backend()
     if not isinstance(backend, RemoteBackend):
         backend.close()
-        raise CliError(f"{what} needs a server; sign in first: ltm auth HOST")
+        raise needs_server(what)
     return backend
 
 
@@ -38,7 +37,7 @@ def _tokens(backend: RemoteBackend) -> list[dict[str, Any]]:
         "GET",
         "/v1/tokens",
         ok=(200,),
-        hints={404: "{host} does not list tokens (an older or other ltm server)"},
+        feature="token management",
     )
     answer = reply.json(backend.host)
     rows = answer.get("tokens") if isinstance(answer, dict) else None
@@ -92,22 +91,35 @@ def revoke(
     label: Annotated[str, typer.Argument(metavar="LABEL", help="The token's label (ltm tokens).")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Revoke one of your tokens: the device using it is signed out at once."""
+    """Revoke one of your tokens: the device using it is signed out at once.
+
+    Asks first on a terminal; without one it revokes only with --yes.
+    """
     from urllib.parse import quote
+
+    from ltm.cli.terminal.confirm import confirmed
 
     backend = server("revoking a token")
     host = backend.host
     try:
         current = any(row.get("label") == label and row.get("current") for row in _tokens(backend))
-        if current and not yes and sys.stdin.isatty():
-            question = f"{label} is the token this machine uses; revoke it and sign out here?"
-            if not typer.confirm(question, default=False, err=True):
-                raise CliError("nothing revoked")
+        question = (
+            f"{label} is the token this machine uses; revoke it and sign out here?"
+            if current
+            else f"Revoke token {label} on {host}? The device using it is signed out at once"
+        )
+        confirmed(
+            safe(question),
+            yes=yes,
+            verb=safe(f"ltm tokens revoke {label}"),
+            nothing="nothing revoked",
+        )
         backend._call(
             "DELETE",
             f"/v1/tokens/{quote(label, safe='')}",
             ok=(200, 204),
             hints={404: f"you have no token labelled {label!r} on {{host}} — see: ltm tokens"},
+            feature="token management",
         )
     finally:
         backend.close()

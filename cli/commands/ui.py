@@ -3,11 +3,26 @@
 A loopback-only server (the ``ltm server run`` machinery: the same Chalice
 app, cheroot, one process) on 127.0.0.1 and a random port, over the local
 store. Other people on this machine can reach a loopback port too, so the
-view is locked: the URL carries a one-time random key (256 bits) that the
-first request exchanges for a session cookie (HttpOnly, SameSite=Strict),
-then redirects to a clean URL; the key never works again. The pages' signing
-key is random per run and never written anywhere, so sessions end with the
-process. Ctrl-C stops it.
+view is locked three ways:
+
+- it answers only under a random host name of its own,
+  ``ltm-<random>.localhost:<port>`` (current browsers resolve every
+  ``*.localhost`` name to loopback: https://www.rfc-editor.org/rfc/rfc6761#section-6.3
+  and https://url.spec.whatwg.org/#host-miscellaneous), and refuses any other
+  Host (421). Cookies do not separate ports, so a cookie set for 127.0.0.1
+  would also go to a page another user serves on another loopback port; set
+  for this random name, it goes nowhere else;
+- the first request must bring a one-time random key (256 bits), which it
+  exchanges for a session cookie (HttpOnly, SameSite=Strict) before
+  redirecting to a clean URL; the key never works again;
+- the key and the name reach the browser through a private 0600 page that
+  posts the key (``ltm.cli.client.launch``), never on the browser's command
+  line, which every local user can read.
+
+The server listens before the browser is asked to open (from a thread: a
+browser command that blocks cannot hang it). The pages' signing key is
+random per run and never written anywhere, so sessions end with the process.
+Ctrl-C stops it.
 """
 
 from __future__ import annotations
@@ -15,12 +30,35 @@ from __future__ import annotations
 import os
 import secrets
 import sys
-from typing import Annotated
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
 from ltm.cli.errors import CliError
 from ltm.cli.terminal.output import info
+
+
+def only_host(app: Callable[..., Iterable[bytes]], host: str) -> Callable[..., Iterable[bytes]]:
+    """A WSGI app that answers only requests whose Host is ``host`` (421 for any other)."""
+
+    def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if str(environ.get("HTTP_HOST", "")).lower() != host:
+            body = b"Wrong address: open the one ltm ui printed.\n"
+            start_response(
+                "421 Misdirected Request",
+                [
+                    ("Content-Type", "text/plain; charset=utf-8"),
+                    ("Content-Length", str(len(body))),
+                    ("Cache-Control", "no-store"),
+                ],
+            )
+            return [body]
+        return app(environ, start_response)
+
+    return guarded
 
 
 def ui(
@@ -35,13 +73,14 @@ def ui(
     from ltm.cli.start.extras import require
 
     require("server", "ltm ui")  # the same app and HTTP server as `ltm server run`
-    from ltm.cli.client.device import _launch, browser_available
+    from ltm.cli.client.device import browser_available
     from ltm.cli.config import local_db_path
 
     path = local_db_path()
     key = secrets.token_urlsafe(32)
-    for name in [n for n in os.environ if n.startswith("LTM_COGNITO_")]:
-        del os.environ[name]  # the local view never signs in anywhere
+    name = f"ltm-{secrets.token_hex(8)}.localhost"  # 64 random bits: the cookie's own host
+    for variable in [n for n in os.environ if n.startswith("LTM_COGNITO_")]:
+        del os.environ[variable]  # the local view never signs in anywhere
     os.environ.pop("LTM_EXTERNAL_URL", None)
     os.environ.update(
         LTM_STORE="sqlite",
@@ -60,18 +99,44 @@ def ui(
         module.get_store()  # open (and migrate) now: fail before listening
     except Exception as exc:
         raise CliError(f"cannot open the local store {path}: {exc}") from None
-    wsgi = ChaliceWSGI(module.app, logger=module.logger, too_large=BODY_TOO_LARGE_ERRORS)
     try:
         sockets = bind("127.0.0.1", port, 1)
     except OSError as exc:
         raise CliError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
-    bound = sockets[0].getsockname()[1]
-    url = f"http://127.0.0.1:{bound}/web/ui?key={key}"
-    info(f"ltm ui: the local store ({path}) at http://127.0.0.1:{bound}/web — Ctrl-C stops")
-    print(url)  # one use: the first browser to open it gets the session
+    host = f"{name}:{sockets[0].getsockname()[1]}"
+    os.environ["LTM_WEB_HOST"] = host  # read by the web view on its first page
+    wsgi = only_host(
+        ChaliceWSGI(module.app, logger=module.logger, too_large=BODY_TOO_LARGE_ERRORS), host
+    )
+    base = f"http://{host}"
+    info(f"ltm ui: the local store ({path}) at {base}/web — Ctrl-C stops")
+    print(f"{base}/web/ui?key={key}")  # one use: the first browser to open it gets the session
     sys.stdout.flush()
-    if not no_browser and browser_available() and not _launch(url):
-        info("could not open a browser; open the URL above")
-    status = serve(wsgi, sockets, threads=4, on_stop=module.close_store)
+    page: Path | None = None
+    if not no_browser and browser_available():
+        from ltm.cli.client.launch import write_page
+
+        try:
+            page = write_page(f"{base}/web/ui", {"key": key})
+        except OSError as exc:
+            info(f"could not write the page that opens the view ({exc}); open the URL above")
+        else:
+            # The socket listens already; the browser is asked from a thread, so a browser
+            # command that blocks (or takes its time) never keeps the view from serving.
+            threading.Thread(target=_open_browser, args=(page,), daemon=True).start()
+    try:
+        status = serve(wsgi, sockets, threads=4, on_stop=module.close_store)
+    finally:
+        from ltm.cli.client.launch import forget
+
+        forget(page)  # the key is spent or dies with this process: the page goes too
     if status:
         raise typer.Exit(status)
+
+
+def _open_browser(page: Path) -> None:
+    from ltm.cli.client.launch import forget, launch
+
+    if not launch(page):
+        forget(page)
+        info("could not open a browser; open the URL above")

@@ -17,7 +17,7 @@ import typer
 if TYPE_CHECKING:
     from ltm.store import Store
 
-ROOT_USER_ID = "root"
+ROOT_DISPLAY = "root"  # the first user's default display name; its id is a ULID, as every user's
 ROOT_LABEL = "root"
 DEFAULT_ADDR = "127.0.0.1:8080"
 DEFAULT_THREADS = 4
@@ -116,13 +116,34 @@ def _check_url(url: str) -> str:
 
 
 @app.command()
-def init(db: DbOption = None) -> None:
-    """Create the database and print the root token (once: the token alone on stdout)."""
+def init(
+    db: DbOption = None,
+    name: Annotated[
+        str,
+        typer.Option(
+            "--name",
+            metavar="NAME",
+            help="The first user's display name (its id is minted, a ULID).",
+        ),
+    ] = ROOT_DISPLAY,
+) -> None:
+    """Create the database and print the root token (once: the token alone on stdout).
+
+    A lost root token is replaced from the server's box: `ltm server issue-token root`
+    (or the first user's id) prints a new one; revoke the lost one with
+    `ltm server revoke-token root`.
+    """
     _needs_the_server_extra("init")
     path = _db_path(db)
     from ltm.service import tokens
-    from ltm.service.errors import Conflict
+    from ltm.service.errors import BadRequest, Conflict, ServiceError
+    from ltm.service.users import check_display
     from ltm.store.sqlite import SqliteStore
+
+    try:
+        display = check_display(name)
+    except BadRequest as exc:
+        raise _fail(f"--name: {exc.message.removeprefix('display: ')}", code=2) from None
 
     fresh = not path.exists()
     store = SqliteStore(path)
@@ -133,16 +154,21 @@ def init(db: DbOption = None) -> None:
                 if target.exists():
                     target.chmod(0o600)
         _ensure_device_secret(store)
-        if store.get_user(ROOT_USER_ID) is not None:
+        # Initialized: its first token (labelled root) exists. (Opening the store above gave
+        # a first user stored under the id "root" by an older init its ULID; see sqlite.py.)
+        if any(token.label == ROOT_LABEL for token in store.list_tokens()):
             _say(
                 f"{path} is already initialized; its root token was shown when it was created."
-                " Use `ltm server issue-token NAME` for another token."
+                " Another token: `ltm server issue-token NAME` (a lost root token:"
+                " `ltm server issue-token root`)."
             )
             return
         try:
-            _user, secret = tokens.issue(store, "root", label=ROOT_LABEL, user_id=ROOT_USER_ID)
+            _user, secret = tokens.issue(store, display, label=ROOT_LABEL)
         except Conflict:
             raise _fail(f"{path} already has a root user or token; not minting another") from None
+        except ServiceError as exc:  # a display name the server refuses
+            raise _fail(exc.message, code=2) from None
     finally:
         store.close()
     print(secret)
@@ -218,6 +244,12 @@ def run(
     except ValueError:
         raise _fail(f"--sqlite-sync must be full or normal, got {sqlite_sync!r}") from None
     os.environ[SYNC_ENV] = level.lower()  # every process's store reads it
+    from ltm.store.select import quota
+
+    try:
+        quota()  # the per-user storage bound: a bad setting stops the start, in one line
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
     host, port = parse_addr(addr)
     if workers is None:
         workers = default_workers()
@@ -258,26 +290,43 @@ def run(
 
 @app.command("issue-token")
 def issue_token(
-    name: Annotated[str, typer.Argument(help="The new user's display name.")],
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="The user: a display name or user id. A new user when nobody has that name."
+        ),
+    ],
     label: Annotated[
-        str | None, typer.Option("--label", help="The token's label (default: NAME).")
+        str | None,
+        typer.Option("--label", help="The token's label (default: the name, numbered if taken)."),
     ] = None,
+    new_user: Annotated[
+        bool,
+        typer.Option("--new-user", help="Create another user even if one has this name."),
+    ] = False,
     db: DbOption = None,
 ) -> None:
-    """Create a user with a token; print the token alone on stdout."""
+    """Print a token for a user, alone on stdout: a new user, or another token for one
+    that exists (another device, or a lost token: `ltm server issue-token root`)."""
     _needs_the_server_extra("issue-token")
     from ltm.service import tokens
     from ltm.service.errors import ServiceError
 
     _path, store = _open_existing(db)
     try:
-        user, secret = tokens.issue(store, name, label=label or name)
+        issued = tokens.issue_for(store, name, label=label, new_user=new_user)
     except ServiceError as exc:
         raise _fail(exc.message) from None
     finally:
         store.close()
-    print(secret)
-    _say(f"Issued token {label or name!r} for the new user {user.display!r} (id {user.id}).")
+    print(issued.secret)
+    who = "the new user" if issued.created else "the existing user"
+    _say(f"Issued token {issued.label!r} for {who} {issued.user.display!r} (id {issued.user.id}).")
+    if not issued.created:
+        _say(
+            "Their other tokens keep working; `ltm server revoke-token LABEL` ends one"
+            " (`ltm server tokens` lists them), and --new-user makes another user instead."
+        )
 
 
 @app.command("tokens")

@@ -42,7 +42,7 @@ from cheroot.errors import MaxSizeExceeded
 from cheroot.makefile import MakeFile
 from cheroot.server import HeaderReader, HTTPConnection, HTTPRequest
 
-from .intake import Intake, RequestReader, json_error
+from .intake import STRICT_HEADERS, Intake, RequestReader, StrictHeaders, json_error
 from .wsgi import MAX_BODY
 
 MAX_HEADER_BYTES = 64 * 1024
@@ -58,8 +58,8 @@ IDLE_TIMEOUT = 10.0
 MAX_KEEP_ALIVE = 512
 
 
-class _ForgetExpect(HeaderReader):
-    """cheroot's header reader, dropping an ``Expect: 100-continue`` the intake already answered."""
+class _ForgetExpect(StrictHeaders):
+    """The intake's header reader, dropping an ``Expect: 100-continue`` it already answered."""
 
     def __call__(self, rfile: Any, hdict: dict[bytes, bytes] | None = None) -> Any:
         headers = super().__call__(rfile, hdict)
@@ -67,16 +67,31 @@ class _ForgetExpect(HeaderReader):
         return headers
 
 
-_HEADERS = HeaderReader()
 _HEADERS_CONTINUED = _ForgetExpect()
 
 
 class _JsonRequest(HTTPRequest):
-    """cheroot's own error answers (``simple_response``), as JSON; the connection then closes."""
+    """cheroot's own error answers (``simple_response``), as JSON; the connection then closes.
+
+    Its heads are read by the intake's reader (``StrictHeaders``), and a request
+    is served only when cheroot frames its body as the intake did (see intake.py).
+    """
 
     @property  # type: ignore[override]
     def header_reader(self) -> HeaderReader:
-        return _HEADERS_CONTINUED if self.conn.rfile.continued else _HEADERS
+        return _HEADERS_CONTINUED if self.conn.rfile.continued else STRICT_HEADERS
+
+    def read_request_headers(self) -> bool:
+        if not super().read_request_headers():
+            return False
+        verdict = self.conn.rfile.framing
+        length = 0 if self.chunked_read else int(self.inheaders.get(b"Content-Length", 0))
+        if verdict is None or (verdict.chunked, verdict.length) != (self.chunked_read, length):
+            # Never expected (one reader, one set of rules), and fatal if it happened: the
+            # worker would wait for a body the intake did not see as part of the request.
+            self.simple_response("400 Bad Request", "ambiguous request framing")
+            return False
+        return True
 
     def simple_response(self, status: Any, msg: Any = "") -> None:
         status = str(status)

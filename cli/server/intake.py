@@ -21,19 +21,32 @@ new connection), however it dribbles; after that it gets a JSON 408 and the
 connection closes. A connection idle between requests closes after
 ``idle_timeout``. What is too big or malformed goes to the worker at once, and
 cheroot answers it as before (413, 400, 501).
+
+The intake and the worker must read a request's framing alike: a head the
+intake takes as having no body while cheroot waits for a chunked one held a
+worker for the whole timeout. So one reader parses every head
+(``StrictHeaders``, cheroot's own with what lets two readers disagree refused
+with 400: obsolete line folding, whitespace before a colon, a repeated
+Content-Length, Content-Length beside Transfer-Encoding), the intake keeps its
+verdict (``Framing``), and the worker serves a request only when cheroot's
+reading of the head matches that verdict (``http.py``). A worker never waits
+for a byte: a request it gets is whole by that verdict.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import selectors
 import socket
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from cheroot.connections import ConnectionManager
+from cheroot.server import HeaderReader, comma_separated_headers
 
 RECV_SIZE = 65_536
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -80,13 +93,104 @@ def connection_limit() -> int:
     return max(8, min(MAX_CONNECTIONS, soft // 2, soft - 256))
 
 
+class StrictHeaders(HeaderReader):
+    """cheroot's header reader (its key case, its comma-joined headers), stricter where it matters.
+
+    Refused with 400 (a ``ValueError``, which cheroot answers as such), each
+    a way for two readers of one head to frame its body differently:
+
+    - obsolete line folding, a line starting with a space or a tab: RFC 9112
+      §5.2 lets a server refuse it with 400, and cheroot would otherwise join
+      it to the header before (``Transfer-Encoding:`` then `` chunked``);
+    - whitespace between a header's name and its colon (RFC 9112 §5.1: MUST
+      be refused with 400), and a line with no name or no colon;
+    - a repeated Content-Length, and Content-Length beside Transfer-Encoding
+      (RFC 9112 §6.3: "ought to be handled as an error"; request smuggling).
+
+    https://www.rfc-editor.org/rfc/rfc9112#section-5.2
+    """
+
+    def __call__(self, rfile: Any, hdict: dict[bytes, bytes] | None = None) -> dict[bytes, bytes]:
+        headers: dict[bytes, bytes] = {} if hdict is None else hdict
+        while True:
+            line = rfile.readline()
+            if not line:
+                raise ValueError("Illegal end of headers.")
+            if line == b"\r\n":
+                break
+            if not line.endswith(b"\r\n"):
+                raise ValueError("HTTP requires CRLF terminators")
+            if line[:1] in (b" ", b"\t"):
+                raise ValueError("obsolete line folding is not accepted")
+            name, colon, value = line.partition(b":")
+            if not colon or not name or name != name.strip():
+                raise ValueError("Illegal header line.")
+            key = self._transform_key(name)
+            value = value.strip()
+            if not self._allow_header(key):
+                continue
+            if key == b"Content-Length" and key in headers:
+                raise ValueError("more than one Content-Length")
+            if key in comma_separated_headers and headers.get(key):
+                value = b", ".join((headers[key], value))
+            headers[key] = value
+        if b"Content-Length" in headers and b"Transfer-Encoding" in headers:
+            raise ValueError("Content-Length and Transfer-Encoding together")
+        return headers
+
+
+STRICT_HEADERS = StrictHeaders()
+
+
+@dataclass(frozen=True, slots=True)
+class Framing:
+    """Where a request's body ends, as read from its head: the intake's verdict."""
+
+    chunked: bool = False
+    length: int = 0  # the Content-Length (0 when chunked or absent)
+    expect: bool = False  # the client waits for "100 Continue" before sending the body
+
+
+def framing(head: bytes, *, max_body: int) -> Framing | None:
+    """The framing of ``head`` (request line through the empty line) as cheroot reads it.
+
+    None when cheroot refuses the head by itself (400, 413, 501, 505): the
+    worker answers it at once, from the head alone. The request line's
+    version is read as cheroot 11 reads it (``HTTPRequest.read_request_line``:
+    Transfer-Encoding counts for HTTP/1.1 only), and the checks run in
+    ``read_request_headers``'s order: Content-Length first, then the codings.
+    """
+    stream = io.BytesIO(head)
+    line = stream.readline()
+    try:
+        _method, _target, protocol = line.strip().split(b" ", 2)
+        if not line.endswith(b"\r\n") or not protocol.startswith(b"HTTP/"):
+            return None
+        major, minor = protocol[5:].split(b".", 1)
+        version = (int(major), int(minor))
+        headers = STRICT_HEADERS(stream)
+        length = int(headers.get(b"Content-Length", 0))
+    except ValueError:
+        return None
+    if version > (1, 1) or version[0] != 1 or length < 0 or length > max_body:
+        return None
+    codings: list[bytes] = []
+    if version == (1, 1) and (te := headers.get(b"Transfer-Encoding")):
+        codings = [c.strip().lower() for c in te.split(b",") if c.strip()]
+    expect = headers.get(b"Expect", b"") == b"100-continue"
+    if codings:
+        if any(c != b"chunked" for c in codings):
+            return None  # 501
+        return Framing(chunked=True, expect=expect)
+    return Framing(length=length, expect=expect and length > 0)
+
+
 class RequestReader:
     """A connection's ``rfile``: the bytes received so far, and whether a whole request is in.
 
     The selector thread ``feed``s it and asks ``complete()``; the worker thread
     then reads the request with ``readline``/``read`` (what cheroot calls),
-    served from memory. Should the worker need more than was buffered, it
-    reads the socket, but never past the request's deadline.
+    served from memory, and never waits on the socket (see ``_fill``).
     """
 
     def __init__(self, sock: socket.socket, *, max_head: int, max_body: int, timeout: float):
@@ -113,8 +217,8 @@ class RequestReader:
         self._chunk_pos = 0
         self._chunk_data = 0
         self._trailer = False
-        self._expect = False
         self._ready = False
+        self.framing: Framing | None = None  # the verdict on the current request's head
         self.continued = False
 
     def feed(self, data: bytes) -> None:
@@ -130,7 +234,7 @@ class RequestReader:
 
     def wants_continue(self) -> bool:
         """The client waits for "100 Continue" before it sends the body, and has none yet."""
-        return self._expect and not self.continued
+        return self.framing is not None and self.framing.expect and not self.continued
 
     def complete(self) -> bool:
         """Whether a worker can take the request now: whole, or bad enough to refuse as it is."""
@@ -152,51 +256,17 @@ class RequestReader:
                 return len(buf) > self.max_head
             end = min(found)
             self._head_end = end + (4 if buf[end : end + 4] == b"\r\n\r\n" else 2)
-            if not self._judge_head(bytes(buf[start:end])):
-                return True
+            self.framing = framing(bytes(buf[start : self._head_end]), max_body=self.max_body)
+            if self.framing is None:
+                return True  # refused from the head alone: the worker says why, at once
+            if self.framing.chunked:
+                self._chunked = True
+                self._chunk_pos = self._head_end
+            else:
+                self._need = self._head_end + self.framing.length
         if self._chunked:
             return self._chunks_complete()
         return self._need is not None and len(buf) >= self._need
-
-    def _judge_head(self, head: bytes) -> bool:
-        """Read the framing headers as cheroot will; False when the head alone decides (errors)."""
-        assert self._head_end is not None
-        lines = head.split(b"\r\n")
-        # Before HTTP/1.1 cheroot ignores Transfer-Encoding (and so does this).
-        http11 = lines[0].rsplit(b" ", 1)[-1] not in (b"HTTP/1.0", b"HTTP/0.9")
-        length: bytes | None = None
-        codings: list[bytes] = []
-        for line in lines[1:]:
-            name, colon, value = line.partition(b":")
-            if not colon or name[:1] in (b" ", b"\t"):
-                continue
-            name = name.strip().lower()
-            if name == b"content-length":
-                length = value.strip()
-            elif name == b"transfer-encoding":
-                codings += [c.strip().lower() for c in value.split(b",") if c.strip()]
-            elif name == b"expect":
-                self._expect = value.strip() == b"100-continue"
-        if http11 and codings:
-            if any(c != b"chunked" for c in codings):
-                return False  # 501 from cheroot
-            self._chunked = True
-            self._chunk_pos = self._head_end
-            return True
-        if length is None:
-            self._expect = False
-            self._need = self._head_end
-            return True
-        try:
-            size = int(length)
-        except ValueError:
-            return False  # 400
-        if size < 0 or size > self.max_body:
-            return False  # 400 / 413, before a byte of the body
-        if size == 0:
-            self._expect = False
-        self._need = self._head_end + size
-        return True
 
     def _chunks_complete(self) -> bool:
         buf = self._buf
@@ -231,22 +301,29 @@ class RequestReader:
     # -- the worker thread's side (what cheroot's parser calls) -----------
 
     def _fill(self) -> bool:
-        """Receive more into the buffer, waiting no later than the deadline; False at EOF."""
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("timed out")  # cheroot answers 408 to this message
-        self._sock.settimeout(remaining)
+        """Take in what more has arrived, never waiting for it; False at EOF.
+
+        A worker gets the connection once the request is whole by the intake's
+        verdict, which the worker checks it shares, so it needs no byte more.
+        Should it ask for one all the same, waiting would hold a worker thread
+        on a client's whim: it gets a ``TimeoutError`` at once (what cheroot
+        and the adapter answer 408 to), and the connection closes.
+        """
+        self._sock.settimeout(0.0)
         try:
             data = self._sock.recv(RECV_SIZE)
+        except (BlockingIOError, InterruptedError):
+            raise TimeoutError("timed out") from None
         finally:
             self._sock.settimeout(self.timeout)
         self._buf += data
         return bool(data)
 
     def read(self, size: int | None = -1) -> bytes:
-        if size is None or size < 0:
-            while self._fill():
-                pass
+        if size is None or size < 0:  # all there is: what has arrived, up to EOF
+            with contextlib.suppress(TimeoutError):
+                while self._fill():
+                    pass
             size = len(self._buf)
         while len(self._buf) < size and self._fill():
             pass

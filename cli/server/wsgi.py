@@ -9,7 +9,8 @@ Gateway would answer by itself is answered here, as JSON errors:
 - a known path with another method: 405 ``{"error": "method not allowed"}``
   with ``Allow`` (HEAD is served as GET without the body);
 - a body over the limit: 413, decided from Content-Length before a byte of
-  the body is read;
+  the body is read; a body that does not arrive whole: 408 (the server's
+  stream never waits for it) or 400;
 - a path that is not UTF-8 after percent-decoding: 404.
 
 Nothing here raises to the server: an unexpected error is logged and becomes
@@ -21,7 +22,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -34,7 +34,6 @@ MAX_BODY = 32_768
 STAGE = "local"
 
 StartResponse = Callable[..., Any]
-_CODE_IN_PATH = re.compile(r"(/v1/invites/)[^/]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,15 +200,27 @@ class ChaliceWSGI:
                 raise _Refusal(400, "invalid Content-Length")
             if length > self.max_body:  # refused from the header: the body is never read
                 raise too_large
-            return environ["wsgi.input"].read(length) if length else b""
+            if not length:
+                return b""
+            try:
+                body: bytes = environ["wsgi.input"].read(length)
+            except TimeoutError:  # the server's stream would not wait for the rest
+                raise _Refusal(408, "request timeout") from None
+            except OSError:
+                raise _Refusal(400, "could not read the request body") from None
+            if len(body) != length:  # the client closed early: never serve part of a body
+                raise _Refusal(400, "request body shorter than its Content-Length")
+            return body
         if "chunked" not in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
             return b""
         try:  # one byte past the limit is enough to know
-            body: bytes = environ["wsgi.input"].read(self.max_body + 1)
+            body = environ["wsgi.input"].read(self.max_body + 1)
         except self.too_large:
             raise too_large from None
         except ValueError:  # the chunk framing itself is broken
             raise _Refusal(400, "malformed chunked body") from None
+        except TimeoutError:
+            raise _Refusal(408, "request timeout") from None
         except OSError as exc:  # the server's stream gave up: past its limit, or the client left
             if "too large" in str(exc).lower():
                 raise too_large from None
@@ -289,12 +300,14 @@ class ChaliceWSGI:
     def _refuse(
         self, status: int, message: str, method: str, path: str, request_id: str, started: float
     ) -> tuple[int, list[tuple[str, str]], bytes]:
+        from ltm.logs import loggable_path
+
         self.log.info(
             "request",
             extra={
                 "access": {
                     "method": method,
-                    "path": _CODE_IN_PATH.sub(r"\1{code}", path[:256]),
+                    "path": loggable_path(path[:256]),
                     "status": status,
                     "latency_ms": round((time.perf_counter() - started) * 1000, 3),
                     "request_id": request_id,

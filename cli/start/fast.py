@@ -37,16 +37,18 @@ def print_version() -> None:
     print(f"ltm {__version__}")
 
 
-def print_example(*, resume: bool) -> None:
-    from ltm.examples import example_bytes
+def print_example(*, resume: bool, reference: bool = False) -> None:
+    """``ltm example``: the packet to copy from (no id, time or project: save fills them,
+    so every copy saved is a new packet); ``reference``: the reference's exact bytes;
+    ``resume``: the reference example's resume block."""
+    from ltm.examples import example_bytes, template_bytes
 
-    raw = example_bytes()
     if resume:
         from ltm.resume import render
 
-        sys.stdout.write(render(json.loads(raw)))
+        sys.stdout.write(render(json.loads(example_bytes())))
     else:
-        sys.stdout.buffer.write(raw)
+        sys.stdout.buffer.write(example_bytes() if reference else template_bytes())
     sys.stdout.flush()
 
 
@@ -74,6 +76,27 @@ def where_label(backend: Backend, team: str | None, project: str | None) -> str:
     return f"project {project} in {where}" if project else where
 
 
+def shown_ids(backend: Backend, ids: list[str]) -> list[str]:
+    """Each id as short as it can be shown and still name one packet (``ltm.ids.short_ids``):
+    unique among the rows shown and, on the local store, among all the packets of its scope
+    (a server's scope is known only as far as it was listed)."""
+    from ltm.cli.client.backend import LocalBackend
+    from ltm.ids import short_ids
+
+    if not isinstance(backend, LocalBackend):
+        return short_ids(ids)
+    store, owner = backend.store, backend.user.id
+
+    def taken(prefix: str) -> bool:
+        return len(store.packet_ids_with_prefix(prefix, owner_id=owner, limit=2)) > 1
+
+    return short_ids(ids, taken=taken)
+
+
+def _width(shown: list[str]) -> int:
+    return max((len(s) for s in shown), default=12)
+
+
 def list_packets(
     *,
     limit: int,
@@ -87,14 +110,15 @@ def list_packets(
     every: bool = False,
 ) -> None:
     """``ltm ls``: a page (or with ``every``, all pages) of a scope, filtered."""
-    from ltm.cli.client.backend import Filters, open_backend
-    from ltm.cli.terminal.output import one_line, relative_time, short_id
+    from ltm.cli.client.backend import Filters, check_times, open_backend
+    from ltm.cli.terminal.output import one_line, relative_time
 
     filters = filters or Filters()
+    check_times(filters)
     project = project_filter(project, here)
     if project is not None:
         filters = Filters(**{**filters.query(), "project": project})
-    backend = open_backend(local=local)
+    backend = open_backend(local=local, team=team)
     try:
         listing = backend.page(filters, team=team, limit=limit, page_token=page_token)
         rows = list(listing.rows)
@@ -103,6 +127,7 @@ def list_packets(
                 filters, team=team, limit=limit, page_token=listing.next_page_token
             )
             rows += listing.rows
+        shown = [] if as_json else shown_ids(backend, [row["id"] for row in rows])
     finally:
         backend.close()
     more = listing.next_page_token
@@ -120,9 +145,10 @@ def list_packets(
         else:
             info(f"no packets yet in {where}; save one with: ltm save FILE")
         return
-    for row in rows:
+    width = _width(shown)
+    for row, short in zip(rows, shown, strict=True):
         when = safe(relative_time(row["created_at"]))
-        line = f"{short_id(row['id']):<12}  {when:<12}  {one_line(row['goal'], 72)}"
+        line = f"{short:<{width}}  {when:<12}  {one_line(row['goal'], 72)}"
         print(safe(line))  # packet text: no terminal control gets through
     if more:
         info(f"more packets: add --page-token {more} (or --all for every page)")
@@ -135,12 +161,13 @@ def search_packets(
     import os
 
     from ltm.cli.client.backend import check_query, open_backend
-    from ltm.cli.terminal.output import one_line, relative_time, safe, short_id
+    from ltm.cli.terminal.output import one_line, relative_time, safe
 
     check_query(query)
-    backend = open_backend(local=local)
+    backend = open_backend(local=local, team=team)
     try:
         hits = backend.search(query, team=team, all_scopes=all_scopes, limit=limit)
+        shown = [] if as_json else shown_ids(backend, [str(hit["id"]) for hit in hits])
     finally:
         backend.close()
     if as_json:
@@ -157,11 +184,12 @@ def search_packets(
         info(f"nothing matches {query!r} in {where}")
         return
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    for hit in hits:
+    width = _width(shown)
+    for hit, short in zip(hits, shown, strict=True):
         scope = f"[{safe(str(hit['team']))}] " if hit.get("team") else ""
         when = relative_time(str(hit.get("created_at", "")))
         goal = safe(one_line(str(hit.get("goal", "")), 72))
-        print(f"{short_id(hit['id']):<12}  {when:<12}  {scope}{goal}")
+        print(f"{safe(short):<{width}}  {when:<12}  {scope}{goal}")
         field = safe(str(hit.get("field", "")))
         print(f"    {field}: {marked(hit, color=color)}")
 
@@ -189,11 +217,12 @@ def marked(hit: dict[str, Any], *, color: bool) -> str:
 def log_thread(ref: str, *, team: str | None, as_json: bool, local: bool) -> None:
     """``ltm log``: the work thread from its root to ``ref``, one line per packet."""
     from ltm.cli.client.backend import open_backend
-    from ltm.cli.terminal.output import one_line, relative_time, safe, short_id
+    from ltm.cli.terminal.output import one_line, relative_time, safe
 
-    backend = open_backend(local=local)
+    backend = open_backend(local=local, team=team)
     try:
         rows, complete = backend.thread(ref, team=team)
+        shown = [] if as_json else shown_ids(backend, [str(row["id"]) for row in rows])
     finally:
         backend.close()
     if as_json:
@@ -201,11 +230,12 @@ def log_thread(ref: str, *, team: str | None, as_json: bool, local: bool) -> Non
         return
     if not complete:
         info("earlier packets of this thread are gone or not visible to you; shown from there")
-    for row in rows:
+    width = _width(shown)
+    for row, short in zip(rows, shown, strict=True):
         when = relative_time(row["created_at"])
         goal = safe(one_line(row["goal"], 48))
         step = safe(one_line(str(row.get("next_step", "")), 48))
-        print(f"{short_id(row['id']):<12}  {when:<12}  {goal}  -> next: {step}")
+        print(f"{safe(short):<{width}}  {when:<12}  {goal}  -> next: {step}")
 
 
 def resume_packet(
@@ -229,7 +259,7 @@ def resume_packet(
     interactive = ref is None and not as_json and sys.stdin.isatty() and sys.stdout.isatty()
     if interactive and sys.platform == "win32":
         interactive = False  # the picker needs termios: print the newest, as off a terminal
-    backend = open_backend(local=local)
+    backend = open_backend(local=local, team=team)
     try:
         if ref is None:
             ref = _choose(backend, team, interactive=interactive, project=project)
@@ -291,14 +321,19 @@ def show_packet(ref: str, *, team: str | None, as_json: bool, local: bool) -> No
     """A packet as a readable summary (naming its children), or its stored JSON."""
     from ltm.cli.client.backend import open_backend
 
-    backend = open_backend(local=local)
+    backend = open_backend(local=local, team=team)
     children: list[dict[str, Any]] = []
+    published: tuple[str, str] | None = None
     try:
         body = backend.get(ref, team=team)
         if not as_json:
             packet = decode_packet(body, ref)
+            packet_id = str(packet.get("id", ref))
+            # Only a server publishes; it says so on the read itself (RemoteBackend.published).
+            known = getattr(backend, "published", None)
+            published = known(packet_id) if known is not None else None
             try:  # an extension: a reference server cannot list children, so none are named
-                children = backend.children(str(packet.get("id", ref)), team=team)
+                children = backend.children(packet_id, team=team)
             except CliError:
                 children = []
     finally:
@@ -306,13 +341,20 @@ def show_packet(ref: str, *, team: str | None, as_json: bool, local: bool) -> No
     if as_json:
         _write(terminal_bytes(body + b"\n"))
         return
-    shown = summary(packet, children=[str(c["id"]) for c in children])
+    shown = summary(packet, children=[str(c["id"]) for c in children], published=published)
     print(safe(shown, multiline=True), end="")
 
 
-def summary(p: dict[str, Any], *, children: list[str] | None = None) -> str:
+def summary(
+    p: dict[str, Any],
+    *,
+    children: list[str] | None = None,
+    published: tuple[str, str] | None = None,
+) -> str:
     lines = [f"ID       {p.get('id', '')}", f"Created  {p.get('created_at', '')}"]
     lines.append(f"Version  {p.get('ltm_version', '')}")
+    if published is not None:  # (when, public URL): the same fact the reference's show prints
+        lines.append(f"Published {published[0]}  {published[1]}")
     if p.get("parent_id"):
         lines.append(f"Parent   {p['parent_id']}  (the thread: ltm log {p.get('id', '')})")
     if children:
@@ -352,7 +394,7 @@ def summary(p: dict[str, Any], *, children: list[str] | None = None) -> str:
 def _choose(
     backend: Backend, team: str | None, *, interactive: bool, project: str | None = None
 ) -> str:
-    from ltm.cli.terminal.output import one_line, relative_time, short_id
+    from ltm.cli.terminal.output import one_line, relative_time
 
     rows = backend.list(team=team, limit=PICK_FROM if interactive else 1, project=project)
     if not rows:
@@ -363,9 +405,11 @@ def _choose(
         return rows[0]["id"]
     from ltm.cli.terminal.picker import pick
 
+    shown = shown_ids(backend, [r["id"] for r in rows])
+    width = _width(shown)
     labels = [
-        f"{short_id(r['id']):<12}  {relative_time(r['created_at']):<12}  {one_line(r['goal'], 200)}"
-        for r in rows
+        f"{short:<{width}}  {relative_time(r['created_at']):<12}  {one_line(r['goal'], 200)}"
+        for r, short in zip(rows, shown, strict=True)
     ]
     chosen = pick(labels, title="Resume which packet?")
     if chosen is None:
@@ -381,8 +425,8 @@ def run(argv: list[str]) -> bool:
     if argv == ["--version"]:
         print_version()
         return True
-    if argv[:1] == ["example"] and argv[1:] in ([], ["--resume"]):
-        print_example(resume=bool(argv[1:]))
+    if argv[:1] == ["example"] and argv[1:] in ([], ["--resume"], ["--reference"]):
+        print_example(resume=argv[1:] == ["--resume"], reference=argv[1:] == ["--reference"])
         return True
     verb, rest = argv[0], argv[1:]
     parsed = _parse(rest, flags=FLAGS)

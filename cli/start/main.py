@@ -34,11 +34,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "approve": ("approve", "approve"),
     "publish": ("publish", "publish"),
     "unpublish": ("publish", "unpublish"),
+    "share": ("share", "share"),
+    "unshare": ("share", "unshare"),
     "open": ("open_cmd", "open_view"),
     "ui": ("ui", "ui"),
     "export": ("export", "export"),
     "import": ("import_", "import_"),
     "doctor": ("doctor", "doctor"),
+    "conformance": ("conformance", "conformance"),
 }
 # ... and command groups: name -> module under ltm.cli.commands holding a typer ``app``.
 GROUPS: dict[str, str] = {

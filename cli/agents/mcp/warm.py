@@ -82,8 +82,22 @@ def _sources() -> list[str]:
 
 def hand_over() -> int | None:
     """Serve this session through the warm process; its exit status, or None when
-    there is none (then one is started for the next session)."""
+    there is none (then one is started for the next session).
+
+    What is handed over (the environment, tokens included, and stdin/stdout/stderr)
+    goes only to a process of this very user: the socket must be a socket (not a
+    symlink), owned by this user, mode 0600, in a folder of this user's that nobody
+    else may write to; and, what settles it whatever happened between that look
+    and the connect, the peer's uid (``SO_PEERCRED``) must be ours. Anything else:
+    this session is served here, and nothing is started over a path that is not ours.
+    """
     path = socket_path()
+    problem = _untrusted(path)
+    if problem == "missing":
+        _start(path)
+        return None
+    if problem is not None:
+        return None
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.settimeout(0.5)
@@ -91,6 +105,9 @@ def hand_over() -> int | None:
     except OSError:
         conn.close()
         _start(path)
+        return None
+    if _peer_uid(conn) != os.getuid():
+        conn.close()
         return None
     try:
         header = json.dumps({"cwd": os.getcwd(), "env": dict(os.environ)}).encode()
@@ -115,11 +132,49 @@ def hand_over() -> int | None:
     return struct.unpack("!i", status)[0] if len(status) == 4 else 1
 
 
+def _untrusted(path: Path) -> str | None:
+    """Why the socket at ``path`` may not be trusted ("missing" when there is none
+    and its folder is ours), else None. ``lstat``: a symlink is judged, not followed."""
+    import stat
+
+    me = os.getuid()
+    try:
+        folder = os.lstat(path.parent)
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return "folder unreadable"
+    if not stat.S_ISDIR(folder.st_mode) or folder.st_uid != me or folder.st_mode & 0o022:
+        return "folder not the user's own"
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return "unreadable"
+    if not stat.S_ISSOCK(info.st_mode):
+        return "not a socket"  # a symlink, or a file planted in its place
+    if info.st_uid != me or info.st_mode & 0o077:
+        return "not the user's own, or open to others"
+    return None
+
+
+def _peer_uid(conn: socket.socket) -> int | None:
+    """The uid of the process at the other end (Linux ``struct ucred``: pid, uid, gid)."""
+    try:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    return struct.unpack("3i", creds)[1]
+
+
 def _start(path: Path) -> None:
     import subprocess
 
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    from ltm.cli.config import private_dir
+
     with contextlib.suppress(OSError):  # no warm process then; this session is served anyway
+        private_dir(path.parent)
         subprocess.Popen(
             # -P: the working directory (a project, maybe with its own mcp/ or pydantic.py)
             # must not shadow the modules the warm process imports for every session.
@@ -149,8 +204,12 @@ def run(path: Path) -> None:
     import fcntl
     import signal
 
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    lock = os.open(path.with_suffix(".pid"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    from ltm.cli.config import private_dir
+
+    private_dir(path.parent)
+    # Never through a symlink planted in the pid file's place.
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    lock = os.open(path.with_suffix(".pid"), flags, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -189,8 +248,7 @@ def run(path: Path) -> None:
 def _session(conn: socket.socket, listener: socket.socket) -> None:
     fds: list[int] = []
     try:
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        if struct.unpack("3i", creds)[1] != os.getuid():
+        if _peer_uid(conn) != os.getuid():
             return
         conn.settimeout(5)
         raw, fds, _flags, _addr = socket.recv_fds(conn, HEADER_MAX + 4, 3)

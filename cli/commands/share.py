@@ -1,0 +1,199 @@
+"""ltm share / ltm unshare / ltm ls --shared: one packet, read-only, for one user of a server.
+
+Sharing is an extension of ltm servers (``POST``/``GET /v1/packets/{id}/shares``,
+``DELETE /v1/packets/{id}/shares/{user}``, ``GET /v1/shared``): a reference
+server has none of these routes, and the CLI then says so in one line. The
+local store has one user and nobody to share with.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote
+
+import typer
+
+from ltm.cli.commands import options
+from ltm.cli.errors import CliError
+from ltm.cli.terminal.output import info, safe
+
+if TYPE_CHECKING:
+    from ltm.cli.client.remote import RemoteBackend, Reply
+
+NO_SHARING = "this server does not offer sharing"
+
+User = Annotated[
+    str,
+    typer.Argument(
+        metavar="USER",
+        help="Their display name (someone in one of your teams) or their user id.",
+    ),
+]
+
+
+def _server(verb: str) -> RemoteBackend:
+    from ltm.cli.client.backend import open_backend
+    from ltm.cli.client.remote import RemoteBackend
+
+    backend = open_backend()
+    if not isinstance(backend, RemoteBackend):
+        backend.close()
+        raise CliError(
+            f"{verb} needs a server (it shares with another user of that server); sign in"
+            " first: ltm auth HOST"
+        )
+    return backend
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+def _offers_sharing(backend: RemoteBackend) -> bool:
+    """Whether the server has the sharing routes (a reference server answers 404 or 405)."""
+    reply = backend._call("GET", "/v1/shared", ok=(200, 404, 405), query={"limit": 1})
+    return reply.status == 200
+
+
+def _refused(backend: RemoteBackend, reply: Reply, packet_id: str, user: str | None) -> CliError:
+    """The one line for a share route's 4xx: ours by its message, else no sharing there."""
+    from ltm.cli.client.remote import status_error
+
+    message = reply.error_text() if reply.is_ltm_error() else None
+    host = backend.host
+    if reply.status == 404 and message == "user not found":
+        return CliError(
+            f"no user {user!r} you can share with on {host} — give the display name of"
+            " someone in one of your teams (ltm teams members TEAM) or their user id"
+        )
+    if reply.status == 404 and message == "share not found":
+        return CliError(f"packet {packet_id} is not shared with {user!r} on {host}")
+    if reply.status == 400 and message is not None:
+        return CliError(f"{host}: {message}", exit_code=2)
+    if reply.status in (404, 405) and not _offers_sharing(backend):
+        return CliError(f"{NO_SHARING} ({host})")
+    if reply.status == 404:
+        return CliError(
+            f"no packet {packet_id} you can share on {host} (only packets you read in your own"
+            " or a team's scope; a packet shared with you cannot be shared again)"
+        )
+    return status_error(host, reply)
+
+
+def _person(value: Any) -> str:
+    if isinstance(value, dict) and isinstance(value.get("display"), str):
+        return f"{value['display']} ({value.get('id', '')})"
+    return "a former user"
+
+
+def share(
+    ref: options.Ref,
+    user: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[USER]",
+            help="Their display name (someone in one of your teams) or their user id;"
+            " without it, list whom the packet is shared with.",
+        ),
+    ] = None,
+    team: options.Team = None,
+    as_json: options.Json = False,
+) -> None:
+    """Let another user of your server read one packet (never change or delete it).
+
+    They find it with ``ltm ls --shared`` and read it with ``ltm show ID``; ``ltm unshare
+    ID USER`` ends it at once.
+    """
+    backend = _server("share")
+    try:
+        packet_id = backend.resolve(ref, team=team)
+        path = f"/v1/packets/{_segment(packet_id)}/shares"
+        if user is None:
+            reply = backend._call("GET", path, ok=(200, 400, 404, 405))
+            if reply.status != 200:
+                raise _refused(backend, reply, packet_id, None)
+            answer = reply.json(backend.host)
+            rows = answer.get("shares") if isinstance(answer, dict) else None
+            if not isinstance(rows, list):
+                raise CliError(f"{backend.host} sent an unexpected share list")
+        else:
+            reply = backend._call(
+                "POST", path, ok=(200, 201, 400, 404, 405), payload={"user": user}
+            )
+            if reply.status not in (200, 201):
+                raise _refused(backend, reply, packet_id, user)
+            answer = reply.json(backend.host)
+    finally:
+        backend.close()
+    if as_json:
+        print(json.dumps(answer, ensure_ascii=False, indent=2))
+        return
+    if user is None:
+        if not rows:
+            info(f"{packet_id} is not shared with anyone; share it with: ltm share ID USER")
+        for row in rows:
+            if isinstance(row, dict):
+                who, by = _person(row.get("user")), _person(row.get("shared_by"))
+                print(safe(f"{who}  shared by {by}  {row.get('created_at', '')}"))
+        return
+    shared = answer.get("share") if isinstance(answer, dict) else None
+    who = _person(shared.get("user")) if isinstance(shared, dict) else user
+    verb = "shared" if reply.status == 201 else "already shared"
+    print(safe(f"{verb} {packet_id} with {who}"))
+    if reply.status == 201:
+        info(f"they can read it (ltm ls --shared); end it with: ltm unshare {packet_id} {user}")
+
+
+def unshare(ref: options.Ref, user: User, team: options.Team = None) -> None:
+    """End a share at once: the user can no longer read the packet."""
+    backend = _server("unshare")
+    try:
+        packet_id = backend.resolve(ref, team=team)
+        reply = backend._call(
+            "DELETE",
+            f"/v1/packets/{_segment(packet_id)}/shares/{_segment(user)}",
+            ok=(200, 204, 400, 404, 405),
+        )
+        if reply.status not in (200, 204):
+            raise _refused(backend, reply, packet_id, user)
+    finally:
+        backend.close()
+    print(safe(f"unshared {packet_id} with {user}"))
+
+
+def list_shared(*, limit: int, as_json: bool) -> None:
+    """``ltm ls --shared``: the packets others shared with you, the newest share first."""
+    from ltm.cli.terminal.output import one_line, relative_time
+
+    backend = _server("ls --shared")
+    try:
+        reply = backend._call(
+            "GET", "/v1/shared", ok=(200, 404, 405), query={"limit": min(limit, 200)}
+        )
+        if reply.status != 200:
+            raise CliError(f"{NO_SHARING} ({backend.host})")
+        answer = reply.json(backend.host)
+    finally:
+        backend.close()
+    rows = answer.get("packets") if isinstance(answer, dict) else None
+    if not isinstance(rows, list):
+        raise CliError(f"{backend.host} sent an unexpected list of shared packets")
+    rows = [r for r in rows if isinstance(r, dict) and isinstance(r.get("id"), str)]
+    if as_json:
+        print(json.dumps({"packets": rows}, ensure_ascii=False, indent=2))
+        return
+    if not rows:
+        info(f"nobody has shared a packet with you on {backend.host}")
+        return
+    from ltm.ids import short_ids
+
+    shown = short_ids([r["id"] for r in rows])
+    width = max(len(s) for s in shown)
+    for row, short in zip(rows, shown, strict=True):
+        by = row.get("shared_by")
+        name = by.get("display") if isinstance(by, dict) else None
+        when = relative_time(str(row.get("created_at", "")))
+        goal = one_line(str(row.get("goal", "")), 60)
+        print(safe(f"{short:<{width}}  {when:<12}  {goal}  (from {name or 'a former user'})"))
+    info("read one with: ltm show ID")

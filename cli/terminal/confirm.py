@@ -1,0 +1,41 @@
+"""Asking before an action that cannot be undone, and refusing when nobody can be asked.
+
+Agents run ``ltm`` through shell tools with no terminal, so a destructive verb
+that simply skipped its question there would delete at once, on a guess. A
+verb that deletes or revokes asks on a terminal, and without one refuses
+unless the caller said ``--yes``: the agent (or script) has to state the intent.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from ltm.cli.errors import CliError
+
+# The exit code of a refusal: bad usage, as for any missing argument.
+USAGE = 2
+
+
+def confirmed(question: str | Callable[[], str], *, yes: bool, verb: str, nothing: str) -> None:
+    """Return when the action may go ahead; raise ``CliError`` otherwise.
+
+    ``question``: what to ask, or a function that builds it (it may read the
+    packet to name it: no request is made when there is no one to ask).
+    ``yes``: the caller passed ``--yes``. ``verb``: the command as typed
+    (``ltm rm ID``) for the refusal line. ``nothing``: what did not happen
+    (``nothing deleted``) when the person answers no.
+    """
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise CliError(
+            f"{verb} cannot be undone and there is no terminal to ask on; {nothing}"
+            " — add --yes to confirm",
+            exit_code=USAGE,
+        )
+    import typer
+
+    text = question() if callable(question) else question
+    if not typer.confirm(text, default=False, err=True):
+        raise CliError(nothing)

@@ -1,0 +1,132 @@
+"""``ltm conformance URL``: the protocol's wire checks, run as a user runs them.
+
+It runs against ``ltm server run`` (SQLite) and against the Chalice app on
+DynamoDB (moto's server, over real HTTP: ``dynamo_moto.running_dynamo_server``),
+must pass on both, must leave nothing it created behind, and must fail
+(exit 1, with expected and got) against a server that breaks a rule. Tokens
+come from the environment or a file, never from the command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from clikit import Seen, json_reply, stub_server
+from serverkit import LTM, SERVER_STORES, Server, running_server
+
+
+@pytest.fixture(scope="module", params=SERVER_STORES)
+def server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("conformance"), store=request.param) as srv:
+        yield srv
+
+
+def conformance(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
+    return subprocess.run(
+        [LTM, "conformance", *args],
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_it_passes_against_our_server_and_leaves_nothing_behind(
+    server: Server, tmp_path: Path
+) -> None:
+    second_id, second = server.issue("second")
+    file = tmp_path / "second.token"
+    file.write_text(second + "\n")
+    root = server.client(server.root_token)
+    before = root.get("/v1/packets", params={"limit": 1000}).json()["packets"]
+    result = conformance(
+        server.url,
+        "--token2-file",
+        str(file),
+        "--json",
+        env={"LTM_CONFORMANCE_TOKEN": server.root_token},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    failed = [c for c in report["checks"] if c["result"] != "pass"]
+    assert failed == [] and report["failed"] == 0 and report["passed"] >= 40
+    sections = {c["section"] for c in report["checks"]}
+    assert {"The packet", "The HTTP API", "The HTTP API: scopes"} <= sections
+    names = " | ".join(c["name"] for c in report["checks"])
+    for topic in (
+        "concurrent accepts",
+        "32 KiB",
+        "canonical form",
+        "ltm_version",
+        "lenient mode",
+        "another user's personal packet",
+        "a team you are not in",
+    ):
+        assert topic in names, topic
+    # Nothing it made is left: packets, teams (both users), the concurrent accepts' user's token.
+    assert root.get("/v1/packets", params={"limit": 1000}).json()["packets"] == before
+    assert root.get("/v1/teams").json()["teams"] == []
+    assert server.client(second).get("/v1/teams").json()["teams"] == []
+    assert server.client(second).get("/v1/packets").json()["packets"] == []
+    assert second_id and server.root_token not in result.stdout + result.stderr
+
+
+def test_one_token_is_enough_the_second_user_is_minted(server: Server) -> None:
+    if server.store != "sqlite":
+        pytest.skip("the same client code on every store; the run above covers DynamoDB")
+    result = conformance(server.url, env={"LTM_CONFORMANCE_TOKEN": server.root_token})
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert all(line.startswith(("PASS  [", "note: ")) for line in lines[:-1]), lines
+    assert "minted" in result.stdout and lines[-1].endswith("0 failed, 0 not offered")
+
+
+def test_usage_errors_exit_2_and_tokens_never_come_from_argv(tmp_path: Path) -> None:
+    missing = conformance("http://127.0.0.1:9")
+    assert missing.returncode == 2 and "LTM_CONFORMANCE_TOKEN" in missing.stderr
+    bad_url = conformance("ftp://x", env={"LTM_CONFORMANCE_TOKEN": "t"})
+    assert bad_url.returncode == 2 and "URL" in bad_url.stderr
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    result = conformance("http://127.0.0.1:9", "--token-file", str(empty))
+    assert result.returncode == 2 and "empty" in result.stderr
+    assert conformance("http://127.0.0.1:9", "--token", "x").returncode == 2  # no such option
+
+
+def test_a_server_that_breaks_the_rules_fails_with_expected_and_got() -> None:
+    """A server that answers health and lists, but 200 for an absent packet and no teams."""
+
+    def broken(seen: Seen) -> tuple[int, dict[str, str], bytes]:
+        path = seen.path.split("?", 1)[0]
+        if path == "/v1/healthz":
+            return json_reply(200, {"ok": True, "version": "0.2"})
+        if "authorization" not in {k.lower() for k in seen.headers}:
+            return json_reply(401, {"error": "missing bearer token"})
+        if seen.headers.get("Authorization", seen.headers.get("authorization")) != "Bearer ok":
+            return json_reply(401, {"error": "invalid token"})
+        if seen.method == "POST" and path == "/v1/packets":
+            return json_reply(201, {"id": json.loads(seen.body or b"{}").get("id")})
+        if path == "/v1/packets":
+            return json_reply(200, {"packets": []})
+        if seen.method == "DELETE":
+            return 204, {}, b""
+        return 404, {"Content-Type": "text/plain"}, b"404 page not found\n"
+
+    with stub_server(broken) as stub:
+        result = conformance(stub.url, env={"LTM_CONFORMANCE_TOKEN": "ok"})
+    assert result.returncode == 1, result.stdout + result.stderr
+    fails = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert any(
+        "[The HTTP API] GET /v1/packets/{id}: 200, the packet — expected" in line
+        and "; got 404 404 page not found" in line
+        for line in fails
+    ), fails
+    assert "N/A   [Extensions (beyond the HTTP table)] token management" in result.stdout

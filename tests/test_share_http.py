@@ -1,0 +1,139 @@
+"""Sharing one packet with one user, across users of a real ``ltm server run`` (SQLite and
+DynamoDB), over HTTP and through the CLI; and the one line a server without sharing gets."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from clikit import Cli, Seen, json_reply, stub_server
+from serverkit import SERVER_STORES, Server, make_packet, running_server
+
+
+@pytest.fixture(scope="module", params=SERVER_STORES)
+def server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("share"), store=request.param) as srv:
+        yield srv
+
+
+def people(server: Server, *names: str) -> dict[str, tuple[str, httpx.Client]]:
+    out = {}
+    for name in names:
+        uid, token = server.issue(name)
+        out[name] = (uid, server.client(token))
+    return out
+
+
+def team_of(server: Server, owner: httpx.Client, member: httpx.Client, name: str) -> None:
+    assert owner.post("/v1/teams", json={"name": name}).status_code == 201
+    code = owner.post(f"/v1/teams/{name}/invites", json={}).json()["code"]
+    assert member.post(f"/v1/invites/{code}/accept", json={}).status_code in (200, 201)
+
+
+def test_a_share_lets_one_user_read_one_packet_and_nothing_more(server: Server) -> None:
+    found = people(server, "ann", "bob", "cat")
+    (ann_id, ann), (bob_id, bob), (cat_id, cat) = found["ann"], found["bob"], found["cat"]
+    team_of(server, ann, bob, "share-core")
+    packet = make_packet(goal="Ann's <b>plan</b>")
+    pid = packet["id"]
+    assert ann.post("/v1/packets", json=packet).status_code == 201
+    assert bob.get(f"/v1/packets/{pid}").status_code == 404
+
+    first = ann.post(f"/v1/packets/{pid}/shares", json={"user": "bob"})  # a teammate, by name
+    assert first.status_code == 201, first.text
+    assert first.json()["share"]["user"] == {"id": bob_id, "display": "bob"}
+    assert first.json()["share"]["shared_by"] == {"id": ann_id, "display": "ann"}
+    assert ann.post(f"/v1/packets/{pid}/shares", json={"user": "bob"}).status_code == 200
+
+    # Someone who shares no team with ann, and nobody at all: the same answer.
+    unknown = [ann.post(f"/v1/packets/{pid}/shares", json={"user": n}) for n in ("cat", "zed")]
+    assert [(r.status_code, r.json()) for r in unknown] == [(404, {"error": "user not found"})] * 2
+    assert ann.post(f"/v1/packets/{pid}/shares", json={"user": cat_id}).status_code == 201
+    assert ann.post(f"/v1/packets/{pid}/shares", json={"user": "ann"}).status_code == 400
+
+    # The recipient reads it and finds it listed...
+    got = bob.get(f"/v1/packets/{pid}")
+    assert got.status_code == 200 and got.json()["goal"] == "Ann's <b>plan</b>"
+    listed = bob.get("/v1/shared").json()["packets"]
+    assert [(p["id"], p["shared_by"]["display"]) for p in listed] == [(pid, "ann")]
+    # ...and can do nothing else with it.
+    assert bob.delete(f"/v1/packets/{pid}").status_code == 404
+    assert bob.post(f"/v1/packets/{pid}/publish", content=b"").status_code == 404
+    assert bob.post("/v1/packets", json={**packet, "goal": "changed"}).status_code == 409
+    assert bob.post(f"/v1/packets/{pid}/shares", json={"user": cat_id}).status_code == 404
+    assert bob.get(f"/v1/packets/{pid}/shares").status_code == 404
+    assert ann.get(f"/v1/packets/{pid}").json()["goal"] == "Ann's <b>plan</b>"
+    shares = ann.get(f"/v1/packets/{pid}/shares").json()["shares"]
+    assert sorted(s["user"]["display"] for s in shares) == ["bob", "cat"]
+
+    # Unsharing ends it at once; a recipient may drop their own share.
+    assert ann.delete(f"/v1/packets/{pid}/shares/bob").status_code == 204
+    assert bob.get(f"/v1/packets/{pid}").status_code == 404
+    assert bob.get("/v1/shared").json()["packets"] == []
+    assert ann.delete(f"/v1/packets/{pid}/shares/bob").status_code == 404
+    assert cat.delete(f"/v1/packets/{pid}/shares/{cat_id}").status_code == 204
+    assert cat.get(f"/v1/packets/{pid}").status_code == 404
+
+
+def test_shares_end_with_the_packet_and_with_the_sharers_reach(server: Server) -> None:
+    found = people(server, "dan", "eve", "fay")
+    (_, dan), (_, eve), (fay_id, fay) = found["dan"], found["eve"], found["fay"]
+    team_of(server, dan, eve, "share-reach")
+    team_packet = make_packet(goal="team work")
+    assert eve.post("/v1/packets?team=share-reach", json=team_packet).status_code == 201
+    tid = team_packet["id"]
+    assert eve.post(f"/v1/packets/{tid}/shares", json={"user": fay_id}).status_code == 201
+    assert fay.get(f"/v1/packets/{tid}").status_code == 200
+    # eve leaves the team: the packet is out of her reach, and so out of fay's.
+    assert eve.post("/v1/teams/share-reach/leave", json={}).status_code == 204
+    assert fay.get(f"/v1/packets/{tid}").status_code == 404
+    assert fay.get("/v1/shared").json()["packets"] == []
+
+    mine = make_packet(goal="to be deleted")
+    assert dan.post("/v1/packets", json=mine).status_code == 201
+    assert dan.post(f"/v1/packets/{mine['id']}/shares", json={"user": fay_id}).status_code == 201
+    assert dan.delete(f"/v1/packets/{mine['id']}").status_code == 204
+    assert dan.post("/v1/packets", json=mine).status_code == 201  # the same id, a new packet
+    assert fay.get(f"/v1/packets/{mine['id']}").status_code == 404
+
+
+def test_share_read_and_unshare_through_the_cli(server: Server, tmp_path: Path) -> None:
+    gus_id, gus_token = server.issue("gus")
+    hal_id, hal_token = server.issue("hal")
+    gus, hal = Cli(tmp_path / "gus"), Cli(tmp_path / "hal")
+    gus.ok("auth", server.url, gus_token)
+    hal.ok("auth", server.url, hal_token)
+    packet = make_packet(goal="Gus's notes")
+    pid = packet["id"]
+    assert server.client(gus_token).post("/v1/packets", json=packet).status_code == 201
+
+    assert gus.ok("share", pid[:14], hal_id).strip() == f"shared {pid} with hal ({hal_id})"
+    assert f"hal ({hal_id})  shared by gus" in gus.ok("share", pid)
+    listed = hal.ok("ls", "--shared")
+    assert pid[:12] in listed and "Gus's notes" in listed and "(from gus)" in listed
+    assert "Gus's notes" in hal.ok("show", pid)
+    assert hal.fails("share", pid, gus_id).startswith("ltm: no packet")
+    assert hal.fails("unpublish", pid)
+    assert gus.ok("unshare", pid, "hal").strip() == f"unshared {pid} with hal"
+    hal.fails("show", pid)
+    assert "nobody has shared" in hal.run("ls", "--shared").stderr
+
+
+def test_a_server_without_sharing_is_named_in_one_line(tmp_path: Path) -> None:
+    packet = make_packet()
+
+    def reference(seen: Seen) -> tuple[int, dict[str, str], bytes]:
+        if seen.method == "GET" and seen.path == f"/v1/packets/{packet['id']}":
+            return json_reply(200, packet)
+        return 404, {"Content-Type": "text/plain"}, b"404 page not found\n"
+
+    cli = Cli(tmp_path)
+    with stub_server(reference) as stub:
+        env = {"LTM_HOST": stub.url, "LTM_TOKEN": "ltm_" + "a" * 40}
+        for args in (["share", packet["id"], "bob"], ["ls", "--shared"]):
+            err = cli.fails(*args, **env)
+            assert err == f"ltm: this server does not offer sharing ({stub.url})"
