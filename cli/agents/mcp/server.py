@@ -91,9 +91,11 @@ def build_server() -> Any:
     """The SDK server with ltm's tools over the CLI's client; the SDK is imported here
     (see ``load_sdk``)."""
     load_sdk()
-    from ltm.cli.agents.mcp import memory, tools
+    from ltm.cli.agents.mcp.place import install
+    from ltm.mcp import memory, tools
     from ltm.mcp.server import build_server as build
 
+    install()
     return build(tools, memory)
 
 
