@@ -56,7 +56,7 @@ def healthz_asked(stub: Stub) -> int:
     ("args", "feature"),
     [
         (("publish", PACKET["id"]), "publishing (public pages)"),
-        (("unpublish", PACKET["id"]), "publishing (public pages)"),
+        (("unpublish", PACKET["id"], "--yes"), "publishing (public pages)"),
         (("tokens",), "token management"),
         (("tokens", "revoke", "laptop", "--yes"), "token management"),
         (("search", "anything"), "search"),
@@ -86,7 +86,7 @@ def test_a_server_that_is_not_ltm_is_still_named_so(tmp_path: Path) -> None:
     with stub_server(not_ltm) as stub:
         cli = Cli(tmp_path / "home")
         home = cli.config / "credentials"
-        home.parent.mkdir(parents=True, exist_ok=True)
+        home.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # as ltm makes it
         home.write_text(json.dumps({"default": stub.url, "hosts": {stub.url: {"token": "t"}}}))
         home.chmod(0o600)
         message = cli.fails("publish", PACKET["id"])

@@ -136,6 +136,11 @@ def test_openapi_document_lists_every_route(server: Server) -> None:
         ("GET", "/web/ui"),
         ("POST", "/web/ui"),
         ("GET", "/web/static/{name}"),
+        # sharing one packet with one person (extensions)
+        ("POST", "/v1/packets/{id}/shares"),
+        ("GET", "/v1/packets/{id}/shares"),
+        ("DELETE", "/v1/packets/{id}/shares/{user}"),
+        ("GET", "/v1/shared"),
         # signing in from the CLI: who the token is, a browser key (extensions)
         ("GET", "/v1/whoami"),
         ("POST", "/v1/web/sign-in-key"),

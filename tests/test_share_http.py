@@ -117,7 +117,7 @@ def test_share_read_and_unshare_through_the_cli(server: Server, tmp_path: Path) 
     assert pid[:12] in listed and "Gus's notes" in listed and "(from gus)" in listed
     assert "Gus's notes" in hal.ok("show", pid)
     assert hal.fails("share", pid, gus_id).startswith("ltm: no packet")
-    assert hal.fails("unpublish", pid)
+    assert hal.fails("unpublish", pid, "--yes")
     assert gus.ok("unshare", pid, "hal").strip() == f"unshared {pid} with hal"
     hal.fails("show", pid)
     assert "nobody has shared" in hal.run("ls", "--shared").stderr

@@ -202,6 +202,9 @@ class Issued(NamedTuple):
     created: bool  # a new user
 
 
+ROOT = "root"  # the first user's token label (ltm server init), and a name for that user
+
+
 def find_user(store: Store, name: str) -> User | None:
     """The user ``name`` names for an operator (``ltm server issue-token``): an id, else the
     one display name among users holding a token. 409 when several users share it.
@@ -212,11 +215,18 @@ def find_user(store: Store, name: str) -> User | None:
     found = store.get_user(name)
     if found is not None:
         return found
-    owners = {token.user_id for token in store.list_tokens()}
+    listed = store.list_tokens()
+    owners = {token.user_id for token in listed}
     named = [u for u in (store.get_user(i) for i in sorted(owners)) if u and u.display == name]
     if len(named) > 1:
         ids = ", ".join(user.id for user in named)
         raise Conflict(f"{len(named)} users are called {name!r} ({ids}); give the id")
+    if not named and name == ROOT:
+        # "root" also names the first user, whatever `ltm server init --name` called them:
+        # the holder of the token labelled root (how a lost root token is replaced).
+        holder = next((token.user_id for token in listed if token.label == ROOT), None)
+        root = store.get_user(holder) if holder else None
+        return root
     return named[0] if named else None
 
 

@@ -21,9 +21,10 @@ def rm(
     Asks first on a terminal; without one (a script, an agent's shell tool) it
     deletes only with --yes.
     """
-    from ltm.cli.client.backend import open_backend
+    from ltm.cli.client.backend import check_ref, open_backend
     from ltm.cli.terminal.confirm import confirmed
 
+    check_ref(ref)  # a bad id is refused first, whatever else is wrong
     backend = open_backend(local=local, team=team)
     try:
         confirmed(
