@@ -5,8 +5,9 @@ The transport is the official SDK's Streamable HTTP server
 answered with one JSON body, and no session outlives its request, because a
 Lambda may be a new process at every request and can hold no stream open
 (https://modelcontextprotocol.io/specification/2025-11-25/basic/transports).
-A GET (the server-to-client event stream of the stateful form) is answered
-405 by the SDK: there is nothing this server would push. A POST whose Accept
+A GET (the server-to-client event stream of the stateful form) and a DELETE
+(ending a session) are answered 405 with ``Allow: POST``: this server keeps
+no stream and no session. A POST whose Accept
 header asks for ``text/event-stream`` only is answered 406; one that accepts
 both gets JSON. No JSON-RPC framing is written here: the SDK parses, routes
 and answers every message, and ``chalicelib.mcp.asgi`` hands it the request.
@@ -27,7 +28,7 @@ has clients try at ``{issuer}/.well-known/openid-configuration``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from ..store import Store
@@ -35,6 +36,15 @@ from . import oauth
 
 MCP_PATH = "/mcp"
 PRM_PATH = "/.well-known/oauth-protected-resource/mcp"
+
+
+@cache
+def server() -> Any:
+    """The SDK ``Server`` with ltm's tools, prompt and resources: one per process."""
+    from . import memory, tools
+    from .server import build_server
+
+    return build_server(tools, memory)
 
 
 def oauth_allowed(issuer: str) -> bool:
@@ -59,14 +69,38 @@ class _Verifier:
 
 
 class _Stateless:
-    """The ``/mcp`` endpoint: a fresh stateless session manager for each request."""
+    """The ``/mcp`` endpoint: a fresh stateless session manager for each request, with the
+    tools acting as the request's signed-in user (``remote.ServerPlace``)."""
 
-    def __init__(self, server: Any) -> None:
+    def __init__(self, server: Any, store: Store, resource: str, base_url: str) -> None:
         self.server = server
+        self.store = store
+        self.resource = resource
+        self.base_url = base_url
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
         from mcp.server.transport_security import TransportSecuritySettings
+
+        from .place import CURRENT
+        from .remote import ServerPlace
+
+        if scope["method"] != "POST":
+            # Stateless: no event stream to open (GET) and no session to end (DELETE); the
+            # specification lets a server without them answer 405.
+            from starlette.responses import JSONResponse
+
+            refusal = JSONResponse(
+                {"error": "method not allowed: this server answers each POST; it keeps no stream"},
+                status_code=405,
+                headers={"Allow": "POST"},
+            )
+            await refusal(scope, receive, send)
+            return
+
+        # RequireAuthMiddleware let only a verified token this far (scope["user"]).
+        token = scope["user"].access_token.token
+        CURRENT.set(ServerPlace(self.store, token, self.resource, self.base_url))
 
         manager = StreamableHTTPSessionManager(
             app=self.server,
@@ -80,9 +114,9 @@ class _Stateless:
             await manager.handle_request(scope, receive, send)
 
 
-def build_app(store: Store, base_url: str, server_factory: Callable[[], Any]) -> Any:
+def build_app(store: Store, base_url: str) -> Any:
     """The ASGI app for a server reached at ``base_url``: ``/mcp`` and, where OAuth may run,
-    the authorization server. ``server_factory`` builds the SDK ``Server`` with ltm's tools."""
+    the authorization server."""
     from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
     from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
     from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
@@ -132,7 +166,9 @@ def build_app(store: Store, base_url: str, server_factory: Callable[[], Any]) ->
                 )
             )
     endpoint = RequireAuthMiddleware(
-        _Stateless(server_factory()), [], prm_url if oauth_allowed(issuer) else None
+        _Stateless(server(), store, resource, issuer),
+        [],
+        prm_url if oauth_allowed(issuer) else None,
     )
     routes.append(Route(MCP_PATH, endpoint=endpoint))
     middleware = [

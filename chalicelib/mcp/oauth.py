@@ -109,8 +109,12 @@ class StoreProvider:
     """
 
     def __init__(self, store: Store, *, issuer: str, resource: str, consent_url: str) -> None:
+        from pydantic import AnyHttpUrl
+
         self.store = store
-        self.issuer = issuer
+        # As the metadata documents spell it (a path-less issuer ends in "/"): the RFC 9207
+        # ``iss`` of an answer must be that very string, or the client refuses the answer.
+        self.issuer = str(AnyHttpUrl(issuer))
         self.resource = resource
         self.consent_url = consent_url
 
