@@ -53,6 +53,7 @@ GROUPS: dict[str, str] = {
     "mcp": "mcp",
     "tokens": "tokens",
     "hooks": "hooks",
+    "completion": "completion",
 }
 
 
