@@ -118,3 +118,67 @@ def test_a_team_day_end_to_end(server: Server, tmp_path: Path) -> None:
     # Sam never saw a token: not in anything ltm printed to him, nor on the browser's argv.
     token = sam.credentials()["hosts"][server.url]["token"]
     assert not any(token in text or TOKEN.search(text) for text in [*seen, argv])
+
+
+def test_the_sign_in_page_takes_a_code_approved_from_a_signed_in_cli(
+    server: Server, tmp_path: Path
+) -> None:
+    """The device pages' way on the web view: the page shows a code, ``ltm approve CODE``
+    on any signed-in machine approves it, and the browser's session is the approver's."""
+    import html
+
+    import httpx
+
+    olive = signed_in(server, tmp_path / "olive", "Olive2")
+    olive.ok("teams", "create", "webcode")
+    url = olive.ok("invite", "-t", "webcode").strip()
+    sam = Cli(tmp_path / "sam")
+    sam.ok("join", url, "--display", "Sam2")  # his default stays the local store
+    sam.ok("save", "-t", "webcode", "-", stdin=content("Seen through the code"))
+
+    def fields(page: str) -> dict[str, str]:
+        found = re.findall(r'name="([^"]+)" value="([^"]*)"', page)
+        return {k: html.unescape(v) for k, v in found}
+
+    browser = httpx.Client(base_url=server.url, follow_redirects=False, timeout=30)
+    signin = browser.get("/web/signin?next=/web%3Fteam%3Dwebcode")
+    assert signin.status_code == 200 and "ltm approve CODE" in signin.text
+    form = fields(signin.text.split('action="/web/signin/code"', 1)[1].split("</form>", 1)[0])
+    shown = browser.post("/web/signin/code", data={**form, "step": "new"})
+    assert shown.status_code == 200, shown.text
+    code = re.search(r"ltm approve ([A-Z]{4}-[A-Z]{4})", shown.text)
+    assert code
+    ticket = fields(shown.text)
+    waiting = browser.post("/web/signin/code", data={**ticket, "step": "check"})
+    assert waiting.status_code == 200 and "Not approved yet" in waiting.text
+    assert browser.get("/web").status_code == 303  # not signed in until approved
+    # The same ticket in another browser (no cookie of this one) is of no use.
+    other = httpx.post(server.url + "/web/signin/code", data={**ticket, "step": "check"})
+    assert other.status_code == 403
+
+    approved = sam.run("-H", server.url, "approve", code.group(1))
+    assert approved.returncode == 0, approved.stderr
+    assert "approved the sign-in of web browser" in approved.stderr
+    assert "signed in to the web view as you" in approved.stderr
+    done = browser.post("/web/signin/code", data={**ticket, "step": "check"})
+    assert done.status_code == 303 and done.headers["location"] == f"{server.url}/web?team=webcode"
+    page = browser.get("/web?team=webcode")
+    assert page.status_code == 200 and "Seen through the code" in page.text and "Sam2" in page.text
+    again = browser.post("/web/signin/code", data={**ticket, "step": "check"})
+    assert again.status_code == 410  # once only
+    assert "ltm_" not in approved.stderr + approved.stdout  # no token shown, none made
+    tokens = json.loads(sam.ok("-H", server.url, "tokens", "--json"))["tokens"]
+    assert len(tokens) == 1  # the invite's token only: the browser got a session, no token
+
+    # Denied from the CLI: the browser is told, and is not signed in.
+    fresh = httpx.Client(base_url=server.url, follow_redirects=False, timeout=30)
+    form = fields(
+        fresh.get("/web/signin").text.split('action="/web/signin/code"', 1)[1].split("</form>")[0]
+    )
+    shown = fresh.post("/web/signin/code", data={**form, "step": "new"})
+    code = re.search(r"ltm approve ([A-Z]{4}-[A-Z]{4})", shown.text)
+    assert code
+    olive.ok("approve", code.group(1), "--deny")
+    denied = fresh.post("/web/signin/code", data={**fields(shown.text), "step": "check"})
+    assert denied.status_code == 403 and "denied" in denied.text
+    assert fresh.get("/web").status_code == 303  # on to sign in
