@@ -560,7 +560,6 @@ def sign_in(
         # browser): the CLI they signed in with can sign this browser in instead.
         "<p>Signed in with the ltm CLI? Run <code>ltm open</code> on that machine: it opens"
         " this view in your browser, already signed in, without showing a token.</p>"
-        f"{code_offer(hidden)}"
         f'<form method="post" action="{ROOT}{attr(action)}">{hidden}'
         '<label for="token">Or: your ltm token</label>'
         '<input type="password" id="token" name="token" autocomplete="off" spellcheck="false"'
@@ -569,6 +568,7 @@ def sign_in(
         " where). It is checked, never stored in the browser: the browser gets its own"
         " session, which ends when you sign out or after a few hours.</p>"
         '<button type="submit">Sign in</button></form>'
+        f"{code_offer(hidden)}"
     )
 
 
