@@ -1424,6 +1424,31 @@ def web_paths() -> dict[str, Any]:
                 },
             },
         },
+        "/web/signin/code": {
+            "post": {
+                "operationId": "webSignInCode",
+                "summary": "Sign in by a code approved from a signed-in CLI (`ltm approve CODE`):"
+                " `step=new` shows a code, `step=check` continues once it is approved.",
+                "security": [],
+                "requestBody": _form_body(
+                    {
+                        "csrf": {"description": "The form's CSRF token."},
+                        "next": {"description": "Which page to go to afterwards."},
+                        "step": {"description": "`new` (a code) or `check` (continue)."},
+                        "ticket": {"description": "`check`: the signed ticket of the code."},
+                    },
+                    ["csrf"],
+                ),
+                "responses": {
+                    "200": _page("The code to approve (again, while it is not approved)."),
+                    "303": _page("Approved: signed in (a session cookie), on to `next`."),
+                    "400": _page("The ticket expired or belongs to another browser."),
+                    "403": _page("No session cookie, a wrong CSRF token, or the code was denied."),
+                    "410": _page("The code was used already or expired."),
+                    "429": _page("Too many codes asked for from this address; wait."),
+                },
+            }
+        },
         "/web/signout": {
             "post": {
                 "operationId": "webSignOut",

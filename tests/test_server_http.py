@@ -132,6 +132,7 @@ def test_openapi_document_lists_every_route(server: Server) -> None:
         ("GET", "/web/teams/{name}"),
         ("GET", "/web/signin"),
         ("POST", "/web/signin"),
+        ("POST", "/web/signin/code"),
         ("POST", "/web/signout"),
         ("GET", "/web/ui"),
         ("POST", "/web/ui"),

@@ -686,6 +686,87 @@ class WebView:
         session_cookie = self.start_session(request, user, token_hash=tokens.hash_token(secret))
         return self._redirect(next_path, session_cookie)
 
+    def sign_in_code(self, request: WebRequest) -> WebResponse:
+        """``POST /web/signin/code``: sign this browser in by a code approved from a CLI.
+
+        ``step=new`` makes a device-flow grant (``device.authorize_web``) and shows its
+        user code for ``ltm approve CODE``; ``step=check`` (the continue button) starts
+        the session of the user who approved it, once. The grant travels as a signed
+        ticket bound to this browser's device-pages cookie: a copied page is no use
+        elsewhere, and no device code or token ever reaches the browser.
+        """
+        from ..service import device
+
+        if self.local:
+            return self._not_found(None)
+        session, device_cookie = self.device._session(request)
+        try:
+            form = parse_form(request)
+        except BadForm:
+            form = {}
+        next_path = _safe_next(_one(form, "next"))
+        if device_cookie or not self.device._csrf_ok(session, form):
+            return self._code_problem(
+                403, "Please try again", "Your session on this page expired or cookies are off."
+            )
+        when = self.clock()
+        csrf = self.device._csrf(session)
+        host = urlsplit(self._base).netloc
+        if _one(form, "step") != "check":
+            try:
+                code, grant = device.authorize_web(
+                    self.store,
+                    self.device.settings,
+                    client_ip=request.client_ip,
+                    user_agent=request.headers.get("user-agent"),
+                    when=when,
+                )
+            except device.OAuthError as exc:
+                return self._code_problem(exc.status, "Please wait", exc.description)
+            ticket = self.signer.sign(
+                "web-code",
+                {
+                    "d": grant.device_code_hash,
+                    "c": code,
+                    "sb": self.device._binding(session),
+                    "exp": int(grant.expires_at.timestamp()),
+                },
+            )
+            body = render.sign_in_code(
+                code=code, host=host, ticket=ticket, csrf=csrf, next_path=next_path
+            )
+            return self._page(200, "Approve this browser", body, nav=None)
+        ticket = _one(form, "ticket")
+        payload = self.signer.unsign("web-code", ticket, when)
+        if payload is None or not hmac.compare_digest(
+            str(payload.get("sb", "")), self.device._binding(session)
+        ):
+            return self._code_problem(
+                400, "Code expired", "This code expired or was made in another browser."
+            )
+        status, user = device.claim_web(self.store, str(payload.get("d", "")), when=when)
+        if status == "approved" and user is not None:
+            return self._redirect(next_path, self.start_session(request, user))
+        if status == "pending":
+            body = render.sign_in_code(
+                code=str(payload.get("c", "")),
+                host=host,
+                ticket=ticket,
+                csrf=csrf,
+                next_path=next_path,
+                note="Not approved yet. Run the command below, then continue.",
+            )
+            return self._page(200, "Approve this browser", body, nav=None)
+        if status == "denied":
+            return self._code_problem(403, "Sign-in denied", "This sign-in was denied.")
+        return self._code_problem(
+            410, "Code expired", "This code was used already or took too long."
+        )
+
+    def _code_problem(self, status: int, title: str, message: str) -> WebResponse:
+        body = render.problem(title, f"{message} Get a new code.", link=("/web/signin", "Sign in"))
+        return self._page(status, title, body, nav=None)
+
     def _to_cognito(
         self, request: WebRequest, session: str, next_path: str, when: datetime
     ) -> WebResponse:

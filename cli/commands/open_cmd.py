@@ -42,9 +42,18 @@ def open_view(
     from ltm.cli.client.credentials import active
     from ltm.cli.client.device import _launch, browser_available
 
-    target = active()
+    target = active(team)  # -t TEAM: the server the user belongs to that team on
+    if target is None and team:
+        from ltm.cli.client.remote import find_team
+
+        target = find_team(team)
     if target is None:
-        raise CliError("not signed in to a server; for the local store's view run: ltm ui")
+        from ltm.cli.client.backend import needs_server, no_team_here
+
+        if team:
+            raise no_team_here(team)
+        problem = needs_server("the web view")
+        raise CliError(f"{problem.message}; the local store's own view: ltm ui")
     url = target.host.rstrip("/") + "/web"
     if ref:
         from ltm.cli.client.remote import RemoteBackend
