@@ -293,7 +293,7 @@ def _run_app(argv: list[str]) -> None:
     pages = serve_web_at(name, f"{host}:{bound}")
     shown = f", web view at {pages}" if pages else ""
     print(
-        f"ltm server: listening on http://{host}:{bound}{shown} (dynamodb {table})",
+        f"ltm server: listening on http://{host}:{bound} (dynamodb {table}){shown}",
         file=sys.stderr,
     )
     sys.stderr.flush()

@@ -284,8 +284,8 @@ def run(
     pages = serve_web_at(web_name, f"{shown}:{bound_port}")
     _say(
         f"ltm server: listening on http://{shown}:{bound_port}"
+        f" ({path}, {threads} threads{processes}, sqlite sync {level.lower()})"
         + (f", web view at {pages}" if pages else "")
-        + f" ({path}, {threads} threads{processes}, sqlite sync {level.lower()})"
     )
     sys.stderr.flush()
     status = serve(wsgi, sockets, threads=threads, on_stop=module.close_store)
