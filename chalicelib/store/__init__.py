@@ -318,9 +318,7 @@ class Store(ABC):
         ``usage``), checked in the same atomic step.
         """
 
-    def put_packets_each(
-        self, packets: list[tuple[StoredPacket, str]]
-    ) -> list[bool | StoreError]:
+    def put_packets_each(self, packets: list[tuple[StoredPacket, str]]) -> list[bool | StoreError]:
         """Many ``put_packet`` (packet, sort key), each judged alone; one outcome per packet.
 
         An outcome is what ``put_packet`` returns (True: created, False: replaced)

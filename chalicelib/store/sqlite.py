@@ -724,9 +724,7 @@ class SqliteStore(Store):
         ).fetchone()
         return Usage(*row) if row else Usage()
 
-    def put_packets_each(
-        self, packets: list[tuple[StoredPacket, str]]
-    ) -> list[bool | StoreError]:
+    def put_packets_each(self, packets: list[tuple[StoredPacket, str]]) -> list[bool | StoreError]:
         """One transaction and one commit for the lot, each packet in a savepoint of its
         own: a refused one is rolled back alone, and nobody hears of any before the
         commit that holds them all (``_write``)."""
