@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -198,6 +201,45 @@ def test_import_reports_each_refusal_and_exits_non_zero(tmp_path: Path) -> None:
     assert f"added {lenient['id']}" in forced.stdout
     assert "refused line 5: not valid JSON" in forced.stdout
     assert json.loads(local_bodies(alice)[kept])["goal"] == "Someone edited this one"
+
+
+def test_an_import_killed_midway_keeps_whole_batches_and_a_rerun_completes_it(
+    tmp_path: Path,
+) -> None:
+    from ltm.cli.client.portable import BATCH
+    from ltm.packet import canonical_bytes
+
+    cli = Cli(tmp_path / "alice")
+    packets = [
+        make_packet(
+            goal=f"Packet {n} of a large import", created_at=f"2026-05-01T12:{n % 60:02d}:00Z"
+        )
+        for n in range(16 * BATCH)
+    ]
+    path = write_bundle(tmp_path / "big.jsonl", [line_for(p) for p in packets])
+    proc = subprocess.Popen(
+        [LTM, "import", str(path), "--local"],
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    said = [proc.stdout.readline().decode() for _ in range(BATCH)]  # the first commit is in
+    os.kill(proc.pid, signal.SIGKILL)
+    said += [line.decode() for line in proc.stdout]
+    assert proc.wait(timeout=60) == -signal.SIGKILL, "the import ended before the kill"
+    reported = [line.split()[1] for line in said if line.startswith("added ")]
+    held = local_bodies(cli)
+    # A line says "added" only once its batch is on disk, and a batch lands whole.
+    assert set(reported) <= set(held)
+    assert len(held) % BATCH == 0 and 0 < len(held) < len(packets)
+    assert set(held) == {p["id"] for p in packets[: len(held)]}
+
+    again = cli.run("import", str(path), "--local")
+    assert again.returncode == 0, again.stderr
+    added = len(packets) - len(held)
+    assert f"{added} added, {len(held)} skipped (already present), 0 refused" in again.stderr
+    assert local_bodies(cli) == {p["id"]: canonical_bytes(p) for p in packets}
 
 
 def test_import_refuses_what_is_not_a_bundle(tmp_path: Path) -> None:

@@ -1099,6 +1099,34 @@ def test_search_answers_depend_on_readable_packets_alone(store: Store) -> None:
     assert answers() == before
 
 
+def test_put_packets_each_judges_every_packet_alone(store: Store) -> None:
+    store.create_user(user("u1"))
+    store.create_user(user("u2"))
+    make_team(store)  # u1 owns t1
+    put(store, pkt("01EACH000001", "u1", body=b"old"))
+    put(store, pkt("01EACH000002", "u2", body=b"theirs"))
+    store.quota = Quota(packets=3, bytes=1_000)
+    outcomes = store.put_packets_each(
+        [
+            (pkt("01EACH000003", "u1", body=b"new"), "k3"),  # created
+            (pkt("01EACH000001", "u1", body=b"newer"), "k1"),  # replaced
+            (pkt("01EACH000002", "u1", body=b"mine?"), "k2"),  # another owner's id
+            (pkt("01EACH000001", "u1", "t9", body=b"x"), "k4"),  # a move into no team of theirs
+            (pkt("01EACH000005", "u1", body=b"x"), "k5"),  # the third packet: fits the bound
+            (pkt("01EACH000006", "u1", body=b"x"), "k6"),  # the fourth: past it
+        ]
+    )
+    assert outcomes[:2] == [True, False] and outcomes[4] is True
+    assert isinstance(outcomes[2], Conflict) and isinstance(outcomes[5], OverQuota)
+    assert isinstance(outcomes[3], NotFound)
+    got = store.get_packet("01EACH000001")
+    assert got is not None and got.body == b"newer"
+    theirs = store.get_packet("01EACH000002")
+    assert theirs is not None and theirs.body == b"theirs" and theirs.meta.owner_id == "u2"
+    assert store.get_packet("01EACH000006") is None
+    assert store.put_packets_each([]) == []
+
+
 # -- what each user owns, and the per-user bound ---------------------------------
 
 

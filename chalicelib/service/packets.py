@@ -20,7 +20,7 @@ import os
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..ids import check_packet_id
 from ..store import Conflict as StoreConflict
@@ -35,6 +35,9 @@ from .errors import (
     PayloadTooLarge,
     ServiceError,
 )
+
+if TYPE_CHECKING:
+    from ..packet import Checked  # pydantic: only the write path imports packet
 
 DEFAULT_LIMIT = 50  # the protocol's default page
 MAX_LIMIT = 1000
@@ -59,7 +62,7 @@ class PushResult(NamedTuple):
 def push(
     store: Store,
     caller: Caller,
-    raw: bytes | str | Mapping[str, Any],
+    raw: bytes | str | Mapping[str, Any] | Checked,
     *,
     team: str | None = None,
     lenient: bool = False,
@@ -109,6 +112,46 @@ def push(
     return PushResult(id=stored.meta.id, created=created, conforming=stored.conforming)
 
 
+def push_many(
+    store: Store, caller: Caller, packets: list[Checked], *, lenient: bool = False
+) -> list[PushResult | ServiceError]:
+    """Many personal pushes of checked packets (``ltm import``): one outcome per packet.
+
+    Each packet gets what ``push`` gives it (its id rule, the lenient rule, the
+    owner rule, the per-user bound), judged alone; the store writes the lot in
+    one transaction where it can (``Store.put_packets_each``). No secret scan:
+    the callers are the CLI's, whose pre-flight scanned each packet already.
+    """
+    who = access(store, caller, need="write")
+    outcomes: list[PushResult | ServiceError | None] = []
+    batch: list[tuple[StoredPacket, str]] = []
+    for checked in packets:
+        try:
+            stored = _prepare(checked, lenient=lenient, scan=False)
+        except ServiceError as exc:
+            outcomes.append(exc)
+            continue
+        stored = stored._replace(meta=stored.meta._replace(owner_id=who.user.id, team_id=None))
+        batch.append((stored, _sort_key(stored.meta.created_at)))
+        outcomes.append(None)
+    written = iter(zip(batch, store.put_packets_each(batch), strict=True))
+    results: list[PushResult | ServiceError] = []
+    for outcome in outcomes:
+        if outcome is not None:
+            results.append(outcome)
+            continue
+        (stored, _), put = next(written)
+        if isinstance(put, StoreConflict):
+            results.append(Conflict("packet id already exists"))
+        elif isinstance(put, OverQuota):
+            results.append(InsufficientStorage(_over_quota(put)))
+        elif isinstance(put, Exception):  # NotFound: no team is named, so never expected
+            results.append(NotFound("not found"))
+        else:
+            results.append(PushResult(stored.meta.id, put, stored.conforming))
+    return results
+
+
 def _over_quota(exc: OverQuota) -> str:
     """The one line a push past the per-user bound gets: which bound, and the way out."""
     if exc.which == "packets":
@@ -126,10 +169,17 @@ def _over_quota(exc: OverQuota) -> str:
     )
 
 
-def _prepare(raw: bytes | str | Mapping[str, Any], *, lenient: bool, scan: bool) -> StoredPacket:
+def _prepare(
+    raw: bytes | str | Mapping[str, Any] | Checked, *, lenient: bool, scan: bool
+) -> StoredPacket:
     """The packet as it will be stored (canonical bytes), not yet given an owner or scope."""
     from .. import packet  # pydantic: only the write path pays for it
 
+    if isinstance(raw, packet.Checked):
+        # Checked already (the CLI's pre-flight): judged once, not again here.
+        if raw.errors and not lenient:
+            raise BadRequest("; ".join(raw.errors))
+        return _stored(raw, scan=scan)
     if isinstance(raw, str):
         raw = raw.encode()
     if isinstance(raw, bytes):
@@ -145,6 +195,13 @@ def _prepare(raw: bytes | str | Mapping[str, Any], *, lenient: bool, scan: bool)
         checked = packet.check(data, lenient=lenient)
     except packet.PacketError as exc:
         raise BadRequest(str(exc)) from None
+    return _stored(checked, scan=scan)
+
+
+def _stored(checked: Checked, *, scan: bool) -> StoredPacket:
+    """A checked packet as it will be stored: its identity read, scanned, encoded once."""
+    from .. import packet
+
     packet_id, created_at, goal = _identity(checked.data)
     if scan:
         _refuse_secrets(checked.data)  # CPU only: no store call

@@ -318,6 +318,25 @@ class Store(ABC):
         ``usage``), checked in the same atomic step.
         """
 
+    def put_packets_each(self, packets: list[tuple[StoredPacket, str]]) -> list[bool | StoreError]:
+        """Many ``put_packet`` (packet, sort key), each judged alone; one outcome per packet.
+
+        An outcome is what ``put_packet`` returns (True: created, False: replaced)
+        or the ``StoreError`` it raises (``Conflict``, ``NotFound``, ``OverQuota``):
+        a refused packet changes nothing and the others still land. A bulk load
+        (``ltm import``) calls this with hundreds of packets. This default puts
+        them one by one; a store that can (SQLite) writes them in one transaction
+        and one durable commit, so a crash keeps the packets before the batch
+        whole and loses the batch whole.
+        """
+        outcomes: list[bool | StoreError] = []
+        for packet, sort_key in packets:
+            try:
+                outcomes.append(self.put_packet(packet, sort_key=sort_key))
+            except StoreError as exc:
+                outcomes.append(exc)
+        return outcomes
+
     @abstractmethod
     def get_packet(self, packet_id: str) -> StoredPacket | None: ...
 

@@ -50,6 +50,7 @@ from . import (
     Share,
     Store,
     StoredPacket,
+    StoreError,
     Team,
     Token,
     Usage,
@@ -722,6 +723,31 @@ class SqliteStore(Store):
             "SELECT packets, bytes FROM usage WHERE user_id = ?", (user_id,)
         ).fetchone()
         return Usage(*row) if row else Usage()
+
+    def put_packets_each(self, packets: list[tuple[StoredPacket, str]]) -> list[bool | StoreError]:
+        """One transaction and one commit for the lot, each packet in a savepoint of its
+        own: a refused one is rolled back alone, and nobody hears of any before the
+        commit that holds them all (``_write``)."""
+        from .. import search
+
+        parsed = [(p, key, search.load(p.body)) for p, key in packets]  # outside the lock
+        outcomes: list[bool | StoreError] = []
+        with self._write() as db:
+            for packet, sort_key, data in parsed:
+                owner = packet.meta.owner_id
+                db.execute("SAVEPOINT one")
+                try:
+                    before = self._usage(db, owner) if self.quota else None
+                    created = self._put(db, packet, sort_key, data)
+                    if self.quota and before is not None:
+                        _hold_to(self.quota, before, self._usage(db, owner))
+                except StoreError as exc:
+                    db.execute("ROLLBACK TO one")
+                    outcomes.append(exc)
+                else:
+                    outcomes.append(created)
+                db.execute("RELEASE one")
+        return outcomes
 
     def put_packets(self, packets: list[tuple[StoredPacket, str]]) -> None:
         """Many ``put_packet`` (packet, sort key) in one transaction: all or none.

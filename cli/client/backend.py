@@ -7,6 +7,7 @@ with a message that says what to do next.
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ltm.cli.errors import CliError
 
 if TYPE_CHECKING:
+    from ltm.packet import Checked
     from ltm.store import Store, User
 
 
@@ -146,6 +148,20 @@ class Backend(ABC):
         pushes itself (``X-LTM-Allow-Unredacted``).
         """
 
+    def push_checked(
+        self,
+        checked: Checked,
+        *,
+        team: str | None = None,
+        lenient: bool = False,
+        allow_unredacted: bool = False,
+    ) -> Pushed:
+        """``push`` for a packet the pre-flight has checked (``preflight.accept``): a
+        backend that validates in this process (the local store) does not do it twice."""
+        return self.push(
+            checked.data, team=team, lenient=lenient, allow_unredacted=allow_unredacted
+        )
+
     def list(
         self, *, team: str | None = None, limit: int = 50, project: str | None = None
     ) -> list[dict[str, str]]:
@@ -229,25 +245,49 @@ class Backend(ABC):
 class LocalBackend(Backend):
     """The embedded SQLite store: one user, no server, no account."""
 
-    def __init__(self, store: Store, user: User, path: str) -> None:
+    # The store a long-lived process (the MCP server) keeps open between calls, with
+    # what identifies it: (path, device, inode, process id).
+    _kept: tuple[tuple[str, int, int, int], LocalBackend] | None = None
+
+    def __init__(self, store: Store, user: User, path: str, *, kept: bool = False) -> None:
         self.store = store
         self.user = user
         self.path = path
         self.label = f"local store ({path})"
+        self.kept = kept
 
     @classmethod
-    def open(cls) -> LocalBackend:
+    def open(cls, *, keep: bool = False) -> LocalBackend:
+        """The local store; ``keep``: the same one on every call in this process.
+
+        A process that serves many calls keeps its store open: opening one costs a
+        connection and the schema check, and closing the last connection to a WAL
+        database checkpoints it (a second fsync, after the commit's). The store is
+        opened again when its file is another (moved, deleted) or after a fork.
+        """
         from ltm.cli.config import local_db_path, private_dir
         from ltm.store import User
         from ltm.store.sqlite import SqliteStore
 
         path = local_db_path()
+        if keep and cls._kept is not None:
+            key, backend = cls._kept
+            if key == _file_key(path):
+                return backend
+            cls._kept = None
+            if key[3] == os.getpid():
+                backend.store.close()
         try:
             private_dir(path.parent)  # ltm's data folder: the owner's alone
             store = SqliteStore(path)
         except Exception as exc:  # sqlite3 errors, permissions, a newer schema
             raise CliError(f"cannot open the local store {path}: {exc}") from None
-        return cls(store, User("local", "local", datetime.now(UTC)), str(path))
+        backend = cls(store, User("local", "local", datetime.now(UTC)), str(path), kept=keep)
+        if keep:
+            found = _file_key(path)
+            if found is not None:
+                cls._kept = (found, backend)
+        return backend
 
     @contextmanager
     def _service(self) -> Iterator[None]:
@@ -289,6 +329,48 @@ class LocalBackend(Backend):
             except Conflict:  # a store shared with a server: the id is another user's
                 raise IdTaken(f"packet id {data.get('id')} is taken in the {self.label}") from None
         return Pushed(result.id, result.created)
+
+    def push_checked(
+        self,
+        checked: Checked,
+        *,
+        team: str | None = None,
+        lenient: bool = False,
+        allow_unredacted: bool = False,
+    ) -> Pushed:
+        from ltm.service import packets
+        from ltm.service.errors import Conflict
+
+        self._no_teams(team)
+        with self._service():
+            try:  # no scan here either: see push
+                result = packets.push(self.store, self.user, checked, lenient=lenient, scan=False)
+            except Conflict:
+                raise IdTaken(
+                    f"packet id {checked.data.get('id')} is taken in the {self.label}"
+                ) from None
+        return Pushed(result.id, result.created)
+
+    def push_many(self, packets: list[Checked], *, lenient: bool) -> list[Pushed | CliError]:
+        """Personal pushes of checked packets in one transaction and one durable commit
+        (``ltm import``); one outcome per packet, in order: a ``Pushed``, an ``IdTaken``
+        or another ``CliError`` (that packet alone is refused)."""
+        from ltm.service import packets as service
+        from ltm.service.errors import Conflict
+
+        with self._service():
+            outcomes = service.push_many(self.store, self.user, packets, lenient=lenient)
+        results: list[Pushed | CliError] = []
+        for checked, outcome in zip(packets, outcomes, strict=True):
+            if isinstance(outcome, Conflict):
+                results.append(
+                    IdTaken(f"packet id {checked.data.get('id')} is taken in the {self.label}")
+                )
+            elif isinstance(outcome, Exception):
+                results.append(CliError(outcome.message))
+            else:
+                results.append(Pushed(outcome.id, outcome.created))
+        return results
 
     def page(
         self,
@@ -367,6 +449,13 @@ class LocalBackend(Backend):
         from ltm.service import packets
         from ltm.service.errors import NotFound
 
+        # The caller's own personal packet, read straight (an import asks once a line);
+        # anything else takes the service's rules (a store shared with a server).
+        found = self.store.get_packet(packet_id)
+        if found is None:
+            return None
+        if found.meta.team_id is None and found.meta.owner_id == self.user.id:
+            return found.body
         try:
             return packets.get(self.store, self.user, packet_id).body
         except NotFound:
@@ -391,7 +480,8 @@ class LocalBackend(Backend):
         return packet_id
 
     def close(self) -> None:
-        self.store.close()
+        if not self.kept:  # a kept store stays open for the process's next call
+            self.store.close()
 
     def whoami(self) -> dict[str, Any]:
         return {"backend": "local", "store": self.path}
@@ -401,6 +491,15 @@ class LocalBackend(Backend):
 
     def is_me(self, user_id: str) -> bool | None:
         return user_id == self.user.id
+
+
+def _file_key(path: Any) -> tuple[str, int, int, int] | None:
+    """What tells one store file from another here: path, device, inode, process id."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (str(path), info.st_dev, info.st_ino, os.getpid())
 
 
 def no_team_here(team: str) -> CliError:
@@ -438,7 +537,11 @@ def needs_server(what: str) -> CliError:
 
 
 def open_backend(
-    *, local: bool = False, timeout: float | None = None, team: str | None = None
+    *,
+    local: bool = False,
+    timeout: float | None = None,
+    team: str | None = None,
+    keep: bool = False,
 ) -> Backend:
     """The server signed in to (``ltm auth``), else the local store; ``local`` forces the latter.
 
@@ -446,6 +549,7 @@ def open_backend(
     that team on (``credentials.active``); when the files know no such team and the
     default is the local store, the servers signed in to are asked.
     ``timeout`` (seconds) overrides the configured network timeout (hooks keep it short).
+    ``keep``: a long-lived process keeps the local store open (``LocalBackend.open``).
     """
     if not local:
         from ltm.cli.client.credentials import active
@@ -459,4 +563,4 @@ def open_backend(
             from ltm.cli.client.remote import RemoteBackend
 
             return RemoteBackend.open(target, timeout=timeout)
-    return LocalBackend.open()
+    return LocalBackend.open(keep=keep)

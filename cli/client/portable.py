@@ -20,13 +20,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, BinaryIO
+from typing import IO, TYPE_CHECKING, BinaryIO, NamedTuple
 
 from ltm.cli.errors import CliError
 from ltm.cli.terminal.progress import Progress
 
 if TYPE_CHECKING:
+    from ltm.bundle import Entry
     from ltm.cli.client.backend import Backend
+    from ltm.packet import Checked
 
 
 # -- export ------------------------------------------------------------------------
@@ -163,8 +165,34 @@ def _one_line(message: str) -> str:
     return "; ".join(part.strip() for part in message.splitlines() if part.strip())
 
 
+# Packets per transaction on the local store: one durable commit (an fsync) for this
+# many, so a crash loses at most this many, and a re-run adds them (what landed is skipped).
+BATCH = 500
+
+
+class _Push(NamedTuple):
+    """A line whose packet waits in the batch: what its report line needs."""
+
+    entry: Entry
+    name: str
+    present: bytes | None
+
+
+class _Said(NamedTuple):
+    """A line already judged (skipped or refused): its count and report line."""
+
+    count: str  # the Report attribute it adds one to
+    text: str
+
+
 class Importer:
-    """Loads bundle lines into one backend; every outcome goes to ``report``."""
+    """Loads bundle lines into one backend; every outcome goes to ``report``.
+
+    Into the local store, the packets that pass go in batches (``BATCH``), each one
+    transaction with one durable commit, and each line's report waits for the commit
+    that holds it: a line says "added" only once it is on disk, and the lines keep the
+    bundle's order. A server gets one push per packet.
+    """
 
     def __init__(
         self,
@@ -177,15 +205,20 @@ class Importer:
         replace: bool,
     ) -> None:
         from ltm.cli.client import preflight
+        from ltm.cli.client.backend import LocalBackend
 
         self.backend = backend
         self.report = report
         self.local = backend.whoami().get("backend") == "local"
+        self.batched = isinstance(backend, LocalBackend)
         self.team = team
         self.lenient = lenient
         self.allow_unredacted = allow_unredacted
         self.replace = replace
         self.rules = preflight.user_rules()  # read the user's patterns once, not per packet
+        self.waiting: list[_Push | _Said] = []  # this batch's lines, in order
+        self.batch: list[Checked] = []  # the packets of its _Push lines, in order
+        self.batch_ids: set[str] = set()
 
     def run(self, stream: BinaryIO, *, size: int | None) -> None:
         """Every packet line of the bundle in ``stream``, in order."""
@@ -206,25 +239,59 @@ class Importer:
                 self.one(number, line)
                 done += 1
                 progress.update(done, part=read)
+            self.flush()
         finally:
             progress.done()
 
+    def flush(self) -> None:
+        """Write the waiting packets (one transaction), then report their lines in order."""
+        from ltm.cli.client.backend import IdTaken
+
+        waiting, batch = self.waiting, self.batch
+        self.waiting, self.batch, self.batch_ids = [], [], set()
+        pushed = self.backend.push_many(batch, lenient=self.lenient) if batch else []  # type: ignore[attr-defined]
+        outcomes = iter(pushed)
+        for item in waiting:
+            if isinstance(item, _Said):
+                self._tell(item.count, item.text)
+                continue
+            outcome = next(outcomes)
+            if isinstance(outcome, IdTaken):
+                self._tell("refused", f"refused {item.name}: {ID_TAKEN}")
+            elif isinstance(outcome, CliError):
+                self._tell("refused", f"refused {item.name}: {outcome.message}")
+            else:
+                self._pushed(item.entry, item.present, None, False)
+
+    def _tell(self, count: str, text: str) -> None:
+        setattr(self.report, count, getattr(self.report, count) + 1)
+        self.report.say(text)
+
+    def note(self, count: str, text: str) -> None:
+        """One line's outcome: told now, or after the batch before it is written."""
+        if self.waiting:
+            self.waiting.append(_Said(count, text))
+            if len(self.waiting) >= BATCH:
+                self.flush()
+        else:
+            self._tell(count, text)
+
     def refuse(self, name: str, reason: str) -> None:
-        self.report.refused += 1
-        self.report.say(f"refused {name}: {reason}")
+        self.note("refused", f"refused {name}: {reason}")
 
     def one(self, number: int, line: bytes) -> None:
         from ltm import bundle
         from ltm.cli.client import preflight
         from ltm.cli.client.backend import IdTaken
 
-        report = self.report
         where = f"line {number}"
         try:
             entry = bundle.read_entry(line)
         except bundle.BundleError as exc:
             self.refuse(where, str(exc))
             return
+        if entry.id in self.batch_ids:
+            self.flush()  # the same id again: this line must see the earlier one stored
         name = f"{entry.id or '(no id)'} ({where})"
         move = False
         try:
@@ -243,9 +310,9 @@ class Importer:
                 self.refuse(name, exc.message)
                 return
             if not move:
-                report.skipped += 1
                 where = f"in team {target}" if target else "among your packets"
-                report.say(f"skipped {entry.id}: identical packet already present {where}")
+                text = f"skipped {entry.id}: identical packet already present {where}"
+                self.note("skipped", text)
                 return
         verdict = preflight.judge(entry.packet, scan=not self.allow_unredacted, rules=self.rules)
         errors = verdict.refusals(lenient=self.lenient)
@@ -270,6 +337,13 @@ class Importer:
                 " overwrite your own)",
             )
             return
+        if self.batched:
+            self.waiting.append(_Push(entry, name, present))
+            self.batch.append(checked)
+            self.batch_ids.add(entry.id)
+            if len(self.waiting) >= BATCH:
+                self.flush()
+            return
         try:
             self.backend.push(
                 checked.data,
@@ -278,23 +352,27 @@ class Importer:
                 allow_unredacted=self.allow_unredacted,
             )
         except IdTaken:
-            self.refuse(name, "the id belongs to someone else or to another scope; nothing changed")
+            self.refuse(name, ID_TAKEN)
             return
         except CliError as exc:
             self.refuse(name, exc.message)
             return
+        self._pushed(entry, present, target, move)
+
+    def _pushed(self, entry: Entry, present: bytes | None, target: str | None, move: bool) -> None:
+        report = self.report
         if self.local and entry.team:
             report.into_personal += 1
         in_team = f" in team {target}" if target else ""
         if move:
-            report.moved += 1
-            report.say(f"moved {entry.id} from your personal packets into team {target}")
+            self._tell("moved", f"moved {entry.id} from your personal packets into team {target}")
         elif present is None:
-            report.added += 1
-            report.say(f"added {entry.id}{in_team}")
+            self._tell("added", f"added {entry.id}{in_team}")
         else:
-            report.replaced += 1
-            report.say(f"replaced {entry.id}{in_team}")
+            self._tell("replaced", f"replaced {entry.id}{in_team}")
+
+
+ID_TAKEN = "the id belongs to someone else or to another scope; nothing changed"
 
 
 def _canonical(data: dict[str, object]) -> bytes | None:

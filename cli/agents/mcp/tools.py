@@ -286,7 +286,8 @@ def _packet_input(value: Any) -> bytes | dict[str, Any]:
 def _backend() -> Any:
     from ltm.cli.client.backend import open_backend
 
-    return open_backend()
+    # The session serves many calls: the local store stays open between them.
+    return open_backend(keep=True)
 
 
 def _refused_message(refused: Any, verb: str) -> str:
@@ -337,7 +338,7 @@ def _store(args: dict[str, Any], *, fill: bool, verb: str) -> Reply:
     team = args.get("team")
     backend = _backend()
     try:
-        pushed = backend.push(checked.data, team=team)
+        pushed = backend.push_checked(checked, team=team)  # checked once, not again
     finally:
         backend.close()
     action = "saved" if pushed.created else "updated"
