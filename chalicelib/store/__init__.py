@@ -20,8 +20,8 @@ Lambda cold start imports this module, and on Python 3.11 importing dataclasses
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from datetime import datetime, timedelta
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:  # the query language loads only where a search runs
