@@ -8,7 +8,7 @@ with a message that says what to do next.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -196,6 +196,31 @@ class Backend(ABC):
     @abstractmethod
     def stored(self, packet_id: str) -> bytes | None:
         """The bytes of the packet with exactly this id if the caller can see it, else None."""
+
+    def stored_many(self, packet_ids: Sequence[str]) -> dict[str, bytes | None]:
+        """``stored`` for each id (``ltm import`` asks a batch at a time); a backend with a
+        way to ask for many at once overrides it."""
+        return {packet_id: self.stored(packet_id) for packet_id in packet_ids}
+
+    def push_many(
+        self,
+        items: Sequence[tuple[Mapping[str, Any], str | None]],
+        *,
+        lenient: bool = False,
+        allow_unredacted: bool = False,
+    ) -> list[Pushed | CliError]:
+        """``push`` for each (packet, team), in order; each one's answer or its ``CliError``
+        (``IdTaken`` included), so one refusal never stops the rest. A backend with a way to
+        push many at once overrides it."""
+        done: list[Pushed | CliError] = []
+        for data, team in items:
+            try:
+                done.append(
+                    self.push(data, team=team, lenient=lenient, allow_unredacted=allow_unredacted)
+                )
+            except CliError as exc:
+                done.append(exc)
+        return done
 
     def team_names(self) -> list[str]:
         """The teams the caller belongs to (none on the local store)."""
