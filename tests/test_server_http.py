@@ -40,7 +40,7 @@ AUTHENTICATED = [
     ("POST", "/v1/teams/core/leave"),
     ("POST", "/v1/teams/core/invites"),
     ("POST", "/v1/packets/batch"),
-    ("GET", "/v1/packets/batch"),
+    ("GET", "/v1/packets/batch?id=01JS5LTMEXAMPLEPACKET00001A"),  # no id: a 400, before the token
 ]
 
 
