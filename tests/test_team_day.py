@@ -40,8 +40,15 @@ def follower(tmp_path: Path) -> tuple[str, Path]:
     program = tmp_path / "browser.py"
     program.write_text(
         f"#!{sys.executable}\n"
-        "import html, re, sys, urllib.parse, urllib.request, http.cookiejar\n"
+        "import html, re, socket, sys, urllib.parse, urllib.request, http.cookiejar\n"
         "from pathlib import Path\n"
+        # As a browser does: every *.localhost name is loopback (the web view's own name).
+        "real = socket.getaddrinfo\n"
+        "def resolve(host, *rest, **kw):\n"
+        "    name = host.decode() if isinstance(host, bytes) else host\n"
+        "    local = name and name.endswith('.localhost')\n"
+        "    return real('127.0.0.1' if local else host, *rest, **kw)\n"
+        "socket.getaddrinfo = resolve\n"
         f"Path({str(tmp_path / 'argv.txt')!r}).write_text('\\n'.join(sys.argv[1:]))\n"
         "page = Path(sys.argv[1].removeprefix('file://')).read_text()\n"
         "jar = http.cookiejar.CookieJar()\n"
@@ -84,9 +91,10 @@ def test_a_team_day_end_to_end(server: Server, tmp_path: Path) -> None:
     opened = run(
         "open", "-t", "core", BROWSER=f"{browser} %s", LTM_STATE_DIR=str(tmp_path / "sam-st")
     )
-    assert opened.strip() == f"{server.url}/web?team=core"
+    web = server.web or server.url  # a loopback server's pages: a name of their own
+    assert opened.strip() == f"{web}/web?team=core"
     page = landed.read_text()
-    assert page.startswith(f"{server.url}/web?team=core\n")  # signed in: not the sign-in form
+    assert page.startswith(f"{web}/web?team=core\n")  # signed in: not the sign-in form
     assert "Sam&#x27;s first step" in page or "Sam's first step" in page
     assert "Olive&#x27;s plan for core" in page or "Olive's plan for core" in page
     argv = (tmp_path / "argv.txt").read_text()
@@ -127,7 +135,6 @@ def test_the_sign_in_page_takes_a_code_approved_from_a_signed_in_cli(
     on any signed-in machine approves it, and the browser's session is the approver's."""
     import html
 
-    import httpx
 
     olive = signed_in(server, tmp_path / "olive", "Olive2")
     olive.ok("teams", "create", "webcode")
@@ -140,7 +147,7 @@ def test_the_sign_in_page_takes_a_code_approved_from_a_signed_in_cli(
         found = re.findall(r'name="([^"]+)" value="([^"]*)"', page)
         return {k: html.unescape(v) for k, v in found}
 
-    browser = httpx.Client(base_url=server.url, follow_redirects=False, timeout=30)
+    browser = server.web_client(follow_redirects=False)
     signin = browser.get("/web/signin?next=/web%3Fteam%3Dwebcode")
     assert signin.status_code == 200 and "ltm approve CODE" in signin.text
     form = fields(signin.text.split('action="/web/signin/code"', 1)[1].split("</form>", 1)[0])
@@ -153,7 +160,8 @@ def test_the_sign_in_page_takes_a_code_approved_from_a_signed_in_cli(
     assert waiting.status_code == 200 and "Not approved yet" in waiting.text
     assert browser.get("/web").status_code == 303  # not signed in until approved
     # The same ticket in another browser (no cookie of this one) is of no use.
-    other = httpx.post(server.url + "/web/signin/code", data={**ticket, "step": "check"})
+    with server.web_client() as elsewhere:
+        other = elsewhere.post("/web/signin/code", data={**ticket, "step": "check"})
     assert other.status_code == 403
 
     approved = sam.run("-H", server.url, "approve", code.group(1))
@@ -161,7 +169,8 @@ def test_the_sign_in_page_takes_a_code_approved_from_a_signed_in_cli(
     assert "approved the sign-in of web browser" in approved.stderr
     assert "signed in to the web view as you" in approved.stderr
     done = browser.post("/web/signin/code", data={**ticket, "step": "check"})
-    assert done.status_code == 303 and done.headers["location"] == f"{server.url}/web?team=webcode"
+    web = server.web or server.url
+    assert done.status_code == 303 and done.headers["location"] == f"{web}/web?team=webcode"
     page = browser.get("/web?team=webcode")
     assert page.status_code == 200 and "Seen through the code" in page.text and "Sam2" in page.text
     again = browser.post("/web/signin/code", data={**ticket, "step": "check"})
@@ -171,7 +180,7 @@ def test_the_sign_in_page_takes_a_code_approved_from_a_signed_in_cli(
     assert len(tokens) == 1  # the invite's token only: the browser got a session, no token
 
     # Denied from the CLI: the browser is told, and is not signed in.
-    fresh = httpx.Client(base_url=server.url, follow_redirects=False, timeout=30)
+    fresh = server.web_client(follow_redirects=False)
     form = fields(
         fresh.get("/web/signin").text.split('action="/web/signin/code"', 1)[1].split("</form>")[0]
     )

@@ -20,6 +20,7 @@ Lambda cold start imports this module, and on Python 3.11 importing dataclasses
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
@@ -246,6 +247,14 @@ class DeviceGrant(NamedTuple):
     decided_at: datetime | None = None
 
 
+class PutItem(NamedTuple):
+    """One write of ``Store.put_many``: ``put_packet``'s arguments."""
+
+    packet: StoredPacket
+    sort_key: str
+    seen: PacketMeta | None = None
+
+
 class Loaded(NamedTuple):
     """What a request reads before it acts, fetched together by ``Store.load``."""
 
@@ -318,24 +327,23 @@ class Store(ABC):
         ``usage``), checked in the same atomic step.
         """
 
-    def put_packets_each(self, packets: list[tuple[StoredPacket, str]]) -> list[bool | StoreError]:
-        """Many ``put_packet`` (packet, sort key), each judged alone; one outcome per packet.
+    def put_many(self, items: Sequence[PutItem]) -> list[bool | StoreError]:
+        """Many ``put_packet``, each judged alone: per item, created (bool) or the error it got.
 
-        An outcome is what ``put_packet`` returns (True: created, False: replaced)
-        or the ``StoreError`` it raises (``Conflict``, ``NotFound``, ``OverQuota``):
-        a refused packet changes nothing and the others still land. A bulk load
-        (``ltm import``) calls this with hundreds of packets. This default puts
-        them one by one; a store that can (SQLite) writes them in one transaction
-        and one durable commit, so a crash keeps the packets before the batch
-        whole and loses the batch whole.
+        An item's ``Conflict``, ``NotFound`` or ``OverQuota`` is its answer and
+        never stops the others; any other error stops the call. Every item that
+        succeeded is durable when this returns. This default puts them one by one,
+        each exactly as ``put_packet`` (on DynamoDB: its conditional writes, which
+        ``BatchWriteItem`` cannot carry); a backend whose commits are the cost
+        (SQLite under ``synchronous=FULL``) writes them all in one transaction.
         """
-        outcomes: list[bool | StoreError] = []
-        for packet, sort_key in packets:
+        done: list[bool | StoreError] = []
+        for item in items:
             try:
-                outcomes.append(self.put_packet(packet, sort_key=sort_key))
-            except StoreError as exc:
-                outcomes.append(exc)
-        return outcomes
+                done.append(self.put_packet(item.packet, sort_key=item.sort_key, seen=item.seen))
+            except (Conflict, NotFound, OverQuota) as exc:
+                done.append(exc)
+        return done
 
     @abstractmethod
     def get_packet(self, packet_id: str) -> StoredPacket | None: ...

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -213,6 +213,31 @@ class Backend(ABC):
     def stored(self, packet_id: str) -> bytes | None:
         """The bytes of the packet with exactly this id if the caller can see it, else None."""
 
+    def stored_many(self, packet_ids: Sequence[str]) -> dict[str, bytes | None]:
+        """``stored`` for each id (``ltm import`` asks a batch at a time); a backend with a
+        way to ask for many at once overrides it."""
+        return {packet_id: self.stored(packet_id) for packet_id in packet_ids}
+
+    def push_many(
+        self,
+        items: Sequence[tuple[Mapping[str, Any], str | None]],
+        *,
+        lenient: bool = False,
+        allow_unredacted: bool = False,
+    ) -> list[Pushed | CliError]:
+        """``push`` for each (packet, team), in order; each one's answer or its ``CliError``
+        (``IdTaken`` included), so one refusal never stops the rest. A backend with a way to
+        push many at once overrides it."""
+        done: list[Pushed | CliError] = []
+        for data, team in items:
+            try:
+                done.append(
+                    self.push(data, team=team, lenient=lenient, allow_unredacted=allow_unredacted)
+                )
+            except CliError as exc:
+                done.append(exc)
+        return done
+
     def team_names(self) -> list[str]:
         """The teams the caller belongs to (none on the local store)."""
         return []
@@ -351,21 +376,29 @@ class LocalBackend(Backend):
                 ) from None
         return Pushed(result.id, result.created)
 
-    def push_many(self, packets: list[Checked], *, lenient: bool) -> list[Pushed | CliError]:
-        """Personal pushes of checked packets in one transaction and one durable commit
-        (``ltm import``); one outcome per packet, in order: a ``Pushed``, an ``IdTaken``
-        or another ``CliError`` (that packet alone is refused)."""
+    def push_many(
+        self,
+        items: Sequence[tuple[Mapping[str, Any] | Checked, str | None]],
+        *,
+        lenient: bool = False,
+        allow_unredacted: bool = False,
+    ) -> list[Pushed | CliError]:
+        """Personal pushes in one transaction and one durable commit (``ltm import``); one
+        outcome per packet, in order: a ``Pushed``, an ``IdTaken`` or another ``CliError``
+        (that packet alone is refused). A ``Checked`` packet is stored as judged."""
         from ltm.service import packets as service
         from ltm.service.errors import Conflict
 
+        for _, team in items:
+            self._no_teams(team)
+        packets = [data for data, _ in items]
         with self._service():
             outcomes = service.push_many(self.store, self.user, packets, lenient=lenient)
         results: list[Pushed | CliError] = []
-        for checked, outcome in zip(packets, outcomes, strict=True):
+        for data, outcome in zip(packets, outcomes, strict=True):
             if isinstance(outcome, Conflict):
-                results.append(
-                    IdTaken(f"packet id {checked.data.get('id')} is taken in the {self.label}")
-                )
+                packet_id = (data.data if hasattr(data, "data") else data).get("id")
+                results.append(IdTaken(f"packet id {packet_id} is taken in the {self.label}"))
             elif isinstance(outcome, Exception):
                 results.append(CliError(outcome.message))
             else:
