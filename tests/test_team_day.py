@@ -135,7 +135,6 @@ def test_the_sign_in_page_takes_a_code_approved_from_a_signed_in_cli(
     on any signed-in machine approves it, and the browser's session is the approver's."""
     import html
 
-
     olive = signed_in(server, tmp_path / "olive", "Olive2")
     olive.ok("teams", "create", "webcode")
     url = olive.ok("invite", "-t", "webcode").strip()
