@@ -348,6 +348,51 @@ def push_packet(request: Any) -> Response:
     return _json(body, 201)
 
 
+@route("/v1/packets/batch", "POST")
+def push_batch(request: Any) -> Response:
+    """Extension: many pushes in one request, each answered as its own push would be."""
+    caller = _caller(request)
+    team, lenient = _team(request), _flag(request, "lenient")
+    scan = packets.scan_wanted(request.headers.get(packets.OVERRIDE_HEADER))
+    results = packets.push_batch(
+        get_store(), caller, _body(request), team=team, lenient=lenient, scan=scan
+    )
+    out = []
+    for result in results:
+        item: dict[str, Any] = {"id": result.id, "status": result.status}
+        if result.error is not None:
+            item["error"] = result.error
+        elif not result.conforming:
+            item["conforming"] = False
+        out.append(item)
+    return _json({"results": out})
+
+
+@route("/v1/packets/batch", "GET")
+def get_batch(request: Any) -> Response:
+    """Extension: many packets in one read, each as ``GET /v1/packets/{id}`` answers it."""
+    caller = _caller(request)
+    params = request.query_params
+    ids = list(params.getlist("id")) if params is not None and "id" in params else []
+    found = packets.get_many(get_store(), caller, ids)
+    out = []
+    for packet_id, held in zip(ids, found, strict=True):
+        if held is None:
+            out.append({"id": packet_id, "status": 404})
+            continue
+        # The body as a string: its bytes exactly as stored, which GET /v1/packets/{id} sends.
+        item: dict[str, Any] = {
+            "id": packet_id,
+            "status": 200,
+            "created_by": held.meta.owner_id,
+            "body": held.body.decode("utf-8"),
+        }
+        if not held.conforming:
+            item["conforming"] = False
+        out.append(item)
+    return _json({"packets": out})
+
+
 @route("/v1/packets", "GET")
 def list_packets(request: Any) -> Response:
     caller = _caller(request)
@@ -730,6 +775,7 @@ page_route("/web/packets/{id}", ["GET"], "packet")
 page_route("/web/packets/{id}/delete", ["GET", "POST"], "delete")
 page_route("/web/teams/{name}", ["GET"], "team")
 page_route("/web/signin", ["GET", "POST"], "sign_in")
+page_route("/web/signin/code", ["POST"], "sign_in_code")
 page_route("/web/signout", ["POST"], "sign_out")
 page_route("/web/ui", ["GET", "POST"], "ui")
 page_route("/web/key", ["POST"], "key_sign_in")

@@ -60,7 +60,33 @@ def portable(count: int, tmp: Path, base_env: dict[str, str]) -> list[tuple[str,
         summary = err.strip().splitlines()[-1]
         assert re.search(r"\d+ added", summary), summary
         rows.append((f"{label} {count:,}", seconds, rss))
+    disk(target / "ltm.db", count)
     return rows
+
+
+def disk(path: Path, count: int) -> None:
+    """Disk per packet of an imported store: its file (checkpointed) over the packets'
+    canonical bytes, and where the pages go (SQLite's dbstat table)."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    body = db.execute("SELECT sum(length(body)) FROM packets").fetchone()[0]
+    size = path.stat().st_size
+    print(
+        f"disk per packet at {count:,}: {size / count:,.0f} bytes, {size / body:.2f}x the"
+        f" canonical bytes ({body / count:,.0f} a packet)",
+        flush=True,
+    )
+    try:
+        rows = db.execute(
+            "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC LIMIT 8"
+        ).fetchall()
+    except sqlite3.OperationalError:  # an SQLite built without dbstat
+        rows = []
+    for name, pages in rows:
+        print(f"  {name}: {pages / body:.2f}x", flush=True)
+    db.close()
 
 
 def doctor(runs: int, tmp: Path, base_env: dict[str, str]) -> list[tuple[str, float]]:

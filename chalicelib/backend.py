@@ -10,7 +10,7 @@ Failures are ``Failure``s whose message says what to do next.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -18,6 +18,7 @@ from .errors import Failure
 from .store import User
 
 if TYPE_CHECKING:
+    from .packet import Checked
     from .service.access import Credential
     from .store import Store
 
@@ -128,6 +129,46 @@ class Backend(ABC):
         ``allow_unredacted`` carries the user's override to a server that scans
         pushes itself (``X-LTM-Allow-Unredacted``).
         """
+
+    def push_checked(
+        self,
+        checked: Checked,
+        *,
+        team: str | None = None,
+        lenient: bool = False,
+        allow_unredacted: bool = False,
+    ) -> Pushed:
+        """``push`` for a packet the pre-flight has checked (``preflight.accept``): a
+        backend that validates in this process (a store) does not do it twice."""
+        return self.push(
+            checked.data, team=team, lenient=lenient, allow_unredacted=allow_unredacted
+        )
+
+    def push_many(
+        self,
+        items: Sequence[tuple[Mapping[str, Any] | Checked, str | None]],
+        *,
+        lenient: bool = False,
+        allow_unredacted: bool = False,
+    ) -> list[Pushed | Failure]:
+        """``push`` for each (packet, team), in order; each one's answer or its ``Failure``
+        (``IdTaken`` included), so one refusal never stops the rest. A backend with a way to
+        push many at once overrides it."""
+        done: list[Pushed | Failure] = []
+        for data, team in items:
+            packet = data.data if hasattr(data, "data") else data
+            try:
+                done.append(
+                    self.push(packet, team=team, lenient=lenient, allow_unredacted=allow_unredacted)
+                )
+            except Failure as exc:
+                done.append(exc)
+        return done
+
+    def stored_many(self, packet_ids: Sequence[str]) -> dict[str, bytes | None]:
+        """``stored`` for each id (``ltm import`` asks a batch at a time); a backend with a
+        way to ask for many at once overrides it."""
+        return {packet_id: self.stored(packet_id) for packet_id in packet_ids}
 
     def list(
         self, *, team: str | None = None, limit: int = 50, project: str | None = None
@@ -250,7 +291,7 @@ class ServiceBackend(Backend):
         return packets.resolve(self.store, self.caller, ref, team=team)
 
     def _id_taken(self, data: Mapping[str, Any]) -> Failure:
-        return self.fail(f"packet id {data.get('id')} is taken in {self.label}")
+        return self.fail(f"packet id {_id_of(data)} is taken in {self.label}")
 
     def push(
         self,
@@ -274,6 +315,16 @@ class ServiceBackend(Backend):
             except Conflict:  # the id is another user's, or in another scope
                 raise self._id_taken(data) from None
         return Pushed(result.id, result.created)
+
+    def push_checked(
+        self,
+        checked: Checked,
+        *,
+        team: str | None = None,
+        lenient: bool = False,
+        allow_unredacted: bool = False,
+    ) -> Pushed:
+        return self.push(checked, team=team, lenient=lenient)  # type: ignore[arg-type]
 
     def page(
         self,
@@ -420,3 +471,8 @@ class ServiceBackend(Backend):
 
         with self._service():
             return [t.name for t in teams.list_(self.store, self.caller)]
+
+
+def _id_of(data: Any) -> object:
+    """The id of a packet given as a mapping or as a ``Checked`` (its ``data``)."""
+    return (data.data if hasattr(data, "data") else data).get("id")

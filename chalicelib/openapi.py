@@ -15,7 +15,7 @@ from typing import Any
 
 from . import __version__
 from .packet import MAX_PACKET_BYTES, MODELS
-from .service.packets import DEFAULT_LIMIT, MAX_LIMIT
+from .service.packets import DEFAULT_LIMIT, MAX_BATCH, MAX_LIMIT
 from .service.search import DEFAULT_LIMIT as SEARCH_DEFAULT
 from .service.search import MAX_LIMIT as SEARCH_MAX
 from .service.share import MAX_LISTED as SHARED_MAX
@@ -209,6 +209,77 @@ def _schemas() -> dict[str, Any]:
                 " `Packet` unless it was pushed in lenient mode, which the"
                 " `X-Ltm-Conforming: false` header then says.",
             },
+            "Batch": _obj(
+                {
+                    "packets": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": MAX_BATCH,
+                        "description": "Each item is the JSON text of one packet: the body a"
+                        " single `POST /v1/packets` would send.",
+                        "items": _STRING,
+                    }
+                }
+            ),
+            "BatchResults": _obj(
+                {
+                    "results": {
+                        "type": "array",
+                        "description": "One per packet of the batch, in its order.",
+                        "items": _obj(
+                            {
+                                "id": {
+                                    "type": ["string", "null"],
+                                    "description": "The packet's id; null when it was refused"
+                                    " before a usable id was read from it.",
+                                },
+                                "status": {
+                                    "enum": [201, 400, 404, 409, 413, 507],
+                                    "description": "What `POST /v1/packets` answers for this"
+                                    " packet alone.",
+                                },
+                                "error": {**_STRING, "description": "Why, when not 201."},
+                                "conforming": {
+                                    "const": False,
+                                    "description": "As in `PushResult`.",
+                                },
+                            },
+                            required=["id", "status"],
+                        ),
+                    }
+                }
+            ),
+            "BatchRead": _obj(
+                {
+                    "packets": {
+                        "type": "array",
+                        "description": "One per `id` asked for, in its order.",
+                        "items": _obj(
+                            {
+                                "id": _STRING,
+                                "status": {
+                                    "enum": [200, 404],
+                                    "description": "What `GET /v1/packets/{id}` answers.",
+                                },
+                                "body": {
+                                    **_STRING,
+                                    "description": "With 200: the packet's bytes exactly as"
+                                    " `GET /v1/packets/{id}` sends them, as a string.",
+                                },
+                                "created_by": {
+                                    **_STRING,
+                                    "description": "With 200: as `X-Ltm-Created-By`.",
+                                },
+                                "conforming": {
+                                    "const": False,
+                                    "description": "As `X-Ltm-Conforming: false`.",
+                                },
+                            },
+                            required=["id", "status"],
+                        ),
+                    }
+                }
+            ),
             "NewTeam": _obj({"name": {**_STRING, "pattern": TEAM_NAME_PATTERN}}),
             "TeamCreated": _obj(
                 {"team": _obj({"id": _STRING, "name": _STRING, "owner_id": _STRING})}
@@ -457,6 +528,80 @@ def _paths() -> dict[str, Any]:
                     "400": _error("A bad query value (an unknown `page_token` included)."),
                     "401": _UNAUTHORIZED,
                     "404": _error("`team not found`."),
+                },
+            },
+        },
+        "/v1/packets/batch": {
+            "post": {
+                "operationId": "pushBatch",
+                "summary": "Extension: push up to 100 packets in one request.",
+                "description": (
+                    "Not in the reference protocol (`ltm import` falls back to single pushes"
+                    " where it is absent). Each packet is judged exactly as its own"
+                    " `POST /v1/packets` would be (schema, id rules, the server's scan, the"
+                    " scope rules, the per-user bound) and answered in `results` with that"
+                    " status and error; one refused packet never stops the others. What"
+                    " belongs to the request (the token, its scope, `team`, the body's"
+                    f" shape and its {MAX_PACKET_BYTES}-byte bound) refuses the whole batch."
+                ),
+                "parameters": [
+                    _TEAM_QUERY,
+                    {
+                        "name": "lenient",
+                        "in": "query",
+                        "required": False,
+                        "description": "As on `POST /v1/packets`, for every packet.",
+                        "schema": {"type": "boolean"},
+                    },
+                    {
+                        "name": "X-LTM-Allow-Unredacted",
+                        "in": "header",
+                        "required": False,
+                        "description": "As on `POST /v1/packets`, for every packet.",
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "requestBody": _json_body(_ref("Batch")),
+                "responses": {
+                    "200": _ok("Each packet's answer, in order.", _ref("BatchResults")),
+                    "400": _error(
+                        'Malformed JSON, not `{"packets": [TEXT, ...]}` with 1 to'
+                        f" {MAX_BATCH} texts, or a bad query value."
+                    ),
+                    "401": _UNAUTHORIZED,
+                    "404": _error("`team not found`: no such team, or the caller is not in it."),
+                    "413": _TOO_LARGE,
+                    "415": _MEDIA,
+                },
+            },
+            "get": {
+                "operationId": "getBatch",
+                "summary": "Extension: up to 100 packets in one read.",
+                "description": (
+                    "Not in the reference protocol. Each id is answered as"
+                    " `GET /v1/packets/{id}` would answer it: 200 with the packet, or 404"
+                    " when it is absent or not the caller's to read."
+                ),
+                "parameters": [
+                    {
+                        "name": "id",
+                        "in": "query",
+                        "required": True,
+                        "description": "A packet id; repeat it for each packet.",
+                        "schema": {
+                            "type": "array",
+                            "items": _STRING,
+                            "minItems": 1,
+                            "maxItems": MAX_BATCH,
+                        },
+                        "style": "form",
+                        "explode": True,
+                    }
+                ],
+                "responses": {
+                    "200": _ok("Each id's answer, in order.", _ref("BatchRead")),
+                    "400": _error(f"No `id`, or more than {MAX_BATCH}."),
+                    "401": _UNAUTHORIZED,
                 },
             },
         },
@@ -768,6 +913,7 @@ _READS = {
     ("/v1/whoami", "get"),
     ("/v1/packets", "get"),
     ("/v1/packets/{id}", "get"),
+    ("/v1/packets/batch", "get"),
     ("/v1/teams", "get"),
     ("/v1/teams/{name}/members", "get"),
     ("/v1/packets/{id}/shares", "get"),
@@ -1423,6 +1569,31 @@ def web_paths() -> dict[str, Any]:
                     "429": _page("Too many wrong tokens; wait."),
                 },
             },
+        },
+        "/web/signin/code": {
+            "post": {
+                "operationId": "webSignInCode",
+                "summary": "Sign in by a code approved from a signed-in CLI (`ltm approve CODE`):"
+                " `step=new` shows a code, `step=check` continues once it is approved.",
+                "security": [],
+                "requestBody": _form_body(
+                    {
+                        "csrf": {"description": "The form's CSRF token."},
+                        "next": {"description": "Which page to go to afterwards."},
+                        "step": {"description": "`new` (a code) or `check` (continue)."},
+                        "ticket": {"description": "`check`: the signed ticket of the code."},
+                    },
+                    ["csrf"],
+                ),
+                "responses": {
+                    "200": _page("The code to approve (again, while it is not approved)."),
+                    "303": _page("Approved: signed in (a session cookie), on to `next`."),
+                    "400": _page("The ticket expired or belongs to another browser."),
+                    "403": _page("No session cookie, a wrong CSRF token, or the code was denied."),
+                    "410": _page("The code was used already or expired."),
+                    "429": _page("Too many codes asked for from this address; wait."),
+                },
+            }
         },
         "/web/signout": {
             "post": {

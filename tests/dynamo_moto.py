@@ -286,7 +286,16 @@ def _run_app(argv: list[str]) -> None:
     )
     bound = server.socket.getsockname()[1]
     table = os.environ.get("LTM_DYNAMODB_TABLE")
-    print(f"ltm server: listening on http://{host}:{bound} (dynamodb {table})", file=sys.stderr)
+    # The web pages' own name on loopback, as `ltm server run` gives them.
+    from ltm.cli.server.commands import serve_web_at, web_name_for
+
+    name = None if args.external_url else web_name_for(host, module.get_store())
+    pages = serve_web_at(name, f"{host}:{bound}")
+    shown = f", web view at {pages}" if pages else ""
+    print(
+        f"ltm server: listening on http://{host}:{bound} (dynamodb {table}){shown}",
+        file=sys.stderr,
+    )
     sys.stderr.flush()
     run_forever(server, on_stop=module.close_store)
 

@@ -2,7 +2,10 @@
 
 ``start_server`` runs ``ltm server init`` (capturing the root token from
 stdout), then ``ltm server run --addr 127.0.0.1:0`` with its stderr in a file,
-reads the port it bound from its first line, and waits for ``/v1/healthz``.
+reads the port it bound and its web view's own address from its first line,
+and waits for ``/v1/healthz``. The API answers at ``Server.url``
+(127.0.0.1); the web pages at ``Server.web`` (``ltm-<hex>.localhost``), which
+``Server.web_client`` reaches as a browser does.
 Users are minted straight into the server's SQLite file through the service
 layer (WAL lets the test process and the server share it), which is what
 ``ltm server issue-token`` does, without a subprocess per user.
@@ -31,6 +34,32 @@ LTM = str(Path(sys.executable).with_name("ltm"))
 SERVER_STORES = ("sqlite", "dynamodb")
 EXAMPLE = Path(__file__).resolve().parent.parent / "chalicelib" / "example.json"
 LISTENING = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
+WEB_VIEW = re.compile(r"web view at (http://ltm-[0-9a-f]{16}\.localhost:\d+)/web")
+
+
+class LoopbackTransport(httpx.HTTPTransport):
+    """Connects ``*.localhost`` to 127.0.0.1, as browsers do (this machine's resolver does not).
+
+    RFC 6761 section 6.3 (https://www.rfc-editor.org/rfc/rfc6761#section-6.3):
+    every ``*.localhost`` name is loopback. The Host header (and the cookie jar)
+    keep the name; only the connection changes.
+    """
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        if not url.host.endswith(".localhost"):
+            return super().handle_request(request)
+        request.url = url.copy_with(host="127.0.0.1")
+        try:
+            return super().handle_request(request)
+        finally:
+            request.url = url
+
+
+def local_client(**kw: Any) -> httpx.Client:
+    """An HTTP client that reaches ``*.localhost`` names (a web view's own) like a browser."""
+    kw.setdefault("timeout", 30)
+    return httpx.Client(transport=LoopbackTransport(), **kw)
 
 
 SERVER = [LTM, "server"]
@@ -60,6 +89,12 @@ class Server:
     # (moto's server; see dynamo_moto.py), and how the tests open that store.
     store: str = "sqlite"
     open_store: Callable[[], Any] | None = None
+    # Where the web pages answer (a name of their own on loopback), "" if at ``url``.
+    web: str = ""
+
+    def web_client(self, **kw: Any) -> httpx.Client:
+        """A browser-like client of the web pages: at ``web``, cookies kept per name."""
+        return local_client(base_url=self.web or self.url, **kw)
 
     def client(self, token: str | None = None, **kw: Any) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -123,21 +158,29 @@ def run_server(
         )
     deadline = time.monotonic() + 30
     port = None
+    web: re.Match[str] | None = None
     start = log.stat().st_size if log.exists() else 0
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited with {proc.returncode}:\n{log.read_text()}")
         text = log.read_text(errors="replace")
-        found = LISTENING.findall(text[start:] if len(text) >= start else text)
+        lines = (text[start:] if len(text) >= start else text).splitlines()
+        found = [(m, line) for line in lines if (m := LISTENING.search(line))]
         if found:
-            port = int(found[-1])
+            port = int(found[-1][0].group(1))
+            web = WEB_VIEW.search(found[-1][1])
             break
         time.sleep(0.05)
     if port is None:
         proc.kill()
         raise RuntimeError(f"server did not report its port:\n{log.read_text()}")
     server = Server(
-        db=db, log=log, proc=proc, url=f"http://127.0.0.1:{port}", root_token=root_token
+        db=db,
+        log=log,
+        proc=proc,
+        url=f"http://127.0.0.1:{port}",
+        root_token=root_token,
+        web=web.group(1) if web else "",
     )
     server.open_store = lambda: _sqlite(db)
     while time.monotonic() < deadline:

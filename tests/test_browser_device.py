@@ -93,6 +93,8 @@ def aws_server(cognito: Cognito, tmp_path_factory: pytest.TempPathFactory) -> It
     """``ltm server run`` configured for Cognito sign-in, as an AWS stage is."""
     with device_server(tmp_path_factory.mktemp("browser-aws"), **cognito.env()) as srv:
         cognito.allow_callback(srv.url + "/device/callback")
+        # The web view signs in at its own name (a server on loopback), and comes back there.
+        cognito.allow_callback(srv.web + "/device/callback")
         yield srv
 
 
@@ -226,6 +228,8 @@ def test_wrong_code_then_a_cancelled_sign_in(
 def test_code_expires_while_signing_in(cognito: Cognito, page: Any, tmp_path: Path) -> None:
     with device_server(tmp_path / "srv", LTM_DEVICE_EXPIRES_IN="4", **cognito.env()) as srv:
         cognito.allow_callback(srv.url + "/device/callback")
+        # The web view signs in at its own name (a server on loopback), and comes back there.
+        cognito.allow_callback(srv.web + "/device/callback")
         cli = Cli(tmp_path / "cli")
         auth = AuthProcess(cli, srv.url)
         enter_code(page, auth.url(), auth.code())

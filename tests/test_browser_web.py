@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from serverkit import Server, make_packet, running_server
 from test_browser_device import (  # the shared Chromium and Cognito fixtures
@@ -62,9 +61,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 def sign_in(tab: Any, server: Server, token: str, start: str = "/web") -> None:
     """Open a tab signed out, get sent to sign in, sign in with a token, land on the tab."""
-    response = tab.goto(server.url + start)
+    response = tab.goto(server.web + start)
     assert response.status == 200
-    assert tab.url.startswith(server.url + "/web/signin?next=")
+    assert tab.url.startswith(server.web + "/web/signin?next=")
     assert tab.locator("h1").inner_text() == "Sign in"
     tab.fill("#token", token)
     with tab.expect_navigation():
@@ -111,7 +110,7 @@ def test_sign_in_list_filter_open_copy_parent_delete_sign_out(
     try:
         page = context.new_page()
         sign_in(page, server, token)
-        assert page.url == server.url + "/web"
+        assert page.url == server.web + "/web"
         # Landing: every scope of the reader, newest first (the team's packet is the newest).
         assert goals(page) == [in_team["goal"], other["goal"], child["goal"], parent["goal"]]
 
@@ -136,7 +135,7 @@ def test_sign_in_list_filter_open_copy_parent_delete_sign_out(
         assert "ann" in page.locator("table").first.inner_text()
 
         # Search, then open the result: the snippet marks the match, its field named.
-        page.goto(server.url + "/web")
+        page.goto(server.web + "/web")
         page.fill("#q", "rotation")
         with page.expect_navigation():
             page.click("form.search button")
@@ -186,17 +185,17 @@ def test_sign_in_list_filter_open_copy_parent_delete_sign_out(
         assert parent["goal"] not in goals(page)
         assert api.get(f"/v1/packets/{parent['id']}").status_code == 404
         # The child still names its parent, which is no longer there.
-        page.goto(f"{server.url}/web/packets/{child['id']}")
+        page.goto(f"{server.web}/web/packets/{child['id']}")
         assert "(not visible to you)" in page.locator("dl.facts").inner_text()
 
         # Sign out: this browser and any copy of its session are signed out.
         session = next(c for c in context.cookies() if c["name"] == "ltm_web")
         with page.expect_navigation():
             page.click("text=Sign out")
-        assert page.url.startswith(server.url + "/web/signin")
-        page.goto(server.url + "/web")
-        assert page.url.startswith(server.url + "/web/signin?next=")
-        stolen = httpx.get(server.url + "/web", cookies={"ltm_web": session["value"]})
+        assert page.url.startswith(server.web + "/web/signin")
+        page.goto(server.web + "/web")
+        assert page.url.startswith(server.web + "/web/signin?next=")
+        stolen = server.web_client(cookies={"ltm_web": session["value"]}).get("/web")
         assert stolen.status_code == 303 and "/web/signin" in stolen.headers["location"]
     finally:
         context.close()
@@ -212,17 +211,18 @@ def test_a_hostile_packet_renders_inert(server: Server, page: Any) -> None:  # n
     sign_in(page, server, token)
     url = api.post(f"/v1/packets/{packet['id']}/publish").json()["public_url"]
     for target in ("/web", "/web?q=login", f"/web/packets/{packet['id']}", url):
-        page.goto(target if target.startswith("http") else server.url + target)
+        public = target.startswith("http")  # a public link keeps the API's address
+        page.goto(target if public else server.web + target)
         assert page.evaluate("window.__pwned === undefined")
         assert page.locator("script").count() == 1  # ours, from /web/static/app.js
         assert page.locator("script").get_attribute("src").endswith("/web/static/app.js")
         assert page.locator("img").count() == 0
         hrefs = page.eval_on_selector_all("a", "links => links.map(a => a.href)")
-        assert all(h.startswith(server.url + "/") for h in hrefs), hrefs
+        assert all(h.startswith((server.url if public else server.web) + "/") for h in hrefs)
         text = page.locator("main").inner_text()
         assert "<script>window.__pwned = 1</script>" in text  # shown as text
         assert "[U+202E]" in text and "\u202e" not in text  # the override is visible, not live
-    page.goto(f"{server.url}/web/packets/{packet['id']}")
+    page.goto(f"{server.web}/web/packets/{packet['id']}")
     body = page.locator("main").inner_text()
     assert "javascript:alert(document.cookie)" in body and "[U+2066]isolate[U+2069]" in body
     assert dialogs == []
@@ -247,16 +247,19 @@ def test_a_non_member_gets_nothing(server: Server, page: Any) -> None:  # noqa: 
         f"/web?team={team}",
         "/web/teams/no-such-team",
     ):
-        response = page.goto(server.url + path)
+        response = page.goto(server.web + path)
         assert response.status == 404, path
         assert page.locator("h1").inner_text() == "Not found"
         content = page.content()
         assert "secret" not in content.lower().replace("no-such", ""), path
     # A forged delete with bob's session: refused, nothing deleted.
-    forged = page.request.post(
-        f"{server.url}/web/packets/{secret_team['id']}/delete", form={"csrf": "x"}
+    # (Sent with the tab's cookies from here: Playwright's own request client, unlike the
+    # browser, does not resolve the pages' *.localhost name.)
+    session = {c["name"]: c["value"] for c in page.context.cookies()}
+    forged = server.web_client(cookies=session).post(
+        f"/web/packets/{secret_team['id']}/delete", data={"csrf": "x"}
     )
-    assert forged.status == 404
+    assert forged.status_code == 404
     assert owner.get(f"/v1/packets/{secret_team['id']}").status_code == 200
 
 
@@ -268,18 +271,18 @@ def test_a_signed_out_visitor_is_sent_to_sign_in_and_back(
     packet = make_packet(goal="Deep link")
     server.client(token).post("/v1/packets", json=packet)
     sign_in(page, server, token, start=f"/web/packets/{packet['id']}")
-    assert page.url == f"{server.url}/web/packets/{packet['id']}"
+    assert page.url == f"{server.web}/web/packets/{packet['id']}"
     assert page.locator("h1").inner_text() == "Deep link"
 
 
 def test_a_wrong_token_is_refused_and_not_echoed(server: Server, page: Any) -> None:  # noqa: F811
-    page.goto(server.url + "/web")
+    page.goto(server.web + "/web")
     page.fill("#token", "ltm_" + "0" * 64)
     with page.expect_navigation():
         page.click("button[type=submit]")
     assert "not accepted" in page.locator(".error").inner_text()
     assert page.input_value("#token") == ""
-    assert page.url.startswith(server.url + "/web/signin")
+    assert page.url.startswith(server.web + "/web/signin")
 
 
 def test_a_published_page_shows_without_sign_in_until_unpublished(
@@ -313,7 +316,7 @@ def test_pages_fit_a_phone(server: Server, browser: Any) -> None:  # noqa: F811
         page = context.new_page()
         sign_in(page, server, token)
         for path in ("/web", "/web?q=rather", f"/web/packets/{packet['id']}"):
-            page.goto(server.url + path)
+            page.goto(server.web + path)
             width = page.evaluate("document.documentElement.scrollWidth")
             assert width <= 360, (path, width)
             # Every visible form field has a label.
@@ -340,19 +343,19 @@ def test_cli_save_then_view(server: Server, page: Any, tmp_path: Path) -> None: 
 
 def test_cognito_sign_in_then_sign_out(aws_server: Server, cognito: Any, page: Any) -> None:  # noqa: F811
     """On AWS the web view signs in through Cognito's managed login, via the device callback."""
-    response = page.goto(aws_server.url + "/web")
-    assert response.status == 200 and page.url.startswith(aws_server.url + "/web/signin?next=")
+    response = page.goto(aws_server.web + "/web")
+    assert response.status == 200 and page.url.startswith(aws_server.web + "/web/signin?next=")
     assert "form-action 'self' " + cognito.domain in response.headers["content-security-policy"]
     with page.expect_navigation():
         page.click("button[type=submit]")
     sign_in_at_cognito(page, cognito, ALICE, PASSWORD)
-    assert page.url == aws_server.url + "/web"
+    assert page.url == aws_server.web + "/web"
     assert page.locator("header .who").inner_text() == ALICE
     assert page.locator("h1").inner_text() == "Your packets"
     with page.expect_navigation():
         page.click("text=Sign out")
-    page.goto(aws_server.url + "/web")
-    assert page.url.startswith(aws_server.url + "/web/signin?next=")
+    page.goto(aws_server.web + "/web")
+    assert page.url.startswith(aws_server.web + "/web/signin?next=")
 
 
 def test_ltm_ui_in_the_browser(ui: tuple[str, Any], page: Any) -> None:  # noqa: F811

@@ -432,6 +432,66 @@ def test_canonical_form_of_the_published_examples(name: str) -> None:
     assert canonical_bytes(parse(out)) == out
 
 
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+_KEYS = st.sampled_from(
+    ["goal", "decisions", "what", "why", "tags", "project", "name", "zz", "a", "é", ""]
+) | st.text(max_size=8)
+_TREES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=5),
+    max_leaves=30,
+)
+
+
+def _reference_bytes(data: dict[str, Any]) -> bytes:
+    """The canonical form as the json module's indenting encoder writes it."""
+    from ltm import packet
+
+    ordered = packet._ordered(data, packet._TOP_ORDER, True)
+    return json.dumps(ordered, indent=2, ensure_ascii=False, allow_nan=False).encode()
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(_KEYS, _TREES, max_size=8))
+def test_canonical_bytes_are_the_json_modules_bytes(data: dict[str, Any]) -> None:
+    # canonical_bytes writes the indented form itself (the json module's indenting
+    # encoder is pure Python); every byte must still be what json.dumps gives.
+    try:
+        expected = _reference_bytes(data)
+    except (TypeError, ValueError) as exc:
+        with pytest.raises(type(exc)):
+            canonical_bytes(data)
+        return
+    assert canonical_bytes(data) == expected
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"goal": float("nan")},
+        {"goal": [1, {"x": float("inf")}]},
+        {"zz": {1.5: "a", None: "b", True: "c", 2: "d"}},
+        {"decisions": ({"why": "y", "what": "w"},), "tags": ()},
+        {"goal": '\u2028 \x00 \ud800 "quoted" \\ é'},
+        {"zz": {"k": object()}},
+    ],
+)
+def test_canonical_bytes_edge_values_match_the_json_module(data: dict[str, Any]) -> None:
+    try:
+        expected = _reference_bytes(data)
+    except (TypeError, ValueError) as exc:
+        with pytest.raises(type(exc)):
+            canonical_bytes(data)
+        return
+    assert canonical_bytes(data) == expected
+
+
 def test_canonical_order_at_every_level() -> None:
     scrambled = {
         "provenance": {"confidence": "low", "author_model": "m"},

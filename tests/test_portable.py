@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -198,6 +201,45 @@ def test_import_reports_each_refusal_and_exits_non_zero(tmp_path: Path) -> None:
     assert f"added {lenient['id']}" in forced.stdout
     assert "refused line 5: not valid JSON" in forced.stdout
     assert json.loads(local_bodies(alice)[kept])["goal"] == "Someone edited this one"
+
+
+def test_an_import_killed_midway_keeps_whole_batches_and_a_rerun_completes_it(
+    tmp_path: Path,
+) -> None:
+    from ltm.cli.client.portable import LOCAL_CHUNK as BATCH
+    from ltm.packet import canonical_bytes
+
+    cli = Cli(tmp_path / "alice")
+    packets = [
+        make_packet(
+            goal=f"Packet {n} of a large import", created_at=f"2026-05-01T12:{n % 60:02d}:00Z"
+        )
+        for n in range(16 * BATCH)
+    ]
+    path = write_bundle(tmp_path / "big.jsonl", [line_for(p) for p in packets])
+    proc = subprocess.Popen(
+        [LTM, "import", str(path), "--local"],
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    said = [proc.stdout.readline().decode() for _ in range(BATCH)]  # the first commit is in
+    os.kill(proc.pid, signal.SIGKILL)
+    said += [line.decode() for line in proc.stdout]
+    assert proc.wait(timeout=60) == -signal.SIGKILL, "the import ended before the kill"
+    reported = [line.split()[1] for line in said if line.startswith("added ")]
+    held = local_bodies(cli)
+    # A line says "added" only once its batch is on disk, and a batch lands whole.
+    assert set(reported) <= set(held)
+    assert len(held) % BATCH == 0 and 0 < len(held) < len(packets)
+    assert set(held) == {p["id"] for p in packets[: len(held)]}
+
+    again = cli.run("import", str(path), "--local")
+    assert again.returncode == 0, again.stderr
+    added = len(packets) - len(held)
+    assert f"{added} added, {len(held)} skipped (already present), 0 refused" in again.stderr
+    assert local_bodies(cli) == {p["id"]: canonical_bytes(p) for p in packets}
 
 
 def test_import_refuses_what_is_not_a_bundle(tmp_path: Path) -> None:
@@ -438,3 +480,44 @@ def test_export_refuses_a_destination_folder_it_cannot_write(tmp_path: Path) -> 
     line = cli.fails("export", "--local", "-o", str(tmp_path / "missing" / "out.jsonl"))
     assert "cannot write" in line
     assert not (tmp_path / "missing").exists()
+
+
+def test_import_into_a_server_goes_in_batches_and_reports_in_bundle_order(
+    server: Server, tmp_path: Path
+) -> None:
+    cli = signed_in(server, tmp_path / "hana", "hana")
+    first, second = make_packet(goal="first"), make_packet(goal="second")
+    rival = {**second, "goal": "second, rewritten"}
+    many = [make_packet(goal=f"bulk {n}") for n in range(150)]  # more than one chunk
+    lines: list[dict[str, object] | str] = [
+        line_for(first),
+        line_for(second),
+        "not a bundle line\n",
+        line_for(first),  # the same id again: sees the first line's push
+        line_for(rival),  # the same id, other bytes: kept
+        *(line_for(p) for p in many),
+    ]
+    path = write_bundle(tmp_path / "mixed.jsonl", lines)
+    before = server.logs().count('"message":"request"')
+    result = cli.run("import", str(path))
+    assert result.returncode == 1  # a refusal
+    said = result.stdout.splitlines()
+    assert said[:5] == [
+        f"added {first['id']}",
+        f"added {second['id']}",
+        said[2],
+        f"skipped {first['id']}: identical packet already present among your packets",
+        f"refused {second['id']} (line 6): a different packet with this id is already there"
+        " (kept; pass --replace to overwrite your own)",
+    ]
+    assert said[2].startswith("refused line 4: ")  # the header is line 1
+    assert said[5:] == [f"added {p['id']}" for p in many]
+    assert "152 added, 1 skipped (already present), 2 refused" in result.stderr
+    logged = [
+        json.loads(line)
+        for line in server.logs().splitlines()
+        if line.startswith("{") and '"message":"request"' in line
+    ][before:]
+    pushes = [(e["method"], e["path"]) for e in logged if e["method"] == "POST"]
+    assert pushes and set(pushes) == {("POST", "/v1/packets/batch")}
+    assert len(logged) < 20  # lookups and pushes a batch at a time, not a request a line

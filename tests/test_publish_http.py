@@ -213,8 +213,8 @@ def test_cli_publish_unpublish_and_open(server: Server, tmp_path: Path) -> None:
     assert "Published" not in cli.ok("show", packet["id"])
     assert "no packet" in cli.fails("publish", "01NOSUCHPACKET000000000000")
     shown = cli.ok("open", packet["id"][:14], "--no-browser").strip()
-    assert shown == f"{server.url}/web/packets/{packet['id']}"
-    assert cli.ok("open", "--no-browser").strip() == f"{server.url}/web"
+    assert shown == f"{server.web}/web/packets/{packet['id']}"
+    assert cli.ok("open", "--no-browser").strip() == f"{server.web}/web"
     local = Cli(tmp_path / "nobody")
     assert "ltm auth" in local.fails("publish", packet["id"])
     assert "ltm ui" in local.fails("open")

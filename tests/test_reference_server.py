@@ -92,3 +92,65 @@ def test_a_server_that_is_not_ltm_is_still_named_so(tmp_path: Path) -> None:
         message = cli.fails("publish", PACKET["id"])
         assert "does not offer" not in message
         assert "is it an ltm server" in message, message
+
+
+def test_import_and_export_fall_back_to_one_request_per_packet(tmp_path: Path) -> None:
+    """Without the batch routes, ``ltm import`` pushes and ``ltm export`` reads one packet
+    per request, having asked for a batch route once per command."""
+    from ltm import bundle, packet
+
+    held: dict[str, bytes] = {}
+
+    def reference_with_store(seen: Seen) -> tuple[int, dict[str, str], bytes]:
+        path = seen.path.split("?", 1)[0]
+        if path == "/v1/packets/batch" and seen.method == "POST":
+            # Go's ServeMux: the path matches "GET /v1/packets/{id}", the method does not.
+            return 405, {"Content-Type": "text/plain; charset=utf-8"}, b"Method Not Allowed\n"
+        if seen.method == "POST" and path == "/v1/packets":
+            data = json.loads(seen.body)
+            held[data["id"]] = packet.canonical_bytes(data)
+            return json_reply(201, {"id": data["id"]})
+        if seen.method == "GET" and path == "/v1/packets":
+            rows = [{"id": i, "created_at": "2026-05-01T12:00:00Z", "goal": "g"} for i in held]
+            return json_reply(200, {"packets": rows})
+        if seen.method == "GET" and path.startswith("/v1/packets/"):
+            found = held.get(path.rsplit("/", 1)[1])  # "batch" is read as an id: absent
+            if found is None:
+                return json_reply(404, {"error": "not found"})
+            return 200, {"Content-Type": "application/json"}, found
+        return reference(seen)
+
+    packets = [make_packet(goal=f"packet {n}") for n in range(5)]
+    source = tmp_path / "in.ltm.jsonl"
+    lines = [bundle.header_line(source="local", exported_at="2026-05-01T12:00:00Z")]
+    for one in packets:
+        lines.append(
+            bundle.entry_line(
+                body=packet.canonical_bytes(one),
+                team=None,
+                created_by="u",
+                created_at=one["created_at"],
+                conforming=True,
+            )
+        )
+    source.write_text("".join(lines))
+    with stub_server(reference_with_store) as stub:
+        cli = Cli(tmp_path / "home")
+        cli.ok("auth", stub.url, "a-token-for-the-reference-server")
+        before = len(stub.seen)
+        out = cli.ok("import", str(source))
+        assert out.count("added ") == 5, out
+        asked = [(s.method, s.path.split("?", 1)[0]) for s in stub.seen[before:]]
+        # the batch read is asked first; without it, the batch push is not tried either
+        assert asked.count(("GET", "/v1/packets/batch")) == 1
+        assert asked.count(("POST", "/v1/packets/batch")) == 0
+        assert asked.count(("POST", "/v1/packets")) == 5
+        assert set(held) == {p["id"] for p in packets}
+        assert cli.ok("import", str(source)).count("skipped ") == 5
+        exported = tmp_path / "out.ltm.jsonl"
+        before = len(stub.seen)
+        cli.ok("export", "-o", str(exported))
+        asked = [(s.method, s.path.split("?", 1)[0]) for s in stub.seen[before:]]
+        assert asked.count(("GET", "/v1/packets/batch")) == 1
+        bodies = [json.loads(line)["packet"] for line in exported.read_text().splitlines()[1:]]
+        assert sorted(b["id"] for b in bodies) == sorted(held)

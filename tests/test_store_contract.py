@@ -23,6 +23,7 @@ from ltm.store import (
     NotFound,
     OverQuota,
     PacketMeta,
+    PutItem,
     Quota,
     SearchHit,
     Share,
@@ -1150,6 +1151,36 @@ def test_search_answers_depend_on_readable_packets_alone(store: Store) -> None:
     assert answers() == before
 
 
+def test_put_many_judges_every_packet_alone_under_the_bound(store: Store) -> None:
+    store.create_user(user("u1"))
+    store.create_user(user("u2"))
+    make_team(store)  # u1 owns t1
+    put(store, pkt("01EACH000001", "u1", body=b"old"))
+    put(store, pkt("01EACH000002", "u2", body=b"theirs"))
+    store.quota = Quota(packets=3, bytes=1_000)
+    outcomes = store.put_many(
+        [
+            PutItem(pkt("01EACH000003", "u1", body=b"new"), "k3"),  # created
+            PutItem(pkt("01EACH000001", "u1", body=b"newer"), "k1"),  # replaced
+            PutItem(pkt("01EACH000002", "u1", body=b"mine?"), "k2"),  # another owner's id
+            PutItem(
+                pkt("01EACH000001", "u1", "t9", body=b"x"), "k4"
+            ),  # a move into no team of theirs
+            PutItem(pkt("01EACH000005", "u1", body=b"x"), "k5"),  # the third packet: fits the bound
+            PutItem(pkt("01EACH000006", "u1", body=b"x"), "k6"),  # the fourth: past it
+        ]
+    )
+    assert outcomes[:2] == [True, False] and outcomes[4] is True
+    assert isinstance(outcomes[2], Conflict) and isinstance(outcomes[5], OverQuota)
+    assert isinstance(outcomes[3], NotFound)
+    got = store.get_packet("01EACH000001")
+    assert got is not None and got.body == b"newer"
+    theirs = store.get_packet("01EACH000002")
+    assert theirs is not None and theirs.body == b"theirs" and theirs.meta.owner_id == "u2"
+    assert store.get_packet("01EACH000006") is None
+    assert store.put_many([]) == []
+
+
 # -- what each user owns, and the per-user bound ---------------------------------
 
 
@@ -1214,3 +1245,38 @@ def test_concurrent_puts_never_pass_the_quota_together(store: Store) -> None:
     assert sorted(outcomes) == ["refused"] * 5 + ["stored"] * 3
     assert store.usage("u1") == Usage(3, 30)
     assert len(store.list_packets(owner_id="u1").items) == 3
+
+
+# -- many puts at once ------------------------------------------------------------------
+
+
+def test_put_many_judges_each_item_as_put_packet_does(store: Store) -> None:
+    store.create_user(user("u1"))
+    make_team(store)  # u1 owns t1
+    put(store, pkt("01THEIRS0001", "u2", body=b"t" * 5))  # another owner's id
+    put(store, pkt("01MINE000001", "u1", body=b"m" * 5))  # u1's, to replace
+    store.quota = Quota(packets=3, bytes=1000)
+    items = [
+        PutItem(pkt("01NEW0000001", "u1", body=b"a" * 10), "k1"),
+        PutItem(pkt("01THEIRS0001", "u1", body=b"b" * 10), "k2"),  # Conflict: u2's
+        PutItem(pkt("01MINE000001", "u1", body=b"c" * 10), "k3"),  # replaced
+        PutItem(pkt("01NEW0000002", "u1", "t1", body=b"d" * 10), "k4"),  # authored in t1
+        PutItem(pkt("01NEW0000003", "u1", body=b"e" * 10), "k5"),  # a 4th: past the bound
+        PutItem(pkt("01MINE000001", "u1", "t9", body=b"f" * 10), "k6"),  # no such team
+    ]
+    done = store.put_many(items)
+    assert done[0] is True and done[2] is False and done[3] is True
+    assert isinstance(done[1], Conflict)
+    assert isinstance(done[4], OverQuota) and done[4].which == "packets"
+    assert isinstance(done[5], NotFound | Conflict)  # moving into a team u1 is not in
+    assert len(done) == len(items)
+    # what succeeded is stored, what failed changed nothing
+    theirs = store.get_packet("01THEIRS0001")
+    assert theirs is not None and theirs.body == b"t" * 5 and theirs.meta.owner_id == "u2"
+    mine = store.get_packet("01MINE000001")
+    assert mine is not None and mine.body == b"c" * 10 and mine.meta.team_id is None
+    assert store.get_packet("01NEW0000003") is None
+    got = store.get_packet("01NEW0000002")
+    assert got is not None and got.meta.team_id == "t1"
+    assert store.usage("u1") == Usage(3, 30)
+    assert store.put_many([]) == []

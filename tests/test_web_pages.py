@@ -18,12 +18,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from clikit import LTM, Cli
-from serverkit import SERVER_STORES, Server, make_packet, running_server
+from serverkit import SERVER_STORES, Server, local_client, make_packet, running_server
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';"
@@ -42,7 +41,7 @@ def server(
 
 def browser_for(server: Server, token: str) -> httpx.Client:
     """An HTTP client holding a web session, signed in the way the sign-in form does it."""
-    client = httpx.Client(base_url=server.url, follow_redirects=False, timeout=30)
+    client = server.web_client(follow_redirects=False)
     form = client.get("/web/signin")
     csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
     assert csrf, form.text
@@ -50,7 +49,7 @@ def browser_for(server: Server, token: str) -> httpx.Client:
         "/web/signin", data={"csrf": csrf.group(1), "next": "/web", "token": token}
     )
     assert signed.status_code == 303, signed.text
-    assert signed.headers["location"] == server.url + "/web"
+    assert signed.headers["location"] == server.web + "/web"
     cookie = signed.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Max-Age=28800" in cookie
     return client
@@ -91,7 +90,7 @@ def test_every_answer_carries_the_security_headers(server: Server) -> None:
         assert response.status_code == status, path
         assert_page_headers(response)
     assert web.get("/web/static/app.js").headers["content-type"].startswith("text/javascript")
-    assert httpx.get(server.url + "/web/signin").headers["content-security-policy"] == CSP
+    assert server.web_client().get("/web/signin").headers["content-security-policy"] == CSP
 
 
 def test_a_list_of_50_packets_stays_under_50_kb(server: Server) -> None:
@@ -326,10 +325,10 @@ def test_forged_or_cross_site_deletes_are_refused(server: Server) -> None:
 )
 def test_sign_in_only_returns_to_this_apps_pages(server: Server, target: str) -> None:
     _uid, token = server.issue("nina")
-    client = httpx.Client(base_url=server.url, follow_redirects=False)
+    client = server.web_client(follow_redirects=False)
     csrf = csrf_of(client.get("/web/signin", params={"next": target}).text)
     signed = client.post("/web/signin", data={"csrf": csrf, "next": target, "token": token})
-    assert signed.headers["location"] == server.url + "/web"
+    assert signed.headers["location"] == server.web + "/web"
 
 
 def test_a_tampered_or_foreign_session_is_no_session(server: Server) -> None:
@@ -337,7 +336,7 @@ def test_a_tampered_or_foreign_session_is_no_session(server: Server) -> None:
     web = browser_for(server, token)
     value = web.cookies["ltm_web"]
     body, mac = value.split(".")
-    forged = httpx.get(server.url + "/web", cookies={"ltm_web": body + "." + mac[::-1]})
+    forged = server.web_client(cookies={"ltm_web": body + "." + mac[::-1]}).get("/web")
     assert forged.status_code == 303 and "/web/signin" in forged.headers["location"]
     assert web.get("/web").status_code == 200
 
@@ -386,24 +385,24 @@ def test_a_sign_in_key_signs_a_browser_in_once(server: Server) -> None:
     made = api.post("/v1/web/sign-in-key")
     assert made.status_code == 201, made.text
     answer = made.json()
-    assert answer["url"] == server.url + "/web/key" and answer["expires_in"] == 120
+    assert answer["url"] == server.web + "/web/key" and answer["expires_in"] == 120
     assert httpx.post(server.url + "/v1/web/sign-in-key").status_code == 401
-    browser = httpx.Client(base_url=server.url, follow_redirects=False, timeout=30)
+    browser = server.web_client(follow_redirects=False)
     signed = browser.post("/web/key", data={"key": answer["key"], "next": "/web?team=x"})
-    assert signed.status_code == 303 and signed.headers["location"] == server.url + "/web?team=x"
+    assert signed.status_code == 303 and signed.headers["location"] == server.web + "/web?team=x"
     assert "HttpOnly" in signed.headers["set-cookie"]
     assert browser.get("/web").status_code == 200
     # Once only: a copy of the key (a replay) gets nothing.
-    again = httpx.post(server.url + "/web/key", data={"key": answer["key"]})
+    again = server.web_client().post("/web/key", data={"key": answer["key"]})
     assert again.status_code == 403 and "set-cookie" not in again.headers
-    forged = httpx.post(server.url + "/web/key", data={"key": answer["key"][:-2] + "AA"})
+    forged = server.web_client().post("/web/key", data={"key": answer["key"][:-2] + "AA"})
     assert forged.status_code == 403
     # A key made with a token that is revoked before it is used is dead too, and so is
     # the session made with it once the token goes.
     late = api.post("/v1/web/sign-in-key").json()["key"]
     label = next(t["label"] for t in api.get("/v1/tokens").json()["tokens"] if t["current"])
     assert api.delete(f"/v1/tokens/{label}").status_code == 204
-    assert httpx.post(server.url + "/web/key", data={"key": late}).status_code == 403
+    assert server.web_client().post("/web/key", data={"key": late}).status_code == 403
     assert browser.get("/web").status_code == 303
     assert user_id  # the key named this user; the session was theirs
 
@@ -437,7 +436,7 @@ def test_ltm_open_signs_the_browser_in_without_a_token_on_argv(
         "open", BROWSER=f"{browser} %s", DISPLAY=":0", LTM_STATE_DIR=str(tmp_path / "state")
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == server.url + "/web"
+    assert result.stdout.strip() == server.web + "/web"
     assert "signed in as you" in result.stderr
     argv = argv_file.read_text()
     (opened,) = argv.split()
@@ -445,12 +444,73 @@ def test_ltm_open_signs_the_browser_in_without_a_token_on_argv(
     page = Path(f"{argv_file}.page").read_text()
     key = re.search(r'name="key" value="([^"]+)"', page)
     assert key and key.group(1) not in argv and key.group(1) not in result.stderr
-    assert f'action="{server.url}/web/key"' in page
+    assert f'action="{server.web}/web/key"' in page
     # What the browser does with the page: post the key, and it is signed in.
-    browser_client = httpx.Client(base_url=server.url, follow_redirects=False, timeout=30)
+    browser_client = server.web_client(follow_redirects=False)
     signed = browser_client.post("/web/key", data={"key": html.unescape(key.group(1))})
     assert signed.status_code == 303
     assert browser_client.get("/web").status_code == 200
+
+
+def test_a_loopback_server_serves_its_pages_at_a_name_of_their_own(server: Server) -> None:
+    """Cookies do not separate ports: on 127.0.0.1 a web session would also reach a page
+    another local user serves on another port. The pages answer at ``ltm-<hex>.localhost``
+    (printed in the first stderr line); the API, public links and CLIs stay on 127.0.0.1."""
+    port = server.url.rsplit(":", 1)[1]
+    found = re.fullmatch(r"http://(ltm-[0-9a-f]{16}\.localhost):(\d+)", server.web)
+    assert found and found.group(2) == port, server.web
+    name = found.group(1)
+    assert f"web view at {server.web}/web" in server.logs().splitlines()[0]
+    _uid, token = server.issue("lou")
+    packet = make_packet(goal="Loopback notes")
+    api = server.client(token)
+    assert api.post("/v1/packets", json=packet).status_code == 201  # the API: 127.0.0.1
+    public = api.post(f"/v1/packets/{packet['id']}/publish").json()["public_url"]
+    assert public.startswith(server.url + "/p/")  # handed around: never the pages' name
+    assert httpx.get(public).status_code == 200
+    assert httpx.get(server.url + "/web/static/app.css").status_code == 200
+    for host in (
+        f"127.0.0.1:{port}",
+        f"localhost:{port}",
+        f"ltm-0000000000000000.localhost:{port}",
+    ):
+        for method, path in (
+            ("GET", "/web"),
+            ("GET", "/web/signin"),
+            ("POST", "/web/signin"),
+            ("GET", f"/web/packets/{packet['id']}"),
+            ("POST", "/web/key"),
+            ("GET", "/web/ui"),
+        ):
+            r = httpx.request(
+                method, f"http://127.0.0.1:{port}{path}", headers={"Host": host}, data={}
+            )
+            assert r.status_code == 421, (host, path, r.status_code)
+            assert "set-cookie" not in r.headers, (host, path)
+            # Says where to go, without the name: anyone on this machine can read this page.
+            assert "ltm open" in r.text and name not in r.text
+            assert r.headers["content-security-policy"] == CSP
+    # A session belongs to the pages' name alone (host-only: no Domain attribute).
+    web = browser_for(server, token)
+    cookie = web.cookies.jar
+    assert {c.domain for c in cookie} == {f"{name}.local"} or {c.name for c in cookie} >= {
+        "ltm_web"
+    }
+    signed = [c for c in cookie if c.name == "ltm_web"]
+    assert len(signed) == 1 and not signed[0].domain_specified
+    page = web.get(f"/web/packets/{packet['id']}")
+    assert page.status_code == 200 and public in page.text  # the link shown is the API's
+    # Behind a reverse proxy the pages answer at the proxy's name, which is not loopback.
+    proxied = httpx.get(server.url + "/web/signin", headers={"X-Forwarded-Host": "ltm.example.org"})
+    assert proxied.status_code == 200
+
+
+def test_a_server_with_an_external_url_serves_its_pages_there(tmp_path: Path) -> None:
+    """``--external-url``: the operator names where clients reach the server; no other name."""
+    with running_server(tmp_path, "--external-url", "https://ltm.example.org") as srv:
+        assert srv.web == "" and "web view" not in srv.logs()
+        page = httpx.get(srv.url + "/web/signin", headers={"Host": "ltm.example.org"})
+        assert page.status_code == 200
 
 
 def test_sessions_expire(tmp_path: Path) -> None:
@@ -517,27 +577,6 @@ def test_links_keep_an_api_stage_prefix(tmp_path: Path) -> None:
 # -- ltm ui -------------------------------------------------------------------------------------
 
 UI_URL = re.compile(r"http://(ltm-[0-9a-f]{16}\.localhost):(\d+)/web/ui\?key=[A-Za-z0-9_-]{43}")
-
-
-class LoopbackTransport(httpx.HTTPTransport):
-    """Connects ``*.localhost`` to 127.0.0.1, as browsers do (this machine's resolver does not).
-
-    The Host header (and the cookie jar) keep the name; only the connection changes.
-    """
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
-        if not url.host.endswith(".localhost"):
-            return super().handle_request(request)
-        request.url = url.copy_with(host="127.0.0.1")
-        try:
-            return super().handle_request(request)
-        finally:
-            request.url = url
-
-
-def local_client(**kw: Any) -> httpx.Client:
-    return httpx.Client(transport=LoopbackTransport(), timeout=30, **kw)
 
 
 @contextmanager

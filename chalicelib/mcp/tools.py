@@ -339,7 +339,7 @@ def _store(args: dict[str, Any], *, fill: bool, verb: str) -> Reply:
     team = args.get("team")
     backend = _backend()
     try:
-        pushed = backend.push(checked.data, team=team)
+        pushed = backend.push_checked(checked, team=team)  # checked once, not again
     finally:
         backend.close()
     action = "saved" if pushed.created else "updated"

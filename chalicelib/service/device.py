@@ -77,6 +77,7 @@ from .users import new_user, now
 
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
 CLIENT_IDS = frozenset({"ltm-cli"})  # public clients (no secret), as the reference's
+WEB_CLIENT_ID = "ltm-web"  # the web view's sign-in page (authorize_web); no token endpoint
 SCOPES = frozenset({"read", "write"})
 DEFAULT_SCOPE = FULL_SCOPE  # what a device that names no scope asks for
 
@@ -435,7 +436,31 @@ def authorize(
     client_id = _client(form, authenticated=authenticated)
     scope = _scope(form)
     name = clean_device_name(_param(form, "device_name")) or clean_device_name(user_agent)
+    device_code, user_code, _grant = _new_grant(
+        store, settings, client_id=client_id, scope=scope, name=name, client_ip=client_ip, when=when
+    )
+    page = verification_uri(base_url)
+    return Authorization(
+        device_code=device_code,
+        user_code=user_code,
+        verification_uri=page,
+        verification_uri_complete=f"{page}?code={user_code}",
+        expires_in=settings.expires_in,
+        interval=settings.interval,
+    )
 
+
+def _new_grant(
+    store: Store,
+    settings: DeviceSettings,
+    *,
+    client_id: str,
+    scope: str,
+    name: str,
+    client_ip: str,
+    when: datetime,
+) -> tuple[str, str, DeviceGrant]:
+    """A new pending grant, within the per-address limit: (device code, shown user code, grant)."""
     window = _window(settings, when)
     key = f"device-authorize:client:{client_key(client_ip)}:{window.index}"
     if store.add_to_counter(key, when, window.ends) > settings.authorize_per_client:
@@ -465,17 +490,62 @@ def authorize(
             store.create_device_grant(grant, when)
         except StoreConflict:
             continue  # a live grant holds this user code: draw again
-        shown = show_user_code(user_code)
-        page = verification_uri(base_url)
-        return Authorization(
-            device_code=device_code,
-            user_code=shown,
-            verification_uri=page,
-            verification_uri_complete=f"{page}?code={shown}",
-            expires_in=settings.expires_in,
-            interval=settings.interval,
-        )
+        return device_code, show_user_code(user_code), grant
     raise OAuthError("temporarily_unavailable", "could not allocate a code; try again", status=503)
+
+
+# -- a browser signed in by a CLI: the web view's sign-in page ---------------------------
+
+
+def authorize_web(
+    store: Store,
+    settings: DeviceSettings,
+    *,
+    client_ip: str,
+    user_agent: str | None = None,
+    when: datetime | None = None,
+) -> tuple[str, DeviceGrant]:
+    """A grant for the web view's sign-in page: the user code it shows, and the grant.
+
+    Someone signed in elsewhere approves it with ``ltm approve CODE`` (``decide``, the
+    device flow's rules and limits); the browser that holds the grant then gets a web
+    session for the approving user (``claim_web``), never a token. Its client id is not
+    one ``POST /oauth/token`` accepts, and its device code is dropped here: the page
+    knows the grant by its hash, in a signed ticket bound to the browser's cookie.
+    """
+    when = when or now()
+    agent = clean_device_name(user_agent)
+    name = clean_device_name(f"web browser ({agent})" if agent else "web browser")
+    _code, shown, grant = _new_grant(
+        store,
+        settings,
+        client_id=WEB_CLIENT_ID,
+        scope=FULL_SCOPE,
+        name=name,
+        client_ip=client_ip,
+        when=when,
+    )
+    return shown, grant
+
+
+def claim_web(
+    store: Store, device_code_hash: str, *, when: datetime | None = None
+) -> tuple[str, User | None]:
+    """Where a web sign-in grant stands: ``pending``, ``denied``, ``expired`` or ``used``
+    (no user), or ``approved`` with the approving user, once: a second claim is ``used``."""
+    when = when or now()
+    grant = store.get_device_grant(device_code_hash)
+    if grant is None or grant.client_id != WEB_CLIENT_ID or grant.expires_at <= when:
+        return "expired", None
+    if grant.status in ("pending", "denied"):
+        return grant.status, None
+    if grant.status != "approved" or grant.user_id is None:
+        return "used", None
+    # Once only, across processes: the first claim counts 1 (the web key's rule too).
+    if store.add_to_counter(f"web-grant:{device_code_hash}", when, grant.expires_at) != 1:
+        return "used", None
+    user = store.get_user(grant.user_id)
+    return ("approved", user) if user is not None else ("expired", None)
 
 
 # -- the token endpoint ------------------------------------------------------------------

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..ids import check_packet_id
 from ..store import Conflict as StoreConflict
 from ..store import NotFound as StoreNotFound
-from ..store import OverQuota, PacketMeta, Page, Scope, Store, StoredPacket, User
+from ..store import OverQuota, PacketMeta, Page, PutItem, Scope, Store, StoredPacket, User
 from .access import Caller, access
 from .errors import (
     BadRequest,
@@ -35,6 +35,9 @@ from .errors import (
     PayloadTooLarge,
     ServiceError,
 )
+
+if TYPE_CHECKING:
+    from ..packet import Checked  # pydantic: only the write path imports packet
 
 DEFAULT_LIMIT = 50  # the protocol's default page
 MAX_LIMIT = 1000
@@ -59,7 +62,7 @@ class PushResult(NamedTuple):
 def push(
     store: Store,
     caller: Caller,
-    raw: bytes | str | Mapping[str, Any],
+    raw: bytes | str | Mapping[str, Any] | Checked,
     *,
     team: str | None = None,
     lenient: bool = False,
@@ -109,6 +112,179 @@ def push(
     return PushResult(id=stored.meta.id, created=created, conforming=stored.conforming)
 
 
+def push_many(
+    store: Store,
+    caller: Caller,
+    packets: Sequence[Checked | Mapping[str, Any]],
+    *,
+    lenient: bool = False,
+) -> list[PushResult | ServiceError]:
+    """Many personal pushes of checked packets (``ltm import``): one outcome per packet.
+
+    Each packet gets what ``push`` gives it (its id rule, the lenient rule, the
+    owner rule, the per-user bound), judged alone; the store writes the lot in
+    one transaction where it can (``Store.put_many``). No secret scan:
+    the callers are the CLI's, whose pre-flight scanned each packet already.
+    """
+    who = access(store, caller, need="write")
+    outcomes: list[PushResult | ServiceError | None] = []
+    batch: list[PutItem] = []
+    for checked in packets:
+        try:
+            stored = _prepare(checked, lenient=lenient, scan=False)
+        except ServiceError as exc:
+            outcomes.append(exc)
+            continue
+        stored = stored._replace(meta=stored.meta._replace(owner_id=who.user.id, team_id=None))
+        batch.append(PutItem(stored, _sort_key(stored.meta.created_at)))
+        outcomes.append(None)
+    written = iter(zip(batch, store.put_many(batch), strict=True))
+    results: list[PushResult | ServiceError] = []
+    for outcome in outcomes:
+        if outcome is not None:
+            results.append(outcome)
+            continue
+        (stored, *_), put = next(written)
+        if isinstance(put, StoreConflict):
+            results.append(Conflict("packet id already exists"))
+        elif isinstance(put, OverQuota):
+            results.append(InsufficientStorage(_over_quota(put)))
+        elif isinstance(put, Exception):  # NotFound: no team is named, so never expected
+            results.append(NotFound("not found"))
+        else:
+            results.append(PushResult(stored.meta.id, put, stored.conforming))
+    return results
+
+
+# A batch is the bodies of single pushes, carried in one request: it shares their
+# 32 KiB bound (one body limit on every path) and is held to this many packets.
+MAX_BATCH = 100
+
+
+class BatchResult(NamedTuple):
+    """One packet of a batch, answered as a single push of it would be."""
+
+    id: str | None  # None when the packet did not get as far as a usable id
+    status: int  # 201 stored; else the single push's error status
+    error: str | None = None
+    conforming: bool = True
+
+
+def push_batch(
+    store: Store,
+    caller: Caller,
+    body: bytes,
+    *,
+    team: str | None = None,
+    lenient: bool = False,
+    scan: bool = True,
+) -> list[BatchResult]:
+    """Push every packet of a batch body, each judged exactly as ``push`` judges one.
+
+    The body is ``{"packets": [TEXT, ...]}``: each TEXT is the body a single push
+    would send, so it is parsed, checked and scanned on its own and a fault in
+    one answers that packet alone. What is the request's, not a packet's (the
+    token, its scope, the team) refuses the whole batch, in ``push``'s order:
+    401, 403 and 404 before anything about the body. The packets that pass are
+    written together (``Store.put_many``: one commit on SQLite), each held to
+    the id rules and the per-user bound as a single push is.
+    """
+    fault: ServiceError | None = None
+    texts: list[str] = []
+    try:
+        texts = _batch_texts(body)
+    except ServiceError as exc:
+        fault = exc
+    prepared: list[StoredPacket | ServiceError] = []
+    for text in texts:
+        try:
+            prepared.append(_prepare(text, lenient=lenient, scan=scan))
+        except ServiceError as exc:
+            prepared.append(exc)
+    who = access(store, caller, need="write", team=team)
+    if fault is not None:
+        raise fault
+    owner, team_id = who.user.id, who.team.id if who.team else None
+    writes = [
+        PutItem(
+            p._replace(meta=p.meta._replace(owner_id=owner, team_id=team_id)),
+            _sort_key(p.meta.created_at),
+        )
+        for p in prepared
+        if isinstance(p, StoredPacket)
+    ]
+    written = iter(store.put_many(writes))
+    results: list[BatchResult] = []
+    for one in prepared:
+        if isinstance(one, ServiceError):
+            # Refused before its id was known to be usable: its position in the batch names it.
+            results.append(BatchResult(None, one.status, one.message))
+            continue
+        outcome = next(written)
+        if isinstance(outcome, StoreConflict):
+            refused: ServiceError = Conflict("packet id already exists")
+        elif isinstance(outcome, StoreNotFound):
+            refused = NotFound("team not found")
+        elif isinstance(outcome, OverQuota):
+            refused = InsufficientStorage(_over_quota(outcome))
+        else:
+            results.append(BatchResult(one.meta.id, 201, None, one.conforming))
+            continue
+        results.append(BatchResult(one.meta.id, refused.status, refused.message))
+    return results
+
+
+def _batch_texts(body: bytes) -> list[str]:
+    """The packet texts of a batch body (400 with why when it is not one)."""
+    import json
+
+    try:
+        data = json.loads(body) if body.strip() else None
+    except (ValueError, RecursionError):
+        raise BadRequest("malformed JSON") from None
+    texts = data.get("packets") if isinstance(data, dict) else None
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise BadRequest('body: {"packets": [...]}, each packet as the JSON text of one push')
+    if not 1 <= len(texts) <= MAX_BATCH:
+        raise BadRequest(f"packets: 1 to {MAX_BATCH} per batch")
+    return texts
+
+
+def get_many(store: Store, caller: Caller, ids: list[str]) -> list[StoredPacket | None]:
+    """Each packet of ``ids`` the caller may read (as ``get`` reads one), else None; reads only.
+
+    One token check for all of them; a team's membership is read once per team.
+    """
+    if not 1 <= len(ids) <= MAX_BATCH:
+        raise BadRequest(f"id: 1 to {MAX_BATCH} ids")
+    who = access(store, caller, need="read")
+    member_of: dict[str, bool] = {}
+    found: list[StoredPacket | None] = []
+    for packet_id in ids:
+        try:
+            check_packet_id(packet_id)
+        except ValueError:  # no packet can have it: absent, as ``get`` answers
+            found.append(None)
+            continue
+        held = store.get_packet(packet_id)
+        if held is not None:
+            meta = held.meta
+            if meta.team_id is None:
+                readable = meta.owner_id == who.user.id
+            else:
+                if meta.team_id not in member_of:
+                    member_of[meta.team_id] = _can_read(store, who.user, meta)
+                readable = member_of[meta.team_id]
+            if not readable:
+                from .share import readable_by_share
+
+                readable = readable_by_share(store, who.user, meta)
+            if not readable:
+                held = None
+        found.append(held)
+    return found
+
+
 def _over_quota(exc: OverQuota) -> str:
     """The one line a push past the per-user bound gets: which bound, and the way out."""
     if exc.which == "packets":
@@ -126,10 +302,17 @@ def _over_quota(exc: OverQuota) -> str:
     )
 
 
-def _prepare(raw: bytes | str | Mapping[str, Any], *, lenient: bool, scan: bool) -> StoredPacket:
+def _prepare(
+    raw: bytes | str | Mapping[str, Any] | Checked, *, lenient: bool, scan: bool
+) -> StoredPacket:
     """The packet as it will be stored (canonical bytes), not yet given an owner or scope."""
     from .. import packet  # pydantic: only the write path pays for it
 
+    if isinstance(raw, packet.Checked):
+        # Checked already (the CLI's pre-flight): judged once, not again here.
+        if raw.errors and not lenient:
+            raise BadRequest("; ".join(raw.errors))
+        return _stored(raw, scan=scan)
     if isinstance(raw, str):
         raw = raw.encode()
     if isinstance(raw, bytes):
@@ -145,6 +328,13 @@ def _prepare(raw: bytes | str | Mapping[str, Any], *, lenient: bool, scan: bool)
         checked = packet.check(data, lenient=lenient)
     except packet.PacketError as exc:
         raise BadRequest(str(exc)) from None
+    return _stored(checked, scan=scan)
+
+
+def _stored(checked: Checked, *, scan: bool) -> StoredPacket:
+    """A checked packet as it will be stored: its identity read, scanned, encoded once."""
+    from .. import packet
+
     packet_id, created_at, goal = _identity(checked.data)
     if scan:
         _refuse_secrets(checked.data)  # CPU only: no store call

@@ -20,6 +20,7 @@ Lambda cold start imports this module, and on Python 3.11 importing dataclasses
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -253,6 +254,14 @@ class DeviceGrant(NamedTuple):
     decided_at: datetime | None = None
 
 
+class PutItem(NamedTuple):
+    """One write of ``Store.put_many``: ``put_packet``'s arguments."""
+
+    packet: StoredPacket
+    sort_key: str
+    seen: PacketMeta | None = None
+
+
 class Loaded(NamedTuple):
     """What a request reads before it acts, fetched together by ``Store.load``."""
 
@@ -324,6 +333,24 @@ class Store(ABC):
         a put that would take the owner past it raises ``OverQuota`` (see
         ``usage``), checked in the same atomic step.
         """
+
+    def put_many(self, items: Sequence[PutItem]) -> list[bool | StoreError]:
+        """Many ``put_packet``, each judged alone: per item, created (bool) or the error it got.
+
+        An item's ``Conflict``, ``NotFound`` or ``OverQuota`` is its answer and
+        never stops the others; any other error stops the call. Every item that
+        succeeded is durable when this returns. This default puts them one by one,
+        each exactly as ``put_packet`` (on DynamoDB: its conditional writes, which
+        ``BatchWriteItem`` cannot carry); a backend whose commits are the cost
+        (SQLite under ``synchronous=FULL``) writes them all in one transaction.
+        """
+        done: list[bool | StoreError] = []
+        for item in items:
+            try:
+                done.append(self.put_packet(item.packet, sort_key=item.sort_key, seen=item.seen))
+            except (Conflict, NotFound, OverQuota) as exc:
+                done.append(exc)
+        return done
 
     @abstractmethod
     def get_packet(self, packet_id: str) -> StoredPacket | None: ...

@@ -22,7 +22,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -44,6 +44,7 @@ from . import (
     PacketMeta,
     Page,
     Publication,
+    PutItem,
     Quota,
     Role,
     Scope,
@@ -51,6 +52,7 @@ from . import (
     Share,
     Store,
     StoredPacket,
+    StoreError,
     Team,
     Token,
     Usage,
@@ -730,13 +732,36 @@ class SqliteStore(Store):
 
         data = search.load(packet.body)  # parsed outside the write lock
         with self._write() as db:
-            owner = packet.meta.owner_id
-            before = self._usage(db, owner) if self.quota else None
-            created = self._put(db, packet, sort_key, data)
-            if self.quota and before is not None:
-                # Checked after the write, in its savepoint: raising undoes it.
-                _hold_to(self.quota, before, self._usage(db, owner))
-            return created
+            return self._put_held(db, packet, sort_key, data)
+
+    def _put_held(
+        self, db: sqlite3.Connection, packet: StoredPacket, sort_key: str, data: dict[str, object]
+    ) -> bool:
+        """``_put`` held to the quota: checked after the write, so raising (in the caller's
+        savepoint) undoes it."""
+        owner = packet.meta.owner_id
+        before = self._usage(db, owner) if self.quota else None
+        created = self._put(db, packet, sort_key, data)
+        if self.quota and before is not None:
+            _hold_to(self.quota, before, self._usage(db, owner))
+        return created
+
+    def put_many(self, items: Sequence[PutItem]) -> list[bool | StoreError]:
+        """Every item in its own savepoint of one write: one commit (one fsync) for all."""
+        from .. import search
+
+        parsed = [(item.packet, item.sort_key, search.load(item.packet.body)) for item in items]
+        done: list[bool | StoreError] = []
+        with self._write() as db:
+            for packet, sort_key, data in parsed:
+                db.execute("SAVEPOINT item")
+                try:
+                    done.append(self._put_held(db, packet, sort_key, data))
+                except (Conflict, NotFound, OverQuota) as exc:
+                    db.execute("ROLLBACK TO item")
+                    done.append(exc)
+                db.execute("RELEASE item")
+        return done
 
     def usage(self, user_id: str) -> Usage:
         return self._usage(self._conn(), user_id)

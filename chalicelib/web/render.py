@@ -552,6 +552,7 @@ def sign_in(
             f"<h1>Sign in</h1>{message}"
             f'<form method="post" action="{ROOT}{attr(action)}">{hidden}'
             '<button type="submit">Continue to sign in</button></form>'
+            f"{code_offer(hidden)}"
         )
     return (
         f"<h1>Sign in</h1>{message}"
@@ -567,6 +568,39 @@ def sign_in(
         " where). It is checked, never stored in the browser: the browser gets its own"
         " session, which ends when you sign out or after a few hours.</p>"
         '<button type="submit">Sign in</button></form>'
+        f"{code_offer(hidden)}"
+    )
+
+
+def code_offer(hidden: str) -> str:
+    """The sign-in page's offer to be approved from a signed-in CLI (the device pages' way)."""
+    return (
+        f'<form method="post" action="{ROOT}/web/signin/code">{hidden}'
+        "<p>Or approve this browser from any machine signed in to ltm: get a short code"
+        " here, then run <code>ltm approve CODE</code> there.</p>"
+        '<button type="submit" name="step" value="new">Get a code</button></form>'
+    )
+
+
+def sign_in_code(
+    *, code: str, host: str, ticket: str, csrf: str, next_path: str, note: str = ""
+) -> str:
+    """The code to approve from a CLI, and the button that continues once it is approved."""
+    message = f'<p class="error" role="alert">{text(note)}</p>' if note else ""
+    return (
+        f"<h1>Approve this browser</h1>{message}"
+        "<p>On a machine signed in to ltm on this server, run:</p>"
+        f'<pre><code id="approve-command">ltm approve {text(code)}</code></pre>'
+        f'<p>The code: <strong class="code" id="user-code">{text(code)}</strong>'
+        f" ({text(host)}). It expires in a few minutes.</p>"
+        f'<form method="post" action="{ROOT}/web/signin/code">'
+        f'<input type="hidden" name="csrf" value="{attr(csrf)}">'
+        f'<input type="hidden" name="next" value="{attr(next_path)}">'
+        f'<input type="hidden" name="ticket" value="{attr(ticket)}">'
+        '<button type="submit" name="step" value="check">I approved it: continue</button>'
+        "</form>"
+        '<p class="note">This browser is then signed in as whoever approved it, until you'
+        " sign out or for a few hours. Never approve a code someone else sent you.</p>"
     )
 
 

@@ -46,7 +46,9 @@ refused from another origin.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import ipaddress
 import os
 import re
 import secrets
@@ -73,7 +75,11 @@ T = TypeVar("T")
 SESSION_SECONDS = 8 * 3600
 GENERATION_KEEP = timedelta(days=2)  # a generation counter outlives every session it ends
 UI_KEY_ENV = "LTM_UI_KEY"
-WEB_HOST_ENV = "LTM_WEB_HOST"  # ltm ui: the one Host (name:port) its pages answer on
+# The web view's own Host (name:port) on loopback: ``ltm ui``'s random name, or the name
+# ``ltm server run`` gives its pages when it listens on a loopback address.
+WEB_HOST_ENV = "LTM_WEB_HOST"
+# With it, on a server: the address (host:port) the API answers at, for public links.
+API_HOST_ENV = "LTM_API_HOST"
 KEY_SECONDS = 120  # a web sign-in key's life: enough to open a browser, not to linger
 LOCAL_USER = "local"
 STATIC = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
@@ -124,13 +130,18 @@ class WebView:
         *,
         ui_key: str | None = None,
         web_host: str | None = None,
+        api_host: str | None = None,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.device = device_web
         # ltm ui serves on a random name of its own (``<random>.localhost:<port>``): its
         # cookie then belongs to that name alone. Cookies do not separate ports, so on
         # 127.0.0.1 a page another local user serves on another port would receive it.
+        # A server on loopback does the same for its signed-in pages; the links it
+        # publishes keep the API's address (``api_host``): a public link is handed
+        # around, and the pages' name must not travel with it.
         self.web_host = web_host.lower() if web_host else None
+        self.api_host = api_host or None
         self.store = device_web.store
         self.signer = device_web.signer
         self.ui_key = ui_key
@@ -151,11 +162,29 @@ class WebView:
     def answer(self, handler: str, request: WebRequest, **params: str) -> WebResponse:
         """Run the page ``handler`` for ``request`` (what app.py calls)."""
         self._request.base = request.base_url
-        if self.web_host is not None and urlsplit(request.base_url).netloc.lower() != (
-            self.web_host
-        ):
+        if not self._right_host(handler, request.base_url):
             return self._misdirected()
         return getattr(self, handler)(request, **params)
+
+    def _right_host(self, handler: str, base_url: str) -> bool:
+        """Whether this page may answer at ``base_url``'s host.
+
+        ``ltm ui``: only at its random name, every page. A server on loopback
+        (``ltm server run`` gives its pages a ``*.localhost`` name): its signed-in
+        pages answer at that name, or at a name that is not loopback (a reverse
+        proxy's, whose operator owns it); never at 127.0.0.1, [::1], localhost or
+        another ``*.localhost`` name, whose cookies a page on any other local port
+        would receive. Published pages and the static files carry no session: they
+        answer anywhere, so public links keep the API's address.
+        """
+        if self.web_host is None:
+            return True
+        netloc = urlsplit(base_url).netloc.lower()
+        if netloc == self.web_host:
+            return True
+        if self.local:
+            return False
+        return handler in ("public", "static") or not loopback_name(netloc)
 
     @classmethod
     def from_env(cls, device_web: DeviceWeb, environ: Mapping[str, str] = os.environ) -> WebView:
@@ -163,20 +192,30 @@ class WebView:
             device_web,
             ui_key=environ.get(UI_KEY_ENV) or None,
             web_host=environ.get(WEB_HOST_ENV) or None,
+            api_host=environ.get(API_HOST_ENV) or None,
         )
 
     def _misdirected(self) -> WebResponse:
         """421 for a request under another host name: nothing is read, no cookie is set.
 
-        The name this view answers on is not repeated here: it is what keeps the
-        session cookie from the other users of this machine.
+        The name this view answers on is not repeated here: every local user can
+        reach this port and read this page, and knowing the name is what a page on
+        another port would need to receive the session cookie.
         """
-        body = render.problem(
-            "Wrong address",
-            "This view answers only at the address its terminal printed. Open that"
-            " address, or run the command again.",
-            link=None,
-        )
+        if self.local:
+            text = (
+                "This view answers only at the address its terminal printed. Open that"
+                " address, or run the command again."
+            )
+        else:
+            text = (
+                "This server's web pages answer at an address of their own,"
+                " http://ltm-….localhost:PORT/web, printed when the server started"
+                " (ltm server run). Run ltm open to open it signed in. Cookies do not"
+                " separate ports, so on 127.0.0.1 or localhost a session would also reach"
+                " pages other users of this machine serve on other ports."
+            )
+        body = render.problem("Wrong address", text, link=None)
         page = render.layout("Wrong address", body, nav=None, status="", root="")
         return WebResponse(421, page, headers())
 
@@ -473,7 +512,11 @@ class WebView:
             meta = view.parent.meta
             parent = render.Parent(view.parent.id, meta.goal if meta else None, meta is not None)
         children = [render.Child(m.id, m.goal) for m in view.children]
-        url = public_url(request.base_url, view.publication.secret) if view.publication else None
+        url = (
+            public_url(self._api_base(request.base_url), view.publication.secret)
+            if view.publication
+            else None
+        )
         body = self._packet_body(
             view.stored.meta.id,
             view.data,
@@ -725,6 +768,87 @@ class WebView:
         session_cookie = self.start_session(request, user, token_hash=tokens.hash_token(secret))
         return self._redirect(next_path, session_cookie)
 
+    def sign_in_code(self, request: WebRequest) -> WebResponse:
+        """``POST /web/signin/code``: sign this browser in by a code approved from a CLI.
+
+        ``step=new`` makes a device-flow grant (``device.authorize_web``) and shows its
+        user code for ``ltm approve CODE``; ``step=check`` (the continue button) starts
+        the session of the user who approved it, once. The grant travels as a signed
+        ticket bound to this browser's device-pages cookie: a copied page is no use
+        elsewhere, and no device code or token ever reaches the browser.
+        """
+        from ..service import device
+
+        if self.local:
+            return self._not_found(None)
+        session, device_cookie = self.device._session(request)
+        try:
+            form = parse_form(request)
+        except BadForm:
+            form = {}
+        next_path = _safe_next(_one(form, "next"))
+        if device_cookie or not self.device._csrf_ok(session, form):
+            return self._code_problem(
+                403, "Please try again", "Your session on this page expired or cookies are off."
+            )
+        when = self.clock()
+        csrf = self.device._csrf(session)
+        host = urlsplit(self._base).netloc
+        if _one(form, "step") != "check":
+            try:
+                code, grant = device.authorize_web(
+                    self.store,
+                    self.device.settings,
+                    client_ip=request.client_ip,
+                    user_agent=request.headers.get("user-agent"),
+                    when=when,
+                )
+            except device.OAuthError as exc:
+                return self._code_problem(exc.status, "Please wait", exc.description)
+            ticket = self.signer.sign(
+                "web-code",
+                {
+                    "d": grant.device_code_hash,
+                    "c": code,
+                    "sb": self.device._binding(session),
+                    "exp": int(grant.expires_at.timestamp()),
+                },
+            )
+            body = render.sign_in_code(
+                code=code, host=host, ticket=ticket, csrf=csrf, next_path=next_path
+            )
+            return self._page(200, "Approve this browser", body, nav=None)
+        ticket = _one(form, "ticket")
+        payload = self.signer.unsign("web-code", ticket, when)
+        if payload is None or not hmac.compare_digest(
+            str(payload.get("sb", "")), self.device._binding(session)
+        ):
+            return self._code_problem(
+                400, "Code expired", "This code expired or was made in another browser."
+            )
+        status, user = device.claim_web(self.store, str(payload.get("d", "")), when=when)
+        if status == "approved" and user is not None:
+            return self._redirect(next_path, self.start_session(request, user))
+        if status == "pending":
+            body = render.sign_in_code(
+                code=str(payload.get("c", "")),
+                host=host,
+                ticket=ticket,
+                csrf=csrf,
+                next_path=next_path,
+                note="Not approved yet. Run the command below, then continue.",
+            )
+            return self._page(200, "Approve this browser", body, nav=None)
+        if status == "denied":
+            return self._code_problem(403, "Sign-in denied", "This sign-in was denied.")
+        return self._code_problem(
+            410, "Code expired", "This code was used already or took too long."
+        )
+
+    def _code_problem(self, status: int, title: str, message: str) -> WebResponse:
+        body = render.problem(title, f"{message} Get a new code.", link=("/web/signin", "Sign in"))
+        return self._page(status, title, body, nav=None)
+
     def _to_cognito(
         self, request: WebRequest, session: str, next_path: str, when: datetime
     ) -> WebResponse:
@@ -843,7 +967,26 @@ class WebView:
                 "exp": int(when.timestamp()) + KEY_SECONDS,
             },
         )
-        return {"url": base_url.rstrip("/") + "/web/key", "key": key, "expires_in": KEY_SECONDS}
+        return {
+            "url": self._web_base(base_url) + "/web/key",
+            "key": key,
+            "expires_in": KEY_SECONDS,
+        }
+
+    def _api_base(self, base_url: str) -> str:
+        """The API's base for a page answered at ``base_url`` (the same, but at the pages'
+        own name on loopback, where it is the address the server listens at)."""
+        parts = urlsplit(base_url.rstrip("/"))
+        if self.local or self.api_host is None or parts.netloc.lower() != self.web_host:
+            return base_url.rstrip("/")
+        return f"{parts.scheme}://{self.api_host}{parts.path}"
+
+    def _web_base(self, base_url: str) -> str:
+        """Where the pages answer for a caller who reached the server at ``base_url``."""
+        parts = urlsplit(base_url.rstrip("/"))
+        if self.web_host is None or self.local or not loopback_name(parts.netloc):
+            return base_url.rstrip("/")
+        return f"{parts.scheme}://{self.web_host}{parts.path}"
 
     def key_sign_in(self, request: WebRequest) -> WebResponse:
         """``POST /web/key``: a key from ``sign_in_key`` becomes this browser's session."""
@@ -930,3 +1073,27 @@ def _path_of(request: WebRequest, path: str) -> str:
         if name in ("team", "tag", "project", "q", "all") and len(values) == 1 and values[0]
     ]
     return path + (f"?{'&'.join(params)}" if params else "")
+
+
+def web_host_name(key: bytes) -> str:
+    """A loopback server's name for its pages: ``ltm-<16 hex>.localhost``, from its signing key.
+
+    Derived, not stored: every worker process and every restart agrees on it, so
+    bookmarks and sessions survive a restart, and nobody without the server's key
+    can guess it (64 bits). Browsers resolve every ``*.localhost`` name to
+    loopback: https://www.rfc-editor.org/rfc/rfc6761#section-6.3 and
+    https://url.spec.whatwg.org/#host-miscellaneous.
+    """
+    digest = hmac.new(key, b"ltm web view host name", hashlib.sha256).hexdigest()
+    return f"ltm-{digest[:16]}.localhost"
+
+
+def loopback_name(netloc: str) -> bool:
+    """Whether a Host (``name[:port]``) names loopback: 127.0.0.0/8, ::1, or ``*localhost``."""
+    host = urlsplit(f"//{netloc}").hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -302,7 +302,7 @@ def user_prompt(
     prompt = payload.get("prompt")
     if harness == "cursor" or session is None or not isinstance(prompt, str):
         raise _Skip  # no way to add context, or to remember what was hinted
-    from ltm.cli.agents.recall import best, hint
+    from ltm.cli.agents.recall import best, hint, whose
     from ltm.cli.client.backend import open_backend
 
     project = _project(payload)
@@ -317,11 +317,12 @@ def user_prompt(
             since=str(session.data.get("started", "")),
             all_scopes=all_scopes,
         )
+        mine = whose(backend, found) if found is not None else True
     finally:
         backend.close()
     if found is None:
         raise _Skip
-    text = hint(found, clean=_clean)
+    text = hint(found, clean=_clean, mine=mine)
     if not text:
         raise _Skip
     # Remembered before answering: never the same packet twice, even if we die next.

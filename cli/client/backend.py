@@ -7,13 +7,16 @@ with a message that says what to do next.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ltm.cli.errors import CliError
 
 if TYPE_CHECKING:
+    from ltm.errors import Failure
+    from ltm.packet import Checked
     from ltm.store import Store, User
 
 
@@ -25,6 +28,7 @@ from ltm.backend import (
     Listing,
     Pushed,
     ServiceBackend,
+    _id_of,
     check_query,
     check_ref,
     meta_row,
@@ -72,24 +76,48 @@ class LocalBackend(ServiceBackend):
 
     scan = False  # the pre-flight (with the user's own rules) judged every packet already
 
-    def __init__(self, store: Store, user: User, path: str) -> None:
+    # The store a long-lived process (the MCP server) keeps open between calls, with
+    # what identifies it: (path, device, inode, process id).
+    _kept: tuple[tuple[str, int, int, int], LocalBackend] | None = None
+
+    def __init__(self, store: Store, user: User, path: str, *, kept: bool = False) -> None:
         super().__init__(store, user, f"local store ({path})")
         self.user_record = user
         self.path = path
+        self.kept = kept
 
     @classmethod
-    def open(cls) -> LocalBackend:
+    def open(cls, *, keep: bool = False) -> LocalBackend:
+        """The local store; ``keep``: the same one on every call in this process.
+
+        A process that serves many calls keeps its store open: opening one costs a
+        connection and the schema check, and closing the last connection to a WAL
+        database checkpoints it (a second fsync, after the commit's). The store is
+        opened again when its file is another (moved, deleted) or after a fork.
+        """
         from ltm.cli.config import local_db_path, private_dir
         from ltm.store import User
         from ltm.store.sqlite import SqliteStore
 
         path = local_db_path()
+        if keep and cls._kept is not None:
+            key, backend = cls._kept
+            if key == _file_key(path):
+                return backend
+            cls._kept = None
+            if key[3] == os.getpid():
+                backend.store.close()
         try:
             private_dir(path.parent)  # ltm's data folder: the owner's alone
             store = SqliteStore(path)
         except Exception as exc:  # sqlite3 errors, permissions, a newer schema
             raise CliError(f"cannot open the local store {path}: {exc}") from None
-        return cls(store, User("local", "local", datetime.now(UTC)), str(path))
+        backend = cls(store, User("local", "local", datetime.now(UTC)), str(path), kept=keep)
+        if keep:
+            found = _file_key(path)
+            if found is not None:
+                cls._kept = (found, backend)
+        return backend
 
     def fail(self, message: str) -> CliError:
         return CliError(message)
@@ -100,16 +128,54 @@ class LocalBackend(ServiceBackend):
 
     def _id_taken(self, data: Mapping[str, Any]) -> CliError:
         # A store shared with a server: the id is another user's.
-        return IdTaken(f"packet id {data.get('id')} is taken in the {self.label}")
+        return IdTaken(f"packet id {_id_of(data)} is taken in the {self.label}")
+
+    def push_many(
+        self,
+        items: Sequence[tuple[Mapping[str, Any] | Checked, str | None]],
+        *,
+        lenient: bool = False,
+        allow_unredacted: bool = False,
+    ) -> list[Pushed | Failure]:
+        """Personal pushes in one transaction and one durable commit (``ltm import``); one
+        outcome per packet, in order: a ``Pushed``, an ``IdTaken`` or another ``CliError``
+        (that packet alone is refused). A ``Checked`` packet is stored as judged."""
+        from ltm.service import packets as service
+        from ltm.service.errors import Conflict
+
+        for _, team in items:
+            self._no_teams(team)
+        packets = [data for data, _ in items]
+        with self._service():
+            outcomes = service.push_many(self.store, self.caller, packets, lenient=lenient)
+        results: list[Pushed | Failure] = []
+        for data, outcome in zip(packets, outcomes, strict=True):
+            if isinstance(outcome, Conflict):
+                results.append(IdTaken(f"packet id {_id_of(data)} is taken in the {self.label}"))
+            elif isinstance(outcome, Exception):
+                results.append(CliError(outcome.message))
+            else:
+                results.append(Pushed(outcome.id, outcome.created))
+        return results
 
     def close(self) -> None:
-        self.store.close()
+        if not self.kept:  # a kept store stays open for the process's next call
+            self.store.close()
 
     def whoami(self) -> dict[str, Any]:
         return {"backend": "local", "store": self.path}
 
     def team_names(self) -> list[str]:
         return []
+
+
+def _file_key(path: Any) -> tuple[str, int, int, int] | None:
+    """What tells one store file from another here: path, device, inode, process id."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (str(path), info.st_dev, info.st_ino, os.getpid())
 
 
 def no_team_here(team: str) -> CliError:
@@ -147,7 +213,11 @@ def needs_server(what: str) -> CliError:
 
 
 def open_backend(
-    *, local: bool = False, timeout: float | None = None, team: str | None = None
+    *,
+    local: bool = False,
+    timeout: float | None = None,
+    team: str | None = None,
+    keep: bool = False,
 ) -> Backend:
     """The server signed in to (``ltm auth``), else the local store; ``local`` forces the latter.
 
@@ -155,6 +225,7 @@ def open_backend(
     that team on (``credentials.active``); when the files know no such team and the
     default is the local store, the servers signed in to are asked.
     ``timeout`` (seconds) overrides the configured network timeout (hooks keep it short).
+    ``keep``: a long-lived process keeps the local store open (``LocalBackend.open``).
     """
     if not local:
         from ltm.cli.client.credentials import active
@@ -168,4 +239,4 @@ def open_backend(
             from ltm.cli.client.remote import RemoteBackend
 
             return RemoteBackend.open(target, timeout=timeout)
-    return LocalBackend.open()
+    return LocalBackend.open(keep=keep)

@@ -20,13 +20,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from ltm.cli.errors import CliError
 from ltm.cli.terminal.progress import Progress
 
 if TYPE_CHECKING:
-    from ltm.cli.client.backend import Backend
+    from ltm.cli.client.backend import Backend, Pushed
+    from ltm.packet import Checked
 
 
 # -- export ------------------------------------------------------------------------
@@ -132,11 +133,15 @@ class Report:
     into_personal: int = 0  # team packets that went into the (personal-only) local store
     out: IO[str] = field(default_factory=lambda: sys.stdout)
     progress: Progress | None = None
+    held: list[str] | None = None  # while set, lines wait here (to be said in bundle order)
 
     def say(self, text: str) -> None:
         """One report line; ids and messages come from the bundle, so through ``safe``."""
         from ltm.cli.terminal.output import safe
 
+        if self.held is not None:
+            self.held.append(text)
+            return
         if self.progress is not None:
             self.progress.clear()
         print(safe(text), file=self.out)
@@ -188,7 +193,14 @@ class Importer:
         self.rules = preflight.user_rules()  # read the user's patterns once, not per packet
 
     def run(self, stream: BinaryIO, *, size: int | None) -> None:
-        """Every packet line of the bundle in ``stream``, in order."""
+        """Every packet line of the bundle in ``stream``, in order, ``CHUNK`` lines at a time.
+
+        A chunk's ids are looked up together and its pushes go together
+        (``Backend.stored_many``, ``Backend.push_many``: one request each on a
+        server with the batch routes); each line is still judged alone, and the
+        report keeps the bundle's order. A chunk ends early where an id comes
+        back, so a later line sees what an earlier one stored, as one at a time.
+        """
         from ltm import bundle
 
         first = stream.readline(bundle.MAX_LINE_BYTES)
@@ -200,12 +212,26 @@ class Importer:
         self.report.progress = progress
         read = len(first)
         done = 0
+        size_of_chunk = LOCAL_CHUNK if self.local else CHUNK
+        chunk: list[tuple[int, Any]] = []  # (line number, entry or the line's BundleError)
+        ids: set[str] = set()
         try:
             for number, line in bundle.lines(_bounded(stream)):
                 read += len(line) + 1
-                self.one(number, line)
-                done += 1
-                progress.update(done, part=read)
+                try:
+                    entry: Any = bundle.read_entry(line)
+                except bundle.BundleError as exc:
+                    entry = exc
+                packet_id = getattr(entry, "id", None)
+                if packet_id in ids or len(chunk) == size_of_chunk:
+                    done += self._chunk(chunk)
+                    chunk, ids = [], set()
+                    progress.update(done, part=read)
+                chunk.append((number, entry))
+                if packet_id:
+                    ids.add(packet_id)
+            done += self._chunk(chunk)
+            progress.update(done, part=read)
         finally:
             progress.done()
 
@@ -213,25 +239,62 @@ class Importer:
         self.report.refused += 1
         self.report.say(f"refused {name}: {reason}")
 
-    def one(self, number: int, line: bytes) -> None:
+    def _chunk(self, chunk: list[tuple[int, Any]]) -> int:
+        """Judge, push and report a run of lines with distinct ids; returns how many."""
+        from ltm import bundle
+
+        if not chunk:
+            return 0
+        report = self.report
+        wanted = [e.id for _, e in chunk if not isinstance(e, bundle.BundleError) and e.id]
+        known: dict[str, bytes | None] = {}
+        failed: CliError | None = None
+        try:
+            known = self.backend.stored_many(wanted) if wanted else {}
+        except CliError as exc:
+            failed = exc
+        said: list[list[str]] = []
+        pending: list[tuple[int, _Push]] = []
+        for number, entry in chunk:
+            report.held = []
+            said.append(report.held)
+            push = self._judge(number, entry, known, failed)
+            if push is not None:
+                pending.append((len(said) - 1, push))
+        if pending:
+            answers = self.backend.push_many(
+                # The local store takes the packets as judged here, not judged again.
+                [(push.checked if self.local else push.data, push.target) for _, push in pending],
+                lenient=self.lenient,
+                allow_unredacted=self.allow_unredacted,
+            )
+            for (at, push), answer in zip(pending, answers, strict=True):
+                report.held = said[at]
+                self._pushed(push, answer)
+        report.held = None
+        for lines in said:
+            for text in lines:
+                report.say(text)
+        return len(chunk)
+
+    def _judge(
+        self, number: int, entry: Any, known: dict[str, bytes | None], failed: CliError | None
+    ) -> _Push | None:
+        """Everything before the push: refused or skipped here (and reported), else the push."""
         from ltm import bundle
         from ltm.cli.client import preflight
-        from ltm.cli.client.backend import IdTaken
 
         report = self.report
         where = f"line {number}"
-        try:
-            entry = bundle.read_entry(line)
-        except bundle.BundleError as exc:
-            self.refuse(where, str(exc))
-            return
+        if isinstance(entry, bundle.BundleError):
+            self.refuse(where, str(entry))
+            return None
         name = f"{entry.id or '(no id)'} ({where})"
         move = False
-        try:
-            present = self.backend.stored(entry.id) if entry.id else None
-        except CliError as exc:
-            self.refuse(name, exc.message)
-            return
+        if failed is not None and entry.id:
+            self.refuse(name, failed.message)
+            return None
+        present = known.get(entry.id) if entry.id else None
         target = None if self.local else (self.team or entry.team)
         if present is not None and present == _canonical(entry.packet):
             # Already here, byte for byte: it passed every check when it was stored. Unless
@@ -241,18 +304,18 @@ class Importer:
                 move = target is not None and self.backend.holds_personally(entry.packet)
             except CliError as exc:
                 self.refuse(name, exc.message)
-                return
+                return None
             if not move:
                 report.skipped += 1
                 where = f"in team {target}" if target else "among your packets"
                 report.say(f"skipped {entry.id}: identical packet already present {where}")
-                return
+                return None
         verdict = preflight.judge(entry.packet, scan=not self.allow_unredacted, rules=self.rules)
         errors = verdict.refusals(lenient=self.lenient)
         if errors or verdict.checked is None:
             hint = "" if entry.conforming else " (stored in lenient mode: pass --lenient)"
             self.refuse(name, "packet is not a valid packet: " + "; ".join(errors) + hint)
-            return
+            return None
         if verdict.hits:
             hits = verdict.hits
             found = ", ".join(str(hit) for hit in hits[:3]) + (", …" if len(hits) > 3 else "")
@@ -261,40 +324,63 @@ class Importer:
                 f"the redaction pre-flight found {found} (edit the bundle, or pass"
                 " --allow-unredacted)",
             )
-            return
-        checked = verdict.checked
+            return None
         if present is not None and not self.replace and not move:
             self.refuse(
                 name,
                 "a different packet with this id is already there (kept; pass --replace to"
                 " overwrite your own)",
             )
-            return
-        try:
-            self.backend.push(
-                checked.data,
-                team=target,
-                lenient=self.lenient,
-                allow_unredacted=self.allow_unredacted,
+            return None
+        checked = verdict.checked
+        return _Push(entry.id or "", name, entry.team, checked.data, target, present, move, checked)
+
+    def _pushed(self, push: _Push, answer: Pushed | CliError) -> None:
+        """Report what the push of one line did."""
+        from ltm.cli.client.backend import IdTaken
+
+        report = self.report
+        if isinstance(answer, IdTaken):
+            self.refuse(
+                push.name, "the id belongs to someone else or to another scope; nothing changed"
             )
-        except IdTaken:
-            self.refuse(name, "the id belongs to someone else or to another scope; nothing changed")
             return
-        except CliError as exc:
-            self.refuse(name, exc.message)
+        if isinstance(answer, CliError):
+            self.refuse(push.name, answer.message)
             return
-        if self.local and entry.team:
+        if self.local and push.team:
             report.into_personal += 1
-        in_team = f" in team {target}" if target else ""
-        if move:
+        in_team = f" in team {push.target}" if push.target else ""
+        if push.move:
             report.moved += 1
-            report.say(f"moved {entry.id} from your personal packets into team {target}")
-        elif present is None:
+            report.say(f"moved {push.id} from your personal packets into team {push.target}")
+        elif push.present is None:
             report.added += 1
-            report.say(f"added {entry.id}{in_team}")
+            report.say(f"added {push.id}{in_team}")
         else:
             report.replaced += 1
-            report.say(f"replaced {entry.id}{in_team}")
+            report.say(f"replaced {push.id}{in_team}")
+
+
+# Lines judged and pushed together (their ids asked for in one request, their pushes
+# sent in as few as the server's body bound allows): the batch routes' bound. Into the
+# local store a chunk is one transaction with one durable commit: a crash loses at most
+# the chunk being written (never a line already reported), and a re-run completes it.
+CHUNK = 100
+LOCAL_CHUNK = 500
+
+
+class _Push(NamedTuple):
+    """A line that passed every check on this side: what to push, and how to report it."""
+
+    id: str
+    name: str  # how the report names the line
+    team: str | None  # the team the bundle line names
+    data: dict[str, Any]  # the checked packet
+    target: str | None  # where it goes (None: personal)
+    present: bytes | None  # what was there before, if anything
+    move: bool  # the caller's personal packet going into a team
+    checked: Checked  # the packet as judged (the local store stores it without judging again)
 
 
 def _canonical(data: dict[str, object]) -> bytes | None:

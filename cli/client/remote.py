@@ -21,7 +21,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -48,6 +48,12 @@ MAX_REPLY_BYTES = 8 * 1024 * 1024
 RESOLVE_PAGE = 200  # how many of the newest packets an id prefix is looked up in
 PROJECT_SCAN = 50  # against a server without ?project=, how many bodies are read to filter
 MAX_PACKET_KIB = 32
+# The batch routes (an extension): at most this many packets a request, in the server's
+# 32 KiB request body (what one push may send; the envelope and its commas included).
+BATCH = 100
+MAX_BODY = 32_768
+_BATCH_ENVELOPE = len(b'{"packets":[]}')
+_BATCH_ROOM = MAX_BODY - _BATCH_ENVELOPE
 
 
 def configured_timeout() -> float:
@@ -187,7 +193,19 @@ class Http:
         content_type: str | None = None,
         token: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
+        idempotent: bool | None = None,
     ) -> Reply:
+        """One request and its reply, on the kept-alive connection when there is one.
+
+        ``idempotent`` (default: GET, DELETE and HEAD are) says that sending the
+        request twice does what sending it once does, so it may go on a
+        kept-alive connection and be sent again when the server had closed that
+        connection. A push is (its id is in the body; the same bytes twice are
+        one packet): ``ltm import`` sends thousands on one connection. Any other
+        POST goes on a fresh connection, so it is never sent twice.
+        """
+        if idempotent is None:
+            idempotent = method in ("GET", "DELETE", "HEAD")
         params = {k: v for k, v in (query or {}).items() if v is not None}
         target = self.prefix + path + (f"?{urlencode(params)}" if params else "")
         headers = {"Accept": "application/json", "User-Agent": _user_agent()}
@@ -201,7 +219,7 @@ class Http:
         # retry once on a fresh one, but never a POST that may have been received.
         for attempt in (1, 2):
             reused = self._used and self._conn is not None
-            if self._conn is None or (method == "POST" and reused):
+            if self._conn is None or (not idempotent and reused):
                 self.close()
                 self._conn = self._connect()
                 reused = False
@@ -234,7 +252,7 @@ class Http:
                 break
             except (ConnectionResetError, BrokenPipeError) as exc:  # RemoteDisconnected too
                 self.close()
-                if reused and attempt == 1 and method in ("GET", "DELETE", "HEAD"):
+                if reused and attempt == 1 and idempotent:
                     continue
                 raise self._transport_error(exc) from exc
             except CliError:
@@ -465,6 +483,7 @@ class RemoteBackend(Backend):
         self._published: dict[str, tuple[str, str]] = {}
         self._is_ltm: bool | None = None  # GET /v1/healthz answered as an ltm server does
         self._authors: dict[str, str] = {}  # packet id -> X-Ltm-Created-By of its GET
+        self._batches: bool | None = None  # the batch routes are there (None: not yet asked)
 
     @classmethod
     def open(cls, target: Target, *, timeout: float | None = None) -> RemoteBackend:
@@ -489,6 +508,7 @@ class RemoteBackend(Backend):
         hints: Mapping[int, str] | None = None,
         headers: Mapping[str, str] | None = None,
         feature: str | None = None,
+        idempotent: bool | None = None,
     ) -> Reply:
         """One request; a status outside ``ok`` becomes the one line that explains it.
 
@@ -499,7 +519,13 @@ class RemoteBackend(Backend):
         if payload is not None:
             body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
         reply = self.http.request(
-            method, path, query=query, body=body, token=self.target.token, extra_headers=headers
+            method,
+            path,
+            query=query,
+            body=body,
+            token=self.target.token,
+            extra_headers=headers,
+            idempotent=idempotent,
         )
         if feature is not None and self.lacks_route(reply):
             raise self.not_offered(feature, method, path)
@@ -578,16 +604,186 @@ class RemoteBackend(Backend):
             hints=hints,
             # The user's override of our server's own scan (a reference server ignores it).
             headers={"X-LTM-Allow-Unredacted": "1"} if allow_unredacted else None,
+            idempotent=True,  # the id is in the body: sent twice, it is one packet
         )
         if reply.status == 409:
-            raise IdTaken(
-                f"packet {packet_id} already exists on {self.host} in another scope or owned by"
-                " someone else; nothing was changed — give the packet a new id (drop its id and"
-                " run: ltm save)"
-            )
+            raise self._id_taken(packet_id)
         answer = reply.json(self.host)
         pushed_id = answer.get("id") if isinstance(answer, dict) else None
         return Pushed(str(pushed_id or packet_id), True)
+
+    def _id_taken(self, packet_id: str) -> IdTaken:
+        return IdTaken(
+            f"packet {packet_id} already exists on {self.host} in another scope or owned by"
+            " someone else; nothing was changed — give the packet a new id (drop its id and"
+            " run: ltm save)"
+        )
+
+    # -- many at once: the batch routes (extensions), else one request per packet -------
+
+    def push_many(
+        self,
+        items: Sequence[tuple[Mapping[str, Any], str | None]],
+        *,
+        lenient: bool = False,
+        allow_unredacted: bool = False,
+    ) -> list[Pushed | CliError]:
+        """``POST /v1/packets/batch`` for runs of packets with the same team, each request
+        within the server's 32 KiB body and ``BATCH`` packets; a packet too big to share a
+        request, and every packet on a server without the route (asked once), goes alone."""
+        done: list[Pushed | CliError | None] = [None] * len(items)
+        run: list[tuple[int, str]] = []  # (index, packet text) of one request
+        run_team: str | None = None
+        size = 0
+
+        def flush() -> None:
+            nonlocal size
+            if run:
+                answers = self._push_batch(
+                    [t for _, t in run],
+                    [str(items[i][0].get("id", "")) for i, _ in run],
+                    team=run_team,
+                    lenient=lenient,
+                    allow_unredacted=allow_unredacted,
+                )
+                for (index, _), answer in zip(run, answers, strict=True):
+                    done[index] = answer
+                run.clear()
+            size = 0
+
+        for index, (data, team) in enumerate(items):
+            text = json.dumps(dict(data), ensure_ascii=False, separators=(",", ":"))
+            cost = len(json.dumps(text).encode()) + 1  # as it travels: a JSON string, a comma
+            if self._batches is False or cost + _BATCH_ENVELOPE > MAX_BODY:
+                flush()
+                done[index] = self._push_one(data, team, lenient, allow_unredacted)
+                continue
+            if run and (team != run_team or len(run) == BATCH or size + cost > _BATCH_ROOM):
+                flush()
+            run_team = team
+            run.append((index, text))
+            size += cost
+        flush()
+        return [d if d is not None else CliError("not pushed") for d in done]
+
+    def _push_one(
+        self, data: Mapping[str, Any], team: str | None, lenient: bool, allow_unredacted: bool
+    ) -> Pushed | CliError:
+        try:
+            return self.push(data, team=team, lenient=lenient, allow_unredacted=allow_unredacted)
+        except CliError as exc:
+            return exc
+
+    def _push_batch(
+        self,
+        texts: list[str],
+        ids: list[str],
+        *,
+        team: str | None,
+        lenient: bool,
+        allow_unredacted: bool,
+    ) -> list[Pushed | CliError]:
+        """One batch request; each packet's answer as ``push`` would give it."""
+        if self._batches is not False:
+            try:
+                reply = self._call(
+                    "POST",
+                    "/v1/packets/batch",
+                    ok=(200, 404, 405),
+                    query={"team": team, "lenient": "true" if lenient else None},
+                    payload={"packets": texts},
+                    hints={**self._team_hints(team), 400: "{host} rejected the batch: {msg}"},
+                    headers={"X-LTM-Allow-Unredacted": "1"} if allow_unredacted else None,
+                    idempotent=True,  # every packet's id is in it: sent twice, it is one batch
+                )
+            except CliError as exc:
+                return [exc] * len(texts)
+            if self._lacks_batch(reply):
+                self._batches = False
+            elif reply.status != 200:
+                error = status_error(self.host, reply, self._team_hints(team))
+                return [error] * len(texts)
+            else:
+                self._batches = True
+                return self._batch_answers(reply, ids, team)
+        return [self._push_one(json.loads(text), team, lenient, allow_unredacted) for text in texts]
+
+    def _batch_answers(
+        self, reply: Reply, ids: list[str], team: str | None
+    ) -> list[Pushed | CliError]:
+        answer = reply.json(self.host)
+        results = answer.get("results") if isinstance(answer, dict) else None
+        if not isinstance(results, list) or len(results) != len(ids):
+            raise CliError(f"{self.host} sent an unexpected batch answer — is it an ltm server?")
+        hints = {**self._team_hints(team), 400: "{host} rejected the packet: {msg}"}
+        out: list[Pushed | CliError] = []
+        for packet_id, result in zip(ids, results, strict=True):
+            status = result.get("status") if isinstance(result, dict) else None
+            if status in (200, 201):
+                out.append(Pushed(str(result.get("id") or packet_id), True))
+            elif status == 409:
+                out.append(self._id_taken(packet_id))
+            else:
+                # The packet's own answer, read as the single push's reply would be.
+                error = result.get("error") if isinstance(result, dict) else None
+                body = json.dumps({"error": str(error or "no message")}).encode()
+                one = Reply(int(status) if isinstance(status, int) else 502, {}, body)
+                out.append(status_error(self.host, one, hints))
+        return out
+
+    def _lacks_batch(self, reply: Reply) -> bool:
+        """A server without the batch routes: it answers 404 or 405 (an older ltm server
+        reads ``batch`` as a packet id: ``not found``, ``method not allowed``). This server
+        answers those routes' 404 only with ``team not found``."""
+        return reply.status in (404, 405) and reply.error_text() != "team not found"
+
+    def stored_many(self, packet_ids: Sequence[str]) -> dict[str, bytes | None]:
+        """``GET /v1/packets/batch`` for ``BATCH`` ids at a time, else one GET per id."""
+        found: dict[str, bytes | None] = {}
+        wanted = list(dict.fromkeys(packet_ids))
+        for start in range(0, len(wanted), BATCH):
+            chunk = wanted[start : start + BATCH]
+            answers = self._get_batch(chunk)
+            if answers is None:
+                found.update((packet_id, self.stored(packet_id)) for packet_id in chunk)
+                continue
+            for packet_id, answer in zip(chunk, answers, strict=True):
+                found[packet_id] = answer[0] if answer is not None else None
+        return found
+
+    def _get_batch(self, ids: list[str]) -> list[tuple[bytes, str, bool] | None] | None:
+        """Each id's (body, created_by, conforming), None where absent; None when the server
+        has no batch read (asked once)."""
+        if self._batches is False or not ids:
+            return None
+        query = "&".join(f"id={quote(packet_id, safe='')}" for packet_id in ids)
+        reply = self._call("GET", f"/v1/packets/batch?{query}", ok=(200, 404, 405))
+        if reply.status != 200:
+            if self._lacks_batch(reply):
+                self._batches = False
+                return None
+            raise status_error(self.host, reply)
+        self._batches = True
+        answer = reply.json(self.host)
+        rows = answer.get("packets") if isinstance(answer, dict) else None
+        if not isinstance(rows, list) or len(rows) != len(ids):
+            raise CliError(f"{self.host} sent an unexpected batch read — is it an ltm server?")
+        out: list[tuple[bytes, str, bool] | None] = []
+        for packet_id, row in zip(ids, rows, strict=True):
+            if not isinstance(row, dict) or row.get("id") != packet_id:
+                raise CliError(f"{self.host} sent an unexpected batch read — is it an ltm server?")
+            body = row.get("body")
+            if row.get("status") != 200 or not isinstance(body, str):
+                out.append(None)
+                continue
+            out.append(
+                (
+                    body.encode("utf-8").rstrip(b"\r\n"),
+                    str(row.get("created_by") or ""),
+                    row.get("conforming") is not False,
+                )
+            )
+        return out
 
     def page(
         self,
@@ -710,19 +906,23 @@ class RemoteBackend(Backend):
         token: str | None = None
         while True:
             rows, token, _ = self._page(team=team, limit=WALK_PAGE, page_token=token)
-            for row in rows:
-                reply = self._call(
-                    "GET", f"/v1/packets/{_segment(str(row.get('id', '')))}", ok=(200, 404)
-                )
-                if reply.status == 404:  # deleted since the page was read
+            for start in range(0, len(rows), BATCH):
+                chunk = rows[start : start + BATCH]
+                answers = self._get_batch([str(row.get("id", "")) for row in chunk])
+                if answers is None:  # a server without the batch read: one GET each
+                    yield from self._walk_one_by_one(chunk, team, me)
                     continue
-                yield Held(
-                    body=reply.body.rstrip(b"\r\n"),
-                    team=team,
-                    created_by=reply.headers.get("x-ltm-created-by") or ("" if team else me),
-                    created_at=str(row.get("created_at", "")),
-                    conforming=reply.headers.get("x-ltm-conforming") != "false",
-                )
+                for row, answer in zip(chunk, answers, strict=True):
+                    if answer is None:  # deleted since the page was read
+                        continue
+                    body, created_by, conforming = answer
+                    yield Held(
+                        body=body,
+                        team=team,
+                        created_by=created_by or ("" if team else me),
+                        created_at=str(row.get("created_at", "")),
+                        conforming=conforming,
+                    )
             if token is None:
                 if len(rows) == WALK_PAGE:
                     # A full page and no token: a server without pages (the reference).
@@ -731,6 +931,23 @@ class RemoteBackend(Backend):
                         f" per scope and has no page_token; older ones were not exported"
                     )
                 return
+
+    def _walk_one_by_one(
+        self, rows: list[dict[str, Any]], team: str | None, me: str
+    ) -> Iterator[Held]:
+        for row in rows:
+            reply = self._call(
+                "GET", f"/v1/packets/{_segment(str(row.get('id', '')))}", ok=(200, 404)
+            )
+            if reply.status == 404:  # deleted since the page was read
+                continue
+            yield Held(
+                body=reply.body.rstrip(b"\r\n"),
+                team=team,
+                created_by=reply.headers.get("x-ltm-created-by") or ("" if team else me),
+                created_at=str(row.get("created_at", "")),
+                conforming=reply.headers.get("x-ltm-conforming") != "false",
+            )
 
     def stored(self, packet_id: str) -> bytes | None:
         reply = self._call("GET", f"/v1/packets/{_segment(packet_id)}", ok=(200, 404))

@@ -57,6 +57,10 @@ def approve(
     if answer.get("status") == "denied":
         info(f"denied the sign-in of {name} (asked {asked}{origin}) on {host}")
         return
+    if found.get("client_id") == "ltm-web":  # the web view's sign-in page: no token made
+        info(f"approved the sign-in of {name} (asked {asked}{origin}) on {host}")
+        info("that browser is signed in to the web view as you until it signs out (hours at most)")
+        return
     scope = str(found.get("scope") or "read write")
     access = "full access" if set(scope.split()) >= {"read", "write"} else f"{scope} only"
     info(f"approved the sign-in of {name} (asked {asked}{origin}) on {host}, with {access}")

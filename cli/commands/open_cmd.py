@@ -13,6 +13,10 @@ token's full scope) and hands it to the browser through a private page that
 posts it (``ltm.cli.client.launch``): never on a command line, in a URL or in
 a log. Revoking the CLI's token ends that browser session too. A server
 without the route (the reference) gets the plain URL.
+
+A server listening on loopback (``ltm server run``'s default) serves its pages
+at a ``*.localhost`` name of its own, so that their cookie reaches no other
+local port; the key's answer says where, and the URL printed is that one.
 """
 
 from __future__ import annotations
@@ -42,10 +46,19 @@ def open_view(
     from ltm.cli.client.credentials import active
     from ltm.cli.client.device import _launch, browser_available
 
-    target = active()
+    target = active(team)  # -t TEAM: the server the user belongs to that team on
+    if target is None and team:
+        from ltm.cli.client.remote import find_team
+
+        target = find_team(team)
     if target is None:
-        raise CliError("not signed in to a server; for the local store's view run: ltm ui")
-    url = target.host.rstrip("/") + "/web"
+        from ltm.cli.client.backend import needs_server, no_team_here
+
+        if team:
+            raise no_team_here(team)
+        problem = needs_server("the web view")
+        raise CliError(f"{problem.message}; the local store's own view: ltm ui")
+    next_path = "/web"
     if ref:
         from ltm.cli.client.remote import RemoteBackend
 
@@ -54,27 +67,67 @@ def open_view(
             packet_id = backend.resolve(ref, team=team)
         finally:
             backend.close()
-        url += f"/packets/{quote(packet_id, safe='')}"
+        next_path += f"/packets/{quote(packet_id, safe='')}"
     elif team:
-        url += f"?team={quote(team, safe='')}"
+        next_path += f"?team={quote(team, safe='')}"
+    base = target.host.rstrip("/")
+    opening = not no_browser and browser_available()
+    key = None
+    if opening or _loopback(base):
+        # Opening: the key signs the browser in. Printing only, on loopback: its
+        # answer is where the pages answer (a name of their own); the key lapses unused.
+        key = _sign_in_key(target, quiet=not opening)
+    pages = key["url"].removesuffix("/web/key") if key else base
+    url = pages + next_path
     print(url)
-    if no_browser or not browser_available():
+    if not opening:
         return
-    key = _sign_in_key(target)
     if key is None:
         if not _launch(url):
             info("could not open a browser; open the URL above")
         return
     from ltm.cli.client.launch import open_private
 
-    next_path = "/web" + url.split("/web", 1)[1]
     if open_private(key["url"], {"key": key["key"], "next": next_path}) is None:
         info("could not open a browser; open the URL above")
     else:
         info("opened in your browser, signed in as you (single-use key, not shown)")
 
 
-def _sign_in_key(target: Any) -> dict[str, str] | None:
+def _loopback(base: str) -> bool:
+    """Whether ``base`` is a server on this machine's loopback (127.0.0.0/8, [::1], localhost)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = urlsplit(base).hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _same_server(base: str, url: str) -> bool:
+    """``url`` is the key's page on the server at ``base``: under it, or, for a server on
+    loopback, under a ``*.localhost`` name on the same port (its pages' own name)."""
+    from urllib.parse import urlsplit
+
+    if url.startswith(base + "/"):
+        return True
+    here, there = urlsplit(base), urlsplit(url)
+    return (
+        _loopback(base)
+        and there.scheme == here.scheme
+        and (there.hostname or "").endswith(".localhost")
+        and there.port == here.port
+        and there.path == here.path + "/web/key"
+        and not there.query
+        and not there.username
+    )
+
+
+def _sign_in_key(target: Any, *, quiet: bool = False) -> dict[str, str] | None:
     """A one-time web sign-in key from the server, or None (no such route, or refused)."""
     from ltm.cli.client.remote import Http
 
@@ -87,13 +140,12 @@ def _sign_in_key(target: Any) -> dict[str, str] | None:
     finally:
         http.close()
     if not isinstance(data, dict):
-        if reply.status == 403:
+        if reply.status == 403 and not quiet:
             info("this token may not sign a browser in (it needs read write); sign in there")
         return None
     found = {k: data.get(k) for k in ("url", "key")}
     if not all(isinstance(v, str) and v for v in found.values()):
         return None
-    base = target.host.rstrip("/")
-    if not str(found["url"]).startswith(base + "/"):
+    if not _same_server(target.host.rstrip("/"), str(found["url"])):
         return None  # the key goes back to the server it came from, nowhere else
     return found  # type: ignore[return-value]

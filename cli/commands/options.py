@@ -6,9 +6,35 @@ from typing import Annotated
 
 import typer
 
-Ref = Annotated[str, typer.Argument(metavar="ID", help="A packet id or a unique prefix.")]
+
+def complete_packet(incomplete: str) -> list[tuple[str, str]]:
+    """Tab completion: packet ids of the local store (loaded only for a completion request)."""
+    from ltm.cli.commands.completion import packet_ids
+
+    return packet_ids(incomplete)
+
+
+def complete_team(incomplete: str) -> list[str]:
+    """Tab completion: the teams hosts.json records (no request to a server)."""
+    from ltm.cli.commands.completion import team_names
+
+    return team_names(incomplete)
+
+
+Ref = Annotated[
+    str,
+    typer.Argument(
+        metavar="ID", help="A packet id or a unique prefix.", autocompletion=complete_packet
+    ),
+]
 Team = Annotated[
-    str | None, typer.Option("--team", "-t", help="Use this team's scope instead of your own.")
+    str | None,
+    typer.Option(
+        "--team",
+        "-t",
+        help="Use this team's scope instead of your own.",
+        autocompletion=complete_team,
+    ),
 ]
 Lenient = Annotated[
     bool,

@@ -43,8 +43,8 @@ def send(
         )
         if continues is None:
             _check_parent(backend, checked.data, team=team, refuse=fill)
-        pushed = backend.push(
-            checked.data, team=team, lenient=lenient, allow_unredacted=allow_unredacted
+        pushed = backend.push_checked(
+            checked, team=team, lenient=lenient, allow_unredacted=allow_unredacted
         )
     finally:
         backend.close()

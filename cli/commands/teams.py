@@ -19,7 +19,10 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-Name = Annotated[str, typer.Argument(metavar="TEAM", help="The team's name.")]
+Name = Annotated[
+    str,
+    typer.Argument(metavar="TEAM", help="The team's name.", autocompletion=options.complete_team),
+]
 
 
 def server(team: str | None = None) -> RemoteBackend:

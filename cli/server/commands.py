@@ -267,7 +267,11 @@ def run(
     from .wsgi import ChaliceWSGI
 
     module = load_app()
-    module.get_store()  # open (and migrate) now: fail before listening, not on the first request
+    store = module.get_store()  # open (and migrate) now: fail before listening
+    try:
+        web_name = None if external_url else web_name_for(host, store)
+    except ValueError as exc:  # a bad LTM_DEVICE_SECRET
+        raise _fail(str(exc)) from None
     module.close_store()  # each process (and thread) opens its own connections
     wsgi = ChaliceWSGI(module.app, logger=module.logger, too_large=BODY_TOO_LARGE_ERRORS)
     try:
@@ -277,9 +281,11 @@ def run(
     bound_host, bound_port = sockets[0].getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     processes = f", {workers} processes" if workers > 1 else ""
+    pages = serve_web_at(web_name, f"{shown}:{bound_port}")
     _say(
         f"ltm server: listening on http://{shown}:{bound_port}"
         f" ({path}, {threads} threads{processes}, sqlite sync {level.lower()})"
+        + (f", web view at {pages}" if pages else "")
     )
     sys.stderr.flush()
     status = serve(wsgi, sockets, threads=threads, on_stop=module.close_store)
@@ -385,6 +391,43 @@ def revoke_token(
     if not revoked:
         raise _fail(f"no token labelled {label!r} in {path}")
     _say(f"Revoked token {label!r}.")
+
+
+def web_name_for(host: str, store: Store) -> str | None:
+    """The host name of the web pages of a server listening on ``host``, or None.
+
+    On a loopback address a browser would keep the web session cookie for
+    127.0.0.1 (or localhost), and cookies do not separate ports: a page another
+    local user serves on another port would receive it. So the pages get a
+    ``*.localhost`` name of their own (``ltm.web.view.web_host_name``), to which
+    the cookie then belongs alone; the API keeps answering on the address itself
+    for CLIs and agents. Elsewhere (a public address, or an ``--external-url``),
+    the operator's name serves both.
+    """
+    from ltm.web.device import signing_key
+    from ltm.web.view import loopback_name, web_host_name
+
+    if not loopback_name(f"[{host}]" if ":" in host else host):
+        return None
+    return web_host_name(signing_key(store))
+
+
+def serve_web_at(name: str | None, address: str) -> str | None:
+    """Tell the web view (every worker reads the environment) its own Host; its URL.
+
+    ``address``: ``host:port`` the server listens at, where the API (and public
+    links) stay.
+    """
+    from ltm.web.view import API_HOST_ENV, WEB_HOST_ENV
+
+    if name is None:
+        os.environ.pop(WEB_HOST_ENV, None)
+        os.environ.pop(API_HOST_ENV, None)
+        return None
+    port = address.rpartition(":")[2]
+    os.environ[WEB_HOST_ENV] = f"{name}:{port}"
+    os.environ[API_HOST_ENV] = address
+    return f"http://{name}:{port}/web"
 
 
 def _ensure_device_secret(store: Store) -> None:

@@ -45,6 +45,12 @@ def take_host(argv: list[str]) -> list[str]:
 
 
 def _fast_path(argv: list[str]) -> bool:
+    if os.environ.get("_LTM_COMPLETE"):
+        # A shell asks for tab completions (ltm completion): the parser answers; no verb runs.
+        from ltm.cli.commands.completion import respond
+
+        respond(argv)
+        return True
     if argv == ["mcp"]:
         # An MCP client starts this at every session: skip typer, the SDK costs enough.
         from ltm.cli.agents.mcp import warm

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "search": ("search", "search"),
     "log": ("log", "log"),
     "show": ("show", "show"),
+    "edit": ("edit", "edit"),
     "pull": ("pull", "pull"),
     "rm": ("rm", "rm"),
     "resume": ("resume", "resume"),
@@ -52,6 +53,7 @@ GROUPS: dict[str, str] = {
     "mcp": "mcp",
     "tokens": "tokens",
     "hooks": "hooks",
+    "completion": "completion",
 }
 
 

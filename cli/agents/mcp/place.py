@@ -20,7 +20,8 @@ class CliPlace(Place):
     def backend(self) -> Backend:
         from ltm.cli.client.backend import open_backend
 
-        return open_backend()
+        # The session serves many calls: the local store stays open between them.
+        return open_backend(keep=True)
 
     def is_local(self, backend: Backend) -> bool:
         from ltm.cli.client.backend import LocalBackend

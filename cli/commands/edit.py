@@ -1,0 +1,256 @@
+"""ltm edit: change a packet in your editor, judged as ``ltm save`` judges it.
+
+The packet is written as JSON to a private file, the editor opens it, and what
+comes back goes through the one pre-flight (``preflight.accept``: the schema and
+the redaction scan, one report). A refused edit is never lost: the report goes
+to stderr and into a comment block at the top of the file, and the editor opens
+again on the same text. Leaving it unchanged after a refusal (or any failure
+after the editor ran) keeps the file and says where, ready for ``ltm save FILE``.
+
+By default the edit is a new packet that continues the old one (``parent_id``,
+a new id, stamped now), so the thread shows what changed; ``--in-place`` keeps
+the id and replaces the stored packet.
+
+Which editor: ``$VISUAL``, then ``$EDITOR`` (each may carry arguments, as
+``code --wait``), else ``vi`` on a terminal, as git picks one
+(https://git-scm.com/docs/git-var#Documentation/git-var.txt-GITEDITOR).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ltm.cli.commands import options
+from ltm.cli.errors import CliError
+from ltm.cli.terminal.output import info, safe
+
+if TYPE_CHECKING:
+    from ltm.cli.client.backend import Backend
+
+# Lines at the top of the file starting with this are ltm's notes, dropped on reading
+# (JSON has no comments; git's commit message file works the same way with '#').
+COMMENT = "//"
+
+
+def editor_command() -> list[str]:
+    """The editor to run, as argv (the file's path goes last); exit 2 when there is none."""
+    import shlex
+
+    for name in ("VISUAL", "EDITOR"):
+        value = os.environ.get(name, "").strip()
+        if value:
+            try:
+                words = shlex.split(value, posix=os.name == "posix")
+            except ValueError:
+                raise CliError(f"${name} is not a command line: {value!r}", exit_code=2) from None
+            if words:
+                return words
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        import shutil
+
+        fallback = "notepad" if os.name == "nt" else "vi"
+        if shutil.which(fallback):
+            return [fallback]
+    raise CliError(
+        "no editor to open: set $EDITOR (or $VISUAL), e.g. EDITOR=nano ltm edit ID",
+        exit_code=2,
+    )
+
+
+def draft_body(packet: dict[str, Any], *, old_id: str, in_place: bool) -> str:
+    """What the editor shows below the notes: the packet as it will be saved.
+
+    A new packet leaves out the old id and time (save fills in new ones) and names
+    the old one as its parent; ``in_place`` shows the packet as stored.
+    """
+    if not in_place:
+        packet = {k: v for k, v in packet.items() if k not in ("id", "created_at")}
+        packet["parent_id"] = old_id
+        if packet.get("ltm_version") == "0.1":
+            packet["ltm_version"] = "0.2"  # parent_id is new in 0.2, which 0.1's fields fit
+    return json.dumps(packet, ensure_ascii=False, indent=2) + "\n"
+
+
+def notes(lines: list[str]) -> str:
+    """``lines`` as the comment block at the top of the file (one note per line)."""
+    out = []
+    for line in lines:
+        for part in line.splitlines() or [""]:
+            out.append(f"{COMMENT} {part}".rstrip())
+    return "\n".join(out) + "\n"
+
+
+def body_of(text: str) -> str:
+    """The file without ltm's notes at the top (any blank lines among them go too)."""
+    lines = text.splitlines(keepends=True)
+    i = 0
+    while i < len(lines) and (lines[i].lstrip().startswith(COMMENT) or not lines[i].strip()):
+        i += 1
+    return "".join(lines[i:])
+
+
+def private_file(packet_id: str) -> Path:
+    """A new file only this user can read (the packet may hold what should not leak)."""
+    import tempfile
+
+    from ltm.cli.config import private_dir, state_dir
+
+    folder = private_dir(state_dir() / "edits")
+    handle, name = tempfile.mkstemp(prefix=f"{packet_id[:26]}-", suffix=".json", dir=folder)
+    os.close(handle)  # mkstemp made it 0600 and exclusively
+    return Path(name)
+
+
+def run_editor(command: list[str], path: Path) -> None:
+    """Run the editor on ``path`` and wait for it; CliError when it cannot run or fails."""
+    import subprocess
+
+    try:
+        status = subprocess.call([*command, str(path)])
+    except OSError as exc:
+        raise CliError(f"could not run the editor {command[0]!r}: {exc.strerror or exc}") from None
+    if status != 0:
+        raise CliError(f"the editor {command[0]!r} exited with status {status}")
+
+
+def edit(
+    ref: options.Ref,
+    team: options.Team = None,
+    in_place: Annotated[
+        bool,
+        typer.Option(
+            "--in-place",
+            help="Replace the packet, keeping its id (default: save a new packet that continues"
+            " it).",
+        ),
+    ] = False,
+    lenient: options.Lenient = False,
+    allow_unredacted: options.AllowUnredacted = False,
+    local: options.Local = False,
+) -> None:
+    """Edit a packet in $EDITOR; saved as a new packet continuing it, checked as save checks."""
+    from ltm.cli.client.backend import open_backend
+    from ltm.cli.start.fast import decode_packet
+
+    command = editor_command()  # before anything is fetched: no editor, nothing to do
+    backend = open_backend(local=local, team=team)
+    try:
+        old = decode_packet(backend.get(ref, team=team), ref)
+        old_id = str(old.get("id", ref))
+        body = draft_body(old, old_id=old_id, in_place=in_place)
+        saved = _edit_loop(
+            backend,
+            command,
+            old_id=old_id,
+            body=body,
+            team=team,
+            in_place=in_place,
+            lenient=lenient,
+            allow_unredacted=allow_unredacted,
+        )
+    finally:
+        backend.close()
+    if saved is not None:
+        print(saved)
+
+
+def _header(old_id: str, *, in_place: bool, where: str) -> list[str]:
+    what = (
+        f"editing packet {old_id} in {where}; saving replaces it (same id)"
+        if in_place
+        else f"editing packet {old_id} in {where}; saving stores a new packet continuing it"
+        " (a new id and time are filled in)"
+    )
+    return [
+        f"ltm edit: {what}.",
+        "Save and close to store it; empty the file (or leave it unchanged) to store nothing.",
+        f"Lines starting with {COMMENT} up here are ltm's notes and are ignored.",
+    ]
+
+
+def _edit_loop(
+    backend: Backend,
+    command: list[str],
+    *,
+    old_id: str,
+    body: str,
+    team: str | None,
+    in_place: bool,
+    lenient: bool,
+    allow_unredacted: bool,
+) -> str | None:
+    """Open, judge, reopen on a refusal; the saved id, or None when nothing changed."""
+    from ltm.cli.client import preflight
+
+    where = f"team {team} on {backend.label}" if team else backend.label
+    header = _header(old_id, in_place=in_place, where=where)
+    path = private_file(old_id)
+    path.write_text(notes(header) + body, encoding="utf-8")
+    original = body
+    last = body
+    refused = False
+
+    def keep(reason: str, text: str) -> CliError:
+        # The edit survives as a plain packet file: ltm save takes it as it is.
+        path.write_text(text, encoding="utf-8")
+        again = f"ltm save {path}" + (f" -t {team}" if team else "")
+        return CliError(f"{reason}; your edit is kept in {path} (store it with: {again})")
+
+    while True:
+        try:
+            run_editor(command, path)
+            edited = body_of(path.read_text(encoding="utf-8"))
+        except CliError as exc:
+            raise keep(exc.message, last) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise keep(f"could not read the edited file: {exc}", last) from None
+        if not edited.strip():
+            path.unlink(missing_ok=True)
+            raise CliError(f"the file was emptied; nothing saved (packet {old_id} is unchanged)")
+        if edited == original and not refused:
+            path.unlink(missing_ok=True)
+            info(f"no changes; packet {old_id} is unchanged")
+            return None
+        if refused and edited == last:
+            raise keep("the packet is still refused (the file was not changed)", edited)
+        last = edited
+        try:
+            checked = preflight.accept(
+                edited.encode("utf-8", "surrogateescape"),
+                fill=True,
+                lenient=lenient,
+                allow_unredacted=allow_unredacted,
+                label="the edited packet",
+            )
+            if in_place and checked.data.get("id") != old_id:
+                raise preflight.Refused(
+                    "the edited packet",
+                    [f"id: --in-place keeps the id {old_id}; put it back (or drop --in-place)"],
+                    [],
+                )
+        except preflight.Refused as exc:
+            refused = True
+            info(safe(exc.message, multiline=True))
+            info("ltm: opening the editor again; the report is at the top of the file")
+            report = ["the last save was refused:", *exc.message.splitlines(), ""]
+            path.write_text(notes([*report, *header]) + edited, encoding="utf-8")
+            continue
+        try:
+            pushed = backend.push(
+                checked.data, team=team, lenient=lenient, allow_unredacted=allow_unredacted
+            )
+        except CliError as exc:
+            raise keep(exc.message, edited) from None
+        path.unlink(missing_ok=True)
+        note = "" if checked.conforming else " (non-conforming, accepted with --lenient)"
+        if in_place:
+            info(f"updated {pushed.id} in {where}{note}")
+        else:
+            info(f"saved {pushed.id} in {where}, continuing {old_id}{note}")
+        return pushed.id

@@ -1,0 +1,177 @@
+"""``ltm edit ID``: the real ``ltm`` in subprocesses with an ``EDITOR`` that is a real program
+(a script playing the person at the editor), on the local store and on ``ltm server run``."""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from clikit import Cli, signed_in
+from serverkit import Server, make_packet, running_server
+
+OLD_TIME = "2026-05-01T12:00:00Z"
+
+
+def editor(tmp_path: Path, *steps: str) -> str:
+    """An editor program: call N runs ``steps[N]`` (Python, with ``path``, ``text`` and
+    ``data`` (the JSON below ltm's notes, when it parses) at hand; it sets ``text``).
+    Each call's file as seen is kept in ``seen-N.txt``."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    script = tmp_path / "editor.py"
+    calls = tmp_path / "calls"
+    branches = "".join(
+        f"{'if' if n == 0 else 'elif'} call == {n}:\n"
+        + "".join(f"    {line}\n" for line in step.splitlines())
+        for n, step in enumerate(steps)
+    )
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import json, stat, sys\n"
+        "from pathlib import Path\n"
+        f"calls = Path({str(calls)!r})\n"
+        "call = int(calls.read_text()) if calls.exists() else 0\n"
+        "calls.write_text(str(call + 1))\n"
+        "path = Path(sys.argv[-1])\n"
+        "text = path.read_text()\n"
+        "(calls.parent / f'seen-{call}.txt').write_text(text)\n"
+        "(calls.parent / f'mode-{call}.txt').write_text(oct(stat.S_IMODE(path.stat().st_mode)))\n"
+        "body = ''.join(x for x in text.splitlines(True) if not x.startswith('//'))\n"
+        "try:\n    data = json.loads(body)\nexcept ValueError:\n    data = None\n"
+        f"{branches}"
+        "else:\n    sys.exit(99)\n"
+        "path.write_text(text)\n"
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+def set_goal(goal: str) -> str:
+    return f"data['goal'] = {goal!r}\ntext = json.dumps(data)"
+
+
+@pytest.fixture
+def me(tmp_path: Path) -> Cli:
+    cli = Cli(tmp_path / "me")
+    cli.env["LTM_STATE_DIR"] = str(tmp_path / "me" / "state")
+    return cli
+
+
+def saved(cli: Cli, *args: str, **changes: object) -> str:
+    packet = make_packet(created_at=OLD_TIME, **changes)
+    return cli.ok("save", "-", *args, stdin=json.dumps(packet)).strip()
+
+
+def test_an_edit_is_a_new_packet_that_continues_the_old_one(me: Cli, tmp_path: Path) -> None:
+    old = saved(me, goal="Ship the server")
+    result = me.run("edit", old[:12], EDITOR=editor(tmp_path, set_goal("Ship the server, v2")))
+    assert result.returncode == 0, result.stderr
+    new = result.stdout.strip()
+    assert new != old and f"saved {new}" in result.stderr and f"continuing {old}" in result.stderr
+    packet = json.loads(me.ok("show", new, "--json"))
+    assert packet["goal"] == "Ship the server, v2" and packet["parent_id"] == old
+    assert packet["created_at"] != OLD_TIME  # stamped now
+    assert json.loads(me.ok("show", old, "--json"))["goal"] == "Ship the server"  # kept
+    assert [row["id"] for row in json.loads(me.ok("log", new, "--json"))["packets"]] == [old, new]
+
+    seen = (tmp_path / "seen-0.txt").read_text()
+    assert seen.startswith("// ltm edit: editing packet " + old)
+    shown = json.loads("".join(x for x in seen.splitlines(True) if not x.startswith("//")))
+    assert "id" not in shown and "created_at" not in shown and shown["parent_id"] == old
+    assert (tmp_path / "mode-0.txt").read_text() == "0o600"  # the packet's text stays private
+    assert list((tmp_path / "me" / "state" / "edits").iterdir()) == []  # nothing left behind
+
+
+def test_in_place_keeps_the_id(me: Cli, tmp_path: Path) -> None:
+    old = saved(me, goal="Before")
+    result = me.run(
+        "edit", old, "--in-place", EDITOR=editor(tmp_path, set_goal("After")), VISUAL=""
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == old and f"updated {old}" in result.stderr
+    assert json.loads(me.ok("show", old, "--json"))["goal"] == "After"
+    assert len(json.loads(me.ok("ls", "--json"))["packets"]) == 1
+
+
+def test_a_refused_edit_reopens_the_editor_with_the_report(me: Cli, tmp_path: Path) -> None:
+    old = saved(me)
+    secret = "AKIA" + "QWERTYUIOPASDFGH"
+    script = editor(
+        tmp_path,
+        f"data['next_step'] = 'use {secret}'\ndel data['goal']\ntext = json.dumps(data)",
+        # the second time: the report is at the top, and the edit is still there
+        "assert text.startswith('// the last save was refused:'), text\n"
+        f"assert {secret!r} in text\n"
+        "data['next_step'] = 'use the key from the vault'\n"
+        "data['goal'] = 'Rotated'\ntext = json.dumps(data)",
+    )
+    result = me.run("edit", old, EDITOR=script)
+    assert result.returncode == 0, result.stderr
+    assert "goal" in result.stderr and "redaction pre-flight" in result.stderr  # one report
+    assert "opening the editor again" in result.stderr
+    seen = (tmp_path / "seen-1.txt").read_text()
+    assert "//   goal: required" in seen and "aws-access-key" in seen
+    packet = json.loads(me.ok("show", result.stdout.strip(), "--json"))
+    assert packet["goal"] == "Rotated" and packet["parent_id"] == old
+
+
+def test_an_edit_still_refused_is_kept_and_named(me: Cli, tmp_path: Path) -> None:
+    old = saved(me)
+    script = editor(tmp_path, "data['goal'] = ''\ntext = json.dumps(data)", "pass")
+    result = me.run("edit", old, EDITOR=script)
+    assert result.returncode == 1, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("ltm: the packet is still refused") and "your edit is kept in" in last
+    kept = Path(last.split("kept in ", 1)[1].split(" (", 1)[0])
+    assert json.loads(kept.read_text())["goal"] == ""  # a plain packet file: no notes left
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    assert f"ltm save {kept}" in last
+    assert len(json.loads(me.ok("ls", "--json"))["packets"]) == 1  # nothing saved
+
+
+def test_a_failing_editor_keeps_the_file(me: Cli, tmp_path: Path) -> None:
+    old = saved(me)
+    line = me.fails("edit", old, EDITOR=editor(tmp_path, "sys.exit(3)"))
+    assert "exited with status 3" in line and "your edit is kept in" in line
+
+
+def test_emptied_or_unchanged_stores_nothing(me: Cli, tmp_path: Path) -> None:
+    old = saved(me)
+    unchanged = me.run("edit", old, EDITOR=editor(tmp_path / "a", "pass"))
+    assert unchanged.returncode == 0 and "no changes" in unchanged.stderr
+    assert unchanged.stdout == ""
+    line = me.fails("edit", old, EDITOR=editor(tmp_path / "b", "text = ''"))
+    assert "emptied; nothing saved" in line
+    assert len(json.loads(me.ok("ls", "--json"))["packets"]) == 1
+
+
+def test_no_editor_and_no_terminal_is_one_line_exit_2(me: Cli) -> None:
+    old = saved(me)
+    env = {k: v for k, v in me.env.items() if k not in ("EDITOR", "VISUAL")}
+    line = Cli(me.home, env).fails("edit", old, code=2)
+    assert "set $EDITOR" in line
+    assert "no packet" in me.fails("edit", "01NOSUCHPACKET", EDITOR="true")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("edit")) as srv:
+        yield srv
+
+
+def test_edit_a_teams_packet_on_a_server(server: Server, tmp_path: Path) -> None:
+    owner = signed_in(server, tmp_path / "owner", "editor-owner")
+    owner.ok("teams", "create", "edits")
+    old = saved(owner, "-t", "edits", goal="Team plan")
+    result = owner.run(
+        "edit", old[:12], "-t", "edits", EDITOR=editor(tmp_path, set_goal("Team plan, revised"))
+    )
+    assert result.returncode == 0, result.stderr
+    new = result.stdout.strip()
+    assert f"in team edits on {server.url}" in result.stderr
+    packet = json.loads(owner.ok("show", new, "-t", "edits", "--json"))
+    assert packet["parent_id"] == old and packet["goal"] == "Team plan, revised"
+    assert owner.ok("ls") == ""  # in the team, not the personal scope

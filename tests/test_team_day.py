@@ -1,0 +1,192 @@
+"""A team's day end to end, as people live it: the real ``ltm`` in subprocesses, each person
+on a fresh machine (a clean config and data dir), against ``ltm server run`` on loopback.
+
+Olive creates a team and invites Sam; Sam joins on a clean machine, lists and saves in
+the team, opens the web view signed in (never seeing a token), imports a bundle of his
+local packets into the team, shares one packet with Cat, and is refused a delete that
+has no terminal to ask on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from clikit import Cli, signed_in
+from serverkit import Server, running_server
+
+TOKEN = re.compile(r"ltm_[A-Za-z0-9_-]{20,}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("team-day")) as srv:
+        yield srv
+
+
+def content(goal: str) -> str:
+    return json.dumps({"goal": goal, "next_step": "Carry on."})
+
+
+def follower(tmp_path: Path) -> tuple[str, Path]:
+    """A BROWSER program that does what a browser does with ``ltm open``'s private page:
+    submits its form (or follows its refresh), keeps the cookie, and saves the page it
+    lands on. Its own argv goes to ``argv.txt``: the CLI may put nothing secret there."""
+    landed = tmp_path / "landed.html"
+    program = tmp_path / "browser.py"
+    program.write_text(
+        f"#!{sys.executable}\n"
+        "import html, re, socket, sys, urllib.parse, urllib.request, http.cookiejar\n"
+        "from pathlib import Path\n"
+        # As a browser does: every *.localhost name is loopback (the web view's own name).
+        "real = socket.getaddrinfo\n"
+        "def resolve(host, *rest, **kw):\n"
+        "    name = host.decode() if isinstance(host, bytes) else host\n"
+        "    local = name and name.endswith('.localhost')\n"
+        "    return real('127.0.0.1' if local else host, *rest, **kw)\n"
+        "socket.getaddrinfo = resolve\n"
+        f"Path({str(tmp_path / 'argv.txt')!r}).write_text('\\n'.join(sys.argv[1:]))\n"
+        "page = Path(sys.argv[1].removeprefix('file://')).read_text()\n"
+        "jar = http.cookiejar.CookieJar()\n"
+        "opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))\n"
+        'action = re.search(r\'<form method="post" action="([^"]+)"\', page)\n'
+        'fields = dict(re.findall(r\'name="([^"]+)" value="([^"]*)"\', page))\n'
+        "data = urllib.parse.urlencode({k: html.unescape(v) for k, v in fields.items()})\n"
+        "answer = opener.open(html.unescape(action.group(1)), data.encode())\n"
+        f"Path({str(landed)!r}).write_text(answer.url + '\\n' + answer.read().decode())\n"
+    )
+    program.chmod(0o755)
+    return str(program), landed
+
+
+def test_a_team_day_end_to_end(server: Server, tmp_path: Path) -> None:
+    # Olive, signed in already, starts a team and invites Sam.
+    olive = signed_in(server, tmp_path / "olive", "Olive")
+    olive.ok("teams", "create", "core")
+    plan = olive.ok("save", "-t", "core", "-", stdin=content("Olive's plan for core")).strip()
+    url = olive.ok("invite", "-t", "core").strip()
+
+    # Sam, on a machine with no ltm config at all: everything he is shown is kept.
+    sam = Cli(tmp_path / "sam")
+    seen: list[str] = []
+
+    def run(*args: str, stdin: str = "", code: int = 0, **env: str) -> str:
+        result = sam.run(*args, stdin=stdin, **env)
+        seen.extend([result.stdout, result.stderr])
+        assert result.returncode == code, (args, result.stderr)
+        return result.stdout
+
+    run("join", url, "--display", "Sam")
+    assert plan[:12] in run("ls", "-t", "core")
+    mine = run("save", "-t", "core", "-", stdin=content("Sam's first step")).strip()
+    assert mine[:12] in olive.ok("ls", "-t", "core")
+
+    # The web view, signed in from the CLI: the browser gets a private page, nothing more.
+    browser, landed = follower(tmp_path)
+    sam.env.pop("LTM_NO_BROWSER", None)
+    opened = run(
+        "open", "-t", "core", BROWSER=f"{browser} %s", LTM_STATE_DIR=str(tmp_path / "sam-st")
+    )
+    web = server.web or server.url  # a loopback server's pages: a name of their own
+    assert opened.strip() == f"{web}/web?team=core"
+    page = landed.read_text()
+    assert page.startswith(f"{web}/web?team=core\n")  # signed in: not the sign-in form
+    assert "Sam&#x27;s first step" in page or "Sam's first step" in page
+    assert "Olive&#x27;s plan for core" in page or "Olive's plan for core" in page
+    argv = (tmp_path / "argv.txt").read_text()
+    assert argv.startswith("file://") and "key" not in argv
+
+    # A bundle of Sam's local packets, imported into the team.
+    local = [run("save", "-", stdin=content(f"Local note {n}")).strip() for n in range(2)]
+    bundle = tmp_path / "bundle.jsonl"
+    run("export", "-o", str(bundle))
+    run("import", str(bundle), "-t", "core")
+    listed = olive.ok("ls", "-t", "core")
+    assert all(pid[:12] in listed for pid in local)
+
+    # One packet shared with Cat, who is in no team of Sam's: by her user id.
+    cat = signed_in(server, tmp_path / "cat", "Cat")
+    cat_id = json.loads(cat.ok("whoami", "--json"))["user"]["id"]
+    note = run("-H", server.url, "save", "-", stdin=content("For Cat only")).strip()
+    run("-H", server.url, "share", note, cat_id)
+    shared = json.loads(cat.ok("ls", "--shared", "--json"))["packets"]
+    assert [p["id"] for p in shared] == [note]
+    assert json.loads(cat.ok("show", note, "--json"))["goal"] == "For Cat only"
+    assert plan[:12] not in cat.ok("ls")  # the team's packets stay the team's
+
+    # No terminal (an agent's shell tool): a delete is refused, and nothing is deleted.
+    refused = run("rm", mine, "-t", "core", code=2)
+    assert refused == "" and "no terminal to ask on" in seen[-1] and "--yes" in seen[-1]
+    assert mine[:12] in olive.ok("ls", "-t", "core")
+
+    # Sam never saw a token: not in anything ltm printed to him, nor on the browser's argv.
+    token = sam.credentials()["hosts"][server.url]["token"]
+    assert not any(token in text or TOKEN.search(text) for text in [*seen, argv])
+
+
+def test_the_sign_in_page_takes_a_code_approved_from_a_signed_in_cli(
+    server: Server, tmp_path: Path
+) -> None:
+    """The device pages' way on the web view: the page shows a code, ``ltm approve CODE``
+    on any signed-in machine approves it, and the browser's session is the approver's."""
+    import html
+
+    olive = signed_in(server, tmp_path / "olive", "Olive2")
+    olive.ok("teams", "create", "webcode")
+    url = olive.ok("invite", "-t", "webcode").strip()
+    sam = Cli(tmp_path / "sam")
+    sam.ok("join", url, "--display", "Sam2")  # his default stays the local store
+    sam.ok("save", "-t", "webcode", "-", stdin=content("Seen through the code"))
+
+    def fields(page: str) -> dict[str, str]:
+        found = re.findall(r'name="([^"]+)" value="([^"]*)"', page)
+        return {k: html.unescape(v) for k, v in found}
+
+    browser = server.web_client(follow_redirects=False)
+    signin = browser.get("/web/signin?next=/web%3Fteam%3Dwebcode")
+    assert signin.status_code == 200 and "ltm approve CODE" in signin.text
+    form = fields(signin.text.split('action="/web/signin/code"', 1)[1].split("</form>", 1)[0])
+    shown = browser.post("/web/signin/code", data={**form, "step": "new"})
+    assert shown.status_code == 200, shown.text
+    code = re.search(r"ltm approve ([A-Z]{4}-[A-Z]{4})", shown.text)
+    assert code
+    ticket = fields(shown.text)
+    waiting = browser.post("/web/signin/code", data={**ticket, "step": "check"})
+    assert waiting.status_code == 200 and "Not approved yet" in waiting.text
+    assert browser.get("/web").status_code == 303  # not signed in until approved
+    # The same ticket in another browser (no cookie of this one) is of no use.
+    with server.web_client() as elsewhere:
+        other = elsewhere.post("/web/signin/code", data={**ticket, "step": "check"})
+    assert other.status_code == 403
+
+    approved = sam.run("-H", server.url, "approve", code.group(1))
+    assert approved.returncode == 0, approved.stderr
+    assert "approved the sign-in of web browser" in approved.stderr
+    assert "signed in to the web view as you" in approved.stderr
+    done = browser.post("/web/signin/code", data={**ticket, "step": "check"})
+    web = server.web or server.url
+    assert done.status_code == 303 and done.headers["location"] == f"{web}/web?team=webcode"
+    page = browser.get("/web?team=webcode")
+    assert page.status_code == 200 and "Seen through the code" in page.text and "Sam2" in page.text
+    again = browser.post("/web/signin/code", data={**ticket, "step": "check"})
+    assert again.status_code == 410  # once only
+    assert "ltm_" not in approved.stderr + approved.stdout  # no token shown, none made
+    tokens = json.loads(sam.ok("-H", server.url, "tokens", "--json"))["tokens"]
+    assert len(tokens) == 1  # the invite's token only: the browser got a session, no token
+
+    # Denied from the CLI: the browser is told, and is not signed in.
+    fresh = server.web_client(follow_redirects=False)
+    form = fields(
+        fresh.get("/web/signin").text.split('action="/web/signin/code"', 1)[1].split("</form>")[0]
+    )
+    shown = fresh.post("/web/signin/code", data={**form, "step": "new"})
+    code = re.search(r"ltm approve ([A-Z]{4}-[A-Z]{4})", shown.text)
+    assert code
+    olive.ok("approve", code.group(1), "--deny")
+    denied = fresh.post("/web/signin/code", data={**fields(shown.text), "step": "check"})
+    assert denied.status_code == 403 and "denied" in denied.text
+    assert fresh.get("/web").status_code == 303  # on to sign in
