@@ -875,12 +875,13 @@ def _mcp_app(request: Any) -> Any:
     key = (id(store), base)
     found = _mcp_apps.get(key)
     if found is None:
+        consent = _web().pages_base(base) + "/web/authorize"  # before the lock: _web takes it
         with _device_lock:
             found = _mcp_apps.get(key)
             if found is None:
                 if len(_mcp_apps) >= 16:  # one per Host the server is reached by: bounded
                     _mcp_apps.clear()
-                found = _mcp_apps[key] = build_app(store, base)
+                found = _mcp_apps[key] = build_app(store, base, consent)
     return found
 
 

@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import anyio
 import httpx
 import pytest
-from serverkit import Server, running_server
+from serverkit import Server, local_client, running_server
 
 pytest.importorskip("mcp.client.streamable_http")
 
@@ -193,18 +193,19 @@ def browser_signs_in(server: Server, authorize_url: str, token: str, *, allow: b
     """What a person does between ``/authorize`` and the client's redirect URI: sign in on
     the web view (with an ltm token: the self-hosted way), read the consent page, answer.
     Returns where the browser is sent back to."""
-    with httpx.Client(follow_redirects=False, timeout=30) as browser:
+    pages = server.web or server.url  # a loopback server's pages: a name of their own
+    with local_client(follow_redirects=False) as browser:
         answer = browser.get(authorize_url)
         assert answer.status_code == 302, answer.text
         consent = answer.headers["location"]
-        assert "/web/authorize?request=" in consent
+        assert consent.startswith(pages + "/web/authorize?request=")
         answer = browser.get(consent)
         assert answer.status_code == 303 and "/web/signin" in answer.headers["location"]
         page = browser.get(answer.headers["location"])
         csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
         nxt = re.search(r'name="next" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
         signed = browser.post(
-            server.url + "/web/signin",
+            pages + "/web/signin",
             data={"csrf": csrf, "next": nxt.replace("&amp;", "&"), "token": token},
         )
         assert signed.status_code == 303, signed.text
@@ -214,7 +215,7 @@ def browser_signs_in(server: Server, authorize_url: str, token: str, *, allow: b
         request_id = re.search(r'name="request" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
         csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
         answered = browser.post(
-            server.url + "/web/authorize",
+            pages + "/web/authorize",
             data={"request": request_id, "csrf": csrf, "answer": "allow" if allow else "deny"},
         )
         assert answered.status_code == 303, answered.text

@@ -114,9 +114,10 @@ class _Stateless:
             await manager.handle_request(scope, receive, send)
 
 
-def build_app(store: Store, base_url: str) -> Any:
+def build_app(store: Store, base_url: str, consent_url: str | None = None) -> Any:
     """The ASGI app for a server reached at ``base_url``: ``/mcp`` and, where OAuth may run,
-    the authorization server."""
+    the authorization server, whose consent page is ``consent_url`` (the web view's own
+    address, which on loopback is a name of its own; default: under ``base_url``)."""
     from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
     from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
     from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
@@ -135,7 +136,10 @@ def build_app(store: Store, base_url: str) -> Any:
     routes: list[Route] = []
     if oauth_allowed(issuer):
         provider = oauth.StoreProvider(
-            store, issuer=issuer, resource=resource, consent_url=issuer + "/web/authorize"
+            store,
+            issuer=issuer,
+            resource=resource,
+            consent_url=consent_url or issuer + "/web/authorize",
         )
         registration = ClientRegistrationOptions(
             enabled=True, valid_scopes=oauth.SCOPES, default_scopes=oauth.SCOPES

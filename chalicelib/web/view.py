@@ -681,9 +681,14 @@ class WebView:
         from ..mcp.oauth import StoreProvider
         from . import consent
 
-        base = self._base.rstrip("/")
+        # The authorization server is the API's address; this page may be at the pages'
+        # own name (a loopback server's), which is not the issuer.
+        api = self._api_base(self._base)
         provider = StoreProvider(
-            self.store, issuer=base, resource=base + "/mcp", consent_url=base + "/web/authorize"
+            self.store,
+            issuer=api,
+            resource=api + "/mcp",
+            consent_url=self._base.rstrip("/") + "/web/authorize",
         )
         form: Mapping[str, list[str]] = {}
         if request.method == "POST":
@@ -980,6 +985,10 @@ class WebView:
         if self.local or self.api_host is None or parts.netloc.lower() != self.web_host:
             return base_url.rstrip("/")
         return f"{parts.scheme}://{self.api_host}{parts.path}"
+
+    def pages_base(self, base_url: str) -> str:
+        """Where the pages answer for a caller who reached the server at ``base_url``."""
+        return self._web_base(base_url)
 
     def _web_base(self, base_url: str) -> str:
         """Where the pages answer for a caller who reached the server at ``base_url``."""
