@@ -1485,12 +1485,21 @@ def web_paths() -> dict[str, Any]:
     to_sign_in = _page("Not signed in: on to `/web/signin?next=...`.")
     missing = _page("Not found, or not visible to the signed-in user.")
 
+    # A loopback server's signed-in pages have a name of their own (*.localhost): asked at
+    # another address, nothing is read and no cookie is set.
+    misdirected = _page("Asked at another address than the pages' own: nothing is read.")
+
     def page(operation: str, summary: str, **responses: dict[str, Any]) -> dict[str, Any]:
         return {
             "operationId": operation,
             "summary": summary,
             "security": [],
-            "responses": {"200": _page(summary), "303": to_sign_in, **responses},
+            "responses": {
+                "200": _page(summary),
+                "303": to_sign_in,
+                "421": misdirected,
+                **responses,
+            },
         }
 
     query = [
