@@ -914,8 +914,12 @@ def mcp_route(path: str, methods: list[str]) -> None:
             return _error(500, "internal server error")
         headers: dict[str, str] = {}
         for name, value in answer.headers:  # a repeated header (Vary) is one, comma-joined
+            if name.lower() in ("content-length", "transfer-encoding"):
+                continue  # the body is whole: the server in front frames it
             headers[name] = f"{headers[name]}, {value}" if name in headers else value
-        return Response(body=answer.body, status_code=answer.status, headers=headers)
+        # JSON or HTML, UTF-8: a str body, as API Gateway takes text (bytes are for binary types)
+        text = answer.body.decode("utf-8", "replace")
+        return Response(body=text, status_code=answer.status, headers=headers)
 
     view.__name__ = "mcp_" + (
         path.strip("/").replace("/", "_").replace(".", "_").replace("-", "_") or "root"
