@@ -35,8 +35,9 @@ pytestmark = pytest.mark.skipif(
     not Path("/usr/bin/chromium").exists(), reason="/usr/bin/chromium is missing"
 )
 
-PORT = 47811
-CALLBACK = f"http://127.0.0.1:{PORT}/callback"  # the client's loopback redirect URI
+# The client registers its loopback redirect URI without a port and listens on whichever
+# port it gets at sign-in (RFC 8252 §7.3): the server must take any.
+REGISTERED = "http://127.0.0.1/callback"
 
 
 @pytest.fixture(scope="module")
@@ -45,14 +46,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield srv
 
 
-def start(server: Server) -> tuple[str, str, str]:
+def start(server: Server, callback: str) -> tuple[str, str, str]:
     """Register a client and build its authorization URL: (client id, verifier, URL)."""
     with server.client() as http:
         registered = http.post(
             "/register",
             json={
                 "client_name": "Chromium test client",
-                "redirect_uris": [CALLBACK],
+                "redirect_uris": [REGISTERED],
                 "grant_types": ["authorization_code", "refresh_token"],
                 "token_endpoint_auth_method": "none",
             },
@@ -68,7 +69,7 @@ def start(server: Server) -> tuple[str, str, str]:
             {
                 "response_type": "code",
                 "client_id": client_id,
-                "redirect_uri": CALLBACK,
+                "redirect_uri": callback,
                 "code_challenge": challenge.rstrip(b"=").decode(),
                 "code_challenge_method": "S256",
                 "state": "st-1",
@@ -91,7 +92,7 @@ def caught() -> Iterator[dict[str, str]]:
     class Listener(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path.startswith("/callback"):  # not the browser's favicon.ico
-                seen["url"] = f"http://127.0.0.1:{PORT}{self.path}"
+                seen["url"] = seen["callback"] + self.path.removeprefix("/callback")
             body = b"signed in; close this tab"
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
@@ -102,7 +103,8 @@ def caught() -> Iterator[dict[str, str]]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    listener = ThreadingHTTPServer(("127.0.0.1", PORT), Listener)
+    listener = ThreadingHTTPServer(("127.0.0.1", 0), Listener)
+    seen["callback"] = f"http://127.0.0.1:{listener.server_port}/callback"
     thread = threading.Thread(target=listener.serve_forever, daemon=True)
     thread.start()
     try:
@@ -116,7 +118,7 @@ def consent(tab: Any, server: Server) -> None:
     """The consent page names the client and where it sends the person back; allow."""
     assert tab.locator("h1").inner_text() == "Allow this MCP client?"
     text = tab.locator("main").inner_text()
-    assert "Chromium test client" in text and "http://127.0.0.1:47811" in text
+    assert "Chromium test client" in text and "http://127.0.0.1:" in text
     with tab.expect_navigation():
         tab.click("button[value=allow]")
 
@@ -132,7 +134,7 @@ def finish(server: Server, client_id: str, verifier: str, caught: dict[str, str]
                 "grant_type": "authorization_code",
                 "client_id": client_id,
                 "code": query["code"][0],
-                "redirect_uri": CALLBACK,
+                "redirect_uri": caught["callback"],
                 "code_verifier": verifier,
             },
         )
@@ -161,7 +163,7 @@ def test_self_hosted_sign_in_and_consent_in_chromium(
     caught: dict[str, str],
 ) -> None:
     user_id, token = server.issue("chrome-user")
-    client_id, verifier, url = start(server)
+    client_id, verifier, url = start(server, caught["callback"])
     page.goto(url)
     # Signed out: the web view's sign-in page first, then back to the consent page.
     assert page.url.startswith((server.web or server.url) + "/web/signin?next=")
@@ -169,7 +171,7 @@ def test_self_hosted_sign_in_and_consent_in_chromium(
     with page.expect_navigation():
         page.click("button[type=submit]")
     consent(page, server)
-    assert caught["url"].startswith(CALLBACK + "?code=")
+    assert caught["url"].startswith(caught["callback"] + "?code=")
     assert user_id in finish(server, client_id, verifier, caught)
 
 
@@ -180,14 +182,14 @@ def test_cognito_sign_in_and_consent_in_chromium(
     caught: dict[str, str],
 ) -> None:
     """On AWS the person signs in with Cognito's managed login, as on the device pages."""
-    client_id, verifier, url = start(aws_server)
+    client_id, verifier, url = start(aws_server, caught["callback"])
     page.goto(url)
     assert page.url.startswith((aws_server.web or aws_server.url) + "/web/signin?next=")
     with page.expect_navigation():
         page.click("button[type=submit]")
     sign_in_at_cognito(page, cognito, ALICE, PASSWORD)
     consent(page, aws_server)
-    assert caught["url"].startswith(CALLBACK + "?code=")
+    assert caught["url"].startswith(caught["callback"] + "?code=")
     assert ALICE in finish(aws_server, client_id, verifier, caught)
 
 
@@ -197,7 +199,7 @@ def test_denying_sends_the_client_access_denied(
     caught: dict[str, str],
 ) -> None:
     _, token = server.issue("chrome-denier")
-    _, _, url = start(server)
+    _, _, url = start(server, caught["callback"])
     page.goto(url)
     page.fill("#token", token)
     with page.expect_navigation():
