@@ -861,6 +861,84 @@ def revoke_own_token(request: Any, label: str) -> Response:
     return _no_content()
 
 
+# -- remote MCP: /mcp (Streamable HTTP, stateless) and the OAuth endpoints in front of it --
+# chalicelib.mcp runs the official SDK's ASGI apps for one request at a time; it loads
+# the SDK (and Starlette) on the first of these requests, so the other routes never pay.
+
+_mcp_apps: dict[tuple[int, str], Any] = {}
+
+
+def _mcp_app(request: Any) -> Any:
+    from chalicelib.mcp.http import build_app
+
+    store, base = get_store(), base_url(request)
+    key = (id(store), base)
+    found = _mcp_apps.get(key)
+    if found is None:
+        consent = _web().pages_base(base) + "/web/authorize"  # before the lock: _web takes it
+        with _device_lock:
+            found = _mcp_apps.get(key)
+            if found is None:
+                if len(_mcp_apps) >= 16:  # one per Host the server is reached by: bounded
+                    _mcp_apps.clear()
+                found = _mcp_apps[key] = build_app(store, base, consent)
+    return found
+
+
+def mcp_route(path: str, methods: list[str]) -> None:
+    """Register a path the MCP/OAuth ASGI app answers (the same path inside the app)."""
+
+    def view(**_params: str) -> Response:
+        from urllib.parse import urlencode
+
+        from chalicelib.mcp.asgi import serve
+
+        request = app.current_request
+        raw = request.raw_body or b""
+        query: list[tuple[str, str]] = []
+        if request.query_params is not None:
+            for name in request.query_params:
+                query += [(name, value) for value in request.query_params.getlist(name)]
+        try:
+            answer = serve(
+                _mcp_app(request),
+                method=request.method,
+                path=path,
+                query=urlencode(query),
+                headers={k.lower(): v for k, v in request.headers.items()},
+                body=raw.encode() if isinstance(raw, str) else raw,
+                scheme=base_url(request).split(":", 1)[0],
+            )
+        except Exception:
+            logger.exception("unhandled error")
+            return _error(500, "internal server error")
+        headers: dict[str, str] = {}
+        for name, value in answer.headers:  # a repeated header (Vary) is one, comma-joined
+            if name.lower() in ("content-length", "transfer-encoding"):
+                continue  # the body is whole: the server in front frames it
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        # JSON or HTML, UTF-8: a str body, as API Gateway takes text (bytes are for binary types)
+        text = answer.body.decode("utf-8", "replace")
+        return Response(body=text, status_code=answer.status, headers=headers)
+
+    view.__name__ = "mcp_" + (
+        path.strip("/").replace("/", "_").replace(".", "_").replace("-", "_") or "root"
+    )
+    app.route(path, methods=methods, content_types=["*/*"])(view)
+
+
+mcp_route("/mcp", ["GET", "POST", "DELETE"])
+mcp_route("/.well-known/oauth-protected-resource/mcp", ["GET", "OPTIONS"])
+mcp_route("/.well-known/oauth-protected-resource", ["GET", "OPTIONS"])
+mcp_route("/.well-known/oauth-authorization-server", ["GET", "OPTIONS"])
+mcp_route("/.well-known/openid-configuration", ["GET", "OPTIONS"])
+mcp_route("/authorize", ["GET", "POST"])
+mcp_route("/token", ["POST", "OPTIONS"])
+mcp_route("/register", ["POST", "OPTIONS"])
+mcp_route("/revoke", ["POST", "OPTIONS"])
+page_route("/web/authorize", ["GET", "POST"], "authorize")
+
+
 # -- observability on Lambda: EMF metrics (pushes, pulls, auth failures), optional X-Ray --
 from chalicelib import observe  # noqa: E402 - after the routes; see chalicelib/observe.py
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
+from ltm.errors import Failure
 
-class CliError(Exception):
+
+class CliError(Failure):
     """Shown to the user as ``ltm: <message>`` with ``exit_code``; never a traceback."""
-
-    def __init__(self, message: str, *, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.message = message
-        self.exit_code = exit_code

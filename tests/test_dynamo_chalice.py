@@ -297,3 +297,64 @@ def test_no_metrics_off_lambda(
     assert '"_aws"' not in capsys.readouterr().out
     assert observe.metric_for("GET", "/v1/packets/{id}", 404) is None
     assert observe.metric_for("DELETE", "/v1/packets/{id}", 401) == "AuthFailures"
+
+
+def mcp_event(token: str | None, message: dict[str, Any]) -> dict[str, Any]:
+    event = proxy_event("POST", "/mcp", "/mcp", token, message)
+    event["headers"]["Accept"] = "application/json, text/event-stream"
+    event["headers"]["Mcp-Protocol-Version"] = "2025-06-18"
+    event["multiValueHeaders"] = {k: [v] for k, v in event["headers"].items()}
+    return event
+
+
+def test_mcp_through_the_lambda_event_on_dynamodb(
+    lambda_app: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/mcp`` answers the API Gateway event Lambda gets: the SDK's JSON answer, the tools
+    acting on DynamoDB as the token's user, and a 401 that points at this stage's metadata."""
+    config = json.loads((ROOT / ".chalice" / "config.json").read_text())
+    variables = {
+        **config["environment_variables"],
+        **config["stages"][STAGE]["environment_variables"],
+    }
+    with in_process(TABLE) as dynamodb:
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)
+        store = DynamoStore(TABLE, client=dynamodb)
+        secret = tokens.issue(store, "lambda-user")[1]
+        handler = lambda_app.app
+        unsigned = handler(
+            mcp_event(None, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}), LambdaContext()
+        )
+        assert unsigned["statusCode"] == 401
+        base = "https://abc123.execute-api.eu-west-1.amazonaws.com/api"
+        assert (
+            f'resource_metadata="{base}/.well-known/oauth-protected-resource/mcp"'
+            in (unsigned["headers"]["www-authenticate"])
+        )
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {
+                "name": "save",
+                "arguments": {"packet": {"goal": "saved through lambda", "next_step": "go"}},
+            },
+        }
+        saved = handler(mcp_event(secret, call), LambdaContext())
+        assert saved["statusCode"] == 200, saved
+        result = json.loads(saved["body"])["result"]
+        assert result["isError"] is False
+        packet_id = result["structuredContent"]["id"]
+        stored = store.get_packet(packet_id)
+        assert stored is not None and b"saved through lambda" in stored.body
+        metadata = handler(
+            proxy_event(
+                "GET",
+                "/.well-known/oauth-protected-resource/mcp",
+                "/.well-known/oauth-protected-resource/mcp",
+                None,
+            ),
+            LambdaContext(),
+        )
+        assert json.loads(metadata["body"])["resource"] == base + "/mcp"

@@ -118,8 +118,10 @@ def test_id_arguments_are_refused_before_anything_is_sent(cli: Cli, verb: str) -
 
 
 def test_the_mcp_tools_refuse_a_bad_id(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from ltm.cli.agents.mcp import tools
+    from ltm.cli.agents.mcp.place import install
+    from ltm.mcp import tools
 
+    install()
     monkeypatch.setenv("LTM_CONFIG_DIR", str(tmp_path / "config"))
     monkeypatch.setenv("LTM_DATA_DIR", str(tmp_path / "data"))
     for name in ("show", "pull", "rm", "resume"):

@@ -346,7 +346,8 @@ def test_chalice_package_builds_a_deployable_artifact(stage: str, tmp_path: Path
     tops = {name.split("/")[0] for name in names}
     assert {"app.py", "chalicelib", "chalice", "pydantic", "pydantic_core", "ulid"} <= tops
     assert "aws_lambda_powertools" in tops
-    assert "chalicelib/store/dynamo.py" in names
+    assert {"mcp", "starlette", "anyio"} <= tops  # /mcp: the SDK and its server stack
+    assert "chalicelib/store/dynamo.py" in names and "chalicelib/mcp/http.py" in names
     # A Linux build of the one compiled dependency, for the configured architecture.
     arch = "aarch64" if CONFIG.get("lambda_architecture") == "arm64" else "x86_64"
     assert any(n.startswith("pydantic_core/") and f"{arch}-linux" in n for n in names)

@@ -321,6 +321,57 @@ def test_tokens_keep_their_scope(store: Store) -> None:
     assert store.token_owner("h9")[0].scope == "read"  # type: ignore[index]
 
 
+def test_tokens_keep_their_resource_and_expiry(store: Store) -> None:
+    """An OAuth access token is bound to /mcp and expires; both survive every read path."""
+    mcp = "https://ltm.example.org/mcp"
+    ends = T0 + timedelta(hours=1)
+    store.create_user(user("u1"), token("u1", "cli", "h1"))
+    store.add_token(
+        Token("mcp-claude", "u1", "h2", T0, scope="read", resource=mcp, expires_at=ends)
+    )
+    found = store.token_owner("h2")
+    assert found is not None and (found[0].resource, found[0].expires_at) == (mcp, ends)
+    assert store.load(token_hash="h2").token[0].resource == mcp  # type: ignore[index]
+    assert store.token_owner("h1")[0][5:] == ("read write", None, None)  # type: ignore[index]
+    listed = {t.label: (t.resource, t.expires_at) for t in store.list_tokens(user_id="u1")}
+    assert listed == {"cli": (None, None), "mcp-claude": (mcp, ends)}
+    assert store.revoke_token("mcp-claude", user_id="u1")
+    assert store.token_owner("h2") is None
+
+
+def test_oauth_items_expire_and_are_taken_once(store: Store) -> None:
+    later = T0 + timedelta(minutes=10)
+    store.put_oauth_item("client", "c1", {"name": "Claude", "uris": ["http://127.0.0.1/cb"]}, None)
+    store.put_oauth_item("code", "k1", {"user": "u1"}, later)
+    assert store.get_oauth_item("client", "c1", T0) == {
+        "name": "Claude",
+        "uris": ["http://127.0.0.1/cb"],
+    }
+    assert store.get_oauth_item("client", "nope", T0) is None
+    assert store.get_oauth_item("code", "k1", later) is None  # expired at its time
+    assert store.get_oauth_item("code", "k1", T0) == {"user": "u1"}
+    assert store.take_oauth_item("code", "k1", T0) == {"user": "u1"}
+    assert store.take_oauth_item("code", "k1", T0) is None  # single use
+    store.put_oauth_item("code", "k2", {"user": "u2"}, later)
+    assert store.take_oauth_item("code", "k2", later + timedelta(seconds=1)) is None
+    store.put_oauth_item("client", "c1", {"name": "renamed"}, None)  # replaces
+    assert store.get_oauth_item("client", "c1", later)["name"] == "renamed"  # type: ignore[index]
+
+
+def test_an_oauth_item_is_taken_by_exactly_one_of_concurrent_takers(store: Store) -> None:
+    store.put_oauth_item("refresh", "r1", {"user": "u1"}, T0 + timedelta(days=1))
+    got: list[object] = []
+    threads = [
+        threading.Thread(target=lambda: got.append(store.take_oauth_item("refresh", "r1", T0)))
+        for _ in range(6)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [g for g in got if g is not None] == [{"user": "u1"}]
+
+
 def test_create_user_with_token_is_atomic(store: Store) -> None:
     store.create_user(user("u1"), token("u1", "taken", "h1"))
     with pytest.raises(Conflict):

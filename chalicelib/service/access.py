@@ -37,6 +37,9 @@ class Credential(NamedTuple):
 
     token_hash: str
     user_hint: str | None  # the user id the token names, believed only once checked
+    # The resource the request is for (RFC 8707): None for the ltm API, the ``/mcp``
+    # URL for the MCP endpoint. A token bound to a resource works there and nowhere else.
+    audience: str | None = None
 
     def __repr__(self) -> str:  # never print even the hash in a traceback
         return f"Credential(user_hint={self.user_hint!r})"
@@ -111,7 +114,7 @@ def access(
             team=asked_team,
             packet_id=packet_id,
         )
-        user = checked(store, loaded.token, when)
+        user = checked(store, loaded.token, when, audience=caller.audience)
         assert loaded.token is not None  # checked answered 401 otherwise
         check_scope(loaded.token[0], need)
         scope = loaded.token[0].scope

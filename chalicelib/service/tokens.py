@@ -129,15 +129,29 @@ def authenticate(
     return access(store, credential(authorization), need=need, when=when).user
 
 
-def checked(store: Store, found: tuple[Token, User] | None, when: datetime | None = None) -> User:
+def checked(
+    store: Store,
+    found: tuple[Token, User] | None,
+    when: datetime | None = None,
+    *,
+    audience: str | None = None,
+) -> User:
     """The user of a token the store looked up; records its use now and then.
 
-    401 ``invalid token`` when the lookup found nothing.
+    401 ``invalid token`` when the lookup found nothing, when the token has
+    expired, or when it was issued for another resource than ``audience``
+    (RFC 8707: an OAuth token for ``/mcp`` is not a key to the ltm API, nor
+    to another server's ``/mcp``). Tokens ltm mints itself carry no resource
+    and work everywhere.
     """
     if found is None:
         raise Unauthorized("invalid token", token_given=True)
     record, user = found
     when = when or now()
+    if record.expires_at is not None and when >= record.expires_at:
+        raise Unauthorized("invalid token", token_given=True)
+    if record.resource is not None and record.resource != audience:
+        raise Unauthorized("invalid token", token_given=True)
     if record.last_used_at is None or when - record.last_used_at >= TOUCH_INTERVAL:
         try:
             store.touch_token(record.token_hash, when)

@@ -22,9 +22,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 if TYPE_CHECKING:  # the query language loads only where a search runs
+    from collections.abc import Mapping
+
     from ..search import Query, Snippet
 
 Role = Literal["owner", "member"]
@@ -158,6 +160,11 @@ class Token(NamedTuple):
     created_at: datetime
     last_used_at: datetime | None = None
     scope: str = FULL_SCOPE  # what the token may do: "read", "write" or "read write"
+    # An OAuth access token is bound to the resource it was issued for (RFC 8707: the
+    # ``/mcp`` URL) and expires; a token minted by ltm itself has neither and works
+    # everywhere until revoked.
+    resource: str | None = None
+    expires_at: datetime | None = None
 
 
 class Team(NamedTuple):
@@ -714,6 +721,29 @@ class Store(ABC):
         the one value that was stored. Used for keys the server itself
         generates (the signing key of the device-flow pages).
         """
+
+    # -- OAuth (the authorization server in front of /mcp) -------------
+
+    @abstractmethod
+    def put_oauth_item(
+        self, kind: str, key: str, doc: Mapping[str, Any], expires_at: datetime | None
+    ) -> None:
+        """Store ``doc`` (JSON-able) as the OAuth item ``kind``/``key``, replacing any.
+
+        Kinds are the authorization server's records: registered clients (no
+        expiry), pending authorization requests, authorization codes and refresh
+        tokens (short-lived; codes and refresh tokens are keyed by their hash).
+        """
+
+    @abstractmethod
+    def get_oauth_item(self, kind: str, key: str, now: datetime) -> dict[str, Any] | None:
+        """The item's document, or None when absent or expired at ``now``."""
+
+    @abstractmethod
+    def take_oauth_item(self, kind: str, key: str, now: datetime) -> dict[str, Any] | None:
+        """Delete the item and return its document, atomically: of concurrent takers
+        exactly one gets it (a code or refresh token is single use). None when absent
+        or expired at ``now`` (an expired item is deleted all the same)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook, most stores hold nothing
         """Release connections; the store is not used afterwards."""

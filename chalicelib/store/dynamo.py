@@ -196,6 +196,7 @@ definition of the table; ``infra/ltm.yaml`` is checked against it by
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import random
@@ -244,6 +245,7 @@ Item = dict[str, dict[str, Any]]
 DEFAULT_TABLE = "ltm"
 TTL_ATTRIBUTE = "ttl_epoch"
 INVITE_TTL_GRACE = timedelta(days=30)
+OAUTH_TTL_GRACE = timedelta(days=1)  # OAuth items and expiring tokens: TTL tidies up after
 # On a membership (by team id): the code hashes of the invites the member made, and how
 # many (a version the removal is conditioned on). A transaction holds at most 100 actions;
 # removing a membership takes 3, so up to this many invites go in the same transaction.
@@ -552,6 +554,11 @@ def _token_items(token: Token, user: User) -> list[Item]:
     }
     if token.last_used_at is not None:
         item["last_used_at"] = _s(_ts(token.last_used_at))
+    if token.resource is not None:
+        item["resource"] = _s(token.resource)
+    if token.expires_at is not None:
+        item["expires_at"] = _s(_ts(token.expires_at))
+        item[TTL_ATTRIBUTE] = _epoch(token.expires_at + OAUTH_TTL_GRACE)
     label: Item = {
         **_key(f"LABEL#{token.label}", "LABEL"),
         "token_hash": _s(token.token_hash),
@@ -570,7 +577,21 @@ def _token(item: Mapping[str, Mapping[str, Any]]) -> Token:
         last_used_at=_dt(last) if last else None,
         # Tokens stored before scopes existed were all full.
         scope=_get(item, "scope") or FULL_SCOPE,
+        resource=_get(item, "resource"),
+        expires_at=_dt(expires) if (expires := _get(item, "expires_at")) else None,
     )
+
+
+def _oauth_doc(
+    item: Mapping[str, Mapping[str, Any]] | None, now: datetime
+) -> dict[str, Any] | None:
+    """An OAuth item's document, unless absent or expired (TTL deletes lazily, if at all)."""
+    if item is None:
+        return None
+    expires = _get(item, "expires_at")
+    if expires is not None and _dt(expires) <= now:
+        return None
+    return json.loads(_req(item, "doc"))  # type: ignore[no-any-return]
 
 
 def _team_fields(team: Team) -> Item:
@@ -1704,14 +1725,15 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 ExpressionAttributeValues={":p": _s(partition)},
             )
         ]
-        # The indexes do not project a token's scope (a projection cannot change on a
-        # live index), so it is read from the token items: BatchGetItem, 100 at a time.
-        scopes: dict[str, str] = {}
+        # The indexes do not project a token's scope, resource or expiry (a projection
+        # cannot change on a live index), so they are read from the token items:
+        # BatchGetItem, 100 at a time.
+        full: dict[str, Token] = {}
         for start in range(0, len(listed), 100):
             keys = [_key(f"TOKEN#{t.token_hash}", "TOKEN") for t in listed[start : start + 100]]
             for item in self._batch_get(keys):
-                scopes[_req(item, "token_hash")] = _get(item, "scope") or FULL_SCOPE
-        return [t._replace(scope=scopes.get(t.token_hash, t.scope)) for t in listed]
+                full[_req(item, "token_hash")] = _token(item)
+        return [full.get(t.token_hash, t) for t in listed]
 
     def revoke_token(self, label: str, *, user_id: str | None = None) -> bool:
         claim = self._get_item(_key(f"LABEL#{label}", "LABEL"))
@@ -1735,6 +1757,28 @@ class DynamoStore(DeviceGrantsMixin, Store):
         except _Cancelled:
             return False
         return True
+
+    # -- OAuth ------------------------------------------------------------
+
+    def put_oauth_item(
+        self, kind: str, key: str, doc: Mapping[str, Any], expires_at: datetime | None
+    ) -> None:
+        item: Item = {**_key(f"OAUTH#{kind}#{key}", "OAUTH"), "doc": _s(json.dumps(doc))}
+        if expires_at is not None:
+            item["expires_at"] = _s(_ts(expires_at))
+            item[TTL_ATTRIBUTE] = _epoch(expires_at + OAUTH_TTL_GRACE)
+        self._client.put_item(TableName=self.table, Item=item)
+
+    def get_oauth_item(self, kind: str, key: str, now: datetime) -> dict[str, Any] | None:
+        return _oauth_doc(self._get_item(_key(f"OAUTH#{kind}#{key}", "OAUTH")), now)
+
+    def take_oauth_item(self, kind: str, key: str, now: datetime) -> dict[str, Any] | None:
+        # One conditional-free DeleteItem with ALL_OLD: of concurrent takers, exactly
+        # one sees the old item (DynamoDB serializes writes to one item).
+        resp = self._client.delete_item(
+            TableName=self.table, Key=_key(f"OAUTH#{kind}#{key}", "OAUTH"), ReturnValues="ALL_OLD"
+        )
+        return _oauth_doc(resp.get("Attributes"), now)
 
     # -- teams ----------------------------------------------------------
 

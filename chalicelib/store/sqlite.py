@@ -18,14 +18,15 @@ kernel crash can lose the last commits (the database stays consistent).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 try:
     import fcntl
@@ -230,7 +231,20 @@ MIGRATIONS: tuple[Migration, ...] = (
         WHERE user_id = OLD.owner_id;
     END
     """,
-    # 9 (keep it last: tests/test_root_user.py builds an old database one version back):
+    # 9: OAuth for /mcp: access tokens bound to a resource and expiring; the
+    # authorization server's clients, pending requests, codes and refresh tokens.
+    """
+    ALTER TABLE tokens ADD COLUMN resource TEXT;
+    ALTER TABLE tokens ADD COLUMN expires_at TEXT;
+    CREATE TABLE oauth_items (
+        kind        TEXT NOT NULL,
+        key         TEXT NOT NULL,
+        doc         TEXT NOT NULL,
+        expires_at  TEXT,
+        PRIMARY KEY (kind, key)
+    ) WITHOUT ROWID;
+    """,
+    # 10 (keep it last: tests/test_root_user.py builds an old database one version back):
     # the first user of `ltm server init` was stored under the id "root"; every user id
     # is a ULID now (the reference mints one for every user), so that user gets one.
     lambda db: _migrate_root_user(db),
@@ -413,6 +427,17 @@ _GRANT_COLUMNS = (
     "device_code_hash, user_code_hash, client_id, scope, device_name, client_ip, created_at,"
     " expires_at, interval_s, next_poll_at, status, user_id, decided_at"
 )
+
+
+_TOKEN_COLUMNS = (
+    "t.label, t.user_id, t.token_hash, t.created_at, t.last_used_at, t.scope, t.resource,"
+    " t.expires_at"
+)
+
+
+def _token(row: tuple[Any, ...]) -> Token:
+    """A ``Token`` from the first eight columns of a ``_TOKEN_COLUMNS`` select."""
+    return Token(row[0], row[1], row[2], _dt(row[3]), _dt(row[4]), row[5], row[6], _dt(row[7]))  # type: ignore[arg-type]
 
 
 def _ts(value: datetime) -> str:
@@ -1188,8 +1213,8 @@ class SqliteStore(Store):
     @staticmethod
     def _insert_token(db: sqlite3.Connection, token: Token) -> None:
         db.execute(
-            "INSERT INTO tokens (token_hash, label, user_id, created_at, last_used_at, scope)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO tokens (token_hash, label, user_id, created_at, last_used_at, scope,"
+            " resource, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 token.token_hash,
                 token.label,
@@ -1197,6 +1222,8 @@ class SqliteStore(Store):
                 _ts(token.created_at),
                 _ts(token.last_used_at) if token.last_used_at else None,
                 token.scope,
+                token.resource,
+                _ts(token.expires_at) if token.expires_at else None,
             ),
         )
 
@@ -1204,8 +1231,7 @@ class SqliteStore(Store):
         row = (
             self._conn()
             .execute(
-                "SELECT t.label, t.user_id, t.token_hash, t.created_at, t.last_used_at, t.scope,"
-                " u.id, u.display, u.created_at, u.subject"
+                f"SELECT {_TOKEN_COLUMNS}, u.id, u.display, u.created_at, u.subject"
                 " FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?",
                 (token_hash,),
             )
@@ -1213,8 +1239,7 @@ class SqliteStore(Store):
         )
         if row is None:
             return None
-        token = Token(row[0], row[1], row[2], _dt(row[3]), _dt(row[4]), row[5])  # type: ignore[arg-type]
-        return token, User(row[6], row[7], _dt(row[8]), row[9])  # type: ignore[arg-type]
+        return _token(row), User(row[8], row[9], _dt(row[10]), row[11])  # type: ignore[arg-type]
 
     def touch_token(self, token_hash: str, when: datetime) -> None:
         with self._write() as db:
@@ -1223,13 +1248,13 @@ class SqliteStore(Store):
             )
 
     def list_tokens(self, *, user_id: str | None = None) -> list[Token]:
-        sql = "SELECT label, user_id, token_hash, created_at, last_used_at, scope FROM tokens"
+        sql = f"SELECT {_TOKEN_COLUMNS} FROM tokens t"
         args: tuple[str, ...] = ()
         if user_id is not None:
             sql += " WHERE user_id = ?"
             args = (user_id,)
         rows = self._conn().execute(sql + " ORDER BY created_at, label", args).fetchall()
-        return [Token(r[0], r[1], r[2], _dt(r[3]), _dt(r[4]), r[5]) for r in rows]  # type: ignore[arg-type]
+        return [_token(r) for r in rows]
 
     def revoke_token(self, label: str, *, user_id: str | None = None) -> bool:
         sql, args = "DELETE FROM tokens WHERE label = ?", [label]
@@ -1238,6 +1263,42 @@ class SqliteStore(Store):
             args.append(user_id)
         with self._write() as db:
             return db.execute(sql, args).rowcount > 0
+
+    # -- OAuth ------------------------------------------------------------
+
+    def put_oauth_item(
+        self, kind: str, key: str, doc: Mapping[str, Any], expires_at: datetime | None
+    ) -> None:
+        with self._write() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO oauth_items (kind, key, doc, expires_at)"
+                " VALUES (?, ?, ?, ?)",
+                (kind, key, json.dumps(doc), _ts(expires_at) if expires_at else None),
+            )
+
+    def get_oauth_item(self, kind: str, key: str, now: datetime) -> dict[str, Any] | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT doc, expires_at FROM oauth_items WHERE kind = ? AND key = ?", (kind, key)
+            )
+            .fetchone()
+        )
+        if row is None or (row[1] is not None and row[1] <= _ts(now)):
+            return None
+        return json.loads(row[0])  # type: ignore[no-any-return]
+
+    def take_oauth_item(self, kind: str, key: str, now: datetime) -> dict[str, Any] | None:
+        with self._write() as db:
+            row = db.execute(
+                "DELETE FROM oauth_items WHERE kind = ? AND key = ? RETURNING doc, expires_at",
+                (kind, key),
+            ).fetchone()
+            # Expired items of any kind go too, so the table never outgrows what is live.
+            db.execute("DELETE FROM oauth_items WHERE expires_at <= ?", (_ts(now),))
+        if row is None or (row[1] is not None and row[1] <= _ts(now)):
+            return None
+        return json.loads(row[0])  # type: ignore[no-any-return]
 
     # -- teams ----------------------------------------------------------
 

@@ -674,6 +674,50 @@ class WebView:
         content = (_STATIC_DIR / name).read_text(encoding="utf-8")
         return WebResponse(200, content, headers({"Content-Type": media}))
 
+    # -- an MCP client's OAuth sign-in: the consent page ----------------------------------------
+
+    def authorize(self, request: WebRequest) -> WebResponse:
+        """``GET /web/authorize?request=ID`` asks; ``POST`` answers (``chalicelib.web.consent``)."""
+        from ..mcp.oauth import StoreProvider
+        from . import consent
+
+        # The authorization server is the API's address; this page may be at the pages'
+        # own name (a loopback server's), which is not the issuer.
+        api = self._api_base(self._base)
+        provider = StoreProvider(
+            self.store,
+            issuer=api,
+            resource=api + "/mcp",
+            consent_url=self._base.rstrip("/") + "/web/authorize",
+        )
+        form: Mapping[str, list[str]] = {}
+        if request.method == "POST":
+            try:
+                form = parse_form(request)
+            except BadForm:
+                form = {}
+        request_id = _one(form or request.query, "request")
+        read = self._read(
+            request,
+            f"/web/authorize?request={quote(request_id, safe='')}",
+            lambda user: provider.pending(request_id) if request_id else None,
+        )
+        if isinstance(read, WebResponse):
+            return read
+        if read.value is None:
+            return self._page(410, "This sign-in has ended", consent.gone(), nav=read.nav)
+        back = consent.origin(str(read.value["redirect_uri"]))
+        if request.method == "GET":
+            body = consent.page(request_id, read.value, self._csrf(read.nonce))
+            return self._page(200, "Allow this MCP client?", body, nav=read.nav, form_target=back)
+        if not self._form_ok(request, read.nonce, form):
+            return self._expired(read.nav, "/web")
+        allow = _one(form, "answer") == "allow"
+        location = provider.decide(request_id, read.user.id, allow=allow)
+        if location is None:
+            return self._page(410, "This sign-in has ended", consent.gone(), nav=read.nav)
+        return self._redirect(location)
+
     # -- signing in and out -------------------------------------------------------------------
 
     def sign_in(self, request: WebRequest) -> WebResponse:
@@ -941,6 +985,10 @@ class WebView:
         if self.local or self.api_host is None or parts.netloc.lower() != self.web_host:
             return base_url.rstrip("/")
         return f"{parts.scheme}://{self.api_host}{parts.path}"
+
+    def pages_base(self, base_url: str) -> str:
+        """Where the pages answer for a caller who reached the server at ``base_url``."""
+        return self._web_base(base_url)
 
     def _web_base(self, base_url: str) -> str:
         """Where the pages answer for a caller who reached the server at ``base_url``."""

@@ -22,6 +22,7 @@ app = typer.Typer(
 class Client(StrEnum):
     claude_code = "claude-code"
     cursor = "cursor"
+    vscode = "vscode"
     zed = "zed"
     claude_desktop = "claude-desktop"
 
@@ -51,8 +52,18 @@ def install(
             "--file", metavar="FILE", help="Use this config file instead of the client's usual one."
         ),
     ] = None,
+    remote: Annotated[
+        str | None,
+        typer.Option(
+            "--remote",
+            metavar="URL",
+            help="Connect the client to this server's /mcp over HTTP instead (it signs in with"
+            " OAuth by itself; nothing of ltm needs to be installed where it runs).",
+        ),
+    ] = None,
 ) -> None:
-    """Print the config snippet that runs `ltm mcp` in CLIENT, or write it with --write."""
+    """Print the config snippet that runs `ltm mcp` in CLIENT (or, with --remote, connects it
+    to a server's /mcp), or write it with --write."""
     from ltm.cli.agents.mcp.install import run
 
-    run(client.value, write=write, file=file)
+    run(client.value, write=write, file=file, remote=remote)

@@ -93,14 +93,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.close()
         sys.exit(0)
     except Exception as exc:
-        from ltm.cli.errors import CliError
+        from ltm.errors import Failure
 
         if os.environ.get("LTM_DEBUG"):
             raise
         from ltm.cli.terminal.output import safe
 
         # Error lines quote packet text and server replies: no terminal control gets through.
-        if isinstance(exc, CliError):
+        if isinstance(exc, Failure):  # CliError, and the shared rules' failures
             print(f"ltm: {safe(exc.message, multiline=True)}", file=sys.stderr)
             sys.exit(exc.exit_code)
         if isinstance(exc, ModuleNotFoundError):

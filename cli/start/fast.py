@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ltm.cli.errors import CliError
 from ltm.cli.terminal.output import info, safe, terminal_bytes
+from ltm.present import decode_packet, earlier_count, marked, summary, where_label
 
 if TYPE_CHECKING:
     from ltm.cli.client.backend import Backend, Filters
@@ -70,12 +71,6 @@ def project_filter(project: str | None, here: bool) -> str | None:
     return found[0]
 
 
-def where_label(backend: Backend, team: str | None, project: str | None) -> str:
-    """Where a listing looked, for messages: the store or server, the team, the project."""
-    where = f"team {team} on {backend.label}" if team else backend.label
-    return f"project {project} in {where}" if project else where
-
-
 def shown_ids(backend: Backend, ids: list[str]) -> list[str]:
     """Each id as short as it can be shown and still name one packet (``ltm.ids.short_ids``):
     unique among the rows shown and, on the local store, among all the packets of its scope
@@ -85,7 +80,7 @@ def shown_ids(backend: Backend, ids: list[str]) -> list[str]:
 
     if not isinstance(backend, LocalBackend):
         return short_ids(ids)
-    store, owner = backend.store, backend.user.id
+    store, owner = backend.store, backend.user().id
 
     def taken(prefix: str) -> bool:
         return len(store.packet_ids_with_prefix(prefix, owner_id=owner, limit=2)) > 1
@@ -194,26 +189,6 @@ def search_packets(
         print(f"    {field}: {marked(hit, color=color)}")
 
 
-def marked(hit: dict[str, Any], *, color: bool) -> str:
-    """The snippet with its matches bold (a terminal) or in **stars** (a pipe), made safe."""
-    from ltm.cli.terminal.output import safe
-
-    text = str(hit.get("snippet", ""))
-    start, end = ("\x1b[1m", "\x1b[0m") if color else ("**", "**")
-    out, pos = [], 0
-    for span in hit.get("highlights") or []:
-        try:
-            a, b = int(span[0]), int(span[1])
-        except (TypeError, ValueError, IndexError):
-            continue
-        if not pos <= a < b <= len(text):
-            continue  # out of order or out of range: show the text unmarked there
-        out += [safe(text[pos:a]), start, safe(text[a:b]), end]
-        pos = b
-    out.append(safe(text[pos:]))
-    return "".join(out)
-
-
 def log_thread(ref: str, *, team: str | None, as_json: bool, local: bool) -> None:
     """``ltm log``: the work thread from its root to ``ref``, one line per packet."""
     from ltm.cli.client.backend import open_backend
@@ -294,29 +269,6 @@ def _write(raw: bytes) -> None:
     sys.stdout.flush()
 
 
-def earlier_count(backend: Backend, packet: dict[str, Any], team: str | None) -> int | None:
-    """How many packets come before this one in its thread; None when it has no parent
-    or the server cannot say (a reference server has no thread route)."""
-    if not packet.get("parent_id") or not isinstance(packet.get("id"), str):
-        return None
-    try:
-        rows, _ = backend.thread(packet["id"], team=team)
-    except CliError:
-        return None
-    return len(rows) - 1
-
-
-def decode_packet(body: bytes, ref: str) -> dict[str, Any]:
-    """A stored packet as a dict; a clear error when it is not a JSON object."""
-    try:
-        packet = json.loads(body)
-    except ValueError:
-        raise CliError(f"packet {ref} is not readable JSON") from None
-    if not isinstance(packet, dict):
-        raise CliError(f"packet {ref} is not a JSON object")
-    return packet
-
-
 def show_packet(ref: str, *, team: str | None, as_json: bool, local: bool) -> None:
     """A packet as a readable summary (naming its children), or its stored JSON."""
     from ltm.cli.client.backend import open_backend
@@ -343,52 +295,6 @@ def show_packet(ref: str, *, team: str | None, as_json: bool, local: bool) -> No
         return
     shown = summary(packet, children=[str(c["id"]) for c in children], published=published)
     print(safe(shown, multiline=True), end="")
-
-
-def summary(
-    p: dict[str, Any],
-    *,
-    children: list[str] | None = None,
-    published: tuple[str, str] | None = None,
-) -> str:
-    lines = [f"ID       {p.get('id', '')}", f"Created  {p.get('created_at', '')}"]
-    lines.append(f"Version  {p.get('ltm_version', '')}")
-    if published is not None:  # (when, public URL): the same fact the reference's show prints
-        lines.append(f"Published {published[0]}  {published[1]}")
-    if p.get("parent_id"):
-        lines.append(f"Parent   {p['parent_id']}  (the thread: ltm log {p.get('id', '')})")
-    if children:
-        lines.append(f"Children {', '.join(children)}")
-    project = p.get("project") or {}
-    if project:
-        lines.append(f"Project  {project.get('name', '')} {project.get('ref', '')}".rstrip())
-    if p.get("tags"):
-        lines.append(f"Tags     {', '.join(p['tags'])}")
-    lines += ["", "Goal", f"  {p.get('goal', '')}"]
-    for title, key in (("Done when", "success_criteria"), ("Constraints", "constraints")):
-        if p.get(key):
-            lines += ["", title, *(f"  - {item}" for item in p[key])]
-    if p.get("decisions"):
-        lines += ["", "Decisions"]
-        for d in p["decisions"]:
-            lock = " [locked]" if d.get("locked") else ""
-            lines += [f"  - {d.get('what', '')}{lock}", f"    why: {d.get('why', '')}"]
-    if p.get("attempts"):
-        lines += ["", "Attempts"]
-        for a in p["attempts"]:
-            lines.append(f"  - [{a.get('outcome', '')}] {a.get('tried', '')}")
-            if a.get("learned"):
-                lines.append(f"    learned: {a['learned']}")
-    if p.get("methods"):
-        lines += [
-            "",
-            "Methods",
-            *(f"  - {m.get('name', '')}: {m.get('how', '')}" for m in p["methods"]),
-        ]
-    if p.get("open_questions"):
-        lines += ["", "Open questions", *(f"  - {q}" for q in p["open_questions"])]
-    lines += ["", "Next step", f"  {p.get('next_step', '')}"]
-    return "\n".join(lines) + "\n"
 
 
 def _choose(

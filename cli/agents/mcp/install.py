@@ -108,6 +108,20 @@ def _plain_entry(command: list[str], env: dict[str, str]) -> dict[str, Any]:
     return entry
 
 
+def _vscode_path() -> Path:
+    return Path.cwd() / ".vscode" / "mcp.json"
+
+
+# The remote entry (``--remote URL``): the server's /mcp as each client documents a
+# Streamable HTTP server, with no header, so the client signs in with OAuth itself.
+# Claude Code: https://code.claude.com/docs/en/mcp ("type": "http");
+# Cursor: https://cursor.com/docs/mcp ("url");
+# VS Code: https://code.visualstudio.com/docs/copilot/customization/mcp-servers ("servers",
+# "type": "http"); Zed: https://zed.dev/docs/ai/mcp ("context_servers", "url").
+# Claude Desktop takes remote servers only as custom connectors added in its settings
+# (https://support.claude.com/en/articles/11175166), reached from Anthropic's cloud.
+
+
 @dataclass(frozen=True)
 class Client:
     name: str
@@ -116,6 +130,7 @@ class Client:
     path: Callable[[], Path]
     entry: Callable[[list[str], dict[str, str]], dict[str, Any]]
     notes: tuple[str, ...] = field(default=())
+    remote: Callable[[str], dict[str, Any]] | None = None
 
 
 CLIENTS: dict[str, Client] = {
@@ -129,6 +144,7 @@ CLIENTS: dict[str, Client] = {
             "This is the project scope (.mcp.json in the project root, shared with the "
             "repository; Claude Code asks before using it).",
         ),
+        lambda url: {"type": "http", "url": url},
     ),
     "cursor": Client(
         "cursor",
@@ -137,6 +153,19 @@ CLIENTS: dict[str, Client] = {
         _cursor_path,
         _plain_entry,
         ("A project's .cursor/mcp.json takes the same entry (use --file).",),
+        lambda url: {"url": url},
+    ),
+    "vscode": Client(
+        "vscode",
+        "VS Code",
+        "servers",
+        _vscode_path,
+        lambda command, env: {"type": "stdio", **_plain_entry(command, env)},
+        (
+            "This is the workspace's .vscode/mcp.json; for every workspace, run "
+            "'MCP: Open User Configuration' and add the entry there (or use --file).",
+        ),
+        lambda url: {"type": "http", "url": url},
     ),
     "zed": Client(
         "zed",
@@ -144,6 +173,7 @@ CLIENTS: dict[str, Client] = {
         "context_servers",
         _zed_path,
         lambda command, env: {"source": "custom", **_plain_entry(command, env), "env": env},
+        remote=lambda url: {"url": url},
     ),
     "claude-desktop": Client(
         "claude-desktop",
@@ -155,8 +185,41 @@ CLIENTS: dict[str, Client] = {
 }
 
 
-def entry_for(client: Client) -> dict[str, Any]:
+def entry_for(client: Client, remote: str | None = None) -> dict[str, Any]:
+    if remote is not None:
+        assert client.remote is not None  # run() refused the client otherwise
+        return client.remote(mcp_url(remote))
     return client.entry(ltm_command(), passed_env())
+
+
+def mcp_url(server: str) -> str:
+    """The server's MCP endpoint: ``URL`` as given when it ends in ``/mcp``, else ``URL/mcp``.
+
+    Remote MCP signs in with OAuth, which needs HTTPS (loopback aside: a server on
+    this machine, for trying it out).
+    """
+    from urllib.parse import urlsplit
+
+    url = server.strip().rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CliError(
+            f"--remote takes the server's URL, such as https://ltm.example.org; got {server!r}",
+            exit_code=2,
+        )
+    if parts.scheme == "http" and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+        raise CliError(
+            f"{url}: remote MCP needs https:// (the client signs in with OAuth, which runs only"
+            " over HTTPS, or http:// on this machine)",
+            exit_code=2,
+        )
+    return url if url.endswith("/mcp") else url + "/mcp"
+
+
+def claude_add_remote(url: str) -> str:
+    return _shell_join(
+        ["claude", "mcp", "add", "--transport", "http", "--scope", "user", SERVER_NAME, url]
+    )
 
 
 def snippet(client: Client, entry: dict[str, Any]) -> str:
@@ -588,18 +651,38 @@ def write_entry(path: Path, client: Client, entry: dict[str, Any]) -> str:
     return what
 
 
-def run(name: str, *, write: bool, file: Path | None) -> None:
+def run(name: str, *, write: bool, file: Path | None, remote: str | None = None) -> None:
     client = CLIENTS[name]
-    entry = entry_for(client)
+    info = _stderr
+    if remote is not None and client.remote is None:
+        url = mcp_url(remote)
+        if write:
+            raise CliError(
+                f"{client.display} takes a remote server as a custom connector in its settings,"
+                f" not in a file; add it there: Settings > Connectors > Add custom connector,"
+                f" URL {url}",
+                exit_code=2,
+            )
+        sys.stdout.write(url + "\n")
+        info(
+            f"In {client.display}: Settings > Connectors > Add custom connector, and paste this"
+            " URL; it signs you in with the server's own sign-in page. Claude connects from"
+            " Anthropic's cloud, so the server must be reachable from the internet over HTTPS."
+        )
+        return
+    entry = entry_for(client, remote)
     path = file if file is not None else client.path()
     text = snippet(client, entry)
-    info = _stderr
+    again = f" --remote {remote}" if remote is not None else ""
     if not write:
         sys.stdout.write(text)
         info(f"Add this to {path} (inside its {client.key!r} object, next to other servers),")
-        info(f"or let ltm merge it for you: ltm mcp install {client.name} --write")
+        info(f"or let ltm merge it for you: ltm mcp install {client.name}{again} --write")
         if client.name == "claude-code":
-            info(f"For every project instead: {claude_add_command(entry)}")
+            every = claude_add_remote(entry["url"]) if remote else claude_add_command(entry)
+            info(f"For every project instead: {every}")
+        if remote is not None:
+            info("The client signs you in with the server's own page the first time it connects.")
         for note in client.notes:
             info(note)
         return
@@ -609,7 +692,7 @@ def run(name: str, *, write: bool, file: Path | None) -> None:
         sys.stdout.write(text)
         raise
     if what == "unchanged":
-        info(f"{path} already runs ltm mcp this way; nothing changed")
+        info(f"{path} already has this ltm entry; nothing changed")
     else:
         info(f"{what} the {SERVER_NAME!r} server in {path}")
         info(f"Restart {client.display} (or reload its MCP servers) to use it.")

@@ -88,121 +88,15 @@ def _import_sdk() -> None:
 
 
 def build_server() -> Any:
-    """The SDK server with ltm's tools; the SDK is imported here (see ``load_sdk``)."""
+    """The SDK server with ltm's tools over the CLI's client; the SDK is imported here
+    (see ``load_sdk``)."""
     load_sdk()
-    import mcp_types as types
-    from mcp.server.lowlevel.server import Server
-    from mcp.shared.exceptions import MCPError
+    from ltm.cli.agents.mcp.place import install
+    from ltm.mcp import memory, tools
+    from ltm.mcp.server import build_server as build
 
-    from ltm import __version__
-    from ltm.cli.agents.mcp import tools
-
-    catalogue = tools.catalogue()
-    listed = [
-        types.Tool(
-            name=tool.name,
-            title=tool.title,
-            description=tool.description,
-            input_schema=tool.input_schema,
-            annotations=types.ToolAnnotations(
-                title=tool.title,
-                read_only_hint=tool.read_only,
-                destructive_hint=tool.destructive,
-                idempotent_hint=tool.idempotent,
-            ),
-        )
-        for tool in catalogue.values()
-    ]
-
-    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=listed)
-
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        import anyio
-
-        if params.name not in catalogue:
-            raise MCPError(
-                types.INVALID_PARAMS,
-                f"unknown tool {params.name!r}; ltm's tools are: {', '.join(catalogue)}",
-            )
-        log.debug("call %s", params.name)
-        reply = await anyio.to_thread.run_sync(tools.call, params.name, params.arguments)
-        if reply.is_error:
-            log.info("%s failed: %s", params.name, reply.text.splitlines()[0])
-        return types.CallToolResult(
-            content=[types.TextContent(text=reply.text)],
-            structured_content=reply.data,
-            is_error=reply.is_error,
-        )
-
-    from ltm.cli.agents.mcp import memory
-
-    async def _off_loop(function: Any, *args: Any) -> Any:
-        """Run a blocking memory call in a worker thread; its failure is the client's error."""
-        import anyio
-
-        try:
-            return await anyio.to_thread.run_sync(function, *args)
-        except tools.ToolError as exc:
-            raise MCPError(types.INVALID_PARAMS, exc.message) from None
-
-    prompt = types.Prompt(
-        name=memory.PROMPT_NAME,
-        title="Resume prior work",
-        description=memory.PROMPT_DESCRIPTION,
-        arguments=[
-            types.PromptArgument(name=name, description=doc, required=False)
-            for name, doc in memory.PROMPT_ARGUMENTS
-        ],
-    )
-
-    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=[prompt])
-
-    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        if params.name != memory.PROMPT_NAME:
-            raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}; ltm has resume")
-        description, text = await _off_loop(memory.resume_prompt, params.arguments)
-        message = types.PromptMessage(role="user", content=types.TextContent(text=text))
-        return types.GetPromptResult(description=description, messages=[message])
-
-    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-        found = await _off_loop(memory.list_resources)
-        return types.ListResourcesResult(
-            resources=[types.Resource(mime_type="text/markdown", **r) for r in found]
-        )
-
-    async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
-        template = types.ResourceTemplate(
-            name="packet",
-            title="An ltm memory packet",
-            uri_template=memory.URI_TEMPLATE,
-            description="A packet's resume block, by id or unique prefix.",
-            mime_type="text/markdown",
-        )
-        return types.ListResourceTemplatesResult(resource_templates=[template])
-
-    async def read_resource(
-        ctx: Any, params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
-        uri = str(params.uri)
-        text = await _off_loop(memory.read_resource, uri)
-        contents = types.TextResourceContents(uri=uri, mime_type="text/markdown", text=text)
-        return types.ReadResourceResult(contents=[contents])
-
-    return Server(
-        "ltm",
-        version=__version__,
-        title="ltm: long-term memory for coding agents",
-        instructions=tools.INSTRUCTIONS,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_prompts=list_prompts,
-        on_get_prompt=get_prompt,
-        on_list_resources=list_resources,
-        on_list_resource_templates=list_templates,
-        on_read_resource=read_resource,
-    )
+    install()
+    return build(tools, memory)
 
 
 def rehearse() -> None:

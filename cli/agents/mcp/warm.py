@@ -218,7 +218,8 @@ def run(path: Path) -> None:
     os.write(lock, f"{os.getpid()}\n".encode())
     os.chdir("/")  # hold no project folder open; each session gets its client's cwd
 
-    from ltm.cli.agents.mcp import server, tools
+    from ltm.cli.agents.mcp import server
+    from ltm.mcp import tools
 
     server.load_sdk()  # paid once, here, for every session
     server.rehearse()

@@ -2,8 +2,8 @@
 
 Plain Python, no MCP SDK: ``call(name, arguments)`` returns a :class:`Reply`
 and never raises, so one bad call can never take the shim down. Packets go
-through the very same code as the CLI verbs: ``ltm.cli.client.preflight`` (parse,
-fill, validate, redaction scan) and ``ltm.cli.client.backend`` (the one client, local
+through the very same code as the CLI verbs: ``ltm.preflight`` (parse,
+fill, validate, redaction scan) and ``ltm.backend`` (the one client, local
 store or server, with whatever ``ltm auth`` stored). A packet that fails the
 schema or the redaction pre-flight is never handed to the backend.
 
@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from ltm.cli.errors import CliError
+from ..errors import Failure
+from .place import current
 
 log = logging.getLogger("ltm.mcp")
 
@@ -142,7 +143,7 @@ def packet_schema(*, complete: bool) -> dict[str, Any]:
             "properties": {k: full[k] for k in ("ltm_version", "id", "created_at")},
             "required": ["ltm_version", "id", "created_at", "goal", "next_step"],
         }
-    from ltm.packet import SUPPORTED_VERSIONS, PacketV02
+    from ..packet import SUPPORTED_VERSIONS, PacketV02
 
     raw = PacketV02.model_json_schema()
     schema = _inline(raw, raw.get("$defs", {}))
@@ -284,15 +285,12 @@ def _packet_input(value: Any) -> bytes | dict[str, Any]:
 
 
 def _backend() -> Any:
-    from ltm.cli.client.backend import open_backend
-
-    # The session serves many calls: the local store stays open between them.
-    return open_backend(keep=True)
+    return current().backend()
 
 
 def _refused_message(refused: Any, verb: str) -> str:
     """Every problem of a refused packet in one reply: schema errors and redaction hits."""
-    from ltm.cli.client.preflight import hit_lines, plural
+    from ..preflight import hit_lines, plural
 
     lines = []
     if refused.errors:
@@ -315,7 +313,7 @@ def _refused_message(refused: Any, verb: str) -> str:
 
 
 def _size_note(data: Mapping[str, Any]) -> str:
-    from ltm.packet import canonical_bytes
+    from ..packet import canonical_bytes
 
     size = len(canonical_bytes(data))
     if size > GOOD_SIZE[1]:
@@ -328,11 +326,14 @@ def _size_note(data: Mapping[str, Any]) -> str:
 
 def _store(args: dict[str, Any], *, fill: bool, verb: str) -> Reply:
     """save and push: check, scan, then (and only then) hand the packet to the backend."""
-    from ltm.cli.client import preflight
+    from .. import preflight
 
+    place = current()
     raw = _packet_input(args["packet"])
     try:
-        checked = preflight.accept(raw, fill=fill, label="the packet")
+        checked = preflight.accept(
+            raw, fill=fill, label="the packet", rules=place.rules(), fill_project=place.fill_project
+        )
     except preflight.Refused as exc:
         raise ToolError(_refused_message(exc, verb)) from None
     team = args.get("team")
@@ -353,15 +354,13 @@ def _store(args: dict[str, Any], *, fill: bool, verb: str) -> Reply:
 
 
 def _project(args: dict[str, Any]) -> str | None:
-    from ltm.cli.start.fast import project_filter
-
-    return project_filter(args.get("project"), bool(args.get("here")))
+    return current().project_filter(args.get("project"), bool(args.get("here")))
 
 
 def _newest(backend: Any, team: str | None, project: str | None = None) -> str:
     rows = backend.list(team=team, limit=1, project=project)
     if not rows:
-        from ltm.cli.start.fast import where_label
+        from ..present import where_label
 
         where = where_label(backend, team, project)
         raise ToolError(f"no packets yet in {where}; save one at the end of a session with save")
@@ -369,11 +368,11 @@ def _newest(backend: Any, team: str | None, project: str | None = None) -> str:
 
 
 def _decode(body: bytes, ref: str) -> dict[str, Any]:
-    from ltm.cli.start.fast import decode_packet
+    from ..present import decode_packet
 
     try:
         return decode_packet(body, ref)
-    except CliError as exc:
+    except Failure as exc:
         raise ToolError(exc.message) from None
 
 
@@ -390,8 +389,8 @@ def _push(args: dict[str, Any]) -> Reply:
 
 
 def _resume(args: dict[str, Any]) -> Reply:
-    from ltm.cli.start.fast import earlier_count
-    from ltm.resume import frame, render
+    from ..present import earlier_count
+    from ..resume import frame, render
 
     team = args.get("team")
     project = _project(args)
@@ -415,8 +414,8 @@ def _resume(args: dict[str, Any]) -> Reply:
 
 
 def _show(args: dict[str, Any]) -> Reply:
-    from ltm.cli.start.fast import summary
-    from ltm.resume import frame
+    from ..present import summary
+    from ..resume import frame
 
     team = args.get("team")
     backend = _backend()
@@ -430,7 +429,7 @@ def _show(args: dict[str, Any]) -> Reply:
 
 
 def _pull(args: dict[str, Any]) -> Reply:
-    from ltm.resume import frame
+    from ..resume import frame
 
     team = args.get("team")
     backend = _backend()
@@ -447,7 +446,7 @@ def _pull(args: dict[str, Any]) -> Reply:
 
 def _packet_id(packet: dict[str, Any], ref: str) -> str:
     """The packet's id for our own lines (outside the frame): only one the id rule passes."""
-    from ltm.ids import id_problem
+    from ..ids import id_problem
 
     packet_id = packet.get("id")
     return packet_id if id_problem(packet_id) is None else ref  # type: ignore[return-value]
@@ -463,7 +462,7 @@ def _origin(
     only their own packets on any server. Nothing in the packet itself counts: its
     ``provenance`` is whatever its writer put there.
     """
-    from ltm.resume import Origin
+    from ..resume import Origin
 
     packet_id = str(packet.get("id") or ref)
     author = backend.stored_by(packet_id) or ""
@@ -471,7 +470,7 @@ def _origin(
     if author:
         try:
             mine = backend.is_me(author)
-        except CliError:
+        except Failure:
             mine = None
     if mine is None and personal:
         mine = True
@@ -493,7 +492,7 @@ def _display_name(backend: Any, team: str, user_id: str) -> str:
         return ""
     try:
         rows = members(team)
-    except CliError:
+    except Failure:
         return ""
     for row in rows:
         if row.get("user_id") == user_id and isinstance(row.get("display"), str):
@@ -512,8 +511,8 @@ def _author_data(origin: Any) -> dict[str, Any]:
 
 
 def _ls(args: dict[str, Any]) -> Reply:
-    from ltm.cli.client.backend import Filters
-    from ltm.cli.terminal.output import one_line
+    from ..backend import Filters
+    from ..present import one_line
 
     team = args.get("team")
     filters = Filters(
@@ -531,8 +530,8 @@ def _ls(args: dict[str, Any]) -> Reply:
         )
     finally:
         backend.close()
-    from ltm.cli.start.fast import where_label
-    from ltm.resume import Origin, frame
+    from ..present import where_label
+    from ..resume import Origin, frame
 
     rows, more = listing.rows, listing.next_page_token
     where = where_label(backend, team, filters.project)
@@ -563,9 +562,8 @@ def _ls(args: dict[str, Any]) -> Reply:
 
 
 def _search(args: dict[str, Any]) -> Reply:
-    from ltm.cli.client.backend import check_query
-    from ltm.cli.start.fast import marked
-    from ltm.cli.terminal.output import one_line
+    from ..backend import check_query
+    from ..present import marked, one_line
 
     team, every = args.get("team"), bool(args.get("all_scopes"))
     if team and every:
@@ -581,7 +579,7 @@ def _search(args: dict[str, Any]) -> Reply:
     where = f"team {team} on {backend.label}" if team else backend.label
     if not hits:
         return Reply(f"no packet matches {args['query']!r} in {where}", {"results": []})
-    from ltm.resume import Origin, frame
+    from ..resume import Origin, frame
 
     lines = []
     for hit in hits:
@@ -611,10 +609,10 @@ def _rm(args: dict[str, Any]) -> Reply:
 
 
 def _example(args: dict[str, Any]) -> Reply:
-    from ltm.examples import example_bytes, template_bytes
+    from ..examples import example_bytes, template_bytes
 
     if args.get("resume"):
-        from ltm.resume import render
+        from ..resume import render
 
         return Reply(render(json.loads(example_bytes())))
     # No id, created_at or project: a copied id would replace the packet that has it.
@@ -622,16 +620,15 @@ def _example(args: dict[str, Any]) -> Reply:
 
 
 def _whoami(args: dict[str, Any]) -> Reply:
-    from ltm import __version__
-    from ltm.cli.client.backend import LocalBackend
-    from ltm.cli.config import config_dir
+    from .. import __version__
 
-    backend = _backend()
+    place = current()
+    backend = place.backend()
     try:
         describe = getattr(backend, "whoami", None)
         info = describe() if callable(describe) else {}
         data: dict[str, Any] = {"where": backend.label, **info}
-        local = isinstance(backend, LocalBackend)
+        local = place.is_local(backend)
         data["backend"] = "local" if local else "server"
         if not local:
             # Say whether the server answers and takes the token: that is what an agent
@@ -639,11 +636,11 @@ def _whoami(args: dict[str, Any]) -> Reply:
             try:
                 backend.list(limit=1)
                 data["status"] = "reachable, signed in"
-            except CliError as exc:
+            except Failure as exc:
                 data["status"] = f"not usable: {exc.message}"
     finally:
         backend.close()
-    data["config_dir"] = str(config_dir())
+    data.update(place.about())
     data["ltm_version"] = __version__
     lines = [f"packets go to: {data['where']}"]
     if local:
@@ -667,10 +664,16 @@ def _plain(value: Any) -> str:
 
 
 def _validate(args: dict[str, Any]) -> Reply:
-    from ltm.cli.client import preflight
+    from .. import preflight
 
+    place = current()
     complete = bool(args.get("complete", False))
-    report = preflight.validation_report(_packet_input(args["packet"]), complete=complete)
+    report = preflight.validation_report(
+        _packet_input(args["packet"]),
+        complete=complete,
+        rules=place.rules(),
+        fill_project=place.fill_project,
+    )
     verb = "push" if complete else "save"
     if report["valid"] and not report["redaction"]:
         text = f"valid, and the redaction pre-flight found nothing: {verb} would accept it"
@@ -935,7 +938,7 @@ def call(name: str, arguments: Any) -> Reply:
         return tool.run(check_arguments(tool, arguments))
     except ToolError as exc:
         return Reply(exc.message, is_error=True)
-    except CliError as exc:
+    except Failure as exc:
         return Reply(exc.message, is_error=True)
     except Exception as exc:
         log.exception("tool %s failed", name)

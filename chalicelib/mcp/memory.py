@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ltm.cli.agents.mcp.tools import ToolError, _backend, _decode, _origin, _packet_id
-from ltm.cli.errors import CliError
+from ..errors import Failure
+from .place import current
+from .tools import ToolError, _backend, _decode, _origin, _packet_id
 
 URI_PREFIX = "ltm://packets/"
 URI_TEMPLATE = URI_PREFIX + "{id}"
@@ -32,10 +33,7 @@ PROMPT_ARGUMENTS = (("id", "A packet id or prefix (optional; default: this proje
 
 
 def _here() -> str | None:
-    from ltm.cli.project import current_project
-
-    found = current_project()
-    return found[0] if found else None
+    return current().here()
 
 
 def resume_prompt(arguments: dict[str, Any] | None) -> tuple[str, str]:
@@ -44,7 +42,7 @@ def resume_prompt(arguments: dict[str, Any] | None) -> tuple[str, str]:
     The message goes in as the user's turn, so the frame matters most here: the text
     inside is a saved packet (maybe a teammate's), never the user's own instructions.
     """
-    from ltm.resume import frame, render
+    from ..resume import frame, render
 
     ref = (arguments or {}).get("id") or None
     if ref is not None and not isinstance(ref, str):
@@ -63,7 +61,7 @@ def resume_prompt(arguments: dict[str, Any] | None) -> tuple[str, str]:
             body = backend.get(ref)
             packet = _decode(body, ref)
             origin = _origin(backend, packet, ref, None, personal=listed)
-        except CliError as exc:
+        except Failure as exc:
             raise ToolError(exc.message) from None
     finally:
         backend.close()
@@ -78,34 +76,37 @@ def resume_prompt(arguments: dict[str, Any] | None) -> tuple[str, str]:
 
 def list_resources() -> list[dict[str, str]]:
     """The project's newest packets (all packets when the shim runs in no project)."""
-    from ltm.cli.terminal.output import one_line, short_id
+    from ..present import one_line
 
     project = _here()
     backend = _backend()
     try:
         try:
             rows = backend.list(limit=LISTED, project=project)
-        except CliError as exc:
+        except Failure as exc:
             raise ToolError(exc.message) from None
     finally:
         backend.close()
+    from ..ids import short_ids
+
+    shown = short_ids([row["id"] for row in rows])
     return [
         {
             "uri": URI_PREFIX + row["id"],
             # Named by what it is about (clients list resources by name); the short id
             # keeps two packets with one goal apart. The full id is in the URI.
-            "name": f"{one_line(row['goal'], 60)} ({short_id(row['id'])})",
+            "name": f"{one_line(row['goal'], 60)} ({short})",
             "title": one_line(row["goal"], 80),
             "description": f"ltm packet saved {row['created_at']}"
             + (f" in project {project}" if project else ""),
         }
-        for row in rows
+        for row, short in zip(rows, shown, strict=True)
     ]
 
 
 def read_resource(uri: str) -> str:
     """The resume block of the packet ``ltm://packets/<id>`` names, framed as saved data."""
-    from ltm.resume import frame, render
+    from ..resume import frame, render
 
     if not uri.startswith(URI_PREFIX) or not uri[len(URI_PREFIX) :]:
         raise ToolError(f"unknown resource {uri!r}; ltm's are {URI_TEMPLATE}")
@@ -116,7 +117,7 @@ def read_resource(uri: str) -> str:
             body = backend.get(ref)
             packet = _decode(body, ref)
             origin = _origin(backend, packet, ref, None)
-        except CliError as exc:
+        except Failure as exc:
             raise ToolError(exc.message) from None
     finally:
         backend.close()

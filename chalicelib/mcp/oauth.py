@@ -1,0 +1,323 @@
+"""The OAuth 2.1 authorization server in front of ``/mcp``, over the ltm store.
+
+The MCP specification's authorization
+(https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization)
+makes ``/mcp`` a protected resource whose clients sign people in by
+themselves: discovery from a 401 (RFC 9728 protected resource metadata, RFC
+8414 authorization server metadata), client registration (RFC 7591), the
+authorization code grant with PKCE S256 (RFC 7636), resource indicators (RFC
+8707) and rotating refresh tokens.
+
+What is taken and what is written here: the official MCP SDK
+(``mcp.server.auth``) implements the endpoints themselves: request parsing
+and validation, PKCE verification, redirect-URI checks, client
+authentication, metadata documents and error responses. This module is the
+``OAuthAuthorizationServerProvider`` those endpoints call: where clients,
+pending requests, codes and tokens live (``Store.put_oauth_item`` and the
+token table), who the person is (the web view's sign-in: Cognito on AWS, a
+token or a signed-in CLI when self-hosted, then a consent page, see
+``chalicelib/web/consent.py``), and two rules the SDK leaves to the server:
+loopback redirect URIs match on any port (RFC 8252 §7.3), and every token is
+bound to this server's ``/mcp`` (RFC 8707).
+
+Every access token issued here is an ltm token (``ltm_<user>_<hex>``) in the
+store's token table, labelled ``mcp:<client>:<n>``: ``ltm tokens`` lists it
+and ``ltm tokens revoke`` ends it (its refresh token dies with it). Codes and
+refresh tokens are stored as their sha256 only; the store never holds a
+usable secret.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from mcp.server.auth.provider import (
+    AccessToken,
+    AuthorizationCode,
+    AuthorizationParams,
+    AuthorizeError,
+    RefreshToken,
+    TokenError,
+    construct_redirect_uri,
+)
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+from ..service import tokens
+from ..store import Store, Token
+
+if TYPE_CHECKING:
+    from pydantic import AnyUrl
+
+ACCESS_TTL = timedelta(hours=1)
+REFRESH_TTL = timedelta(days=30)
+CODE_TTL = timedelta(minutes=5)
+REQUEST_TTL = timedelta(minutes=10)  # from /authorize to the person's answer on the consent page
+SCOPES = ["read", "write"]
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Client(OAuthClientInformationFull):
+    """A registered client whose loopback redirect URIs match on any port.
+
+    RFC 8252 §7.3: a native app listens on a port the operating system picks
+    at the moment of sign-in, so the authorization server must accept any
+    port on a loopback redirect URI registered without one or with another.
+    Everything else (scheme, host, path, query) matches exactly.
+    """
+
+    def validate_redirect_uri(self, redirect_uri: AnyUrl | None) -> AnyUrl:
+        if redirect_uri is not None and self.redirect_uris:
+            asked = urlsplit(str(redirect_uri))
+            for registered in self.redirect_uris:
+                known = urlsplit(str(registered))
+                if (
+                    asked.scheme == known.scheme == "http"
+                    and asked.hostname in _LOOPBACK
+                    and asked.hostname == known.hostname
+                    and (asked.path or "/") == (known.path or "/")
+                    and asked.query == known.query
+                ):
+                    return redirect_uri
+        return super().validate_redirect_uri(redirect_uri)
+
+
+def client_label(client: OAuthClientInformationFull) -> str:
+    """``mcp:<client name>:<4 hex>``: a token label people recognise in ``ltm tokens``."""
+    name = re.sub(r"[^A-Za-z0-9._@+-]+", "-", client.client_name or "client").strip("-.")
+    return f"mcp:{(name or 'client')[:40]}:{secrets.token_hex(4)}"
+
+
+class StoreProvider:
+    """The SDK's authorization server provider, over one ltm store.
+
+    ``issuer`` is this server's base URL (the authorization server), and
+    ``resource`` its ``/mcp`` URL, the one audience of every token issued.
+    ``consent_url`` is where ``/authorize`` sends the person's browser.
+    """
+
+    def __init__(self, store: Store, *, issuer: str, resource: str, consent_url: str) -> None:
+        from pydantic import AnyHttpUrl
+
+        self.store = store
+        # As the metadata documents spell it (a path-less issuer ends in "/"): the RFC 9207
+        # ``iss`` of an answer must be that very string, or the client refuses the answer.
+        self.issuer = str(AnyHttpUrl(issuer))
+        self.resource = resource
+        self.consent_url = consent_url
+
+    # -- clients (RFC 7591) -------------------------------------------------------
+
+    async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        doc = self.store.get_oauth_item("client", client_id, _now())
+        return Client.model_validate(doc) if doc is not None else None
+
+    async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        if client_info.client_id is None:
+            raise ValueError("a registered client needs an id")
+        doc = client_info.model_dump(mode="json", exclude_none=True)
+        self.store.put_oauth_item("client", client_info.client_id, doc, None)
+
+    # -- /authorize: hand the person to the consent page ---------------------------
+
+    async def authorize(
+        self, client: OAuthClientInformationFull, params: AuthorizationParams
+    ) -> str:
+        if params.resource is not None and params.resource.rstrip("/") != self.resource:
+            raise AuthorizeError(
+                "invalid_request", f"resource must be this server's MCP endpoint, {self.resource}"
+            )
+        request_id = secrets.token_urlsafe(24)
+        self.store.put_oauth_item(
+            "request",
+            _hash(request_id),
+            {
+                "client_id": client.client_id,
+                "client_name": client.client_name or client.client_id,
+                "redirect_uri": str(params.redirect_uri),
+                "redirect_uri_provided_explicitly": params.redirect_uri_provided_explicitly,
+                "code_challenge": params.code_challenge,
+                "scopes": params.scopes or SCOPES,
+                "state": params.state,
+            },
+            _now() + REQUEST_TTL,
+        )
+        return construct_redirect_uri(self.consent_url, request=request_id)
+
+    # -- what the consent page calls ------------------------------------------------
+
+    def pending(self, request_id: str) -> dict[str, Any] | None:
+        """The authorization request waiting for the person's answer (None: unknown or late)."""
+        return self.store.get_oauth_item("request", _hash(request_id), _now())
+
+    def decide(self, request_id: str, user_id: str, *, allow: bool) -> str | None:
+        """The person's answer: the URL to send their browser back to (with a code, or
+        ``access_denied``), or None when the request is unknown, late or answered."""
+        request = self.store.take_oauth_item("request", _hash(request_id), _now())
+        if request is None:
+            return None
+        back = request["redirect_uri"]
+        if not allow:
+            return construct_redirect_uri(
+                back, error="access_denied", state=request["state"], iss=self.issuer
+            )
+        code = secrets.token_urlsafe(32)  # 256 bits (RFC 6749 §10.10 asks for at least 128)
+        expires = _now() + CODE_TTL
+        self.store.put_oauth_item(
+            "code",
+            _hash(code),
+            {**request, "user_id": user_id, "expires_at": expires.timestamp()},
+            expires,
+        )
+        # RFC 9207: the issuer in the answer, so a client talking to several servers
+        # knows which one answered (mix-up attacks).
+        return construct_redirect_uri(back, code=code, state=request["state"], iss=self.issuer)
+
+    # -- /token: codes -------------------------------------------------------------
+
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: str
+    ) -> AuthorizationCode | None:
+        doc = self.store.get_oauth_item("code", _hash(authorization_code), _now())
+        if doc is None or doc["client_id"] != client.client_id:
+            return None
+        return AuthorizationCode(
+            code=authorization_code,
+            scopes=doc["scopes"],
+            expires_at=doc["expires_at"],
+            client_id=doc["client_id"],
+            code_challenge=doc["code_challenge"],
+            redirect_uri=doc["redirect_uri"],
+            redirect_uri_provided_explicitly=doc["redirect_uri_provided_explicitly"],
+            resource=self.resource,
+            subject=doc["user_id"],
+        )
+
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
+    ) -> OAuthToken:
+        # Taken, not read: of two requests with one code, the second finds nothing.
+        doc = self.store.take_oauth_item("code", _hash(authorization_code.code), _now())
+        if doc is None or doc["client_id"] != client.client_id:
+            raise TokenError("invalid_grant", "authorization code already used or expired")
+        label = client_label(client)
+        return self._issue(client, doc["user_id"], doc["scopes"], label)
+
+    # -- /token: refresh tokens (rotated at every use) -------------------------------
+
+    async def load_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: str
+    ) -> RefreshToken | None:
+        doc = self.store.get_oauth_item("refresh", _hash(refresh_token), _now())
+        if doc is None or doc["client_id"] != client.client_id:
+            return None
+        return RefreshToken(
+            token=refresh_token,
+            client_id=doc["client_id"],
+            scopes=doc["scopes"],
+            expires_at=int(doc["expires_at"]),
+            resource=self.resource,
+            subject=doc["user_id"],
+        )
+
+    async def exchange_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
+    ) -> OAuthToken:
+        doc = self.store.take_oauth_item("refresh", _hash(refresh_token.token), _now())
+        if doc is None or doc["client_id"] != client.client_id:
+            raise TokenError("invalid_grant", "refresh token already used, revoked or expired")
+        # The access token's label is the grant: revoking it (ltm tokens revoke) ends the
+        # refresh token too, because its old access token must still be there to replace.
+        if not self.store.revoke_token(doc["label"], user_id=doc["user_id"]):
+            raise TokenError("invalid_grant", "this sign-in was revoked; sign in again")
+        granted = [s for s in (scopes or doc["scopes"]) if s in doc["scopes"]]
+        return self._issue(client, doc["user_id"], granted, doc["label"])
+
+    def _issue(
+        self, client: OAuthClientInformationFull, user_id: str, scopes: list[str], label: str
+    ) -> OAuthToken:
+        now = _now()
+        secret = tokens.mint(user_id)
+        scope = " ".join(s for s in SCOPES if s in scopes) or "read"
+        self.store.add_token(
+            Token(
+                label=label,
+                user_id=user_id,
+                token_hash=tokens.hash_token(secret),
+                created_at=now,
+                scope=scope,
+                resource=self.resource,
+                expires_at=now + ACCESS_TTL,
+            )
+        )
+        refresh = secrets.token_urlsafe(32)
+        refresh_ends = now + REFRESH_TTL
+        self.store.put_oauth_item(
+            "refresh",
+            _hash(refresh),
+            {
+                "client_id": client.client_id,
+                "user_id": user_id,
+                "scopes": scope.split(),
+                "label": label,
+                "expires_at": refresh_ends.timestamp(),
+            },
+            refresh_ends,
+        )
+        return OAuthToken(
+            access_token=secret,
+            token_type="Bearer",
+            expires_in=int(ACCESS_TTL.total_seconds()),
+            scope=scope,
+            refresh_token=refresh,
+        )
+
+    # -- tokens presented to /mcp, and revocation (RFC 7009) --------------------------
+
+    async def load_access_token(self, token: str) -> AccessToken | None:
+        return verify(self.store, token, self.resource)
+
+    async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
+        if isinstance(token, RefreshToken):
+            self.store.take_oauth_item("refresh", _hash(token.token), _now())
+            return
+        found = self.store.token_owner(tokens.hash_token(token.token))
+        if found is not None:
+            self.store.revoke_token(found[0].label, user_id=found[0].user_id)
+
+
+def verify(store: Store, token: str, resource: str) -> AccessToken | None:
+    """The token as the SDK's bearer check wants it, or None: unknown, revoked, expired,
+    or issued for another resource. Tokens ltm minted itself (no resource) are accepted:
+    clients configured with a header keep working."""
+    from ..service.errors import Unauthorized
+
+    if len(token) > tokens.MAX_TOKEN_CHARS:
+        return None
+    found = store.token_owner(tokens.hash_token(token))
+    try:
+        user = tokens.checked(store, found, _now(), audience=resource)
+    except Unauthorized:
+        return None
+    assert found is not None  # checked refused otherwise
+    record = found[0]
+    return AccessToken(
+        token=token,
+        client_id=record.label,
+        scopes=record.scope.split(),
+        expires_at=int(record.expires_at.timestamp()) if record.expires_at else None,
+        resource=resource,
+        subject=user.id,
+    )

@@ -1,0 +1,133 @@
+"""The MCP server ltm offers, defined once for every transport: tools, prompts, resources.
+
+``build_server`` wraps the SDK's low-level ``Server`` around a tools module
+(names, descriptions, input schemas and behaviour: ``call(name, arguments)``
+never raises) and a memory module (the ``resume`` prompt and the packets as
+resources). The stdio shim (``ltm mcp``) and the remote ``/mcp`` endpoint
+(``chalicelib.mcp.http``) both serve what this builds; only where the packets
+come from differs (the CLI's client, or the service layer as the request's
+signed-in user). Blocking calls run in worker threads, off the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger("ltm.mcp")
+
+
+def build_server(tools: Any, memory: Any) -> Any:
+    """The SDK server over ``tools`` (the catalogue and ``call``) and ``memory`` (the
+    ``resume`` prompt and the packet resources): the same definitions whichever transport
+    serves them."""
+    import mcp_types as types
+    from mcp.server.lowlevel.server import Server
+    from mcp.shared.exceptions import MCPError
+
+    from .. import __version__
+
+    catalogue = tools.catalogue()
+    listed = [
+        types.Tool(
+            name=tool.name,
+            title=tool.title,
+            description=tool.description,
+            input_schema=tool.input_schema,
+            annotations=types.ToolAnnotations(
+                title=tool.title,
+                read_only_hint=tool.read_only,
+                destructive_hint=tool.destructive,
+                idempotent_hint=tool.idempotent,
+            ),
+        )
+        for tool in catalogue.values()
+    ]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        import anyio
+
+        if params.name not in catalogue:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"unknown tool {params.name!r}; ltm's tools are: {', '.join(catalogue)}",
+            )
+        log.debug("call %s", params.name)
+        reply = await anyio.to_thread.run_sync(tools.call, params.name, params.arguments)
+        if reply.is_error:
+            log.info("%s failed: %s", params.name, reply.text.splitlines()[0])
+        return types.CallToolResult(
+            content=[types.TextContent(text=reply.text)],
+            structured_content=reply.data,
+            is_error=reply.is_error,
+        )
+
+    async def _off_loop(function: Any, *args: Any) -> Any:
+        """Run a blocking memory call in a worker thread; its failure is the client's error."""
+        import anyio
+
+        try:
+            return await anyio.to_thread.run_sync(function, *args)
+        except tools.ToolError as exc:
+            raise MCPError(types.INVALID_PARAMS, exc.message) from None
+
+    prompt = types.Prompt(
+        name=memory.PROMPT_NAME,
+        title="Resume prior work",
+        description=memory.PROMPT_DESCRIPTION,
+        arguments=[
+            types.PromptArgument(name=name, description=doc, required=False)
+            for name, doc in memory.PROMPT_ARGUMENTS
+        ],
+    )
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[prompt])
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        if params.name != memory.PROMPT_NAME:
+            raise MCPError(types.INVALID_PARAMS, f"unknown prompt {params.name!r}; ltm has resume")
+        description, text = await _off_loop(memory.resume_prompt, params.arguments)
+        message = types.PromptMessage(role="user", content=types.TextContent(text=text))
+        return types.GetPromptResult(description=description, messages=[message])
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        found = await _off_loop(memory.list_resources)
+        return types.ListResourcesResult(
+            resources=[types.Resource(mime_type="text/markdown", **r) for r in found]
+        )
+
+    async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        template = types.ResourceTemplate(
+            name="packet",
+            title="An ltm memory packet",
+            uri_template=memory.URI_TEMPLATE,
+            description="A packet's resume block, by id or unique prefix.",
+            mime_type="text/markdown",
+        )
+        return types.ListResourceTemplatesResult(resource_templates=[template])
+
+    async def read_resource(
+        ctx: Any, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        text = await _off_loop(memory.read_resource, uri)
+        contents = types.TextResourceContents(uri=uri, mime_type="text/markdown", text=text)
+        return types.ReadResourceResult(contents=[contents])
+
+    return Server(
+        "ltm",
+        version=__version__,
+        title="ltm: long-term memory for coding agents",
+        instructions=tools.INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+    )

@@ -1,0 +1,153 @@
+"""Packets as people and agents read them: one-line rows, summaries, marked snippets.
+
+Pure functions over plain data, shared by the CLI (the terminal), the stdio
+MCP shim and the remote ``/mcp`` (an agent's context), so a packet reads the
+same through every door. Packet text is untrusted: ``safe`` shows control
+and bidi characters escaped wherever it is printed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from .errors import Failure
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class Backend(Protocol):
+        label: str
+
+        def thread(
+            self, ref: str, *, team: str | None = None
+        ) -> tuple[list[dict[str, Any]], bool]: ...
+
+
+# Packet text is untrusted (a team member wrote it): printed raw, ESC ]0; sets the
+# terminal's title, ESC [2J clears it, a C1 CSI (U+009B) does the same on terminals
+# that honour 8-bit controls, and bidi overrides make text read as something it is
+# not. Each such character is shown as its \uXXXX escape: visible, and inside a
+# JSON string the very same character, so JSON output stays equivalent JSON.
+# Escaped: C0 controls (newline and tab kept in multi-line text), DEL, C1, the bidi
+# embeddings/overrides/isolates and marks (U+202A-E, U+2066-9, U+200E/F, U+061C).
+_UNSAFE = [
+    *range(0x00, 0x20),
+    *range(0x7F, 0xA0),
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+    0x200E,
+    0x200F,
+    0x061C,
+]
+
+_ONE_LINE = {code: f"\\u{code:04x}" for code in _UNSAFE}
+
+_MULTI_LINE = {code: escape for code, escape in _ONE_LINE.items() if code not in (0x09, 0x0A)}
+
+
+def safe(text: str, *, multiline: bool = False) -> str:
+    """``text`` fit for a terminal: control and bidi characters shown escaped (see above).
+
+    ``multiline`` keeps newlines and tabs (a summary, an error report); one-line
+    fields (a listing row, a picker label) escape them too.
+    """
+    return text.translate(_MULTI_LINE if multiline else _ONE_LINE)
+
+
+def one_line(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def where_label(backend: Backend, team: str | None, project: str | None) -> str:
+    """Where a listing looked, for messages: the store or server, the team, the project."""
+    where = f"team {team} on {backend.label}" if team else backend.label
+    return f"project {project} in {where}" if project else where
+
+
+def marked(hit: dict[str, Any], *, color: bool) -> str:
+    """The snippet with its matches bold (a terminal) or in **stars** (a pipe), made safe."""
+    text = str(hit.get("snippet", ""))
+    start, end = ("\x1b[1m", "\x1b[0m") if color else ("**", "**")
+    out, pos = [], 0
+    for span in hit.get("highlights") or []:
+        try:
+            a, b = int(span[0]), int(span[1])
+        except (TypeError, ValueError, IndexError):
+            continue
+        if not pos <= a < b <= len(text):
+            continue  # out of order or out of range: show the text unmarked there
+        out += [safe(text[pos:a]), start, safe(text[a:b]), end]
+        pos = b
+    out.append(safe(text[pos:]))
+    return "".join(out)
+
+
+def earlier_count(backend: Backend, packet: dict[str, Any], team: str | None) -> int | None:
+    """How many packets come before this one in its thread; None when it has no parent
+    or the server cannot say (a reference server has no thread route)."""
+    if not packet.get("parent_id") or not isinstance(packet.get("id"), str):
+        return None
+    try:
+        rows, _ = backend.thread(packet["id"], team=team)
+    except Failure:
+        return None
+    return len(rows) - 1
+
+
+def decode_packet(body: bytes, ref: str) -> dict[str, Any]:
+    """A stored packet as a dict; a clear error when it is not a JSON object."""
+    try:
+        packet = json.loads(body)
+    except ValueError:
+        raise Failure(f"packet {ref} is not readable JSON") from None
+    if not isinstance(packet, dict):
+        raise Failure(f"packet {ref} is not a JSON object")
+    return packet
+
+
+def summary(
+    p: dict[str, Any],
+    *,
+    children: list[str] | None = None,
+    published: tuple[str, str] | None = None,
+) -> str:
+    lines = [f"ID       {p.get('id', '')}", f"Created  {p.get('created_at', '')}"]
+    lines.append(f"Version  {p.get('ltm_version', '')}")
+    if published is not None:  # (when, public URL): the same fact the reference's show prints
+        lines.append(f"Published {published[0]}  {published[1]}")
+    if p.get("parent_id"):
+        lines.append(f"Parent   {p['parent_id']}  (the thread: ltm log {p.get('id', '')})")
+    if children:
+        lines.append(f"Children {', '.join(children)}")
+    project = p.get("project") or {}
+    if project:
+        lines.append(f"Project  {project.get('name', '')} {project.get('ref', '')}".rstrip())
+    if p.get("tags"):
+        lines.append(f"Tags     {', '.join(p['tags'])}")
+    lines += ["", "Goal", f"  {p.get('goal', '')}"]
+    for title, key in (("Done when", "success_criteria"), ("Constraints", "constraints")):
+        if p.get(key):
+            lines += ["", title, *(f"  - {item}" for item in p[key])]
+    if p.get("decisions"):
+        lines += ["", "Decisions"]
+        for d in p["decisions"]:
+            lock = " [locked]" if d.get("locked") else ""
+            lines += [f"  - {d.get('what', '')}{lock}", f"    why: {d.get('why', '')}"]
+    if p.get("attempts"):
+        lines += ["", "Attempts"]
+        for a in p["attempts"]:
+            lines.append(f"  - [{a.get('outcome', '')}] {a.get('tried', '')}")
+            if a.get("learned"):
+                lines.append(f"    learned: {a['learned']}")
+    if p.get("methods"):
+        lines += [
+            "",
+            "Methods",
+            *(f"  - {m.get('name', '')}: {m.get('how', '')}" for m in p["methods"]),
+        ]
+    if p.get("open_questions"):
+        lines += ["", "Open questions", *(f"  - {q}" for q in p["open_questions"])]
+    lines += ["", "Next step", f"  {p.get('next_step', '')}"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,63 @@
+"""The consent page of the OAuth sign-in for ``/mcp``: who asks, where you go back, yes or no.
+
+An MCP client's ``/authorize`` (``chalicelib.mcp.oauth``) sends the person's
+browser to ``/web/authorize?request=...``. The person signs in the way the
+web view signs people in (Amazon Cognito's managed login on AWS; a token or an
+approval from a signed-in ``ltm`` when self-hosted), then this page names the
+client as it registered itself, the place it will send them back to (the
+redirect URI's origin, which is what matters: a client's name is its own
+claim, its redirect URI is checked), and what it may do. Allowing mints a
+single-use code and sends the browser back with it; denying sends
+``access_denied``. Both are form POSTs with the web view's CSRF token.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from . import render
+
+WHAT = {"read": "read your packets and your teams' packets", "write": "save and delete packets"}
+
+
+def origin(url: str) -> str:
+    """Where the browser goes back to: ``scheme://host[:port]``; for a private-use scheme
+    (RFC 8252 §7.1, ``cursor://...``) the scheme alone, which is also its CSP source."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return f"{parts.scheme}:"
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def page(request_id: str, pending: dict[str, Any], csrf: str) -> str:
+    """The question, with the request's facts escaped (a client names itself)."""
+    can = [WHAT[s] for s in pending.get("scopes", []) if s in WHAT] or [WHAT["read"]]
+    back = origin(str(pending["redirect_uri"]))
+    name = pending.get("client_name") or "an unnamed client"
+    return (
+        "<h1>Allow this MCP client?</h1>"
+        f'<p class="quote">{render.text(name, 200)}</p>'
+        "<p>wants to use your ltm memory on this server. It will be able to:</p>"
+        + "<ul>"
+        + "".join(f"<li>{render.text(item)}</li>" for item in can)
+        + "</ul>"
+        + f"<p>After you answer, your browser goes back to <code>{render.text(back)}</code>."
+        " Allow only if you started this sign-in from that program just now.</p>"
+        '<form method="post" action="<@>/web/authorize">'
+        f'<input type="hidden" name="request" value="{render.attr(request_id)}">'
+        f'<input type="hidden" name="csrf" value="{render.attr(csrf)}">'
+        '<button type="submit" name="answer" value="allow">Allow</button> '
+        '<button type="submit" name="answer" value="deny" class="danger">Deny</button>'
+        "</form>"
+        "<p>You can end this access at any time: it is listed by <code>ltm tokens</code> "
+        "as <code>mcp:…</code>, and <code>ltm tokens revoke LABEL</code> ends it.</p>"
+    )
+
+
+def gone() -> str:
+    return render.problem(
+        "This sign-in has ended",
+        "The request is unknown, was already answered, or waited more than 10 minutes. "
+        "Start the sign-in again from your MCP client.",
+    )
