@@ -123,7 +123,7 @@ NEAR_MISSES: dict[str, Callable[[int], str]] = {
     "pypi": lambda n: "pypi-Ag" * (n // 7),
     "AIza": lambda n: "AIza" * (n // 4),
     "ipv6": lambda n: "[::1]" * (n // 5),
-    # the rules of the second round (issue 12)
+    # the rules added after an earlier audit
     "password-eq": lambda n: "password=" * (n // 9),
     "secret-colon": lambda n: "secret: x " * (n // 10),
     "api-key-eq": lambda n: "api_key=$K " * (n // 11),

@@ -3,7 +3,7 @@
 Run: .venv/bin/python bench/bench_redact_recall.py [--seeds N] [--markdown]
 
 Recall: the labelled formats of tests/redact_corpus.py (``formats()``: every
-format of issue 22's audit and the others gitleaks and detect-secrets know,
+format a security review found missing, and the others gitleaks and detect-secrets know,
 each in several shapes: .env, JSON, YAML, shell, code, prose, quoted), drawn
 with N seeds (fresh random keys each). A sample counts as caught when the
 client's scan reports its kind; the server's scan (``secrets_only``) is

@@ -896,6 +896,7 @@ def document() -> dict[str, Any]:
                 **share_paths(),
                 **device_paths(),
                 **web_paths(),
+                **mcp_paths(),
             }
         ),
         "components": {
@@ -1480,6 +1481,119 @@ def _array(model: str) -> dict[str, Any]:
     return {"type": "array", "items": _ref(model)}
 
 
+def mcp_paths() -> dict[str, Any]:
+    """Remote MCP (``chalicelib.mcp``): ``/mcp`` and the OAuth 2.1 endpoints in front of it.
+
+    The official MCP SDK answers them (Streamable HTTP, stateless; its OAuth
+    handlers), so their bodies are the MCP specification's and RFCs' (6749,
+    7009, 7591, 8414, 9728), described here by reference rather than re-stated.
+    """
+    anything = {"content": {"application/json": {"schema": {}}}}
+    oauth = _oauth_error("An OAuth error (`invalid_request`, `invalid_grant`, ...).")
+
+    def answers(**statuses: str) -> dict[str, Any]:
+        return {code: {"description": text, **anything} for code, text in statuses.items()}
+
+    def document(operation: str, summary: str) -> dict[str, Any]:
+        read = {
+            "operationId": operation,
+            "summary": summary,
+            "security": [],
+            "responses": answers(**{"200": "The metadata document."}),
+        }
+        return {
+            "get": read,
+            "options": {**read, "operationId": operation + "Preflight", "summary": "CORS."},
+        }
+
+    def endpoint(operation: str, summary: str, method: str, **statuses: str) -> dict[str, Any]:
+        done = {
+            "operationId": operation,
+            "summary": summary,
+            "security": [],
+            "requestBody": {"content": {_FORM: {"schema": {"type": "object"}}}},
+            "responses": {**answers(**statuses), "400": oauth, "401": oauth},
+        }
+        return {
+            method: done,
+            "options": {
+                "operationId": operation + "Preflight",
+                "summary": "CORS.",
+                "security": [],
+                "responses": answers(**{"200": "CORS preflight."}),
+            },
+        }
+
+    refused = {"405": {"description": "Stateless: no event stream and no session to end."}}
+    return {
+        "/mcp": {
+            "post": {
+                "operationId": "mcp",
+                "summary": "MCP over Streamable HTTP, stateless: one JSON-RPC message, one JSON"
+                " answer (the MCP specification's transports page). A bearer token: an ltm"
+                " token, or an OAuth token issued for this `/mcp`.",
+                "requestBody": {"content": {"application/json": {"schema": {}}}},
+                "responses": {
+                    **answers(
+                        **{
+                            "200": "The JSON-RPC answer.",
+                            "202": "A notification, taken.",
+                            "400": "Not a JSON-RPC message.",
+                            "404": "Not found.",
+                            "406": "The Accept header takes no JSON.",
+                            "413": "Too large.",
+                            "415": "Not JSON.",
+                        }
+                    ),
+                    "401": {
+                        **_UNAUTHORIZED,
+                        "description": "No valid token: `WWW-Authenticate` names the protected"
+                        " resource metadata (RFC 9728).",
+                    },
+                    "403": {"description": "The token lacks a scope.", **anything},
+                },
+            },
+            "get": {"operationId": "mcpStream", "summary": "No stream.", "responses": refused},
+            "delete": {"operationId": "mcpEnd", "summary": "No session.", "responses": refused},
+        },
+        "/.well-known/oauth-protected-resource/mcp": document(
+            "protectedResource", "`/mcp`'s protected resource metadata (RFC 9728)."
+        ),
+        "/.well-known/oauth-protected-resource": document(
+            "protectedResourceRoot", "The same document, at the root path (RFC 9728 §3)."
+        ),
+        "/.well-known/oauth-authorization-server": document(
+            "authorizationServer", "The authorization server's metadata (RFC 8414)."
+        ),
+        "/.well-known/openid-configuration": document(
+            "authorizationServerOidc",
+            "The same metadata where clients look for an issuer with a path (a stage).",
+        ),
+        "/authorize": {
+            method: {
+                "operationId": "authorize" + method.title(),
+                "summary": "Start an authorization (code + PKCE S256): on to sign-in and consent.",
+                "security": [],
+                "responses": {
+                    "302": {"description": "To the consent page, or back with an error."},
+                    "400": oauth,
+                },
+            }
+            for method in ("get", "post")
+        },
+        "/token": endpoint(
+            "token",
+            "Exchange a code (with its PKCE verifier) or a refresh token (rotated).",
+            "post",
+            **{"200": "The tokens."},
+        ),
+        "/register": endpoint(
+            "register", "Dynamic client registration (RFC 7591).", "post", **{"201": "Registered."}
+        ),
+        "/revoke": endpoint("revoke", "Revoke a token (RFC 7009).", "post", **{"200": "Revoked."}),
+    }
+
+
 def web_paths() -> dict[str, Any]:
     """The web view's pages (HTML, a browser session, never a bearer) and public pages."""
     to_sign_in = _page("Not signed in: on to `/web/signin?next=...`.")
@@ -1550,6 +1664,41 @@ def web_paths() -> dict[str, Any]:
             "get": page(
                 "webTeam", "A team's members; pending invites for its owner.", **{"404": missing}
             ),
+        },
+        "/web/authorize": {
+            "get": {
+                **page(
+                    "webConsent",
+                    "An MCP client's consent page: who asks, where the answer goes.",
+                    **{"410": _page("The sign-in ended (unknown, answered, or late).")},
+                ),
+                "parameters": [
+                    {"name": "request", "in": "query", "required": False, "schema": _STRING}
+                ],
+            },
+            "post": {
+                "operationId": "webConsentAnswer",
+                "summary": "Allow or deny: back to the client with a code or `access_denied`.",
+                "security": [],
+                # Not required: a signed-out request is sent to sign in (303) before it is read.
+                "requestBody": {
+                    **_form_body(
+                        {
+                            "request": {"description": "The authorization request."},
+                            "csrf": {"description": "The form's CSRF token."},
+                            "answer": {"description": "`allow`, else a denial."},
+                        },
+                        [],  # judged after the session: a signed-out form goes to sign in
+                    ),
+                    "required": False,
+                },
+                "responses": {
+                    "303": _page("Back to the client, or on to sign in."),
+                    "403": _page("A wrong CSRF token or another site's form."),
+                    "410": _page("The sign-in ended."),
+                    "421": _page("Asked at another address than the pages' own."),
+                },
+            },
         },
         "/web/signin": {
             "get": {

@@ -507,7 +507,7 @@ def _drive_path(text: str, m: Match) -> tuple[int, int] | None:
 
 
 # --------------------------------------------------------------------------- #
-# Vendor formats: checks for the rules after issue 22's audit (credentials the
+# Vendor formats: checks for the rules after a security review (credentials the
 # scan missed). Sources of the formats, cited per rule below: gitleaks' default
 # rules (https://github.com/gitleaks/gitleaks/blob/master/config/gitleaks.toml)
 # and detect-secrets' plugins
@@ -1205,7 +1205,7 @@ def _build_rules() -> tuple[Rule, ...]:
         _r("digitalocean-token", r"do[por]_v1_[a-f0-9]{64}"),
         _r("sendgrid-key", r"SG\.(?<![\w]SG\.)[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}"),
         # ------------------------------------------------------------------ #
-        # Formats added after issue 22's audit. Sources: gitleaks' rules
+        # Formats added after a security review. Sources: gitleaks' rules
         # (config/gitleaks.toml, rule ids in _VENDOR_TABLE and below) and
         # detect-secrets' plugins; the rules are this module's own.
         # ------------------------------------------------------------------ #

@@ -2,7 +2,7 @@
 
 ``secrets()`` holds true secrets of every secret kind, written the ways they
 leak into session notes (assignments, headers, connection strings, base64,
-full-width or zero-width-split), the misses of the audit in issue 12 among
+full-width or zero-width-split), the misses of an earlier audit among
 them. ``prose()`` holds ordinary engineering text that must pass: this
 repository's README, BENCHMARKS and docs, its own code, the two published
 example packets, and hand-written near misses for every rule. Both are
@@ -122,7 +122,7 @@ def secrets(seed: int = 12) -> list[tuple[str, str, str]]:
             "url-credentials",
             cat("https://deploy:", password, "@git.example.org"),
         ),
-        # issue 12's misses
+        # an earlier audit's misses
         ("postgres user:pass", "url-credentials", "DATABASE_URL=postgres://user:pass@db:5432/app"),
         (
             "mysql url",
@@ -259,7 +259,7 @@ def prose() -> list[tuple[str, str]]:
 
 
 # --------------------------------------------------------------------------- #
-# Formats of issue 22's audit, and the others gitleaks and detect-secrets know
+# Formats a security review found missing, and the others gitleaks and detect-secrets know
 # that coding agents meet: each in the shapes it leaks in (an .env line, JSON,
 # YAML, a shell export, code, prose, quoted and not). Keys are random, from a
 # seeded generator, with their prefixes glued on at run time.

@@ -957,7 +957,7 @@ ADVERSARIAL: dict[str, str] = {
     "zero-width": "g\u200bh\u00adp_" * (N // 6),
     "full-width": "ｇｈｐ＿ａｂ " * (N // 7),
     "bidi": "\u202e\u2066" * (N // 2),
-    # the vendor formats and command lines (issue 22)
+    # the vendor formats and command lines
     "vendor-prefixes": "shpat_dapiATATT3lin_api_ntn_key-SKACpplx-PMAK-glc_NRAK-" * (N // 54),
     "hex-dashes": ("0123456789abcdef" * 2 + "-") * (N // 33),
     "hex-us": ("0123456789abcdef" * 2 + "-us") * (N // 35),
@@ -1068,7 +1068,7 @@ def test_import_is_light_and_lazy() -> None:
 
 
 # --------------------------------------------------------------------------- #
-# Issue 12, second round: every miss of the audit, placeholders, prose
+# Every miss of an earlier audit, placeholders, prose
 # --------------------------------------------------------------------------- #
 
 GHP = cat("ghp_", rnd(36))
@@ -1243,7 +1243,7 @@ def test_corpus_prose_has_no_secret_hits() -> None:
 
 
 # --------------------------------------------------------------------------- #
-# Issue 22: credentials the pre-flight and the server's scan missed
+# Credentials the pre-flight and the server's scan used to miss
 # --------------------------------------------------------------------------- #
 
 FORMATS: dict[str, list[tuple[str, str]]] = {}

@@ -139,6 +139,25 @@ def test_openapi_document_lists_every_route(server: Server) -> None:
         ("GET", "/web/ui"),
         ("POST", "/web/ui"),
         ("GET", "/web/static/{name}"),
+        # remote MCP and the OAuth 2.1 endpoints in front of it, and the consent page
+        ("POST", "/mcp"),
+        ("GET", "/mcp"),
+        ("DELETE", "/mcp"),
+        *(
+            (method, path)
+            for path in (
+                "/.well-known/oauth-protected-resource/mcp",
+                "/.well-known/oauth-protected-resource",
+                "/.well-known/oauth-authorization-server",
+                "/.well-known/openid-configuration",
+            )
+            for method in ("GET", "OPTIONS")
+        ),
+        ("GET", "/authorize"),
+        ("POST", "/authorize"),
+        *((m, p) for p in ("/token", "/register", "/revoke") for m in ("POST", "OPTIONS")),
+        ("GET", "/web/authorize"),
+        ("POST", "/web/authorize"),
         # sharing one packet with one person (extensions)
         ("POST", "/v1/packets/{id}/shares"),
         ("GET", "/v1/packets/{id}/shares"),

@@ -413,10 +413,8 @@ def _resume(args: dict[str, Any]) -> Reply:
     return Reply(text, {"id": packet_id, **_author_data(origin)})
 
 
-def _show(args: dict[str, Any]) -> Reply:
-    from ..present import summary
-    from ..resume import frame
-
+def _fetched(args: dict[str, Any]) -> tuple[bytes, dict[str, Any], Any]:
+    """The packet ``args`` name: its stored bytes, as a dict, and who saved it."""
     team = args.get("team")
     backend = _backend()
     try:
@@ -425,20 +423,21 @@ def _show(args: dict[str, Any]) -> Reply:
         origin = _origin(backend, packet, args["id"], team)
     finally:
         backend.close()
+    return body, packet, origin
+
+
+def _show(args: dict[str, Any]) -> Reply:
+    from ..present import summary
+    from ..resume import frame
+
+    _, packet, origin = _fetched(args)
     return Reply(frame(summary(packet), origin), _author_data(origin))
 
 
 def _pull(args: dict[str, Any]) -> Reply:
     from ..resume import frame
 
-    team = args.get("team")
-    backend = _backend()
-    try:
-        body = backend.get(args["id"], team=team)
-        packet = _decode(body, args["id"])
-        origin = _origin(backend, packet, args["id"], team)
-    finally:
-        backend.close()
+    body, _, origin = _fetched(args)
     # The bytes as stored, inside the frame: what is pushed back is what was pulled.
     text = frame(body.decode("utf-8", "replace"), origin, kind="json")
     return Reply(text, _author_data(origin))

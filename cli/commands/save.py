@@ -89,8 +89,8 @@ def _with_parent(
     this packet itself when it is saved again.
     """
     from ltm import packet
-    from ltm.cli.client.preflight import _indent
     from ltm.cli.start.fast import decode_packet
+    from ltm.preflight import _indent
 
     try:
         data = packet.parse(raw)
