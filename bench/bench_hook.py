@@ -99,7 +99,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     runs = parser.parse_args().runs
     example = json.loads(subprocess.run([LTM, "example"], capture_output=True, check=True).stdout)
-    example.pop("id")
+    example.pop("id", None)  # the example to copy from carries none
     example["project"] = {"name": "ltm-example"}
     # No LTM_* or XDG_* folders: each case has a HOME of its own, so the hook finds its
     # config, store and state where a user's would be (~/.config, ~/.local/share, ...).

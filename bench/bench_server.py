@@ -77,7 +77,14 @@ def _server_cmd() -> list[str]:
 class Server:
     """``ltm server run`` as a subprocess, with its memory and CPU read from /proc."""
 
-    def __init__(self, workdir: Path, threads: int, workers: int = 0, sync: str = "") -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        threads: int,
+        workers: int = 0,
+        sync: str = "",
+        extra: tuple[str, ...] = (),
+    ) -> None:
         self.db = workdir / "server.db"
         self.log = workdir / "server.log"
         cmd = _server_cmd()
@@ -91,6 +98,7 @@ class Server:
         argv = [*cmd, "run", "--db", str(self.db), "--addr", "127.0.0.1:0"]
         argv += ["--threads", str(threads)] + (["--workers", str(workers)] if workers else [])
         argv += ["--sqlite-sync", sync] if sync else []
+        argv += list(extra)
         with self.log.open("wb") as sink:
             self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=sink, env=env)
         deadline = time.monotonic() + 30

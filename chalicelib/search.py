@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 # Fields in the order a snippet prefers them, with their ranking weight: the goal
 # and tags say what a packet is about; the rest is detail.
@@ -69,8 +69,9 @@ def words(text: str) -> list[str]:
     return _WORD.findall(fold(text))
 
 
-@dataclass(frozen=True, slots=True)
-class Term:
+# NamedTuples, not dataclasses: a hook's recall and the fast ``ltm search`` load this
+# module, and importing dataclasses costs a process 12-15 ms (bench/bench_imports.py).
+class Term(NamedTuple):
     words: tuple[str, ...]  # one word, or the words of a phrase
     prefix: bool = False  # the last word is a prefix
 
@@ -79,12 +80,11 @@ def _same(word: str, token: str, prefix: bool) -> bool:
     return token.startswith(word) if prefix else token == word
 
 
-@dataclass(frozen=True, slots=True)
-class Query:
+class Query(NamedTuple):
     terms: tuple[Term, ...] = ()
     tags: tuple[str, ...] = ()
     projects: tuple[str, ...] = ()
-    text: str = field(default="", compare=False)  # as typed
+    text: str = ""  # as typed
 
     @property
     def words(self) -> tuple[str, ...]:
@@ -282,8 +282,7 @@ def matches(fields: dict[str, str], query: Query) -> bool:
     return all(any(_term_spans(term, tokens) for tokens in tokenized) for term in query.terms)
 
 
-@dataclass(frozen=True, slots=True)
-class Snippet:
+class Snippet(NamedTuple):
     field: str  # where it matched (the goal when only qualifiers were given)
     text: str  # a short excerpt of that field, one line
     highlights: tuple[tuple[int, int], ...]  # [start, end) character ranges of ``text``

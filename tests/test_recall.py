@@ -14,10 +14,9 @@ import pytest
 from clikit import LTM, Cli, silent_server
 from test_hook import NOT_ON_THE_HOOK_PATH
 
-# The search itself (ltm.search, shared with the server) keeps its query records in
-# dataclasses: recall pays that import (12-15 ms, bench/bench_imports.py); the rest of
-# the session-start hook's list holds.
-NOT_ON_THE_RECALL_PATH = NOT_ON_THE_HOOK_PATH - {"dataclasses"}
+# Recall runs on every prompt: the session-start hook's whole list holds for it too
+# (ltm.search keeps its query records in NamedTuples for that: no dataclasses).
+NOT_ON_THE_RECALL_PATH = NOT_ON_THE_HOOK_PATH
 
 
 def prompt_payload(folder: Path, prompt: str, session: str = "r-1") -> dict[str, Any]:
