@@ -9,7 +9,7 @@ the ranking, the snippets or the result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..store import PacketMeta, Scope, Store
 from .access import Caller, access
@@ -19,8 +19,7 @@ DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
 
 
-@dataclass(frozen=True, slots=True)
-class Found:
+class Found(NamedTuple):  # not a dataclass: recall at the prompt imports this module
     meta: PacketMeta
     team: str | None  # the team's name, None for a personal packet
     score: float
