@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 import secrets
 from collections.abc import Iterator
@@ -416,3 +417,138 @@ def test_an_oauth_token_for_another_servers_mcp_is_refused(tmp_path: Path, serve
         store.close()
     with server.client() as http:
         assert mcp_ping(http, secret) == 401
+
+
+# -- Client ID Metadata Documents: a client named by the URL of its metadata ------------
+
+
+@pytest.fixture
+def metadata_site(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """An https site on loopback (a self-signed certificate the test trusts) that serves
+    client metadata documents: ``site["docs"][path] = document``."""
+    import datetime
+    import ipaddress
+    import ssl
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "site.pem", tmp_path / "site.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    site: dict[str, Any] = {"docs": {}, "hits": 0, "cert": str(cert_file)}
+
+    class Docs(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            site["hits"] += 1
+            doc = site["docs"].get(self.path)
+            body = json.dumps(doc).encode() if doc is not None else b"{}"
+            self.send_response(200 if doc is not None else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Docs)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    site["base"] = f"https://127.0.0.1:{server.server_port}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield site
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_client_named_by_its_metadata_document(
+    metadata_site: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ltm.mcp.oauth import StoreProvider
+    from ltm.store.sqlite import SqliteStore
+
+    monkeypatch.setenv("SSL_CERT_FILE", metadata_site["cert"])  # trust the test site only
+    url = metadata_site["base"] + "/oauth/client.json"
+    metadata_site["docs"]["/oauth/client.json"] = {
+        "client_id": url,
+        "client_name": "A client with a URL for an id",
+        "redirect_uris": ["http://127.0.0.1/callback"],
+        "token_endpoint_auth_method": "none",
+    }
+    store = SqliteStore(tmp_path / "s.db")
+    try:
+        here = StoreProvider(
+            store, issuer="http://127.0.0.1:9", resource="http://127.0.0.1:9/mcp", consent_url="x"
+        )
+        client = anyio.run(here.get_client, url)
+        assert client is not None and client.client_name == "A client with a URL for an id"
+        assert client.scope == "read write" and client.token_endpoint_auth_method == "none"
+        # Loopback redirect URIs on any port, as for registered clients.
+        assert client.validate_redirect_uri("http://127.0.0.1:50123/callback")  # type: ignore[arg-type]
+        hits = metadata_site["hits"]
+        assert anyio.run(here.get_client, url) is not None and metadata_site["hits"] == hits
+        # A document that names another id is no client; neither is plain http.
+        other = metadata_site["base"] + "/oauth/other.json"
+        metadata_site["docs"]["/oauth/other.json"] = {
+            "client_id": "https://elsewhere.example/c.json",
+            "redirect_uris": ["http://127.0.0.1/callback"],
+        }
+        assert anyio.run(here.get_client, other) is None
+        assert anyio.run(here.get_client, url.replace("https://", "http://")) is None
+        # A public server never fetches from loopback or a private network: refused
+        # before any connection is made.
+        public = StoreProvider(
+            store,
+            issuer="https://ltm.example.org",
+            resource="https://ltm.example.org/mcp",
+            consent_url="x",
+        )
+        fresh = metadata_site["base"] + "/oauth/fresh.json"
+        metadata_site["docs"]["/oauth/fresh.json"] = {
+            **metadata_site["docs"]["/oauth/client.json"],
+            "client_id": fresh,
+        }
+        hits = metadata_site["hits"]
+        assert anyio.run(public.get_client, fresh) is None and metadata_site["hits"] == hits
+        assert anyio.run(public.get_client, "https://10.1.2.3/client.json") is None
+    finally:
+        store.close()
+
+
+def test_the_metadata_says_clients_may_be_named_by_a_document(server: Server) -> None:
+    found = server.client().get("/.well-known/oauth-authorization-server").json()
+    assert found["client_id_metadata_document_supported"] is True
+    assert found["registration_endpoint"].endswith("/register")  # and registration stays

@@ -145,15 +145,27 @@ def build_app(store: Store, base_url: str, consent_url: str | None = None) -> An
             enabled=True, valid_scopes=oauth.SCOPES, default_scopes=oauth.SCOPES
         )
         revocation = RevocationOptions(enabled=True)
-        routes += create_auth_routes(provider, AnyHttpUrl(issuer), None, registration, revocation)
         metadata = build_metadata(AnyHttpUrl(issuer), None, registration, revocation)
-        routes.append(
-            Route(
-                "/.well-known/openid-configuration",
-                endpoint=cors_middleware(MetadataHandler(metadata).handle, ["GET", "OPTIONS"]),
-                methods=["GET", "OPTIONS"],
+        # Clients whose id is the URL of their metadata document are taken too (the MCP
+        # specification prefers them to registration): the SDK's metadata does not say so,
+        # so these two documents are ours.
+        metadata.client_id_metadata_document_supported = True
+        documents = ("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration")
+        routes += [
+            route
+            for route in create_auth_routes(
+                provider, AnyHttpUrl(issuer), None, registration, revocation
             )
-        )
+            if route.path not in documents
+        ]
+        for path in documents:
+            routes.append(
+                Route(
+                    path,
+                    endpoint=cors_middleware(MetadataHandler(metadata).handle, ["GET", "OPTIONS"]),
+                    methods=["GET", "OPTIONS"],
+                )
+            )
         resource_metadata = ProtectedResourceMetadata(
             resource=AnyHttpUrl(resource),
             authorization_servers=[AnyHttpUrl(issuer)],

@@ -94,6 +94,83 @@ class Client(OAuthClientInformationFull):
         return super().validate_redirect_uri(redirect_uri)
 
 
+CIMD_TTL = timedelta(hours=1)
+CIMD_MAX_BYTES = 16 * 1024
+CIMD_TIMEOUT = 5.0
+
+
+def client_metadata(url: str, *, allow_loopback: bool = False) -> dict[str, Any] | None:
+    """The client metadata document at ``url``, as the client it describes, or None.
+
+    The MCP specification's Client ID Metadata Documents
+    (https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization):
+    the client id is an https URL with a path; the document there is JSON whose
+    ``client_id`` is that very URL, and it names the client's redirect URIs. The
+    server fetches it, so the fetch is held short: https only, no credentials in
+    the URL, no private, loopback or link-local address (loopback only for a
+    server that is itself on loopback, as in development), 5 s, 16 KiB, no
+    redirects. Such a client is public: it authenticates with PKCE alone.
+    """
+    import ipaddress
+    import json
+    import socket
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if (
+        parts.scheme != "https"
+        or not parts.hostname
+        or parts.username
+        or parts.password
+        or parts.fragment
+        or parts.path in ("", "/")
+    ):
+        return None
+    try:
+        found = socket.getaddrinfo(parts.hostname, parts.port or 443, type=socket.SOCK_STREAM)
+    except OSError:
+        return None
+    for *_, address in found:
+        ip = ipaddress.ip_address(address[0])
+        if ip.is_loopback and allow_loopback:
+            continue
+        if not ip.is_global:
+            return None
+
+    class NoRedirects(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    opener = urllib.request.build_opener(NoRedirects())
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    try:
+        with opener.open(request, timeout=CIMD_TIMEOUT) as answer:
+            if answer.status != 200:
+                return None
+            raw = answer.read(CIMD_MAX_BYTES + 1)
+    except (OSError, ValueError):
+        return None
+    if len(raw) > CIMD_MAX_BYTES:
+        return None
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("client_id") != url:
+        return None
+    uris = doc.get("redirect_uris")
+    if not isinstance(uris, list) or not uris or not all(isinstance(u, str) for u in uris):
+        return None
+    if doc.get("token_endpoint_auth_method", "none") != "none":
+        return None  # a secret or a key this server does not hold: not a client here
+    allowed = ("client_name", "client_uri", "logo_uri", "redirect_uris", "grant_types")
+    kept = {k: doc[k] for k in allowed if k in doc}
+    asked = doc.get("scope") if isinstance(doc.get("scope"), str) else "read write"
+    scope = " ".join(s for s in SCOPES if s in asked.split()) or " ".join(SCOPES)
+    return {**kept, "client_id": url, "scope": scope, "token_endpoint_auth_method": "none"}
+
+
 def client_label(client: OAuthClientInformationFull) -> str:
     """``mcp:<client name>:<4 hex>``: a token label people recognise in ``ltm tokens``."""
     name = re.sub(r"[^A-Za-z0-9._@+-]+", "-", client.client_name or "client").strip("-.")
@@ -122,7 +199,32 @@ class StoreProvider:
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         doc = self.store.get_oauth_item("client", client_id, _now())
-        return Client.model_validate(doc) if doc is not None else None
+        if doc is not None:
+            return Client.model_validate(doc)
+        if client_id.startswith("https://"):
+            import anyio
+
+            return await anyio.to_thread.run_sync(self._metadata_client, client_id)
+        return None
+
+    def _metadata_client(self, url: str) -> Client | None:
+        """A client whose id is the URL of its metadata document (the MCP specification's
+        Client ID Metadata Documents): fetched once, kept an hour, never registered."""
+        key = _hash(url)
+        cached = self.store.get_oauth_item("cimd", key, _now())
+        if cached is None:
+            from urllib.parse import urlsplit
+
+            loopback = urlsplit(self.issuer).hostname in _LOOPBACK
+            found = client_metadata(url, allow_loopback=loopback)
+            if found is None:
+                return None
+            cached = found
+            self.store.put_oauth_item("cimd", key, cached, _now() + CIMD_TTL)
+        try:
+            return Client.model_validate(cached)
+        except ValueError:
+            return None
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         if client_info.client_id is None:
