@@ -552,3 +552,59 @@ def test_the_metadata_says_clients_may_be_named_by_a_document(server: Server) ->
     found = server.client().get("/.well-known/oauth-authorization-server").json()
     assert found["client_id_metadata_document_supported"] is True
     assert found["registration_endpoint"].endswith("/register")  # and registration stays
+
+
+def test_a_confidential_clients_secret_is_kept_hashed_and_still_works(server: Server) -> None:
+    """A client registered with a secret gets it once; the store keeps its sha256, and the
+    token endpoint takes the secret, in the form or by HTTP Basic, and nothing else."""
+    import base64 as b64
+
+    with server.client() as http:
+        made = http.post(
+            "/register",
+            json={
+                "client_name": "a confidential client",
+                "redirect_uris": ["https://app.example/cb"],
+                "grant_types": ["authorization_code", "refresh_token"],
+                "token_endpoint_auth_method": "client_secret_post",
+            },
+        )
+        assert made.status_code == 201, made.text
+        client_id, secret = made.json()["client_id"], made.json()["client_secret"]
+        store = server.open_store()  # type: ignore[misc]
+        try:
+            from datetime import UTC, datetime
+
+            kept = store.get_oauth_item("client", client_id, datetime.now(UTC))
+        finally:
+            store.close()
+        assert kept is not None and secret not in json.dumps(kept)
+        assert kept["client_secret"].startswith("sha256:")
+        form = {"grant_type": "refresh_token", "refresh_token": "no-such-token"}
+        right = http.post("/token", data={**form, "client_id": client_id, "client_secret": secret})
+        # Authenticated: only the (made-up) refresh token is refused.
+        assert right.status_code == 400 and right.json()["error"] == "invalid_grant"
+        wrong = http.post(
+            "/token", data={**form, "client_id": client_id, "client_secret": secret + "x"}
+        )
+        assert wrong.status_code == 401 and wrong.json()["error"] == "invalid_client"
+        stored_hash = http.post(
+            "/token", data={**form, "client_id": client_id, "client_secret": kept["client_secret"]}
+        )
+        assert stored_hash.status_code == 401  # the hash itself is no secret
+    with server.client() as http:
+        basic = http.post(
+            "/register",
+            json={
+                "client_name": "a Basic client",
+                "redirect_uris": ["https://app.example/cb"],
+                "token_endpoint_auth_method": "client_secret_basic",
+            },
+        ).json()
+        pair = f"{basic['client_id']}:{basic['client_secret']}".encode()
+        answer = http.post(
+            "/token",
+            data={**form, "client_id": basic["client_id"]},
+            headers={"Authorization": "Basic " + b64.b64encode(pair).decode()},
+        )
+        assert answer.status_code == 400 and answer.json()["error"] == "invalid_grant"

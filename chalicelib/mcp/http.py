@@ -68,6 +68,64 @@ class _Verifier:
         return await anyio.to_thread.run_sync(oauth.verify, self.store, token, self.resource)
 
 
+class _HashedSecrets:
+    """The token and revocation endpoints see a client secret as its stored hash.
+
+    A confidential client's secret is kept hashed (``oauth.secret_hash``), and the
+    SDK's client authentication compares the secret a request carries with the
+    stored one; so the secret in the request (the form's ``client_secret``, or
+    HTTP Basic's password) is replaced by its hash before the SDK reads it.
+    """
+
+    PATHS = ("/token", "/revoke")
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] not in self.PATHS:
+            await self.app(scope, receive, send)
+            return
+        import base64
+        from urllib.parse import parse_qsl, quote, unquote, urlencode
+
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        pairs = parse_qsl(body.decode("latin-1"), keep_blank_values=True)
+        if any(name == "client_secret" for name, _ in pairs):
+            pairs = [
+                (name, oauth.secret_hash(value) if name == "client_secret" else value)
+                for name, value in pairs
+            ]
+            body = urlencode(pairs).encode("latin-1")
+        headers = []
+        for name, value in scope["headers"]:
+            if name == b"authorization" and value[:6].lower() == b"basic ":
+                try:
+                    pair = base64.b64decode(value[6:]).decode("utf-8")
+                    client, _, secret = pair.partition(":")
+                    hashed = oauth.secret_hash(unquote(secret))
+                    value = b"Basic " + base64.b64encode(f"{client}:{quote(hashed)}".encode())
+                except (ValueError, UnicodeDecodeError):
+                    pass  # not Basic credentials: the SDK refuses them as they are
+            if name != b"content-length":
+                headers.append((name, value))
+        headers.append((b"content-length", str(len(body)).encode()))
+        sent = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal sent
+            if sent:
+                return {"type": "http.disconnect"}
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app({**scope, "headers": headers}, replay, send)
+
+
 class _Stateless:
     """The ``/mcp`` endpoint: a fresh stateless session manager for each request, with the
     tools acting as the request's signed-in user (``remote.ServerPlace``)."""
@@ -191,4 +249,4 @@ def build_app(store: Store, base_url: str, consent_url: str | None = None) -> An
         Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(_Verifier(store, resource))),
         Middleware(AuthContextMiddleware),
     ]
-    return Starlette(routes=routes, middleware=middleware)
+    return _HashedSecrets(Starlette(routes=routes, middleware=middleware))

@@ -23,8 +23,8 @@ bound to this server's ``/mcp`` (RFC 8707).
 Every access token issued here is an ltm token (``ltm_<user>_<hex>``) in the
 store's token table, labelled ``mcp:<client>:<n>``: ``ltm tokens`` lists it
 and ``ltm tokens revoke`` ends it (its refresh token dies with it). Codes and
-refresh tokens are stored as their sha256 only; the store never holds a
-usable secret.
+refresh tokens, and the secrets of confidential clients, are stored as their
+sha256 only; the store never holds a usable secret.
 """
 
 from __future__ import annotations
@@ -63,6 +63,11 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def secret_hash(secret: str) -> str:
+    """What a client secret is stored and compared as (the secrets are 256 random bits)."""
+    return "sha256:" + _hash(secret)
 
 
 def _now() -> datetime:
@@ -230,6 +235,10 @@ class StoreProvider:
         if client_info.client_id is None:
             raise ValueError("a registered client needs an id")
         doc = client_info.model_dump(mode="json", exclude_none=True)
+        if doc.get("client_secret"):
+            # Kept as its sha256 only: the client got the secret in the registration's
+            # answer, and the token endpoint compares hashes (``http._HashedSecrets``).
+            doc["client_secret"] = secret_hash(doc["client_secret"])
         self.store.put_oauth_item("client", client_info.client_id, doc, None)
 
     # -- /authorize: hand the person to the consent page ---------------------------
