@@ -60,8 +60,6 @@ from typing import Any, NamedTuple
 from ltm.cli.agents.mcp.install import (
     JsoncError,
     MergeError,
-    _after_value,
-    _checked,
     append_item,
     ltm_command,
     merge,
@@ -310,7 +308,7 @@ def _drop_ours(h: Harness, text: str, event: str) -> str:
     items = _current(path, text).get(event, [])
     for i in reversed(range(len(items))):
         if is_ours(items[i]):  # a group the user shares with an ltm entry
-            text = _edit(path, _remove_at, text, ("hooks", event, i, "hooks"), is_ours_entry)
+            text = _edit(path, remove_items, text, ("hooks", event, i, "hooks"), is_ours_entry)
     return text
 
 
@@ -382,38 +380,6 @@ def _edit(path: Path, how: Callable[..., Any], text: str, *args: Any) -> str:
         return str(done[0] if isinstance(done, tuple) else done)
     except (JsoncError, MergeError) as exc:
         raise CliError(f"{path}: {exc}; nothing was written") from None
-
-
-def _remove_at(text: str, path: tuple[str | int, ...], unwanted: Callable[[Any], bool]) -> str:
-    """``remove_items`` for an array reached through list indices too (``hooks.Event[2]
-    .hooks``): each unwanted item goes with the comma that joined it, nothing else."""
-    expected = parse_jsonc(text).value
-    target = expected
-    for key in path:
-        target = target[key]
-    target[:] = [x for x in target if not unwanted(x)]
-    while True:
-        node: Any = parse_jsonc(text)
-        for key in path:
-            if isinstance(key, int):
-                node = node.elements[key] if node.elements is not None else None
-            else:
-                node = next((c for k, c in reversed(node.members or []) if k == key), None)
-            if node is None:
-                raise MergeError(f'"{".".join(map(str, path))}" is not a list')
-        items = node.elements
-        if items is None:
-            raise MergeError(f'"{".".join(map(str, path))}" is not a list')
-        found = [i for i, n in enumerate(items) if unwanted(n.value)]
-        if not found:
-            return _checked(text, expected, "remove the entry")
-        i = found[-1]
-        if i + 1 < len(items):
-            text = text[: items[i].start] + text[items[i + 1].start :]
-        elif i > 0:
-            text = text[: items[i - 1].end] + _after_value(text[items[i].end :])
-        else:
-            text = text[: node.start + 1] + text[node.end - 1 :]
 
 
 # -- Codex's feature flag ------------------------------------------------------------

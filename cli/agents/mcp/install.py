@@ -499,10 +499,17 @@ def remove(text: str, path: tuple[str, ...], name: str) -> tuple[str, str]:
     return new, "removed"
 
 
-def _node_at(root: Node, path: tuple[str, ...]) -> Node | None:
+def _node_at(root: Node, path: tuple[str | int, ...]) -> Node | None:
+    """The node at ``path``: a key picks an object's member, a number a list's item."""
     node: Node | None = root
     for key in path:
-        node = _member(node, key) if node is not None and node.members is not None else None
+        if node is None:
+            return None
+        if isinstance(key, int):
+            items = node.elements
+            node = items[key] if items is not None and 0 <= key < len(items) else None
+        else:
+            node = _member(node, key) if node.members is not None else None
     return node
 
 
@@ -540,9 +547,10 @@ def append_item(text: str, path: tuple[str, ...], item: Any) -> str:
     return _checked(new, expected, "add the entry")
 
 
-def remove_items(text: str, path: tuple[str, ...], unwanted: Callable[[Any], bool]) -> str:
+def remove_items(text: str, path: tuple[str | int, ...], unwanted: Callable[[Any], bool]) -> str:
     """Delete the items of the array at ``path`` that ``unwanted`` picks, one by one,
-    each with the comma that joined it; the other items' text is kept as it is."""
+    each with the comma that joined it; the other items' text is kept as it is.
+    ``path`` may go through lists too (``("hooks", "Stop", 2, "hooks")``)."""
     root = parse_jsonc(text)
     expected = copy.deepcopy(root.value)
     target = expected
@@ -552,7 +560,7 @@ def remove_items(text: str, path: tuple[str, ...], unwanted: Callable[[Any], boo
     while True:
         array = _node_at(parse_jsonc(text), path)
         if array is None or array.elements is None:
-            raise MergeError(f'"{".".join(path)}" is not a list')
+            raise MergeError(f'"{".".join(map(str, path))}" is not a list')
         items = array.elements
         found = [i for i, node in enumerate(items) if unwanted(node.value)]
         if not found:
