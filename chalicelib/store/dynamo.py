@@ -693,6 +693,23 @@ class _Cancelled(Exception):
         return "TransactionConflict" in self.codes
 
 
+def _unpublish_ops(key: Item, secret_hash: str) -> list[dict[str, Any]]:
+    """The transaction that ends a publication: the packet's ``public_hash`` goes (if
+    it is still this one) with the public link's item."""
+    return [
+        {
+            "Update": {
+                "Key": key,
+                "UpdateExpression": "REMOVE #h",
+                "ConditionExpression": "#h = :h",
+                "ExpressionAttributeNames": {"#h": "public_hash"},
+                "ExpressionAttributeValues": {":h": _s(secret_hash)},
+            }
+        },
+        {"Delete": {"Key": _key(f"PUBLIC#{secret_hash}", "PUBLIC")}},
+    ]
+
+
 class DynamoStore(DeviceGrantsMixin, Store):
     """A ``Store`` in one DynamoDB table. Thread-safe (botocore clients are)."""
 
@@ -1453,20 +1470,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
             if current is None:
                 return False
             try:
-                self._transact(
-                    [
-                        {
-                            "Update": {
-                                "Key": key,
-                                "UpdateExpression": "REMOVE #h",
-                                "ConditionExpression": "#h = :h",
-                                "ExpressionAttributeNames": {"#h": "public_hash"},
-                                "ExpressionAttributeValues": {":h": _s(current)},
-                            }
-                        },
-                        {"Delete": {"Key": _key(f"PUBLIC#{current}", "PUBLIC")}},
-                    ]
-                )
+                self._transact(_unpublish_ops(key, current))
                 return True
             except _Cancelled:
                 _backoff(attempt)
@@ -1480,20 +1484,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
             if current is None or current.created_by != user_id:
                 return
             try:
-                self._transact(
-                    [
-                        {
-                            "Update": {
-                                "Key": key,
-                                "UpdateExpression": "REMOVE #h",
-                                "ConditionExpression": "#h = :h",
-                                "ExpressionAttributeNames": {"#h": "public_hash"},
-                                "ExpressionAttributeValues": {":h": _s(current.secret_hash)},
-                            }
-                        },
-                        {"Delete": {"Key": _key(f"PUBLIC#{current.secret_hash}", "PUBLIC")}},
-                    ]
-                )
+                self._transact(_unpublish_ops(key, current.secret_hash))
                 return
             except _Cancelled:
                 _backoff(attempt)  # changed meanwhile: read again
