@@ -40,6 +40,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..loopback import loopback_host
+
 HTTP_TIMEOUT = 10.0
 JWKS_LIFESPAN = 3600
 CLOCK_LEEWAY = 60  # seconds of clock skew tolerated on exp/iat
@@ -50,13 +52,9 @@ class CognitoError(Exception):
     """Signing in through Cognito failed; the message is safe to show (no token, no secret)."""
 
 
-def _loopback(host: str | None) -> bool:
-    return host in ("localhost", "::1") or bool(host and host.startswith("127."))
-
-
 def _check_url(url: str, what: str) -> str:
     parts = urllib.parse.urlsplit(url)
-    secure = parts.scheme == "https" or (parts.scheme == "http" and _loopback(parts.hostname))
+    secure = parts.scheme == "https" or (parts.scheme == "http" and loopback_host(parts.hostname))
     if secure and parts.hostname and not parts.query and not parts.fragment:
         return url.rstrip("/")
     raise ValueError(f"{what} must be an https:// URL, got {url!r}")

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import os
 import re
 import secrets
@@ -60,6 +59,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import quote, urlsplit
 
+from ..loopback import loopback_url
 from ..service import tokens
 from ..service.errors import InsufficientScope, ServiceError
 from ..service.users import now as utc_now
@@ -1098,11 +1098,5 @@ def web_host_name(key: bytes) -> str:
 
 
 def loopback_name(netloc: str) -> bool:
-    """Whether a Host (``name[:port]``) names loopback: 127.0.0.0/8, ::1, or ``*localhost``."""
-    host = urlsplit(f"//{netloc}").hostname or ""
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    """Whether a Host (``name[:port]``) names loopback (see ``loopback``)."""
+    return loopback_url(f"//{netloc}")

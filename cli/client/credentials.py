@@ -48,7 +48,6 @@ from ltm.cli.errors import CliError
 CREDENTIALS_FILE = "credentials"
 HOSTS_FILE = "hosts.json"
 FORMAT_VERSION = 1
-LOOPBACK = ("localhost", "127.0.0.1", "[::1]", "::1")
 USER_KEYS = ("id", "display")
 
 
@@ -120,13 +119,6 @@ def normalize_host(raw: str) -> str:
     if parts.query or parts.fragment or parts.username or parts.password:
         raise CliError(f"give the server URL without credentials, query or fragment: {raw!r}")
     return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
-
-
-def is_loopback(host: str) -> bool:
-    from urllib.parse import urlsplit
-
-    name = urlsplit(host).hostname or ""
-    return name in LOOPBACK or name.startswith("127.")
 
 
 def fingerprint(token: str) -> str:

@@ -9,6 +9,7 @@ import typer
 
 from ltm.cli.errors import CliError
 from ltm.cli.terminal.output import info, safe
+from ltm.loopback import loopback_url
 
 if TYPE_CHECKING:
     from ltm.cli.client.remote import Http
@@ -83,7 +84,7 @@ def auth(
         info("the server does not say which account this is (it has no /v1/whoami)")
     if previous:
         info(f"the default server is now {host} (was {previous}: ltm config set host {previous})")
-    if host.startswith("http://") and not credentials.is_loopback(host):
+    if host.startswith("http://") and not loopback_url(host):
         info(f"warning: {host} is plain HTTP; the token travels unencrypted — prefer https://")
 
 

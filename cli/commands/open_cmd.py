@@ -28,6 +28,7 @@ import typer
 from ltm.cli.commands import options
 from ltm.cli.errors import CliError
 from ltm.cli.terminal.output import info
+from ltm.loopback import loopback_url
 
 
 def open_view(
@@ -73,7 +74,7 @@ def open_view(
     base = target.host.rstrip("/")
     opening = not no_browser and browser_available()
     key = None
-    if opening or _loopback(base):
+    if opening or loopback_url(base):
         # Opening: the key signs the browser in. Printing only, on loopback: its
         # answer is where the pages answer (a name of their own); the key lapses unused.
         key = _sign_in_key(target, quiet=not opening)
@@ -94,20 +95,6 @@ def open_view(
         info("opened in your browser, signed in as you (single-use key, not shown)")
 
 
-def _loopback(base: str) -> bool:
-    """Whether ``base`` is a server on this machine's loopback (127.0.0.0/8, [::1], localhost)."""
-    import ipaddress
-    from urllib.parse import urlsplit
-
-    host = urlsplit(base).hostname or ""
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _same_server(base: str, url: str) -> bool:
     """``url`` is the key's page on the server at ``base``: under it, or, for a server on
     loopback, under a ``*.localhost`` name on the same port (its pages' own name)."""
@@ -117,7 +104,7 @@ def _same_server(base: str, url: str) -> bool:
         return True
     here, there = urlsplit(base), urlsplit(url)
     return (
-        _loopback(base)
+        loopback_url(base)
         and there.scheme == here.scheme
         and (there.hostname or "").endswith(".localhost")
         and there.port == here.port

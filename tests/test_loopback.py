@@ -1,0 +1,64 @@
+"""Which hosts count as this machine: the one place plain HTTP is accepted.
+
+A name that only starts with "127." is somebody's host: taking it for loopback
+let ``LTM_COGNITO_DOMAIN=http://127.example.com`` through the https check, and
+kept ``ltm auth login http://127.example.com`` from warning that its token
+travels unencrypted.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ltm.loopback import loopback_host, loopback_url
+from ltm.web.cognito import CognitoConfig
+from ltm.web.view import loopback_name
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://localhost",
+        "http://LOCALHOST:8080/v1",
+        "http://localhost.:80",
+        "http://ltm-0123456789abcdef.localhost:8080",
+        "http://127.0.0.1:8080",
+        "http://127.1.2.3",
+        "http://[::1]:9000",
+        "//127.0.0.1:80",
+    ],
+)
+def test_loopback_urls(url: str) -> None:
+    assert loopback_url(url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.example.com",
+        "http://127.0.0.1.nip.io",
+        "http://localhost.example.com",
+        "http://notlocalhost",
+        "http://10.0.0.1",
+        "http://[::2]:80",
+        "http://[::1",  # malformed: not loopback, and no exception
+        "http://h:99999",
+        "",
+    ],
+)
+def test_other_urls_are_not_loopback(url: str) -> None:
+    assert not loopback_url(url)
+
+
+def test_the_web_views_host_check_and_the_host_rule_agree() -> None:
+    assert loopback_name("127.0.0.1:8080") and loopback_name("[::1]:80")
+    assert not loopback_name("127.example.com:8080")
+    assert loopback_host("::1") and not loopback_host(None)
+
+
+def test_cognito_takes_plain_http_only_from_loopback() -> None:
+    env = {"LTM_COGNITO_USER_POOL_ID": "eu-west-1_abc", "LTM_COGNITO_CLIENT_ID": "client"}
+    local = CognitoConfig.from_env({**env, "LTM_COGNITO_DOMAIN": "http://127.0.0.1:9229"})
+    assert local is not None and local.domain == "http://127.0.0.1:9229"
+    with pytest.raises(ValueError, match="https"):
+        CognitoConfig.from_env({**env, "LTM_COGNITO_DOMAIN": "http://127.example.com"})
