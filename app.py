@@ -158,12 +158,15 @@ def _query(request: Any, name: str) -> str | None:
 _LIMIT_RE = re.compile(r"[0-9]{1,9}")
 
 
-def _limit(request: Any) -> int:
+def _limit(
+    request: Any, default: int = packets.DEFAULT_LIMIT, most: int = packets.MAX_LIMIT
+) -> int:
+    """``?limit=``: digits only (the service checks the range and says it)."""
     raw = _query(request, "limit")
     if raw is None:
-        return packets.DEFAULT_LIMIT
+        return default
     if not _LIMIT_RE.fullmatch(raw):
-        raise BadRequest(f"limit must be an integer between 1 and {packets.MAX_LIMIT}")
+        raise BadRequest(f"limit must be an integer between 1 and {most}")
     return int(raw)
 
 
@@ -425,16 +428,14 @@ def search_packets(request: Any) -> Response:
     q = _query(request, "q")
     if q is None:
         raise BadRequest("q: the search query is required")
-    raw = _query(request, "limit")
-    if raw is not None and not _LIMIT_RE.fullmatch(raw):
-        raise BadRequest(f"limit must be an integer between 1 and {searching.MAX_LIMIT}")
+    limit = _limit(request, searching.DEFAULT_LIMIT, searching.MAX_LIMIT)
     found = searching.search(
         get_store(),
         caller,
         q,
         team=_team(request),
         all_scopes=_scope_all(request),
-        limit=int(raw) if raw is not None else searching.DEFAULT_LIMIT,
+        limit=limit,
     )
     return _json(
         {
@@ -567,11 +568,8 @@ def unshare_packet(request: Any, id: str, user: str) -> Response:
 def list_shared(request: Any) -> Response:
     from chalicelib.service import share
 
-    caller = _caller(request)
-    raw = _query(request, "limit")
-    if raw is not None and not _LIMIT_RE.fullmatch(raw):
-        raise BadRequest(f"limit must be an integer between 1 and {share.MAX_LISTED}")
-    limit = int(raw) if raw is not None else share.MAX_LISTED
+    caller = _caller(request)  # a stranger is told 401 before anything about the query
+    limit = _limit(request, share.MAX_LISTED, share.MAX_LISTED)
     found = share.shared_with_me(get_store(), caller, limit=limit)
     return _json(
         {
