@@ -159,7 +159,10 @@ class Rule:
     starts (``near`` then lists the lower-case starts of every match): one
     bounded match per keyword, however often letters of it occur in prose.
     ``mask`` replaces the shown text. ``check`` may veto a match or adjust
-    the reported span.
+    the reported span. ``needle`` is text every match contains (derived from
+    a built-in pattern, ``_needle``): a text without it is not searched.
+    ``reach`` lets a match that starts in a run go on past it (``min_len``
+    without ``near``): each run is searched with that many characters more.
 
     ``secret`` marks the secret class (keys, tokens, credentials: what the
     server refuses too; not paths or local URLs): a match that is a
@@ -182,6 +185,8 @@ class Rule:
     rank: int = 0
     anchored: bool = False
     alias: bool = False
+    needle: str = ""
+    reach: int = 0
 
 
 # --------------------------------------------------------------------------- #
@@ -1046,9 +1051,116 @@ def _r(
     rank: int = 0,
     anchored: bool = False,
     alias: bool = False,
+    reach: int = 0,
 ) -> Rule:
     pattern = re.compile(regex)
-    return Rule(kind, pattern, near, radius, min_len, mask, check, secret, rank, anchored, alias)
+    needle = "" if anchored else _needle(pattern)
+    if not (near or anchored or min_len):
+        width = _run_width(pattern)
+        min_len = width if width >= _B64_MIN else 0
+    return Rule(
+        kind,
+        pattern,
+        near,
+        radius,
+        min_len,
+        mask,
+        check,
+        secret,
+        rank,
+        anchored,
+        alias,
+        needle,
+        reach,
+    )
+
+
+def _needle(pattern: re.Pattern[str]) -> str:
+    """The longest run of literal characters every match of ``pattern`` contains.
+
+    Read from the pattern's parse: the top-level literals, joined across
+    zero-width assertions (a look-behind consumes nothing, so the literals on
+    either side are adjacent in the text). A text without the needle cannot
+    match, and ``str.__contains__`` rules that out faster than ``re``'s own
+    prefix search walks the text. "" when there is none, or when the parser is
+    not the one this was written for: then the rule is searched everywhere.
+    """
+    ops = _parsed(pattern)
+    if ops is None:
+        return ""
+    from re import _constants as c
+
+    best = run = ""
+    for op, arg in ops:
+        if op is c.LITERAL:
+            run += chr(arg)
+        elif op not in (c.ASSERT, c.ASSERT_NOT, c.AT):
+            best, run = max(best, run, key=len), ""
+    return max(best, run, key=len)
+
+
+# One byte per character: 0x61 inside the base64 alphabet, 0x20 outside (``_Text.runs``).
+_RUN_TABLE = bytes(
+    0x61 if chr(c).isascii() and (chr(c).isalnum() or chr(c) in "+/=_-") else 0x20
+    for c in range(256)
+)
+_RUN_CODES = frozenset(c for c in range(128) if _RUN_TABLE[c] == 0x61)
+
+
+def _run_width(pattern: re.Pattern[str]) -> int:
+    """The fewest characters a match takes, when every one is a base64 character; else 0.
+
+    Such a pattern only ever matches inside one run of base64 characters
+    (``_Text.runs``), so it is searched in the runs at least that long: most
+    packets have none, and a rule skipped costs nothing. Look-behinds may stay
+    (``re`` reads before the start of a search); a look-ahead or a ``\\b`` at
+    the run's end would see the end of the search instead of the character
+    after the run, so a pattern with either is searched everywhere.
+    """
+    ops = _parsed(pattern)
+    if ops is None:
+        return 0
+    from re import _constants as c
+
+    def plain(items: Any) -> bool:
+        for op, arg in items:
+            if op is c.LITERAL:
+                ok = arg in _RUN_CODES
+            elif op is c.IN:
+                ok = all(
+                    (o is c.LITERAL and a in _RUN_CODES)
+                    or (o is c.RANGE and all(x in _RUN_CODES for x in range(a[0], a[1] + 1)))
+                    for o, a in arg
+                )
+            elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+                ok = plain(arg[2])
+            elif op is c.SUBPATTERN:
+                ok = not arg[1] & re.IGNORECASE and plain(arg[3])
+            elif op is c.BRANCH:
+                ok = all(plain(branch) for branch in arg[1])
+            elif op is c.ATOMIC_GROUP:
+                ok = plain(arg)
+            elif op in (c.ASSERT, c.ASSERT_NOT):
+                ok = arg[0] < 0  # a look-behind
+            else:
+                ok = False
+            if not ok:
+                return False
+        return True
+
+    return int(ops.getwidth()[0]) if plain(ops) else 0
+
+
+def _parsed(pattern: re.Pattern[str]) -> Any:
+    """CPython's own parse of a built-in pattern (read, never changed); None if unknown."""
+    if pattern.flags & re.IGNORECASE:
+        return None
+    try:
+        from re import _parser
+
+        return _parser.parse(pattern.pattern, pattern.flags)
+    except (ImportError, AttributeError, re.error):
+        return None
 
 
 _PORT = r":[0-9]{2,5}+(?![0-9])"
@@ -1331,6 +1443,10 @@ def _build_rules() -> tuple[Rule, ...]:
             r"(?P<id>[MNO](?<![A-Za-z0-9_\-.][MNO])[A-Za-z0-9_\-]{23,27}+)\.[A-Za-z0-9_\-]{6}"
             r"\.[A-Za-z0-9_\-]{27,38}+",
             check=_discord_token,
+            # The id part is a run of 24-28 base64 characters; the rest, 46 at most,
+            # follows the run's end.
+            min_len=24,
+            reach=46,
         ),
         # Private key material without its PEM header (a service account's key
         # pasted from JSON, a key cut from its armour): PKCS#1 and PKCS#8 RSA,
@@ -1710,10 +1826,6 @@ def normalize(text: str) -> str:
 
 
 # Characters of a base64 run; anything else (and non-ASCII) ends one.
-_RUN_TABLE = bytes(
-    0x61 if chr(c).isascii() and (chr(c).isalnum() or chr(c) in "+/=_-") else 0x20
-    for c in range(256)
-)
 
 
 class _Text:
@@ -1773,8 +1885,8 @@ def _windows(rule: Rule, t: _Text) -> list[tuple[int, int]]:
     text = t.text
     if not rule.near:
         if rule.min_len:
-            k = rule.min_len
-            return [(a, b) for a, b in t.runs() if b - a >= k]
+            k, reach, n = rule.min_len, rule.reach, len(text)
+            return [(a, min(n, b + reach)) for a, b in t.runs() if b - a >= k]
         return [(0, len(text))]
     low = t.lower()
     if len(low) != len(text):  # lower() changed the length (rare Unicode): be safe
@@ -1807,6 +1919,24 @@ def _windows(rule: Rule, t: _Text) -> list[tuple[int, int]]:
 _MAX_TAIL_HITS = 64  # past this many, search a shared ending's keywords one by one
 
 
+_TAILS: dict[tuple[str, ...], list[tuple[str, frozenset[str], tuple[int, ...]]]] = {}
+
+
+def _tails(near: tuple[str, ...]) -> list[tuple[str, frozenset[str], tuple[int, ...]]]:
+    """A rule's keywords grouped by their last three letters, with their lengths (once)."""
+    found = _TAILS.get(near)
+    if found is None:
+        groups: dict[str, set[str]] = {}
+        for word in near:
+            groups.setdefault(word[-3:], set()).add(word)
+        found = [
+            (tail, frozenset(words), tuple(sorted({len(w) for w in words})))
+            for tail, words in groups.items()
+        ]
+        _TAILS[near] = found
+    return found
+
+
 def _anchors(rule: Rule, t: _Text) -> list[int] | None:
     """Where an anchored rule starts, in order; None to search the whole text.
 
@@ -1820,17 +1950,13 @@ def _anchors(rule: Rule, t: _Text) -> list[int] | None:
     low = t.lower()
     if len(low) != len(t.text):  # lower() changed the length (rare Unicode)
         return None
-    groups: dict[str, set[str]] = {}
-    for word in rule.near:
-        groups.setdefault(word[-3:], set()).add(word)
     starts: set[int] = set()
-    for tail, words in groups.items():
+    for tail, words, lengths in _tails(rule.near):
         ends = t.positions(tail) if len(words) > 1 else ()
         if len(ends) > _MAX_TAIL_HITS or len(words) == 1:
             for word in words:
                 starts.update(t.positions(word))
             continue
-        lengths = sorted({len(w) for w in words})
         for i in ends:
             end = i + len(tail)
             for n in lengths:  # one slice and one set lookup per length
@@ -1869,6 +1995,8 @@ def _spans(
         if rule.alias:
             continue  # reported through the rule before it
         check = rule.check
+        if rule.needle and rule.needle not in t.text:
+            continue
         # A check decides on placeholders itself; a plain secret pattern gets the veto.
         veto = rule.secret and check is None and rule.mask is None
         for m in _matches(rule, t):
@@ -1973,23 +2101,38 @@ _SCHEMA_KEYS = frozenset(
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_\-]{1,32}")
 
 
+_ORDERS: dict[tuple[str, ...], dict[str, int]] = {}
+_CONTAINERS = frozenset({dict, list, tuple})  # checked by type first: ABC checks are slow
+
+
 def _ordered_items(obj: Mapping[Any, Any], known: tuple[str, ...]) -> list[tuple[str, Any, str]]:
     """(path segment, value, key text) in ``known`` order, then the others in theirs.
 
     The key text is "" for a schema key (not scanned as text).
     """
-    order = {k: n for n, k in enumerate(known)}
-    first = sorted((order[k], k) for k in obj if isinstance(k, str) and k in order)
-    items: list[tuple[str, Any, str]] = [(k, obj[k], "") for _, k in first]
+    order = _ORDERS.get(known)
+    if order is None:
+        order = _ORDERS[known] = {k: n for n, k in enumerate(known)}
+    first: list[tuple[int, str, Any]] = []
+    rest: list[tuple[int, Any, Any]] = []
     for i, (k, v) in enumerate(obj.items()):
         if isinstance(k, str) and k in order:
-            continue
+            first.append((order[k], k, v))
+        else:
+            rest.append((i, k, v))
+    first.sort(key=_by_rank)
+    items: list[tuple[str, Any, str]] = [(k, v, "") for _, k, v in first]
+    for i, k, v in rest:
         name = str(k)
         if name in _SCHEMA_KEYS:
             items.append((name, v, ""))
         else:
             items.append((name if _PLAIN_KEY.fullmatch(name) else f"<key {i}>", v, name))
     return items
+
+
+def _by_rank(item: tuple[int, str, Any]) -> int:
+    return item[0]
 
 
 def _collect(packet: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -2008,14 +2151,14 @@ def _collect(packet: Mapping[str, Any]) -> list[tuple[str, str]]:
         stack: list[tuple[str, Any, int]] = [(name, value, 0)]
         while stack:
             path, v, depth = stack.pop()
-            if isinstance(v, str):
+            if type(v) is str or isinstance(v, str):
                 out.append((path, v))
-            elif isinstance(v, Mapping | list | tuple):
+            elif type(v) in _CONTAINERS or isinstance(v, Mapping | list | tuple):
                 if id(v) in seen:
                     continue
                 seen.add(id(v))
                 children: list[tuple[str, Any]] = []
-                if isinstance(v, Mapping):
+                if type(v) is dict or isinstance(v, Mapping):
                     # Known keys apply to the field's own object (project,
                     # provenance) and to the items of its array (decisions[i]).
                     for seg, c, k in _ordered_items(v, known if depth <= 1 else ()):

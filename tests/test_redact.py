@@ -21,6 +21,7 @@ from clikit import Cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ltm import redact
 from ltm.redact import (
     BUILTIN_KINDS,
     BUILTIN_RULES,
@@ -1314,3 +1315,63 @@ def test_corpus_reads_the_repository_only() -> None:
     sources = {source for source, _ in redact_corpus.prose()}
     assert {"README.md", "examples/example.v0.2.json", "near misses"} <= sources
     assert len(redact_corpus.prose()) > 1000
+
+
+# --------------------------------------------------------------------------- #
+# The shortcuts that skip searching (needles, runs) never change what is found
+# --------------------------------------------------------------------------- #
+
+
+def _ungated(rule: Rule) -> Rule:
+    """The same rule searched over the whole text: no needle, no derived run bound."""
+    import dataclasses
+
+    derived = rule.min_len and (rule.reach or redact._run_width(rule.pattern) == rule.min_len)
+    return dataclasses.replace(rule, needle="", min_len=0 if derived else rule.min_len, reach=0)
+
+
+def _gate_texts() -> list[str]:
+    texts = [text for _, _, text in redact_corpus.secrets()]
+    texts += [text for _, _, text in redact_corpus.formats()]
+    texts += [text for _, text in redact_corpus.prose()[:200]]
+    # A token right against characters a run does not hold, on either side, and
+    # against a non-ASCII word character: where a run ends is where a window would.
+    glued = []
+    for text in texts[:400]:
+        for before, after in (("é", "é"), (".", "."), ("x.", "~"), ("\x00", "\n")):
+            glued.append(before + text + after)
+    return texts + glued
+
+
+def test_gated_rules_find_what_an_ungated_search_finds() -> None:
+    """Every rule that skips text (needle, runs of base64, reach past a run) is
+    held to the same rule searched everywhere, over every labelled secret and
+    format, prose, and each glued to run-ending characters."""
+    rules = redact._builtin_rules()
+    gated = [r for r in rules if r.needle or (r.min_len and not r.near)]
+    assert sum(1 for r in gated if r.needle) > 30  # the parse this relies on still works
+    assert sum(1 for r in gated if r.min_len and r.min_len == redact._run_width(r.pattern)) > 10
+    plain = tuple(_ungated(r) if r in gated else r for r in rules)
+    for text in _gate_texts():
+        t = redact.normalize(text)
+        assert list(redact._spans(t, rules)) == list(redact._spans(t, plain)), text
+
+
+@pytest.mark.parametrize(
+    ("regex", "needle", "width"),
+    [
+        (r"gsk_(?<![\w]gsk_)[A-Za-z0-9]{48,64}+", "gsk_", 52),
+        (r"abc|xyz", "", 3),  # a top-level alternation has no needle
+        (r"sk-(?:x)?[A-Za-z0-9]{30}(?![A-Za-z0-9])", "sk-", 0),  # a look-ahead: no run bound
+        (r"ab\.cd[A-Za-z]{30}", "ab.cd", 0),  # "." is not a base64 character
+        (r"tok_\b[a-z]{30}", "tok_", 0),  # a word boundary: no run bound
+        (r"(?i:key)[a-z0-9]{40}", "", 0),  # case-insensitive: neither
+        (r"key_[\w]{40}", "key_", 0),  # \w holds non-ASCII letters
+    ],
+)
+def test_needle_and_run_width_read_from_the_pattern(regex: str, needle: str, width: int) -> None:
+    import re
+
+    pattern = re.compile(regex)
+    assert redact._needle(pattern) == needle
+    assert redact._run_width(pattern) == width
