@@ -36,10 +36,10 @@ import copy
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import (
     AfterValidator,
@@ -748,10 +748,18 @@ class Checked:
 
     data: dict[str, Any]
     errors: tuple[str, ...]
+    _body: bytes | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def conforming(self) -> bool:
         return not self.errors
+
+    def body(self) -> bytes:
+        """The canonical bytes of ``data``, encoded once: whoever needs them first pays
+        (an import's worker process, ahead of the process that writes them)."""
+        if self._body is None:
+            object.__setattr__(self, "_body", canonical_bytes(self.data))
+        return cast("bytes", self._body)
 
     @property
     def version(self) -> str | None:

@@ -521,3 +521,98 @@ def test_import_into_a_server_goes_in_batches_and_reports_in_bundle_order(
     pushes = [(e["method"], e["path"]) for e in logged if e["method"] == "POST"]
     assert pushes and set(pushes) == {("POST", "/v1/packets/batch")}
     assert len(logged) < 20  # lookups and pushes a batch at a time, not a request a line
+
+
+def _import_in_process(
+    home: Path, path: Path, monkeypatch: pytest.MonkeyPatch, **options: bool
+) -> tuple[str, str, dict[str, bytes]]:
+    """``ltm import FILE --local`` run in this process: (report, summary, what the store holds)."""
+    from ltm.cli.client.backend import LocalBackend
+    from ltm.cli.client.portable import Importer, Report
+
+    monkeypatch.setenv("LTM_DATA_DIR", str(home))
+    monkeypatch.setenv("LTM_CONFIG_DIR", str(home))
+    out = io.StringIO()
+    report = Report(out=out)
+    backend = LocalBackend.open()
+    try:
+        with path.open("rb") as stream:
+            Importer(
+                backend,
+                report,
+                team=None,
+                lenient=options.get("lenient", False),
+                allow_unredacted=options.get("allow_unredacted", False),
+                replace=options.get("replace", False),
+            ).run(stream, size=path.stat().st_size)
+    finally:
+        backend.close()
+    store = SqliteStore(home / "ltm.db")
+    try:
+        held = {
+            meta.id: store.get_packet(meta.id).body  # type: ignore[union-attr]
+            for meta in store.list_packets(owner_id="local", limit=5000).items
+        }
+    finally:
+        store.close()
+    return out.getvalue(), report.summary("import"), held
+
+
+def test_a_large_import_judged_in_worker_processes_says_and_stores_what_one_process_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large bundle is judged in worker processes while this one writes; every line's
+    outcome, the report's order and the store are what judging here gives, refusals,
+    duplicates, skips and a worker's failure included."""
+    from ltm.cli.client import judges
+
+    if judges.cores() < 2:
+        pytest.skip("worker processes are used only with two cores or more")
+    good = [make_packet(goal=f"Packet {n} of a large import") for n in range(1400)]
+    leaky = make_packet(goal=f"Rotate the key {AWS_KEY}")
+    invalid = make_packet(goal="")
+    lenient = {**make_packet(), "surprise": 1}
+    lines: list[dict[str, object] | str] = [line_for(p) for p in good]
+    for at, line in (
+        (3, line_for(leaky)),
+        (700, line_for(invalid)),
+        (701, "this is not json\n"),
+        (702, line_for(good[5])),  # the same packet again: skipped once stored
+        (1200, line_for(lenient, conforming=False)),
+        (1201, line_for({**good[1300], "goal": "Changed on the way"})),  # a different one
+    ):
+        lines.insert(at, line)
+    path = write_bundle(tmp_path / "large.jsonl", lines)
+
+    # Judged here: a bundle below the workers' threshold.
+    monkeypatch.setattr(judges, "MIN_BYTES", path.stat().st_size + 1)
+    alone = _import_in_process(tmp_path / "alone", path, monkeypatch)
+    # Judged in the workers, counted; one of them is killed on the way, and what it
+    # had, and all that follows, is judged here instead.
+    monkeypatch.setattr(judges, "MIN_BYTES", 1)
+    batches: list[int] = []
+    start = judges.Judges.judge
+
+    def counted(self: judges.Judges, packets: list[dict[str, object]]) -> object:
+        batches.append(len(packets))
+        later = start(self, packets)
+        if len(batches) == 3:  # the first batch is in by now: its writing waited for it
+            os.kill(next(iter(self.pool._processes)), signal.SIGKILL)
+        return later
+
+    here: list[object] = []
+    judge_here = judges.judge_here
+
+    def judged_here(packet: dict[str, object], **options: object) -> object:
+        here.append(packet)
+        return judge_here(packet, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(judges.Judges, "judge", counted)
+    monkeypatch.setattr(judges, "judge_here", judged_here)
+    pooled = _import_in_process(tmp_path / "pooled", path, monkeypatch)
+    assert len(batches) > 2 and sum(batches) >= len(good)
+    assert 0 < len(here) < len(good)  # the workers judged some, this process the rest
+    assert pooled[0] == alone[0]
+    assert pooled[1] == alone[1]
+    assert pooled[2] == alone[2]
+    assert "1400 added, 1 skipped (already present), 5 refused" in alone[1]

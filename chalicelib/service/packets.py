@@ -333,7 +333,6 @@ def _prepare(
 
 def _stored(checked: Checked, *, scan: bool) -> StoredPacket:
     """A checked packet as it will be stored: its identity read, scanned, encoded once."""
-    from .. import packet
 
     packet_id, created_at, goal = _identity(checked.data)
     if scan:
@@ -348,7 +347,7 @@ def _stored(checked: Checked, *, scan: bool) -> StoredPacket:
             project=_project(checked.data),
             parent_id=parent if isinstance(parent, str) and parent else None,
         ),
-        body=packet.canonical_bytes(checked.data),
+        body=checked.body(),
         conforming=checked.conforming,
     )
 

@@ -26,8 +26,12 @@ from ltm.cli.errors import CliError
 from ltm.cli.terminal.progress import Progress
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ltm.cli.client.backend import Backend, Pushed
+    from ltm.cli.client.judges import Judges
     from ltm.packet import Checked
+    from ltm.preflight import Verdict
 
 
 # -- export ------------------------------------------------------------------------
@@ -191,6 +195,7 @@ class Importer:
         self.allow_unredacted = allow_unredacted
         self.replace = replace
         self.rules = preflight.user_rules()  # read the user's patterns once, not per packet
+        self.judges: Judges | None = None  # worker processes, for a large bundle
 
     def run(self, stream: BinaryIO, *, size: int | None) -> None:
         """Every packet line of the bundle in ``stream``, in order, ``CHUNK`` lines at a time.
@@ -202,6 +207,7 @@ class Importer:
         back, so a later line sees what an earlier one stored, as one at a time.
         """
         from ltm import bundle
+        from ltm.cli.client.judges import Judges
 
         first = stream.readline(bundle.MAX_LINE_BYTES)
         try:
@@ -215,6 +221,24 @@ class Importer:
         size_of_chunk = LOCAL_CHUNK if self.local else CHUNK
         chunk: list[tuple[int, Any]] = []  # (line number, entry or the line's BundleError)
         ids: set[str] = set()
+        # The chunk judged in the workers while this process writes the one before it.
+        ahead: _Chunk | None = None
+        self.judges = Judges.start(size=size, scan=not self.allow_unredacted, rules=self.rules)
+
+        def step(lines: list[tuple[int, Any]], ids: set[str]) -> None:
+            nonlocal ahead, done
+            if ahead is not None and not ahead.ids.isdisjoint(ids):
+                done += self._finish(ahead)  # a later line sees what an earlier one stored
+                ahead = None
+            begun = self._begin(lines, ids)
+            if ahead is not None:
+                done += self._finish(ahead)
+            ahead = begun
+            if self.judges is None:
+                done += self._finish(ahead)
+                ahead = None
+            progress.update(done, part=read)
+
         try:
             for number, line in bundle.lines(_bounded(stream)):
                 read += len(line) + 1
@@ -224,28 +248,28 @@ class Importer:
                     entry = exc
                 packet_id = getattr(entry, "id", None)
                 if packet_id in ids or len(chunk) == size_of_chunk:
-                    done += self._chunk(chunk)
+                    step(chunk, ids)
                     chunk, ids = [], set()
-                    progress.update(done, part=read)
                 chunk.append((number, entry))
                 if packet_id:
                     ids.add(packet_id)
-            done += self._chunk(chunk)
+            step(chunk, ids)
+            if ahead is not None:
+                done += self._finish(ahead)
             progress.update(done, part=read)
         finally:
+            if self.judges is not None:
+                self.judges.close()
             progress.done()
 
     def refuse(self, name: str, reason: str) -> None:
         self.report.refused += 1
         self.report.say(f"refused {name}: {reason}")
 
-    def _chunk(self, chunk: list[tuple[int, Any]]) -> int:
-        """Judge, push and report a run of lines with distinct ids; returns how many."""
+    def _begin(self, chunk: list[tuple[int, Any]], ids: set[str]) -> _Chunk:
+        """Look a run of lines with distinct ids up, and start judging what needs it."""
         from ltm import bundle
 
-        if not chunk:
-            return 0
-        report = self.report
         wanted = [e.id for _, e in chunk if not isinstance(e, bundle.BundleError) and e.id]
         known: dict[str, bytes | None] = {}
         failed: CliError | None = None
@@ -253,12 +277,33 @@ class Importer:
             known = self.backend.stored_many(wanted) if wanted else {}
         except CliError as exc:
             failed = exc
+        same: set[int] = set()  # lines whose packet is here already, byte for byte
+        todo: list[int] = []  # lines to judge
+        for at, (_, entry) in enumerate(chunk):
+            if isinstance(entry, bundle.BundleError) or (failed is not None and entry.id):
+                continue
+            present = known.get(entry.id) if entry.id else None
+            if present is not None and present == _canonical(entry.packet):
+                same.add(at)
+            else:
+                todo.append(at)
+        verdicts = None
+        if self.judges is not None and todo:
+            verdicts = self.judges.judge([chunk[at][1].packet for at in todo])
+        return _Chunk(chunk, ids, known, failed, same, todo, verdicts)
+
+    def _finish(self, run: _Chunk) -> int:
+        """Judge, push and report a run of lines with distinct ids; returns how many."""
+        report = self.report
+        judged: dict[int, Verdict] = {}
+        if run.verdicts is not None:
+            judged = dict(zip(run.todo, run.verdicts(), strict=True))
         said: list[list[str]] = []
         pending: list[tuple[int, _Push]] = []
-        for number, entry in chunk:
+        for at, (number, entry) in enumerate(run.lines):
             report.held = []
             said.append(report.held)
-            push = self._judge(number, entry, known, failed)
+            push = self._judge(number, entry, run.known, run.failed, at in run.same, judged.get(at))
             if push is not None:
                 pending.append((len(said) - 1, push))
         if pending:
@@ -275,14 +320,24 @@ class Importer:
         for lines in said:
             for text in lines:
                 report.say(text)
-        return len(chunk)
+        return len(run.lines)
 
     def _judge(
-        self, number: int, entry: Any, known: dict[str, bytes | None], failed: CliError | None
+        self,
+        number: int,
+        entry: Any,
+        known: dict[str, bytes | None],
+        failed: CliError | None,
+        same: bool,
+        verdict: Verdict | None,
     ) -> _Push | None:
-        """Everything before the push: refused or skipped here (and reported), else the push."""
+        """Everything before the push: refused or skipped here (and reported), else the push.
+
+        ``same``: the packet is here already, byte for byte; ``verdict``: the
+        packet's, when the workers judged it already.
+        """
         from ltm import bundle
-        from ltm.cli.client import preflight
+        from ltm.cli.client.judges import judge_here
 
         report = self.report
         where = f"line {number}"
@@ -296,7 +351,7 @@ class Importer:
             return None
         present = known.get(entry.id) if entry.id else None
         target = None if self.local else (self.team or entry.team)
-        if present is not None and present == _canonical(entry.packet):
+        if same:
             # Already here, byte for byte: it passed every check when it was stored. Unless
             # it is the caller's personal packet and the line goes to a team: then the push
             # moves it there, as `ltm push -t TEAM` does.
@@ -310,7 +365,8 @@ class Importer:
                 where = f"in team {target}" if target else "among your packets"
                 report.say(f"skipped {entry.id}: identical packet already present {where}")
                 return None
-        verdict = preflight.judge(entry.packet, scan=not self.allow_unredacted, rules=self.rules)
+        if verdict is None:
+            verdict = judge_here(entry.packet, scan=not self.allow_unredacted, rules=self.rules)
         errors = verdict.refusals(lenient=self.lenient)
         if errors or verdict.checked is None:
             hint = "" if entry.conforming else " (stored in lenient mode: pass --lenient)"
@@ -368,6 +424,18 @@ class Importer:
 # the chunk being written (never a line already reported), and a re-run completes it.
 CHUNK = 100
 LOCAL_CHUNK = 500
+
+
+class _Chunk(NamedTuple):
+    """A run of lines looked up, and maybe being judged in the workers."""
+
+    lines: list[tuple[int, Any]]
+    ids: set[str]
+    known: dict[str, bytes | None]  # what the target holds under each id
+    failed: CliError | None  # the lookup failed: every line with an id is refused
+    same: set[int]  # lines already there, byte for byte
+    todo: list[int]  # lines to judge
+    verdicts: Callable[[], list[Verdict]] | None  # their verdicts, from the workers
 
 
 class _Push(NamedTuple):

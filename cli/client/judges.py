@@ -1,0 +1,160 @@
+"""Judging a bundle's packets in other processes while this one writes (``ltm import``).
+
+The pre-flight of a packet (schema, id, the redaction scan) is pure CPU, and its
+verdict depends on nothing but the packet and the user's own rules. So a large
+import hands each run of packets to worker processes, one per core, and stores
+(or sends) the verdicts of one run while the next is judged: the writer no
+longer waits for the scan, and the scan gets every core. The verdicts are the
+very ones the importer would reach alone (``preflight.judge``, same rules), and
+the importer still decides, reports and writes in the bundle's order.
+
+Small bundles, and machines with one core, are judged in this process:
+starting workers costs more than they save there. A worker that fails (killed,
+out of memory) costs nothing but time: its packets are judged here instead, so
+the outcome, errors included, is what judging here gives.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    from ltm.preflight import Verdict
+    from ltm.redact import Rule
+
+# A bundle smaller than this is judged in this process (about 350 packets of 3 KB,
+# a quarter of a second of judging): starting the workers costs tens of milliseconds.
+MIN_BYTES = 1 << 20
+MAX_WORKERS = 4
+
+_scan = True
+_rules: list[Rule] = []
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class Judges:
+    """A pool of worker processes that judge packets; ``judge`` returns the verdicts later."""
+
+    def __init__(self, pool: ProcessPoolExecutor, workers: int, *, scan: bool, rules: list[Rule]):
+        self.pool = pool
+        self.workers = workers
+        self.scan = scan
+        self.rules = rules
+
+    @classmethod
+    def start(cls, *, size: int | None, scan: bool, rules: list[Rule]) -> Judges | None:
+        """Workers for a bundle of ``size`` bytes, or None where judging here is faster."""
+        workers = min(cores(), MAX_WORKERS)
+        if workers < 2 or size is None or size < MIN_BYTES:
+            return None
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # fork where the platform has it: the workers start with everything already
+        # imported and the user's rules compiled. Elsewhere, spawn: each worker reads
+        # the rules again from the same settings (no compiled pattern is pickled).
+        methods = multiprocessing.get_all_start_methods()
+        method = "fork" if "fork" in methods and sys.platform != "darwin" else "spawn"
+        pool = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context(method),
+            initializer=_start,
+            initargs=(scan, method == "fork"),
+        )
+        return cls(pool, workers, scan=scan, rules=rules)
+
+    def judge(self, packets: Sequence[Mapping[str, Any]]) -> Callable[[], list[Verdict]]:
+        """Start judging ``packets`` (split among the workers); call the result to wait."""
+        parts = _split(list(packets), self.workers)
+        futures: list[Future[list[Verdict]] | None] = []
+        for part in parts:
+            try:
+                futures.append(self.pool.submit(_judge_all, part))
+            except Exception:  # the pool is broken (a worker died): this part is judged here
+                futures.append(None)
+
+        def verdicts() -> list[Verdict]:
+            out: list[Verdict] = []
+            for part, future in zip(parts, futures, strict=True):
+                out.extend(self._outcome(part, future))
+            return out
+
+        return verdicts
+
+    def _outcome(
+        self, part: list[Mapping[str, Any]], future: Future[list[Verdict]] | None
+    ) -> list[Verdict]:
+        if future is not None:
+            try:
+                return future.result()
+            except Exception:  # the worker's failure, whatever it was: judge here
+                pass
+        return [judge_here(packet, scan=self.scan, rules=self.rules) for packet in part]
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def judge_here(packet: Mapping[str, Any], *, scan: bool, rules: list[Rule]) -> Verdict:
+    """One packet's verdict, as the importer reaches it in this process."""
+    from ltm.cli.client import preflight
+
+    return preflight.judge(packet, scan=scan, rules=rules)
+
+
+def _split(items: list[Any], parts: int) -> list[list[Any]]:
+    size = -(-len(items) // parts) if items else 1
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _start(scan: bool, forked: bool) -> None:
+    """In a worker: the rules to judge with (a forked worker has them compiled already)."""
+    global _scan, _rules
+    from ltm.cli.client import preflight
+
+    _orphaned_exit(os.getppid())
+
+    _scan = scan
+    _rules = preflight.user_rules() if scan else []
+    if not forked:
+        from ltm import redact
+
+        redact._builtin_rules()  # compile once per worker, not on the first packet
+
+
+def _orphaned_exit(parent: int) -> None:
+    """End this worker as soon as the import that started it is gone (even by kill -9).
+
+    The workers hold each other's ends of the pool's pipes, so none of them would
+    read an end of file and stop on its own, and each holds the import's stdout,
+    so whoever reads it would wait for ever.
+    """
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.1)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="ltm-import-parent", daemon=True).start()
+
+
+def _judge_all(packets: list[Mapping[str, Any]]) -> list[Verdict]:
+    verdicts = [judge_here(packet, scan=_scan, rules=_rules) for packet in packets]
+    for verdict in verdicts:
+        if verdict.checked is not None and not verdict.hits:
+            verdict.checked.body()  # the canonical bytes too, while in the worker
+    return verdicts
