@@ -11,7 +11,9 @@ closed). Each run starts three sessions: by default with the warm process
 by default with no warm process yet (a first session, which starts one); and
 with ``LTM_MCP_WARM=0``, the shim importing the SDK itself. Also measured: one
 ``tools/call`` round trip inside a live session (``ls``, ``save``, ``resume`` on
-the embedded store), and what importing the MCP SDK alone costs.
+the embedded store, which holds ``--packets`` packets of ``bench/corpus.py``
+first, search index included: 20,000 by default), and what importing the MCP
+SDK alone costs.
 """
 
 from __future__ import annotations
@@ -147,8 +149,12 @@ def stop_warm(state: Path, *, wait: bool = False) -> None:
             os.kill(int(pid), signal.SIGTERM)
 
 
-def calls(env: dict[str, str], runs: int) -> dict[str, list[float]]:
-    """Round trips of tools/call inside one live session."""
+def calls(env: dict[str, str], runs: int, packets: int) -> dict[str, list[float]]:
+    """Round trips of tools/call inside one live session, on a store of ``packets``."""
+    from bench_search import seed_sqlite
+
+    if packets:
+        seed_sqlite(Path(env["LTM_DATA_DIR"]) / "ltm.db", "local", packets)
     proc = spawn(env)
     handshake(proc)
     assert proc.stdin is not None and proc.stdout is not None
@@ -203,7 +209,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--installed", action="store_true", help="as users install ltm")
     parser.add_argument("--runs", type=int, default=20)
-    runs = parser.parse_args().runs
+    parser.add_argument(
+        "--packets", type=int, default=20_000, help="in the store the tools/call rows use"
+    )
+    parser.add_argument("--calls", type=int, default=200, help="tools/call round trips of each")
+    args = parser.parse_args()
+    runs = args.runs
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp) / "state"
         base = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
@@ -214,7 +225,7 @@ def main() -> None:
         warm_up(default, state / "default")
         try:
             measured = start_up({"default": default, "cold": cold}, first, runs)
-            in_session = calls(cold, runs)
+            in_session = calls(cold, args.calls, args.packets)
         finally:
             stop_warm(state / "default")
     bare = measured["bare"]
@@ -225,7 +236,7 @@ def main() -> None:
         ratio = statistics.median(t / b for t, b in zip(times, bare, strict=True))
         print(f"{name:<50} {median_ms(times):>10.1f} {ratio:>8.2f}")
     for name, times in in_session.items():
-        label = f"tools/call {name} (live session, local store)"
+        label = f"tools/call {name} ({args.packets:,} packets)"
         print(f"{label:<50} {median_ms(times):>10.1f} {'':>8}")
     for kind in ("default", "cold"):
         spread = statistics.quantiles(measured[f"{kind} tools/list"], n=10)

@@ -312,10 +312,7 @@ def _refused_message(refused: Any, verb: str) -> str:
     return "\n".join(lines)
 
 
-def _size_note(data: Mapping[str, Any]) -> str:
-    from ..packet import canonical_bytes
-
-    size = len(canonical_bytes(data))
+def _size_note(size: int) -> str:
     if size > GOOD_SIZE[1]:
         return (
             f"\nNote: the packet is {size:,} bytes; aim for 2-10 KB (conclusions, not "
@@ -347,7 +344,7 @@ def _store(args: dict[str, Any], *, fill: bool, verb: str) -> Reply:
     text = (
         f"{action} packet {pushed.id} in {where}.\n"
         f"To continue this work later: resume with id {pushed.id} (or no id, for the "
-        "newest packet)." + _size_note(checked.data)
+        "newest packet)." + _size_note(len(checked.body()))  # encoded once, when stored
     )
     data = {"id": pushed.id, "created": pushed.created, "where": backend.label, "team": team}
     return Reply(text, data)
