@@ -21,7 +21,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -54,6 +54,12 @@ BATCH = 100
 MAX_BODY = 32_768
 _BATCH_ENVELOPE = len(b'{"packets":[]}')
 _BATCH_ROOM = MAX_BODY - _BATCH_ENVELOPE
+LANES = 2  # batch requests in flight at once during an import (the server runs them side by side)
+
+
+def _alone(text: str) -> bool:
+    """A packet too big to share a batch request: it is pushed on its own."""
+    return len(json.dumps(text).encode()) + 1 + _BATCH_ENVELOPE > MAX_BODY
 
 
 def configured_timeout() -> float:
@@ -632,39 +638,110 @@ class RemoteBackend(Backend):
         within the server's 32 KiB body and ``BATCH`` packets; a packet too big to share a
         request, and every packet on a server without the route (asked once), goes alone."""
         done: list[Pushed | CliError | None] = [None] * len(items)
+        runs: list[tuple[list[tuple[int, str]], str | None]] = []  # one request each
         run: list[tuple[int, str]] = []  # (index, packet text) of one request
         run_team: str | None = None
         size = 0
 
-        def flush() -> None:
-            nonlocal size
+        def send(run: list[tuple[int, str]], team: str | None, via: RemoteBackend) -> None:
+            answers = via._push_batch(
+                [t for _, t in run],
+                [str(items[i][0].get("id", "")) for i, _ in run],
+                team=team,
+                lenient=lenient,
+                allow_unredacted=allow_unredacted,
+            )
+            for (index, _), answer in zip(run, answers, strict=True):
+                done[index] = answer
+
+        def close_run() -> None:
+            nonlocal run, size
             if run:
-                answers = self._push_batch(
-                    [t for _, t in run],
-                    [str(items[i][0].get("id", "")) for i, _ in run],
-                    team=run_team,
-                    lenient=lenient,
-                    allow_unredacted=allow_unredacted,
-                )
-                for (index, _), answer in zip(run, answers, strict=True):
-                    done[index] = answer
-                run.clear()
+                runs.append((run, run_team))
+                run = []
             size = 0
 
         for index, (data, team) in enumerate(items):
             text = json.dumps(dict(data), ensure_ascii=False, separators=(",", ":"))
             cost = len(json.dumps(text).encode()) + 1  # as it travels: a JSON string, a comma
             if self._batches is False or cost + _BATCH_ENVELOPE > MAX_BODY:
-                flush()
-                done[index] = self._push_one(data, team, lenient, allow_unredacted)
+                close_run()
+                runs.append(([(index, text)], team))
                 continue
             if run and (team != run_team or len(run) == BATCH or size + cost > _BATCH_ROOM):
-                flush()
+                close_run()
             run_team = team
             run.append((index, text))
             size += cost
-        flush()
+        close_run()
+        # The first request alone tells whether the server has the batch routes; once it
+        # has, the rest go on LANES connections at once: each request is a set of
+        # single pushes with distinct ids, so their order changes no packet's outcome,
+        # and the server's processes take them side by side.
+        while runs and self._batches is None:
+            self._send_run(*runs.pop(0), send, items, done, lenient, allow_unredacted)
+        if len(runs) > 1 and self._batches:
+            self._in_lanes(runs, send)
+        else:
+            for one, team in runs:
+                self._send_run(one, team, send, items, done, lenient, allow_unredacted)
         return [d if d is not None else CliError("not pushed") for d in done]
+
+    def _send_run(
+        self,
+        run: list[tuple[int, str]],
+        team: str | None,
+        send: Callable[[list[tuple[int, str]], str | None, RemoteBackend], None],
+        items: Sequence[tuple[Mapping[str, Any], str | None]],
+        done: list[Pushed | CliError | None],
+        lenient: bool,
+        allow_unredacted: bool,
+    ) -> None:
+        """One request of ``push_many``: a batch, or a packet alone (too big to share one,
+        or a server without the batch routes)."""
+        index = run[0][0]
+        if len(run) == 1 and (self._batches is False or _alone(run[0][1])):
+            data, own_team = items[index]
+            done[index] = self._push_one(data, own_team, lenient, allow_unredacted)
+        else:
+            send(run, team, self)
+
+    def _in_lanes(
+        self,
+        runs: list[tuple[list[tuple[int, str]], str | None]],
+        send: Callable[[list[tuple[int, str]], str | None, RemoteBackend], None],
+    ) -> None:
+        """Batch requests on ``LANES`` connections at once (this one, and more of its own)."""
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        lanes: list[RemoteBackend] = []
+        local = threading.local()
+
+        def lane() -> RemoteBackend:
+            via = getattr(local, "via", None)
+            if via is None:
+                via = local.via = self._lane() if lanes else self
+                lanes.append(via)
+            return via
+
+        try:
+            with ThreadPoolExecutor(max_workers=LANES, thread_name_prefix="ltm-push") as pool:
+                list(pool.map(lambda r: send(r[0], r[1], lane()), runs))
+        finally:
+            for via in lanes:
+                if via is not self:
+                    via.http.close()
+
+    def _lane(self) -> RemoteBackend:
+        """This backend on a connection of its own (same server, token and answers)."""
+        import copy
+
+        via = copy.copy(self)
+        via.http = copy.copy(self.http)
+        via.http._conn = None
+        via.http._used = False
+        return via
 
     def _push_one(
         self, data: Mapping[str, Any], team: str | None, lenient: bool, allow_unredacted: bool
