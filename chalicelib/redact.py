@@ -1878,16 +1878,22 @@ class _Text:
 
 
 _MAX_WINDOWS = 256  # beyond this many keyword hits, scan the whole text once
+_MAX_RUNS = 32  # beyond this many base64 runs, a rule searching runs searches the whole text
 
 
 def _windows(rule: Rule, t: _Text) -> list[tuple[int, int]]:
     """The spans of the text a rule must search: all of it, keyword windows or runs."""
     text = t.text
     if not rule.near:
+        n = len(text)
         if rule.min_len:
-            k, reach, n = rule.min_len, rule.reach, len(text)
-            return [(a, min(n, b + reach)) for a, b in t.runs() if b - a >= k]
-        return [(0, len(text))]
+            k, reach = rule.min_len, rule.reach
+            runs = [(a, min(n, b + reach)) for a, b in t.runs() if b - a >= k]
+            # Each search has a fixed cost: past a few dozen runs, one pass over the
+            # whole text is cheaper where the rule has a needle for re's prefix search to
+            # skip to, and finds the same (tests/test_redact.py).
+            return runs if len(runs) <= _MAX_RUNS or not rule.needle else [(0, n)]
+        return [(0, n)]
     low = t.lower()
     if len(low) != len(text):  # lower() changed the length (rare Unicode): be safe
         return [(0, len(text))]
