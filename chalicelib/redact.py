@@ -1054,10 +1054,13 @@ def _r(
     reach: int = 0,
 ) -> Rule:
     pattern = re.compile(regex)
-    needle = "" if anchored else _needle(pattern)
-    if not (near or anchored or min_len):
-        width = _run_width(pattern)
-        min_len = width if width >= _B64_MIN else 0
+    needle = ""
+    if not anchored:  # an anchored rule is tried at its keywords only
+        ops = _parsed(pattern)  # once: this runs for every rule at a command's first scan
+        needle = _needle(ops)
+        if not (near or min_len):
+            width = _run_width(ops)
+            min_len = width if width >= _B64_MIN else 0
     return Rule(
         kind,
         pattern,
@@ -1075,8 +1078,8 @@ def _r(
     )
 
 
-def _needle(pattern: re.Pattern[str]) -> str:
-    """The longest run of literal characters every match of ``pattern`` contains.
+def _needle(ops: Any) -> str:
+    """The longest run of literal characters every match of a pattern contains.
 
     Read from the pattern's parse: the top-level literals, joined across
     zero-width assertions (a look-behind consumes nothing, so the literals on
@@ -1084,8 +1087,8 @@ def _needle(pattern: re.Pattern[str]) -> str:
     match, and ``str.__contains__`` rules that out faster than ``re``'s own
     prefix search walks the text. "" when there is none, or when the parser is
     not the one this was written for: then the rule is searched everywhere.
+    ``ops``: the pattern's parse (``_parsed``).
     """
-    ops = _parsed(pattern)
     if ops is None:
         return ""
     from re import _constants as c
@@ -1107,7 +1110,7 @@ _RUN_TABLE = bytes(
 _RUN_CODES = frozenset(c for c in range(128) if _RUN_TABLE[c] == 0x61)
 
 
-def _run_width(pattern: re.Pattern[str]) -> int:
+def _run_width(ops: Any) -> int:
     """The fewest characters a match takes, when every one is a base64 character; else 0.
 
     Such a pattern only ever matches inside one run of base64 characters
@@ -1115,9 +1118,9 @@ def _run_width(pattern: re.Pattern[str]) -> int:
     packets have none, and a rule skipped costs nothing. Look-behinds may stay
     (``re`` reads before the start of a search); a look-ahead or a ``\\b`` at
     the run's end would see the end of the search instead of the character
-    after the run, so a pattern with either is searched everywhere.
+    after the run, so a pattern with either is searched everywhere. ``ops``: the
+    pattern's parse (``_parsed``).
     """
-    ops = _parsed(pattern)
     if ops is None:
         return 0
     from re import _constants as c
