@@ -737,3 +737,20 @@ def test_import_is_light() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"  # ulid is imported on the first new_id()
+
+
+def test_a_conforming_packet_is_judged_without_pydantic() -> None:
+    """The plain checks judge a conforming packet; the pydantic models (ltm.models) are
+    imported only to name what is wrong with one that is not."""
+    code = (
+        "import sys, json; from ltm import packet\n"
+        f"data = packet.parse(open({str(EXAMPLES / 'example.v0.2.json')!r}, 'rb').read())\n"
+        "assert packet.check(data).conforming\n"
+        "print('pydantic' in sys.modules, end=' ')\n"
+        "data['tags'] = ['Docs']\n"
+        "print(packet.check(data, lenient=True).errors, 'pydantic' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "False ('tags[0]: must match ^[a-z0-9][a-z0-9-]{0,31}$',) True"
