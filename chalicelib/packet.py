@@ -725,9 +725,9 @@ def check(data: Mapping[str, Any], *, lenient: bool = False) -> Checked:
 
 def new_id() -> str:
     """A new ULID (26 characters, time-ordered)."""
-    from ulid import ULID  # imported on first use: minting is rare, imports are not free
+    from .ids import new_ulid
 
-    return str(ULID())
+    return new_ulid()
 
 
 def _utc_stamp(now: datetime | None) -> str:
