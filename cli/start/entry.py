@@ -2,8 +2,8 @@
 
 ``--version``, ``example``, ``save``, ``ls``, ``resume``, ``show``, ``search``, ``log``,
 ``hook`` and plain ``mcp`` skip loading the argument parser (``ltm.cli.start.fast``: typer
-costs more than the whole rest of the start-up). Everything else goes through
-``ltm.cli.start.main``.
+costs more than the whole rest of the start-up), and so does the top-level help
+(``ltm.cli.start.help``). Everything else goes through ``ltm.cli.start.main``.
 """
 
 from __future__ import annotations
@@ -72,6 +72,10 @@ def _fast_path(argv: list[str]) -> bool:
 
         main(argv[1:])
         return True
+    if argv in ([], ["--help"], ["-h"]):
+        from ltm.cli.start.help import answer
+
+        return answer(argv)
     if argv[:1] and argv[0] in FAST_VERBS:
         from ltm.cli.start import fast
 
