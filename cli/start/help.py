@@ -17,10 +17,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from rich.text import Text
 
 ROOT_HELP = (
     "Long-term memory for AI coding agents: save a Core Memory Packet at the end of a"
@@ -123,16 +119,20 @@ def print_help() -> bool:
     not draw it with rich, so that typer answers."""
     if "TYPER_USE_RICH" in os.environ:  # typer's switch: its own reading of it decides
         return False
+    width = os.getenv("TERMINAL_WIDTH")  # typer's: the console's width, when set
+    if width and not width.isdigit():
+        return False  # typer fails on it: let it say so
     try:
-        console, render = _console()
-    except (ImportError, ValueError):  # no rich (typer then prints plain help); a bad width
+        import rich  # noqa: F401 (without rich, typer prints click's plain help)
+    except ImportError:
         return False
-    render(console)
+    _draw(int(width) if width else None)
     return True
 
 
-def _console() -> tuple[Any, Any]:
-    """typer's console (``rich_utils._get_rich_console``) and what it prints on it."""
+def _draw(width: int | None) -> None:
+    """What typer's ``rich_utils.rich_format_help`` draws for a group with no arguments,
+    one options panel, one commands panel and no epilog, on typer's console."""
     from rich.align import Align
     from rich.columns import Columns
     from rich.console import Console, Group
@@ -166,9 +166,7 @@ def _console() -> tuple[Any, Any]:
 
     highlighter = OptionHighlighter()
     negative, types = NegativeOptionHighlighter(), TypesHighlighter()
-    width = os.getenv("TERMINAL_WIDTH")
     forced = any(os.getenv(name) for name in ("GITHUB_ACTIONS", "FORCE_COLOR", "PY_COLORS"))
-    force = False if os.getenv("_TYPER_FORCE_DISABLE_TERMINAL") else True if forced else None
     theme = {
         "option": "bold cyan",
         "switch": "bold green",
@@ -182,8 +180,8 @@ def _console() -> tuple[Any, Any]:
         theme=Theme(theme),
         highlighter=highlighter,
         color_system="auto",
-        force_terminal=force,
-        width=int(width) if width else None,
+        force_terminal=False if os.getenv("_TYPER_FORCE_DISABLE_TERMINAL") else forced or None,
+        width=width,
         stderr=False,
     )
 
@@ -193,39 +191,35 @@ def _console() -> tuple[Any, Any]:
             return highlighter(Text.from_ansi(markup, style=""))
         return highlighter(Text.from_markup(markup, style=""))
 
-    def render(console: Console) -> None:
-        console.print(Padding(highlighter(USAGE), 1), style="bold")
-        console.print(Padding(Align(Group(text(ROOT_HELP)), pad=False), (0, 1, 1, 1)))
-        table = _table(Table, highlight=True)
-        for long, short, metavar, help_text in OPTIONS:
-            shown = Text(style="bold yellow", overflow="fold")
-            shown.append(metavar)
-            row = [highlighter(long), highlighter(short), negative(""), negative("")]
-            table.add_row(*row, types(shown), Columns([text(help_text)]))
-        console.print(Panel(table, border_style="dim", title="Options", title_align="left"))
-        table = _table(Table, highlight=False)
-        table.add_column(style="bold cyan", no_wrap=True, width=max(len(v) for v, _ in VERBS))
-        table.add_column("Description", justify="left", no_wrap=False, ratio=10)
-        for verb, help_text in VERBS:
-            table.add_row(Text(verb), text(help_text))
-        console.print(Panel(table, border_style="dim", title="Commands", title_align="left"))
+    def table(*, highlight: bool) -> Table:
+        return Table(
+            highlight=highlight,
+            show_header=False,
+            expand=True,
+            box=None,
+            show_lines=False,
+            leading=0,
+            border_style=None,
+            row_styles=None,
+            pad_edge=False,
+            padding=(0, 1),
+        )
 
-    return console, render
-
-
-def _table(table: Any, *, highlight: bool) -> Any:
-    return table(
-        highlight=highlight,
-        show_header=False,
-        expand=True,
-        box=None,
-        show_lines=False,
-        leading=0,
-        border_style=None,
-        row_styles=None,
-        pad_edge=False,
-        padding=(0, 1),
-    )
+    console.print(Padding(highlighter(USAGE), 1), style="bold")
+    console.print(Padding(Align(Group(text(ROOT_HELP)), pad=False), (0, 1, 1, 1)))
+    options = table(highlight=True)
+    for long, short, metavar, help_text in OPTIONS:
+        shown = Text(style="bold yellow", overflow="fold")
+        shown.append(metavar)
+        names = [highlighter(long), highlighter(short), negative(""), negative("")]
+        options.add_row(*names, types(shown), Columns([text(help_text)]))
+    console.print(Panel(options, border_style="dim", title="Options", title_align="left"))
+    verbs = table(highlight=False)
+    verbs.add_column(style="bold cyan", no_wrap=True, width=max(len(v) for v, _ in VERBS))
+    verbs.add_column("Description", justify="left", no_wrap=False, ratio=10)
+    for verb, help_text in VERBS:
+        verbs.add_row(Text(verb), text(help_text))
+    console.print(Panel(verbs, border_style="dim", title="Commands", title_align="left"))
 
 
 def answer(argv: list[str]) -> bool:
