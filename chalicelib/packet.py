@@ -1,10 +1,12 @@
 """Core Memory Packets: parse, check, fill in, canonicalize.
 
 The published JSON Schemas (``core-memory.v0.1.json`` and ``core-memory.v0.2.json``)
-are the normative shape; the pydantic models below mirror them field for field
-(every limit, pattern and enum; no additional properties at any level; strict
-types, so ``"locked": "yes"`` or ``"goal": 5`` never coerce). The conformance
-tests hold these models to the published files with the ``jsonschema`` library.
+are the normative shape; the pydantic models of ``ltm.models`` mirror them field
+for field (every limit, pattern and enum; no additional properties at any level;
+strict types, so ``"locked": "yes"`` or ``"goal": 5`` never coerce), and the
+plain checks here give the models' verdict without importing pydantic (see "The
+schema as plain data"). The conformance tests hold both to the published files
+with the ``jsonschema`` library.
 
 Decisions worth knowing:
 
@@ -17,7 +19,8 @@ Decisions worth knowing:
   are rejected; nothing may follow the offset (not even a newline).
 * Patterns use ECMA-262 semantics, where ``$`` matches only at the very end:
   pydantic's ``rust-regex`` engine (pinned in the model config) does exactly
-  that, so ``"docs\\n"`` is not a tag. Python's ``re`` would accept it.
+  that, and so does ``fullmatch`` here, so ``"docs\\n"`` is not a tag. Python's
+  ``re.match`` with ``$`` would accept it.
 * Lengths count code points, as JSON Schema does: an astral character counts 1.
 * :func:`parse` rejects duplicate object keys (I-JSON, RFC 7493: different
   parsers keep different duplicates, so such a packet means different things
@@ -35,23 +38,24 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import cache
-from typing import Annotated, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    TypeAdapter,
-    ValidationError,
-)
-from pydantic_core import PydanticCustomError
+if TYPE_CHECKING:
+    from .models import (
+        MODELS,
+        AttemptV01,
+        AttemptV02,
+        DecisionV01,
+        DecisionV02,
+        Method,
+        PacketV01,
+        PacketV02,
+        Project,
+        Provenance,
+    )
 
 __all__ = [
     "CURRENT_VERSION",
@@ -80,6 +84,31 @@ __all__ = [
 SUPPORTED_VERSIONS: tuple[str, ...] = ("0.1", "0.2")
 CURRENT_VERSION = "0.2"
 MAX_PACKET_BYTES = 32_768
+
+# The pydantic models live in ltm.models and are imported on first use of these names:
+# importing them costs more than most commands that read or write a packet.
+_FROM_MODELS = frozenset(
+    {
+        "MODELS",
+        "AttemptV01",
+        "AttemptV02",
+        "DecisionV01",
+        "DecisionV02",
+        "Method",
+        "PacketV01",
+        "PacketV02",
+        "Project",
+        "Provenance",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_MODELS:
+        from . import models
+
+        return getattr(models, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class PacketError(ValueError):
@@ -128,14 +157,6 @@ def _match_rfc3339(value: str) -> re.Match[str] | None:
     return m
 
 
-def _check_date_time(value: str) -> str:
-    if _match_rfc3339(value) is None:
-        raise PydanticCustomError(
-            "date_time", "must be an RFC 3339 date-time such as 2026-04-22T00:00:00Z"
-        )
-    return value
-
-
 def created_at_sort_key(value: str) -> str:
     """Normalize an RFC 3339 timestamp to UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ``.
 
@@ -174,190 +195,152 @@ def created_at_sort_key(value: str) -> str:
 
 
 # --------------------------------------------------------------------------
-# Models
+# The schema as plain data
+#
+# Most packets conform, and the pydantic models (``ltm.models``) cost more to import and
+# build than the whole rest of ``ltm save`` (~45 ms). So a packet is first judged by
+# these plain checks, which say "conforms" exactly when the models do
+# (tests/test_conformance.py holds the two verdicts equal over its whole corpus, hand
+# written and generated); only a packet they find fault with goes to the models, whose
+# messages name every problem. Each check takes only what a JSON parse gives (exact
+# str, bool, list, dict): anything else goes to the models too, which judge it as ever.
+# Fields are in the schema's order, which the canonical form follows.
+
+_Check = Callable[[Any], bool]
 
 
-def _reject_null(value: Any) -> Any:
-    if value is None:
-        raise PydanticCustomError("null", "must not be null (omit the field instead)")
-    return value
+def _text(low: int = 0, high: int | None = 1024, pattern: str | None = None) -> _Check:
+    """A string of ``low``..``high`` code points (pydantic counts them too), matching
+    ``pattern`` whole: ``fullmatch`` is ECMA-262's ``^...$``, where ``$`` is the very end."""
+    fits = re.compile(pattern).fullmatch if pattern else None
+    return lambda value: (
+        type(value) is str
+        and low <= len(value)
+        and (high is None or len(value) <= high)
+        and (fits is None or fits(value) is not None)
+    )
 
 
-def _drop_null_from_schema(schema: dict[str, Any]) -> None:
-    """JSON Schema for an optional field: the type itself, without ``null``."""
-    branches = schema.pop("anyOf", None)
-    if branches is not None:
-        for branch in branches:
-            if branch != {"type": "null"}:
-                schema.update(branch)
-    schema.pop("default", None)
+def _one_of(*values: str) -> _Check:
+    return lambda value: type(value) is str and value in values
 
 
-_T = TypeVar("_T")
-
-# An optional field: may be omitted, but an explicit null is an error, as in the
-# schemas (no field there admits null). Python sees None when it was omitted.
-Omittable = Annotated[
-    _T | None, BeforeValidator(_reject_null), Field(json_schema_extra=_drop_null_from_schema)
-]
+def _boolean(value: Any) -> bool:
+    return type(value) is bool
 
 
-Text = Annotated[str, StringConstraints(strict=True, max_length=1024)]
-Text128 = Annotated[str, StringConstraints(strict=True, max_length=128)]
-Text256 = Annotated[str, StringConstraints(strict=True, max_length=256)]
-Text2048 = Annotated[str, StringConstraints(strict=True, max_length=2048)]
-NonEmptyText = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=1024)]
-PacketId = Annotated[str, StringConstraints(strict=True, min_length=10, max_length=64)]
-Tag = Annotated[str, StringConstraints(strict=True, pattern=r"^[a-z0-9][a-z0-9-]{0,31}$")]
-MethodName = Annotated[
-    str, StringConstraints(strict=True, max_length=128, pattern=r"^[a-z0-9][a-z0-9-]{0,127}$")
-]
-SourceHash = Annotated[str, StringConstraints(strict=True, pattern=r"^sha256:[a-f0-9]{64}$")]
-DateTime = Annotated[
-    str,
-    StringConstraints(strict=True),
-    AfterValidator(_check_date_time),
-    Field(json_schema_extra={"format": "date-time"}),
-]
-Outcome = Literal["succeeded", "failed", "partial"]
-Confidence = Literal["low", "medium", "high"]
+def _date_time(value: Any) -> bool:
+    return type(value) is str and _match_rfc3339(value) is not None
 
 
-# strict: no coercion at all; forbid: additionalProperties false; rust-regex:
-# ECMA-262-like anchors ("$" only at the very end; Python's re differs).
-_CONFIG = ConfigDict(extra="forbid", strict=True, regex_engine="rust-regex", frozen=True)
+def _array(item: _Check, most: int) -> _Check:
+    return lambda value: type(value) is list and len(value) <= most and all(map(item, value))
 
 
-class _Strict(BaseModel):
-    model_config = _CONFIG
+class _Object:
+    """An object with these fields (in the schema's order), ``required`` among them, and
+    no other: null is never a value (an optional field is omitted instead)."""
+
+    __slots__ = ("fields", "required")
+
+    def __init__(self, fields: dict[str, _Check], required: tuple[str, ...] = ()) -> None:
+        self.fields = fields
+        self.required = frozenset(required)
+
+    def __call__(self, value: Any) -> bool:
+        if type(value) is not dict or not self.required <= value.keys():
+            return False
+        fields = self.fields
+        return all(key in fields and fields[key](item) for key, item in value.items())
 
 
-class Project(_Strict):
-    name: Omittable[Text128] = None
-    ref: Omittable[Text256] = None
-
-
-class Provenance(_Strict):
-    author_model: Omittable[Text128] = None
-    author_human: Omittable[Text128] = None
-    source_hash: Omittable[SourceHash] = None
-    confidence: Omittable[Confidence] = None
-
-
-class DecisionV01(_Strict):
-    what: Text
-    why: Text
-    locked: Omittable[bool] = None
-
-
-class DecisionV02(_Strict):
-    what: Text
-    why: Text
-    consequences: Omittable[Text] = None
-    locked: Omittable[bool] = None
-
-
-class AttemptV01(_Strict):
-    tried: Text
-    outcome: Outcome
-    learned: Omittable[Text] = None
-
-
-class AttemptV02(_Strict):
-    tried: Text
-    outcome: Outcome
-    learned: Omittable[Text] = None
-    confidence: Omittable[Confidence] = None
-
-
-class Method(_Strict):
-    name: MethodName
-    when_applicable: Text
-    how: Text2048
-
-
-class PacketV01(_Strict):
-    """Core Memory Packet, ``ltm_version`` 0.1 (fields in the schema's order)."""
-
-    ltm_version: Literal["0.1"]
-    id: PacketId
-    created_at: DateTime
-    project: Omittable[Project] = None
-    goal: NonEmptyText
-    constraints: Omittable[Annotated[list[Text], Field(max_length=32)]] = None
-    decisions: Omittable[Annotated[list[DecisionV01], Field(max_length=64)]] = None
-    attempts: Omittable[Annotated[list[AttemptV01], Field(max_length=64)]] = None
-    open_questions: Omittable[Annotated[list[Text], Field(max_length=32)]] = None
-    next_step: NonEmptyText
-    tags: Omittable[Annotated[list[Tag], Field(max_length=16)]] = None
-    provenance: Omittable[Provenance] = None
-
-
-class PacketV02(_Strict):
-    """Core Memory Packet, ``ltm_version`` 0.2 (fields in the schema's order)."""
-
-    ltm_version: Literal["0.2"]
-    id: PacketId
-    parent_id: Omittable[PacketId] = None
-    created_at: DateTime
-    project: Omittable[Project] = None
-    goal: NonEmptyText
-    success_criteria: Omittable[Annotated[list[Text], Field(max_length=16)]] = None
-    constraints: Omittable[Annotated[list[Text], Field(max_length=32)]] = None
-    decisions: Omittable[Annotated[list[DecisionV02], Field(max_length=64)]] = None
-    methods: Omittable[Annotated[list[Method], Field(max_length=32)]] = None
-    attempts: Omittable[Annotated[list[AttemptV02], Field(max_length=64)]] = None
-    open_questions: Omittable[Annotated[list[Text], Field(max_length=32)]] = None
-    next_step: NonEmptyText
-    tags: Omittable[Annotated[list[Tag], Field(max_length=16)]] = None
-    provenance: Omittable[Provenance] = None
-
-
-MODELS: dict[str, type[BaseModel]] = {"0.1": PacketV01, "0.2": PacketV02}
-
-# Item types of the array fields: when an array has too many items pydantic
-# stops before checking them, so check() checks the items on its own (lazily).
-_ITEM_TYPES: dict[type[BaseModel], dict[str, Any]] = {
-    PacketV01: {
-        "constraints": Text,
-        "decisions": DecisionV01,
-        "attempts": AttemptV01,
-        "open_questions": Text,
-        "tags": Tag,
+_TEXT = _text()
+_NON_EMPTY = _text(1)
+_PACKET_ID = _text(10, 64)
+_CONFIDENCE = _one_of("low", "medium", "high")
+_OUTCOME = _one_of("succeeded", "failed", "partial")
+_TAGS = _array(_text(high=None, pattern=r"[a-z0-9][a-z0-9-]{0,31}"), 16)
+_PROJECT = _Object({"name": _text(high=128), "ref": _text(high=256)})
+_PROVENANCE = _Object(
+    {
+        "author_model": _text(high=128),
+        "author_human": _text(high=128),
+        "source_hash": _text(high=None, pattern=r"sha256:[a-f0-9]{64}"),
+        "confidence": _CONFIDENCE,
+    }
+)
+_DECISION = {
+    "0.1": _Object({"what": _TEXT, "why": _TEXT, "locked": _boolean}, ("what", "why")),
+    "0.2": _Object(
+        {"what": _TEXT, "why": _TEXT, "consequences": _TEXT, "locked": _boolean}, ("what", "why")
+    ),
+}
+_ATTEMPT = {
+    "0.1": _Object({"tried": _TEXT, "outcome": _OUTCOME, "learned": _TEXT}, ("tried", "outcome")),
+    "0.2": _Object(
+        {"tried": _TEXT, "outcome": _OUTCOME, "learned": _TEXT, "confidence": _CONFIDENCE},
+        ("tried", "outcome"),
+    ),
+}
+_METHOD = _Object(
+    {
+        "name": _text(high=128, pattern=r"[a-z0-9][a-z0-9-]{0,127}"),
+        "when_applicable": _TEXT,
+        "how": _text(high=2048),
     },
-    PacketV02: {
-        "success_criteria": Text,
-        "constraints": Text,
-        "decisions": DecisionV02,
-        "methods": Method,
-        "attempts": AttemptV02,
-        "open_questions": Text,
-        "tags": Tag,
-    },
+    ("name", "when_applicable", "how"),
+)
+_REQUIRED = ("ltm_version", "id", "created_at", "goal", "next_step")
+_SHAPES: dict[str, _Object] = {
+    "0.1": _Object(
+        {
+            "ltm_version": _one_of("0.1"),
+            "id": _PACKET_ID,
+            "created_at": _date_time,
+            "project": _PROJECT,
+            "goal": _NON_EMPTY,
+            "constraints": _array(_TEXT, 32),
+            "decisions": _array(_DECISION["0.1"], 64),
+            "attempts": _array(_ATTEMPT["0.1"], 64),
+            "open_questions": _array(_TEXT, 32),
+            "next_step": _NON_EMPTY,
+            "tags": _TAGS,
+            "provenance": _PROVENANCE,
+        },
+        _REQUIRED,
+    ),
+    "0.2": _Object(
+        {
+            "ltm_version": _one_of("0.2"),
+            "id": _PACKET_ID,
+            "parent_id": _PACKET_ID,
+            "created_at": _date_time,
+            "project": _PROJECT,
+            "goal": _NON_EMPTY,
+            "success_criteria": _array(_TEXT, 16),
+            "constraints": _array(_TEXT, 32),
+            "decisions": _array(_DECISION["0.2"], 64),
+            "methods": _array(_METHOD, 32),
+            "attempts": _array(_ATTEMPT["0.2"], 64),
+            "open_questions": _array(_TEXT, 32),
+            "next_step": _NON_EMPTY,
+            "tags": _TAGS,
+            "provenance": _PROVENANCE,
+        },
+        _REQUIRED,
+    ),
 }
 
-# Canonical key order, taken from the v0.2 models (v0.1's order is a
-# subsequence of it): top level, then the objects inside the named fields.
-_TOP_ORDER: tuple[str, ...] = tuple(PacketV02.model_fields)
+# Canonical key order, the v0.2 schema's (v0.1's order is a subsequence of it): top
+# level, then the objects inside the named fields.
+_TOP_ORDER: tuple[str, ...] = tuple(_SHAPES["0.2"].fields)
 _NESTED_ORDER: dict[str, tuple[str, ...]] = {
-    "project": tuple(Project.model_fields),
-    "provenance": tuple(Provenance.model_fields),
-    "decisions": tuple(DecisionV02.model_fields),
-    "methods": tuple(Method.model_fields),
-    "attempts": tuple(AttemptV02.model_fields),
+    "project": tuple(_PROJECT.fields),
+    "provenance": tuple(_PROVENANCE.fields),
+    "decisions": tuple(_DECISION["0.2"].fields),
+    "methods": tuple(_METHOD.fields),
+    "attempts": tuple(_ATTEMPT["0.2"].fields),
 }
-
-# Fields that v0.2 added, by where they live, to explain them in a v0.1 packet.
-_ADDED_IN_V02: dict[tuple[str, ...], frozenset[str]] = {
-    (): frozenset(PacketV02.model_fields) - frozenset(PacketV01.model_fields),
-    ("decisions",): frozenset(DecisionV02.model_fields) - frozenset(DecisionV01.model_fields),
-    ("attempts",): frozenset(AttemptV02.model_fields) - frozenset(AttemptV01.model_fields),
-}
-
-
-@cache
-def _items_adapter(model: type[BaseModel], field: str) -> TypeAdapter[Any]:
-    return TypeAdapter(list[_ITEM_TYPES[model][field]], config=_CONFIG)  # type: ignore[misc]
 
 
 # --------------------------------------------------------------------------
@@ -379,85 +362,28 @@ def _fmt_loc(loc: Iterable[str | int]) -> str:
     return out or "packet"
 
 
-_QUOTED = re.compile(r"'([^']*)'")
-
-
-def _reason(err: Any) -> str:
-    kind = err["type"]
-    ctx = err.get("ctx") or {}
-    value = err.get("input")
-    if kind == "missing":
-        return "required"
-    if kind == "string_type":
-        return "must be a string"
-    if kind == "bool_type":
-        return "must be a boolean (true or false)"
-    if kind == "list_type":
-        return "must be an array"
-    if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return "must be an object"
-    if kind == "string_too_short":
-        if ctx["min_length"] == 1:
-            return "must not be empty"
-        return f"must be at least {ctx['min_length']} characters (got {len(value)})"
-    if kind == "string_too_long":
-        return f"must be at most {ctx['max_length']} characters (got {len(value)})"
-    if kind == "too_long":
-        return f"must have at most {ctx['max_length']} items (got {ctx['actual_length']})"
-    if kind == "string_pattern_mismatch":
-        return f"must match {ctx['pattern']}"
-    if kind == "literal_error":
-        return "must be one of " + ", ".join(_QUOTED.findall(str(ctx["expected"])))
-    return str(err["msg"])
-
-
-def _messages(errors: Iterable[Any], version: str, prefix: tuple[str | int, ...] = ()) -> list[str]:
-    out = []
-    for err in errors:
-        loc = prefix + tuple(err["loc"])
-        if err["type"] == "extra_forbidden":
-            *parent, key = loc
-            where = tuple(p for p in parent if isinstance(p, str))
-            if version == "0.1" and key in _ADDED_IN_V02.get(where, ()):
-                reason = f"field {_short(key)} needs ltm_version 0.2 (not part of 0.1)"
-            else:
-                reason = f"unknown field {_short(key)}"
-            out.append(f"{_fmt_loc(parent)}: {reason}")
-        else:
-            out.append(f"{_fmt_loc(loc)}: {_reason(err)}")
-    return out
+def _routed(data: dict[str, Any]) -> tuple[list[str], str, dict[str, Any]]:
+    """The version errors, and the version and payload the schema judges next: a missing
+    or unsupported version is reported, and the rest judged by the current version's."""
+    declared = data.get("ltm_version")
+    if isinstance(declared, str) and declared in SUPPORTED_VERSIONS:
+        return [], declared, data
+    supported = ", ".join(SUPPORTED_VERSIONS)
+    if "ltm_version" not in data:
+        error = f"ltm_version: required (supported: {supported})"
+    elif not isinstance(declared, str):
+        error = f"ltm_version: must be a string (supported: {supported})"
+    else:
+        error = f"ltm_version: unsupported version {_short(declared)}; supported: {supported}"
+    return [error], CURRENT_VERSION, {**data, "ltm_version": CURRENT_VERSION}
 
 
 def _schema_errors(data: dict[str, Any]) -> list[str]:
-    errors: list[str] = []
-    declared = data.get("ltm_version")
-    if isinstance(declared, str) and declared in MODELS:
-        version, payload = declared, data
-    else:
-        supported = ", ".join(SUPPORTED_VERSIONS)
-        if "ltm_version" not in data:
-            errors.append(f"ltm_version: required (supported: {supported})")
-        elif not isinstance(declared, str):
-            errors.append(f"ltm_version: must be a string (supported: {supported})")
-        else:
-            errors.append(
-                f"ltm_version: unsupported version {_short(declared)}; supported: {supported}"
-            )
-        # Check everything else against the current version, so all is reported.
-        version, payload = CURRENT_VERSION, {**data, "ltm_version": CURRENT_VERSION}
-    model = MODELS[version]
-    try:
-        model.model_validate(payload)
-    except ValidationError as exc:
-        found = exc.errors(include_url=False)
-        errors += _messages(found, version)
-        for err in found:
-            field = err["loc"][0] if len(err["loc"]) == 1 else None
-            if err["type"] == "too_long" and field in _ITEM_TYPES[model]:
-                try:
-                    _items_adapter(model, field).validate_python(payload[field])
-                except ValidationError as items_exc:
-                    errors += _messages(items_exc.errors(include_url=False), version, (field,))
+    errors, version, payload = _routed(data)
+    if not _SHAPES[version](payload):
+        from .models import errors_of  # pydantic: only for a packet with something wrong
+
+        errors += errors_of(payload, version)
     return errors
 
 
@@ -807,9 +733,9 @@ def check(data: Mapping[str, Any], *, lenient: bool = False) -> Checked:
 
 def new_id() -> str:
     """A new ULID (26 characters, time-ordered)."""
-    from ulid import ULID  # imported on first use: minting is rare, imports are not free
+    from .ids import new_ulid
 
-    return str(ULID())
+    return new_ulid()
 
 
 def _utc_stamp(now: datetime | None) -> str:

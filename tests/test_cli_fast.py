@@ -1,6 +1,6 @@
 """The fast path: the plain forms of the most used verbs answer without typer or pydantic.
 
-``ltm.cli.start.entry`` hands ``--version``, ``example``, ``ls``, ``resume``,
+``ltm.cli.start.entry`` hands ``--version``, ``example``, ``save``, ``ls``, ``resume``,
 ``show``, ``search`` and ``log`` to ``ltm.cli.start.fast`` when it recognises their
 plain forms; anything else (help, typos, unusual options) goes through the typer commands, which
 call the same bodies. These tests run the real ``ltm`` in subprocesses and
@@ -16,10 +16,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from clikit import Cli
+from clikit import LTM, Cli
 
 HEAVY = ("typer", "pydantic", "click", "rich", "httpx", "ulid", "re2")
 TYPER_PATH = "import sys; from ltm.cli.start.main import run; run(sys.argv[1:])"
+# The whole CLI with the fast path turned off: every verb through typer, and its failures
+# shown as the console script shows them (one "ltm: ..." line, the exit code).
+TYPER_ENTRY = (
+    "import sys; from ltm.cli.start import entry; entry._fast_path = lambda argv: False;"
+    " entry.main(sys.argv[1:])"
+)
 
 
 @pytest.fixture
@@ -60,11 +66,15 @@ def through_typer(cli: Cli, *args: str) -> str:
         ["search", '"email.md"', "tag:docs", "--local", "--json"],
         ["log", "ID", "--local"],
         ["ls", "--local", "--tag", "docs", "--since", "30d", "--author", "me", "--all"],
+        ["save", "FILE"],
+        ["save", "FILE", "--local", "--lenient"],
     ],
 )
-def test_plain_forms_import_nothing_heavy(cli: Cli, args: list[str]) -> None:
+def test_plain_forms_import_nothing_heavy(cli: Cli, args: list[str], tmp_path: Path) -> None:
     full = packet_id(cli)
+    (tmp_path / "packet.json").write_text(cli.ok("example"))
     args = [full if a == "ID" else full[:12] if a == "PREFIX" else a for a in args]
+    args = [str(tmp_path / "packet.json") if a == "FILE" else a for a in args]
     assert not {name.split(".")[0] for name in cli.imports(*args)} & set(HEAVY)
 
 
@@ -139,3 +149,130 @@ def test_ids_sharing_a_long_prefix_are_shown_apart_on_both_paths(tmp_path: Path)
     fast = cli.ok("ls", "--local")
     assert fast == through_typer(cli, "ls", "--local")
     assert {line.split()[0] for line in fast.splitlines()} == {pid[:25] for pid in twins}
+
+
+# -- ltm save ------------------------------------------------------------------------
+
+TOKEN = "ghp_" + "Zk3Qw8Rt5Yu2Io9Pa4Sd7Fg1Hj6Kl0Zx3Cv8"  # a made-up GitHub token
+WRITTEN = {"id": "01JS5LTSAVEFASTPATH0000001", "created_at": "2026-04-22T00:00:00Z"}
+SAVES: dict[str, tuple[dict[str, object], list[str]]] = {
+    # name: (what changes in the example packet, the arguments after "save")
+    "file": ({}, ["FILE"]),
+    "stdin": ({}, ["-"]),
+    "stdin by default": ({}, []),
+    "content only": ({"id": None, "created_at": None}, ["FILE", "--local"]),
+    "options after": ({}, ["FILE", "--local", "--lenient", "--allow-unredacted"]),
+    "options before": ({}, ["--local", "--team=", "FILE"]),
+    "a secret": ({"goal": f"use {TOKEN}"}, ["FILE"]),
+    "a secret, let through": ({"goal": f"use {TOKEN}"}, ["FILE", "--allow-unredacted"]),
+    "schema errors": ({"tags": ["Bad Tag"], "next_step": None}, ["FILE"]),
+    "schema errors, lenient": ({"tags": ["Bad Tag"]}, ["FILE", "--lenient"]),
+    "schema errors and a secret": ({"tags": ["Bad Tag"], "goal": TOKEN}, ["-"]),
+    "a bad id": ({"id": "01JS5L/../../etc"}, ["FILE"]),
+    "the user's own rule": ({"goal": "ship project-bluebird"}, ["FILE"]),
+    "an unknown parent": ({"parent_id": "01JS5LNOSUCHPARENT00000001"}, ["FILE"]),
+    "continues last": ({}, ["FILE", "--continues", "last"]),
+    "continues an id": ({}, ["FILE", "--continues=01JS5LEARLIER0000000000001"]),
+    "continues itself": ({}, ["FILE", "--continues", "01JS5LTSAVEFASTPATH0000001"]),
+    "a team, no server": ({}, ["FILE", "-t", "core"]),
+    "no such file": ({}, ["NOFILE"]),
+    "not JSON": ({"goal": "{"}, ["GARBAGE"]),
+    "two files": ({}, ["FILE", "FILE"]),
+    "an unknown option": ({}, ["FILE", "--frobnicate"]),
+}
+
+
+def _home(root: Path, name: str) -> Cli:
+    """A person with one earlier packet and a rule of their own (ltm sensitive add)."""
+    cli = Cli(root / name)
+    earlier = {**json.loads(cli.ok("example")), "id": "01JS5LEARLIER0000000000001"}
+    cli.ok("save", "-", stdin=json.dumps({**earlier, "created_at": "2026-04-21T00:00:00Z"}))
+    cli.ok("sensitive", "add", "codename", "project-bluebird")
+    return cli
+
+
+def _answer(cli: Cli, argv: list[str], stdin: bytes) -> tuple[int, str, str]:
+    out = subprocess.run(argv, input=stdin, env=cli.env, capture_output=True, timeout=60)
+    home = str(cli.home)
+    return (
+        out.returncode,
+        out.stdout.decode().replace(home, "HOME"),
+        out.stderr.decode().replace(home, "HOME"),
+    )
+
+
+@pytest.mark.parametrize("case", SAVES, ids=list(SAVES))
+def test_fast_save_answers_as_typer_save(tmp_path: Path, case: str) -> None:
+    """Fast and typer ``save``, each in a home of its own: the same exit code, the same
+    lines, and (saved) the same stored bytes, for what saves and for what must not."""
+    changes, args = SAVES[case]
+    packet = {**json.loads(Cli(tmp_path / "x").ok("example")), **WRITTEN, **changes}
+    body = json.dumps({k: v for k, v in packet.items() if v is not None}).encode()
+    (tmp_path / "packet.json").write_bytes(body)
+    (tmp_path / "garbage.json").write_bytes(body[:40])
+    names = {"FILE": "packet.json", "NOFILE": "missing.json", "GARBAGE": "garbage.json"}
+    argv = ["save", *(str(tmp_path / names[a]) if a in names else a for a in args)]
+    fast, typer = _home(tmp_path, "fast"), _home(tmp_path, "typer")
+    answers = [
+        _answer(fast, [LTM, *argv], body),
+        _answer(typer, [sys.executable, "-c", TYPER_ENTRY, *argv], body),
+    ]
+    listed = [json.loads(c.ok("ls", "--local", "--json"))["packets"] for c in (fast, typer)]
+    if "id" in changes:  # minted: another id (and time) in each home
+        minted = [rows[0]["id"] for rows in listed]
+        answers = [
+            (c, o.replace(i, "ID"), e.replace(i, "ID"))
+            for (c, o, e), i in zip(answers, minted, strict=True)
+        ]
+        listed = [[{**rows[0], "id": "ID", "created_at": "T"}, *rows[1:]] for rows in listed]
+    assert answers[0] == answers[1]
+    code, out, err = answers[0]
+    assert "Traceback" not in err
+    assert len(listed[0]) == (2 if code == 0 else 1)
+    assert listed[0] == listed[1]
+    if code == 0 and "id" not in changes:
+        assert out == f"{WRITTEN['id']}\n"
+        stored = [c.ok("show", WRITTEN["id"], "--local", "--json") for c in (fast, typer)]
+        assert stored[0] == stored[1]
+
+
+def test_save_refusals_say_why_and_store_nothing(tmp_path: Path) -> None:
+    cli = _home(tmp_path, "home")
+    example = json.loads(cli.ok("example"))
+    secret = cli.run("save", "-", stdin=json.dumps({**example, "goal": f"use {TOKEN}"}))
+    assert secret.returncode == 1
+    assert "redaction pre-flight blocked the packet (1 hit)" in secret.stderr
+    assert "goal/github-token" in secret.stderr
+    own = cli.run("save", "-", stdin=json.dumps({**example, "goal": "ship project-bluebird"}))
+    assert own.returncode == 1 and "goal/codename" in own.stderr
+    schema = cli.run("save", "-", stdin=json.dumps({**example, "tags": ["Bad Tag"]}))
+    assert schema.returncode == 1
+    assert "tags[0]: must match ^[a-z0-9][a-z0-9-]{0,31}$" in schema.stderr
+    assert len(json.loads(cli.ok("ls", "--local", "--json"))["packets"]) == 1
+
+
+def test_fast_save_imports_no_parser_when_it_refuses_a_secret(tmp_path: Path) -> None:
+    """A refused packet is still answered on the fast path; only a schema error brings in
+    pydantic (the models name what is wrong), and typer never comes."""
+    cli = _home(tmp_path, "home")
+    example = json.loads(cli.ok("example"))
+    for changes, heavy in (({"goal": f"use {TOKEN}"}, set()), ({"tags": ["X"]}, {"pydantic"})):
+        out = subprocess.run(
+            [sys.executable, "-X", "importtime", LTM, "save", "-"],
+            input=json.dumps({**example, **changes}),
+            env=cli.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 1
+        lines = out.stderr.splitlines()
+        names = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in lines if "|" in line}
+        assert names & {"typer", "click", "pydantic"} == heavy
+
+
+def test_unusual_save_forms_still_reach_typer(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    assert "Usage: ltm save" in cli.ok("save", "--help")
+    two = cli.run("save", "a.json", "b.json")
+    assert two.returncode == 2 and "unexpected extra argument" in two.stderr

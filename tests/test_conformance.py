@@ -46,10 +46,13 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 from jsonschema.validators import extend
 
+from ltm.models import errors_of
 from ltm.packet import (
+    _SHAPES,
     PacketError,
     PacketV01,
     PacketV02,
+    _routed,
     check,
     parse,
 )
@@ -139,8 +142,13 @@ def reference_accepts(packet: Any) -> bool:
 
 
 def our_verdict(packet: dict[str, Any]) -> bool:
-    """check()'s verdict; lenient and strict mode must tell the same story."""
+    """check()'s verdict; lenient and strict mode must tell the same story, and so must
+    the plain checks and the pydantic models (check() asks the models only when the
+    plain checks find fault, so each must say "conforms" exactly when the other does)."""
     checked = check(packet, lenient=True)
+    _, version, payload = _routed(checked.data)
+    plain, models = _SHAPES[version](payload), not errors_of(payload, version)
+    assert plain == models, f"plain checks say {plain}, the models say {models}"
     if checked.conforming:
         assert check(packet).errors == ()
     else:
@@ -221,6 +229,33 @@ def test_models_mirror_the_published_schema(version: str) -> None:
     assert ours == published
     # Same property order too: canonical form follows it.
     assert list(ours["properties"]) == list(published["properties"])
+
+
+@pytest.mark.parametrize("version", ["0.1", "0.2"])
+def test_plain_checks_have_the_models_fields(version: str) -> None:
+    """The plain checks (ltm.packet) name the models' fields at every level, in the same
+    order (canonical form follows it) and with the same ones required."""
+    from ltm import models
+    from ltm import packet as plain
+
+    v = version.replace(".", "")
+    pairs = [
+        (plain._SHAPES[version], models.MODELS[version]),
+        (plain._PROJECT, models.Project),
+        (plain._PROVENANCE, models.Provenance),
+        (plain._DECISION[version], getattr(models, f"DecisionV{v}")),
+        (plain._ATTEMPT[version], getattr(models, f"AttemptV{v}")),
+        (plain._METHOD, models.Method),
+    ]
+    for shape, model in pairs:
+        assert tuple(shape.fields) == tuple(model.model_fields), model.__name__
+        required = {name for name, field in model.model_fields.items() if field.is_required()}
+        assert shape.required == required, model.__name__
+    assert tuple(models.PacketV02.model_fields) == plain._TOP_ORDER
+    nested = {"project": models.Project, "provenance": models.Provenance}
+    nested |= {"decisions": models.DecisionV02, "methods": models.Method}
+    nested |= {"attempts": models.AttemptV02}
+    assert {k: tuple(m.model_fields) for k, m in nested.items()} == plain._NESTED_ORDER
 
 
 @pytest.mark.parametrize("name", ["example.v0.2.json", "reference-benchmark.v0.1.json"])

@@ -660,6 +660,8 @@ def test_new_id_is_a_fresh_ulid() -> None:
     assert len(set(ids)) == 1000
     assert all(len(i) == 26 and str(ULID.from_str(i)) == i for i in ids)
     assert ULID.from_str(ids[0]).timestamp <= ULID.from_str(ids[-1]).timestamp
+    assert ids == sorted(ids)  # many a millisecond: each is the last plus one, as python-ulid's
+    assert abs(ULID.from_str(ids[0]).datetime - datetime.now(UTC)) < timedelta(minutes=1)
 
 
 # --------------------------------------------------------------------------
@@ -730,10 +732,27 @@ def test_sort_keys_order_like_the_instants(
 
 def test_import_is_light() -> None:
     code = (
-        "import sys, ltm.packet;"
+        "import sys, ltm.packet; ltm.packet.new_id();"
         "print(sorted(m for m in ('ulid', 'jsonschema', 'hypothesis') if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
-    assert out.strip() == "[]"  # ulid is imported on the first new_id()
+    assert out.strip() == "[]"  # ids are minted without python-ulid (its import reads metadata)
+
+
+def test_a_conforming_packet_is_judged_without_pydantic() -> None:
+    """The plain checks judge a conforming packet; the pydantic models (ltm.models) are
+    imported only to name what is wrong with one that is not."""
+    code = (
+        "import sys, json; from ltm import packet\n"
+        f"data = packet.parse(open({str(EXAMPLES / 'example.v0.2.json')!r}, 'rb').read())\n"
+        "assert packet.check(data).conforming\n"
+        "print('pydantic' in sys.modules, end=' ')\n"
+        "data['tags'] = ['Docs']\n"
+        "print(packet.check(data, lenient=True).errors, 'pydantic' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "False ('tags[0]: must match ^[a-z0-9][a-z0-9-]{0,31}$',) True"

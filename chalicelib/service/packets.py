@@ -37,7 +37,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from ..packet import Checked  # pydantic: only the write path imports packet
+    from ..packet import Checked  # only the write path imports packet
 
 DEFAULT_LIMIT = 50  # the protocol's default page
 MAX_LIMIT = 1000
@@ -306,7 +306,7 @@ def _prepare(
     raw: bytes | str | Mapping[str, Any] | Checked, *, lenient: bool, scan: bool
 ) -> StoredPacket:
     """The packet as it will be stored (canonical bytes), not yet given an owner or scope."""
-    from .. import packet  # pydantic: only the write path pays for it
+    from .. import packet  # only the write path imports it
 
     if isinstance(raw, packet.Checked):
         # Checked already (the CLI's pre-flight): judged once, not again here.

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
+from ltm.cli.client.send import send
 from ltm.cli.commands import options
-from ltm.cli.commands.save import send
 from ltm.cli.errors import CliError
 
 

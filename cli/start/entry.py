@@ -1,8 +1,9 @@
 """Console entry point: answer the cheapest requests fast, and never show a traceback.
 
-``--version``, ``example``, ``ls``, ``resume``, ``show``, ``search``, ``log``, ``hook`` and
-plain ``mcp`` skip loading the argument parser (``ltm.cli.start.fast``: typer costs more than the
-whole rest of the start-up). Everything else goes through ``ltm.cli.start.main``.
+``--version``, ``example``, ``save``, ``ls``, ``resume``, ``show``, ``search``, ``log``,
+``hook`` and plain ``mcp`` skip loading the argument parser (``ltm.cli.start.fast``: typer
+costs more than the whole rest of the start-up), and so does the top-level help
+(``ltm.cli.start.help``). Everything else goes through ``ltm.cli.start.main``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import os
 import sys
 
 HOST_FLAGS = ("-H", "--host")
+# What ltm.cli.start.fast answers when the rest of the command line is a plain form of it.
+FAST_VERBS = ("--version", "example", "save", "ls", "resume", "show", "search", "log")
 
 
 def take_host(argv: list[str]) -> list[str]:
@@ -69,7 +72,11 @@ def _fast_path(argv: list[str]) -> bool:
 
         main(argv[1:])
         return True
-    if argv[:1] in (["--version"], ["example"], ["ls"], ["resume"], ["show"], ["search"], ["log"]):
+    if argv in ([], ["--help"], ["-h"]):
+        from ltm.cli.start.help import answer
+
+        return answer(argv)
+    if argv[:1] and argv[0] in FAST_VERBS:
         from ltm.cli.start import fast
 
         return fast.run(argv)

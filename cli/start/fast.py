@@ -2,7 +2,8 @@
 
 ``ltm --version`` and ``ltm example`` (agents call them at session start),
 ``ltm ls``, ``ltm resume`` and ``ltm show`` (what people and agents run most,
-usually against a server): their bodies live here, importable without typer (typer,
+usually against a server), and ``ltm save`` (people and scripts run it in loops; its
+body is ``ltm.cli.client.send``'s): their bodies live here, importable without typer (typer,
 and the pydantic it loads to coerce arguments, cost more than the whole rest
 of the command). ``ltm.cli.start.entry`` hands their plain forms to ``run``;
 anything it does not recognise (help, a typo, an interactive pick) goes to the
@@ -342,6 +343,21 @@ def run(argv: list[str]) -> bool:
     team = values.get("team")
     if flags - FLAGS_OF.get(verb, set()) or set(values) - VALUES_OF.get(verb, set()):
         return False  # not this verb's: typer says so
+    if verb == "save":
+        if len(positional) > 1:
+            return False
+        from ltm.cli.client.send import send
+
+        send(
+            positional[0] if positional else "-",
+            fill=True,
+            team=team,
+            lenient="--lenient" in flags,
+            allow_unredacted="--allow-unredacted" in flags,
+            local="--local" in flags,
+            continues=values.get("continues"),
+        )
+        return True
     raw = values.get("limit", "20" if verb == "search" else "50")
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
         return False
@@ -424,8 +440,19 @@ OPTIONS = {
     "--until": "until",
     "--author": "author",
     "--page-token": "page_token",
+    "--continues": "continues",
 }
-FLAGS = {"--json", "--local", "--copy", "--no-copy", "--all", "--all-scopes", "--here"}
+FLAGS = {
+    "--json",
+    "--local",
+    "--copy",
+    "--no-copy",
+    "--all",
+    "--all-scopes",
+    "--here",
+    "--lenient",
+    "--allow-unredacted",
+}
 # What each fast verb takes; anything else goes to typer, which explains the mistake.
 _COMMON = {"--json", "--local"}
 FLAGS_OF = {
@@ -434,6 +461,7 @@ FLAGS_OF = {
     "show": _COMMON,
     "search": _COMMON | {"--all-scopes"},
     "log": _COMMON,
+    "save": {"--local", "--lenient", "--allow-unredacted"},
 }
 VALUES_OF = {
     "ls": {"team", "limit", "project", "tag", "since", "until", "author", "page_token"},
@@ -441,6 +469,7 @@ VALUES_OF = {
     "show": {"team"},
     "search": {"team", "limit"},
     "log": {"team"},
+    "save": {"team", "continues"},
 }
 
 
@@ -468,8 +497,8 @@ def _parse(
                 return None
             values[OPTIONS[arg]] = args[i + 1]
             i += 1
-        elif arg.startswith("-") or not arg:
-            return None
+        elif (arg.startswith("-") and arg != "-") or not arg:
+            return None  # "-" alone is an argument (standard input), as typer takes it
         else:
             positional.append(arg)
         i += 1

@@ -13,6 +13,8 @@ from typing import Annotated, Any
 
 import typer
 
+from ltm.cli.start.help import DEBUG_HELP, HOST_HELP, ROOT_HELP, VERSION_HELP
+
 # verb -> (module under ltm.cli.commands, function) ...
 COMMANDS: dict[str, tuple[str, str]] = {
     "save": ("save", "save"),
@@ -68,24 +70,20 @@ def _version(value: bool) -> None:
 def root(
     version: Annotated[
         bool,
-        typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
+        typer.Option("--version", callback=_version, is_eager=True, help=VERSION_HELP),
     ] = False,
-    debug: Annotated[
-        bool, typer.Option("--debug", help="Show full details (tracebacks) on errors.")
-    ] = False,
+    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
     host: Annotated[
         str | None,
         typer.Option(
             "--host",
             "-H",
             metavar="URL",
-            help="Talk to this server for this command only (as LTM_HOST=URL does); the"
-            " default server stays.",
+            help=HOST_HELP,
         ),
     ] = None,
 ) -> None:
-    """Long-term memory for AI coding agents: save a Core Memory Packet at the end of a
-    session, resume it at the start of the next."""
+    """The options every verb takes (its help text is ``ROOT_HELP``)."""
     if debug:
         os.environ["LTM_DEBUG"] = "1"
     if host:  # ltm.cli.start.entry takes -H before typer runs; this serves direct callers
@@ -124,7 +122,7 @@ def build(args: list[str]) -> typer.Typer:
         context_settings={"help_option_names": ["-h", "--help"]},
     )
     _plain_help()
-    app.callback()(root)
+    app.callback(help=ROOT_HELP)(root)
     verb = next((a for a in args if not a.startswith("-")), None)
     wanted = [verb] if verb in COMMANDS or verb in GROUPS else [*COMMANDS, *GROUPS]
     for name in wanted:
