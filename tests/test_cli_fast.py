@@ -1,9 +1,9 @@
 """The fast path: the plain forms of the most used verbs answer without typer or pydantic.
 
 ``ltm.cli.start.entry`` hands ``--version``, ``example``, ``save``, ``ls``, ``resume``,
-``show``, ``search`` and ``log`` to ``ltm.cli.start.fast`` when it recognises their
-plain forms; anything else (help, typos, unusual options) goes through the typer commands, which
-call the same bodies. These tests run the real ``ltm`` in subprocesses and
+``show``, ``search``, ``log``, ``export`` and ``import`` to ``ltm.cli.start.fast`` when it
+recognises their plain forms; anything else (help, typos, unusual options) goes through the
+typer commands, which call the same bodies. These tests run the real ``ltm`` in subprocesses and
 check both halves: nothing heavy is imported on the fast path, and the two
 paths print the same thing.
 """
@@ -11,6 +11,8 @@ paths print the same thing.
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -68,13 +70,24 @@ def through_typer(cli: Cli, *args: str) -> str:
         ["ls", "--local", "--tag", "docs", "--since", "30d", "--author", "me", "--all"],
         ["save", "FILE"],
         ["save", "FILE", "--local", "--lenient"],
+        ["export", "--local", "-o", "OUT"],
+        ["export", "--local"],
+        ["export", "--all", "--output=OUT"],
+        ["import", "BUNDLE", "--local"],
+        ["import", "BUNDLE", "--local", "--replace", "--lenient", "--allow-unredacted"],
     ],
 )
 def test_plain_forms_import_nothing_heavy(cli: Cli, args: list[str], tmp_path: Path) -> None:
     full = packet_id(cli)
     (tmp_path / "packet.json").write_text(cli.ok("example"))
+    # Another person's packet: the import judges it (schema, redaction) and adds it.
+    other = Cli(tmp_path / "other")
+    other.ok("save", "-", stdin=other.ok("example"))
+    (tmp_path / "bundle.jsonl").write_text(other.ok("export"))
+    files = {"FILE": "packet.json", "BUNDLE": "bundle.jsonl", "OUT": "out.jsonl"}
     args = [full if a == "ID" else full[:12] if a == "PREFIX" else a for a in args]
-    args = [str(tmp_path / "packet.json") if a == "FILE" else a for a in args]
+    args = [str(tmp_path / files[a]) if a in files else a for a in args]
+    args = [a.replace("OUT", str(tmp_path / "out.jsonl")) for a in args]
     assert not {name.split(".")[0] for name in cli.imports(*args)} & set(HEAVY)
 
 
@@ -276,3 +289,166 @@ def test_unusual_save_forms_still_reach_typer(tmp_path: Path) -> None:
     assert "Usage: ltm save" in cli.ok("save", "--help")
     two = cli.run("save", "a.json", "b.json")
     assert two.returncode == 2 and "unexpected extra argument" in two.stderr
+
+
+# -- ltm export and ltm import ---------------------------------------------------------
+
+STAMP = re.compile(r'"exported_at":"[^"]*"')  # the one byte range two exports may differ in
+EXPORTS: dict[str, tuple[int, list[str]]] = {
+    # name: (the exit code, the arguments after "export")
+    "to a file": (0, ["--local", "-o", "OUT"]),
+    "to a file, the long option": (0, ["--output=OUT", "--local"]),
+    "over an older bundle": (0, ["--local", "-o", "OLD"]),
+    "to standard output": (0, ["--local"]),
+    "no --local": (0, ["-o", "OUT"]),
+    "every scope": (0, ["--all", "--local", "-o", "OUT"]),
+    "a team, locally": (1, ["-t", "core", "--local", "-o", "OUT"]),
+    "a team and --all": (2, ["--team", "core", "--all", "-o", "OUT"]),
+    "a missing folder": (1, ["--local", "-o", "NODIR"]),
+    "over an unreadable file": (2, ["--local", "-o", "LOCKED"]),
+    "an extra argument": (2, ["--local", "extra"]),
+    "an unknown option": (2, ["--local", "--json"]),
+    "-o without a file": (2, ["--local", "-o"]),
+}
+
+
+def _fast_answer(cli: Cli, argv: list[str], stdin: bytes) -> tuple[tuple[int, str, str], bool]:
+    """``_answer`` of ``ltm ARGV``, and whether typer came (``-X importtime``'s lines, which
+    are taken out of what the command wrote)."""
+    code, out, err = _answer(cli, [sys.executable, "-X", "importtime", LTM, *argv], stdin)
+    timed = [line for line in err.splitlines() if line.startswith("import time:")]
+    err = "".join(line for line in err.splitlines(True) if not line.startswith("import time:"))
+    typer = any(line.rsplit("|", 1)[-1].strip() == "typer" for line in timed)
+    return (code, out, err), typer
+
+
+def _typers(err: str) -> bool:
+    """Whether this is typer refusing a command line: its usage line, or its boxed error."""
+    return "Usage: ltm " in err or "─ Error ─" in err
+
+
+def _unstamped(text: str) -> str:
+    """A bundle (or a command's output holding one) with its header's time taken out."""
+    return STAMP.sub('"exported_at":"T"', text, count=1)
+
+
+@pytest.mark.parametrize("case", EXPORTS, ids=list(EXPORTS))
+def test_fast_export_answers_as_typer_export(tmp_path: Path, case: str) -> None:
+    """Fast and typer ``export`` of one store (export only reads it), to the same place:
+    the same exit code, the same lines, the same bundle (but for the time it was made)."""
+    code, args = EXPORTS[case]
+    cli = _home(tmp_path, "home")
+    lenient = {**json.loads(cli.ok("example")), **WRITTEN, "tags": ["Bad Tag"]}
+    cli.ok("save", "-", "--lenient", stdin=json.dumps(lenient))
+    out = tmp_path / "bundle.jsonl"
+    names = {"OUT": out, "OLD": out, "LOCKED": out, "NODIR": tmp_path / "no" / "b.jsonl"}
+    argv = ["export"]
+    for arg in args:
+        for name, path in names.items():
+            arg = arg.replace(name, str(path))
+        argv.append(arg)
+    to_file = any(name in arg for arg in args for name in ("OUT", "OLD"))
+    results = []
+    typer_came = False
+    for fast in (True, False):
+        out.unlink(missing_ok=True)
+        if "OLD" in args or "LOCKED" in args:
+            out.write_text("an older bundle\n")
+        if "LOCKED" in args:
+            out.chmod(0)
+            if os.access(out, os.R_OK):
+                pytest.skip("a file no one may read is read all the same (running as root)")
+        if fast:
+            (code_, out_text, err), typer_came = _fast_answer(cli, argv, b"")
+        else:
+            code_, out_text, err = _answer(cli, [sys.executable, "-c", TYPER_ENTRY, *argv], b"")
+        answer = (code_, _unstamped(out_text), err)
+        written = _unstamped(out.read_text()) if out.exists() else None
+        mode = out.stat().st_mode & 0o777 if out.exists() else None
+        results.append((answer, written, mode))
+    assert results[0] == results[1]
+    (got, out_text, err), written, mode = results[0]
+    assert got == code and "Traceback" not in err
+    assert typer_came == _typers(err)  # only what typer must answer
+    if code == 0:
+        bundle = written if to_file else out_text
+        assert bundle is not None and len(bundle.splitlines()) == 3, bundle
+        assert '"exported_at":"T"' in bundle.splitlines()[0]
+        assert mode in (None, 0o600)
+
+
+def _bundle(cli: Cli, kinds: list[str]) -> bytes:
+    """A bundle of lines of these kinds, for a person made by ``_home``."""
+    from ltm import bundle
+
+    example = json.loads(cli.ok("example"))
+    stored = json.loads(cli.ok("show", "01JS5LEARLIER0000000000001", "--local", "--json"))
+    new = {**example, **WRITTEN}
+    packets = {
+        "same": (stored, None),
+        "changed": ({**stored, "goal": "Another goal under a known id"}, None),
+        "new": (new, None),
+        "secret": ({**new, "goal": f"use {TOKEN}"}, None),
+        "bad schema": ({**new, "tags": ["Bad Tag"]}, None),
+        "own rule": ({**new, "goal": "ship project-bluebird"}, None),
+        "team": (new, "core"),
+    }
+    text = "" if "no header" in kinds else bundle.header_line(source="local", exported_at="T")
+    for kind in kinds:
+        if kind == "broken":
+            text += '{"id": "01JS5LBROKEN"\n'
+        elif kind in packets:
+            packet, team = packets[kind]
+            body = json.dumps(packet).encode()
+            text += bundle.entry_line(
+                body=body, team=team, created_by="local", created_at=str(packet["created_at"])
+            )
+    return text.encode()
+
+
+IMPORTS: dict[str, tuple[int, list[str], list[str]]] = {
+    # name: (the exit code, the bundle's lines, the arguments after "import")
+    "a bundle": (0, ["same", "new"], ["BUNDLE", "--local"]),
+    "standard input": (0, ["same", "new"], ["-", "--local"]),
+    "no --local": (0, ["new"], ["BUNDLE"]),
+    "options before": (0, ["new"], ["--local", "--lenient", "BUNDLE"]),
+    "a changed packet": (1, ["changed", "new"], ["BUNDLE", "--local"]),
+    "a changed packet, replaced": (0, ["changed"], ["BUNDLE", "--replace"]),
+    "a secret": (1, ["secret"], ["BUNDLE"]),
+    "a secret, let through": (0, ["secret"], ["BUNDLE", "--allow-unredacted"]),
+    "schema errors": (1, ["bad schema"], ["BUNDLE"]),
+    "schema errors, lenient": (0, ["bad schema"], ["BUNDLE", "--lenient"]),
+    "the user's own rule": (1, ["own rule"], ["BUNDLE"]),
+    "a broken line": (1, ["new", "broken"], ["BUNDLE"]),
+    "a team's line": (0, ["team"], ["BUNDLE", "--local"]),
+    "into a team, no server": (1, ["new"], ["BUNDLE", "-t", "core"]),
+    "into a team, inline": (1, ["new"], ["BUNDLE", "--team=core"]),
+    "not a bundle": (1, ["no header", "new"], ["BUNDLE"]),
+    "no such file": (1, [], ["NOFILE"]),
+    "no file": (2, [], []),
+    "two files": (2, ["new"], ["BUNDLE", "BUNDLE"]),
+    "an unknown option": (2, ["new"], ["BUNDLE", "--frobnicate"]),
+}
+
+
+@pytest.mark.parametrize("case", IMPORTS, ids=list(IMPORTS))
+def test_fast_import_answers_as_typer_import(tmp_path: Path, case: str) -> None:
+    """Fast and typer ``import``, each into a home of its own: the same exit code, the
+    same lines, and the same store after (its export, but for the time it was made)."""
+    code, kinds, args = IMPORTS[case]
+    fast, typer = _home(tmp_path, "fast"), _home(tmp_path, "typer")
+    body = _bundle(fast, kinds)
+    (tmp_path / "bundle.jsonl").write_bytes(body)
+    names = {"BUNDLE": "bundle.jsonl", "NOFILE": "missing.jsonl"}
+    argv = ["import", *(str(tmp_path / names[a]) if a in names else a for a in args)]
+    fast_answer, typer_came = _fast_answer(fast, argv, body)
+    answers = [fast_answer, _answer(typer, [sys.executable, "-c", TYPER_ENTRY, *argv], body)]
+    assert answers[0] == answers[1]
+    got, out, err = answers[0]
+    assert got == code and "Traceback" not in err
+    assert typer_came == _typers(err)  # only what typer must answer
+    assert (code == 1) == ("refused" in out or err.startswith("ltm: ")), (out, err)
+    stores = [_unstamped(c.ok("export", "--local")) for c in (fast, typer)]
+    assert stores[0] == stores[1]
+    added = sum(line.startswith("added ") for line in out.splitlines())
+    assert len(stores[0].splitlines()) == 1 + 1 + added  # the header, the earlier packet

@@ -3,6 +3,9 @@
 The bundle format is ``ltm.bundle``'s. Both directions stream: export holds
 one page of listing and one packet at a time, import one line at a time, so
 memory stays flat at 100,000 packets (``bench/bench_portable.py``).
+``export_to`` and ``import_from`` are the bodies of ``ltm export`` and ``ltm import``,
+importable without typer: their plain forms run straight from the fast path
+(``ltm.cli.start.fast``), where the parser would cost a tenth of a large export.
 
 Import sends every packet through the same door as ``ltm push``: validation,
 the redaction pre-flight (``--allow-unredacted`` is the one override), then
@@ -35,6 +38,49 @@ if TYPE_CHECKING:
 
 
 # -- export ------------------------------------------------------------------------
+
+
+def export_to(output: Path | None, *, team: str | None, all_scopes: bool, local: bool) -> None:
+    """``ltm export``: the bundle of ``team`` (or personal, or with ``all_scopes`` every
+    scope) to ``output`` (None: standard output), and a line saying what went."""
+    from ltm.cli.client.backend import open_backend
+    from ltm.cli.terminal.output import info
+
+    if team and all_scopes:
+        raise CliError("give -t TEAM or --all, not both", exit_code=2)
+    if output is None and sys.stdout.isatty():
+        raise CliError(
+            "the bundle would flood the terminal; write it to a file: ltm export -o FILE"
+            " (or redirect: ltm export > FILE)",
+            exit_code=2,
+        )
+    backend = open_backend(local=local, team=team)
+    try:
+        scopes: list[str | None] = [team] if team else [None]
+        if all_scopes:
+            scopes += backend.team_names()
+        elif team and backend.whoami().get("backend") == "local":
+            raise CliError(
+                "teams live on a server; the local store is personal. Sign in first: ltm auth HOST"
+            )
+        sink = AtomicFile(output) if output is not None else None
+        try:
+            counts = export(backend, scopes, sink.file if sink else sys.stdout.buffer)
+        except BaseException:
+            if sink is not None:
+                sink.abandon()
+            raise
+        if sink is not None:
+            sink.commit()
+        else:
+            sys.stdout.buffer.flush()
+    finally:
+        backend.close()
+    total = sum(counts.values())
+    parts = ", ".join(f"{n} {name}" for name, n in counts.items())
+    where = f" to {output}" if output is not None else ""
+    noun = "packet" if total == 1 else "packets"
+    info(f"exported {total} {noun} from {backend.label} ({parts}){where}")
 
 
 def export(backend: Backend, scopes: list[str | None], out: IO[bytes]) -> dict[str, int]:
@@ -123,6 +169,54 @@ class AtomicFile:
 
 
 # -- import ------------------------------------------------------------------------
+
+
+def import_from(
+    source: str,
+    *,
+    team: str | None,
+    lenient: bool,
+    allow_unredacted: bool,
+    replace: bool,
+    local: bool,
+) -> int:
+    """``ltm import``: the bundle in ``source`` (``-``: standard input) into the store, each
+    line reported, then the sum. Returns the exit status: 1 when any line was refused."""
+    from ltm.cli.client.backend import open_backend
+    from ltm.cli.client.preflight import source_error
+    from ltm.cli.terminal.output import info
+
+    if source == "-":
+        stream, size = sys.stdin.buffer, None
+    else:
+        path = Path(source)
+        try:
+            stream = path.open("rb")
+            size = path.stat().st_size
+        except OSError as exc:
+            raise source_error(source, exc, "a bundle") from None
+    backend = open_backend(local=local, team=team)
+    report = Report()
+    try:
+        if team and backend.whoami().get("backend") == "local":
+            from ltm.cli.client.backend import no_team_here
+
+            raise no_team_here(team)
+        Importer(
+            backend,
+            report,
+            team=team,
+            lenient=lenient,
+            allow_unredacted=allow_unredacted,
+            replace=replace,
+        ).run(stream, size=size)
+    finally:
+        backend.close()
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    sys.stdout.flush()
+    info(report.summary(f"team {team} on {backend.label}" if team else backend.label))
+    return 1 if report.refused else 0
 
 
 @dataclass

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from ltm.cli.client.portable import import_from
 from ltm.cli.commands import options
-from ltm.cli.terminal.output import info
 
 
 def import_(
@@ -41,39 +39,13 @@ def import_(
     ltm push. A packet whose id belongs to someone else is never overwritten.
     Exits 1 when any line was refused.
     """
-    from ltm.cli.client.backend import open_backend
-    from ltm.cli.client.portable import Importer, Report
-    from ltm.cli.client.preflight import source_error
-
-    if source == "-":
-        stream, size = sys.stdin.buffer, None
-    else:
-        path = Path(source)
-        try:
-            stream = path.open("rb")
-            size = path.stat().st_size
-        except OSError as exc:
-            raise source_error(source, exc, "a bundle") from None
-    backend = open_backend(local=local, team=team)
-    report = Report()
-    try:
-        if team and backend.whoami().get("backend") == "local":
-            from ltm.cli.client.backend import no_team_here
-
-            raise no_team_here(team)
-        Importer(
-            backend,
-            report,
-            team=team,
-            lenient=lenient,
-            allow_unredacted=allow_unredacted,
-            replace=replace,
-        ).run(stream, size=size)
-    finally:
-        backend.close()
-        if stream is not sys.stdin.buffer:
-            stream.close()
-    sys.stdout.flush()
-    info(report.summary(f"team {team} on {backend.label}" if team else backend.label))
-    if report.refused:
-        raise typer.Exit(1)
+    status = import_from(
+        source,
+        team=team,
+        lenient=lenient,
+        allow_unredacted=allow_unredacted,
+        replace=replace,
+        local=local,
+    )
+    if status:
+        raise typer.Exit(status)

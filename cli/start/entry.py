@@ -1,9 +1,10 @@
 """Console entry point: answer the cheapest requests fast, and never show a traceback.
 
 ``--version``, ``example``, ``save``, ``ls``, ``resume``, ``show``, ``search``, ``log``,
-``hook`` and plain ``mcp`` skip loading the argument parser (``ltm.cli.start.fast``: typer
-costs more than the whole rest of the start-up), and so does the top-level help
-(``ltm.cli.start.help``). Everything else goes through ``ltm.cli.start.main``.
+``export``, ``import``, ``hook`` and plain ``mcp`` skip loading the argument parser
+(``ltm.cli.start.fast``: typer costs more than the whole rest of the start-up), and so
+does the top-level help (``ltm.cli.start.help``). Everything else goes through
+``ltm.cli.start.main``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,18 @@ import sys
 
 HOST_FLAGS = ("-H", "--host")
 # What ltm.cli.start.fast answers when the rest of the command line is a plain form of it.
-FAST_VERBS = ("--version", "example", "save", "ls", "resume", "show", "search", "log")
+FAST_VERBS = (
+    "--version",
+    "example",
+    "save",
+    "ls",
+    "resume",
+    "show",
+    "search",
+    "log",
+    "export",
+    "import",
+)
 
 
 def take_host(argv: list[str]) -> list[str]:

@@ -2,10 +2,12 @@
 
 ``ltm --version`` and ``ltm example`` (agents call them at session start),
 ``ltm ls``, ``ltm resume`` and ``ltm show`` (what people and agents run most,
-usually against a server), and ``ltm save`` (people and scripts run it in loops; its
-body is ``ltm.cli.client.send``'s): their bodies live here, importable without typer (typer,
-and the pydantic it loads to coerce arguments, cost more than the whole rest
-of the command). ``ltm.cli.start.entry`` hands their plain forms to ``run``;
+usually against a server), ``ltm save`` (people and scripts run it in loops; its
+body is ``ltm.cli.client.send``'s), ``ltm export`` and ``ltm import`` (backups and moves
+of thousands of packets, where the parser's start-up is a tenth of the whole; their
+bodies are ``ltm.cli.client.portable``'s): their bodies live here or there, importable
+without typer (typer, and the pydantic it loads to coerce arguments, cost more than the
+whole rest of most commands). ``ltm.cli.start.entry`` hands their plain forms to ``run``;
 anything it does not recognise (help, a typo, an interactive pick) goes to the
 typer commands, which call the same bodies.
 
@@ -358,6 +360,37 @@ def run(argv: list[str]) -> bool:
             continues=values.get("continues"),
         )
         return True
+    if verb == "export":
+        output = values.get("output")
+        if positional or (output is not None and not _typer_takes(output)):
+            return False
+        from pathlib import Path
+
+        from ltm.cli.client.portable import export_to
+
+        export_to(
+            None if output is None else Path(output),
+            team=team,
+            all_scopes="--all" in flags,
+            local="--local" in flags,
+        )
+        return True
+    if verb == "import":
+        if len(positional) != 1:
+            return False
+        from ltm.cli.client.portable import import_from
+
+        status = import_from(
+            positional[0],
+            team=team,
+            lenient="--lenient" in flags,
+            allow_unredacted="--allow-unredacted" in flags,
+            replace="--replace" in flags,
+            local="--local" in flags,
+        )
+        if status:
+            sys.exit(status)
+        return True
     raw = values.get("limit", "20" if verb == "search" else "50")
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
         return False
@@ -441,6 +474,8 @@ OPTIONS = {
     "--author": "author",
     "--page-token": "page_token",
     "--continues": "continues",
+    "-o": "output",
+    "--output": "output",
 }
 FLAGS = {
     "--json",
@@ -452,6 +487,7 @@ FLAGS = {
     "--here",
     "--lenient",
     "--allow-unredacted",
+    "--replace",
 }
 # What each fast verb takes; anything else goes to typer, which explains the mistake.
 _COMMON = {"--json", "--local"}
@@ -462,6 +498,8 @@ FLAGS_OF = {
     "search": _COMMON | {"--all-scopes"},
     "log": _COMMON,
     "save": {"--local", "--lenient", "--allow-unredacted"},
+    "export": {"--local", "--all"},
+    "import": {"--local", "--lenient", "--allow-unredacted", "--replace"},
 }
 VALUES_OF = {
     "ls": {"team", "limit", "project", "tag", "since", "until", "author", "page_token"},
@@ -470,7 +508,17 @@ VALUES_OF = {
     "search": {"team", "limit"},
     "log": {"team"},
     "save": {"team", "continues"},
+    "export": {"team", "output"},
+    "import": {"team"},
 }
+
+
+def _typer_takes(output: str) -> bool:
+    """Whether typer takes ``-o FILE`` as given: its path type refuses a file that exists
+    but cannot be read (click's ``Path(readable=True)``), and that refusal is its to word."""
+    import os
+
+    return os.access(output, os.R_OK) or not os.path.exists(output)
 
 
 def _parse(
