@@ -242,6 +242,16 @@ def test_an_import_killed_midway_keeps_whole_batches_and_a_rerun_completes_it(
     assert local_bodies(cli) == {p["id"]: canonical_bytes(p) for p in packets}
 
 
+def test_export_to_a_folder_or_to_no_name_is_refused_plainly(tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "alice")
+    save_local(cli, 1)
+    for target in ("", str(tmp_path)):
+        result = cli.run("export", "--local", "-o", target)
+        assert result.returncode == 2, result.stderr
+        assert "-o needs a file to write, not a folder" in result.stderr
+        assert "unexpected error" not in result.stderr
+
+
 def test_import_refuses_what_is_not_a_bundle(tmp_path: Path) -> None:
     cli = Cli(tmp_path)
     packet = tmp_path / "packet.json"

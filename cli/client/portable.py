@@ -48,6 +48,8 @@ def export_to(output: Path | None, *, team: str | None, all_scopes: bool, local:
 
     if team and all_scopes:
         raise CliError("give -t TEAM or --all, not both", exit_code=2)
+    if output is not None and (not output.name or output.is_dir()):
+        raise CliError(f"-o needs a file to write, not a folder: {output}", exit_code=2)
     if output is None and sys.stdout.isatty():
         raise CliError(
             "the bundle would flood the terminal; write it to a file: ltm export -o FILE"
