@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import LTM, fill_store, machine, median_ms, time_command
+from common import LTM, machine, median_ms, time_command
 
 from ltm.examples import example_bytes
 
@@ -48,7 +48,17 @@ def portable(count: int, tmp: Path, base_env: dict[str, str]) -> list[tuple[str,
     source, target = tmp / f"src-{count}", tmp / f"dst-{count}"
     source.mkdir()
     target.mkdir()
-    fill_store(source / "ltm.db", count)
+    # Filled by a child process: the commands' peak RSS (wait4) would otherwise count this
+    # process's memory, which a forked child starts with.
+    seed = (
+        "import sys, pathlib, common;"
+        " common.fill_store(pathlib.Path(sys.argv[1]), int(sys.argv[2]))"
+    )
+    subprocess.run(
+        [sys.executable, "-c", seed, str(source / "ltm.db"), str(count)],
+        cwd=Path(__file__).parent,
+        check=True,
+    )
     bundle = tmp / f"bundle-{count}.jsonl"
     rows = []
     env = {**base_env, "LTM_DATA_DIR": str(source), "LTM_CONFIG_DIR": str(source)}
@@ -71,7 +81,10 @@ def disk(path: Path, count: int) -> None:
 
     db = sqlite3.connect(path)
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    body = db.execute("SELECT sum(length(body)) FROM packets").fetchone()[0]
+    try:  # the canonical bytes: stored packed, with their size beside them
+        body = db.execute("SELECT sum(size) FROM packets").fetchone()[0]
+    except sqlite3.OperationalError:  # a store from before the compact layout: as they are
+        body = db.execute("SELECT sum(length(body)) FROM packets").fetchone()[0]
     size = path.stat().st_size
     print(
         f"disk per packet at {count:,}: {size / count:,.0f} bytes, {size / body:.2f}x the"
@@ -80,12 +93,15 @@ def disk(path: Path, count: int) -> None:
     )
     try:
         rows = db.execute(
-            "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC LIMIT 8"
+            "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC LIMIT 10"
         ).fetchall()
     except sqlite3.OperationalError:  # an SQLite built without dbstat
         rows = []
     for name, pages in rows:
         print(f"  {name}: {pages / body:.2f}x", flush=True)
+    free = db.execute("PRAGMA freelist_count").fetchone()[0]
+    page = db.execute("PRAGMA page_size").fetchone()[0]
+    print(f"  free pages: {free * page / body:.2f}x", flush=True)
     db.close()
 
 
