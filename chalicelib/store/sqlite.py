@@ -502,7 +502,8 @@ _COMPACT_TABLES = """
 """
 # The old tables go, the new one takes their name, and what hung on the old packets
 # table is made again: its indexes (the author's only for teams: in a personal scope
-# every packet is its owner's), and its triggers, which now count ``size``.
+# every packet is its owner's; by doc, each full-text match's scope, for search), and
+# its triggers, which now count ``size``.
 _COMPACT_SWAP = """
     DROP TABLE packets;
     DROP TABLE search_docs;
@@ -515,6 +516,7 @@ _COMPACT_SWAP = """
         WHERE team_id IS NOT NULL;
     CREATE INDEX packets_by_parent ON packets (parent_id, sort_key, id)
         WHERE parent_id IS NOT NULL;
+    CREATE INDEX packets_by_doc ON packets (doc, scope);
     CREATE TRIGGER packets_unindex AFTER DELETE ON packets BEGIN
         DELETE FROM packet_fts WHERE rowid = OLD.doc;
         DELETE FROM label_packets WHERE label IN (SELECT value FROM json_each(OLD.labels))
@@ -1384,41 +1386,49 @@ class SqliteStore(Store):
             # are ranked, and a word in half of 100,000 packets costs what a rarer
             # one does (as DynamoDB's POSTINGS_CAP bounds its reads). Which matches
             # are the newest is the order the caller's own packets were written in.
+            # Each match's scope is read from packets_by_doc, a narrow index, rather
+            # than from the packet's row: a connection whose cache has not seen those
+            # rows yet (the server has one per thread) reads a few pages, not a page a
+            # match. A label's check reads the row anyway (its sort key and id).
+            packets = "packets p" if labels else "packets p INDEXED BY packets_by_doc"
             sql = (
-                f"SELECT p.id, packet_fts.rowid AS doc, {_score_sql()} AS score"
-                " FROM packet_fts JOIN packets p ON p.doc = packet_fts.rowid"
+                f"SELECT packet_fts.rowid AS doc, {_score_sql()} AS score"
+                f" FROM packet_fts JOIN {packets} ON p.doc = packet_fts.rowid"
                 f" WHERE packet_fts MATCH ? AND p.scope IN ({_marks(names)})"
             )
             args: list[object] = [search.fts_expression(query), *names]
             sql += _has_labels("p", labels, args)
             sql = (
-                f"SELECT id, score FROM ({sql} ORDER BY packet_fts.rowid DESC LIMIT ?)"
+                f"SELECT doc, score FROM ({sql} ORDER BY packet_fts.rowid DESC LIMIT ?)"
                 " ORDER BY score DESC, doc DESC LIMIT ?"
             )
             ranked = db.execute(sql, [*args, RANK_WINDOW, limit]).fetchall()
         else:  # qualifiers only: the newest packets carrying them
             first, rest = labels[0], labels[1:]
-            sql = f"SELECT l.id, 0.0 FROM label_packets l WHERE l.label IN ({_marks(first)})"
+            sql = (
+                "SELECT p.doc, 0.0 FROM label_packets l JOIN packets p ON p.id = l.id"
+                f" WHERE l.label IN ({_marks(first)})"
+            )
             args = [*first]
             sql += _has_labels("l", rest, args)
             sql += " ORDER BY l.sort_key DESC, l.id DESC LIMIT ?"
             ranked = db.execute(sql, [*args, limit]).fetchall()
         if not ranked:
             return []
-        ids = [row[0] for row in ranked]
+        docs = [row[0] for row in ranked]
         rows = db.execute(
-            f"SELECT {_META}, {_TEXTS} FROM packets p JOIN packet_fts f ON f.rowid = p.doc"
-            f" WHERE p.id IN ({_marks(ids)})",
-            ids,
+            f"SELECT p.doc, {_META}, {_TEXTS} FROM packets p JOIN packet_fts f ON f.rowid = p.doc"
+            f" WHERE p.doc IN ({_marks(docs)})",
+            docs,
         ).fetchall()
         found = {
-            row[0]: (PacketMeta(*row[:7]), dict(zip(_TEXT_COLUMNS, row[7:], strict=True)))
+            row[0]: (PacketMeta(*row[1:8]), dict(zip(_TEXT_COLUMNS, row[8:], strict=True)))
             for row in rows
         }
         hits = []
-        for packet_id, rank in ranked:
-            if packet_id in found:
-                meta, fields = found[packet_id]
+        for doc, rank in ranked:
+            if doc in found:
+                meta, fields = found[doc]
                 hits.append(SearchHit(meta, float(rank), search.snippet(fields, query)))
         return hits
 
