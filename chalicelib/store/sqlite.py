@@ -1008,6 +1008,7 @@ class SqliteStore(Store):
                 f"{self.path} has schema version {version}, newer than this ltm "
                 f"understands ({SCHEMA_VERSION}); upgrade ltm"
             )
+        before = _file_size(self.path)
         with self._write() as db:
             # Re-read under the write lock: another process may have migrated meanwhile.
             version = db.execute("PRAGMA user_version").fetchone()[0]
@@ -1020,17 +1021,18 @@ class SqliteStore(Store):
                     db.execute(statement)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         if compacting:
-            self._vacuum()
+            self._vacuum(before)
 
-    def _vacuum(self) -> None:
-        """Give the file system the pages the compact layout freed (VACUUM), said on stderr.
+    def _vacuum(self, before: int) -> None:
+        """Give the file system the pages the compact layout freed (VACUUM), said on stderr
+        with the store's size ``before`` its migration.
 
-        Best effort: the store is migrated already, and pages left free are reused
-        by later writes; a VACUUM that cannot run now (another process reading
-        for its whole length, a full disk) only leaves the file its old size.
+        Best effort: the store is migrated already, and pages left free are reused by
+        later writes; a VACUUM that cannot run now (a disk without room for the copy
+        it writes) only leaves the file its old size. Readers of other processes do
+        not stop it (WAL); while one reads, the WAL cannot shrink back yet.
         """
         count = self._conn().execute("SELECT count(*) FROM packets").fetchone()[0]
-        before = _file_size(self.path)
         with self._ops:
             conn = self._writer_conn()
             self._lock_file()  # writers of other processes wait on the lock, not time out
