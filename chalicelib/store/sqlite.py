@@ -451,21 +451,27 @@ _SKELETON = (
 )
 
 
-def _dictionary(texts: Sequence[str | None]) -> bytes:
-    """A body's preset dictionary: the skeleton, then its searchable text (``_TEXT_COLUMNS``)."""
-    return _SKELETON + "\n".join(text or "" for text in texts).encode()
+def _text(texts: Sequence[str]) -> bytes:
+    """A packet's searchable text (its fields in ``_TEXT_COLUMNS`` order) as one string:
+    what ``_TEXT`` reads back from its search row."""
+    return "\n".join(texts).encode()
 
 
-def _pack(body: bytes, texts: Sequence[str]) -> bytes:
-    """The stored form of ``body``: zlib, with its text as the preset dictionary."""
-    packer = zlib.compressobj(zdict=_dictionary(texts))
+# The same bytes, read in SQL from the search row (f): one value instead of ten strings.
+_TEXT = f"CAST({' || char(10) || '.join(f'f.{name}' for name in _TEXT_COLUMNS)} AS BLOB)"
+
+
+def _pack(body: bytes, text: bytes) -> bytes:
+    """The stored form of ``body``: zlib, with the skeleton and its ``text`` as the preset
+    dictionary."""
+    packer = zlib.compressobj(zdict=_SKELETON + text)
     return packer.compress(body) + packer.flush()
 
 
-def _unpack(stored: bytes, texts: Sequence[str | None]) -> bytes:
-    """The body ``_pack`` stored. Raises ``zlib.error`` if ``texts`` is not what it was
+def _unpack(stored: bytes, text: bytes) -> bytes:
+    """The body ``_pack`` stored. Raises ``zlib.error`` if ``text`` is not what it was
     packed with (zlib checks the dictionary's checksum and the body's)."""
-    unpacker = zlib.decompressobj(zdict=_dictionary(texts))
+    unpacker = zlib.decompressobj(zdict=_SKELETON + text)
     return unpacker.decompress(stored) + unpacker.flush()
 
 
@@ -630,7 +636,7 @@ def _migrate_compact(db: sqlite3.Connection) -> None:
         " p.conforming, p.project, p.parent_id,"
         " (SELECT json_group_array(n.label) FROM packet_labels l JOIN labels n"
         "  ON n.scope = p.scope AND n.kind = l.kind AND n.value = l.value WHERE l.id = p.id),"
-        f" p.body, {_TEXTS} FROM search_docs d JOIN packets p ON p.id = d.id"
+        f" p.body, {_TEXT} FROM search_docs d JOIN packets p ON p.id = d.id"
         " JOIN packet_fts f ON f.rowid = d.doc ORDER BY d.doc"
     )
     insert = f"INSERT INTO packets_compact ({_PACKET_COLUMNS}) VALUES ({_PACKET_MARKS})"
@@ -639,7 +645,7 @@ def _migrate_compact(db: sqlite3.Connection) -> None:
         db.executemany(
             insert,
             [
-                (*row[:11], _json_ids(json.loads(row[11])), len(row[12]), _pack(row[12], row[13:]))
+                (*row[:11], _json_ids(json.loads(row[11])), len(row[12]), _pack(row[12], row[13]))
                 for row in batch
             ],
         )
@@ -672,7 +678,8 @@ def _index_lost(db: sqlite3.Connection, insert: str) -> None:
             "INSERT OR IGNORE INTO label_packets (label, sort_key, id) VALUES (?, ?, ?)",
             [(label, row[4], row[0]) for label in labels],
         )
-        db.execute(insert, (last, *row[:10], _json_ids(labels), len(body), _pack(body, texts)))
+        packed = _pack(body, _text(texts))
+        db.execute(insert, (last, *row[:10], _json_ids(labels), len(body), packed))
 
 
 def _is_compact(db: sqlite3.Connection) -> bool:
@@ -1229,7 +1236,7 @@ class SqliteStore(Store):
                     meta.parent_id,
                     _json_ids(mine),
                     len(item.packet.body),
-                    _pack(item.packet.body, text),
+                    _pack(item.packet.body, _text(text)),
                 )
             )
             texts.append((doc, *text))
@@ -1260,7 +1267,7 @@ class SqliteStore(Store):
         row = (
             self._conn()
             .execute(
-                f"SELECT {_META}, p.conforming, p.body, {_TEXTS} FROM packets p{join}"
+                f"SELECT {_META}, p.conforming, p.body, {_TEXT} FROM packets p{join}"
                 f" LEFT JOIN packet_fts f ON f.rowid = p.doc WHERE {where}",
                 (value,),
             )
@@ -1268,7 +1275,9 @@ class SqliteStore(Store):
         )
         if row is None:
             return None
-        return StoredPacket(PacketMeta(*row[:7]), _unpack(row[8], row[9:]), bool(row[7]))
+        if row[9] is None:  # every packet has its search row; this one lost it
+            raise sqlite3.DatabaseError(f"packet {row[0]}: its search row is missing")
+        return StoredPacket(PacketMeta(*row[:7]), _unpack(row[8], row[9]), bool(row[7]))
 
     def list_packets(
         self,
