@@ -239,6 +239,7 @@ def test_an_old_store_migrates_on_open_once_and_keeps_everything(
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT * FROM usage ORDER BY user_id").fetchall() == usage_before
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental, as new
     kept = counts(path)
     store.close()
 
@@ -306,6 +307,26 @@ def test_a_body_is_stored_packed_against_its_text(tmp_path: Path) -> None:
         db.execute("UPDATE packet_fts SET goal = 'another goal' WHERE goal = ?", (EXAMPLE["goal"],))
         with pytest.raises(zlib.error):
             store.get_packet(meta.id)
+    finally:
+        store.close()
+
+
+def test_a_bulk_write_leaves_no_free_pages(tmp_path: Path) -> None:
+    """The pages the full-text index frees as it merges go back to the file system."""
+    store = SqliteStore(tmp_path / "ltm.db")
+    try:
+        for start in range(0, 2400, 300):  # enough for FTS5 to merge, and free pages
+            items = []
+            for n in range(start, start + 300):
+                pid = f"01BULK{n:06d}"
+                body = body_of({**EXAMPLE, "id": pid, "goal": f"Bulk number {n}"})
+                meta = PacketMeta(pid, EXAMPLE["created_at"], f"Bulk number {n}", "u1")
+                items.append(PutItem(StoredPacket(meta, body), f"k{n:06d}"))
+            assert store.put_many(items) == [True] * 300
+        db = store._conn()
+        assert db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
+        assert db.execute("PRAGMA freelist_count").fetchone()[0] == 0
+        assert len(store.search(search.parse("stumbling"), scopes=[("u1", None)], limit=50)) == 50
     finally:
         store.close()
 

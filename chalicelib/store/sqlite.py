@@ -682,6 +682,27 @@ def _index_lost(db: sqlite3.Connection, insert: str) -> None:
         db.execute(insert, (last, *row[:10], _json_ids(labels), len(body), packed))
 
 
+# A write of this many packets or more is a bulk load (an import: 500 a write locally).
+BULK = 100
+
+
+def _return_free(db: sqlite3.Connection) -> None:
+    """Give the file system the pages a bulk write left free, in the write's transaction.
+
+    FTS5 merges its segments as it writes them out, which frees the pages of the
+    segments merged: each bulk write leaves some pages free, about a twentieth of the
+    file at the end of an import, which later writes would reuse but the file keeps
+    until then. A savepoint makes FTS5 write out what it holds now (it does at each
+    savepoint), and an incremental vacuum then truncates the file by the pages free.
+    Each step of that pragma frees one page, and Python's sqlite3 steps a statement
+    that has no columns once: one execute a page.
+    """
+    db.execute("SAVEPOINT flush")
+    db.execute("RELEASE flush")
+    for _ in range(db.execute("PRAGMA freelist_count").fetchone()[0]):
+        db.execute("PRAGMA incremental_vacuum")
+
+
 def _is_compact(db: sqlite3.Connection) -> bool:
     return any(row[1] == "doc" for row in db.execute("PRAGMA table_info(packets)"))
 
@@ -823,6 +844,8 @@ class SqliteStore(Store):
         self._lock_fd: int | None = None
         self._lock_pid = 0
         self._migrate()
+        # Whether a bulk write can give back the pages it leaves free (see _return_free).
+        self._incremental = self._conn().execute("PRAGMA auto_vacuum").fetchone()[0] == 2
 
     # -- connections and transactions -----------------------------------
 
@@ -1005,9 +1028,13 @@ class SqliteStore(Store):
     def _migrate(self) -> None:
         self._private()
         conn = self._conn()
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            # A new store: pages can be given back while it is in use (_return_free);
+            # this is only set before its first table (VACUUM sets it on an older one).
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         # WAL is a property of the file; switching needs no transaction and is idempotent.
         conn.execute("PRAGMA journal_mode = WAL")
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version == SCHEMA_VERSION:
             return
         if version > SCHEMA_VERSION:
@@ -1044,6 +1071,7 @@ class SqliteStore(Store):
             conn = self._writer_conn()
             self._lock_file()  # writers of other processes wait on the lock, not time out
             try:
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # VACUUM makes it so
                 conn.execute("VACUUM")
                 # VACUUM wrote the whole file to the WAL: move it back, and shrink the WAL.
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -1105,6 +1133,8 @@ class SqliteStore(Store):
             done, accepted, stored = self._judge(db, parsed)
             if accepted:
                 self._write_packets(db, accepted, stored)
+                if len(accepted) >= BULK and self._incremental:
+                    _return_free(db)
         return done
 
     def _judge(
