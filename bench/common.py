@@ -104,3 +104,36 @@ def fill_store(path: Path, count: int) -> None:
             store.put_packets(batch)
             batch = []
     store.close()
+
+
+def disk(path: Path, count: int, *, label: str = "") -> None:
+    """Disk per packet of a store: its file (checkpointed) over the packets' canonical
+    bytes, and where the pages go (SQLite's dbstat table), free pages included."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    try:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        try:  # the canonical bytes: stored packed, with their size beside them
+            body = db.execute("SELECT sum(size) FROM packets").fetchone()[0]
+        except sqlite3.OperationalError:  # a store from before the compact layout: as they are
+            body = db.execute("SELECT sum(length(body)) FROM packets").fetchone()[0]
+        size = path.stat().st_size
+        print(
+            f"disk per packet, {label}{count:,} packets: {size / count:,.0f} bytes,"
+            f" {size / body:.2f}x the canonical bytes ({body / count:,.0f} a packet)",
+            flush=True,
+        )
+        try:
+            rows = db.execute(
+                "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC LIMIT 10"
+            ).fetchall()
+        except sqlite3.OperationalError:  # an SQLite built without dbstat
+            rows = []
+        for name, pages in rows:
+            print(f"  {name}: {pages / body:.2f}x", flush=True)
+        free = db.execute("PRAGMA freelist_count").fetchone()[0]
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+        print(f"  free pages: {free * page / body:.2f}x", flush=True)
+    finally:
+        db.close()
