@@ -237,6 +237,9 @@ def test_an_old_store_migrates_on_open_once_and_keeps_everything(
     assert published is not None and published.body == OLD_PACKETS["01ROOT000000"][3]
     assert [meta.id for _, meta in store.shared_with("bob")] == ["01CHILD00000"]
     with sqlite3.connect(path) as db:
+        # FTS5's own check: its index agrees with the text it holds, row for row.
+        db.execute("INSERT INTO packet_fts (packet_fts) VALUES ('integrity-check')")
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert db.execute("SELECT * FROM usage ORDER BY user_id").fetchall() == usage_before
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental, as new
@@ -262,6 +265,7 @@ def test_an_old_store_migrates_on_open_once_and_keeps_everything(
     store.delete_team("t1")
     assert store.search(search.parse("cron"), scopes=[("bob", "t1")]) == []
     with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO packet_fts (packet_fts) VALUES ('integrity-check')")
         assert db.execute("SELECT count(*) FROM labels WHERE scope = 't:t1'").fetchone() == (0,)
         # the re-pushed packet's one tag, the examples' four tags and project each
         assert db.execute("SELECT count(*) FROM label_packets").fetchone()[0] == 1 + 120 * 5
