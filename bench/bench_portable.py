@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import LTM, fill_store, machine, median_ms, time_command
+from common import LTM, disk, machine, median_ms, time_command
 
 from ltm.examples import example_bytes
 
@@ -48,7 +48,17 @@ def portable(count: int, tmp: Path, base_env: dict[str, str]) -> list[tuple[str,
     source, target = tmp / f"src-{count}", tmp / f"dst-{count}"
     source.mkdir()
     target.mkdir()
-    fill_store(source / "ltm.db", count)
+    # Filled by a child process: the commands' peak RSS (wait4) would otherwise count this
+    # process's memory, which a forked child starts with.
+    seed = (
+        "import sys, pathlib, common;"
+        " common.fill_store(pathlib.Path(sys.argv[1]), int(sys.argv[2]))"
+    )
+    subprocess.run(
+        [sys.executable, "-c", seed, str(source / "ltm.db"), str(count)],
+        cwd=Path(__file__).parent,
+        check=True,
+    )
     bundle = tmp / f"bundle-{count}.jsonl"
     rows = []
     env = {**base_env, "LTM_DATA_DIR": str(source), "LTM_CONFIG_DIR": str(source)}
@@ -64,29 +74,42 @@ def portable(count: int, tmp: Path, base_env: dict[str, str]) -> list[tuple[str,
     return rows
 
 
-def disk(path: Path, count: int) -> None:
-    """Disk per packet of an imported store: its file (checkpointed) over the packets'
-    canonical bytes, and where the pages go (SQLite's dbstat table)."""
-    import sqlite3
+def write_orders(count: int, tmp: Path) -> None:
+    """Disk per packet as the order of the writes leaves it: ``count`` example packets in a
+    scope of a server's user (a ULID, as ``ltm server`` mints), oldest first one a
+    transaction (pushes as they happen), newest first 500 a transaction (the local import
+    of an export) and 10 a transaction (what ``ltm import`` sends a server per request)."""
+    import json
+    from datetime import UTC, datetime, timedelta
 
-    db = sqlite3.connect(path)
-    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    body = db.execute("SELECT sum(length(body)) FROM packets").fetchone()[0]
-    size = path.stat().st_size
-    print(
-        f"disk per packet at {count:,}: {size / count:,.0f} bytes, {size / body:.2f}x the"
-        f" canonical bytes ({body / count:,.0f} a packet)",
-        flush=True,
-    )
-    try:
-        rows = db.execute(
-            "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC LIMIT 8"
-        ).fetchall()
-    except sqlite3.OperationalError:  # an SQLite built without dbstat
-        rows = []
-    for name, pages in rows:
-        print(f"  {name}: {pages / body:.2f}x", flush=True)
-    db.close()
+    from ltm import packet
+    from ltm.examples import example_bytes
+    from ltm.store import PacketMeta, PutItem, StoredPacket
+    from ltm.store.sqlite import SqliteStore
+
+    example = json.loads(example_bytes())
+    owner = "01JS5LTMEXAMPLEUSER0000001A"
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    items = []
+    for n in range(count):
+        created = (start + timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        data = {**example, "id": f"01ORDER{n:019d}", "created_at": created, "goal": f"Goal {n}"}
+        meta = PacketMeta(data["id"], created, data["goal"], owner, None, "ltm-example")
+        body = packet.canonical_bytes(data)
+        items.append(PutItem(StoredPacket(meta, body), packet.created_at_sort_key(created)))
+    for label, order, per in (
+        ("oldest first, 1 a transaction", items, 1),
+        ("newest first, 500 a transaction", items[::-1], 500),
+        ("newest first, 10 a transaction", items[::-1], 10),
+    ):
+        path = tmp / f"order-{per}.db"
+        store = SqliteStore(path, sync="normal")  # the layout does not depend on fsyncs
+        try:
+            for at in range(0, count, per):
+                store.put_many(order[at : at + per])
+        finally:
+            store.close()
+        disk(path, count, label=f"{label}, ")
 
 
 def doctor(runs: int, tmp: Path, base_env: dict[str, str]) -> list[tuple[str, float]]:
@@ -143,6 +166,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--counts", default="10000,100000")
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument(
+        "--orders", action="store_true", help="disk per packet by the order of the writes"
+    )
     args = parser.parse_args()
     base_env = {
         k: v
@@ -157,6 +183,10 @@ def main() -> None:
             for label, seconds, rss in portable(count, tmp, base_env):
                 rate = count / seconds
                 print(f"| {label} | {seconds:.1f} s ({rate:,.0f}/s) | {rss:.0f} MiB |", flush=True)
+        if args.orders:
+            print()
+            for count in (int(c) for c in args.counts.split(",")):
+                write_orders(count, tmp)
         rows = doctor(args.runs, tmp, base_env)
         bare = rows[0][1]
         print("\n| command | median | ratio to python -c pass |\n|---|---:|---:|")

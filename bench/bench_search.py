@@ -7,7 +7,8 @@ Run: .venv/bin/python bench/bench_search.py [--packets N] [--requests R] [--skip
    through the store (``put_packet``, as a push writes them: FTS index
    included); then R sequential ``GET /v1/search`` requests on one keep-alive
    connection, cycling through ``corpus.QUERIES``: p50 / p99 overall and the
-   median per query; the stop-word worst case (``corpus.WORST``) apart.
+   median per query; the stop-word worst case (``corpus.WORST``) apart; and the
+   seeded store's disk per packet (``common.disk``).
 2. CLI: ``ltm search oauth retry --local`` as a whole command on a local store
    of 10,000 packets, against ``python -c pass``: medians and their ratio.
 3. DynamoDB (moto, in process): read units per search at 1,000 and 10,000
@@ -38,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus
 from bench_server import Server, load, request_bytes
-from common import LTM, machine, median_ms, time_command
+from common import LTM, disk, machine, median_ms, time_command
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {"p50_ms": 20.0, "p99_ms": 50.0, "cli_ratio": 5.0}
@@ -81,6 +82,7 @@ def bench_http(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         user_id, token = server.issue("searcher")
         seconds = seed_sqlite(server.db, user_id, args.packets)
         print(f"seeded {args.packets} packets in {seconds:.0f} s", file=sys.stderr)
+        disk(server.db, args.packets, label="the search corpus, ")
         queries = itertools.cycle(corpus.QUERIES)
         # Warm up (first touches of the FTS pages), then measure.
         load(

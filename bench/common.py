@@ -78,30 +78,62 @@ def machine() -> str:
 
 def fill_store(path: Path, count: int) -> None:
     """``count`` valid packets (the reference example, canonical bytes, unique ids and
-    goals) written straight into a local store: fast, for benches that need thousands."""
+    goals) written straight into a local store, 1,000 a transaction: fast, for benches
+    that need thousands."""
     import json
     from datetime import UTC, datetime, timedelta
 
     from ltm import packet
     from ltm.examples import example_bytes
+    from ltm.store import PacketMeta, StoredPacket
     from ltm.store.sqlite import SqliteStore
 
     example = json.loads(example_bytes())
     store = SqliteStore(path)
-    conn = store._conn()
-    conn.execute("BEGIN")
     start = datetime(2026, 1, 1, tzinfo=UTC)
+    batch: list[tuple[StoredPacket, str]] = []
     for n in range(count):
         created = (start + timedelta(seconds=n)).strftime("%Y-%m-%dT%H:%M:%SZ")
         packet_id = f"01BENCH{n:019d}"
         goal = f"Goal number {n}: keep the build green"
-        body = packet.canonical_bytes(
-            {**example, "id": packet_id, "created_at": created, "goal": goal}
-        )
-        conn.execute(
-            "INSERT INTO packets (id, scope, owner_id, team_id, sort_key, created_at, goal,"
-            " conforming, body) VALUES (?, 'u:local', 'local', NULL, ?, ?, ?, 1, ?)",
-            (packet_id, created, created, goal, body),
-        )
-    conn.execute("COMMIT")
+        data = {**example, "id": packet_id, "created_at": created, "goal": goal}
+        meta = PacketMeta(packet_id, created, goal, "local", None, example["project"]["name"])
+        sort_key = packet.created_at_sort_key(created)
+        batch.append((StoredPacket(meta, packet.canonical_bytes(data)), sort_key))
+        if len(batch) == 1000 or n == count - 1:
+            store.put_packets(batch)
+            batch = []
     store.close()
+
+
+def disk(path: Path, count: int, *, label: str = "") -> None:
+    """Disk per packet of a store: its file (checkpointed) over the packets' canonical
+    bytes, and where the pages go (SQLite's dbstat table), free pages included."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    try:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        try:  # the canonical bytes: stored packed, with their size beside them
+            body = db.execute("SELECT sum(size) FROM packets").fetchone()[0]
+        except sqlite3.OperationalError:  # a store from before the compact layout: as they are
+            body = db.execute("SELECT sum(length(body)) FROM packets").fetchone()[0]
+        size = path.stat().st_size
+        print(
+            f"disk per packet, {label}{count:,} packets: {size / count:,.0f} bytes,"
+            f" {size / body:.2f}x the canonical bytes ({body / count:,.0f} a packet)",
+            flush=True,
+        )
+        try:
+            rows = db.execute(
+                "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC LIMIT 10"
+            ).fetchall()
+        except sqlite3.OperationalError:  # an SQLite built without dbstat
+            rows = []
+        for name, pages in rows:
+            print(f"  {name}: {pages / body:.2f}x", flush=True)
+        free = db.execute("PRAGMA freelist_count").fetchone()[0]
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+        print(f"  free pages: {free * page / body:.2f}x", flush=True)
+    finally:
+        db.close()

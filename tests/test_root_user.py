@@ -19,7 +19,7 @@ import httpx
 from serverkit import init_db, ltm_server, make_packet, run_server
 
 from ltm.service import invites, packets, publish, teams, tokens
-from ltm.store.sqlite import SqliteStore
+from ltm.store.sqlite import ROOT_USER_VERSION, SqliteStore
 
 ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 
@@ -75,8 +75,7 @@ def _made_the_old_way(db: Path) -> dict[str, str]:
     # Back to the schema version before the migration, as such a database would be.
     conn = sqlite3.connect(db)
     try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        conn.execute(f"PRAGMA user_version = {version - 1}")
+        conn.execute(f"PRAGMA user_version = {ROOT_USER_VERSION - 1}")
         conn.commit()
     finally:
         conn.close()

@@ -120,8 +120,8 @@ def test_a_database_from_before_search_is_indexed_on_open_once(tmp_path: Path) -
     store = SqliteStore(path)
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    assert conn.execute("SELECT count(*) FROM search_docs").fetchone()[0] == 2
     assert conn.execute("SELECT count(*) FROM packet_fts").fetchone()[0] == 2
+    assert conn.execute("SELECT count(*) FROM label_packets").fetchone()[0] == 1
     conn.close()
     assert len(store.search(search.parse("asyncio"), scopes=me)) == 2
     store.close()

@@ -21,12 +21,14 @@ import contextlib
 import json
 import os
 import sqlite3
+import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 try:
     import fcntl
@@ -244,11 +246,16 @@ MIGRATIONS: tuple[Migration, ...] = (
         PRIMARY KEY (kind, key)
     ) WITHOUT ROWID;
     """,
-    # 10 (keep it last: tests/test_root_user.py builds an old database one version back):
-    # the first user of `ltm server init` was stored under the id "root"; every user id
-    # is a ULID now (the reference mints one for every user), so that user gets one.
+    # 10: the first user of `ltm server init` was stored under the id "root"; every user
+    # id is a ULID now (the reference mints one for every user), so that user gets one.
     lambda db: _migrate_root_user(db),
+    # 11: the compact layout: a body stored once, packed against its searchable text;
+    # labels as ids; the search ids folded into the packets table (see _migrate_compact).
+    lambda db: _migrate_compact(db),
 )
+# What some entries bring a database to (an entry's version is its place, from 1).
+ROOT_USER_VERSION = 10
+COMPACT_VERSION = 11
 
 # Where a user id is kept, besides ``users.id`` and the personal scopes ``u:<id>``.
 _USER_ID_COLUMNS = (
@@ -264,7 +271,14 @@ _USER_ID_COLUMNS = (
     ("shares", "shared_by"),
     ("usage", "user_id"),
 )
-_SCOPE_COLUMNS = (("packets", "scope"), ("search_docs", "scope"), ("packet_labels", "scope"))
+# The tables of both layouts (before and after the compact one, migration 11): each is
+# updated where it exists.
+_SCOPE_COLUMNS = (
+    ("packets", "scope"),
+    ("search_docs", "scope"),
+    ("packet_labels", "scope"),
+    ("labels", "scope"),
+)
 LEGACY_ROOT_ID = "root"
 
 
@@ -283,18 +297,26 @@ def _migrate_root_user(db: sqlite3.Connection) -> None:
     for table, column in _USER_ID_COLUMNS:
         db.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?", (new_id, LEGACY_ROOT_ID))
     for table, column in _SCOPE_COLUMNS:
+        if not _has_table(db, table):
+            continue
         db.execute(
             f"UPDATE {table} SET {column} = ? WHERE {column} = ?",
             (f"u:{new_id}", f"u:{LEGACY_ROOT_ID}"),
         )
 
 
-# The search index (migration 3). ``search_docs`` gives each packet a stable
+def _has_table(db: sqlite3.Connection, name: str) -> bool:
+    found = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+    return found.fetchone() is not None
+
+
+# The search index (migration 6; migration 11 keeps packet_fts and replaces the
+# rest, see the compact layout below). ``search_docs`` gave each packet a stable
 # integer for the FTS5 row (the packets table's own rowid may change on VACUUM);
-# ``packet_labels`` holds a packet's tags and project for the ``tag`` filter
-# and the ``tag:``/``project:`` qualifiers, ordered like a listing. A trigger
-# drops a packet's index rows whenever the packet row goes (rm, team delete,
-# re-push), inside the same transaction; put_packet writes the new ones.
+# ``packet_labels`` held a packet's tags and project for the ``tag`` filter and
+# the ``tag:``/``project:`` qualifiers, ordered like a listing. A trigger drops a
+# packet's index rows whenever the packet row goes (rm, team delete), inside the
+# same transaction; a put writes the new ones (and drops a replaced packet's).
 RANK_WINDOW = 500  # how many of the newest matches are ranked (see search)
 _FTS_COLUMNS = (
     "goal, tags, next_step, project, decisions, attempts, methods, success_criteria,"
@@ -365,22 +387,13 @@ def _migrate_search(db: sqlite3.Connection) -> None:
         db.execute(
             "UPDATE packets SET parent_id = ? WHERE id = ?", (search.parent_of(data), packet_id)
         )
-        _index(db, packet_id, scope, sort_key, data)
+        _index_v6(db, packet_id, scope, sort_key, data)
 
 
-def _unindex(db: sqlite3.Connection, packet_id: str) -> None:
-    """Drop a packet's search rows (what ``packets_unindex`` does when a packet is deleted)."""
-    db.execute(
-        "DELETE FROM packet_fts WHERE rowid IN (SELECT doc FROM search_docs WHERE id = ?)",
-        (packet_id,),
-    )
-    db.execute("DELETE FROM search_docs WHERE id = ?", (packet_id,))
-    db.execute("DELETE FROM packet_labels WHERE id = ?", (packet_id,))
-
-
-def _index(
+def _index_v6(
     db: sqlite3.Connection, packet_id: str, scope: str, sort_key: str, data: dict[str, object]
 ) -> None:
+    """A packet's search rows in the layout of migration 6 (what that migration writes)."""
     from .. import search
 
     doc = db.execute(
@@ -400,6 +413,302 @@ def _index(
         " VALUES (?, ?, ?, ?, ?)",
         [(scope, kind, value, sort_key, packet_id) for kind, value in labels],
     )
+
+
+# The compact layout (migration 11). A packet's searchable text is kept once: as
+# the content of packet_fts, plain text in SQLite's pages, because highlight()
+# scores every ranked match from it (a copy that had to be decoded first cost six
+# times as much a match). The body is kept compressed against that text: zlib with
+# a preset dictionary made of a packet's skeleton and its searchable text, so a
+# body costs about what no field indexes (its JSON structure, ids, dates), a sixth
+# of its size, and reading it back is one more row (its text) and an inflate.
+# ``packets.doc`` is the packet's row in packet_fts (an INTEGER PRIMARY KEY: kept
+# through VACUUM). A packet's tags and project, as its body names them, are
+# ``labels`` (one row per scope, kind and value) and ``label_packets`` (each
+# label's packets in listing order); the packet row keeps its label ids (a JSON
+# array) so that the trigger dropping its search rows knows which to drop.
+_TEXT_COLUMNS = tuple(name.strip() for name in _FTS_COLUMNS.split(","))
+_FTS_INSERT = (
+    f"INSERT INTO packet_fts (rowid, {_FTS_COLUMNS}) VALUES (?{', ?' * len(_TEXT_COLUMNS)})"
+)
+_TEXTS = ", ".join(f"f.{name}" for name in _TEXT_COLUMNS)  # packet_fts read as f
+
+# The start of every body's preset dictionary. Never edit it: each stored body needs
+# these exact bytes to be read back (tests/test_sqlite_compact.py holds its checksum).
+_SKELETON = (
+    b'{\n  "ltm_version": "0.2",\n  "id": "",\n  "parent_id": "",\n  "created_at": "",\n'
+    b'  "project": {\n    "name": "",\n    "ref": ""\n  },\n  "goal": "",\n'
+    b'  "success_criteria": [\n    ""\n  ],\n  "constraints": [\n    ""\n  ],\n'
+    b'  "decisions": [\n    {\n      "what": "",\n      "why": "",\n'
+    b'      "consequences": "",\n      "locked": true\n    }\n  ],\n'
+    b'  "methods": [\n    {\n      "name": "",\n      "when_applicable": "",\n'
+    b'      "how": ""\n    }\n  ],\n'
+    b'  "attempts": [\n    {\n      "tried": "",\n      "outcome": "failed",\n'
+    b'      "learned": "",\n      "confidence": "high"\n    }\n  ],\n'
+    b'  "open_questions": [\n    ""\n  ],\n  "next_step": "",\n  "tags": [\n    ""\n  ],\n'
+    b'  "provenance": {\n    "author_model": "",\n    "author_human": "",\n'
+    b'    "source_hash": "",\n    "confidence": "high"\n  }\n}'
+)
+
+
+def _text(texts: Sequence[str]) -> bytes:
+    """A packet's searchable text (its fields in ``_TEXT_COLUMNS`` order) as one string:
+    what ``_TEXT`` reads back from its search row."""
+    return "\n".join(texts).encode()
+
+
+# The same bytes, read in SQL from the search row (f): one value instead of ten strings.
+_TEXT = f"CAST({' || char(10) || '.join(f'f.{name}' for name in _TEXT_COLUMNS)} AS BLOB)"
+
+
+def _pack(body: bytes, text: bytes) -> bytes:
+    """The stored form of ``body``: zlib, with the skeleton and its ``text`` as the preset
+    dictionary."""
+    packer = zlib.compressobj(zdict=_SKELETON + text)
+    return packer.compress(body) + packer.flush()
+
+
+def _unpack(stored: bytes, text: bytes) -> bytes:
+    """The body ``_pack`` stored. Raises ``zlib.error`` if ``text`` is not what it was
+    packed with (zlib checks the dictionary's checksum and the body's)."""
+    unpacker = zlib.decompressobj(zdict=_SKELETON + text)
+    return unpacker.decompress(stored) + unpacker.flush()
+
+
+_COMPACT_TABLES = """
+    CREATE TABLE labels (
+        label  INTEGER PRIMARY KEY,
+        scope  TEXT NOT NULL,
+        kind   TEXT NOT NULL,  -- 'tag' or 'project'
+        value  TEXT NOT NULL,
+        UNIQUE (scope, kind, value)
+    );
+    CREATE TABLE label_packets (
+        label     INTEGER NOT NULL,
+        sort_key  TEXT NOT NULL,
+        id        TEXT NOT NULL,
+        PRIMARY KEY (label, sort_key, id)
+    ) WITHOUT ROWID;
+    CREATE TABLE packets_compact (
+        doc         INTEGER PRIMARY KEY,  -- its row in packet_fts
+        id          TEXT NOT NULL UNIQUE,
+        scope       TEXT NOT NULL,  -- 'u:<owner_id>' or 't:<team_id>'
+        owner_id    TEXT NOT NULL,
+        team_id     TEXT,
+        sort_key    TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        goal        TEXT NOT NULL,
+        conforming  INTEGER NOT NULL DEFAULT 1,
+        project     TEXT,
+        parent_id   TEXT,
+        labels      TEXT,  -- its label ids, a JSON array (NULL: none)
+        size        INTEGER NOT NULL,  -- of the canonical bytes
+        body        BLOB NOT NULL  -- the canonical bytes, packed (_pack)
+    )
+"""
+# The old tables go, the new one takes their name, and what hung on the old packets
+# table is made again: its indexes (the author's only for teams: in a personal scope
+# every packet is its owner's; by doc, each full-text match's scope, for search), and
+# its triggers, which now count ``size``.
+_COMPACT_SWAP = """
+    DROP TABLE packets;
+    DROP TABLE search_docs;
+    DROP TABLE packet_labels;
+    ALTER TABLE packets_compact RENAME TO packets;
+    CREATE INDEX packets_by_scope ON packets (scope, sort_key, id);
+    CREATE INDEX packets_by_project ON packets (scope, project, sort_key, id)
+        WHERE project IS NOT NULL;
+    CREATE INDEX packets_by_author ON packets (scope, owner_id, sort_key, id)
+        WHERE team_id IS NOT NULL;
+    CREATE INDEX packets_by_parent ON packets (parent_id, sort_key, id)
+        WHERE parent_id IS NOT NULL;
+    CREATE INDEX packets_by_doc ON packets (doc, scope);
+    CREATE TRIGGER packets_unindex AFTER DELETE ON packets BEGIN
+        DELETE FROM packet_fts WHERE rowid = OLD.doc;
+        DELETE FROM label_packets WHERE label IN (SELECT value FROM json_each(OLD.labels))
+            AND sort_key = OLD.sort_key AND id = OLD.id;
+    END;
+    CREATE TRIGGER publications_end_with_packet AFTER DELETE ON packets BEGIN
+        DELETE FROM publications WHERE packet_id = OLD.id;
+    END;
+    CREATE TRIGGER shares_end_with_packet AFTER DELETE ON packets BEGIN
+        DELETE FROM shares WHERE packet_id = OLD.id;
+    END;
+    CREATE TRIGGER usage_replaced BEFORE INSERT ON packets BEGIN
+        UPDATE usage SET packets = packets - 1,
+            bytes = bytes - (SELECT size FROM packets WHERE id = NEW.id)
+        WHERE user_id = (SELECT owner_id FROM packets WHERE id = NEW.id);
+    END;
+    CREATE TRIGGER usage_added AFTER INSERT ON packets BEGIN
+        INSERT INTO usage (user_id, packets, bytes) VALUES (NEW.owner_id, 1, NEW.size)
+        ON CONFLICT (user_id) DO UPDATE SET packets = packets + 1, bytes = bytes + NEW.size;
+    END;
+    CREATE TRIGGER usage_removed AFTER DELETE ON packets BEGIN
+        UPDATE usage SET packets = packets - 1, bytes = bytes - OLD.size
+        WHERE user_id = OLD.owner_id;
+    END
+"""
+_PACKET_COLUMNS = (
+    "doc, id, scope, owner_id, team_id, sort_key, created_at, goal, conforming, project,"
+    " parent_id, labels, size, body"
+)
+_PACKET_MARKS = ", ".join("?" * len(_PACKET_COLUMNS.split(",")))
+_CHUNK = 300  # rows per statement with a variable each (old SQLite allows 999 variables)
+
+
+def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _labels_of(scope: str, data: dict[str, object]) -> list[tuple[str, str, str]]:
+    """The labels a packet's body gives it: (scope, kind, value), its tags then its project."""
+    from .. import search
+
+    labels = [(scope, "tag", tag) for tag in search.tags_of(data)]
+    project = search.project_of(data)
+    if project:
+        labels.append((scope, "project", project))
+    return labels
+
+
+def _label_ids(
+    db: sqlite3.Connection, names: Iterable[tuple[str, str, str]]
+) -> dict[tuple[str, str, str], int]:
+    """The id of each label (scope, kind, value), made for those that have none yet.
+
+    Called inside a write, which no other writer can interleave with."""
+    wanted = sorted(set(names))
+    found = _find_labels(db, wanted)
+    missing = [name for name in wanted if name not in found]
+    if missing:
+        db.executemany("INSERT INTO labels (scope, kind, value) VALUES (?, ?, ?)", missing)
+        found.update(_find_labels(db, missing))
+    return found
+
+
+def _find_labels(
+    db: sqlite3.Connection, names: Sequence[tuple[str, str, str]]
+) -> dict[tuple[str, str, str], int]:
+    found: dict[tuple[str, str, str], int] = {}
+    for chunk in _chunks(names, _CHUNK // 3):
+        # A join from the values: a row-value IN over them would scan the table.
+        rows = db.execute(
+            "WITH wanted (scope, kind, value) AS (VALUES"
+            f" {', '.join(['(?, ?, ?)'] * len(chunk))})"
+            " SELECT n.label, n.scope, n.kind, n.value FROM wanted w JOIN labels n"
+            " ON n.scope = w.scope AND n.kind = w.kind AND n.value = w.value",
+            [part for name in chunk for part in name],
+        )
+        found.update(((scope, kind, value), label) for label, scope, kind, value in rows)
+    return found
+
+
+def _migrate_compact(db: sqlite3.Connection) -> None:
+    """Move every packet to the compact layout, in this transaction; say so on stderr.
+
+    Each packet keeps its search row (its ``doc``), so the full-text index is not
+    rebuilt: only the bodies are packed, against the text that row holds. Rows go
+    in in key order, so that each table and index is written packed.
+    """
+    if _is_compact(db):
+        return  # a database this code made, set back a version (tests do)
+    count = db.execute("SELECT count(*) FROM packets").fetchone()[0]
+    if count:
+        path = db.execute("PRAGMA database_list").fetchone()[2]
+        sys.stderr.write(f"ltm: {path}: storing its {count:,} packets compactly (once)\n")
+    for statement in _statements(_COMPACT_TABLES):
+        db.execute(statement)
+    db.execute(
+        "INSERT INTO labels (scope, kind, value) SELECT DISTINCT p.scope, l.kind, l.value"
+        " FROM packet_labels l JOIN packets p ON p.id = l.id ORDER BY 1, 2, 3"
+    )
+    db.execute(
+        "INSERT INTO label_packets (label, sort_key, id)"
+        " SELECT DISTINCT n.label, p.sort_key, p.id FROM packet_labels l"
+        " JOIN packets p ON p.id = l.id"
+        " JOIN labels n ON n.scope = p.scope AND n.kind = l.kind AND n.value = l.value"
+        " ORDER BY 1, 2, 3"
+    )
+    # Every indexed packet, in the order of its search row, with its label ids.
+    found = db.execute(
+        "SELECT d.doc, p.id, p.scope, p.owner_id, p.team_id, p.sort_key, p.created_at, p.goal,"
+        " p.conforming, p.project, p.parent_id,"
+        " (SELECT json_group_array(n.label) FROM packet_labels l JOIN labels n"
+        "  ON n.scope = p.scope AND n.kind = l.kind AND n.value = l.value WHERE l.id = p.id),"
+        f" p.body, {_TEXT} FROM search_docs d JOIN packets p ON p.id = d.id"
+        " JOIN packet_fts f ON f.rowid = d.doc ORDER BY d.doc"
+    )
+    insert = f"INSERT INTO packets_compact ({_PACKET_COLUMNS}) VALUES ({_PACKET_MARKS})"
+    moved = 0
+    while batch := found.fetchmany(1000):
+        db.executemany(
+            insert,
+            [
+                (*row[:11], _json_ids(json.loads(row[11])), len(row[12]), _pack(row[12], row[13]))
+                for row in batch
+            ],
+        )
+        moved += len(batch)
+    if moved < count:
+        _index_lost(db, insert)
+    for statement in _statements(_COMPACT_SWAP):
+        db.execute(statement)
+
+
+def _index_lost(db: sqlite3.Connection, insert: str) -> None:
+    """Move the packets that had no search row (none is expected), indexed from their body."""
+    from .. import search
+
+    last = db.execute("SELECT max(doc) FROM search_docs").fetchone()[0] or 0
+    lost = db.execute(
+        "SELECT id, scope, owner_id, team_id, sort_key, created_at, goal, conforming, project,"
+        " parent_id, body FROM packets WHERE id NOT IN (SELECT id FROM packets_compact)"
+    ).fetchall()
+    for row in lost:
+        last += 1
+        body = bytes(row[10])
+        data = search.load(body)
+        fields = search.fields_of(data)
+        texts = [fields[name] for name in _TEXT_COLUMNS]
+        db.execute("DELETE FROM packet_fts WHERE rowid = ?", (last,))  # a stray row, if any
+        db.execute(_FTS_INSERT, (last, *texts))
+        labels = list(_label_ids(db, _labels_of(row[1], data)).values())
+        db.executemany(
+            "INSERT OR IGNORE INTO label_packets (label, sort_key, id) VALUES (?, ?, ?)",
+            [(label, row[4], row[0]) for label in labels],
+        )
+        packed = _pack(body, _text(texts))
+        db.execute(insert, (last, *row[:10], _json_ids(labels), len(body), packed))
+
+
+# A write of this many packets or more is a bulk load (an import: 500 a write locally).
+BULK = 100
+
+
+def _return_free(db: sqlite3.Connection) -> None:
+    """Give the file system the pages a bulk write left free, in the write's transaction.
+
+    FTS5 merges its segments as it writes them out, which frees the pages of the
+    segments merged: each bulk write leaves some pages free, about a twentieth of the
+    file at the end of an import, which later writes would reuse but the file keeps
+    until then. A savepoint makes FTS5 write out what it holds now (it does at each
+    savepoint), and an incremental vacuum then truncates the file by the pages free.
+    Each step of that pragma frees one page, and Python's sqlite3 steps a statement
+    that has no columns once: one execute a page.
+    """
+    db.execute("SAVEPOINT flush")
+    db.execute("RELEASE flush")
+    for _ in range(db.execute("PRAGMA freelist_count").fetchone()[0]):
+        db.execute("PRAGMA incremental_vacuum")
+
+
+def _is_compact(db: sqlite3.Connection) -> bool:
+    return any(row[1] == "doc" for row in db.execute("PRAGMA table_info(packets)"))
+
+
+def _json_ids(ids: list[int] | None) -> str | None:
+    return json.dumps(sorted(ids), separators=(",", ":")) if ids else None
 
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -474,15 +783,37 @@ def _marks(values: list[str]) -> str:
 _META = "p.id, p.created_at, p.goal, p.owner_id, p.team_id, p.project, p.parent_id"
 
 
-def _has_labels(row: str, labels: list[tuple[str, str]], args: list[object]) -> str:
-    """SQL requiring the packet of ``row`` (scope, id) to carry every label; adds the args."""
+class _Row(NamedTuple):
+    """A stored packet as a write finds it."""
+
+    id: str
+    doc: int
+    owner_id: str
+    team_id: str | None
+    sort_key: str
+    labels: str | None
+    size: int
+
+
+class _Accepted(NamedTuple):
+    """An item of a write that will be stored: the last of its id in the batch."""
+
+    packet: StoredPacket
+    sort_key: str
+    data: dict[str, object]
+    moved: bool  # it, or an item of its id before it, changed the packet's scope
+
+
+def _has_labels(row: str, labels: list[list[int]], args: list[object]) -> str:
+    """SQL requiring the packet of ``row`` (sort_key, id) to carry one label of each list of
+    ids (a label of the same name in each scope searched); adds the args."""
     sql = ""
-    for kind, value in labels:
+    for ids in labels:
         sql += (
-            f" AND EXISTS (SELECT 1 FROM packet_labels o WHERE o.scope = {row}.scope"
-            f" AND o.kind = ? AND o.value = ? AND o.id = {row}.id)"
+            f" AND EXISTS (SELECT 1 FROM label_packets o WHERE o.label IN ({_marks(ids)})"
+            f" AND o.sort_key = {row}.sort_key AND o.id = {row}.id)"
         )
-        args.extend((kind, value))
+        args.extend(ids)
     return sql
 
 
@@ -513,6 +844,8 @@ class SqliteStore(Store):
         self._lock_fd: int | None = None
         self._lock_pid = 0
         self._migrate()
+        # Whether a bulk write can give back the pages it leaves free (see _return_free).
+        self._incremental = self._conn().execute("PRAGMA auto_vacuum").fetchone()[0] == 2
 
     # -- connections and transactions -----------------------------------
 
@@ -587,20 +920,25 @@ class SqliteStore(Store):
         if failure is not None:
             raise failure
 
-    def _begin(self) -> sqlite3.Connection:
-        """The writer connection, in an open transaction (opened here if none is). Holds _ops."""
+    def _writer_conn(self) -> sqlite3.Connection:
+        """The connection this process writes on. Holds _ops."""
         if self._writer is None or self._writer_pid != os.getpid():
             self._writer = self._connect()  # a fork's child gets its own
             self._writer_pid = os.getpid()
+        return self._writer
+
+    def _begin(self) -> sqlite3.Connection:
+        """The writer connection, in an open transaction (opened here if none is). Holds _ops."""
+        writer = self._writer_conn()
         if not self._open:
             self._lock_file()
             try:
-                self._writer.execute("BEGIN IMMEDIATE")
+                writer.execute("BEGIN IMMEDIATE")
             except BaseException:
                 self._unlock_file()
                 raise
             self._open = self._ended + 1
-        return self._writer
+        return writer
 
     def _end(self, number: int, failure: str | None) -> None:
         """Transaction ``number`` is over (committed, or failed for ``failure``). Holds _ops."""
@@ -690,9 +1028,13 @@ class SqliteStore(Store):
     def _migrate(self) -> None:
         self._private()
         conn = self._conn()
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 0:
+            # A new store: pages can be given back while it is in use (_return_free);
+            # this is only set before its first table (VACUUM sets it on an older one).
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         # WAL is a property of the file; switching needs no transaction and is idempotent.
         conn.execute("PRAGMA journal_mode = WAL")
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version == SCHEMA_VERSION:
             return
         if version > SCHEMA_VERSION:
@@ -700,9 +1042,11 @@ class SqliteStore(Store):
                 f"{self.path} has schema version {version}, newer than this ltm "
                 f"understands ({SCHEMA_VERSION}); upgrade ltm"
             )
+        before = _file_size(self.path)
         with self._write() as db:
             # Re-read under the write lock: another process may have migrated meanwhile.
             version = db.execute("PRAGMA user_version").fetchone()[0]
+            compacting = 0 < version < COMPACT_VERSION and not _is_compact(db)
             for step in MIGRATIONS[version:]:
                 if callable(step):
                     step(db)
@@ -710,6 +1054,38 @@ class SqliteStore(Store):
                 for statement in _statements(step):
                     db.execute(statement)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        if compacting:
+            self._vacuum(before)
+
+    def _vacuum(self, before: int) -> None:
+        """Give the file system the pages the compact layout freed (VACUUM), said on stderr
+        with the store's size ``before`` its migration.
+
+        Best effort: the store is migrated already, and pages left free are reused by
+        later writes; a VACUUM that cannot run now (a disk without room for the copy
+        it writes) only leaves the file its old size. Readers of other processes do
+        not stop it (WAL); while one reads, the WAL cannot shrink back yet.
+        """
+        count = self._conn().execute("SELECT count(*) FROM packets").fetchone()[0]
+        with self._ops:
+            conn = self._writer_conn()
+            self._lock_file()  # writers of other processes wait on the lock, not time out
+            try:
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # VACUUM makes it so
+                conn.execute("VACUUM")
+                # VACUUM wrote the whole file to the WAL: move it back, and shrink the WAL.
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:
+                if count:
+                    sys.stderr.write(f"ltm: {self.path}: not compacted now ({exc})\n")
+                return
+            finally:
+                self._unlock_file()
+        if count:
+            sys.stderr.write(
+                f"ltm: {self.path}: packets stored compactly:"
+                f" {before / 2**20:,.1f} MiB -> {_file_size(self.path) / 2**20:,.1f} MiB\n"
+            )
 
     def close(self) -> None:
         with self._lock:
@@ -728,40 +1104,180 @@ class SqliteStore(Store):
     def put_packet(
         self, packet: StoredPacket, *, sort_key: str, seen: PacketMeta | None = None
     ) -> bool:
-        from .. import search
-
-        data = search.load(packet.body)  # parsed outside the write lock
-        with self._write() as db:
-            return self._put_held(db, packet, sort_key, data)
-
-    def _put_held(
-        self, db: sqlite3.Connection, packet: StoredPacket, sort_key: str, data: dict[str, object]
-    ) -> bool:
-        """``_put`` held to the quota: checked after the write, so raising (in the caller's
-        savepoint) undoes it."""
-        owner = packet.meta.owner_id
-        before = self._usage(db, owner) if self.quota else None
-        created = self._put(db, packet, sort_key, data)
-        if self.quota and before is not None:
-            _hold_to(self.quota, before, self._usage(db, owner))
-        return created
+        (done,) = self._put_many([(packet, sort_key)])
+        if isinstance(done, StoreError):
+            raise done
+        return done
 
     def put_many(self, items: Sequence[PutItem]) -> list[bool | StoreError]:
-        """Every item in its own savepoint of one write: one commit (one fsync) for all."""
+        """All in one write: one commit (one fsync), and each statement once for the batch."""
+        return self._put_many([(item.packet, item.sort_key) for item in items])
+
+    def put_packets(self, packets: list[tuple[StoredPacket, str]]) -> None:
+        """Many ``put_packet`` (packet, sort key) in one transaction: all or none.
+
+        Not part of ``Store``: for bulk loads into a SQLite file (benchmarks),
+        where a transaction per packet would dominate.
+        """
+        for done in self._put_many(packets):
+            if isinstance(done, StoreError):
+                raise done
+
+    def _put_many(self, items: Sequence[tuple[StoredPacket, str]]) -> list[bool | StoreError]:
         from .. import search
 
-        parsed = [(item.packet, item.sort_key, search.load(item.packet.body)) for item in items]
-        done: list[bool | StoreError] = []
+        parsed = [(packet, key, search.load(packet.body)) for packet, key in items]  # unlocked
+        if not parsed:
+            return []
         with self._write() as db:
-            for packet, sort_key, data in parsed:
-                db.execute("SAVEPOINT item")
-                try:
-                    done.append(self._put_held(db, packet, sort_key, data))
-                except (Conflict, NotFound, OverQuota) as exc:
-                    db.execute("ROLLBACK TO item")
-                    done.append(exc)
-                db.execute("RELEASE item")
+            done, accepted, stored = self._judge(db, parsed)
+            if accepted:
+                self._write_packets(db, accepted, stored)
+                if len(accepted) >= BULK and self._incremental:
+                    _return_free(db)
         return done
+
+    def _judge(
+        self, db: sqlite3.Connection, items: list[tuple[StoredPacket, str, dict[str, object]]]
+    ) -> tuple[list[bool | StoreError], dict[str, _Accepted], dict[str, _Row]]:
+        """Each item judged in turn as ``put_packet`` judges one, against what is stored and
+        what the items before it did: its answer, the last accepted item of each id, and
+        the rows they replace. Reads what every judgement needs once for the batch."""
+        ids = list(dict.fromkeys(packet.meta.id for packet, _, _ in items))
+        stored: dict[str, _Row] = {}
+        for chunk in _chunks(ids):
+            rows = db.execute(
+                "SELECT id, doc, owner_id, team_id, sort_key, labels, size FROM packets"
+                f" WHERE id IN ({_marks(chunk)})",
+                chunk,
+            )
+            stored.update((row[0], _Row(*row)) for row in rows)
+        usage: dict[str, Usage] = {}
+        if self.quota is not None:
+            owners = list({packet.meta.owner_id for packet, _, _ in items})
+            for chunk in _chunks(owners):
+                rows = db.execute(
+                    f"SELECT user_id, packets, bytes FROM usage WHERE user_id IN ({_marks(chunk)})",
+                    chunk,
+                )
+                usage.update((row[0], Usage(row[1], row[2])) for row in rows)
+        # What each id is as the batch goes: (owner, team, size), None if absent.
+        now: dict[str, tuple[str, str | None, int] | None] = {
+            pid: (row.owner_id, row.team_id, row.size) for pid, row in stored.items()
+        }
+        members: dict[tuple[str | None, str], bool] = {}
+        done: list[bool | StoreError] = []
+        accepted: dict[str, _Accepted] = {}
+        for packet, sort_key, data in items:
+            meta = packet.meta
+            current = now.get(meta.id)
+            moves = False
+            if current is not None and current[:2] != (meta.owner_id, meta.team_id):
+                if not moves_into_team(PacketMeta(meta.id, "", "", *current[:2]), meta):
+                    done.append(Conflict(f"packet {meta.id} belongs to another owner or scope"))
+                    continue
+                # The owner moves their personal packet into a team: only as a member.
+                key = (meta.team_id, meta.owner_id)
+                if key not in members:
+                    members[key] = self._is_member(db, *key)
+                if not members[key]:
+                    done.append(NotFound(f"{meta.owner_id} is not a member of team {meta.team_id}"))
+                    continue
+                moves = True
+            size = len(packet.body)
+            if self.quota is not None:
+                # What the usage triggers will count (a replaced packet is its owner's).
+                before = usage.get(meta.owner_id, Usage())
+                after = Usage(
+                    before.packets + (current is None),
+                    before.bytes + size - (current[2] if current is not None else 0),
+                )
+                try:
+                    _hold_to(self.quota, before, after)
+                except OverQuota as exc:
+                    done.append(exc)
+                    continue
+                usage[meta.owner_id] = after
+            now[meta.id] = (meta.owner_id, meta.team_id, size)
+            # A packet that changes scope leaves its public URL behind (as on DynamoDB).
+            moved = moves or (meta.id in accepted and accepted[meta.id].moved)
+            accepted[meta.id] = _Accepted(packet, sort_key, data, moved)
+            done.append(current is None)
+        return done, accepted, stored
+
+    @staticmethod
+    def _write_packets(
+        db: sqlite3.Connection, accepted: dict[str, _Accepted], stored: dict[str, _Row]
+    ) -> None:
+        """Write the packets ``_judge`` accepted, each statement once over the batch.
+
+        A replaced packet's search rows go here, not through a DELETE of the packet
+        (whose triggers would also end a publication and its shares): INSERT OR
+        REPLACE fires no delete trigger. Its usage is counted by the triggers.
+        """
+        from .. import search
+
+        replaced = [stored[pid] for pid in accepted if pid in stored]
+        if replaced:
+            db.executemany(
+                "DELETE FROM packet_fts WHERE rowid = ?", [(row.doc,) for row in replaced]
+            )
+            db.executemany(
+                "DELETE FROM label_packets WHERE label = ? AND sort_key = ? AND id = ?",
+                [
+                    (label, row.sort_key, row.id)
+                    for row in replaced
+                    for label in json.loads(row.labels or "[]")
+                ],
+            )
+        moved = [(pid,) for pid, item in accepted.items() if item.moved]
+        if moved:
+            db.executemany("DELETE FROM publications WHERE packet_id = ?", moved)
+        scopes = {
+            pid: _scope(a.packet.meta.owner_id, a.packet.meta.team_id)
+            for pid, a in accepted.items()
+        }
+        labels = {pid: _labels_of(scopes[pid], a.data) for pid, a in accepted.items()}
+        ids = _label_ids(db, (name for names in labels.values() for name in names))
+        # New search rows after the last one (search ranks the highest, the newest), in
+        # listing order: each index, ascending, then takes the batch as one run, which
+        # packs its pages full, whether the batches come oldest first (pushes) or newest
+        # first (an import of an export). Written in any order, the batch ends the same.
+        last = db.execute("SELECT coalesce(max(doc), 0) FROM packets").fetchone()[0]
+        ordered = sorted(accepted.items(), key=lambda pair: (pair[1].sort_key, pair[0]))
+        rows, texts, labelled = [], [], []
+        for doc, (pid, item) in enumerate(ordered, start=last + 1):
+            meta = item.packet.meta
+            fields = search.fields_of(item.data)
+            text = [fields[name] for name in _TEXT_COLUMNS]
+            mine = [ids[name] for name in labels[pid]]
+            rows.append(
+                (
+                    doc,
+                    pid,
+                    scopes[pid],
+                    meta.owner_id,
+                    meta.team_id,
+                    item.sort_key,
+                    meta.created_at,
+                    meta.goal,
+                    int(item.packet.conforming),
+                    meta.project,
+                    meta.parent_id,
+                    _json_ids(mine),
+                    len(item.packet.body),
+                    _pack(item.packet.body, _text(text)),
+                )
+            )
+            texts.append((doc, *text))
+            labelled.extend((label, item.sort_key, pid) for label in mine)
+        db.executemany(
+            f"INSERT OR REPLACE INTO packets ({_PACKET_COLUMNS}) VALUES ({_PACKET_MARKS})", rows
+        )
+        db.executemany(_FTS_INSERT, texts)
+        db.executemany(
+            "INSERT OR IGNORE INTO label_packets (label, sort_key, id) VALUES (?, ?, ?)", labelled
+        )
 
     def usage(self, user_id: str) -> Usage:
         return self._usage(self._conn(), user_id)
@@ -773,75 +1289,25 @@ class SqliteStore(Store):
         ).fetchone()
         return Usage(*row) if row else Usage()
 
-    def put_packets(self, packets: list[tuple[StoredPacket, str]]) -> None:
-        """Many ``put_packet`` (packet, sort key) in one transaction: all or none.
-
-        Not part of ``Store``: for bulk loads into a SQLite file (benchmarks),
-        where a transaction per packet would dominate.
-        """
-        from .. import search
-
-        parsed = [(p, key, search.load(p.body)) for p, key in packets]
-        with self._write() as db:
-            for packet, sort_key, data in parsed:
-                self._put(db, packet, sort_key, data)
-
-    def _put(
-        self, db: sqlite3.Connection, packet: StoredPacket, sort_key: str, data: dict[str, object]
-    ) -> bool:
-        meta = packet.meta
-        scope = _scope(meta.owner_id, meta.team_id)
-        row = db.execute(
-            "SELECT owner_id, team_id FROM packets WHERE id = ?", (meta.id,)
-        ).fetchone()
-        if row is not None and (row[0], row[1]) != (meta.owner_id, meta.team_id):
-            stored = PacketMeta(meta.id, "", "", row[0], row[1])
-            if not moves_into_team(stored, meta):
-                raise Conflict(f"packet {meta.id} belongs to another owner or scope")
-            # The owner moves their personal packet into a team: only as a member.
-            if not self._is_member(db, meta.team_id, meta.owner_id):
-                raise NotFound(f"{meta.owner_id} is not a member of team {meta.team_id}")
-            # A packet that changes scope leaves its public URL behind (as on DynamoDB).
-            db.execute("DELETE FROM publications WHERE packet_id = ?", (meta.id,))
-        if row is not None:
-            # The old search rows go here, not through a DELETE of the packet (whose
-            # triggers would also end a publication): INSERT OR REPLACE fires none.
-            _unindex(db, meta.id)
-        db.execute(
-            "INSERT OR REPLACE INTO packets (id, scope, owner_id, team_id, sort_key,"
-            " created_at, goal, conforming, body, project, parent_id)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                meta.id,
-                scope,
-                meta.owner_id,
-                meta.team_id,
-                sort_key,
-                meta.created_at,
-                meta.goal,
-                int(packet.conforming),
-                packet.body,
-                meta.project,
-                meta.parent_id,
-            ),
-        )
-        _index(db, meta.id, scope, sort_key, data)
-        return row is None
-
     def get_packet(self, packet_id: str) -> StoredPacket | None:
+        return self._read_packet("p.id = ?", packet_id)
+
+    def _read_packet(self, where: str, value: str, *, join: str = "") -> StoredPacket | None:
+        """The packet of ``where``, its body unpacked with the text its search row holds."""
         row = (
             self._conn()
             .execute(
-                "SELECT id, created_at, goal, owner_id, team_id, project, parent_id, body,"
-                " conforming"
-                " FROM packets WHERE id = ?",
-                (packet_id,),
+                f"SELECT {_META}, p.conforming, p.body, {_TEXT} FROM packets p{join}"
+                f" LEFT JOIN packet_fts f ON f.rowid = p.doc WHERE {where}",
+                (value,),
             )
             .fetchone()
         )
         if row is None:
             return None
-        return StoredPacket(PacketMeta(*row[:7]), bytes(row[7]), bool(row[8]))
+        if row[9] is None:  # every packet has its search row; this one lost it
+            raise sqlite3.DatabaseError(f"packet {row[0]}: its search row is missing")
+        return StoredPacket(PacketMeta(*row[:7]), _unpack(row[8], row[9]), bool(row[7]))
 
     def list_packets(
         self,
@@ -857,14 +1323,20 @@ class SqliteStore(Store):
         author: str | None = None,
     ) -> Page:
         scope = _scope(owner_id, team_id)
+        if author is not None and team_id is None:
+            # Every packet of a personal scope is its owner's (no index needed to say so).
+            if author != owner_id:
+                return Page([], None)
+            author = None
         if tag is None:
             sql = f"SELECT {_META}, p.sort_key FROM packets p WHERE p.scope = ?"
             args: list[object] = [scope]
             k = "p"
         else:  # walk the tag's own index, already in listing order
             sql = (
-                f"SELECT {_META}, p.sort_key FROM packet_labels l JOIN packets p ON p.id = l.id"
-                " WHERE l.scope = ? AND l.kind = 'tag' AND l.value = ?"
+                f"SELECT {_META}, p.sort_key FROM label_packets l JOIN packets p ON p.id = l.id"
+                " WHERE l.label = (SELECT label FROM labels"
+                " WHERE scope = ? AND kind = 'tag' AND value = ?)"
             )
             args = [scope, tag]
             k = "l"
@@ -872,7 +1344,7 @@ class SqliteStore(Store):
             sql += " AND p.project = ?"  # packets_by_project: one index range
             args.append(project)
         if author is not None:
-            sql += " AND p.owner_id = ?"
+            sql += " AND p.owner_id = ? AND p.team_id IS NOT NULL"  # packets_by_author
             args.append(author)
         if since is not None:
             sql += f" AND {k}.sort_key >= ?"
@@ -933,8 +1405,21 @@ class SqliteStore(Store):
         names = [_scope(owner, team) for owner, team in scopes]
         if not names or limit < 1:
             return []
-        labels = [("tag", t) for t in query.tags] + [("project", p) for p in query.projects]
         db = self._conn()
+        labels = []  # per qualifier, the ids of its label in each scope searched
+        for kind, values in (("tag", query.tags), ("project", query.projects)):
+            for value in values:
+                ids = [
+                    row[0]
+                    for row in db.execute(
+                        f"SELECT label FROM labels WHERE scope IN ({_marks(names)})"
+                        " AND kind = ? AND value = ?",
+                        (*names, kind, value),
+                    )
+                ]
+                if not ids:
+                    return []  # no packet searched carries it
+                labels.append(ids)
         if query.terms:
             # Rank first, on the index; read text for snippets only for the page shown.
             # Scoring re-reads each match's fields (highlight(): some microseconds a
@@ -942,45 +1427,49 @@ class SqliteStore(Store):
             # are ranked, and a word in half of 100,000 packets costs what a rarer
             # one does (as DynamoDB's POSTINGS_CAP bounds its reads). Which matches
             # are the newest is the order the caller's own packets were written in.
+            # Each match's scope is read from packets_by_doc, a narrow index, rather
+            # than from the packet's row: a connection whose cache has not seen those
+            # rows yet (the server has one per thread) reads a few pages, not a page a
+            # match. A label's check reads the row anyway (its sort key and id).
+            packets = "packets p" if labels else "packets p INDEXED BY packets_by_doc"
             sql = (
-                f"SELECT d.id, packet_fts.rowid AS doc, {_score_sql()} AS score"
-                " FROM packet_fts JOIN search_docs d ON d.doc = packet_fts.rowid"
-                f" WHERE packet_fts MATCH ? AND d.scope IN ({_marks(names)})"
+                f"SELECT packet_fts.rowid AS doc, {_score_sql()} AS score"
+                f" FROM packet_fts JOIN {packets} ON p.doc = packet_fts.rowid"
+                f" WHERE packet_fts MATCH ? AND p.scope IN ({_marks(names)})"
             )
             args: list[object] = [search.fts_expression(query), *names]
-            sql += _has_labels("d", labels, args)
+            sql += _has_labels("p", labels, args)
             sql = (
-                f"SELECT id, score FROM ({sql} ORDER BY packet_fts.rowid DESC LIMIT ?)"
+                f"SELECT doc, score FROM ({sql} ORDER BY packet_fts.rowid DESC LIMIT ?)"
                 " ORDER BY score DESC, doc DESC LIMIT ?"
             )
             ranked = db.execute(sql, [*args, RANK_WINDOW, limit]).fetchall()
         else:  # qualifiers only: the newest packets carrying them
-            (kind, value), rest = labels[0], labels[1:]
+            first, rest = labels[0], labels[1:]
             sql = (
-                "SELECT l.id, 0.0 FROM packet_labels l"
-                f" WHERE l.scope IN ({_marks(names)}) AND l.kind = ? AND l.value = ?"
+                "SELECT p.doc, 0.0 FROM label_packets l JOIN packets p ON p.id = l.id"
+                f" WHERE l.label IN ({_marks(first)})"
             )
-            args = [*names, kind, value]
+            args = [*first]
             sql += _has_labels("l", rest, args)
             sql += " ORDER BY l.sort_key DESC, l.id DESC LIMIT ?"
             ranked = db.execute(sql, [*args, limit]).fetchall()
         if not ranked:
             return []
-        ids = [row[0] for row in ranked]
+        docs = [row[0] for row in ranked]
         rows = db.execute(
-            f"SELECT {_META}, {', '.join('f.' + c for c in search.FIELD_NAMES)}"
-            " FROM search_docs d JOIN packet_fts f ON f.rowid = d.doc"
-            f" JOIN packets p ON p.id = d.id WHERE d.id IN ({_marks(ids)})",
-            ids,
+            f"SELECT p.doc, {_META}, {_TEXTS} FROM packets p JOIN packet_fts f ON f.rowid = p.doc"
+            f" WHERE p.doc IN ({_marks(docs)})",
+            docs,
         ).fetchall()
         found = {
-            row[0]: (PacketMeta(*row[:7]), dict(zip(search.FIELD_NAMES, row[7:], strict=True)))
+            row[0]: (PacketMeta(*row[1:8]), dict(zip(_TEXT_COLUMNS, row[8:], strict=True)))
             for row in rows
         }
         hits = []
-        for packet_id, rank in ranked:
-            if packet_id in found:
-                meta, fields = found[packet_id]
+        for doc, rank in ranked:
+            if doc in found:
+                meta, fields = found[doc]
                 hits.append(SearchHit(meta, float(rank), search.snippet(fields, query)))
         return hits
 
@@ -1084,19 +1573,11 @@ class SqliteStore(Store):
         return self._publication(row)
 
     def published_packet(self, secret_hash: str) -> StoredPacket | None:
-        row = (
-            self._conn()
-            .execute(
-                f"SELECT {_META}, p.body, p.conforming"
-                " FROM publications pub JOIN packets p ON p.id = pub.packet_id"
-                " WHERE pub.secret_hash = ?",
-                (secret_hash,),
-            )
-            .fetchone()
+        return self._read_packet(
+            "pub.secret_hash = ?",
+            secret_hash,
+            join=" JOIN publications pub ON pub.packet_id = p.id",
         )
-        if row is None:
-            return None
-        return StoredPacket(PacketMeta(*row[:7]), bytes(row[7]), bool(row[8]))
 
     # -- sharing ---------------------------------------------------------
 
@@ -1341,6 +1822,7 @@ class SqliteStore(Store):
     def delete_team(self, team_id: str) -> None:
         with self._write() as db:
             db.execute("DELETE FROM packets WHERE scope = ?", (_scope("", team_id),))
+            db.execute("DELETE FROM labels WHERE scope = ?", (_scope("", team_id),))
             db.execute("DELETE FROM invites WHERE team_id = ?", (team_id,))
             db.execute("DELETE FROM members WHERE team_id = ?", (team_id,))
             db.execute("DELETE FROM teams WHERE id = ?", (team_id,))
@@ -1680,6 +2162,11 @@ class SqliteStore(Store):
             )
             row = db.execute("SELECT value FROM secrets WHERE name = ?", (name,)).fetchone()
         return bytes(row[0])
+
+
+def _file_size(path: Path) -> int:
+    """The bytes of a database: its file and its WAL."""
+    return sum(os.stat(name).st_size for name in (path, f"{path}-wal") if os.path.exists(name))
 
 
 def _hold_to(quota: Quota, before: Usage, after: Usage) -> None:

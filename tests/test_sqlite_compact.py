@@ -1,0 +1,402 @@
+"""The SQLite store's compact layout, and the migration that takes older stores to it.
+
+A packet's searchable text is kept once (the full-text index's content) and its
+body packed against that text; its labels are ids. A store made before (the
+layout every release up to schema 10 wrote) is built here from the migrations
+of that time and their own index writer, then opened: it migrates once, says
+so, and keeps every packet, share, publication, label and search hit.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zlib
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from ltm import packet, search
+from ltm.examples import example_bytes
+from ltm.store import (
+    Conflict,
+    NotFound,
+    OverQuota,
+    PacketMeta,
+    Publication,
+    PutItem,
+    Quota,
+    StoredPacket,
+    Team,
+)
+from ltm.store.sqlite import (
+    _SKELETON,
+    COMPACT_VERSION,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    SqliteStore,
+    _index_v6,
+    _statements,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+BEFORE = COMPACT_VERSION - 1  # the schema version of a store from before the compact layout
+EXAMPLE = json.loads(example_bytes())
+SECRET_HASH = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def body_of(data: dict[str, object]) -> bytes:
+    return packet.canonical_bytes(data)
+
+
+# id -> (owner, team, created_at, body)
+OLD_PACKETS: dict[str, tuple[str, str | None, str, bytes]] = {
+    "01ROOT000000": (
+        "alice",
+        None,
+        "2026-01-01T00:00:01Z",
+        body_of(
+            {
+                "id": "01ROOT000000",
+                "goal": "Fix the flaky OAuth token refresh in the login flow",
+                "next_step": "Retry with backoff",
+                "tags": ["auth", "ops"],
+                "project": {"name": "webapp"},
+            }
+        ),
+    ),
+    "01CHILD00000": (
+        "alice",
+        None,
+        "2026-01-01T00:00:02Z",
+        body_of(
+            {
+                "id": "01CHILD00000",
+                "parent_id": "01ROOT000000",
+                "goal": "Finish the refresh fix: timers",
+                "decisions": [{"what": "Keep é ✓ \U0001f600 as they are", "why": "unicode"}],
+                "tags": ["auth"],
+            }
+        ),
+    ),
+    "01TEAM000000": (
+        "bob",
+        "t1",
+        "2026-01-01T00:00:03Z",
+        body_of(
+            {
+                "id": "01TEAM000000",
+                "goal": "Move the team's cron jobs to the scheduler",
+                "tags": ["infra"],
+                "project": {"name": "webapp"},
+            }
+        ),
+    ),
+    "01NOTJSON000": ("alice", None, "2026-01-01T00:00:04Z", b"not json, a lenient oddity"),
+    **{
+        f"01EXAMPLE{n:03d}": (
+            "alice",
+            None,
+            f"2026-01-02T00:{n // 60:02d}:{n % 60:02d}Z",
+            body_of({**EXAMPLE, "id": f"01EXAMPLE{n:03d}", "goal": f"Example number {n}"}),
+        )
+        for n in range(120)
+    },
+}
+
+
+def old_store(path: Path) -> None:
+    """A store as every release before the compact layout left it, built with the
+    migrations of that time and the index writer they used."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("BEGIN")
+    for step in MIGRATIONS[:BEFORE]:
+        if callable(step):
+            step(db)
+        else:
+            for statement in _statements(step):
+                db.execute(statement)
+    for uid in ("alice", "bob"):
+        db.execute(
+            "INSERT INTO users (id, display, created_at) VALUES (?, ?, '2026-01-01')", (uid, uid)
+        )
+    db.execute("INSERT INTO teams VALUES ('t1', 'core', 'alice', '2026-01-01')")
+    for uid, role in (("alice", "owner"), ("bob", "member")):
+        db.execute("INSERT INTO members VALUES ('t1', ?, ?, '2026-01-01')", (uid, role))
+    for pid, (owner, team, created, body) in OLD_PACKETS.items():
+        data = search.load(body)
+        scope = f"t:{team}" if team else f"u:{owner}"
+        sort_key = packet.created_at_sort_key(created)
+        db.execute(
+            "INSERT INTO packets (id, scope, owner_id, team_id, sort_key, created_at, goal,"
+            " conforming, body, project, parent_id) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
+            (
+                pid,
+                scope,
+                owner,
+                team,
+                sort_key,
+                created,
+                str(data.get("goal", "")),
+                body,
+                search.project_of(data),
+                search.parent_of(data),
+            ),
+        )
+        _index_v6(db, pid, scope, sort_key, data)
+    db.execute(
+        "INSERT INTO publications VALUES (?, '01ROOT000000', 'the-secret', 'alice', '2026-01-03')",
+        (SECRET_HASH,),
+    )
+    db.execute("INSERT INTO shares VALUES ('01CHILD00000', 'bob', 'alice', '2026-01-03')")
+    db.execute(f"PRAGMA user_version = {BEFORE}")
+    db.execute("COMMIT")
+    db.close()
+
+
+def tables(path: Path) -> set[str]:
+    with sqlite3.connect(path) as db:
+        return {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+
+
+def counts(path: Path) -> tuple[int, ...]:
+    db = sqlite3.connect(path)
+    try:
+        return tuple(
+            db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            for table in ("packets", "packet_fts", "labels", "label_packets", "usage")
+        )
+    finally:
+        db.close()
+
+
+def ids(hits: list[object]) -> list[str]:
+    return [hit.meta.id for hit in hits]  # type: ignore[attr-defined]
+
+
+def test_an_old_store_migrates_on_open_once_and_keeps_everything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "ltm.db"
+    old_store(path)
+    with sqlite3.connect(path) as db:
+        usage_before = db.execute("SELECT * FROM usage ORDER BY user_id").fetchall()
+    size_before = sum(p.stat().st_size for p in tmp_path.iterdir())
+
+    store = SqliteStore(path)
+    said = capsys.readouterr().err
+    assert f"storing its {len(OLD_PACKETS)} packets compactly (once)" in said
+    assert "packets stored compactly" in said  # and how much smaller the file is
+    assert {"search_docs", "packet_labels"}.isdisjoint(tables(path))
+    # The freed pages went back to the file system (VACUUM).
+    assert sum(p.stat().st_size for p in tmp_path.iterdir()) < size_before * 0.7
+
+    # Every packet, byte for byte, with what listings show.
+    for pid, (owner, team, created, body) in OLD_PACKETS.items():
+        got = store.get_packet(pid)
+        assert got is not None and got.body == body
+        assert (got.meta.owner_id, got.meta.team_id, got.meta.created_at) == (owner, team, created)
+    root = store.get_packet("01ROOT000000")
+    assert root is not None and root.meta.project == "webapp"
+    child = store.get_packet("01CHILD00000")
+    assert child is not None and child.meta.parent_id == "01ROOT000000"
+    mine = [("alice", None)]
+    assert [m.id for m in store.children("01ROOT000000", scopes=mine)] == ["01CHILD00000"]
+
+    # Listings: the scope, by tag and project, by author in the team.
+    listed = store.list_packets(owner_id="alice", limit=500).items
+    assert len(listed) == len(OLD_PACKETS) - 1  # bob's team packet is not alice's
+    tagged = store.list_packets(owner_id="alice", tag="auth").items
+    assert [m.id for m in tagged] == ["01CHILD00000", "01ROOT000000"]
+    assert [m.id for m in store.list_packets(owner_id="alice", project="webapp").items] == [
+        "01ROOT000000"
+    ]
+    team = store.list_packets(owner_id="x", team_id="t1", author="bob", tag="infra").items
+    assert [m.id for m in team] == ["01TEAM000000"]
+
+    # Search: words, qualifiers, snippets, in each scope.
+    found = store.search(search.parse("oauth"), scopes=mine)
+    assert ids(found) == ["01ROOT000000"] and found[0].snippet.field == "goal"
+    assert ids(store.search(search.parse("tag:auth"), scopes=mine)) == [
+        "01CHILD00000",
+        "01ROOT000000",
+    ]
+    assert ids(store.search(search.parse("refresh project:webapp"), scopes=mine)) == [
+        "01ROOT000000"
+    ]
+    assert ids(store.search(search.parse("cron tag:infra"), scopes=[("bob", "t1")])) == [
+        "01TEAM000000"
+    ]
+    assert len(store.search(search.parse("stumbling"), scopes=mine, limit=200)) == 120
+    assert store.search(search.parse("cron"), scopes=mine) == []
+
+    # Publications, shares and what each user owns.
+    published = store.published_packet(SECRET_HASH)
+    assert published is not None and published.body == OLD_PACKETS["01ROOT000000"][3]
+    assert [meta.id for _, meta in store.shared_with("bob")] == ["01CHILD00000"]
+    with sqlite3.connect(path) as db:
+        # FTS5's own check: its index agrees with the text it holds, row for row.
+        db.execute("INSERT INTO packet_fts (packet_fts) VALUES ('integrity-check')")
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert db.execute("SELECT * FROM usage ORDER BY user_id").fetchall() == usage_before
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental, as new
+    kept = counts(path)
+    store.close()
+
+    # Opened again: nothing to migrate, nothing said, nothing changed.
+    store = SqliteStore(path)
+    assert capsys.readouterr().err == ""
+    assert counts(path) == kept
+    # Writes go on in the new layout: a re-push, a delete, a team's deletion.
+    owner, team_id, created, _ = OLD_PACKETS["01ROOT000000"]
+    body = body_of({"id": "01ROOT000000", "goal": "Fix the OAuth refresh", "tags": ["ops"]})
+    meta = PacketMeta("01ROOT000000", created, "Fix the OAuth refresh", owner, team_id)
+    assert store.put_packet(StoredPacket(meta, body), sort_key="2026-01-05") is False
+    assert [m.id for m in store.list_packets(owner_id="alice", tag="auth").items] == [
+        "01CHILD00000"
+    ]
+    assert store.publication("01ROOT000000") is not None  # a re-push keeps its public URL
+    assert store.delete_packet_as("01CHILD00000", "alice") is True
+    assert store.list_packets(owner_id="alice", tag="auth").items == []
+    assert store.search(search.parse("timers"), scopes=mine) == []
+    store.delete_team("t1")
+    assert store.search(search.parse("cron"), scopes=[("bob", "t1")]) == []
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO packet_fts (packet_fts) VALUES ('integrity-check')")
+        assert db.execute("SELECT count(*) FROM labels WHERE scope = 't:t1'").fetchone() == (0,)
+        # the re-pushed packet's one tag, the examples' four tags and project each
+        assert db.execute("SELECT count(*) FROM label_packets").fetchone()[0] == 1 + 120 * 5
+    store.close()
+
+
+def test_a_packet_missing_its_search_rows_is_indexed_by_the_migration(tmp_path: Path) -> None:
+    path = tmp_path / "ltm.db"
+    old_store(path)
+    with sqlite3.connect(path) as db:  # a packet that lost its search rows somehow
+        doc = db.execute("SELECT doc FROM search_docs WHERE id = '01TEAM000000'").fetchone()[0]
+        db.execute("DELETE FROM packet_fts WHERE rowid = ?", (doc,))
+        db.execute("DELETE FROM search_docs WHERE doc = ?", (doc,))
+        db.execute("DELETE FROM packet_labels WHERE id = '01TEAM000000'")
+    store = SqliteStore(path)
+    try:
+        got = store.get_packet("01TEAM000000")
+        assert got is not None and got.body == OLD_PACKETS["01TEAM000000"][3]
+        team = [("bob", "t1")]
+        assert ids(store.search(search.parse("cron tag:infra"), scopes=team)) == ["01TEAM000000"]
+        assert len(store.search(search.parse("stumbling"), scopes=[("alice", None)])) == 20
+    finally:
+        store.close()
+
+
+def test_a_body_is_stored_packed_against_its_text(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "ltm.db")
+    try:
+        body = body_of(EXAMPLE)
+        meta = PacketMeta(EXAMPLE["id"], EXAMPLE["created_at"], EXAMPLE["goal"], "u1")
+        store.put_packet(StoredPacket(meta, body), sort_key="k")
+        db = store._conn()
+        stored, size = db.execute("SELECT body, size FROM packets").fetchone()
+        assert size == len(body) and len(stored) < len(body) / 4
+        got = store.get_packet(meta.id)
+        assert got is not None and got.body == body
+        # Text SQLite and Python could disagree on: a NUL, a surrogate pair, CRLF.
+        odd = body_of({"id": "01ODD0000000", "goal": "a\x00b \U0001f600 e\u0301", "tags": ["\r\n"]})
+        store.put_packet(StoredPacket(meta._replace(id="01ODD0000000"), odd), sort_key="k")
+        got = store.get_packet("01ODD0000000")
+        assert got is not None and got.body == odd
+        # The body reads back only with the very text it was packed with.
+        db.execute("UPDATE packet_fts SET goal = 'another goal' WHERE goal = ?", (EXAMPLE["goal"],))
+        with pytest.raises(zlib.error):
+            store.get_packet(meta.id)
+    finally:
+        store.close()
+
+
+def test_a_bulk_write_leaves_no_free_pages(tmp_path: Path) -> None:
+    """The pages the full-text index frees as it merges go back to the file system."""
+    store = SqliteStore(tmp_path / "ltm.db")
+    try:
+        for start in range(0, 2400, 300):  # enough for FTS5 to merge, and free pages
+            items = []
+            for n in range(start, start + 300):
+                pid = f"01BULK{n:06d}"
+                body = body_of({**EXAMPLE, "id": pid, "goal": f"Bulk number {n}"})
+                meta = PacketMeta(pid, EXAMPLE["created_at"], f"Bulk number {n}", "u1")
+                items.append(PutItem(StoredPacket(meta, body), f"k{n:06d}"))
+            assert store.put_many(items) == [True] * 300
+        db = store._conn()
+        assert db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
+        assert db.execute("PRAGMA freelist_count").fetchone()[0] == 0
+        assert len(store.search(search.parse("stumbling"), scopes=[("u1", None)], limit=50)) == 50
+    finally:
+        store.close()
+
+
+def test_the_dictionary_of_stored_bodies_never_changes() -> None:
+    # Every stored body needs these bytes to be read: an edit would make them unreadable.
+    assert (len(_SKELETON), zlib.adler32(_SKELETON)) == (742, 0xE0DBB673)
+
+
+def test_put_many_ends_as_the_same_puts_one_by_one(tmp_path: Path) -> None:
+    """A batch is judged item by item, against what the items before it did."""
+
+    def item(pid: str, owner: str, team: str | None, n: int, **fields: object) -> PutItem:
+        data = {"id": pid, "goal": f"goal {pid} {n}", "tags": [f"t{n % 3}"], **fields}
+        meta = PacketMeta(pid, f"2026-01-01T00:00:{n:02d}Z", str(data["goal"]), owner, team)
+        return PutItem(StoredPacket(meta, body_of(data)), f"2026-01-01T00:00:{n:02d}Z")
+
+    items = [
+        item("01A", "u1", None, 1),
+        item("01B", "u1", None, 2, project={"name": "p"}),
+        item("01A", "u1", None, 3),  # replaces the one before it in the batch
+        item("01C", "u1", None, 4),  # another owner's id (stored before the batch)
+        item("01B", "u1", "t1", 5),  # moves into u1's team: its publication ends
+        item("01B", "u1", None, 6),  # out of the team again: refused
+        item("01D", "u1", "t9", 7),  # a new packet in a team (the store does not check)
+        item("01E", "u1", None, 8),  # past the bound of three packets
+        item("01A", "u1", None, 9, next_step="x" * 1000),  # past the bound of bytes
+        item("01A", "u1", None, 10),  # a replacement that fits
+    ]
+    results = []
+    for name in ("one-by-one", "batch"):
+        store = SqliteStore(tmp_path / f"{name}.db")
+        store.create_team(Team("t1", "core", "u1", T0))
+        store.put_packet(item("01C", "u2", None, 0).packet, sort_key="k")
+        store.put_packet(item("01B", "u1", None, 0).packet, sort_key="k")
+        stored = store.get_packet("01B")
+        assert stored is not None
+        store.publish_packet(Publication("01B", "s", "h", "u1", T0), seen=stored.meta)
+        store.quota = Quota(packets=3, bytes=600)
+        if name == "batch":
+            done = store.put_many(items)
+        else:
+            done = []
+            for it in items:
+                try:
+                    done.append(store.put_packet(it.packet, sort_key=it.sort_key))
+                except (Conflict, NotFound, OverQuota) as exc:
+                    done.append(exc)
+        state = (
+            [d if isinstance(d, bool) else (type(d).__name__, str(d)) for d in done],
+            {pid: store.get_packet(pid) for pid in ("01A", "01B", "01C", "01D", "01E")},
+            store.usage("u1"),
+            store.publication("01B"),
+            [m.id for m in store.list_packets(owner_id="u1", tag="t0").items],
+            sorted(ids(store.search(search.parse("goal"), scopes=[("u1", None), ("u1", "t1")]))),
+        )
+        results.append(state)
+        store.close()
+    one, batch = results
+    assert batch == one
+    outcomes = batch[0]
+    assert outcomes[:3] == [True, False, False] and outcomes[6] is True
+    assert [o[0] for o in outcomes if not isinstance(o, bool)] == [
+        "Conflict",
+        "Conflict",
+        "OverQuota",
+        "OverQuota",
+    ]
+    assert batch[3] is None  # the move ended the publication
