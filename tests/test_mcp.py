@@ -494,7 +494,9 @@ def test_concurrent_calls_each_get_their_answer(shim: Shim) -> None:
 
     shim.portal.call(many)
     saved = {n for n, r in results.items() if not r.is_error}
-    assert saved == {n for n in range(12) if n % 3 != 2}
+    assert saved == {n for n in range(12) if n % 3 != 2}, {
+        n: text(r) for n, r in results.items() if r.is_error and n % 3 != 2
+    }
     assert all("limit: must be an integer" in text(results[n]) for n in range(2, 12, 3))
     goals = {row["goal"] for row in shim.call("ls").structured_content["packets"]}
     assert goals == {f"goal number {n}" for n in saved}
@@ -837,3 +839,41 @@ def test_a_teammates_packet_is_framed_as_another_persons_data_everywhere(
         assert "this same user" in header and "ANOTHER PERSON" not in header
         assert meta.startswith(f"Saved by: the user's own account, user {alice.id}")
         assert own.structured_content["yours"] is True
+
+
+def test_a_new_store_saved_to_by_many_calls_at_once_opens_for_every_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shim's worker threads open a store that does not exist yet, side by side: one
+    creates it while the others' first look at it must wait, not fail as locked."""
+    import threading
+
+    from ltm.cli.agents.mcp import place
+    from ltm.cli.client.backend import LocalBackend
+    from ltm.mcp import tools
+
+    failures: list[str] = []
+
+    def save(n: int, start: threading.Barrier) -> None:
+        place.install()  # the place is per context: each thread sets its own
+        start.wait()
+        try:
+            tools._save({"packet": {**CONTENT, "goal": f"goal {n}"}})
+        except Exception as exc:
+            failures.append(repr(exc))
+
+    for round_ in range(50):
+        home = tmp_path / f"home-{round_}"
+        monkeypatch.setenv("LTM_DATA_DIR", str(home))
+        monkeypatch.setenv("LTM_CONFIG_DIR", str(home))
+        start = threading.Barrier(8)
+        threads = [threading.Thread(target=save, args=(n, start)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    kept = LocalBackend._kept
+    if kept is not None:
+        kept[1].store.close()
+    LocalBackend._kept = None
+    assert failures == []

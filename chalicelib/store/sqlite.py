@@ -1032,7 +1032,16 @@ class SqliteStore(Store):
         if version == 0:
             # A new store: pages can be given back while it is in use (_return_free);
             # this is only set before its first table (VACUUM sets it on an older one).
-            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            # Under the writers' lock: another handle may be creating the store right
+            # now, and this pragma, met by its write, fails at once ("database is
+            # locked") instead of waiting as a plain read would.
+            with self._ops:
+                self._lock_file()
+                try:
+                    if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+                        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                finally:
+                    self._unlock_file()
         # WAL is a property of the file; switching needs no transaction and is idempotent.
         conn.execute("PRAGMA journal_mode = WAL")
         if version == SCHEMA_VERSION:

@@ -8,6 +8,7 @@ with a message that says what to do next.
 from __future__ import annotations
 
 import os
+from _thread import allocate_lock  # threading's own lock, without importing threading
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from ltm.cli.errors import CliError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ltm.errors import Failure
     from ltm.packet import Checked
     from ltm.store import Store, User
@@ -79,6 +82,7 @@ class LocalBackend(ServiceBackend):
     # The store a long-lived process (the MCP server) keeps open between calls, with
     # what identifies it: (path, device, inode, process id).
     _kept: tuple[tuple[str, int, int, int], LocalBackend] | None = None
+    _keeping = allocate_lock()
 
     def __init__(self, store: Store, user: User, path: str, *, kept: bool = False) -> None:
         super().__init__(store, user, f"local store ({path})")
@@ -95,29 +99,37 @@ class LocalBackend(ServiceBackend):
         database checkpoints it (a second fsync, after the commit's). The store is
         opened again when its file is another (moved, deleted) or after a fork.
         """
-        from ltm.cli.config import local_db_path, private_dir
+        from ltm.cli.config import local_db_path
+
+        path = local_db_path()
+        if not keep:
+            return cls._opened(path, keep=False)
+        with cls._keeping:  # threads of one process (the MCP shim's) share the kept store
+            if cls._kept is not None:
+                key, backend = cls._kept
+                if key == _file_key(path):
+                    return backend
+                cls._kept = None
+                if key[3] == os.getpid():
+                    backend.store.close()
+            backend = cls._opened(path, keep=True)
+            found = _file_key(path)
+            if found is not None:
+                cls._kept = (found, backend)
+            return backend
+
+    @classmethod
+    def _opened(cls, path: Path, *, keep: bool) -> LocalBackend:
+        from ltm.cli.config import private_dir
         from ltm.store import User
         from ltm.store.sqlite import SqliteStore
 
-        path = local_db_path()
-        if keep and cls._kept is not None:
-            key, backend = cls._kept
-            if key == _file_key(path):
-                return backend
-            cls._kept = None
-            if key[3] == os.getpid():
-                backend.store.close()
         try:
             private_dir(path.parent)  # ltm's data folder: the owner's alone
             store = SqliteStore(path)
         except Exception as exc:  # sqlite3 errors, permissions, a newer schema
             raise CliError(f"cannot open the local store {path}: {exc}") from None
-        backend = cls(store, User("local", "local", datetime.now(UTC)), str(path), kept=keep)
-        if keep:
-            found = _file_key(path)
-            if found is not None:
-                cls._kept = (found, backend)
-        return backend
+        return cls(store, User("local", "local", datetime.now(UTC)), str(path), kept=keep)
 
     def fail(self, message: str) -> CliError:
         return CliError(message)
