@@ -626,3 +626,20 @@ def test_a_large_import_judged_in_worker_processes_says_and_stores_what_one_proc
     assert pooled[1] == alone[1]
     assert pooled[2] == alone[2]
     assert "1400 added, 1 skipped (already present), 5 refused" in alone[1]
+
+
+def test_where_worker_processes_cannot_start_the_import_judges_in_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A machine without the semaphores a process pool needs (a container without
+    /dev/shm) imports all the same, judging here."""
+    import concurrent.futures
+
+    from ltm.cli.client import judges
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(judges, "cores", lambda: 2)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", refuse)
+    assert judges.Judges.start(size=judges.MIN_BYTES, scan=True, rules=[]) is None

@@ -47,7 +47,9 @@ def cores() -> int:
 class Judges:
     """A pool of worker processes that judge packets; ``judge`` returns the verdicts later."""
 
-    def __init__(self, pool: ProcessPoolExecutor, workers: int, *, scan: bool, rules: list[Rule]):
+    def __init__(
+        self, pool: ProcessPoolExecutor, workers: int, *, scan: bool, rules: list[Rule]
+    ) -> None:
         self.pool = pool
         self.workers = workers
         self.scan = scan
@@ -67,12 +69,15 @@ class Judges:
         # the rules again from the same settings (no compiled pattern is pickled).
         methods = multiprocessing.get_all_start_methods()
         method = "fork" if "fork" in methods and sys.platform != "darwin" else "spawn"
-        pool = ProcessPoolExecutor(
-            max_workers=workers,
-            mp_context=multiprocessing.get_context(method),
-            initializer=_start,
-            initargs=(scan, method == "fork"),
-        )
+        try:
+            pool = ProcessPoolExecutor(
+                max_workers=workers,
+                mp_context=multiprocessing.get_context(method),
+                initializer=_start,
+                initargs=(scan, method == "fork"),
+            )
+        except (OSError, ImportError):  # no semaphores here (a container without /dev/shm)
+            return None  # judged in this process, as a small bundle is
         return cls(pool, workers, scan=scan, rules=rules)
 
     def judge(self, packets: Sequence[Mapping[str, Any]]) -> Callable[[], list[Verdict]]:
