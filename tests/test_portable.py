@@ -533,6 +533,23 @@ def test_import_into_a_server_goes_in_batches_and_reports_in_bundle_order(
     assert len(logged) < 20  # lookups and pushes a batch at a time, not a request a line
 
 
+def test_import_into_a_server_sends_a_packet_too_big_to_share_a_batch_alone(
+    server: Server, tmp_path: Path
+) -> None:
+    """Past the first batch request the rest go on two connections at once; a packet
+    whose escaped text cannot share a 32 KiB batch body still goes alone, as a push."""
+    cli = signed_in(server, tmp_path / "ines", "ines")
+    small = [make_packet(goal=f"bulk {n}") for n in range(120)]  # several requests
+    quoted = '"' * 1000  # escaped twice in a batch body: 4 bytes each there
+    big = make_packet(goal="quotes", constraints=[quoted] * 14)
+    assert len(json.dumps(big)) < 32_768 < 2 * len(json.dumps(big))
+    lines = [line_for(p) for p in small[:60]] + [line_for(big)] + [line_for(p) for p in small[60:]]
+    result = cli.run("import", str(write_bundle(tmp_path / "big.jsonl", lines)))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"added {big['id']}" in result.stdout.splitlines()
+    assert "121 added, 0 skipped (already present), 0 refused" in result.stderr
+
+
 def _import_in_process(
     home: Path, path: Path, monkeypatch: pytest.MonkeyPatch, **options: bool
 ) -> tuple[str, str, dict[str, bytes]]:

@@ -57,6 +57,10 @@ _BATCH_ROOM = MAX_BODY - _BATCH_ENVELOPE
 LANES = 2  # batch requests in flight at once during an import (the server runs them side by side)
 
 
+# One request of an import's pushes: (index in the batch, packet text) each, and the team.
+_Run = tuple[list[tuple[int, str]], str | None]
+
+
 def _alone(text: str) -> bool:
     """A packet too big to share a batch request: it is pushed on its own."""
     return len(json.dumps(text).encode()) + 1 + _BATCH_ENVELOPE > MAX_BODY
@@ -186,6 +190,15 @@ class Http:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def another(self) -> Http:
+        """The same server, settings and proxy, on a connection of its own (none yet)."""
+        import copy
+
+        other = copy.copy(self)
+        other._conn = None
+        other._used = False
+        return other
 
     # -- requests --------------------------------------------------------------
 
@@ -638,21 +651,10 @@ class RemoteBackend(Backend):
         within the server's 32 KiB body and ``BATCH`` packets; a packet too big to share a
         request, and every packet on a server without the route (asked once), goes alone."""
         done: list[Pushed | CliError | None] = [None] * len(items)
-        runs: list[tuple[list[tuple[int, str]], str | None]] = []  # one request each
+        runs: list[_Run] = []  # one request each
         run: list[tuple[int, str]] = []  # (index, packet text) of one request
         run_team: str | None = None
         size = 0
-
-        def send(run: list[tuple[int, str]], team: str | None, via: RemoteBackend) -> None:
-            answers = via._push_batch(
-                [t for _, t in run],
-                [str(items[i][0].get("id", "")) for i, _ in run],
-                team=team,
-                lenient=lenient,
-                allow_unredacted=allow_unredacted,
-            )
-            for (index, _), answer in zip(run, answers, strict=True):
-                done[index] = answer
 
         def close_run() -> None:
             nonlocal run, size
@@ -674,73 +676,69 @@ class RemoteBackend(Backend):
             run.append((index, text))
             size += cost
         close_run()
+
+        def send(via: RemoteBackend, run: list[tuple[int, str]], team: str | None) -> None:
+            """One request: a batch, or a packet alone (too big to share one, or a server
+            without the batch routes); each packet's answer into ``done``."""
+            if len(run) == 1 and (via._batches is False or _alone(run[0][1])):
+                data, own_team = items[run[0][0]]
+                done[run[0][0]] = via._push_one(data, own_team, lenient, allow_unredacted)
+                return
+            answers = via._push_batch(
+                [t for _, t in run],
+                [str(items[i][0].get("id", "")) for i, _ in run],
+                team=team,
+                lenient=lenient,
+                allow_unredacted=allow_unredacted,
+            )
+            for (index, _), answer in zip(run, answers, strict=True):
+                done[index] = answer
+
         # The first request alone tells whether the server has the batch routes; once it
         # has, the rest go on LANES connections at once: each request is a set of
         # single pushes with distinct ids, so their order changes no packet's outcome,
         # and the server's processes take them side by side.
         while runs and self._batches is None:
-            self._send_run(*runs.pop(0), send, items, done, lenient, allow_unredacted)
+            send(self, *runs.pop(0))
         if len(runs) > 1 and self._batches:
             self._in_lanes(runs, send)
         else:
             for one, team in runs:
-                self._send_run(one, team, send, items, done, lenient, allow_unredacted)
+                send(self, one, team)
         return [d if d is not None else CliError("not pushed") for d in done]
-
-    def _send_run(
-        self,
-        run: list[tuple[int, str]],
-        team: str | None,
-        send: Callable[[list[tuple[int, str]], str | None, RemoteBackend], None],
-        items: Sequence[tuple[Mapping[str, Any], str | None]],
-        done: list[Pushed | CliError | None],
-        lenient: bool,
-        allow_unredacted: bool,
-    ) -> None:
-        """One request of ``push_many``: a batch, or a packet alone (too big to share one,
-        or a server without the batch routes)."""
-        index = run[0][0]
-        if len(run) == 1 and (self._batches is False or _alone(run[0][1])):
-            data, own_team = items[index]
-            done[index] = self._push_one(data, own_team, lenient, allow_unredacted)
-        else:
-            send(run, team, self)
 
     def _in_lanes(
         self,
-        runs: list[tuple[list[tuple[int, str]], str | None]],
-        send: Callable[[list[tuple[int, str]], str | None, RemoteBackend], None],
+        runs: list[_Run],
+        send: Callable[[RemoteBackend, list[tuple[int, str]], str | None], None],
     ) -> None:
-        """Batch requests on ``LANES`` connections at once (this one, and more of its own)."""
-        import threading
+        """The requests of ``runs`` on ``LANES`` connections at once: this backend's, and
+        more of their own, each used by one thread only."""
         from concurrent.futures import ThreadPoolExecutor
 
-        lanes: list[RemoteBackend] = []
-        local = threading.local()
+        lanes = [self, *(self._lane() for _ in range(LANES - 1))]
 
-        def lane() -> RemoteBackend:
-            via = getattr(local, "via", None)
-            if via is None:
-                via = local.via = self._lane() if lanes else self
-                lanes.append(via)
-            return via
+        def drive(via: RemoteBackend, share: list[_Run]) -> None:
+            for run, team in share:
+                send(via, run, team)
 
         try:
             with ThreadPoolExecutor(max_workers=LANES, thread_name_prefix="ltm-push") as pool:
-                list(pool.map(lambda r: send(r[0], r[1], lane()), runs))
+                started = [
+                    pool.submit(drive, via, runs[n :: len(lanes)]) for n, via in enumerate(lanes)
+                ]
+                for lane in started:
+                    lane.result()  # a failure of a lane is this call's
         finally:
-            for via in lanes:
-                if via is not self:
-                    via.http.close()
+            for via in lanes[1:]:
+                via.http.close()
 
     def _lane(self) -> RemoteBackend:
         """This backend on a connection of its own (same server, token and answers)."""
         import copy
 
         via = copy.copy(self)
-        via.http = copy.copy(self.http)
-        via.http._conn = None
-        via.http._used = False
+        via.http = self.http.another()
         return via
 
     def _push_one(
