@@ -112,6 +112,17 @@ class Read(Generic[T]):
     value: T
 
 
+def _posted_form(request: WebRequest) -> Mapping[str, list[str]]:
+    """A POST's form fields; none for another method or a malformed form (whose missing
+    CSRF field then fails the check like any other)."""
+    if request.method != "POST":
+        return {}
+    try:
+        return parse_form(request)
+    except BadForm:
+        return {}
+
+
 def _one(values: Mapping[str, list[str]], name: str) -> str:
     found = values.get(name) or [""]
     return found[0] if len(found) == 1 else ""
@@ -587,10 +598,7 @@ class WebView:
             goal = str(view.data.get("goal") or view.stored.meta.goal)
             body = render.confirm_delete(id, goal, self._csrf(read.nonce))
             return self._page(200, "Delete this packet?", body, nav=nav)
-        try:
-            form = parse_form(request)
-        except BadForm:
-            form = {}
+        form = _posted_form(request)
         if not self._form_ok(request, read.nonce, form):
             return self._expired(nav, path)
         try:
@@ -690,12 +698,7 @@ class WebView:
             resource=api + "/mcp",
             consent_url=self._base.rstrip("/") + "/web/authorize",
         )
-        form: Mapping[str, list[str]] = {}
-        if request.method == "POST":
-            try:
-                form = parse_form(request)
-            except BadForm:
-                form = {}
+        form = _posted_form(request)
         request_id = _one(form or request.query, "request")
         read = self._read(
             request,
@@ -724,12 +727,7 @@ class WebView:
         """``GET`` the form; ``POST`` a token (self-hosted) or go to Cognito."""
         session, device_cookie = self.device._session(request)
         query = request.query if request.method == "GET" else {}
-        form: Mapping[str, list[str]] = {}
-        if request.method == "POST":
-            try:
-                form = parse_form(request)
-            except BadForm:
-                form = {}
+        form = _posted_form(request)
         next_path = _safe_next(_one(form or query, "next"))
         csrf = self.device._csrf(session)
         cognito = self.device.cognito is not None
