@@ -293,7 +293,12 @@ def baseline(path: str, runs: int) -> None:
     sys.modules["redact_baseline"] = old
     spec.loader.exec_module(old)
     print(f"\nagainst {path} (interleaved, {runs} runs each):")
-    for name, packet in (("typical", typical_packet()), ("adversarial", adversarial_packet())):
+    example = json.loads((ROOT / "spec" / "examples" / "example.v0.2.json").read_bytes())
+    for name, packet in (
+        ("typical", typical_packet()),
+        ("adversarial", adversarial_packet()),
+        ("example", example),  # the size of a saved packet (2 KB of text)
+    ):
         for _ in range(20):
             old.scan_packet(packet)
             scan_packet(packet)
