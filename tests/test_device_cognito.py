@@ -382,6 +382,10 @@ def test_signer_rejects_tampering_purpose_and_expiry() -> None:
     assert signer.unsign("ticket", token, now) is None  # another purpose
     assert signer.unsign("state", token + "A", now) is None
     assert signer.unsign("state", "", now) is None
+    # A forged value with a non-ASCII MAC: refused, not a TypeError from compare_digest
+    # (a 500 on POST /web/key, and on any signed cookie a client sends).
+    assert signer.unsign("state", "\x07Ø×p.ùA\x89", now) is None
+    assert signer.unsign("state", token.split(".")[0] + ".é", now) is None
     later = datetime.fromtimestamp(now.timestamp() + 61, UTC)
     assert signer.unsign("state", token, later) is None
     assert Signer(b"j" * 32).unsign("state", token, now) is None

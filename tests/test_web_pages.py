@@ -397,6 +397,8 @@ def test_a_sign_in_key_signs_a_browser_in_once(server: Server) -> None:
     assert again.status_code == 403 and "set-cookie" not in again.headers
     forged = server.web_client().post("/web/key", data={"key": answer["key"][:-2] + "AA"})
     assert forged.status_code == 403
+    garbled = server.web_client().post("/web/key", data={"key": "\x07Ø×p.ùA\x89"})
+    assert garbled.status_code == 403  # not a 500: a non-ASCII key is no key
     # A key made with a token that is revoked before it is used is dead too, and so is
     # the session made with it once the token goes.
     late = api.post("/v1/web/sign-in-key").json()["key"]

@@ -160,7 +160,8 @@ class Signer:
 
     def unsign(self, purpose: str, token: str, when: datetime) -> dict[str, Any] | None:
         """The payload when the MAC matches and ``exp`` has not passed; else None."""
-        if not token or len(token) > 2048 or token.count(".") != 1:
+        # ASCII only: a signed token is, and compare_digest raises on any other str.
+        if not token or len(token) > 2048 or not token.isascii() or token.count(".") != 1:
             return None
         body, mac = token.split(".")
         if not hmac.compare_digest(mac, self.mac(purpose, body)):
