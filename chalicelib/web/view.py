@@ -785,10 +785,7 @@ class WebView:
         if self.local:
             return self._not_found(None)
         session, device_cookie = self.device._session(request)
-        try:
-            form = parse_form(request)
-        except BadForm:
-            form = {}
+        form = _posted_form(request)
         next_path = _safe_next(_one(form, "next"))
         if device_cookie or not self.device._csrf_ok(session, form):
             return self._code_problem(
@@ -884,10 +881,7 @@ class WebView:
         if found is None:
             return self._redirect("/web/signin", clear)
         user, nonce = found
-        try:
-            form = parse_form(request)
-        except BadForm:
-            form = {}
+        form = _posted_form(request)
         if not self._form_ok(request, nonce, form):
             return self._expired(self._nav(user, nonce), "/web")
         if not self.local:
@@ -999,10 +993,7 @@ class WebView:
         """``POST /web/key``: a key from ``sign_in_key`` becomes this browser's session."""
         if self.local:
             return self._not_found(None)
-        try:
-            form = parse_form(request)
-        except BadForm:
-            form = {}
+        form = _posted_form(request)
         when = self.clock()
         payload = self.signer.unsign("web-key", _one(form, "key"), when)
         user: User | None = None
