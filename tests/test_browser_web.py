@@ -156,7 +156,9 @@ def test_sign_in_list_filter_open_copy_parent_delete_sign_out(
         assert button.is_visible()  # revealed by the same-origin script
         button.focus()
         page.keyboard.press("Enter")  # reachable and usable from the keyboard
-        page.wait_for_function("document.querySelector('.copied').textContent.length > 0")
+        # A locator waits from Playwright's own world: a string predicate would be
+        # evaluated in the page, which its CSP (script-src 'self') refuses once it polls.
+        page.locator(".copied", has_text="Copied.").wait_for()
         assert page.locator(".copied").inner_text() == "Copied."
         assert page.evaluate("navigator.clipboard.readText()") == resume_block(child)
 
