@@ -719,3 +719,22 @@ def test_ltm_ui_listens_on_loopback_only(ui: tuple[str, Cli]) -> None:
             if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
                 listening.append(address)
     assert listening == ["0100007F"]  # 127.0.0.1, and nothing else (no 0.0.0.0, no ::)
+
+
+def test_forms_with_non_ascii_secrets_are_refused_not_a_server_error(server: Server) -> None:
+    """A CSRF field, ticket or key a client fills with non-ASCII text is just wrong: each
+    form answers 4xx (constant-time comparison on bytes, not on a str it cannot take)."""
+    _user, token = server.issue()
+    web, device_pages = browser_for(server, token), local_client(base_url=server.url)
+    odd = {"csrf": "é\u2028", "ticket": "ü.é", "key": "x.é", "code": "ABCD-EFGH"}
+    for client, path in (
+        (web, "/web/signout"),
+        (web, "/web/signin"),
+        (web, "/web/signin/code"),
+        (web, "/web/key"),
+        (web, "/web/packets/01ABCDEFGHJKMNPQRSTVWXYZ00/delete"),
+        (device_pages, "/device"),
+        (device_pages, "/device/decide"),
+    ):
+        answer = client.post(path, data=odd, headers={"Origin": str(client.base_url)})
+        assert answer.status_code < 500, (path, answer.status_code)

@@ -160,11 +160,10 @@ class Signer:
 
     def unsign(self, purpose: str, token: str, when: datetime) -> dict[str, Any] | None:
         """The payload when the MAC matches and ``exp`` has not passed; else None."""
-        # ASCII only: a signed token is, and compare_digest raises on any other str.
-        if not token or len(token) > 2048 or not token.isascii() or token.count(".") != 1:
+        if not token or len(token) > 2048 or token.count(".") != 1:
             return None
         body, mac = token.split(".")
-        if not hmac.compare_digest(mac, self.mac(purpose, body)):
+        if not same_secret(mac, self.mac(purpose, body)):
             return None
         try:
             payload = json.loads(_unb64(body))
@@ -173,6 +172,15 @@ class Signer:
         if not isinstance(payload, dict) or not isinstance(payload.get("exp"), int | float):
             return None
         return payload if payload["exp"] > when.timestamp() else None
+
+
+def same_secret(given: str, expected: str) -> bool:
+    """Whether a value a client sent is the secret expected, in constant time.
+
+    On bytes: ``hmac.compare_digest`` raises on a str holding any non-ASCII
+    character, which a client may send in any form field or cookie.
+    """
+    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected.encode())
 
 
 def signing_key(store: Store, environ: Mapping[str, str] = os.environ) -> bytes:
@@ -368,7 +376,7 @@ class DeviceWeb:
         if (
             state is None
             or cookie
-            or not hmac.compare_digest(str(state.get("sb", "")), self._binding(session))
+            or not same_secret(str(state.get("sb", "")), self._binding(session))
         ):
             return self._problem(
                 request,
@@ -451,9 +459,7 @@ class DeviceWeb:
             return self._expired_session(request, cookie)
         when = self.clock()
         ticket = self.signer.unsign("ticket", _one(form, "ticket"), when)
-        if ticket is None or not hmac.compare_digest(
-            str(ticket.get("sb", "")), self._binding(session)
-        ):
+        if ticket is None or not same_secret(str(ticket.get("sb", "")), self._binding(session)):
             return self._problem(
                 request,
                 400,
@@ -727,7 +733,7 @@ class DeviceWeb:
         return self.signer.mac("csrf", session)
 
     def _csrf_ok(self, session: str, form: Mapping[str, list[str]]) -> bool:
-        return hmac.compare_digest(_one(form, "csrf"), self._csrf(session))
+        return same_secret(_one(form, "csrf"), self._csrf(session))
 
     def _binding(self, session: str) -> str:
         return self.signer.mac("bind", session)[:22]

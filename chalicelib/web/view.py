@@ -65,7 +65,7 @@ from ..service.errors import InsufficientScope, ServiceError
 from ..service.users import now as utc_now
 from ..store import FULL_SCOPE, User
 from . import render
-from .device import BadForm, WebRequest, WebResponse, page_headers, parse_form
+from .device import BadForm, WebRequest, WebResponse, page_headers, parse_form, same_secret
 
 if TYPE_CHECKING:
     from ..service.access import Caller
@@ -321,7 +321,7 @@ class WebView:
         origin = request.headers.get("origin")
         if origin and origin != "null" and origin.rstrip("/") != _origin(request.base_url):
             return False
-        return hmac.compare_digest(_one(form, "csrf"), self._csrf(nonce))
+        return same_secret(_one(form, "csrf"), self._csrf(nonce))
 
     # -- answers --------------------------------------------------------------------------
 
@@ -820,7 +820,7 @@ class WebView:
             return self._page(200, "Approve this browser", body, nav=None)
         ticket = _one(form, "ticket")
         payload = self.signer.unsign("web-code", ticket, when)
-        if payload is None or not hmac.compare_digest(
+        if payload is None or not same_secret(
             str(payload.get("sb", "")), self.device._binding(session)
         ):
             return self._code_problem(
@@ -909,7 +909,7 @@ class WebView:
         else:
             key = _one(request.query, "key")
         with self._ui_lock:
-            good = not self._ui_used and hmac.compare_digest(key.encode(), self.ui_key.encode())
+            good = not self._ui_used and same_secret(key, self.ui_key)
             if good:
                 self._ui_used = True
         if not good:
