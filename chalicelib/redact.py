@@ -27,6 +27,9 @@ Design notes
   built-in rule runs once over the joined text (no pattern can match a NUL, so
   no match crosses a field); offsets are mapped back to fields by bisection.
   User rules run field by field so ``^``/``$``/``.`` keep their usual meaning.
+  A rule's needle (a literal every match holds) or keywords missing from the
+  text skip it; a process that scans many packets rules out every missing
+  needle and keyword in one pass of an RE2 set of them (``_Literals``).
   A typical 32 KiB packet scans in about 1.5 ms (see BENCHMARKS.md).
 * Normalization. Every string is matched after ``normalize``: zero-width and
   other invisible format characters removed, then NFKC, so a full-width
@@ -66,7 +69,7 @@ from __future__ import annotations
 import re
 import sys
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, islice
 from typing import Any, Literal, Protocol, cast, overload
@@ -1831,16 +1834,86 @@ def normalize(text: str) -> str:
 # Characters of a base64 run; anything else (and non-ASCII) ends one.
 
 
+class _Literals:
+    """Which of many literals a text lacks, found in one pass: an RE2 set of the
+    literals, matched byte for byte (Latin-1 over the text's UTF-8, so a lone
+    surrogate is a byte like any other) instead of one ``in`` search a literal."""
+
+    def __init__(self, words: Iterable[str]) -> None:
+        import re2
+
+        options = re2.Options()
+        options.encoding = re2.Options.Encoding.LATIN1
+        options.literal = True
+        self.words = tuple(sorted(set(words)))
+        self._all = frozenset(self.words)
+        self._set = re2.Set.SearchSet(options)
+        for word in self.words:
+            self._set.Add(word.encode())
+        self._set.Compile()
+
+    def absent(self, text: str) -> frozenset[str]:
+        hits = self._set.Match(text.encode("utf-8", "surrogatepass"))
+        return self._all.difference(self.words[i] for i in hits) if hits else self._all
+
+
+# The built-in rules' needles, and their keywords: built by ``_counted`` once a
+# process has scanned ``_SETS_AFTER`` times. Building them imports RE2 (about 9 ms),
+# more than a scan or two would win back (``ltm save`` scans once); a process that
+# scans many packets (an import, a server, the MCP shim) gets them early.
+_SETS_AFTER = 8
+# A text shorter than this is searched needle by needle (``in``): the set's pass has
+# a fixed cost of about a microsecond, which ``in`` over a short text beats.
+_SET_MIN_LEN = 128
+_sets: tuple[_Literals, _Literals] | None = None
+_scans = 0
+
+
+def _counted() -> None:
+    """One scan more in this process; past ``_SETS_AFTER``, the literal sets exist."""
+    global _scans, _sets
+    _scans += 1
+    if _sets is None and _scans >= _SETS_AFTER:
+        rules = _builtin_rules()
+        needles = (r.needle for r in rules if r.needle)
+        _sets = (_Literals(needles), _Literals(w for r in rules for w in r.near))
+
+
+_NONE: frozenset[str] = frozenset()
+
+
 class _Text:
     """One text to scan, and what several rules derive from it (computed once)."""
 
-    __slots__ = ("_found", "_lower", "_runs", "text")
+    __slots__ = ("_found", "_lower", "_no_needles", "_no_words", "_runs", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self._lower: str | None = None
         self._runs: list[tuple[int, int]] | None = None
         self._found: dict[str, list[int]] = {}
+        self._no_needles: frozenset[str] | None = None
+        self._no_words: frozenset[str] | None = None
+
+    def has(self, needle: str) -> bool:
+        """Whether the text holds ``needle``. Where the sets exist and the text is long,
+        one pass first rules out every built-in needle the text lacks (most of them)."""
+        absent = self._no_needles
+        if absent is None:
+            sets = _sets
+            long = sets is not None and len(self.text) >= _SET_MIN_LEN
+            absent = self._no_needles = sets[0].absent(self.text) if long else _NONE
+        return needle not in absent and needle in self.text
+
+    def absent_words(self) -> frozenset[str]:
+        """Built-in keywords the lower-cased text is known to lack (none known without
+        the sets, or in a short text: each keyword is then searched where it is used)."""
+        absent = self._no_words
+        if absent is None:
+            sets = _sets
+            long = sets is not None and len(self.text) >= _SET_MIN_LEN
+            absent = self._no_words = sets[1].absent(self.lower()) if long else _NONE
+        return absent
 
     def lower(self) -> str:
         if self._lower is None:
@@ -1901,7 +1974,10 @@ def _windows(rule: Rule, t: _Text) -> list[tuple[int, int]]:
     if len(low) != len(text):  # lower() changed the length (rare Unicode): be safe
         return [(0, len(text))]
     hits: list[int] = []
+    absent = t.absent_words()
     for word in rule.near:
+        if word in absent:
+            continue
         i = low.find(word)
         while i != -1:
             hits.append(i)
@@ -1960,7 +2036,10 @@ def _anchors(rule: Rule, t: _Text) -> list[int] | None:
     if len(low) != len(t.text):  # lower() changed the length (rare Unicode)
         return None
     starts: set[int] = set()
+    absent = t.absent_words()
     for tail, words, lengths in _tails(rule.near):
+        if words <= absent:
+            continue
         ends = t.positions(tail) if len(words) > 1 else ()
         if len(ends) > _MAX_TAIL_HITS or len(words) == 1:
             for word in words:
@@ -2004,7 +2083,7 @@ def _spans(
         if rule.alias:
             continue  # reported through the rule before it
         check = rule.check
-        if rule.needle and rule.needle not in t.text:
+        if rule.needle and not t.has(rule.needle):
             continue
         # A check decides on placeholders itself; a plain secret pattern gets the veto.
         veto = rule.secret and check is None and rule.mask is None
@@ -2061,6 +2140,7 @@ def scan_text(text: str, extra: Sequence[Rule] = ()) -> list[tuple[str, str]]:
     """Scan one string; return ``[(kind, shown_match)]`` in text order."""
     if not isinstance(text, str):
         return []
+    _counted()
     t = _Text(normalize(text))
     builtin = _builtin_rules()
     n = len(builtin)
@@ -2192,6 +2272,7 @@ def scan_packet(
     """
     if not isinstance(packet, Mapping):
         return []
+    _counted()
     strings = [(path, normalize(text)) for path, text in _collect(packet)]
     if not strings:
         return []

@@ -1385,3 +1385,60 @@ def test_needle_and_run_width_read_from_the_pattern(regex: str, needle: str, wid
     ops = redact._parsed(re.compile(regex))
     assert redact._needle(ops) == needle
     assert redact._run_width(ops) == width
+
+
+@pytest.fixture
+def literal_sets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The needle and keyword sets built, and used on texts of any length."""
+    monkeypatch.setattr(redact, "_SET_MIN_LEN", 0)
+    monkeypatch.setattr(redact, "_sets", None)
+    monkeypatch.setattr(redact, "_scans", redact._SETS_AFTER - 1)
+    redact._counted()
+    assert redact._sets is not None
+
+
+def test_literal_sets_rule_out_only_what_a_text_lacks(literal_sets: None) -> None:
+    """One pass over the text rules out the needles and keywords it lacks: every rule
+    finds what it finds searched for one needle and keyword at a time. Texts with
+    lone surrogates and non-ASCII letters too (the pass reads the text's UTF-8)."""
+    texts = _gate_texts()
+    texts += ["\ud800" + text + "\udfff" for text in texts[:300]]
+    texts += ["é password = 'hunter2hunter2' ghp_" + "aB3" * 12 + "\ud83d"]
+    texts.append(" ".join(texts[:500]))  # one long text holding many needles and keywords
+    rules = redact._builtin_rules()
+    sets = redact._sets
+    for text in texts:
+        t = redact.normalize(text)
+        with_sets = list(redact._spans(t, rules))
+        redact._sets = None
+        alone = list(redact._spans(t, rules))
+        redact._sets = sets
+        assert with_sets == alone, text
+
+
+def test_literal_sets_leave_other_needles_and_keywords_to_a_search(literal_sets: None) -> None:
+    """A rule whose needle or keyword the sets were not built with is searched as before."""
+    import dataclasses
+    import re
+
+    rule = redact.Rule("custom", re.compile(r"zq9[a-z]{8}"), needle="zq9", secret=True)
+    near = dataclasses.replace(
+        rule, pattern=re.compile(r"qqkey=[a-z]{8}"), needle="", near=("qqkey",), radius=20
+    )
+    text = "x " * 80 + "zq9abcdefgh qqkey=abcdefgh"
+    assert [s for s, _, _ in redact._spans(text, (rule, near))] == [160, 172]
+
+
+def test_many_scans_build_the_sets_one_scan_does_not() -> None:
+    """A process that scans once (``ltm save``) never imports RE2 for the sets."""
+    code = (
+        "import sys, json; from ltm import redact; p = json.load(open(sys.argv[1])); "
+        "redact.scan_packet(p); one = 're2' in sys.modules; "
+        "[redact.scan_packet(p) for _ in range(redact._SETS_AFTER)]; "
+        "print(one, redact._sets is not None)"
+    )
+    example = Path(__file__).parents[1] / "spec" / "examples" / "example.v0.2.json"
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(example)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["False", "True"]
