@@ -2260,6 +2260,69 @@ def _collect(packet: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _plain_texts(packet: Mapping[str, Any]) -> list[str] | None:
+    """The strings ``_collect`` lists, in its order, without their paths (which only a
+    hit needs), walked fast; None unless the packet is plain JSON values shaped as the
+    schema has them (strings, lists of strings, objects or lists of objects of
+    strings and scalars) under schema keys alone: ``_collect`` then walks it."""
+    top = _schema_items(packet, _TOP_FIELDS) if type(packet) is dict else None
+    if top is None:
+        return None
+    seen = {id(packet)}
+    out: list[str] = []
+    for name, value in top:
+        if type(value) is str:
+            out.append(value)
+            continue
+        if type(value) in _SCALARS:
+            continue
+        if type(value) not in (list, dict) or id(value) in seen:
+            return None  # deeper shapes, and one object twice (_collect lists it once)
+        known = _SUBKEYS.get(name, ())
+        for item in value if type(value) is list else (value,):
+            if type(item) is str:
+                out.append(item)
+                continue
+            if type(item) in _SCALARS:
+                continue
+            items = _schema_items(item, known) if type(item) is dict else None
+            if items is None or id(item) in seen:
+                return None
+            seen.add(id(item))
+            for _, leaf in items:
+                if type(leaf) is str:
+                    out.append(leaf)
+                elif type(leaf) not in _SCALARS:
+                    return None
+        seen.add(id(value))
+    return out
+
+
+def _schema_items(obj: dict[Any, Any], known: tuple[str, ...]) -> list[tuple[str, Any]] | None:
+    """``obj``'s items in ``_ordered_items``'s order when every key is a schema key (none
+    is scanned as text); None otherwise."""
+    order = _ORDERS.get(known)
+    if order is None:
+        order = _ORDERS[known] = {k: n for n, k in enumerate(known)}
+    first: list[tuple[int, str, Any]] = []
+    rest: list[tuple[str, Any]] = []
+    for k, v in obj.items():
+        if type(k) is not str:
+            return None
+        rank = order.get(k)
+        if rank is not None:
+            first.append((rank, k, v))
+        elif k in _SCHEMA_KEYS:
+            rest.append((k, v))
+        else:
+            return None
+    first.sort(key=_by_rank)
+    return [(k, v) for _, k, v in first] + rest
+
+
 def scan_packet(
     packet: Mapping[str, Any], extra: Sequence[Rule] = (), *, secrets_only: bool = False
 ) -> list[Hit]:
@@ -2273,28 +2336,34 @@ def scan_packet(
     if not isinstance(packet, Mapping):
         return []
     _counted()
-    strings = [(path, normalize(text)) for path, text in _collect(packet)]
-    if not strings:
+    plain = _plain_texts(packet)
+    strings = None if plain is not None else _strings(packet)
+    texts = [normalize(t) for t in plain] if plain is not None else [t for _, t in strings or ()]
+    if not texts:
         return []
     starts: list[int] = []
     pos = 0
-    for _, text in strings:
+    for text in texts:
         starts.append(pos)
         pos += len(text) + 1
-    joined = _Text(_SEP.join(text for _, text in strings))
+    joined = _Text(_SEP.join(texts))
 
     found: list[Found] = []
     builtin = _secret_builtin_rules() if secrets_only else _builtin_rules()
     for s, e, idx in _spans(joined, builtin):
         f = bisect_right(starts, s) - 1
         base = starts[f]
-        found.append((f, s - base, idx, min(e - base, len(strings[f][1]))))
+        found.append((f, s - base, idx, min(e - base, len(texts[f]))))
     if extra:
         n = len(builtin)
-        for f, (_, text) in enumerate(strings):
+        for f, text in enumerate(texts):
             for s, e, idx in _spans(text, extra, n):
                 found.append((f, s, idx, e))
+    if not found:
+        return []
     found.sort()
+    if strings is None:  # the paths, for the hits
+        strings = _strings(packet)
 
     rules = (*builtin, *extra)
     hits: list[Hit] = []
@@ -2308,3 +2377,7 @@ def scan_packet(
         rule = rules[idx]
         hits.append(Hit(path, rule.kind, _shown(rule, text[s:e])))
     return hits
+
+
+def _strings(packet: Mapping[str, Any]) -> list[tuple[str, str]]:
+    return [(path, normalize(text)) for path, text in _collect(packet)]

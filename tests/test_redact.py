@@ -1442,3 +1442,33 @@ def test_many_scans_build_the_sets_one_scan_does_not() -> None:
         [sys.executable, "-c", code, str(example)], capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["False", "True"]
+
+
+_KEYS = [*redact._TOP_FIELDS, "name", "what", "tried", "learned", "outcome", "locked", "x-note"]
+_LEAVES = st.one_of(
+    st.sampled_from(["s", "ghp_" + "aB3" * 12, ""]), st.none(), st.booleans(), st.integers()
+)
+_VALUES = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(_KEYS), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.sampled_from(_KEYS), _VALUES, max_size=8), st.booleans())
+def test_the_fast_walk_lists_what_the_full_walk_lists(packet: dict[str, Any], share: bool) -> None:
+    """Where the fast walk answers (plain values under schema keys), it lists the very
+    strings of the full walk, in its order; the example packet is such a packet."""
+    if share and packet:  # one object under two keys: the full walk lists it once
+        first = next(iter(packet))
+        packet[first] = [packet[first], packet[first]]
+    plain = redact._plain_texts(packet)
+    if plain is not None:
+        assert plain == [text for _, text in redact._collect(packet)]
+    example = json.loads(
+        (Path(__file__).parents[1] / "spec/examples/example.v0.2.json").read_text()
+    )
+    assert redact._plain_texts(example) == [text for _, text in redact._collect(example)]
