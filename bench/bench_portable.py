@@ -7,6 +7,9 @@
   ``--counts``: wall time and the command's peak RSS (``wait4``'s rusage of
   that very process). Memory that stays flat from the smaller count to the
   larger is what "streamed" means.
+- the baseline: the same bundle's lines parsed, re-encoded and inserted into a bare
+  SQLite table (``BARE``), as a whole process: what a store with no checks, no scan and
+  no search index does with them.
 - ``ltm doctor`` against a live ``ltm server run`` on loopback (every check:
   files, server, token, clock, store, MCP and hook entries): median wall
   time, as a ratio to ``python -c pass``.
@@ -44,6 +47,33 @@ def measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     return elapsed, usage.ru_maxrss / 1024, err  # ru_maxrss is KiB on Linux
 
 
+# The baseline the import is measured against, as a whole process too: each line of the
+# bundle parsed and its packet re-encoded, inserted by id into one plain table (no checks,
+# no scan, no search index), 500 a transaction, WAL, synchronous=FULL as the store has it.
+BARE = """
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[2], isolation_level=None)
+db.execute("PRAGMA journal_mode = WAL")
+db.execute("PRAGMA synchronous = FULL")
+db.execute("CREATE TABLE packets (id TEXT PRIMARY KEY, body BLOB NOT NULL)")
+def write(rows):
+    db.execute("BEGIN")
+    db.executemany("INSERT INTO packets VALUES (?, ?)", rows)
+    db.execute("COMMIT")
+rows = []
+with open(sys.argv[1], "rb") as bundle:
+    bundle.readline()  # the header
+    for line in bundle:
+        packet = json.loads(line)["packet"]
+        rows.append((packet["id"], json.dumps(packet, separators=(",", ":")).encode()))
+        if len(rows) == 500:
+            write(rows)
+            rows = []
+if rows:
+    write(rows)
+"""
+
+
 def portable(count: int, tmp: Path, base_env: dict[str, str]) -> list[tuple[str, float, float]]:
     source, target = tmp / f"src-{count}", tmp / f"dst-{count}"
     source.mkdir()
@@ -64,6 +94,10 @@ def portable(count: int, tmp: Path, base_env: dict[str, str]) -> list[tuple[str,
     env = {**base_env, "LTM_DATA_DIR": str(source), "LTM_CONFIG_DIR": str(source)}
     seconds, rss, _ = measured([LTM, "export", "--local", "-o", str(bundle)], env)
     rows.append((f"export {count:,} ({bundle.stat().st_size / 2**20:.0f} MiB)", seconds, rss))
+    seconds, rss, _ = measured(
+        [sys.executable, "-c", BARE, str(bundle), str(tmp / f"bare-{count}.db")], base_env
+    )
+    rows.append((f"baseline: bare SQLite insert of the lines {count:,}", seconds, rss))
     env = {**base_env, "LTM_DATA_DIR": str(target), "LTM_CONFIG_DIR": str(target)}
     for label in ("import into an empty store", "import again (all skipped)"):
         seconds, rss, err = measured([LTM, "import", str(bundle), "--local"], env)
