@@ -30,7 +30,8 @@ Design notes
   A rule's needle (a literal every match holds) or keywords missing from the
   text skip it; a process that scans many packets rules out every missing
   needle and keyword in one pass of an RE2 set of them (``_Literals``).
-  A typical 32 KiB packet scans in about 0.5 ms (see BENCHMARKS.md).
+  A typical 32 KiB packet scans in about 1.5 ms alone, 0.5 ms in a process
+  that scans many (see BENCHMARKS.md).
 * Normalization. Every string is matched after ``normalize``: zero-width and
   other invisible format characters removed, then NFKC, so a full-width
   ``ｇｈｐ＿…`` or a ``gh\u200bp_…`` split by a zero-width space is caught.
