@@ -10,15 +10,17 @@ write that fails takes nobody else's with it.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from serverkit import clean_env, init_db, ltm_server, run_server
 
-from ltm.store import Conflict, User
+from ltm.store import Conflict, PacketMeta, StoredPacket, User
 from ltm.store.sqlite import SqliteStore
 
 FULL, NORMAL = 2, 1
@@ -165,3 +167,143 @@ def test_concurrent_writes_are_each_committed_before_they_return(tmp_path: Path)
         displays = dict(check.execute("SELECT id, display FROM users").fetchall())
     assert ids == {"taken", *done}
     assert displays["taken"] == "taken"  # the colliding writes changed nothing
+
+
+# -- pushes written together (SqliteStore._put_together) --------------------------------
+
+
+def _packet(pid: str, owner: str) -> StoredPacket:
+    body = json.dumps({"id": pid, "goal": f"goal {pid}", "tags": ["combined"]}).encode()
+    return StoredPacket(PacketMeta(pid, "2026-01-01T00:00:00Z", f"goal {pid}", owner), body)
+
+
+class _Pushes:
+    """Pushes on threads into a store whose first write is held open until ``release``.
+
+    The pushes started while it is held wait for the next leader, which writes them
+    together: each batch written is recorded (the ids, in order), and each push's
+    answer (or exception) once it returns, with whether another connection saw the
+    packet committed at that moment.
+    """
+
+    def __init__(self, store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.store = store
+        self.batches: list[list[str]] = []
+        self.answers: dict[str, object] = {}
+        self.committed: dict[str, bool] = {}
+        self.threads: list[threading.Thread] = []
+        self._entered = threading.Event()
+        self._release = threading.Event()
+        real = store._put_in
+
+        def put_in(db: sqlite3.Connection, parsed: list[Any]) -> list[Any]:
+            self.batches.append([p.meta.id for p, _, _ in parsed])
+            if len(self.batches) == 1:
+                self._entered.set()
+                self._release.wait(60)
+            return real(db, parsed)
+
+        monkeypatch.setattr(store, "_put_in", put_in)
+
+    def start(self, packet: StoredPacket, key: str | None = None) -> None:
+        """Push ``packet`` on a thread; return once it is written or waiting for a leader."""
+        key = key or f"{packet.meta.id}/{packet.meta.owner_id}/{len(self.threads)}"
+        waiting = len(self.store._waiting)
+
+        def push() -> None:
+            observer = sqlite3.connect(self.store.path)
+            try:
+                self.answers[key] = self.store.put_packet(packet, sort_key="k")
+                row = observer.execute(
+                    "SELECT owner_id FROM packets WHERE id = ?", (packet.meta.id,)
+                ).fetchone()
+                self.committed[key] = row == (packet.meta.owner_id,)
+            except Exception as exc:
+                self.answers[key] = exc
+            finally:
+                observer.close()
+
+        thread = threading.Thread(target=push)
+        thread.start()
+        self.threads.append(thread)
+        if len(self.threads) == 1:
+            assert self._entered.wait(60), "the first push never started its write"
+        else:  # in the queue, in this order
+            for _ in range(6000):
+                if len(self.store._waiting) > waiting:
+                    break
+                threading.Event().wait(0.01)
+            assert len(self.store._waiting) > waiting, "the push never queued"
+
+    def finish(self) -> None:
+        self._release.set()
+        for thread in self.threads:
+            thread.join(60)
+        assert not any(thread.is_alive() for thread in self.threads)
+
+
+def test_pushes_waiting_together_are_written_in_one_write_each_committed_on_return(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SqliteStore(tmp_path / "a.db")
+    pushes = _Pushes(store, monkeypatch)
+    pushes.start(_packet("01FIRST", "u1"))
+    for n in range(5):
+        pushes.start(_packet(f"01NEXT{n}", "u1"))
+    pushes.finish()
+    assert pushes.batches == [["01FIRST"], [f"01NEXT{n}" for n in range(5)]]
+    assert all(answer is True for answer in pushes.answers.values()), pushes.answers
+    assert all(pushes.committed.values()) and len(pushes.committed) == 6
+    assert store.usage("u1").packets == 6
+    store.close()
+
+
+def test_pushes_written_together_are_judged_each_as_if_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SqliteStore(tmp_path / "a.db")
+    pushes = _Pushes(store, monkeypatch)
+    pushes.start(_packet("01FIRST", "u1"))
+    pushes.start(_packet("01SAME", "u1"), "new")
+    pushes.start(_packet("01SAME", "u2"), "someone else's")
+    pushes.start(_packet("01SAME", "u1"), "replaced")
+    pushes.start(_packet("01FIRST", "u2"), "taken before")
+    pushes.finish()
+    assert len(pushes.batches) == 2 and len(pushes.batches[1]) == 4
+    assert pushes.answers["new"] is True
+    assert isinstance(pushes.answers["someone else's"], Conflict)
+    assert pushes.answers["replaced"] is False
+    assert isinstance(pushes.answers["taken before"], Conflict)
+    held = store.get_packet("01SAME")
+    assert held is not None and held.meta.owner_id == "u1"
+    assert store.usage("u1").packets == 2 and store.usage("u2").packets == 0
+    store.close()
+
+
+def test_a_push_that_fails_a_combined_write_fails_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SqliteStore(tmp_path / "a.db")
+    real = SqliteStore._write_packets
+
+    def write_packets(db: sqlite3.Connection, accepted: dict[str, Any], stored: Any) -> None:
+        if "01BAD" in accepted:
+            raise RuntimeError("this packet cannot be written")
+        real(db, accepted, stored)
+
+    monkeypatch.setattr(SqliteStore, "_write_packets", staticmethod(write_packets))
+    pushes = _Pushes(store, monkeypatch)
+    pushes.start(_packet("01FIRST", "u1"))
+    pushes.start(_packet("01GOOD1", "u1"))
+    pushes.start(_packet("01BAD", "u1"))
+    pushes.start(_packet("01GOOD2", "u1"))
+    pushes.finish()
+    assert pushes.batches[1] == ["01GOOD1", "01BAD", "01GOOD2"]  # then each alone
+    answers = {key.split("/")[0]: answer for key, answer in pushes.answers.items()}
+    assert answers["01GOOD1"] is True and answers["01GOOD2"] is True
+    assert isinstance(answers["01BAD"], RuntimeError)
+    assert all(pushes.committed.values()) and len(pushes.committed) == 3  # not the bad one
+    assert store.get_packet("01BAD") is None
+    assert {store.get_packet(p) is not None for p in ("01FIRST", "01GOOD1", "01GOOD2")} == {True}
+    assert store.usage("u1").packets == 3
+    store.close()

@@ -795,6 +795,20 @@ class _Row(NamedTuple):
     size: int
 
 
+# A packet to write: its sort key and its parsed body.
+_Parsed = tuple[StoredPacket, str, dict[str, object]]
+
+
+class _Waiting:
+    """A ``put_packet`` waiting for a leader to write it (``SqliteStore._put_together``)."""
+
+    __slots__ = ("outcome", "parsed")
+
+    def __init__(self, packet: StoredPacket, sort_key: str, data: dict[str, object]) -> None:
+        self.parsed: _Parsed = (packet, sort_key, data)
+        self.outcome: bool | BaseException | None = None  # set once its write committed
+
+
 class _Accepted(NamedTuple):
     """An item of a write that will be stored: the last of its id in the batch."""
 
@@ -841,6 +855,11 @@ class SqliteStore(Store):
         self._open = 0
         self._ended = 0
         self._failed: dict[int, str] = {}  # transactions whose COMMIT failed: why
+        # Combined pushes (see _put_together): the puts waiting for a leader, and the
+        # lock its leader holds.
+        self._waiting: list[_Waiting] = []
+        self._waiting_lock = threading.Lock()
+        self._leading = threading.Lock()
         self._lock_fd: int | None = None
         self._lock_pid = 0
         self._migrate()
@@ -1113,10 +1132,67 @@ class SqliteStore(Store):
     def put_packet(
         self, packet: StoredPacket, *, sort_key: str, seen: PacketMeta | None = None
     ) -> bool:
-        (done,) = self._put_many([(packet, sort_key)])
-        if isinstance(done, StoreError):
+        done = self._put_together(packet, sort_key)
+        if isinstance(done, BaseException):
             raise done
         return done
+
+    def _put_together(self, packet: StoredPacket, sort_key: str) -> bool | BaseException:
+        """One ``put_packet``, written together with those of other threads waiting meanwhile.
+
+        Every push is a write of a dozen statements, and the store writes one at a time
+        across processes: written one by one, concurrent pushes queue on the writers'
+        lock, each paying its statements, its savepoint and a commit. Instead a push
+        waits in ``_waiting`` and one thread at a time leads: it takes every push
+        waiting once it holds the write, and writes them as ``put_many`` writes a batch
+        (each judged in turn, as if alone: the same answers as one by one, in arrival
+        order), so a batch costs little more than one push. Each push gets its own
+        answer, and only once the write holding it committed. Should the combined write
+        fail, each push is written again alone, so a fault of one is its own alone.
+        """
+        from .. import search
+
+        mine = _Waiting(packet, sort_key, search.load(packet.body))  # unlocked
+        with self._waiting_lock:
+            self._waiting.append(mine)
+        with self._leading:
+            if mine.outcome is None:  # no leader took it: lead
+                self._lead()
+        assert mine.outcome is not None
+        return mine.outcome
+
+    def _take_waiting(self) -> list[_Waiting]:
+        with self._waiting_lock:
+            taken, self._waiting = self._waiting, []
+        return taken
+
+    def _lead(self) -> None:
+        """Write every push waiting, in one write. Holds _leading."""
+        batch: list[_Waiting] = []
+        try:
+            try:
+                with self._write() as db:
+                    # Taken only now, with the write held: the pushes that arrived while
+                    # this thread waited for the other process's write come too.
+                    batch = self._take_waiting()
+                    outcomes = self._put_in(db, [w.parsed for w in batch])
+            except Exception as exc:
+                batch = batch or self._take_waiting()
+                if len(batch) == 1:
+                    batch[0].outcome = exc
+                    return
+                for one in batch:  # the fault may be one push's: each alone
+                    try:
+                        (one.outcome,) = self._put_in_write([one.parsed])
+                    except Exception as alone:
+                        one.outcome = alone
+                return
+            for one, outcome in zip(batch, outcomes, strict=True):
+                one.outcome = outcome
+        finally:  # never leave a push without an answer (KeyboardInterrupt, a bug)
+            for one in batch:
+                if one.outcome is None:
+                    one.outcome = StoreError("the write was interrupted")
 
     def put_many(self, items: Sequence[PutItem]) -> list[bool | StoreError]:
         """All in one write: one commit (one fsync), and each statement once for the batch."""
@@ -1136,18 +1212,25 @@ class SqliteStore(Store):
         from .. import search
 
         parsed = [(packet, key, search.load(packet.body)) for packet, key in items]  # unlocked
+        return self._put_in_write(parsed)
+
+    def _put_in_write(self, parsed: list[_Parsed]) -> list[bool | StoreError]:
         if not parsed:
             return []
         with self._write() as db:
-            done, accepted, stored = self._judge(db, parsed)
-            if accepted:
-                self._write_packets(db, accepted, stored)
-                if len(accepted) >= BULK and self._incremental:
-                    _return_free(db)
+            return self._put_in(db, parsed)
+
+    def _put_in(self, db: sqlite3.Connection, parsed: list[_Parsed]) -> list[bool | StoreError]:
+        """Judge and write ``parsed`` inside a write (``_write``)."""
+        done, accepted, stored = self._judge(db, parsed)
+        if accepted:
+            self._write_packets(db, accepted, stored)
+            if len(accepted) >= BULK and self._incremental:
+                _return_free(db)
         return done
 
     def _judge(
-        self, db: sqlite3.Connection, items: list[tuple[StoredPacket, str, dict[str, object]]]
+        self, db: sqlite3.Connection, items: list[_Parsed]
     ) -> tuple[list[bool | StoreError], dict[str, _Accepted], dict[str, _Row]]:
         """Each item judged in turn as ``put_packet`` judges one, against what is stored and
         what the items before it did: its answer, the last accepted item of each id, and
