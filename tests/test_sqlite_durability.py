@@ -242,16 +242,19 @@ class _Pushes:
         assert not any(thread.is_alive() for thread in self.threads)
 
 
-def test_pushes_waiting_together_are_written_in_one_write_each_committed_on_return(
+def test_pushes_waiting_together_are_written_in_one_commit_each_committed_on_return(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = SqliteStore(tmp_path / "a.db")
     pushes = _Pushes(store, monkeypatch)
+    transactions = store._ended
     pushes.start(_packet("01FIRST", "u1"))
     for n in range(5):
         pushes.start(_packet(f"01NEXT{n}", "u1"))
     pushes.finish()
     assert pushes.batches == [["01FIRST"], [f"01NEXT{n}" for n in range(5)]]
+    # Those that arrived while the first was written joined its write: one commit.
+    assert store._ended == transactions + 1
     assert all(answer is True for answer in pushes.answers.values()), pushes.answers
     assert all(pushes.committed.values()) and len(pushes.committed) == 6
     assert store.usage("u1").packets == 6

@@ -684,6 +684,9 @@ def _index_lost(db: sqlite3.Connection, insert: str) -> None:
 
 # A write of this many packets or more is a bulk load (an import: 500 a write locally).
 BULK = 100
+# A leader of pushes written together (SqliteStore._lead) takes more while fewer than
+# this are in its write: the other processes' pushes wait meanwhile.
+COMBINED_MAX = 64
 
 
 def _return_free(db: sqlite3.Connection) -> None:
@@ -1173,9 +1176,13 @@ class SqliteStore(Store):
             try:
                 with self._write() as db:
                     # Taken only now, with the write held: the pushes that arrived while
-                    # this thread waited for the other process's write come too.
-                    batch = self._take_waiting()
-                    outcomes = self._put_in(db, [w.parsed for w in batch])
+                    # this thread waited for another process's write come too; then,
+                    # until none is waiting, those that arrived while it wrote (they
+                    # would otherwise wait for the next write, after the other process's).
+                    outcomes: list[bool | StoreError] = []
+                    while len(batch) < COMBINED_MAX and (more := self._take_waiting()):
+                        batch += more
+                        outcomes += self._put_in(db, [w.parsed for w in more])
             except Exception as exc:
                 batch = batch or self._take_waiting()
                 if len(batch) == 1:
