@@ -21,6 +21,7 @@ import pytest
 from serverkit import clean_env, init_db, ltm_server, run_server
 
 from ltm.store import Conflict, PacketMeta, StoredPacket, User
+from ltm.store import sqlite as sqlite_store
 from ltm.store.sqlite import SqliteStore
 
 FULL, NORMAL = 2, 1
@@ -258,6 +259,30 @@ def test_pushes_waiting_together_are_written_in_one_commit_each_committed_on_ret
     assert all(answer is True for answer in pushes.answers.values()), pushes.answers
     assert all(pushes.committed.values()) and len(pushes.committed) == 6
     assert store.usage("u1").packets == 6
+    store.close()
+
+
+def test_a_leader_done_hands_the_lead_to_the_first_push_still_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader that takes no more once it wrote one push leaves the rest to the next."""
+    monkeypatch.setattr(sqlite_store, "COMBINED_MAX", 1)
+    store = SqliteStore(tmp_path / "a.db")
+    pushes = _Pushes(store, monkeypatch)
+    transactions = store._ended
+    pushes.start(_packet("01FIRST", "u1"))
+    for n in range(4):
+        pushes.start(_packet(f"01NEXT{n}", "u1"))
+    pushes.finish()
+    assert pushes.batches == [["01FIRST"], [f"01NEXT{n}" for n in range(4)]]
+    assert store._ended == transactions + 2
+    assert all(answer is True for answer in pushes.answers.values()), pushes.answers
+    assert all(pushes.committed.values()) and len(pushes.committed) == 5
+    assert not store._waiting and not store._led  # the last leader left nobody leading
+    pushes = _Pushes(store, monkeypatch)  # and the next push leads at once
+    pushes.start(_packet("01LATER", "u1"))
+    pushes.finish()
+    assert pushes.answers and all(pushes.committed.values())
     store.close()
 
 

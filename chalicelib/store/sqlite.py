@@ -805,11 +805,22 @@ _Parsed = tuple[StoredPacket, str, dict[str, object]]
 class _Waiting:
     """A ``put_packet`` waiting for a leader to write it (``SqliteStore._put_together``)."""
 
-    __slots__ = ("outcome", "parsed")
+    __slots__ = ("_woken", "outcome", "parsed")
 
     def __init__(self, packet: StoredPacket, sort_key: str, data: dict[str, object]) -> None:
         self.parsed: _Parsed = (packet, sort_key, data)
         self.outcome: bool | BaseException | None = None  # set once its write committed
+        # Its own lock, held until ``wake``: each waiting thread is woken on its own, all
+        # at once, where threads queued on one lock would wake one after another.
+        self._woken = threading.Lock()
+        self._woken.acquire()
+
+    def wait(self) -> None:
+        """Until it has its outcome, or its thread is to lead."""
+        self._woken.acquire()
+
+    def wake(self) -> None:
+        self._woken.release()
 
 
 class _Accepted(NamedTuple):
@@ -858,11 +869,11 @@ class SqliteStore(Store):
         self._open = 0
         self._ended = 0
         self._failed: dict[int, str] = {}  # transactions whose COMMIT failed: why
-        # Combined pushes (see _put_together): the puts waiting for a leader, and the
-        # lock its leader holds.
+        # Combined pushes (see _put_together): the puts waiting for a leader, and
+        # whether a thread leads (both under _waiting_lock).
         self._waiting: list[_Waiting] = []
         self._waiting_lock = threading.Lock()
-        self._leading = threading.Lock()
+        self._led = False
         self._lock_fd: int | None = None
         self._lock_pid = 0
         self._migrate()
@@ -1158,11 +1169,26 @@ class SqliteStore(Store):
         mine = _Waiting(packet, sort_key, search.load(packet.body))  # unlocked
         with self._waiting_lock:
             self._waiting.append(mine)
-        with self._leading:
-            if mine.outcome is None:  # no leader took it: lead
+            follows, self._led = self._led, True
+        if follows:
+            mine.wait()  # until a leader answered it, or handed it the lead
+        if mine.outcome is None:
+            try:
                 self._lead()
+            finally:
+                self._hand_over(mine)
         assert mine.outcome is not None
         return mine.outcome
+
+    def _hand_over(self, mine: _Waiting) -> None:
+        """The leader is done: the first push waiting leads next, else nobody leads."""
+        with self._waiting_lock:
+            if mine.outcome is None and mine in self._waiting:  # interrupted before taken
+                self._waiting.remove(mine)
+            if self._waiting:
+                self._waiting[0].wake()  # not taken yet: its thread leads
+            else:
+                self._led = False
 
     def _take_waiting(self) -> list[_Waiting]:
         with self._waiting_lock:
@@ -1170,7 +1196,7 @@ class SqliteStore(Store):
         return taken
 
     def _lead(self) -> None:
-        """Write every push waiting, in one write. Holds _leading."""
+        """Write every push waiting, in one write, and wake their threads. Run by the leader."""
         batch: list[_Waiting] = []
         try:
             try:
@@ -1200,6 +1226,7 @@ class SqliteStore(Store):
             for one in batch:
                 if one.outcome is None:
                     one.outcome = StoreError("the write was interrupted")
+                one.wake()
 
     def put_many(self, items: Sequence[PutItem]) -> list[bool | StoreError]:
         """All in one write: one commit (one fsync), and each statement once for the batch."""
