@@ -335,3 +335,42 @@ def test_a_push_that_fails_a_combined_write_fails_alone(
     assert {store.get_packet(p) is not None for p in ("01FIRST", "01GOOD1", "01GOOD2")} == {True}
     assert store.usage("u1").packets == 3
     store.close()
+
+
+@pytest.mark.parametrize("always", [False, True])
+def test_pushes_whose_combined_commit_fails_are_not_acknowledged_by_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, always: bool
+) -> None:
+    """The commit of a combined write fails (as on an I/O error): nothing of it is stored,
+    and each push is written again alone, answered by its own commit (or its failure)."""
+    store = SqliteStore(tmp_path / "a.db")
+    real_commit = store._commit
+    failed: list[int] = []
+
+    def commit(number: int) -> None:
+        if always or not failed:
+            failed.append(number)
+            with store._ops:  # what a failed COMMIT leaves: rolled back, the transaction over
+                assert store._writer is not None
+                store._writer.execute("ROLLBACK")
+                store._end(number, "disk I/O error")
+            raise sqlite3.OperationalError("disk I/O error")
+        real_commit(number)
+
+    monkeypatch.setattr(store, "_commit", commit)
+    pushes = _Pushes(store, monkeypatch)
+    pushes.start(_packet("01FIRST", "u1"))
+    pushes.start(_packet("01SECOND", "u1"))
+    pushes.start(_packet("01THIRD", "u2"))
+    pushes.finish()
+    assert failed and pushes.batches[:2] == [["01FIRST"], ["01SECOND", "01THIRD"]]
+    assert pushes.batches[2:] == [["01FIRST"], ["01SECOND"], ["01THIRD"]]  # each alone
+    if always:
+        assert all(isinstance(a, sqlite3.OperationalError) for a in pushes.answers.values())
+        assert not pushes.committed and len(pushes.answers) == 3
+        assert store.usage("u1").packets == 0 and store.get_packet("01FIRST") is None
+    else:
+        assert all(answer is True for answer in pushes.answers.values()), pushes.answers
+        assert all(pushes.committed.values()) and len(pushes.committed) == 3
+        assert store.usage("u1").packets == 2 and store.usage("u2").packets == 1
+    store.close()
