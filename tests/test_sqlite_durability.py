@@ -374,3 +374,37 @@ def test_pushes_whose_combined_commit_fails_are_not_acknowledged_by_it(
         assert all(pushes.committed.values()) and len(pushes.committed) == 3
         assert store.usage("u1").packets == 2 and store.usage("u2").packets == 1
     store.close()
+
+
+def test_checkpoints_are_left_to_a_thread_of_the_process_outside_the_writers_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite would checkpoint inside a COMMIT, in the writers' lock, where every writer
+    waits for it: the writer connection only keeps it as a bound for bulk writes."""
+    store = SqliteStore(tmp_path / "a.db")
+    autocheckpoint = store._writer_conn().execute("PRAGMA wal_autocheckpoint").fetchone()
+    assert autocheckpoint == (sqlite_store.AUTOCHECKPOINT_PAGES,)
+    ran = threading.Event()
+    seen: list[tuple[str, int]] = []
+    real = SqliteStore._checkpoint
+
+    def checkpoint(conn: sqlite3.Connection) -> None:
+        seen.append((threading.current_thread().name, store._open))
+        real(conn)
+        ran.set()
+
+    monkeypatch.setattr(SqliteStore, "_checkpoint", staticmethod(checkpoint))
+    store._commits = 0
+    for n in range(sqlite_store.CHECKPOINT_EVERY - 1):
+        store.put_packet(_packet(f"01CK{n}", "u1"), sort_key="k")
+    assert store._checkpointer is None  # not due yet
+    store.put_packet(_packet("01CKLAST", "u1"), sort_key="k")
+    assert ran.wait(60), "the checkpointer never ran"
+    assert seen == [("ltm-sqlite-checkpoint", 0)]  # its own thread, no write open
+    assert store._checkpointer is not None
+    thread = store._checkpointer[0]
+    store.close()
+    assert not thread.is_alive()  # stopped before its connection closed
+    reopened = SqliteStore(tmp_path / "a.db")
+    assert reopened.usage("u1").packets == sqlite_store.CHECKPOINT_EVERY
+    reopened.close()
