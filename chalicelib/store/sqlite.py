@@ -690,7 +690,7 @@ BULK = 100
 # writer of every process waits for it. So the writer connection's threshold is only a
 # bound (for bulk writes), and a thread of the process checkpoints every
 # CHECKPOINT_EVERY commits instead, outside the lock, while the others write.
-CHECKPOINT_EVERY = 16
+CHECKPOINT_EVERY = 32
 AUTOCHECKPOINT_PAGES = 4000
 # A leader of pushes written together (SqliteStore._lead) takes more while fewer than
 # this are in its write: the other processes' pushes wait meanwhile.
