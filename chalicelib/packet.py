@@ -694,7 +694,7 @@ class Checked:
         return declared if isinstance(declared, str) else None
 
 
-def check(data: Mapping[str, Any], *, lenient: bool = False) -> Checked:
+def check(data: Mapping[str, Any], *, lenient: bool = False, parsed: bool = False) -> Checked:
     """Validate a packet against the model of its declared ``ltm_version``.
 
     Reports every problem, including the 32 KiB cap. The cap is measured on
@@ -705,16 +705,22 @@ def check(data: Mapping[str, Any], *, lenient: bool = False) -> Checked:
     returns them in ``Checked.errors`` (``conforming`` False) for the caller
     to flag. Either way, what no packet can be raises: not an object,
     non-string keys, lone surrogates, values JSON cannot encode.
+
+    ``parsed``: ``data`` is what :func:`parse` returned, which made it plain and
+    refused what JSON cannot carry already; it is taken as it is, not copied again.
     """
     if not isinstance(data, Mapping):
         raise PacketError("packet: must be a JSON object")
-    problems: list[str] = []
-    try:
-        plain = _plain(data, (), problems)
-    except RecursionError:
-        raise PacketError("packet: nested too deeply") from None
-    if problems:
-        raise PacketError(problems)
+    if parsed and isinstance(data, dict):
+        plain = data
+    else:
+        problems: list[str] = []
+        try:
+            plain = _plain(data, (), problems)
+        except RecursionError:
+            raise PacketError("packet: nested too deeply") from None
+        if problems:
+            raise PacketError(problems)
     errors = _schema_errors(plain)
     try:
         size = len(_compact_bytes(plain))

@@ -236,6 +236,25 @@ def test_check_returns_a_plain_copy() -> None:
     assert checked.data["tags"] == ["a"]
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        packet(tags=["a", "é"]),
+        packet("0.9", goal=5, extra={"b": 1, "a": 2}),
+        packet(goal="\u2028 \U0001f600", tags=[]),
+    ],
+)
+def test_check_takes_a_parsed_packet_as_it_is_and_judges_it_alike(data: dict[str, Any]) -> None:
+    parsed = parse(json.dumps(data))
+    checked = check(parsed, lenient=True, parsed=True)
+    assert checked.data is parsed  # parse made it plain: no second copy
+    assert checked == check(parse(json.dumps(data)), lenient=True)
+    assert checked.body() == check(data, lenient=True).body()
+    if checked.errors:
+        with pytest.raises(PacketError):
+            check(parsed, parsed=True)
+
+
 def test_lenient_flags_instead_of_raising() -> None:
     bad = packet("0.9", goal=5, extra={"b": 1, "a": 2})
     checked = check(bad, lenient=True)

@@ -10,15 +10,18 @@ write that fails takes nobody else's with it.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from serverkit import clean_env, init_db, ltm_server, run_server
 
-from ltm.store import Conflict, User
+from ltm.store import Conflict, PacketMeta, StoredPacket, User
+from ltm.store import sqlite as sqlite_store
 from ltm.store.sqlite import SqliteStore
 
 FULL, NORMAL = 2, 1
@@ -165,3 +168,243 @@ def test_concurrent_writes_are_each_committed_before_they_return(tmp_path: Path)
         displays = dict(check.execute("SELECT id, display FROM users").fetchall())
     assert ids == {"taken", *done}
     assert displays["taken"] == "taken"  # the colliding writes changed nothing
+
+
+# -- pushes written together (SqliteStore._put_together) --------------------------------
+
+
+def _packet(pid: str, owner: str) -> StoredPacket:
+    body = json.dumps({"id": pid, "goal": f"goal {pid}", "tags": ["combined"]}).encode()
+    return StoredPacket(PacketMeta(pid, "2026-01-01T00:00:00Z", f"goal {pid}", owner), body)
+
+
+class _Pushes:
+    """Pushes on threads into a store whose first write is held open until ``release``.
+
+    The pushes started while it is held wait for the next leader, which writes them
+    together: each batch written is recorded (the ids, in order), and each push's
+    answer (or exception) once it returns, with whether another connection saw the
+    packet committed at that moment.
+    """
+
+    def __init__(self, store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.store = store
+        self.batches: list[list[str]] = []
+        self.answers: dict[str, object] = {}
+        self.committed: dict[str, bool] = {}
+        self.threads: list[threading.Thread] = []
+        self._entered = threading.Event()
+        self._release = threading.Event()
+        real = store._put_in
+
+        def put_in(db: sqlite3.Connection, parsed: list[Any]) -> list[Any]:
+            self.batches.append([p.meta.id for p, _, _ in parsed])
+            if len(self.batches) == 1:
+                self._entered.set()
+                self._release.wait(60)
+            return real(db, parsed)
+
+        monkeypatch.setattr(store, "_put_in", put_in)
+
+    def start(self, packet: StoredPacket, key: str | None = None) -> None:
+        """Push ``packet`` on a thread; return once it is written or waiting for a leader."""
+        key = key or f"{packet.meta.id}/{packet.meta.owner_id}/{len(self.threads)}"
+        waiting = len(self.store._waiting)
+
+        def push() -> None:
+            observer = sqlite3.connect(self.store.path)
+            try:
+                self.answers[key] = self.store.put_packet(packet, sort_key="k")
+                row = observer.execute(
+                    "SELECT owner_id FROM packets WHERE id = ?", (packet.meta.id,)
+                ).fetchone()
+                self.committed[key] = row == (packet.meta.owner_id,)
+            except Exception as exc:
+                self.answers[key] = exc
+            finally:
+                observer.close()
+
+        thread = threading.Thread(target=push)
+        thread.start()
+        self.threads.append(thread)
+        if len(self.threads) == 1:
+            assert self._entered.wait(60), "the first push never started its write"
+        else:  # in the queue, in this order
+            for _ in range(6000):
+                if len(self.store._waiting) > waiting:
+                    break
+                threading.Event().wait(0.01)
+            assert len(self.store._waiting) > waiting, "the push never queued"
+
+    def finish(self) -> None:
+        self._release.set()
+        for thread in self.threads:
+            thread.join(60)
+        assert not any(thread.is_alive() for thread in self.threads)
+
+
+def test_pushes_waiting_together_are_written_in_one_commit_each_committed_on_return(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SqliteStore(tmp_path / "a.db")
+    pushes = _Pushes(store, monkeypatch)
+    transactions = store._ended
+    pushes.start(_packet("01FIRST", "u1"))
+    for n in range(5):
+        pushes.start(_packet(f"01NEXT{n}", "u1"))
+    pushes.finish()
+    assert pushes.batches == [["01FIRST"], [f"01NEXT{n}" for n in range(5)]]
+    # Those that arrived while the first was written joined its write: one commit.
+    assert store._ended == transactions + 1
+    assert all(answer is True for answer in pushes.answers.values()), pushes.answers
+    assert all(pushes.committed.values()) and len(pushes.committed) == 6
+    assert store.usage("u1").packets == 6
+    store.close()
+
+
+def test_a_leader_done_hands_the_lead_to_the_first_push_still_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader that takes no more once it wrote one push leaves the rest to the next."""
+    monkeypatch.setattr(sqlite_store, "COMBINED_MAX", 1)
+    store = SqliteStore(tmp_path / "a.db")
+    pushes = _Pushes(store, monkeypatch)
+    transactions = store._ended
+    pushes.start(_packet("01FIRST", "u1"))
+    for n in range(4):
+        pushes.start(_packet(f"01NEXT{n}", "u1"))
+    pushes.finish()
+    assert pushes.batches == [["01FIRST"], [f"01NEXT{n}" for n in range(4)]]
+    assert store._ended == transactions + 2
+    assert all(answer is True for answer in pushes.answers.values()), pushes.answers
+    assert all(pushes.committed.values()) and len(pushes.committed) == 5
+    assert not store._waiting and not store._led  # the last leader left nobody leading
+    pushes = _Pushes(store, monkeypatch)  # and the next push leads at once
+    pushes.start(_packet("01LATER", "u1"))
+    pushes.finish()
+    assert pushes.answers and all(pushes.committed.values())
+    store.close()
+
+
+def test_pushes_written_together_are_judged_each_as_if_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SqliteStore(tmp_path / "a.db")
+    pushes = _Pushes(store, monkeypatch)
+    pushes.start(_packet("01FIRST", "u1"))
+    pushes.start(_packet("01SAME", "u1"), "new")
+    pushes.start(_packet("01SAME", "u2"), "someone else's")
+    pushes.start(_packet("01SAME", "u1"), "replaced")
+    pushes.start(_packet("01FIRST", "u2"), "taken before")
+    pushes.finish()
+    assert len(pushes.batches) == 2 and len(pushes.batches[1]) == 4
+    assert pushes.answers["new"] is True
+    assert isinstance(pushes.answers["someone else's"], Conflict)
+    assert pushes.answers["replaced"] is False
+    assert isinstance(pushes.answers["taken before"], Conflict)
+    held = store.get_packet("01SAME")
+    assert held is not None and held.meta.owner_id == "u1"
+    assert store.usage("u1").packets == 2 and store.usage("u2").packets == 0
+    store.close()
+
+
+def test_a_push_that_fails_a_combined_write_fails_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SqliteStore(tmp_path / "a.db")
+    real = SqliteStore._write_packets
+
+    def write_packets(db: sqlite3.Connection, accepted: dict[str, Any], stored: Any) -> None:
+        if "01BAD" in accepted:
+            raise RuntimeError("this packet cannot be written")
+        real(db, accepted, stored)
+
+    monkeypatch.setattr(SqliteStore, "_write_packets", staticmethod(write_packets))
+    pushes = _Pushes(store, monkeypatch)
+    pushes.start(_packet("01FIRST", "u1"))
+    pushes.start(_packet("01GOOD1", "u1"))
+    pushes.start(_packet("01BAD", "u1"))
+    pushes.start(_packet("01GOOD2", "u1"))
+    pushes.finish()
+    assert pushes.batches[1] == ["01GOOD1", "01BAD", "01GOOD2"]  # then each alone
+    answers = {key.split("/")[0]: answer for key, answer in pushes.answers.items()}
+    assert answers["01GOOD1"] is True and answers["01GOOD2"] is True
+    assert isinstance(answers["01BAD"], RuntimeError)
+    assert all(pushes.committed.values()) and len(pushes.committed) == 3  # not the bad one
+    assert store.get_packet("01BAD") is None
+    assert {store.get_packet(p) is not None for p in ("01FIRST", "01GOOD1", "01GOOD2")} == {True}
+    assert store.usage("u1").packets == 3
+    store.close()
+
+
+@pytest.mark.parametrize("always", [False, True])
+def test_pushes_whose_combined_commit_fails_are_not_acknowledged_by_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, always: bool
+) -> None:
+    """The commit of a combined write fails (as on an I/O error): nothing of it is stored,
+    and each push is written again alone, answered by its own commit (or its failure)."""
+    store = SqliteStore(tmp_path / "a.db")
+    real_commit = store._commit
+    failed: list[int] = []
+
+    def commit(number: int) -> None:
+        if always or not failed:
+            failed.append(number)
+            with store._ops:  # what a failed COMMIT leaves: rolled back, the transaction over
+                assert store._writer is not None
+                store._writer.execute("ROLLBACK")
+                store._end(number, "disk I/O error")
+            raise sqlite3.OperationalError("disk I/O error")
+        real_commit(number)
+
+    monkeypatch.setattr(store, "_commit", commit)
+    pushes = _Pushes(store, monkeypatch)
+    pushes.start(_packet("01FIRST", "u1"))
+    pushes.start(_packet("01SECOND", "u1"))
+    pushes.start(_packet("01THIRD", "u2"))
+    pushes.finish()
+    assert failed and pushes.batches[:2] == [["01FIRST"], ["01SECOND", "01THIRD"]]
+    assert pushes.batches[2:] == [["01FIRST"], ["01SECOND"], ["01THIRD"]]  # each alone
+    if always:
+        assert all(isinstance(a, sqlite3.OperationalError) for a in pushes.answers.values())
+        assert not pushes.committed and len(pushes.answers) == 3
+        assert store.usage("u1").packets == 0 and store.get_packet("01FIRST") is None
+    else:
+        assert all(answer is True for answer in pushes.answers.values()), pushes.answers
+        assert all(pushes.committed.values()) and len(pushes.committed) == 3
+        assert store.usage("u1").packets == 2 and store.usage("u2").packets == 1
+    store.close()
+
+
+def test_checkpoints_are_left_to_a_thread_of_the_process_outside_the_writers_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite would checkpoint inside a COMMIT, in the writers' lock, where every writer
+    waits for it: the writer connection only keeps it as a bound for bulk writes."""
+    store = SqliteStore(tmp_path / "a.db")
+    autocheckpoint = store._writer_conn().execute("PRAGMA wal_autocheckpoint").fetchone()
+    assert autocheckpoint == (sqlite_store.AUTOCHECKPOINT_PAGES,)
+    ran = threading.Event()
+    seen: list[tuple[str, int]] = []
+    real = SqliteStore._checkpoint
+
+    def checkpoint(conn: sqlite3.Connection) -> None:
+        seen.append((threading.current_thread().name, store._open))
+        real(conn)
+        ran.set()
+
+    monkeypatch.setattr(SqliteStore, "_checkpoint", staticmethod(checkpoint))
+    store._commits = 0
+    for n in range(sqlite_store.CHECKPOINT_EVERY - 1):
+        store.put_packet(_packet(f"01CK{n}", "u1"), sort_key="k")
+    assert store._checkpointer is None  # not due yet
+    store.put_packet(_packet("01CKLAST", "u1"), sort_key="k")
+    assert ran.wait(60), "the checkpointer never ran"
+    assert seen == [("ltm-sqlite-checkpoint", 0)]  # its own thread, no write open
+    assert store._checkpointer is not None
+    thread = store._checkpointer[0]
+    store.close()
+    assert not thread.is_alive()  # stopped before its connection closed
+    reopened = SqliteStore(tmp_path / "a.db")
+    assert reopened.usage("u1").packets == sqlite_store.CHECKPOINT_EVERY
+    reopened.close()

@@ -322,10 +322,11 @@ def _prepare(
             data = packet.parse(raw)
         except packet.PacketError as exc:
             raise BadRequest(str(exc)) from None
+        parsed = True
     else:
-        data = dict(raw)
+        data, parsed = dict(raw), False
     try:
-        checked = packet.check(data, lenient=lenient)
+        checked = packet.check(data, lenient=lenient, parsed=parsed)
     except packet.PacketError as exc:
         raise BadRequest(str(exc)) from None
     return _stored(checked, scan=scan)
