@@ -419,6 +419,22 @@ class ServiceBackend(Backend):
         except NotFound:
             return None
 
+    def stored_many(self, packet_ids: Sequence[str]) -> dict[str, bytes | None]:
+        """``stored`` for each id, a batch of reads at a time (``packets.get_many``)."""
+        from .service import packets
+
+        found: dict[str, bytes | None] = {}
+        wanted = list(dict.fromkeys(packet_ids))
+        for start in range(0, len(wanted), packets.MAX_BATCH):
+            chunk = wanted[start : start + packets.MAX_BATCH]
+            with self._service():
+                held = packets.get_many(self.store, self.caller, chunk)
+            found.update(
+                (packet_id, one.body if one is not None else None)
+                for packet_id, one in zip(chunk, held, strict=True)
+            )
+        return found
+
     def get(self, ref: str, *, team: str | None = None) -> bytes:
         from .service import packets
 

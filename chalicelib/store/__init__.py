@@ -355,6 +355,19 @@ class Store(ABC):
     @abstractmethod
     def get_packet(self, packet_id: str) -> StoredPacket | None: ...
 
+    def get_packets(self, packet_ids: Sequence[str]) -> dict[str, StoredPacket]:
+        """``get_packet`` for each id: the packets found, by id (an absent id is left out).
+
+        This default reads one after the other; a backend that can read many in one
+        request (SQLite: one query for a batch of ids) overrides it.
+        """
+        found: dict[str, StoredPacket] = {}
+        for packet_id in packet_ids:
+            held = self.get_packet(packet_id)
+            if held is not None:
+                found[packet_id] = held
+        return found
+
     @abstractmethod
     def usage(self, user_id: str) -> Usage:
         """What ``user_id`` owns: their personal packets and those they authored in teams.

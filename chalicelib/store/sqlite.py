@@ -1301,6 +1301,28 @@ class SqliteStore(Store):
     def get_packet(self, packet_id: str) -> StoredPacket | None:
         return self._read_packet("p.id = ?", packet_id)
 
+    def get_packets(self, packet_ids: Sequence[str]) -> dict[str, StoredPacket]:
+        """One query for each ``_CHUNK`` ids (an import asks for a batch of lines at once)."""
+        found: dict[str, StoredPacket] = {}
+        wanted = list(dict.fromkeys(packet_ids))
+        db = self._conn()
+        for chunk in _chunks(wanted):
+            rows = db.execute(
+                f"SELECT {_META}, p.conforming, p.body, {_TEXT} FROM packets p"
+                f" LEFT JOIN packet_fts f ON f.rowid = p.doc WHERE p.id IN ({_marks(chunk)})",
+                chunk,
+            )
+            for row in rows:
+                found[row[0]] = self._held(row)
+        return found
+
+    @staticmethod
+    def _held(row: tuple[Any, ...]) -> StoredPacket:
+        """A packet read with ``_META``, conforming, body and ``_TEXT``, its body unpacked."""
+        if row[9] is None:  # every packet has its search row; this one lost it
+            raise sqlite3.DatabaseError(f"packet {row[0]}: its search row is missing")
+        return StoredPacket(PacketMeta(*row[:7]), _unpack(row[8], row[9]), bool(row[7]))
+
     def _read_packet(self, where: str, value: str, *, join: str = "") -> StoredPacket | None:
         """The packet of ``where``, its body unpacked with the text its search row holds."""
         row = (
@@ -1312,11 +1334,7 @@ class SqliteStore(Store):
             )
             .fetchone()
         )
-        if row is None:
-            return None
-        if row[9] is None:  # every packet has its search row; this one lost it
-            raise sqlite3.DatabaseError(f"packet {row[0]}: its search row is missing")
-        return StoredPacket(PacketMeta(*row[:7]), _unpack(row[8], row[9]), bool(row[7]))
+        return None if row is None else self._held(row)
 
     def list_packets(
         self,
