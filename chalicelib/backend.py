@@ -10,7 +10,7 @@ Failures are ``Failure``s whose message says what to do next.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -164,6 +164,13 @@ class Backend(ABC):
             except Failure as exc:
                 done.append(exc)
         return done
+
+    def readying(self) -> Callable[[Checked], Any] | None:
+        """What makes a checked packet ready for this backend's ``push_many`` ahead of it,
+        in another process (``ltm import``'s workers): a function that can be pickled,
+        whose answer ``push_many`` takes in place of the ``Checked``. None: nothing to do
+        ahead; ``push_many`` takes the ``Checked`` itself."""
+        return None
 
     def stored_many(self, packet_ids: Sequence[str]) -> dict[str, bytes | None]:
         """``stored`` for each id (``ltm import`` asks a batch at a time); a backend with a
@@ -490,5 +497,8 @@ class ServiceBackend(Backend):
 
 
 def _id_of(data: Any) -> object:
-    """The id of a packet given as a mapping or as a ``Checked`` (its ``data``)."""
+    """The id of a packet given as a mapping, a ``Checked`` (its ``data``) or a packet
+    made ready (``packets.Prepared``)."""
+    if hasattr(data, "sort_key"):
+        return data.packet.meta.id
     return (data.data if hasattr(data, "data") else data).get("id")

@@ -645,6 +645,94 @@ def test_a_large_import_judged_in_worker_processes_says_and_stores_what_one_proc
     assert "1400 added, 1 skipped (already present), 5 refused" in alone[1]
 
 
+def test_the_workers_judge_and_make_ready_what_this_process_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a worker sends back (the verdict, and the packet made ready for the local
+    store: encoded, its identity read, its search text and packed body) is what judging
+    in this process gives; a packet that may not be pushed comes back as checked."""
+    from ltm.cli.client import judges
+    from ltm.cli.client.backend import LocalBackend
+    from ltm.service.packets import Prepared
+
+    if judges.cores() < 2:
+        pytest.skip("worker processes are used only with two cores or more")
+    monkeypatch.setenv("LTM_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("LTM_CONFIG_DIR", str(tmp_path))
+    good = make_packet(goal="Judged in a worker")
+    packets: list[dict[str, object]] = [
+        good,
+        dict(reversed(list(good.items()))),  # the same packet, its keys in another order
+        {**make_packet(), "surprise": 1},  # lenient: made ready, its errors kept
+        make_packet(goal=""),  # not valid
+        make_packet(goal=f"Rotate the key {AWS_KEY}"),  # a hit
+        {**make_packet(), "id": "../../etc/passwd"},  # an id the store refuses
+        {k: v for k, v in make_packet().items() if k != "id"},  # no id: prepare refuses it
+    ]
+    backend = LocalBackend.open()
+    try:
+        ready = backend.readying()
+        pool = judges.Judges.start(size=judges.MIN_BYTES, scan=True, rules=[], ready=ready)
+        assert pool is not None
+        try:
+            pooled = pool.judge(packets)()
+        finally:
+            pool.close()
+        here = [judges.judge_here(p, scan=True, rules=[], ready=ready) for p in packets]
+    finally:
+        backend.close()
+    assert pooled == here
+    made = [type(judged.ready).__name__ for judged in here]
+    assert made == ["Prepared", "Prepared", "Prepared", "Prepared", "Checked", "Checked", "Checked"]
+    first, reordered = here[0].ready, here[1].ready
+    assert isinstance(first, Prepared) and isinstance(reordered, Prepared)
+    assert first == reordered  # the canonical bytes, and the search text read from them
+    assert first.packet.meta.owner_id == "local" and first.derived is not None
+    assert here[2].ready.errors and here[4].hits and here[5].id_error
+    assert here[3].refusals(lenient=False) and not here[2].refusals(lenient=True)
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+def test_push_many_stores_a_packet_made_ready_as_it_stores_the_checked_one(
+    tmp_path: Path, lenient: bool
+) -> None:
+    """The service's rules hold for a packet made ready ahead (``packets.prepare``) as for
+    a checked one: the lenient rule, the id rule, the owner; the store ends the same."""
+    from datetime import UTC, datetime
+
+    from ltm import packet
+    from ltm.service import packets
+    from ltm.store import User
+
+    caller = User("local", "local", datetime(2026, 1, 1, tzinfo=UTC))
+    checked = [
+        packet.check(p, lenient=True)
+        for p in (
+            make_packet(goal="Made ready"),
+            {**make_packet(), "surprise": 1},  # stored only when lenient
+            {**make_packet(goal="Another"), "tags": ["x", "a"]},
+        )
+    ]
+    ends = []
+    for ahead in (False, True):
+        store = SqliteStore(tmp_path / f"{ahead}.db")
+        try:
+            items: list[object] = [
+                packets.prepare(c, owner_id="someone else", derive=SqliteStore.derive)
+                if ahead
+                else c
+                for c in checked
+            ]
+            outcomes = packets.push_many(store, caller, items, lenient=lenient)  # type: ignore[arg-type]
+            held = [store.get_packet(str(c.data["id"])) for c in checked]
+            ends.append(([repr(o) for o in outcomes], held))
+        finally:
+            store.close()
+    assert ends[0] == ends[1]
+    assert all(h is None or h.meta.owner_id == "local" for h in ends[1][1])
+    assert (ends[1][1][1] is not None) is lenient
+
+
 def test_where_worker_processes_cannot_start_the_import_judges_in_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -32,9 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ltm.cli.client.backend import Backend, Pushed
-    from ltm.cli.client.judges import Judges
-    from ltm.packet import Checked
-    from ltm.preflight import Verdict
+    from ltm.cli.client.judges import Judged, Judges, Ready
 
 
 # -- export ------------------------------------------------------------------------
@@ -292,6 +290,7 @@ class Importer:
         self.replace = replace
         self.rules = preflight.user_rules()  # read the user's patterns once, not per packet
         self.judges: Judges | None = None  # worker processes, for a large bundle
+        self.ready: Ready | None = backend.readying()
 
     def run(self, stream: BinaryIO, *, size: int | None) -> None:
         """Every packet line of the bundle in ``stream``, in order, ``CHUNK`` lines at a time.
@@ -319,7 +318,9 @@ class Importer:
         ids: set[str] = set()
         # The chunk judged in the workers while this process writes the one before it.
         ahead: _Chunk | None = None
-        self.judges = Judges.start(size=size, scan=not self.allow_unredacted, rules=self.rules)
+        self.judges = Judges.start(
+            size=size, scan=not self.allow_unredacted, rules=self.rules, ready=self.ready
+        )
 
         def step(lines: list[tuple[int, Any]], ids: set[str]) -> None:
             nonlocal ahead, done
@@ -391,7 +392,7 @@ class Importer:
     def _finish(self, run: _Chunk) -> int:
         """Judge, push and report a run of lines with distinct ids; returns how many."""
         report = self.report
-        judged: dict[int, Verdict] = {}
+        judged: dict[int, Judged] = {}
         if run.verdicts is not None:
             judged = dict(zip(run.todo, run.verdicts(), strict=True))
         said: list[list[str]] = []
@@ -404,8 +405,8 @@ class Importer:
                 pending.append((len(said) - 1, push))
         if pending:
             answers = self.backend.push_many(
-                # The local store takes the packets as judged here, not judged again.
-                [(push.checked if self.local else push.data, push.target) for _, push in pending],
+                # The local store takes the packets as judged (and made ready), not again.
+                [(push.ready if self.local else push.data, push.target) for _, push in pending],
                 lenient=self.lenient,
                 allow_unredacted=self.allow_unredacted,
             )
@@ -425,7 +426,7 @@ class Importer:
         known: dict[str, bytes | None],
         failed: CliError | None,
         same: bool,
-        verdict: Verdict | None,
+        verdict: Judged | None,
     ) -> _Push | None:
         """Everything before the push: refused or skipped here (and reported), else the push.
 
@@ -462,9 +463,11 @@ class Importer:
                 report.say(f"skipped {entry.id}: identical packet already present {where}")
                 return None
         if verdict is None:
-            verdict = judge_here(entry.packet, scan=not self.allow_unredacted, rules=self.rules)
+            verdict = judge_here(
+                entry.packet, scan=not self.allow_unredacted, rules=self.rules, ready=self.ready
+            )
         errors = verdict.refusals(lenient=self.lenient)
-        if errors or verdict.checked is None:
+        if errors or verdict.ready is None:
             hint = "" if entry.conforming else " (stored in lenient mode: pass --lenient)"
             self.refuse(name, "packet is not a valid packet: " + "; ".join(errors) + hint)
             return None
@@ -484,8 +487,7 @@ class Importer:
                 " overwrite your own)",
             )
             return None
-        checked = verdict.checked
-        return _Push(entry.id or "", name, entry.team, checked.data, target, present, move, checked)
+        return _Push(entry.id or "", name, entry.team, target, present, move, verdict.ready)
 
     def _pushed(self, push: _Push, answer: Pushed | CliError) -> None:
         """Report what the push of one line did."""
@@ -531,7 +533,7 @@ class _Chunk(NamedTuple):
     failed: CliError | None  # the lookup failed: every line with an id is refused
     same: set[int]  # lines already there, byte for byte
     todo: list[int]  # lines to judge
-    verdicts: Callable[[], list[Verdict]] | None  # their verdicts, from the workers
+    verdicts: Callable[[], list[Judged]] | None  # their verdicts, from the workers
 
 
 class _Push(NamedTuple):
@@ -540,11 +542,17 @@ class _Push(NamedTuple):
     id: str
     name: str  # how the report names the line
     team: str | None  # the team the bundle line names
-    data: dict[str, Any]  # the checked packet
     target: str | None  # where it goes (None: personal)
     present: bytes | None  # what was there before, if anything
     move: bool  # the caller's personal packet going into a team
-    checked: Checked  # the packet as judged (the local store stores it without judging again)
+    # The packet as judged (the local store stores it without judging again): made
+    # ready for the backend's push (``Backend.readying``), else the ``Checked``.
+    ready: Any
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The checked packet, for a backend that takes it as a mapping."""
+        return self.ready.data  # type: ignore[no-any-return]
 
 
 def _canonical(data: dict[str, object]) -> bytes | None:
