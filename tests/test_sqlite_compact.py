@@ -316,6 +316,25 @@ def test_a_body_is_stored_packed_against_its_text(tmp_path: Path) -> None:
         store.close()
 
 
+def test_a_body_packed_at_any_zlib_level_reads_back(tmp_path: Path) -> None:
+    """Bodies stored before the level changed (zlib's default), or by a later one, read."""
+    store = SqliteStore(tmp_path / "ltm.db")
+    try:
+        body = body_of(EXAMPLE)
+        meta = PacketMeta(EXAMPLE["id"], EXAMPLE["created_at"], EXAMPLE["goal"], "u1")
+        store.put_packet(StoredPacket(meta, body), sort_key="k")
+        text = SqliteStore.derive(body).texts
+        dictionary = _SKELETON + "\n".join(text).encode()
+        db = store._conn()
+        for level in (-1, 1, 9):
+            packer = zlib.compressobj(level, zdict=dictionary)
+            db.execute("UPDATE packets SET body = ?", (packer.compress(body) + packer.flush(),))
+            got = store.get_packet(meta.id)
+            assert got is not None and got.body == body
+    finally:
+        store.close()
+
+
 def test_a_bulk_write_leaves_no_free_pages(tmp_path: Path) -> None:
     """The pages the full-text index frees as it merges go back to the file system."""
     store = SqliteStore(tmp_path / "ltm.db")
