@@ -591,7 +591,7 @@ def test_a_large_import_judged_in_worker_processes_says_and_stores_what_one_proc
     """A large bundle is judged in worker processes while this one writes; every line's
     outcome, the report's order and the store are what judging here gives, refusals,
     duplicates, skips and a worker's failure included."""
-    from ltm.cli.client import judges
+    from ltm.cli.client import judges, portable
 
     if judges.cores() < 2:
         pytest.skip("worker processes are used only with two cores or more")
@@ -623,7 +623,9 @@ def test_a_large_import_judged_in_worker_processes_says_and_stores_what_one_proc
     def counted(self: judges.Judges, packets: list[dict[str, object]]) -> object:
         batches.append(len(packets))
         later = start(self, packets)
-        if len(batches) == 3:  # the first batch is in by now: its writing waited for it
+        # The first batch is in by now: its writing waited for it, before the batch after
+        # the AHEAD it had to wait for was handed out.
+        if len(batches) == portable.AHEAD + 2:
             os.kill(next(iter(self.pool._processes)), signal.SIGKILL)
         return later
 

@@ -300,7 +300,12 @@ class Importer:
         server with the batch routes); each line is still judged alone, and the
         report keeps the bundle's order. A chunk ends early where an id comes
         back, so a later line sees what an earlier one stored, as one at a time.
+        With workers, up to ``AHEAD`` chunks are judged while this process
+        writes the one before them; a chunk that shares an id with one of those
+        is looked up only once they are written.
         """
+        from collections import deque
+
         from ltm import bundle
         from ltm.cli.client.judges import Judges
 
@@ -316,24 +321,20 @@ class Importer:
         size_of_chunk = LOCAL_CHUNK if self.local else CHUNK
         chunk: list[tuple[int, Any]] = []  # (line number, entry or the line's BundleError)
         ids: set[str] = set()
-        # The chunk judged in the workers while this process writes the one before it.
-        ahead: _Chunk | None = None
+        # The chunks looked up and judged (in the workers), not yet written, oldest first.
+        ahead: deque[_Chunk] = deque()
         self.judges = Judges.start(
             size=size, scan=not self.allow_unredacted, rules=self.rules, ready=self.ready
         )
 
         def step(lines: list[tuple[int, Any]], ids: set[str]) -> None:
-            nonlocal ahead, done
-            if ahead is not None and not ahead.ids.isdisjoint(ids):
-                done += self._finish(ahead)  # a later line sees what an earlier one stored
-                ahead = None
-            begun = self._begin(lines, ids)
-            if ahead is not None:
-                done += self._finish(ahead)
-            ahead = begun
-            if self.judges is None:
-                done += self._finish(ahead)
-                ahead = None
+            nonlocal done
+            if any(not run.ids.isdisjoint(ids) for run in ahead):
+                while ahead:  # a later line sees what an earlier one stored
+                    done += self._finish(ahead.popleft())
+            ahead.append(self._begin(lines, ids))
+            while len(ahead) > (AHEAD if self.judges is not None else 0):
+                done += self._finish(ahead.popleft())
             progress.update(done, part=read)
 
         try:
@@ -351,8 +352,8 @@ class Importer:
                 if packet_id:
                     ids.add(packet_id)
             step(chunk, ids)
-            if ahead is not None:
-                done += self._finish(ahead)
+            while ahead:
+                done += self._finish(ahead.popleft())
             progress.update(done, part=read)
         finally:
             if self.judges is not None:
@@ -522,6 +523,10 @@ class Importer:
 # the chunk being written (never a line already reported), and a re-run completes it.
 CHUNK = 100
 LOCAL_CHUNK = 500
+# Chunks the workers may judge while this process writes the one before them: with one,
+# they went idle (and with them a core) whenever a write outlasted the next chunk's
+# judging; with two, there is one more to go on with.
+AHEAD = 2
 
 
 class _Chunk(NamedTuple):
