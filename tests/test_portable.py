@@ -550,6 +550,29 @@ def test_import_into_a_server_sends_a_packet_too_big_to_share_a_batch_alone(
     assert "121 added, 0 skipped (already present), 0 refused" in result.stderr
 
 
+def test_a_batch_body_of_packets_encoded_ahead_is_the_one_encoded_at_once() -> None:
+    """``remote.wire`` (run in an import's workers) quotes each packet as the batch body
+    carries it: the body joined from them is the JSON of ``{"packets": [TEXT, ...]}``."""
+    from ltm import packet
+    from ltm.cli.client.remote import wire
+
+    packets = [
+        make_packet(goal="plain"),
+        make_packet(goal='quotes " and \\ and é, ✓, \U0001f600, \u2028'),
+        make_packet(goal="a\nnew line", tags=["x"]),
+    ]
+    made = [wire(packet.check(p)) for p in packets]
+    texts = [json.dumps(p, ensure_ascii=False, separators=(",", ":")) for p in packets]
+    assert [w.id for w in made] == [p["id"] for p in packets]
+    assert [w.text for w in made] == texts
+    joined = b'{"packets":[' + b",".join(w.quoted for w in made) + b"]}"
+    assert (
+        joined == json.dumps({"packets": texts}, ensure_ascii=False, separators=(",", ":")).encode()
+    )
+    assert json.loads(joined) == {"packets": texts}
+    assert wire(packets[0]) == made[0]  # a mapping as a Checked
+
+
 def _import_in_process(
     home: Path, path: Path, monkeypatch: pytest.MonkeyPatch, **options: bool
 ) -> tuple[str, str, dict[str, bytes]]:

@@ -152,7 +152,9 @@ def judge_here(
 
     A packet that may be pushed (no hits, no bad id) is made ready with ``ready``
     here; one that ``ready`` refuses (an id the store cannot take) stays a
-    ``Checked``, whose push then gives the very same refusal.
+    ``Checked``, whose push then gives the very same refusal. Without ``ready``,
+    its canonical bytes are encoded here (a backend that stores checked packets
+    needs them).
     """
     from ltm.cli.client import preflight
     from ltm.service.errors import ServiceError

@@ -406,8 +406,8 @@ class Importer:
                 pending.append((len(said) - 1, push))
         if pending:
             answers = self.backend.push_many(
-                # The local store takes the packets as judged (and made ready), not again.
-                [(push.ready if self.local else push.data, push.target) for _, push in pending],
+                # As judged and made ready (Backend.readying): not judged, nor encoded, again.
+                [(push.ready, push.target) for _, push in pending],
                 lenient=self.lenient,
                 allow_unredacted=self.allow_unredacted,
             )
@@ -550,14 +550,9 @@ class _Push(NamedTuple):
     target: str | None  # where it goes (None: personal)
     present: bytes | None  # what was there before, if anything
     move: bool  # the caller's personal packet going into a team
-    # The packet as judged (the local store stores it without judging again): made
-    # ready for the backend's push (``Backend.readying``), else the ``Checked``.
+    # The packet as judged (never judged again): made ready for the backend's push
+    # (``Backend.readying``), else the ``Checked``.
     ready: Any
-
-    @property
-    def data(self) -> dict[str, Any]:
-        """The checked packet, for a backend that takes it as a mapping."""
-        return self.ready.data  # type: ignore[no-any-return]
 
 
 def _canonical(data: dict[str, object]) -> bytes | None:
