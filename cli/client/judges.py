@@ -8,6 +8,12 @@ longer waits for the scan, and the scan gets every core. The verdicts are the
 very ones the importer would reach alone (``preflight.judge``, same rules), and
 the importer still decides, reports and writes in the bundle's order.
 
+What else a packet needs before its write, and that needs no store, is done in
+the worker too (``Backend.readying``): for the local store its encoding, identity,
+search text and packed body; for a server its JSON as the batch request carries
+it. What comes back is that and the verdict's parts (``Judged``), not the tree of
+the packet, so the writer is left the decisions, the report and the SQL.
+
 Small bundles, and machines with one core, are judged in this process:
 starting workers costs more than they save there. A worker that fails (killed,
 out of memory) costs nothing but time: its packets are judged here instead, so
