@@ -499,6 +499,8 @@ class ServiceBackend(Backend):
 def _id_of(data: Any) -> object:
     """The id of a packet given as a mapping, a ``Checked`` (its ``data``) or a packet
     made ready (``packets.Prepared``)."""
-    if hasattr(data, "sort_key"):
+    from .service.packets import Prepared  # only a refused push asks
+
+    if isinstance(data, Prepared):
         return data.packet.meta.id
     return (data.data if hasattr(data, "data") else data).get("id")

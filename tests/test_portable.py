@@ -758,6 +758,30 @@ def test_push_many_stores_a_packet_made_ready_as_it_stores_the_checked_one(
     assert (ends[1][1][1] is not None) is lenient
 
 
+def test_a_packet_made_ready_whose_id_another_user_holds_is_refused_by_its_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local store shared with a server: an id another user stored there is theirs."""
+    from ltm import packet
+    from ltm.cli.client.backend import IdTaken, LocalBackend
+    from ltm.store import PacketMeta, StoredPacket
+
+    monkeypatch.setenv("LTM_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("LTM_CONFIG_DIR", str(tmp_path))
+    theirs, mine = make_packet(goal="Theirs"), make_packet(goal="Mine")
+    backend = LocalBackend.open()
+    try:
+        held = StoredPacket(PacketMeta(str(theirs["id"]), "", "", "someone"), b"{}")
+        backend.store.put_packet(held, sort_key="k")
+        ready = backend.readying()
+        items = [(ready(packet.check(p)), None) for p in (theirs, mine)]
+        taken, added = backend.push_many(items)
+    finally:
+        backend.close()
+    assert isinstance(taken, IdTaken) and str(theirs["id"]) in taken.message
+    assert not isinstance(added, Exception) and added.created
+
+
 def test_where_worker_processes_cannot_start_the_import_judges_in_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
