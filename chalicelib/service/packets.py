@@ -26,7 +26,7 @@ from ..ids import check_packet_id
 from ..store import Conflict as StoreConflict
 from ..store import NotFound as StoreNotFound
 from ..store import OverQuota, PacketMeta, Page, PutItem, Scope, Store, StoredPacket, User
-from .access import Caller, _storable, access
+from .access import Caller, access, storable
 from .errors import (
     BadRequest,
     Conflict,
@@ -293,7 +293,7 @@ def get_many(store: Store, caller: Caller, ids: list[str]) -> list[StoredPacket 
     who = access(store, caller, need="read")
     member_of: dict[str, bool] = {}
     found: list[StoredPacket | None] = []
-    held_by_id = store.get_packets([packet_id for packet_id in ids if _storable(packet_id)])
+    held_by_id = store.get_packets([packet_id for packet_id in ids if storable(packet_id)])
     for packet_id in ids:
         # An id no packet can have was not asked for: absent, as ``get`` answers.
         held = held_by_id.get(packet_id)
