@@ -10,7 +10,7 @@ Failures are ``Failure``s whose message says what to do next.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -164,6 +164,13 @@ class Backend(ABC):
             except Failure as exc:
                 done.append(exc)
         return done
+
+    def readying(self) -> Callable[[Checked], Any] | None:
+        """What makes a checked packet ready for this backend's ``push_many`` ahead of it,
+        in another process (``ltm import``'s workers): a function that can be pickled,
+        whose answer ``push_many`` takes in place of the ``Checked``. None: nothing to do
+        ahead; ``push_many`` takes the ``Checked`` itself."""
+        return None
 
     def stored_many(self, packet_ids: Sequence[str]) -> dict[str, bytes | None]:
         """``stored`` for each id (``ltm import`` asks a batch at a time); a backend with a
@@ -419,6 +426,22 @@ class ServiceBackend(Backend):
         except NotFound:
             return None
 
+    def stored_many(self, packet_ids: Sequence[str]) -> dict[str, bytes | None]:
+        """``stored`` for each id, a batch of reads at a time (``packets.get_many``)."""
+        from .service import packets
+
+        found: dict[str, bytes | None] = {}
+        wanted = list(dict.fromkeys(packet_ids))
+        for start in range(0, len(wanted), packets.MAX_BATCH):
+            chunk = wanted[start : start + packets.MAX_BATCH]
+            with self._service():
+                held = packets.get_many(self.store, self.caller, chunk)
+            found.update(
+                (packet_id, one.body if one is not None else None)
+                for packet_id, one in zip(chunk, held, strict=True)
+            )
+        return found
+
     def get(self, ref: str, *, team: str | None = None) -> bytes:
         from .service import packets
 
@@ -474,5 +497,10 @@ class ServiceBackend(Backend):
 
 
 def _id_of(data: Any) -> object:
-    """The id of a packet given as a mapping or as a ``Checked`` (its ``data``)."""
+    """The id of a packet given as a mapping, a ``Checked`` (its ``data``) or a packet
+    made ready (``packets.Prepared``)."""
+    from .service.packets import Prepared  # only a refused push asks
+
+    if isinstance(data, Prepared):
+        return data.packet.meta.id
     return (data.data if hasattr(data, "data") else data).get("id")

@@ -63,8 +63,15 @@ class Verdict:
 
     def refusals(self, *, lenient: bool) -> list[str]:
         """The errors that stop the packet (with ``lenient``, only what it cannot excuse)."""
-        errors = self.errors if self.checked is None or not lenient else []
-        return errors + ([self.id_error] if self.id_error else [])
+        return refusals(
+            self.errors, self.id_error, packet=self.checked is not None, lenient=lenient
+        )
+
+
+def refusals(errors: list[str], id_error: str | None, *, packet: bool, lenient: bool) -> list[str]:
+    """``Verdict.refusals`` of a verdict's parts (``packet``: it is a packet at all)."""
+    stopping = errors if not packet or not lenient else []
+    return stopping + ([id_error] if id_error else [])
 
 
 def judge(

@@ -550,6 +550,29 @@ def test_import_into_a_server_sends_a_packet_too_big_to_share_a_batch_alone(
     assert "121 added, 0 skipped (already present), 0 refused" in result.stderr
 
 
+def test_a_batch_body_of_packets_encoded_ahead_is_the_one_encoded_at_once() -> None:
+    """``remote.wire`` (run in an import's workers) quotes each packet as the batch body
+    carries it: the body joined from them is the JSON of ``{"packets": [TEXT, ...]}``."""
+    from ltm import packet
+    from ltm.cli.client.remote import wire
+
+    packets = [
+        make_packet(goal="plain"),
+        make_packet(goal='quotes " and \\ and é, ✓, \U0001f600, \u2028'),
+        make_packet(goal="a\nnew line", tags=["x"]),
+    ]
+    made = [wire(packet.check(p)) for p in packets]
+    texts = [json.dumps(p, ensure_ascii=False, separators=(",", ":")) for p in packets]
+    assert [w.id for w in made] == [p["id"] for p in packets]
+    assert [w.text for w in made] == texts
+    joined = b'{"packets":[' + b",".join(w.quoted for w in made) + b"]}"
+    assert (
+        joined == json.dumps({"packets": texts}, ensure_ascii=False, separators=(",", ":")).encode()
+    )
+    assert json.loads(joined) == {"packets": texts}
+    assert wire(packets[0]) == made[0]  # a mapping as a Checked
+
+
 def _import_in_process(
     home: Path, path: Path, monkeypatch: pytest.MonkeyPatch, **options: bool
 ) -> tuple[str, str, dict[str, bytes]]:
@@ -591,7 +614,7 @@ def test_a_large_import_judged_in_worker_processes_says_and_stores_what_one_proc
     """A large bundle is judged in worker processes while this one writes; every line's
     outcome, the report's order and the store are what judging here gives, refusals,
     duplicates, skips and a worker's failure included."""
-    from ltm.cli.client import judges
+    from ltm.cli.client import judges, portable
 
     if judges.cores() < 2:
         pytest.skip("worker processes are used only with two cores or more")
@@ -623,7 +646,9 @@ def test_a_large_import_judged_in_worker_processes_says_and_stores_what_one_proc
     def counted(self: judges.Judges, packets: list[dict[str, object]]) -> object:
         batches.append(len(packets))
         later = start(self, packets)
-        if len(batches) == 3:  # the first batch is in by now: its writing waited for it
+        # The first batch is in by now: its writing waited for it, before the batch after
+        # the AHEAD it had to wait for was handed out.
+        if len(batches) == portable.AHEAD + 2:
             os.kill(next(iter(self.pool._processes)), signal.SIGKILL)
         return later
 
@@ -643,6 +668,118 @@ def test_a_large_import_judged_in_worker_processes_says_and_stores_what_one_proc
     assert pooled[1] == alone[1]
     assert pooled[2] == alone[2]
     assert "1400 added, 1 skipped (already present), 5 refused" in alone[1]
+
+
+def test_the_workers_judge_and_make_ready_what_this_process_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a worker sends back (the verdict, and the packet made ready for the local
+    store: encoded, its identity read, its search text and packed body) is what judging
+    in this process gives; a packet that may not be pushed comes back as checked."""
+    from ltm.cli.client import judges
+    from ltm.cli.client.backend import LocalBackend
+    from ltm.service.packets import Prepared
+
+    if judges.cores() < 2:
+        pytest.skip("worker processes are used only with two cores or more")
+    monkeypatch.setenv("LTM_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("LTM_CONFIG_DIR", str(tmp_path))
+    good = make_packet(goal="Judged in a worker")
+    packets: list[dict[str, object]] = [
+        good,
+        dict(reversed(list(good.items()))),  # the same packet, its keys in another order
+        {**make_packet(), "surprise": 1},  # lenient: made ready, its errors kept
+        make_packet(goal=""),  # not valid
+        make_packet(goal=f"Rotate the key {AWS_KEY}"),  # a hit
+        {**make_packet(), "id": "../../etc/passwd"},  # an id the store refuses
+        {k: v for k, v in make_packet().items() if k != "id"},  # no id: prepare refuses it
+    ]
+    backend = LocalBackend.open()
+    try:
+        ready = backend.readying()
+        pool = judges.Judges.start(size=judges.MIN_BYTES, scan=True, rules=[], ready=ready)
+        assert pool is not None
+        try:
+            pooled = pool.judge(packets)()
+        finally:
+            pool.close()
+        here = [judges.judge_here(p, scan=True, rules=[], ready=ready) for p in packets]
+    finally:
+        backend.close()
+    assert pooled == here
+    made = [type(judged.ready).__name__ for judged in here]
+    assert made == ["Prepared", "Prepared", "Prepared", "Prepared", "Checked", "Checked", "Checked"]
+    first, reordered = here[0].ready, here[1].ready
+    assert isinstance(first, Prepared) and isinstance(reordered, Prepared)
+    assert first == reordered  # the canonical bytes, and the search text read from them
+    assert first.packet.meta.owner_id == "local" and first.derived is not None
+    assert here[2].ready.errors and here[4].hits and here[5].id_error
+    assert here[3].refusals(lenient=False) and not here[2].refusals(lenient=True)
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+def test_push_many_stores_a_packet_made_ready_as_it_stores_the_checked_one(
+    tmp_path: Path, lenient: bool
+) -> None:
+    """The service's rules hold for a packet made ready ahead (``packets.prepare``) as for
+    a checked one: the lenient rule, the id rule, the owner; the store ends the same."""
+    from datetime import UTC, datetime
+
+    from ltm import packet
+    from ltm.service import packets
+    from ltm.store import User
+
+    caller = User("local", "local", datetime(2026, 1, 1, tzinfo=UTC))
+    checked = [
+        packet.check(p, lenient=True)
+        for p in (
+            make_packet(goal="Made ready"),
+            {**make_packet(), "surprise": 1},  # stored only when lenient
+            {**make_packet(goal="Another"), "tags": ["x", "a"]},
+        )
+    ]
+    ends = []
+    for ahead in (False, True):
+        store = SqliteStore(tmp_path / f"{ahead}.db")
+        try:
+            items: list[object] = [
+                packets.prepare(c, owner_id="someone else", derive=SqliteStore.derive)
+                if ahead
+                else c
+                for c in checked
+            ]
+            outcomes = packets.push_many(store, caller, items, lenient=lenient)  # type: ignore[arg-type]
+            held = [store.get_packet(str(c.data["id"])) for c in checked]
+            ends.append(([repr(o) for o in outcomes], held))
+        finally:
+            store.close()
+    assert ends[0] == ends[1]
+    assert all(h is None or h.meta.owner_id == "local" for h in ends[1][1])
+    assert (ends[1][1][1] is not None) is lenient
+
+
+def test_a_packet_made_ready_whose_id_another_user_holds_is_refused_by_its_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local store shared with a server: an id another user stored there is theirs."""
+    from ltm import packet
+    from ltm.cli.client.backend import IdTaken, LocalBackend
+    from ltm.store import PacketMeta, StoredPacket
+
+    monkeypatch.setenv("LTM_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("LTM_CONFIG_DIR", str(tmp_path))
+    theirs, mine = make_packet(goal="Theirs"), make_packet(goal="Mine")
+    backend = LocalBackend.open()
+    try:
+        held = StoredPacket(PacketMeta(str(theirs["id"]), "", "", "someone"), b"{}")
+        backend.store.put_packet(held, sort_key="k")
+        ready = backend.readying()
+        items = [(ready(packet.check(p)), None) for p in (theirs, mine)]
+        taken, added = backend.push_many(items)
+    finally:
+        backend.close()
+    assert isinstance(taken, IdTaken) and str(theirs["id"]) in taken.message
+    assert not isinstance(added, Exception) and added.created
 
 
 def test_where_worker_processes_cannot_start_the_import_judges_in_process(

@@ -32,6 +32,7 @@ from ltm.store import (
 )
 from ltm.store.sqlite import (
     _SKELETON,
+    _TEXT_COLUMNS,
     COMPACT_VERSION,
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -315,6 +316,25 @@ def test_a_body_is_stored_packed_against_its_text(tmp_path: Path) -> None:
         store.close()
 
 
+def test_a_body_packed_at_any_zlib_level_reads_back(tmp_path: Path) -> None:
+    """Bodies stored before the level changed (zlib's default), or by a later one, read."""
+    store = SqliteStore(tmp_path / "ltm.db")
+    try:
+        body = body_of(EXAMPLE)
+        meta = PacketMeta(EXAMPLE["id"], EXAMPLE["created_at"], EXAMPLE["goal"], "u1")
+        store.put_packet(StoredPacket(meta, body), sort_key="k")
+        text = SqliteStore.derive(body).texts
+        dictionary = _SKELETON + "\n".join(text).encode()
+        db = store._conn()
+        for level in (-1, 1, 9):
+            packer = zlib.compressobj(level, zdict=dictionary)
+            db.execute("UPDATE packets SET body = ?", (packer.compress(body) + packer.flush(),))
+            got = store.get_packet(meta.id)
+            assert got is not None and got.body == body
+    finally:
+        store.close()
+
+
 def test_a_bulk_write_leaves_no_free_pages(tmp_path: Path) -> None:
     """The pages the full-text index frees as it merges go back to the file system."""
     store = SqliteStore(tmp_path / "ltm.db")
@@ -400,3 +420,42 @@ def test_put_many_ends_as_the_same_puts_one_by_one(tmp_path: Path) -> None:
         "OverQuota",
     ]
     assert batch[3] is None  # the move ended the publication
+
+
+def test_a_write_with_its_derived_parts_made_ahead_stores_the_same_rows(tmp_path: Path) -> None:
+    """``PutItem.derived`` (``SqliteStore.derive``, run in an import's workers) spares the
+    write its own work on the bytes, and changes nothing it stores: the search row, the
+    labels and the packed body are those a plain write makes."""
+    bodies = [
+        body_of(EXAMPLE),
+        body_of({**EXAMPLE, "id": "01DERIVED001", "tags": ["b", "a", "b"], "project": {}}),
+        # Odd text (a NUL, a surrogate pair, CRLF) and no fields but an id and a goal.
+        body_of({"id": "01DERIVED002", "goal": "a\x00b \U0001f600 e\u0301", "tags": ["\r\n"]}),
+        b"not a packet at all",  # a lenient oddity: no search text
+    ]
+    rows = []
+    for ahead in (False, True):
+        store = SqliteStore(tmp_path / f"{ahead}.db")
+        items = []
+        for n, body in enumerate(bodies):
+            meta = PacketMeta(f"01DERIVED{n:03d}", f"2026-01-01T00:00:0{n}Z", f"goal {n}", "u1")
+            derived = SqliteStore.derive(body) if ahead else None
+            items.append(PutItem(StoredPacket(meta, body), f"k{n}", derived=derived))
+        assert store.put_many(items) == [True] * len(bodies)
+        db = store._conn()
+        rows.append(
+            (
+                db.execute("SELECT * FROM packets ORDER BY doc").fetchall(),
+                db.execute("SELECT rowid, * FROM packet_fts ORDER BY rowid").fetchall(),
+                db.execute("SELECT * FROM labels ORDER BY label").fetchall(),
+                db.execute("SELECT * FROM label_packets ORDER BY 1, 2, 3").fetchall(),
+                [store.get_packet(f"01DERIVED{n:03d}") for n in range(len(bodies))],
+            )
+        )
+        store.close()
+    assert rows[0] == rows[1]
+    assert [held.body for held in rows[1][4]] == bodies  # type: ignore[union-attr]
+    # Each search row holds the fields of the canonical bytes, in the index's column order.
+    for (_rowid, *texts), body in zip(rows[1][1], bodies, strict=True):
+        fields = search.fields_of(search.load(body))
+        assert texts == [fields[name] for name in _TEXT_COLUMNS]

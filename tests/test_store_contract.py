@@ -83,6 +83,20 @@ def test_put_get_roundtrip_is_byte_identical(store: Store) -> None:
     assert store.get_packet("01MISSING000") is None
 
 
+def test_get_packets_reads_many_as_get_packet_reads_each(store: Store) -> None:
+    bodies = {f"01GETMANY{n:03d}": f'{{\n  "goal": "n{n} é"\n}}'.encode() for n in range(130)}
+    for n, (pid, body) in enumerate(bodies.items()):
+        owner, team = ("u1", None) if n % 2 else ("u2", "t1")
+        put(store, pkt(pid, owner, team, n=n % 60, body=body, project="p" if n % 3 else None))
+    # More ids than one request or statement takes, an absent one and a repeat.
+    wanted = [*bodies, "01ABSENT0000", "01GETMANY000"]
+    found = store.get_packets(wanted)
+    assert set(found) == set(bodies)
+    for pid in bodies:
+        assert found[pid] == store.get_packet(pid)
+    assert store.get_packets([]) == {}
+
+
 def test_lenient_flag_is_kept(store: Store) -> None:
     p = StoredPacket(pkt("01LENIENT000", "u1").meta, b"{}", conforming=False)
     put(store, p)

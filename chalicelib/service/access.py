@@ -71,7 +71,7 @@ def check_scope(token: Token, need: Need) -> None:
         raise InsufficientScope(need)
 
 
-def _storable(packet_id: str) -> bool:
+def storable(packet_id: str) -> bool:
     """Whether a packet could be stored under this id (else it is absent without asking)."""
     try:
         check_packet_id(packet_id)
@@ -99,7 +99,7 @@ def access(
     packet can have (``ids.check_packet_id``) is not looked up: absent.
     """
     asked_team = team if team is None or len(team) <= TEAM_NAME_MAX else None
-    if packet_id is not None and not _storable(packet_id):
+    if packet_id is not None and not storable(packet_id):
         packet_id = None
     scope = FULL_SCOPE
     if isinstance(caller, User):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -26,7 +26,7 @@ from ..ids import check_packet_id
 from ..store import Conflict as StoreConflict
 from ..store import NotFound as StoreNotFound
 from ..store import OverQuota, PacketMeta, Page, PutItem, Scope, Store, StoredPacket, User
-from .access import Caller, access
+from .access import Caller, access, storable
 from .errors import (
     BadRequest,
     Conflict,
@@ -112,10 +112,34 @@ def push(
     return PushResult(id=stored.meta.id, created=created, conforming=stored.conforming)
 
 
+class Prepared(NamedTuple):
+    """A checked packet made ready to store ahead of its push (``prepare``)."""
+
+    packet: StoredPacket  # its owner is the one ``prepare`` was given, its scope personal
+    errors: tuple[str, ...]  # the schema's (a lenient push alone may store it)
+    sort_key: str
+    derived: Any  # the store's ``derive`` of its body, or None
+
+
+def prepare(
+    checked: Checked, *, owner_id: str = "", derive: Callable[[bytes], Any] | None = None
+) -> Prepared:
+    """What ``push_many`` does to a checked packet before the store sees it, done ahead:
+    its identity read (the id rule: ``BadRequest``), encoded, its sort key, and the
+    store's own work on its bytes (``Store.derive``). Needs no store, so ``ltm import``
+    runs it in the processes that judge the packets; ``push_many`` still holds a
+    prepared packet to the lenient rule, and gives it the caller as its owner."""
+    stored = _stored(checked, scan=False)
+    if owner_id:
+        stored = stored._replace(meta=stored.meta._replace(owner_id=owner_id))
+    derived = derive(stored.body) if derive is not None else None
+    return Prepared(stored, checked.errors, _sort_key(stored.meta.created_at), derived)
+
+
 def push_many(
     store: Store,
     caller: Caller,
-    packets: Sequence[Checked | Mapping[str, Any]],
+    packets: Sequence[Prepared | Checked | Mapping[str, Any]],
     *,
     lenient: bool = False,
 ) -> list[PushResult | ServiceError]:
@@ -129,14 +153,23 @@ def push_many(
     who = access(store, caller, need="write")
     outcomes: list[PushResult | ServiceError | None] = []
     batch: list[PutItem] = []
-    for checked in packets:
+    for item in packets:
+        derived = None
         try:
-            stored = _prepare(checked, lenient=lenient, scan=False)
+            if isinstance(item, Prepared):
+                if item.errors and not lenient:
+                    raise BadRequest("; ".join(item.errors))
+                stored, sort_key, derived = item.packet, item.sort_key, item.derived
+            else:
+                stored = _prepare(item, lenient=lenient, scan=False)
+                sort_key = _sort_key(stored.meta.created_at)
         except ServiceError as exc:
             outcomes.append(exc)
             continue
-        stored = stored._replace(meta=stored.meta._replace(owner_id=who.user.id, team_id=None))
-        batch.append(PutItem(stored, _sort_key(stored.meta.created_at)))
+        meta = stored.meta
+        if meta.owner_id != who.user.id or meta.team_id is not None:
+            stored = stored._replace(meta=meta._replace(owner_id=who.user.id, team_id=None))
+        batch.append(PutItem(stored, sort_key, derived=derived))
         outcomes.append(None)
     written = iter(zip(batch, store.put_many(batch), strict=True))
     results: list[PushResult | ServiceError] = []
@@ -260,13 +293,10 @@ def get_many(store: Store, caller: Caller, ids: list[str]) -> list[StoredPacket 
     who = access(store, caller, need="read")
     member_of: dict[str, bool] = {}
     found: list[StoredPacket | None] = []
+    held_by_id = store.get_packets([packet_id for packet_id in ids if storable(packet_id)])
     for packet_id in ids:
-        try:
-            check_packet_id(packet_id)
-        except ValueError:  # no packet can have it: absent, as ``get`` answers
-            found.append(None)
-            continue
-        held = store.get_packet(packet_id)
+        # An id no packet can have was not asked for: absent, as ``get`` answers.
+        held = held_by_id.get(packet_id)
         if held is not None:
             meta = held.meta
             if meta.team_id is None:

@@ -20,9 +20,9 @@ Lambda cold start imports this module, and on Python 3.11 importing dataclasses
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
 if TYPE_CHECKING:  # the query language loads only where a search runs
     from collections.abc import Mapping
@@ -260,6 +260,8 @@ class PutItem(NamedTuple):
     packet: StoredPacket
     sort_key: str
     seen: PacketMeta | None = None
+    # ``Store.derive`` of this packet's body, computed ahead (None: the store derives it).
+    derived: Any = None
 
 
 class Loaded(NamedTuple):
@@ -276,6 +278,12 @@ class Store(ABC):
     # The per-user bound ``put_packet`` enforces (None: none), set by whoever opens
     # the store for a server (``select.open_store``, from the operator's settings).
     quota: Quota | None = None
+
+    # What a write of this store computes from a packet's canonical bytes alone (its
+    # search text, its packed form), as a function of the bytes that needs no store:
+    # a bulk load calls it in other processes and hands the result to ``put_many``
+    # (``PutItem.derived``). None: the store has nothing to compute ahead.
+    derive: ClassVar[Callable[[bytes], Any] | None] = None
 
     # -- the reads a request starts with --------------------------------
 
@@ -354,6 +362,19 @@ class Store(ABC):
 
     @abstractmethod
     def get_packet(self, packet_id: str) -> StoredPacket | None: ...
+
+    def get_packets(self, packet_ids: Sequence[str]) -> dict[str, StoredPacket]:
+        """``get_packet`` for each id: the packets found, by id (an absent id is left out).
+
+        This default reads one after the other; a backend that can read many in one
+        request (SQLite: one query for a batch of ids) overrides it.
+        """
+        found: dict[str, StoredPacket] = {}
+        for packet_id in packet_ids:
+            held = self.get_packet(packet_id)
+            if held is not None:
+                found[packet_id] = held
+        return found
 
     @abstractmethod
     def usage(self, user_id: str) -> Usage:

@@ -1028,6 +1028,16 @@ class DynamoStore(DeviceGrantsMixin, Store):
         item = self._get_item(_key(f"PKT#{packet_id}", "PKT"))
         return None if item is None else _stored_packet(item)
 
+    def get_packets(self, packet_ids: Sequence[str]) -> dict[str, StoredPacket]:
+        """One BatchGetItem for each 100 ids (its bound)."""
+        found: dict[str, StoredPacket] = {}
+        wanted = list(dict.fromkeys(packet_ids))
+        for start in range(0, len(wanted), 100):
+            keys = [_key(f"PKT#{packet_id}", "PKT") for packet_id in wanted[start : start + 100]]
+            for (pk, _), item in self._read(keys).items():
+                found[pk.removeprefix("PKT#")] = _stored_packet(item)
+        return found
+
     def list_packets(
         self,
         *,

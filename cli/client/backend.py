@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 from ltm.cli.errors import CliError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from ltm.errors import Failure
     from ltm.packet import Checked
+    from ltm.service.packets import Prepared
     from ltm.store import Store, User
 
 
@@ -142,16 +144,28 @@ class LocalBackend(ServiceBackend):
         # A store shared with a server: the id is another user's.
         return IdTaken(f"packet id {_id_of(data)} is taken in the {self.label}")
 
+    def readying(self) -> Callable[[Checked], Prepared]:
+        """Each packet made ready to store, in the worker that judged it: encoded, its
+        identity read, and the store's own work on its bytes done (``Store.derive``: the
+        search text and the packed body), so this process is left the writes."""
+        import functools
+
+        from ltm.service.packets import prepare
+
+        derive = type(self.store).derive
+        return functools.partial(prepare, owner_id=self.user_record.id, derive=derive)
+
     def push_many(
         self,
-        items: Sequence[tuple[Mapping[str, Any] | Checked, str | None]],
+        items: Sequence[tuple[Mapping[str, Any] | Checked | Prepared, str | None]],
         *,
         lenient: bool = False,
         allow_unredacted: bool = False,
     ) -> list[Pushed | Failure]:
         """Personal pushes in one transaction and one durable commit (``ltm import``); one
         outcome per packet, in order: a ``Pushed``, an ``IdTaken`` or another ``CliError``
-        (that packet alone is refused). A ``Checked`` packet is stored as judged."""
+        (that packet alone is refused). A ``Checked`` packet is stored as judged, a
+        ``Prepared`` one (``readying``) as made ready."""
         from ltm.service import packets as service
         from ltm.service.errors import Conflict
 

@@ -8,6 +8,12 @@ longer waits for the scan, and the scan gets every core. The verdicts are the
 very ones the importer would reach alone (``preflight.judge``, same rules), and
 the importer still decides, reports and writes in the bundle's order.
 
+What else a packet needs before its write, and that needs no store, is done in
+the worker too (``Backend.readying``): for the local store its encoding, identity,
+search text and packed body; for a server its JSON as the batch request carries
+it. What comes back is that and the verdict's parts (``Judged``), not the tree of
+the packet, so the writer is left the decisions, the report and the SQL.
+
 Small bundles, and machines with one core, are judged in this process:
 starting workers costs more than they save there. A worker that fails (killed,
 out of memory) costs nothing but time: its packets are judged here instead, so
@@ -19,13 +25,16 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor
 
-    from ltm.preflight import Verdict
-    from ltm.redact import Rule
+    from ltm.packet import Checked
+    from ltm.redact import Hit, Rule
+
+# What makes a checked packet ready for the backend's push (``Backend.readying``).
+Ready = Callable[["Checked"], Any]
 
 # A bundle smaller than this is judged in this process (about 350 packets of 3 KB,
 # a quarter of a second of judging): starting the workers costs tens of milliseconds.
@@ -34,6 +43,24 @@ MAX_WORKERS = 4
 
 _scan = True
 _rules: list[Rule] = []
+_ready: Ready | None = None
+
+
+class Judged(NamedTuple):
+    """A packet's verdict (``preflight.Verdict``), as the importer acts on it: small to
+    send from a worker (no tree of the packet), and the packet made ready to push."""
+
+    errors: list[str]  # the schema's
+    id_error: str | None
+    hits: list[Hit]
+    # What the backend's push takes: the packet made ready (``Backend.readying``), else
+    # the ``Checked``; None: not a packet at all.
+    ready: Any
+
+    def refusals(self, *, lenient: bool) -> list[str]:
+        from ltm.preflight import refusals
+
+        return refusals(self.errors, self.id_error, packet=self.ready is not None, lenient=lenient)
 
 
 def cores() -> int:
@@ -48,15 +75,24 @@ class Judges:
     """A pool of worker processes that judge packets; ``judge`` returns the verdicts later."""
 
     def __init__(
-        self, pool: ProcessPoolExecutor, workers: int, *, scan: bool, rules: list[Rule]
+        self,
+        pool: ProcessPoolExecutor,
+        workers: int,
+        *,
+        scan: bool,
+        rules: list[Rule],
+        ready: Ready | None = None,
     ) -> None:
         self.pool = pool
         self.workers = workers
         self.scan = scan
         self.rules = rules
+        self.ready = ready
 
     @classmethod
-    def start(cls, *, size: int | None, scan: bool, rules: list[Rule]) -> Judges | None:
+    def start(
+        cls, *, size: int | None, scan: bool, rules: list[Rule], ready: Ready | None = None
+    ) -> Judges | None:
         """Workers for a bundle of ``size`` bytes, or None where judging here is faster."""
         workers = min(cores(), MAX_WORKERS)
         if workers < 2 or size is None or size < MIN_BYTES:
@@ -74,24 +110,24 @@ class Judges:
                 max_workers=workers,
                 mp_context=multiprocessing.get_context(method),
                 initializer=_start,
-                initargs=(scan, method == "fork"),
+                initargs=(scan, method == "fork", ready),
             )
         except (OSError, ImportError):  # no semaphores here (a container without /dev/shm)
             return None  # judged in this process, as a small bundle is
-        return cls(pool, workers, scan=scan, rules=rules)
+        return cls(pool, workers, scan=scan, rules=rules, ready=ready)
 
-    def judge(self, packets: Sequence[Mapping[str, Any]]) -> Callable[[], list[Verdict]]:
+    def judge(self, packets: Sequence[Mapping[str, Any]]) -> Callable[[], list[Judged]]:
         """Start judging ``packets`` (split among the workers); call the result to wait."""
         parts = _split(list(packets), self.workers)
-        futures: list[Future[list[Verdict]] | None] = []
+        futures: list[Future[list[Judged]] | None] = []
         for part in parts:
             try:
                 futures.append(self.pool.submit(_judge_all, part))
             except Exception:  # the pool is broken (a worker died): this part is judged here
                 futures.append(None)
 
-        def verdicts() -> list[Verdict]:
-            out: list[Verdict] = []
+        def verdicts() -> list[Judged]:
+            out: list[Judged] = []
             for part, future in zip(parts, futures, strict=True):
                 out.extend(self._outcome(part, future))
             return out
@@ -99,24 +135,47 @@ class Judges:
         return verdicts
 
     def _outcome(
-        self, part: list[Mapping[str, Any]], future: Future[list[Verdict]] | None
-    ) -> list[Verdict]:
+        self, part: list[Mapping[str, Any]], future: Future[list[Judged]] | None
+    ) -> list[Judged]:
         if future is not None:
             try:
                 return future.result()
             except Exception:  # the worker's failure, whatever it was: judge here
                 pass
-        return [judge_here(packet, scan=self.scan, rules=self.rules) for packet in part]
+        return [
+            judge_here(packet, scan=self.scan, rules=self.rules, ready=self.ready)
+            for packet in part
+        ]
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def judge_here(packet: Mapping[str, Any], *, scan: bool, rules: list[Rule]) -> Verdict:
-    """One packet's verdict, as the importer reaches it in this process."""
-    from ltm.cli.client import preflight
+def judge_here(
+    packet: Mapping[str, Any], *, scan: bool, rules: list[Rule], ready: Ready | None = None
+) -> Judged:
+    """One packet's verdict, as the importer reaches it in this process or in a worker.
 
-    return preflight.judge(packet, scan=scan, rules=rules)
+    A packet that may be pushed (no hits, no bad id) is made ready with ``ready``
+    here; one that ``ready`` refuses (an id the store cannot take) stays a
+    ``Checked``, whose push then gives the very same refusal. Without ``ready``,
+    its canonical bytes are encoded here (a backend that stores checked packets
+    needs them).
+    """
+    from ltm.cli.client import preflight
+    from ltm.service.errors import ServiceError
+
+    verdict = preflight.judge(packet, scan=scan, rules=rules)
+    checked = verdict.checked
+    made: Any = checked
+    if checked is not None and not verdict.hits and verdict.id_error is None:
+        try:
+            made = ready(checked) if ready is not None else checked
+        except ServiceError:
+            made = checked
+        if made is checked:
+            checked.body()  # the canonical bytes too, while in the worker
+    return Judged(verdict.errors, verdict.id_error, verdict.hits, made)
 
 
 def _split(items: list[Any], parts: int) -> list[list[Any]]:
@@ -124,14 +183,15 @@ def _split(items: list[Any], parts: int) -> list[list[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def _start(scan: bool, forked: bool) -> None:
+def _start(scan: bool, forked: bool, ready: Ready | None = None) -> None:
     """In a worker: the rules to judge with (a forked worker has them compiled already)."""
-    global _scan, _rules
+    global _scan, _rules, _ready
     from ltm.cli.client import preflight
 
     _orphaned_exit(os.getppid())
 
     _scan = scan
+    _ready = ready
     _rules = preflight.user_rules() if scan else []
     if not forked:
         from ltm import redact
@@ -157,9 +217,5 @@ def _orphaned_exit(parent: int) -> None:
     threading.Thread(target=watch, name="ltm-import-parent", daemon=True).start()
 
 
-def _judge_all(packets: list[Mapping[str, Any]]) -> list[Verdict]:
-    verdicts = [judge_here(packet, scan=_scan, rules=_rules) for packet in packets]
-    for verdict in verdicts:
-        if verdict.checked is not None and not verdict.hits:
-            verdict.checked.body()  # the canonical bytes too, while in the worker
-    return verdicts
+def _judge_all(packets: list[Mapping[str, Any]]) -> list[Judged]:
+    return [judge_here(packet, scan=_scan, rules=_rules, ready=_ready) for packet in packets]

@@ -32,9 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ltm.cli.client.backend import Backend, Pushed
-    from ltm.cli.client.judges import Judges
-    from ltm.packet import Checked
-    from ltm.preflight import Verdict
+    from ltm.cli.client.judges import Judged, Judges, Ready
 
 
 # -- export ------------------------------------------------------------------------
@@ -292,6 +290,7 @@ class Importer:
         self.replace = replace
         self.rules = preflight.user_rules()  # read the user's patterns once, not per packet
         self.judges: Judges | None = None  # worker processes, for a large bundle
+        self.ready: Ready | None = backend.readying()
 
     def run(self, stream: BinaryIO, *, size: int | None) -> None:
         """Every packet line of the bundle in ``stream``, in order, ``CHUNK`` lines at a time.
@@ -301,7 +300,12 @@ class Importer:
         server with the batch routes); each line is still judged alone, and the
         report keeps the bundle's order. A chunk ends early where an id comes
         back, so a later line sees what an earlier one stored, as one at a time.
+        With workers, up to ``AHEAD`` chunks are judged while this process
+        writes the one before them; a chunk that shares an id with one of those
+        is looked up only once they are written.
         """
+        from collections import deque
+
         from ltm import bundle
         from ltm.cli.client.judges import Judges
 
@@ -317,22 +321,20 @@ class Importer:
         size_of_chunk = LOCAL_CHUNK if self.local else CHUNK
         chunk: list[tuple[int, Any]] = []  # (line number, entry or the line's BundleError)
         ids: set[str] = set()
-        # The chunk judged in the workers while this process writes the one before it.
-        ahead: _Chunk | None = None
-        self.judges = Judges.start(size=size, scan=not self.allow_unredacted, rules=self.rules)
+        # The chunks looked up and judged (in the workers), not yet written, oldest first.
+        ahead: deque[_Chunk] = deque()
+        self.judges = Judges.start(
+            size=size, scan=not self.allow_unredacted, rules=self.rules, ready=self.ready
+        )
 
         def step(lines: list[tuple[int, Any]], ids: set[str]) -> None:
-            nonlocal ahead, done
-            if ahead is not None and not ahead.ids.isdisjoint(ids):
-                done += self._finish(ahead)  # a later line sees what an earlier one stored
-                ahead = None
-            begun = self._begin(lines, ids)
-            if ahead is not None:
-                done += self._finish(ahead)
-            ahead = begun
-            if self.judges is None:
-                done += self._finish(ahead)
-                ahead = None
+            nonlocal done
+            if any(not run.ids.isdisjoint(ids) for run in ahead):
+                while ahead:  # a later line sees what an earlier one stored
+                    done += self._finish(ahead.popleft())
+            ahead.append(self._begin(lines, ids))
+            while len(ahead) > (AHEAD if self.judges is not None else 0):
+                done += self._finish(ahead.popleft())
             progress.update(done, part=read)
 
         try:
@@ -350,8 +352,8 @@ class Importer:
                 if packet_id:
                     ids.add(packet_id)
             step(chunk, ids)
-            if ahead is not None:
-                done += self._finish(ahead)
+            while ahead:
+                done += self._finish(ahead.popleft())
             progress.update(done, part=read)
         finally:
             if self.judges is not None:
@@ -391,7 +393,7 @@ class Importer:
     def _finish(self, run: _Chunk) -> int:
         """Judge, push and report a run of lines with distinct ids; returns how many."""
         report = self.report
-        judged: dict[int, Verdict] = {}
+        judged: dict[int, Judged] = {}
         if run.verdicts is not None:
             judged = dict(zip(run.todo, run.verdicts(), strict=True))
         said: list[list[str]] = []
@@ -404,8 +406,8 @@ class Importer:
                 pending.append((len(said) - 1, push))
         if pending:
             answers = self.backend.push_many(
-                # The local store takes the packets as judged here, not judged again.
-                [(push.checked if self.local else push.data, push.target) for _, push in pending],
+                # As judged and made ready (Backend.readying): not judged, nor encoded, again.
+                [(push.ready, push.target) for _, push in pending],
                 lenient=self.lenient,
                 allow_unredacted=self.allow_unredacted,
             )
@@ -425,7 +427,7 @@ class Importer:
         known: dict[str, bytes | None],
         failed: CliError | None,
         same: bool,
-        verdict: Verdict | None,
+        verdict: Judged | None,
     ) -> _Push | None:
         """Everything before the push: refused or skipped here (and reported), else the push.
 
@@ -462,9 +464,11 @@ class Importer:
                 report.say(f"skipped {entry.id}: identical packet already present {where}")
                 return None
         if verdict is None:
-            verdict = judge_here(entry.packet, scan=not self.allow_unredacted, rules=self.rules)
+            verdict = judge_here(
+                entry.packet, scan=not self.allow_unredacted, rules=self.rules, ready=self.ready
+            )
         errors = verdict.refusals(lenient=self.lenient)
-        if errors or verdict.checked is None:
+        if errors or verdict.ready is None:
             hint = "" if entry.conforming else " (stored in lenient mode: pass --lenient)"
             self.refuse(name, "packet is not a valid packet: " + "; ".join(errors) + hint)
             return None
@@ -484,8 +488,7 @@ class Importer:
                 " overwrite your own)",
             )
             return None
-        checked = verdict.checked
-        return _Push(entry.id or "", name, entry.team, checked.data, target, present, move, checked)
+        return _Push(entry.id or "", name, entry.team, target, present, move, verdict.ready)
 
     def _pushed(self, push: _Push, answer: Pushed | CliError) -> None:
         """Report what the push of one line did."""
@@ -520,6 +523,10 @@ class Importer:
 # the chunk being written (never a line already reported), and a re-run completes it.
 CHUNK = 100
 LOCAL_CHUNK = 500
+# Chunks the workers may judge while this process writes the one before them: with one,
+# they went idle (and with them a core) whenever a write outlasted the next chunk's
+# judging; with two, there is one more to go on with.
+AHEAD = 2
 
 
 class _Chunk(NamedTuple):
@@ -531,7 +538,7 @@ class _Chunk(NamedTuple):
     failed: CliError | None  # the lookup failed: every line with an id is refused
     same: set[int]  # lines already there, byte for byte
     todo: list[int]  # lines to judge
-    verdicts: Callable[[], list[Verdict]] | None  # their verdicts, from the workers
+    verdicts: Callable[[], list[Judged]] | None  # their verdicts, from the workers
 
 
 class _Push(NamedTuple):
@@ -540,11 +547,12 @@ class _Push(NamedTuple):
     id: str
     name: str  # how the report names the line
     team: str | None  # the team the bundle line names
-    data: dict[str, Any]  # the checked packet
     target: str | None  # where it goes (None: personal)
     present: bytes | None  # what was there before, if anything
     move: bool  # the caller's personal packet going into a team
-    checked: Checked  # the packet as judged (the local store stores it without judging again)
+    # The packet as judged (never judged again): made ready for the backend's push
+    # (``Backend.readying``), else the ``Checked``.
+    ready: Any
 
 
 def _canonical(data: dict[str, object]) -> bytes | None:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from ltm.cli.client.credentials import Target
     from ltm.cli.client.plain_http import Connection
+    from ltm.packet import Checked
 
 DEFAULT_TIMEOUT = 10.0
 MAX_REPLY_BYTES = 8 * 1024 * 1024
@@ -57,13 +58,29 @@ _BATCH_ROOM = MAX_BODY - _BATCH_ENVELOPE
 LANES = 2  # batch requests in flight at once during an import (the server runs them side by side)
 
 
-# One request of an import's pushes: (index in the batch, packet text) each, and the team.
-_Run = tuple[list[tuple[int, str]], str | None]
+class Wire(NamedTuple):
+    """A packet as a batch request carries it (``wire``): made in an import's workers."""
+
+    id: str
+    text: str  # the packet's JSON, as a single push would send it
+    quoted: bytes  # ``text`` as one string of the batch body's JSON array, UTF-8
 
 
-def _alone(text: str) -> bool:
+def wire(packet: Mapping[str, Any] | Checked) -> Wire:
+    """``packet`` (a mapping, or a ``Checked``'s data) encoded as a push sends it; no
+    store call, so ``ltm import`` runs it in the processes that judge the packets."""
+    data = packet.data if hasattr(packet, "data") else packet
+    text = json.dumps(dict(data), ensure_ascii=False, separators=(",", ":"))
+    return Wire(str(data.get("id", "")), text, json.dumps(text, ensure_ascii=False).encode())
+
+
+# One request of an import's pushes: (index in the batch, packet) each, and the team.
+_Run = tuple[list[tuple[int, Wire]], str | None]
+
+
+def _alone(packet: Wire) -> bool:
     """A packet too big to share a batch request: it is pushed on its own."""
-    return len(json.dumps(text).encode()) + 1 + _BATCH_ENVELOPE > MAX_BODY
+    return len(packet.quoted) + 1 + _BATCH_ENVELOPE > MAX_BODY
 
 
 def configured_timeout() -> float:
@@ -640,19 +657,24 @@ class RemoteBackend(Backend):
 
     # -- many at once: the batch routes (extensions), else one request per packet -------
 
+    def readying(self) -> Callable[[Checked], Wire]:
+        """Each packet encoded for the batch request in the worker that judged it."""
+        return wire
+
     def push_many(
         self,
-        items: Sequence[tuple[Mapping[str, Any], str | None]],
+        items: Sequence[tuple[Mapping[str, Any] | Checked | Wire, str | None]],
         *,
         lenient: bool = False,
         allow_unredacted: bool = False,
     ) -> list[Pushed | CliError]:
         """``POST /v1/packets/batch`` for runs of packets with the same team, each request
         within the server's 32 KiB body and ``BATCH`` packets; a packet too big to share a
-        request, and every packet on a server without the route (asked once), goes alone."""
+        request, and every packet on a server without the route (asked once), goes alone.
+        A packet may come encoded already (``readying``)."""
         done: list[Pushed | CliError | None] = [None] * len(items)
         runs: list[_Run] = []  # one request each
-        run: list[tuple[int, str]] = []  # (index, packet text) of one request
+        run: list[tuple[int, Wire]] = []  # (index, packet) of one request
         run_team: str | None = None
         size = 0
 
@@ -664,29 +686,29 @@ class RemoteBackend(Backend):
             size = 0
 
         for index, (data, team) in enumerate(items):
-            text = json.dumps(dict(data), ensure_ascii=False, separators=(",", ":"))
-            cost = len(json.dumps(text).encode()) + 1  # as it travels: a JSON string, a comma
+            packet = data if isinstance(data, Wire) else wire(data)
+            cost = len(packet.quoted) + 1  # as it travels: a JSON string, a comma
             if self._batches is False or cost + _BATCH_ENVELOPE > MAX_BODY:
                 close_run()
-                runs.append(([(index, text)], team))
+                runs.append(([(index, packet)], team))
                 continue
             if run and (team != run_team or len(run) == BATCH or size + cost > _BATCH_ROOM):
                 close_run()
             run_team = team
-            run.append((index, text))
+            run.append((index, packet))
             size += cost
         close_run()
 
-        def send(via: RemoteBackend, run: list[tuple[int, str]], team: str | None) -> None:
+        def send(via: RemoteBackend, run: list[tuple[int, Wire]], team: str | None) -> None:
             """One request: a batch, or a packet alone (too big to share one, or a server
             without the batch routes); each packet's answer into ``done``."""
             if len(run) == 1 and (via._batches is False or _alone(run[0][1])):
-                data, own_team = items[run[0][0]]
+                own_team = items[run[0][0]][1]
+                data = json.loads(run[0][1].text)
                 done[run[0][0]] = via._push_one(data, own_team, lenient, allow_unredacted)
                 return
             answers = via._push_batch(
-                [t for _, t in run],
-                [str(items[i][0].get("id", "")) for i, _ in run],
+                [packet for _, packet in run],
                 team=team,
                 lenient=lenient,
                 allow_unredacted=allow_unredacted,
@@ -710,7 +732,7 @@ class RemoteBackend(Backend):
     def _in_lanes(
         self,
         runs: list[_Run],
-        send: Callable[[RemoteBackend, list[tuple[int, str]], str | None], None],
+        send: Callable[[RemoteBackend, list[tuple[int, Wire]], str | None], None],
     ) -> None:
         """The requests of ``runs`` on ``LANES`` connections at once: this backend's, and
         more of their own, each used by one thread only."""
@@ -751,37 +773,42 @@ class RemoteBackend(Backend):
 
     def _push_batch(
         self,
-        texts: list[str],
-        ids: list[str],
+        packets: list[Wire],
         *,
         team: str | None,
         lenient: bool,
         allow_unredacted: bool,
     ) -> list[Pushed | CliError]:
         """One batch request; each packet's answer as ``push`` would give it."""
+        ids = [packet.id for packet in packets]
         if self._batches is not False:
+            # The body ``{"packets": [TEXT, ...]}``, each TEXT as it was quoted already.
+            body = b'{"packets":[' + b",".join(packet.quoted for packet in packets) + b"]}"
             try:
                 reply = self._call(
                     "POST",
                     "/v1/packets/batch",
                     ok=(200, 404, 405),
                     query={"team": team, "lenient": "true" if lenient else None},
-                    payload={"packets": texts},
+                    raw=body,
                     hints={**self._team_hints(team), 400: "{host} rejected the batch: {msg}"},
                     headers={"X-LTM-Allow-Unredacted": "1"} if allow_unredacted else None,
                     idempotent=True,  # every packet's id is in it: sent twice, it is one batch
                 )
             except CliError as exc:
-                return [exc] * len(texts)
+                return [exc] * len(packets)
             if self._lacks_batch(reply):
                 self._batches = False
             elif reply.status != 200:
                 error = status_error(self.host, reply, self._team_hints(team))
-                return [error] * len(texts)
+                return [error] * len(packets)
             else:
                 self._batches = True
                 return self._batch_answers(reply, ids, team)
-        return [self._push_one(json.loads(text), team, lenient, allow_unredacted) for text in texts]
+        return [
+            self._push_one(json.loads(packet.text), team, lenient, allow_unredacted)
+            for packet in packets
+        ]
 
     def _batch_answers(
         self, reply: Reply, ids: list[str], team: str | None
