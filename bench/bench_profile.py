@@ -1,6 +1,6 @@
 """Where the time goes: in-process timings and cProfile tops of the bulk and write paths.
 
-    .venv/bin/python bench/bench_profile.py [--what save,push,import,scan] [--top 8]
+    .venv/bin/python bench/bench_profile.py [--what save,push,batch,import,scan] [--top 8]
 
 - ``save``: the MCP ``save`` tool's function (the stdio shim's place) into a local
   store seeded with ``--packets`` packets of ``bench/corpus.py`` (20,000 by
@@ -8,6 +8,9 @@
 - ``push``: ``POST /v1/packets`` of the example packet (a fresh id each) through
   the app as ``ltm server run`` serves it (the WSGI adapter over ``app.py``), on
   one thread, SQLite ``synchronous=FULL``: p50 of 500, then the profile of 500.
+- ``batch``: ``POST /v1/packets/batch`` of 10 example packets (what ``ltm import``
+  sends a server a request), the same way: the server's CPU a packet (200 requests),
+  then the profile of 200 more.
 - ``import``: ``ltm import FILE --local`` of 10,000 example packets run in this
   process (the importer and its writes; worker processes judge a bundle this
   size, and are not in the profile: their share shows as waiting).
@@ -90,7 +93,8 @@ def save(tmp: Path, packets: int, count: int) -> None:
     top(lambda: [one() for _ in range(200)], count)
 
 
-def push(tmp: Path, count: int) -> None:
+def push(tmp: Path, count: int, batch: int = 0) -> None:
+    """Pushes through the app; with ``batch``, ``POST /v1/packets/batch`` of that many."""
     from ulid import ULID
 
     os.environ["LTM_STORE"] = "sqlite"
@@ -108,10 +112,18 @@ def push(tmp: Path, count: int) -> None:
     example = json.loads(EXAMPLE.read_bytes())
 
     def one() -> None:
-        body = json.dumps({**example, "id": str(ULID())}).encode()
+        if batch:
+            texts = [json.dumps({**example, "id": str(ULID())}) for _ in range(batch)]
+            path, body, ok = "/v1/packets/batch", json.dumps({"packets": texts}).encode(), "200"
+        else:
+            path, body, ok = (
+                "/v1/packets",
+                json.dumps({**example, "id": str(ULID())}).encode(),
+                "201",
+            )
         environ = {
             "REQUEST_METHOD": "POST",
-            "PATH_INFO": "/v1/packets",
+            "PATH_INFO": path,
             "QUERY_STRING": "",
             "SERVER_NAME": "127.0.0.1",
             "SERVER_PORT": "80",
@@ -125,11 +137,22 @@ def push(tmp: Path, count: int) -> None:
             "wsgi.input": io.BytesIO(body),
         }
         status: list[str] = []
-        b"".join(app(environ, lambda s, h, *a: status.append(s)))
-        assert status[0].startswith("201"), status
+        answer = b"".join(app(environ, lambda s, h, *a: status.append(s)))
+        assert status[0].startswith(ok), status
+        assert not batch or answer.count(b'"status":201') == batch, answer[:300]
 
     for _ in range(50):
         one()
+    if batch:
+        started = time.process_time()
+        for _ in range(200):
+            one()
+        cpu = (time.process_time() - started) / (200 * batch)
+        print(
+            f"batch of {batch} (example packet): {cpu * 1e6:,.0f} µs of CPU a packet (200 requests)"
+        )
+        top(lambda: [one() for _ in range(200)], count)
+        return
     print(f"push (example packet): p50 {timed(one, 500) * 1e6:,.0f} µs (500 pushes)")
     top(lambda: [one() for _ in range(500)], count)
 
@@ -178,7 +201,7 @@ def scan(count: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--what", default="save,push,import,scan")
+    parser.add_argument("--what", default="save,push,batch,import,scan")
     parser.add_argument("--packets", type=int, default=20_000, help="in the store save writes to")
     parser.add_argument("--top", type=int, default=8)
     args = parser.parse_args()
@@ -190,6 +213,8 @@ def main() -> None:
                 save(Path(tmp), args.packets, args.top)
             elif what == "push":
                 push(Path(tmp), args.top)
+            elif what == "batch":
+                push(Path(tmp), args.top, batch=10)
             elif what == "import":
                 import_(Path(tmp), args.top)
             elif what == "scan":
