@@ -4,7 +4,8 @@
 
 - ``ltm export --local -o FILE`` and ``ltm import FILE --local`` (into an
   empty store, then again: every line skipped) on stores of each size in
-  ``--counts``: wall time and the command's peak RSS (``wait4``'s rusage of
+  ``--counts``: wall time, CPU time (user and system, the workers an import
+  starts included) and the command's peak RSS (``wait4``'s rusage of
   that very process). Memory that stays flat from the smaller count to the
   larger is what "streamed" means.
 - the baseline: the same bundle's lines parsed, re-encoded and inserted into a bare
@@ -25,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -33,8 +35,15 @@ from common import LTM, disk, machine, median_ms, time_command
 from ltm.examples import example_bytes
 
 
-def measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """(seconds, peak RSS in MiB, stderr) of one run of ``argv``."""
+class Run(NamedTuple):
+    seconds: float
+    rss: float  # peak RSS in MiB, of the process itself
+    cpu: float  # CPU seconds, user and system, of the process and the children it waited for
+    err: str
+
+
+def measured(argv: list[str], env: dict[str, str]) -> Run:
+    """Wall time, peak RSS, CPU time and stderr of one run of ``argv``."""
     started = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert proc.stderr is not None
@@ -44,7 +53,8 @@ def measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}):\n{err}")
-    return elapsed, usage.ru_maxrss / 1024, err  # ru_maxrss is KiB on Linux
+    cpu = usage.ru_utime + usage.ru_stime  # an import's worker processes included
+    return Run(elapsed, usage.ru_maxrss / 1024, cpu, err)  # ru_maxrss is KiB on Linux
 
 
 # The baseline the import is measured against, as a whole process too: each line of the
@@ -74,7 +84,7 @@ if rows:
 """
 
 
-def portable(count: int, tmp: Path, base_env: dict[str, str]) -> list[tuple[str, float, float]]:
+def portable(count: int, tmp: Path, base_env: dict[str, str]) -> list[tuple[str, Run]]:
     source, target = tmp / f"src-{count}", tmp / f"dst-{count}"
     source.mkdir()
     target.mkdir()
@@ -92,18 +102,18 @@ def portable(count: int, tmp: Path, base_env: dict[str, str]) -> list[tuple[str,
     bundle = tmp / f"bundle-{count}.jsonl"
     rows = []
     env = {**base_env, "LTM_DATA_DIR": str(source), "LTM_CONFIG_DIR": str(source)}
-    seconds, rss, _ = measured([LTM, "export", "--local", "-o", str(bundle)], env)
-    rows.append((f"export {count:,} ({bundle.stat().st_size / 2**20:.0f} MiB)", seconds, rss))
-    seconds, rss, _ = measured(
+    run = measured([LTM, "export", "--local", "-o", str(bundle)], env)
+    rows.append((f"export {count:,} ({bundle.stat().st_size / 2**20:.0f} MiB)", run))
+    run = measured(
         [sys.executable, "-c", BARE, str(bundle), str(tmp / f"bare-{count}.db")], base_env
     )
-    rows.append((f"baseline: bare SQLite insert of the lines {count:,}", seconds, rss))
+    rows.append((f"baseline: bare SQLite insert of the lines {count:,}", run))
     env = {**base_env, "LTM_DATA_DIR": str(target), "LTM_CONFIG_DIR": str(target)}
     for label in ("import into an empty store", "import again (all skipped)"):
-        seconds, rss, err = measured([LTM, "import", str(bundle), "--local"], env)
-        summary = err.strip().splitlines()[-1]
+        run = measured([LTM, "import", str(bundle), "--local"], env)
+        summary = run.err.strip().splitlines()[-1]
         assert re.search(r"\d+ added", summary), summary
-        rows.append((f"{label} {count:,}", seconds, rss))
+        rows.append((f"{label} {count:,}", run))
     disk(target / "ltm.db", count)
     return rows
 
@@ -212,11 +222,15 @@ def main() -> None:
     print(f"machine: {machine()} (shared with other jobs while measured)")
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
-        print("\n| what | wall time | peak RSS |\n|---|---:|---:|")
+        print("\n| what | wall time | CPU a packet | peak RSS |\n|---|---:|---:|---:|")
         for count in (int(c) for c in args.counts.split(",")):
-            for label, seconds, rss in portable(count, tmp, base_env):
-                rate = count / seconds
-                print(f"| {label} | {seconds:.1f} s ({rate:,.0f}/s) | {rss:.0f} MiB |", flush=True)
+            for label, run in portable(count, tmp, base_env):
+                rate, cpu = count / run.seconds, run.cpu / count * 1e6
+                print(
+                    f"| {label} | {run.seconds:.1f} s ({rate:,.0f}/s) | {cpu:,.0f} µs"
+                    f" | {run.rss:.0f} MiB |",
+                    flush=True,
+                )
         if args.orders:
             print()
             for count in (int(c) for c in args.counts.split(",")):
