@@ -1838,7 +1838,15 @@ def normalize(text: str) -> str:
 class _Literals:
     """Which of many literals a text lacks, found in one pass: an RE2 set of the
     literals, matched byte for byte (Latin-1 over the text's UTF-8, so a lone
-    surrogate is a byte like any other) instead of one ``in`` search a literal."""
+    surrogate is a byte like any other) instead of one ``in`` search a literal.
+
+    A set whose match failed would read as "every literal absent" (the binding
+    returns no indices either way: RE2::Set::Match's verdict is dropped), and the
+    rules would be skipped. RE2 fails a match only when its DFA outgrows its memory
+    budget; the automaton of a set of literals has at most one state a prefix of
+    them (a few hundred here, under a megabyte), and the budget is set far above
+    that. The set is also tried once on every literal before it is used.
+    """
 
     def __init__(self, words: Iterable[str]) -> None:
         import re2
@@ -1846,12 +1854,15 @@ class _Literals:
         options = re2.Options()
         options.encoding = re2.Options.Encoding.LATIN1
         options.literal = True
+        options.max_mem = 64 << 20
         self.words = tuple(sorted(set(words)))
         self._all = frozenset(self.words)
         self._set = re2.Set.SearchSet(options)
         for word in self.words:
             self._set.Add(word.encode())
         self._set.Compile()
+        if self.absent("\x00".join(self.words)):
+            raise RuntimeError("the RE2 set of literals does not find them")
 
     def absent(self, text: str) -> frozenset[str]:
         hits = self._set.Match(text.encode("utf-8", "surrogatepass"))
@@ -1871,13 +1882,18 @@ _scans = 0
 
 
 def _counted() -> None:
-    """One scan more in this process; past ``_SETS_AFTER``, the literal sets exist."""
+    """One scan more in this process; at ``_SETS_AFTER``, the literal sets are built."""
     global _scans, _sets
+    if _scans >= _SETS_AFTER:
+        return
     _scans += 1
-    if _sets is None and _scans >= _SETS_AFTER:
+    if _scans >= _SETS_AFTER:
         rules = _builtin_rules()
         needles = (r.needle for r in rules if r.needle)
-        _sets = (_Literals(needles), _Literals(w for r in rules for w in r.near))
+        try:
+            _sets = (_Literals(needles), _Literals(w for r in rules for w in r.near))
+        except (ImportError, RuntimeError):  # without them, each needle is searched for
+            _sets = None
 
 
 _NONE: frozenset[str] = frozenset()

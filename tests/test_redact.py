@@ -1472,3 +1472,20 @@ def test_the_fast_walk_lists_what_the_full_walk_lists(packet: dict[str, Any], sh
         (Path(__file__).parents[1] / "spec/examples/example.v0.2.json").read_text()
     )
     assert redact._plain_texts(example) == [text for _, text in redact._collect(example)]
+
+
+def test_a_set_that_does_not_find_its_literals_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Were RE2's set to miss (it answers a failed match as no match), every rule would
+    be skipped: a set is tried on its own literals first, and the scan goes on without
+    it when it misses them."""
+    import re2
+
+    real = re2.Set.Match
+    monkeypatch.setattr(re2.Set, "Match", lambda self, text: [])
+    monkeypatch.setattr(redact, "_sets", None)
+    monkeypatch.setattr(redact, "_scans", redact._SETS_AFTER - 1)
+    text = "token ghp_" + "aB3" * 12 + " " + "x" * 200
+    assert [kind for kind, _ in redact.scan_text(text)] == ["github-token"]
+    assert redact._sets is None
+    monkeypatch.setattr(re2.Set, "Match", real)
+    assert [kind for kind, _ in redact.scan_text(text)] == ["github-token"]
