@@ -657,10 +657,14 @@ def parse(raw: bytes | str) -> dict[str, Any]:
         raise PacketError(duplicates)
     if not isinstance(value, dict):
         raise PacketError("packet: must be a JSON object")
-    problems: list[str] = []
-    value = _plain(value, (), problems)
-    if problems:
-        raise PacketError(problems)
+    if "\\ud" in text or "\\uD" in text:
+        # A lone surrogate can only come from an escape (the UTF-8 decoding above refuses
+        # encoded ones), and only \uD800-\uDFFF escape one: without those, what json.loads
+        # made is plain already, and is not walked.
+        problems: list[str] = []
+        value = _plain(value, (), problems)
+        if problems:
+            raise PacketError(problems)
     return value
 
 
@@ -723,14 +727,20 @@ def check(data: Mapping[str, Any], *, lenient: bool = False, parsed: bool = Fals
             raise PacketError(problems)
     errors = _schema_errors(plain)
     try:
-        size = len(_compact_bytes(plain))
+        # The canonical form is the compact one plus whitespace (the same keys and
+        # values, indented): within the cap, so is the compact one, and whoever stores
+        # the packet needs the canonical bytes anyway.
+        body = canonical_bytes(plain)
+        size = len(body) if len(body) <= MAX_PACKET_BYTES else len(_compact_bytes(plain))
     except (TypeError, ValueError, RecursionError) as exc:
         raise PacketError(f"packet: cannot be encoded as JSON ({exc})") from None
     if size > MAX_PACKET_BYTES:
         errors.append(_too_large(size))
     if errors and not lenient:
         raise PacketError(errors)
-    return Checked(plain, tuple(errors))
+    checked = Checked(plain, tuple(errors))
+    object.__setattr__(checked, "_body", body)
+    return checked
 
 
 # --------------------------------------------------------------------------

@@ -214,6 +214,14 @@ def test_indentation_alone_never_pushes_a_packet_over_the_cap() -> None:
     near["open_questions"][0] = "q" * (1 + MAX_PACKET_BYTES - 20 - compact_size(near))
     assert compact_size(near) <= MAX_PACKET_BYTES < len(canonical_bytes(near))
     assert check(near).conforming
+    over = {**near, "open_questions": [near["open_questions"][0] + "q" * 30]}
+    assert compact_size(over) > MAX_PACKET_BYTES
+    assert errors_of(over) == [f"packet: {compact_size(over)} bytes, over the 32768-byte limit"]
+
+
+def test_check_encodes_the_canonical_bytes_it_measures() -> None:
+    checked = check(packet(goal="é" * 10))
+    assert checked.body() == canonical_bytes(checked.data)
 
 
 def test_packet_error_pickles_and_takes_a_single_message() -> None:
@@ -403,6 +411,11 @@ def test_parse_size_cap_is_on_the_raw_bytes_before_decoding() -> None:
         ('{"goal": "\udc80"}', "packet: not valid UTF-8 (lone surrogate at character 10)"),
         (b'{"goal": "\\ud800"}', "goal: contains a lone surrogate (not valid Unicode)"),
         (b'{"a": {"b": ["\\udc00"]}}', "a.b[0]: contains a lone surrogate (not valid Unicode)"),
+        # Escapes in upper case, in a key, deep in a list: parse walks what it made only
+        # when the text holds such an escape, so each form must make it walk.
+        (b'{"goal": "\\uD800"}', "goal: contains a lone surrogate (not valid Unicode)"),
+        (b'{"\\uDFFF": "x"}', "packet: a key contains a lone surrogate"),
+        (b'{"a": [{"b": "\\uDbff"}]}', "a[0].b: contains a lone surrogate (not valid Unicode)"),
     ],
 )
 def test_parse_errors(raw: bytes | str, message: str) -> None:
