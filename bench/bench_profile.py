@@ -105,6 +105,7 @@ def push(tmp: Path, count: int, batch: int = 0) -> None:
     from ltm.service import tokens
 
     module = load_app()
+    module.close_store()  # a store of this run's own (push, then batch, in one process)
     issued = tokens.issue_for(module.get_store(), "bench", label="bench", new_user=True)
     module.logger.handlers.clear()  # the access log line is still made, not printed
     module.logger.propagate = False
@@ -152,9 +153,11 @@ def push(tmp: Path, count: int, batch: int = 0) -> None:
             f"batch of {batch} (example packet): {cpu * 1e6:,.0f} µs of CPU a packet (200 requests)"
         )
         top(lambda: [one() for _ in range(200)], count)
+        module.close_store()
         return
     print(f"push (example packet): p50 {timed(one, 500) * 1e6:,.0f} µs (500 pushes)")
     top(lambda: [one() for _ in range(500)], count)
+    module.close_store()
 
 
 def import_(tmp: Path, count: int) -> None:
