@@ -1489,3 +1489,14 @@ def test_a_set_that_does_not_find_its_literals_is_not_used(monkeypatch: pytest.M
     assert redact._sets is None
     monkeypatch.setattr(re2.Set, "Match", real)
     assert [kind for kind, _ in redact.scan_text(text)] == ["github-token"]
+
+
+def test_without_re2_the_scan_goes_on_without_the_sets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Lambda package ships no RE2 (user rules are the CLI's): past the scans that
+    would build the sets, a scan finds what it finds with them."""
+    monkeypatch.setitem(sys.modules, "re2", None)  # import re2 raises ImportError
+    monkeypatch.setattr(redact, "_sets", None)
+    monkeypatch.setattr(redact, "_scans", redact._SETS_AFTER - 1)
+    text = "token ghp_" + "aB3" * 12 + " " + "x" * 200
+    assert [kind for kind, _ in redact.scan_text(text)] == ["github-token"]
+    assert redact._sets is None and redact._scans == redact._SETS_AFTER
