@@ -290,9 +290,9 @@ def _migrate_root_user(db: sqlite3.Connection) -> None:
     """
     if db.execute("SELECT 1 FROM users WHERE id = ?", (LEGACY_ROOT_ID,)).fetchone() is None:
         return
-    from ulid import ULID
+    from ..ids import new_ulid
 
-    new_id = str(ULID())
+    new_id = new_ulid()
     db.execute("UPDATE users SET id = ? WHERE id = ?", (new_id, LEGACY_ROOT_ID))
     for table, column in _USER_ID_COLUMNS:
         db.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?", (new_id, LEGACY_ROOT_ID))

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from ltm.cli.client.remote import Http, Reply
+from ltm.ids import new_ulid
 
 Result = Literal["pass", "fail", "not offered"]
 
@@ -84,17 +85,11 @@ class Report:
         }
 
 
-def _ulid() -> str:
-    from ulid import ULID
-
-    return str(ULID())
-
-
 def packet(version: str = "0.2", **fields: Any) -> dict[str, Any]:
     """A small valid packet with a fresh id; ``fields`` override or add keys."""
     data: dict[str, Any] = {
         "ltm_version": version,
-        "id": _ulid(),
+        "id": new_ulid(),
         "created_at": "2026-01-02T03:04:05Z",
         "goal": "Conformance run: check the wire protocol",
         "next_step": "Compare the answers with the protocol",
@@ -146,7 +141,7 @@ class Run:
         self.packets: list[tuple[str, str]] = []  # (token, id) to delete at the end
         self.teams: list[tuple[str, str]] = []  # (owner token, name)
         self.minted: list[str] = []  # tokens of users minted by anonymous accepts
-        self.suffix = _ulid()[-8:].lower()
+        self.suffix = new_ulid()[-8:].lower()
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -337,7 +332,7 @@ class Run:
             '204, then 404 {"error": "not found"}',
             f"{deleted.status}, then {_shape(after)}",
         )
-        missing = self.call("GET", f"/v1/packets/{_ulid()}", token=self.a)
+        missing = self.call("GET", f"/v1/packets/{new_ulid()}", token=self.a)
         self.check(
             API,
             "GET of an absent packet: 404 not found",
