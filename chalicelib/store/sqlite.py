@@ -819,6 +819,8 @@ def _marks(values: list[str]) -> str:
 
 
 _META = "p.id, p.created_at, p.goal, p.owner_id, p.team_id, p.project, p.parent_id"
+# A whole packet (p), with the text of its search row (f, to join) to unpack its body with.
+_READ = f"SELECT {_META}, p.conforming, p.body, {_TEXT} FROM packets p"
 
 
 class _Row(NamedTuple):
@@ -1512,8 +1514,8 @@ class SqliteStore(Store):
         db = self._conn()
         for chunk in _chunks(wanted):
             rows = db.execute(
-                f"SELECT {_META}, p.conforming, p.body, {_TEXT} FROM packets p"
-                f" LEFT JOIN packet_fts f ON f.rowid = p.doc WHERE p.id IN ({_marks(chunk)})",
+                f"{_READ} LEFT JOIN packet_fts f ON f.rowid = p.doc"
+                f" WHERE p.id IN ({_marks(chunk)})",
                 chunk,
             )
             for row in rows:
@@ -1522,7 +1524,7 @@ class SqliteStore(Store):
 
     @staticmethod
     def _held(row: tuple[Any, ...]) -> StoredPacket:
-        """A packet read with ``_META``, conforming, body and ``_TEXT``, its body unpacked."""
+        """A packet read by ``_READ``, its body unpacked."""
         if row[9] is None:  # every packet has its search row; this one lost it
             raise sqlite3.DatabaseError(f"packet {row[0]}: its search row is missing")
         return StoredPacket(PacketMeta(*row[:7]), _unpack(row[8], row[9]), bool(row[7]))
@@ -1532,8 +1534,7 @@ class SqliteStore(Store):
         row = (
             self._conn()
             .execute(
-                f"SELECT {_META}, p.conforming, p.body, {_TEXT} FROM packets p{join}"
-                f" LEFT JOIN packet_fts f ON f.rowid = p.doc WHERE {where}",
+                f"{_READ}{join} LEFT JOIN packet_fts f ON f.rowid = p.doc WHERE {where}",
                 (value,),
             )
             .fetchone()
