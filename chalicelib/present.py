@@ -60,7 +60,7 @@ def one_line(text: str, width: int) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def where_label(backend: Backend, team: str | None, project: str | None) -> str:
+def where_label(backend: Backend, team: str | None, project: str | None = None) -> str:
     """Where a listing looked, for messages: the store or server, the team, the project."""
     where = f"team {team} on {backend.label}" if team else backend.label
     return f"project {project} in {where}" if project else where

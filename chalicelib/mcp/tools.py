@@ -21,6 +21,7 @@ from functools import cache
 from typing import Any
 
 from ..errors import Failure
+from ..present import where_label
 from .place import current
 
 log = logging.getLogger("ltm.mcp")
@@ -340,7 +341,7 @@ def _store(args: dict[str, Any], *, fill: bool, verb: str) -> Reply:
     finally:
         backend.close()
     action = "saved" if pushed.created else "updated"
-    where = f"team {team} on {backend.label}" if team else backend.label
+    where = where_label(backend, team)
     text = (
         f"{action} packet {pushed.id} in {where}.\n"
         f"To continue this work later: resume with id {pushed.id} (or no id, for the "
@@ -572,7 +573,7 @@ def _search(args: dict[str, Any]) -> Reply:
         )
     finally:
         backend.close()
-    where = f"team {team} on {backend.label}" if team else backend.label
+    where = where_label(backend, team)
     if not hits:
         return Reply(f"no packet matches {args['query']!r} in {where}", {"results": []})
     from ..resume import Origin, frame

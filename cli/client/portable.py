@@ -27,6 +27,7 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from ltm.cli.errors import CliError
 from ltm.cli.terminal.progress import Progress
+from ltm.present import where_label
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -215,7 +216,7 @@ def import_from(
         if stream is not sys.stdin.buffer:
             stream.close()
     sys.stdout.flush()
-    info(report.summary(f"team {team} on {backend.label}" if team else backend.label))
+    info(report.summary(where_label(backend, team)))
     return 1 if report.refused else 0
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ltm.cli.errors import CliError
 from ltm.cli.terminal.output import info
+from ltm.present import where_label
 
 if TYPE_CHECKING:
     from ltm.cli.client.backend import Backend
@@ -49,7 +50,7 @@ def send(
         backend.close()
     verb = "saved" if pushed.created else "updated"
     note = "" if checked.conforming else " (non-conforming, accepted with --lenient)"
-    where = f"team {team} on {backend.label}" if team else backend.label
+    where = where_label(backend, team)
     info(f"{verb} {pushed.id} in {where}{note}")
     print(pushed.id)
     return pushed.id
@@ -69,7 +70,7 @@ def _check_parent(
         return
     if backend.stored(parent) is not None:
         return
-    where = f"team {team} on {backend.label}" if team else backend.label
+    where = where_label(backend, team)
     if refuse:
         raise CliError(
             f"parent_id {parent} names no packet you can read in {where}; nothing saved — fix"

@@ -29,6 +29,7 @@ import typer
 from ltm.cli.commands import options
 from ltm.cli.errors import CliError
 from ltm.cli.terminal.output import info, safe
+from ltm.present import where_label
 
 if TYPE_CHECKING:
     from ltm.cli.client.backend import Backend
@@ -188,7 +189,7 @@ def _edit_loop(
     """Open, judge, reopen on a refusal; the saved id, or None when nothing changed."""
     from ltm.cli.client import preflight
 
-    where = f"team {team} on {backend.label}" if team else backend.label
+    where = where_label(backend, team)
     header = _header(old_id, in_place=in_place, where=where)
     path = private_file(old_id)
     path.write_text(notes(header) + body, encoding="utf-8")

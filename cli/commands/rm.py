@@ -23,6 +23,7 @@ def rm(
     """
     from ltm.cli.client.backend import check_ref, open_backend
     from ltm.cli.terminal.confirm import confirmed
+    from ltm.present import where_label
 
     check_ref(ref)  # a bad id is refused first, whatever else is wrong
     backend = open_backend(local=local, team=team)
@@ -36,7 +37,7 @@ def rm(
         deleted = backend.delete(ref, team=team)
     finally:
         backend.close()
-    where = f"team {team} on {backend.label}" if team else backend.label
+    where = where_label(backend, team)
     info(f"deleted {deleted} from {where}")
 
 
