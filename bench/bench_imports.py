@@ -37,6 +37,7 @@ SINGLE = {
     "tomllib": "import tomllib",
     "http.client": "import http.client",
     "ltm.cli.client.plain_http (a socket)": "import ltm.cli.client.plain_http",
+    "re2 (the scan's literal sets)": "import re2",
 }
 # Whole paths, over a bare start.
 PATHS = {

@@ -30,7 +30,7 @@ Design notes
   A rule's needle (a literal every match holds) or keywords missing from the
   text skip it; a process that scans many packets rules out every missing
   needle and keyword in one pass of an RE2 set of them (``_Literals``).
-  A typical 32 KiB packet scans in about 1.5 ms alone, 0.5 ms in a process
+  A typical 32 KiB packet scans in about 1.4 ms alone, 0.5 ms in a process
   that scans many (see BENCHMARKS.md).
 * Normalization. Every string is matched after ``normalize``: zero-width and
   other invisible format characters removed, then NFKC, so a full-width
@@ -1870,9 +1870,10 @@ class _Literals:
 
 
 # The built-in rules' needles, and their keywords: built by ``_counted`` once a
-# process has scanned ``_SETS_AFTER`` times. Building them imports RE2 (about 9 ms),
-# more than a scan or two would win back (``ltm save`` scans once); a process that
-# scans many packets (an import, a server, the MCP shim) gets them early.
+# process has scanned ``_SETS_AFTER`` times. Building them imports RE2 (about 2.4 ms,
+# BENCHMARKS.md's import costs), more than a few scans win back (``ltm save`` scans
+# once); a process that scans many packets (an import, a server, the MCP shim) gets
+# them early.
 _SETS_AFTER = 8
 # A text shorter than this is searched needle by needle (``in``): the set's pass has
 # a fixed cost of about a microsecond, which ``in`` over a short text beats.

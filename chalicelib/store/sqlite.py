@@ -709,8 +709,8 @@ def _index_lost(db: sqlite3.Connection, insert: str) -> None:
 
 # A write of this many packets or more is a bulk load (an import: 500 a write locally).
 BULK = 100
-# Checkpoints copy the WAL's pages into the database and sync it: tens of milliseconds
-# on a busy disk (measured on the server: up to 40). SQLite runs one inside the COMMIT
+# Checkpoints copy the WAL's pages into the database and sync it, which takes long on a
+# busy disk. SQLite runs one inside the COMMIT
 # that takes the WAL past its threshold, here inside the writers' lock, where every
 # writer of every process waits for it. So the writer connection's threshold is only a
 # bound (for bulk writes), and a thread of the process checkpoints every
