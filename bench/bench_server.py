@@ -366,6 +366,14 @@ def example_body(packet_id: str) -> bytes:
     return json.dumps({**_EXAMPLE, "id": packet_id}, ensure_ascii=False).encode()
 
 
+def _children_cpu() -> float:
+    """User + system CPU of this process's finished children (and theirs, once waited)."""
+    import resource
+
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def bulk(server: Server | External, token: str, count: int, workdir: Path) -> dict[str, Any]:
     """``ltm import`` of ``count`` example packets into the server, then ``ltm export``."""
     from ulid import ULID
@@ -399,6 +407,7 @@ def bulk(server: Server | External, token: str, count: int, workdir: Path) -> di
         ("import", [LTM, "import", str(source)]),
         ("export", [LTM, "export", "-o", str(out)]),
     ):
+        children, server_cpu = _children_cpu(), server.cpu_seconds()
         started = time.perf_counter()
         done = subprocess.run(argv, env=env, capture_output=True, text=True)
         took = time.perf_counter() - started
@@ -406,6 +415,12 @@ def bulk(server: Server | External, token: str, count: int, workdir: Path) -> di
             raise SystemExit(f"ltm {name} failed: {done.stderr.strip()[-500:]}")
         figures[f"{name}_seconds"] = round(took, 2)
         figures[f"{name}_pps"] = round(count / took)
+        # CPU a packet: the command (its worker processes included), and the server's.
+        figures[f"{name}_client_cpu_us"] = round((_children_cpu() - children) / count * 1e6)
+        if server.pids:
+            figures[f"{name}_server_cpu_us"] = round(
+                (server.cpu_seconds() - server_cpu) / count * 1e6
+            )
     return figures
 
 
@@ -543,6 +558,12 @@ def main() -> int:
             f" ({b['import_pps']:,}/s); ltm export: {b['export_seconds']} s"
             f" ({b['export_pps']:,}/s)"
         )
+        for name in ("import", "export"):
+            server_cpu = b.get(f"{name}_server_cpu_us")
+            print(
+                f"  {name}, CPU a packet: the command {b[f'{name}_client_cpu_us']} µs"
+                + (f", the server {server_cpu} µs" if server_cpu is not None else "")
+            )
     if "ls" in results:
         ls_r = results["ls"]
         print(
