@@ -10,7 +10,8 @@ The store comes from the environment (``LTM_STORE``, ``LTM_DB``; see
 ``chalicelib.store.select``), opened once per process. Self-hosted, ``ltm
 server run`` sets those and serves this app through a WSGI adapter, which
 also answers what never reaches a route here: unknown paths (404), wrong
-methods (405) and bodies over 32 KiB (413, before reading them). On API
+methods (405) and bodies over their route's bound (413, before reading them;
+``chalicelib.limits``). On API
 Gateway, unknown paths and methods are answered by API Gateway itself.
 """
 
@@ -28,9 +29,8 @@ from typing import Any
 
 from chalice import Chalice, Response
 
-from chalicelib import openapi
+from chalicelib import limits, openapi
 from chalicelib.logs import loggable_path, make_logger
-from chalicelib.packet import MAX_PACKET_BYTES
 from chalicelib.search import next_step_of
 from chalicelib.service import invites, packets, publish, teams, tokens
 from chalicelib.service import search as searching
@@ -186,8 +186,9 @@ def _flag(request: Any, name: str) -> bool:
     raise BadRequest(f"{name} must be true or false")
 
 
-def _body(request: Any) -> bytes:
-    """The raw JSON body: 415 for a non-JSON content type, 413 past 32 KiB."""
+def _body(request: Any, limit: int = limits.MAX_BODY) -> bytes:
+    """The raw JSON body: 415 for a non-JSON content type, 413 past ``limit`` (the route's
+    bound in ``chalicelib.limits``; 32 KiB unless it says otherwise)."""
     content_type = request.headers.get("content-type")
     if content_type is not None:
         media = content_type.split(";", 1)[0].strip().lower()
@@ -196,8 +197,8 @@ def _body(request: Any) -> bytes:
     raw = request.raw_body or b""
     if isinstance(raw, str):
         raw = raw.encode()
-    if len(raw) > MAX_PACKET_BYTES:
-        raise PayloadTooLarge(f"request body too large (max {MAX_PACKET_BYTES} bytes)")
+    if len(raw) > limit:
+        raise PayloadTooLarge(limits.too_large(limit))
     return raw
 
 
@@ -358,7 +359,12 @@ def push_batch(request: Any) -> Response:
     team, lenient = _team(request), _flag(request, "lenient")
     scan = packets.scan_wanted(request.headers.get(packets.OVERRIDE_HEADER))
     results = packets.push_batch(
-        get_store(), caller, _body(request), team=team, lenient=lenient, scan=scan
+        get_store(),
+        caller,
+        _body(request, limits.MAX_BATCH_BODY),
+        team=team,
+        lenient=lenient,
+        scan=scan,
     )
     out = []
     for result in results:
@@ -368,7 +374,9 @@ def push_batch(request: Any) -> Response:
         elif not result.conforming:
             item["conforming"] = False
         out.append(item)
-    return _json({"results": out})
+    reply = _json({"results": out})
+    reply.headers[limits.BATCH_BYTES_HEADER] = str(limits.MAX_BATCH_BODY)  # how big the next may be
+    return reply
 
 
 @route("/v1/packets/batch", "GET")
@@ -893,6 +901,9 @@ def mcp_route(path: str, methods: list[str]) -> None:
 
         request = app.current_request
         raw = request.raw_body or b""
+        limit = limits.body_limit(request.method, path)
+        if len(raw) > limit:
+            return _error(413, limits.too_large(limit))
         query: list[tuple[str, str]] = []
         if request.query_params is not None:
             for name in request.query_params:

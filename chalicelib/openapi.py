@@ -13,7 +13,7 @@ import json
 from functools import cache
 from typing import Any
 
-from . import __version__
+from . import __version__, limits
 from .packet import MAX_PACKET_BYTES, MODELS
 from .service.packets import DEFAULT_LIMIT, MAX_BATCH, MAX_LIMIT
 from .service.search import DEFAULT_LIMIT as SEARCH_DEFAULT
@@ -542,7 +542,11 @@ def _paths() -> dict[str, Any]:
                     " scope rules, the per-user bound) and answered in `results` with that"
                     " status and error; one refused packet never stops the others. What"
                     " belongs to the request (the token, its scope, `team`, the body's"
-                    f" shape and its {MAX_PACKET_BYTES}-byte bound) refuses the whole batch."
+                    f" shape and its {limits.MAX_BATCH_BODY}-byte bound) refuses the whole"
+                    f" batch. The reply's `{limits.BATCH_BYTES_HEADER}` says how big a batch"
+                    " body the server takes: a client sends its first batch within"
+                    f" {limits.MAX_BODY} bytes, which every version of this route takes, and"
+                    " the rest as big as that says."
                 ),
                 "parameters": [
                     _TEAM_QUERY,
@@ -563,14 +567,24 @@ def _paths() -> dict[str, Any]:
                 ],
                 "requestBody": _json_body(_ref("Batch")),
                 "responses": {
-                    "200": _ok("Each packet's answer, in order.", _ref("BatchResults")),
+                    "200": {
+                        **_ok("Each packet's answer, in order.", _ref("BatchResults")),
+                        "headers": {
+                            limits.BATCH_BYTES_HEADER: {
+                                "description": "The most bytes a batch body may carry here.",
+                                "schema": {"type": "integer"},
+                            }
+                        },
+                    },
                     "400": _error(
                         'Malformed JSON, not `{"packets": [TEXT, ...]}` with 1 to'
                         f" {MAX_BATCH} texts, or a bad query value."
                     ),
                     "401": _UNAUTHORIZED,
                     "404": _error("`team not found`: no such team, or the caller is not in it."),
-                    "413": _TOO_LARGE,
+                    "413": _error(
+                        f"The request body is over {limits.MAX_BATCH_BODY} bytes; it was not read."
+                    ),
                     "415": _MEDIA,
                 },
             },
@@ -882,7 +896,8 @@ def document() -> dict[str, Any]:
                 " with another method 405, both with an `error` body (self-hosted; on API"
                 " Gateway those never reach the app and API Gateway answers itself)."
                 " Self-hosted, the HTTP server itself may also answer any request with 400"
-                " (malformed HTTP) or 413 (a body over 32 KiB, headers over 64 KiB)."
+                " (malformed HTTP) or 413 (a body over its route's bound, 32 KiB unless the"
+                " route says otherwise; headers over 64 KiB)."
             ),
             "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
         },

@@ -62,6 +62,9 @@ def test_constants() -> None:
     assert SUPPORTED_VERSIONS == ("0.1", "0.2")
     assert CURRENT_VERSION == "0.2"
     assert MAX_PACKET_BYTES == 32_768
+    from ltm import limits
+
+    assert limits.MAX_BODY == MAX_PACKET_BYTES  # every route takes one push of a whole packet
 
 
 # --------------------------------------------------------------------------

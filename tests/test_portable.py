@@ -533,21 +533,111 @@ def test_import_into_a_server_goes_in_batches_and_reports_in_bundle_order(
     assert len(logged) < 20  # lookups and pushes a batch at a time, not a request a line
 
 
+def _requests(server: Server, since: int) -> list[tuple[str, str]]:
+    """(method, path) of each request the server logged after its first ``since``."""
+    logged = [
+        json.loads(line)
+        for line in server.logs().splitlines()
+        if line.startswith("{") and '"message":"request"' in line
+    ][since:]
+    return [(e["method"], e["path"]) for e in logged]
+
+
+def _logged(server: Server) -> int:
+    return server.logs().count('"message":"request"')
+
+
 def test_import_into_a_server_sends_a_packet_too_big_to_share_a_batch_alone(
     server: Server, tmp_path: Path
 ) -> None:
-    """Past the first batch request the rest go on two connections at once; a packet
-    whose escaped text cannot share a 32 KiB batch body still goes alone, as a push."""
+    """The first batch request is held to the 32 KiB any server takes: a packet whose
+    escaped text cannot share one goes alone, as a push. Past it, the rest go on two
+    connections at once, in batches as big as the server's batch reply says, which a
+    packet that big shares."""
     cli = signed_in(server, tmp_path / "ines", "ines")
     small = [make_packet(goal=f"bulk {n}") for n in range(120)]  # several requests
     quoted = '"' * 1000  # escaped twice in a batch body: 4 bytes each there
-    big = make_packet(goal="quotes", constraints=[quoted] * 14)
-    assert len(json.dumps(big)) < 32_768 < 2 * len(json.dumps(big))
-    lines = [line_for(p) for p in small[:60]] + [line_for(big)] + [line_for(p) for p in small[60:]]
+    big = [make_packet(goal="quotes", constraints=[quoted] * 14) for _ in range(2)]
+    assert len(json.dumps(big[0])) < 32_768 < 2 * len(json.dumps(big[0]))
+    lines = [line_for(big[0])] + [line_for(p) for p in small[:60]]
+    lines += [line_for(big[1])] + [line_for(p) for p in small[60:]]
+    before = _logged(server)
     result = cli.run("import", str(write_bundle(tmp_path / "big.jsonl", lines)))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"added {big['id']}" in result.stdout.splitlines()
-    assert "121 added, 0 skipped (already present), 0 refused" in result.stderr
+    assert {f"added {p['id']}" for p in big} <= set(result.stdout.splitlines())
+    assert "122 added, 0 skipped (already present), 0 refused" in result.stderr
+    pushes = [path for method, path in _requests(server, before) if method == "POST"]
+    assert pushes[0] == "/v1/packets"  # the first, alone
+    assert set(pushes[1:]) == {"/v1/packets/batch"}  # the second shares a batch
+
+
+def test_import_into_a_server_sends_batches_as_big_as_the_server_takes(
+    server: Server, tmp_path: Path
+) -> None:
+    """250 packets of 3 KiB: the first request carries 10 (32 KiB), the rest of each
+    100-line chunk one request each, where 32 KiB requests would take 25."""
+    cli = signed_in(server, tmp_path / "jun", "jun")
+    packets = [make_packet(constraints=["x" * 1000] * 3) for _ in range(250)]
+    before = _logged(server)
+    result = cli.run("import", str(write_bundle(tmp_path / "3k.jsonl", map(line_for, packets))))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "250 added, 0 skipped (already present), 0 refused" in result.stderr
+    pushes = [path for method, path in _requests(server, before) if method == "POST"]
+    assert pushes == ["/v1/packets/batch"] * 4
+
+
+def test_import_through_a_proxy_that_takes_less_than_the_server_says(
+    server: Server, tmp_path: Path
+) -> None:
+    """A proxy in front refuses bodies over 32 KiB with 413, though the server's batch
+    reply says it takes more: the client goes back to 32 KiB and loses no packet."""
+    import httpx
+    from clikit import Seen, stub_server
+
+    def forward(request: Seen) -> tuple[int, dict[str, str], bytes]:
+        if len(request.body) > 32_768:
+            return 413, {"Content-Type": "text/html"}, b"<h1>413 Request Entity Too Large</h1>"
+        keep = {"authorization", "content-type", "x-ltm-allow-unredacted"}
+        reply = httpx.request(
+            request.method,
+            server.url + request.path,
+            content=request.body,
+            headers={k: v for k, v in request.headers.items() if k in keep},
+        )
+        passed = {"content-type", "x-ltm-batch-bytes"}
+        return (
+            reply.status_code,
+            {k: v for k, v in reply.headers.items() if k in passed},
+            reply.content,
+        )
+
+    packets = [make_packet(constraints=["x" * 1000] * 3) for _ in range(150)]
+    with stub_server(forward) as proxy:
+        _user, token = server.issue("kai")
+        cli = Cli(tmp_path / "kai")
+        cli.ok("auth", proxy.url, token)
+        result = cli.run("import", str(write_bundle(tmp_path / "3k.jsonl", map(line_for, packets))))
+        refused = [s for s in proxy.seen if len(s.body) > 32_768]
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "150 added, 0 skipped (already present), 0 refused" in result.stderr
+    assert [s.path for s in refused] == ["/v1/packets/batch"]  # once: then 32 KiB
+
+
+@pytest.mark.parametrize(
+    ("said", "sent"),
+    [
+        (None, 32_768),  # a server that does not say: what every server takes
+        ("", 32_768),
+        ("lots", 32_768),
+        ("100", 32_768),  # never less than that
+        ("1048576", 1_048_576),
+        (str(1 << 40), 8 * 1024 * 1024),  # never more than a reply may be
+    ],
+)
+def test_a_batch_is_as_big_as_the_server_said_within_reason(said: str | None, sent: int) -> None:
+    from ltm.cli.client.remote import _batch_bytes
+
+    assert _batch_bytes(said) == sent
 
 
 def test_a_batch_body_of_packets_encoded_ahead_is_the_one_encoded_at_once() -> None:

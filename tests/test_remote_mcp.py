@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import anyio
 import httpx
 import pytest
-from serverkit import Server, local_client, running_server
+from serverkit import Server, local_client, make_packet, running_server
 
 pytest.importorskip("mcp.client.streamable_http")
 
@@ -101,6 +101,22 @@ def test_a_save_runs_the_whole_preflight_on_the_server(server: Server) -> None:
     # push scan alone lets through, and stores nothing.
     assert refused.is_error and "next_step/abs-path" in text(refused)
     assert "no packets yet" in text(listed)
+
+
+def test_a_packet_at_the_cap_saves_over_http(server: Server) -> None:
+    """The JSON-RPC envelope around a packet of nearly 32 KiB takes the request past 32 KiB:
+    ``/mcp`` has a bound of its own, the same behind ``ltm server run`` as on Lambda."""
+    _, token = server.issue("cap")
+    packet = make_packet(goal="a long one", constraints=["word " * 200] * 32)
+    packet["next_step"] += "x" * (32_700 - len(json.dumps(packet, separators=(",", ":"))))
+    assert len(json.dumps(packet, separators=(",", ":"))) == 32_700  # a whole packet
+
+    async def work(client: Any) -> Any:
+        return await client.call_tool("save", {"packet": packet})
+
+    saved = session(server, token, work)
+    assert not saved.is_error, text(saved)
+    assert "saved packet" in text(saved)
 
 
 def test_a_read_only_token_may_not_save_and_another_users_packet_is_never_there(

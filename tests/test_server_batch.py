@@ -25,6 +25,7 @@ from serverkit import (
     running_server,
 )
 
+from ltm.limits import MAX_BATCH_BODY
 from ltm.service.packets import MAX_BATCH
 
 GHP = "ghp_" + "aB3dE5gH7jK9mN1pQ2sT4vW6yZ8aB3dE5gH7j"[:36]  # assembled: no secret in git
@@ -149,9 +150,27 @@ def test_what_is_the_requests_refuses_the_whole_batch(server: Server) -> None:
     assert r.status_code == 400 and r.json() == {"error": "malformed JSON"}
     r = client.post("/v1/packets/batch", content=b"x", headers={"Content-Type": "text/plain"})
     assert r.status_code == 415
-    r = client.post("/v1/packets/batch", content=b"x" * 40_000)
+    r = client.post("/v1/packets/batch", content=b"x" * (MAX_BATCH_BODY + 1))
     assert r.status_code == 413
+    assert r.json() == {"error": f"request body too large (max {MAX_BATCH_BODY} bytes)"}
     assert client.get("/v1/packets", params={"limit": 5}).json()["packets"] == []
+
+
+def test_a_batch_may_be_as_big_as_its_reply_says(server: Server) -> None:
+    """A batch body has a bound of its own, past the 32 KiB every other route keeps, and
+    the batch reply says it: 100 packets of 3 KiB go in one request."""
+    client = server.client(server.issue("batch-big")[1])
+    texts = [text(make_packet(constraints=["x" * 1000] * 3)) for _ in range(MAX_BATCH)]
+    body = json.dumps({"packets": texts}).encode()
+    assert 32_768 * 9 < len(body) < MAX_BATCH_BODY
+    r = client.post("/v1/packets/batch", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+    assert [one["status"] for one in r.json()["results"]] == [201] * MAX_BATCH
+    assert r.headers["X-LTM-Batch-Bytes"] == str(MAX_BATCH_BODY)
+    # Every other route keeps one push's bound: a push as big is refused unread.
+    r = client.post("/v1/packets", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 413
+    assert r.json() == {"error": "request body too large (max 32768 bytes)"}
 
 
 def test_a_batch_into_a_team_follows_the_scope_rules(server: Server) -> None:

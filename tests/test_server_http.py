@@ -533,6 +533,60 @@ def test_an_oversized_content_length_is_refused_before_the_body_is_sent(server: 
     assert b'{"error":"request body too large (max 32768 bytes)"}' in reply
 
 
+def _head_only_reply(server: Server, request_line: bytes, length: int) -> bytes:
+    """What the server answers a head declaring ``length`` bytes, the body never sent."""
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(
+            request_line + b"\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + server.root_token.encode() + b"\r\n"
+            b"Content-Length: " + str(length).encode() + b"\r\n\r\n"
+        )
+        reply = b""
+        while chunk := sock.recv(4096):  # the server closes the connection after a 413
+            reply += chunk
+    return reply
+
+
+def test_a_batch_body_has_its_own_bound_refused_from_the_head(server: Server) -> None:
+    """The batch route takes up to 1 MiB; past it, 413 from the head, naming that bound.
+    Between the two bounds, any other route is refused from the head, never waited on."""
+    from ltm.limits import MAX_BATCH_BODY
+
+    reply = _head_only_reply(server, b"POST /v1/packets/batch HTTP/1.1", MAX_BATCH_BODY + 1)
+    assert reply.startswith(b"HTTP/1.1 413 ")
+    assert b'{"error":"request body too large (max 1048576 bytes)"}' in reply
+    for line in (
+        b"POST /v1/packets HTTP/1.1",
+        b"GET /v1/packets/batch HTTP/1.1",
+        b"POST /mcp2 HTTP/1.1",
+    ):
+        reply = _head_only_reply(server, line, 100_000)
+        assert reply.startswith(b"HTTP/1.1 413 "), line
+        assert b'{"error":"request body too large (max 32768 bytes)"}' in reply
+
+
+def test_a_chunked_batch_body_past_its_bound_is_413(alice: httpx.Client) -> None:
+    from ltm.limits import MAX_BATCH_BODY
+
+    def chunks() -> Iterator[bytes]:
+        for _ in range(MAX_BATCH_BODY // 4096 + 1):
+            yield b" " * 4096
+
+    r = alice.post(
+        "/v1/packets/batch", content=chunks(), headers={"Content-Type": "application/json"}
+    )
+    assert r.status_code == 413
+    assert r.json() == {"error": f"request body too large (max {MAX_BATCH_BODY} bytes)"}
+    # Under the bound, the body is read whole and judged: not a batch.
+    r = alice.post(
+        "/v1/packets/batch",
+        content=iter([b"x" * 40_000]),
+        headers={"Content-Type": "application/json"},
+    )
+    assert r.status_code == 400 and r.json() == {"error": "malformed JSON"}
+
+
 # -- errors of any route ---------------------------------------------------------------
 
 

@@ -30,8 +30,9 @@ import httpx
 import pytest
 from serverkit import LTM, Server, init_db, packet_id, run_server, running_server
 
+from ltm import limits
 from ltm.cli.server.http import IDLE_TIMEOUT, REQUEST_TIMEOUT
-from ltm.cli.server.intake import STRICT_HEADERS, Framing, RequestReader
+from ltm.cli.server.intake import BIG_BODY_RATE, STRICT_HEADERS, BigBodies, Framing, RequestReader
 from ltm.cli.server.wsgi import ChaliceWSGI
 
 HEALTHZ = b"GET /v1/healthz HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -454,6 +455,73 @@ def test_a_request_is_whole_at_its_last_byte_and_not_before(request_bytes: bytes
 )
 def test_a_request_refused_from_what_is_in_goes_to_a_worker_at_once(head: bytes, why: str) -> None:
     assert judged(head)[-1] is True, why
+
+
+def big_head(path: bytes, length: int) -> bytes:
+    return b"POST " + path + b" HTTP/1.1\r\nContent-Length: " + str(length).encode() + b"\r\n\r\n"
+
+
+@contextmanager
+def route_reader(budget: BigBodies) -> Iterator[RequestReader]:
+    """A reader with the server's own bounds (cheroot's: the largest route's)."""
+    left, right = socket.socketpair()
+    try:
+        yield RequestReader(
+            left, max_head=1024, max_body=limits.LARGEST_BODY, timeout=1, big_bodies=budget
+        )
+    finally:
+        left.close()
+        right.close()
+
+
+@pytest.mark.parametrize(
+    ("path", "bound"),
+    [
+        (b"/v1/packets/batch", limits.MAX_BATCH_BODY),
+        (b"/v1/packets/batch?team=core&lenient=true", limits.MAX_BATCH_BODY),
+        (b"/v1/packets/%62atch", limits.MAX_BATCH_BODY),  # as the app sees the path
+        (b"http://x/v1/packets/batch", limits.MAX_BATCH_BODY),  # an absolute-form target
+        (b"/mcp", limits.MAX_MCP_BODY),
+        (b"/v1/packets", limits.MAX_BODY),
+        (b"/v1/packets/batch/x", limits.MAX_BODY),
+    ],
+)
+def test_the_intake_holds_a_body_to_its_routes_bound(path: bytes, bound: int) -> None:
+    with route_reader(BigBodies()) as reader:
+        reader.feed(big_head(path, bound))
+        assert not reader.complete()  # at the bound: the body is waited for
+        assert reader.framing is not None and reader.framing.limit == bound
+    with route_reader(BigBodies()) as reader:
+        reader.feed(big_head(path, bound + 1))
+        assert reader.complete()  # past it: refused from the head, at once
+        assert reader.framing is not None and reader.framing.too_large
+
+
+def test_big_bodies_received_at_once_share_one_budget() -> None:
+    """What slow clients can make a process hold stays bounded: past the budget, a big
+    body gets the 32 KiB every route takes; the budget comes back as each is received
+    or its connection closes."""
+    size = 100_000
+    budget = BigBodies(budget=2 * size)
+    with route_reader(budget) as first, route_reader(budget) as second:
+        for reader in (first, second):
+            reader.deadline = 100.0
+            reader.feed(big_head(b"/v1/packets/batch", size))
+            assert not reader.complete()
+            # time for the bytes past 32 KiB, at 32 KiB a second
+            assert reader.deadline == 100.0 + (size - limits.MAX_BODY) / BIG_BODY_RATE
+        assert budget.held == 2 * size
+        with route_reader(budget) as third:
+            third.feed(big_head(b"/v1/packets/batch", size))
+            assert third.complete() and third.framing is not None and third.framing.too_large
+            assert third.limit == limits.MAX_BODY
+        first.feed(b"x" * size)
+        assert first.complete()  # received: a worker's now
+        second.close()  # went away midway
+        assert budget.held == 0
+        with route_reader(budget) as fourth:
+            fourth.feed(big_head(b"/v1/packets/batch", size))
+            assert not fourth.complete() and fourth.limit == limits.MAX_BATCH_BODY
 
 
 def verdict(data: bytes) -> Framing | None:

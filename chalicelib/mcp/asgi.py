@@ -18,10 +18,6 @@ from typing import Any, NamedTuple
 
 AsgiApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
-# Bodies of MCP and OAuth requests are small; the app already refuses more than 32 KiB
-# elsewhere. Past this the request is refused before the application sees it.
-MAX_BODY = 1 << 20
-
 
 class Answer(NamedTuple):
     status: int

@@ -189,8 +189,8 @@ def push_many(
     return results
 
 
-# A batch is the bodies of single pushes, carried in one request: it shares their
-# 32 KiB bound (one body limit on every path) and is held to this many packets.
+# A batch is the bodies of single pushes, carried in one request of its own bound
+# (``limits.MAX_BATCH_BODY``), and is held to this many packets.
 MAX_BATCH = 100
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote, urlencode, urlsplit
 
+from ltm import limits
 from ltm.cli.client.backend import (
     WALK_PAGE,
     Backend,
@@ -49,12 +50,12 @@ MAX_REPLY_BYTES = 8 * 1024 * 1024
 RESOLVE_PAGE = 200  # how many of the newest packets an id prefix is looked up in
 PROJECT_SCAN = 50  # against a server without ?project=, how many bodies are read to filter
 MAX_PACKET_KIB = 32
-# The batch routes (an extension): at most this many packets a request, in the server's
-# 32 KiB request body (what one push may send; the envelope and its commas included).
+# The batch routes (an extension): at most this many packets a request, in a body of at
+# most 32 KiB (what one push may send, so any server takes it; the envelope and its
+# commas included) until the server's batch reply says it takes more (``limits``).
 BATCH = 100
-MAX_BODY = 32_768
+MAX_BODY = limits.MAX_BODY
 _BATCH_ENVELOPE = len(b'{"packets":[]}')
-_BATCH_ROOM = MAX_BODY - _BATCH_ENVELOPE
 LANES = 2  # batch requests in flight at once during an import (the server runs them side by side)
 
 
@@ -78,9 +79,17 @@ def wire(packet: Mapping[str, Any] | Checked) -> Wire:
 _Run = tuple[list[tuple[int, Wire]], str | None]
 
 
-def _alone(packet: Wire) -> bool:
-    """A packet too big to share a batch request: it is pushed on its own."""
-    return len(packet.quoted) + 1 + _BATCH_ENVELOPE > MAX_BODY
+_BATCH_BYTES = limits.BATCH_BYTES_HEADER.lower()
+
+
+def _batch_bytes(said: str | None) -> int:
+    """How big a batch body to send from now on: what the server's batch reply says it
+    takes (never less than 32 KiB, which every server takes), else 32 KiB."""
+    try:
+        value = int(said or 0)
+    except ValueError:
+        return MAX_BODY
+    return max(MAX_BODY, min(value, MAX_REPLY_BYTES))
 
 
 def configured_timeout() -> float:
@@ -520,6 +529,8 @@ class RemoteBackend(Backend):
         self._is_ltm: bool | None = None  # GET /v1/healthz answered as an ltm server does
         self._authors: dict[str, str] = {}  # packet id -> X-Ltm-Created-By of its GET
         self._batches: bool | None = None  # the batch routes are there (None: not yet asked)
+        self._batch_bytes = MAX_BODY  # a batch request's body: more once the server says so
+        self._sized = False  # a batch push was answered: ``_batch_bytes`` is what it said
 
     @classmethod
     def open(cls, target: Target, *, timeout: float | None = None) -> RemoteBackend:
@@ -669,40 +680,20 @@ class RemoteBackend(Backend):
         allow_unredacted: bool = False,
     ) -> list[Pushed | CliError]:
         """``POST /v1/packets/batch`` for runs of packets with the same team, each request
-        within the server's 32 KiB body and ``BATCH`` packets; a packet too big to share a
-        request, and every packet on a server without the route (asked once), goes alone.
-        A packet may come encoded already (``readying``)."""
+        within ``BATCH`` packets and the body the server takes (32 KiB until a batch reply
+        says more); a packet too big to share a request, and every packet on a server
+        without the route (asked once), goes alone. A packet may come encoded already
+        (``readying``)."""
         done: list[Pushed | CliError | None] = [None] * len(items)
-        runs: list[_Run] = []  # one request each
-        run: list[tuple[int, Wire]] = []  # (index, packet) of one request
-        run_team: str | None = None
-        size = 0
-
-        def close_run() -> None:
-            nonlocal run, size
-            if run:
-                runs.append((run, run_team))
-                run = []
-            size = 0
-
-        for index, (data, team) in enumerate(items):
-            packet = data if isinstance(data, Wire) else wire(data)
-            cost = len(packet.quoted) + 1  # as it travels: a JSON string, a comma
-            if self._batches is False or cost + _BATCH_ENVELOPE > MAX_BODY:
-                close_run()
-                runs.append(([(index, packet)], team))
-                continue
-            if run and (team != run_team or len(run) == BATCH or size + cost > _BATCH_ROOM):
-                close_run()
-            run_team = team
-            run.append((index, packet))
-            size += cost
-        close_run()
+        packets = [
+            (index, data if isinstance(data, Wire) else wire(data), team)
+            for index, (data, team) in enumerate(items)
+        ]
 
         def send(via: RemoteBackend, run: list[tuple[int, Wire]], team: str | None) -> None:
             """One request: a batch, or a packet alone (too big to share one, or a server
             without the batch routes); each packet's answer into ``done``."""
-            if len(run) == 1 and (via._batches is False or _alone(run[0][1])):
+            if len(run) == 1 and (via._batches is False or via._alone(run[0][1])):
                 own_team = items[run[0][0]][1]
                 data = json.loads(run[0][1].text)
                 done[run[0][0]] = via._push_one(data, own_team, lenient, allow_unredacted)
@@ -716,18 +707,48 @@ class RemoteBackend(Backend):
             for (index, _), answer in zip(run, answers, strict=True):
                 done[index] = answer
 
-        # The first request alone tells whether the server has the batch routes; once it
-        # has, the rest go on LANES connections at once: each request is a set of
-        # single pushes with distinct ids, so their order changes no packet's outcome,
-        # and the server's processes take them side by side.
-        while runs and self._batches is None:
+        # The first batch push alone tells whether the server has the batch routes, and how
+        # big a batch it takes: the rest are planned again with what it said. Once it has
+        # them, the rest go on LANES connections at once: each request is a set of single
+        # pushes with distinct ids, so their order changes no packet's outcome, and the
+        # server's processes take them side by side.
+        runs = self._runs(packets)
+        while runs and self._batches is not False and not self._sized:
             send(self, *runs.pop(0))
+            runs = self._runs([p for p in packets if done[p[0]] is None])
         if len(runs) > 1 and self._batches:
             self._in_lanes(runs, send)
         else:
             for one, team in runs:
                 send(self, one, team)
         return [d if d is not None else CliError("not pushed") for d in done]
+
+    def _runs(self, packets: Sequence[tuple[int, Wire, str | None]]) -> list[_Run]:
+        """``packets`` (index, packet, team) as requests: runs of one team within ``BATCH``
+        packets and the batch body this server takes, and each packet too big for one alone."""
+        runs: list[_Run] = []
+        run: list[tuple[int, Wire]] = []
+        run_team: str | None = None
+        room, size = self._batch_bytes - _BATCH_ENVELOPE, 0
+        for index, packet, team in packets:
+            cost = len(packet.quoted) + 1  # as it travels: a JSON string, a comma
+            alone = self._batches is False or cost > room
+            if run and (alone or team != run_team or len(run) == BATCH or size + cost > room):
+                runs.append((run, run_team))
+                run, size = [], 0
+            if alone:
+                runs.append(([(index, packet)], team))
+                continue
+            run_team = team
+            run.append((index, packet))
+            size += cost
+        if run:
+            runs.append((run, run_team))
+        return runs
+
+    def _alone(self, packet: Wire) -> bool:
+        """A packet too big to share a batch request: it is pushed on its own."""
+        return len(packet.quoted) + 1 + _BATCH_ENVELOPE > self._batch_bytes
 
     def _in_lanes(
         self,
@@ -788,7 +809,7 @@ class RemoteBackend(Backend):
                 reply = self._call(
                     "POST",
                     "/v1/packets/batch",
-                    ok=(200, 404, 405),
+                    ok=(200, 404, 405, 413),
                     query={"team": team, "lenient": "true" if lenient else None},
                     raw=body,
                     hints={**self._team_hints(team), 400: "{host} rejected the batch: {msg}"},
@@ -799,16 +820,41 @@ class RemoteBackend(Backend):
                 return [exc] * len(packets)
             if self._lacks_batch(reply):
                 self._batches = False
+            elif reply.status == 413 and len(body) > MAX_BODY:
+                # Something in front of the server (a proxy, or the server short of room
+                # for big bodies just now) takes less than it said: 32 KiB from now on.
+                self._batch_bytes, self._sized = MAX_BODY, True
+                return self._push_smaller(packets, team, lenient, allow_unredacted)
             elif reply.status != 200:
                 error = status_error(self.host, reply, self._team_hints(team))
                 return [error] * len(packets)
             else:
-                self._batches = True
+                if not self._sized:  # the first batch reply: the size from now on
+                    self._batch_bytes = _batch_bytes(reply.headers.get(_BATCH_BYTES))
+                self._batches = self._sized = True
                 return self._batch_answers(reply, ids, team)
         return [
             self._push_one(json.loads(packet.text), team, lenient, allow_unredacted)
             for packet in packets
         ]
+
+    def _push_smaller(
+        self, packets: list[Wire], team: str | None, lenient: bool, allow_unredacted: bool
+    ) -> list[Pushed | CliError]:
+        """``packets`` again, in requests of the size this backend now sends."""
+        out: list[Pushed | CliError] = []
+        for run, _ in self._runs([(index, packet, team) for index, packet in enumerate(packets)]):
+            if len(run) == 1 and self._alone(run[0][1]):
+                data = json.loads(run[0][1].text)
+                out.append(self._push_one(data, team, lenient, allow_unredacted))
+                continue
+            out += self._push_batch(
+                [packet for _, packet in run],
+                team=team,
+                lenient=lenient,
+                allow_unredacted=allow_unredacted,
+            )
+        return out
 
     def _batch_answers(
         self, reply: Reply, ids: list[str], team: str | None

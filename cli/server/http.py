@@ -42,14 +42,15 @@ from cheroot.errors import MaxSizeExceeded
 from cheroot.makefile import MakeFile
 from cheroot.server import HeaderReader, HTTPConnection, HTTPRequest
 
-from .intake import STRICT_HEADERS, Intake, RequestReader, StrictHeaders, json_error
-from .wsgi import MAX_BODY
+from ltm import limits
+
+from .intake import STRICT_HEADERS, BigBodies, Intake, RequestReader, StrictHeaders, json_error
 
 MAX_HEADER_BYTES = 64 * 1024
-TOO_LARGE = f"request body too large (max {MAX_BODY} bytes)"
 # A request's head and body, together, from its first byte (a new connection:
 # from the accept). Generous for a 32 KiB body on a slow link; short enough
-# that a client dribbling bytes is cut within seconds.
+# that a client dribbling bytes is cut within seconds (a bigger body gets more:
+# see intake.py).
 REQUEST_TIMEOUT = 5.0
 # An idle keep-alive connection closes after this (it costs a socket, not a
 # thread); also how long one write of a response may stall.
@@ -91,6 +92,9 @@ class _JsonRequest(HTTPRequest):
             # worker would wait for a body the intake did not see as part of the request.
             self.simple_response("400 Bad Request", "ambiguous request framing")
             return False
+        if verdict.too_large:  # within cheroot's bound (the largest route's), past its route's
+            self.simple_response("413 Request Entity Too Large")
+            return False
         return True
 
     def simple_response(self, status: Any, msg: Any = "") -> None:
@@ -98,7 +102,8 @@ class _JsonRequest(HTTPRequest):
         code = int(status[:3])
         detail = msg.decode("latin-1") if isinstance(msg, bytes) else str(msg or "")
         if code == 413:
-            message = "request headers too large" if "header" in detail else TOO_LARGE
+            too_large = limits.too_large(self.conn.rfile.limit)
+            message = "request headers too large" if "header" in detail else too_large
         else:
             reason = status[4:].lower() or "error"
             message = f"{reason}: {detail}" if detail else reason
@@ -123,6 +128,7 @@ class _Connection(HTTPConnection):
                     max_head=server.max_request_header_size,
                     max_body=server.max_request_body_size,
                     timeout=server.timeout,
+                    big_bodies=server.big_bodies,
                 )
             return makefile(sock, mode, bufsize)
 
@@ -145,7 +151,8 @@ class _Server(wsgi.Server):
             timeout=IDLE_TIMEOUT,  # cheroot's name; also the Keep-Alive: timeout= it announces
             shutdown_timeout=10,  # requests in flight get this long to finish on stop
         )
-        self.max_request_body_size = MAX_BODY
+        self.max_request_body_size = limits.LARGEST_BODY  # each route's own: the intake's
+        self.big_bodies = BigBodies()
         self.max_request_header_size = MAX_HEADER_BYTES
         # cheroot's default is 10: past that many parked connections every answer
         # closes its connection; parked connections are cheap (a socket each).

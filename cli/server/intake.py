@@ -22,6 +22,13 @@ connection closes. A connection idle between requests closes after
 ``idle_timeout``. What is too big or malformed goes to the worker at once, and
 cheroot answers it as before (413, 400, 501).
 
+A body may be as big as its route allows (``ltm.limits``: 32 KiB, and 1 MiB for a
+batch push). The intake reads the route from the request line, so a request
+over its route's bound is refused from its head. What slow clients can make a
+process hold stays bounded: the big bodies being received at once share one
+budget (``BigBodies``); past it, a request gets the 32 KiB bound every route
+takes, and a big body gets time for its bytes past 32 KiB at 32 KiB a second.
+
 The intake and the worker must read a request's framing alike: a head the
 intake takes as having no body while cheroot waits for a chunked one held a
 worker for the whole timeout. So one reader parses every head
@@ -41,12 +48,15 @@ import io
 import json
 import selectors
 import socket
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cheroot.connections import ConnectionManager
 from cheroot.server import HeaderReader, comma_separated_headers
+
+from ltm import limits
 
 RECV_SIZE = 65_536
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -72,6 +82,29 @@ _OUT_OF_DESCRIPTORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 # Per process, whatever the descriptor limit allows: each may buffer up to a
 # 64 KiB head, so this also bounds what slow clients can make it hold (64 MiB).
 MAX_CONNECTIONS = 1024
+# The bodies past 32 KiB being received at once, per process (64 batches at their bound).
+BIG_BODY_BUDGET = 64 * limits.MAX_BATCH_BODY
+BIG_BODY_RATE = 32 * 1024  # bytes a second a big body's bytes past 32 KiB get time for
+
+
+class BigBodies:
+    """The budget of a process's big bodies in flight, shared by its connections."""
+
+    def __init__(self, budget: int = BIG_BODY_BUDGET) -> None:
+        self.budget = budget
+        self.held = 0
+        self._lock = threading.Lock()  # readers are judged on the selector and worker threads
+
+    def take(self, size: int) -> bool:
+        with self._lock:
+            if self.held + size > self.budget:
+                return False
+            self.held += size
+            return True
+
+    def give_back(self, size: int) -> None:
+        with self._lock:
+            self.held -= size
 
 
 def connection_limit() -> int:
@@ -149,6 +182,8 @@ class Framing:
     chunked: bool = False
     length: int = 0  # the Content-Length (0 when chunked or absent)
     expect: bool = False  # the client waits for "100 Continue" before sending the body
+    limit: int = field(default=0, compare=False)  # the route's bound on the body
+    too_large: bool = False  # over the route's bound (within cheroot's): the worker says 413
 
 
 def framing(head: bytes, *, max_body: int) -> Framing | None:
@@ -159,11 +194,13 @@ def framing(head: bytes, *, max_body: int) -> Framing | None:
     version is read as cheroot 11 reads it (``HTTPRequest.read_request_line``:
     Transfer-Encoding counts for HTTP/1.1 only), and the checks run in
     ``read_request_headers``'s order: Content-Length first, then the codings.
+    ``max_body`` is cheroot's bound, the largest any route takes; ``limit`` is
+    the route's (no more than ``max_body``).
     """
     stream = io.BytesIO(head)
     line = stream.readline()
     try:
-        _method, _target, protocol = line.strip().split(b" ", 2)
+        method, target, protocol = line.strip().split(b" ", 2)
         if not line.endswith(b"\r\n") or not protocol.startswith(b"HTTP/"):
             return None
         major, minor = protocol[5:].split(b".", 1)
@@ -172,17 +209,29 @@ def framing(head: bytes, *, max_body: int) -> Framing | None:
         length = int(headers.get(b"Content-Length", 0))
     except ValueError:
         return None
-    if version > (1, 1) or version[0] != 1 or length < 0 or length > max_body:
+    if version > (1, 1) or version[0] != 1 or length < 0:
         return None
     codings: list[bytes] = []
     if version == (1, 1) and (te := headers.get(b"Transfer-Encoding")):
         codings = [c.strip().lower() for c in te.split(b",") if c.strip()]
     expect = headers.get(b"Expect", b"") == b"100-continue"
+    limit = min(max_body, limits.body_limit(method.decode("latin-1"), _route_path(target)))
     if codings:
         if any(c != b"chunked" for c in codings):
             return None  # 501
-        return Framing(chunked=True, expect=expect)
-    return Framing(length=length, expect=expect and length > 0)
+        return Framing(chunked=True, expect=expect, limit=limit)
+    return Framing(length=length, expect=expect and length > 0, limit=limit)
+
+
+def _route_path(target: bytes) -> str:
+    """The path a request line's target names, percent-decoded as cheroot gives it to the
+    app (an absolute-form target too); only compared with the routes' paths."""
+    from urllib.parse import unquote_to_bytes, urlsplit
+
+    path = target.split(b"?", 1)[0]
+    if not path.startswith(b"/"):
+        path = urlsplit(path).path
+    return unquote_to_bytes(path).decode("latin-1")
 
 
 class RequestReader:
@@ -193,11 +242,21 @@ class RequestReader:
     served from memory, and never waits on the socket (see ``_fill``).
     """
 
-    def __init__(self, sock: socket.socket, *, max_head: int, max_body: int, timeout: float):
+    def __init__(
+        self,
+        sock: socket.socket,
+        *,
+        max_head: int,
+        max_body: int,
+        timeout: float,
+        big_bodies: BigBodies | None = None,
+    ):
         self._sock = sock
         self._buf = bytearray()
         self.max_head = max_head
-        self.max_body = max_body
+        self.max_body = max_body  # cheroot's: the largest body any route takes
+        self.big_bodies = big_bodies or BigBodies()
+        self._big = 0  # what the current request holds of ``big_bodies``
         self.timeout = timeout  # the socket's timeout while a worker owns it (for writes)
         self.bytes_read = 0
         self.closed = False
@@ -210,6 +269,7 @@ class RequestReader:
 
     def reset(self) -> None:
         """Start judging a new request: the one at the front of the buffer."""
+        self._release()
         self._scan = 0  # where to resume looking for the end of the head
         self._head_end: int | None = None
         self._need: int | None = None  # the request's total size, when known
@@ -240,7 +300,34 @@ class RequestReader:
         """Whether a worker can take the request now: whole, or bad enough to refuse as it is."""
         if not self._ready:
             self._ready = self._judge()
+            if self._ready:
+                self._release()  # received: what a worker holds, the workers bound
         return self._ready
+
+    @property
+    def limit(self) -> int:
+        """The current request's bound on its body: its route's, within the budget."""
+        return self.framing.limit if self.framing is not None else limits.MAX_BODY
+
+    def _release(self) -> None:
+        if self._big:
+            self.big_bodies.give_back(self._big)
+            self._big = 0
+
+    def _bounded(self, verdict: Framing) -> Framing:
+        """``verdict`` held to its route's bound, and to the budget of big bodies: one past
+        32 KiB takes its share (a chunked one: its route's whole bound), or gets 32 KiB."""
+        limit = verdict.limit
+        if verdict.length > limit:
+            return replace(verdict, too_large=True)
+        wanted = limit if verdict.chunked else verdict.length
+        if wanted > limits.MAX_BODY:
+            if self.big_bodies.take(wanted):
+                self._big = wanted
+                self.deadline += (wanted - limits.MAX_BODY) / BIG_BODY_RATE
+            else:
+                limit = limits.MAX_BODY
+        return replace(verdict, limit=limit, too_large=verdict.length > limit)
 
     def _judge(self) -> bool:
         buf = self._buf
@@ -256,21 +343,24 @@ class RequestReader:
                 return len(buf) > self.max_head
             end = min(found)
             self._head_end = end + (4 if buf[end : end + 4] == b"\r\n\r\n" else 2)
-            self.framing = framing(bytes(buf[start : self._head_end]), max_body=self.max_body)
-            if self.framing is None:
+            verdict = framing(bytes(buf[start : self._head_end]), max_body=self.max_body)
+            if verdict is None:
                 return True  # refused from the head alone: the worker says why, at once
-            if self.framing.chunked:
+            self.framing = verdict = self._bounded(verdict)
+            if verdict.too_large:
+                return True  # 413 from the head alone (the worker sees ``too_large``)
+            if verdict.chunked:
                 self._chunked = True
                 self._chunk_pos = self._head_end
             else:
-                self._need = self._head_end + self.framing.length
+                self._need = self._head_end + verdict.length
         if self._chunked:
             return self._chunks_complete()
         return self._need is not None and len(buf) >= self._need
 
     def _chunks_complete(self) -> bool:
         buf = self._buf
-        if len(buf) > self.max_head + 4 * self.max_body:
+        if len(buf) > self.max_head + 4 * self.limit:
             return True  # framing out of all proportion (chunk extensions): the worker decides
         while True:
             line_end = buf.find(b"\n", self._chunk_pos)
@@ -290,8 +380,12 @@ class RequestReader:
                 self._trailer = True
                 self._chunk_pos = line_end + 1
                 continue
-            if size < 0 or self._chunk_data + size > self.max_body:
-                return True  # 413 from cheroot
+            if size < 0:
+                return True  # 400 from cheroot
+            if self._chunk_data + size > self.limit:
+                assert self.framing is not None
+                self.framing = replace(self.framing, too_large=True)
+                return True  # 413 from the worker
             end = line_end + 1 + size + 2
             if len(buf) < end:
                 return False
@@ -347,6 +441,7 @@ class RequestReader:
 
     def close(self) -> None:
         self.closed = True
+        self._release()
 
 
 class Intake(ConnectionManager):

@@ -8,9 +8,9 @@ Gateway would answer by itself is answered here, as JSON errors:
 - an unknown path: 404 ``{"error": "not found"}``;
 - a known path with another method: 405 ``{"error": "method not allowed"}``
   with ``Allow`` (HEAD is served as GET without the body);
-- a body over the limit: 413, decided from Content-Length before a byte of
-  the body is read; a body that does not arrive whole: 408 (the server's
-  stream never waits for it) or 400;
+- a body over its route's bound (``chalicelib.limits``): 413, decided from
+  Content-Length before a byte of the body is read; a body that does not
+  arrive whole: 408 (the server's stream never waits for it) or 400;
 - a path that is not UTF-8 after percent-decoding: 404.
 
 Nothing here raises to the server: an unexpected error is logged and becomes
@@ -30,7 +30,8 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs
 
-MAX_BODY = 32_768
+from ltm import limits
+
 STAGE = "local"
 
 StartResponse = Callable[..., Any]
@@ -92,12 +93,10 @@ class ChaliceWSGI:
         self,
         chalice_app: Any,
         *,
-        max_body: int = MAX_BODY,
         logger: logging.Logger | Any | None = None,
         too_large: tuple[type[BaseException], ...] = (),
     ) -> None:
         self.app = chalice_app
-        self.max_body = max_body
         self.too_large = too_large  # what the server's input stream raises past its own limit
         self.log = logger or logging.getLogger("ltm.server")
         self._static: dict[str, _Route] = {}
@@ -163,7 +162,7 @@ class ChaliceWSGI:
             return status, headers, body
 
         try:
-            raw_body = self._read_body(environ)
+            raw_body = self._read_body(environ, limits.body_limit(call_method, route.template))
         except _Refusal as refusal:
             where = route.template if refusal.status == 413 else path
             return self._refuse(refusal.status, refusal.message, method, where, request_id, started)
@@ -187,9 +186,9 @@ class ChaliceWSGI:
             headers.append(("Content-Length", str(len(body))))
         return status, headers, body
 
-    def _read_body(self, environ: dict[str, Any]) -> bytes:
-        """The request body, never read past the limit (``_Refusal`` 400/413 otherwise)."""
-        too_large = _Refusal(413, f"request body too large (max {self.max_body} bytes)")
+    def _read_body(self, environ: dict[str, Any], limit: int) -> bytes:
+        """The request body, never read past ``limit`` (``_Refusal`` 400/413 otherwise)."""
+        too_large = _Refusal(413, limits.too_large(limit))
         length_header = environ.get("CONTENT_LENGTH")
         if length_header:
             try:
@@ -198,7 +197,7 @@ class ChaliceWSGI:
                 length = -1
             if length < 0:
                 raise _Refusal(400, "invalid Content-Length")
-            if length > self.max_body:  # refused from the header: the body is never read
+            if length > limit:  # refused from the header: the body is never read
                 raise too_large
             if not length:
                 return b""
@@ -214,7 +213,7 @@ class ChaliceWSGI:
         if "chunked" not in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
             return b""
         try:  # one byte past the limit is enough to know
-            body = environ["wsgi.input"].read(self.max_body + 1)
+            body = environ["wsgi.input"].read(limit + 1)
         except self.too_large:
             raise too_large from None
         except ValueError:  # the chunk framing itself is broken
@@ -225,7 +224,7 @@ class ChaliceWSGI:
             if "too large" in str(exc).lower():
                 raise too_large from None
             raise _Refusal(400, "could not read the request body") from None
-        if len(body) > self.max_body:
+        if len(body) > limit:
             raise too_large
         return body
 
