@@ -61,6 +61,12 @@ class Entry:
     created_at: str
     conforming: bool
     packet: dict[str, Any]
+    # The packet holds nothing JSON cannot carry, no lone surrogate, so its checks need
+    # not walk it for one (``packet.check``'s ``parsed``): JSON decoding made it of a line
+    # of bytes with no "\\uD" escape and no 0xED byte. json.loads decodes bytes with
+    # "surrogatepass", and 0xED leads the UTF-8 form of a surrogate (and of U+D000 to
+    # U+D7FF, which only costs such a line the shortcut).
+    plain: bool = False
 
 
 def _dumps(value: Any) -> str:
@@ -123,6 +129,9 @@ def read_header(line: bytes | str) -> dict[str, Any]:
     return data
 
 
+_NOT_PLAIN = (b"\\ud", b"\\uD", b"\xed")
+
+
 def read_entry(line: bytes | str) -> Entry:
     """One packet line; ``BundleError`` saying what is wrong with it."""
     if len(line) > MAX_LINE_BYTES:
@@ -154,6 +163,7 @@ def read_entry(line: bytes | str) -> Entry:
         created_at=str(data.get("created_at", packet.get("created_at", ""))),
         conforming=conforming is not False,
         packet=packet,
+        plain=isinstance(line, bytes) and not any(mark in line for mark in _NOT_PLAIN),
     )
 
 

@@ -81,6 +81,7 @@ def judge(
     scan: bool = True,
     rules: list[Rule] | None = None,
     fill_project: FillProject | None = None,
+    plain: bool = False,
 ) -> Verdict:
     """Parse, (fill the defaults,) validate, check the id and scan: every problem at once.
 
@@ -91,6 +92,10 @@ def judge(
     ``rules`` are the user's redaction rules, read once by a caller that judges many;
     ``fill_project`` supplies the project where the door knows one (the CLI's
     working directory).
+
+    ``plain``: the mapping ``raw`` holds nothing JSON cannot carry, no lone surrogate
+    (``bundle.Entry.plain``), so it is judged as it is, as the bytes ``packet.parse``
+    decodes are; filled values are not.
     """
     from . import packet
     from .ids import id_problem
@@ -98,11 +103,13 @@ def judge(
     data: Any = None
     try:
         data = packet.parse(raw) if isinstance(raw, bytes) else dict(raw)
+        parsed = isinstance(raw, bytes) or plain
         if fill:
             data = packet.fill_defaults(data)
             if fill_project is not None:
                 data = fill_project(data)
-        checked = packet.check(data, lenient=True)
+            parsed = False  # the project comes from the working directory: any text
+        checked = packet.check(data, lenient=True, parsed=parsed)
     except packet.PacketError as exc:
         return Verdict(None, list(exc.errors), None, _scan_what_parsed(data, rules) if scan else [])
     packet_id = checked.data.get("id")

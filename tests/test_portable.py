@@ -698,6 +698,37 @@ def _import_in_process(
     return out.getvalue(), report.summary("import"), held
 
 
+@pytest.mark.parametrize("pooled", [False, True])
+def test_an_import_refuses_a_lone_surrogate_however_the_line_spells_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pooled: bool
+) -> None:
+    """A line's packet is judged as it is, without a walk for what JSON cannot carry,
+    only when no lone surrogate can be in it: none gets through, escaped either way or
+    encoded as bytes (which json.loads decodes with "surrogatepass"), in the workers or
+    here, and a character of U+D000 to U+D7FF (0xED in UTF-8 too) is still stored."""
+    from ltm.cli.client import judges
+
+    monkeypatch.setattr(judges, "MIN_BYTES", 1 if pooled else 1 << 40)
+    plain = make_packet(goal="plain")
+    hangul = make_packet(goal="\ud55c\uae00 notes")  # 한글: 0xED 0x95 0x9C in UTF-8
+    marked = [make_packet(goal=f"surrogate {n} MARK") for n in range(3)]
+    texts = [json.dumps(line_for(p), ensure_ascii=False) for p in (plain, hangul, *marked)]
+    raw = [text.encode() for text in texts]
+    raw[2] = raw[2].replace(b"MARK", b"\\ud800")
+    raw[3] = raw[3].replace(b"MARK", b"\\uDBFF")
+    raw[4] = raw[4].replace(b"MARK", b"\xed\xa0\x80")  # U+D800, encoded
+    assert b"\xed" in raw[1]
+    path = tmp_path / "surrogates.jsonl"
+    header = bundle.header_line(source="test", exported_at="2026-05-01T12:00:00Z").encode()
+    path.write_bytes(header + b"".join(line + b"\n" for line in raw))
+    report, summary, held = _import_in_process(tmp_path / "home", path, monkeypatch)
+    assert "2 added, 0 skipped (already present), 3 refused" in summary, report
+    assert set(held) == {plain["id"], hangul["id"]}
+    for packet in marked:
+        said = next(line for line in report.splitlines() if packet["id"] in line)
+        assert said.startswith("refused ") and "lone surrogate" in said, said
+
+
 def test_a_large_import_judged_in_worker_processes_says_and_stores_what_one_process_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -790,7 +821,9 @@ def test_the_workers_judge_and_make_ready_what_this_process_would(
         pool = judges.Judges.start(size=judges.MIN_BYTES, scan=True, rules=[], ready=ready)
         assert pool is not None
         try:
-            pooled = pool.judge(packets)()
+            # Plain (as a bundle line without a surrogate makes them): not walked again,
+            # and judged as the walk judges them.
+            pooled = pool.judge([(p, True) for p in packets])()
         finally:
             pool.close()
         here = [judges.judge_here(p, scan=True, rules=[], ready=ready) for p in packets]

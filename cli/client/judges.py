@@ -116,8 +116,11 @@ class Judges:
             return None  # judged in this process, as a small bundle is
         return cls(pool, workers, scan=scan, rules=rules, ready=ready)
 
-    def judge(self, packets: Sequence[Mapping[str, Any]]) -> Callable[[], list[Judged]]:
-        """Start judging ``packets`` (split among the workers); call the result to wait."""
+    def judge(
+        self, packets: Sequence[tuple[Mapping[str, Any], bool]]
+    ) -> Callable[[], list[Judged]]:
+        """Start judging ``packets`` (split among the workers), each with whether it is
+        plain (``bundle.Entry.plain``); call the result to wait."""
         parts = _split(list(packets), self.workers)
         futures: list[Future[list[Judged]] | None] = []
         for part in parts:
@@ -135,7 +138,7 @@ class Judges:
         return verdicts
 
     def _outcome(
-        self, part: list[Mapping[str, Any]], future: Future[list[Judged]] | None
+        self, part: list[tuple[Mapping[str, Any], bool]], future: Future[list[Judged]] | None
     ) -> list[Judged]:
         if future is not None:
             try:
@@ -143,8 +146,8 @@ class Judges:
             except Exception:  # the worker's failure, whatever it was: judge here
                 pass
         return [
-            judge_here(packet, scan=self.scan, rules=self.rules, ready=self.ready)
-            for packet in part
+            judge_here(packet, scan=self.scan, rules=self.rules, ready=self.ready, plain=plain)
+            for packet, plain in part
         ]
 
     def close(self) -> None:
@@ -152,7 +155,12 @@ class Judges:
 
 
 def judge_here(
-    packet: Mapping[str, Any], *, scan: bool, rules: list[Rule], ready: Ready | None = None
+    packet: Mapping[str, Any],
+    *,
+    scan: bool,
+    rules: list[Rule],
+    ready: Ready | None = None,
+    plain: bool = False,
 ) -> Judged:
     """One packet's verdict, as the importer reaches it in this process or in a worker.
 
@@ -165,7 +173,7 @@ def judge_here(
     from ltm.cli.client import preflight
     from ltm.service.errors import ServiceError
 
-    verdict = preflight.judge(packet, scan=scan, rules=rules)
+    verdict = preflight.judge(packet, scan=scan, rules=rules, plain=plain)
     checked = verdict.checked
     made: Any = checked
     if checked is not None and not verdict.hits and verdict.id_error is None:
@@ -217,5 +225,8 @@ def _orphaned_exit(parent: int) -> None:
     threading.Thread(target=watch, name="ltm-import-parent", daemon=True).start()
 
 
-def _judge_all(packets: list[Mapping[str, Any]]) -> list[Judged]:
-    return [judge_here(packet, scan=_scan, rules=_rules, ready=_ready) for packet in packets]
+def _judge_all(packets: list[tuple[Mapping[str, Any], bool]]) -> list[Judged]:
+    return [
+        judge_here(packet, scan=_scan, rules=_rules, ready=_ready, plain=plain)
+        for packet, plain in packets
+    ]

@@ -388,7 +388,7 @@ class Importer:
                 todo.append(at)
         verdicts = None
         if self.judges is not None and todo:
-            verdicts = self.judges.judge([chunk[at][1].packet for at in todo])
+            verdicts = self.judges.judge([(chunk[at][1].packet, chunk[at][1].plain) for at in todo])
         return _Chunk(chunk, ids, known, failed, same, todo, verdicts)
 
     def _finish(self, run: _Chunk) -> int:
@@ -466,7 +466,11 @@ class Importer:
                 return None
         if verdict is None:
             verdict = judge_here(
-                entry.packet, scan=not self.allow_unredacted, rules=self.rules, ready=self.ready
+                entry.packet,
+                scan=not self.allow_unredacted,
+                rules=self.rules,
+                ready=self.ready,
+                plain=entry.plain,
             )
         errors = verdict.refusals(lenient=self.lenient)
         if errors or verdict.ready is None:

@@ -79,12 +79,15 @@ def judge(
     fill: bool = False,
     scan: bool = True,
     rules: list[Rule] | None = None,
+    plain: bool = False,
 ) -> Verdict:
     """``ltm.preflight.judge`` with the user's rules and the working directory's project."""
     from ltm import preflight
 
     rules = (user_rules() if rules is None else rules) if scan else []
-    return preflight.judge(raw, fill=fill, scan=scan, rules=rules, fill_project=_fill_project)
+    return preflight.judge(
+        raw, fill=fill, scan=scan, rules=rules, fill_project=_fill_project, plain=plain
+    )
 
 
 def validation_report(raw: bytes | Mapping[str, Any], *, complete: bool) -> dict[str, Any]:
