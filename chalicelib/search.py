@@ -152,13 +152,22 @@ def load(body: bytes) -> dict[str, object]:
 
 
 def _texts(value: object) -> list[str]:
+    """Every string in ``value``, depth first in order (dict values in their order)."""
     if isinstance(value, str):
         return [value]
-    if isinstance(value, list):
-        return [t for item in value for t in _texts(item)]
-    if isinstance(value, dict):
-        return [t for item in value.values() for t in _texts(item)]
-    return []
+    out: list[str] = []
+    _gather(value, out)
+    return out
+
+
+def _gather(value: object, out: list[str]) -> None:
+    # One list filled in place, not a list a level: every write of a packet runs this.
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    for item in items:
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, list | dict):
+            _gather(item, out)
 
 
 def fields_of(data: dict[str, object]) -> dict[str, str]:
