@@ -122,7 +122,9 @@ def write_orders(count: int, tmp: Path) -> None:
     """Disk per packet as the order of the writes leaves it: ``count`` example packets in a
     scope of a server's user (a ULID, as ``ltm server`` mints), oldest first one a
     transaction (pushes as they happen), newest first 500 a transaction (the local import
-    of an export) and 10 a transaction (what ``ltm import`` sends a server per request)."""
+    of an export), 100 a transaction (what ``ltm import`` sends a server per request, in
+    batch bodies of up to 1 MiB) and 10 (what it sent in 32 KiB, as to a server that does
+    not say it takes more)."""
     import json
     from datetime import UTC, datetime, timedelta
 
@@ -144,6 +146,7 @@ def write_orders(count: int, tmp: Path) -> None:
     for label, order, per in (
         ("oldest first, 1 a transaction", items, 1),
         ("newest first, 500 a transaction", items[::-1], 500),
+        ("newest first, 100 a transaction", items[::-1], 100),
         ("newest first, 10 a transaction", items[::-1], 10),
     ):
         path = tmp / f"order-{per}.db"
