@@ -52,6 +52,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import unquote_to_bytes, urlsplit
 
 from cheroot.connections import ConnectionManager
 from cheroot.server import HeaderReader, comma_separated_headers
@@ -215,7 +216,9 @@ def framing(head: bytes, *, max_body: int) -> Framing | None:
     if version == (1, 1) and (te := headers.get(b"Transfer-Encoding")):
         codings = [c.strip().lower() for c in te.split(b",") if c.strip()]
     expect = headers.get(b"Expect", b"") == b"100-continue"
-    limit = min(max_body, limits.body_limit(method.decode("latin-1"), _route_path(target)))
+    limit = min(max_body, limits.MAX_BODY)  # what every route takes (a route: no less)
+    if codings or length > limit:
+        limit = min(max_body, limits.body_limit(method.decode("latin-1"), _route_path(target)))
     if codings:
         if any(c != b"chunked" for c in codings):
             return None  # 501
@@ -226,8 +229,6 @@ def framing(head: bytes, *, max_body: int) -> Framing | None:
 def _route_path(target: bytes) -> str:
     """The path a request line's target names, percent-decoded as cheroot gives it to the
     app (an absolute-form target too); only compared with the routes' paths."""
-    from urllib.parse import unquote_to_bytes, urlsplit
-
     path = target.split(b"?", 1)[0]
     if not path.startswith(b"/"):
         path = urlsplit(path).path
@@ -321,13 +322,13 @@ class RequestReader:
         if verdict.length > limit:
             return replace(verdict, too_large=True)
         wanted = limit if verdict.chunked else verdict.length
-        if wanted > limits.MAX_BODY:
-            if self.big_bodies.take(wanted):
-                self._big = wanted
-                self.deadline += (wanted - limits.MAX_BODY) / BIG_BODY_RATE
-            else:
-                limit = limits.MAX_BODY
-        return replace(verdict, limit=limit, too_large=verdict.length > limit)
+        if wanted <= limits.MAX_BODY:
+            return verdict  # most requests: within what every route takes
+        if self.big_bodies.take(wanted):
+            self._big = wanted
+            self.deadline += (wanted - limits.MAX_BODY) / BIG_BODY_RATE
+            return verdict
+        return replace(verdict, limit=limits.MAX_BODY, too_large=verdict.length > limits.MAX_BODY)
 
     def _judge(self) -> bool:
         buf = self._buf
