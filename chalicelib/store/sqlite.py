@@ -737,8 +737,7 @@ def _return_free(db: sqlite3.Connection, *, share: int = 0) -> None:
     Each step of that pragma moves a page from the end of the file into a free one,
     and Python's sqlite3 steps a statement that has no columns once: one execute a
     page. Done after every bulk write, it moved pages that the next write would have
-    reused (measured: 19 µs of an import's CPU a packet); the share bounds what is
-    free meanwhile.
+    reused, at a cost to every import; the share bounds what is free meanwhile.
     """
     db.execute("SAVEPOINT flush")
     db.execute("RELEASE flush")
