@@ -4,7 +4,7 @@
   installed) and makes ``import chalicelib...`` inside it resolve to the very
   modules of the installed ``ltm`` package;
 - ``wsgi``: turns a WSGI request into the API Gateway proxy event Chalice
-  handles on Lambda (routing, 404/405, the 32 KiB body limit);
+  handles on Lambda (routing, 404/405, each route's body bound: ``ltm.limits``);
 - ``http``: a multi-threaded production HTTP server (cheroot) with JSON errors;
 - ``commands``: ``ltm server init|run|issue-token|tokens|revoke-token``.
 
