@@ -586,13 +586,18 @@ def test_import_into_a_server_sends_batches_as_big_as_the_server_takes(
     assert pushes == ["/v1/packets/batch"] * 4
 
 
+@pytest.mark.parametrize("kib", [3, 29])
 def test_import_through_a_proxy_that_takes_less_than_the_server_says(
-    server: Server, tmp_path: Path
+    server: Server, tmp_path: Path, kib: int
 ) -> None:
     """A proxy in front refuses bodies over 32 KiB with 413, though the server's batch
-    reply says it takes more: the client goes back to 32 KiB and loses no packet."""
+    reply says it takes more: the client goes back to 32 KiB and loses no packet. With
+    packets of 29 KiB a chunk makes several 1 MiB requests, sent on two connections at
+    once: each may be refused once, and what one connection learns, the other sends."""
     import httpx
     from clikit import Seen, stub_server
+
+    from ltm.cli.client.remote import LANES
 
     def forward(request: Seen) -> tuple[int, dict[str, str], bytes]:
         if len(request.body) > 32_768:
@@ -611,16 +616,17 @@ def test_import_through_a_proxy_that_takes_less_than_the_server_says(
             reply.content,
         )
 
-    packets = [make_packet(constraints=["x" * 1000] * 3) for _ in range(150)]
+    packets = [make_packet(constraints=["x" * 1000] * kib) for _ in range(150)]
     with stub_server(forward) as proxy:
-        _user, token = server.issue("kai")
+        _user, token = server.issue(f"kai-{kib}")
         cli = Cli(tmp_path / "kai")
         cli.ok("auth", proxy.url, token)
         result = cli.run("import", str(write_bundle(tmp_path / "3k.jsonl", map(line_for, packets))))
         refused = [s for s in proxy.seen if len(s.body) > 32_768]
     assert result.returncode == 0, result.stdout + result.stderr
     assert "150 added, 0 skipped (already present), 0 refused" in result.stderr
-    assert [s.path for s in refused] == ["/v1/packets/batch"]  # once: then 32 KiB
+    assert 1 <= len(refused) <= LANES  # once a connection at most: then 32 KiB
+    assert {s.path for s in refused} == {"/v1/packets/batch"}
 
 
 @pytest.mark.parametrize(

@@ -82,6 +82,17 @@ _Run = tuple[list[tuple[int, Wire]], str | None]
 _BATCH_BYTES = limits.BATCH_BYTES_HEADER.lower()
 
 
+class _BatchSize:
+    """How big a batch body to send (``bytes``), and whether a batch reply said it
+    (``sized``): one for a backend and its lanes, so what one learns, all send."""
+
+    __slots__ = ("bytes", "sized")
+
+    def __init__(self) -> None:
+        self.bytes = MAX_BODY
+        self.sized = False
+
+
 def _batch_bytes(said: str | None) -> int:
     """How big a batch body to send from now on: what the server's batch reply says it
     takes (never less than 32 KiB, which every server takes), else 32 KiB."""
@@ -529,8 +540,7 @@ class RemoteBackend(Backend):
         self._is_ltm: bool | None = None  # GET /v1/healthz answered as an ltm server does
         self._authors: dict[str, str] = {}  # packet id -> X-Ltm-Created-By of its GET
         self._batches: bool | None = None  # the batch routes are there (None: not yet asked)
-        self._batch_bytes = MAX_BODY  # a batch request's body: more once the server says so
-        self._sized = False  # a batch push was answered: ``_batch_bytes`` is what it said
+        self._batch = _BatchSize()  # shared with this backend's lanes (``_lane``)
 
     @classmethod
     def open(cls, target: Target, *, timeout: float | None = None) -> RemoteBackend:
@@ -713,7 +723,7 @@ class RemoteBackend(Backend):
         # pushes with distinct ids, so their order changes no packet's outcome, and the
         # server's processes take them side by side.
         runs = self._runs(packets)
-        while runs and self._batches is not False and not self._sized:
+        while runs and self._batches is not False and not self._batch.sized:
             send(self, *runs.pop(0))
             runs = self._runs([p for p in packets if done[p[0]] is None])
         if len(runs) > 1 and self._batches:
@@ -729,7 +739,7 @@ class RemoteBackend(Backend):
         runs: list[_Run] = []
         run: list[tuple[int, Wire]] = []
         run_team: str | None = None
-        room, size = self._batch_bytes - _BATCH_ENVELOPE, 0
+        room, size = self._batch.bytes - _BATCH_ENVELOPE, 0
         for index, packet, team in packets:
             cost = len(packet.quoted) + 1  # as it travels: a JSON string, a comma
             alone = self._batches is False or cost > room
@@ -748,7 +758,7 @@ class RemoteBackend(Backend):
 
     def _alone(self, packet: Wire) -> bool:
         """A packet too big to share a batch request: it is pushed on its own."""
-        return len(packet.quoted) + 1 + _BATCH_ENVELOPE > self._batch_bytes
+        return len(packet.quoted) + 1 + _BATCH_ENVELOPE > self._batch.bytes
 
     def _in_lanes(
         self,
@@ -805,6 +815,8 @@ class RemoteBackend(Backend):
         if self._batches is not False:
             # The body ``{"packets": [TEXT, ...]}``, each TEXT as it was quoted already.
             body = b'{"packets":[' + b",".join(packet.quoted for packet in packets) + b"]}"
+            if len(body) > self._batch.bytes:  # planned before a lane learned it is less
+                return self._push_smaller(packets, team, lenient, allow_unredacted)
             try:
                 reply = self._call(
                     "POST",
@@ -823,15 +835,15 @@ class RemoteBackend(Backend):
             elif reply.status == 413 and len(body) > MAX_BODY:
                 # Something in front of the server (a proxy, or the server short of room
                 # for big bodies just now) takes less than it said: 32 KiB from now on.
-                self._batch_bytes, self._sized = MAX_BODY, True
+                self._batch.bytes, self._batch.sized = MAX_BODY, True
                 return self._push_smaller(packets, team, lenient, allow_unredacted)
             elif reply.status != 200:
                 error = status_error(self.host, reply, self._team_hints(team))
                 return [error] * len(packets)
             else:
-                if not self._sized:  # the first batch reply: the size from now on
-                    self._batch_bytes = _batch_bytes(reply.headers.get(_BATCH_BYTES))
-                self._batches = self._sized = True
+                if not self._batch.sized:  # the first batch reply: the size from now on
+                    self._batch.bytes = _batch_bytes(reply.headers.get(_BATCH_BYTES))
+                self._batches = self._batch.sized = True
                 return self._batch_answers(reply, ids, team)
         return [
             self._push_one(json.loads(packet.text), team, lenient, allow_unredacted)
