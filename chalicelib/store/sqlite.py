@@ -713,11 +713,11 @@ BULK = 100
 # of the file (1/32), and a store that wrote in bulk gives back the rest as it closes.
 FREE_SHARE = 32
 # Checkpoints copy the WAL's pages into the database and sync it, which takes long on a
-# busy disk. SQLite runs one inside the COMMIT
-# that takes the WAL past its threshold, here inside the writers' lock, where every
-# writer of every process waits for it. So the writer connection's threshold is only a
-# bound (for bulk writes), and a thread of the process checkpoints every
-# CHECKPOINT_EVERY commits instead, outside the lock, while the others write.
+# busy disk. SQLite runs one inside the COMMIT that takes the WAL past its threshold,
+# here inside the writers' lock, where every writer of every process waits for it. So
+# the writer connection's threshold is only a bound (for bulk writes), and a thread of
+# the process checkpoints every CHECKPOINT_EVERY commits instead, outside the lock,
+# while the others write.
 CHECKPOINT_EVERY = 32
 AUTOCHECKPOINT_PAGES = 4000
 # A leader of pushes written together (SqliteStore._lead) takes more while fewer than
