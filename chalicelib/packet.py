@@ -76,6 +76,7 @@ __all__ = [
     "canonical_bytes",
     "check",
     "created_at_sort_key",
+    "encode",
     "fill_defaults",
     "new_id",
     "parse",
@@ -431,9 +432,18 @@ def canonical_bytes(data: Mapping[str, Any]) -> bytes:
     bytes. Raises ``TypeError``/``ValueError`` for what JSON cannot carry
     (non-string keys, NaN, lone surrogates).
     """
+    return encode(data)[0]
+
+
+def encode(data: Mapping[str, Any]) -> tuple[bytes, bool]:
+    """``canonical_bytes``, and whether ``data`` is ordered as they are: every object's
+    keys already in canonical order, so decoding the bytes gives ``data`` back, key order
+    included. A packet read from a bundle is (an export wrote it so), and a store that
+    reads fields from the decoded bytes (``Store.derive``) may then take ``data`` as is
+    and skip the decoding."""
     parts: list[str] = []
-    _object(data, _TOP_ORDER, True, "\n", parts)
-    return "".join(parts).encode("utf-8")
+    ordered = _object(data, _TOP_ORDER, True, "\n", parts)
+    return "".join(parts).encode("utf-8"), ordered
 
 
 # What ``json.dumps(_ordered(data, ...), indent=2, ensure_ascii=False, allow_nan=False)``
@@ -476,14 +486,19 @@ _INF = float("inf")
 
 def _object(
     obj: Mapping[str, Any], order: tuple[str, ...], top: bool, newline: str, out: list[str]
-) -> None:
-    """An object in canonical key order (``_ordered``'s): the schema's, then sorted."""
+) -> bool:
+    """An object in canonical key order (``_ordered``'s): the schema's, then sorted.
+    Returns whether it was a dict in that order already, everything in it too."""
     keys = [key for key in order if key in obj]
-    keys += sorted(k for k in obj if k not in order)
+    if len(keys) < len(obj):
+        keys += sorted(k for k in obj if k not in order)
+    ordered = type(obj) is dict and keys == list(obj)
     if not keys:
         out.append("{}")
-        return
+        return ordered
     inner = newline + "  "
+    if ordered and order and not top and _leaf(obj, inner, newline, out):
+        return True
     sep = "{" + inner
     for key in keys:
         out.append(sep)
@@ -492,44 +507,82 @@ def _object(
         value = obj[key]
         nested = _NESTED_ORDER.get(key) if top and key in order else None
         if nested is None:
-            _value(value, inner, out)
+            ordered &= _value(value, inner, out)
         elif isinstance(value, Mapping):
-            _object(value, nested, False, inner, out)
+            ordered &= _object(value, nested, False, inner, out)
         elif isinstance(value, list) and value:
             item_newline = inner + "  "
             item_sep = "[" + item_newline
             for item in value:
                 out.append(item_sep)
                 if isinstance(item, Mapping):
-                    _object(item, nested, False, item_newline, out)
+                    ordered &= _object(item, nested, False, item_newline, out)
                 else:
-                    _value(item, item_newline, out)
+                    ordered &= _value(item, item_newline, out)
                 item_sep = "," + item_newline
             out.append(inner + "]")
         else:
-            _value(value, inner, out)
+            ordered &= _value(value, inner, out)
         sep = "," + inner
     out.append(newline + "}")
+    return ordered
 
 
-def _value(value: Any, newline: str, out: list[str]) -> None:
+# An object of the schema's (a decision, an attempt, the project...) holds strings and
+# booleans under the schema's keys: json's C encoder writes such an object in one call,
+# its item separator carrying the line break and indentation, where the loop above takes
+# several steps a key. The same bytes (tests/test_packet.py holds the two equal).
+_c_encoder = json.encoder.c_make_encoder
+_LEAF_ENCODERS: dict[str, Callable[[Any, int], Any]] = {}
+
+
+def _leaf(obj: dict[str, Any], inner: str, newline: str, out: list[str]) -> bool:
+    """Write ``obj`` (its keys the schema's, in its order) in one C call if it holds
+    strings and booleans alone; False (nothing written) otherwise."""
+    if _c_encoder is None:  # a Python without the json module's C part
+        return False
+    for value in obj.values():
+        if type(value) is not str and type(value) is not bool:
+            return False
+    encoder = _LEAF_ENCODERS.get(inner)
+    if encoder is None:
+        # (markers, default, encoder, indent, key_separator, item_separator, sort_keys,
+        # skipkeys, allow_nan): what json.dumps passes it, with our separators.
+        encoder = _LEAF_ENCODERS[inner] = _c_encoder(
+            None, None, _encode_string, None, ": ", "," + inner, False, False, False
+        )
+    text = "".join(encoder(obj, 0))
+    out.append("{" + inner + text[1:-1] + newline + "}")
+    return True
+
+
+def _value(value: Any, newline: str, out: list[str]) -> bool:
     """Any value with sorted object keys (``_sorted_tree``'s order); ``newline`` is the
-    line break plus the indentation of the current level."""
+    line break plus the indentation of the current level. Returns whether it decodes
+    back as it is (``_object``'s)."""
     if isinstance(value, str):
         out.append(_encode_string(value))
     elif isinstance(value, Mapping):
-        _object(value, (), False, newline, out)
+        return _object(value, (), False, newline, out)
     elif isinstance(value, list | tuple):
         if not value:
             out.append("[]")
-            return
+            return type(value) is list
         inner = newline + "  "
+        sep = "," + inner
+        try:  # a list of strings (tags, constraints, ...) in one join
+            out.append("[" + inner + sep.join(map(_encode_string, value)) + newline + "]")
+            return type(value) is list
+        except TypeError:  # not all strings
+            pass
+        ordered = type(value) is list
         sep = "[" + inner
         for item in value:
             out.append(sep)
-            _value(item, inner, out)
+            ordered &= _value(item, inner, out)
             sep = "," + inner
         out.append(newline + "]")
+        return ordered
     elif value is None:
         out.append("null")
     elif value is True:
@@ -542,6 +595,7 @@ def _value(value: Any, newline: str, out: list[str]) -> None:
         out.append(_float_text(value))
     else:
         raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+    return True
 
 
 # --------------------------------------------------------------------------
@@ -679,6 +733,8 @@ class Checked:
     data: dict[str, Any]
     errors: tuple[str, ...]
     _body: bytes | None = field(default=None, init=False, compare=False, repr=False)
+    # ``data`` is what the body decodes to, key order included (``encode``'s ordered).
+    ordered: bool = field(default=False, init=False, compare=False, repr=False)
 
     @property
     def conforming(self) -> bool:
@@ -730,7 +786,7 @@ def check(data: Mapping[str, Any], *, lenient: bool = False, parsed: bool = Fals
         # The canonical form is the compact one plus whitespace (the same keys and
         # values, indented): within the cap, so is the compact one, and whoever stores
         # the packet needs the canonical bytes anyway.
-        body = canonical_bytes(plain)
+        body, ordered = encode(plain)
         size = len(body) if len(body) <= MAX_PACKET_BYTES else len(_compact_bytes(plain))
     except (TypeError, ValueError, RecursionError) as exc:
         raise PacketError(f"packet: cannot be encoded as JSON ({exc})") from None
@@ -740,6 +796,7 @@ def check(data: Mapping[str, Any], *, lenient: bool = False, parsed: bool = Fals
         raise PacketError(errors)
     checked = Checked(plain, tuple(errors))
     object.__setattr__(checked, "_body", body)
+    object.__setattr__(checked, "ordered", ordered)
     return checked
 
 

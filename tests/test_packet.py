@@ -484,6 +484,56 @@ _TREES = st.recursive(
 )
 
 
+# Shaped as packets are: the schema's objects (what the C encoder writes in one call when
+# their keys are in order and they hold strings and booleans) with their keys in any
+# order, and with now and then a value of another type, an unknown key or a nested list.
+_LEAF_VALUES = (
+    st.text() | st.booleans() | st.sampled_from([None, 1, 2.5, [], {}, ["x"], {"k": "v"}])
+)
+_SCHEMA_OBJECTS = {
+    "project": ("name", "ref"),
+    "provenance": ("author_model", "author_human", "source_hash", "confidence"),
+    "decisions": ("what", "why", "consequences", "locked"),
+    "methods": ("name", "when_applicable", "how"),
+    "attempts": ("tried", "outcome", "learned", "confidence"),
+}
+
+
+@st.composite
+def _schema_object(draw: st.DrawFn, keys: tuple[str, ...]) -> dict[str, Any]:
+    chosen = draw(st.lists(st.sampled_from([*keys, "zz"]), unique=True, max_size=5))
+    if draw(st.booleans()):
+        chosen = [k for k in keys if k in chosen]  # the schema's order
+    plain = draw(st.booleans())
+    return {k: draw(st.text() | st.booleans() if plain else _LEAF_VALUES) for k in chosen}
+
+
+@st.composite
+def _packet_shaped(draw: st.DrawFn) -> dict[str, Any]:
+    data: dict[str, Any] = {"goal": draw(st.text()), "tags": draw(st.lists(st.text(), max_size=3))}
+    for name, keys in _SCHEMA_OBJECTS.items():
+        one = _schema_object(keys)
+        if name in ("project", "provenance"):
+            data[name] = draw(one)
+        else:
+            data[name] = draw(st.lists(one | st.text(), max_size=3))
+    data["constraints"] = draw(st.lists(st.text() | st.integers(), max_size=3))
+    if draw(st.booleans()):
+        data = dict(reversed(list(data.items())))
+    return data
+
+
+def _assert_like_the_json_module(data: dict[str, Any]) -> None:
+    """``canonical_bytes`` gives the reference's bytes, or raises what it raises."""
+    try:
+        expected = _reference_bytes(data)
+    except (TypeError, ValueError) as exc:
+        with pytest.raises(type(exc)):
+            canonical_bytes(data)
+        return
+    assert canonical_bytes(data) == expected
+
+
 def _reference_bytes(data: dict[str, Any]) -> bytes:
     """The canonical form as the json module's indenting encoder writes it."""
     from ltm import packet
@@ -492,18 +542,12 @@ def _reference_bytes(data: dict[str, Any]) -> bytes:
     return json.dumps(ordered, indent=2, ensure_ascii=False, allow_nan=False).encode()
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.dictionaries(_KEYS, _TREES, max_size=8))
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(_KEYS, _TREES, max_size=8) | _packet_shaped())
 def test_canonical_bytes_are_the_json_modules_bytes(data: dict[str, Any]) -> None:
     # canonical_bytes writes the indented form itself (the json module's indenting
     # encoder is pure Python); every byte must still be what json.dumps gives.
-    try:
-        expected = _reference_bytes(data)
-    except (TypeError, ValueError) as exc:
-        with pytest.raises(type(exc)):
-            canonical_bytes(data)
-        return
-    assert canonical_bytes(data) == expected
+    _assert_like_the_json_module(data)
 
 
 @pytest.mark.parametrize(
@@ -518,13 +562,7 @@ def test_canonical_bytes_are_the_json_modules_bytes(data: dict[str, Any]) -> Non
     ],
 )
 def test_canonical_bytes_edge_values_match_the_json_module(data: dict[str, Any]) -> None:
-    try:
-        expected = _reference_bytes(data)
-    except (TypeError, ValueError) as exc:
-        with pytest.raises(type(exc)):
-            canonical_bytes(data)
-        return
-    assert canonical_bytes(data) == expected
+    _assert_like_the_json_module(data)
 
 
 def test_canonical_order_at_every_level() -> None:
@@ -576,6 +614,42 @@ def test_canonical_encoding_details() -> None:
     assert b"\n  " in out and b"\n   " not in out.split(b"[")[0]  # two-space indent
     with pytest.raises(ValueError):
         canonical_bytes(packet(goal=float("inf")))
+
+
+def _key_orders(value: Any) -> Any:
+    """``value`` with every object as the list of its items: equal only in the same order."""
+    if isinstance(value, dict):
+        return [(k, _key_orders(v)) for k, v in value.items()]
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, [_key_orders(v) for v in value])
+    return value
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_packet_shaped() | st.dictionaries(_KEYS, _TREES, max_size=8))
+def test_encode_says_when_the_data_decodes_back_as_it_is(data: dict[str, Any]) -> None:
+    # ``ordered`` lets a store take the data for what its bytes decode to (Store.derive):
+    # it must never be said of data that does not decode back the same, key order included.
+    from ltm.packet import encode
+
+    try:
+        body, ordered = encode(data)
+    except (TypeError, ValueError):
+        return
+    back = json.loads(body)
+    assert ordered == (_key_orders(back) == _key_orders(data))
+    assert encode(back) == (body, True)  # what the bytes decode to is ordered
+
+
+def test_encode_is_not_ordered_for_tuples_or_other_mappings() -> None:
+    from types import MappingProxyType
+
+    from ltm.packet import encode
+
+    assert encode({"goal": "g", "tags": ["a"]})[1]
+    assert not encode({"goal": "g", "tags": ("a",)})[1]
+    assert not encode({"goal": "g", "project": MappingProxyType({"name": "n"})})[1]
+    assert not encode({"tags": ["a"], "goal": "g"})[1]
 
 
 # Strategies for round trips: valid packets, and arbitrary JSON objects.

@@ -450,12 +450,16 @@ def test_a_write_with_its_derived_parts_made_ahead_stores_the_same_rows(tmp_path
         b"not a packet at all",  # a lenient oddity: no search text
     ]
     rows = []
-    for ahead in (False, True):
+    for ahead in (None, "bytes", "decoded"):
         store = SqliteStore(tmp_path / f"{ahead}.db")
         items = []
         for n, body in enumerate(bodies):
             meta = PacketMeta(f"01DERIVED{n:03d}", f"2026-01-01T00:00:0{n}Z", f"goal {n}", "u1")
-            derived = SqliteStore.derive(body) if ahead else None
+            derived = None
+            if ahead == "bytes":
+                derived = SqliteStore.derive(body)
+            elif ahead == "decoded":  # what the bytes decode to, given (Checked.ordered)
+                derived = SqliteStore.derive(body, search.load(body))
             items.append(PutItem(StoredPacket(meta, body), f"k{n}", derived=derived))
         assert store.put_many(items) == [True] * len(bodies)
         db = store._conn()
@@ -469,9 +473,36 @@ def test_a_write_with_its_derived_parts_made_ahead_stores_the_same_rows(tmp_path
             )
         )
         store.close()
-    assert rows[0] == rows[1]
+    assert rows[0] == rows[1] == rows[2]
     assert [held.body for held in rows[1][4]] == bodies  # type: ignore[union-attr]
     # Each search row holds the fields of the canonical bytes, in the index's column order.
     for (_rowid, *texts), body in zip(rows[1][1], bodies, strict=True):
         fields = search.fields_of(search.load(body))
         assert texts == [fields[name] for name in _TEXT_COLUMNS]
+
+
+def test_a_prepared_packet_is_derived_from_its_data_only_when_that_is_what_its_bytes_decode_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``prepare`` hands ``derive`` the checked dict instead of the bytes to decode only
+    when the dict is in canonical order (``Checked.ordered``): the search text follows
+    the order of the keys, so a dict in another order must be read from its bytes."""
+    from ltm.service import packets
+
+    given: list[bool] = []
+    real = SqliteStore.derive
+
+    def spy(body: bytes, data: dict[str, object] | None = None) -> object:
+        given.append(data is not None)
+        return real(body, data)
+
+    decision = {"what": "w", "why": "y", "consequences": "c", "locked": True}
+    ordered = {**EXAMPLE, "decisions": [decision]}
+    scrambled = {**EXAMPLE, "decisions": [dict(reversed(list(decision.items())))]}
+    monkeypatch.setattr(SqliteStore, "derive", staticmethod(spy))
+    made = [
+        packets.prepare(packet.check(data, lenient=True), derive=SqliteStore.derive).derived
+        for data in (ordered, scrambled)
+    ]
+    assert given == [True, False]
+    assert made[0] == made[1] == real(body_of(ordered))

@@ -18,14 +18,24 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..ids import check_packet_id
 from ..store import Conflict as StoreConflict
+from ..store import (
+    Derive,
+    OverQuota,
+    PacketMeta,
+    Page,
+    PutItem,
+    Scope,
+    Store,
+    StoredPacket,
+    User,
+)
 from ..store import NotFound as StoreNotFound
-from ..store import OverQuota, PacketMeta, Page, PutItem, Scope, Store, StoredPacket, User
 from .access import Caller, access, storable
 from .errors import (
     BadRequest,
@@ -121,9 +131,7 @@ class Prepared(NamedTuple):
     derived: Any  # the store's ``derive`` of its body, or None
 
 
-def prepare(
-    checked: Checked, *, owner_id: str = "", derive: Callable[[bytes], Any] | None = None
-) -> Prepared:
+def prepare(checked: Checked, *, owner_id: str = "", derive: Derive | None = None) -> Prepared:
     """What ``push_many`` does to a checked packet before the store sees it, done ahead:
     its identity read (the id rule: ``BadRequest``), encoded, its sort key, and the
     store's own work on its bytes (``Store.derive``). Needs no store, so ``ltm import``
@@ -132,7 +140,9 @@ def prepare(
     stored = _stored(checked, scan=False)
     if owner_id:
         stored = stored._replace(meta=stored.meta._replace(owner_id=owner_id))
-    derived = derive(stored.body) if derive is not None else None
+    derived = None
+    if derive is not None:
+        derived = derive(stored.body, checked.data if checked.ordered else None)
     return Prepared(stored, checked.errors, _sort_key(stored.meta.created_at), derived)
 
 

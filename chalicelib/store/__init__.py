@@ -254,6 +254,10 @@ class DeviceGrant(NamedTuple):
     decided_at: datetime | None = None
 
 
+# ``Store.derive``: (the canonical bytes, what they decode to if the caller has it).
+Derive = Callable[[bytes, "dict[str, Any] | None"], Any]
+
+
 class PutItem(NamedTuple):
     """One write of ``Store.put_many``: ``put_packet``'s arguments."""
 
@@ -283,7 +287,7 @@ class Store(ABC):
     # search text, its packed form), as a function of the bytes that needs no store:
     # a bulk load calls it in other processes and hands the result to ``put_many``
     # (``PutItem.derived``). None: the store has nothing to compute ahead.
-    derive: ClassVar[Callable[[bytes], Any] | None] = None
+    derive: ClassVar[Derive | None] = None
 
     # -- the reads a request starts with --------------------------------
 

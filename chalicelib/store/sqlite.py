@@ -484,18 +484,21 @@ class Derived(NamedTuple):
     packed: bytes  # the body as stored (``_pack``)
 
 
-def derive(body: bytes) -> Derived:
+def derive(body: bytes, data: dict[str, Any] | None = None) -> Derived:
     """The search row, labels and packed body of the packet whose canonical bytes are
     ``body``: the per-packet work of a write that needs no database, so an import's
     worker processes do it while this one writes (``PutItem.derived``).
 
     Read from the canonical bytes, not from the dict the packet was checked as: the
     search text follows the order of its keys, which is the canonical order here
-    whichever door the packet came through.
+    whichever door the packet came through. ``data``: what ``body`` decodes to, key
+    order included, where the caller knows it (``Checked.ordered``), which saves
+    decoding it again.
     """
     from .. import search
 
-    data = search.load(body)
+    if data is None:
+        data = search.load(body)
     fields = search.fields_of(data)
     texts = tuple(fields[name] for name in _TEXT_COLUMNS)
     return Derived(texts, search.tags_of(data), search.project_of(data), _pack(body, _text(texts)))
