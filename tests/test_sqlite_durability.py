@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 from serverkit import clean_env, init_db, ltm_server, run_server
 
-from ltm.store import Conflict, PacketMeta, StoredPacket, User
+from ltm import search
+from ltm.store import Conflict, PacketMeta, PutItem, StoredPacket, User
 from ltm.store import sqlite as sqlite_store
 from ltm.store.sqlite import SqliteStore
 
@@ -168,6 +169,35 @@ def test_concurrent_writes_are_each_committed_before_they_return(tmp_path: Path)
         displays = dict(check.execute("SELECT id, display FROM users").fetchall())
     assert ids == {"taken", *done}
     assert displays["taken"] == "taken"  # the colliding writes changed nothing
+
+
+def test_a_write_alone_in_its_transaction_that_fails_midway_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first write of a transaction has no savepoint to roll back to (it would copy
+    every page it changes into the sub-journal): a failure rolls the transaction back
+    whole, which holds that write alone, and the next write starts a new one."""
+    store = SqliteStore(tmp_path / "a.db")
+    store.put_many([PutItem(_packet("01KEPT", "u1"), "k")])
+    real = store._write_packets
+
+    def write_then_fail(db: sqlite3.Connection, *args: Any) -> None:
+        real(db, *args)  # every row written, then a failure before the commit
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(store, "_write_packets", write_then_fail)
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+        store.put_many([PutItem(_packet(f"01LOST{n}", "u1"), "k") for n in range(3)])
+    monkeypatch.undo()
+    assert store.get_packet("01LOST0") is None and store.usage("u1").packets == 1
+    hits = store.search(search.parse("goal"), scopes=[("u1", None)])
+    assert [hit.meta.id for hit in hits] == ["01KEPT"]
+    assert store.put_many([PutItem(_packet("01AFTER", "u1"), "k")]) == [True]
+    store.close()
+    with sqlite3.connect(tmp_path / "a.db") as check:
+        ids = sorted(row[0] for row in check.execute("SELECT id FROM packets"))
+        assert ids == ["01AFTER", "01KEPT"]
+        assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
 # -- pushes written together (SqliteStore._put_together) --------------------------------

@@ -974,6 +974,12 @@ class SqliteStore(Store):
         (``BEGIN IMMEDIATE``), the writes that arrive meanwhile join it, and
         the next thread to commit commits them all with one fsync (group
         commit). A write that raises is rolled back to its savepoint alone.
+        The first write of a transaction takes no savepoint: should it raise,
+        the transaction, which holds nothing else yet, is rolled back whole.
+        A savepoint copies the original of every page its write changes into
+        SQLite's sub-journal, and a write alone in its transaction is the
+        common case (a leader's combined pushes, an import's chunk), where
+        those copies were most of what a write wrote.
         Nobody returns before the transaction holding their write committed,
         so acknowledged still means on disk, and a write still sees every
         write before it (the same connection, in order).
@@ -985,22 +991,25 @@ class SqliteStore(Store):
         """
         failure: BaseException | None = None
         with self._ops:
+            first = not self._open
             conn = self._begin()
             number = self._open
-            conn.execute("SAVEPOINT write")
+            if not first:
+                conn.execute("SAVEPOINT write")
             self._local.writing = conn
             try:
                 yield conn
             except BaseException as exc:
                 failure = exc
                 with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK TO write")
+                    conn.execute("ROLLBACK" if first else "ROLLBACK TO write")
             finally:
                 self._local.writing = None
                 if conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("RELEASE write")
-                else:  # SQLite rolled the whole transaction back (disk full, I/O error)
+                    if not first:
+                        with contextlib.suppress(sqlite3.Error):
+                            conn.execute("RELEASE write")
+                else:  # rolled back (above, or by SQLite: disk full, I/O error)
                     self._end(number, "the transaction was rolled back")
         try:
             self._commit(number)  # even after a failure: the writes that joined it wait
