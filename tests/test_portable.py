@@ -264,6 +264,38 @@ def test_import_refuses_what_is_not_a_bundle(tmp_path: Path) -> None:
     assert "teams live on a server" in cli.fails("export", "--local", "-t", "team")
 
 
+@pytest.mark.parametrize(
+    ("line", "hint"),
+    [
+        (b'{"id":"01JS5LTMEXAMPLE","scope":"personal"}', "01JS5LTMEXAMPLE"),
+        (b'{ "id" :\t"01JS5LTMEXAMPLE" , "scope": 1}', "01JS5LTMEXAMPLE"),
+        ('{"id":"01JS5LTMEXAMPLE","x":1}', "01JS5LTMEXAMPLE"),
+        (b'{"scope":"personal","id":"01JS5LTMEXAMPLE"}', None),  # not first
+        (b'{"id":"01JS5LTM/EXAMPLE","x":1}', None),  # not letters and digits alone
+        (b'{"id":"\\u0030JS5LTMEXAMPLE","x":1}', None),  # an escape
+        (b'{"id":"01JS5LTMEXAMPLE"}', None),  # nothing after it: no line of ours
+        (b'{"id":"' + b"A" * 65 + b'","x":1}', None),  # longer than an id may be
+    ],
+)
+def test_a_lines_id_hint_reads_its_head_alone(line: bytes | str, hint: str | None) -> None:
+    assert bundle.id_hint(line) == hint
+
+
+def test_a_line_that_names_another_id_further_on_is_refused_however_it_is_read() -> None:
+    """``ltm import`` orders and looks a line up by the id it starts with before any
+    process decodes it (``bundle.id_hint``); JSON keeps the last of a name given twice,
+    so a line naming another id further on would be read as another packet's."""
+    packet = make_packet()
+    line = json.dumps(line_for(packet))
+    assert bundle.read_entry(line.encode()).id == bundle.id_hint(line.encode()) == packet["id"]
+    twice = '{"id": "01OTHERPACKET000000000000", ' + line[1:]
+    for form in (twice, twice.encode()):
+        with pytest.raises(bundle.BundleError, match="names its id twice, differently"):
+            bundle.read_entry(form)
+    same = '{{"id": "{}", '.format(packet["id"]) + line[1:]  # the same id twice: one packet
+    assert bundle.read_entry(same).id == packet["id"]
+
+
 def test_a_failed_export_leaves_no_partial_file(tmp_path: Path) -> None:
     cli = Cli(tmp_path)
     save_local(cli, 1)
@@ -750,11 +782,17 @@ def test_a_large_import_judged_in_worker_processes_says_and_stores_what_one_proc
     invalid = make_packet(goal="")
     lenient = {**make_packet(), "surprise": 1}
     lines: list[dict[str, object] | str] = [line_for(p) for p in good]
+    other_id = good[8]["id"]
+    two_ids = f'{{"id": "{other_id}", ' + json.dumps(line_for(good[7]))[1:] + "\n"
     for at, line in (
         (3, line_for(leaky)),
         (700, line_for(invalid)),
         (701, "this is not json\n"),
         (702, line_for(good[5])),  # the same packet again: skipped once stored
+        # Lines that start with an id (read off their head, decoded in a worker) but are
+        # not JSON further on, or name another id further on (JSON keeps the last).
+        (703, '{"id": "01HEADONLY0000000000000000", "scope": nope}\n'),
+        (704, two_ids),
         (1200, line_for(lenient, conforming=False)),
         (1201, line_for({**good[1300], "goal": "Changed on the way"})),  # a different one
     ):
@@ -794,7 +832,8 @@ def test_a_large_import_judged_in_worker_processes_says_and_stores_what_one_proc
     assert pooled[0] == alone[0]
     assert pooled[1] == alone[1]
     assert pooled[2] == alone[2]
-    assert "1400 added, 1 skipped (already present), 5 refused" in alone[1]
+    assert "1400 added, 1 skipped (already present), 7 refused" in alone[1]
+    assert "names its id twice, differently" in alone[0] and "not valid JSON" in alone[0]
 
 
 def test_the_workers_judge_and_make_ready_what_this_process_would(

@@ -30,11 +30,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor
 
+    from ltm.bundle import BundleError, Entry
     from ltm.packet import Checked
     from ltm.redact import Hit, Rule
 
 # What makes a checked packet ready for the backend's push (``Backend.readying``).
 Ready = Callable[["Checked"], Any]
+# What a worker judges: a packet and whether it is plain (``bundle.Entry.plain``), or a
+# bundle line, decoded by the worker (``judge_item``).
+Item = tuple[Mapping[str, Any], bool] | bytes
 
 # A bundle smaller than this is judged in this process (about 350 packets of 3 KB,
 # a quarter of a second of judging): starting the workers costs tens of milliseconds.
@@ -56,6 +60,9 @@ class Judged(NamedTuple):
     # What the backend's push takes: the packet made ready (``Backend.readying``), else
     # the ``Checked``; None: not a packet at all.
     ready: Any
+    # For a bundle line judged from its bytes (``judge_item``): the line as read, its
+    # packet left out (the verdict and ``ready`` carry what the importer needs of it).
+    entry: Entry | None = None
 
     def refusals(self, *, lenient: bool) -> list[str]:
         from ltm.preflight import refusals
@@ -116,21 +123,19 @@ class Judges:
             return None  # judged in this process, as a small bundle is
         return cls(pool, workers, scan=scan, rules=rules, ready=ready)
 
-    def judge(
-        self, packets: Sequence[tuple[Mapping[str, Any], bool]]
-    ) -> Callable[[], list[Judged]]:
-        """Start judging ``packets`` (split among the workers), each with whether it is
-        plain (``bundle.Entry.plain``); call the result to wait."""
+    def judge(self, packets: Sequence[Item]) -> Callable[[], list[Judged | BundleError]]:
+        """Start judging ``packets`` (``Item``s, split among the workers); call the result
+        to wait."""
         parts = _split(list(packets), self.workers)
-        futures: list[Future[list[Judged]] | None] = []
+        futures: list[Future[list[Judged | BundleError]] | None] = []
         for part in parts:
             try:
                 futures.append(self.pool.submit(_judge_all, part))
             except Exception:  # the pool is broken (a worker died): this part is judged here
                 futures.append(None)
 
-        def verdicts() -> list[Judged]:
-            out: list[Judged] = []
+        def verdicts() -> list[Judged | BundleError]:
+            out: list[Judged | BundleError] = []
             for part, future in zip(parts, futures, strict=True):
                 out.extend(self._outcome(part, future))
             return out
@@ -138,16 +143,15 @@ class Judges:
         return verdicts
 
     def _outcome(
-        self, part: list[tuple[Mapping[str, Any], bool]], future: Future[list[Judged]] | None
-    ) -> list[Judged]:
+        self, part: list[Item], future: Future[list[Judged | BundleError]] | None
+    ) -> list[Judged | BundleError]:
         if future is not None:
             try:
                 return future.result()
             except Exception:  # the worker's failure, whatever it was: judge here
                 pass
         return [
-            judge_here(packet, scan=self.scan, rules=self.rules, ready=self.ready, plain=plain)
-            for packet, plain in part
+            judge_item(item, scan=self.scan, rules=self.rules, ready=self.ready) for item in part
         ]
 
     def close(self) -> None:
@@ -184,6 +188,27 @@ def judge_here(
         if made is checked:
             checked.body()  # the canonical bytes too, while in the worker
     return Judged(verdict.errors, verdict.id_error, verdict.hits, made)
+
+
+def judge_item(
+    item: Item, *, scan: bool, rules: list[Rule], ready: Ready | None = None
+) -> Judged | BundleError:
+    """``judge_here`` of a packet (with whether it is plain), or of the packet of a bundle
+    line, which is decoded here: the line's ``BundleError`` if it cannot be read, else
+    the verdict with the line as read (``Judged.entry``)."""
+    if not isinstance(item, bytes):
+        packet, plain = item
+        return judge_here(packet, scan=scan, rules=rules, ready=ready, plain=plain)
+    from dataclasses import replace
+
+    from ltm import bundle
+
+    try:
+        entry = bundle.read_entry(item)
+    except bundle.BundleError as exc:
+        return exc
+    judged = judge_here(entry.packet, scan=scan, rules=rules, ready=ready, plain=entry.plain)
+    return judged._replace(entry=replace(entry, packet={}))
 
 
 def _split(items: list[Any], parts: int) -> list[list[Any]]:
@@ -225,8 +250,5 @@ def _orphaned_exit(parent: int) -> None:
     threading.Thread(target=watch, name="ltm-import-parent", daemon=True).start()
 
 
-def _judge_all(packets: list[tuple[Mapping[str, Any], bool]]) -> list[Judged]:
-    return [
-        judge_here(packet, scan=_scan, rules=_rules, ready=_ready, plain=plain)
-        for packet, plain in packets
-    ]
+def _judge_all(items: list[Item]) -> list[Judged | BundleError]:
+    return [judge_item(item, scan=_scan, rules=_rules, ready=_ready) for item in items]

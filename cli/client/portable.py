@@ -32,8 +32,9 @@ from ltm.present import where_label
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ltm.bundle import BundleError
     from ltm.cli.client.backend import Backend, Pushed
-    from ltm.cli.client.judges import Judged, Judges, Ready
+    from ltm.cli.client.judges import Item, Judged, Judges, Ready
 
 
 # -- export ------------------------------------------------------------------------
@@ -338,13 +339,15 @@ class Importer:
                 done += self._finish(ahead.popleft())
             progress.update(done, part=read)
 
+        # With workers, a line that starts with its id is decoded there, not here: this
+        # process orders and looks it up by that id (``bundle.id_hint``: a line that
+        # names another id further on is refused wherever it is read).
+        hinted = self.judges is not None
         try:
             for number, line in bundle.lines(_bounded(stream)):
                 read += len(line) + 1
-                try:
-                    entry: Any = bundle.read_entry(line)
-                except bundle.BundleError as exc:
-                    entry = exc
+                hint = bundle.id_hint(line) if hinted else None
+                entry: Any = _Unread(hint, line) if hint is not None else _read(line)
                 packet_id = getattr(entry, "id", None)
                 if packet_id in ids or len(chunk) == size_of_chunk:
                     step(chunk, ids)
@@ -378,7 +381,13 @@ class Importer:
             failed = exc
         same: set[int] = set()  # lines whose packet is here already, byte for byte
         todo: list[int] = []  # lines to judge
-        for at, (_, entry) in enumerate(chunk):
+        for at, (number, entry) in enumerate(chunk):
+            if isinstance(entry, _Unread):
+                if failed is None and known.get(entry.id) is None:
+                    todo.append(at)  # decoded and judged by a worker
+                    continue
+                entry = _read(entry.line)  # compared with what is stored, or refused, here
+                chunk[at] = (number, entry)
             if isinstance(entry, bundle.BundleError) or (failed is not None and entry.id):
                 continue
             present = known.get(entry.id) if entry.id else None
@@ -388,13 +397,15 @@ class Importer:
                 todo.append(at)
         verdicts = None
         if self.judges is not None and todo:
-            verdicts = self.judges.judge([(chunk[at][1].packet, chunk[at][1].plain) for at in todo])
+            verdicts = self.judges.judge([_item(chunk[at][1]) for at in todo])
         return _Chunk(chunk, ids, known, failed, same, todo, verdicts)
 
     def _finish(self, run: _Chunk) -> int:
         """Judge, push and report a run of lines with distinct ids; returns how many."""
+        from ltm import bundle
+
         report = self.report
-        judged: dict[int, Judged] = {}
+        judged: dict[int, Judged | bundle.BundleError] = {}
         if run.verdicts is not None:
             judged = dict(zip(run.todo, run.verdicts(), strict=True))
         said: list[list[str]] = []
@@ -402,7 +413,16 @@ class Importer:
         for at, (number, entry) in enumerate(run.lines):
             report.held = []
             said.append(report.held)
-            push = self._judge(number, entry, run.known, run.failed, at in run.same, judged.get(at))
+            verdict = judged.get(at)
+            if isinstance(entry, _Unread):  # as the worker that judged it read it
+                if isinstance(verdict, bundle.BundleError):
+                    entry, verdict = verdict, None
+                else:
+                    assert verdict is not None and verdict.entry is not None
+                    entry = verdict.entry
+            elif isinstance(verdict, bundle.BundleError):  # only a line is read there
+                raise AssertionError("a packet judged as a line")
+            push = self._judge(number, entry, run.known, run.failed, at in run.same, verdict)
             if push is not None:
                 pending.append((len(said) - 1, push))
         if pending:
@@ -543,7 +563,32 @@ class _Chunk(NamedTuple):
     failed: CliError | None  # the lookup failed: every line with an id is refused
     same: set[int]  # lines already there, byte for byte
     todo: list[int]  # lines to judge
-    verdicts: Callable[[], list[Judged]] | None  # their verdicts, from the workers
+    verdicts: Callable[[], list[Judged | BundleError]] | None  # their verdicts, from the workers
+
+
+class _Unread(NamedTuple):
+    """A bundle line not decoded in this process: its id read off its head
+    (``bundle.id_hint``), the line itself decoded and judged by a worker."""
+
+    id: str
+    line: bytes
+
+
+def _read(line: bytes) -> Any:
+    """The line's entry, or its ``BundleError``."""
+    from ltm import bundle
+
+    try:
+        return bundle.read_entry(line)
+    except bundle.BundleError as exc:
+        return exc
+
+
+def _item(entry: Any) -> Item:
+    """What a worker judges of a line (``judges.Item``)."""
+    if isinstance(entry, _Unread):
+        return entry.line
+    return (entry.packet, entry.plain)
 
 
 class _Push(NamedTuple):
