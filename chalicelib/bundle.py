@@ -72,6 +72,22 @@ class Entry:
     # U+D7FF, which only costs such a line the shortcut).
     plain: bool = False
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Sent back by every worker of an import: as a tuple, not the slots' state.
+        return (
+            Entry,
+            (
+                self.id,
+                self.scope,
+                self.team,
+                self.created_by,
+                self.created_at,
+                self.conforming,
+                self.packet,
+                self.plain,
+            ),
+        )
+
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)

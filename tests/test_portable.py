@@ -885,6 +885,30 @@ def test_the_workers_judge_and_make_ready_what_this_process_would(
     assert here[3].refusals(lenient=False) and not here[2].refusals(lenient=True)
 
 
+def test_what_a_worker_sends_back_loads_as_what_it_was(tmp_path: Path) -> None:
+    """A line's verdict, its packet made ready and the line as read cross the pipe from a
+    worker flat (their ``__reduce__``): each loads equal to itself, of its own type."""
+    import pickle
+
+    from ltm import packet
+    from ltm.cli.client import judges
+    from ltm.service.packets import prepare
+
+    line = json.dumps(line_for({**make_packet(), "parent_id": "01PARENT00", "tags": ["a"]}))
+    judged = judges.judge_item(
+        line.encode(),
+        scan=True,
+        rules=[],
+        ready=lambda c: prepare(c, owner_id="local", derive=SqliteStore.derive),
+    )
+    assert not isinstance(judged, Exception) and judged.entry is not None
+    lenient = prepare(packet.check({**make_packet(), "surprise": 1}, lenient=True))
+    for value in (judged, judged.ready, judged.ready.derived, judged.entry, lenient):
+        back = pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        assert back == value and type(back) is type(value)
+    assert judged.entry.packet == {} and judged.ready.packet.meta.parent_id == "01PARENT00"
+
+
 @pytest.mark.parametrize("lenient", [False, True])
 def test_push_many_stores_a_packet_made_ready_as_it_stores_the_checked_one(
     tmp_path: Path, lenient: bool

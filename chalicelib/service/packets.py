@@ -130,6 +130,21 @@ class Prepared(NamedTuple):
     sort_key: str
     derived: Any  # the store's ``derive`` of its body, or None
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # An import's workers send one back for every packet: pickled flat, it takes
+        # half the time (each nested named tuple costs a call to pickle and one to load).
+        stored = self.packet
+        flat = (*stored.meta, stored.body, stored.conforming, self.errors, self.sort_key)
+        return (_prepared, (*flat, self.derived))
+
+
+def _prepared(*flat: Any) -> Prepared:
+    """A ``Prepared`` from what its ``__reduce__`` gives."""
+    n = len(PacketMeta._fields)
+    meta = PacketMeta(*flat[:n])
+    body, conforming, errors, sort_key, derived = flat[n:]
+    return Prepared(StoredPacket(meta, body, conforming), errors, sort_key, derived)
+
 
 def prepare(checked: Checked, *, owner_id: str = "", derive: Derive | None = None) -> Prepared:
     """What ``push_many`` does to a checked packet before the store sees it, done ahead:

@@ -483,6 +483,11 @@ class Derived(NamedTuple):
     project: str | None
     packed: bytes  # the body as stored (``_pack``)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Sent back by an import's workers for every packet: as a plain tuple, which
+        # pickles without the named tuple's Python-level ``__getnewargs__``.
+        return (Derived, tuple(self))
+
 
 def derive(body: bytes, data: dict[str, Any] | None = None) -> Derived:
     """The search row, labels and packed body of the packet whose canonical bytes are
