@@ -131,8 +131,8 @@ class Prepared(NamedTuple):
     derived: Any  # the store's ``derive`` of its body, or None
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # An import's workers send one back for every packet: pickled flat, it takes
-        # half the time (each nested named tuple costs a call to pickle and one to load).
+        # An import's workers send one back for every packet: pickled flat, not as four
+        # nested named tuples, each of which costs a Python-level call to pickle.
         stored = self.packet
         flat = (*stored.meta, stored.body, stored.conforming, self.errors, self.sort_key)
         return (_prepared, (*flat, self.derived))

@@ -420,8 +420,7 @@ class Importer:
                 else:
                     assert verdict is not None and verdict.entry is not None
                     entry = verdict.entry
-            elif isinstance(verdict, bundle.BundleError):  # only a line is read there
-                raise AssertionError("a packet judged as a line")
+            assert not isinstance(verdict, bundle.BundleError)  # only a line can be one
             push = self._judge(number, entry, run.known, run.failed, at in run.same, verdict)
             if push is not None:
                 pending.append((len(said) - 1, push))
