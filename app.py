@@ -793,7 +793,8 @@ page_route("/p/{secret}", ["GET"], "public")
 def approve_device(request: Any) -> Response:
     from chalicelib.service import device
 
-    user = device.approver(get_store(), _caller(request))  # 401/403 before the body
+    caller = _caller(request)
+    user = device.approver(get_store(), caller)  # 401/403 before the body
     body = _json_object(request, required=True)
     grant = device.decide(
         get_store(),
@@ -801,6 +802,7 @@ def approve_device(request: Any) -> Response:
         user,
         body.get("user_code"),
         approve=body.get("approve", True),
+        approved_with=caller.token_hash,
     )
     return _json(
         {

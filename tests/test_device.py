@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -435,3 +436,47 @@ def test_first_sign_in_creates_the_user_once(store: Store) -> None:
     assert store.get_user_by_subject("sub-123") == first
     odd = device.user_for_subject(store, "sub-456", "\x00\x01", when=T0)
     assert odd.display == "user"
+
+
+def test_a_web_code_claim_carries_the_token_it_was_approved_with(store: Store) -> None:
+    """The browser's session is bound to the approver's token (``Claim.token_hash``);
+    approved as a trusted user, with no token, it is bound to none."""
+    alice, secret = make_user(store)
+    credential = tokens.credential(f"Bearer {secret}")
+    for caller, expected in ((credential, tokens.hash_token(secret)), (alice, None)):
+        shown, grant = device.authorize_web(store, SETTINGS, client_ip="192.0.2.9", when=T0)
+        device.decide(store, SETTINGS, caller, shown, approve=True, when=T0)
+        claim = device.claim_web(store, grant.device_code_hash, when=T0)
+        assert claim == device.Claim("approved", alice, expected)
+        assert device.claim_web(store, grant.device_code_hash, when=T0).status == "used"
+
+
+def test_a_store_from_before_approved_with_gains_it_on_open(tmp_path: Path) -> None:
+    """Migration 12 on a store that has grants already: they read back unchanged."""
+    import sqlite3
+
+    from ltm.store.sqlite import SCHEMA_VERSION, SqliteStore
+
+    db = tmp_path / "old.db"
+    store = SqliteStore(db)
+    _alice, _secret = make_user(store)
+    _shown, grant = device.authorize_web(store, SETTINGS, client_ip="192.0.2.9", when=T0)
+    store.close()
+    conn = sqlite3.connect(db)
+    conn.execute("ALTER TABLE device_grants DROP COLUMN approved_with")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    conn.commit()
+    conn.close()
+    store = SqliteStore(db)
+    try:
+        assert store.get_device_grant(grant.device_code_hash) == grant
+        decided = store.decide_device_grant(
+            grant.user_code_hash, T0, approve=True, user_id="u1", approved_with="h"
+        )
+        assert store.get_device_grant(grant.device_code_hash) == decided
+        assert decided.approved_with == "h"
+    finally:
+        store.close()
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    conn.close()

@@ -794,13 +794,17 @@ def test_decide_once(store: Store) -> None:
     store.create_device_grant(grant(), T0)
     store.create_device_grant(grant("dc2", "uc2"), T0)
     now = T0 + timedelta(minutes=1)
-    approved = store.decide_device_grant("uc1", now, approve=True, user_id="u1")
+    approved = store.decide_device_grant(
+        "uc1", now, approve=True, user_id="u1", approved_with="tokenhash1"
+    )
     assert (approved.status, approved.user_id, approved.decided_at) == ("approved", "u1", now)
+    assert approved.approved_with == "tokenhash1"  # the web session it starts depends on it
     assert store.get_device_grant("dc1") == approved
     with pytest.raises(Gone):
         store.decide_device_grant("uc1", now, approve=False, user_id="u2")
     denied = store.decide_device_grant("uc2", now, approve=False, user_id="u2")
     assert denied.status == "denied" and denied.user_id == "u2"
+    assert denied.approved_with is None and store.get_device_grant("dc2") == denied
     with pytest.raises(NotFound):
         store.decide_device_grant("uc-unknown", now, approve=True, user_id="u1")
     store.create_device_grant(grant("dc3", "uc3"), T0)

@@ -378,6 +378,48 @@ def test_revoking_the_token_ends_its_web_sessions(server: Server, how: str) -> N
     assert other.get("/web").status_code == 200  # another person's session is untouched
 
 
+@pytest.mark.parametrize("where", ["cli", "device page"])
+def test_revoking_the_approving_token_ends_a_session_signed_in_by_code(
+    server: Server, where: str
+) -> None:
+    """A browser signed in by a code that someone approved with their token holds that
+    person's session: revoking the token ends it, as it ends a session signed in with
+    the token itself. Approved with ``ltm approve`` (the API) or on the device page."""
+    _uid, token = server.issue(f"approver-{where.replace(' ', '-')}")
+    api = server.client(token)
+
+    def fields(page: str) -> dict[str, str]:
+        found = re.findall(r'name="([^"]+)" value="([^"]*)"', page)
+        return {k: html.unescape(v) for k, v in found}
+
+    browser = server.web_client(follow_redirects=False)
+    signin = browser.get("/web/signin").text
+    form = fields(signin.split('action="/web/signin/code"', 1)[1].split("</form>", 1)[0])
+    shown = browser.post("/web/signin/code", data={**form, "step": "new"})
+    code = re.search(r"ltm approve ([A-Z]{4}-[A-Z]{4})", shown.text)
+    assert shown.status_code == 200 and code, shown.text
+    if where == "cli":
+        approved = api.post("/v1/device/approve", json={"user_code": code.group(1)})
+        assert approved.status_code == 200 and approved.json()["status"] == "approved"
+    else:
+        with httpx.Client(base_url=server.url) as page:
+            csrf = csrf_of(page.get("/device").text)
+            asked = page.post("/device", data={"csrf": csrf, "code": code.group(1), "token": token})
+            assert asked.status_code == 200, asked.text
+            ticket = fields(asked.text)["ticket"]
+            done = page.post(
+                "/device/decide", data={"csrf": csrf, "ticket": ticket, "action": "approve"}
+            )
+            assert done.status_code == 200 and "Device approved" in done.text
+    signed = browser.post("/web/signin/code", data={**fields(shown.text), "step": "check"})
+    assert signed.status_code == 303, signed.text
+    assert browser.get("/web").status_code == 200
+    label = next(t["label"] for t in api.get("/v1/tokens").json()["tokens"] if t["current"])
+    assert api.delete(f"/v1/tokens/{label}").status_code == 204
+    ended = browser.get("/web")
+    assert ended.status_code == 303 and "/web/signin" in ended.headers["location"]
+
+
 def test_a_sign_in_key_signs_a_browser_in_once(server: Server) -> None:
     """``POST /v1/web/sign-in-key``: what ``ltm open`` trades its token for."""
     user_id, token = server.issue("keyed")

@@ -32,7 +32,10 @@ A grant is decided (approved or denied) once, by a signed-in user who types
 the user code: on the verification page (Cognito or an existing token, see
 ``chalicelib.web.device``) or with ``ltm approve CODE``
 (``POST /v1/device/approve``). Approving needs the full scope: a read-only
-token cannot sign a device in (least of all one asking for more).
+token cannot sign a device in (least of all one asking for more). The grant
+keeps the hash of the token it was approved with, when there was one: a web
+view session started from an approved code (``claim_web``) then ends when that
+token is revoked, like a session signed in with the token itself.
 
 Guessing codes stays bounded (RFC 8628 §5.1, "User Code Brute Forcing":
 https://www.rfc-editor.org/rfc/rfc8628#section-5.1) by store-backed counters,
@@ -64,13 +67,13 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..store import FULL_SCOPE, DeviceGrant, Store, User
 from ..store import Conflict as StoreConflict
 from ..store import Gone as StoreGone
 from ..store import NotFound as StoreNotFound
-from .access import Caller, user_of
+from .access import Caller, Credential, user_of
 from .errors import BadRequest, Conflict, NotFound, ServiceError
 from .tokens import new_token
 from .users import new_user, now
@@ -528,24 +531,34 @@ def authorize_web(
     return shown, grant
 
 
-def claim_web(
-    store: Store, device_code_hash: str, *, when: datetime | None = None
-) -> tuple[str, User | None]:
+class Claim(NamedTuple):
+    """Where a web sign-in grant stands (``claim_web``)."""
+
+    status: str  # pending, denied, expired, used, or approved (then ``user`` is set)
+    user: User | None = None
+    # The hash of the token the approval was made with: the session the claim starts
+    # lasts only as long as that token, as a session signed in with it would.
+    token_hash: str | None = None
+
+
+def claim_web(store: Store, device_code_hash: str, *, when: datetime | None = None) -> Claim:
     """Where a web sign-in grant stands: ``pending``, ``denied``, ``expired`` or ``used``
     (no user), or ``approved`` with the approving user, once: a second claim is ``used``."""
     when = when or now()
     grant = store.get_device_grant(device_code_hash)
     if grant is None or grant.client_id != WEB_CLIENT_ID or grant.expires_at <= when:
-        return "expired", None
+        return Claim("expired")
     if grant.status in ("pending", "denied"):
-        return grant.status, None
+        return Claim(grant.status)
     if grant.status != "approved" or grant.user_id is None:
-        return "used", None
+        return Claim("used")
     # Once only, across processes: the first claim counts 1 (the web key's rule too).
     if store.add_to_counter(f"web-grant:{device_code_hash}", when, grant.expires_at) != 1:
-        return "used", None
+        return Claim("used")
     user = store.get_user(grant.user_id)
-    return ("approved", user) if user is not None else ("expired", None)
+    if user is None:
+        return Claim("expired")
+    return Claim("approved", user, grant.approved_with)
 
 
 # -- the token endpoint ------------------------------------------------------------------
@@ -675,17 +688,22 @@ def decide(
     *,
     approve: bool,
     when: datetime | None = None,
+    approved_with: str | None = None,
 ) -> DeviceGrant:
     """Approve or deny the device whose code the signed-in caller typed (``ltm approve``).
 
-    Needs the full scope; wrong codes are charged to the caller.
+    Needs the full scope; wrong codes are charged to the caller. ``approved_with``:
+    the hash of the caller's token, when the caller is already known as a user (a
+    ``Credential`` caller gives its own).
     """
     when = when or now()
     user = approver(store, caller)
+    if isinstance(caller, Credential):
+        approved_with = caller.token_hash
     if not isinstance(approve, bool):
         raise BadRequest("approve: must be true or false")
     grant = find_pending(store, settings, raw_code, user=user, when=when)
-    return decide_grant(store, grant, user, approve=approve, when=when)
+    return decide_grant(store, grant, user, approve=approve, when=when, approved_with=approved_with)
 
 
 def approver(store: Store, caller: Caller) -> User:
@@ -706,13 +724,24 @@ def describe_scope(scope: str) -> str:
 
 
 def decide_grant(
-    store: Store, grant: DeviceGrant, user: User, *, approve: bool, when: datetime | None = None
+    store: Store,
+    grant: DeviceGrant,
+    user: User,
+    *,
+    approve: bool,
+    when: datetime | None = None,
+    approved_with: str | None = None,
 ) -> DeviceGrant:
-    """Record the decision on a grant already found (the page signs in between finding and this)."""
+    """Record the decision on a grant already found (the page signs in between finding and
+    this); ``approved_with``: the hash of the token the user decided with, if any."""
     when = when or now()
     try:
         return store.decide_device_grant(
-            grant.user_code_hash, when, approve=approve, user_id=user.id
+            grant.user_code_hash,
+            when,
+            approve=approve,
+            user_id=user.id,
+            approved_with=approved_with,
         )
     except StoreNotFound:
         raise NotFound("this code has expired; start again in your terminal") from None

@@ -233,7 +233,8 @@ class DeviceGrant(NamedTuple):
     Both codes are stored only as hex sha256 hashes: the device code is the
     device's secret, the user code what a person types on the verification
     page. ``status`` moves ``pending`` -> ``approved`` | ``denied`` (a user
-    decided, ``user_id`` is who approved) and ``approved`` -> ``used`` (the
+    decided, ``user_id`` is who approved, ``approved_with`` the hash of the
+    token they decided with, if any) and ``approved`` -> ``used`` (the
     device got its token). ``next_poll_at`` is the earliest time the device may
     poll again without being told to slow down; ``interval`` (seconds) grows
     each time it is.
@@ -252,6 +253,7 @@ class DeviceGrant(NamedTuple):
     status: DeviceStatus = "pending"
     user_id: str | None = None
     decided_at: datetime | None = None
+    approved_with: str | None = None
 
 
 # ``Store.derive``: (the canonical bytes, what they decode to if the caller has it).
@@ -700,12 +702,19 @@ class Store(ABC):
 
     @abstractmethod
     def decide_device_grant(
-        self, user_code_hash: str, now: datetime, *, approve: bool, user_id: str
+        self,
+        user_code_hash: str,
+        now: datetime,
+        *,
+        approve: bool,
+        user_id: str,
+        approved_with: str | None = None,
     ) -> DeviceGrant:
         """Approve (or deny) the pending grant of this user code on behalf of ``user_id``, once.
 
-        Sets ``status`` to ``approved`` or ``denied``, ``user_id`` and
-        ``decided_at``, atomically, and returns the updated grant. NotFound
+        Sets ``status`` to ``approved`` or ``denied``, ``user_id``,
+        ``decided_at`` and ``approved_with`` (the hash of the token it was
+        decided with, or None), atomically, and returns the updated grant. NotFound
         when no grant unexpired at ``now`` has this user code; Gone when it was
         already decided (of concurrent decisions exactly one wins).
         """

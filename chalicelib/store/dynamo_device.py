@@ -99,6 +99,8 @@ def _grant_item(grant: DeviceGrant) -> Item:
         item["user_id"] = s(grant.user_id)
     if grant.decided_at is not None:
         item["decided_at"] = s(_d._ts(grant.decided_at))
+    if grant.approved_with is not None:
+        item["approved_with"] = s(grant.approved_with)
     return item
 
 
@@ -119,6 +121,7 @@ def _grant(item: Mapping[str, Mapping[str, Any]]) -> DeviceGrant:
         status=req(item, "grant_status"),  # type: ignore[arg-type]
         user_id=get(item, "user_id"),
         decided_at=_d._dt(decided) if decided else None,
+        approved_with=get(item, "approved_with"),
     )
 
 
@@ -228,17 +231,26 @@ class DeviceGrantsMixin:
         return _grant(resp["Attributes"]), True
 
     def decide_device_grant(
-        self, user_code_hash: str, now: datetime, *, approve: bool, user_id: str
+        self,
+        user_code_hash: str,
+        now: datetime,
+        *,
+        approve: bool,
+        user_id: str,
+        approved_with: str | None = None,
     ) -> DeviceGrant:
         grant = self.get_device_grant_by_user_code(user_code_hash, now)
         if grant is None:
             raise NotFound("no such device code, or it expired")
         status = "approved" if approve else "denied"
+        # A grant is decided once, so there is never an earlier approved_with to remove.
+        with_token = ", approved_with = :with" if approved_with is not None else ""
+        extra = {":with": _d._s(approved_with)} if approved_with is not None else {}
         try:
             resp = self._client.update_item(
                 TableName=self.table,
                 Key=_grant_key(grant.device_code_hash),
-                UpdateExpression="SET #st = :status, #uid = :uid, #at = :at",
+                UpdateExpression="SET #st = :status, #uid = :uid, #at = :at" + with_token,
                 ConditionExpression="#st = :pending AND #ex > :now AND #uc = :uc",
                 ExpressionAttributeNames={
                     "#st": "grant_status",
@@ -254,6 +266,7 @@ class DeviceGrantsMixin:
                     ":pending": _d._s("pending"),
                     ":now": _n(_epoch(now)),
                     ":uc": _d._s(user_code_hash),
+                    **extra,
                 },
                 ReturnValues="ALL_NEW",
             )

@@ -252,6 +252,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     # 11: the compact layout: a body stored once, packed against its searchable text;
     # labels as ids; the search ids folded into the packets table (see _migrate_compact).
     lambda db: _migrate_compact(db),
+    # 12: the token a device grant was approved with, so that a web view session made
+    # from an approved code lasts only as long as that token (``claim_web``).
+    lambda db: _add_column(db, "device_grants", "approved_with TEXT"),
 )
 # What some entries bring a database to (an entry's version is its place, from 1).
 ROOT_USER_VERSION = 10
@@ -756,6 +759,14 @@ def _return_free(db: sqlite3.Connection, *, share: int = 0) -> None:
         db.execute("PRAGMA incremental_vacuum")
 
 
+def _add_column(db: sqlite3.Connection, table: str, column: str) -> None:
+    """``ALTER TABLE table ADD COLUMN column``, unless the table has it already (a store
+    whose recorded version is older than its schema: the migration runs again)."""
+    name = column.split()[0]
+    if all(row[1] != name for row in db.execute(f"PRAGMA table_info({table})")):
+        db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+
+
 def _is_compact(db: sqlite3.Connection) -> bool:
     return any(row[1] == "doc" for row in db.execute("PRAGMA table_info(packets)"))
 
@@ -789,7 +800,7 @@ def sync_level(value: str | None = None) -> str:
 DEVICE_GRANT_KEEP = timedelta(days=1)
 _GRANT_COLUMNS = (
     "device_code_hash, user_code_hash, client_id, scope, device_name, client_ip, created_at,"
-    " expires_at, interval_s, next_poll_at, status, user_id, decided_at"
+    " expires_at, interval_s, next_poll_at, status, user_id, decided_at, approved_with"
 )
 
 
@@ -2280,6 +2291,7 @@ class SqliteStore(Store):
             status=row[10],  # type: ignore[arg-type]
             user_id=row[11],  # type: ignore[arg-type]
             decided_at=_dt(row[12]),  # type: ignore[arg-type]
+            approved_with=row[13],  # type: ignore[arg-type]
         )
 
     @staticmethod
@@ -2305,7 +2317,7 @@ class SqliteStore(Store):
                 )
                 db.execute(
                     f"INSERT INTO device_grants ({_GRANT_COLUMNS})"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         grant.device_code_hash,
                         grant.user_code_hash,
@@ -2320,6 +2332,7 @@ class SqliteStore(Store):
                         grant.status,
                         grant.user_id,
                         _ts(grant.decided_at) if grant.decided_at else None,
+                        grant.approved_with,
                     ),
                 )
         except sqlite3.IntegrityError:
@@ -2357,7 +2370,13 @@ class SqliteStore(Store):
         return _replace_grant(grant, interval=interval, next_poll_at=next_poll), too_fast
 
     def decide_device_grant(
-        self, user_code_hash: str, now: datetime, *, approve: bool, user_id: str
+        self,
+        user_code_hash: str,
+        now: datetime,
+        *,
+        approve: bool,
+        user_id: str,
+        approved_with: str | None = None,
     ) -> DeviceGrant:
         with self._write() as db:
             grant = self._grant_where(db, "user_code_hash", user_code_hash)
@@ -2367,11 +2386,13 @@ class SqliteStore(Store):
                 raise Gone("this device code was already decided")
             status = "approved" if approve else "denied"
             db.execute(
-                "UPDATE device_grants SET status = ?, user_id = ?, decided_at = ?"
-                " WHERE device_code_hash = ?",
-                (status, user_id, _ts(now), grant.device_code_hash),
+                "UPDATE device_grants SET status = ?, user_id = ?, decided_at = ?,"
+                " approved_with = ? WHERE device_code_hash = ?",
+                (status, user_id, _ts(now), approved_with, grant.device_code_hash),
             )
-        return _replace_grant(grant, status=status, user_id=user_id, decided_at=now)
+        return _replace_grant(
+            grant, status=status, user_id=user_id, decided_at=now, approved_with=approved_with
+        )
 
     def redeem_device_grant(
         self, device_code_hash: str, now: datetime, token: Token

@@ -476,7 +476,12 @@ class DeviceWeb:
             return self._gone(request, grant)
         try:
             decided = device.decide_grant(
-                self.store, grant, user, approve=action == "approve", when=when
+                self.store,
+                grant,
+                user,
+                approve=action == "approve",
+                when=when,
+                approved_with=str(ticket["t"]) if ticket.get("t") else None,
             )
         except ServiceError:
             return self._gone(request, self.store.get_device_grant(grant.device_code_hash))
@@ -551,7 +556,9 @@ class DeviceWeb:
             grant = device.find_pending(self.store, self.settings, code, user=user, when=when)
         except ServiceError as exc:
             return self._code_refused(request, session, raw_code, exc)
-        return self._confirm(request, session, grant, user, when)
+        return self._confirm(
+            request, session, grant, user, when, token_hash=tokens.hash_token(secret)
+        )
 
     def _code_refused(
         self, request: WebRequest, session: str, raw_code: str, exc: ServiceError
@@ -596,17 +603,26 @@ class DeviceWeb:
         return WebResponse(303, body, headers)
 
     def _confirm(
-        self, request: WebRequest, session: str, grant: DeviceGrant, user: User, when: datetime
+        self,
+        request: WebRequest,
+        session: str,
+        grant: DeviceGrant,
+        user: User,
+        when: datetime,
+        *,
+        token_hash: str = "",
     ) -> WebResponse:
-        ticket = self.signer.sign(
-            "ticket",
-            {
-                "d": grant.device_code_hash,
-                "u": user.id,
-                "sb": self._binding(session),
-                "exp": int(when.timestamp()) + TICKET_SECONDS,
-            },
-        )
+        """The approve-or-deny page; ``token_hash``: the token the person signed in with
+        here, which the decision records (``DeviceGrant.approved_with``)."""
+        payload: dict[str, Any] = {
+            "d": grant.device_code_hash,
+            "u": user.id,
+            "sb": self._binding(session),
+            "exp": int(when.timestamp()) + TICKET_SECONDS,
+        }
+        if token_hash:
+            payload["t"] = token_hash
+        ticket = self.signer.sign("ticket", payload)
         minutes = max(0, int((when - grant.created_at).total_seconds() // 60))
         ago = "just now" if minutes == 0 else f"{minutes} min ago"
         content = (

@@ -294,7 +294,7 @@ class WebView:
         if payload.get("g") != self.store.read_counter(self._generation_key(user_id), when):
             return None  # signed out since
         token_hash = payload.get("t")
-        if token_hash is None:  # signed in without a token (Cognito, a device approval)
+        if token_hash is None:  # signed in without a token (Cognito, an approval made so)
             user = self.store.get_user(user_id)
             return (user, nonce) if user is not None else None
         found = self.store.token_owner(str(token_hash))
@@ -826,9 +826,13 @@ class WebView:
             return self._code_problem(
                 400, "Code expired", "This code expired or was made in another browser."
             )
-        status, user = device.claim_web(self.store, str(payload.get("d", "")), when=when)
-        if status == "approved" and user is not None:
-            return self._redirect(next_path, self.start_session(request, user))
+        claim = device.claim_web(self.store, str(payload.get("d", "")), when=when)
+        status = claim.status
+        if status == "approved" and claim.user is not None:
+            # Bound to the approver's token, when they approved with one: revoking it
+            # ends this session too.
+            cookie = self.start_session(request, claim.user, token_hash=claim.token_hash or "")
+            return self._redirect(next_path, cookie)
         if status == "pending":
             body = render.sign_in_code(
                 code=str(payload.get("c", "")),
