@@ -38,6 +38,7 @@ from ltm.store.sqlite import (
     FREE_SHARE,
     MIGRATIONS,
     SCHEMA_VERSION,
+    Derived,
     SqliteStore,
     _index_v6,
     _statements,
@@ -506,3 +507,54 @@ def test_a_prepared_packet_is_derived_from_its_data_only_when_that_is_what_its_b
     ]
     assert given == [True, False]
     assert made[0] == made[1] == real(body_of(ordered))
+
+
+@pytest.mark.parametrize("door", ["push", "batch", "push_many"])
+def test_every_write_door_hands_the_store_rows_derived_from_the_checked_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, door: str
+) -> None:
+    """A push, a batch and ``push_many`` derive a packet's rows from the dict they checked
+    (its bytes decode to it), ahead of the write: the store is not left to decode the
+    bytes again, and what it stores is what a write from the bytes stores."""
+    from ltm.service import packets, tokens
+    from ltm.store import sqlite as sqlite_store
+
+    store = SqliteStore(tmp_path / "doors.db")
+    user, _secret = tokens.issue(store, "dora", label="dora")
+    decoded: list[bytes] = []
+    real_load = search.load
+
+    def load(body: bytes) -> object:
+        decoded.append(body)
+        return real_load(body)
+
+    monkeypatch.setattr(search, "load", load)
+    given: list[object] = []
+    real_put = SqliteStore._put_together
+
+    def put_together(
+        self: SqliteStore, stored: StoredPacket, key: str, derived: Derived | None = None
+    ) -> bool | BaseException:
+        given.append(derived)
+        return real_put(self, stored, key, derived)
+
+    monkeypatch.setattr(SqliteStore, "_put_together", put_together)
+    text = json.dumps(EXAMPLE)
+    expected = sqlite_store.derive(body_of(EXAMPLE), EXAMPLE)
+    try:
+        if door == "push":
+            packets.push(store, user, text.encode())
+            assert given == [expected]
+        elif door == "batch":
+            (result,) = packets.push_batch(store, user, json.dumps({"packets": [text]}).encode())
+            assert result.status == 201
+        else:
+            (result,) = packets.push_many(store, user, [EXAMPLE])
+            assert isinstance(result, packets.PushResult)
+        assert decoded == []  # the data was at hand: no decode of the canonical bytes
+        stored = store._conn().execute("SELECT rowid, * FROM packet_fts").fetchall()
+        assert len(stored) == 1
+        fields = search.fields_of(EXAMPLE)
+        assert list(stored[0][1:]) == [fields[name] for name in _TEXT_COLUMNS]
+    finally:
+        store.close()

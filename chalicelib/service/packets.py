@@ -93,24 +93,26 @@ def push(
     # caller is not in (404) comes before anything about the body.
     fault: ServiceError | None = None
     try:
-        stored = _prepare(raw, lenient=lenient, scan=scan)
+        ready: Prepared | None = _prepare(raw, lenient=lenient, scan=scan, derive=store.derive)
     except ServiceError as exc:
-        fault, stored = exc, None
+        fault, ready = exc, None
+    stored = ready.packet if ready is not None else None
     # In team scope the packet is read with the caller and the team (one request on
     # DynamoDB): a move of the caller's personal packet is then known before the write.
     wanted = stored.meta.id if stored is not None and team is not None else None
     who = access(store, caller, need="write", team=team, packet_id=wanted)
     if fault is not None:
         raise fault
-    assert stored is not None
+    assert stored is not None and ready is not None
     stored = stored._replace(
         meta=stored.meta._replace(owner_id=who.user.id, team_id=who.team.id if who.team else None),
     )
     try:
         created = store.put_packet(
             stored,
-            sort_key=_sort_key(stored.meta.created_at),
+            sort_key=ready.sort_key,
             seen=who.packet.meta if who.packet else None,
+            derived=ready.derived,
         )
     except StoreConflict:
         # Someone else owns this id, or it is the caller's in a team: never touch it.
@@ -146,13 +148,16 @@ def _prepared(*flat: Any) -> Prepared:
     return Prepared(StoredPacket(meta, body, conforming), errors, sort_key, derived)
 
 
-def prepare(checked: Checked, *, owner_id: str = "", derive: Derive | None = None) -> Prepared:
+def prepare(
+    checked: Checked, *, owner_id: str = "", derive: Derive | None = None, scan: bool = False
+) -> Prepared:
     """What ``push_many`` does to a checked packet before the store sees it, done ahead:
-    its identity read (the id rule: ``BadRequest``), encoded, its sort key, and the
-    store's own work on its bytes (``Store.derive``). Needs no store, so ``ltm import``
-    runs it in the processes that judge the packets; ``push_many`` still holds a
-    prepared packet to the lenient rule, and gives it the caller as its owner."""
-    stored = _stored(checked, scan=False)
+    its identity read (the id rule: ``BadRequest``), scanned if ``scan``, encoded, its
+    sort key, and the store's own work on its bytes (``Store.derive``, from the checked
+    data when its bytes decode to it: not decoded again). Needs no store, so ``ltm
+    import`` runs it in the processes that judge the packets; ``push_many`` still holds
+    a prepared packet to the lenient rule, and gives it the caller as its owner."""
+    stored = _stored(checked, scan=scan)
     if owner_id:
         stored = stored._replace(meta=stored.meta._replace(owner_id=owner_id))
     derived = None
@@ -186,8 +191,8 @@ def push_many(
                     raise BadRequest("; ".join(item.errors))
                 stored, sort_key, derived = item.packet, item.sort_key, item.derived
             else:
-                stored = _prepare(item, lenient=lenient, scan=False)
-                sort_key = _sort_key(stored.meta.created_at)
+                ready = _prepare(item, lenient=lenient, scan=False, derive=store.derive)
+                stored, sort_key, derived = ready.packet, ready.sort_key, ready.derived
         except ServiceError as exc:
             outcomes.append(exc)
             continue
@@ -253,10 +258,10 @@ def push_batch(
         texts = _batch_texts(body)
     except ServiceError as exc:
         fault = exc
-    prepared: list[StoredPacket | ServiceError] = []
+    prepared: list[Prepared | ServiceError] = []
     for text in texts:
         try:
-            prepared.append(_prepare(text, lenient=lenient, scan=scan))
+            prepared.append(_prepare(text, lenient=lenient, scan=scan, derive=store.derive))
         except ServiceError as exc:
             prepared.append(exc)
     who = access(store, caller, need="write", team=team)
@@ -265,19 +270,21 @@ def push_batch(
     owner, team_id = who.user.id, who.team.id if who.team else None
     writes = [
         PutItem(
-            p._replace(meta=p.meta._replace(owner_id=owner, team_id=team_id)),
-            _sort_key(p.meta.created_at),
+            p.packet._replace(meta=p.packet.meta._replace(owner_id=owner, team_id=team_id)),
+            p.sort_key,
+            derived=p.derived,
         )
         for p in prepared
-        if isinstance(p, StoredPacket)
+        if isinstance(p, Prepared)
     ]
     written = iter(store.put_many(writes))
     results: list[BatchResult] = []
-    for one in prepared:
-        if isinstance(one, ServiceError):
+    for ready in prepared:
+        if isinstance(ready, ServiceError):
             # Refused before its id was known to be usable: its position in the batch names it.
-            results.append(BatchResult(None, one.status, one.message))
+            results.append(BatchResult(None, ready.status, ready.message))
             continue
+        one = ready.packet
         outcome = next(written)
         if isinstance(outcome, StoreConflict):
             refused: ServiceError = Conflict("packet id already exists")
@@ -358,16 +365,21 @@ def _over_quota(exc: OverQuota) -> str:
 
 
 def _prepare(
-    raw: bytes | str | Mapping[str, Any] | Checked, *, lenient: bool, scan: bool
-) -> StoredPacket:
-    """The packet as it will be stored (canonical bytes), not yet given an owner or scope."""
+    raw: bytes | str | Mapping[str, Any] | Checked,
+    *,
+    lenient: bool,
+    scan: bool,
+    derive: Derive | None = None,
+) -> Prepared:
+    """The packet as it will be stored (canonical bytes), not yet given an owner or scope,
+    with its sort key and the store's ``derive`` of it (``prepare``)."""
     from .. import packet  # only the write path imports it
 
     if isinstance(raw, packet.Checked):
         # Checked already (the CLI's pre-flight): judged once, not again here.
         if raw.errors and not lenient:
             raise BadRequest("; ".join(raw.errors))
-        return _stored(raw, scan=scan)
+        return prepare(raw, derive=derive, scan=scan)
     if isinstance(raw, str):
         raw = raw.encode()
     if isinstance(raw, bytes):
@@ -384,7 +396,7 @@ def _prepare(
         checked = packet.check(data, lenient=lenient, parsed=parsed)
     except packet.PacketError as exc:
         raise BadRequest(str(exc)) from None
-    return _stored(checked, scan=scan)
+    return prepare(checked, derive=derive, scan=scan)
 
 
 def _stored(checked: Checked, *, scan: bool) -> StoredPacket:

@@ -328,7 +328,12 @@ class Store(ABC):
 
     @abstractmethod
     def put_packet(
-        self, packet: StoredPacket, *, sort_key: str, seen: PacketMeta | None = None
+        self,
+        packet: StoredPacket,
+        *,
+        sort_key: str,
+        seen: PacketMeta | None = None,
+        derived: Any = None,
     ) -> bool:
         """Store a packet; return True when created, False when it replaced one.
 
@@ -345,7 +350,8 @@ class Store(ABC):
         already read it, if it read one; it spares a backend a round trip, and
         the write still checks what is stored when it lands. With a ``quota``,
         a put that would take the owner past it raises ``OverQuota`` (see
-        ``usage``), checked in the same atomic step.
+        ``usage``), checked in the same atomic step. ``derived``: this store's
+        ``derive`` of the body, made ahead (as ``PutItem.derived``), or None.
         """
 
     def put_many(self, items: Sequence[PutItem]) -> list[bool | StoreError]:
@@ -361,7 +367,11 @@ class Store(ABC):
         done: list[bool | StoreError] = []
         for item in items:
             try:
-                done.append(self.put_packet(item.packet, sort_key=item.sort_key, seen=item.seen))
+                done.append(
+                    self.put_packet(
+                        item.packet, sort_key=item.sort_key, seen=item.seen, derived=item.derived
+                    )
+                )
             except (Conflict, NotFound, OverQuota) as exc:
                 done.append(exc)
         return done

@@ -843,7 +843,12 @@ class DynamoStore(DeviceGrantsMixin, Store):
     # -- packets ---------------------------------------------------------
 
     def put_packet(
-        self, packet: StoredPacket, *, sort_key: str, seen: PacketMeta | None = None
+        self,
+        packet: StoredPacket,
+        *,
+        sort_key: str,
+        seen: PacketMeta | None = None,
+        derived: Any = None,  # DynamoDB derives nothing (``Store.derive`` is None here)
     ) -> bool:
         owner, size = packet.meta.owner_id, len(packet.body)
         reserved = (1, size)  # as if new: what the bound is checked against

@@ -1277,14 +1277,21 @@ class SqliteStore(Store):
     # -- packets ---------------------------------------------------------
 
     def put_packet(
-        self, packet: StoredPacket, *, sort_key: str, seen: PacketMeta | None = None
+        self,
+        packet: StoredPacket,
+        *,
+        sort_key: str,
+        seen: PacketMeta | None = None,
+        derived: Derived | None = None,
     ) -> bool:
-        done = self._put_together(packet, sort_key)
+        done = self._put_together(packet, sort_key, derived)
         if isinstance(done, BaseException):
             raise done
         return done
 
-    def _put_together(self, packet: StoredPacket, sort_key: str) -> bool | BaseException:
+    def _put_together(
+        self, packet: StoredPacket, sort_key: str, derived: Derived | None = None
+    ) -> bool | BaseException:
         """One ``put_packet``, written together with those of other threads waiting meanwhile.
 
         Every push is a write of a dozen statements, and the store writes one at a time
@@ -1297,7 +1304,9 @@ class SqliteStore(Store):
         answer, and only once the write holding it committed. Should the combined write
         fail, each push is written again alone, so a fault of one is its own alone.
         """
-        mine = _Waiting(packet, sort_key, derive(packet.body))  # outside the write lock
+        if derived is None:
+            derived = derive(packet.body)  # outside the write lock
+        mine = _Waiting(packet, sort_key, derived)
         with self._waiting_lock:
             self._waiting.append(mine)
             follows, self._led = self._led, True
