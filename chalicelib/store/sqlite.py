@@ -759,16 +759,19 @@ def _return_free(db: sqlite3.Connection, *, share: int = 0) -> None:
         db.execute("PRAGMA incremental_vacuum")
 
 
+def _has_column(db: sqlite3.Connection, table: str, name: str) -> bool:
+    return any(row[1] == name for row in db.execute(f"PRAGMA table_info({table})"))
+
+
 def _add_column(db: sqlite3.Connection, table: str, column: str) -> None:
     """``ALTER TABLE table ADD COLUMN column``, unless the table has it already (a store
     whose recorded version is older than its schema: the migration runs again)."""
-    name = column.split()[0]
-    if all(row[1] != name for row in db.execute(f"PRAGMA table_info({table})")):
+    if not _has_column(db, table, column.split()[0]):
         db.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
 
 
 def _is_compact(db: sqlite3.Connection) -> bool:
-    return any(row[1] == "doc" for row in db.execute("PRAGMA table_info(packets)"))
+    return _has_column(db, "packets", "doc")
 
 
 def _json_ids(ids: list[int] | None) -> str | None:

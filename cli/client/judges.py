@@ -203,12 +203,21 @@ def judge_item(
 
     from ltm import bundle
 
-    try:
-        entry = bundle.read_entry(item)
-    except bundle.BundleError as exc:
-        return exc
+    entry = read_line(item)
+    if isinstance(entry, bundle.BundleError):
+        return entry
     judged = judge_here(entry.packet, scan=scan, rules=rules, ready=ready, plain=entry.plain)
     return judged._replace(entry=replace(entry, packet={}))
+
+
+def read_line(line: bytes) -> Entry | BundleError:
+    """A bundle line's entry, or its ``BundleError`` (what the importer reports for it)."""
+    from ltm import bundle
+
+    try:
+        return bundle.read_entry(line)
+    except bundle.BundleError as exc:
+        return exc
 
 
 def _split(items: list[Any], parts: int) -> list[list[Any]]:

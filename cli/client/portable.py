@@ -309,7 +309,7 @@ class Importer:
         from collections import deque
 
         from ltm import bundle
-        from ltm.cli.client.judges import Judges
+        from ltm.cli.client.judges import Judges, read_line
 
         first = stream.readline(bundle.MAX_LINE_BYTES)
         try:
@@ -347,7 +347,7 @@ class Importer:
             for number, line in bundle.lines(_bounded(stream)):
                 read += len(line) + 1
                 hint = bundle.id_hint(line) if hinted else None
-                entry: Any = _Unread(hint, line) if hint is not None else _read(line)
+                entry: Any = _Unread(hint, line) if hint is not None else read_line(line)
                 packet_id = getattr(entry, "id", None)
                 if packet_id in ids or len(chunk) == size_of_chunk:
                     step(chunk, ids)
@@ -371,6 +371,7 @@ class Importer:
     def _begin(self, chunk: list[tuple[int, Any]], ids: set[str]) -> _Chunk:
         """Look a run of lines with distinct ids up, and start judging what needs it."""
         from ltm import bundle
+        from ltm.cli.client.judges import read_line
 
         wanted = [e.id for _, e in chunk if not isinstance(e, bundle.BundleError) and e.id]
         known: dict[str, bytes | None] = {}
@@ -386,7 +387,7 @@ class Importer:
                 if failed is None and known.get(entry.id) is None:
                     todo.append(at)  # decoded and judged by a worker
                     continue
-                entry = _read(entry.line)  # compared with what is stored, or refused, here
+                entry = read_line(entry.line)  # compared with what is stored, or refused, here
                 chunk[at] = (number, entry)
             if isinstance(entry, bundle.BundleError) or (failed is not None and entry.id):
                 continue
@@ -571,16 +572,6 @@ class _Unread(NamedTuple):
 
     id: str
     line: bytes
-
-
-def _read(line: bytes) -> Any:
-    """The line's entry, or its ``BundleError``."""
-    from ltm import bundle
-
-    try:
-        return bundle.read_entry(line)
-    except bundle.BundleError as exc:
-        return exc
 
 
 def _item(entry: Any) -> Item:
