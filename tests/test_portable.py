@@ -802,8 +802,9 @@ def test_a_large_import_judged_in_worker_processes_says_and_stores_what_one_proc
     # Judged here: a bundle below the workers' threshold.
     monkeypatch.setattr(judges, "MIN_BYTES", path.stat().st_size + 1)
     alone = _import_in_process(tmp_path / "alone", path, monkeypatch)
-    # Judged in the workers, counted; one of them is killed on the way, and what it
-    # had, and all that follows, is judged here instead.
+    # Judged in the workers, counted; they are killed on the way, and what they had, and
+    # all that follows, is judged here instead. All of them: with one killed, the other
+    # could finish the work left before the pool noticed, and nothing would fall here.
     monkeypatch.setattr(judges, "MIN_BYTES", 1)
     batches: list[int] = []
     start = judges.Judges.judge
@@ -814,7 +815,8 @@ def test_a_large_import_judged_in_worker_processes_says_and_stores_what_one_proc
         # The first batch is in by now: its writing waited for it, before the batch after
         # the AHEAD it had to wait for was handed out.
         if len(batches) == portable.AHEAD + 2:
-            os.kill(next(iter(self.pool._processes)), signal.SIGKILL)
+            for pid in list(self.pool._processes):
+                os.kill(pid, signal.SIGKILL)
         return later
 
     here: list[object] = []
