@@ -1884,17 +1884,32 @@ _scans = 0
 
 def _counted() -> None:
     """One scan more in this process; at ``_SETS_AFTER``, the literal sets are built."""
-    global _scans, _sets
+    global _scans
     if _scans >= _SETS_AFTER:
         return
     _scans += 1
     if _scans >= _SETS_AFTER:
-        rules = _builtin_rules()
-        needles = (r.needle for r in rules if r.needle)
-        try:
-            _sets = (_Literals(needles), _Literals(w for r in rules for w in r.near))
-        except (ImportError, RuntimeError):  # without them, each needle is searched for
-            _sets = None
+        _build_sets()
+
+
+def ready_for_many() -> None:
+    """Make this process ready to scan many packets now: the built-in rules compiled and
+    their literal sets built, which its first scans would otherwise do (an import's
+    worker processes, while the importer reads the first lines)."""
+    global _scans
+    if _scans < _SETS_AFTER:
+        _scans = _SETS_AFTER
+        _build_sets()
+
+
+def _build_sets() -> None:
+    global _sets
+    rules = _builtin_rules()
+    needles = (r.needle for r in rules if r.needle)
+    try:
+        _sets = (_Literals(needles), _Literals(w for r in rules for w in r.near))
+    except (ImportError, RuntimeError):  # without them, each needle is searched for
+        _sets = None
 
 
 _NONE: frozenset[str] = frozenset()

@@ -887,6 +887,41 @@ def test_the_workers_judge_and_make_ready_what_this_process_would(
     assert here[3].refusals(lenient=False) and not here[2].refusals(lenient=True)
 
 
+def _worker_state() -> tuple[bool, list[str]]:
+    """In a worker: whether its scans are ready for many packets, and its users' rules."""
+    from ltm import redact
+    from ltm.cli.client import judges
+
+    ready = redact._scans >= redact._SETS_AFTER and redact._sets is not None
+    return ready, [rule.kind for rule in judges._rules]
+
+
+def test_the_workers_start_ready_to_scan_with_the_importers_own_rules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers start as the pool does and get ready before the first lines reach
+    them (the built-in rules compiled, their literal sets built: the importer, which
+    scans nothing, has none to hand down), and judge with the rules the importer holds."""
+    from ltm import redact
+    from ltm.cli.client import judges
+
+    if judges.cores() < 2:
+        pytest.skip("worker processes are used only with two cores or more")
+    monkeypatch.setenv("LTM_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("LTM_CONFIG_DIR", str(tmp_path))  # no rule in the settings
+    rules = [redact.compile_user_rule("team-code", r"TEAMCODE-[0-9]{4}")]
+    pool = judges.Judges.start(size=judges.MIN_BYTES, scan=True, rules=rules)
+    assert pool is not None
+    try:
+        assert pool.pool.submit(_worker_state).result(timeout=60) == (True, ["team-code"])
+        packet = make_packet(goal="Ship with TEAMCODE-1234 in the notes")
+        (judged,) = pool.judge([(packet, True)])()
+    finally:
+        pool.close()
+    assert not isinstance(judged, bundle.BundleError)
+    assert [hit.kind for hit in judged.hits] == ["team-code"]
+
+
 def test_what_a_worker_sends_back_loads_as_what_it_was(tmp_path: Path) -> None:
     """A line's verdict, its packet made ready and the line as read cross the pipe from a
     worker flat (their ``__reduce__``): each loads equal to itself, of its own type."""

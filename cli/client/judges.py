@@ -108,8 +108,9 @@ class Judges:
         from concurrent.futures import ProcessPoolExecutor
 
         # fork where the platform has it: the workers start with everything already
-        # imported and the user's rules compiled. Elsewhere, spawn: each worker reads
-        # the rules again from the same settings (no compiled pattern is pickled).
+        # imported, and with the importer's own rules (a fork passes them as they are).
+        # Elsewhere, spawn: each worker reads the rules again from the same settings
+        # (no compiled pattern is pickled).
         methods = multiprocessing.get_all_start_methods()
         method = "fork" if "fork" in methods and sys.platform != "darwin" else "spawn"
         try:
@@ -117,8 +118,11 @@ class Judges:
                 max_workers=workers,
                 mp_context=multiprocessing.get_context(method),
                 initializer=_start,
-                initargs=(scan, method == "fork", ready),
+                initargs=(scan, rules if method == "fork" else None, ready),
             )
+            # The workers start now (the pool starts them all on its first call), and get
+            # ready (``_start``) while this process looks up and sends the first lines.
+            pool.submit(_started)
         except (OSError, ImportError):  # no semaphores here (a container without /dev/shm)
             return None  # judged in this process, as a small bundle is
         return cls(pool, workers, scan=scan, rules=rules, ready=ready)
@@ -225,8 +229,10 @@ def _split(items: list[Any], parts: int) -> list[list[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def _start(scan: bool, forked: bool, ready: Ready | None = None) -> None:
-    """In a worker: the rules to judge with (a forked worker has them compiled already)."""
+def _start(scan: bool, rules: list[Rule] | None, ready: Ready | None = None) -> None:
+    """In a worker, as it starts: the user's rules (``rules``, else read again), and the
+    built-in ones compiled. Each worker compiles its own, all at once: the importer judges
+    nothing itself, so it has none compiled to hand down."""
     global _scan, _rules, _ready
     from ltm.cli.client import preflight
 
@@ -234,11 +240,17 @@ def _start(scan: bool, forked: bool, ready: Ready | None = None) -> None:
 
     _scan = scan
     _ready = ready
-    _rules = preflight.user_rules() if scan else []
-    if not forked:
+    if rules is None:
+        rules = preflight.user_rules() if scan else []
+    _rules = rules
+    if scan:
         from ltm import redact
 
-        redact._builtin_rules()  # compile once per worker, not on the first packet
+        redact.ready_for_many()
+
+
+def _started() -> None:
+    """What the pool runs first, to start its workers."""
 
 
 def _orphaned_exit(parent: int) -> None:
