@@ -41,6 +41,7 @@ from ltm.store.sqlite import (
     Derived,
     SqliteStore,
     _index_v6,
+    _insert_rows,
     _statements,
 )
 
@@ -437,6 +438,72 @@ def test_put_many_ends_as_the_same_puts_one_by_one(tmp_path: Path) -> None:
         "OverQuota",
     ]
     assert batch[3] is None  # the move ended the publication
+
+
+def test_a_bulk_write_stores_what_puts_one_by_one_do(tmp_path: Path) -> None:
+    """A bulk write's rows go in many to a statement (``_insert_rows``); a count that fills
+    several statements of every table and ends with a partial one stores what single
+    puts store."""
+    count = 160  # 71 packet rows, 90 search rows, 333 label rows a statement
+
+    def item(n: int) -> PutItem:
+        pid = f"01BULK{n:04d}"
+        created = f"2026-01-01T00:{n // 60:02d}:{n % 60:02d}Z"
+        data = {"id": pid, "goal": f"bulk goal {n}", "tags": [f"t{n % 3}", "all"]}
+        meta = PacketMeta(pid, created, str(data["goal"]), "u1")
+        return PutItem(StoredPacket(meta, body_of(data)), packet.created_at_sort_key(created))
+
+    items = [item(n) for n in range(count)]
+    states = []
+    for name in ("one-by-one", "bulk"):
+        store = SqliteStore(tmp_path / f"{name}.db")
+        if name == "bulk":
+            assert store.put_many(items) == [True] * count
+        else:
+            for it in items:
+                store.put_packet(it.packet, sort_key=it.sort_key)
+        states.append(
+            (
+                {it.packet.meta.id: store.get_packet(it.packet.meta.id) for it in items},
+                [m.id for m in store.list_packets(owner_id="u1", tag="t1", limit=200).items],
+                sorted(ids(store.search(search.parse("bulk"), scopes=[("u1", None)], limit=200))),
+                store.usage("u1"),
+            )
+        )
+        store.close()
+        with sqlite3.connect(tmp_path / f"{name}.db") as check:
+            assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    one, bulk = states
+    assert bulk == one
+    assert len(bulk[0]) == count and None not in bulk[0].values()
+    assert len(bulk[1]) == len([n for n in range(count) if n % 3 == 1])
+    assert len(bulk[2]) == count
+
+
+@pytest.mark.parametrize("count", [0, 1, 332, 333, 334, 667])
+def test_rows_go_in_many_to_a_statement_in_order(count: int) -> None:
+    """SQLite copies each page a statement changes into a statement journal, so a bulk
+    write's rows go in as many to a statement as 999 variables allow (333 rows of three
+    here), not one statement a row; every row lands, in order."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (n INTEGER NOT NULL, a TEXT NOT NULL, b BLOB)")
+    statements: list[int] = []
+
+    class Counted:
+        def execute(self, sql: str, values: list[object]) -> None:
+            statements.append(len(values) // 3)
+            db.execute(sql, values)
+
+        def executemany(self, sql: str, batches: list[list[object]]) -> None:
+            statements.extend(len(values) // 3 for values in batches)
+            db.executemany(sql, batches)
+
+    rows = [(n, f"row {n}", bytes([n % 256])) for n in range(count)]
+    _insert_rows(Counted(), "INSERT INTO t (n, a, b)", rows)  # type: ignore[arg-type]
+    assert db.execute("SELECT n, a, b FROM t ORDER BY rowid").fetchall() == rows
+    assert sum(statements) == count
+    assert all(0 < size <= 333 for size in statements)
+    assert len(statements) == -(-count // 333)
 
 
 def test_a_write_with_its_derived_parts_made_ahead_stores_the_same_rows(tmp_path: Path) -> None:

@@ -605,6 +605,34 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]
         yield items[start : start + size]
 
 
+# Rows of a bulk write go in as many to a statement as its variables allow (999, for old
+# SQLite), not one statement a row (executemany). Inside a transaction SQLite opens a
+# statement journal for each statement that may fail halfway (a NOT NULL column, a
+# trigger, a virtual table) and copies into it every page the statement changes: one
+# statement a row copied the same index and table leaves once a row, about six pages
+# (24 KiB) a packet written, into a temporary file.
+_VARIABLES = 999
+
+
+def _insert_rows(db: sqlite3.Connection, head: str, rows: Sequence[tuple[Any, ...]]) -> None:
+    """``head VALUES (...), (...), ...`` over ``rows`` (each of the same width), in order."""
+    if not rows:
+        return
+    width = len(rows[0])
+    per = max(1, _VARIABLES // width)
+    one = f"({', '.join('?' * width)})"
+    full = len(rows) - len(rows) % per
+    if full:
+        values = ", ".join([one] * per)
+        db.executemany(
+            f"{head} VALUES {values}",
+            [[v for row in rows[i : i + per] for v in row] for i in range(0, full, per)],
+        )
+    if full < len(rows):
+        rest = rows[full:]
+        db.execute(f"{head} VALUES {', '.join([one] * len(rest))}", [v for r in rest for v in r])
+
+
 def _labels_of(scope: str, derived: Derived) -> list[tuple[str, str, str]]:
     """The labels a packet's body gives it: (scope, kind, value), its tags then its project."""
     labels = [(scope, "tag", tag) for tag in derived.tags]
@@ -1541,13 +1569,9 @@ class SqliteStore(Store):
             )
             texts.append((doc, *item.derived.texts))
             labelled.extend((label, item.sort_key, pid) for label in mine)
-        db.executemany(
-            f"INSERT OR REPLACE INTO packets ({_PACKET_COLUMNS}) VALUES ({_PACKET_MARKS})", rows
-        )
-        db.executemany(_FTS_INSERT, texts)
-        db.executemany(
-            "INSERT OR IGNORE INTO label_packets (label, sort_key, id) VALUES (?, ?, ?)", labelled
-        )
+        _insert_rows(db, f"INSERT OR REPLACE INTO packets ({_PACKET_COLUMNS})", rows)
+        _insert_rows(db, f"INSERT INTO packet_fts (rowid, {_FTS_COLUMNS})", texts)
+        _insert_rows(db, "INSERT OR IGNORE INTO label_packets (label, sort_key, id)", labelled)
 
     def usage(self, user_id: str) -> Usage:
         return self._usage(self._conn(), user_id)
