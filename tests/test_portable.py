@@ -767,6 +767,40 @@ def test_an_import_refuses_a_lone_surrogate_however_the_line_spells_it(
         assert said.startswith("refused ") and "lone surrogate" in said, said
 
 
+@pytest.mark.parametrize("fails", [False, True])
+def test_an_import_runs_the_garbage_collector_rarely_and_leaves_it_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: bool
+) -> None:
+    """The chunks in flight keep thousands of objects alive, which every collection at
+    Python's default threshold walked again: while an import runs, the collector waits
+    for many more, and leaves out what was alive before; after it, even one that
+    failed, the collector is as it was."""
+    import gc
+
+    from ltm.cli.client import judges, portable
+
+    before = gc.get_threshold()
+    seen: list[tuple[int, int]] = []
+    real = portable.Importer._finish
+
+    def finish(self: portable.Importer, run: object) -> int:
+        seen.append((gc.get_threshold()[0], gc.get_freeze_count()))
+        if fails:
+            raise OSError("disk full")
+        return real(self, run)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(portable.Importer, "_finish", finish)
+    path = write_bundle(tmp_path / "few.jsonl", [line_for(make_packet()) for _ in range(3)])
+    if fails:
+        with pytest.raises(OSError, match="disk full"):
+            _import_in_process(tmp_path / "home", path, monkeypatch)
+    else:
+        _import_in_process(tmp_path / "home", path, monkeypatch)
+    assert seen and all(threshold == judges.GC_THRESHOLD for threshold, _ in seen)
+    assert all(frozen > 0 for _, frozen in seen)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
 def test_a_large_import_judged_in_worker_processes_says_and_stores_what_one_process_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -887,13 +921,16 @@ def test_the_workers_judge_and_make_ready_what_this_process_would(
     assert here[3].refusals(lenient=False) and not here[2].refusals(lenient=True)
 
 
-def _worker_state() -> tuple[bool, list[str]]:
-    """In a worker: whether its scans are ready for many packets, and its users' rules."""
+def _worker_state() -> tuple[bool, list[str], int]:
+    """In a worker: whether its scans are ready for many packets, its users' rules, and
+    how many new objects its garbage collector waits for."""
+    import gc
+
     from ltm import redact
     from ltm.cli.client import judges
 
     ready = redact._scans >= redact._SETS_AFTER and redact._sets is not None
-    return ready, [rule.kind for rule in judges._rules]
+    return ready, [rule.kind for rule in judges._rules], gc.get_threshold()[0]
 
 
 def test_the_workers_start_ready_to_scan_with_the_importers_own_rules(
@@ -913,7 +950,8 @@ def test_the_workers_start_ready_to_scan_with_the_importers_own_rules(
     pool = judges.Judges.start(size=judges.MIN_BYTES, scan=True, rules=rules)
     assert pool is not None
     try:
-        assert pool.pool.submit(_worker_state).result(timeout=60) == (True, ["team-code"])
+        state = pool.pool.submit(_worker_state).result(timeout=60)
+        assert state == (True, ["team-code"], judges.GC_THRESHOLD)
         packet = make_packet(goal="Ship with TEAMCODE-1234 in the notes")
         (judged,) = pool.judge([(packet, True)])()
     finally:

@@ -295,6 +295,14 @@ class Importer:
         self.ready: Ready | None = backend.readying()
 
     def run(self, stream: BinaryIO, *, size: int | None) -> None:
+        """Every packet line of the bundle in ``stream``, in order (``_run``), the cyclic
+        garbage collector run rarely meanwhile (``judges.rare_collections``)."""
+        from ltm.cli.client.judges import rare_collections
+
+        with rare_collections():
+            self._run(stream, size=size)
+
+    def _run(self, stream: BinaryIO, *, size: int | None) -> None:
         """Every packet line of the bundle in ``stream``, in order, ``CHUNK`` lines at a time.
 
         A chunk's ids are looked up together and its pushes go together
