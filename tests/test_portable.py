@@ -767,6 +767,50 @@ def test_an_import_refuses_a_lone_surrogate_however_the_line_spells_it(
         assert said.startswith("refused ") and "lone surrogate" in said, said
 
 
+def test_an_import_writes_the_report_of_a_chunk_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A terminal's stdout, or one unbuffered, takes a system call for every write: the
+    lines of a chunk go out in one write, in the bundle's order."""
+    from ltm.cli.client.backend import LocalBackend
+    from ltm.cli.client.portable import Importer, Report
+
+    class Writes(io.StringIO):
+        calls = 0
+
+        def write(self, text: str) -> int:
+            Writes.calls += 1
+            return super().write(text)
+
+    packets = [make_packet(goal=f"Reported {n}") for n in range(4)]
+    lines: list[dict[str, object] | str] = [line_for(p) for p in packets]
+    lines.insert(2, "not json\n")
+    path = write_bundle(tmp_path / "report.jsonl", lines)
+    monkeypatch.setenv("LTM_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("LTM_CONFIG_DIR", str(tmp_path))
+    out = Writes()
+    backend = LocalBackend.open()
+    try:
+        with path.open("rb") as stream:
+            Importer(
+                backend,
+                Report(out=out),
+                team=None,
+                lenient=False,
+                allow_unredacted=False,
+                replace=False,
+            ).run(stream, size=path.stat().st_size)
+    finally:
+        backend.close()
+    said = out.getvalue().splitlines()
+    assert Writes.calls == 1
+    assert [line.split()[0] for line in said] == ["added"] * 2 + ["refused"] + ["added"] * 2
+    assert [line.split()[1] for line in said if line.startswith("added")] == [
+        p["id"] for p in packets
+    ]
+    assert said[2].startswith("refused line 4: ")  # the header is line 1
+
+
 @pytest.mark.parametrize("fails", [False, True])
 def test_an_import_runs_the_garbage_collector_rarely_and_leaves_it_as_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: bool

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -237,14 +237,21 @@ class Report:
 
     def say(self, text: str) -> None:
         """One report line; ids and messages come from the bundle, so through ``safe``."""
+        self.say_all([text])
+
+    def say_all(self, texts: Sequence[str]) -> None:
+        """Report lines, in one write: a terminal's stdout, or one unbuffered, takes a
+        system call for every write (an import reports each of its lines)."""
         from ltm.cli.terminal.output import safe
 
         if self.held is not None:
-            self.held.append(text)
+            self.held.extend(texts)
+            return
+        if not texts:
             return
         if self.progress is not None:
             self.progress.clear()
-        print(safe(text), file=self.out)
+        self.out.write("".join([safe(text) + "\n" for text in texts]))
 
     def summary(self, label: str) -> str:
         parts = [f"{self.added} added"]
@@ -444,9 +451,7 @@ class Importer:
                 report.held = said[at]
                 self._pushed(push, answer)
         report.held = None
-        for lines in said:
-            for text in lines:
-                report.say(text)
+        report.say_all([text for lines in said for text in lines])
         return len(run.lines)
 
     def _judge(
