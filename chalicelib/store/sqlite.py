@@ -27,6 +27,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -622,15 +623,15 @@ def _insert_rows(db: sqlite3.Connection, head: str, rows: Sequence[tuple[Any, ..
     per = max(1, _VARIABLES // width)
     one = f"({', '.join('?' * width)})"
     full = len(rows) - len(rows) % per
+    flat = chain.from_iterable
     if full:
         values = ", ".join([one] * per)
         db.executemany(
-            f"{head} VALUES {values}",
-            [[v for row in rows[i : i + per] for v in row] for i in range(0, full, per)],
+            f"{head} VALUES {values}", [list(flat(rows[i : i + per])) for i in range(0, full, per)]
         )
     if full < len(rows):
         rest = rows[full:]
-        db.execute(f"{head} VALUES {', '.join([one] * len(rest))}", [v for r in rest for v in r])
+        db.execute(f"{head} VALUES {', '.join([one] * len(rest))}", list(flat(rest)))
 
 
 def _labels_of(scope: str, derived: Derived) -> list[tuple[str, str, str]]:
