@@ -1,6 +1,7 @@
 """Export and import of many packets (time, peak memory), and ltm doctor as a whole command.
 
     .venv/bin/python bench/bench_portable.py [--counts 10000,100000] [--runs 10]
+    .venv/bin/python bench/bench_portable.py --counts 10000 --runs 16 --versus OTHER/bin/ltm
 
 - ``ltm export --local -o FILE`` and ``ltm import FILE --local`` (into an
   empty store, then again: every line skipped) on stores of each size in
@@ -14,6 +15,10 @@
 - ``ltm doctor`` against a live ``ltm server run`` on loopback (every check:
   files, server, token, clock, store, MCP and hook entries): median wall
   time, as a ratio to ``python -c pass``.
+- ``--versus OTHER/bin/ltm``: only the import into an empty store, by this tree and
+  by another install of ltm (an earlier tree in a worktree with its own venv), in
+  turns, ``--runs`` rounds of each: the medians tell two trees apart on a machine
+  whose speed drifts more between minutes than the change being measured.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -84,10 +91,10 @@ if rows:
 """
 
 
-def portable(count: int, tmp: Path, base_env: dict[str, str]) -> list[tuple[str, Run]]:
-    source, target = tmp / f"src-{count}", tmp / f"dst-{count}"
+def exported(count: int, tmp: Path, base_env: dict[str, str]) -> tuple[Path, Run]:
+    """A bundle of ``count`` example packets, and the run of the ``ltm export`` that wrote it."""
+    source = tmp / f"src-{count}"
     source.mkdir()
-    target.mkdir()
     # Filled by a child process: the commands' peak RSS (wait4) would otherwise count this
     # process's memory, which a forked child starts with.
     seed = (
@@ -100,22 +107,50 @@ def portable(count: int, tmp: Path, base_env: dict[str, str]) -> list[tuple[str,
         check=True,
     )
     bundle = tmp / f"bundle-{count}.jsonl"
-    rows = []
     env = {**base_env, "LTM_DATA_DIR": str(source), "LTM_CONFIG_DIR": str(source)}
-    run = measured([LTM, "export", "--local", "-o", str(bundle)], env)
-    rows.append((f"export {count:,} ({bundle.stat().st_size / 2**20:.0f} MiB)", run))
+    return bundle, measured([LTM, "export", "--local", "-o", str(bundle)], env)
+
+
+def imported(ltm: str, bundle: Path, target: Path, base_env: dict[str, str]) -> Run:
+    """One ``ltm import FILE --local`` of ``bundle`` by ``ltm`` into the store in ``target``."""
+    env = {**base_env, "LTM_DATA_DIR": str(target), "LTM_CONFIG_DIR": str(target)}
+    run = measured([ltm, "import", str(bundle), "--local"], env)
+    summary = run.err.strip().splitlines()[-1]
+    assert re.search(r"\d+ added", summary), summary
+    return run
+
+
+def portable(count: int, tmp: Path, base_env: dict[str, str]) -> list[tuple[str, Run]]:
+    target = tmp / f"dst-{count}"
+    target.mkdir()
+    bundle, run = exported(count, tmp, base_env)
+    rows = [(f"export {count:,} ({bundle.stat().st_size / 2**20:.0f} MiB)", run)]
     run = measured(
         [sys.executable, "-c", BARE, str(bundle), str(tmp / f"bare-{count}.db")], base_env
     )
     rows.append((f"baseline: bare SQLite insert of the lines {count:,}", run))
-    env = {**base_env, "LTM_DATA_DIR": str(target), "LTM_CONFIG_DIR": str(target)}
     for label in ("import into an empty store", "import again (all skipped)"):
-        run = measured([LTM, "import", str(bundle), "--local"], env)
-        summary = run.err.strip().splitlines()[-1]
-        assert re.search(r"\d+ added", summary), summary
-        rows.append((f"{label} {count:,}", run))
+        rows.append((f"{label} {count:,}", imported(LTM, bundle, target, base_env)))
     disk(target / "ltm.db", count)
     return rows
+
+
+def versus(
+    count: int, other: str, rounds: int, tmp: Path, base_env: dict[str, str]
+) -> list[tuple[str, list[Run]]]:
+    """``ltm import`` of one bundle into an empty store, by this ltm and by ``other`` (another
+    install: an earlier tree's venv, say), in turns, ``rounds`` each: a machine whose speed
+    drifts by several percent within minutes slows both alike. The first of a round
+    alternates."""
+    bundle, _ = exported(count, tmp, base_env)
+    runs: dict[str, list[Run]] = {LTM: [], other: []}
+    for n in range(rounds):
+        for ltm in (LTM, other) if n % 2 == 0 else (other, LTM):
+            target = tmp / f"versus-{n}-{len(runs[ltm])}-{ltm == LTM}"
+            target.mkdir()
+            runs[ltm].append(imported(ltm, bundle, target, base_env))
+            shutil.rmtree(target)
+    return [("this tree", runs[LTM]), ("the other ltm (--versus)", runs[other])]
 
 
 def write_orders(count: int, tmp: Path) -> None:
@@ -216,6 +251,12 @@ def main() -> None:
     parser.add_argument(
         "--orders", action="store_true", help="disk per packet by the order of the writes"
     )
+    parser.add_argument(
+        "--versus",
+        metavar="LTM",
+        help="only the import into an empty store, by this tree and by the ltm at this path"
+        " (another install), in turns, --runs rounds; medians",
+    )
     args = parser.parse_args()
     base_env = {
         k: v
@@ -225,6 +266,22 @@ def main() -> None:
     print(f"machine: {machine()} (shared with other jobs while measured)")
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
+        if args.versus:
+            print(
+                "\n| import into an empty store | rounds | median wall time | CPU a packet"
+                " (median) | fastest |\n|---|---:|---:|---:|---:|"
+            )
+            for count in (int(c) for c in args.counts.split(",")):
+                for label, runs in versus(count, args.versus, args.runs, tmp, base_env):
+                    wall = statistics.median(run.seconds for run in runs)
+                    cpu = statistics.median(run.cpu for run in runs) / count * 1e6
+                    fastest = min(run.seconds for run in runs)
+                    print(
+                        f"| {label}, {count:,} | {len(runs)} | {wall:.2f} s"
+                        f" ({count / wall:,.0f}/s) | {cpu:,.0f} µs | {fastest:.2f} s |",
+                        flush=True,
+                    )
+            return
         print("\n| what | wall time | CPU a packet | peak RSS |\n|---|---:|---:|---:|")
         for count in (int(c) for c in args.counts.split(",")):
             for label, run in portable(count, tmp, base_env):
