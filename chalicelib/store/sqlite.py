@@ -610,8 +610,8 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]
 # SQLite), not one statement a row (executemany). Inside a transaction SQLite opens a
 # statement journal for each statement that may fail halfway (a NOT NULL column, a
 # trigger, a virtual table) and copies into it every page the statement changes: one
-# statement a row copied the same index and table leaves once a row, about six pages
-# (24 KiB) a packet written, into a temporary file.
+# statement a row copied the same index and table leaves again for every packet, into
+# a temporary file (the commit that made this change gives strace's count).
 _VARIABLES = 999
 
 

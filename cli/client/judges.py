@@ -44,12 +44,12 @@ Item = tuple[Mapping[str, Any], bool] | bytes
 # How many more container objects may be alive than at the last collection before
 # Python's cyclic garbage collector runs again, during an import (its default: 700). An
 # import holds thousands alive at any moment (the chunks in flight, each packet's
-# verdict and rows), and every collection walked them again, and after a few of them
-# the whole heap: in a 10,000-packet import the importer ran 393 collections, 158 ms
-# of its CPU. Its packets make no reference cycles to collect, so a collection is
-# rare; what was alive before the import starts (modules, compiled rules) is left out
-# of them for good (``gc.freeze``: a forked worker's collections then leave the pages it
-# shares with the importer alone, https://docs.python.org/3/library/gc.html#gc.freeze).
+# verdict and rows), and every collection walked them again, and every tenth the whole
+# heap (the commit that made this change gives the counts). Its packets make no
+# reference cycles to collect, so a collection is rare; what was alive before the
+# import starts (modules, compiled rules) is left out of them for good (``gc.freeze``:
+# a forked worker's collections then leave the pages it shares with the importer
+# alone, https://docs.python.org/3/library/gc.html#gc.freeze).
 GC_THRESHOLD = 50_000
 
 
