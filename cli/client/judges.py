@@ -44,7 +44,7 @@ Item = tuple[Mapping[str, Any], bool] | bytes
 # How many more container objects may be alive than at the last collection before
 # Python's cyclic garbage collector runs again, during an import (its default: 700). An
 # import holds thousands alive at any moment (the chunks in flight, each packet's
-# verdict and rows), and every collection walked them again, and every tenth the whole
+# verdict and rows), and every collection walked them again, and now and then the whole
 # heap (the commit that made this change gives the counts). Its packets make no
 # reference cycles to collect, so a collection is rare; what was alive before the
 # import starts (modules, compiled rules) is left out of them for good (``gc.freeze``:
