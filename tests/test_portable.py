@@ -767,6 +767,54 @@ def test_an_import_refuses_a_lone_surrogate_however_the_line_spells_it(
         assert said.startswith("refused ") and "lone surrogate" in said, said
 
 
+def test_spawned_workers_read_the_rules_again_and_judge_as_this_process_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the workers cannot be forked (macOS and Windows spawn them: a fresh
+    interpreter, to which no compiled pattern is handed), each reads the user's rules
+    from the settings again, gets ready as a forked one does, and judges and makes
+    ready what this process would."""
+    from ltm.cli.client import judges, preflight
+    from ltm.cli.client.backend import LocalBackend
+    from ltm.cli.config import save_settings
+
+    if judges.cores() < 2:
+        pytest.skip("worker processes are used only with two cores or more")
+    monkeypatch.setenv("LTM_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("LTM_CONFIG_DIR", str(tmp_path))
+    save_settings({"sensitive": [{"kind": "team-code", "regex": r"TEAMCODE-[0-9]{4}"}]})
+    monkeypatch.setattr(judges.sys, "platform", "darwin")  # spawn, as there
+    packets = [
+        make_packet(goal="Judged in a spawned worker"),
+        make_packet(goal="Ship with TEAMCODE-1234 in the notes"),
+        make_packet(goal=f"Rotate the key {AWS_KEY}"),
+        make_packet(goal=""),
+    ]
+    backend = LocalBackend.open()
+    try:
+        ready = backend.readying()
+        rules = preflight.user_rules()
+        pool = judges.Judges.start(size=judges.MIN_BYTES, scan=True, rules=rules, ready=ready)
+        assert pool is not None
+        try:
+            assert pool.pool._mp_context.get_start_method() == "spawn"
+            state = pool.pool.submit(_worker_state).result(timeout=120)
+            pooled = pool.judge([(p, True) for p in packets])()
+        finally:
+            pool.close()
+        here = [judges.judge_here(p, scan=True, rules=rules, ready=ready) for p in packets]
+    finally:
+        backend.close()
+    assert state == (True, ["team-code"], judges.GC_THRESHOLD)
+    assert pooled == here
+    assert [[hit.kind for hit in judged.hits] for judged in here] == [
+        [],
+        ["team-code"],
+        ["aws-access-key"],
+        [],
+    ]
+
+
 def test_an_import_writes_the_report_of_a_chunk_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
