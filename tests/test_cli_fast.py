@@ -452,3 +452,29 @@ def test_fast_import_answers_as_typer_import(tmp_path: Path, case: str) -> None:
     assert stores[0] == stores[1]
     added = sum(line.startswith("added ") for line in out.splitlines())
     assert len(stores[0].splitlines()) == 1 + 1 + added  # the header, the earlier packet
+
+
+# What the process's exit handlers see of the collector, in the order they run: one
+# registered before the entry point's runs after the entry point's own.
+_EXIT_PROBE = """
+import atexit, gc, sys
+atexit.register(lambda: print("frozen at exit:", gc.get_freeze_count() > 0, flush=True))
+from ltm.cli.start.entry import main
+print("frozen in the command:", gc.get_freeze_count() > 0, flush=True)
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["nonsense-verb"]])
+def test_the_collector_is_left_out_of_the_exit_once_the_command_is_done(
+    args: list[str], tmp_path: Path
+) -> None:
+    """Python's shutdown runs the garbage collector over every object, all of which die
+    with the process: once the command is done (even one that fails), the entry point
+    freezes them, after every other exit handler ran with a working collector."""
+    env = {**os.environ, "LTM_DATA_DIR": str(tmp_path), "LTM_CONFIG_DIR": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", _EXIT_PROBE, *args], env=env, capture_output=True, text=True
+    )
+    lines = [line for line in out.stdout.splitlines() if line.startswith("frozen ")]
+    assert lines == ["frozen in the command: False", "frozen at exit: True"], out
