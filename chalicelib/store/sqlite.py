@@ -432,9 +432,8 @@ def _index_v6(
 # label's packets in listing order); the packet row keeps its label ids (a JSON
 # array) so that the trigger dropping its search rows knows which to drop.
 _TEXT_COLUMNS = tuple(name.strip() for name in _FTS_COLUMNS.split(","))
-_FTS_INSERT = (
-    f"INSERT INTO packet_fts (rowid, {_FTS_COLUMNS}) VALUES (?{', ?' * len(_TEXT_COLUMNS)})"
-)
+_FTS_INTO = f"INSERT INTO packet_fts (rowid, {_FTS_COLUMNS})"  # a search row's insert
+_FTS_INSERT = f"{_FTS_INTO} VALUES (?{', ?' * len(_TEXT_COLUMNS)})"
 _TEXTS = ", ".join(f"f.{name}" for name in _TEXT_COLUMNS)  # packet_fts read as f
 
 # The start of every body's preset dictionary. Never edit it: each stored body needs
@@ -1571,7 +1570,7 @@ class SqliteStore(Store):
             texts.append((doc, *item.derived.texts))
             labelled.extend((label, item.sort_key, pid) for label in mine)
         _insert_rows(db, f"INSERT OR REPLACE INTO packets ({_PACKET_COLUMNS})", rows)
-        _insert_rows(db, f"INSERT INTO packet_fts (rowid, {_FTS_COLUMNS})", texts)
+        _insert_rows(db, _FTS_INTO, texts)
         _insert_rows(db, "INSERT OR IGNORE INTO label_packets (label, sort_key, id)", labelled)
 
     def usage(self, user_id: str) -> Usage:
