@@ -258,6 +258,8 @@ def main() -> None:
         " (another install), in turns, --runs rounds; medians",
     )
     args = parser.parse_args()
+    if args.versus and not os.access(args.versus, os.X_OK):
+        parser.error(f"--versus: no ltm to run at {args.versus}")
     base_env = {
         k: v
         for k, v in os.environ.items()
