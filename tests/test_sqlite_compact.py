@@ -31,6 +31,7 @@ from ltm.store import (
     StoredPacket,
     Team,
 )
+from ltm.store import sqlite as sqlite_store
 from ltm.store.sqlite import (
     _SKELETON,
     _TEXT_COLUMNS,
@@ -440,11 +441,17 @@ def test_put_many_ends_as_the_same_puts_one_by_one(tmp_path: Path) -> None:
     assert batch[3] is None  # the move ended the publication
 
 
-def test_a_bulk_write_stores_what_puts_one_by_one_do(tmp_path: Path) -> None:
-    """A bulk write's rows go in many to a statement (``_insert_rows``); a count that fills
-    several statements of every table and ends with a partial one stores what single
-    puts store."""
-    count = 160  # 71 packet rows, 90 search rows, 333 label rows a statement
+@pytest.mark.parametrize("variables", [999, None])
+def test_a_bulk_write_stores_what_puts_one_by_one_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variables: int | None
+) -> None:
+    """A bulk write's rows go in many to a statement (``_insert_rows``) and store what
+    single puts store: with SQLite's old limit of 999 variables, the count fills several
+    statements of every table and ends with a partial one; with this SQLite's own, every
+    table's rows go in one statement."""
+    if variables is not None:
+        monkeypatch.setattr(sqlite_store, "_MAX_VARIABLES", variables)
+    count = 160  # at 999 variables: 71 packet rows, 90 search rows, 333 label rows a statement
 
     def item(n: int) -> PutItem:
         pid = f"01BULK{n:04d}"
@@ -483,13 +490,18 @@ def test_a_bulk_write_stores_what_puts_one_by_one_do(tmp_path: Path) -> None:
 @pytest.mark.parametrize("count", [0, 1, 332, 333, 334, 667])
 def test_rows_go_in_many_to_a_statement_in_order(count: int) -> None:
     """SQLite copies each page a statement changes into a statement journal, so a bulk
-    write's rows go in as many to a statement as 999 variables allow (333 rows of three
-    here), not one statement a row; every row lands, in order."""
+    write's rows go in as many to a statement as the connection's variables allow (999
+    here, the limit of SQLite before 3.32: 333 rows of three), not one statement a row;
+    every row lands, in order."""
     db = sqlite3.connect(":memory:")
+    db.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
     db.execute("CREATE TABLE t (n INTEGER NOT NULL, a TEXT NOT NULL, b BLOB)")
     statements: list[int] = []
 
     class Counted:
+        def getlimit(self, category: int) -> int:
+            return db.getlimit(category)
+
         def execute(self, sql: str, values: list[object]) -> None:
             statements.append(len(values) // 3)
             db.execute(sql, values)
@@ -504,6 +516,40 @@ def test_rows_go_in_many_to_a_statement_in_order(count: int) -> None:
     assert sum(statements) == count
     assert all(0 < size <= 333 for size in statements)
     assert len(statements) == -(-count // 333)
+
+
+def test_the_search_rows_of_a_bulk_write_go_in_one_statement(tmp_path: Path) -> None:
+    """FTS5 writes the search rows it holds in memory out as a segment of their own at
+    every statement's savepoint: a chunk of an import (500 packets) puts its search rows
+    in one statement, so they make one segment, not one for every 90 packets (the rows of
+    a statement at 999 variables), which FTS5 then merges again. The limit is SQLite's
+    default since 3.32, capped there where a build sets it higher."""
+    count = 500
+    statements: list[str] = []
+
+    class Traced(SqliteStore):
+        def _connect(self) -> sqlite3.Connection:
+            conn = super()._connect()
+            conn.set_trace_callback(statements.append)
+            return conn
+
+    def item(n: int) -> PutItem:
+        pid = f"01ONE{n:05d}"
+        data = {"id": pid, "goal": f"one statement {n}", "tags": ["x"]}
+        meta = PacketMeta(pid, "2026-01-01T00:00:00Z", str(data["goal"]), "u1")
+        return PutItem(StoredPacket(meta, body_of(data)), f"k{n:05d}")
+
+    store = Traced(tmp_path / "ltm.db")
+    statements.clear()
+    assert store.put_many([item(n) for n in range(count)]) == [True] * count
+    # (The trace repeats a statement's text for each run of a trigger it fires.)
+    search_rows = {sql for sql in statements if sql.startswith("INSERT INTO packet_fts")}
+    packet_rows = {sql for sql in statements if sql.startswith("INSERT OR REPLACE INTO packets")}
+    assert len(search_rows) == 1 and len(packet_rows) == 1
+    assert len(ids(store.search(search.parse("statement"), scopes=[("u1", None)], limit=600))) == (
+        count
+    )
+    store.close()
 
 
 def test_a_write_with_its_derived_parts_made_ahead_stores_the_same_rows(tmp_path: Path) -> None:

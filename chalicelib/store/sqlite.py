@@ -605,13 +605,22 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]
         yield items[start : start + size]
 
 
-# Rows of a bulk write go in as many to a statement as its variables allow (999, for old
-# SQLite), not one statement a row (executemany). Inside a transaction SQLite opens a
-# statement journal for each statement that may fail halfway (a NOT NULL column, a
-# trigger, a virtual table) and copies into it every page the statement changes: one
-# statement a row copied the same index and table leaves again for every packet, into
-# a temporary file (the commit that made this change gives strace's count).
-_VARIABLES = 999
+# Rows of a bulk write go in as many to a statement as its variables allow, not one
+# statement a row (executemany). Inside a transaction SQLite opens a statement journal
+# for each statement that may fail halfway (a NOT NULL column, a trigger, a virtual
+# table) and copies into it every page the statement changes: one statement a row
+# copied the same index and table leaves again for every packet, into a temporary file
+# (the commit that made this change gives strace's count). And each such statement
+# opens a savepoint, at which FTS5 writes the rows it holds in memory out as a segment
+# of their own (its xSavepoint "flushes the contents of the pending-terms table to
+# disk", ext/fts5/fts5_main.c in SQLite's source): the search rows of a batch go in one
+# statement, so they make one segment, not one for every few dozen packets, which FTS5
+# would then merge again.
+#
+# SQLite allows 32,766 variables a statement by default (999 before 3.32); a build may
+# set another limit, which the connection tells. Past 32,766 the cap keeps a statement's
+# text far under SQLite's default limit of a million bytes.
+_MAX_VARIABLES = 32_766
 
 
 def _insert_rows(db: sqlite3.Connection, head: str, rows: Sequence[tuple[Any, ...]]) -> None:
@@ -619,7 +628,8 @@ def _insert_rows(db: sqlite3.Connection, head: str, rows: Sequence[tuple[Any, ..
     if not rows:
         return
     width = len(rows[0])
-    per = max(1, _VARIABLES // width)
+    variables = min(db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER), _MAX_VARIABLES)
+    per = max(1, variables // width)
     one = f"({', '.join('?' * width)})"
     full = len(rows) - len(rows) % per
     flat = chain.from_iterable
