@@ -27,9 +27,10 @@ Design notes
   built-in rule runs once over the joined text (no pattern can match a NUL, so
   no match crosses a field); offsets are mapped back to fields by bisection.
   User rules run field by field so ``^``/``$``/``.`` keep their usual meaning.
-  A rule's needle (a literal every match holds) or keywords missing from the
-  text skip it; a process that scans many packets rules out every missing
-  needle and keyword in one pass of an RE2 set of them (``_Literals``).
+  A rule's needles (literals one of which every match holds) or keywords
+  missing from the text skip it; a process that scans many packets rules out
+  every missing needle and keyword in one pass of an RE2 set of them
+  (``_Literals``).
   A typical 32 KiB packet scans in about 1.4 ms alone, 0.5 ms in a process
   that scans many (see BENCHMARKS.md).
 * Normalization. Every string is matched after ``normalize``: zero-width and
@@ -73,7 +74,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, islice
-from typing import Any, Literal, Protocol, cast, overload
+from typing import Any, Literal, NamedTuple, Protocol, cast, overload
 
 __all__ = [
     "BUILTIN_KINDS",
@@ -163,8 +164,9 @@ class Rule:
     starts (``near`` then lists the lower-case starts of every match): one
     bounded match per keyword, however often letters of it occur in prose.
     ``mask`` replaces the shown text. ``check`` may veto a match or adjust
-    the reported span. ``needle`` is text every match contains (derived from
-    a built-in pattern, ``_needle``): a text without it is not searched.
+    the reported span. ``needles`` are texts one of which every match contains
+    (derived from a built-in pattern, ``_needles``): a text without any of them
+    is not searched.
     ``reach`` lets a match that starts in a run go on past it (``min_len``
     without ``near``): each run is searched with that many characters more.
 
@@ -189,7 +191,7 @@ class Rule:
     rank: int = 0
     anchored: bool = False
     alias: bool = False
-    needle: str = ""
+    needles: tuple[str, ...] = ()
     reach: int = 0
 
 
@@ -1058,10 +1060,10 @@ def _r(
     reach: int = 0,
 ) -> Rule:
     pattern = re.compile(regex)
-    needle = ""
+    needles: tuple[str, ...] = ()
     if not anchored:  # an anchored rule is tried at its keywords only
         ops = _parsed(pattern)  # once: this runs for every rule at a command's first scan
-        needle = _needle(ops)
+        needles = _needles(ops)
         if not (near or min_len):
             width = _run_width(ops)
             min_len = width if width >= _B64_MIN else 0
@@ -1077,33 +1079,103 @@ def _r(
         rank,
         anchored,
         alias,
-        needle,
+        needles,
         reach,
     )
 
 
-def _needle(ops: Any) -> str:
-    """The longest run of literal characters every match of a pattern contains.
+# A rule has at most this many needles: past it, the literals a branch adds are left out.
+_MAX_NEEDLES = 32
 
-    Read from the pattern's parse: the top-level literals, joined across
-    zero-width assertions (a look-behind consumes nothing, so the literals on
-    either side are adjacent in the text). A text without the needle cannot
-    match, and ``str.__contains__`` rules that out faster than ``re``'s own
-    prefix search walks the text. "" when there is none, or when the parser is
-    not the one this was written for: then the rule is searched everywhere.
-    ``ops``: the pattern's parse (``_parsed``).
+
+def _needles(ops: Any) -> tuple[str, ...]:
+    """Literal texts one of which every match of a pattern contains, each as long as can
+    be read: none where the pattern has no such literals.
+
+    Read from the pattern's parse: the top-level literals, joined across zero-width
+    assertions (a look-behind consumes nothing, so the literals on either side are
+    adjacent in the text), and across an alternation or a class of characters that
+    starts each of its branches with literals (``A(?:KIA|SIA)`` holds ``AKIA`` or
+    ``ASIA``: two needles, where the literals alone gave ``A``, found in most text).
+    The run of literals goes on past the alternation when every branch is literals
+    alone. A text without any needle cannot match, and ``str.__contains__`` (or one
+    pass of an RE2 set, ``_Literals``) rules that out faster than ``re``'s own prefix
+    search walks the text. () when there is none, or when the parser is not the one
+    this was written for: then the rule is searched everywhere. ``ops``: the
+    pattern's parse (``_parsed``).
     """
     if ops is None:
-        return ""
+        return ()
     from re import _constants as c
 
-    best = run = ""
+    zero_width = (c.ASSERT, c.ASSERT_NOT, c.AT)
+    best: list[str] = []
+    runs = [""]
+
+    def shortest(texts: list[str]) -> int:
+        return min(map(len, texts)) if texts else 0
+
+    def end(runs: list[str]) -> None:
+        nonlocal best
+        if len(runs) > 1 and shortest(runs) < 2:
+            return  # one of several single characters: in almost any text
+        # The longest shortest needle wins; of as long ones, the fewer needles.
+        if (shortest(runs), -len(runs)) > (shortest(best), -len(best)):
+            best = runs
+
     for op, arg in ops:
         if op is c.LITERAL:
-            run += chr(arg)
-        elif op not in (c.ASSERT, c.ASSERT_NOT, c.AT):
-            best, run = max(best, run, key=len), ""
-    return max(best, run, key=len)
+            runs = [run + chr(arg) for run in runs]
+            continue
+        if op in zero_width:
+            continue
+        branches = _branch_literals(op, arg, zero_width, c)
+        if branches is None:
+            end(runs)
+            runs = [""]
+            continue
+        leads, whole = branches
+        longer = _fewest(run + lead for run in runs for lead in leads)
+        if len(longer) > _MAX_NEEDLES:
+            end(runs)
+            runs = [""]
+        elif whole:
+            runs = longer
+        else:
+            end(longer)
+            runs = [""]
+    end(runs)
+    return tuple(best) if shortest(best) else ()
+
+
+def _fewest(texts: Iterable[str]) -> list[str]:
+    """``texts`` without those that hold another of them: a text holding the longer one
+    holds the shorter, so the longer says nothing more."""
+    found = list(dict.fromkeys(texts))
+    return [t for t in found if not any(other != t and other in t for other in found)]
+
+
+def _branch_literals(op: Any, arg: Any, zero_width: tuple[Any, ...], c: Any) -> Any:
+    """For an alternation or a class of single characters: the literals each branch
+    starts with, and whether every branch is those literals alone (zero-width
+    assertions aside); None for any other part of a pattern."""
+    if op is c.IN:
+        if all(member is c.LITERAL for member, _ in arg):
+            return [chr(value) for _, value in arg], True
+        return None
+    if op is not c.BRANCH:
+        return None
+    leads, whole = [], True
+    for branch in arg[1]:
+        lead = ""
+        for part, value in branch:
+            if part is c.LITERAL:
+                lead += chr(value)
+            elif part not in zero_width:
+                whole = False
+                break
+        leads.append(lead)
+    return leads, whole
 
 
 # One byte per character: 0x61 inside the base64 alphabet, 0x20 outside (``_Text.runs``).
@@ -1905,7 +1977,7 @@ def ready_for_many() -> None:
 def _build_sets() -> None:
     global _sets
     rules = _builtin_rules()
-    needles = (r.needle for r in rules if r.needle)
+    needles = (needle for r in rules for needle in r.needles)
     try:
         _sets = (_Literals(needles), _Literals(w for r in rules for w in r.near))
     except (ImportError, RuntimeError):  # without them, each needle is searched for
@@ -1928,15 +2000,15 @@ class _Text:
         self._no_needles: frozenset[str] | None = None
         self._no_words: frozenset[str] | None = None
 
-    def has(self, needle: str) -> bool:
-        """Whether the text holds ``needle``. Where the sets exist and the text is long,
-        one pass first rules out every built-in needle the text lacks (most of them)."""
+    def absent_needles(self) -> frozenset[str]:
+        """Built-in needles the text is known to lack: where the sets exist and the text is
+        long, one pass rules out every one it lacks (most of them); else none is known."""
         absent = self._no_needles
         if absent is None:
             sets = _sets
             long = sets is not None and len(self.text) >= _SET_MIN_LEN
             absent = self._no_needles = sets[0].absent(self.text) if long else _NONE
-        return needle not in absent and needle in self.text
+        return absent
 
     def absent_words(self) -> frozenset[str]:
         """Built-in keywords the lower-cased text is known to lack (none known without
@@ -2001,7 +2073,7 @@ def _windows(rule: Rule, t: _Text) -> list[tuple[int, int]]:
             # Each search has a fixed cost: past a few dozen runs, one pass over the
             # whole text is cheaper where the rule has a needle for re's prefix search to
             # skip to, and finds the same (tests/test_redact.py).
-            return runs if len(runs) <= _MAX_RUNS or not rule.needle else [(0, n)]
+            return runs if len(runs) <= _MAX_RUNS or not rule.needles else [(0, n)]
         return [(0, n)]
     low = t.lower()
     if len(low) != len(text):  # lower() changed the length (rare Unicode): be safe
@@ -2107,17 +2179,62 @@ def _matches(rule: Rule, t: _Text) -> Iterator[Match]:
         yield from pattern.finditer(text, a, b)
 
 
+class _Plan(NamedTuple):
+    """A rule list's search order, made once: the rules searched on every text, and those
+    with needles grouped by needle, so a text's needles rule out their rules together."""
+
+    always: tuple[int, ...]  # neither an alias nor with needles
+    needles: dict[str, tuple[int, ...]]  # needle: the rules it is one of the needles of
+    all_needles: frozenset[str]
+
+
+_PLANS: dict[int, tuple[Sequence[Rule], _Plan]] = {}
+
+
+def _plan(rules: Sequence[Rule]) -> _Plan:
+    """``rules``' plan, kept for a tuple (the built-in lists, made once a process: the
+    few others a caller may pass are forgotten past a handful)."""
+    held = _PLANS.get(id(rules))
+    if held is not None and held[0] is rules:
+        return held[1]
+    needles: dict[str, list[int]] = {}
+    for i, rule in enumerate(rules):
+        if not rule.alias:
+            for needle in rule.needles:
+                needles.setdefault(needle, []).append(i)
+    plan = _Plan(
+        tuple(i for i, r in enumerate(rules) if not r.alias and not r.needles),
+        {needle: tuple(found) for needle, found in needles.items()},
+        frozenset(needles),
+    )
+    if isinstance(rules, tuple):
+        if len(_PLANS) >= 8:
+            _PLANS.clear()
+        _PLANS[id(rules)] = (rules, plan)  # the tuple is kept alive with its plan
+    return plan
+
+
+def _searched(rules: Sequence[Rule], t: _Text) -> list[int]:
+    """The indices of the rules to search ``t`` with, in order: every rule but the aliases
+    and those none of whose needles ``t`` holds."""
+    plan = _plan(rules)
+    text = t.text
+    absent = t.absent_needles()
+    found = set(plan.always)
+    for needle in plan.all_needles.difference(absent) if absent else plan.all_needles:
+        if needle in text:
+            found.update(plan.needles[needle])
+    return sorted(found)
+
+
 def _spans(
     text: str | _Text, rules: Sequence[Rule], base: int = 0
 ) -> Iterator[tuple[int, int, int]]:
     """(start, end, base + rule index) for every hit of ``rules`` in ``text``."""
     t = text if isinstance(text, _Text) else _Text(text)
-    for i, rule in enumerate(rules):
-        if rule.alias:
-            continue  # reported through the rule before it
+    for i in _searched(rules, t):
+        rule = rules[i]
         check = rule.check
-        if rule.needle and not t.has(rule.needle):
-            continue
         # A check decides on placeholders itself; a plain secret pattern gets the veto.
         veto = rule.secret and check is None and rule.mask is None
         for m in _matches(rule, t):

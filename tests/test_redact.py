@@ -1327,7 +1327,7 @@ def _ungated(rule: Rule) -> Rule:
     import dataclasses
 
     windowed = rule.min_len and not rule.near
-    return dataclasses.replace(rule, needle="", min_len=0 if windowed else rule.min_len, reach=0)
+    return dataclasses.replace(rule, needles=(), min_len=0 if windowed else rule.min_len, reach=0)
 
 
 def _gate_texts() -> list[str]:
@@ -1357,8 +1357,8 @@ def test_gated_rules_find_what_an_ungated_search_finds() -> None:
     held to the same rule searched everywhere, over every labelled secret and
     format, prose, and each glued to run-ending characters."""
     rules = redact._builtin_rules()
-    gated = [r for r in rules if r.needle or (r.min_len and not r.near)]
-    assert sum(1 for r in gated if r.needle) > 30  # the parse this relies on still works
+    gated = [r for r in rules if r.needles or (r.min_len and not r.near)]
+    assert sum(1 for r in gated if r.needles) > 30  # the parse this relies on still works
     derived = [r for r in gated if r.min_len == redact._run_width(redact._parsed(r.pattern))]
     assert sum(1 for r in derived if r.min_len) > 10
     plain = tuple(_ungated(r) if r in gated else r for r in rules)
@@ -1368,23 +1368,52 @@ def test_gated_rules_find_what_an_ungated_search_finds() -> None:
 
 
 @pytest.mark.parametrize(
-    ("regex", "needle", "width"),
+    ("regex", "needles", "width"),
     [
-        (r"gsk_(?<![\w]gsk_)[A-Za-z0-9]{48,64}+", "gsk_", 52),
-        (r"abc|xyz", "", 3),  # a top-level alternation has no needle
-        (r"sk-(?:x)?[A-Za-z0-9]{30}(?![A-Za-z0-9])", "sk-", 0),  # a look-ahead: no run bound
-        (r"ab\.cd[A-Za-z]{30}", "ab.cd", 0),  # "." is not a base64 character
-        (r"tok_\b[a-z]{30}", "tok_", 0),  # a word boundary: no run bound
-        (r"(?i:key)[a-z0-9]{40}", "", 0),  # case-insensitive: neither
-        (r"key_[\w]{40}", "key_", 0),  # \w holds non-ASCII letters
+        (r"gsk_(?<![\w]gsk_)[A-Za-z0-9]{48,64}+", ("gsk_",), 52),
+        (r"abc|xyz", ("abc", "xyz"), 3),  # a top-level alternation: a needle a branch
+        (r"sk-(?:x)?[A-Za-z0-9]{30}(?![A-Za-z0-9])", ("sk-",), 0),  # a look-ahead: no run bound
+        (r"ab\.cd[A-Za-z]{30}", ("ab.cd",), 0),  # "." is not a base64 character
+        (r"tok_\b[a-z]{30}", ("tok_",), 0),  # a word boundary: no run bound
+        (r"(?i:key)[a-z0-9]{40}", (), 0),  # case-insensitive: neither
+        (r"key_[\w]{40}", ("key_",), 0),  # \w holds non-ASCII letters
+        # An alternation's literals go on the run before it, and past it when every
+        # branch is literals alone: where the run alone is one letter, found anywhere.
+        (r"A(?:KIA|SIA)(?<![A-Za-z0-9]....)[A-Z0-9]{16}", ("AKIA", "ASIA"), 20),
+        (r"x(?:ox[ab]-[0-9]{10}|app-[0-9]{10})", ("xox", "xapp-"), 15),
+        (r"hv[sb]\.[A-Za-z0-9]{24}", ("hvs.", "hvb."), 0),
+        (r"/(?:home|Users)/(?:[a-z]|\.[a-z])", ("/home/", "/Users/"), 0),
+        # A branch that starts with no literal adds nothing to the run before it.
+        (r":(?:[0-9]|/)x", (":",), 0),
+        (r"(?:[0-9]|a)bc", ("bc",), 3),
+        # Several needles of a character each would be in almost any text: none.
+        (r"(?:a[0-9]{30}|b[0-9]{30})", (), 31),
     ],
 )
-def test_needle_and_run_width_read_from_the_pattern(regex: str, needle: str, width: int) -> None:
+def test_needles_and_run_width_read_from_the_pattern(
+    regex: str, needles: tuple[str, ...], width: int
+) -> None:
     import re
 
     ops = redact._parsed(re.compile(regex))
-    assert redact._needle(ops) == needle
+    assert redact._needles(ops) == needles
     assert redact._run_width(ops) == width
+
+
+def test_a_rule_with_several_needles_is_searched_where_any_of_them_is() -> None:
+    """A text with one of a rule's needles is searched with it, whichever one: on a long
+    text (the literal sets) and a short one alike."""
+    rules = tuple(r for r in redact._builtin_rules() if r.kind == "aws-access-key")
+    (rule,) = [r for r in rules if not r.alias]
+    assert len(rule.needles) > 5
+    pad = "prose with no key in it at all. " * 8
+    for needle in rule.needles:
+        key = needle + "Z7Q3K9XW2M4P8R5T"
+        for text in (key, pad + key + " " + pad):
+            assert [(s, e) for s, e, _ in redact._spans(text, rules)] == [
+                (text.index(key), text.index(key) + 20)
+            ], text
+    assert list(redact._spans(pad + "AKIQZ7Q3K9XW2M4P8R5T " + pad, rules)) == []
 
 
 @pytest.fixture
@@ -1421,9 +1450,9 @@ def test_literal_sets_leave_other_needles_and_keywords_to_a_search(literal_sets:
     import dataclasses
     import re
 
-    rule = redact.Rule("custom", re.compile(r"zq9[a-z]{8}"), needle="zq9", secret=True)
+    rule = redact.Rule("custom", re.compile(r"zq9[a-z]{8}"), needles=("zq9",), secret=True)
     near = dataclasses.replace(
-        rule, pattern=re.compile(r"qqkey=[a-z]{8}"), needle="", near=("qqkey",), radius=20
+        rule, pattern=re.compile(r"qqkey=[a-z]{8}"), needles=(), near=("qqkey",), radius=20
     )
     text = "x " * 80 + "zq9abcdefgh qqkey=abcdefgh"
     assert [s for s, _, _ in redact._spans(text, (rule, near))] == [160, 172]
