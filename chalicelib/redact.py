@@ -2186,6 +2186,10 @@ class _Plan(NamedTuple):
     always: tuple[int, ...]  # neither an alias nor with needles
     needles: dict[str, tuple[int, ...]]  # needle: the rules it is one of the needles of
     all_needles: frozenset[str]
+    # Without the literal sets: the needles of the rules with one, and the rules with
+    # several, which are searched (see _searched).
+    single: dict[str, tuple[int, ...]]
+    several: tuple[int, ...]
 
 
 _PLANS: dict[int, tuple[Sequence[Rule], _Plan]] = {}
@@ -2198,14 +2202,19 @@ def _plan(rules: Sequence[Rule]) -> _Plan:
     if held is not None and held[0] is rules:
         return held[1]
     needles: dict[str, list[int]] = {}
+    single: dict[str, list[int]] = {}
     for i, rule in enumerate(rules):
         if not rule.alias:
             for needle in rule.needles:
                 needles.setdefault(needle, []).append(i)
+            if len(rule.needles) == 1:
+                single.setdefault(rule.needles[0], []).append(i)
     plan = _Plan(
         tuple(i for i, r in enumerate(rules) if not r.alias and not r.needles),
         {needle: tuple(found) for needle, found in needles.items()},
         frozenset(needles),
+        {needle: tuple(found) for needle, found in single.items()},
+        tuple(i for i, r in enumerate(rules) if not r.alias and len(r.needles) > 1),
     )
     if isinstance(rules, tuple):
         if len(_PLANS) >= 8:
@@ -2216,14 +2225,26 @@ def _plan(rules: Sequence[Rule]) -> _Plan:
 
 def _searched(rules: Sequence[Rule], t: _Text) -> list[int]:
     """The indices of the rules to search ``t`` with, in order: every rule but the aliases
-    and those none of whose needles ``t`` holds."""
+    and those none of whose needles ``t`` holds.
+
+    Where the literal sets ruled out the needles ``t`` lacks (``absent_needles``), the
+    few left are looked for. Without them (a process's first scans, a short text), a
+    rule with several needles is searched without looking for each: an ``in`` test a
+    needle, each a walk of the text, costs more than the pattern's own prefix search.
+    """
     plan = _plan(rules)
     text = t.text
     absent = t.absent_needles()
     found = set(plan.always)
-    for needle in plan.all_needles.difference(absent) if absent else plan.all_needles:
-        if needle in text:
-            found.update(plan.needles[needle])
+    if absent:
+        for needle in plan.all_needles.difference(absent):
+            if needle in text:
+                found.update(plan.needles[needle])
+    else:
+        found.update(plan.several)
+        for needle, ruled in plan.single.items():
+            if needle in text:
+                found.update(ruled)
     return sorted(found)
 
 

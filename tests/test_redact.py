@@ -1400,9 +1400,18 @@ def test_needles_and_run_width_read_from_the_pattern(
     assert redact._run_width(ops) == width
 
 
-def test_a_rule_with_several_needles_is_searched_where_any_of_them_is() -> None:
+@pytest.mark.parametrize("sets", [True, False])
+def test_a_rule_with_several_needles_is_searched_where_any_of_them_is(
+    monkeypatch: pytest.MonkeyPatch, sets: bool
+) -> None:
     """A text with one of a rule's needles is searched with it, whichever one: on a long
-    text (the literal sets) and a short one alike."""
+    text and a short one, with the literal sets (a process that scans many packets) and
+    without them (its first scans: such a rule is then searched without a look for each
+    needle); a text with none finds nothing."""
+    monkeypatch.setattr(redact, "_sets", None)
+    if sets:
+        redact._build_sets()
+        assert redact._sets is not None
     rules = tuple(r for r in redact._builtin_rules() if r.kind == "aws-access-key")
     (rule,) = [r for r in rules if not r.alias]
     assert len(rule.needles) > 5
