@@ -1117,6 +1117,7 @@ def _needles(ops: Any) -> tuple[str, ...]:
 
     def end(runs: list[str]) -> None:
         nonlocal best
+        runs = _fewest(runs)
         if len(runs) > 1 and shortest(runs) < 2:
             return  # one of several single characters: in almost any text
         # The longest shortest needle wins; of as long ones, the fewer needles.
@@ -1135,7 +1136,10 @@ def _needles(ops: Any) -> tuple[str, ...]:
             runs = [""]
             continue
         leads, whole = branches
-        longer = _fewest(run + lead for run in runs for lead in leads)
+        # Every text a match may hold here, each to be lengthened if the run goes on:
+        # none is dropped before the run ends (``_fewest``). In ``x(?:ab|)c``, ``xab``
+        # holds ``x``, but the runs go on to ``xabc`` and ``xc``: both are needles.
+        longer = list(dict.fromkeys(run + lead for run in runs for lead in leads))
         if len(longer) > _MAX_NEEDLES:
             end(runs)
             runs = [""]

@@ -1383,6 +1383,9 @@ def test_gated_rules_find_what_an_ungated_search_finds() -> None:
         (r"x(?:ox[ab]-[0-9]{10}|app-[0-9]{10})", ("xox", "xapp-"), 15),
         (r"hv[sb]\.[A-Za-z0-9]{24}", ("hvs.", "hvb."), 0),
         (r"/(?:home|Users)/(?:[a-z]|\.[a-z])", ("/home/", "/Users/"), 0),
+        # A run that goes on past an alternation keeps every branch's text.
+        (r"x(?:ab|)c[0-9]{8}", ("xabc", "xc"), 10),
+        (r"(?:ab|)c[0-9]{8}", ("c",), 9),
         # A branch that starts with no literal adds nothing to the run before it.
         (r":(?:[0-9]|/)x", (":",), 0),
         (r"(?:[0-9]|a)bc", ("bc",), 3),
