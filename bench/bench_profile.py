@@ -206,7 +206,12 @@ def scan(count: int) -> None:
     needles = sets[0].words
     # Without the sets, the needles of rules with one are looked for one by one; a rule
     # with several is searched without (redact._searched).
-    single = list(redact._plan(redact._builtin_rules()).single)
+    plan = redact._plan(redact._builtin_rules())
+    single = list(plan.single)
+    print(
+        f"  built-in rules with several needles: {len(plan.several)};"
+        f" distinct needles: {len(needles)}"
+    )
     pieces = {
         f"the {len(single)} needles of rules with one, one by one (`in`, no sets)": lambda: [
             n in text for n in single
