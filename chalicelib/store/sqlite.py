@@ -907,6 +907,24 @@ class _Row(NamedTuple):
 # A packet to write: its sort key and what ``derive`` made of its body.
 _Parsed = tuple[StoredPacket, str, Derived]
 
+# The stores whose pushes this process hands to another process to write (by the
+# store's resolved path; see ``hand_pushes``).
+_HANDED: dict[Path, Callable[[_Parsed], bool | BaseException]] = {}
+
+
+def hand_pushes(path: str | Path, write: Callable[[_Parsed], bool | BaseException] | None) -> None:
+    """In this process, have ``write`` write every ``put_packet`` into the store at ``path``
+    and give its outcome (as ``SqliteStore.write_pushes`` does, in another process:
+    ``ltm server run``'s writer); None: write them here again.
+
+    A push is still acknowledged only once committed: ``write`` returns then.
+    """
+    key = Path(path).resolve()
+    if write is None:
+        _HANDED.pop(key, None)
+    else:
+        _HANDED[key] = write
+
 
 class _Waiting:
     """A ``put_packet`` waiting for a leader to write it (``SqliteStore._put_together``)."""
@@ -964,6 +982,7 @@ class SqliteStore(Store):
 
     def __init__(self, path: str | Path, *, sync: str | None = None) -> None:
         self.path = Path(path)
+        self._resolved = self.path.resolve()  # its key in _HANDED
         self.synchronous = sync_level(sync)  # before anything opens a connection
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -1344,9 +1363,13 @@ class SqliteStore(Store):
         order), so a batch costs little more than one push. Each push gets its own
         answer, and only once the write holding it committed. Should the combined write
         fail, each push is written again alone, so a fault of one is its own alone.
+        Where this process hands its pushes to another (``hand_pushes``), that one
+        writes them so, together with those of other processes.
         """
         if derived is None:
             derived = derive(packet.body)  # outside the write lock
+        if _HANDED and (write := _HANDED.get(self._resolved)) is not None:
+            return write((packet, sort_key, derived))
         mine = _Waiting(packet, sort_key, derived)
         with self._waiting_lock:
             self._waiting.append(mine)
@@ -1379,35 +1402,57 @@ class SqliteStore(Store):
     def _lead(self) -> None:
         """Write every push waiting, in one write, and wake their threads. Run by the leader."""
         batch: list[_Waiting] = []
+
+        def take() -> list[_Parsed]:
+            more = self._take_waiting()
+            batch.extend(more)
+            return [w.parsed for w in more]
+
         try:
-            try:
-                with self._write() as db:
-                    # Taken only now, with the write held: the pushes that arrived while
-                    # this thread waited for another process's write come too; then,
-                    # until none is waiting, those that arrived while it wrote (they
-                    # would otherwise wait for the next write, after the other process's).
-                    outcomes: list[bool | StoreError] = []
-                    while len(batch) < COMBINED_MAX and (more := self._take_waiting()):
-                        batch += more
-                        outcomes += self._put_in(db, [w.parsed for w in more])
-            except Exception as exc:
-                batch = batch or self._take_waiting()
-                if len(batch) == 1:
-                    batch[0].outcome = exc
-                    return
-                for one in batch:  # the fault may be one push's: each alone
-                    try:
-                        (one.outcome,) = self._put_in_write([one.parsed])
-                    except Exception as alone:
-                        one.outcome = alone
-                return
-            for one, outcome in zip(batch, outcomes, strict=True):
+            for one, outcome in zip(batch, self._write_taken(take), strict=True):
                 one.outcome = outcome
         finally:  # never leave a push without an answer (KeyboardInterrupt, a bug)
             for one in batch:
                 if one.outcome is None:
                     one.outcome = StoreError("the write was interrupted")
                 one.wake()
+
+    def write_pushes(self, pushes: list[_Parsed]) -> list[bool | BaseException]:
+        """Pushes another process handed over (see ``hand_pushes``), written together as
+        this process writes its own threads' pushes: each push's outcome, in order, once
+        committed (True: a new packet; an exception: why it was not written)."""
+        given = [pushes]
+        return self._write_taken(lambda: given.pop() if given else [])
+
+    def _write_taken(self, take: Callable[[], list[_Parsed]]) -> list[bool | BaseException]:
+        """Write the pushes ``take`` gives, in one write: each push's outcome, in order.
+
+        Taken only with the write held: the pushes that arrived while this thread
+        waited for another process's write come too; then, until none is waiting,
+        those that arrived while it wrote (they would otherwise wait for the next
+        write, after the other process's). Should the write fail, each push is
+        written again alone: the fault may be one push's.
+        """
+        taken: list[_Parsed] = []
+        outcomes: list[bool | BaseException] = []
+        try:
+            with self._write() as db:
+                while len(taken) < COMBINED_MAX and (more := take()):
+                    taken += more
+                    outcomes += self._put_in(db, more)
+            return outcomes
+        except Exception as exc:
+            taken = taken or take()
+            if len(taken) == 1:
+                return [exc]
+            outcomes = []
+            for one in taken:
+                try:
+                    (outcome,) = self._put_in_write([one])
+                except Exception as alone:
+                    outcome = alone
+                outcomes.append(outcome)
+            return outcomes
 
     def put_many(self, items: Sequence[PutItem]) -> list[bool | StoreError]:
         """All in one write: one commit (one fsync), and each statement once for the batch."""

@@ -288,7 +288,14 @@ def run(
         + (f", web view at {pages}" if pages else "")
     )
     sys.stderr.flush()
-    status = serve(wsgi, sockets, threads=threads, on_stop=module.close_store)
+    writer = None
+    if len(sockets) > 1:  # the pushes of every process, written by one (see writer.py)
+        from .writer import Writer
+
+        writer = Writer.start(
+            path, module.get_store, processes=len(sockets), threads=threads, close=sockets
+        )
+    status = serve(wsgi, sockets, threads=threads, on_stop=module.close_store, writer=writer)
     _say("ltm server: stopped" if status == 0 else "ltm server: a worker died; stopped")
     if status:
         raise typer.Exit(status)

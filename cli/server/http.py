@@ -35,7 +35,7 @@ import time
 import traceback
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from cheroot import wsgi
 from cheroot.errors import MaxSizeExceeded
@@ -45,6 +45,9 @@ from cheroot.server import HeaderReader, HTTPConnection, HTTPRequest
 from ltm import limits
 
 from .intake import STRICT_HEADERS, BigBodies, Intake, RequestReader, StrictHeaders, json_error
+
+if TYPE_CHECKING:
+    from .writer import Writer
 
 MAX_HEADER_BYTES = 64 * 1024
 # A request's head and body, together, from its first byte (a new connection:
@@ -245,37 +248,40 @@ def serve(
     *,
     threads: int,
     on_stop: Callable[[], None] | None = None,
+    writer: Writer | None = None,
 ) -> int:
     """Serve until SIGTERM or SIGINT; finish the requests in flight; return an exit status.
 
     One socket: this process serves it. Several (POSIX): one worker process is
     forked per extra socket before any thread starts, and this process serves
     the first; a signal stops them all, and a worker that dies stops the rest
-    (exit status 1) so that a supervisor restarts the whole server.
+    (exit status 1) so that a supervisor restarts the whole server. ``writer``
+    (forked already, see writer.py): every process hands it its pushes, and it
+    stops last, once every process serving has.
     """
     children: dict[int, int] = {}
+    if writer is not None:
+        children[writer.pid] = -1
     parent = os.getpid()
     for index, sock in enumerate(sockets[1:], start=1):
         pid = os.fork()
-        if pid == 0:  # a worker: serve its own socket, never return into the CLI
-            status = 0
-            try:
+        if pid == 0:  # a worker: serve its own socket
+
+            def work(sock: socket.socket = sock, index: int = index) -> None:
                 _die_with(parent)
+                if writer is not None:
+                    writer.attach(index)
                 for other in sockets:
                     if other is not sock:
                         other.close()
                 run_forever(make_server(wsgi_app, sock=sock, threads=threads), on_stop=on_stop)
-            except _Stop as stopped:  # a signal outside the serving loop: still a clean stop
-                status = int(stopped.code or 0)
-            except BaseException:
-                traceback.print_exc()
-                status = 1
-            finally:
-                sys.stderr.flush()
-                os._exit(status)
+
+            exit_after(work)
         children[pid] = index
     for sock in sockets[1:]:
         sock.close()
+    if writer is not None:
+        writer.attach(0)
 
     failed: list[int] = []
 
@@ -296,14 +302,37 @@ def serve(
     finally:
         if children:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            for pid in children:
+            workers = [pid for pid in children if writer is None or pid != writer.pid]
+            for pid in workers:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)
-            for pid in children:
+            for pid in workers:
                 _, status = os.waitpid(pid, 0)
                 if status:
                     failed.append(status)
+        if writer is not None:  # it exits once every process serving closed its ends
+            writer.detach()
+            if writer.pid in children:
+                _, status = os.waitpid(writer.pid, 0)
+                if status:
+                    failed.append(status)
     return 1 if failed else 0
+
+
+def exit_after(run: Callable[[], None]) -> NoReturn:
+    """The end of a forked child: run ``run``, then exit with its status, never returning
+    into the code that forked it (1 after a traceback on stderr)."""
+    status = 0
+    try:
+        run()
+    except _Stop as stopped:  # a signal outside the serving loop: still a clean stop
+        status = int(stopped.code or 0)
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    finally:
+        sys.stderr.flush()
+        os._exit(status)
 
 
 def _die_with(parent: int) -> None:
