@@ -122,6 +122,11 @@ class Server:
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
 
+    def has_writer(self) -> bool:
+        """Whether one of its processes is the writer (``cli/server/writer.py``)."""
+        names = [Path(f"/proc/{pid}/comm") for pid in self.pids]
+        return any(name.exists() and name.read_text().strip() == "ltm-writer" for name in names)
+
     def _children(self) -> list[int]:
         path = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
         return [int(p) for p in path.read_text().split()] if path.exists() else []
@@ -509,6 +514,7 @@ def main() -> int:
                 results["rss_peak_mb"] = round(server.peak_rss() / 2**20, 1)
                 results["pss_peak_mb"] = round(server.peak_pss() / 2**20, 1)
                 results["processes"] = len(server.pids)
+                results["writer"] = server.has_writer()
         finally:
             server.stop()
 
@@ -534,8 +540,10 @@ def main() -> int:
         checks["ls_ratio"] = results["ls"]["ratio_p50"] <= TARGETS["ls_ratio"]
         checks["rss_mb"] = results["rss_peak_mb"] <= TARGETS["rss_mb"]
     mark = {True: "met", False: "MISSED"}
+    writer = results.get("writer", False)
     where = args.url or (
-        f"ltm server run, {args.threads} threads x {results['processes']} process(es),"
+        f"ltm server run, {args.threads} threads x {results['processes'] - writer} serving"
+        f" process(es){' and one writer process' if writer else ''},"
         f" sqlite sync: {results['sqlite_sync']}"
     )
     print(f"Server benchmark ({results['machine']}; {where}; {CONNECTIONS} connections)\n")
