@@ -124,6 +124,51 @@ def test_a_push_gets_an_error_when_the_writer_is_gone(tmp_path: Path) -> None:
     store.close()
 
 
+def test_more_threads_than_connections_each_wait_for_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer_module, "MAX_CHANNELS", 2)
+    path = tmp_path / "a.db"
+    SqliteStore(path).close()
+    writer = Writer.start(path, lambda: SqliteStore(path), processes=1, threads=6)
+    writer.attach(0)
+    store = SqliteStore(path)
+    answers: list[object] = []
+    try:
+        threads = [
+            threading.Thread(
+                target=lambda n=n: answers.append(
+                    store.put_packet(_packet(f"01W{n}", "u1"), sort_key="k")
+                )
+            )
+            for n in range(6)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert answers == [True] * 6
+    finally:
+        writer.detach()
+        store.close()
+    assert os.waitpid(writer.pid, 0)[1] == 0
+
+
+def test_a_writer_that_cannot_start_leaves_nothing_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_fork() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    before = len(os.listdir("/proc/self/fd")) if Path("/proc/self/fd").exists() else None
+    monkeypatch.setattr(writer_module.os, "fork", no_fork)
+    with pytest.raises(OSError):
+        Writer.start(tmp_path / "a.db", lambda: None, processes=2, threads=4)
+    if before is not None:
+        assert len(os.listdir("/proc/self/fd")) == before
+    assert not sqlite_store._HANDED
+
+
 def test_an_answer_that_does_not_pickle_comes_back_as_a_store_error() -> None:
     class Odd(Exception):
         def __reduce__(self) -> tuple[object, ...]:

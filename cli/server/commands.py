@@ -292,9 +292,12 @@ def run(
     if len(sockets) > 1:  # the pushes of every process, written by one (see writer.py)
         from .writer import Writer
 
-        writer = Writer.start(
-            path, module.get_store, processes=len(sockets), threads=threads, close=sockets
-        )
+        try:
+            writer = Writer.start(
+                path, module.get_store, processes=len(sockets), threads=threads, close=sockets
+            )
+        except OSError as exc:
+            raise _fail(f"cannot start the writer process: {exc.strerror or exc}") from None
     status = serve(wsgi, sockets, threads=threads, on_stop=module.close_store, writer=writer)
     _say("ltm server: stopped" if status == 0 else "ltm server: a worker died; stopped")
     if status:

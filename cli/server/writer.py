@@ -14,8 +14,9 @@ acknowledged only once on disk, and answered exactly as before; every other
 write (tokens, teams, deletes, batch pushes) stays in its worker process,
 under the same lock.
 
-The channels are socket pairs made before the fork, one per worker thread, so
-nothing outside the server's own processes can reach them. The writer ignores
+The channels are socket pairs made before the fork, one per worker thread (up
+to ``MAX_CHANNELS`` a worker), so nothing outside the server's own processes
+can reach them. The writer ignores
 SIGTERM and SIGINT: it exits once every worker has closed its ends (a worker's
 requests in flight finish first). Should it die, the main process stops the
 server, as for a worker that dies, and a push waiting for it gets an error.
@@ -41,6 +42,10 @@ from .http import exit_after
 
 STOPPED = "the server's writer process stopped before answering: the push is not acknowledged"
 PROCESS_NAME = "ltm-writer"  # what ps and top show for it (Linux)
+# Connections to the writer a worker: one per thread, up to this many (past it, a push
+# waits for a connection its process's other pushes hold for a round trip). Each is a
+# socket pair, both ends open in the main process until the workers are forked.
+MAX_CHANNELS = 16
 
 
 def _dumps(value: Any) -> bytes:
@@ -50,11 +55,11 @@ def _dumps(value: Any) -> bytes:
 class Writer:
     """The writer process, seen from the main process and its workers."""
 
-    def __init__(self, pid: int, path: Path, ends: list[socket.socket], threads: int) -> None:
+    def __init__(self, pid: int, path: Path, ends: list[socket.socket], per: int) -> None:
         self.pid = pid
         self._path = path
-        self._ends = ends  # the workers' ends, ``threads`` a worker, in worker order
-        self._threads = threads
+        self._ends = ends  # the workers' ends, ``per`` a worker, in worker order
+        self._per = per
         self._channel: _Channel | None = None
 
     @classmethod
@@ -69,9 +74,20 @@ class Writer:
     ) -> Writer:
         """Fork the writer for ``processes`` workers of ``threads`` threads each, before any
         worker is forked. In it: ``close`` (the listening sockets) is closed, and
-        ``open_store()`` opens the store it writes (a ``SqliteStore`` at ``path``)."""
-        pairs = [socket.socketpair() for _ in range(processes * threads)]
-        pid = os.fork()
+        ``open_store()`` opens the store it writes (a ``SqliteStore`` at ``path``).
+        Raises OSError if it cannot (out of descriptors or processes), leaving nothing open.
+        """
+        per = min(threads, MAX_CHANNELS)
+        pairs: list[tuple[socket.socket, socket.socket]] = []
+        try:
+            for _ in range(processes * per):
+                pairs.append(socket.socketpair())
+            pid = os.fork()
+        except OSError:
+            for theirs, ours in pairs:
+                theirs.close()
+                ours.close()
+            raise
         if pid == 0:  # the writer
 
             def write() -> None:
@@ -87,14 +103,14 @@ class Writer:
             exit_after(write)
         for _, ours in pairs:
             ours.close()
-        return cls(pid, path, [theirs for theirs, _ in pairs], threads)
+        return cls(pid, path, [theirs for theirs, _ in pairs], per)
 
     def attach(self, index: int) -> None:
         """In worker ``index`` (0: the main process), after the workers are forked: hand
         this process's pushes to the writer; close the other workers' ends."""
         mine: list[Connection] = []
         for number, end in enumerate(self._ends):
-            if number // self._threads == index:
+            if number // self._per == index:
                 mine.append(Connection(end.detach()))
             else:
                 end.close()
