@@ -7,6 +7,7 @@ imported inside the commands that need them.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -289,7 +290,14 @@ def run(
     )
     sys.stderr.flush()
     writer = None
-    if len(sockets) > 1:  # the pushes of every process, written by one (see writer.py)
+    if len(sockets) > 1:
+        # The processes forked below share this one's memory until they write to it, and
+        # the garbage collector writes to every object it visits: frozen, what exists now
+        # (the app, its modules) is never visited again, so its pages stay shared
+        # (https://docs.python.org/3/library/gc.html#gc.freeze).
+        gc.collect()
+        gc.freeze()
+        # The pushes of every process, written by one (see writer.py).
         from .writer import Writer
 
         try:
