@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serverkit import SERVER, clean_env, init_db, ltm_server, run_server
+from serverkit import SERVER, clean_env, init_db, ltm_server, make_packet, run_server
 
 TOKEN = re.compile(r"ltm_(?:[0-9A-Z]{26}_)?[0-9a-f]{64}")  # [the user id] + 256 random bits
 
@@ -278,6 +278,43 @@ def test_a_dead_worker_stops_the_server(tmp_path: Path) -> None:
     os.kill(worker, signal.SIGKILL)
     assert server.proc.wait(timeout=20) == 1
     assert "a worker died" in server.logs()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_a_stop_signal_to_every_process_stops_the_server_cleanly(tmp_path: Path) -> None:
+    """As systemd stops a unit: SIGTERM to each process of its group. A worker may be gone
+    before the main process handles its own signal; that is a clean stop, not a death."""
+    db = tmp_path / "server.db"
+    root = init_db(db)
+    server = run_server(db, tmp_path / "server.log", root, "--workers", "2")
+    everyone = [*_serving(server.proc.pid), *_children(server.proc.pid), server.proc.pid]
+    for pid in dict.fromkeys(everyone):  # the worker first: the order that lost the race
+        os.kill(pid, signal.SIGTERM)
+    assert server.proc.wait(timeout=20) == 0
+    assert "ltm server: stopped" in server.logs() and "a worker died" not in server.logs()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_a_worker_stopped_alone_leaves_the_others_serving(tmp_path: Path) -> None:
+    import time
+
+    db = tmp_path / "server.db"
+    root = init_db(db)
+    server = run_server(db, tmp_path / "server.log", root, "--workers", "2")
+    try:
+        (worker,) = _serving(server.proc.pid)
+        os.kill(worker, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while worker in _children(server.proc.pid):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert server.proc.poll() is None
+        client = server.client(root)
+        for _ in range(4):  # a fresh connection each: whichever process the kernel picks
+            assert client.post("/v1/packets", json=make_packet()).status_code == 201
+            client = server.client(root)
+    finally:
+        assert server.stop() == 0
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")

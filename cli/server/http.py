@@ -255,7 +255,8 @@ def serve(
     One socket: this process serves it. Several (POSIX): one worker process is
     forked per extra socket before any thread starts, and this process serves
     the first; a signal stops them all, and a worker that dies stops the rest
-    (exit status 1) so that a supervisor restarts the whole server. ``writer``
+    (exit status 1) so that a supervisor restarts the whole server (a worker
+    stopped cleanly, by a signal of its own, leaves the rest serving). ``writer``
     (forked already, see writer.py): every process hands it its pushes, and it
     stops last, once every process serving has.
     """
@@ -290,6 +291,12 @@ def serve(
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 children.pop(pid)
+                if status == 0:
+                    # A clean stop, on SIGTERM or SIGINT: those reach every process at
+                    # once when a supervisor stops the whole group (systemd signals every
+                    # process of the unit's cgroup), and this process may see the worker
+                    # gone before it handles its own. Its own signal stops it.
+                    continue
                 failed.append(status)
                 raise _Stop(1)
 
