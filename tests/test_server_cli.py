@@ -294,6 +294,23 @@ def test_a_stop_signal_to_every_process_stops_the_server_cleanly(tmp_path: Path)
     assert "ltm server: stopped" in server.logs() and "a worker died" not in server.logs()
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX")
+def test_a_stop_signal_reaches_a_forked_child_only_once_it_set_what_it_does() -> None:
+    """A worker or the writer just forked is still on SIGTERM's default action (death);
+    the signal waits until the child has set its own."""
+    from ltm.cli.server.http import STOP_SIGNALS, fork_holding_stops
+
+    def child() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # before the child set anything
+        signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(7))
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        os._exit(0)  # not reached: the signal held back arrives at the unblock
+
+    pid = fork_holding_stops(child)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 7
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
 def test_a_worker_stopped_alone_leaves_the_others_serving(tmp_path: Path) -> None:
     import time

@@ -161,7 +161,7 @@ def test_a_writer_that_cannot_start_leaves_nothing_open(
         raise OSError(11, "Resource temporarily unavailable")
 
     before = len(os.listdir("/proc/self/fd")) if Path("/proc/self/fd").exists() else None
-    monkeypatch.setattr(writer_module.os, "fork", no_fork)
+    monkeypatch.setattr(os, "fork", no_fork)
     with pytest.raises(OSError):
         Writer.start(tmp_path / "a.db", lambda: None, processes=2, threads=4)
     if before is not None:

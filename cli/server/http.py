@@ -222,13 +222,31 @@ class _Stop(SystemExit):
     pass
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stop(0)
+
+
+def fork_holding_stops(child: Callable[[], None]) -> int:
+    """``os.fork()``, with SIGTERM and SIGINT held back until ``child`` (run in the child)
+    has set what they do there: a stop signal sent at once to every process (a
+    supervisor stopping the whole group) never reaches a child still on the default
+    action, which would kill it as if it had crashed. The child's pid, in the parent."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            child()
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    return pid
+
+
 def run_forever(server: Any, *, on_stop: Callable[[], None] | None = None) -> None:
     """Serve until SIGTERM or SIGINT in this process; requests in flight finish."""
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise _Stop(0)
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, _stop) for sig in STOP_SIGNALS}
     try:
         server.serve()
     except _Stop:
@@ -265,20 +283,23 @@ def serve(
         children[writer.pid] = -1
     parent = os.getpid()
     for index, sock in enumerate(sockets[1:], start=1):
-        pid = os.fork()
-        if pid == 0:  # a worker: serve its own socket
 
-            def work(sock: socket.socket = sock, index: int = index) -> None:
-                _die_with(parent)
-                if writer is not None:
-                    writer.attach(index)
-                for other in sockets:
-                    if other is not sock:
-                        other.close()
-                run_forever(make_server(wsgi_app, sock=sock, threads=threads), on_stop=on_stop)
+        def work(sock: socket.socket = sock, index: int = index) -> None:
+            _die_with(parent)
+            if writer is not None:
+                writer.attach(index)
+            for other in sockets:
+                if other is not sock:
+                    other.close()
+            run_forever(make_server(wsgi_app, sock=sock, threads=threads), on_stop=on_stop)
 
+        def worker(work: Callable[[], None] = work) -> None:  # serves its own socket
+            for sig in STOP_SIGNALS:  # a stop before it serves: a clean stop all the same
+                signal.signal(sig, _stop)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
             exit_after(work)
-        children[pid] = index
+
+        children[fork_holding_stops(worker)] = index
     for sock in sockets[1:]:
         sock.close()
     if writer is not None:

@@ -25,7 +25,6 @@ server, as for a worker that dies, and a push waiting for it gets an error.
 from __future__ import annotations
 
 import contextlib
-import os
 import pickle
 import queue
 import signal
@@ -38,7 +37,7 @@ from typing import Any
 from ltm.store import StoreError
 from ltm.store import sqlite as sqlite_store
 
-from .http import exit_after
+from .http import STOP_SIGNALS, exit_after, fork_holding_stops
 
 STOPPED = "the server's writer process stopped before answering: the push is not acknowledged"
 PROCESS_NAME = "ltm-writer"  # what ps and top show for it (Linux)
@@ -79,28 +78,30 @@ class Writer:
         """
         per = min(threads, MAX_CHANNELS)
         pairs: list[tuple[socket.socket, socket.socket]] = []
+
+        def write() -> None:
+            _name(PROCESS_NAME)
+            for sock in close:
+                sock.close()
+            for theirs, _ in pairs:
+                theirs.close()
+            serve_writes(open_store(), [Connection(ours.detach()) for _, ours in pairs])
+
+        def writer() -> None:
+            for sig in STOP_SIGNALS:  # from its first instant: it stops last, on its own
+                signal.signal(sig, signal.SIG_IGN)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+            exit_after(write)
+
         try:
             for _ in range(processes * per):
                 pairs.append(socket.socketpair())
-            pid = os.fork()
+            pid = fork_holding_stops(writer)
         except OSError:
             for theirs, ours in pairs:
                 theirs.close()
                 ours.close()
             raise
-        if pid == 0:  # the writer
-
-            def write() -> None:
-                _name(PROCESS_NAME)
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-                for sock in close:
-                    sock.close()
-                for theirs, _ in pairs:
-                    theirs.close()
-                serve_writes(open_store(), [Connection(ours.detach()) for _, ours in pairs])
-
-            exit_after(write)
         for _, ours in pairs:
             ours.close()
         return cls(pid, path, [theirs for theirs, _ in pairs], per)
