@@ -13,7 +13,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serverkit import SERVER, clean_env, init_db, ltm_server, make_packet, run_server
+from serverkit import (
+    SERVER,
+    clean_env,
+    init_db,
+    ltm_server,
+    make_packet,
+    run_server,
+    running_server,
+    server_processes,
+)
 
 TOKEN = re.compile(r"ltm_(?:[0-9A-Z]{26}_)?[0-9a-f]{64}")  # [the user id] + 256 random bits
 
@@ -265,8 +274,7 @@ def _serving(pid: int) -> list[int]:
     """The worker processes of the server ``pid``: its children but the writer."""
     from ltm.cli.server.writer import PROCESS_NAME
 
-    names = {c: Path(f"/proc/{c}/comm").read_text().strip() for c in _children(pid)}
-    return [c for c, name in names.items() if name != PROCESS_NAME]
+    return [c for c, name in server_processes(pid).items() if name != PROCESS_NAME]
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
@@ -284,29 +292,26 @@ def test_a_dead_worker_stops_the_server(tmp_path: Path) -> None:
 def test_a_stop_signal_to_every_process_stops_the_server_cleanly(tmp_path: Path) -> None:
     """As systemd stops a unit: SIGTERM to each process of its group. A worker may be gone
     before the main process handles its own signal; that is a clean stop, not a death."""
-    db = tmp_path / "server.db"
-    root = init_db(db)
-    server = run_server(db, tmp_path / "server.log", root, "--workers", "2")
-    everyone = [*_serving(server.proc.pid), *_children(server.proc.pid), server.proc.pid]
-    for pid in dict.fromkeys(everyone):  # the worker first: the order that lost the race
-        os.kill(pid, signal.SIGTERM)
-    assert server.proc.wait(timeout=20) == 0
-    assert "ltm server: stopped" in server.logs() and "a worker died" not in server.logs()
+    with running_server(tmp_path, "--workers", "2") as server:
+        everyone = [*_serving(server.proc.pid), *_children(server.proc.pid), server.proc.pid]
+        for pid in dict.fromkeys(everyone):  # the worker first: the order that lost the race
+            os.kill(pid, signal.SIGTERM)
+        assert server.proc.wait(timeout=20) == 0
+        assert "ltm server: stopped" in server.logs() and "a worker died" not in server.logs()
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX")
 def test_a_stop_signal_reaches_a_forked_child_only_once_it_set_what_it_does() -> None:
     """A worker or the writer just forked is still on SIGTERM's default action (death);
     the signal waits until the child has set its own."""
-    from ltm.cli.server.http import STOP_SIGNALS, fork_holding_stops
+    from ltm.cli.server.http import let_stops_in, stops_held
 
-    def child() -> None:
-        os.kill(os.getpid(), signal.SIGTERM)  # before the child set anything
-        signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(7))
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-        os._exit(0)  # not reached: the signal held back arrives at the unblock
-
-    pid = fork_holding_stops(child)
+    with stops_held():
+        pid = os.fork()
+        if pid == 0:
+            os.kill(os.getpid(), signal.SIGTERM)  # before the child set anything
+            let_stops_in(lambda signum, frame: os._exit(7))
+            os._exit(0)  # not reached: the signal held back arrives as it is let in
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 7
 
@@ -315,10 +320,7 @@ def test_a_stop_signal_reaches_a_forked_child_only_once_it_set_what_it_does() ->
 def test_a_worker_stopped_alone_leaves_the_others_serving(tmp_path: Path) -> None:
     import time
 
-    db = tmp_path / "server.db"
-    root = init_db(db)
-    server = run_server(db, tmp_path / "server.log", root, "--workers", "2")
-    try:
+    with running_server(tmp_path, "--workers", "2") as server:
         (worker,) = _serving(server.proc.pid)
         os.kill(worker, signal.SIGTERM)
         deadline = time.monotonic() + 15
@@ -326,11 +328,9 @@ def test_a_worker_stopped_alone_leaves_the_others_serving(tmp_path: Path) -> Non
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert server.proc.poll() is None
-        client = server.client(root)
         for _ in range(4):  # a fresh connection each: whichever process the kernel picks
+            client = server.client(server.root_token)
             assert client.post("/v1/packets", json=make_packet()).status_code == 201
-            client = server.client(root)
-    finally:
         assert server.stop() == 0
 
 

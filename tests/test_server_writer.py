@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serverkit import init_db, make_packet, run_server
+from serverkit import make_packet, running_server, server_processes
 
 from ltm.cli.server import writer as writer_module
 from ltm.cli.server.writer import PROCESS_NAME, Writer
@@ -194,13 +194,6 @@ def test_pushes_are_written_here_again_once_detached(tmp_path: Path) -> None:
 # -- the server ---------------------------------------------------------------------------
 
 
-def _processes(pid: int) -> dict[int, str]:
-    """The children of ``pid`` and their names."""
-    path = Path(f"/proc/{pid}/task/{pid}/children")
-    children = [int(p) for p in path.read_text().split()] if path.exists() else []
-    return {child: Path(f"/proc/{child}/comm").read_text().strip() for child in children}
-
-
 def _gone(pid: int) -> bool:
     status = Path(f"/proc/{pid}/status")
     return not status.exists() or "zombie" in status.read_text()
@@ -213,13 +206,10 @@ linux = pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs L
 def test_a_server_of_several_processes_pushes_through_one_writer_and_stops_it_last(
     tmp_path: Path,
 ) -> None:
-    db = tmp_path / "server.db"
-    root = init_db(db)
-    server = run_server(db, tmp_path / "server.log", root, "--workers", "2", "--threads", "2")
-    try:
-        children = _processes(server.proc.pid)
+    with running_server(tmp_path, "--workers", "2", "--threads", "2") as server:
+        children = server_processes(server.proc.pid)
         assert sorted(children.values()) == sorted(["ltm", PROCESS_NAME])  # a worker, the writer
-        clients = [server.client(root) for _ in range(12)]  # spread over both processes
+        clients = [server.client(server.root_token) for _ in range(12)]  # over both processes
         ids = []
         for i, client in enumerate(clients):
             packet = make_packet(goal=f"writer test {i}")
@@ -230,7 +220,6 @@ def test_a_server_of_several_processes_pushes_through_one_writer_and_stops_it_la
         for client, pid in zip(clients, ids, strict=True):  # each process reads every push
             assert client.get(f"/v1/packets/{pid}").status_code == 200
         assert clients[0].get(f"/v1/packets/{ids[0]}").json()["goal"] == "replaced"
-    finally:
         assert server.stop() == 0
     assert all(_gone(pid) for pid in children)
     assert "stopped" in server.logs() and "Traceback" not in server.logs()
@@ -238,10 +227,9 @@ def test_a_server_of_several_processes_pushes_through_one_writer_and_stops_it_la
 
 @linux
 def test_a_dead_writer_stops_the_server(tmp_path: Path) -> None:
-    db = tmp_path / "server.db"
-    root = init_db(db)
-    server = run_server(db, tmp_path / "server.log", root, "--workers", "2")
-    (writer,) = [pid for pid, name in _processes(server.proc.pid).items() if name == PROCESS_NAME]
-    os.kill(writer, signal.SIGKILL)
-    assert server.proc.wait(timeout=20) == 1
-    assert "a worker died" in server.logs()
+    with running_server(tmp_path, "--workers", "2") as server:
+        names = server_processes(server.proc.pid)
+        (writer,) = [pid for pid, name in names.items() if name == PROCESS_NAME]
+        os.kill(writer, signal.SIGKILL)
+        assert server.proc.wait(timeout=20) == 1
+        assert "a worker died" in server.logs()

@@ -33,7 +33,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -229,19 +229,26 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     raise _Stop(0)
 
 
-def fork_holding_stops(child: Callable[[], None]) -> int:
-    """``os.fork()``, with SIGTERM and SIGINT held back until ``child`` (run in the child)
-    has set what they do there: a stop signal sent at once to every process (a
-    supervisor stopping the whole group) never reaches a child still on the default
-    action, which would kill it as if it had crashed. The child's pid, in the parent."""
+@contextlib.contextmanager
+def stops_held() -> Iterator[None]:
+    """SIGTERM and SIGINT held back in this thread, for a fork and what records the child:
+    a stop signal sent at once to every process (a supervisor stopping the whole group)
+    never reaches a child still on the default action, which would kill it as if it had
+    crashed (the child sets its own, ``let_stops_in``), and reaches the parent only once
+    it knows the child it must stop."""
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
-        pid = os.fork()
-        if pid == 0:
-            child()
+        yield
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    return pid
+
+
+def let_stops_in(handler: Any) -> None:
+    """In a child forked under ``stops_held``: ``handler`` for SIGTERM and SIGINT, then let
+    them through (one held back meanwhile arrives now)."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 def run_forever(server: Any, *, on_stop: Callable[[], None] | None = None) -> None:
@@ -282,29 +289,6 @@ def serve(
     if writer is not None:
         children[writer.pid] = -1
     parent = os.getpid()
-    for index, sock in enumerate(sockets[1:], start=1):
-
-        def work(sock: socket.socket = sock, index: int = index) -> None:
-            _die_with(parent)
-            if writer is not None:
-                writer.attach(index)
-            for other in sockets:
-                if other is not sock:
-                    other.close()
-            run_forever(make_server(wsgi_app, sock=sock, threads=threads), on_stop=on_stop)
-
-        def worker(work: Callable[[], None] = work) -> None:  # serves its own socket
-            for sig in STOP_SIGNALS:  # a stop before it serves: a clean stop all the same
-                signal.signal(sig, _stop)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-            exit_after(work)
-
-        children[fork_holding_stops(worker)] = index
-    for sock in sockets[1:]:
-        sock.close()
-    if writer is not None:
-        writer.attach(0)
-
     failed: list[int] = []
 
     def reap(signum: int, frame: FrameType | None) -> None:
@@ -321,13 +305,38 @@ def serve(
                 failed.append(status)
                 raise _Stop(1)
 
-    if children:
-        signal.signal(signal.SIGCHLD, reap)
+    # From here, a stop signal is a clean stop, even before this process serves.
+    previous = {sig: signal.signal(sig, _stop) for sig in STOP_SIGNALS}
     try:
+        for index, sock in enumerate(sockets[1:], start=1):
+
+            def work(sock: socket.socket = sock, index: int = index) -> None:
+                let_stops_in(_stop)  # a stop before it serves: a clean stop all the same
+                _die_with(parent)
+                if writer is not None:
+                    writer.attach(index)
+                for other in sockets:
+                    if other is not sock:
+                        other.close()
+                run_forever(make_server(wsgi_app, sock=sock, threads=threads), on_stop=on_stop)
+
+            with stops_held():
+                pid = os.fork()
+                if pid == 0:  # a worker: serves its own socket
+                    exit_after(work)
+                children[pid] = index
+        for sock in sockets[1:]:
+            sock.close()
+        if writer is not None:
+            writer.attach(0)
+        if children:
+            signal.signal(signal.SIGCHLD, reap)
         run_forever(make_server(wsgi_app, sock=sockets[0], threads=threads), on_stop=on_stop)
     except _Stop:
         pass  # a signal outside the serving loop; a failed worker is in `failed`
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if children:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             workers = [pid for pid in children if writer is None or pid != writer.pid]

@@ -25,6 +25,7 @@ server, as for a worker that dies, and a push waiting for it gets an error.
 from __future__ import annotations
 
 import contextlib
+import os
 import pickle
 import queue
 import signal
@@ -37,7 +38,7 @@ from typing import Any
 from ltm.store import StoreError
 from ltm.store import sqlite as sqlite_store
 
-from .http import STOP_SIGNALS, exit_after, fork_holding_stops
+from .http import exit_after, let_stops_in, stops_held
 
 STOPPED = "the server's writer process stopped before answering: the push is not acknowledged"
 PROCESS_NAME = "ltm-writer"  # what ps and top show for it (Linux)
@@ -80,6 +81,7 @@ class Writer:
         pairs: list[tuple[socket.socket, socket.socket]] = []
 
         def write() -> None:
+            let_stops_in(signal.SIG_IGN)  # from its first instant: it stops last, on its own
             _name(PROCESS_NAME)
             for sock in close:
                 sock.close()
@@ -87,16 +89,13 @@ class Writer:
                 theirs.close()
             serve_writes(open_store(), [Connection(ours.detach()) for _, ours in pairs])
 
-        def writer() -> None:
-            for sig in STOP_SIGNALS:  # from its first instant: it stops last, on its own
-                signal.signal(sig, signal.SIG_IGN)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-            exit_after(write)
-
         try:
             for _ in range(processes * per):
                 pairs.append(socket.socketpair())
-            pid = fork_holding_stops(writer)
+            with stops_held():
+                pid = os.fork()
+                if pid == 0:
+                    exit_after(write)
         except OSError:
             for theirs, ours in pairs:
                 theirs.close()
