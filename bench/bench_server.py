@@ -124,8 +124,10 @@ class Server:
 
     def has_writer(self) -> bool:
         """Whether one of its processes is the writer (``cli/server/writer.py``)."""
+        from ltm.cli.server.writer import PROCESS_NAME
+
         names = [Path(f"/proc/{pid}/comm") for pid in self.pids]
-        return any(name.exists() and name.read_text().strip() == "ltm-writer" for name in names)
+        return any(name.exists() and name.read_text().strip() == PROCESS_NAME for name in names)
 
     def _children(self) -> list[int]:
         path = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
