@@ -13,12 +13,13 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serverkit import make_packet, running_server, server_processes
+from serverkit import SERVER, clean_env, init_db, make_packet, running_server, server_processes
 
 from ltm.cli.server import writer as writer_module
 from ltm.cli.server.writer import PROCESS_NAME, Writer
@@ -233,3 +234,31 @@ def test_a_dead_writer_stops_the_server(tmp_path: Path) -> None:
         os.kill(writer, signal.SIGKILL)
         assert server.proc.wait(timeout=20) == 1
         assert "a worker died" in server.logs()
+
+
+@linux
+def test_a_server_whose_writer_cannot_start_says_so_in_one_line_and_never_listens(
+    tmp_path: Path,
+) -> None:
+    # 8 processes of 16 threads want 128 socket pairs for the writer: 256 descriptors,
+    # past this limit (the listening sockets and the interpreter's own fit under it).
+    import resource
+
+    db = tmp_path / "server.db"
+    init_db(db)
+
+    def few_descriptors() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (200, 200))
+
+    argv = [*SERVER, "run", "--db", str(db), "--addr", "127.0.0.1:0"]
+    done = subprocess.run(
+        [*argv, "--workers", "8", "--threads", "16"],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=60,
+        preexec_fn=few_descriptors,
+    )
+    assert done.returncode == 1
+    assert "cannot start the writer process" in done.stderr
+    assert "listening" not in done.stderr and "Traceback" not in done.stderr

@@ -282,13 +282,6 @@ def run(
     bound_host, bound_port = sockets[0].getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     processes = f", {workers} processes" if workers > 1 else ""
-    pages = serve_web_at(web_name, f"{shown}:{bound_port}")
-    _say(
-        f"ltm server: listening on http://{shown}:{bound_port}"
-        f" ({path}, {threads} threads{processes}, sqlite sync {level.lower()})"
-        + (f", web view at {pages}" if pages else "")
-    )
-    sys.stderr.flush()
     writer = None
     if len(sockets) > 1:
         # The processes forked below share this one's memory until they write to it, and
@@ -306,6 +299,13 @@ def run(
             )
         except OSError as exc:
             raise _fail(f"cannot start the writer process: {exc.strerror or exc}") from None
+    pages = serve_web_at(web_name, f"{shown}:{bound_port}")
+    _say(
+        f"ltm server: listening on http://{shown}:{bound_port}"
+        f" ({path}, {threads} threads{processes}, sqlite sync {level.lower()})"
+        + (f", web view at {pages}" if pages else "")
+    )
+    sys.stderr.flush()
     status = serve(wsgi, sockets, threads=threads, on_stop=module.close_store, writer=writer)
     _say("ltm server: stopped" if status == 0 else "ltm server: a worker died; stopped")
     if status:
