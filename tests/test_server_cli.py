@@ -304,7 +304,7 @@ def test_a_stop_signal_to_every_process_stops_the_server_cleanly(tmp_path: Path)
 def test_a_stop_signal_reaches_a_forked_child_only_once_it_set_what_it_does() -> None:
     """A worker or the writer just forked is still on SIGTERM's default action (death);
     the signal waits until the child has set its own."""
-    from ltm.cli.server.http import let_stops_in, stops_held
+    from ltm.cli.server.forking import let_stops_in, stops_held
 
     with stops_held():
         pid = os.fork()

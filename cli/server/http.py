@@ -30,12 +30,9 @@ import os
 import signal
 import socket
 import sys
-import threading
-import time
-import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import FrameType
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from cheroot import wsgi
 from cheroot.errors import MaxSizeExceeded
@@ -44,6 +41,7 @@ from cheroot.server import HeaderReader, HTTPConnection, HTTPRequest
 
 from ltm import limits
 
+from .forking import STOP_SIGNALS, Stop, die_with, exit_after, let_stops_in, stop, stops_held
 from .intake import STRICT_HEADERS, BigBodies, Intake, RequestReader, StrictHeaders, json_error
 
 if TYPE_CHECKING:
@@ -218,45 +216,12 @@ def make_server(
     return server
 
 
-class _Stop(SystemExit):
-    pass
-
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
-def _stop(signum: int, frame: FrameType | None) -> None:
-    raise _Stop(0)
-
-
-@contextlib.contextmanager
-def stops_held() -> Iterator[None]:
-    """SIGTERM and SIGINT held back in this thread, for a fork and what records the child:
-    a stop signal sent at once to every process (a supervisor stopping the whole group)
-    never reaches a child still on the default action, which would kill it as if it had
-    crashed (the child sets its own, ``let_stops_in``), and reaches the parent only once
-    it knows the child it must stop."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-
-
-def let_stops_in(handler: Any) -> None:
-    """In a child forked under ``stops_held``: ``handler`` for SIGTERM and SIGINT, then let
-    them through (one held back meanwhile arrives now)."""
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, handler)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-
-
 def run_forever(server: Any, *, on_stop: Callable[[], None] | None = None) -> None:
     """Serve until SIGTERM or SIGINT in this process; requests in flight finish."""
-    previous = {sig: signal.signal(sig, _stop) for sig in STOP_SIGNALS}
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:
         server.serve()
-    except _Stop:
+    except Stop:
         pass
     finally:
         for sig, handler in previous.items():
@@ -303,16 +268,16 @@ def serve(
                     # gone before it handles its own. Its own signal stops it.
                     continue
                 failed.append(status)
-                raise _Stop(1)
+                raise Stop(1)
 
     # From here, a stop signal is a clean stop, even before this process serves.
-    previous = {sig: signal.signal(sig, _stop) for sig in STOP_SIGNALS}
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:
         for index, sock in enumerate(sockets[1:], start=1):
 
             def work(sock: socket.socket = sock, index: int = index) -> None:
-                let_stops_in(_stop)  # a stop before it serves: a clean stop all the same
-                _die_with(parent)
+                let_stops_in(stop)  # a stop before it serves: a clean stop all the same
+                die_with(parent)
                 if writer is not None:
                     writer.attach(index)
                 for other in sockets:
@@ -332,7 +297,7 @@ def serve(
         if children:
             signal.signal(signal.SIGCHLD, reap)
         run_forever(make_server(wsgi_app, sock=sockets[0], threads=threads), on_stop=on_stop)
-    except _Stop:
+    except Stop:
         pass  # a signal outside the serving loop; a failed worker is in `failed`
     finally:
         for sig, handler in previous.items():
@@ -354,46 +319,6 @@ def serve(
                 if status:
                     failed.append(status)
     return 1 if failed else 0
-
-
-def exit_after(run: Callable[[], None]) -> NoReturn:
-    """The end of a forked child: run ``run``, then exit with its status, never returning
-    into the code that forked it (1 after a traceback on stderr)."""
-    status = 0
-    try:
-        run()
-    except _Stop as stopped:  # a signal outside the serving loop: still a clean stop
-        status = int(stopped.code or 0)
-    except BaseException:
-        traceback.print_exc()
-        status = 1
-    finally:
-        sys.stderr.flush()
-        os._exit(status)
-
-
-def _die_with(parent: int) -> None:
-    """Stop this worker (SIGTERM, a clean stop) when the main process dies, even by SIGKILL.
-
-    Linux: the kernel's parent-death signal. Elsewhere: a thread that watches
-    the parent pid once a second.
-    """
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(1, signal.SIGTERM, 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
-            raise OSError(ctypes.get_errno(), "prctl")
-    except (OSError, AttributeError):
-
-        def watch() -> None:
-            while os.getppid() == parent:
-                time.sleep(1)
-            os.kill(os.getpid(), signal.SIGTERM)
-
-        threading.Thread(target=watch, name="ltm-parent-watch", daemon=True).start()
-    if os.getppid() != parent:  # it died before the signal was armed
-        os.kill(os.getpid(), signal.SIGTERM)
 
 
 # The adapter turns these, raised while it reads a chunked body, into its own 413.

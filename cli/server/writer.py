@@ -38,7 +38,7 @@ from typing import Any
 from ltm.store import StoreError
 from ltm.store import sqlite as sqlite_store
 
-from .http import exit_after, let_stops_in, stops_held
+from .forking import exit_after, let_stops_in, stops_held
 
 STOPPED = "the server's writer process stopped before answering: the push is not acknowledged"
 PROCESS_NAME = "ltm-writer"  # what ps and top show for it (Linux)
