@@ -233,7 +233,9 @@ def test_a_dead_writer_stops_the_server(tmp_path: Path) -> None:
         (writer,) = [pid for pid, name in names.items() if name == PROCESS_NAME]
         os.kill(writer, signal.SIGKILL)
         assert server.proc.wait(timeout=20) == 1
-        assert "a worker died" in server.logs()
+        logs = server.logs()
+        assert "ltm server: the writer process died (killed by SIGKILL); stopping" in logs
+        assert "ltm server: a process died; stopped" in logs
 
 
 @linux

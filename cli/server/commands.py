@@ -307,7 +307,7 @@ def run(
     )
     sys.stderr.flush()
     status = serve(wsgi, sockets, threads=threads, on_stop=module.close_store, writer=writer)
-    _say("ltm server: stopped" if status == 0 else "ltm server: a worker died; stopped")
+    _say("ltm server: stopped" if status == 0 else "ltm server: a process died; stopped")
     if status:
         raise typer.Exit(status)
 

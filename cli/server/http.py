@@ -268,6 +268,8 @@ def serve(
                     # gone before it handles its own. Its own signal stops it.
                     continue
                 failed.append(status)
+                who = "the writer process" if writer and pid == writer.pid else "a worker process"
+                sys.stderr.write(f"ltm server: {who} died ({_how(status)}); stopping\n")
                 raise Stop(1)
 
     # From here, a stop signal is a clean stop, even before this process serves.
@@ -319,6 +321,16 @@ def serve(
                 if status:
                     failed.append(status)
     return 1 if failed else 0
+
+
+def _how(status: int) -> str:
+    """How a child ended, from its wait status: ``killed by SIGKILL``, ``exit status 1``."""
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exit status {code}"
 
 
 # The adapter turns these, raised while it reads a chunked body, into its own 413.
