@@ -255,6 +255,7 @@ def serve(
         children[writer.pid] = -1
     parent = os.getpid()
     failed: list[int] = []
+    died: list[str] = []
 
     def reap(signum: int, frame: FrameType | None) -> None:
         for pid in list(children):
@@ -269,7 +270,7 @@ def serve(
                     continue
                 failed.append(status)
                 who = "the writer process" if writer and pid == writer.pid else "a worker process"
-                sys.stderr.write(f"ltm server: {who} died ({_how(status)}); stopping\n")
+                died.append(f"{who} died ({_how(status)})")  # said outside this handler
                 raise Stop(1)
 
     # From here, a stop signal is a clean stop, even before this process serves.
@@ -306,6 +307,9 @@ def serve(
             signal.signal(sig, handler)
         if children:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for death in died:  # said here, never from inside the handler (stderr may be mid-write)
+            sys.stderr.write(f"ltm server: {death}; stopping\n")
+        if children:
             workers = [pid for pid in children if writer is None or pid != writer.pid]
             for pid in workers:
                 with contextlib.suppress(ProcessLookupError):
