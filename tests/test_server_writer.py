@@ -244,22 +244,16 @@ def test_a_server_whose_writer_cannot_start_says_so_in_one_line_and_never_listen
 ) -> None:
     # 8 processes of 16 threads want 128 socket pairs for the writer: 256 descriptors,
     # past this limit (the listening sockets and the interpreter's own fit under it).
-    import resource
-
+    # The limit is set by a shell in the child: no preexec_fn in a process with threads.
     db = tmp_path / "server.db"
     init_db(db)
-
-    def few_descriptors() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (200, 200))
-
-    argv = [*SERVER, "run", "--db", str(db), "--addr", "127.0.0.1:0"]
+    argv = [*SERVER, "run", "--db", str(db), "--addr", "127.0.0.1:0", "--workers", "8"]
     done = subprocess.run(
-        [*argv, "--workers", "8", "--threads", "16"],
+        ["sh", "-c", 'ulimit -n 200 && exec "$@"', "sh", *argv, "--threads", "16"],
         capture_output=True,
         text=True,
         env=clean_env(),
         timeout=60,
-        preexec_fn=few_descriptors,
     )
     assert done.returncode == 1
     assert "cannot start the writer process" in done.stderr
