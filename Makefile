@@ -11,7 +11,7 @@ CHROMIUM ?= /usr/bin/chromium
 
 .PHONY: demo test lint format bench clean sysdeps nodedeps
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
