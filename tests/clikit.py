@@ -21,6 +21,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
 
+from timing import scaled
+
 LTM = str(Path(sys.executable).with_name("ltm"))
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
@@ -79,7 +81,7 @@ class Cli:
             input=data,
             env={**self.env, **env},
             capture_output=True,
-            timeout=timeout,
+            timeout=scaled(timeout),
             cwd=cwd if cwd is not None else self.cwd,
         )
         return subprocess.CompletedProcess(
@@ -107,7 +109,7 @@ class Cli:
             env=self.env,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=scaled(60),
         )
         assert out.returncode == 0, out.stderr
         return {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if "|" in line}

@@ -55,6 +55,19 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _conformance["run"] += 1
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        import timing  # noqa: F401  (a bad LTM_TEST_TIME_SCALE is one line, before any test)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_report_header() -> str:
+    from timing import ENV, SCALE
+
+    return f"time budgets: x{SCALE:g} ({ENV}, tests/timing.py)"
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     run, skipped, broken = _conformance["run"], _conformance["skipped"], _conformance["broken"]
     if run or skipped or broken:

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 from clikit import LTM, Cli
 from serverkit import Server, clean_env, init_db, run_server
+from timing import scaled
 
 # Poll every second (the protocol's default is 5) and keep the limits out of the way.
 FAST = {
@@ -76,7 +77,7 @@ class AuthProcess:
         self._queue.put(None)
 
     def wait_for(self, pattern: re.Pattern[str], timeout: float = 30) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         for line in self.lines:
             if found := pattern.search(line):
                 return found
@@ -101,11 +102,11 @@ class AuthProcess:
 
     def finish(self, timeout: float = 60) -> int:
         try:
-            code = self.proc.wait(timeout=timeout)
+            code = self.proc.wait(timeout=scaled(timeout))
         except subprocess.TimeoutExpired:
             self.kill()
             raise AssertionError("ltm auth did not finish:\n" + self.output()) from None
-        self._reader.join(timeout=5)
+        self._reader.join(timeout=scaled(5))
         while True:
             try:
                 line = self._queue.get_nowait()
@@ -121,7 +122,7 @@ class AuthProcess:
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=scaled(10))
 
 
 # -- the device flow over HTTP, as a device and a person drive it ---------------------------

@@ -38,6 +38,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from timing import scaled
+
 HERE = Path(__file__).resolve().parent / "dynalite"
 VERSION = "4.0.0"
 NO_NODE = "dynalite needs Node.js (node not found on PATH); the other engines still ran"
@@ -84,10 +86,10 @@ def running() -> Iterator[str]:
         if proc.stdin is not None:
             proc.stdin.close()
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=scaled(10))
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait(timeout=10)
+            proc.wait(timeout=scaled(10))
 
 
 NEEDS_ISOLATION = {

@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from timing import scaled
+
 REGION = "us-east-1"
 _LOCK = threading.RLock()
 
@@ -128,7 +130,7 @@ def free_port() -> int:
 
 def _wait_for_line(proc: subprocess.Popen[str], pattern: re.Pattern[str], what: str) -> str:
     assert proc.stdout is not None
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     seen = []
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
@@ -162,7 +164,7 @@ def moto_server() -> Iterator[str]:
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=scaled(10))
         except subprocess.TimeoutExpired:
             proc.kill()
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from timing import scaled
 
 LTM = str(Path(sys.executable).with_name("ltm"))
 # The stores the HTTP suites run the server on: its SQLite file (``ltm server
@@ -58,7 +59,7 @@ class LoopbackTransport(httpx.HTTPTransport):
 
 def local_client(**kw: Any) -> httpx.Client:
     """An HTTP client that reaches ``*.localhost`` names (a web view's own) like a browser."""
-    kw.setdefault("timeout", 30)
+    kw.setdefault("timeout", scaled(30))
     return httpx.Client(transport=LoopbackTransport(), **kw)
 
 
@@ -73,7 +74,11 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 def ltm_server(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> Any:
     return subprocess.run(
-        [*SERVER, *args], capture_output=True, text=True, env=env or clean_env(), timeout=timeout
+        [*SERVER, *args],
+        capture_output=True,
+        text=True,
+        env=env or clean_env(),
+        timeout=scaled(timeout),
     )
 
 
@@ -98,7 +103,7 @@ class Server:
 
     def client(self, token: str | None = None, **kw: Any) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kw)
+        return httpx.Client(base_url=self.url, headers=headers, timeout=scaled(30), **kw)
 
     def issue(self, name: str | None = None) -> tuple[str, str]:
         """A new user with a token: (user id, token)."""
@@ -121,10 +126,10 @@ class Server:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
-                self.proc.wait(timeout=timeout)
+                self.proc.wait(timeout=scaled(timeout))
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-                self.proc.wait(timeout=timeout)
+                self.proc.wait(timeout=scaled(timeout))
         return self.proc.returncode
 
 
@@ -156,7 +161,7 @@ def run_server(
             stderr=sink,
             env=env or clean_env(),
         )
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     port = None
     web: re.Match[str] | None = None
     start = log.stat().st_size if log.exists() else 0
@@ -185,7 +190,7 @@ def run_server(
     server.open_store = lambda: _sqlite(db)
     while time.monotonic() < deadline:
         try:
-            if httpx.get(server.url + "/v1/healthz", timeout=2).status_code == 200:
+            if httpx.get(server.url + "/v1/healthz", timeout=scaled(2)).status_code == 200:
                 return server
         except httpx.HTTPError:
             pass
@@ -218,7 +223,7 @@ def server_processes(pid: int) -> dict[int, str]:
     name (just after it starts: until then it shows the workers' name)."""
     from ltm.cli.server.writer import PROCESS_NAME
 
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + scaled(10)
     while True:
         path = Path(f"/proc/{pid}/task/{pid}/children")
         names: dict[int, str] = {}

@@ -26,6 +26,7 @@ import httpx
 import pytest
 from clikit import LTM, Cli, Seen, json_reply, stub_server
 from serverkit import Server, running_server
+from timing import scaled
 
 from ltm.cli.client import device
 from ltm.cli.client.remote import Http
@@ -95,7 +96,7 @@ class Clock:
 
 
 def sign_in(url: str, clock: Clock, said: list[str], *, browser: bool = False) -> str:
-    http = Http(url, timeout=5)
+    http = Http(url, timeout=scaled(5))
     try:
         return device.sign_in(
             http, open_browser=browser, say=said.append, sleep=clock.sleep, clock=clock
@@ -325,7 +326,7 @@ def _approve_when_shown(
     """Read the code the command shows, and decide it from another signed-in device."""
     assert proc.stderr is not None
     shown = b""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while b"enter the code: " not in shown and time.monotonic() < deadline:
         shown += proc.stderr.readline()
     code = shown.split(b"enter the code: ", 1)[1].split()[0].decode()
@@ -347,7 +348,7 @@ def test_ltm_auth_against_ltm_server_run(server: Server, tmp_path: Path, approve
     )
     try:
         _approve_when_shown(proc, server, token, approve=approve)
-        _out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=scaled(60))
     finally:
         if proc.poll() is None:
             proc.kill()

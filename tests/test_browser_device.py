@@ -31,6 +31,7 @@ from clikit import Cli
 from cognito_standin import PASSWORD, Cognito, cognito_standin
 from devicekit import AuthProcess, device_server
 from serverkit import Server, make_packet
+from timing import scaled
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -43,7 +44,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-STEP_TIMEOUT_MS = 15_000
+STEP_TIMEOUT_MS = scaled(15_000)
 ALICE = "alice@example.org"
 
 pytestmark = pytest.mark.skipif(
@@ -61,7 +62,7 @@ def browser() -> Iterator[Any]:
 
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, timeout=60_000
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, timeout=scaled(60_000)
         )
         try:
             yield chromium
@@ -226,7 +227,9 @@ def test_wrong_code_then_a_cancelled_sign_in(
 
 
 def test_code_expires_while_signing_in(cognito: Cognito, page: Any, tmp_path: Path) -> None:
-    with device_server(tmp_path / "srv", LTM_DEVICE_EXPIRES_IN="4", **cognito.env()) as srv:
+    with device_server(
+        tmp_path / "srv", LTM_DEVICE_EXPIRES_IN=f"{scaled(4):.0f}", **cognito.env()
+    ) as srv:
         cognito.allow_callback(srv.url + "/device/callback")
         # The web view signs in at its own name (a server on loopback), and comes back there.
         cognito.allow_callback(srv.web + "/device/callback")

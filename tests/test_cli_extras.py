@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from clikit import base_env
+from timing import scaled
 
 from ltm.cli.start import entry
 from ltm.cli.start.extras import extra_for, missing
@@ -41,7 +42,7 @@ def ltm_without(
         env=base_env(home),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
 
 

@@ -18,6 +18,7 @@ import pexpect
 import pytest
 from clikit import LTM, Cli, signed_in
 from serverkit import Server, running_server
+from timing import scaled
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +113,7 @@ def test_on_a_terminal_it_asks_and_no_is_the_default(
     me = signed_in(home, tmp_path / "me", "me3")
     child = pexpect.spawn(
         LTM, ["join", invite(other, tmp_path / "o1", "asked")], env=me.env,
-        encoding="utf-8", timeout=30,
+        encoding="utf-8", timeout=scaled(30),
     )  # fmt: skip
     child.expect(rf"Make {other.url} your default server \(now {home.url}\)\?.*\[y/N\]")
     child.sendline("")  # just Enter: no
@@ -123,7 +124,7 @@ def test_on_a_terminal_it_asks_and_no_is_the_default(
 
     child = pexpect.spawn(
         LTM, ["join", invite(other, tmp_path / "o2", "yes")], env=me.env,
-        encoding="utf-8", timeout=30,
+        encoding="utf-8", timeout=scaled(30),
     )  # fmt: skip
     child.expect(r"\[y/N\]")
     child.sendline("y")

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from timing import scaled
 
 LTM = str(Path(sys.executable).with_name("ltm"))
 EXAMPLE_ID = "01JS5LTMEXAMPLEPACKET00001A"
@@ -29,7 +30,9 @@ def ltm(
     env: dict[str, str], *args: str, stdin: str | bytes = b""
 ) -> subprocess.CompletedProcess[str]:
     data = stdin.encode() if isinstance(stdin, str) else stdin
-    proc = subprocess.run([LTM, *args], input=data, env=env, capture_output=True, timeout=60)
+    proc = subprocess.run(
+        [LTM, *args], input=data, env=env, capture_output=True, timeout=scaled(60)
+    )
     return subprocess.CompletedProcess(
         proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode()
     )

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from clikit import Cli
+from timing import scaled
 
 BIN = str(Path(sys.executable).parent)
 TEAMS = ["core", "crew", "docs"]
@@ -97,7 +98,7 @@ def test_a_real_bash_completes_with_the_printed_script(cli: Cli, tmp_path: Path)
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["core", "crew"]

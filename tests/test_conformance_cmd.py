@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from clikit import Seen, json_reply, stub_server
 from serverkit import LTM, SERVER_STORES, Server, running_server
+from timing import scaled
 
 
 @pytest.fixture(scope="module", params=SERVER_STORES)
@@ -35,7 +36,7 @@ def conformance(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
         env={**clean, **(env or {})},
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
     )
 
 

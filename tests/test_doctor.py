@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 from clikit import LTM, Cli, Seen, free_port, json_reply, signed_in, silent_server, stub_server
 from serverkit import Server, running_server
+from timing import scaled
 
-BUDGET_MS = 2000  # the hard limit per check
+BUDGET_MS = 2000  # the most one check may take (scaled on a loaded machine: tests/timing.py)
 # The process's own start (a few hundred ms on a loaded machine) is not part of a check.
 
 
@@ -45,7 +46,7 @@ def doctor(cli: Cli, *args: str, code: int | None = None, **env: str) -> dict[st
     if code is not None:
         assert result.returncode == code, result.stdout
     for check in report["checks"]:
-        assert check["elapsed_ms"] <= BUDGET_MS, check
+        assert check["elapsed_ms"] <= scaled(BUDGET_MS), check
     return report
 
 

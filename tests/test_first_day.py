@@ -18,6 +18,7 @@ import pexpect
 import pytest
 from clikit import LTM, Cli, json_reply, signed_in, stub_server
 from serverkit import EXAMPLE, Server, ltm_server, running_server
+from timing import scaled
 
 
 @pytest.fixture(scope="module")
@@ -184,21 +185,21 @@ def test_destructive_verbs_refuse_without_a_terminal_unless_told_yes(
         line = owner.fails(*args, code=2)
         assert "no terminal to ask on" in line and "add --yes" in line, line
     assert packet[:12] in owner.ok("ls", "-t", "doomed")  # nothing happened
-    assert httpx.get(public, timeout=10).status_code == 200
+    assert httpx.get(public, timeout=scaled(10)).status_code == 200
     assert "Sam" in owner.ok("teams", "members", "doomed")
     assert packet[:12] in sam.ok("ls", "-t", "doomed")
 
     for args in verbs:
         done = owner.run(*args, "--yes")
         assert done.returncode == 0, (args, done.stderr)
-    assert httpx.get(public, timeout=10).status_code == 404
+    assert httpx.get(public, timeout=scaled(10)).status_code == 404
     assert "token rejected" in owner.fails("whoami")  # its own token, revoked
 
 
 def test_on_a_terminal_a_destructive_verb_asks(server: Server, tmp_path: Path) -> None:
     owner, _ = team_of(server, tmp_path / "owner", "asked")
     child = pexpect.spawn(
-        LTM, ["teams", "rm", "asked"], env=owner.env, encoding="utf-8", timeout=30
+        LTM, ["teams", "rm", "asked"], env=owner.env, encoding="utf-8", timeout=scaled(30)
     )
     child.expect(r"Delete team asked on .* and all of its packets\?")
     child.sendline("n")
@@ -292,7 +293,7 @@ def test_save_refuses_a_parent_that_does_not_exist(tmp_path: Path) -> None:
 
 def test_save_on_a_terminal_says_what_it_waits_for(tmp_path: Path) -> None:
     me = Cli(tmp_path / "me")
-    child = pexpect.spawn(LTM, ["save"], env=me.env, encoding="utf-8", timeout=30)
+    child = pexpect.spawn(LTM, ["save"], env=me.env, encoding="utf-8", timeout=scaled(30))
     child.expect("reading the packet \\(JSON\\) from standard input; end with Ctrl-D")
     child.send(content("Typed in") + "\n")
     child.sendeof()
@@ -324,7 +325,7 @@ def test_make_sysdeps_goes_on_without_apt_get(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         env={"PATH": str(bare)},
-        timeout=60,
+        timeout=scaled(60),
     )
     assert result.returncode == 0, result.stderr
     assert "no apt-get to install it; the browser tests will be skipped" in result.stdout
@@ -347,7 +348,7 @@ def test_make_demo_leaves_the_users_store_alone(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         env=me.env,
-        timeout=120,
+        timeout=scaled(120),
     )
     assert result.returncode == 0, result.stderr
     assert "in a throwaway store" in result.stdout and "# Resume context" in result.stdout

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from clikit import Cli
 from serverkit import running_server
+from timing import scaled
 
 HARNESSES = ["claude-code", "codex", "cursor", "copilot", "gemini"]
 # The harness's event names for session start, prompt, compaction, stop.
@@ -120,7 +121,7 @@ def run(command: str, data: dict[str, Any] | bytes, cli: Cli, folder: Path, **en
     raw = data if isinstance(data, bytes) else json.dumps(data).encode()
     ran = subprocess.run(
         command, shell=True, input=raw, env={**cli.env, **env}, cwd=folder,
-        capture_output=True, timeout=30,
+        capture_output=True, timeout=scaled(30),
     )  # fmt: skip
     assert ran.returncode == 0 and ran.stderr == b"", ran.stderr
     return json.loads(ran.stdout) if ran.stdout.strip() else None

@@ -23,6 +23,7 @@ import pytest
 from clikit import LTM, Cli, silent_server
 from serverkit import running_server
 from test_project import needs_git, repo
+from timing import scaled
 
 BUDGET = 1.5
 
@@ -289,7 +290,7 @@ def test_pre_compact_tells_the_user_and_the_compacted_session_start_tells_the_ag
 def _fails_open(cli: Cli, payload: dict | bytes, event: str = "session-start") -> None:
     answer, took = hook(cli, event, payload)
     assert answer is None
-    assert took <= BUDGET, took
+    assert took <= scaled(BUDGET), took
 
 
 def test_garbage_on_stdin_and_bad_arguments_fail_open(person: Cli, tmp_path: Path) -> None:
@@ -384,7 +385,7 @@ def session_start_imports(cli: Cli, folder: Path) -> set[str]:
         env=cli.env,
         cwd=folder,
         capture_output=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert out.returncode == 0, out.stderr
     lines = out.stderr.decode().splitlines()

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from clikit import Cli
+from timing import scaled
 
 EVENTS = {
     "SessionStart": "session-start",
@@ -109,7 +110,7 @@ def test_claude_code_user_settings_merge_rerun_and_uninstall(person: Cli) -> Non
         input=b'{"hook_event_name": "SessionStart", "source": "startup", "cwd": "/"}',
         capture_output=True,
         env=person.env,
-        timeout=30,
+        timeout=scaled(30),
     )
     assert ran.returncode == 0 and ran.stdout == b"", ran.stderr
 

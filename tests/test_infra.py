@@ -28,6 +28,7 @@ import pytest
 import test_store_contract as contract
 from cfnlint.decode import decode
 from dynamo_moto import in_process, moto_server
+from timing import scaled
 
 from ltm.store.dynamo import TABLE_SCHEMA, TTL_ATTRIBUTE, DynamoStore
 
@@ -44,7 +45,7 @@ def cfn_lint(*paths: Path) -> subprocess.CompletedProcess[str]:
         [str(Path(sys.executable).with_name("cfn-lint")), *map(str, paths)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
     )
 
 
@@ -256,9 +257,13 @@ def test_create_tables_command_against_an_endpoint(moto_url: str) -> None:
     import boto3
 
     run = [sys.executable, "-m", "ltm.store.dynamo", "create-tables", "--table", "ltm-cmd"]
-    first = subprocess.run(run, env=aws_env(moto_url), capture_output=True, text=True, timeout=60)
+    first = subprocess.run(
+        run, env=aws_env(moto_url), capture_output=True, text=True, timeout=scaled(60)
+    )
     assert first.returncode == 0, first.stderr
-    again = subprocess.run(run, env=aws_env(moto_url), capture_output=True, text=True, timeout=60)
+    again = subprocess.run(
+        run, env=aws_env(moto_url), capture_output=True, text=True, timeout=scaled(60)
+    )
     assert again.returncode == 0 and "already exists" in again.stderr
     client = boto3.client(
         "dynamodb",
@@ -329,7 +334,7 @@ def test_chalice_package_builds_a_deployable_artifact(stage: str, tmp_path: Path
         env=env,
         capture_output=True,
         text=True,
-        timeout=540,
+        timeout=scaled(540),
     )
     assert result.returncode == 0, result.stdout + result.stderr
     sam = out / "sam.json"

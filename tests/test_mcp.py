@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from timing import scaled
 
 pytest.importorskip("mcp")
 
@@ -89,7 +90,7 @@ class Shim:
         with self.errlog_path.open("w") as errlog:
             async with (
                 stdio_client(params, errlog=errlog) as (read, write),
-                ClientSession(read, write, read_timeout_seconds=60) as session,
+                ClientSession(read, write, read_timeout_seconds=scaled(60)) as session,
             ):
                 self.init = await session.initialize()
                 yield session
@@ -162,7 +163,7 @@ def unframed(answer: str) -> str:
 
 def cli(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [LTM, *args], input=stdin, env=env, capture_output=True, text=True, timeout=60
+        [LTM, *args], input=stdin, env=env, capture_output=True, text=True, timeout=scaled(60)
     )
 
 
@@ -565,7 +566,7 @@ def test_stdout_carries_only_the_protocol(tmp_path: Path) -> None:
                 replies.append(json.loads(proc.stdout.readline()))
         proc.stdin.close()
         rest = proc.stdout.read()
-        assert proc.wait(timeout=30) == 0
+        assert proc.wait(timeout=scaled(30)) == 0
     finally:
         if proc.poll() is None:  # pragma: no cover - only when an assertion failed above
             proc.kill()
@@ -592,7 +593,7 @@ def test_mcp_module_import_stays_cheap() -> None:
         "print(','.join(heavy))"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=scaled(60)
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == ""
@@ -632,7 +633,7 @@ def test_every_tool_against_a_real_server(server: Any, tmp_path: Path) -> None:
     _sign_in(env, server.url, token)
     headers = {"Authorization": f"Bearer {token}"}
     created = httpx.post(
-        server.url + "/v1/teams", json={"name": "core"}, headers=headers, timeout=10
+        server.url + "/v1/teams", json={"name": "core"}, headers=headers, timeout=scaled(10)
     )
     assert created.status_code == 201, created.text
 
@@ -718,7 +719,7 @@ def test_server_going_away_mid_session(server: Any, tmp_path: Path) -> None:
     import signal
 
     token = _issue(server, "mcp-gone")
-    env = clean_env(tmp_path, LTM_TIMEOUT="5")
+    env = clean_env(tmp_path, LTM_TIMEOUT=f"{scaled(5):g}")
     _sign_in(env, server.url, token)
     with Shim(env, tmp_path / "shim.stderr") as shim:
         packet_id = shim.call("save", {"packet": CONTENT}).structured_content["id"]
@@ -788,10 +789,10 @@ def test_a_teammates_packet_is_framed_as_another_persons_data_everywhere(
     finally:
         store.close()
     as_alice = httpx.Client(
-        base_url=server.url, headers={"Authorization": f"Bearer {alice_token}"}, timeout=10
+        base_url=server.url, headers={"Authorization": f"Bearer {alice_token}"}, timeout=scaled(10)
     )
     as_bob = httpx.Client(
-        base_url=server.url, headers={"Authorization": f"Bearer {bob_token}"}, timeout=10
+        base_url=server.url, headers={"Authorization": f"Bearer {bob_token}"}, timeout=scaled(10)
     )
     with as_alice, as_bob:
         assert as_alice.post("/v1/teams", json={"name": "core"}).status_code == 201

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from timing import scaled
 
 from ltm.cli.agents.mcp.install import JsoncError, MergeError, merge, parse_jsonc
 
@@ -58,7 +59,7 @@ def run(
         cwd=home.parent / "project",
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
 
 

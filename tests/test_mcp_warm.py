@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from timing import scaled
 
 pytest.importorskip("mcp")
 if sys.platform == "win32":
@@ -44,7 +45,7 @@ def default_env(home: Path, state: Path) -> dict[str, str]:
 
 
 def wait_for(folder: Path, pattern: str) -> Path:
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)
     while time.monotonic() < deadline:
         found = list(folder.glob(pattern))
         if found:
@@ -183,7 +184,7 @@ class Impostor:
             except OSError:
                 continue
             self.connected = True
-            conn.settimeout(2)
+            conn.settimeout(scaled(2))
             with contextlib.suppress(OSError):
                 self.received += conn.recv(1 << 20)
             conn.close()

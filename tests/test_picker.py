@@ -15,6 +15,7 @@ import pexpect
 import pytest
 from clikit import LTM, Cli
 from serverkit import Server, running_server
+from timing import scaled
 
 DOWN, UP, ENTER, ESC = "\x1b[B", "\x1b[A", "\r", "\x1b"
 GOALS = ["Oldest goal: the flaky login", "Middle goal: the slow build", "Newest goal: docs"]
@@ -32,7 +33,7 @@ def saved(cli: Cli, *extra: str) -> list[str]:
 
 def spawn(cli: Cli, *args: str, **env: str) -> pexpect.spawn:
     child = pexpect.spawn(
-        LTM, list(args), env={**cli.env, **env}, encoding="utf-8", timeout=30,
+        LTM, list(args), env={**cli.env, **env}, encoding="utf-8", timeout=scaled(30),
         dimensions=(24, 120),
     )  # fmt: skip
     child.expect("Resume which packet")
@@ -173,7 +174,7 @@ def test_the_picker_on_a_team_and_rm_asking_first(server: Server, tmp_path: Path
     assert status == 0 and "Middle goal" in output.split("# Resume context", 1)[1]
 
     child = pexpect.spawn(LTM, ["rm", ids[1][:12], "-t", "pickers"], env=cli.env,
-                          encoding="utf-8", timeout=30)  # fmt: skip
+                          encoding="utf-8", timeout=scaled(30))  # fmt: skip
     child.expect(r"Delete .*Middle goal.*\?")
     child.sendline("n")
     output, status = finish(child)
@@ -181,7 +182,7 @@ def test_the_picker_on_a_team_and_rm_asking_first(server: Server, tmp_path: Path
     assert ids[1][:12] in cli.ok("ls", "-t", "pickers")
 
     child = pexpect.spawn(LTM, ["rm", ids[1][:12], "-t", "pickers"], env=cli.env,
-                          encoding="utf-8", timeout=30)  # fmt: skip
+                          encoding="utf-8", timeout=scaled(30))  # fmt: skip
     child.expect(r"\?")
     child.sendline("y")
     output, status = finish(child)

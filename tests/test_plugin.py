@@ -22,6 +22,7 @@ from typing import Any
 import jsonschema
 import pytest
 from clikit import LTM, Cli
+from timing import scaled
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = ROOT / "plugin"
@@ -208,12 +209,12 @@ def test_without_ltm_the_hooks_are_silent_and_the_mcp_entry_says_how_to_install(
         command = groups[0]["hooks"][0]["command"]
         ran = subprocess.run(
             ["sh", "-c", command], input=json.dumps(payload).encode(), env=env,
-            capture_output=True, cwd=tmp_path, timeout=30,
+            capture_output=True, cwd=tmp_path, timeout=scaled(30),
         )  # fmt: skip
         assert (ran.returncode, ran.stdout, ran.stderr) == (0, b"", b"")
     server = load(PLUGIN / ".mcp.json")["mcpServers"]["ltm"]
     ran = subprocess.run(
-        [server["command"], *server["args"]], env=env, capture_output=True, timeout=30,
+        [server["command"], *server["args"]], env=env, capture_output=True, timeout=scaled(30),
         stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert ran.returncode != 0 and ran.stdout == b""
@@ -232,7 +233,7 @@ def test_with_ltm_on_path_the_plugin_hook_resumes(tmp_path: Path) -> None:
                "source": "startup"}  # fmt: skip
     ran = subprocess.run(
         ["sh", "-c", start["command"]], input=json.dumps(payload).encode(), env=env,
-        capture_output=True, cwd=project, timeout=30,
+        capture_output=True, cwd=project, timeout=scaled(30),
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     answer = json.loads(ran.stdout)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from clikit import LTM, Cli, signed_in
 from serverkit import SERVER_STORES, Server, make_packet, running_server
+from timing import scaled
 
 from ltm import bundle
 from ltm.cli.terminal.progress import Progress
@@ -227,7 +228,7 @@ def test_an_import_killed_midway_keeps_whole_batches_and_a_rerun_completes_it(
     said = [proc.stdout.readline().decode() for _ in range(BATCH)]  # the first commit is in
     os.kill(proc.pid, signal.SIGKILL)
     said += [line.decode() for line in proc.stdout]
-    assert proc.wait(timeout=60) == -signal.SIGKILL, "the import ended before the kill"
+    assert proc.wait(timeout=scaled(60)) == -signal.SIGKILL, "the import ended before the kill"
     reported = [line.split()[1] for line in said if line.startswith("added ")]
     held = local_bodies(cli)
     # A line says "added" only once its batch is on disk, and a batch lands whole.
@@ -459,7 +460,7 @@ def test_on_a_terminal_progress_shows_and_the_bundle_never_floods_it(tmp_path: P
     out = tmp_path / "tty.jsonl"
 
     def on_terminal(*args: str) -> tuple[str, int]:
-        child = pexpect.spawn(LTM, list(args), env=cli.env, encoding="utf-8", timeout=60)
+        child = pexpect.spawn(LTM, list(args), env=cli.env, encoding="utf-8", timeout=scaled(60))
         child.expect(pexpect.EOF)
         child.close()
         return child.before, child.exitstatus
@@ -798,7 +799,7 @@ def test_spawned_workers_read_the_rules_again_and_judge_as_this_process_does(
         assert pool is not None
         try:
             assert pool.pool._mp_context.get_start_method() == "spawn"
-            state = pool.pool.submit(_worker_state).result(timeout=120)
+            state = pool.pool.submit(_worker_state).result(timeout=scaled(120))
             pooled = pool.judge([(p, True) for p in packets])()
         finally:
             pool.close()
@@ -1042,7 +1043,7 @@ def test_the_workers_start_ready_to_scan_with_the_importers_own_rules(
     pool = judges.Judges.start(size=judges.MIN_BYTES, scan=True, rules=rules)
     assert pool is not None
     try:
-        state = pool.pool.submit(_worker_state).result(timeout=60)
+        state = pool.pool.submit(_worker_state).result(timeout=scaled(60))
         assert state == (True, ["team-code"], judges.GC_THRESHOLD)
         packet = make_packet(goal="Ship with TEAMCODE-1234 in the notes")
         (judged,) = pool.judge([(packet, True)])()

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timing import scaled
 
 from ltm.cli.start.main import COMMANDS, GROUPS
 
@@ -60,7 +61,7 @@ def test_every_verb_shown_exists() -> None:
 )
 def test_every_group_subcommand_shown_exists(group_command: tuple[str, str]) -> None:
     group, sub = group_command
-    result = subprocess.run([LTM, group, sub, "--help"], capture_output=True, timeout=60)
+    result = subprocess.run([LTM, group, sub, "--help"], capture_output=True, timeout=scaled(60))
     assert result.returncode == 0, result.stderr.decode()
 
 

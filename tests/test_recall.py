@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from clikit import LTM, Cli, silent_server
 from test_hook import NOT_ON_THE_HOOK_PATH
+from timing import scaled
 
 # Recall runs on every prompt: the session-start hook's whole list holds for it too
 # (ltm.search keeps its query records in NamedTuples for that: no dataclasses).
@@ -139,7 +140,7 @@ def test_recall_is_import_light(shop: Cli) -> None:
     out = subprocess.run(
         [sys.executable, "-X", "importtime", LTM, "hook", "user-prompt"],
         input=json.dumps(prompt_payload(shop.cwd, "flaky login test")).encode(),
-        env=shop.env, cwd=shop.cwd, capture_output=True, timeout=60,
+        env=shop.env, cwd=shop.cwd, capture_output=True, timeout=scaled(60),
     )  # fmt: skip
     assert out.returncode == 0 and b"ltm-recall" in out.stdout, out.stderr
     lines = out.stderr.decode().splitlines()

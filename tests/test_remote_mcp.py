@@ -25,6 +25,7 @@ import anyio
 import httpx
 import pytest
 from serverkit import Server, local_client, make_packet, running_server
+from timing import scaled
 
 pytest.importorskip("mcp.client.streamable_http")
 
@@ -48,7 +49,7 @@ def session(server: Server, token: str | None, work: Any, *, auth: Any = None) -
     headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     async def main() -> Any:
-        http = httpx2.AsyncClient(headers=headers, timeout=30, auth=auth)
+        http = httpx2.AsyncClient(headers=headers, timeout=scaled(30), auth=auth)
         transport = streamable_http_client(server.url + "/mcp", http_client=http)
         async with Client(transport, mode="legacy") as client:
             return await work(client)

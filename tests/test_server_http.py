@@ -24,6 +24,7 @@ from serverkit import (
     make_packet,
     running_server,
 )
+from timing import scaled
 
 from ltm import packet
 
@@ -520,7 +521,7 @@ def test_a_chunked_body_over_32_kib_is_413(alice: httpx.Client) -> None:
 def test_an_oversized_content_length_is_refused_before_the_body_is_sent(server: Server) -> None:
     """The server answers 413 from the headers alone: it never waits for the 1 GB body."""
     host, port = server.url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
+    with socket.create_connection((host, int(port)), timeout=scaled(10)) as sock:
         sock.sendall(
             b"POST /v1/packets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Authorization: Bearer " + server.root_token.encode() + b"\r\n"
@@ -536,7 +537,7 @@ def test_an_oversized_content_length_is_refused_before_the_body_is_sent(server: 
 def _head_only_reply(server: Server, request_line: bytes, length: int) -> bytes:
     """What the server answers a head declaring ``length`` bytes, the body never sent."""
     host, port = server.url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
+    with socket.create_connection((host, int(port)), timeout=scaled(10)) as sock:
         sock.sendall(
             request_line + b"\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Authorization: Bearer " + server.root_token.encode() + b"\r\n"
@@ -618,7 +619,7 @@ def test_wrong_methods_are_json_405(server: Server, method: str, path: str, allo
 
 def test_malformed_http_is_a_json_400(server: Server) -> None:
     host, port = server.url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
+    with socket.create_connection((host, int(port)), timeout=scaled(10)) as sock:
         sock.sendall(b"GET /v1/healthz HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n")
         reply = b""
         while chunk := sock.recv(4096):  # the server closes the connection after an error
@@ -727,7 +728,7 @@ def test_the_per_user_storage_bound_is_a_507_with_one_line(tmp_path: Path) -> No
 
 def test_a_malformed_chunked_body_is_a_json_400(server: Server) -> None:
     host, port = server.url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
+    with socket.create_connection((host, int(port)), timeout=scaled(10)) as sock:
         sock.sendall(
             b"POST /v1/packets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Authorization: Bearer " + server.root_token.encode() + b"\r\n"

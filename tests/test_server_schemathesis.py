@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from serverkit import Server, running_server
+from timing import scaled
 
 SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
 MIN_REQUESTS = 1000
@@ -61,7 +62,7 @@ def test_schemathesis_finds_no_5xx_and_no_contradiction(server: Server, tmp_path
             "--workers",
             "1",
             "--request-timeout",
-            "20",
+            f"{scaled(20):g}",
             "--report",
             "ndjson",
             "--report-dir",
@@ -69,7 +70,7 @@ def test_schemathesis_finds_no_5xx_and_no_contradiction(server: Server, tmp_path
         ],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=scaled(600),
         cwd=tmp_path,
     )
     output = result.stdout + result.stderr

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from serverkit import clean_env, init_db, ltm_server, run_server
+from timing import scaled
 
 from ltm import search
 from ltm.store import Conflict, PacketMeta, PutItem, StoredPacket, User
@@ -160,7 +161,7 @@ def test_concurrent_writes_are_each_committed_before_they_return(tmp_path: Path)
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=120)
+        thread.join(timeout=scaled(120))
     store.close()
     assert not problems, problems[:5]
     assert len(refused) == 16 * 7 and len(done) == 16 * 13

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from storekit import STORES, open_store
+from timing import scaled
 
 from ltm.store import (
     Conflict,
@@ -1259,7 +1260,7 @@ def test_concurrent_puts_never_pass_the_quota_together(store: Store) -> None:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=60)
+        thread.join(timeout=scaled(60))
     assert sorted(outcomes) == ["refused"] * 5 + ["stored"] * 3
     assert store.usage("u1") == Usage(3, 30)
     assert len(store.list_packets(owner_id="u1").items) == 3

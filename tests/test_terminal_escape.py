@@ -16,6 +16,7 @@ from pathlib import Path
 import pexpect
 import pytest
 from clikit import LTM, Cli
+from timing import scaled
 
 from ltm.cli.terminal.output import safe, terminal_bytes
 
@@ -74,7 +75,7 @@ def evil(cli: Cli) -> str:
 
 
 def on_terminal(cli: Cli, *args: str) -> str:
-    child = pexpect.spawn(LTM, list(args), env=cli.env, encoding="utf-8", timeout=30)
+    child = pexpect.spawn(LTM, list(args), env=cli.env, encoding="utf-8", timeout=scaled(30))
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0, child.before
@@ -104,7 +105,7 @@ def test_resume_and_pull_escape_on_a_terminal_and_keep_bytes_in_a_pipe(cli: Cli,
 
 def test_the_picker_escapes_its_rows(cli: Cli, evil: str) -> None:
     child = pexpect.spawn(
-        LTM, ["resume", "--no-copy"], env=cli.env, encoding="utf-8", timeout=30,
+        LTM, ["resume", "--no-copy"], env=cli.env, encoding="utf-8", timeout=scaled(30),
         dimensions=(24, 200),
     )  # fmt: skip
     child.expect("Resume which packet")

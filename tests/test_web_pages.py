@@ -23,6 +23,7 @@ import httpx
 import pytest
 from clikit import LTM, Cli
 from serverkit import SERVER_STORES, Server, local_client, make_packet, running_server
+from timing import scaled
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';"
@@ -641,10 +642,10 @@ def running_ui(cli: Cli, **env: str) -> Iterator[tuple[str, subprocess.Popen[str
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=15)
+            proc.wait(timeout=scaled(15))
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait(timeout=15)
+            proc.wait(timeout=scaled(15))
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from clikit import base_env
 from serverkit import run_server
+from timing import scaled
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +69,7 @@ class Installed:
             text=True,
             env=self.env(**env),
             cwd=self.home,
-            timeout=timeout,
+            timeout=scaled(timeout),
         )
 
 
@@ -77,7 +78,7 @@ def _pip(*args: str, timeout: float) -> None:
         [sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=scaled(timeout),
     )
     assert result.returncode == 0, f"pip {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
 
@@ -90,7 +91,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     _pip("wheel", "--quiet", "--no-deps", "--wheel-dir", str(dist), str(source), timeout=600)
     (wheel,) = dist.glob("ltm-*.whl")
     # No pip of its own in the venv: this process's pip installs into it (pip --python).
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=scaled(120)
+    )
     python = str(venv / "bin" / "python")
     _pip("--python", python, "install", "--quiet", f"{wheel}[server]", timeout=900)
     home.mkdir()

@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 from clikit import Cli
 from serverkit import make_packet
+from timing import scaled
 
 from ltm import bundle
 from ltm.cli import doctor
@@ -52,7 +53,7 @@ def as_windows(env: dict[str, str]) -> list[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
     )
     assert out.returncode == 0, out.stderr
     return out.stdout.splitlines()
