@@ -5,8 +5,8 @@
 The figures behind choices on the hook's and ``ltm mcp``'s start-up paths: why the
 Linux data and state dirs are spelled out instead of asking platformdirs, why the
 records there are NamedTuples rather than dataclasses, why a hook's marker file is
-named without hashlib, and why plain ``http://`` goes over ``ltm.cli.client.plain_http`` (a
-socket) rather than the standard library's ``http.client``. Each run starts, back to
+named without hashlib, and what the standard library's ``http.client`` (the client for
+both schemes) adds to a hook that talks to a server. Each run starts, back to
 back, ``python -c pass``, one with the imports every hook makes anyway (BASE), BASE
 plus each single import, and each whole path; a row gives the median time and the
 median per-run difference (to BASE for a single import, to the bare start for a path).
@@ -36,7 +36,6 @@ SINGLE = {
     "hashlib": "import hashlib",
     "tomllib": "import tomllib",
     "http.client": "import http.client",
-    "ltm.cli.client.plain_http (a socket)": "import ltm.cli.client.plain_http",
     "re2 (the scan's literal sets)": "import re2",
 }
 # Whole paths, over a bare start.
@@ -44,7 +43,7 @@ PATHS = {
     "the hook's local-store path": "import ltm.cli.agents.hook, ltm.cli.client.backend, "
     "ltm.store.sqlite, ltm.service.packets, ltm.cli.client.credentials",
     "the hook's server path": "import ltm.cli.agents.hook, ltm.cli.client.backend, "
-    "ltm.cli.client.remote, ltm.cli.client.credentials, ltm.cli.client.plain_http, tomllib",
+    "ltm.cli.client.remote, ltm.cli.client.credentials, http.client, tomllib",
 }
 
 

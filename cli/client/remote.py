@@ -3,14 +3,14 @@
 ``Http`` is a small HTTP/1.1 client: one keep-alive connection per command,
 TLS verified against the system's CA store (``SSL_CERT_FILE`` points it at a
 private CA), proxies from ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``. It runs
-on the standard library's ``http.client``, except for plain ``http://`` with no
-proxy (a self-hosted server), which ``ltm.cli.client.plain_http`` speaks without
-importing ``http.client`` (why: its docstring). It is not httpx on purpose:
-importing httpx (with the rich/click it pulls in) costs 3 to 6 times the whole
-start-up of ``python -c pass``, more than the entire budget of ``ltm ls``.
+on the standard library's ``http.client`` for both schemes. It is not httpx on
+purpose: importing httpx (with the rich/click it pulls in) costs 3 to 6 times
+the whole start-up of ``python -c pass``, more than the entire budget of ``ltm ls``.
 
 Every failure becomes a one-line ``CliError`` that says what happened and what
-to do next; the underlying exception stays chained for ``--debug``.
+to do next: a request with no HTTP answer is one of ``ltm.cli.client.transport``'s
+classes (``Unreachable``: nothing was sent); the underlying exception stays
+chained for ``--debug``.
 ``RemoteBackend`` is the ``Backend`` for a server, plus the team and invite
 calls the CLI needs.
 """
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from http.client import HTTPConnection
 
     from ltm.cli.client.credentials import Target
-    from ltm.cli.client.plain_http import Connection
     from ltm.packet import Checked
 
 DEFAULT_TIMEOUT = 10.0
@@ -188,19 +187,15 @@ class Http:
         self.netloc = parts.netloc
         self.prefix = parts.path.rstrip("/")
         self.timeout = timeout if timeout is not None else configured_timeout()
-        self._conn: HTTPConnection | Connection | None = None
+        self._conn: HTTPConnection | None = None
         self._used = False
         self._absolute = False  # True when talking to a plain-HTTP proxy
         self._proxy_headers: dict[str, str] = {}
 
     # -- connections -----------------------------------------------------------
 
-    def _connect(self) -> HTTPConnection | Connection:
+    def _connect(self) -> HTTPConnection:
         proxy = _proxy_for(self.scheme, self.netloc)
-        if self.scheme == "http" and not proxy:
-            from ltm.cli.client.plain_http import Connection
-
-            return Connection(self.hostname, self.port, timeout=self.timeout)
         import http.client
 
         if self.scheme == "https":
@@ -215,8 +210,9 @@ class Http:
                 conn = http.client.HTTPSConnection(
                     self.hostname, self.port, timeout=self.timeout, context=context
                 )
+        elif not proxy:
+            conn = http.client.HTTPConnection(self.hostname, self.port, timeout=self.timeout)
         else:  # plain HTTP through a proxy
-            assert proxy is not None
             p_host, p_port, auth = proxy
             conn = http.client.HTTPConnection(p_host, p_port, timeout=self.timeout)
             self._proxy_headers = auth
@@ -270,6 +266,9 @@ class Http:
             headers["Authorization"] = f"Bearer {token}"
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
+        _well_formed(self.host, method, target, headers)
+        import http.client
+
         started = time.perf_counter()
         # A kept-alive connection the server has since closed fails on first use;
         # retry once on a fresh one, but never a POST that may have been received.
@@ -297,6 +296,8 @@ class Http:
                 data = response.read(MAX_REPLY_BYTES + 1)
                 if len(data) > MAX_REPLY_BYTES:
                     raise CliError(f"{self.host} sent more than {MAX_REPLY_BYTES} bytes; stopped")
+                if response.length:  # read(n) returns what came before the close, silently
+                    raise http.client.IncompleteRead(data, response.length)
                 reply = Reply(
                     status=response.status,
                     headers={k.lower(): v for k, v in response.getheaders()},
@@ -324,82 +325,36 @@ class Http:
     def _transport_error(
         self, exc: BaseException, *, connecting: bool = False, handshake: bool = False
     ) -> CliError:
-        import socket
+        from ltm.cli.client.transport import classify
 
-        from ltm.cli.client.plain_http import NotHttp
-
-        # ssl and http.client are looked up, not imported: an error of theirs comes
-        # only from a connection that loaded them (plain http:// does not).
-        ssl: Any = sys.modules.get("ssl")
-        client: Any = sys.modules.get("http.client")
-        host = self.host
         _debug(f"{type(exc).__name__}: {exc}")
-        if ssl and isinstance(exc, ssl.SSLCertVerificationError):
-            reason = exc.verify_message or exc.reason or str(exc)
-            return CliError(
-                f"TLS failure with {host}: certificate not trusted ({reason}) — if the server"
-                " uses a private CA, point SSL_CERT_FILE at its certificate bundle"
-            )
-        if ssl and isinstance(exc, ssl.SSLError):
-            reason = exc.reason or str(exc)
-            hint = (
-                f"does the server speak HTTPS? if not, use http://{self.netloc}{self.prefix}"
-                if "WRONG_VERSION" in str(reason).upper() or "RECORD" in str(reason).upper()
-                else "check the server's TLS setup, or the URL"
-            )
-            return CliError(f"TLS failure with {host} ({reason}) — {hint}")
-        if isinstance(exc, TimeoutError) and connecting:
-            if handshake:
-                return CliError(
-                    f"TLS failure with {host}: no TLS handshake within {self.timeout:g} s — does"
-                    f" the server speak HTTPS? if not, use http://{self.netloc}{self.prefix}"
-                )
-            return CliError(
-                f"cannot reach {host}: no connection within {self.timeout:g} s — check the URL"
-                " and your network (work offline with --local)"
-            )
-        if isinstance(exc, TimeoutError):
-            return CliError(
-                f"{host} did not answer within {self.timeout:g} s — try again, or allow more"
-                " time: ltm config set timeout 30"
-            )
-        if isinstance(exc, ConnectionRefusedError):
-            return CliError(
-                f"cannot reach {host}: connection refused — is the server running there?"
-                " (check the URL with: ltm whoami; work offline with --local)"
-            )
-        if isinstance(exc, socket.gaierror):
-            return CliError(
-                f"cannot reach {host}: the name {self.hostname} does not resolve — check the URL"
-                " and your network (ltm whoami shows the configured server)"
-            )
-        if isinstance(exc, ConnectionResetError):  # http.client's RemoteDisconnected too
-            return CliError(
-                f"{host} closed the connection without answering — is it an ltm server, and is"
-                " the scheme (http/https) right?"
-            )
-        if isinstance(exc, NotHttp):
-            return CliError(
-                f"{host} did not answer in HTTP ({exc}) — check the URL and the scheme (http/https)"
-            )
-        if client and isinstance(exc, client.HTTPException):
-            return CliError(
-                f"{host} did not answer in HTTP ({type(exc).__name__}) — check the URL and the"
-                " scheme (http/https)"
-            )
-        if isinstance(exc, OSError):
-            reason = exc.strerror or str(exc) or type(exc).__name__
-            return CliError(
-                f"cannot reach {host}: {reason} — check your network and the URL"
-                " (work offline with --local)"
-            )
-        return CliError(f"request to {host} failed: {exc}")
+        failure = classify(
+            exc,
+            host=self.host,
+            hostname=self.hostname,
+            timeout=self.timeout,
+            plain_url=f"http://{self.netloc}{self.prefix}",
+            connecting=connecting,
+            handshake=handshake,
+        )
+        return failure or CliError(f"request to {self.host} failed: {exc}")
 
 
 def _failures() -> tuple[type[Exception], ...]:
-    """What a request may raise: http.client's own errors only where it is loaded."""
-    client = sys.modules.get("http.client")
-    return (OSError, ValueError) if client is None else (OSError, ValueError, client.HTTPException)
+    """What a request may raise (http.client is loaded by then: ``_connect``)."""
+    import http.client
+
+    return (OSError, ValueError, http.client.HTTPException)
+
+
+def _well_formed(host: str, method: str, target: str, headers: Mapping[str, str]) -> None:
+    """Refuse, before anything is sent, a request line or header that would split the
+    request; the message names the header, never its value (it may be the token)."""
+    if any(c <= " " or c == "\x7f" for c in method + target):
+        raise CliError(f"request to {host} failed: control character or space in {target!r}")
+    for name, value in headers.items():
+        if not name or any(c in "\r\n\0:" for c in name) or any(c in "\r\n\0" for c in value):
+            raise CliError(f"request to {host} failed: invalid header {name!r}")
 
 
 def _user_agent() -> str:
