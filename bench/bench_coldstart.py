@@ -15,13 +15,12 @@ Two pairs are measured, interleaved run by run so machine noise hits all alike:
   client: the whole init a cold request pays before its first DynamoDB call.
 
 Target: median ratio <= 1.5 for the import. Usage:
-``python bench/bench_coldstart.py [--runs N] [--json PATH]``.
+``python bench/bench_coldstart.py [--runs N]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -30,6 +29,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results import Figure, record  # noqa: E402
+
 TARGET = 1.5
 
 CASES = {
@@ -76,7 +79,6 @@ def sample(code: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=31)
-    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
 
     for code in CASES.values():  # warm the bytecode caches once
@@ -97,19 +99,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:13s} {medians[name] * 1000:8.1f}")
     print(f"import app / import boto3+chalice:      {ratio_import:.2f}x (target <= {TARGET}x)")
     print(f"app + store / boto3+chalice + client:   {ratio_init:.2f}x")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(
-                {
-                    "runs": args.runs,
-                    "medians_ms": {k: v * 1000 for k, v in medians.items()},
-                    "ratio_import": ratio_import,
-                    "ratio_init": ratio_init,
-                },
-                indent=2,
-            )
-        )
+    ms = {name: medians[name] * 1000 for name in CASES}
+    floor, floor_client = "import boto3, chalice", "import boto3, chalice; a DynamoDB client"
+    record(
+        "coldstart",
+        [
+            Figure(floor, ms["floor"], "ms"),
+            Figure(
+                "import app",
+                ms["app"],
+                "ms",
+                baseline=floor,
+                ratio=ratio_import,
+                ratio_target=TARGET,
+            ),
+            Figure(floor_client, ms["floor+client"], "ms"),
+            Figure(
+                "import app; open the store",
+                ms["app+store"],
+                "ms",
+                baseline=floor_client,
+                ratio=ratio_init,
+            ),
+        ],
+    )
     return 0 if ratio_import <= TARGET else 1
 
 

@@ -7,7 +7,7 @@ distinct packets into one fresh database (in the system's temp directory,
 which is where the disk under test is) for S seconds; writes/s and the p50 and
 p99 of one write. No HTTP: this isolates the store, where FULL's fsync per
 commit lives, and shows what group commit (``SqliteStore._write``) recovers
-when writers are concurrent. Results: stdout and bench/results/store-sync.json.
+when writers are concurrent.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_server import packet_body  # noqa: E402  (same packets as the server bench)
+from results import Figure, record  # noqa: E402
 
 
 def run(sync: str, threads: int, seconds: float) -> dict[str, Any]:
@@ -100,9 +101,24 @@ def main() -> int:
             f"| {r['sync']} | {r['threads']} | {r['writes_per_s']:,} | {r['p50_ms']} |"
             f" {r['p99_ms']} | {r['writes_per_commit']} |"
         )
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "store-sync.json").write_text(json.dumps(rows, indent=2))
+    figures = []
+    by = {(r["sync"], r["threads"]): r for r in rows}
+    for threads in sorted({r["threads"] for r in rows}):
+        normal, full = by["normal", threads], by["full", threads]
+        base = f"NORMAL, {threads} writers: writes"
+        figures += [
+            Figure(base, normal["writes_per_s"], "/s", better="higher"),
+            Figure(
+                f"FULL, {threads} writers: writes",
+                full["writes_per_s"],
+                "/s",
+                better="higher",
+                baseline=base,
+                ratio=full["writes_per_s"] / normal["writes_per_s"],
+            ),
+            Figure(f"FULL, {threads} writers: p99 of a write", full["p99_ms"], "ms"),
+        ]
+    record("store_sync", figures)
     return 0
 
 

@@ -11,10 +11,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from results import INSTALLED
+
 BIN = Path(sys.executable).parent
 LTM = str(BIN / "ltm")
 ROOT = Path(__file__).resolve().parent.parent
-INSTALLED = ROOT / "bench" / "results" / "installed-venv"
 
 
 def run_installed_if_asked() -> None:
