@@ -938,7 +938,7 @@ def mcp_route(path: str, methods: list[str]) -> None:
     app.route(path, methods=methods, content_types=["*/*"])(view)
 
 
-mcp_route("/mcp", ["GET", "POST", "DELETE"])
+mcp_route("/mcp", ["GET", "POST", "DELETE", "OPTIONS"])
 mcp_route("/.well-known/oauth-protected-resource/mcp", ["GET", "OPTIONS"])
 mcp_route("/.well-known/oauth-protected-resource", ["GET", "OPTIONS"])
 mcp_route("/.well-known/oauth-authorization-server", ["GET", "OPTIONS"])

@@ -126,6 +126,120 @@ class _HashedSecrets:
         await self.app({**scope, "headers": headers}, replay, send)
 
 
+ALLOW = "OPTIONS, POST"  # what /mcp answers, in every 405 and OPTIONS alike
+
+
+def _origin_of(url: str) -> str | None:
+    """``scheme://host:port`` with the port always spelled (an Origin leaves a default
+    port out, a base URL may spell it), lower case; None when ``url`` is none."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname or port is None:
+        return None
+    host = parts.hostname.lower()
+    return f"{parts.scheme}://[{host}]:{port}" if ":" in host else f"{parts.scheme}://{host}:{port}"
+
+
+class _Door:
+    """What ``/mcp`` checks before the bearer token.
+
+    The 2025-11-25 Streamable HTTP transport
+    (https://modelcontextprotocol.io/specification/2025-11-25/basic/transports#security-warning):
+    an ``Origin`` that is present and not this server's own is 403 (a page another
+    site serves, or a rebound DNS name); clients that send none (every non-browser
+    client) pass. ``OPTIONS`` names the methods as a 405 does. A request that sent no
+    credentials is told where to sign in with no error code (RFC 6750 §3.1,
+    https://www.rfc-editor.org/rfc/rfc6750#section-3.1); a wrong token goes on to the
+    SDK's check, which answers ``invalid_token``.
+    """
+
+    def __init__(self, app: Any, origins: set[str], resource_metadata: str | None) -> None:
+        self.app = app
+        self.origins = origins
+        self.resource_metadata = resource_metadata
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        from starlette.datastructures import Headers
+        from starlette.responses import JSONResponse, Response
+
+        headers = Headers(scope=scope)
+        origin = headers.get("origin")
+        if origin is not None and _origin_of(origin) not in self.origins:
+            refusal: Response = JSONResponse(
+                {"error": "forbidden: this Origin may not call this server's /mcp"},
+                status_code=403,
+            )
+        elif scope["method"] == "OPTIONS":
+            refusal = Response(status_code=204, headers={"Allow": ALLOW})
+        elif not headers.get("authorization", "").lower().startswith("bearer "):
+            challenge = "Bearer"
+            if self.resource_metadata:
+                challenge += f' resource_metadata="{self.resource_metadata}"'
+            refusal = JSONResponse(
+                {"error": "unauthorized", "error_description": "sign in: see WWW-Authenticate"},
+                status_code=401,
+                headers={"WWW-Authenticate": challenge, "Cache-Control": "no-store"},
+            )
+        else:
+            await self.app(scope, receive, send)
+            return
+        await refusal(scope, receive, send)
+
+
+def revocation_handler(provider: oauth.StoreProvider) -> Any:
+    """``POST /revoke`` (RFC 7009, https://www.rfc-editor.org/rfc/rfc7009#section-2):
+    the client authenticates as at the token endpoint (a public client by its id alone),
+    and a token of any kind it holds ends its whole grant. A token it does not hold, or
+    none known, is answered 200 all the same (§2.2)."""
+    from mcp.server.auth.middleware.client_auth import AuthenticationError, ClientAuthenticator
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+
+    authenticator = ClientAuthenticator(provider)
+    no_store = {"Cache-Control": "no-store"}
+
+    async def handle(request: Request) -> Response:
+        import anyio
+
+        try:
+            client = await authenticator.authenticate_request(request)
+        except AuthenticationError as failed:
+            return JSONResponse(
+                {"error": "invalid_client", "error_description": failed.message},
+                status_code=401,
+                headers=no_store,
+            )
+        form = await request.form()
+        token = form.get("token")
+        if not isinstance(token, str) or not token:
+            return JSONResponse(
+                {"error": "invalid_request", "error_description": "token is required"},
+                status_code=400,
+                headers=no_store,
+            )
+        await anyio.to_thread.run_sync(provider.revoke, client.client_id, token)
+        return Response(status_code=200, headers=no_store)
+
+    return handle
+
+
+def _private(handler: Any) -> Any:
+    """A metadata handler whose answer no shared cache keeps: its URLs come from the Host
+    the request named, unless the operator set ``--external-url``."""
+
+    async def handle(request: Any) -> Any:
+        answer = await handler(request)
+        answer.headers["Cache-Control"] = "no-store"
+        return answer
+
+    return handle
+
+
 class _Stateless:
     """The ``/mcp`` endpoint: a fresh stateless session manager for each request, with the
     tools acting as the request's signed-in user (``remote.ServerPlace``)."""
@@ -151,7 +265,7 @@ class _Stateless:
             refusal = JSONResponse(
                 {"error": "method not allowed: this server answers each POST; it keeps no stream"},
                 status_code=405,
-                headers={"Allow": "POST"},
+                headers={"Allow": ALLOW},
             )
             await refusal(scope, receive, send)
             return
@@ -205,22 +319,36 @@ def build_app(store: Store, base_url: str, consent_url: str | None = None) -> An
         revocation = RevocationOptions(enabled=True)
         metadata = build_metadata(AnyHttpUrl(issuer), None, registration, revocation)
         # Clients whose id is the URL of their metadata document are taken too (the MCP
-        # specification prefers them to registration): the SDK's metadata does not say so,
-        # so these two documents are ours.
+        # specification prefers them to registration), and public clients (PKCE alone,
+        # RFC 8414 §2 "none") at the token and revocation endpoints: the SDK's metadata
+        # says neither, so these two documents are ours.
         metadata.client_id_metadata_document_supported = True
+        methods = ["client_secret_post", "client_secret_basic", "none"]
+        metadata.token_endpoint_auth_methods_supported = methods
+        metadata.revocation_endpoint_auth_methods_supported = methods
         documents = ("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration")
+        ours = (*documents, "/revoke")
         routes += [
             route
             for route in create_auth_routes(
                 provider, AnyHttpUrl(issuer), None, registration, revocation
             )
-            if route.path not in documents
+            if route.path not in ours
         ]
+        routes.append(
+            Route(
+                "/revoke",
+                endpoint=cors_middleware(revocation_handler(provider), ["POST", "OPTIONS"]),
+                methods=["POST", "OPTIONS"],
+            )
+        )
         for path in documents:
             routes.append(
                 Route(
                     path,
-                    endpoint=cors_middleware(MetadataHandler(metadata).handle, ["GET", "OPTIONS"]),
+                    endpoint=cors_middleware(
+                        _private(MetadataHandler(metadata).handle), ["GET", "OPTIONS"]
+                    ),
                     methods=["GET", "OPTIONS"],
                 )
             )
@@ -235,7 +363,7 @@ def build_app(store: Store, base_url: str, consent_url: str | None = None) -> An
             routes.append(
                 Route(
                     path,
-                    endpoint=cors_middleware(handler.handle, ["GET", "OPTIONS"]),
+                    endpoint=cors_middleware(_private(handler.handle), ["GET", "OPTIONS"]),
                     methods=["GET", "OPTIONS"],
                 )
             )
@@ -244,7 +372,9 @@ def build_app(store: Store, base_url: str, consent_url: str | None = None) -> An
         [],
         prm_url if oauth_allowed(issuer) else None,
     )
-    routes.append(Route(MCP_PATH, endpoint=endpoint))
+    origins = {o for o in (_origin_of(issuer), _origin_of(consent_url or "")) if o}
+    door = _Door(endpoint, origins, str(prm_url) if oauth_allowed(issuer) else None)
+    routes.append(Route(MCP_PATH, endpoint=door))
     middleware = [
         Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(_Verifier(store, resource))),
         Middleware(AuthContextMiddleware),

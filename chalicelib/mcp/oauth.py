@@ -176,6 +176,20 @@ def client_metadata(url: str, *, allow_loopback: bool = False) -> dict[str, Any]
     return {**kept, "client_id": url, "scope": scope, "token_endpoint_auth_method": "none"}
 
 
+GRANT_KEY_CHARS = 32
+
+
+def _grant_key(label: str) -> str:
+    """The key of the grant whose access token carries ``label`` (labels are not secret,
+    and a refresh token shows its grant's key: a hash, so it shows no label)."""
+    return _hash("grant:" + label)[:GRANT_KEY_CHARS]
+
+
+def _registered_scopes(client: OAuthClientInformationFull) -> list[str]:
+    registered = (client.scope or "").split()
+    return [s for s in SCOPES if s in registered] or ["read"]
+
+
 def client_label(client: OAuthClientInformationFull) -> str:
     """``mcp:<client name>:<4 hex>``: a token label people recognise in ``ltm tokens``."""
     name = re.sub(r"[^A-Za-z0-9._@+-]+", "-", client.client_name or "client").strip("-.")
@@ -260,7 +274,9 @@ class StoreProvider:
                 "redirect_uri": str(params.redirect_uri),
                 "redirect_uri_provided_explicitly": params.redirect_uri_provided_explicitly,
                 "code_challenge": params.code_challenge,
-                "scopes": params.scopes or SCOPES,
+                # No scope asked: the client's registered scope, never more (a client
+                # registered for ``read`` must not come back with ``read write``).
+                "scopes": params.scopes or _registered_scopes(client),
                 "state": params.state,
             },
             _now() + REQUEST_TTL,
@@ -332,7 +348,10 @@ class StoreProvider:
         self, client: OAuthClientInformationFull, refresh_token: str
     ) -> RefreshToken | None:
         doc = self.store.get_oauth_item("refresh", _hash(refresh_token), _now())
-        if doc is None or doc["client_id"] != client.client_id:
+        if doc is None:
+            self._replayed(client, refresh_token)
+            return None
+        if doc["client_id"] != client.client_id:
             return None
         return RefreshToken(
             token=refresh_token,
@@ -356,6 +375,22 @@ class StoreProvider:
         granted = [s for s in (scopes or doc["scopes"]) if s in doc["scopes"]]
         return self._issue(client, doc["user_id"], granted, doc["label"])
 
+    def _replayed(self, client: OAuthClientInformationFull, refresh_token: str) -> None:
+        """An unknown refresh token of a live grant (its prefix names the grant) is a
+        rotated-out one come back: someone else holds a copy. End the grant (OAuth 2.1
+        §4.3.1, https://datatracker.ietf.org/doc/html/draft-ietf-oauth-v2-1#section-4.3.1):
+        its access token goes, and with it the current refresh token."""
+        grant_key, dot, _ = refresh_token.partition(".")
+        if not dot or len(grant_key) != GRANT_KEY_CHARS:
+            return
+        grant = self.store.get_oauth_item("grant", grant_key, _now())
+        if grant is not None and grant["client_id"] == client.client_id:
+            self._end_grant(grant["label"], grant["user_id"])
+
+    def _end_grant(self, label: str, user_id: str) -> None:
+        self.store.revoke_token(label, user_id=user_id)
+        self.store.take_oauth_item("grant", _grant_key(label), _now())
+
     def _issue(
         self, client: OAuthClientInformationFull, user_id: str, scopes: list[str], label: str
     ) -> OAuthToken:
@@ -373,7 +408,10 @@ class StoreProvider:
                 expires_at=now + ACCESS_TTL,
             )
         )
-        refresh = secrets.token_urlsafe(32)
+        # Prefixed with its grant's key, so that a rotated-out copy is known as this
+        # grant's when it comes back (``_replayed``); the secret part is 256 random bits.
+        grant_key = _grant_key(label)
+        refresh = f"{grant_key}.{secrets.token_urlsafe(32)}"
         refresh_ends = now + REFRESH_TTL
         self.store.put_oauth_item(
             "refresh",
@@ -385,6 +423,14 @@ class StoreProvider:
                 "label": label,
                 "expires_at": refresh_ends.timestamp(),
             },
+            refresh_ends,
+        )
+        # Which client holds the grant whose access token carries ``label``: what a
+        # revocation (RFC 7009) checks the asking client against.
+        self.store.put_oauth_item(
+            "grant",
+            grant_key,
+            {"client_id": client.client_id, "user_id": user_id, "label": label},
             refresh_ends,
         )
         return OAuthToken(
@@ -401,12 +447,36 @@ class StoreProvider:
         return verify(self.store, token, self.resource)
 
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
+        # The SDK's revocation handler is not mounted (``http.revocation`` checks the
+        # client against the grant); this is the provider interface's entry all the same.
         if isinstance(token, RefreshToken):
-            self.store.take_oauth_item("refresh", _hash(token.token), _now())
+            self.revoke(token.client_id, token.token)
             return
         found = self.store.token_owner(tokens.hash_token(token.token))
         if found is not None:
-            self.store.revoke_token(found[0].label, user_id=found[0].user_id)
+            self._end_grant(found[0].label, found[0].user_id)
+
+    def revoke(self, client_id: str, token: str) -> None:
+        """RFC 7009 §2.1: end the grant ``token`` (an access or a refresh token) belongs to,
+        when ``client_id`` (already authenticated) holds it; else nothing, silently.
+
+        Either kind ends the whole grant: a refresh token's access token goes with it,
+        and an access token's refresh token has nothing left to replace."""
+        if len(token) > tokens.MAX_TOKEN_CHARS:
+            return
+        refresh = self.store.get_oauth_item("refresh", _hash(token), _now())
+        if refresh is not None:
+            if refresh["client_id"] == client_id:
+                self.store.take_oauth_item("refresh", _hash(token), _now())
+                self._end_grant(refresh["label"], refresh["user_id"])
+            return
+        found = self.store.token_owner(tokens.hash_token(token))
+        if found is None:
+            return
+        record = found[0]
+        grant = self.store.get_oauth_item("grant", _grant_key(record.label), _now())
+        if grant is not None and grant["client_id"] == client_id:
+            self._end_grant(record.label, record.user_id)
 
 
 def verify(store: Store, token: str, resource: str) -> AccessToken | None:
