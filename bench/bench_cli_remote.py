@@ -81,7 +81,13 @@ def main() -> None:
         proc, url, token = start_server(tmp, server_env)
         try:
             env = {**base, "LTM_CONFIG_DIR": str(tmp / "config"), "LTM_DATA_DIR": str(tmp)}
-            subprocess.run([LTM, "auth", url, token], env=env, check=True, capture_output=True)
+            subprocess.run(
+                [LTM, "auth", url, "--with-token"],
+                input=token.encode(),
+                env=env,
+                check=True,
+                capture_output=True,
+            )
             ids = []
             for n in range(PACKETS):
                 packet = {"goal": f"Benchmark goal number {n}", "next_step": "Measure it"}

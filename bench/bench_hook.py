@@ -122,7 +122,13 @@ def main() -> None:
         remote = {**base, "HOME": str(tmp / "remote-home")}
         proc, url, root = start_server(tmp, base)
         try:
-            subprocess.run([LTM, "auth", url, root], env=remote, check=True, capture_output=True)
+            subprocess.run(
+                [LTM, "auth", url, "--with-token"],
+                input=root.encode(),
+                env=remote,
+                check=True,
+                capture_output=True,
+            )
             fill(remote, project, example, others=OTHERS)
             bare, hook = timed(remote, project, runs)
             bare_all += bare

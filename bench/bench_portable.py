@@ -222,7 +222,13 @@ def doctor(runs: int, tmp: Path, base_env: dict[str, str]) -> list[tuple[str, fl
             "LTM_DATA_DIR": str(home / "data"),
             "HOME": str(home),
         }
-        subprocess.run([LTM, "auth", url, root], env=env, capture_output=True, check=True)
+        subprocess.run(
+            [LTM, "auth", url, "--with-token"],
+            input=root.encode(),
+            env=env,
+            capture_output=True,
+            check=True,
+        )
         subprocess.run(
             [LTM, "save", "-", "--local"],
             input=example_bytes(),

@@ -144,10 +144,10 @@ class Issuer(Protocol):
 
 
 def signed_in(server: Issuer, home: Path, name: str) -> Cli:
-    """A machine where ``name`` signed in with a fresh token, as ``ltm auth HOST TOKEN`` does."""
+    """A machine where ``name`` signed in with a fresh token (``ltm auth HOST --with-token``)."""
     _user_id, token = server.issue(name)
     cli = Cli(home)
-    cli.ok("auth", server.url, token)
+    cli.ok("auth", server.url, "--with-token", stdin=token)
     return cli
 
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from clikit import Cli, Seen, signed_in, stub_server
+from clikit import LTM, Cli, Seen, signed_in, stub_server
 from serverkit import Server, running_server
+from timing import scaled
 
 CONTENT = {
     "goal": "Make the login test stop flaking",
@@ -58,10 +59,47 @@ def test_auth_with_a_token_stores_it_privately(server: Server, tmp_path: Path) -
     assert len(report["token_fingerprint"]) == 8 and report["token_fingerprint"] in who
 
 
+ARGV_WARNING = "warning: a token on the command line can be read by other users"
+
+
 def test_auth_reads_the_token_from_stdin(server: Server, tmp_path: Path) -> None:
-    cli = Cli(tmp_path / "stdin")
-    _user_id, token = server.issue("stdin")
-    cli.ok("auth", server.url, "-", stdin=token + "\n")
+    for args in (["--with-token"], ["-"]):
+        cli = Cli(tmp_path / "stdin" / args[0])
+        _user_id, token = server.issue("stdin")
+        result = cli.run("auth", server.url, *args, stdin=token + "\n")
+        assert result.returncode == 0, result.stderr
+        assert cli.credentials()["hosts"][server.url]["token"] == token
+        assert ARGV_WARNING not in result.stderr and token not in result.stderr
+
+
+def test_a_token_in_argv_is_warned_about(server: Server, tmp_path: Path) -> None:
+    cli = Cli(tmp_path / "argv")
+    _user_id, token = server.issue("argv")
+    result = cli.run("auth", server.url, token)
+    assert result.returncode == 0, result.stderr
+    assert ARGV_WARNING in result.stderr and "ltm auth HOST --with-token" in result.stderr
+    assert cli.credentials()["hosts"][server.url]["token"] == token
+    both = cli.fails("auth", server.url, token, "--with-token", code=2, stdin=token)
+    assert "not both" in both
+    empty = Cli(tmp_path / "empty").fails("auth", server.url, "--with-token", code=2)
+    assert empty == "ltm: no token on standard input"
+
+
+def test_auth_asks_for_the_token_without_echo_on_a_terminal(server: Server, tmp_path: Path) -> None:
+    import pexpect
+
+    cli = Cli(tmp_path / "tty")
+    _user_id, token = server.issue("tty")
+    child = pexpect.spawn(
+        LTM, ["auth", server.url, "--with-token"], env=cli.env, timeout=scaled(30)
+    )
+    child.expect("token \\(input hidden\\): ")
+    child.sendline(token)
+    child.expect(pexpect.EOF)
+    child.close()
+    shown = child.before.decode()
+    assert child.exitstatus == 0, shown
+    assert token not in shown and "signed in to" in shown  # the terminal never echoed it
     assert cli.credentials()["hosts"][server.url]["token"] == token
 
 

@@ -50,7 +50,7 @@ def start(http: Http) -> DeviceCode:
     if reply.status in (404, 405, 501):
         raise CliError(
             f"{http.host} does not offer browser sign-in (no device flow; HTTP {reply.status})"
-            f" — sign in with a token instead: ltm auth {http.host} TOKEN"
+            f" — sign in with a token instead: ltm auth {http.host} --with-token"
         )
     data = _oauth_json(http, reply)
     if reply.status != 200 or "error" in data:
@@ -191,7 +191,7 @@ def _oauth_error(http: Http, reply: Reply, data: dict[str, Any], what: str) -> C
         extra = f": {detail}" if isinstance(detail, str) and detail else ""
         return CliError(
             f"{what} on {http.host} ({error}{extra}) — sign in with a token instead:"
-            f" ltm auth {http.host} TOKEN"
+            f" ltm auth {http.host} --with-token"
         )
     return status_error(http.host, reply)
 

@@ -1,4 +1,10 @@
-"""ltm auth: sign in to a server, with a token or from a browser (device flow)."""
+"""ltm auth: sign in to a server, with a token or from a browser (device flow).
+
+A token is read from standard input (``--with-token``, as ``gh auth login`` does)
+or typed at a prompt that does not echo it: a token given as an argument is
+readable by every local user (``/proc/PID/cmdline``, ``ps``) while the command
+runs, and stays in shell history; it still works, with a warning.
+"""
 
 from __future__ import annotations
 
@@ -27,10 +33,19 @@ def auth(
         str | None,
         typer.Argument(
             metavar="TOKEN",
-            help="A token issued by the server (- reads it from stdin); without one, sign in"
-            " from a browser.",
+            help="Discouraged (other users can read it, shell history keeps it): use"
+            " --with-token. '-' reads it from stdin.",
+            show_default=False,
         ),
     ] = None,
+    with_token: Annotated[
+        bool,
+        typer.Option(
+            "--with-token",
+            help="Read a token issued by the server from stdin (a prompt that does not echo"
+            " it on a terminal). Without a token, sign in from a browser.",
+        ),
+    ] = False,
     no_browser: Annotated[
         bool, typer.Option("--no-browser", help="Show the sign-in URL; do not open a browser.")
     ] = False,
@@ -42,13 +57,21 @@ def auth(
     if host is None:
         configured = credentials.active()
         if configured is None:
-            raise CliError("no server configured — run: ltm auth HOST [TOKEN]", exit_code=2)
+            raise CliError("no server configured — run: ltm auth HOST [--with-token]", exit_code=2)
         host = configured.host
     host = credentials.normalize_host(host)
-    if token == "-":
-        token = sys.stdin.readline().strip()
-        if not token:
-            raise CliError("no token on standard input", exit_code=2)
+    if with_token and token is not None:
+        raise CliError(
+            "give the token on stdin (--with-token) or not at all, not both", exit_code=2
+        )
+    if with_token or token == "-":
+        token = read_token()
+    elif token is not None:
+        info(
+            "warning: a token on the command line can be read by other users of this machine"
+            " and stays in your shell history — next time: ltm auth HOST --with-token"
+            " (it reads the token from stdin, or asks for it without echo)"
+        )
     http = Http(host)
     try:
         health = probe(http)
@@ -86,6 +109,22 @@ def auth(
         info(f"the default server is now {host} (was {previous}: ltm config set host {previous})")
     if host.startswith("http://") and not loopback_url(host):
         info(f"warning: {host} is plain HTTP; the token travels unencrypted — prefer https://")
+
+
+def read_token() -> str:
+    """The token from stdin: its first line, or typed at a prompt with no echo."""
+    if sys.stdin.isatty():
+        import getpass
+
+        try:
+            token = getpass.getpass("token (input hidden): ", stream=sys.stderr).strip()
+        except (EOFError, KeyboardInterrupt):
+            raise CliError("no token given; nothing was saved", exit_code=2) from None
+    else:
+        token = sys.stdin.readline().strip()
+    if not token:
+        raise CliError("no token on standard input", exit_code=2)
+    return token
 
 
 def account(http: Http, token: str) -> dict[str, str] | None:

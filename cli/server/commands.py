@@ -178,7 +178,8 @@ def init(
         "Above is the root token. It is shown this once and stored only as a hash: keep it"
         " safe.\nStart the server with `ltm server run"
         + (f" --db {path}" if db is not None else "")
-        + "`, then sign in with `ltm auth http://HOST:PORT TOKEN`."
+        + "`, then sign in with `ltm auth http://HOST:PORT --with-token`"
+        " (it asks for the token without echoing it)."
     )
 
 
