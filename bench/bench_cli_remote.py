@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import LTM, machine, median_ms, time_command
+from common import LTM, machine, median_ms, sign_in, time_command
 
 PACKETS = 200
 
@@ -81,13 +81,7 @@ def main() -> None:
         proc, url, token = start_server(tmp, server_env)
         try:
             env = {**base, "LTM_CONFIG_DIR": str(tmp / "config"), "LTM_DATA_DIR": str(tmp)}
-            subprocess.run(
-                [LTM, "auth", url, "--with-token"],
-                input=token.encode(),
-                env=env,
-                check=True,
-                capture_output=True,
-            )
+            sign_in(url, token, env)
             ids = []
             for n in range(PACKETS):
                 packet = {"goal": f"Benchmark goal number {n}", "next_step": "Measure it"}

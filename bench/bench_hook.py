@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_cli_remote import start_server
-from common import LTM, machine, run_installed_if_asked
+from common import LTM, machine, run_installed_if_asked, sign_in
 
 OTHERS = 15
 
@@ -122,13 +122,7 @@ def main() -> None:
         remote = {**base, "HOME": str(tmp / "remote-home")}
         proc, url, root = start_server(tmp, base)
         try:
-            subprocess.run(
-                [LTM, "auth", url, "--with-token"],
-                input=root.encode(),
-                env=remote,
-                check=True,
-                capture_output=True,
-            )
+            sign_in(url, root, remote)
             fill(remote, project, example, others=OTHERS)
             bare, hook = timed(remote, project, runs)
             bare_all += bare

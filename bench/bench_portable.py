@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import LTM, disk, machine, median_ms, time_command
+from common import LTM, disk, machine, median_ms, sign_in, time_command
 
 from ltm.examples import example_bytes
 
@@ -222,13 +222,7 @@ def doctor(runs: int, tmp: Path, base_env: dict[str, str]) -> list[tuple[str, fl
             "LTM_DATA_DIR": str(home / "data"),
             "HOME": str(home),
         }
-        subprocess.run(
-            [LTM, "auth", url, "--with-token"],
-            input=root.encode(),
-            env=env,
-            capture_output=True,
-            check=True,
-        )
+        sign_in(url, root, env)
         subprocess.run(
             [LTM, "save", "-", "--local"],
             input=example_bytes(),

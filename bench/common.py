@@ -52,6 +52,17 @@ def run_installed_if_asked() -> None:
     os.execv(python, [str(python), *argv])
 
 
+def sign_in(url: str, token: str, env: dict[str, str]) -> None:
+    """``ltm auth URL --with-token``, the token on stdin (never in argv)."""
+    subprocess.run(
+        [LTM, "auth", url, "--with-token"],
+        input=token.encode(),
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+
+
 def time_command(
     argv: Sequence[str], *, runs: int, env: dict[str, str] | None = None
 ) -> list[float]:
