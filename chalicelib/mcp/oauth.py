@@ -33,7 +33,7 @@ import hashlib
 import re
 import secrets
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
 from mcp.server.auth.provider import (
@@ -42,6 +42,7 @@ from mcp.server.auth.provider import (
     AuthorizationParams,
     AuthorizeError,
     RefreshToken,
+    RegistrationError,
     TokenError,
     construct_redirect_uri,
 )
@@ -72,6 +73,87 @@ def secret_hash(secret: str) -> str:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+MAX_REDIRECT_URI = 2000
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]{0,63}")
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_DNS_NAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*")
+# Schemes a browser acts on itself (script, content, files, other protocols): never a place
+# to send an authorization code back to, whatever a client registers.
+_NOT_PRIVATE_USE = frozenset(
+    {"about", "blob", "data", "file", "filesystem", "ftp", "jar", "javascript", "mailto"}
+    | {"sms", "tel", "vbscript", "view-source", "ws", "wss", "http", "https"}
+)
+
+
+class Destination(NamedTuple):
+    """A redirect URI's validated parts: all a consent page shows and a CSP names."""
+
+    scheme: str
+    host: str  # "" for a private-use scheme without one
+    port: int | None
+
+    def shown(self) -> str:
+        """``scheme://host:port`` (the port always spelled), or a private-use ``scheme:``."""
+        if not self.host:
+            return f"{self.scheme}:"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}" + (f":{self.port}" if self.port else "")
+
+    def csp_source(self) -> str:
+        """The CSP source of this destination: a host-source from the validated parts, or a
+        private-use scheme's scheme-source
+        (https://www.w3.org/TR/CSP3/#grammardef-source-expression)."""
+        if self.scheme not in ("http", "https"):
+            return f"{self.scheme}:"
+        return self.shown()
+
+
+def destination(uri: str) -> Destination:
+    """The parts of a redirect URI this server sends browsers to; ValueError (the reason) for
+    any other. RFC 8252 (https://www.rfc-editor.org/rfc/rfc8252#section-7) and OAuth 2.1:
+    https anywhere; plain http only to loopback (§7.3); a private-use scheme (§7.1,
+    ``com.example.app:/cb``, ``cursor://...``) but none a browser acts on itself
+    (``javascript:``, ``data:``, ``file:``). Never userinfo (``https://claude.ai@evil.example``
+    reads as claude.ai), never a fragment (RFC 6749 §3.1.2), no whitespace or controls."""
+    import ipaddress
+
+    if len(uri) > MAX_REDIRECT_URI:
+        raise ValueError(f"a redirect URI is at most {MAX_REDIRECT_URI} characters")
+    if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in uri):
+        raise ValueError("a redirect URI has no spaces or control characters")
+    if "#" in uri:
+        raise ValueError("a redirect URI has no fragment")
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except ValueError:
+        raise ValueError("a redirect URI must be an absolute URI") from None
+    scheme = parts.scheme.lower()
+    if not _SCHEME.fullmatch(scheme):
+        raise ValueError("a redirect URI must be an absolute URI")
+    if "@" in parts.netloc:
+        raise ValueError("a redirect URI has no user name or password")
+    host = (parts.hostname or "").lower()
+    if host:
+        try:
+            host = str(ipaddress.ip_address(host))
+        except ValueError:
+            if not _DNS_NAME.fullmatch(host.rstrip(".")):
+                raise ValueError("a redirect URI's host must be a DNS name or an address") from None
+            host = host.rstrip(".")
+    if scheme == "https":
+        if not host:
+            raise ValueError("an https redirect URI needs a host")
+        return Destination(scheme, host, port or 443)
+    if scheme == "http":
+        if host not in _LOOPBACK:
+            raise ValueError("plain http redirect URIs are for loopback only (127.0.0.1, [::1])")
+        return Destination(scheme, host, port or 80)
+    if scheme in _NOT_PRIVATE_USE:
+        raise ValueError(f"{scheme}: is not a redirect URI scheme")
+    return Destination(scheme, host, port)
 
 
 class Client(OAuthClientInformationFull):
@@ -167,6 +249,11 @@ def client_metadata(url: str, *, allow_loopback: bool = False) -> dict[str, Any]
     uris = doc.get("redirect_uris")
     if not isinstance(uris, list) or not uris or not all(isinstance(u, str) for u in uris):
         return None
+    try:
+        for uri in uris:
+            destination(uri)
+    except ValueError:
+        return None
     if doc.get("token_endpoint_auth_method", "none") != "none":
         return None  # a secret or a key this server does not hold: not a client here
     allowed = ("client_name", "client_uri", "logo_uri", "redirect_uris", "grant_types")
@@ -248,6 +335,11 @@ class StoreProvider:
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         if client_info.client_id is None:
             raise ValueError("a registered client needs an id")
+        for uri in client_info.redirect_uris or []:
+            try:
+                destination(str(uri))
+            except ValueError as refused:
+                raise RegistrationError("invalid_redirect_uri", str(refused)) from None
         doc = client_info.model_dump(mode="json", exclude_none=True)
         if doc.get("client_secret"):
             # Kept as its sha256 only: the client got the secret in the registration's

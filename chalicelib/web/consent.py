@@ -14,26 +14,27 @@ single-use code and sends the browser back with it; denying sends
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
+from ..mcp.oauth import Destination
+from ..mcp.oauth import destination as oauth_destination
 from . import render
 
 WHAT = {"read": "read your packets and your teams' packets", "write": "save and delete packets"}
 
 
-def origin(url: str) -> str:
-    """Where the browser goes back to: ``scheme://host[:port]``; for a private-use scheme
-    (RFC 8252 §7.1, ``cursor://...``) the scheme alone, which is also its CSP source."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        return f"{parts.scheme}:"
-    return f"{parts.scheme}://{parts.netloc}"
+def destination(url: str) -> Destination | None:
+    """Where the browser goes back to, as validated parts; None for a redirect URI these
+    rules refuse (a client stored before them, or by other means): no question is asked."""
+    try:
+        return oauth_destination(url)
+    except ValueError:
+        return None
 
 
-def page(request_id: str, pending: dict[str, Any], csrf: str) -> str:
-    """The question, with the request's facts escaped (a client names itself)."""
+def page(request_id: str, pending: dict[str, Any], back: Destination, csrf: str) -> str:
+    """The question, with the request's facts escaped (a client names itself); ``back``
+    is shown as scheme, host and port, never as the client wrote it."""
     can = [WHAT[s] for s in pending.get("scopes", []) if s in WHAT] or [WHAT["read"]]
-    back = origin(str(pending["redirect_uri"]))
     name = pending.get("client_name") or "an unnamed client"
     return (
         "<h1>Allow this MCP client?</h1>"
@@ -42,7 +43,8 @@ def page(request_id: str, pending: dict[str, Any], csrf: str) -> str:
         + "<ul>"
         + "".join(f"<li>{render.text(item)}</li>" for item in can)
         + "</ul>"
-        + f"<p>After you answer, your browser goes back to <code>{render.text(back)}</code>."
+        + "<p>After you answer, your browser goes back to"
+        f" <code>{render.text(back.shown())}</code>."
         " Allow only if you started this sign-in from that program just now.</p>"
         '<form method="post" action="<@>/web/authorize">'
         f'<input type="hidden" name="request" value="{render.attr(request_id)}">'
@@ -60,4 +62,13 @@ def gone() -> str:
         "This sign-in has ended",
         "The request is unknown, was already answered, or waited more than 10 minutes. "
         "Start the sign-in again from your MCP client.",
+    )
+
+
+def refused() -> str:
+    return render.problem(
+        "This client cannot sign in here",
+        "It asks to send your browser back to an address this server does not send people"
+        " to (not https, not this machine, or an address with a user name in it). Nothing"
+        " was shared.",
     )

@@ -709,10 +709,14 @@ class WebView:
             return read
         if read.value is None:
             return self._page(410, "This sign-in has ended", consent.gone(), nav=read.nav)
-        back = consent.origin(str(read.value["redirect_uri"]))
+        back = consent.destination(str(read.value["redirect_uri"]))
+        if back is None:
+            return self._page(400, "Not allowed", consent.refused(), nav=read.nav)
         if request.method == "GET":
-            body = consent.page(request_id, read.value, self._csrf(read.nonce))
-            return self._page(200, "Allow this MCP client?", body, nav=read.nav, form_target=back)
+            body = consent.page(request_id, read.value, back, self._csrf(read.nonce))
+            return self._page(
+                200, "Allow this MCP client?", body, nav=read.nav, form_target=back.csp_source()
+            )
         if not self._form_ok(request, read.nonce, form):
             return self._expired(read.nav, "/web")
         allow = _one(form, "answer") == "allow"

@@ -1,0 +1,126 @@
+"""Where an OAuth client may send a person's browser back to, and what the consent page says
+about it: https, loopback http and private-use schemes (RFC 8252 §7.1) only; never userinfo
+or a fragment; the page shows scheme, host and port, and its CSP is built from them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+from serverkit import Server, local_client, running_server
+from test_remote_mcp import authorize_url, pkce
+
+pytest.importorskip("mcp.server.auth")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with running_server(tmp_path_factory.mktemp("oauth-redirects")) as srv:
+        yield srv
+
+
+def registered(server: Server, redirect: str) -> tuple[int, dict[str, object]]:
+    with server.client() as http:
+        answer = http.post(
+            "/register",
+            json={
+                "client_name": "redirects",
+                "redirect_uris": [redirect],
+                "token_endpoint_auth_method": "none",
+            },
+        )
+    return answer.status_code, answer.json()
+
+
+@pytest.mark.parametrize(
+    "redirect",
+    [
+        "javascript:alert(document.cookie)//",
+        "data:text/html,<script>alert(1)</script>",
+        "https://app.example/cb#frag",
+        "https://claude.ai@evil.example/cb",
+        "https://user:pw@app.example/cb",
+        "http://app.example/cb",  # plain http off loopback
+        "file:///etc/passwd",
+    ],
+)
+def test_a_registration_with_an_unsafe_redirect_uri_is_refused(
+    server: Server, redirect: str
+) -> None:
+    status, body = registered(server, redirect)
+    assert status == 400, body
+    assert body["error"] in ("invalid_redirect_uri", "invalid_client_metadata")
+
+
+@pytest.mark.parametrize(
+    "redirect",
+    [
+        "https://app.example/oauth/cb",
+        "http://127.0.0.1:33418/callback",
+        "http://[::1]/callback",
+        "http://localhost:8080/cb",
+        "cursor://anysphere.cursor-retrieval/oauth/callback",
+        "com.example.app:/oauth2redirect",
+    ],
+)
+def test_https_loopback_and_private_use_redirects_are_taken(server: Server, redirect: str) -> None:
+    status, body = registered(server, redirect)
+    assert status == 201, body
+
+
+def consent_page(server: Server, client_id: str, redirect: str) -> tuple[int, str, str]:
+    """Sign in on the web view and open the consent page: (status, page, its CSP)."""
+    _, token = server.issue("consent")
+    _, challenge = pkce()
+    url = authorize_url(server, client_id, redirect, challenge)
+    pages = server.web or server.url
+    with local_client(follow_redirects=False) as browser:
+        consent = browser.get(url).headers["location"]
+        signin = browser.get(consent).headers["location"]
+        page = browser.get(signin)
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
+        nxt = re.search(r'name="next" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
+        signed = browser.post(
+            pages + "/web/signin",
+            data={"csrf": csrf, "next": nxt.replace("&amp;", "&"), "token": token},
+        )
+        shown = browser.get(signed.headers["location"])
+        return shown.status_code, shown.text, shown.headers.get("content-security-policy", "")
+
+
+def test_the_consent_page_shows_scheme_host_and_port(server: Server) -> None:
+    status, body = registered(server, "https://app.example/oauth/cb")
+    assert status == 201
+    code, page, csp = consent_page(server, str(body["client_id"]), "https://app.example/oauth/cb")
+    assert code == 200 and "https://app.example:443" in page
+    assert "form-action 'self' https://app.example:443" in csp
+
+
+def test_a_stored_client_with_userinfo_never_reaches_the_consent_question(server: Server) -> None:
+    """A client kept from before these rules (or written by other means): the page refuses
+    it rather than show ``claude.ai`` as the destination or paste its parts into the CSP."""
+    hostile = "https://claude.ai@evil.example/cb"
+    store = server.open_store()  # type: ignore[misc]
+    try:
+        store.put_oauth_item(
+            "client",
+            "legacy-client",
+            {
+                "client_id": "legacy-client",
+                "client_name": "legacy",
+                "redirect_uris": [hostile],
+                "token_endpoint_auth_method": "none",
+                "scope": "read write",
+                "grant_types": ["authorization_code", "refresh_token"],
+                "response_types": ["code"],
+            },
+            datetime(2100, 1, 1, tzinfo=UTC),
+        )
+    finally:
+        store.close()
+    code, page, csp = consent_page(server, "legacy-client", hostile)
+    assert code == 400
+    assert "Allow this MCP client?" not in page and "claude.ai" not in page
+    assert "claude.ai" not in csp and "evil.example" not in csp
