@@ -453,7 +453,7 @@ class Store(ABC):
         result. A query of qualifiers only (``tag:``/``project:``) lists the
         matching packets newest first. The cost of a query is bounded, not
         proportional to the scope: a backend ranks the newest matches only
-        (SQLite: the newest 500 matches; DynamoDB: the newest 1,000 postings of
+        (SQLite: the newest 200 matches; DynamoDB: the newest 1,000 postings of
         each word), so a query matching more than that finds the best of the
         recent ones; more words narrow it.
         """

@@ -321,7 +321,11 @@ def _has_table(db: sqlite3.Connection, name: str) -> bool:
 # the ``tag:``/``project:`` qualifiers, ordered like a listing. A trigger drops a
 # packet's index rows whenever the packet row goes (rm, team delete), inside the
 # same transaction; a put writes the new ones (and drops a replaced packet's).
-RANK_WINDOW = 500  # how many of the newest matches are ranked (see search)
+# How many of the newest matches are ranked (see search). Scoring a match re-reads
+# its ten fields (about 30 µs on a loaded core), so the window is what a common
+# word costs: 200 keeps a multi-word search at 10,000 packets near 3 ms
+# (bench/bench_search.py), and still ranks ten pages of the caller's recent work.
+RANK_WINDOW = 200
 _FTS_COLUMNS = (
     "goal, tags, next_step, project, decisions, attempts, methods, success_criteria,"
     " constraints, open_questions"
