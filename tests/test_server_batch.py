@@ -284,3 +284,36 @@ def _sqlite(server: Server) -> Any:
     from ltm.store.sqlite import SqliteStore
 
     return SqliteStore(server.db)
+
+
+@pytest.mark.parametrize("team", [None, "some-team"])
+def test_an_unknown_token_is_refused_before_a_batch_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, team: str | None
+) -> None:
+    """An anonymous 1 MiB batch costs a token check, not a parse, a schema check and a scan
+    of every packet in it (many times a plain refusal)."""
+    from ltm.service import packets, tokens
+    from ltm.service.errors import Unauthorized
+    from ltm.store.sqlite import SqliteStore
+
+    read: list[str] = []
+    for name in ("_batch_texts", "_prepare", "_parsed"):
+        real = getattr(packets, name)
+        monkeypatch.setattr(
+            packets,
+            name,
+            lambda *a, _real=real, _name=name, **k: read.append(_name) or _real(*a, **k),
+        )
+    stranger = tokens.credential("Bearer ltm_" + "0" * 64)
+    filler = "x" * (MAX_BATCH_BODY // MAX_BATCH - 200)
+    body = json.dumps({"packets": [text(make_packet(context=filler)) for _ in range(MAX_BATCH)]})
+    assert len(body) > 1_000_000
+    store = SqliteStore(tmp_path / "ltm.db")
+    try:
+        with pytest.raises(Unauthorized):
+            packets.push_batch(store, stranger, body.encode(), team=team)
+        with pytest.raises(Unauthorized):
+            packets.push(store, stranger, text(make_packet(context=filler[:30000])).encode())
+    finally:
+        store.close()
+    assert read == []

@@ -88,22 +88,41 @@ def push(
     moves there (the reference's documented ``push -t TEAM`` flow). Any other
     id that exists elsewhere is refused with 409 and nothing changes.
     """
-    # The body is checked first (no I/O) but its faults are reported only once the
-    # caller is known, so an unknown token (401), a read-only one (403) or a team the
-    # caller is not in (404) comes before anything about the body.
-    fault: ServiceError | None = None
-    try:
-        ready: Prepared | None = _prepare(raw, lenient=lenient, scan=scan, derive=store.derive)
-    except ServiceError as exc:
-        fault, ready = exc, None
-    stored = ready.packet if ready is not None else None
-    # In team scope the packet is read with the caller and the team (one request on
-    # DynamoDB): a move of the caller's personal packet is then known before the write.
-    wanted = stored.meta.id if stored is not None and team is not None else None
-    who = access(store, caller, need="write", team=team, packet_id=wanted)
-    if fault is not None:
-        raise fault
-    assert stored is not None and ready is not None
+    # The caller is checked before the body is judged (its schema and its scan cost
+    # many times a refusal), so an unknown token (401), a read-only one (403) or a team
+    # the caller is not in (404) comes before anything about the body, and costs little.
+    if team is None:
+        who = access(store, caller, need="write")
+        ready = _prepare(raw, lenient=lenient, scan=scan, derive=store.derive)
+    else:
+        # In team scope the packet is read with the caller and the team (one request on
+        # DynamoDB), so a move of the caller's personal packet is known before the write:
+        # its id is needed first, and only the JSON is parsed for it (at most 32 KiB).
+        fault: ServiceError | None = None
+        data: Any = None
+        try:
+            data = _parsed(raw)
+        except ServiceError as exc:
+            fault = exc
+        fields = data.data if hasattr(data, "data") else data  # a Checked, or a mapping
+        wanted = fields.get("id") if isinstance(fields, Mapping) else None
+        who = access(
+            store,
+            caller,
+            need="write",
+            team=team,
+            packet_id=wanted if isinstance(wanted, str) else None,
+        )
+        if fault is not None:
+            raise fault
+        ready = _prepare(
+            data,
+            lenient=lenient,
+            scan=scan,
+            derive=store.derive,
+            parsed=isinstance(raw, str | bytes),
+        )
+    stored = ready.packet
     stored = stored._replace(
         meta=stored.meta._replace(owner_id=who.user.id, team_id=who.team.id if who.team else None),
     )
@@ -252,21 +271,13 @@ def push_batch(
     written together (``Store.put_many``: one commit on SQLite), each held to
     the id rules and the per-user bound as a single push is.
     """
-    fault: ServiceError | None = None
-    texts: list[str] = []
-    try:
-        texts = _batch_texts(body)
-    except ServiceError as exc:
-        fault = exc
+    who = access(store, caller, need="write", team=team)  # before a byte of the body is read
     prepared: list[Prepared | ServiceError] = []
-    for text in texts:
+    for text in _batch_texts(body):
         try:
             prepared.append(_prepare(text, lenient=lenient, scan=scan, derive=store.derive))
         except ServiceError as exc:
             prepared.append(exc)
-    who = access(store, caller, need="write", team=team)
-    if fault is not None:
-        raise fault
     owner, team_id = who.user.id, who.team.id if who.team else None
     writes = [
         PutItem(
@@ -370,9 +381,11 @@ def _prepare(
     lenient: bool,
     scan: bool,
     derive: Derive | None = None,
+    parsed: bool = False,
 ) -> Prepared:
     """The packet as it will be stored (canonical bytes), not yet given an owner or scope,
-    with its sort key and the store's ``derive`` of it (``prepare``)."""
+    with its sort key and the store's ``derive`` of it (``prepare``). ``parsed``: ``raw``
+    is what ``_parsed`` decoded from bytes, taken as it is."""
     from .. import packet  # only the write path imports it
 
     if isinstance(raw, packet.Checked):
@@ -380,23 +393,31 @@ def _prepare(
         if raw.errors and not lenient:
             raise BadRequest("; ".join(raw.errors))
         return prepare(raw, derive=derive, scan=scan)
-    if isinstance(raw, str):
-        raw = raw.encode()
-    if isinstance(raw, bytes):
-        if len(raw) > packet.MAX_PACKET_BYTES:
-            raise PayloadTooLarge(f"packet too large (max {packet.MAX_PACKET_BYTES} bytes)")
-        try:
-            data = packet.parse(raw)
-        except packet.PacketError as exc:
-            raise BadRequest(str(exc)) from None
-        parsed = True
+    if isinstance(raw, str | bytes):
+        data, parsed = _parsed(raw), True
     else:
-        data, parsed = dict(raw), False
+        data = raw if parsed else dict(raw)
     try:
         checked = packet.check(data, lenient=lenient, parsed=parsed)
     except packet.PacketError as exc:
         raise BadRequest(str(exc)) from None
     return prepare(checked, derive=derive, scan=scan)
+
+
+def _parsed(raw: bytes | str | Mapping[str, Any] | Checked) -> Any:
+    """A packet's bytes decoded (``packet.parse``: 413 or 400 with why); anything else as is."""
+    from .. import packet
+
+    if isinstance(raw, str):
+        raw = raw.encode()
+    if not isinstance(raw, bytes):
+        return raw
+    if len(raw) > packet.MAX_PACKET_BYTES:
+        raise PayloadTooLarge(f"packet too large (max {packet.MAX_PACKET_BYTES} bytes)")
+    try:
+        return packet.parse(raw)
+    except packet.PacketError as exc:
+        raise BadRequest(str(exc)) from None
 
 
 def _stored(checked: Checked, *, scan: bool) -> StoredPacket:
