@@ -877,6 +877,7 @@ _mcp_apps: dict[tuple[int, str], Any] = {}
 
 
 def _mcp_app(request: Any) -> Any:
+    from chalicelib.loopback import listening_on_loopback
     from chalicelib.mcp.http import build_app
 
     store, base = get_store(), base_url(request)
@@ -889,7 +890,9 @@ def _mcp_app(request: Any) -> Any:
             if found is None:
                 if len(_mcp_apps) >= 16:  # one per Host the server is reached by: bounded
                     _mcp_apps.clear()
-                found = _mcp_apps[key] = build_app(store, base, consent)
+                found = _mcp_apps[key] = build_app(
+                    store, base, consent, on_loopback=listening_on_loopback()
+                )
     return found
 
 
@@ -919,6 +922,7 @@ def mcp_route(path: str, methods: list[str]) -> None:
                 headers={k.lower(): v for k, v in request.headers.items()},
                 body=raw.encode() if isinstance(raw, str) else raw,
                 scheme=base_url(request).split(":", 1)[0],
+                client=(_client_ip(request), 0),
             )
         except Exception:
             logger.exception("unhandled error")

@@ -10,6 +10,8 @@ Light (stdlib only, ``ipaddress`` on demand): the CLI imports it freely.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 
 def loopback_host(host: str | None) -> bool:
     """Whether a host name or address (``urlsplit(...).hostname``) is loopback."""
@@ -34,3 +36,19 @@ def loopback_url(url: str) -> bool:
         return loopback_host(urlsplit(url).hostname)
     except ValueError:  # a malformed port or IPv6 literal
         return False
+
+
+LISTEN_ENV = "LTM_API_HOST"  # ``host:port``, set by ``ltm server run`` listening on loopback
+
+
+def listening_on_loopback(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this process serves from a loopback listening address.
+
+    Decided by where the server listens (``ltm server run`` on 127.0.0.1 says so in
+    ``LTM_API_HOST``; never on Lambda, nor behind ``--external-url``), not by any
+    request header: a Host or X-Forwarded-Host is whatever the client wrote.
+    """
+    import os
+
+    listening = (os.environ if environ is None else environ).get(LISTEN_ENV, "")
+    return bool(listening) and loopback_url(f"//{listening}")

@@ -83,6 +83,9 @@ class _HashedSecrets:
         self.app = app
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            client = scope.get("client") or ("", 0)
+            oauth.REQUEST.set((scope["path"], str(client[0])))
         if scope["type"] != "http" or scope["path"] not in self.PATHS:
             await self.app(scope, receive, send)
             return
@@ -286,10 +289,14 @@ class _Stateless:
             await manager.handle_request(scope, receive, send)
 
 
-def build_app(store: Store, base_url: str, consent_url: str | None = None) -> Any:
+def build_app(
+    store: Store, base_url: str, consent_url: str | None = None, *, on_loopback: bool = False
+) -> Any:
     """The ASGI app for a server reached at ``base_url``: ``/mcp`` and, where OAuth may run,
     the authorization server, whose consent page is ``consent_url`` (the web view's own
-    address, which on loopback is a name of its own; default: under ``base_url``)."""
+    address, which on loopback is a name of its own; default: under ``base_url``).
+    ``on_loopback``: the server listens on loopback (``loopback.listening_on_loopback``),
+    the one case where a client metadata document may be fetched from loopback."""
     from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
     from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
     from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
@@ -312,6 +319,7 @@ def build_app(store: Store, base_url: str, consent_url: str | None = None) -> An
             issuer=issuer,
             resource=resource,
             consent_url=consent_url or issuer + "/web/authorize",
+            fetch_loopback=on_loopback,
         )
         registration = ClientRegistrationOptions(
             enabled=True, valid_scopes=oauth.SCOPES, default_scopes=oauth.SCOPES

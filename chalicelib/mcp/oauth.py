@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
@@ -182,29 +183,33 @@ class Client(OAuthClientInformationFull):
 
 
 CIMD_TTL = timedelta(hours=1)
-CIMD_MAX_BYTES = 16 * 1024
-CIMD_TIMEOUT = 5.0
+CIMD_MAX_URL = 2000
 
 
-def client_metadata(url: str, *, allow_loopback: bool = False) -> dict[str, Any] | None:
+def client_metadata(
+    url: str, *, allow_loopback: bool = False, client_address: str = ""
+) -> dict[str, Any] | None:
     """The client metadata document at ``url``, as the client it describes, or None.
 
     The MCP specification's Client ID Metadata Documents
     (https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization):
     the client id is an https URL with a path; the document there is JSON whose
     ``client_id`` is that very URL, and it names the client's redirect URIs. The
-    server fetches it, so the fetch is held short: https only, no credentials in
-    the URL, no private, loopback or link-local address (loopback only for a
-    server that is itself on loopback, as in development), 5 s, 16 KiB, no
-    redirects. Such a client is public: it authenticates with PKCE alone.
+    server fetches it, held short (``cimd``: one 5 s deadline, bounded concurrency
+    per process and per ``client_address``, public addresses only, 16 KiB, no
+    redirects). Such a client is public: it authenticates with PKCE alone.
     """
-    import ipaddress
     import json
-    import socket
-    import urllib.request
     from urllib.parse import urlsplit
 
-    parts = urlsplit(url)
+    from . import cimd
+
+    if len(url) > CIMD_MAX_URL:
+        return None
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
     if (
         parts.scheme != "https"
         or not parts.hostname
@@ -215,30 +220,8 @@ def client_metadata(url: str, *, allow_loopback: bool = False) -> dict[str, Any]
     ):
         return None
     try:
-        found = socket.getaddrinfo(parts.hostname, parts.port or 443, type=socket.SOCK_STREAM)
-    except OSError:
-        return None
-    for *_, address in found:
-        ip = ipaddress.ip_address(address[0])
-        if ip.is_loopback and allow_loopback:
-            continue
-        if not ip.is_global:
-            return None
-
-    class NoRedirects(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-            return None
-
-    opener = urllib.request.build_opener(NoRedirects())
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    try:
-        with opener.open(request, timeout=CIMD_TIMEOUT) as answer:
-            if answer.status != 200:
-                return None
-            raw = answer.read(CIMD_MAX_BYTES + 1)
-    except (OSError, ValueError):
-        return None
-    if len(raw) > CIMD_MAX_BYTES:
+        raw = cimd.fetch(url, client_address=client_address, allow_loopback=allow_loopback)
+    except cimd.Refused:
         return None
     try:
         doc = json.loads(raw)
@@ -283,6 +266,12 @@ def client_label(client: OAuthClientInformationFull) -> str:
     return f"mcp:{(name or 'client')[:40]}:{secrets.token_hex(4)}"
 
 
+# The HTTP request being answered: its path and the client's address, for what the
+# provider's interface does not pass (where a fetch is needed, whom it is charged to).
+# Outside a request (None): everything is allowed, as for a caller in this process.
+REQUEST: ContextVar[tuple[str | None, str]] = ContextVar("oauth_request", default=(None, ""))
+
+
 class StoreProvider:
     """The SDK's authorization server provider, over one ltm store.
 
@@ -291,10 +280,21 @@ class StoreProvider:
     ``consent_url`` is where ``/authorize`` sends the person's browser.
     """
 
-    def __init__(self, store: Store, *, issuer: str, resource: str, consent_url: str) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        issuer: str,
+        resource: str,
+        consent_url: str,
+        fetch_loopback: bool = False,
+    ) -> None:
         from pydantic import AnyHttpUrl
 
         self.store = store
+        # Client metadata documents on loopback: only for a server that listens there
+        # itself (development), never because of what a request says its Host is.
+        self.fetch_loopback = fetch_loopback
         # As the metadata documents spell it (a path-less issuer ends in "/"): the RFC 9207
         # ``iss`` of an answer must be that very string, or the client refuses the answer.
         self.issuer = str(AnyHttpUrl(issuer))
@@ -310,19 +310,27 @@ class StoreProvider:
         if client_id.startswith("https://"):
             import anyio
 
-            return await anyio.to_thread.run_sync(self._metadata_client, client_id)
+            path, address = REQUEST.get()
+            return await anyio.to_thread.run_sync(
+                self._metadata_client, client_id, path in (None, "/authorize"), address
+            )
         return None
 
-    def _metadata_client(self, url: str) -> Client | None:
+    def _metadata_client(self, url: str, fetch: bool, client_address: str) -> Client | None:
         """A client whose id is the URL of its metadata document (the MCP specification's
-        Client ID Metadata Documents): fetched once, kept an hour, never registered."""
+        Client ID Metadata Documents): fetched once, kept an hour, never registered.
+
+        Fetched only where its document matters, ``/authorize`` (its redirect URIs and
+        name); the token and revocation endpoints know such a client by its id alone:
+        it is public, and its codes and refresh tokens are bound to that id."""
         key = _hash(url)
         cached = self.store.get_oauth_item("cimd", key, _now())
         if cached is None:
-            from urllib.parse import urlsplit
-
-            loopback = urlsplit(self.issuer).hostname in _LOOPBACK
-            found = client_metadata(url, allow_loopback=loopback)
+            if not fetch:
+                return Client(client_id=url, token_endpoint_auth_method="none", scope="read write")
+            found = client_metadata(
+                url, allow_loopback=self.fetch_loopback, client_address=client_address
+            )
             if found is None:
                 return None
             cached = found
