@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from common import LTM, machine, median_ms, sign_in, time_command
+from results import against, record
 
 PACKETS = 200
 
@@ -118,6 +119,12 @@ def main() -> None:
     print(f"{'command':<28} {'median ms':>10} {'x bare':>8}")
     for label, ms in rows:
         print(f"{label:<28} {ms:>10.1f} {ms / bare:>8.2f}")
+    targets = {"ltm ls": 5, "ltm resume ID": 5}
+    record(
+        "cli_remote",
+        against(rows[0], rows[1:], ratio_targets=targets),
+        notes=[f"ltm server run on loopback (SQLite) holding {PACKETS} packets"],
+    )
 
 
 if __name__ == "__main__":

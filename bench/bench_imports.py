@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from common import machine, run_installed_if_asked
+from results import Figure, record
 
 # What a hook loads whatever it does (its own imports, and the package's): each single
 # import is timed on top of this, so a row is what that import adds there.
@@ -87,6 +88,17 @@ def main() -> None:
             f"{added(name, 'pass') * 1000:>+10.1f}"
         )
     print("added: the median per-run difference to BASE (single imports) or to pass (paths)")
+    ms = {key: statistics.median(times[key]) * 1000 for key in keys}
+    record(
+        "imports",
+        [
+            Figure("python -c pass", ms["pass"], "ms"),
+            Figure("BASE (what every hook loads)", ms["base"], "ms"),
+            *(Figure(f"BASE; {n}: added", added(n, "base") * 1000, "ms") for n in SINGLE),
+            *(Figure(f"{n}: added to pass", added(n, "pass") * 1000, "ms") for n in PATHS),
+        ],
+        notes=[f"BASE: `{BASE}`", "added: the median per-run difference"],
+    )
 
 
 if __name__ == "__main__":

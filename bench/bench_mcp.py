@@ -34,6 +34,7 @@ from typing import IO, Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 from common import LTM, machine, median_ms, run_installed_if_asked
+from results import Figure, record
 
 SDK_IMPORT = "import mcp.server.lowlevel, mcp.server.stdio"
 
@@ -231,17 +232,21 @@ def main() -> None:
     bare = measured["bare"]
     print(f"machine: {machine()}; {runs} interleaved runs, medians (after 2 warm-up runs)")
     print(f"{'what':<50} {'median ms':>10} {'x bare':>8}")
-    for name, key in ROWS:
+    figures = [Figure(ROWS[0][0], median_ms(bare), "ms")]
+    for name, key in ROWS[1:]:
         times = measured[key]
         ratio = statistics.median(t / b for t, b in zip(times, bare, strict=True))
         print(f"{name:<50} {median_ms(times):>10.1f} {ratio:>8.2f}")
+        figures.append(Figure(name, median_ms(times), "ms", baseline=ROWS[0][0], ratio=ratio))
     for name, times in in_session.items():
         label = f"tools/call {name} ({args.packets:,} packets)"
         print(f"{label:<50} {median_ms(times):>10.1f} {'':>8}")
+        figures.append(Figure(label, median_ms(times), "ms"))
     for kind in ("default", "cold"):
         spread = statistics.quantiles(measured[f"{kind} tools/list"], n=10)
         print(f"{kind} tools/list p10-p90: {spread[0] * 1000:.0f}-{spread[-1] * 1000:.0f} ms")
     print("x bare: the median of the per-run ratios")
+    record("mcp", figures, notes=["x: the median of per-run ratios to python -c pass"])
 
 
 if __name__ == "__main__":

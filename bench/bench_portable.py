@@ -38,6 +38,7 @@ from typing import NamedTuple
 sys.path.insert(0, str(Path(__file__).parent))
 
 from common import LTM, disk, machine, median_ms, sign_in, time_command
+from results import Figure, against, record
 
 from ltm.examples import example_bytes
 
@@ -285,14 +286,23 @@ def main() -> None:
                     )
             return
         print("\n| what | wall time | CPU a packet | peak RSS |\n|---|---:|---:|---:|")
+        figures = []
         for count in (int(c) for c in args.counts.split(",")):
-            for label, run in portable(count, tmp, base_env):
+            rows = portable(count, tmp, base_env)
+            bare_label = next(label for label, _ in rows if label.startswith("baseline"))
+            bare_run = dict(rows)[bare_label]
+            for label, run in rows:
                 rate, cpu = count / run.seconds, run.cpu / count * 1e6
                 print(
                     f"| {label} | {run.seconds:.1f} s ({rate:,.0f}/s) | {cpu:,.0f} µs"
                     f" | {run.rss:.0f} MiB |",
                     flush=True,
                 )
+                vs_bare = {"baseline": bare_label, "ratio": run.seconds / bare_run.seconds}
+                figures += [
+                    Figure(label, run.seconds, "s", **(vs_bare if label != bare_label else {})),
+                    Figure(f"{label}: peak RSS", run.rss, "MiB"),
+                ]
         if args.orders:
             print()
             for count in (int(c) for c in args.counts.split(",")):
@@ -302,6 +312,7 @@ def main() -> None:
         print("\n| command | median | ratio to python -c pass |\n|---|---:|---:|")
         for label, ms in rows:
             print(f"| {label} | {ms:.0f} ms | {ms / bare:.2f}x |")
+        record("portable", [*figures, *against(rows[0], rows[1:])])
 
 
 if __name__ == "__main__":

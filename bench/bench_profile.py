@@ -39,6 +39,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from common import fill_store, machine
+from results import Figure, record
+
+# What each part measured, recorded at the end (the profiles are printed only).
+FIGURES: list[Figure] = []
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "spec" / "examples" / "example.v0.2.json"
@@ -89,7 +93,9 @@ def save(tmp: Path, packets: int, count: int) -> None:
 
     for _ in range(20):
         one()
-    print(f"save into {packets:,} packets: p50 {timed(one, 200) * 1e3:.2f} ms (200 saves)")
+    p50 = timed(one, 200) * 1e3
+    print(f"save into {packets:,} packets: p50 {p50:.2f} ms (200 saves)")
+    FIGURES.append(Figure(f"MCP save into {packets:,} packets, p50 of 200", p50, "ms"))
     top(lambda: [one() for _ in range(200)], count)
 
 
@@ -152,10 +158,13 @@ def push(tmp: Path, count: int, batch: int = 0) -> None:
         print(
             f"batch of {batch} (example packet): {cpu * 1e6:,.0f} µs of CPU a packet (200 requests)"
         )
+        FIGURES.append(Figure(f"batch of {batch}: CPU a packet", cpu * 1e6, "µs"))
         top(lambda: [one() for _ in range(200)], count)
         module.close_store()
         return
-    print(f"push (example packet): p50 {timed(one, 500) * 1e6:,.0f} µs (500 pushes)")
+    p50 = timed(one, 500) * 1e6
+    print(f"push (example packet): p50 {p50:,.0f} µs (500 pushes)")
+    FIGURES.append(Figure("push of the example packet, p50 of 500", p50, "µs"))
     top(lambda: [one() for _ in range(500)], count)
     module.close_store()
 
@@ -186,6 +195,7 @@ def import_(tmp: Path, count: int) -> None:
     top(run, count)
     took = time.perf_counter() - started
     print(f"import of 10,000 (profiled): {took:.1f} s; {report.added:,} added")
+    FIGURES.append(Figure("import of 10,000, in process and profiled", took, "s"))
     backend.close()
 
 
@@ -199,6 +209,7 @@ def scan(count: int) -> None:
         timed(lambda: [redact.scan_packet(packet) for _ in range(100)], 1) for _ in range(15)
     )
     print(f"scan of the example packet: {best / 100 * 1e6:.0f} µs (best of 15 rounds of 100)")
+    FIGURES.append(Figure("scan of the example packet, best of 15 rounds", best / 100 * 1e6, "µs"))
     # Its pieces: what the literal sets replace, and what the fast walk replaces.
     sets = redact._sets
     assert sets is not None  # built by the scans above
@@ -249,6 +260,7 @@ def main() -> None:
                 scan(args.top)
             else:
                 raise SystemExit(f"unknown --what {what!r}")
+    record("profile", FIGURES)
 
 
 if __name__ == "__main__":

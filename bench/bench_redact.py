@@ -39,6 +39,9 @@ sys.path.insert(0, str(ROOT / "tests"))  # the labelled corpus
 
 import redact_corpus  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "bench"))
+from results import Figure, record  # noqa: E402
+
 from chalicelib.redact import (  # noqa: E402
     BUILTIN_RULES,
     compile_user_rule,
@@ -51,6 +54,8 @@ CAP = 32_768
 # Wall time by default; --clock cpu times the CPU this process spends
 # (CLOCK_PROCESS_CPUTIME_ID), which the other jobs of a shared machine do not add to.
 CLOCK = time.perf_counter
+# What the run measured, recorded at its end.
+FIGURES: list[Figure] = []
 TYPICAL_TARGET_MS = 2.0
 ADVERSARIAL_TARGET_MS = 10.0
 
@@ -259,6 +264,8 @@ def corpus_figures() -> None:
         f"\ncorpus: {len(secrets) - len(missed)}/{len(secrets)} true secrets caught"
         f" ({len(kinds)} kinds); missed: {missed or 'none'}"
     )
+    caught_share = 100 * (len(secrets) - len(missed)) / len(secrets)
+    FIGURES.append(Figure("corpus: true secrets caught", caught_share, "%", "higher"))
     prose = redact_corpus.prose()
     sources = Counter(source.split("/")[0] if "/" in source else source for source, _ in prose)
     flagged: Counter[str] = Counter()
@@ -273,6 +280,7 @@ def corpus_figures() -> None:
         f"prose: {len(prose)} units ({dict(sources)}); with a secret-class hit:"
         f" {flagged['secret']}; with path/local-URL hits only (flagged by design): {paths['path']}"
     )
+    FIGURES.append(Figure("corpus: prose units with a secret-class hit", flagged["secret"], ""))
     rng = random.Random(7)
     alphabet = redact_corpus.B64
     keys = ["".join(rng.choice(alphabet) for _ in range(40)) for _ in range(5000)]
@@ -281,6 +289,7 @@ def corpus_figures() -> None:
         f"random 40-char base64 keys, no keyword near: {caught}/{len(keys)} caught"
         f" ({caught / len(keys):.2%})"
     )
+    FIGURES.append(Figure("random 40-char keys, no keyword: caught", 100 * caught / len(keys), "%"))
 
 
 def baseline(path: str, runs: int) -> None:
@@ -365,6 +374,9 @@ def main() -> int:
             f"{name:<12} {size:>6} {nhits:>5} {med:>10.3f} {p90:>8.3f} {target:>7.1f}"
             f"  ({med / target:.0%} of target)"
         )
+        FIGURES.append(
+            Figure(f"{name} ({size:,} bytes, {nhits} hits): median", med, "ms", target=target)
+        )
 
     print("\nadversarial families as one 32 KiB string in `goal` (lenient packet):")
     worst = ("", 0.0)
@@ -375,10 +387,19 @@ def main() -> int:
         worst = max(worst, (name, med), key=lambda w: w[1])
         print(f"  {name:<12} hits={nhits:<3} median {med:6.3f} ms")
     print(f"worst family: {worst[0]} {worst[1]:.3f} ms (target {ADVERSARIAL_TARGET_MS} ms)")
+    FIGURES.append(
+        Figure(
+            f"worst near-miss family as 32 KiB ({worst[0]})",
+            worst[1],
+            "ms",
+            target=ADVERSARIAL_TARGET_MS,
+        )
+    )
 
     print("\nuser rules (RE2) on their catastrophic 32 KiB input, one `goal` (lenient packet):")
     runs = max(20, args.runs // 10)
     rules = []
+    slowest = ("", 0.0)
     for name, (regex, text) in USER_RULES.items():
         rule = compile_user_rule(name, regex)
         rules.append(rule)
@@ -390,11 +411,21 @@ def main() -> int:
             f"  {name:<17} {regex!r:<16} hits={nhits} median {med:6.3f} ms"
             f" (built-ins alone {alone:.3f} ms; target {USER_TARGET_MS} ms)"
         )
+        slowest = max(slowest, (name, med), key=lambda w: w[1])
+    FIGURES.append(
+        Figure(
+            f"slowest user rule on its catastrophic input ({slowest[0]})",
+            slowest[1],
+            "ms",
+            target=USER_TARGET_MS,
+        )
+    )
     med, p90 = measure(lambda: scan_packet(adversarial, rules), args.runs)
     print(
         f"  the adversarial packet with all {len(rules)} user rules:"
         f" median {med:.3f} ms, p90 {p90:.3f} ms"
     )
+    FIGURES.append(Figure(f"adversarial with all {len(rules)} user rules: median", med, "ms"))
 
     # RE2 makes each search linear, but listing every match of a pattern is not:
     # when each match needs a look to the end of the text to be chosen (x*y|x on
@@ -416,10 +447,12 @@ def main() -> int:
     nhits = len(scan_packet(flood))
     med, _ = measure(lambda: scan_packet(flood), max(20, args.runs // 10), warmup=3)
     print(f"\nhit flood (32 KiB of '/home/a '): {nhits} hits, median {med:.3f} ms")
+    FIGURES.append(Figure(f"hit flood (32 KiB of '/home/a ', {nhits:,} hits)", med, "ms"))
 
     corpus_figures()
     if args.baseline:
         baseline(args.baseline, args.runs)
+    record("redact", FIGURES, notes=[f"{args.clock} clock; {args.runs} runs after warm-up"])
     return 0
 
 

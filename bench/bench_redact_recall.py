@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import prose_corpus  # noqa: E402
 import redact_corpus  # noqa: E402
+from results import Figure, record  # noqa: E402
 
 from chalicelib.redact import is_secret_kind, scan_packet, scan_text  # noqa: E402
 
@@ -96,6 +97,26 @@ def main() -> int:
     for source, kind, shown in secret_hits[:20]:
         print(f"  {source}: {kind}: {shown}")
     print(f"path and local-URL hits (flagged by design, not secrets): {dict(other)}")
+    record(
+        "redact_recall",
+        [
+            Figure(f"recall: samples caught ({len(total)} formats)", 100 * c / n, "%", "higher"),
+            Figure(
+                "the server's scan: samples with a hit",
+                100 * sum(server.values()) / n,
+                "%",
+                "higher",
+            ),
+            Figure(f"lowest format ({worst})", 100 * caught[worst] / total[worst], "%", "higher"),
+            Figure(
+                f"prose: paragraphs with a secret-class hit (of {len(units):,})",
+                len(secret_hits),
+                "",
+            ),
+            Figure("prose: scan speed (CPU)", size / elapsed / 1e6, "MB/s", "higher"),
+        ],
+        notes=[f"{n:,} samples: {args.seeds} seeds; {size / 1e6:.1f} MB of prose"],
+    )
     return 0
 
 

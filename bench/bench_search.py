@@ -17,8 +17,7 @@ Run: .venv/bin/python bench/bench_search.py [--packets N] [--requests R] [--skip
    to 4 KB, halved (eventually consistent); a BatchGetItem (eventually
    consistent, as search reads) half a unit per item per 4 KB.
 
-Targets: p50 <= 20 ms and p99 <= 50 ms (HTTP); ratio <= 5 (CLI). Results go to
-stdout as markdown (for BENCHMARKS.md) and to bench/results/search.json.
+Targets: p50 <= 20 ms and p99 <= 50 ms (HTTP); ratio <= 5 (CLI).
 """
 
 from __future__ import annotations
@@ -40,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus
 from bench_server import Server, load, request_bytes
 from common import LTM, disk, machine, median_ms, time_command
+from results import Figure, record
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {"p50_ms": 20.0, "p99_ms": 50.0, "cli_ratio": 5.0}
@@ -254,11 +254,40 @@ def main() -> int:
             print(json.dumps(results["cli"], indent=2), file=sys.stderr)
     if not args.skip_dynamo:
         results["dynamodb"] = bench_dynamo([int(s) for s in args.dynamo_sizes.split(",")])
-    out = ROOT / "bench" / "results"
-    out.mkdir(exist_ok=True)
-    (out / "search.json").write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
+    record("search", figures(results))
     return 0
+
+
+def figures(results: dict[str, Any]) -> list[Figure]:
+    out = []
+    if http := results.get("http"):
+        where = f"GET /v1/search, {http['packets']:,} packets"
+        out += [
+            Figure(f"{where}: p50", http["p50_ms"], "ms", target=20),
+            Figure(f"{where}: p99", http["p99_ms"], "ms", target=50),
+            Figure(f"{where}: worst query p50", http["worst_p50_ms"], "ms"),
+            Figure(f"{where}: worst query p99", http["worst_p99_ms"], "ms"),
+        ]
+    if cli := results.get("cli"):
+        out += [
+            Figure("python -c pass", cli["python_pass_ms"], "ms"),
+            Figure(
+                f"{cli['command']} ({cli['packets']:,} packets)",
+                cli["ltm_search_ms"],
+                "ms",
+                baseline="python -c pass",
+                ratio=cli["ratio"],
+                ratio_target=5,
+            ),
+        ]
+    for size, dynamo in results.get("dynamodb", {}).items():
+        where = f"DynamoDB, {int(size):,} packets: read units a search"
+        out += [
+            Figure(f"{where}, median", dynamo["median_read_units"], "RU"),
+            Figure(f"{where}, most", dynamo["max_read_units"], "RU"),
+        ]
+    return out
 
 
 if __name__ == "__main__":

@@ -47,6 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from results import Figure, record
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 LTM = str(BIN / "ltm")
@@ -524,10 +526,8 @@ def main() -> int:
     results["server"] = args.url or "ltm server run"
     results["threads"] = args.threads
     results["sqlite_sync"] = args.sqlite_sync or "server default"
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    name = "server-external.json" if args.url else f"server-w{results['processes']}.json"
-    (out / name).write_text(json.dumps(results, indent=2))
+    if not args.url:  # another implementation's figures are printed, never recorded as ours
+        record("server", figures(results), notes=[server_notes(results, args)])
 
     checks = {
         "push_rps": results["push"]["rps"] >= TARGETS["push_rps"],
@@ -587,6 +587,57 @@ def main() -> int:
         )
     print("\ntargets: " + ", ".join(f"{k} {mark[v]}" for k, v in checks.items()))
     return 1 if args.check and not all(checks.values()) else 0
+
+
+def figures(results: dict[str, Any]) -> list[Figure]:
+    out = []
+    for key in ("push", "get", "list"):
+        r = results[key]
+        rps, p99 = TARGETS.get(f"{key}_rps"), TARGETS.get(f"{key}_p99_ms")
+        out += [
+            Figure(f"{key}: requests", r["rps"], "/s", better="higher", target=rps),
+            Figure(f"{key}: p99", r["p99_ms"], "ms", target=p99),
+        ]
+        if r["server_cpu_us_per_request"]:
+            out.append(Figure(f"{key}: server CPU a request", r["server_cpu_us_per_request"], "µs"))
+    if b := results.get("bulk"):
+        for name in ("import", "export"):
+            out.append(
+                Figure(
+                    f"ltm {name} of {b['packets']:,} packets",
+                    b[f"{name}_pps"],
+                    "packets/s",
+                    better="higher",
+                    target=TARGETS[f"{name}_pps"],
+                )
+            )
+    if ls := results.get("ls"):
+        small = f"ls p50, {ls['small_packets']:,} packets"
+        out += [
+            Figure(small, ls["small_p50_ms"], "ms"),
+            Figure(
+                f"ls p50, {ls['big_packets']:,} packets",
+                ls["big_p50_ms"],
+                "ms",
+                baseline=small,
+                ratio=ls["ratio_p50"],
+                ratio_target=TARGETS["ls_ratio"],
+            ),
+            Figure(
+                f"server peak RSS ({results['processes']} processes)",
+                results["rss_peak_mb"],
+                "MB",
+                target=TARGETS["rss_mb"],
+            ),
+        ]
+    return out
+
+
+def server_notes(results: dict[str, Any], args: argparse.Namespace) -> str:
+    return (
+        f"ltm server run, {args.threads} threads, SQLite sync {results['sqlite_sync']};"
+        f" {CONNECTIONS} keep-alive connections, {args.seconds:g} s a phase"
+    )
 
 
 def ls_phase(server: Server, args: argparse.Namespace) -> dict[str, Any]:

@@ -3,7 +3,7 @@
     .venv/bin/python bench/render.py            # write BENCHMARKS.md
     .venv/bin/python bench/render.py --check    # exit 1 when BENCHMARKS.md differs
 
-Per bench: what it measures (its module docstring), the command, the machine and
+Per bench: what it measures (its module docstring's first line), the command, the machine and
 its load, and one table of figure, value, target, ratio to baseline and whether
 the target is met. Nothing here measures; the numbers are the results files'.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from results import RESULTS, ROOT, Figure, load
 
 OUTPUT = ROOT / "BENCHMARKS.md"
-WIDTH = 100
 
 INTRO = """\
 # Benchmarks
@@ -40,19 +38,12 @@ absolute times. "met?" is blank where a figure has no target.
 """
 
 
-def describe(bench: str, bench_dir: Path) -> tuple[str, str]:
-    """The bench module's docstring: its first line, and the first paragraph of prose
-    after it (usage lines left out: the command is shown apart)."""
+def describe(bench: str, bench_dir: Path) -> str:
+    """What the bench measures: the first paragraph of its module's docstring (the rest
+    of the docstring, how it measures, stays with the code)."""
     source = (bench_dir / f"bench_{bench}.py").read_text()
     doc = ast.get_docstring(ast.parse(source)) or bench
-    paragraphs = [p.strip() for p in doc.split("\n\n") if p.strip()]
-    title = " ".join(paragraphs[0].split()) if paragraphs else bench
-    for paragraph in paragraphs[1:]:
-        first = paragraph.lstrip()
-        if first.startswith(("Run:", "Usage", ".venv/", "python ", "LTM_")):
-            continue
-        return title.rstrip("."), " ".join(paragraph.split())
-    return title.rstrip("."), ""
+    return " ".join(doc.split("\n\n")[0].split()).rstrip(".")
 
 
 def number(value: float) -> str:
@@ -97,14 +88,9 @@ def cell(text: str) -> str:
 
 def section(data: dict[str, Any], bench_dir: Path) -> list[str]:
     bench = data["bench"]
-    title, what = describe(bench, bench_dir)
     m = data["machine"]
     load = data["load"]
-    lines = [f"## {title}", ""]
-    if what:
-        lines += [*textwrap.wrap(f"`bench/bench_{bench}.py`: {what}", WIDTH), ""]
-    else:
-        lines += [f"`bench/bench_{bench}.py`.", ""]
+    lines = [f"## {describe(bench, bench_dir)}", ""]
     when = data["date"].replace("T", " ").removesuffix("Z")[:16]
     lines.append(f"- Command: `{data['command']}` ({when} UTC, {data['seconds']:,.0f} s)")
     lines.append(
@@ -123,7 +109,6 @@ def section(data: dict[str, Any], bench_dir: Path) -> list[str]:
         verdict = {True: "yes", False: "**no**", None: ""}[f.verdict()]
         row = [f.name, with_unit(number(f.value), f.unit), target_text(f), ratio, verdict]
         lines.append("| " + " | ".join(cell(c) for c in row) + " |")
-    lines.append("")
     return lines
 
 
