@@ -144,6 +144,21 @@ def check_private() -> Check:
     return Check("private", "ok", f"{data_dir()} and {state_dir()}: yours alone (700, files 600)")
 
 
+def check_outbox() -> Check:
+    """Saves kept while their server could not be reached (``ltm.cli.client.outbox``)."""
+    from ltm.cli.client import outbox
+
+    entries = outbox.waiting()
+    if not entries:
+        return Check("outbox", "ok", "empty: every save reached its server")
+    return Check(
+        "outbox",
+        "warn",
+        outbox.summary(entries),
+        "they go with the next command that reaches the server, or now: ltm push --outbox",
+    )
+
+
 def _mode(path: Path) -> int | None:
     try:
         return stat.S_IMODE(path.lstat().st_mode)
@@ -641,6 +656,7 @@ def run_all(*, full: bool = False) -> list[Check]:
             http.close()
     checks += _timed("store", lambda: [check_store(full=full)])
     checks += _timed("private", lambda: [check_private()])
+    checks += _timed("outbox", lambda: [check_outbox()])
     checks += _timed("mcp", check_mcp)
     checks += _timed("hooks", check_hooks)
     return checks

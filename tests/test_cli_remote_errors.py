@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from clikit import Cli, Seen, free_port, json_reply, signed_in, silent_server, stub_server
-from serverkit import Server, ltm_server, running_server
+from serverkit import Server, ltm_server, make_packet, running_server
 
 CONTENT = {"goal": "Keep errors short", "next_step": "Read the one line"}
 
@@ -45,8 +45,9 @@ def against(tmp_path: Path, url: str, token: str = "ltm_" + "0" * 64) -> Cli:
 def test_closed_port(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     cli = against(tmp_path, url)
-    for args in (["ls"], ["resume", "01ABC"], ["teams", "ls"], ["save", "-"]):
-        stdin = json.dumps(CONTENT) if args[0] == "save" else ""
+    # A save is kept in the outbox instead (tests/test_outbox.py); push names the failure.
+    for args in (["ls"], ["resume", "01ABC"], ["teams", "ls"], ["push", "-"]):
+        stdin = json.dumps(make_packet()) if args[0] == "push" else ""
         line = cli.fails(*args, stdin=stdin)
         assert line == (
             f"ltm: cannot reach {url}: connection refused — is the server running there?"

@@ -18,6 +18,7 @@ from ..errors import Failure
 
 if TYPE_CHECKING:
     from ..backend import Backend
+    from ..packet import Checked
     from ..redact import Rule
 
 
@@ -26,6 +27,14 @@ class Place:
 
     def backend(self) -> Backend:
         raise NotImplementedError
+
+    def keep_unsent(
+        self, backend: Backend, checked: Checked, team: str | None, failure: Failure
+    ) -> str | None:
+        """A save ``backend`` could not deliver (``failure``), kept to send later where
+        there is somewhere to keep it: the line that says so, else None (a server's own
+        store is never out of its reach)."""
+        return None
 
     def is_local(self, backend: Backend) -> bool:
         """Whether ``backend`` is the embedded store of the user's machine (whoami says so)."""

@@ -338,6 +338,16 @@ def _store(args: dict[str, Any], *, fill: bool, verb: str) -> Reply:
     backend = _backend()
     try:
         pushed = backend.push_checked(checked, team=team)  # checked once, not again
+    except Failure as exc:
+        kept = place.keep_unsent(backend, checked, team, exc) if verb == "save" else None
+        if kept is None:
+            raise
+        packet_id = str(checked.data.get("id"))
+        return Reply(
+            f"{kept}.\nNothing is lost: the packet is on this machine and reaches the server"
+            " without anything more from you.",
+            {"id": packet_id, "created": True, "where": "outbox", "team": team},
+        )
     finally:
         backend.close()
     action = "saved" if pushed.created else "updated"

@@ -287,12 +287,35 @@ def session_start(
         if source in (None, "startup", "clear", "new"):
             session.reset()  # a new conversation: a new chance to remind
         session.update(compacted=False)
-    project = _project(payload)
-    rows, newest = _newest(project)
+    waiting = _outbox_note()
+    try:
+        project = _project(payload)
+        rows, newest = _newest(project)
+    except Exception:
+        if not waiting:
+            raise
+        # The server may be the very reason saves wait: say so even with nothing to resume.
+        return context_answer(harness, "session-start", waiting)
     if session is not None:  # what the agent now has in view: recall points elsewhere
         session.update(context=sorted({*session.data.get("context", []), *_ids(rows)}))
     text = injected(project, newest, rows[1:], remind=compacted)
+    if waiting:
+        text += "\n" + waiting
     return context_answer(harness, "session-start", text)
+
+
+def _outbox_note() -> str:
+    """A line on saves waiting in the outbox (their server was out of reach), else ''."""
+    from ltm.cli.client import outbox
+
+    entries = outbox.waiting()
+    if not entries:
+        return ""
+    return (
+        f"ltm: {outbox.summary(entries)}: kept on this machine because the server could not"
+        " be reached; they are pushed by the next ltm command that reaches it (or: ltm push"
+        " --outbox). They are not lost: do not save them again.\n"
+    )
 
 
 def user_prompt(
@@ -307,7 +330,7 @@ def user_prompt(
 
     project = _project(payload)
     skip = {*session.data.get("context", []), *session.data.get("hinted", [])}
-    backend = open_backend(timeout=RECALL_NET_TIMEOUT)
+    backend = open_backend(timeout=RECALL_NET_TIMEOUT, deliver=False)
     try:
         found = best(
             backend,
@@ -441,7 +464,7 @@ def _project(payload: dict[str, Any]) -> str:
 def _list(project: str, limit: int) -> list[dict[str, str]]:
     from ltm.cli.client.backend import open_backend
 
-    backend = open_backend(timeout=NET_TIMEOUT)
+    backend = open_backend(timeout=NET_TIMEOUT, deliver=False)
     try:
         return backend.list(limit=limit, project=project)
     finally:
@@ -451,7 +474,7 @@ def _list(project: str, limit: int) -> list[dict[str, str]]:
 def _newest(project: str) -> tuple[list[dict[str, str]], dict[str, Any]]:
     from ltm.cli.client.backend import open_backend
 
-    backend = open_backend(timeout=NET_TIMEOUT)
+    backend = open_backend(timeout=NET_TIMEOUT, deliver=False)
     try:
         rows = backend.list(limit=INDEX_LINES + 1, project=project)
         if not rows:

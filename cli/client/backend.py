@@ -244,6 +244,7 @@ def open_backend(
     timeout: float | None = None,
     team: str | None = None,
     keep: bool = False,
+    deliver: bool = True,
 ) -> Backend:
     """The server signed in to (``ltm auth``), else the local store; ``local`` forces the latter.
 
@@ -252,6 +253,8 @@ def open_backend(
     default is the local store, the servers signed in to are asked.
     ``timeout`` (seconds) overrides the configured network timeout (hooks keep it short).
     ``keep``: a long-lived process keeps the local store open (``LocalBackend.open``).
+    ``deliver``: first push what the outbox keeps for that server (``ltm.cli.client.outbox``);
+    a hook, on its short budget, leaves that to the next command.
     """
     if not local:
         from ltm.cli.client.credentials import active
@@ -264,5 +267,10 @@ def open_backend(
         if target is not None:
             from ltm.cli.client.remote import RemoteBackend
 
-            return RemoteBackend.open(target, timeout=timeout)
+            remote = RemoteBackend.open(target, timeout=timeout)
+            if deliver:
+                from ltm.cli.client.outbox import deliver_waiting
+
+                deliver_waiting(remote, remote.host)
+            return remote
     return LocalBackend.open(keep=keep)

@@ -41,11 +41,30 @@ def send(
         checked = preflight.accept(
             raw, fill=fill, lenient=lenient, allow_unredacted=allow_unredacted, label=_label(source)
         )
-        if continues is None:
-            _check_parent(backend, checked.data, team=team, refuse=fill)
-        pushed = backend.push_checked(
-            checked, team=team, lenient=lenient, allow_unredacted=allow_unredacted
-        )
+        try:
+            if continues is None:
+                _check_parent(backend, checked.data, team=team, refuse=fill)
+            pushed = backend.push_checked(
+                checked, team=team, lenient=lenient, allow_unredacted=allow_unredacted
+            )
+        except CliError as exc:
+            if not fill:  # push stores a file as it is, and says when it cannot
+                raise
+            from ltm.cli.client.outbox import keep_unsent
+
+            kept = keep_unsent(
+                backend,
+                checked,
+                exc,
+                team=team,
+                lenient=lenient,
+                allow_unredacted=allow_unredacted,
+            )
+            if kept is None:
+                raise
+            info(kept)
+            print(checked.data["id"])
+            return str(checked.data["id"])
     finally:
         backend.close()
     verb = "saved" if pushed.created else "updated"

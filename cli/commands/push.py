@@ -28,8 +28,26 @@ def push(
     lenient: options.Lenient = False,
     allow_unredacted: options.AllowUnredacted = False,
     local: options.Local = False,
+    outbox: Annotated[
+        bool,
+        typer.Option(
+            "--outbox",
+            help="Push the saves kept in the outbox while their server could not be reached.",
+        ),
+    ] = False,
 ) -> None:
     """Push a complete packet (id, created_at and ltm_version included) as it is."""
+    if outbox:
+        if source is not None or from_local is not None or local or team or lenient:
+            raise CliError(
+                "--outbox pushes what the outbox keeps, each with the options it was saved"
+                " with; give no FILE, --from-local, --local, -t or --lenient",
+                exit_code=2,
+            )
+        from ltm.cli.client.outbox import push_all
+
+        push_all()
+        return
     if from_local is not None:
         if source is not None or local:
             raise CliError(

@@ -13,6 +13,8 @@ from ltm.mcp.place import CURRENT, Place
 
 if TYPE_CHECKING:
     from ltm.backend import Backend
+    from ltm.errors import Failure
+    from ltm.packet import Checked
     from ltm.redact import Rule
 
 
@@ -22,6 +24,13 @@ class CliPlace(Place):
 
         # The session serves many calls: the local store stays open between them.
         return open_backend(keep=True)
+
+    def keep_unsent(
+        self, backend: Backend, checked: Checked, team: str | None, failure: Failure
+    ) -> str | None:
+        from ltm.cli.client.outbox import keep_unsent
+
+        return keep_unsent(backend, checked, failure, team=team)
 
     def is_local(self, backend: Backend) -> bool:
         from ltm.cli.client.backend import LocalBackend

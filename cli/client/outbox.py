@@ -1,0 +1,351 @@
+"""The outbox: saves that could not reach their server, kept on this machine until they can.
+
+A ``save`` (CLI or the MCP tool) whose server cannot be reached (no connection, no
+name, no answer) has already passed the pre-flight; rather than lose it (an agent's
+end-of-session packet is written once), it is kept here, one file per packet, and
+pushed by the next command that reaches that server (``open_backend``) or by
+``ltm push --outbox``. Delivery runs the same checks again (schema, redaction,
+with the flags the save was given), and the server its own.
+
+Exactly once: a file is removed only after its push was answered, a push of the
+same id and bytes is one packet however often it is sent, and one process at a
+time delivers (an ``flock`` on the folder's lock file; another process skips).
+Saving the same id again while offline replaces the waiting file: the newest
+version is the one the server would have kept too.
+
+Private and durable: the folder is 0700 inside ltm's data folder, each file 0600,
+written to a temporary name, fsynced, renamed, and the folder fsynced, so a packet
+said to be kept survives a crash or a power cut.
+
+Import-light: ``open_backend`` asks ``waiting`` on every remote command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ltm.cli.errors import CliError
+
+if TYPE_CHECKING:
+    from ltm.backend import Backend
+    from ltm.packet import Checked
+
+FOLDER = "outbox"
+LOCK = ".lock"
+
+
+class Entry(NamedTuple):
+    path: Path
+    host: str
+    team: str | None
+    lenient: bool
+    allow_unredacted: bool
+    body: bytes  # the packet as the pre-flight accepted it (canonical bytes)
+    packet_id: str
+    kept_at: str
+
+
+class Delivery(NamedTuple):
+    sent: list[str]  # packet ids pushed
+    refused: list[str]  # ids the checks or the server refused: they stay
+    left: int  # entries not tried (the server could not be reached)
+
+
+def folder() -> Path:
+    from ltm.cli.config import data_dir
+
+    return data_dir() / FOLDER
+
+
+def _host_key(host: str) -> str:
+    import hashlib  # here: the hooks ask ``waiting()`` and need no hash
+
+    return hashlib.sha256(host.encode("utf-8")).hexdigest()[:16]
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` (a request's ``CliError``) says the server could not be reached at
+    all: no connection, a name that does not resolve, no answer in time, a connection
+    dropped before the answer. A TLS or HTTP problem is no such thing: it would fail
+    again the same way, so it is reported as it is, not kept."""
+    import socket
+    import sys
+
+    cause = exc.__cause__
+    ssl: Any = sys.modules.get("ssl")
+    if cause is None or (ssl is not None and isinstance(cause, ssl.SSLError)):
+        return False
+    if isinstance(cause, (ConnectionError, TimeoutError, socket.gaierror)):
+        return True  # refused, reset, aborted, no answer in time, no such name
+    import errno
+
+    return isinstance(cause, OSError) and cause.errno in (
+        errno.ENETUNREACH,
+        errno.EHOSTUNREACH,
+        errno.ENETDOWN,
+        errno.EHOSTDOWN,
+    )
+
+
+def keep(
+    checked: Checked,
+    *,
+    host: str,
+    team: str | None,
+    lenient: bool,
+    allow_unredacted: bool,
+) -> Path:
+    """Keep a checked packet for ``host``; returns its file. Durable when it returns."""
+    from ltm.cli.config import PRIVATE_DIR, private_dir
+
+    private_dir(folder().parent)
+    where = folder()
+    where.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+    os.chmod(where, PRIVATE_DIR)
+    packet_id = str(checked.data.get("id", ""))
+    record = {
+        "host": host,
+        "team": team,
+        "lenient": lenient,
+        "allow_unredacted": allow_unredacted,
+        "kept_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "packet": checked.body().decode("utf-8"),
+    }
+    name = f"{_host_key(host)}.{_host_key(packet_id)}.json"
+    path = where / name
+    tmp = where / f".{name}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.write(fd, json.dumps(record, ensure_ascii=False).encode("utf-8"))
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    os.replace(tmp, path)
+    _sync_dir(where)
+    return path
+
+
+def _sync_dir(path: Path) -> None:
+    """A rename or an unlink is durable once its folder is synced (POSIX only)."""
+    if os.name != "posix":
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def waiting(host: str | None = None) -> list[Entry]:
+    """What waits (for ``host``, else for every server), oldest save first: a thread's
+    parent goes before the packet that continues it. Unreadable files are skipped."""
+    try:
+        names = os.listdir(folder())
+    except OSError:
+        return []
+    prefix = f"{_host_key(host)}." if host is not None else ""
+    found = []
+    for name in names:
+        if name.startswith(".") or not name.endswith(".json") or not name.startswith(prefix):
+            continue
+        entry = _read(folder() / name)
+        if entry is not None and (host is None or entry.host == host):
+            found.append(entry)
+    return sorted(found, key=lambda e: (e.kept_at, e.packet_id))
+
+
+def _read(path: Path) -> Entry | None:
+    try:
+        record = json.loads(path.read_bytes())
+        body = record["packet"].encode("utf-8")
+        packet_id = json.loads(body).get("id", "")
+        return Entry(
+            path,
+            str(record["host"]),
+            record.get("team") or None,
+            bool(record.get("lenient")),
+            bool(record.get("allow_unredacted")),
+            body,
+            str(packet_id),
+            str(record.get("kept_at", "")),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+@contextmanager
+def _delivering(wait: bool) -> Iterator[bool]:
+    """Hold the outbox's lock while delivering; yields False when another process has it
+    (unless ``wait``: then once it lets go)."""
+    try:
+        fd = os.open(folder() / LOCK, os.O_WRONLY | os.O_CREAT, 0o600)
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            import fcntl
+        except ImportError:  # Windows: no flock; one process delivering is the common case
+            yield True
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def deliver(backend: Backend, host: str, *, wait: bool = False) -> Delivery:
+    """Push what waits for ``host`` through ``backend``, oldest first, saying one line for
+    each. Stops at the first push that cannot reach the server (the rest wait on)."""
+    from ltm.cli.client import preflight
+    from ltm.cli.terminal.output import info
+
+    entries = waiting(host)
+    sent: list[str] = []
+    refused: list[str] = []
+    if not entries:
+        return Delivery(sent, refused, 0)
+    with _delivering(wait) as mine:
+        if not mine:
+            return Delivery(sent, refused, len(entries))
+        for done, entry in enumerate(entries):
+            if not entry.path.exists():
+                continue  # delivered by a process that held the lock before us
+            where = f"team {entry.team} on {host}" if entry.team else host
+            try:
+                checked = preflight.accept(
+                    entry.body,
+                    lenient=entry.lenient,
+                    allow_unredacted=entry.allow_unredacted,
+                    label=f"the outbox's packet {entry.packet_id}",
+                )
+                pushed = backend.push_checked(
+                    checked,
+                    team=entry.team,
+                    lenient=entry.lenient,
+                    allow_unredacted=entry.allow_unredacted,
+                )
+            except CliError as exc:
+                if unreachable(exc):
+                    return Delivery(sent, refused, len(entries) - done)
+                refused.append(entry.packet_id)
+                info(
+                    f"outbox: {entry.packet_id} was not taken by {where}: "
+                    f"{_first_line(exc.message)}; it stays in the outbox ({entry.path})"
+                )
+                continue
+            except Exception as exc:  # the pre-flight's own Refused is a Failure, not a CliError
+                message = getattr(exc, "message", str(exc))
+                refused.append(entry.packet_id)
+                info(
+                    f"outbox: {entry.packet_id} was not taken by {where}: "
+                    f"{_first_line(message)}; it stays in the outbox ({entry.path})"
+                )
+                continue
+            entry.path.unlink(missing_ok=True)
+            _sync_dir(entry.path.parent)
+            sent.append(pushed.id)
+            info(f"outbox: pushed {pushed.id} to {where} (saved offline {entry.kept_at[:19]}Z)")
+    return Delivery(sent, refused, 0)
+
+
+def deliver_waiting(backend: Backend, host: str) -> None:
+    """What ``open_backend`` runs for a server: deliver when anything waits for it; a
+    server out of reach leaves it waiting, silently (the command itself says so)."""
+    try:
+        names = os.listdir(folder())
+    except OSError:
+        return
+    prefix = f"{_host_key(host)}."
+    if any(name.startswith(prefix) for name in names):
+        deliver(backend, host)
+
+
+def push_all() -> None:
+    """``ltm push --outbox``: deliver to every server something waits for; a ``CliError``
+    when anything is left (a server still out of reach, a packet refused)."""
+    from ltm.cli.client.credentials import Target, active, token_for
+    from ltm.cli.client.remote import RemoteBackend
+    from ltm.cli.terminal.output import info
+
+    entries = waiting()
+    if not entries:
+        info("the outbox is empty: nothing waits to be pushed")
+        return
+    problems = []
+    for host in sorted({entry.host for entry in entries}):
+        count = sum(1 for entry in entries if entry.host == host)
+        target = active()
+        if target is None or target.host != host:
+            target = Target(host=host, token=token_for(host), source="credentials")
+        if not target.token:
+            problems.append(f"{count} for {host}: not signed in there — run: ltm auth {host}")
+            continue
+        backend = RemoteBackend.open(target)
+        try:
+            done = deliver(backend, host, wait=True)
+        finally:
+            backend.close()
+        if done.left:
+            problems.append(f"{done.left} for {host}: it still cannot be reached")
+        if done.refused:
+            problems.append(f"{len(done.refused)} for {host}: refused (said above)")
+    if problems:
+        raise CliError("still in the outbox: " + "; ".join(problems))
+
+
+def summary(entries: list[Entry]) -> str:
+    """'3 packets wait for https://a (oldest kept 2026-...)' per server, joined by '; '."""
+    by_host: dict[str, list[Entry]] = {}
+    for entry in entries:
+        by_host.setdefault(entry.host, []).append(entry)
+    parts = []
+    for host, group in sorted(by_host.items()):
+        count = f"{len(group)} saved packet{'s' if len(group) != 1 else ''}"
+        verb = "waits" if len(group) == 1 else "wait"
+        parts.append(f"{count} {verb} for {host} (oldest kept {group[0].kept_at[:19]}Z)")
+    return "; ".join(parts)
+
+
+def keep_unsent(
+    backend: Backend,
+    checked: Checked,
+    failure: BaseException,
+    *,
+    team: str | None,
+    lenient: bool = False,
+    allow_unredacted: bool = False,
+) -> str | None:
+    """A save (CLI or MCP) that ``failure`` stopped: kept when its server could not be
+    reached, and the one line that says so; None when that is not what happened (or the
+    backend is no server), and the failure stands."""
+    host = getattr(backend, "host", None)
+    if not isinstance(host, str) or not unreachable(failure):
+        return None
+    keep(checked, host=host, team=team, lenient=lenient, allow_unredacted=allow_unredacted)
+    reason = _first_line(getattr(failure, "message", str(failure))).split(" — ")[0]
+    return (
+        f"{reason}; kept {checked.data.get('id')} in the outbox: it is pushed by the next"
+        " command that reaches the server (or now: ltm push --outbox)"
+    )
+
+
+def _first_line(text: str) -> str:
+    return " ".join(text.split())[:300]
+
+
+def describe(entry: Entry) -> dict[str, Any]:
+    return {"id": entry.packet_id, "host": entry.host, "team": entry.team, "kept_at": entry.kept_at}

@@ -1,0 +1,186 @@
+"""The outbox: a save whose server is down is kept on the machine, and pushed once the
+server is back, by the next command that reaches it or by ``ltm push --outbox``.
+
+A real ``ltm server run`` on a fixed loopback port, stopped and started again on the same
+port and database; the real ``ltm`` in subprocesses; the official MCP client for the
+agent's ``save``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import stat
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from clikit import Cli, free_port, signed_in
+from serverkit import Server, init_db, run_server
+from test_mcp import Shim
+
+
+class Restartable:
+    """A server that can be stopped and started again at the same URL and database."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self.db = directory / "server.db"
+        self.root = init_db(self.db)
+        self.port = free_port()
+        self.server: Server | None = None
+        self.start()
+
+    def start(self) -> Server:
+        self.server = run_server(
+            self.db, self.directory / "server.log", self.root, "--addr", f"127.0.0.1:{self.port}"
+        )
+        return self.server
+
+    def stop(self) -> None:
+        assert self.server is not None
+        self.server.stop()
+
+    @property
+    def live(self) -> Server:
+        assert self.server is not None
+        return self.server
+
+    def ids(self) -> set[str]:
+        with closing(sqlite3.connect(self.db)) as db:
+            return {row[0] for row in db.execute("SELECT id FROM packets")}
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Iterator[Restartable]:
+    restartable = Restartable(tmp_path / "server")
+    try:
+        yield restartable
+    finally:
+        restartable.stop()
+
+
+def packet(goal: str) -> str:
+    return json.dumps({"goal": goal, "next_step": "Carry on from here."})
+
+
+def outbox_files(cli: Cli) -> list[Path]:
+    folder = Path(cli.env["LTM_DATA_DIR"]) / "outbox"
+    return sorted(p for p in folder.glob("*.json")) if folder.exists() else []
+
+
+def test_a_save_while_the_server_is_down_is_kept_and_pushed_once(
+    box: Restartable, tmp_path: Path
+) -> None:
+    olive = signed_in(box.live, tmp_path / "olive", "Olive")
+    box.stop()
+
+    result = olive.run("save", "-", stdin=packet("Keep the save that could not go"))
+    assert result.returncode == 0, result.stderr
+    kept = result.stdout.strip()
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "cannot reach" in lines[0] and f"kept {kept} in the outbox" in lines[0]
+    assert "ltm push --outbox" in lines[0]
+
+    files = outbox_files(olive)
+    assert len(files) == 1
+    assert stat.S_IMODE(files[0].stat().st_mode) == 0o600
+    assert stat.S_IMODE(files[0].parent.stat().st_mode) == 0o700
+    assert kept in files[0].read_text()
+
+    # Doctor and the agent's session start both say what waits.
+    doctor = olive.run("doctor")
+    assert re.search(
+        r"warn\s+outbox\s+1 saved packet waits for " + re.escape(box.live.url), doctor.stdout
+    )
+    assert "ltm push --outbox" in doctor.stdout
+    started = olive.run("hook", "session-start", stdin=json.dumps({"cwd": str(tmp_path)}))
+    context = json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "1 saved packet waits for" in context and "not lost" in context
+
+    # A command while the server is still down: the command fails as it would, the
+    # packet waits on.
+    olive.fails("ls")
+    assert len(outbox_files(olive)) == 1
+
+    box.start()
+    assert kept not in box.ids()
+    listed = olive.run("ls")
+    assert listed.returncode == 0, listed.stderr
+    assert f"outbox: pushed {kept} to {box.live.url}" in listed.stderr
+    assert kept[:12] in listed.stdout  # pushed before the listing was asked for
+    assert kept in box.ids()
+    assert outbox_files(olive) == []
+
+    again = olive.run("ls")
+    assert "outbox" not in again.stderr  # exactly once
+    assert re.search(r"ok\s+outbox\s+empty", olive.run("doctor").stdout)
+    shown = json.loads(olive.ok("pull", kept))
+    assert shown["goal"] == "Keep the save that could not go"
+
+
+def test_push_outbox_runs_the_checks_again_and_keeps_what_is_refused(
+    box: Restartable, tmp_path: Path
+) -> None:
+    olive = signed_in(box.live, tmp_path / "olive", "Olive")
+    box.stop()
+    first = olive.ok("save", "-", stdin=packet("Release the ACME-4242 build")).strip()
+    second = olive.ok("save", "-", stdin=packet("Tidy the changelog")).strip()
+    assert len(outbox_files(olive)) == 2
+
+    # Nothing reachable: push --outbox says what is left, and keeps it.
+    line = olive.fails("push", "--outbox")
+    assert "still in the outbox" in line and "cannot be reached" in line
+    assert len(outbox_files(olive)) == 2
+
+    # A redaction rule added since the save applies when the packet goes.
+    olive.ok("sensitive", "add", "ticket", "ACME-[0-9]+")
+    box.start()
+    result = olive.run("push", "--outbox")
+    assert result.returncode == 1
+    assert f"outbox: pushed {second}" in result.stderr
+    assert f"outbox: {first} was not taken" in result.stderr
+    assert box.ids() & {first, second} == {second}
+    assert len(outbox_files(olive)) == 1
+
+    olive.ok("sensitive", "rm", "ticket")
+    done = olive.run("push", "--outbox")
+    assert done.returncode == 0, done.stderr
+    assert f"outbox: pushed {first}" in done.stderr
+    assert {first, second} <= box.ids()
+    assert "the outbox is empty" in olive.run("push", "--outbox").stderr
+
+
+def test_a_refused_save_is_not_kept(box: Restartable, tmp_path: Path) -> None:
+    """Only a server out of reach keeps a packet: one the pre-flight refuses is refused."""
+    olive = signed_in(box.live, tmp_path / "olive", "Olive")
+    box.stop()
+    olive.ok("sensitive", "add", "ticket", "ACME-[0-9]+")
+    result = olive.run("save", "-", stdin=packet("Release the ACME-4242 build"))
+    assert result.returncode == 1 and "redaction" in result.stderr, result.stderr
+    assert "outbox" not in result.stderr
+    invalid = olive.run("save", "-", stdin='{"goal": 5}')
+    assert invalid.returncode == 1 and "not a valid packet" in invalid.stderr
+    assert outbox_files(olive) == []
+
+
+def test_the_agents_save_is_kept_too(box: Restartable, tmp_path: Path) -> None:
+    olive = signed_in(box.live, tmp_path / "olive", "Olive")
+    env = {**olive.env, "LTM_STATE_DIR": str(tmp_path / "olive" / "state")}
+    box.stop()
+    with Shim(env, tmp_path / "shim.stderr") as shim:
+        answer = shim.ok(
+            "save", {"packet": {"goal": "An agent's end of session", "next_step": "Resume it."}}
+        )
+    assert "kept" in answer and "outbox" in answer and "Nothing is lost" in answer
+    files = outbox_files(olive)
+    assert len(files) == 1
+    kept = json.loads(json.loads(files[0].read_text())["packet"])["id"]
+
+    box.start()
+    olive.ok("push", "--outbox")
+    assert kept in box.ids()
