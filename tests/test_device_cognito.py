@@ -397,7 +397,7 @@ def test_past_the_address_limit_people_sign_in_before_their_code_is_checked(
     """With Cognito, the code step before sign-in is the one anonymous lookup,
     charged to the address. Once someone there has guessed too much, the others behind the
     same address are not locked out: they sign in first, then their code is looked up and
-    a wrong one is charged to them (RFC 8628 §5.1 stays bounded per user and globally)."""
+    a wrong one is charged to them (RFC 8628 §5.1 stays bounded per user)."""
     from urllib.parse import urlencode
 
     store = SqliteStore(tmp_path / "s.db")

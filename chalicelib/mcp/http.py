@@ -28,6 +28,7 @@ has clients try at ``{issuer}/.well-known/openid-configuration``).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
@@ -66,6 +67,39 @@ class _Verifier:
         import anyio
 
         return await anyio.to_thread.run_sync(oauth.verify, self.store, token, self.resource)
+
+
+class _Admission:
+    """The anonymous endpoints that make this server keep something (``/register``, a
+    client; ``/authorize``, a pending request) answer 429 past their rate limits
+    (``oauth.admit``), before anything is parsed or written."""
+
+    def __init__(self, app: Any, store: Store) -> None:
+        self.app = app
+        self.store = store
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] in oauth.DOOR_LIMITS:
+            import anyio
+            from starlette.responses import JSONResponse
+
+            client = scope.get("client") or ("", 0)
+            wait = await anyio.to_thread.run_sync(
+                oauth.admit, self.store, scope["path"], str(client[0]), datetime.now(UTC)
+            )
+            if wait is not None:
+                refusal = JSONResponse(
+                    {
+                        "error": "too_many_requests",
+                        "error_description": "too many requests from your network or from"
+                        " everyone lately; wait, then try again",
+                    },
+                    status_code=429,
+                    headers={"Retry-After": str(wait), "Cache-Control": "no-store"},
+                )
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class _HashedSecrets:
@@ -387,4 +421,4 @@ def build_app(
         Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(_Verifier(store, resource))),
         Middleware(AuthContextMiddleware),
     ]
-    return _HashedSecrets(Starlette(routes=routes, middleware=middleware))
+    return _HashedSecrets(_Admission(Starlette(routes=routes, middleware=middleware), store))

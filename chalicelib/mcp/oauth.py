@@ -30,9 +30,11 @@ sha256 only; the store never holds a usable secret.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import secrets
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
@@ -60,7 +62,58 @@ REFRESH_TTL = timedelta(days=30)
 CODE_TTL = timedelta(minutes=5)
 REQUEST_TTL = timedelta(minutes=10)  # from /authorize to the person's answer on the consent page
 SCOPES = ["read", "write"]
+UNUSED_CLIENT_TTL = timedelta(days=7)  # a registration no sign-in used goes after this
+# Caps on what an anonymous request makes this server keep.
+MAX_REDIRECT_URIS = 10
+MAX_CLIENT_NAME = 200
+MAX_CLIENT_DOC = 8 * 1024  # the whole registered document, as stored
+MAX_STATE = 1024
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+@dataclass(frozen=True, slots=True)
+class DoorLimit:
+    """How many anonymous requests to one endpoint may write, per window: from one client
+    address (an IPv6 one by its /64) and from everyone together."""
+
+    per_address: int
+    everyone: int
+    window: timedelta
+
+
+# /register writes a client; /authorize a pending request. Generous for people (an MCP
+# client registers once and signs in now and then), tight for a script filling the store.
+DOOR_LIMITS = {
+    "/register": DoorLimit(per_address=20, everyone=1000, window=timedelta(hours=1)),
+    "/authorize": DoorLimit(per_address=60, everyone=3000, window=timedelta(minutes=10)),
+}
+
+
+def admit(
+    store: Store,
+    endpoint: str,
+    client_address: str,
+    when: datetime,
+    limits: dict[str, DoorLimit] = DOOR_LIMITS,
+) -> int | None:
+    """Count one request to ``endpoint``; the seconds to wait (for ``Retry-After``) when it
+    is over its address's or everyone's limit, else None. The counters are the store's, so
+    the limits hold across Lambda instances and server processes."""
+    from ..service.device import client_key
+
+    limit = limits.get(endpoint)
+    if limit is None:
+        return None
+    seconds = int(limit.window.total_seconds())
+    index = int(when.timestamp()) // seconds
+    ends = datetime.fromtimestamp((index + 1) * seconds, UTC)
+    name = endpoint.strip("/")
+    address = client_key(client_address) if client_address else "unknown"
+    over = store.add_to_counter(f"oauth-{name}:all:{index}", when, ends) > limit.everyone
+    over |= store.add_to_counter(f"oauth-{name}:addr:{address}:{index}", when, ends) > (
+        limit.per_address
+    )
+    return max(1, int((ends - when).total_seconds())) if over else None
 
 
 def _hash(secret: str) -> str:
@@ -334,7 +387,7 @@ class StoreProvider:
             if found is None:
                 return None
             cached = found
-            self.store.put_oauth_item("cimd", key, cached, _now() + CIMD_TTL)
+            self.store.put_oauth_item("cimd", key, cached, _now() + CIMD_TTL, now=_now())
         try:
             return Client.model_validate(cached)
         except ValueError:
@@ -343,6 +396,14 @@ class StoreProvider:
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         if client_info.client_id is None:
             raise ValueError("a registered client needs an id")
+        if len(client_info.redirect_uris or []) > MAX_REDIRECT_URIS:
+            raise RegistrationError(
+                "invalid_redirect_uri", f"at most {MAX_REDIRECT_URIS} redirect URIs"
+            )
+        if len(client_info.client_name or "") > MAX_CLIENT_NAME:
+            raise RegistrationError(
+                "invalid_client_metadata", f"client_name is at most {MAX_CLIENT_NAME} characters"
+            )
         for uri in client_info.redirect_uris or []:
             try:
                 destination(str(uri))
@@ -353,7 +414,21 @@ class StoreProvider:
             # Kept as its sha256 only: the client got the secret in the registration's
             # answer, and the token endpoint compares hashes (``http._HashedSecrets``).
             doc["client_secret"] = secret_hash(doc["client_secret"])
-        self.store.put_oauth_item("client", client_info.client_id, doc, None)
+        if len(json.dumps(doc)) > MAX_CLIENT_DOC:
+            raise RegistrationError(
+                "invalid_client_metadata", f"the client's metadata is over {MAX_CLIENT_DOC} bytes"
+            )
+        # Kept while unused for a week; every sign-in through it keeps it as long as the
+        # refresh token it issues (``_keep_client``).
+        now = _now()
+        self.store.put_oauth_item(
+            "client", client_info.client_id, doc, now + UNUSED_CLIENT_TTL, now=now
+        )
+
+    def _keep_client(self, client: OAuthClientInformationFull, until: datetime) -> None:
+        doc = self.store.get_oauth_item("client", client.client_id, _now())
+        if doc is not None:  # a registered client (a metadata document's is not stored)
+            self.store.put_oauth_item("client", client.client_id, doc, until)
 
     # -- /authorize: hand the person to the consent page ---------------------------
 
@@ -364,6 +439,8 @@ class StoreProvider:
             raise AuthorizeError(
                 "invalid_request", f"resource must be this server's MCP endpoint, {self.resource}"
             )
+        if params.state is not None and len(params.state) > MAX_STATE:
+            raise AuthorizeError("invalid_request", f"state is at most {MAX_STATE} characters")
         request_id = secrets.token_urlsafe(24)
         self.store.put_oauth_item(
             "request",
@@ -380,6 +457,7 @@ class StoreProvider:
                 "state": params.state,
             },
             _now() + REQUEST_TTL,
+            now=_now(),
         )
         return construct_redirect_uri(self.consent_url, request=request_id)
 
@@ -407,6 +485,7 @@ class StoreProvider:
             _hash(code),
             {**request, "user_id": user_id, "expires_at": expires.timestamp()},
             expires,
+            now=_now(),
         )
         # RFC 9207: the issuer in the answer, so a client talking to several servers
         # knows which one answered (mix-up attacks).
@@ -524,6 +603,7 @@ class StoreProvider:
                 "expires_at": refresh_ends.timestamp(),
             },
             refresh_ends,
+            now=now,
         )
         # Which client holds the grant whose access token carries ``label``: what a
         # revocation (RFC 7009) checks the asking client against.
@@ -532,7 +612,9 @@ class StoreProvider:
             grant_key,
             {"client_id": client.client_id, "user_id": user_id, "label": label},
             refresh_ends,
+            now=now,
         )
+        self._keep_client(client, refresh_ends)
         return OAuthToken(
             access_token=secret,
             token_type="Bearer",

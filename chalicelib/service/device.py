@@ -47,12 +47,15 @@ are charged to whoever can be told apart without locking out anyone else:
 - a wrong token on the self-hosted page: per user code typed, so guessing
   tokens against one device is bounded and nobody else is touched;
 - the only anonymous lookup (the code step before a Cognito sign-in): per
-  client address (an IPv6 address by its /64);
-- everyone together: one global count, the hard bound.
+  client address (an IPv6 address by its /64).
 
 Past a limit the entries it covers are refused for the rest of the window
 (429), right or wrong; a person behind the same address or proxy as a
-guesser signs in with their own account and is not affected.
+guesser signs in with their own account and is not affected. There is no
+count of everyone's failures together: it would let anyone lock every sign-in
+out with a few hundred wrong codes. The bound holds without it: a guess hits
+one of the live codes with odds of about live/20^8, and every guesser is held
+to a few tries per window per account or per address.
 """
 
 from __future__ import annotations
@@ -110,7 +113,6 @@ class DeviceSettings:
     wrong_codes_per_user: int = 10  # wrong user codes per approving user per window
     wrong_codes_per_client: int = 10  # wrong codes looked up anonymously, per address
     wrong_sign_ins_per_code: int = 10  # wrong tokens on the page, per user code typed
-    wrong_codes_global: int = 500  # wrong user codes from everyone per window
     authorize_per_client: int = 30  # new grants per client address per window
 
     @classmethod
@@ -139,9 +141,6 @@ class DeviceSettings:
             ),
             wrong_sign_ins_per_code=number(
                 "LTM_DEVICE_WRONG_SIGN_INS_PER_CODE", base.wrong_sign_ins_per_code, 1, 10_000
-            ),
-            wrong_codes_global=number(
-                "LTM_DEVICE_WRONG_CODES_GLOBAL", base.wrong_codes_global, 1, 1_000_000
             ),
             authorize_per_client=number(
                 "LTM_DEVICE_AUTHORIZE_PER_CLIENT", base.authorize_per_client, 1, 100_000
@@ -174,14 +173,14 @@ class OAuthError(Exception):
 
 
 class TooManyAttempts(ServiceError):
-    """Too many wrong user codes charged to this user, code or client (or everyone) lately.
+    """Too many wrong user codes charged to this user, code or client lately.
 
-    ``kind`` says which limit: ``user``, ``code``, ``client`` or ``all``.
+    ``kind`` says which limit: ``user``, ``code`` or ``client``.
     """
 
     status = 429
 
-    def __init__(self, message: str, *, kind: str = "all") -> None:
+    def __init__(self, message: str, *, kind: str) -> None:
         super().__init__(message)
         self.kind = kind
 
@@ -304,7 +303,7 @@ def _window(settings: DeviceSettings, when: datetime) -> _Window:
 
 @dataclass(frozen=True, slots=True)
 class _Limit:
-    kind: str  # user, code, client or all
+    kind: str  # user, code or client
     key: str  # the counter's name in the store
     limit: int
     refusal: str  # what a person is told once it is reached
@@ -318,7 +317,7 @@ def _limits(
     client_ip: str | None = None,
     code: str | None = None,
 ) -> list[_Limit]:
-    """The counters one kind of failure is charged to: its own key, and everyone's."""
+    """The counters one kind of failure is charged to."""
     index = _window(settings, when).index
     limits: list[_Limit] = []
     if user is not None:
@@ -348,14 +347,6 @@ def _limits(
                 "too many wrong codes from your network; sign in first, or wait a few minutes",
             )
         )
-    limits.append(
-        _Limit(
-            "all",
-            f"device-wrong:all:{index}",
-            settings.wrong_codes_global,
-            "too many wrong codes lately; wait a few minutes, then try again",
-        )
-    )
     return limits
 
 
@@ -368,7 +359,7 @@ def check_attempts(
     client_ip: str | None = None,
     code: str | None = None,
 ) -> None:
-    """429 when the failures charged to this user, code or address (or everyone) are too many."""
+    """429 when the failures charged to this user, code or address are too many."""
     for limit in _limits(settings, when, user=user, client_ip=client_ip, code=code):
         if store.read_counter(limit.key, when) >= limit.limit:
             raise TooManyAttempts(limit.refusal, kind=limit.kind)

@@ -774,13 +774,22 @@ class Store(ABC):
 
     @abstractmethod
     def put_oauth_item(
-        self, kind: str, key: str, doc: Mapping[str, Any], expires_at: datetime | None
+        self,
+        kind: str,
+        key: str,
+        doc: Mapping[str, Any],
+        expires_at: datetime | None,
+        *,
+        now: datetime | None = None,
     ) -> None:
         """Store ``doc`` (JSON-able) as the OAuth item ``kind``/``key``, replacing any.
 
-        Kinds are the authorization server's records: registered clients (no
-        expiry), pending authorization requests, authorization codes and refresh
-        tokens (short-lived; codes and refresh tokens are keyed by their hash).
+        Kinds are the authorization server's records: registered clients (until
+        unused for a while), pending authorization requests, authorization codes,
+        refresh tokens and grants (short-lived; codes and refresh tokens are keyed
+        by their hash). With ``now``, items expired at ``now`` may be dropped in the
+        same write (SQLite does; DynamoDB's TTL drops them by itself), so anonymous
+        writes never pile up.
         """
 
     @abstractmethod

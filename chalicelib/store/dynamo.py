@@ -1767,7 +1767,13 @@ class DynamoStore(DeviceGrantsMixin, Store):
     # -- OAuth ------------------------------------------------------------
 
     def put_oauth_item(
-        self, kind: str, key: str, doc: Mapping[str, Any], expires_at: datetime | None
+        self,
+        kind: str,
+        key: str,
+        doc: Mapping[str, Any],
+        expires_at: datetime | None,
+        *,
+        now: datetime | None = None,  # expired items: the TTL attribute drops them
     ) -> None:
         item: Item = {**_key(f"OAUTH#{kind}#{key}", "OAUTH"), "doc": _s(json.dumps(doc))}
         if expires_at is not None:

@@ -2118,9 +2118,17 @@ class SqliteStore(Store):
     # -- OAuth ------------------------------------------------------------
 
     def put_oauth_item(
-        self, kind: str, key: str, doc: Mapping[str, Any], expires_at: datetime | None
+        self,
+        kind: str,
+        key: str,
+        doc: Mapping[str, Any],
+        expires_at: datetime | None,
+        *,
+        now: datetime | None = None,
     ) -> None:
         with self._write() as db:
+            if now is not None:
+                db.execute("DELETE FROM oauth_items WHERE expires_at <= ?", (_ts(now),))
             db.execute(
                 "INSERT OR REPLACE INTO oauth_items (kind, key, doc, expires_at)"
                 " VALUES (?, ?, ?, ?)",
@@ -2514,6 +2522,8 @@ class SqliteStore(Store):
 
     def add_to_counter(self, key: str, now: datetime, expires_at: datetime) -> int:
         with self._write() as db:
+            # Every window of every rate limit is a key of its own: the ended ones go here.
+            db.execute("DELETE FROM counters WHERE expires_at <= ? AND key != ?", (_ts(now), key))
             row = db.execute(
                 "INSERT INTO counters (key, count, expires_at) VALUES (?, 1, ?)"
                 " ON CONFLICT (key) DO UPDATE SET"
