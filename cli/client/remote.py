@@ -49,6 +49,7 @@ MAX_REPLY_BYTES = 8 * 1024 * 1024
 RESOLVE_PAGE = 200  # how many of the newest packets an id prefix is looked up in
 PROJECT_SCAN = 50  # against a server without ?project=, how many bodies are read to filter
 MAX_PACKET_KIB = 32
+MAX_PAGES = 100_000  # listing pages one command walks (ls --all, export): a hostile server's end
 # The batch routes (an extension): at most this many packets a request, in a body of at
 # most 32 KiB (what one push may send, so any server takes it; the envelope and its
 # commas included) until the server's batch reply says it takes more (``limits``).
@@ -397,6 +398,21 @@ def _proxy_for(scheme: str, netloc: str) -> tuple[str, int, dict[str, str]] | No
     return parts.hostname, parts.port or 80, headers
 
 
+def plain_ascii(token: object) -> bool:
+    """A page token fit to send back and to print: printable ASCII, no space, bounded."""
+    return isinstance(token, str) and 0 < len(token) <= 2048 and all("!" <= c <= "~" for c in token)
+
+
+def server_url(host: str, url: object, what: str) -> str:
+    """A URL a server handed out (an invite, a public page, a sign-in key), fit to print
+    and to open: http(s), a host, no space, control or non-ASCII character."""
+    parts = urlsplit(url) if plain_ascii(url) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        shown = repr(url)[:80] if isinstance(url, str) else type(url).__name__
+        raise CliError(f"{host} sent an unusable {what} URL ({shown}) — is it an ltm server?")
+    return str(url)
+
+
 # -- HTTP statuses as one clear line -------------------------------------------
 
 
@@ -496,6 +512,7 @@ class RemoteBackend(Backend):
         self._authors: dict[str, str] = {}  # packet id -> X-Ltm-Created-By of its GET
         self._batches: bool | None = None  # the batch routes are there (None: not yet asked)
         self._batch = _BatchSize()  # shared with this backend's lanes (``_lane``)
+        self._page_tokens: set[str] = set()  # every page asked for: a repeat is a loop
 
     @classmethod
     def open(cls, target: Target, *, timeout: float | None = None) -> RemoteBackend:
@@ -994,7 +1011,20 @@ class RemoteBackend(Backend):
         **filters: str | None,
     ) -> tuple[list[dict[str, Any]], str | None, bool]:
         """One listing page: its rows, the ``next_page_token`` if any, and whether the
-        server applied a ``project`` filter (all extensions the reference does not have)."""
+        server applied a ``project`` filter (all extensions the reference does not have).
+
+        A server's page token is held to plain text and never asked for twice, and a
+        command walks at most ``MAX_PAGES`` pages: a server that always has a next page
+        cannot make ``ls --all`` or ``export`` run forever."""
+        if page_token is not None:
+            if page_token in self._page_tokens:
+                raise CliError(
+                    f"{self.host} sent a page token it had sent before; stopped listing (the"
+                    " listing would never end) — is it an ltm server?"
+                )
+            if len(self._page_tokens) >= MAX_PAGES:
+                raise CliError(f"{self.host} listed more than {MAX_PAGES:,} pages; stopped")
+            self._page_tokens.add(page_token)
         reply = self._call(
             "GET",
             "/v1/packets",
@@ -1007,10 +1037,12 @@ class RemoteBackend(Backend):
         if not isinstance(rows, list):
             raise CliError(f"{self.host} sent an unexpected packet list — is it an ltm server?")
         token = answer.get("next_page_token")
+        if token is not None and token != "" and not plain_ascii(token):
+            raise CliError(f"{self.host} sent a malformed page token — is it an ltm server?")
         project = filters.get("project")
         return (
-            [row for row in rows if isinstance(row, dict)],
-            token if isinstance(token, str) and token else None,
+            [row for row in rows[:limit] if isinstance(row, dict)],  # no more than asked for
+            token or None,
             project is not None and answer.get("project") == project,
         )
 
@@ -1266,9 +1298,10 @@ class RemoteBackend(Backend):
     def publish(self, ref: str, *, team: str | None = None) -> dict[str, str]:
         """``POST /v1/packets/{id}/publish``: ``{"id", "public_url"}``."""
         answer = self._packet_call("POST", ref, "/publish", team=team).json(self.host)
-        if not isinstance(answer, dict) or not isinstance(answer.get("public_url"), str):
+        if not isinstance(answer, dict):
             raise CliError(f"{self.host} sent an unexpected answer to publish")
-        return {"id": str(answer.get("id") or ref), "public_url": answer["public_url"]}
+        url = server_url(self.host, answer.get("public_url"), "public")
+        return {"id": str(answer.get("id") or ref), "public_url": url}
 
     def unpublish(self, ref: str, *, team: str | None = None) -> None:
         """``DELETE /v1/packets/{id}/publish``: the public URL stops working at once."""
@@ -1353,9 +1386,9 @@ class RemoteBackend(Backend):
             hints=self._team_hints(name),
         )
         answer = reply.json(self.host)
-        if not isinstance(answer, dict) or not isinstance(answer.get("url"), str):
+        if not isinstance(answer, dict):
             raise CliError(f"{self.host} sent an unexpected invite — is it an ltm server?")
-        return answer
+        return {**answer, "url": server_url(self.host, answer.get("url"), "invite")}
 
 
 def find_team(team: str, *, timeout: float | None = None) -> Target | None:

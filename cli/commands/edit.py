@@ -103,7 +103,10 @@ def private_file(packet_id: str) -> Path:
     from ltm.cli.config import private_dir, state_dir
 
     folder = private_dir(state_dir() / "edits")
-    handle, name = tempfile.mkstemp(prefix=f"{packet_id[:26]}-", suffix=".json", dir=folder)
+    # The id came from a server: only its plain characters name the file, so no "/" or
+    # ".." it holds can put the file anywhere but the private folder.
+    prefix = "".join(c for c in packet_id[:26] if c.isascii() and (c.isalnum() or c in "_-"))
+    handle, name = tempfile.mkstemp(prefix=f"{prefix}-", suffix=".json", dir=folder)
     os.close(handle)  # mkstemp made it 0600 and exclusively
     return Path(name)
 
@@ -138,12 +141,17 @@ def edit(
     """Edit a packet in $EDITOR; saved as a new packet continuing it, checked as save checks."""
     from ltm.cli.client.backend import open_backend
     from ltm.cli.start.fast import decode_packet
+    from ltm.ids import check_packet_id
 
     command = editor_command()  # before anything is fetched: no editor, nothing to do
     backend = open_backend(local=local, team=team)
     try:
         old = decode_packet(backend.get(ref, team=team), ref)
         old_id = str(old.get("id", ref))
+        try:
+            check_packet_id(old_id)  # a server's answer: no packet can have another id
+        except ValueError:
+            raise CliError(f"{ref} came back with an invalid id {old_id!r}; not edited") from None
         body = draft_body(old, old_id=old_id, in_place=in_place)
         saved = _edit_loop(
             backend,

@@ -116,7 +116,7 @@ def _same_server(base: str, url: str) -> bool:
 
 def _sign_in_key(target: Any, *, quiet: bool = False) -> dict[str, str] | None:
     """A one-time web sign-in key from the server, or None (no such route, or refused)."""
-    from ltm.cli.client.remote import Http
+    from ltm.cli.client.remote import Http, plain_ascii
 
     http = Http(target.host)
     try:
@@ -133,6 +133,8 @@ def _sign_in_key(target: Any, *, quiet: bool = False) -> dict[str, str] | None:
     found = {k: data.get(k) for k in ("url", "key")}
     if not all(isinstance(v, str) and v for v in found.values()):
         return None
-    if not _same_server(target.host.rstrip("/"), str(found["url"])):
+    if not plain_ascii(found["url"]) or not _same_server(
+        target.host.rstrip("/"), str(found["url"])
+    ):
         return None  # the key goes back to the server it came from, nowhere else
     return found  # type: ignore[return-value]

@@ -11,8 +11,9 @@ __all__ = ["info", "one_line", "relative_time", "safe", "short_id", "terminal_by
 
 
 def info(message: str) -> None:
-    """Commentary goes to stderr, so stdout stays clean for pipes."""
-    print(message, file=sys.stderr)
+    """Commentary goes to stderr, so stdout stays clean for pipes. It often quotes a
+    server's words (names, dates, ids), so no terminal control gets through."""
+    print(safe(message, multiline=True), file=sys.stderr)
 
 
 def terminal_bytes(body: bytes) -> bytes:
