@@ -405,6 +405,17 @@ def _read_or_fail(name: str, path: Path) -> Any:
         return Check(name, "fail", f"{path} cannot be read: {exc}", "fix the file")
 
 
+def _read_client_or_fail(name: str, client: Any, path: Path) -> Any:
+    """An MCP client's config file (JSON with comments, or Codex's TOML), else the failed
+    ``Check`` that says why."""
+    from ltm.cli.agents.mcp.install import read_doc
+
+    try:
+        return read_doc(client, path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return Check(name, "fail", f"{path} cannot be read: {exc}", "fix the file")
+
+
 def check_mcp() -> list[Check]:
     """Each known MCP client's config: an ``ltm`` entry that runs this ``ltm``."""
     from ltm.cli.agents.mcp.install import CLIENTS, SERVER_NAME
@@ -418,7 +429,7 @@ def check_mcp() -> list[Check]:
         if not path.exists():
             out.append(Check(name, "skip", f"no {path}; to add ltm: {install}"))
             continue
-        doc = _read_or_fail(name, path)
+        doc = _read_client_or_fail(name, client, path)
         if isinstance(doc, Check):
             out.append(doc)
             continue
@@ -590,6 +601,23 @@ def _hooks_turned_off(harness_name: str, path: Path, doc: Any) -> Check | None:
     )
 
 
+def _tools_check(harness_name: str) -> Check:
+    """Hooks are installed: the ltm tools they would name must be there too (without
+    them the hooks name the shell commands instead, which work but cost the agent more)."""
+    from ltm.cli.agents.wired import has_tools
+
+    name = f"tools {harness_name}"
+    if has_tools(harness_name):
+        return Check(name, "ok", "the ltm MCP tools are wired (the hooks name them)")
+    return Check(
+        name,
+        "warn",
+        "ltm's hooks run but the harness has no ltm MCP tools (save, resume...): the agent"
+        " must use the shell commands",
+        f"ltm mcp install {harness_name} --write",
+    )
+
+
 def check_hooks() -> list[Check]:
     """Each harness's hooks files that hold ``ltm hook`` entries, and what turns them off."""
     from ltm.cli.agents.hooks_install import NAMES, harness
@@ -614,6 +642,8 @@ def check_hooks() -> list[Check]:
                     found.append(off)
         if harness_name == "codex" and len(found) > before and (flag := _codex_flag()):
             found.append(flag)
+        if len(found) > before:
+            found.append(_tools_check(harness_name))
         if len(found) == before:
             display = harness(harness_name, project=False).display
             install = f"ltm hooks install {harness_name} --write"

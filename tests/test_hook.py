@@ -142,6 +142,12 @@ def save(cli: Cli, goal: str, **fields: Any) -> str:
     return cli.ok("save", stdin=json.dumps({"goal": goal, "next_step": "go on", **fields})).strip()
 
 
+def wire_tools(folder: Path) -> None:
+    """The project's .mcp.json runs ltm's tools (as ``ltm mcp install claude-code`` writes)."""
+    entry = {"type": "stdio", "command": "ltm", "args": ["mcp"]}
+    (folder / ".mcp.json").write_text(json.dumps({"mcpServers": {"ltm": entry}}))
+
+
 def log_lines(cli: Cli) -> list[str]:
     path = Path(cli.env["LTM_STATE_DIR"]) / "hook.log"
     return path.read_text().splitlines() if path.exists() else []
@@ -236,6 +242,7 @@ def test_the_reference_example_injects_under_4000_characters(person: Cli, tmp_pa
 @needs_git
 def test_stop_reminds_once_per_session_after_real_work(person: Cli, tmp_path: Path) -> None:
     app = person.at(repo(tmp_path / "app", "https://github.com/acme/app.git"))
+    wire_tools(app.cwd)  # type: ignore[arg-type]
     transcript = tmp_path / "s-1.jsonl"
     transcript.write_text("{}\n")
     start = claude_session_start(app.cwd)  # type: ignore[arg-type]
@@ -275,6 +282,7 @@ def test_pre_compact_tells_the_user_and_the_compacted_session_start_tells_the_ag
     person: Cli, tmp_path: Path
 ) -> None:
     app = person.at(repo(tmp_path / "app", "https://github.com/acme/app.git"))
+    wire_tools(app.cwd)  # type: ignore[arg-type]
     save(app, "long running work")
     answer = hook(app, "pre-compact", claude_pre_compact(app.cwd))[0]  # type: ignore[arg-type]
     assert set(answer) == {"systemMessage"} and "save" in answer["systemMessage"]
@@ -282,6 +290,40 @@ def test_pre_compact_tells_the_user_and_the_compacted_session_start_tells_the_ag
     text = context(hook(app, "session-start", after)[0])
     assert "long running work" in text and "The context was just compacted" in text
     assert "`save` tool" in text
+
+
+@needs_git
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "gemini", "copilot"])
+def test_hooks_never_name_a_tool_the_harness_lacks(
+    person: Cli, tmp_path: Path, harness: str
+) -> None:
+    """No ltm MCP server in the harness: every hook names the shell commands instead; once
+    ``ltm mcp install`` wired it, the tools."""
+    home = tmp_path / "harness-home"
+    home.mkdir()
+    person.env.update(HOME=str(home))
+    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "COPILOT_HOME"):
+        person.env.pop(name, None)
+    app = person.at(repo(tmp_path / "app", "https://github.com/acme/app.git"))
+    save(app, "first")
+    save(app, "second")
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text("x" * 200_000)
+
+    def texts(session: str) -> str:
+        start = claude_session_start(app.cwd, source="compact", session=session)  # type: ignore[arg-type]
+        started = context(hook(app, "session-start", start, "--harness", harness)[0])
+        stop = claude_stop(app.cwd, transcript, session=session)  # type: ignore[arg-type]
+        stopped = hook(app, "stop", stop, "--harness", harness)[0]
+        return started + "\n" + str(stopped)
+
+    without = texts("no-tools")
+    assert "tool" not in without.replace("tool.", "").replace("tools", "")
+    assert "`ltm save -`" in without and "`ltm resume ID`" in without
+
+    app.ok("mcp", "install", harness, "--write")
+    wired = texts("tools")
+    assert "the ltm `save` tool" in wired and "ltm `resume` tool" in wired
 
 
 # -- failing open -----------------------------------------------------------------------

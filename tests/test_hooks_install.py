@@ -8,6 +8,7 @@ after, so "keeps every other setting", "a second run changes nothing" and
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import tomllib
 from pathlib import Path
@@ -330,3 +331,35 @@ def test_gemini_settings(person: Cli) -> None:
     assert path.read_text() == after
     person.ok("hooks", "uninstall", "gemini")
     assert path.read_text() == text
+
+
+@pytest.mark.parametrize("name", ["codex", "gemini", "copilot"])
+def test_hooks_offer_the_tools_and_doctor_checks_them(person: Cli, name: str) -> None:
+    """Hooks that name the ltm tools want a harness that has them: install offers them
+    (no terminal here: it says the command), --mcp adds them, and doctor checks."""
+    result = person.run("hooks", "install", name, "--write")
+    assert result.returncode == 0, result.stderr
+    assert f"ltm mcp install {name} --write" in result.stderr
+    doctor = person.run("doctor").stdout
+    assert any(
+        line.startswith("warn") and f"tools {name}" in line and "ltm mcp install" in line
+        for line in doctor.splitlines()
+    ), doctor
+
+    added = person.run("hooks", "install", name, "--write", "--mcp")
+    assert added.returncode == 0, added.stderr
+    assert "added the 'ltm' server" in added.stderr
+    doctor = person.run("doctor").stdout
+    assert any(line.startswith("ok") and f"tools {name}" in line for line in doctor.splitlines()), (
+        doctor
+    )
+    assert f"ok    mcp {name}" in doctor or re.search(rf"ok\s+mcp {name}\s", doctor), doctor
+
+    again = person.run("hooks", "install", name, "--write")
+    assert "ltm mcp install" not in again.stderr  # wired: nothing more to offer
+
+
+def test_no_mcp_leaves_the_tools_out(person: Cli) -> None:
+    result = person.run("hooks", "install", "gemini", "--write", "--no-mcp")
+    assert result.returncode == 0 and "ltm mcp install" not in result.stderr
+    assert "mcpServers" not in (home(person) / ".gemini" / "settings.json").read_text()

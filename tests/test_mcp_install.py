@@ -335,3 +335,91 @@ def test_merge_keeps_everything_else(doc: dict[str, Any], indent: Any) -> None:
     }
     others = {k: v for k, v in after["mcpServers"].items() if k != "ltm"}
     assert others == {k: v for k, v in doc.get("mcpServers", {}).items() if k != "ltm"}
+
+
+# --------------------------------------------------------------------------
+# The harnesses that had hooks but no tools: Codex (TOML), Gemini CLI, Copilot CLI
+
+CODEX_CONFIG = """# my codex settings
+model = "gpt-5-codex"
+
+[mcp_servers.github]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-github"]
+
+[mcp_servers.ltm]
+command = "/old/ltm"
+args = ["mcp"]
+
+[mcp_servers.ltm.env]
+LTM_DATA_DIR = "/old/data"
+
+[profiles.fast]
+model = "o4-mini"
+"""
+
+
+def test_codex_toml_is_merged_keeping_everything_else(home: Path) -> None:
+    import tomllib
+
+    printed = run(home, "codex")
+    assert printed.returncode == 0, printed.stderr
+    entry = tomllib.loads(printed.stdout)["mcp_servers"]["ltm"]
+    assert entry["command"] == LTM and entry["args"] == ["mcp"]
+    assert entry["env"]["LTM_DATA_DIR"] == str(home.parent / "data")
+    path = home / ".codex" / "config.toml"
+    assert str(path) in printed.stderr and not path.exists()
+
+    path.parent.mkdir()
+    path.write_text(CODEX_CONFIG)
+    result = run(home, "codex", "--write")
+    assert result.returncode == 0, result.stderr
+    assert "updated the 'ltm' server" in result.stderr
+    doc = tomllib.loads(path.read_text())
+    before = tomllib.loads(CODEX_CONFIG)
+    assert doc["mcp_servers"]["ltm"] == entry  # the old env table is gone with the entry
+    assert doc["mcp_servers"]["github"] == before["mcp_servers"]["github"]
+    assert doc["profiles"] == before["profiles"] and doc["model"] == "gpt-5-codex"
+    assert path.read_text().startswith("# my codex settings\n")
+    same = path.read_bytes()
+    assert "nothing changed" in run(home, "codex", "--write").stderr
+    assert path.read_bytes() == same
+
+    moved = home.parent / "codex-home"
+    result = run(home, "codex", "--write", CODEX_HOME=str(moved))
+    assert result.returncode == 0 and (moved / "config.toml").exists()
+
+
+@pytest.mark.parametrize(
+    "content",
+    ['model = "x"\n[mcp_servers\n', 'mcp_servers = { ltm = { command = "x" } }\n'],
+)
+def test_codex_toml_it_cannot_edit_is_left_alone(home: Path, content: str) -> None:
+    path = home / ".codex" / "config.toml"
+    path.parent.mkdir()
+    path.write_text(content)
+    result = run(home, "codex", "--write")
+    assert result.returncode == 1
+    assert "nothing was written" in result.stderr
+    assert path.read_text() == content
+
+
+def test_gemini_and_copilot_entries(home: Path) -> None:
+    gemini = home / ".gemini" / "settings.json"
+    gemini.parent.mkdir()
+    gemini.write_text('{\n  // mine\n  "theme": "GitHub",\n  "hooks": {}\n}\n')
+    assert run(home, "gemini", "--write").returncode == 0
+    text = gemini.read_text()
+    assert "// mine" in text
+    doc = parse_jsonc(text).value
+    assert doc["theme"] == "GitHub" and doc["mcpServers"]["ltm"]["command"] == LTM
+
+    assert run(home, "copilot", "--write").returncode == 0
+    entry = json.loads((home / ".copilot" / "mcp-config.json").read_text())["mcpServers"]["ltm"]
+    assert entry["type"] == "local" and entry["tools"] == ["*"]
+    assert entry["command"] == LTM and entry["args"] == ["mcp"]
+
+    remote = json.loads(run(home, "gemini", "--remote", "https://ltm.example.org").stdout)
+    assert remote == {"mcpServers": {"ltm": {"httpUrl": "https://ltm.example.org/mcp"}}}
+    remote = json.loads(run(home, "copilot", "--remote", "https://ltm.example.org").stdout)
+    assert remote["mcpServers"]["ltm"]["type"] == "http"

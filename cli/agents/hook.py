@@ -106,21 +106,39 @@ EVENTS = {
     "sessionend": "session-end",
 }
 
-SAVE_LINES = (
-    "Save what this session learned with the ltm `save` tool (one packet, 2-10 KB): "
-    "goal (the outcome, one or two sentences); decisions with why (locked: true when "
-    "settled); attempts, above all the FAILED ones with what was learned; open_questions; "
-    "and next_step, the first concrete action for whoever resumes. If you resumed a "
-    "packet, set parent_id to its id. No secrets or absolute local paths. (Without the "
-    "tool, pipe the packet's JSON to `ltm save -`.)"
+SAVE_WHAT = (
+    "(one packet, 2-10 KB): goal (the outcome, one or two sentences); decisions with why "
+    "(locked: true when settled); attempts, above all the FAILED ones with what was learned; "
+    "open_questions; and next_step, the first concrete action for whoever resumes. If you "
+    "resumed a packet, set parent_id to its id. No secrets or absolute local paths."
 )
-STOP_REASON = (
-    "Before you finish: this session did real work on {project} and no ltm packet was "
-    "saved for it yet. " + SAVE_LINES + " If nothing here is worth keeping, just stop."
-)
+
+
+def save_lines(tools: bool) -> str:
+    """How to save, naming the ``save`` tool only where the harness has it."""
+    if tools:
+        return (
+            "Save what this session learned with the ltm `save` tool " + SAVE_WHAT + " (Without"
+            " the tool, pipe the packet's JSON to `ltm save -`.)"
+        )
+    return "Save what this session learned by piping the packet's JSON to `ltm save -` " + SAVE_WHAT
+
+
+def stop_reason(project: str, tools: bool) -> str:
+    return (
+        f"Before you finish: this session did real work on {project} and no ltm packet was "
+        "saved for it yet. " + save_lines(tools) + " If nothing here is worth keeping, just stop."
+    )
+
+
+def load_words(tools: bool) -> str:
+    """How to load a packet by id: the ``resume`` tool, or the shell command."""
+    return "call the ltm `resume` tool with its id" if tools else "run `ltm resume ID` in the shell"
+
+
 COMPACT_MESSAGE = (
     "ltm: the context is about to be compacted. Ask the agent to save a packet of this "
-    "work with the ltm save tool, so nothing learned is lost."
+    "work (ltm save), so nothing learned is lost."
 )
 
 
@@ -298,7 +316,8 @@ def session_start(
         return context_answer(harness, "session-start", waiting)
     if session is not None:  # what the agent now has in view: recall points elsewhere
         session.update(context=sorted({*session.data.get("context", []), *_ids(rows)}))
-    text = injected(project, newest, rows[1:], remind=compacted)
+    tools = has_tools(harness, _cwd(payload))
+    text = injected(project, newest, rows[1:], remind=compacted, tools=tools)
     if waiting:
         text += "\n" + waiting
     return context_answer(harness, "session-start", text)
@@ -345,7 +364,7 @@ def user_prompt(
         backend.close()
     if found is None:
         raise _Skip
-    text = hint(found, clean=_clean, mine=mine)
+    text = hint(found, clean=_clean, mine=mine, tools=has_tools(harness, _cwd(payload)))
     if not text:
         raise _Skip
     # Remembered before answering: never the same packet twice, even if we die next.
@@ -379,7 +398,7 @@ def stop(harness: str, payload: dict[str, Any], session: Session | None) -> dict
     if rows and rows[0].get("created_at", "") >= session.data.get("started", "~"):
         raise _Skip  # a packet of this project was saved during this session
     session.update(reminded=True)  # before answering: at most once, even if we die next
-    return continue_answer(harness, STOP_REASON.format(project=project))
+    return continue_answer(harness, stop_reason(project, has_tools(harness, _cwd(payload))))
 
 
 # -- what is injected ----------------------------------------------------------------
@@ -391,6 +410,7 @@ def injected(
     others: list[dict[str, str]],
     *,
     remind: bool = False,
+    tools: bool = True,
 ) -> str:
     """The session-start context: the packet (and the index of the others) framed as saved
     data by ``ltm.resume.frame``, as every path to an agent frames it, then how to go on.
@@ -422,18 +442,31 @@ def injected(
         frame(body, origin, about=[f"Project: {project}"]).rstrip("\n"),
         "",
         "If the user wants to continue this work, its Next step is where it stopped; when "
-        'you save progress with the ltm `save` tool, set "parent_id" to the packet\'s id '
-        f"({packet_id if _plain_id(packet_id) else 'its Id line'})."
+        f"you save progress ({'the ltm `save` tool' if tools else '`ltm save -`'}), set"
+        f' "parent_id" to the packet\'s id'
+        f" ({packet_id if _plain_id(packet_id) else 'its Id line'})."
         # Only when there is a list: a pointer to nothing sends the agent looking for it.
-        + (
-            " To load another packet listed above in full, call the ltm `resume` tool with its id."
-            if others
-            else ""
-        ),
+        + (f" To load another packet listed above in full, {load_words(tools)}." if others else ""),
     ]
     if remind:
-        lines += ["", "The context was just compacted. " + SAVE_LINES]
+        lines += ["", "The context was just compacted. " + save_lines(tools)]
     return "\n".join(lines) + "\n"
+
+
+def has_tools(harness: str, cwd: str | None) -> bool:
+    """Whether the harness has the ltm MCP tools (``ltm.cli.agents.wired``); the hooks name
+    a tool only then."""
+    from ltm.cli.agents.wired import has_tools as wired
+
+    try:
+        return wired(harness, cwd)
+    except Exception:  # an odd config file: name the shell commands, which always work
+        return False
+
+
+def _cwd(payload: dict[str, Any]) -> str | None:
+    cwd = payload.get("cwd")
+    return cwd if isinstance(cwd, str) and cwd else None
 
 
 def _plain_id(text: str) -> bool:

@@ -479,7 +479,13 @@ def plugin_hooks() -> dict[str, Any]:
 
 
 def install(
-    name: str, *, project: bool, write: bool, recall: bool | None = None, all_scopes: bool = False
+    name: str,
+    *,
+    project: bool,
+    write: bool,
+    recall: bool | None = None,
+    all_scopes: bool = False,
+    mcp: bool | None = None,
 ) -> None:
     h = harness(name, project=project)
     if recall and not can_recall(h):
@@ -526,6 +532,45 @@ def install(
     if recall:
         said += ", is pointed at a matching packet when a prompt recalls one,"
     _say(f"From the next {h.display} session on, the agent {said} and is reminded to save one.")
+    offer_tools(h, project=project, wire=mcp)
+
+
+# Where ``--project`` hooks want the tools: the project's own MCP file of each harness.
+PROJECT_MCP = {
+    "claude-code": ".mcp.json",
+    "codex": ".codex/config.toml",
+    "gemini": ".gemini/settings.json",
+    "copilot": ".github/mcp.json",
+    "cursor": ".cursor/mcp.json",
+}
+
+
+def offer_tools(h: Harness, *, project: bool, wire: bool | None) -> None:
+    """The hooks point the agent at the ltm tools where the harness has them: offer to wire
+    them (``ltm mcp install``) when it has not; ``wire``: yes or no without asking (None:
+    ask on a terminal, else say how)."""
+    from ltm.cli.agents.mcp import install as mcp
+    from ltm.cli.agents.wired import has_tools
+
+    if has_tools(h.name) or wire is False:
+        return
+    file = Path.cwd() / PROJECT_MCP[h.name] if project else None
+    if h.name == "claude-code" and not project:
+        # Claude Code keeps a user's servers in its own ~/.claude.json: its command adds one.
+        entry = mcp.entry_for(mcp.CLIENTS["claude-code"])
+        _say(f"{h.display} has no ltm tools yet; to add them for every project: ")
+        _say("  " + mcp.claude_add_command(entry))
+        return
+    again = f"ltm mcp install {h.name} --write" + (f" --file {file}" if file else "")
+    if wire is None:
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            _say(f"{h.display} has no ltm tools yet (the hooks name them once it has): {again}")
+            return
+        answer = input(f"{h.display} has no ltm tools yet. Add them now ({again})? [Y/n] ")
+        if answer.strip().lower() not in ("", "y", "yes"):
+            _say(f"not added; later: {again}")
+            return
+    mcp.run(h.name, write=True, file=file)
 
 
 NOTES = {

@@ -169,7 +169,9 @@ HEADS = {
 }
 
 
-def hint(packet: dict[str, Any], *, clean: Any, mine: bool | None = True) -> str:
+def hint(
+    packet: dict[str, Any], *, clean: Any, mine: bool | None = True, tools: bool = True
+) -> str:
     """One fenced line naming the packet (id, age, its team, goal) and how to resume it,
     never more than ``MAX_HINT`` characters, headed by whose it is (``mine``: ``whose``).
     ``clean`` drops control characters (the hook's)."""
@@ -178,7 +180,8 @@ def hint(packet: dict[str, Any], *, clean: Any, mine: bool | None = True) -> str
     packet_id = clean(packet["id"])
     age = relative_time(packet["created_at"])
     head = HEADS[mine]
-    tail = "If it is relevant, load it with the ltm `resume` tool and the id above."
+    how = "the ltm `resume` tool and the id above" if tools else "`ltm resume` and the id above"
+    tail = f"If it is relevant, load it with {how}."
     team = packet.get("team")
     where = f"team {one_line(clean(team), 40)} · " if team else ""
     prefix = f"{packet_id} · {age} · {where}"

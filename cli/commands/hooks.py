@@ -59,11 +59,27 @@ def install(
             help="Recall from your teams' packets of this project too, not only your own.",
         ),
     ] = False,
+    mcp: Annotated[
+        bool | None,
+        typer.Option(
+            "--mcp/--no-mcp",
+            help="With --write, also add the ltm MCP tools to the harness when it lacks them"
+            " (default: ask on a terminal).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Print the hook entries that run `ltm hook`, or merge them in with --write."""
     from ltm.cli.agents.hooks_install import install as run
 
-    run(harness.value, project=project, write=write, recall=recall, all_scopes=all_scopes)
+    run(
+        harness.value,
+        project=project,
+        write=write,
+        recall=recall,
+        all_scopes=all_scopes,
+        mcp=mcp,
+    )
 
 
 @app.command("uninstall")

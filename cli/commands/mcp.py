@@ -13,7 +13,8 @@ from typing import Annotated
 import typer
 
 app = typer.Typer(
-    help="The ltm tools for AI agents over MCP (Claude Code, Cursor, Zed, Claude Desktop...). "
+    help="The ltm tools for AI agents over MCP (Claude Code, Codex, Gemini CLI, Copilot, Cursor,"
+    " Zed, Claude Desktop...). "
     "Without a subcommand: serve MCP on stdin/stdout, as an MCP client runs it.",
     invoke_without_command=True,
 )
@@ -25,6 +26,9 @@ class Client(StrEnum):
     vscode = "vscode"
     zed = "zed"
     claude_desktop = "claude-desktop"
+    codex = "codex"
+    gemini = "gemini"
+    copilot = "copilot"
 
 
 @app.callback(invoke_without_command=True)

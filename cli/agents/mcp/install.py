@@ -1,13 +1,15 @@
 """``ltm mcp install CLIENT``: the config entry that makes an MCP client run ``ltm mcp``.
 
-Each client keeps its servers in a JSON file under one key: Claude Code's
-project ``.mcp.json``, Cursor's ``~/.cursor/mcp.json`` and Claude Desktop's
-``claude_desktop_config.json`` under ``mcpServers``; Zed's ``settings.json``
-under ``context_servers``. The entry runs this very ``ltm`` by absolute path
-(GUI clients do not see the shell's PATH) and carries ``LTM_CONFIG_DIR`` /
-``LTM_DATA_DIR`` when they are set, so the client's shim finds the same store
-and sign-in as the shell. Never a token: credentials stay where ``ltm auth``
-put them.
+Each client keeps its servers in a file under one key: Claude Code's project
+``.mcp.json``, Cursor's ``~/.cursor/mcp.json``, Claude Desktop's
+``claude_desktop_config.json``, Gemini CLI's ``~/.gemini/settings.json`` and
+GitHub Copilot CLI's ``~/.copilot/mcp-config.json`` under ``mcpServers``; Zed's
+``settings.json`` under ``context_servers``; VS Code's ``.vscode/mcp.json`` under
+``servers``; Codex's ``~/.codex/config.toml`` (TOML) as ``[mcp_servers.ltm]``.
+The entry runs this very ``ltm`` by absolute path (GUI clients do not see the
+shell's PATH) and carries ``LTM_CONFIG_DIR`` / ``LTM_DATA_DIR`` when they are
+set, so the client's shim finds the same store and sign-in as the shell. Never
+a token: credentials stay where ``ltm auth`` put them.
 
 ``--write`` edits the file in place by inserting or replacing only the
 ``ltm`` entry in the text: other servers, settings, comments and formatting
@@ -112,6 +114,31 @@ def _vscode_path() -> Path:
     return Path.cwd() / ".vscode" / "mcp.json"
 
 
+def _home_of(dot: str, env_var: str | None) -> Path:
+    """A harness's own folder, where its variable (``CODEX_HOME``...) moves it."""
+    moved = os.environ.get(env_var) if env_var else None
+    return Path(moved) if moved else Path.home() / dot
+
+
+# Codex: [mcp_servers.NAME] with command, args, env (or url) in config.toml.
+# https://developers.openai.com/codex/mcp
+def _codex_path() -> Path:
+    return _home_of(".codex", "CODEX_HOME") / "config.toml"
+
+
+# Gemini CLI: "mcpServers" in settings.json; command/args/env, or httpUrl for Streamable HTTP.
+# https://geminicli.com/docs/tools/mcp-server
+def _gemini_path() -> Path:
+    return _home_of(".gemini", None) / "settings.json"
+
+
+# GitHub Copilot CLI: "mcpServers" in mcp-config.json; "type": "local" with command, args,
+# env and the tools it may call ("*": all), or "type": "http" with a url.
+# https://docs.github.com/en/copilot/how-tos/copilot-cli/customize-copilot/add-mcp-servers
+def _copilot_path() -> Path:
+    return _home_of(".copilot", "COPILOT_HOME") / "mcp-config.json"
+
+
 # The remote entry (``--remote URL``): the server's /mcp as each client documents a
 # Streamable HTTP server, with no header, so the client signs in with OAuth itself.
 # Claude Code: https://code.claude.com/docs/en/mcp ("type": "http");
@@ -131,6 +158,7 @@ class Client:
     entry: Callable[[list[str], dict[str, str]], dict[str, Any]]
     notes: tuple[str, ...] = field(default=())
     remote: Callable[[str], dict[str, Any]] | None = None
+    toml: bool = False  # the file is TOML (Codex), not JSON
 
 
 CLIENTS: dict[str, Client] = {
@@ -182,6 +210,34 @@ CLIENTS: dict[str, Client] = {
         _claude_desktop_path,
         _plain_entry,
     ),
+    "codex": Client(
+        "codex",
+        "Codex",
+        "mcp_servers",
+        _codex_path,
+        _plain_entry,
+        ("A trusted project's .codex/config.toml takes the same table (use --file).",),
+        lambda url: {"url": url},
+        toml=True,
+    ),
+    "gemini": Client(
+        "gemini",
+        "Gemini CLI",
+        "mcpServers",
+        _gemini_path,
+        _plain_entry,
+        ("A project's .gemini/settings.json takes the same entry (use --file).",),
+        lambda url: {"httpUrl": url},
+    ),
+    "copilot": Client(
+        "copilot",
+        "GitHub Copilot CLI",
+        "mcpServers",
+        _copilot_path,
+        lambda command, env: {"type": "local", **_plain_entry(command, env), "tools": ["*"]},
+        ("VS Code's agent mode reads .vscode/mcp.json instead: ltm mcp install vscode.",),
+        lambda url: {"type": "http", "url": url, "tools": ["*"]},
+    ),
 }
 
 
@@ -223,7 +279,67 @@ def claude_add_remote(url: str) -> str:
 
 
 def snippet(client: Client, entry: dict[str, Any]) -> str:
+    if client.toml:
+        import tomli_w
+
+        return tomli_w.dumps({client.key: {SERVER_NAME: entry}})
     return json.dumps({client.key: {SERVER_NAME: entry}}, indent=2) + "\n"
+
+
+def read_doc(client: Client, text: str) -> Any:
+    """A client's config file as data (JSON with comments, or TOML); ``ValueError`` when
+    it cannot be parsed."""
+    if not client.toml:
+        return parse_jsonc(text).value if text.strip() else {}
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise JsoncError(text, 0, str(exc)) from None
+
+
+def merge_toml(text: str, table: str, name: str, entry: dict[str, Any]) -> tuple[str, str]:
+    """Set ``[table.name]`` to ``entry`` in a TOML document, the rest of the text untouched:
+    the entry's old tables (``[table.name]`` and its sub-tables) go, the new ones are
+    appended. Returns (new text, what happened); ``MergeError`` when the entry is written
+    some other way (dotted keys, an inline table) that this cannot replace alone."""
+    import tomllib
+
+    import tomli_w
+
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise JsoncError(text, 0, str(exc)) from None
+    servers = doc.get(table, {})
+    if not isinstance(servers, dict):
+        raise MergeError(f'"{table}" is not a table')
+    if servers.get(name) == entry:
+        return text, "unchanged"
+    what = "updated" if name in servers else "added"
+    ours = re.compile(
+        rf"""^\s*\[\s*{re.escape(table)}\s*\.\s*(?:{re.escape(name)}|"{re.escape(name)}")"""
+        r"""\s*(?:\.[^\]]*)?\]\s*(?:#.*)?$"""
+    )
+    kept, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        if line.lstrip().startswith("["):
+            skipping = bool(ours.match(line))
+        if not skipping:
+            kept.append(line)
+    base = "".join(kept).rstrip("\n")
+    block = tomli_w.dumps({table: {name: entry}})
+    new = f"{base}\n\n{block}" if base else block
+    expected = copy.deepcopy(doc)
+    expected.setdefault(table, {})[name] = entry
+    try:
+        same = tomllib.loads(new) == expected
+    except tomllib.TOMLDecodeError:
+        same = False
+    if not same:
+        raise MergeError(f"the {name!r} entry is written in a way ltm cannot replace alone")
+    return new, what
 
 
 def _shell_join(words: list[str]) -> str:
@@ -644,10 +760,14 @@ def write_entry(path: Path, client: Client, entry: dict[str, Any]) -> str:
     """Merge the entry into the file (created when missing); returns what happened."""
     target, raw, text = read_config(path)
     try:
-        new, what = merge(text, (client.key,), SERVER_NAME, entry)
+        if client.toml:
+            new, what = merge_toml(text, client.key, SERVER_NAME, entry)
+        else:
+            new, what = merge(text, (client.key,), SERVER_NAME, entry)
     except JsoncError as exc:
+        kind = "TOML" if client.toml else "JSON"
         raise CliError(
-            f"{path} is not valid JSON ({exc}); nothing was written. Fix the file, or add "
+            f"{path} is not valid {kind} ({exc}); nothing was written. Fix the file, or add "
             "the snippet above by hand."
         ) from None
     except MergeError as exc:
@@ -684,7 +804,8 @@ def run(name: str, *, write: bool, file: Path | None, remote: str | None = None)
     again = f" --remote {remote}" if remote is not None else ""
     if not write:
         sys.stdout.write(text)
-        info(f"Add this to {path} (inside its {client.key!r} object, next to other servers),")
+        inside = "at its end" if client.toml else f"inside its {client.key!r} object"
+        info(f"Add this to {path} ({inside}, next to other servers),")
         info(f"or let ltm merge it for you: ltm mcp install {client.name}{again} --write")
         if client.name == "claude-code":
             every = claude_add_remote(entry["url"]) if remote else claude_add_command(entry)
