@@ -902,7 +902,7 @@ def mcp_route(path: str, methods: list[str]) -> None:
     def view(**_params: str) -> Response:
         from urllib.parse import urlencode
 
-        from chalicelib.mcp.asgi import serve
+        from chalicelib.mcp.asgi import BadHeader, serve
 
         request = app.current_request
         raw = request.raw_body or b""
@@ -924,6 +924,8 @@ def mcp_route(path: str, methods: list[str]) -> None:
                 scheme=base_url(request).split(":", 1)[0],
                 client=(_client_ip(request), 0),
             )
+        except BadHeader as exc:  # a client's fault, not the server's: no traceback logged
+            return _error(400, str(exc))
         except Exception:
             logger.exception("unhandled error")
             return _error(500, "internal server error")

@@ -19,6 +19,10 @@ from typing import Any, NamedTuple
 AsgiApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
 
+class BadHeader(ValueError):
+    """A request header an ASGI scope cannot carry: the caller answers 400."""
+
+
 class Answer(NamedTuple):
     status: int
     headers: list[tuple[str, str]]
@@ -40,10 +44,12 @@ def serve(
 
     ``path`` is the path the application routes on (without an API Gateway
     stage); ``scheme`` and the ``host`` header say where it was reached, for
-    any absolute URL the application builds.
+    any absolute URL the application builds. A header outside Latin-1 (what
+    ASGI's byte strings carry, and all RFC 9110 §5.5 allows) is ``BadHeader``.
     """
     import anyio
 
+    raw_headers = _latin1(headers)
     host = headers.get("host", "localhost")
     scope: dict[str, Any] = {
         "type": "http",
@@ -55,7 +61,7 @@ def serve(
         "raw_path": path.encode("utf-8"),
         "query_string": query.encode("latin-1"),
         "root_path": "",
-        "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()],
+        "headers": raw_headers,
         "server": (host.rsplit(":", 1)[0], 443 if scheme == "https" else 80),
         "client": client,
         "state": {},
@@ -88,3 +94,15 @@ def serve(
 
     anyio.run(run)
     return Answer(status, out_headers, b"".join(chunks))
+
+
+def _latin1(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    """The headers as ASGI carries them: lower-case names, Latin-1 bytes."""
+    out = []
+    for name, value in headers.items():
+        try:
+            out.append((name.lower().encode("latin-1"), value.encode("latin-1")))
+        except UnicodeEncodeError:  # named, never quoted: the value may be a credential
+            shown = name.encode("ascii", "replace").decode()
+            raise BadHeader(f"header {shown}: not Latin-1 text") from None
+    return out
