@@ -960,3 +960,27 @@ page_route("/web/authorize", ["GET", "POST"], "authorize")
 from chalicelib import observe  # noqa: E402 - after the routes; see chalicelib/observe.py
 
 observe.install(app)
+
+
+# -- the table's stream: the search index, derived after the write -------------
+
+# The stream's ARN is known once the table exists (infra/ltm.yaml's TableStreamArn
+# output); ``chalice package`` with .chalice/merge-template.json sets the mapping's
+# stream from the stack parameter of that name, whatever stands here.
+_STREAM_ARN = os.environ.get(
+    "LTM_DYNAMODB_STREAM_ARN",
+    "arn:aws:dynamodb:us-east-1:000000000000:table/ltm/stream/1970-01-01T00:00:00.000",
+)
+
+
+@app.on_dynamodb_record(
+    stream_arn=_STREAM_ARN, batch_size=100, starting_position="TRIM_HORIZON", name="index"
+)
+def index_changes(event: Any) -> dict[str, Any]:
+    """Apply packet changes to the search index; report the first failure for a retry."""
+    from chalicelib.store.dynamo import DynamoStore
+    from chalicelib.store.dynamo_stream import handle
+
+    store = get_store()
+    assert isinstance(store, DynamoStore), "the stream consumer runs on the DynamoDB store"
+    return {"batchItemFailures": handle(store, event.to_dict().get("Records", []))}

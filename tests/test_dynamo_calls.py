@@ -8,12 +8,12 @@ makes (retries are not extra calls here), so the tally is exactly what
 DynamoDB bills as requests.
 
 Budget: at most 2 per request, the token check included, in personal and in
-team scope, refusals included; a write that changes a packet's text adds the
-batched writes of its search index entries (``INDEX``: a BatchWriteItem per 25
-entries, none for a re-push of the same text), and a team delete one GetItem
-of the body those entries come from. The token's last-used time is written at most
-once per ``TOUCH_INTERVAL``; the counts are for a token used recently, as on
-every request but the first in five minutes (that one adds one UpdateItem).
+team scope, refusals included; a write adds the read of the packet it replaces
+(its revision and size) before its one transaction; the search index is the
+stream consumer's (``dynamo_stream.py``), never the request's. The token's
+last-used time is written at most once per ``TOUCH_INTERVAL``; the counts are
+for a token used recently, as on every request but the first in five minutes
+(that one adds one UpdateItem).
 """
 
 from __future__ import annotations
@@ -37,20 +37,14 @@ from ltm.store.dynamo import DynamoStore
 EXAMPLE = json.loads((Path(__file__).parents[1] / "chalicelib" / "example.json").read_text())
 
 
-def _index_writes() -> list[str]:
-    from ltm.store import PacketMeta
-    from ltm.store.dynamo import _index_items
-
-    entries = _index_items(PacketMeta("x", "", "", "u"), "", json.dumps(EXAMPLE).encode())
-    return ["BatchWriteItem"] * -(-len(entries) // 25)
-
-
-INDEX = _index_writes()
-# A push adds the packet to its owner's usage first (a conditional UpdateItem, the per-user
-# bound), then writes it; a replacement or a refusal then corrects the usage (UpdateItem).
-NEW = ["UpdateItem", "PutItem"]
-REPLACED = ["UpdateItem", "PutItem", "UpdateItem"]
-REFUSED = ["UpdateItem", "PutItem", "UpdateItem"]
+# A push reads the packet under its id (the revision a replacement is conditioned on,
+# the size its usage changes by), then writes it with its owner's usage and its pending
+# search entry in one transaction; a refusal (another owner's id) stops after the read.
+# The search postings are written by the stream consumer, not here.
+INDEX: list[str] = []
+NEW = ["GetItem", "TransactWriteItems"]
+REPLACED = ["GetItem", "TransactWriteItems"]
+REFUSED = ["GetItem"]
 
 
 class Calls:
@@ -118,7 +112,8 @@ def test_personal_scope_costs_two_calls_and_the_usage_counter(
     assert costs(calls, alice, packets.list_, limit=1) == ["GetItem", "Query"]
     assert costs(calls, bob, packets.delete, p1["id"]) == ["BatchGetItem"]  # refused: 404
     assert store.get_packet(p1["id"]) is not None
-    deleted = ["BatchGetItem", "DeleteItem", *INDEX, "UpdateItem"]  # and alice's usage
+    # the revision read, then one transaction: the delete and alice's usage
+    deleted = ["BatchGetItem", "GetItem", "TransactWriteItems"]
     assert costs(calls, alice, packets.delete, p1["id"]) == deleted
     assert store.get_packet(p1["id"]) is None
     assert costs(calls, alice, packets.delete, p1["id"]) == ["BatchGetItem"]  # gone: 404
@@ -149,13 +144,14 @@ def test_team_scope_costs_two_calls_and_the_usage_counter(
     assert costs(calls, alice, packets.get, p2["id"]) == ["BatchGetItem", "GetItem"]
     # 404: not a member, and not shared with her
     assert costs(calls, carol, packets.get, p2["id"]) == ["BatchGetItem", "GetItem", "GetItem"]
-    # token + packet, then one transaction: the membership (and role) + the delete
+    # token + packet, the revision, then one transaction: the membership (and role), the
+    # delete and the author's usage
     refused = ["BatchGetItem", "GetItem", "TransactWriteItems"]
     assert costs(calls, bob, packets.delete, p3["id"]) == refused
     assert store.get_packet(p3["id"]) is not None  # bob neither created it nor owns the team
-    assert costs(calls, bob, packets.delete, p2["id"]) == [*refused, *INDEX, "UpdateItem"]
+    assert costs(calls, bob, packets.delete, p2["id"]) == refused
     assert store.get_packet(p2["id"]) is None  # his own
-    assert costs(calls, alice, packets.delete, p3["id"]) == [*refused, *INDEX, "UpdateItem"]
+    assert costs(calls, alice, packets.delete, p3["id"]) == refused
     assert store.get_packet(p3["id"]) is None  # the team owner's right
 
 
@@ -174,14 +170,8 @@ def test_moving_a_packet_into_a_team_costs_a_transaction_and_the_usage_counter(
     p7 = packet(7)
     assert costs(calls, alice, packets.push, p7) == ["GetItem", *NEW, *INDEX]
     assert costs(calls, bob, packets.push, p7, team="core") == ["BatchGetItem", *REFUSED]  # 409
-    assert costs(calls, alice, packets.push, p7, team="core") == [
-        "BatchGetItem",
-        "UpdateItem",
-        "GetItem",  # the size of the packet the transaction replaces
-        "TransactWriteItems",
-        *INDEX,  # the search entries under the team's scope (search drops the old ones)
-        "UpdateItem",
-    ]
+    # the move: one transaction that checks the membership, as any write of the packet
+    assert costs(calls, alice, packets.push, p7, team="core") == ["BatchGetItem", *REPLACED]
     moved = store.get_packet(p7["id"])
     assert moved is not None and moved.meta.team_id == team.id
     assert costs(calls, alice, packets.push, p7, team="core") == ["BatchGetItem", *REPLACED]
@@ -284,4 +274,4 @@ def test_the_server_side_secret_scan_costs_no_call(counted: tuple[DynamoStore, C
     assert costs(calls, alice, packets.push, leaky, scan=True) == ["GetItem"]  # refused: 400
     assert store.get_packet(leaky["id"]) is None
     forced = costs(calls, alice, packets.push, leaky, scan=False)
-    assert forced[:3] == ["GetItem", *NEW] and set(forced[3:]) == {"BatchWriteItem"}
+    assert forced == ["GetItem", *NEW]

@@ -187,9 +187,9 @@ class LambdaContext:
 def test_each_packet_route_keeps_the_budget_of_the_store(api: Api, lambda_app: Any) -> None:
     """The budget of tests/test_dynamo_calls.py, through the routes: app.py adds no call.
 
-    As there, the search index's batched writes come on top (not counted here),
-    a team packet's delete reads its body first (the index entries to drop), and
-    a push or delete updates its owner's usage counter (one UpdateItem).
+    As there, a push or delete reads the packet's revision, then writes in one
+    transaction (the packet and its owner's usage); the search index is the stream
+    consumer's.
     """
     alice, bob = api.user("alice"), api.user("bob")
     for token in (alice, bob):  # first use records last-used; the budget is for the next ones
@@ -228,7 +228,7 @@ def test_each_packet_route_keeps_the_budget_of_the_store(api: Api, lambda_app: A
     assert cost("GET", f"/v1/packets/{theirs['id']}", read_only[0]) == 2  # may not publish
     # 404 after one read more: a packet not in the reader's scopes may be shared with them
     assert cost("GET", f"/v1/packets/{mine['id']}", bob, status=404) == 2
-    assert cost("DELETE", f"/v1/packets/{theirs['id']}", alice, status=204) == 4
+    assert cost("DELETE", f"/v1/packets/{theirs['id']}", alice, status=204) == 3
     assert cost("DELETE", f"/v1/packets/{mine['id']}", alice, status=204) == 3
     assert cost("GET", "/v1/packets?team=nope", alice, status=404) == 1
 

@@ -71,6 +71,13 @@ def test_the_table_is_the_one_definition() -> None:
     for key in ("AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes", "BillingMode"):
         assert props[key] == TABLE_SCHEMA[key], key
     assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert (
+        props["StreamSpecification"]["StreamViewType"]
+        == (TABLE_SCHEMA["StreamSpecification"]["StreamViewType"])
+    )
+    assert template()["Outputs"]["TableStreamArn"]["Value"] == {
+        "Fn::GetAtt": ["Table", "StreamArn"]
+    }
     assert props["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
     assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
     assert props["SSESpecification"]["SSEEnabled"] is True
@@ -185,6 +192,14 @@ def used_actions() -> set[str]:
     return actions
 
 
+STREAM_READ = {
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:ListStreams",
+}
+
+
 def test_each_stage_is_dynamodb_with_its_own_least_privilege_policy(
     used_actions: set[str],
 ) -> None:
@@ -209,8 +224,14 @@ def test_each_stage_is_dynamodb_with_its_own_least_privilege_policy(
             for action in statement["Action"]:
                 assert "*" not in action
                 granted.setdefault(action, set()).update(resources)
-        dynamo = {a: r for a, r in granted.items() if a.startswith("dynamodb:")}
+        dynamo = {
+            a: r for a, r in granted.items() if a.startswith("dynamodb:") and a not in STREAM_READ
+        }
         table_arn = f"arn:aws:dynamodb:*:*:table/{table}"
+        # Lambda's poller reads the table's stream with the function's role, for the
+        # search index consumer: those four on the stream, nothing else.
+        stream = {a: r for a, r in granted.items() if a in STREAM_READ}
+        assert stream == {a: {f"{table_arn}/stream/*"} for a in STREAM_READ}, stage
         index_arns = {f"{table_arn}/index/{name}" for name in indexes}
         # Exactly what the code uses: nothing missing, nothing extra.
         assert set(dynamo) == table_actions | index_actions, stage
@@ -230,7 +251,7 @@ def test_each_stage_is_dynamodb_with_its_own_least_privilege_policy(
             assert xray == {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
         else:
             assert not xray, f"{stage}: X-Ray is off, so its policy grants nothing for it"
-        assert set(granted) == set(dynamo) | set(logs) | xray
+        assert set(granted) == set(dynamo) | set(stream) | set(logs) | xray
 
 
 # -- development tables against any endpoint ------------------------------------

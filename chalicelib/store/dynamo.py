@@ -35,10 +35,12 @@ needs and no others (the indexes are sparse)::
     gsi_parent_pk / gsi_parent_sk (sparse, lineage): a packet with a parent
     PARENT#<parent id> / <sortkey>#<id>.
 
-    search index (written by put/delete after the packet, see below):
-    term posting      TERM#<scope>#<w[:2]> / <word>#<sortkey>#<id>   (id, w: weight)
+    search index (derived by the stream consumer, see dynamo_search.py):
+    posting           T#<scope>#<w[:2]> / <word>#<sortkey>#<id>       (w: weight)
     facet             FACET#<scope>#tag#<tag> / <sortkey>#<id>        (listing fields)
                       FACET#<scope>#project#<name> / <sortkey>#<id>
+    pending           PEND#<scope> / <sortkey>#<id>                   (rev; until indexed)
+    team tombstone    TEAM#<id> / GONE                                (a deleted team)
 
     A token item carries its OAuth ``scope`` ("read", "write", "read write"; absent
     on tokens from before scopes, which are full). The membership under the team's
@@ -80,21 +82,22 @@ Which request uses what:
   within a project, a Query of that project's ``gsi_project`` partition with a
   ``begins_with`` filter on the id (it reads the project's packets, never
   the table).
-- push: one PutItem whose ConditionExpression is the cross-user id rule
-  (absent, or same owner and same scope), so a foreign id is never touched.
-  A team push reads the packet in its first BatchGetItem, so the owner moving
-  their personal packet into the team is known up front: one
-  TransactWriteItems then puts it (still the owner's personal packet) and
-  checks the membership (a ConditionCheck), as the delete of a team packet does.
+- push: one GetItem of the packet under the id (the cross-user id rule is
+  checked on it; its ``rev`` and size are what a replacement is conditioned on
+  and changes the usage by), then one TransactWriteItems: the packet (absent,
+  or still that revision), its owner's usage counter (conditioned on the
+  quota), the pending search entry, and for a team packet a ConditionCheck: the
+  owner's membership for a move of their personal packet into the team, the
+  team's tombstone absent otherwise. A lost race reads again.
 - invites: create is one transaction that puts the invite and records it on
   the maker's membership (which must exist); removing a member deletes the
   membership and the invites it records in one transaction (past 90 invites,
   the oldest go first in batches); accepting checks, in its transaction, that
   the maker is still a member.
-- delete a packet (already read by ``load``): one DeleteItem conditioned on
-  the owner and scope seen; for a team packet one TransactWriteItems that
-  checks the membership (and the owner role, for someone else's packet) with
-  a ConditionCheck and deletes.
+- delete a packet: one GetItem (its revision and size), then one
+  TransactWriteItems: the delete conditioned on that revision, the owner's usage,
+  and for a team packet a ConditionCheck of the caller's membership (and the owner
+  role, for someone else's packet).
 - a user's teams: one Query of the ``MEMBEROF#`` items in the user's
   partition (strongly consistent, so a team shows at once after joining).
 - team by name + the caller's membership: the two items under
@@ -116,49 +119,25 @@ Which request uses what:
 
 So a get or list costs at most two requests, token check included, in
 personal and team scope (``tests/test_dynamo_calls.py``); a push or delete
-costs two, plus the UpdateItems of its owner's usage counter (one for a new
-packet or a delete, two for a replacement; see below) and the batched writes
-of the search index when a packet's text changes.
+costs three: the token, the packet's revision, one transaction. What a packet
+derives (its search postings and facets) is written by the stream consumer.
 
 Search without a full-text engine, and without a Scan
 -----------------------------------------------------
-DynamoDB has no full-text search, and reading a scope's packets (or a
-compact projection of them) per query costs read units in proportion to the
-scope: about 1,250 RCU per search at 10k packets for a 1 KB projection. So
-the write path keeps an inverted index instead: for each distinct word of a
-packet (folded as ``ltm.search`` does, stop words left out) one small posting
-item in the partition ``TERM#<scope>#<first two letters>``, sorted by the
-word, then the packet's time. A search reads, per readable scope, one Query
-per query word (``begins_with`` on ``<word>#`` for a whole word, on the
-prefix for ``pref*``) and one per ``tag:``/``project:`` qualifier (its facet
-partition), each capped at ``POSTINGS_CAP`` items of ~100 bytes; intersects
-them; scores BM25-style from the postings' weights; then reads the best
-candidates' packets (BatchGetItem, eventually consistent, at most
-``VERIFY_CAP``) to check they still exist in a readable scope, to match
-phrases exactly and to cut the snippet. Its cost is bounded
-by the query (words x cap), not by the number of packets (measured in
-BENCHMARKS.md: read units per search at 1k and 10k packets). The price is
-on the write side: a push writes its changed postings (a new packet with a
-few hundred distinct words: ~8 BatchWriteItem calls, ~200 write units; a
-re-push of the same text: none); a delete removes them. The index is written
-after the packet, not in its transaction (TransactWriteItems holds 100
-items), so it can trail a crash; search tolerates that by reading every hit.
-Limits, by design: a word whose postings exceed the cap is matched among
-its newest ``POSTINGS_CAP`` packets per scope; a query of stop words alone
-finds nothing here (SQLite's FTS5 indexes every word); prefixes need two
-letters. Packets stored before the index existed are not in it until they are
-pushed again.
+DynamoDB has no full-text search, and reading a scope's packets per query costs
+read units in proportion to the scope. So a packet's heaviest words get postings
+that a query joins, with a cost bounded by the query, not by the scope's size;
+the postings are derived by the table's stream consumer, and a packet is
+searchable from its push's 201 on (its pending entry). ``dynamo_search.py`` says
+how, what is indexed and what it costs.
 
 What a user owns (``usage``, for the per-user bound ``quota``) is a counter
-item per user, never a count of their packets: a push first adds the packet
-to it in a conditional UpdateItem that holds only while the result stays
-within the bound (so concurrent pushes cannot pass it together), then writes
-the packet, then corrects the counter by what the write turned out to be (a
-replacement: the old packet's share). A delete takes the packet's share off
-after it. The counter is not in the packet's transaction (a push stays one
-PutItem), so a crash between the two writes leaves it counting a packet
-that is not there: it errs towards refusing early, never towards letting a
-user past the bound.
+item per user, never a count of their packets. It changes in the packet's own
+transaction (a new packet adds one and its bytes, only while the result stays
+within the bound, so concurrent pushes cannot pass it together; a replacement
+adds its size's change; a delete takes the packet off), so the counter equals a
+recount at every instant and no crash can leave it off. It is not derived by the
+stream consumer because a push over the quota must be refused before its 201.
 
 Uniqueness and single use are conditional writes in transactions: team names
 (``TEAMNAME#`` item), token hashes and labels (``TOKEN#`` + ``LABEL#``),
@@ -197,7 +176,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import random
 import sys
@@ -221,7 +199,6 @@ from . import (
     Publication,
     Role,
     Scope,
-    SearchHit,
     Share,
     Store,
     StoredPacket,
@@ -234,11 +211,10 @@ from . import (
     moves_into_team,
 )
 from .dynamo_device import DeviceGrantsMixin
+from .dynamo_search import SearchMixin, pending_key, scope_name
 
 if TYPE_CHECKING:  # botocore is imported only when a DynamoStore is built
     from botocore.client import BaseClient
-
-    from ..search import Query
 
 Item = dict[str, dict[str, Any]]
 
@@ -352,6 +328,8 @@ TABLE_SCHEMA: dict[str, Any] = {
         },
     ],
     "BillingMode": "PAY_PER_REQUEST",
+    # The search index is derived from the packets' changes (dynamo_stream.py).
+    "StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
 }
 
 
@@ -462,50 +440,6 @@ def _packet_meta(item: Mapping[str, Mapping[str, Any]]) -> PacketMeta:
 def _stored_packet(item: Mapping[str, Mapping[str, Any]]) -> StoredPacket:
     conforming = item.get("conforming", {}).get("BOOL", True)
     return StoredPacket(_packet_meta(item), bytes(item["body"]["B"]), bool(conforming))
-
-
-# -- the search index (term postings and facets) ------------------------------
-
-POSTINGS_CAP = 1000  # postings read per query word and scope: the bound on a search's cost
-VERIFY_CAP = 75  # candidate packets read (to check and cut snippets) per search, at most
-MAX_WORD = 64  # longer words are indexed (and looked up) by their first 64 characters
-
-
-def _index_items(meta: PacketMeta, sort_key: str, body: bytes) -> dict[tuple[str, str], Item]:
-    """The term postings and facet items a packet puts in the index, by key."""
-    from .. import search
-
-    data = search.load(body)
-    scope = _scope(meta.owner_id, meta.team_id).removeprefix("SCOPE#")
-    weights: dict[str, float] = {}
-    for word, weight in search.term_weights(search.fields_of(data)).items():
-        weights[word[:MAX_WORD]] = weights.get(word[:MAX_WORD], 0.0) + weight
-    items: dict[tuple[str, str], Item] = {}
-    for word, weight in weights.items():
-        pk, sk = f"TERM#{scope}#{word[:2]}", f"{word}#{sort_key}#{meta.id}"
-        items[(pk, sk)] = {**_key(pk, sk), "id": _s(meta.id), "w": {"N": f"{weight:g}"}}
-    facets = [("tag", tag) for tag in search.tags_of(data)]
-    project = search.project_of(data)
-    if project:
-        facets.append(("project", project))
-    for kind, value in facets:
-        pk, sk = f"FACET#{scope}#{kind}#{value}", f"{sort_key}#{meta.id}"
-        items[(pk, sk)] = {**_key(pk, sk), **_listing_fields(meta)}
-    return items
-
-
-def _has_labels(data: dict[str, object], query: Query) -> bool:
-    from .. import search
-
-    tags = set(search.tags_of(data))
-    project = search.project_of(data)
-    return all(t in tags for t in query.tags) and all(p == project for p in query.projects)
-
-
-def _old_index(item: Mapping[str, Mapping[str, Any]] | None) -> dict[tuple[str, str], Item]:
-    if not item or "body" not in item:
-        return {}
-    return _index_items(_packet_meta(item), _get(item, "sort_key") or "", bytes(item["body"]["B"]))
 
 
 def _user_fields(user: User, prefix: str = "") -> Item:
@@ -710,7 +644,7 @@ def _unpublish_ops(key: Item, secret_hash: str) -> list[dict[str, Any]]:
     ]
 
 
-class DynamoStore(DeviceGrantsMixin, Store):
+class DynamoStore(SearchMixin, DeviceGrantsMixin, Store):
     """A ``Store`` in one DynamoDB table. Thread-safe (botocore clients are)."""
 
     def __init__(
@@ -850,26 +784,73 @@ class DynamoStore(DeviceGrantsMixin, Store):
         seen: PacketMeta | None = None,
         derived: Any = None,  # DynamoDB derives nothing (``Store.derive`` is None here)
     ) -> bool:
-        owner, size = packet.meta.owner_id, len(packet.body)
-        reserved = (1, size)  # as if new: what the bound is checked against
-        try:
-            self._count(owner, *reserved, hold=True)
-        except OverQuota:
-            # At the bound, a replacement may still fit: it adds no packet.
-            existing = self._get_item(_key(f"PKT#{packet.meta.id}", "PKT"))
-            if existing is None or _get(existing, "owner_id") != owner:
-                raise
-            reserved = (0, size - len(existing["body"]["B"]))
-            self._count(owner, *reserved, hold=True)
-        try:
-            created, old_size = self._put_packet(packet, sort_key, seen)
-        except BaseException:
-            self._count(owner, -reserved[0], -reserved[1], hold=False)
-            raise
-        actual = (1, size) if old_size is None else (0, size - old_size)
-        if actual != reserved:
-            self._count(owner, actual[0] - reserved[0], actual[1] - reserved[1], hold=False)
-        return created
+        """One transaction: the packet, its owner's usage and the pending index entry.
+
+        The usage counter changes in the packet's own transaction, not in the stream
+        consumer: a push past the quota must be refused before it is stored, and a
+        consumer runs after the 201. So usage equals a recount at every instant; a
+        crash between two calls leaves nothing to correct. The search postings are
+        derived later by the consumer (``dynamo_search.py``); the pending item keeps
+        the packet searchable until then. A replacement is conditioned on the
+        revision it read (its size is the usage's delta); a team push checks the
+        membership in the same transaction, so a push racing the team's delete or the
+        member's removal never lands in a team the author is not in.
+        """
+        meta = packet.meta
+        key = _key(f"PKT#{meta.id}", "PKT")
+        scope = scope_name(meta.owner_id, meta.team_id)
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            old = self._get_item(key)
+            item = _packet_item(packet, sort_key)
+            rev = _new_rev()
+            item["rev"] = _s(rev)
+            moving = False
+            if old is None:
+                put: dict[str, Any] = {
+                    "Item": item,
+                    "ConditionExpression": "attribute_not_exists(#pk)",
+                    "ExpressionAttributeNames": {"#pk": "pk"},
+                }
+                delta = (1, len(packet.body))
+            else:
+                was = _packet_meta(old)
+                moving = moves_into_team(was, meta)
+                if was.owner_id != meta.owner_id or (was.team_id != meta.team_id and not moving):
+                    raise Conflict(f"packet {meta.id} belongs to another owner or scope")
+                put = {"Item": item, **_unchanged(old)}
+                # A move ends the publication (its scope changed); a re-push keeps it.
+                if not moving and (public_hash := _get(old, "public_hash")) is not None:
+                    item["public_hash"] = _s(public_hash)
+                if _get(old, SHARED) is not None:
+                    item[SHARED] = _s("1")
+                delta = (0, len(packet.body) - len(old["body"]["B"]))
+            actions: list[dict[str, Any]] = [{"Put": put}]
+            usage = self._usage_action(meta.owner_id, *delta, hold=True)
+            if usage is not None:
+                actions.append(usage)
+            pending = {**pending_key(scope, sort_key, meta.id), "rev": _s(rev)}
+            actions.append({"Put": {"Item": pending}})
+            if moving:
+                # The owner's personal packet moves only while they are a member.
+                actions.append(_exists(_key(f"TEAM#{meta.team_id}", f"MEMBER#{meta.owner_id}")))
+            elif meta.team_id is not None:
+                # A team being deleted takes no new packet: its tombstone is written in
+                # the delete's first transaction, before the fan-out lists the packets.
+                actions.append(_absent(_tombstone_key(meta.team_id)))
+            try:
+                self._transact(actions)
+            except _Cancelled as cancelled:
+                if meta.team_id is not None and cancelled.failed(len(actions) - 1):
+                    raise NotFound(f"not a member of team {meta.team_id}") from None
+                if usage is not None and cancelled.failed(1):
+                    assert self.quota is not None
+                    now = self.usage(meta.owner_id)
+                    grown = Usage(now.packets + delta[0], now.bytes + delta[1])
+                    raise OverQuota(grown, self.quota) from None
+                _backoff(attempt)  # changed meanwhile, or a lost race: read again
+                continue
+            return old is None
+        raise Conflict(f"packet {meta.id} could not be stored (concurrent writes); try again")
 
     def usage(self, user_id: str) -> Usage:
         item = self._get_item(_key(f"USAGE#{user_id}", "USAGE"))
@@ -877,17 +858,18 @@ class DynamoStore(DeviceGrantsMixin, Store):
             return Usage()
         return Usage(int(item["packets"]["N"]), int(item["bytes"]["N"]))
 
-    def _count(self, user_id: str, packets: int, size: int, *, hold: bool) -> None:
-        """Add to what ``user_id`` owns; with ``hold``, only while it stays within ``quota``.
+    def _usage_action(
+        self, user_id: str, packets: int, size: int, *, hold: bool
+    ) -> dict[str, Any] | None:
+        """The transaction action adding to what ``user_id`` owns; held, only within ``quota``.
 
-        One UpdateItem (ADD creates the counter at zero). Held, a growth that
-        would pass the bound fails its condition and raises ``OverQuota``.
+        ADD creates the counter at zero. Held, a growth that would pass the bound
+        fails its condition (the caller raises ``OverQuota``).
         """
         if packets == 0 and size == 0:
-            return
+            return None
         values: Item = {":n": {"N": str(packets)}, ":b": {"N": str(size)}}
-        kwargs: dict[str, Any] = {
-            "TableName": self.table,
+        update: dict[str, Any] = {
             "Key": _key(f"USAGE#{user_id}", "USAGE"),
             "UpdateExpression": "ADD #n :n, #b :b",
             "ExpressionAttributeNames": {"#n": "packets", "#b": "bytes"},
@@ -902,132 +884,15 @@ class DynamoStore(DeviceGrantsMixin, Store):
                     mark = f":most{name[1:]}"
                     conditions.append(f"(attribute_not_exists({name}) OR {name} <= {mark})")
                     values[mark] = {"N": str(most - added)}
-            kwargs["ConditionExpression"] = " AND ".join(conditions)
-            kwargs["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-        kwargs["ExpressionAttributeValues"] = values
-        try:
-            self._client.update_item(**kwargs)
-        except self._exc.ConditionalCheckFailedException:
-            assert quota is not None
-            now = self.usage(user_id)
-            raise OverQuota(Usage(now.packets + packets, now.bytes + size), quota) from None
+            update["ConditionExpression"] = " AND ".join(conditions)
+        update["ExpressionAttributeValues"] = values
+        return {"Update": update}
 
-    def _put_packet(
-        self, packet: StoredPacket, sort_key: str, seen: PacketMeta | None
-    ) -> tuple[bool, int | None]:
-        """The write of ``put_packet``: whether created, and the replaced packet's size."""
-        meta = packet.meta
-        item = _packet_item(packet, sort_key)
-        item_key = _key(f"PKT#{meta.id}", "PKT")
-        # A move of the owner's personal packet into a team is one transaction that
-        # checks the membership; everything else is one conditional PutItem. ``seen``
-        # tells up front which it is; unseen, a failed put hands back the item.
-        moving = moves_into_team(seen, meta)
-        for attempt in range(TRANSACTION_ATTEMPTS):
-            if moving:
-                assert meta.team_id is not None
-                # A transaction returns no old item: the size of the one it replaces.
-                before = self._get_item(item_key)
-                try:
-                    self._transact(
-                        [
-                            {"Put": {"Item": item, **_owned(meta.owner_id, None)}},
-                            _exists(_key(f"TEAM#{meta.team_id}", f"MEMBER#{meta.owner_id}")),
-                        ]
-                    )
-                    # The postings under the old (personal) scope stay behind: search
-                    # reads every candidate's packet and drops what is not in the scope
-                    # it was found under any more (and counts a packet once).
-                    self._reindex({}, _index_items(meta, sort_key, packet.body))
-                    return False, len(before["body"]["B"]) if before else 0
-                except _Cancelled as cancelled:
-                    if cancelled.failed(1):
-                        raise NotFound(f"not a member of team {meta.team_id}") from None
-                    if cancelled.conflict:
-                        _backoff(attempt)
-                        continue
-                    moving = False  # no longer the owner's personal packet: look again
-                    continue
-            values: Item = {":owner": _s(meta.owner_id)}
-            if meta.team_id is None:
-                same_scope = "attribute_not_exists(#team)"
-            else:
-                same_scope = "#team = :team"
-                values[":team"] = _s(meta.team_id)
-            try:
-                resp = self._client.put_item(
-                    TableName=self.table,
-                    Item=item,
-                    ConditionExpression=(
-                        f"attribute_not_exists(#pk) OR (#owner = :owner AND {same_scope})"
-                    ),
-                    ExpressionAttributeNames={
-                        "#pk": "pk",
-                        "#owner": "owner_id",
-                        "#team": "team_id",
-                    },
-                    ExpressionAttributeValues=values,
-                    ReturnValues="ALL_OLD",
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                )
-            except self._exc.ConditionalCheckFailedException as exc:
-                # An engine that ignores ReturnValuesOnConditionCheckFailure (DynamoDB
-                # before mid-2023, dynalite) sends no item: read it.
-                existing = exc.response.get("Item") or self._get_item(item_key)
-                if existing is None:
-                    continue  # deleted meanwhile: try again
-                moving = moves_into_team(_packet_meta(existing), meta)
-                if not moving:
-                    raise Conflict(f"packet {meta.id} belongs to another owner or scope") from None
-                continue
-            old = resp.get("Attributes")
-            if old is not None and (public_hash := _get(old, "public_hash")) is not None:
-                self._keep_published(meta.id, public_hash)
-            if old is not None and _get(old, SHARED) is not None:
-                self._keep_shared(meta)
-            self._reindex(_old_index(old), _index_items(meta, sort_key, packet.body))
-            return old is None, None if old is None else len(old["body"]["B"])
-        raise Conflict(f"packet {meta.id} could not be stored (concurrent writes); try again")
-
-    def _keep_published(self, packet_id: str, public_hash: str) -> None:
-        """Put a re-pushed packet's publication back, unless it ended meanwhile."""
-        with contextlib.suppress(_Cancelled):
-            self._transact(
-                [
-                    {
-                        "ConditionCheck": {
-                            "Key": _key(f"PUBLIC#{public_hash}", "PUBLIC"),
-                            "ConditionExpression": "#p = :p",
-                            "ExpressionAttributeNames": {"#p": "packet_id"},
-                            "ExpressionAttributeValues": {":p": _s(packet_id)},
-                        }
-                    },
-                    {
-                        "Update": {
-                            "Key": _key(f"PKT#{packet_id}", "PKT"),
-                            "UpdateExpression": "SET #h = :h",
-                            "ConditionExpression": (
-                                "attribute_exists(#pk) AND attribute_not_exists(#h)"
-                            ),
-                            "ExpressionAttributeNames": {"#pk": "pk", "#h": "public_hash"},
-                            "ExpressionAttributeValues": {":h": _s(public_hash)},
-                        }
-                    },
-                ]
-            )
-
-    def _reindex(self, old: dict[tuple[str, str], Item], new: dict[tuple[str, str], Item]) -> None:
-        """Write the index difference of a packet change (after the packet itself).
-
-        Not in the packet's transaction (a packet has hundreds of words; a
-        transaction holds 100 items): a crash in between leaves the index a
-        step behind, which search tolerates by reading every hit's packet
-        before it shows it (a stale posting of a deleted or changed packet is
-        dropped there).
-        """
-        deletes = [_key(*key) for key in old if key not in new]
-        puts = [item for key, item in new.items() if old.get(key) != item]
-        self._batch_write(puts, deletes)
+    def _count(self, user_id: str, packets: int, size: int) -> None:
+        """Take off what ``user_id`` owns (a fan-out deleted it): one UpdateItem."""
+        action = self._usage_action(user_id, packets, size, hold=False)
+        if action is not None:
+            self._client.update_item(TableName=self.table, **action["Update"])
 
     def get_packet(self, packet_id: str) -> StoredPacket | None:
         item = self._get_item(_key(f"PKT#{packet_id}", "PKT"))
@@ -1127,11 +992,59 @@ class DynamoStore(DeviceGrantsMixin, Store):
             items.append(item)
             if len(items) > limit:
                 break
+        if tag is not None:
+            wanted = (scope, tag, project, author, since, until, cursor)
+            items = self._with_pending_tagged(items, *wanted)[: limit + 1]
         page = [_packet_meta(item) for item in items[:limit]]
         more = len(items) > limit
         last = items[limit - 1] if more else None
         next_cursor = encode_cursor(_req(last, sk_name), _req(last, "id")) if last else None
         return Page(page, next_cursor)
+
+    def _with_pending_tagged(
+        self,
+        items: list[Item],
+        scope: str,
+        tag: str,
+        project: str | None,
+        author: str | None,
+        since: str | None,
+        until: str | None,
+        cursor: str | None,
+    ) -> list[Item]:
+        """A tag's facet items and the scope's packets with that tag the consumer has not
+        indexed yet (read-your-writes), merged in listing order."""
+        from .. import search
+
+        pending = self._pending(scope.removeprefix("SCOPE#"))
+        after = decode_cursor(cursor)[0] if cursor else None
+        orders = {
+            pid: order
+            for pid, order in pending.items()
+            if (after is None or order < after)
+            and (since is None or order >= since)
+            and (until is None or order < until)
+        }
+        if not orders:
+            return items
+        keys = [_key(f"PKT#{pid}", "PKT") for pid in orders]
+        fresh: dict[str, Item] = {}
+        for start in range(0, len(keys), 100):
+            for item in self._batch_get(keys[start : start + 100]):
+                meta = _packet_meta(item)
+                data = search.load(bytes(item["body"]["B"]))
+                if (
+                    _scope(meta.owner_id, meta.team_id) != scope
+                    or tag not in search.tags_of(data)
+                    or (project is not None and meta.project != project)
+                    or (author is not None and meta.owner_id != author)
+                    or orders[meta.id] != f"{_get(item, 'sort_key') or ''}#{meta.id}"
+                ):
+                    continue
+                fresh[meta.id] = {**_listing_fields(meta), "sk": _s(orders[meta.id])}
+        merged = [item for item in items if _req(item, "id") not in fresh]
+        merged.extend(fresh.values())
+        return sorted(merged, key=lambda item: _req(item, "sk"), reverse=True)
 
     def children(
         self, packet_id: str, *, scopes: list[Scope], limit: int = 100
@@ -1151,119 +1064,6 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 found.append(meta)
                 if len(found) >= limit:
                     break
-        return found
-
-    def search(self, query: Query, *, scopes: list[Scope], limit: int = 20) -> list[SearchHit]:
-        """A term index read per scope; see ``_search_scope`` for the cost bound."""
-        from .. import search
-
-        readable = {_scope(owner, team) for owner, team in scopes}
-        if not readable or limit < 1:
-            return []
-        ranked: list[tuple[float, str, str]] = []  # (score, sort key, id)
-        for scope in sorted(readable):
-            ranked.extend(self._search_scope(scope.removeprefix("SCOPE#"), query))
-        ranked.sort(key=lambda r: (r[0], r[1], r[2]), reverse=True)
-        seen: set[str] = set()  # a packet found under two scopes (moved) counts once
-        ranked = [r for r in ranked if not (r[2] in seen or seen.add(r[2]))]
-        hits: list[SearchHit] = []
-        # Read each candidate's packet before showing it: it must still exist in a
-        # readable scope (the index may trail a write) and match whole phrases.
-        # At most VERIFY_CAP candidates are read: a phrase whose words often meet
-        # but rarely touch may then show fewer hits than exist (bounded cost first).
-        batch = min(100, max(limit, 25))  # BatchGetItem takes 100 keys
-        for start in range(0, min(len(ranked), max(VERIFY_CAP, limit)), batch):
-            chunk = ranked[start : start + batch]
-            # Eventually consistent: half the read units, and the index trails anyway.
-            found = self._batch_get(
-                [_key(f"PKT#{pid}", "PKT") for _, _, pid in chunk], consistent=False
-            )
-            items = {(_req(i, "pk"), _req(i, "sk")): i for i in found}
-            for score, _, pid in chunk:
-                item = items.get((f"PKT#{pid}", "PKT"))
-                if item is None:
-                    continue
-                meta = _packet_meta(item)
-                if _scope(meta.owner_id, meta.team_id) not in readable:
-                    continue
-                data = search.load(bytes(item["body"]["B"]))
-                fields = search.fields_of(data)
-                if not search.matches(fields, query) or not _has_labels(data, query):
-                    continue
-                hits.append(SearchHit(meta, score, search.snippet(fields, query)))
-                if len(hits) >= limit:
-                    return hits
-        return hits
-
-    def _search_scope(self, scope: str, query: Query) -> list[tuple[float, str, str]]:
-        """Candidates of one scope: every query word's postings, intersected, scored.
-
-        Cost: one Query per distinct word and qualifier, each reading at most
-        ``POSTINGS_CAP`` small items (the newest, for a whole word), so a
-        search's read units are bounded by the query's length, not the
-        scope's size. Scoring is BM25's shape without document lengths: the
-        word's weighted count in the packet (goal and tags count most),
-        saturated, times an inverse frequency of the word among the postings read.
-        Those postings are this scope's alone (the partition key holds the
-        scope), so a score never counts a packet of a scope the caller cannot
-        read: nothing outside the caller's scopes shows in a search's answer.
-        """
-        from .. import search
-
-        wanted: list[tuple[str, bool]] = []
-        for term in query.terms:
-            for i, word in enumerate(term.words):
-                key = (word[:MAX_WORD], term.prefix and i == len(term.words) - 1)
-                if key not in wanted and (key[1] or word not in search.STOP_WORDS):
-                    wanted.append(key)
-        if query.terms and not wanted:
-            return []  # stop words alone: not in the index
-        postings: list[dict[str, tuple[float, str]]] = []
-        for word, prefix in wanted:
-            found = self._postings(f"TERM#{scope}#{word[:2]}", word if prefix else word + "#")
-            if not found:
-                return []
-            postings.append(found)
-        for kind, values in (("tag", query.tags), ("project", query.projects)):
-            for value in values:
-                found = self._postings(f"FACET#{scope}#{kind}#{value}", "")
-                if not found:
-                    return []
-                postings.append(found)
-        ids = set(postings[0])
-        for found in postings[1:]:
-            ids &= set(found)
-        ranked = []
-        for pid in ids:
-            score = 0.0
-            for found in postings[: len(wanted)]:  # the words' postings (facets only filter)
-                weight = found[pid][0]
-                score += math.log(1 + POSTINGS_CAP / len(found)) * weight / (weight + 1.2)
-            ranked.append((score, postings[0][pid][1], pid))
-        return ranked
-
-    def _postings(self, partition: str, prefix: str) -> dict[str, tuple[float, str]]:
-        """Up to ``POSTINGS_CAP`` items of a postings or facet partition: id -> (weight, order)."""
-        kwargs: dict[str, Any] = {
-            "KeyConditionExpression": "#p = :p",
-            "ExpressionAttributeNames": {"#p": "pk"},
-            "ExpressionAttributeValues": {":p": _s(partition)},
-            "ScanIndexForward": False,
-            "Limit": POSTINGS_CAP,
-        }
-        if prefix:
-            kwargs["KeyConditionExpression"] += " AND begins_with(#s, :w)"
-            kwargs["ExpressionAttributeNames"]["#s"] = "sk"
-            kwargs["ExpressionAttributeValues"][":w"] = _s(prefix)
-        found: dict[str, tuple[float, str]] = {}
-        for item in self._query(**kwargs):
-            pid = _req(item, "id")
-            weight = float(item["w"]["N"]) if "w" in item else 0.0
-            order = _req(item, "sk").rsplit("#", 2)[-2] if prefix else _req(item, "sk")
-            old = found.get(pid)
-            found[pid] = (weight + (old[0] if old else 0.0), max(order, old[1] if old else ""))
-            if len(found) >= POSTINGS_CAP:
-                break
         return found
 
     def packet_ids_with_prefix(
@@ -1312,78 +1112,58 @@ class DynamoStore(DeviceGrantsMixin, Store):
         return ids[:limit]
 
     def delete_packet(self, packet_id: str) -> bool:
-        resp = self._client.delete_item(
-            TableName=self.table, Key=_key(f"PKT#{packet_id}", "PKT"), ReturnValues="ALL_OLD"
-        )
-        self._deleted(resp.get("Attributes"))
-        self._end_shares(resp.get("Attributes"))
-        return "Attributes" in resp
-
-    def _deleted(self, old: Mapping[str, Mapping[str, Any]] | None) -> None:
-        """After a packet's delete: its search entries and its owner's share go too."""
-        self._reindex(_old_index(old), {})
-        if old and "body" in old:
-            self._count(_req(old, "owner_id"), -1, -len(old["body"]["B"]), hold=False)
+        return self._delete_packet(packet_id, None, None)
 
     def delete_packet_as(
         self, packet_id: str, user_id: str, *, seen: PacketMeta | None = None
     ) -> bool:
+        return self._delete_packet(packet_id, user_id, seen)
+
+    def _delete_packet(self, packet_id: str, user_id: str | None, seen: PacketMeta | None) -> bool:
+        """One transaction: the packet (as read: its revision) and its owner's usage.
+
+        For a team packet the caller's right is checked in it too: its creator while
+        still a member, or the team's owner. The postings go with the consumer.
+        """
         key = _key(f"PKT#{packet_id}", "PKT")
-        if seen is None:
-            # Unseen: try the common case, the caller's own personal packet; a
-            # failed condition hands back the item, so no separate read.
+        if seen is not None and seen.team_id is None and seen.owner_id != user_id:
+            return False  # someone else's personal packet: refused without a read
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            old = self._get_item(key)
+            if old is None:
+                return False
+            was = _packet_meta(old)
+            if seen is not None and (seen.owner_id, seen.team_id) != (was.owner_id, was.team_id):
+                return False  # no longer the packet the caller was allowed to delete
+            actions: list[dict[str, Any]] = [{"Delete": {"Key": key, **_unchanged(old)}}]
+            usage = self._usage_action(was.owner_id, -1, -len(old["body"]["B"]), hold=False)
+            assert usage is not None
+            actions.append(usage)
+            if user_id is not None:
+                if was.team_id is None:
+                    if was.owner_id != user_id:
+                        return False
+                else:
+                    check: dict[str, Any] = {
+                        "Key": _key(f"TEAM#{was.team_id}", f"MEMBER#{user_id}"),
+                        "ConditionExpression": "attribute_exists(#pk)",
+                        "ExpressionAttributeNames": {"#pk": "pk"},
+                    }
+                    if was.owner_id != user_id:
+                        check["ConditionExpression"] += " AND #role = :owner"
+                        check["ExpressionAttributeNames"]["#role"] = "role"
+                        check["ExpressionAttributeValues"] = {":owner": _s("owner")}
+                    actions.append({"ConditionCheck": check})
             try:
-                resp = self._client.delete_item(
-                    TableName=self.table,
-                    **_exact(key, user_id, None),
-                    ReturnValues="ALL_OLD",
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                )
-                self._deleted(resp.get("Attributes"))
-                self._end_shares(resp.get("Attributes"))
-                return True
-            except self._exc.ConditionalCheckFailedException as exc:
-                existing = exc.response.get("Item")
-            if existing is None:
-                # Absent, or an engine that ignores ReturnValuesOnConditionCheckFailure
-                # (dynalite; DynamoDB before mid-2023): read the item to know which.
-                existing = self._get_item(key)
-            if not existing or "team_id" not in existing:
-                return False  # absent, or someone else's personal packet
-            seen = _packet_meta(existing)
-        if seen.team_id is None:
-            if seen.owner_id != user_id:
-                return False
-            try:  # still the caller's personal packet when the write lands
-                resp = self._client.delete_item(
-                    TableName=self.table, **_exact(key, user_id, None), ReturnValues="ALL_OLD"
-                )
-            except self._exc.ConditionalCheckFailedException:
-                return False
-            self._deleted(resp.get("Attributes"))
-            self._end_shares(resp.get("Attributes"))
+                self._transact(actions)
+            except _Cancelled as cancelled:
+                if len(actions) > 2 and cancelled.failed(2):
+                    return False
+                _backoff(attempt)  # changed meanwhile, or a lost race: read again
+                continue
+            self._end_shares(old)
             return True
-        # A team packet: its creator (still a member) or the team's owner, checked in
-        # the same transaction as the delete.
-        check: dict[str, Any] = {
-            "Key": _key(f"TEAM#{seen.team_id}", f"MEMBER#{user_id}"),
-            "ConditionExpression": "attribute_exists(#pk)",
-            "ExpressionAttributeNames": {"#pk": "pk"},
-        }
-        if seen.owner_id != user_id:
-            check["ConditionExpression"] += " AND #role = :owner"
-            check["ExpressionAttributeNames"]["#role"] = "role"
-            check["ExpressionAttributeValues"] = {":owner": _s("owner")}
-        # A transaction returns no old item: read the body its index entries come from.
-        before = self._get_item(key)
-        try:
-            delete = _exact(key, seen.owner_id, seen.team_id)
-            self._transact([{"ConditionCheck": check}, {"Delete": delete}])
-        except _Cancelled:
-            return False
-        self._deleted(before)
-        self._end_shares(before)
-        return True
+        raise Conflict(f"packet {packet_id} could not be deleted (concurrent writes); try again")
 
     # -- publishing ------------------------------------------------------
 
@@ -1603,19 +1383,6 @@ class DynamoStore(DeviceGrantsMixin, Store):
         keys = [_key(_req(i, "pk"), _req(i, "sk")) for i in self._share_items(_req(old, "id"))]
         if keys:
             self._batch_delete(keys)
-
-    def _keep_shared(self, meta: PacketMeta) -> None:
-        """Mark a re-pushed packet as shared again (the put replaced the whole item)."""
-        condition = _owned(meta.owner_id, meta.team_id)
-        condition["ExpressionAttributeNames"]["#sh"] = SHARED
-        condition["ExpressionAttributeValues"][":sh"] = _s("1")
-        with contextlib.suppress(self._exc.ConditionalCheckFailedException):
-            self._client.update_item(
-                TableName=self.table,
-                Key=_key(f"PKT#{meta.id}", "PKT"),
-                UpdateExpression="SET #sh = :sh",
-                **condition,
-            )
 
     def packet_shares(self, packet_id: str) -> list[Share]:
         shares = [self._share(item) for item in self._share_items(packet_id)]
@@ -1849,6 +1616,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
             try:
                 self._transact(
                     [
+                        {"Put": {"Item": {**_tombstone_key(team_id), "team_name": _s(name)}}},
                         {"Delete": {"Key": _key(f"TEAM#{team_id}", "TEAM")}},
                         {
                             "Delete": {
@@ -1875,7 +1643,7 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 by_id, by_name, by_user = _member_keys(_team(item), _req(item, "user_id"))
                 keys.extend([by_id, by_user])
                 name_copies.append(by_name)
-            else:
+            elif _req(item, "sk") != "GONE":  # the tombstone stays: late pushes meet it
                 keys.append(_key(_req(item, "pk"), _req(item, "sk")))
         # The name may already belong to a new team: its copies are deleted only if ours.
         for key in name_copies:
@@ -1898,19 +1666,18 @@ class DynamoStore(DeviceGrantsMixin, Store):
                 keys.append(_key(_req(item, "pk"), _req(item, "sk")))
                 if index == "gsi1":
                     packet_keys.append(keys[-1])
-        # The packets' search index entries: computed from their bodies, 100 at a time;
-        # and each author's share of them, taken off what they own once they are gone.
+        # Each author's share of the packets, taken off what they own once they are gone
+        # (their search entries go with the stream consumer).
         shares: dict[str, tuple[int, int]] = {}
         for start in range(0, len(packet_keys), 100):
             for item in self._batch_get(packet_keys[start : start + 100]):
-                keys.extend(_key(*key) for key in _old_index(item))
                 self._end_shares(item)
                 if "body" in item:
                     count, size = shares.get(_req(item, "owner_id"), (0, 0))
                     shares[_req(item, "owner_id")] = (count + 1, size + len(item["body"]["B"]))
         self._batch_delete(keys)
         for owner, (count, size) in shares.items():
-            self._count(owner, -count, -size, hold=False)
+            self._count(owner, -count, -size)
 
     def get_member(self, team_id: str, user_id: str) -> Member | None:
         item = self._get_item(_key(f"TEAM#{team_id}", f"MEMBER#{user_id}"))
@@ -2183,6 +1950,60 @@ def _owned(owner_id: str, team_id: str | None) -> dict[str, Any]:
 def _exact(key: Item, owner_id: str, team_id: str | None) -> dict[str, Any]:
     """A delete of the packet at ``key`` only while it has this owner and scope."""
     return {"Key": key, **_owned(owner_id, team_id)}
+
+
+def _unchanged(old: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The condition that a packet item is still the revision ``old`` (owner, scope, text,
+    publication): a write computed from ``old`` (a usage delta, a carried publication)."""
+    names = {
+        "#owner": "owner_id",
+        "#team": "team_id",
+        "#rev": "rev",
+        "#h": "public_hash",
+        "#sh": SHARED,
+    }
+    values: Item = {":owner": old["owner_id"]}
+    parts = ["#owner = :owner"]
+    if "team_id" in old:
+        parts.append("#team = :team")
+        values[":team"] = old["team_id"]
+    else:
+        parts.append("attribute_not_exists(#team)")
+    if "rev" in old:
+        parts.append("#rev = :rev")
+        values[":rev"] = old["rev"]
+    else:  # stored before revisions: the first write gives it one
+        parts.append("attribute_not_exists(#rev)")
+    if "public_hash" in old:
+        parts.append("#h = :h")
+        values[":h"] = old["public_hash"]
+    else:
+        parts.append("attribute_not_exists(#h)")
+    parts.append(f"attribute_{'exists' if SHARED in old else 'not_exists'}(#sh)")
+    return {
+        "ConditionExpression": " AND ".join(parts),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
+
+
+def _new_rev() -> str:
+    return os.urandom(8).hex()
+
+
+def _tombstone_key(team_id: str) -> Item:
+    """A deleted team's mark: written with the team's deletion, kept until its fan-out ends."""
+    return _key(f"TEAM#{team_id}", "GONE")
+
+
+def _absent(key: Item) -> dict[str, Any]:
+    return {
+        "ConditionCheck": {
+            "Key": key,
+            "ConditionExpression": "attribute_not_exists(#pk)",
+            "ExpressionAttributeNames": {"#pk": "pk"},
+        }
+    }
 
 
 def _exists(key: Item) -> dict[str, Any]:

@@ -1,0 +1,60 @@
+"""The table's stream consumer: what a change of a packet derives, applied after the fact.
+
+Deployed as a Lambda on the table's stream (``app.py``: ``on_dynamodb_record``;
+``.chalice/merge-template.json`` adds what Chalice's decorator cannot say: the
+filter to packet records, partial batch responses, a bisecting retry with a
+limit, and the SQS queue the records that still fail end in). Each record
+carries the item's old and new images (``NEW_AND_OLD_IMAGES``), so a handler
+computes the difference itself, reads nothing first, and can run twice.
+
+Records of one item arrive in order; a failed record is reported back
+(``batchItemFailures``, https://docs.aws.amazon.com/lambda/latest/dg/
+services-ddb-batchfailurereporting.html) with everything after it in the
+batch left undone, so the retry starts from it and the order holds.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .dynamo import DynamoStore
+
+logger = logging.getLogger("ltm.stream")
+
+Image = dict[str, dict[str, Any]]
+
+
+def _image(raw: Mapping[str, Any] | None) -> Image | None:
+    """A stream image as the SDK gives table items (a Lambda event carries binary as base64)."""
+    if raw is None:
+        return None
+    image: Image = dict(raw)
+    body = image.get("body")
+    if body is not None and isinstance(body.get("B"), str):
+        image["body"] = {"B": base64.b64decode(body["B"])}
+    return image
+
+
+def apply_record(store: DynamoStore, record: Mapping[str, Any]) -> None:
+    """Apply one stream record (Lambda's event shape, or GetRecords')."""
+    change = record["dynamodb"]
+    keys = change["Keys"]
+    pk, sk = keys["pk"]["S"], keys["sk"]["S"]
+    if sk == "PKT" and pk.startswith("PKT#"):
+        store.apply_packet_change(_image(change.get("OldImage")), _image(change.get("NewImage")))
+
+
+def handle(store: DynamoStore, records: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """Apply the records in order; the first that fails is reported, the rest left for the retry."""
+    for record in records:
+        try:
+            apply_record(store, record)
+        except Exception:
+            sequence = str(record.get("dynamodb", {}).get("SequenceNumber", ""))
+            logger.exception("stream record %s failed; retried from it", sequence)
+            return [{"itemIdentifier": sequence}]
+    return []

@@ -1,0 +1,121 @@
+"""The DynamoDB table's stream, read as Lambda would (moto serves DynamoDB Streams), and the
+invariants every test of the derived data ends on."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+from ltm.store.dynamo import DynamoStore
+from ltm.store.dynamo_search import image_index
+from ltm.store.dynamo_stream import handle
+
+
+class Stream:
+    """The table's stream from its start; ``take`` returns the records not taken yet."""
+
+    def __init__(self, store: DynamoStore) -> None:
+        import botocore.session
+
+        self.store = store
+        client = store.client
+        self.arn = client.describe_table(TableName=store.table)["Table"]["LatestStreamArn"]
+        session = botocore.session.get_session()
+        local = client.meta.endpoint_url
+        self.streams = session.create_client(
+            "dynamodbstreams",
+            region_name=client.meta.region_name,
+            # A local engine's URL; in-process moto answers AWS's regional name, not the
+            # account-based one the SDK derives from the stream's ARN.
+            endpoint_url=local
+            if local.startswith("http://")
+            else f"https://streams.dynamodb.{client.meta.region_name}.amazonaws.com",
+        )
+        self.iterators: dict[str, str | None] = {}
+
+    def take(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        shards = self.streams.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"]
+        for shard in shards:
+            sid = shard["ShardId"]
+            if sid not in self.iterators:
+                self.iterators[sid] = self.streams.get_shard_iterator(
+                    StreamArn=self.arn, ShardId=sid, ShardIteratorType="TRIM_HORIZON"
+                )["ShardIterator"]
+            iterator = self.iterators[sid]
+            while iterator:
+                resp = self.streams.get_records(ShardIterator=iterator, Limit=1000)
+                out.extend(resp["Records"])
+                iterator = resp.get("NextShardIterator")
+                self.iterators[sid] = iterator
+                if not resp["Records"]:
+                    break
+        return out
+
+    def drain(self, *, twice: bool = False, shuffle_keys: bool = False) -> int:
+        """Run the consumer on what is new, until nothing is; return how many records."""
+        total = 0
+        while records := self.take():
+            total += len(records)
+            if shuffle_keys:
+                records = interleave_keys(records)
+            for batch in (records, records) if twice else (records,):
+                assert handle(self.store, batch) == []
+        return total
+
+
+def interleave_keys(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Records in another order across items, each item's own records still in order."""
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        by_key.setdefault(repr(sorted(record["dynamodb"]["Keys"].items())), []).append(record)
+    queues = list(by_key.values())
+    rng = random.Random(7)
+    out = []
+    while queues:
+        queue = rng.choice(queues)
+        out.append(queue.pop(0))
+        if not queue:
+            queues.remove(queue)
+    return out
+
+
+def scan(store: DynamoStore) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"TableName": store.table, "ConsistentRead": True}
+    while True:
+        resp = store.client.scan(**kwargs)
+        items.extend(resp["Items"])
+        if "LastEvaluatedKey" not in resp:
+            return items
+        kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+
+def assert_consistent(store: DynamoStore, *, drained: bool = True) -> None:
+    """Usage equals a recount; the index is exactly what the packets derive; nothing orphaned."""
+    items = scan(store)
+    keyed = {(i["pk"]["S"], i["sk"]["S"]): i for i in items}
+    packets = [i for i in items if i["sk"]["S"] == "PKT" and i["pk"]["S"].startswith("PKT#")]
+    counts: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
+    expected: dict[tuple[str, str], Any] = {}
+    for packet in packets:
+        owner = packet["owner_id"]["S"]
+        counts[owner] += 1
+        sizes[owner] += len(packet["body"]["B"])
+        expected.update(image_index(packet))
+        if "team_id" in packet:  # a team packet lives only in a team that exists
+            team = packet["team_id"]["S"]
+            assert (f"TEAM#{team}", "TEAM") in keyed, f"{packet['id']['S']} orphaned in {team}"
+    users = {i["pk"]["S"].removeprefix("USAGE#") for i in items if i["sk"]["S"] == "USAGE"}
+    for user in users | set(counts):
+        usage = store.usage(user)
+        assert (usage.packets, usage.bytes) == (counts[user], sizes[user]), user
+    index = {key: item for key, item in keyed.items() if key[0].startswith(("T#", "FACET#"))}
+    if drained:
+        assert set(index) == set(expected), set(index) ^ set(expected)
+        for key, item in expected.items():
+            assert index[key] == item, key
+        pending = [key for key in keyed if key[0].startswith("PEND#")]
+        assert pending == [], pending

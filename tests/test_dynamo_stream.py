@@ -1,0 +1,256 @@
+"""The search index derived from the table's stream, under races, crashes and redelivery.
+
+Each race is forced at a named point (a store method wrapped so a second
+request runs there); each crash kills a child process between two DynamoDB
+calls, as a Lambda timeout would. Then the stream is drained through the
+consumer and the final state checked (``streamkit.assert_consistent``): every
+packet readable and found by search, usage equal to a recount, nothing orphaned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dynamo_moto import endpoint_client, in_process, moto_server, unique_table
+from streamkit import Stream, assert_consistent
+from timing import scaled
+
+from ltm.search import parse
+from ltm.store import NotFound, PacketMeta, Quota, StoredPacket, Team, User
+from ltm.store.dynamo import DynamoStore, create_tables
+from ltm.store.dynamo_stream import handle
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def store() -> Iterator[DynamoStore]:
+    with in_process("ltm-stream") as client:
+        yield DynamoStore("ltm-stream", client=client)
+
+
+def packet(
+    pid: str, owner: str, team: str | None = None, *, words: str, n: int = 0
+) -> StoredPacket:
+    body = json.dumps({"id": pid, "goal": words, "next_step": "continue"}).encode()
+    created = f"2026-01-01T00:00:{n:02d}Z"
+    return StoredPacket(PacketMeta(pid, created, words, owner, team), body)
+
+
+def put(store: DynamoStore, p: StoredPacket) -> bool:
+    return store.put_packet(p, sort_key=p.meta.created_at)
+
+
+def found(store: DynamoStore, text: str, scopes: list[tuple[str, str | None]]) -> list[str]:
+    return [h.meta.id for h in store.search(parse(text), scopes=scopes)]
+
+
+ME = [("u1", None)]
+
+
+def test_a_push_is_found_at_once_and_after_the_consumer_ran(store: DynamoStore) -> None:
+    stream = Stream(store)
+    put(store, packet("01FRESH00000", "u1", words="kestrel migration"))
+    assert found(store, "kestrel", ME) == ["01FRESH00000"]  # before the consumer ran
+    assert stream.drain() > 0
+    assert found(store, "kestrel migration", ME) == ["01FRESH00000"]
+    assert_consistent(store)
+    put(store, packet("01FRESH00000", "u1", words="osprey rollout"))
+    assert found(store, "osprey", ME) == ["01FRESH00000"]
+    stream.drain()
+    assert found(store, "osprey", ME) == ["01FRESH00000"] and found(store, "kestrel", ME) == []
+    assert store.delete_packet("01FRESH00000") is True
+    stream.drain()
+    assert found(store, "osprey", ME) == []
+    assert_consistent(store)
+
+
+@pytest.mark.parametrize("twice", [False, True])
+def test_redelivery_and_any_order_across_keys_end_in_the_same_index(
+    store: DynamoStore, twice: bool
+) -> None:
+    stream = Stream(store)
+    for n in range(12):
+        put(store, packet(f"01MANY{n:06d}", "u1", words=f"heron batch{n % 3} word{n}", n=n))
+    for n in range(0, 12, 3):
+        put(store, packet(f"01MANY{n:06d}", "u1", words=f"heron changed{n}", n=n))
+    store.delete_packet("01MANY000001")
+    stream.drain(twice=twice, shuffle_keys=True)
+    assert_consistent(store)
+    assert len(found(store, "heron", ME)) == 11
+    assert found(store, "changed3", ME) == ["01MANY000003"] and found(store, "word3", ME) == []
+
+
+def test_a_failed_record_is_reported_and_the_retry_completes(store: DynamoStore) -> None:
+    """A throttled index write: the packet is stored (201) and stays found; the retry ends it."""
+    stream = Stream(store)
+    put(store, packet("01THROTTLE00", "u1", words="plover throttled"))
+    records = stream.take()
+    real = store.client.batch_write_item
+    calls = {"n": 0}
+
+    def throttled(**kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise store.client.exceptions.ProvisionedThroughputExceededException(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "x"}},
+                "BatchWriteItem",
+            )
+        return real(**kwargs)
+
+    store.client.batch_write_item = throttled  # type: ignore[method-assign]
+    failed = handle(store, records)
+    assert failed == [{"itemIdentifier": records[0]["dynamodb"]["SequenceNumber"]}]
+    assert found(store, "plover", ME) == ["01THROTTLE00"]  # still pending, still found
+    assert handle(store, records) == []
+    assert found(store, "plover throttled", ME) == ["01THROTTLE00"]
+    assert_consistent(store)
+
+
+def test_every_word_pair_is_found_whatever_the_age(store: DynamoStore) -> None:
+    """A rare word with a common one finds the old packet (no cap by age)."""
+    stream = Stream(store)
+    put(store, packet("01OLDEST0000", "u1", words="oauth svc02980 rotation", n=0))
+    for n in range(1, 60):
+        put(store, packet(f"01NEWER{n:05d}", "u1", words=f"oauth refresh svc{n:05d}", n=n % 60))
+    stream.drain()
+    assert found(store, "oauth svc02980", ME) == ["01OLDEST0000"]
+    assert found(store, "svc02980", ME) == ["01OLDEST0000"]
+    assert len(found(store, "oauth", ME)) == 20
+
+
+def _race(store: DynamoStore, method: str, at: int, then: Any) -> None:
+    """Run ``then`` just before the ``at``-th call of the client's ``method`` goes out."""
+    real = getattr(store.client, method)
+    calls = {"n": 0}
+
+    def wrapped(**kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == at:
+            then()
+        return real(**kwargs)
+
+    setattr(store.client, method, wrapped)
+
+
+def test_two_pushes_of_one_id_racing_leave_the_last_text_found(store: DynamoStore) -> None:
+    stream = Stream(store)
+    put(store, packet("01RACING0000", "u1", words="first text alpha"))
+    # The second push lands between the first's read and its write.
+    _race(
+        store,
+        "transact_write_items",
+        1,
+        lambda: put(store, packet("01RACING0000", "u1", words="second text beta")),
+    )
+    put(store, packet("01RACING0000", "u1", words="third text gamma"))
+    stream.drain()
+    assert found(store, "gamma", ME) == ["01RACING0000"]
+    assert found(store, "alpha", ME) == [] and found(store, "beta", ME) == []
+    assert_consistent(store)
+
+
+def test_a_delete_racing_a_repush_leaves_no_unsearchable_packet(store: DynamoStore) -> None:
+    stream = Stream(store)
+    put(store, packet("01DELRACE000", "u1", words="curlew original"))
+    _race(store, "transact_write_items", 1, lambda: store.delete_packet("01DELRACE000"))
+    put(store, packet("01DELRACE000", "u1", words="curlew again"))
+    stream.drain()
+    assert found(store, "curlew", ME) == ["01DELRACE000"]
+    assert_consistent(store)
+
+
+def test_a_push_racing_its_teams_delete_is_refused(store: DynamoStore) -> None:
+    """The team's tombstone is checked in the push's own transaction."""
+    stream = Stream(store)
+    store.create_user(User("u1", "one", T0))
+    store.create_team(Team("t1", "core", "u1", T0))
+    put(store, packet("01TEAMFIRST0", "u1", "t1", words="godwit"))
+    _race(store, "transact_write_items", 1, lambda: store.delete_team("t1"))
+    with pytest.raises(NotFound):
+        put(store, packet("01TEAMLATE00", "u1", "t1", words="godwit late"))
+    stream.drain()
+    assert store.get_packet("01TEAMLATE00") is None and store.get_packet("01TEAMFIRST0") is None
+    assert_consistent(store)
+
+
+def test_usage_is_exact_across_replacements_and_quota(store: DynamoStore) -> None:
+    store.quota = Quota(packets=2, bytes=10_000)
+    stream = Stream(store)
+    put(store, packet("01USAGE00001", "u1", words="a b c"))
+    put(store, packet("01USAGE00001", "u1", words="a much longer text"))
+    put(store, packet("01USAGE00002", "u1", words="other"))
+    from ltm.store import OverQuota
+
+    with pytest.raises(OverQuota):
+        put(store, packet("01USAGE00003", "u1", words="over"))
+    stream.drain()
+    assert store.usage("u1").packets == 2
+    assert_consistent(store)
+
+
+# -- crashes: a child process killed between two DynamoDB calls ------------------
+
+_CHILD = """
+import os, sys, json
+from ltm.store.dynamo import DynamoStore
+from dynamo_moto import endpoint_client
+from ltm.store import PacketMeta, StoredPacket
+url, table, die_after, op = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+client = endpoint_client(url)
+calls = {"n": 0}
+def count(**_):
+    calls["n"] += 1
+    if calls["n"] >= die_after:
+        os._exit(17)
+client.meta.events.register("after-call.dynamodb", count)
+store = DynamoStore(table, client=client)
+body = json.dumps({"goal": "crash " + op, "next_step": "sandpiper"}).encode()
+meta = PacketMeta("01CRASH00000", "2026-01-01T00:00:00Z", "crash", "u1")
+if op == "delete":
+    store.delete_packet("01CRASH00000")
+else:
+    store.put_packet(StoredPacket(meta, body), sort_key=meta.created_at)
+print("done")
+"""
+
+
+@pytest.mark.parametrize("op", ["push", "repush", "delete"])
+def test_a_crash_between_any_two_calls_leaves_a_consistent_table(op: str) -> None:
+    with moto_server() as url:
+        table = unique_table()
+        client = endpoint_client(url)
+        create_tables(client, table, ttl=False)
+        store = DynamoStore(table, client=client)
+        stream = Stream(store)
+        if op != "push":
+            put(store, packet("01CRASH00000", "u1", words="sandpiper before"))
+        env = {**os.environ, "PYTHONPATH": str(HERE)}
+        die_after = 1
+        while True:
+            done = subprocess.run(
+                [sys.executable, "-c", _CHILD, url, table, str(die_after), op],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=scaled(60),
+            )
+            stream.drain()
+            assert_consistent(store)
+            got = store.get_packet("01CRASH00000")
+            if got is not None:
+                assert found(store, "sandpiper", ME) == ["01CRASH00000"]
+            if done.returncode == 0:
+                break
+            assert done.returncode == 17, done.stderr
+            die_after += 1
+        assert die_after > 1
