@@ -70,27 +70,13 @@ def _host_key(host: str) -> str:
 
 
 def unreachable(exc: BaseException) -> bool:
-    """Whether ``exc`` (a request's ``CliError``) says the server could not be reached at
-    all: no connection, a name that does not resolve, no answer in time, a connection
-    dropped before the answer. A TLS or HTTP problem is no such thing: it would fail
-    again the same way, so it is reported as it is, not kept."""
-    import socket
-    import sys
+    """Whether ``exc`` says the save never reached its server: no connection at all
+    (``Unreachable``), or no answer in time (``TimedOut``: the server may have stored it,
+    and sending the same id and bytes again is still one packet). A TLS or HTTP problem is
+    no such thing: it would fail again the same way, so it is reported as it is."""
+    from ltm.cli.client.transport import TimedOut, Unreachable
 
-    cause = exc.__cause__
-    ssl: Any = sys.modules.get("ssl")
-    if cause is None or (ssl is not None and isinstance(cause, ssl.SSLError)):
-        return False
-    if isinstance(cause, (ConnectionError, TimeoutError, socket.gaierror)):
-        return True  # refused, reset, aborted, no answer in time, no such name
-    import errno
-
-    return isinstance(cause, OSError) and cause.errno in (
-        errno.ENETUNREACH,
-        errno.EHOSTUNREACH,
-        errno.ENETDOWN,
-        errno.EHOSTDOWN,
-    )
+    return isinstance(exc, (Unreachable, TimedOut))
 
 
 def keep(
