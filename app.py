@@ -432,18 +432,70 @@ def list_packets(request: Any) -> Response:
 
 @route("/v1/search", "GET")
 def search_packets(request: Any) -> Response:
-    caller = _caller(request)
     q = _query(request, "q")
     if q is None:
         raise BadRequest("q: the search query is required")
-    limit = _limit(request, searching.DEFAULT_LIMIT, searching.MAX_LIMIT)
-    found = searching.search(
-        get_store(),
-        caller,
+    return _search(
+        request,
         q,
         team=_team(request),
         all_scopes=_scope_all(request),
+        limit=_limit(request, searching.DEFAULT_LIMIT, searching.MAX_LIMIT),
+        mode=_query(request, "mode"),
+    )
+
+
+@route("/v1/search", "POST")
+def search_packets_in_body(request: Any) -> Response:
+    """The same search with its fields in a JSON body, which access logs and proxies do
+    not keep (a query string they do): what prompt recall sends."""
+    caller = _caller(request)  # the credential before the body is read
+    fields = _json_object(request, required=True)
+    q = fields.get("q")
+    if not isinstance(q, str):
+        raise BadRequest("q: the search query is required")
+    limit = fields.get("limit", searching.DEFAULT_LIMIT)
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise BadRequest(f"limit must be an integer between 1 and {searching.MAX_LIMIT}")
+    text: dict[str, str | None] = {}
+    for name in ("team", "scope", "mode"):
+        value = fields.get(name)
+        if value is not None and not isinstance(value, str):
+            raise BadRequest(f"{name}: a string")
+        text[name] = value
+    if text["team"] == "":
+        raise BadRequest("team must not be empty")
+    if text["scope"] not in (None, "all"):
+        raise BadRequest("scope: the only value is all")
+    return _search(
+        request,
+        q,
+        team=text["team"],
+        all_scopes=text["scope"] == "all",
         limit=limit,
+        mode=text["mode"],
+        caller=caller,
+    )
+
+
+def _search(
+    request: Any,
+    q: str,
+    *,
+    team: str | None,
+    all_scopes: bool,
+    limit: int,
+    mode: str | None,
+    caller: Any = None,
+) -> Response:
+    found = searching.search(
+        get_store(),
+        caller if caller is not None else _caller(request),
+        q,
+        team=team,
+        all_scopes=all_scopes,
+        limit=limit,
+        mode=mode,
     )
     return _json(
         {

@@ -199,9 +199,19 @@ class Backend(ABC):
 
     @abstractmethod
     def search(
-        self, query: str, *, team: str | None = None, all_scopes: bool = False, limit: int = 20
+        self,
+        query: str,
+        *,
+        team: str | None = None,
+        all_scopes: bool = False,
+        limit: int = 20,
+        mode: str | None = None,
+        private: bool = False,
     ) -> list[dict[str, Any]]:
-        """Best first, each as ``GET /v1/search`` answers it (id, goal, field, snippet, ...)."""
+        """Best first, each as ``/v1/search`` answers it (id, goal, field, snippet, ...).
+        ``mode``: ``service.search``'s. ``private``: words never to put in a URL (a
+        prompt's): a server asked in the query string gets them without what a secret
+        check flags."""
 
     @abstractmethod
     def children(self, ref: str, *, team: str | None = None) -> list[dict[str, Any]]:
@@ -357,14 +367,27 @@ class ServiceBackend(Backend):
         return Listing(rows, found.cursor)
 
     def search(
-        self, query: str, *, team: str | None = None, all_scopes: bool = False, limit: int = 20
+        self,
+        query: str,
+        *,
+        team: str | None = None,
+        all_scopes: bool = False,
+        limit: int = 20,
+        mode: str | None = None,
+        private: bool = False,
     ) -> list[dict[str, Any]]:
         from .service import search
 
         self._no_teams(team)
         with self._service():
             found = search.search(
-                self.store, self.caller, query, team=team, all_scopes=all_scopes, limit=limit
+                self.store,
+                self.caller,
+                query,
+                team=team,
+                all_scopes=all_scopes,
+                limit=limit,
+                mode=mode,
             )
         return [
             {

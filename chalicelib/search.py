@@ -25,6 +25,7 @@ the CLI's fast path.
 from __future__ import annotations
 
 import json
+import math
 import re
 import unicodedata
 from typing import NamedTuple
@@ -124,6 +125,18 @@ def parse(text: str) -> Query:
     return Query(tuple(terms), tuple(tags), tuple(projects), text)
 
 
+def plain_text(query: Query) -> str:
+    """What ``query`` says in words, as typed (case kept): its terms without the
+    qualifiers, quotes and prefix stars."""
+    parts = []
+    for m in _QUERY.finditer(query.text):
+        if m["qual"]:
+            continue
+        raw = m["phrase"] if m["phrase"] is not None else m["word"]
+        parts.append(raw.rstrip("*"))
+    return " ".join(part for part in parts if part.strip())
+
+
 def fts_expression(query: Query) -> str:
     """The FTS5 MATCH string: every term a quoted string, so nothing is an operator."""
     parts = []
@@ -137,6 +150,45 @@ def fts_expression(query: Query) -> str:
             if found := words(value):
                 parts.append(f'{column} : "{" ".join(found)}"')
     return " AND ".join(parts)
+
+
+# -- words that must not travel in a URL ---------------------------------------
+
+ENTROPY_MIN_CHARS = 16  # shorter runs are words, ids and versions
+ENTROPY_BITS = 3.5  # per character: random base64 is near 6, hex near 4, English 2.5-3.3
+
+
+def _entropy(text: str) -> float:
+    counts: dict[str, int] = {}
+    for ch in text:
+        counts[ch] = counts.get(ch, 0) + 1
+    n = len(text)
+    return -sum(c / n * math.log2(c / n) for c in counts.values())
+
+
+def looks_random(token: str) -> bool:
+    """A run of letters and digits long and varied enough to be a key or a token."""
+    core = token.strip(".,;:!?()[]{}<>\"'`")
+    if len(core) < ENTROPY_MIN_CHARS:
+        return False
+    mixed = any(c.isdigit() for c in core) or (core.lower() != core and core.upper() != core)
+    return mixed and _entropy(core) >= ENTROPY_BITS
+
+
+def without_secrets(text: str) -> str:
+    """``text`` without the words that could be a credential, for a query sent where it
+    may be logged (a URL): each whitespace-separated word the secret scanner
+    (``ltm.redact``) finds a secret in, or that ``looks_random``. Loads the scanner
+    (tens of milliseconds): for the rare request that needs it."""
+    from .redact import scan_text
+
+    shown = [match.rstrip("…")[:12] for _kind, match in scan_text(text)]
+    kept = [
+        word
+        for word in text.split()
+        if not looks_random(word) and not any(piece and piece in word for piece in shown)
+    ]
+    return " ".join(kept)
 
 
 # -- what a packet contributes ----------------------------------------------
@@ -253,6 +305,27 @@ STOP_WORDS = frozenset(
         "with",
     ]
 )
+
+
+# Words that say nothing about which work a prompt is about, besides the stop words:
+# the small talk of prompts ("can you please fix this again").
+_FILLER_TEXT = """
+    about above after again against all also always am any anything are around ask back
+    because been before being below between both but can cannot could did does doing done
+    down during each else even ever every few first for from further get gets getting give
+    go goes going gone good got great had has have having he hello help her here hers him
+    his how however i i'm if into is it its just know last let lets like look looking made
+    make makes making many may me might more most much must my need needs new next no nor
+    not now of off ok okay on once one only or other our ours out over own please pick put
+    quite rather really s same see seem she should show so some something still such sure t
+    take than thank thanks that the their them then there these they thing things this those
+    through time to today too try trying two under until up upon us use used using very want
+    wants was way we well were what when where whether which while who why will with within
+    without work working would yes yet you your yours add change check code continue file
+    files fix fixing hey hi lets resume run runs running start started stuff tell think update
+    ll ve re d m
+"""
+FILLER = frozenset(_FILLER_TEXT.split())
 
 
 def term_weights(fields: dict[str, str]) -> dict[str, float]:

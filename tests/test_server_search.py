@@ -8,12 +8,17 @@ routes answer as before. Run on both stores.
 from __future__ import annotations
 
 import itertools
+import json
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote_plus
 
 import httpx
 import pytest
 from serverkit import SERVER_STORES, Server, make_packet, running_server
+from timing import scaled
 
 _names = itertools.count()
 
@@ -250,3 +255,81 @@ def test_children_and_thread_respect_visibility(server: Server) -> None:
     mine = push(bob, goal="bob continues privately", parent_id=private)
     partial = bob.http.get(f"/v1/packets/{mine}/thread").json()
     assert [p["id"] for p in partial["packets"]] == [mine] and partial["complete"] is False
+
+
+SECRET = "ghp_" + "k3Yq9ZbV2mXw7LpT4nR8sD1fH6jC0aEuGi5o"  # a GitHub token's shape
+
+
+def test_a_search_in_a_post_body_answers_as_the_query_string_does(server: Server) -> None:
+    me = person(server, "poster")
+    target = push(me, goal=f"Rotate the deploy key for {me.name}", tags=["infra"])
+    by_get = found(me.http.get("/v1/search", params={"q": "rotate deploy tag:infra"}))
+    by_post = found(me.http.post("/v1/search", json={"q": "rotate deploy tag:infra"}))
+    assert by_get == by_post == [target]
+    assert found(me.http.post("/v1/search", json={"q": "rotate", "limit": 1})) == [target]
+    # The words of a body never reach the access log, where a query string's path would.
+    me.http.post("/v1/search", json={"q": f"rotate {SECRET}"})
+    assert SECRET not in server.logs()
+    for bad, reason in [
+        ({}, "q:"),
+        ({"q": 5}, "q:"),
+        ({"q": "x", "limit": "5"}, "limit"),
+        ({"q": "x", "limit": 0}, "limit"),
+        ({"q": "x", "scope": "mine"}, "scope"),
+        ({"q": "x", "team": ""}, "team"),
+        ({"q": "x", "mode": "fuzzy"}, "mode"),
+    ]:
+        r = me.http.post("/v1/search", json=bad)
+        assert r.status_code == 400 and reason in r.json()["error"], (bad, r.text)
+    # The credential is checked before the body is read.
+    anonymous = server.client()
+    assert anonymous.post("/v1/search", content=b"{not json").status_code == 401
+
+
+def test_recall_words_reach_an_older_server_without_a_secret_in_the_url() -> None:
+    """A server without ``POST /v1/search`` (an older ltm) is asked with a GET; the words
+    of a prompt then go without what the scanner or the entropy check flags."""
+    seen: list[str] = []
+
+    class OldServer(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _answer(self, status: int, body: dict[str, object]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self._answer(405, {"Code": "MethodNotAllowedError", "Message": "not allowed"})
+
+        def do_GET(self) -> None:
+            if self.path.startswith("/v1/healthz"):
+                self._answer(200, {"ok": True, "version": "0.0.1"})
+                return
+            seen.append(self.path)
+            self._answer(200, {"results": []})
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), OldServer)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        from ltm.cli.client.credentials import Target
+        from ltm.cli.client.remote import RemoteBackend
+
+        target = Target(f"http://127.0.0.1:{httpd.server_port}", "tok", "LTM_HOST")
+        backend = RemoteBackend.open(target, timeout=scaled(10))
+        prompt = f"why does login break with token {SECRET} and hunter2Xq9Zr7Lm3Vb8Nc4Tk"
+        assert backend.search(prompt, private=True, mode="lexical") == []
+        assert backend.search("oauth", mode="lexical") == []
+        backend.close()
+    finally:
+        httpd.shutdown()
+    assert len(seen) == 2
+    first = unquote_plus(seen[0])
+    assert "login" in first and "break" in first
+    assert SECRET not in first and "k3Yq9ZbV2mXw7LpT4nR8sD1fH6jC0aEuGi5o" not in first
+    assert "hunter2Xq9Zr7Lm3Vb8Nc4Tk" not in first

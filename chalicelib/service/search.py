@@ -9,11 +9,14 @@ the ranking, the snippets or the result.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from ..store import PacketMeta, Scope, Store
+from ..store import PacketMeta, Scope, SearchHit, Store
 from .access import Caller, access
 from .errors import BadRequest
+
+if TYPE_CHECKING:
+    from ..search import Query
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
@@ -28,6 +31,9 @@ class Found(NamedTuple):  # not a dataclass: recall at the prompt imports this m
     highlights: tuple[tuple[int, int], ...]  # [start, end) ranges of ``snippet``
 
 
+MODES = ("hybrid", "lexical", "semantic")
+
+
 def search(
     store: Store,
     caller: Caller,
@@ -36,18 +42,31 @@ def search(
     team: str | None = None,
     all_scopes: bool = False,
     limit: int = DEFAULT_LIMIT,
+    mode: str | None = None,
 ) -> list[Found]:
-    """Packets matching ``q`` (see ``ltm.search`` for the syntax), best first."""
+    """Packets matching ``q`` (see ``ltm.search`` for the syntax), best first.
+
+    ``mode``: ``lexical`` (the words, as always; None is this), ``semantic`` (by meaning
+    alone, the score a cosine) or ``hybrid`` (both, fused: ``ltm.semantic.fuse``).
+    Asking for meaning where the ``semantic`` extra is not installed is a
+    ``BadRequest`` naming it."""
     from .. import search as query_language
+    from .. import semantic
 
     if not 1 <= limit <= MAX_LIMIT:
         raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}")
     if team is not None and all_scopes:
         raise BadRequest("give a team or all scopes, not both")
+    if mode is not None and mode not in MODES:
+        raise BadRequest(f"mode: one of {', '.join(MODES)}")
     try:
         query = query_language.parse(q)
     except query_language.QueryError as exc:
         raise BadRequest(f"q: {exc}") from None
+    if mode is None:
+        mode = "lexical"
+    elif mode != "lexical" and not semantic.enabled():
+        raise BadRequest(f"mode: search by meaning needs {semantic.EXTRA} installed")
     who = access(store, caller, need="read", team=team)
     names: dict[str, str] = {}
     scopes: list[Scope]
@@ -60,7 +79,7 @@ def search(
         names.update((t.id, t.name) for t in teams)
     else:
         scopes = [(who.user.id, None)]
-    hits = store.search(query, scopes=scopes, limit=limit)
+    hits = _ranked(store, query, scopes, limit, mode)
     return [
         Found(
             meta=hit.meta,
@@ -72,3 +91,38 @@ def search(
         )
         for hit in hits
     ]
+
+
+def _ranked(
+    store: Store, query: Query, scopes: list[Scope], limit: int, mode: str
+) -> list[SearchHit]:
+    from .. import semantic
+
+    lexical = store.search(query, scopes=scopes, limit=limit) if mode != "semantic" else []
+    meaning = semantic.query_vector(meaning_text(query)) if mode != "lexical" else None
+    if meaning is None:
+        return lexical
+    near = store.nearest(meaning, query, scopes=scopes, limit=max(limit, semantic.FUSE_DEPTH))
+    if mode == "semantic":
+        return near[:limit]
+    near = [hit for hit in near if hit.score >= semantic.SEMANTIC_FLOOR]
+    # A packet both found keeps the lexical hit: its snippet marks the words. The
+    # packets that hold every word come first (the query language's promise), in
+    # their fused order; then those found by meaning alone.
+    by_id = {hit.meta.id: hit for hit in (*near, *lexical)}
+    words = {hit.meta.id for hit in lexical}
+    fused = semantic.fuse(
+        [hit.meta.id for hit in lexical],
+        [(hit.meta.id, hit.score) for hit in near],
+        limit=len(words) + len(near),
+    )
+    fused.sort(key=lambda pair: pair[0] not in words)
+    return [by_id[key]._replace(score=score) for key, score in fused[:limit]]
+
+
+def meaning_text(query: Query) -> str:
+    """The words of a query as typed, for its meaning: without qualifiers, quotes or
+    prefix stars (the case kept: the model's tokens are cased)."""
+    from .. import search as query_language
+
+    return query_language.plain_text(query)

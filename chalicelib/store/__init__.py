@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the query language loads only where a search runs
     from collections.abc import Mapping
 
     from ..search import Query, Snippet
+    from ..semantic import Query as Meaning
 
 Role = Literal["owner", "member"]
 
@@ -457,6 +458,23 @@ class Store(ABC):
         each word), so a query matching more than that finds the best of the
         recent ones; more words narrow it.
         """
+
+    def nearest(
+        self, meaning: Meaning, query: Query, *, scopes: list[Scope], limit: int = 20
+    ) -> list[SearchHit]:
+        """Packets of ``scopes`` nearest to ``meaning`` (``ltm.semantic``), best first, the
+        score their cosine, holding ``query``'s qualifiers; the same rule as ``search``:
+        nothing outside ``scopes`` goes in. A store that keeps no vectors (DynamoDB: the
+        model is not in the Lambda package) finds none, and search stays lexical."""
+        return []
+
+    def vectors_missing(self) -> int:
+        """How many packets still need a vector (``fill_vectors``); 0 where none are kept."""
+        return 0
+
+    def fill_vectors(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Compute the vectors ``vectors_missing`` counts; how many were filled."""
+        return 0
 
     @abstractmethod
     def packet_ids_with_prefix(

@@ -67,6 +67,23 @@ from . import (
 
 if TYPE_CHECKING:
     from ..search import Query
+    from ..semantic import Query as Meaning
+
+# A packet's vector (``semantic.encode``: 288 bytes) keyed by its ``doc``, as its search
+# row is; ``vector_model`` names the model they were made with (a new one refills them).
+_VECTORS_SCHEMA = """
+    CREATE TABLE packet_vectors (
+        doc     INTEGER PRIMARY KEY,
+        vector  BLOB NOT NULL
+    );
+    CREATE TABLE vector_model (
+        one     INTEGER PRIMARY KEY CHECK (one = 1),
+        name    TEXT NOT NULL
+    );
+    CREATE TRIGGER vectors_end_with_packet AFTER DELETE ON packets BEGIN
+        DELETE FROM packet_vectors WHERE doc = OLD.doc;
+    END
+"""
 
 # Each entry moves the schema one version up; never edit a released entry,
 # append a new one. PRAGMA user_version records how far a database has come.
@@ -256,6 +273,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     # 12: the token a device grant was approved with, so that a web view session made
     # from an approved code lasts only as long as that token (``claim_web``).
     lambda db: _add_column(db, "device_grants", "approved_with TEXT"),
+    # 13: what each packet means (``ltm.semantic``), beside it; filled at save, or for the
+    # packets already stored by ``fill_vectors``.
+    _VECTORS_SCHEMA,
 )
 # What some entries bring a database to (an entry's version is its place, from 1).
 ROOT_USER_VERSION = 10
@@ -489,6 +509,7 @@ class Derived(NamedTuple):
     tags: list[str]  # its labels (with its scope): tags, sorted, and project
     project: str | None
     packed: bytes  # the body as stored (``_pack``)
+    vector: bytes | None = None  # what it means (``semantic.packet_vector``), with the extra
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Sent back by an import's workers for every packet: as a plain tuple, which
@@ -513,7 +534,21 @@ def derive(body: bytes, data: dict[str, Any] | None = None) -> Derived:
         data = search.load(body)
     fields = search.fields_of(data)
     texts = tuple(fields[name] for name in _TEXT_COLUMNS)
-    return Derived(texts, search.tags_of(data), search.project_of(data), _pack(body, _text(texts)))
+    packed = _pack(body, _text(texts))
+    return Derived(texts, search.tags_of(data), search.project_of(data), packed, _vector(fields))
+
+
+def _vector(fields: dict[str, str]) -> bytes | None:
+    """The packet's vector where the ``semantic`` extra is installed (and not turned off);
+    a model that fails to load leaves it to ``fill_vectors``, never fails the write."""
+    from .. import semantic
+
+    if not semantic.enabled():
+        return None
+    try:
+        return semantic.packet_vector(fields)
+    except (semantic.Unavailable, OSError, ValueError, KeyError):
+        return None
 
 
 def _unpack(stored: bytes, text: bytes) -> bytes:
@@ -601,6 +636,7 @@ _PACKET_COLUMNS = (
     " parent_id, labels, size, body"
 )
 _PACKET_MARKS = ", ".join("?" * len(_PACKET_COLUMNS.split(",")))
+_FILL_BATCH = 500  # packets a transaction of ``fill_vectors``
 _CHUNK = 300  # rows per statement with a variable each (old SQLite allows 999 variables)
 
 
@@ -958,6 +994,50 @@ class _Accepted(NamedTuple):
     sort_key: str
     derived: Derived
     moved: bool  # it, or an item of its id before it, changed the packet's scope
+
+
+def _qualifiers(db: sqlite3.Connection, query: Query, names: list[str]) -> list[list[int]] | None:
+    """Per qualifier of ``query``, the ids of its label in each scope of ``names``; None
+    when a qualifier's label is in none of them (no packet searched carries it)."""
+    labels = []
+    for kind, values in (("tag", query.tags), ("project", query.projects)):
+        for value in values:
+            ids = [
+                row[0]
+                for row in db.execute(
+                    f"SELECT label FROM labels WHERE scope IN ({_marks(names)})"
+                    " AND kind = ? AND value = ?",
+                    (*names, kind, value),
+                )
+            ]
+            if not ids:
+                return None
+            labels.append(ids)
+    return labels
+
+
+def _hits(db: sqlite3.Connection, ranked: Sequence[Any], query: Query) -> list[SearchHit]:
+    """The hits of ``ranked`` (doc, score), in its order, with their metadata and snippet."""
+    from .. import search
+
+    if not ranked:
+        return []
+    docs = [row[0] for row in ranked]
+    rows = db.execute(
+        f"SELECT p.doc, {_META}, {_TEXTS} FROM packets p JOIN packet_fts f ON f.rowid = p.doc"
+        f" WHERE p.doc IN ({_marks(docs)})",
+        docs,
+    ).fetchall()
+    found = {
+        row[0]: (PacketMeta(*row[1:8]), dict(zip(_TEXT_COLUMNS, row[8:], strict=True)))
+        for row in rows
+    }
+    hits = []
+    for doc, rank in ranked:
+        if doc in found:
+            meta, fields = found[doc]
+            hits.append(SearchHit(meta, float(rank), search.snippet(fields, query)))
+    return hits
 
 
 def _has_labels(row: str, labels: list[list[int]], args: list[object]) -> str:
@@ -1582,6 +1662,9 @@ class SqliteStore(Store):
                 "DELETE FROM packet_fts WHERE rowid = ?", [(row.doc,) for row in replaced]
             )
             db.executemany(
+                "DELETE FROM packet_vectors WHERE doc = ?", [(row.doc,) for row in replaced]
+            )
+            db.executemany(
                 "DELETE FROM label_packets WHERE label = ? AND sort_key = ? AND id = ?",
                 [
                     (label, row.sort_key, row.id)
@@ -1604,7 +1687,7 @@ class SqliteStore(Store):
         # first (an import of an export). Written in any order, the batch ends the same.
         last = db.execute("SELECT coalesce(max(doc), 0) FROM packets").fetchone()[0]
         ordered = sorted(accepted.items(), key=lambda pair: (pair[1].sort_key, pair[0]))
-        rows, texts, labelled = [], [], []
+        rows, texts, labelled, vectors = [], [], [], []
         for doc, (pid, item) in enumerate(ordered, start=last + 1):
             meta = item.packet.meta
             mine = [ids[name] for name in labels[pid]]
@@ -1627,9 +1710,18 @@ class SqliteStore(Store):
                 )
             )
             texts.append((doc, *item.derived.texts))
+            if item.derived.vector is not None:
+                vectors.append((doc, item.derived.vector))
             labelled.extend((label, item.sort_key, pid) for label in mine)
         _insert_rows(db, f"INSERT OR REPLACE INTO packets ({_PACKET_COLUMNS})", rows)
         _insert_rows(db, _FTS_INTO, texts)
+        if vectors:
+            _insert_rows(db, "INSERT OR REPLACE INTO packet_vectors (doc, vector)", vectors)
+            from .. import semantic
+
+            db.execute(
+                "INSERT OR IGNORE INTO vector_model (one, name) VALUES (1, ?)", (semantic.MODEL,)
+            )
         _insert_rows(db, "INSERT OR IGNORE INTO label_packets (label, sort_key, id)", labelled)
 
     def usage(self, user_id: str) -> Usage:
@@ -1776,20 +1868,9 @@ class SqliteStore(Store):
         if not names or limit < 1:
             return []
         db = self._conn()
-        labels = []  # per qualifier, the ids of its label in each scope searched
-        for kind, values in (("tag", query.tags), ("project", query.projects)):
-            for value in values:
-                ids = [
-                    row[0]
-                    for row in db.execute(
-                        f"SELECT label FROM labels WHERE scope IN ({_marks(names)})"
-                        " AND kind = ? AND value = ?",
-                        (*names, kind, value),
-                    )
-                ]
-                if not ids:
-                    return []  # no packet searched carries it
-                labels.append(ids)
+        labels = _qualifiers(db, query, names)
+        if labels is None:
+            return []  # no packet searched carries one of them
         if query.terms:
             # Rank first, on the index; read text for snippets only for the page shown.
             # Scoring re-reads each match's fields (highlight(): some microseconds a
@@ -1824,24 +1905,90 @@ class SqliteStore(Store):
             sql += _has_labels("l", rest, args)
             sql += " ORDER BY l.sort_key DESC, l.id DESC LIMIT ?"
             ranked = db.execute(sql, [*args, limit]).fetchall()
-        if not ranked:
+        return _hits(db, ranked, query)
+
+    def nearest(
+        self, meaning: Meaning, query: Query, *, scopes: list[Scope], limit: int = 20
+    ) -> list[SearchHit]:
+        """The packets of ``scopes`` nearest in meaning, best first (score: the cosine),
+        holding ``query``'s qualifiers (its words play no part here). Reads each
+        candidate's stored vector only: nothing outside ``scopes``, and no statistic of
+        any set of packets, goes into it."""
+        from .. import semantic
+
+        names = [_scope(owner, team) for owner, team in scopes]
+        if not names or limit < 1:
             return []
-        docs = [row[0] for row in ranked]
-        rows = db.execute(
-            f"SELECT p.doc, {_META}, {_TEXTS} FROM packets p JOIN packet_fts f ON f.rowid = p.doc"
-            f" WHERE p.doc IN ({_marks(docs)})",
-            docs,
-        ).fetchall()
-        found = {
-            row[0]: (PacketMeta(*row[1:8]), dict(zip(_TEXT_COLUMNS, row[8:], strict=True)))
-            for row in rows
-        }
-        hits = []
-        for doc, rank in ranked:
-            if doc in found:
-                meta, fields = found[doc]
-                hits.append(SearchHit(meta, float(rank), search.snippet(fields, query)))
-        return hits
+        db = self._conn()
+        labels = _qualifiers(db, query, names)
+        if labels is None:
+            return []
+        sql = (
+            "SELECT p.doc, v.vector FROM packets p JOIN packet_vectors v ON v.doc = p.doc"
+            f" WHERE p.scope IN ({_marks(names)})"
+        )
+        args: list[object] = [*names]
+        sql += _has_labels("p", labels, args)
+        ranked = semantic.rank(meaning, db.execute(sql, args), limit=limit)
+        return _hits(db, ranked, query)
+
+    def vectors_missing(self) -> int:
+        """How many packets have no vector of the current model (``fill_vectors``)."""
+        from .. import semantic
+
+        db = self._conn()
+        model = db.execute("SELECT name FROM vector_model").fetchone()
+        if model is not None and model[0] != semantic.MODEL:
+            return int(db.execute("SELECT count(*) FROM packets").fetchone()[0])
+        found = db.execute(
+            "SELECT count(*) FROM packets p WHERE NOT EXISTS"
+            " (SELECT 1 FROM packet_vectors v WHERE v.doc = p.doc)"
+        ).fetchone()
+        return int(found[0])
+
+    def fill_vectors(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Give every packet without one its vector (a store saved to before the extra
+        was installed, or with another model), a batch a transaction; ``progress(done,
+        total)`` after each. Returns how many were filled."""
+        from .. import semantic
+
+        model = semantic.model()
+        total = self.vectors_missing()
+        done = 0
+        while done < total:
+            with self._write() as db:
+                held = db.execute("SELECT name FROM vector_model").fetchone()
+                if held is not None and held[0] != semantic.MODEL:
+                    db.execute("DELETE FROM packet_vectors")
+                db.execute(
+                    "INSERT OR REPLACE INTO vector_model (one, name) VALUES (1, ?)",
+                    (semantic.MODEL,),
+                )
+                rows = db.execute(
+                    f"SELECT p.doc, {_TEXTS} FROM packets p JOIN packet_fts f ON f.rowid = p.doc"
+                    " WHERE NOT EXISTS (SELECT 1 FROM packet_vectors v WHERE v.doc = p.doc)"
+                    " LIMIT ?",
+                    (_FILL_BATCH,),
+                ).fetchall()
+                if not rows:
+                    break
+                texts = [
+                    semantic.text_of(dict(zip(_TEXT_COLUMNS, row[1:], strict=True))) for row in rows
+                ]
+                vectors = model.vectors(texts)
+                # A packet without a word gets an empty vector: it is done, and ranks nowhere.
+                _insert_rows(
+                    db,
+                    "INSERT OR REPLACE INTO packet_vectors (doc, vector)",
+                    [
+                        (row[0], semantic.encode(vector) if vector is not None else b"")
+                        for row, vector in zip(rows, vectors, strict=True)
+                    ],
+                )
+            done += len(rows)
+            if progress is not None:
+                progress(min(done, total), total)
+        return done
 
     def packet_ids_with_prefix(
         self,

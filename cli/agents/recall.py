@@ -36,25 +36,6 @@ SHARE = 2 / 3  # of the prompt's words a packet must hold (rounded up), when mor
 MAX_HINT = 300
 MIN_STEM = 4
 
-# Words that say nothing about which work a prompt is about: the query language's
-# own stop words and the small talk of prompts ("can you please fix this again").
-_FILLER_TEXT = """
-    about above after again against all also always am any anything are around ask back
-    because been before being below between both but can cannot could did does doing done
-    down during each else even ever every few first for from further get gets getting give
-    go goes going gone good got great had has have having he hello help her here hers him
-    his how however i i'm if into is it its just know last let lets like look looking made
-    make makes making many may me might more most much must my need needs new next no nor
-    not now of off ok okay on once one only or other our ours out over own please pick put
-    quite rather really s same see seem she should show so some something still such sure t
-    take than thank thanks that the their them then there these they thing things this those
-    through time to today too try trying two under until up upon us use used using very want
-    wants was way we well were what when where whether which while who why will with within
-    without work working would yes yet you your yours add change check code continue file
-    files fix fixing hey hi lets resume run runs running start started stuff tell think update
-    ll ve re d m
-"""
-FILLER = frozenset(_FILLER_TEXT.split())
 _SUFFIXES = (
     *("ations", "ation", "ings", "ing", "ers", "er"),
     *("ies", "ied", "es", "ed", "ly", "s", "y"),
@@ -64,7 +45,7 @@ _SUFFIXES = (
 def keywords(prompt: str) -> list[str]:
     """The prompt's most telling words, at most ``MAX_TERMS``: no filler, no numbers or
     one- and two-letter words, longest first (a longer word is rarer)."""
-    from ltm.search import STOP_WORDS, words
+    from ltm.search import FILLER, STOP_WORDS, words
 
     seen: dict[str, None] = {}
     for word in words(prompt[:2000]):
@@ -112,7 +93,13 @@ def best(
         return None
     scores: dict[str, dict[str, Any]] = {}
     for i, term in enumerate(wanted):
-        hits = backend.search(f'{term} project:"{project}"', all_scopes=all_scopes, limit=PAGE)
+        hits = backend.search(
+            f'{term} project:"{project}"',
+            all_scopes=all_scopes,
+            limit=PAGE,
+            mode="lexical",
+            private=True,
+        )
         weight = COMMON_WEIGHT if len(hits) >= PAGE else 1.0
         for hit in hits:
             row = scores.setdefault(

@@ -1,0 +1,402 @@
+"""Meaning: a vector per packet and per query, from a static embedding model that ships
+in a wheel, and the fusion of its ranking with the lexical one.
+
+The optional extra ``ltm[semantic]`` installs ``wordllama``
+(https://pypi.org/project/wordllama/), whose package folder holds a 256-dimension
+token embedding table (``weights/l2_supercat_256.safetensors``: 32,000 rows of
+float16) and the Llama 2 tokenizer it was trained with
+(``tokenizers/l2_supercat_tokenizer_config.json``). A text's vector is the mean of
+its tokens' rows, scaled to unit length: what ``WordLlamaInference.embed`` computes.
+Both files are read here by path, never through ``WordLlama.load``: its default
+path looks for the tokenizer under ``tokenizer/`` (the package has ``tokenizers/``)
+and then downloads one. Nothing here ever uses the network.
+
+Light on purpose, because prompt recall runs it in a hook on every prompt: the
+standard library only (numpy, a dependency of the extra, only where many texts
+are embedded at once). The tokenizer's vocabulary is read once from its JSON and
+kept as a ``marshal`` file in the user's cache; a text is split as the tokenizer's
+BPE does (sentencepiece's rule: merge the adjacent pair that makes the best piece,
+the lowest id, until none does; byte pieces for characters outside the
+vocabulary); only the rows a text needs are read from the weights file (the
+safetensors layout: https://huggingface.co/docs/safetensors/index, an 8-byte
+header length, a JSON header, then the raw little-endian tensor).
+
+Stored form (``encode``): 32 bytes of sign bits, then 256 signed bytes (the unit
+vector scaled so its largest component is 127). Ranking many stored vectors
+(``rank``) takes the ``PREFILTER`` nearest by Hamming distance of the sign bits
+(an ``int.bit_count`` each) and orders those by the cosine of the signed bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import marshal
+import math
+import os
+import re
+import struct
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+MODEL = "wordllama/l2_supercat_256"  # what stored vectors were made with
+EXTRA = "ltm[semantic]"  # what installs it: pip install 'ltm[semantic]'
+DIM = 256
+BITS_BYTES = DIM // 8
+STORED_BYTES = BITS_BYTES + DIM
+PREFILTER = 64  # candidates the sign bits keep for the exact cosine
+TEXT_CHARS = 4000  # of a packet's text embedded (its most telling fields come first)
+_WEIGHTS = ("weights", "l2_supercat_256.safetensors")
+_TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
+_OFF = ("0", "off", "false", "no")
+_SPACE = "\u2581"  # sentencepiece's word mark
+_CHUNKS = re.compile(f"{_SPACE}*[^{_SPACE}]+|{_SPACE}+")
+
+
+class Unavailable(RuntimeError):
+    """The extra is not installed, or its files are not where this version expects."""
+
+
+def package_folder() -> Path | None:
+    """The installed ``wordllama`` package's folder, found without importing it (its
+    ``__init__`` imports requests and more)."""
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("wordllama")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def installed() -> bool:
+    folder = package_folder()
+    return folder is not None and folder.joinpath(*_WEIGHTS).is_file()
+
+
+def enabled() -> bool:
+    """Installed and not turned off (``LTM_SEMANTIC=0``)."""
+    if os.environ.get("LTM_SEMANTIC", "").strip().lower() in _OFF:
+        return False
+    return installed()
+
+
+def _cache_dir() -> Path:
+    if os.environ.get("LTM_CACHE_DIR"):
+        return Path(os.environ["LTM_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    return root / "ltm"
+
+
+class Model:
+    """The vocabulary in memory and the weights file open; rows are read as needed."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        weights = folder.joinpath(*_WEIGHTS)
+        tokenizer = folder.joinpath(*_TOKENIZER)
+        if not weights.is_file() or not tokenizer.is_file():
+            raise Unavailable(f"wordllama's files are not in {folder}")
+        self._file = open(weights, "rb")  # noqa: SIM115 - held for the model's life
+        (size,) = struct.unpack("<Q", self._file.read(8))
+        header = json.loads(self._file.read(size))
+        tensor = header["embedding.weight"]
+        rows, dim = tensor["shape"]
+        if tensor["dtype"] != "F16" or dim != DIM:
+            raise Unavailable(f"unexpected weights in {weights}: {tensor['dtype']} {dim}")
+        self.rows = rows
+        self._data = 8 + size + tensor["data_offsets"][0]
+        self._row = struct.Struct(f"<{DIM}e")
+        self._lock = threading.Lock()
+        self._cache: dict[int, tuple[float, ...]] = {}
+        self.vocab = _vocabulary(tokenizer, weights)
+        self._bytes = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)]
+        self._words: dict[str, tuple[int, ...]] = {}
+        self._np_table: Any = None  # the whole table, once ``warm`` loaded it
+
+    def close(self) -> None:
+        self._file.close()
+
+    # -- tokens --------------------------------------------------------------------
+
+    def tokens(self, text: str) -> list[int]:
+        """The token ids of ``text``, as the Llama tokenizer splits it: a word mark
+        before the text and in place of each space, then BPE, which never joins a
+        word mark to the piece before it (so each run of marks and what follows it is
+        split alone, and remembered)."""
+        ids: list[int] = []
+        if not text.strip():
+            return ids  # a lone word mark means nothing
+        for chunk in _CHUNKS.findall(_SPACE + text.replace(" ", _SPACE)):
+            found = self._words.get(chunk)
+            if found is None:
+                found = self._bpe(chunk)
+                if len(self._words) < 200_000:
+                    self._words[chunk] = found
+            ids.extend(found)
+        return ids
+
+    def _bpe(self, word: str) -> tuple[int, ...]:
+        vocab = self.vocab
+        pieces = list(word)
+        while len(pieces) > 1:
+            best = best_at = -1
+            for i in range(len(pieces) - 1):
+                rank = vocab.get(pieces[i] + pieces[i + 1])
+                if rank is not None and (best < 0 or rank < best):
+                    best, best_at = rank, i
+            if best_at < 0:
+                break
+            pieces[best_at : best_at + 2] = [pieces[best_at] + pieces[best_at + 1]]
+        ids: list[int] = []
+        for piece in pieces:
+            known = vocab.get(piece)
+            if known is not None:
+                ids.append(known)
+                continue
+            for byte in piece.encode():  # byte fallback, as the tokenizer's
+                if (fallback := self._bytes[byte]) is not None:
+                    ids.append(fallback)
+        return tuple(ids)
+
+    # -- vectors -------------------------------------------------------------------
+
+    def _rows(self, ids: Iterable[int]) -> list[tuple[float, ...]]:
+        out = []
+        width = self._row.size
+        with self._lock:
+            for token in ids:
+                row = self._cache.get(token)
+                if row is None:
+                    self._file.seek(self._data + token * width)
+                    row = self._row.unpack(self._file.read(width))
+                    if len(self._cache) < 8192:
+                        self._cache[token] = row
+                out.append(row)
+        return out
+
+    def vector(self, text: str) -> tuple[float, ...] | None:
+        """``text``'s unit vector, or None when it has no token (or is all zeros). In
+        plain Python, reading only the rows it needs, unless ``warm`` loaded the table."""
+        ids = [t for t in self.tokens(text) if 0 <= t < self.rows]
+        if not ids:
+            return None
+        if self._np_table is not None:
+            return self._np_vector(ids)
+        counts: dict[int, int] = {}
+        for token in ids:
+            counts[token] = counts.get(token, 0) + 1
+        total = [0.0] * DIM
+        for token, row in zip(counts, self._rows(counts), strict=True):
+            n = counts[token]
+            total = [a + n * b for a, b in zip(total, row, strict=True)]
+        return _unit(total)
+
+    def vectors(self, texts: Sequence[str]) -> list[tuple[float, ...] | None]:
+        """Many texts at once (a backfill, an import): over the whole table, with numpy."""
+        if len(texts) >= 16:
+            self.warm()
+        return [self.vector(text) for text in texts]
+
+    def warm(self) -> None:
+        """Load the whole table (16 MB, with numpy), for a process that embeds many texts:
+        a packet's vector then costs a tenth (bench/bench_semantic.py)."""
+        if self._np_table is not None:
+            return
+        import numpy as np
+
+        with self._lock:
+            self._file.seek(self._data)
+            raw = self._file.read(self.rows * DIM * 2)
+        self._np_table = np.frombuffer(raw, dtype="<f2").reshape(self.rows, DIM)
+
+    def _np_vector(self, ids: list[int]) -> tuple[float, ...] | None:
+        import numpy as np
+
+        total = self._np_table[np.asarray(ids, dtype=np.int64)].astype(np.float64).sum(axis=0)
+        return _unit(total.tolist())
+
+
+def _unit(values: Sequence[float]) -> tuple[float, ...] | None:
+    norm = math.sqrt(math.fsum(v * v for v in values))
+    if not norm or not math.isfinite(norm):
+        return None
+    return tuple(v / norm for v in values)
+
+
+def _vocabulary(tokenizer: Path, weights: Path) -> dict[str, int]:
+    """The tokenizer's pieces and ids, from the user's cache when it is there (a
+    ``marshal`` file named after the files it was read from: a new wordllama makes
+    a new one), else read from the JSON and cached."""
+    stat = tokenizer.stat()
+    key = f"{stat.st_size}-{int(stat.st_mtime)}-{weights.stat().st_size}"
+    cache = _cache_dir() / f"semantic-vocab-{key}.marshal"
+    try:
+        found = marshal.loads(cache.read_bytes())
+        if isinstance(found, dict) and found:
+            return found
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    vocab = json.loads(tokenizer.read_bytes())["model"]["vocab"]
+    if not isinstance(vocab, dict):
+        raise Unavailable(f"no vocabulary in {tokenizer}")
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        partial = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+        partial.write_bytes(marshal.dumps(vocab))
+        os.replace(partial, cache)
+    except OSError:
+        pass  # a read-only home: read the JSON each time, slower but right
+    return vocab
+
+
+_model: Model | None = None
+_model_lock = threading.Lock()
+
+
+def model() -> Model:
+    """The process's model, loaded once; ``Unavailable`` without the extra."""
+    global _model
+    if _model is None:
+        with _model_lock:
+            if _model is None:
+                folder = package_folder()
+                if folder is None:
+                    raise Unavailable("install ltm[semantic] for search by meaning")
+                _model = Model(folder)
+    return _model
+
+
+def loaded() -> bool:
+    return _model is not None
+
+
+# -- the stored form and its ranking -----------------------------------------------
+
+
+def encode(vector: Sequence[float]) -> bytes:
+    """Sign bits then signed bytes (see the module's docstring)."""
+    bits = 0
+    for i, v in enumerate(vector):
+        if v > 0:
+            bits |= 1 << i
+    scale = 127.0 / (max(abs(v) for v in vector) or 1.0)
+    quantized = bytes((round(v * scale) & 0xFF) for v in vector)
+    return bits.to_bytes(BITS_BYTES, "little") + quantized
+
+
+class Query(NamedTuple):
+    bits: int
+    values: tuple[int, ...]  # the signed bytes
+    norm: float
+
+
+def query_of(vector: Sequence[float]) -> Query:
+    stored = encode(vector)
+    values = struct.unpack(f"{DIM}b", stored[BITS_BYTES:])
+    return Query(
+        int.from_bytes(stored[:BITS_BYTES], "little"),
+        values,
+        math.sqrt(sum(v * v for v in values)) or 1.0,
+    )
+
+
+def cosine(query: Query, stored: bytes) -> float:
+    values = struct.unpack(f"{DIM}b", stored[BITS_BYTES:STORED_BYTES])
+    norm = math.sqrt(sum(v * v for v in values)) or 1.0
+    return sum(a * b for a, b in zip(query.values, values, strict=True)) / (query.norm * norm)
+
+
+def rank(
+    query: Query, stored: Iterable[tuple[Any, bytes]], *, limit: int, floor: float = -1.0
+) -> list[tuple[Any, float]]:
+    """The ``limit`` nearest of ``stored`` (key, encoded vector) by cosine, above
+    ``floor`` (none by default), best first; the sign bits pick the ``PREFILTER`` candidates."""
+    bits = query.bits
+    near: list[tuple[int, int, Any, bytes]] = []
+    for n, (key, blob) in enumerate(stored):
+        if len(blob) != STORED_BYTES:
+            continue
+        distance = (bits ^ int.from_bytes(blob[:BITS_BYTES], "little")).bit_count()
+        near.append((distance, -n, key, blob))
+    near.sort(key=lambda item: (item[0], item[1]))
+    scored = [(key, cosine(query, blob)) for _, _, key, blob in near[: max(PREFILTER, limit)]]
+    scored = [item for item in scored if item[1] > floor]
+    scored.sort(key=lambda item: item[1], reverse=True)
+    return scored[:limit]
+
+
+# -- what a packet means -------------------------------------------------------------
+
+# The fields whose words say what a packet is about, in the order they are kept when
+# a packet's text is longer than ``TEXT_CHARS``; the goal counts twice.
+MEANING_FIELDS = ("goal", "goal", "tags", "next_step", "decisions", "attempts", "open_questions")
+_WORDS = re.compile(r"[^\W_]+(?:[-'][^\W_]+)*")
+
+
+def clean(text: str) -> str:
+    """``text``'s words without stop words and prompt filler (``search.FILLER``): a mean
+    of token rows is pulled toward what every text shares, and these words are most of
+    it (on bench/semantic_corpus.json they cost a quarter of the right answers)."""
+    from .search import FILLER, STOP_WORDS
+
+    return " ".join(
+        w
+        for w in _WORDS.findall(text)
+        if (low := w.lower()) not in FILLER and low not in STOP_WORDS
+    )
+
+
+def text_of(fields: dict[str, str]) -> str:
+    """The text a packet's vector is made of (``search.fields_of``'s fields)."""
+    return clean("\n".join(fields.get(name) or "" for name in MEANING_FIELDS)[:TEXT_CHARS])
+
+
+def packet_vector(fields: dict[str, str]) -> bytes | None:
+    """A packet's stored vector (``encode``), or None for a packet without words."""
+    vector = model().vector(text_of(fields))
+    return encode(vector) if vector is not None else None
+
+
+def query_vector(text: str) -> Query | None:
+    """What a query or a prompt means, ready for ``rank``; None when no word is left."""
+    vector = model().vector(clean(text[:TEXT_CHARS]))
+    return query_of(vector) if vector is not None else None
+
+
+# -- fusion --------------------------------------------------------------------------
+
+RRF_K = 60  # reciprocal rank fusion's constant (Cormack et al., SIGIR 2009)
+LEXICAL_WEIGHT = 1.0
+SEMANTIC_WEIGHT = 1.0
+SEMANTIC_ALONE_WEIGHT = 1.0  # when the words matched nothing, meaning is all there is
+# Cosine under which a packet found by meaning alone is not a search result: on
+# bench/semantic_corpus.json the right packet's cosine goes down to about 0.15, and
+# a prompt about nothing saved reaches 0.3 with its nearest, so a floor cannot tell
+# them apart; it only keeps the unrelated tail out of a list (a hint asks for more:
+# ``cli.agents.recall``).
+SEMANTIC_FLOOR = 0.1
+FUSE_DEPTH = 20  # how many of each ranking are fused
+
+
+def fuse(
+    lexical: Sequence[Any], semantic: Sequence[tuple[Any, float]], *, limit: int
+) -> list[tuple[Any, float]]:
+    """Reciprocal rank fusion: each list adds ``weight / (RRF_K + rank)`` to a key's
+    score (rank from 1); ties go to the lexical order, then the semantic one.
+    https://plg.uwaterloo.ca/~gvcormac/cormacksigir09-rrf.pdf"""
+    scores: dict[Any, float] = {}
+    order: dict[Any, int] = {}
+    for n, key in enumerate(lexical, start=1):
+        scores[key] = scores.get(key, 0.0) + LEXICAL_WEIGHT / (RRF_K + n)
+        order.setdefault(key, n)
+    weight = SEMANTIC_WEIGHT if lexical else SEMANTIC_ALONE_WEIGHT
+    for n, (key, _cos) in enumerate(semantic, start=1):
+        scores[key] = scores.get(key, 0.0) + weight / (RRF_K + n)
+        order.setdefault(key, len(lexical) + n)
+    ranked = sorted(scores.items(), key=lambda item: (-item[1], order[item[0]]))
+    return ranked[:limit]

@@ -1,0 +1,259 @@
+"""Search by meaning: the model read from wordllama's package folder (no network), the
+vectors kept beside each packet in SQLite, ``nearest``, the fill of an older store, and
+the hybrid ranking of ``service.search``."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ltm import packet, search, semantic
+from ltm.service import search as searching
+from ltm.service.access import Caller
+from ltm.service.errors import BadRequest
+from ltm.store import PacketMeta, StoredPacket, User
+from ltm.store.sqlite import SCHEMA_VERSION, SqliteStore
+
+pytestmark = pytest.mark.skipif(not semantic.installed(), reason="needs ltm[semantic]")
+
+PACKETS = {
+    "oauth": (
+        "Rotate OAuth refresh tokens on every use and revoke the old one",
+        "Add reuse detection: a replayed refresh token ends the whole grant",
+    ),
+    "pool": (
+        "Fix Postgres connection pool exhaustion under peak load",
+        "Set pgbouncer to transaction mode and cap the pool at 40 connections",
+    ),
+    "i18n": (
+        "Translate the storefront into German and French",
+        "Extract the remaining hard-coded strings from the cart templates",
+    ),
+}
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Any connection attempt fails the test: the model is the package's files alone."""
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the semantic model tried to use the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setenv("LTM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("LTM_SEMANTIC", raising=False)
+
+
+def _stored(key: str, owner: str = "u1", n: int = 0) -> tuple[StoredPacket, str]:
+    goal, step = PACKETS[key]
+    data = {
+        "ltm_version": "0.2",
+        "id": f"01SEMANTIC{key.upper():0<6}{owner.upper():0<4}{n:06d}"[:26],
+        "created_at": f"2026-01-0{1 + n % 9}T00:00:00Z",
+        "project": {"name": "shop"},
+        "goal": goal,
+        "next_step": step,
+        "tags": [key],
+    }
+    meta = PacketMeta(data["id"], data["created_at"], goal, owner, None, "shop")
+    return StoredPacket(meta, packet.canonical_bytes(data)), packet.created_at_sort_key(
+        data["created_at"]
+    )
+
+
+def _put(store: SqliteStore, key: str, owner: str = "u1", n: int = 0) -> str:
+    stored, sort_key = _stored(key, owner, n)
+    store.put_packet(stored, sort_key=sort_key)
+    return stored.meta.id
+
+
+def _near(store: SqliteStore, text: str, owner: str = "u1", q: str = "x") -> list[str]:
+    meaning = semantic.query_vector(text)
+    assert meaning is not None
+    hits = store.nearest(meaning, search.parse(q), scopes=[(owner, None)], limit=5)
+    return [hit.meta.id for hit in hits]
+
+
+def test_the_model_loads_from_the_package_folder_without_the_network() -> None:
+    model = semantic.Model(semantic.package_folder())  # type: ignore[arg-type]
+    try:
+        vector = model.vector("sign-in session expires too early")
+        assert vector is not None and len(vector) == semantic.DIM
+        assert abs(sum(v * v for v in vector) - 1.0) < 1e-9
+        assert model.vector("") is None
+    finally:
+        model.close()
+    # The vocabulary was cached for the next process, and is read back the same.
+    assert len(list(Path(os.environ["LTM_CACHE_DIR"]).glob("semantic-vocab-*.marshal"))) == 1
+    again = semantic.Model(semantic.package_folder())  # type: ignore[arg-type]
+    assert again.vocab == model.vocab
+    again.close()
+
+
+def test_tokens_are_the_tokenizers_own() -> None:
+    from tokenizers import Tokenizer
+
+    folder = semantic.package_folder()
+    assert folder is not None
+    reference = Tokenizer.from_file(
+        str(folder / "tokenizers" / "l2_supercat_tokenizer_config.json")
+    )
+    model = semantic.model()
+    for text in [
+        "Rotate OAuth refresh tokens on every use",
+        "pgbouncer's transaction mode, capped at 40 connections (not 500)!",
+        "Übersetzung des Ladens ins Deutsche — und 日本語",
+        "line one\nline two",
+    ]:
+        assert model.tokens(text) == reference.encode(text, add_special_tokens=False).ids
+
+
+def test_a_saved_packet_gets_its_vector_beside_it(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "ltm.db")
+    pid = _put(store, "oauth")
+    db = sqlite3.connect(tmp_path / "ltm.db")
+    rows = db.execute(
+        "SELECT p.id, length(v.vector) FROM packets p JOIN packet_vectors v USING (doc)"
+    )
+    assert rows.fetchall() == [(pid, semantic.STORED_BYTES)]
+    assert store.vectors_missing() == 0
+    # Saved again (same id), the packet keeps one vector; deleted, it has none.
+    _put(store, "oauth")
+    assert db.execute("SELECT count(*) FROM packet_vectors").fetchone() == (1,)
+    assert store.delete_packet(pid)
+    assert db.execute("SELECT count(*) FROM packet_vectors").fetchone() == (0,)
+    db.close()
+    store.close()
+
+
+def test_nearest_finds_a_paraphrase_in_the_callers_scopes_only(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "ltm.db")
+    mine = {key: _put(store, key) for key in PACKETS}
+    found = _near(store, "my login keeps timing out on phones, renewal credentials")
+    assert found[0] == mine["oauth"]
+    assert _near(store, "too many open database links at busy hours")[0] == mine["pool"]
+    # Another user's packets change nothing in what this caller gets, and are never shown.
+    before = _near(store, "localize the shop for Berlin and Paris visitors")
+    for n in range(5):
+        _put(store, "i18n", owner="u2", n=n)
+    after = _near(store, "localize the shop for Berlin and Paris visitors")
+    assert before == after and before[0] == mine["i18n"]
+    assert _near(store, "localize the shop for Berlin", owner="nobody") == []
+    # Qualifiers hold: a tag the packet lacks finds nothing.
+    assert _near(store, "renewal credentials", q="tag:i18n")[0] == mine["i18n"]
+    assert _near(store, "renewal credentials", q="tag:nosuch") == []
+    store.close()
+
+
+def test_an_older_store_is_filled_once_with_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LTM_SEMANTIC", "0")
+    store = SqliteStore(tmp_path / "ltm.db")
+    for n in range(30):
+        _put(store, list(PACKETS)[n % 3], n=n)
+    assert store.vectors_missing() == 30
+    monkeypatch.delenv("LTM_SEMANTIC")
+    seen: list[tuple[int, int]] = []
+    assert store.fill_vectors(lambda done, total: seen.append((done, total))) == 30
+    assert seen[-1] == (30, 30)
+    assert store.vectors_missing() == 0
+    assert store.fill_vectors() == 0
+    # Vectors of another model are all made again.
+    store._conn().execute("UPDATE vector_model SET name = 'an older model'")
+    assert store.vectors_missing() == 30
+    assert store.fill_vectors() == 30
+    store.close()
+
+
+def test_a_database_of_the_previous_version_gains_the_vector_tables(tmp_path: Path) -> None:
+    path = tmp_path / "ltm.db"
+    SqliteStore(path).close()
+    db = sqlite3.connect(path)
+    db.executescript(
+        "DROP TRIGGER vectors_end_with_packet; DROP TABLE packet_vectors;"
+        f" DROP TABLE vector_model; PRAGMA user_version = {SCHEMA_VERSION - 1};"
+    )
+    db.close()
+    store = SqliteStore(path)
+    _put(store, "pool")
+    assert store.vectors_missing() == 0
+    store.close()
+
+
+@pytest.fixture()
+def served(tmp_path: Path) -> tuple[SqliteStore, Caller, dict[str, str]]:
+    from datetime import UTC, datetime
+
+    from ltm.ids import new_ulid
+
+    store = SqliteStore(tmp_path / "ltm.db")
+    user = User(new_ulid(), "me", datetime.now(UTC))
+    store.create_user(user)
+    ids = {key: _put(store, key, owner=user.id) for key in PACKETS}
+    return store, user, ids
+
+
+def test_hybrid_ranks_words_and_meaning_together(
+    served: tuple[SqliteStore, Caller, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, caller, ids = served
+    # Words that match nothing: meaning alone answers, and the closest comes first.
+    hybrid = "hybrid"
+    found = searching.search(
+        store, caller, "database runs out of sockets when traffic peaks", mode=hybrid
+    )
+    assert found and found[0].meta.id == ids["pool"]
+    # A word that matches keeps its lexical hit (its snippet marks the word) on top,
+    # and the packets found by meaning alone follow it.
+    found = searching.search(store, caller, "pgbouncer", mode=hybrid)
+    assert found[0].meta.id == ids["pool"] and found[0].highlights
+    assert not any(hit.highlights for hit in found[1:])
+    # Without a mode the search is lexical, as it always was.
+    assert [hit.meta.id for hit in searching.search(store, caller, "pgbouncer")] == [ids["pool"]]
+    lexical = searching.search(store, caller, "relational store links", mode="lexical")
+    assert lexical == []
+    by_meaning = searching.search(store, caller, "German French", mode="semantic", limit=1)
+    assert [hit.meta.id for hit in by_meaning] == [ids["i18n"]]
+    assert 0 < by_meaning[0].score <= 1
+    with pytest.raises(BadRequest, match="mode"):
+        searching.search(store, caller, "x", mode="fuzzy")
+    monkeypatch.setenv("LTM_SEMANTIC", "0")
+    with pytest.raises(BadRequest, match=r"ltm\[semantic\]"):
+        searching.search(store, caller, "x", mode="semantic")
+    assert searching.search(store, caller, "relational store links") == []
+    store.close()
+
+
+def test_fusion_is_reciprocal_rank() -> None:
+    fused = semantic.fuse(["a", "b"], [("b", 0.9), ("c", 0.8)], limit=3)
+    keys = [key for key, _ in fused]
+    assert keys == ["b", "a", "c"]  # b is in both lists
+    assert fused[0][1] == pytest.approx(1 / 62 + 1 / 61)
+    assert semantic.fuse([], [("c", 0.8)], limit=3) == [("c", pytest.approx(1 / 61))]
+
+
+def test_plain_text_keeps_the_words_as_typed() -> None:
+    query = search.parse('OAuth "Refresh Token" rota* tag:auth project:"my app"')
+    assert search.plain_text(query) == "OAuth Refresh Token rota"
+
+
+def test_encoding_is_compact_and_ranks_by_cosine() -> None:
+    a = semantic.model().vector("database connection pool")
+    b = semantic.model().vector("Postgres pgbouncer connections")
+    c = semantic.model().vector("translate the shop into French")
+    assert a and b and c
+    stored = {"b": semantic.encode(b), "c": semantic.encode(c)}
+    assert all(len(v) == semantic.STORED_BYTES for v in stored.values())
+    ranked = semantic.rank(semantic.query_of(a), stored.items(), limit=2)
+    assert [key for key, _ in ranked] == ["b", "c"]
+    exact = sum(x * y for x, y in zip(a, b, strict=True))
+    assert ranked[0][1] == pytest.approx(exact, abs=0.02)
+    assert json.dumps(semantic.MODEL)
