@@ -19,7 +19,7 @@ Query syntax, all terms required (AND)::
 Anything else a user types is text: quotes that do not pair, operators of
 FTS5 (``AND``, ``NEAR``, ``-``, ``^``, ``:``) are plain words or separators,
 so no input can produce an FTS5 syntax error. Light: stdlib only, imported on
-the CLI's fast path.
+the CLI's start-up.
 """
 
 from __future__ import annotations

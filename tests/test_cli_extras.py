@@ -82,7 +82,7 @@ def test_an_undeclared_path_still_names_the_extra(
     def broken(argv: list[str]) -> bool:
         raise ModuleNotFoundError("No module named 'cheroot.wsgi'", name="cheroot.wsgi")
 
-    monkeypatch.setattr(entry, "_fast_path", broken)
+    monkeypatch.setattr(entry, "_machine_entry", broken)
     with pytest.raises(SystemExit) as exited:
         entry.main(["ls"])
     assert exited.value.code == 1

@@ -202,7 +202,7 @@ def test_cli_publish_unpublish_and_open(server: Server, tmp_path: Path) -> None:
     assert SECRET_URL.fullmatch(url)
     assert httpx.get(url).status_code == 200
     # `ltm show` states it, as the reference's show does from the same two headers
-    # (internal/cli/show.go in dennisdevulder/ltm): the fast path and typer's ("--" first).
+    # (internal/cli/show.go in dennisdevulder/ltm), with and without "--" first.
     for args in (("show", packet["id"][:14]), ("show", "--", packet["id"])):
         lines = cli.ok(*args).splitlines()
         published = [line for line in lines if line.startswith("Published ")]

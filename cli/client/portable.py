@@ -4,8 +4,7 @@ The bundle format is ``ltm.bundle``'s. Both directions stream: export holds
 one page of listing and one packet at a time, import one line at a time, so
 memory stays flat at 100,000 packets (``bench/bench_portable.py``).
 ``export_to`` and ``import_from`` are the bodies of ``ltm export`` and ``ltm import``,
-importable without typer: their plain forms run straight from the fast path
-(``ltm.cli.start.fast``), where the parser would cost a tenth of a large export.
+plain functions that import no parser.
 
 Import sends every packet through the same door as ``ltm push``: validation,
 the redaction pre-flight (``--allow-unredacted`` is the one override), then

@@ -1,6 +1,5 @@
 """Saving or pushing one packet: read, check, scan, store. The body of ``ltm save`` and
-``ltm push``, importable without typer: ``ltm save FILE`` runs it straight from the
-fast path (``ltm.cli.start.fast``), people and scripts run it in loops."""
+``ltm push``, a plain function that imports no parser."""
 
 from __future__ import annotations
 

@@ -140,8 +140,8 @@ def edit(
 ) -> None:
     """Edit a packet in $EDITOR; saved as a new packet continuing it, checked as save checks."""
     from ltm.cli.client.backend import open_backend
-    from ltm.cli.start.fast import decode_packet
     from ltm.ids import check_packet_id
+    from ltm.present import decode_packet
 
     command = editor_command()  # before anything is fetched: no editor, nothing to do
     backend = open_backend(local=local, team=team)

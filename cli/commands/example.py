@@ -7,7 +7,6 @@ from typing import Annotated
 import typer
 
 from ltm.cli.errors import CliError
-from ltm.cli.start.fast import print_example
 
 
 def example(
@@ -29,4 +28,6 @@ def example(
     """
     if resume and reference:
         raise CliError("give --resume or --reference, not both", exit_code=2)
+    from ltm.cli.packets import print_example
+
     print_example(resume=resume, reference=reference)

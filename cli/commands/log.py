@@ -1,6 +1,6 @@
 """ltm log: the work thread of a packet, from its root to it (``parent_id`` links).
 
-The body is ``ltm.cli.start.fast.log_thread`` (see ``ltm.cli.start.entry``).
+The body is ``ltm.cli.packets.log_thread``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,6 @@ def log(
     local: options.Local = False,
 ) -> None:
     """Show the thread that led to a packet: id, age, goal and next step, one line each."""
-    from ltm.cli.start.fast import log_thread
+    from ltm.cli.packets import log_thread
 
     log_thread(ref, team=team, as_json=as_json, local=local)

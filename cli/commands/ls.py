@@ -62,10 +62,7 @@ def ls(
         list_shared(limit=limit, as_json=as_json)
         return
     from ltm.cli.client.backend import Filters
-    from ltm.cli.start.fast import (  # ltm.cli.start.entry runs it without typer
-        MAX_LIMIT,
-        list_packets,
-    )
+    from ltm.cli.packets import MAX_LIMIT, list_packets
 
     list_packets(
         limit=MAX_LIMIT if every and limit == 50 else limit,

@@ -36,9 +36,7 @@ def resume(
     here: options.Here = False,
 ) -> None:
     """Print the resume block of a packet, ready to paste into a new agent session."""
-    from ltm.cli.start.fast import (
-        resume_packet,  # the body; ltm.cli.start.entry runs it without typer
-    )
+    from ltm.cli.packets import resume_packet
 
     resume_packet(
         ref, team=team, local=local, copy=copy, as_json=as_json, project=project, here=here

@@ -1,7 +1,6 @@
 """ltm search: find packets by what they say, best match first.
 
-The body is ``ltm.cli.start.fast.search_packets``: the plain forms of this verb skip
-typer (see ``ltm.cli.start.entry``); this command serves the rest (help, typos).
+The body is ``ltm.cli.packets.search_packets``.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ def search(
     local: options.Local = False,
 ) -> None:
     """Search packets: ranked, with where each matched and a short snippet."""
-    from ltm.cli.start.fast import search_packets
+    from ltm.cli.packets import search_packets
 
     if team and all_scopes:
         raise CliError("give -t TEAM or --all-scopes, not both")

@@ -1,8 +1,6 @@
 """ltm show: one packet, for people (or as JSON).
 
-The body is ``ltm.cli.start.fast.show_packet``: the plain forms of this verb skip
-typer entirely (see ``ltm.cli.start.entry``); this command serves the rest (help,
-typos) with the same behaviour.
+The body is ``ltm.cli.packets.show_packet``.
 """
 
 from __future__ import annotations
@@ -17,6 +15,6 @@ def show(
     local: options.Local = False,
 ) -> None:
     """Show a packet: a readable summary, or its JSON with --json."""
-    from ltm.cli.start.fast import show_packet
+    from ltm.cli.packets import show_packet
 
     show_packet(ref, team=team, as_json=as_json, local=local)

@@ -1,5 +1,6 @@
-"""The start-up dispatch: the cheapest verbs answer without the argument parser.
+"""The start-up of the ``ltm`` command.
 
-``entry`` is the console script; it hands plain forms of the fast verbs to
-``fast`` and everything else to ``main``, which builds typer for one verb.
+``entry`` is the console script: it hands ``ltm hook`` and a bare ``ltm mcp`` (what
+machines run with fixed arguments) straight to their code, and everything else to
+``main``, which builds typer with the one verb being run.
 """

@@ -1,10 +1,8 @@
-"""Console entry point: answer the cheapest requests fast, and never show a traceback.
+"""Console entry point: every verb through the parser, and never a traceback.
 
-``--version``, ``example``, ``save``, ``ls``, ``resume``, ``show``, ``search``, ``log``,
-``export``, ``import``, ``hook`` and plain ``mcp`` skip loading the argument parser
-(``ltm.cli.start.fast``: typer costs more than the whole rest of the start-up), and so
-does the top-level help (``ltm.cli.start.help``). Everything else goes through
-``ltm.cli.start.main``.
+What machines call with fixed arguments at every session (``ltm hook EVENT``, a bare
+``ltm mcp``, a shell's tab-completion request) is dispatched before the parser loads;
+everything else goes to typer (``ltm.cli.start.main``).
 """
 
 from __future__ import annotations
@@ -12,54 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
-HOST_FLAGS = ("-H", "--host")
-# What ltm.cli.start.fast answers when the rest of the command line is a plain form of it.
-FAST_VERBS = (
-    "--version",
-    "example",
-    "save",
-    "ls",
-    "resume",
-    "show",
-    "search",
-    "log",
-    "export",
-    "import",
-)
 
-
-def take_host(argv: list[str]) -> list[str]:
-    """``argv`` without ``-H/--host URL``, which becomes ``LTM_HOST`` for this process.
-
-    Every verb that talks to a server honours ``LTM_HOST``, so one option serves
-    them all: ``ltm -H https://team.example ls -t core`` uses that server (and its
-    token from hosts.json) for this command, and leaves the default where it is.
-    Accepted anywhere before a ``--``.
-    """
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg == "--":
-            out += argv[i:]
-            break
-        if arg in HOST_FLAGS:
-            if i + 1 >= len(argv) or not argv[i + 1] or argv[i + 1].startswith("-"):
-                from ltm.cli.errors import CliError
-
-                raise CliError(f"{arg} needs a server URL: ltm {arg} URL VERB …", exit_code=2)
-            os.environ["LTM_HOST"] = argv[i + 1]
-            i += 2
-        elif arg.startswith("--host="):
-            os.environ["LTM_HOST"] = arg.removeprefix("--host=")
-            i += 1
-        else:
-            out.append(arg)
-            i += 1
-    return out
-
-
-def _fast_path(argv: list[str]) -> bool:
+def _machine_entry(argv: list[str]) -> bool:
     if os.environ.get("_LTM_COMPLETE"):
         # A shell asks for tab completions (ltm completion): the parser answers; no verb runs.
         from ltm.cli.commands.completion import respond
@@ -84,14 +36,6 @@ def _fast_path(argv: list[str]) -> bool:
 
         main(argv[1:])
         return True
-    if argv in ([], ["--help"], ["-h"]):
-        from ltm.cli.start.help import answer
-
-        return answer(argv)
-    if argv[:1] and argv[0] in FAST_VERBS:
-        from ltm.cli.start import fast
-
-        return fast.run(argv)
     return False
 
 
@@ -123,9 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     _skip_the_collector_at_exit()
     args = sys.argv[1:] if argv is None else argv
     try:
-        if any(a in HOST_FLAGS or a.startswith("--host=") for a in args):
-            args = take_host(args)
-        if not _fast_path(args):
+        if not _machine_entry(args):
             from ltm.cli.start.main import run
 
             run(args)

@@ -2,18 +2,43 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from datetime import UTC, datetime
 
 from ltm.present import one_line, safe
 
-__all__ = ["info", "one_line", "relative_time", "safe", "short_id", "terminal_bytes"]
+__all__ = [
+    "bold",
+    "color_allowed",
+    "info",
+    "one_line",
+    "relative_time",
+    "safe",
+    "short_id",
+    "terminal_bytes",
+]
 
 
 def info(message: str) -> None:
     """Commentary goes to stderr, so stdout stays clean for pipes. It often quotes a
     server's words (names, dates, ids), so no terminal control gets through."""
     print(safe(message, multiline=True), file=sys.stderr)
+
+
+def color_allowed(stream: object = None) -> bool:
+    """Whether to style what goes to ``stream`` (stdout by default): a terminal that is
+    not ``TERM=dumb``, and no ``NO_COLOR`` set to anything (https://no-color.org)."""
+    stream = sys.stdout if stream is None else stream
+    isatty = getattr(stream, "isatty", None)
+    if isatty is None or not isatty():
+        return False
+    return not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def bold(text: str, stream: object = None) -> str:
+    """``text`` in bold where :func:`color_allowed`, else as it is."""
+    return f"\x1b[1m{text}\x1b[0m" if color_allowed(stream) else text
 
 
 def terminal_bytes(body: bytes) -> bytes:

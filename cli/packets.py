@@ -1,21 +1,8 @@
-"""The verbs that must answer fast, without the argument parser.
+"""The bodies of the packet verbs (ls, search, log, resume, show, example, --version).
 
-``ltm --version`` and ``ltm example`` (agents call them at session start),
-``ltm ls``, ``ltm resume`` and ``ltm show`` (what people and agents run most,
-usually against a server), ``ltm save`` (people and scripts run it in loops; its
-body is ``ltm.cli.client.send``'s), ``ltm export`` and ``ltm import`` (backups and moves
-of thousands of packets, where the parser's start-up is a tenth of the whole; their
-bodies are ``ltm.cli.client.portable``'s): their bodies live here or there, importable
-without typer (typer, and the pydantic it loads to coerce arguments, cost more than the
-whole rest of most commands). ``ltm.cli.start.entry`` hands their plain forms to ``run``;
-anything it does not recognise (help, a typo, an interactive pick) goes to the
-typer commands, which call the same bodies.
-
-One idea, two parsers: ``OPTIONS``/``FLAGS_OF``/``VALUES_OF`` below name only
-options the verb's typer command declares too (same flag or value, same
-parameter name), and both paths print the same bytes. ``tests/test_cli_fast.py``
-holds them to that, so a new option goes into the typer command first and
-here only if its plain form must be fast.
+Plain functions that import no argument parser: ``ltm.cli.commands`` declares each
+verb's options for typer and calls these, so the rules of a verb live here once and
+any caller (a command, a test, another verb) runs the same code.
 """
 
 from __future__ import annotations
@@ -25,7 +12,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ltm.cli.errors import CliError
-from ltm.cli.terminal.output import info, safe, terminal_bytes
+from ltm.cli.terminal.output import color_allowed, info, safe, terminal_bytes
 from ltm.present import decode_packet, earlier_count, marked, summary, where_label
 
 if TYPE_CHECKING:
@@ -156,8 +143,6 @@ def search_packets(
     query: str, *, team: str | None, all_scopes: bool, limit: int, as_json: bool, local: bool
 ) -> None:
     """``ltm search``: ranked matches, each with where it matched and a marked snippet."""
-    import os
-
     from ltm.cli.client.backend import check_query, open_backend
     from ltm.cli.terminal.output import one_line, relative_time, safe
 
@@ -181,7 +166,7 @@ def search_packets(
         )
         info(f"nothing matches {query!r} in {where}")
         return
-    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    color = color_allowed()
     width = _width(shown)
     for hit, short in zip(hits, shown, strict=True):
         scope = f"[{safe(str(hit['team']))}] " if hit.get("team") else ""
@@ -324,230 +309,3 @@ def _choose(
     if chosen is None:
         raise CliError("cancelled; nothing resumed", exit_code=130)
     return rows[chosen]["id"]
-
-
-# -- the fast path ------------------------------------------------------------------
-
-
-def run(argv: list[str]) -> bool:
-    """Run a fast verb when ``argv`` is a plain form of it; False to use typer."""
-    if argv == ["--version"]:
-        print_version()
-        return True
-    if argv[:1] == ["example"] and argv[1:] in ([], ["--resume"], ["--reference"]):
-        print_example(resume=argv[1:] == ["--resume"], reference=argv[1:] == ["--reference"])
-        return True
-    verb, rest = argv[0], argv[1:]
-    parsed = _parse(rest, flags=FLAGS)
-    if parsed is None:
-        return False
-    positional, values, flags = parsed
-    team = values.get("team")
-    if flags - FLAGS_OF.get(verb, set()) or set(values) - VALUES_OF.get(verb, set()):
-        return False  # not this verb's: typer says so
-    if verb == "save":
-        if len(positional) > 1:
-            return False
-        from ltm.cli.client.send import send
-
-        send(
-            positional[0] if positional else "-",
-            fill=True,
-            team=team,
-            lenient="--lenient" in flags,
-            allow_unredacted="--allow-unredacted" in flags,
-            local="--local" in flags,
-            continues=values.get("continues"),
-        )
-        return True
-    if verb == "export":
-        output = values.get("output")
-        if positional or (output is not None and not _typer_takes(output)):
-            return False
-        from pathlib import Path
-
-        from ltm.cli.client.portable import export_to
-
-        export_to(
-            None if output is None else Path(output),
-            team=team,
-            all_scopes="--all" in flags,
-            local="--local" in flags,
-        )
-        return True
-    if verb == "import":
-        if len(positional) != 1:
-            return False
-        from ltm.cli.client.portable import import_from
-
-        status = import_from(
-            positional[0],
-            team=team,
-            lenient="--lenient" in flags,
-            allow_unredacted="--allow-unredacted" in flags,
-            replace="--replace" in flags,
-            local="--local" in flags,
-        )
-        if status:
-            sys.exit(status)
-        return True
-    raw = values.get("limit", "20" if verb == "search" else "50")
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-        return False
-    scoped = {"project": values.get("project"), "here": "--here" in flags}
-    if verb == "ls":
-        if positional:
-            return False
-        from ltm.cli.client.backend import Filters
-
-        filters = Filters(
-            tag=values.get("tag"),
-            since=values.get("since"),
-            until=values.get("until"),
-            author=values.get("author"),
-        )
-        every = "--all" in flags
-        list_packets(
-            limit=MAX_LIMIT if every and "limit" not in values else int(raw),
-            team=team,
-            as_json="--json" in flags,
-            local="--local" in flags,
-            filters=filters,
-            page_token=values.get("page_token"),
-            every=every,
-            **scoped,  # type: ignore[arg-type]
-        )
-        return True
-    if verb == "search":
-        if not positional or (team and "--all-scopes" in flags):
-            return False
-        search_packets(
-            " ".join(positional),
-            team=team,
-            all_scopes="--all-scopes" in flags,
-            limit=int(raw),
-            as_json="--json" in flags,
-            local="--local" in flags,
-        )
-        return True
-    if verb == "log":
-        if len(positional) != 1:
-            return False
-        log_thread(positional[0], team=team, as_json="--json" in flags, local="--local" in flags)
-        return True
-    if verb == "resume":
-        if len(positional) > 1 or "limit" in values or {"--copy", "--no-copy"} <= flags:
-            return False
-        ref = positional[0] if positional else None
-        copy = True if "--copy" in flags else False if "--no-copy" in flags else None
-        resume_packet(
-            ref,
-            team=team,
-            local="--local" in flags,
-            copy=copy,
-            as_json="--json" in flags,
-            **scoped,  # type: ignore[arg-type]
-        )
-        return True
-    if verb == "show":
-        if (
-            len(positional) != 1
-            or "limit" in values
-            or "project" in values
-            or flags & {"--copy", "--no-copy", "--here"}
-        ):
-            return False
-        show_packet(positional[0], team=team, as_json="--json" in flags, local="--local" in flags)
-        return True
-    return False
-
-
-OPTIONS = {
-    "-t": "team",
-    "--team": "team",
-    "-n": "limit",
-    "--limit": "limit",
-    "--project": "project",
-    "--tag": "tag",
-    "--since": "since",
-    "--until": "until",
-    "--author": "author",
-    "--page-token": "page_token",
-    "--continues": "continues",
-    "-o": "output",
-    "--output": "output",
-}
-FLAGS = {
-    "--json",
-    "--local",
-    "--copy",
-    "--no-copy",
-    "--all",
-    "--all-scopes",
-    "--here",
-    "--lenient",
-    "--allow-unredacted",
-    "--replace",
-}
-# What each fast verb takes; anything else goes to typer, which explains the mistake.
-_COMMON = {"--json", "--local"}
-FLAGS_OF = {
-    "ls": _COMMON | {"--all", "--here"},
-    "resume": _COMMON | {"--copy", "--no-copy", "--here"},
-    "show": _COMMON,
-    "search": _COMMON | {"--all-scopes"},
-    "log": _COMMON,
-    "save": {"--local", "--lenient", "--allow-unredacted"},
-    "export": {"--local", "--all"},
-    "import": {"--local", "--lenient", "--allow-unredacted", "--replace"},
-}
-VALUES_OF = {
-    "ls": {"team", "limit", "project", "tag", "since", "until", "author", "page_token"},
-    "resume": {"team", "project"},
-    "show": {"team"},
-    "search": {"team", "limit"},
-    "log": {"team"},
-    "save": {"team", "continues"},
-    "export": {"team", "output"},
-    "import": {"team"},
-}
-
-
-def _typer_takes(output: str) -> bool:
-    """Whether typer takes ``-o FILE`` as given: its path type refuses a file that exists
-    but cannot be read (click's ``Path(readable=True)``), and that refusal is its to word."""
-    import os
-
-    return os.access(output, os.R_OK) or not os.path.exists(output)
-
-
-def _parse(
-    args: list[str], *, flags: set[str]
-) -> tuple[list[str], dict[str, str], set[str]] | None:
-    """Positionals, option values and flags; None for anything unusual (let typer say it)."""
-    positional: list[str] = []
-    values: dict[str, str] = {}
-    seen: set[str] = set()
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        name, eq, inline = arg.partition("=")
-        if arg in flags:
-            if arg in seen:
-                return None
-            seen.add(arg)
-        elif name in OPTIONS and name.startswith("--") and eq:
-            if OPTIONS[name] in values or not inline:
-                return None
-            values[OPTIONS[name]] = inline
-        elif arg in OPTIONS:
-            if OPTIONS[arg] in values or i + 1 >= len(args) or args[i + 1].startswith("-"):
-                return None
-            values[OPTIONS[arg]] = args[i + 1]
-            i += 1
-        elif (arg.startswith("-") and arg != "-") or not arg:
-            return None  # "-" alone is an argument (standard input), as typer takes it
-        else:
-            positional.append(arg)
-        i += 1
-    return positional, values, seen
