@@ -812,7 +812,7 @@ def test_cli_names_a_malformed_saved_entry(cli: Cli) -> None:
 
 
 @pytest.mark.parametrize("command", [["example"], ["ls"], ["--version"]])
-def test_cli_fast_paths_do_not_load_re2(cli: Cli, command: list[str]) -> None:
+def test_cli_plain_verbs_do_not_load_re2(cli: Cli, command: list[str]) -> None:
     write_patterns(cli, [{"kind": "codename", "regex": "bluebird"}])
     imported = cli.imports(*command)
     assert "re2" not in imported and "ltm.redact" not in imported
