@@ -936,15 +936,14 @@ def _mcp_app(request: Any) -> Any:
     key = (id(store), base)
     found = _mcp_apps.get(key)
     if found is None:
-        consent = _web().pages_base(base) + "/web/authorize"  # before the lock: _web takes it
         with _device_lock:
             found = _mcp_apps.get(key)
             if found is None:
                 if len(_mcp_apps) >= 16:  # one per Host the server is reached by: bounded
                     _mcp_apps.clear()
-                found = _mcp_apps[key] = build_app(
-                    store, base, consent, on_loopback=listening_on_loopback()
-                )
+                # The consent page at the API's own address: on loopback, the pages'
+                # name is never told to an anonymous /authorize (WebView.authorize).
+                found = _mcp_apps[key] = build_app(store, base, on_loopback=listening_on_loopback())
     return found
 
 

@@ -12,9 +12,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import pytest
+from test_remote_mcp import pkce
 from timing import scaled
 
 pytest.importorskip("mcp.server.auth")
@@ -330,5 +332,55 @@ def test_only_authorize_fetches_the_document(
         client = anyio.run(asked_at, "/authorize")
         assert client is not None and client.client_name == "a client"
         assert metadata_site["hits"] == 1
+    finally:
+        store.close()
+
+
+def test_request_headers_never_make_a_public_server_fetch_from_loopback(
+    metadata_site: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that does not listen on loopback, reached with ``Host: 127.0.0.1`` (and a
+    forwarded https): the issuer it derives names loopback, but the fetch decision is the
+    listening address's, so the loopback document is never fetched; and plain http with a
+    loopback Host gets no OAuth at all there."""
+    from ltm.mcp.asgi import serve
+    from ltm.mcp.http import build_app
+    from ltm.store.sqlite import SqliteStore
+
+    monkeypatch.setenv("SSL_CERT_FILE", metadata_site["cert"])
+    url = document(metadata_site, "/client.json")
+    store = SqliteStore(tmp_path / "s.db")
+    try:
+        _, challenge = pkce()
+        query = (
+            "response_type=code&code_challenge_method=S256&state=s"
+            f"&code_challenge={challenge}&client_id={quote(url, safe='')}"
+            f"&redirect_uri={quote('http://127.0.0.1/callback', safe='')}"
+        )
+
+        def ask(app: Any, path: str, query: str = "") -> Any:
+            return serve(
+                app,
+                method="GET",
+                path=path,
+                query=query,
+                headers={"host": "127.0.0.1"},
+                body=b"",
+                scheme="https",
+                client=("203.0.113.9", 0),
+            )
+
+        public = build_app(store, "https://127.0.0.1", on_loopback=False)
+        refused = ask(public, "/authorize", query)
+        assert refused.status == 400 and metadata_site["hits"] == 0
+        plain = build_app(store, "http://127.0.0.1", on_loopback=False)
+        assert ask(plain, "/.well-known/oauth-authorization-server").status == 404
+        # The same on a server listening on loopback: fetched, and on to consent.
+        from ltm.mcp import cimd
+
+        monkeypatch.setattr(cimd, "_failed", {})  # the refusal above is remembered
+        local = build_app(store, "https://127.0.0.1", on_loopback=True)
+        taken = ask(local, "/authorize", query)
+        assert taken.status == 302 and metadata_site["hits"] == 1
     finally:
         store.close()

@@ -234,3 +234,50 @@ def test_mcp_refuses_a_foreign_origin_and_keeps_its_own(server: Server) -> None:
         own = http.post("/mcp", json=body, headers={**auth, "Origin": server.url})
         assert own.status_code == 200
         assert http.post("/mcp", json=body, headers=auth).status_code == 200  # no Origin
+
+
+# -- the loopback server's pages name stays private --------------------------------------------
+
+
+def test_an_anonymous_authorize_never_learns_the_pages_name(server: Server) -> None:
+    """The pages' own name (``ltm-<hex>.localhost``) is what another local user needs to
+    catch the web session cookie: no answer to an unauthenticated request carries it."""
+    from test_remote_mcp import authorize_url
+
+    assert server.web, "a loopback server has a pages name"
+    name = urlsplit(server.web).hostname
+    assert name
+    _, token = server.issue("private-name")
+    _, read_only = server.issue("private-name-ro")
+    store = server.open_store()  # type: ignore[misc]
+    try:
+        from ltm.service import tokens
+
+        user_id = tokens.whoami(store, tokens.credential(f"Bearer {read_only}"))[0].id
+        read_only, record = tokens.new_token(user_id, "ro-consent", scope="read")
+        store.add_token(record)
+    finally:
+        store.close()
+    with server.client() as http:
+        client = register(http)
+        _, challenge = pkce()
+        url = authorize_url(server, client["client_id"], REDIRECT, challenge)
+        seen: list[str] = []
+        answer = http.get(url)
+        seen.append(answer.text + str(answer.headers))
+        page = http.get(answer.headers["location"])
+        seen.append(page.text + str(page.headers))
+        request_id = parse_qs(urlsplit(answer.headers["location"]).query)["request"][0]
+        form = {"request": request_id, "answer": "allow"}
+        for wrong, status in (("", 400), ("ltm_nobody_00", 401), (read_only, 403)):
+            refused = http.post("/web/authorize", data={**form, "token": wrong})
+            assert refused.status_code == status, wrong
+            assert "Allow this MCP client?" in refused.text
+            seen.append(refused.text + str(refused.headers))
+        for text in seen:
+            assert name not in text
+        allowed = http.post("/web/authorize", data={**form, "token": token})
+        assert allowed.status_code == 303
+        assert allowed.headers["location"].startswith(REDIRECT + "?code=")
+        again = http.post("/web/authorize", data={**form, "token": token})
+        assert again.status_code == 410  # answered once

@@ -4,7 +4,6 @@ or a fragment; the page shows scheme, host and port, and its CSP is built from t
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -71,22 +70,12 @@ def test_https_loopback_and_private_use_redirects_are_taken(server: Server, redi
 
 
 def consent_page(server: Server, client_id: str, redirect: str) -> tuple[int, str, str]:
-    """Sign in on the web view and open the consent page: (status, page, its CSP)."""
-    _, token = server.issue("consent")
+    """Open the consent page an anonymous /authorize sends the browser to: (status, page,
+    its CSP)."""
     _, challenge = pkce()
     url = authorize_url(server, client_id, redirect, challenge)
-    pages = server.web or server.url
     with local_client(follow_redirects=False) as browser:
-        consent = browser.get(url).headers["location"]
-        signin = browser.get(consent).headers["location"]
-        page = browser.get(signin)
-        csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
-        nxt = re.search(r'name="next" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
-        signed = browser.post(
-            pages + "/web/signin",
-            data={"csrf": csrf, "next": nxt.replace("&amp;", "&"), "token": token},
-        )
-        shown = browser.get(signed.headers["location"])
+        shown = browser.get(browser.get(url).headers["location"])
         return shown.status_code, shown.text, shown.headers.get("content-security-policy", "")
 
 

@@ -48,12 +48,23 @@ def server() -> Any:
     return build_server(tools, memory)
 
 
-def oauth_allowed(issuer: str) -> bool:
-    """OAuth needs HTTPS, but for loopback (RFC 8414 §2; RFC 8252 for native clients)."""
+def oauth_allowed(issuer: str, *, on_loopback: bool) -> bool:
+    """OAuth needs HTTPS, but for loopback (RFC 8414 §2; RFC 8252 for native clients).
+
+    "Loopback" is where the server listens (``on_loopback``), and the issuer's host must
+    name it too: a Host or X-Forwarded-Host header alone never makes plain http do, on a
+    server anyone else can reach."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(issuer)
-    return parts.scheme == "https" or parts.hostname in ("127.0.0.1", "localhost", "::1")
+    if parts.scheme == "https":
+        return True
+    # The names the SDK takes for a plain-http issuer (``validate_issuer_url``).
+    return (
+        on_loopback
+        and parts.scheme == "http"
+        and parts.hostname in ("127.0.0.1", "localhost", "::1")
+    )
 
 
 class _Verifier:
@@ -347,7 +358,8 @@ def build_app(
     resource = issuer + MCP_PATH
     prm_url = AnyHttpUrl(issuer + PRM_PATH)
     routes: list[Route] = []
-    if oauth_allowed(issuer):
+    allowed = oauth_allowed(issuer, on_loopback=on_loopback)
+    if allowed:
         provider = oauth.StoreProvider(
             store,
             issuer=issuer,
@@ -412,10 +424,10 @@ def build_app(
     endpoint = RequireAuthMiddleware(
         _Stateless(server(), store, resource, issuer),
         [],
-        prm_url if oauth_allowed(issuer) else None,
+        prm_url if allowed else None,
     )
     origins = {o for o in (_origin_of(issuer), _origin_of(consent_url or "")) if o}
-    door = _Door(endpoint, origins, str(prm_url) if oauth_allowed(issuer) else None)
+    door = _Door(endpoint, origins, str(prm_url) if allowed else None)
     routes.append(Route(MCP_PATH, endpoint=door))
     middleware = [
         Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(_Verifier(store, resource))),

@@ -31,14 +31,37 @@ def destination(url: str) -> Destination | None:
         return None
 
 
-def page(request_id: str, pending: dict[str, Any], back: Destination, csrf: str) -> str:
+def page(
+    request_id: str,
+    pending: dict[str, Any],
+    back: Destination,
+    csrf: str | None,
+    *,
+    error: str = "",
+) -> str:
     """The question, with the request's facts escaped (a client names itself); ``back``
-    is shown as scheme, host and port, never as the client wrote it."""
+    is shown as scheme, host and port, never as the client wrote it. With no ``csrf``
+    (no session: a loopback server's API address, see ``WebView.authorize``), the
+    person's token goes in the form and signs the answer."""
     can = [WHAT[s] for s in pending.get("scopes", []) if s in WHAT] or [WHAT["read"]]
     name = pending.get("client_name") or "an unnamed client"
+    message = f'<p class="error" role="alert">{render.text(error)}</p>' if error else ""
+    if csrf is not None:
+        signed = f'<input type="hidden" name="csrf" value="{render.attr(csrf)}">'
+    else:
+        signed = (
+            '<label for="token">Your ltm token (full access), to allow</label>'
+            '<input type="password" id="token" name="token" autocomplete="off"'
+            ' spellcheck="false">'
+            '<p class="note">Checked for this answer only, never kept by the browser.'
+            " No token at hand? Run <code>ltm open</code> on a machine signed in to this"
+            " server, and in the tab it opens go to"
+            f" <code>/web/authorize?request={render.text(request_id)}</code>.</p>"
+        )
     return (
         "<h1>Allow this MCP client?</h1>"
-        f'<p class="quote">{render.text(name, 200)}</p>'
+        + message
+        + f'<p class="quote">{render.text(name, 200)}</p>'
         "<p>wants to use your ltm memory on this server. It will be able to:</p>"
         + "<ul>"
         + "".join(f"<li>{render.text(item)}</li>" for item in can)
@@ -48,8 +71,8 @@ def page(request_id: str, pending: dict[str, Any], back: Destination, csrf: str)
         " Allow only if you started this sign-in from that program just now.</p>"
         '<form method="post" action="<@>/web/authorize">'
         f'<input type="hidden" name="request" value="{render.attr(request_id)}">'
-        f'<input type="hidden" name="csrf" value="{render.attr(csrf)}">'
-        '<button type="submit" name="answer" value="allow">Allow</button> '
+        + signed
+        + '<button type="submit" name="answer" value="allow">Allow</button> '
         '<button type="submit" name="answer" value="deny" class="danger">Deny</button>'
         "</form>"
         "<p>You can end this access at any time: it is listed by <code>ltm tokens</code> "

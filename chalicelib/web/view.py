@@ -195,7 +195,9 @@ class WebView:
             return True
         if self.local:
             return False
-        return handler in ("public", "static") or not loopback_name(netloc)
+        # The consent page of an MCP client's sign-in answers at the API's address too,
+        # without a session (``authorize``): the pages' name is not for anonymous eyes.
+        return handler in ("public", "static", "authorize") or not loopback_name(netloc)
 
     @classmethod
     def from_env(cls, device_web: DeviceWeb, environ: Mapping[str, str] = os.environ) -> WebView:
@@ -700,6 +702,8 @@ class WebView:
         )
         form = _posted_form(request)
         request_id = _one(form or request.query, "request")
+        if self._at_loopback_api():
+            return self._authorize_by_token(request, provider, form, request_id)
         read = self._read(
             request,
             f"/web/authorize?request={quote(request_id, safe='')}",
@@ -724,6 +728,62 @@ class WebView:
         if location is None:
             return self._page(410, "This sign-in has ended", consent.gone(), nav=read.nav)
         return self._redirect(location)
+
+    def _at_loopback_api(self) -> bool:
+        """Whether this page answers at a loopback server's API address (not its pages')."""
+        netloc = urlsplit(self._base).netloc.lower()
+        return (
+            self.web_host is not None
+            and not self.local
+            and netloc != self.web_host
+            and loopback_name(netloc)
+        )
+
+    def _authorize_by_token(
+        self, request: WebRequest, provider: Any, form: Mapping[str, Sequence[str]], request_id: str
+    ) -> WebResponse:
+        """The consent question at a loopback server's API address, answered with a token.
+
+        ``/authorize`` is anonymous, and the pages' own name (``ltm-<hex>.localhost``,
+        where web sessions live) must never be in an answer to an anonymous request:
+        another local user who learns it can serve a page on another port of that name
+        and receive the session cookie. So the MCP client's sign-in stays at the API's
+        address, where no cookie is kept: the person's token, typed into the form, signs
+        the answer (denying needs none). The request id, unguessable, is the CSRF guard.
+        """
+        from . import consent
+
+        pending = provider.pending(request_id) if request_id else None
+        if pending is None:
+            return self._page(410, "This sign-in has ended", consent.gone(), nav=None)
+        back = consent.destination(str(pending["redirect_uri"]))
+        if back is None:
+            return self._page(400, "Not allowed", consent.refused(), nav=None)
+        status, error = 200, ""
+        if request.method == "POST":
+            allow = _one(form, "answer") == "allow"
+            secret = _one(form, "token").strip()
+            user: User | None = None
+            if allow and not secret:
+                status, error = 400, "Enter one of your ltm tokens to allow."
+            elif allow:
+                try:
+                    user = tokens.authenticate(
+                        self.store, f"Bearer {secret}", self.clock(), need=FULL_SCOPE
+                    )
+                except InsufficientScope:
+                    status, error = 403, "That token may only read; use a full-access token."
+                except ServiceError:
+                    status, error = 401, "That token was not accepted."
+            if not allow or user is not None:
+                location = provider.decide(request_id, user.id if user else "", allow=allow)
+                if location is None:
+                    return self._page(410, "This sign-in has ended", consent.gone(), nav=None)
+                return self._redirect(location)
+        body = consent.page(request_id, pending, back, None, error=error)
+        return self._page(
+            status, "Allow this MCP client?", body, nav=None, form_target=back.csp_source()
+        )
 
     # -- signing in and out -------------------------------------------------------------------
 
