@@ -52,3 +52,38 @@ def listening_on_loopback(environ: Mapping[str, str] | None = None) -> bool:
 
     listening = (os.environ if environ is None else environ).get(LISTEN_ENV, "")
     return bool(listening) and loopback_url(f"//{listening}")
+
+
+def exposure_warnings(listen_host: str, external_url: str | None) -> list[str]:
+    """What a server listening on ``listen_host`` (with ``--external-url``, if any) exposes
+    that is meant for loopback only; one sentence each, for its first lines.
+
+    Plain http is accepted on loopback alone (tokens never leave the machine there); a
+    server reachable beyond it needs TLS in front (a proxy) and its public address given,
+    or every link it builds (OAuth discovery, invites) comes from request headers.
+    """
+    from urllib.parse import urlsplit
+
+    warnings: list[str] = []
+    local = loopback_host(listen_host)
+    if not local and not external_url:
+        warnings.append(
+            f"listening on {listen_host}, beyond this machine, with plain http and no"
+            " --external-url: tokens cross the network unencrypted, and OAuth for /mcp and"
+            " invite links follow request headers; put a TLS proxy in front and pass"
+            " --external-url https://YOUR-NAME"
+        )
+    if external_url:
+        parts = urlsplit(external_url)
+        if parts.scheme == "http" and not loopback_host(parts.hostname):
+            warnings.append(
+                f"--external-url {external_url} is plain http beyond this machine: tokens"
+                " cross the network unencrypted and OAuth for /mcp stays off; use https"
+                " (a TLS proxy in front)"
+            )
+        elif loopback_host(parts.hostname) and not local:
+            warnings.append(
+                f"--external-url {external_url} names this machine, but the server listens"
+                f" on {listen_host}, beyond it: links it hands out reach nobody else"
+            )
+    return warnings

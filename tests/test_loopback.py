@@ -8,6 +8,8 @@ travels unencrypted.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ltm.loopback import loopback_host, loopback_url
@@ -62,3 +64,60 @@ def test_cognito_takes_plain_http_only_from_loopback() -> None:
     assert local is not None and local.domain == "http://127.0.0.1:9229"
     with pytest.raises(ValueError, match="https"):
         CognitoConfig.from_env({**env, "LTM_COGNITO_DOMAIN": "http://127.example.com"})
+
+
+@pytest.mark.parametrize(
+    ("host", "external", "says"),
+    [
+        ("127.0.0.1", None, None),
+        ("::1", None, None),
+        ("0.0.0.0", None, "beyond this machine, with plain http"),
+        ("192.0.2.10", None, "beyond this machine, with plain http"),
+        ("0.0.0.0", "https://ltm.example.org", None),
+        ("127.0.0.1", "https://ltm.example.org", None),  # a proxy on this machine
+        ("0.0.0.0", "http://ltm.example.org", "plain http beyond this machine"),
+        ("0.0.0.0", "http://127.0.0.1:8080", "names this machine"),
+    ],
+)
+def test_a_loopback_only_setting_exposed_beyond_loopback_is_named(
+    host: str, external: str | None, says: str | None
+) -> None:
+    from ltm.loopback import exposure_warnings
+
+    found = exposure_warnings(host, external)
+    if says is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and says in found[0]
+
+
+def test_the_server_warns_when_it_listens_beyond_loopback(tmp_path: Path) -> None:
+    """The warning comes with the server's first lines, where its operator looks."""
+    import subprocess
+    import time
+
+    from serverkit import LTM, clean_env, init_db
+    from timing import scaled
+
+    db = tmp_path / "server.db"
+    init_db(db)
+    log = tmp_path / "server.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [LTM, "server", "run", "--db", str(db), "--addr", "0.0.0.0:0", "--workers", "1"],
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+            env=clean_env(),
+        )
+    try:
+        deadline = time.monotonic() + scaled(30)
+        while "listening on" not in log.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.1)
+        time.sleep(0.2)
+        text = log.read_text()
+        assert "ltm server: listening on http://0.0.0.0:" in text
+        assert "ltm server: warning: listening on 0.0.0.0, beyond this machine" in text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=scaled(15))

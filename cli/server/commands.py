@@ -306,6 +306,10 @@ def run(
         f" ({path}, {threads} threads{processes}, sqlite sync {level.lower()})"
         + (f", web view at {pages}" if pages else "")
     )
+    from ltm.loopback import exposure_warnings
+
+    for warning in exposure_warnings(bound_host, external_url):
+        _say(f"ltm server: warning: {warning}")
     sys.stderr.flush()
     status = serve(wsgi, sockets, threads=threads, on_stop=module.close_store, writer=writer)
     _say("ltm server: stopped" if status == 0 else "ltm server: a process died; stopped")
