@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,8 @@ from pathlib import Path
 import pytest
 from clikit import Cli, signed_in
 from serverkit import Server, running_server
+from test_project import needs_git, repo
+from timing import scaled
 
 TOKEN = re.compile(r"ltm_[A-Za-z0-9_-]{20,}")
 
@@ -190,3 +193,53 @@ def test_the_sign_in_page_takes_a_code_approved_from_a_signed_in_cli(
     denied = fresh.post("/web/signin/code", data={**fields(shown.text), "step": "check"})
     assert denied.status_code == 403 and "denied" in denied.text
     assert fresh.get("/web").status_code == 303  # on to sign in
+
+
+@needs_git
+def test_team_memory_reaches_the_agent_at_session_start(server: Server, tmp_path: Path) -> None:
+    """Hooks installed with ``-t core``: the session starts with the project's newest packet
+    across Sam's own scope and the team's, framed by who wrote it."""
+    olive = signed_in(server, tmp_path / "olive", "Olive3")
+    olive.ok("teams", "create", "resumers")
+    url = olive.ok("invite", "-t", "resumers").strip()
+    sam = Cli(tmp_path / "sam")
+    sam.env.update(HOME=str(tmp_path / "sam-home"), LTM_STATE_DIR=str(tmp_path / "sam-state"))
+    sam.ok("join", url, "--display", "Sam3")
+
+    checkout = repo(tmp_path / "app", "https://github.com/acme/teamapp.git")
+    olive_here, sam_here = olive.at(checkout), sam.at(checkout)
+    olive_here.ok("save", "-t", "resumers", "-", stdin=content("Olive's teamapp plan"))
+
+    installed = sam_here.run("hooks", "install", "codex", "-t", "resumers", "--write", "--no-mcp")
+    assert installed.returncode == 0, installed.stderr
+    hooks = json.loads((tmp_path / "sam-home" / ".codex" / "hooks.json").read_text())
+    start = hooks["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+    assert start.endswith("hook session-start --harness codex --team resumers")
+
+    def session_start() -> str:
+        payload = {"session_id": "c-1", "cwd": str(checkout), "hook_event_name": "SessionStart"}
+        done = subprocess.run(
+            ["sh", "-c", start],
+            input=json.dumps(payload),
+            env=sam.env,
+            cwd=checkout,
+            capture_output=True,
+            text=True,
+            timeout=scaled(30),
+        )
+        assert done.returncode == 0 and done.stdout.strip(), done.stderr
+        return json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+
+    text = session_start()
+    header, inside = text.split("ltm-data\n", 1)
+    assert "Olive's teamapp plan" in inside
+    assert "Saved by: another person, Olive3" in inside and "Scope: team resumers" in inside
+    assert "Olive3" not in header  # names stay inside the fence
+
+    mine = sam_here.ok("save", "-", stdin=content("Sam's own next move"))  # his default scope
+    text = session_start()
+    inside = text.split("ltm-data\n", 1)[1]
+    assert "Sam's own next move" in inside.split("## Other recent packets")[0]
+    assert "Saved by: the user's own account" in inside
+    assert "team resumers · Olive's teamapp plan" in inside  # the index names the team
+    assert mine.strip() in text

@@ -162,12 +162,12 @@ def main(argv: list[str]) -> None:
     watchdog.start()
     answer: dict[str, Any] | None = None
     try:
-        event, harness, all_scopes = _args(argv)
+        event, harness, all_scopes, teams = _args(argv)
         stdin = (
             b"" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer.read(MAX_STDIN + 1)
         )
         payload = _normal(_payload(stdin))
-        answer = handle(event, harness, payload, all_scopes=all_scopes)
+        answer = handle(event, harness, payload, all_scopes=all_scopes, teams=teams)
     except _Skip:
         answer = None
     except BaseException as exc:
@@ -180,12 +180,13 @@ def main(argv: list[str]) -> None:
 
 
 USAGE = """usage: ltm hook EVENT [--harness claude-code|codex|cursor|copilot|gemini]
-                     [--all-scopes]
+                     [--all-scopes] [--team TEAM]...
 
 Run by an agent harness (see: ltm hooks install): reads the hook JSON on stdin,
 answers on stdout in that harness's format. EVENT: session-start, user-prompt,
 pre-compact, stop, session-end. --all-scopes: recall from your teams' packets
-of the project too."""
+of the project too. --team TEAM (repeatable): session start resumes the newest
+packet of the project in your personal scope or any of these teams."""
 
 
 def _give_up(argv: list[str], started: float, limit: float) -> None:
@@ -194,12 +195,13 @@ def _give_up(argv: list[str], started: float, limit: float) -> None:
     os._exit(0)  # nothing printed: the harness goes on without us
 
 
-def _args(argv: list[str]) -> tuple[str, str, bool]:
+def _args(argv: list[str]) -> tuple[str, str, bool, list[str]]:
     event = EVENTS.get(argv[0].lower().replace("_", "-"))
     if event is None:
         raise ValueError(f"unknown hook event {argv[0]!r}")
     harness = "claude-code"
     all_scopes = False
+    teams: list[str] = []
     rest = argv[1:]
     while rest:
         arg = rest.pop(0)
@@ -211,9 +213,14 @@ def _args(argv: list[str]) -> tuple[str, str, bool]:
             harness = value
         elif arg == "--all-scopes":
             all_scopes = True
+        elif name == "--team":
+            value = value or (rest.pop(0) if rest else "")
+            if not value:
+                raise ValueError("--team needs a team name")
+            teams.append(value)
         else:
             raise ValueError(f"unexpected argument {arg!r}")
-    return event, harness, all_scopes
+    return event, harness, all_scopes, teams
 
 
 def _payload(raw: bytes) -> dict[str, Any]:
@@ -279,12 +286,17 @@ def continue_answer(harness: str, reason: str) -> dict[str, Any]:
 
 
 def handle(
-    event: str, harness: str, payload: dict[str, Any], *, all_scopes: bool = False
+    event: str,
+    harness: str,
+    payload: dict[str, Any],
+    *,
+    all_scopes: bool = False,
+    teams: list[str] | None = None,
 ) -> dict[str, Any] | None:
     """The answer to one hook event (None: answer nothing)."""
     session = Session.of(payload)
     if event == "session-start":
-        return session_start(harness, payload, session)
+        return session_start(harness, payload, session, teams=teams or [])
     if event == "user-prompt":
         return user_prompt(harness, payload, session, all_scopes=all_scopes)
     if event == "pre-compact":
@@ -297,7 +309,7 @@ def handle(
 
 
 def session_start(
-    harness: str, payload: dict[str, Any], session: Session | None
+    harness: str, payload: dict[str, Any], session: Session | None, *, teams: list[str]
 ) -> dict[str, Any] | None:
     source = payload.get("source")
     compacted = source == "compact" or bool(session and session.data.get("compacted"))
@@ -308,7 +320,7 @@ def session_start(
     waiting = _outbox_note()
     try:
         project = _project(payload)
-        rows, newest = _newest(project)
+        rows, newest, origin = _newest(project, teams)
     except Exception:
         if not waiting:
             raise
@@ -317,7 +329,7 @@ def session_start(
     if session is not None:  # what the agent now has in view: recall points elsewhere
         session.update(context=sorted({*session.data.get("context", []), *_ids(rows)}))
     tools = has_tools(harness, _cwd(payload))
-    text = injected(project, newest, rows[1:], remind=compacted, tools=tools)
+    text = injected(project, newest, rows[1:], remind=compacted, tools=tools, origin=origin)
     if waiting:
         text += "\n" + waiting
     return context_answer(harness, "session-start", text)
@@ -411,13 +423,15 @@ def injected(
     *,
     remind: bool = False,
     tools: bool = True,
+    origin: Any = None,
 ) -> str:
     """The session-start context: the packet (and the index of the others) framed as saved
     data by ``ltm.resume.frame``, as every path to an agent frames it, then how to go on.
 
-    The packets come from the caller's personal listing, which holds only their own
-    packets (on our server, the reference's and the local store alike), so they are
-    framed as the user's own. The project's name comes from this checkout and sits
+    ``origin`` (``ltm.resume.Origin``) says who saved the packet: a personal listing holds
+    only the caller's own packets (on our server, the reference's and the local store
+    alike), framed as the user's own (the default); a team's packet is framed by the
+    author the server names. The project's name comes from this checkout and sits
     inside the frame with everything else that is not our own words.
     """
     from ltm.cli.terminal.output import one_line, relative_time
@@ -429,11 +443,15 @@ def injected(
         body += "\n## Other recent packets of this project (id, age, goal)\n"
         body += "".join(
             f"- {_clean(row['id'])} · {relative_time(row['created_at'])} · "
-            f"{one_line(_clean(row['goal']), 90)}\n"
+            + (f"team {one_line(_clean(row['team']), 40)} · " if row.get("team") else "")
+            + f"{one_line(_clean(row['goal']), 90)}\n"
             for row in others[:INDEX_LINES]
         )
     saved = packet.get("created_at")
-    origin = Origin(mine=True, saved_at=saved if isinstance(saved, str) else "")
+    saved = saved if isinstance(saved, str) else ""
+    origin = (
+        Origin(mine=True, saved_at=saved) if origin is None else origin._replace(saved_at=saved)
+    )
     lines = [
         "ltm: saved memory for the project of this checkout.",
         "",
@@ -504,21 +522,83 @@ def _list(project: str, limit: int) -> list[dict[str, str]]:
         backend.close()
 
 
-def _newest(project: str) -> tuple[list[dict[str, str]], dict[str, Any]]:
-    from ltm.cli.client.backend import open_backend
+def _newest(
+    project: str, teams: list[str] | tuple[str, ...] = ()
+) -> tuple[list[dict[str, str]], dict[str, Any], Any]:
+    """The project's newest packet across the personal scope and ``teams``, the other
+    recent ones (each row with its ``team``, None for personal), and who saved the newest
+    (``ltm.resume.Origin``). The scopes are listed side by side (one thread each, so
+    several fit the hook's budget); a scope that fails (a team one is no longer in, a
+    server out of reach) is left out and logged, the others still answer."""
+    from ltm.resume import Origin
 
-    backend = open_backend(timeout=NET_TIMEOUT, deliver=False)
+    scopes: list[str | None] = [None, *dict.fromkeys(teams)]
+    found: dict[str | None, tuple[Any, list[dict[str, str]]]] = {}
+
+    def listing(team: str | None) -> None:
+        from ltm.cli.client.backend import open_backend
+
+        try:
+            backend = open_backend(team=team, timeout=NET_TIMEOUT, deliver=False)
+        except Exception as exc:
+            log(f"session-start: scope {team or 'personal'}: {_one_line(str(exc))}")
+            return
+        try:
+            rows = backend.list(team=team, limit=INDEX_LINES + 1, project=project)
+        except Exception as exc:
+            backend.close()
+            log(f"session-start: scope {team or 'personal'}: {_one_line(str(exc))}")
+            return
+        found[team] = (backend, [{**row, "team": team} for row in rows])  # type: ignore[dict-item]
+
+    if len(scopes) == 1:
+        listing(None)
+    else:
+        workers = [threading.Thread(target=listing, args=(team,), daemon=True) for team in scopes]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
     try:
-        rows = backend.list(limit=INDEX_LINES + 1, project=project)
+        rows = sorted(
+            (row for _, listed in found.values() for row in listed),
+            key=lambda row: (str(row.get("created_at", "")), str(row.get("id", ""))),
+            reverse=True,
+        )
         if not rows:
             raise _Skip
-        body = backend.get(rows[0]["id"])
+        team = rows[0]["team"]
+        backend = found[team][0]  # type: ignore[index]
+        body = backend.get(rows[0]["id"], team=team)
+        origin = Origin(mine=True)
+        if team is not None:
+            origin = _team_origin(backend, team, rows[0]["id"])
     finally:
-        backend.close()
+        for backend, _ in found.values():
+            backend.close()
     packet = json.loads(body)
     if not isinstance(packet, dict):
         raise ValueError(f"packet {rows[0]['id']} is not a JSON object")
-    return rows, _text_only(packet)
+    return rows, _text_only(packet), origin
+
+
+def _team_origin(backend: Any, team: str, packet_id: str) -> Any:
+    """Who saved a team's packet: the author the server named when it was fetched, whether
+    that is the caller, and their display name among the team's members."""
+    from ltm.resume import Origin
+
+    author = backend.stored_by(packet_id) or ""
+    if not author:
+        return Origin(mine=None, team=team)
+    mine = backend.is_me(author)
+    name = ""
+    try:
+        for member in backend.members(team):
+            if member.get("user_id") == author and isinstance(member.get("display"), str):
+                name = member["display"]
+    except Exception as exc:  # no member list: the author's id alone
+        log(f"session-start: members of {team}: {_one_line(str(exc))}")
+    return Origin(mine=mine, author_id=author, author_name=name, team=team)
 
 
 def _text_only(value: Any) -> Any:

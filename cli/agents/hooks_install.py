@@ -165,18 +165,25 @@ def wanted(h: Harness, *, recall: bool) -> tuple[Event, ...]:
 # -- the commands and entries ltm writes ---------------------------------------------
 
 
-def command(verb: str, harness_name: str, *, all_scopes: bool = False) -> str:
+def command(
+    verb: str, harness_name: str, *, all_scopes: bool = False, teams: tuple[str, ...] = ()
+) -> str:
     """The shell command a harness runs: this very ltm, with the store it uses."""
     env = [f"{k}={shlex.quote(v)}" for k, v in passed_env().items()]
     words = [*ltm_command(), "hook", verb, "--harness", harness_name]
     if all_scopes and verb == RECALL:
         words.append("--all-scopes")
+    if verb == "session-start":
+        for team in teams:  # each team's newest packet of the project competes at start
+            words += ["--team", team]
     return " ".join([*env, shlex.join(words)])
 
 
-def entry(h: Harness, event: Event, *, all_scopes: bool = False) -> dict[str, Any]:
+def entry(
+    h: Harness, event: Event, *, all_scopes: bool = False, teams: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """One hook entry in the harness's own fields."""
-    run = command(event.verb, h.name, all_scopes=all_scopes)
+    run = command(event.verb, h.name, all_scopes=all_scopes, teams=teams)
     if h.name == "gemini":  # milliseconds, and a name for /hooks enable|disable
         name = f"ltm-{event.verb}"
         return {"name": name, "type": "command", "command": run, "timeout": 1000 * TIMEOUT}
@@ -187,15 +194,21 @@ def entry(h: Harness, event: Event, *, all_scopes: bool = False) -> dict[str, An
     return {"type": "command", "command": run, "timeout": TIMEOUT}
 
 
-def item(h: Harness, event: Event, *, all_scopes: bool = False) -> dict[str, Any]:
+def item(
+    h: Harness, event: Event, *, all_scopes: bool = False, teams: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """What goes in the event's list: a group of its own (no matcher: every source and
     trigger) or, in the flat files, the entry itself."""
-    one = entry(h, event, all_scopes=all_scopes)
+    one = entry(h, event, all_scopes=all_scopes, teams=teams)
     return {"hooks": [one]} if h.grouped else one
 
 
-def snippet(h: Harness, *, recall: bool, all_scopes: bool) -> dict[str, Any]:
-    hooks = {e.name: [item(h, e, all_scopes=all_scopes)] for e in wanted(h, recall=recall)}
+def snippet(
+    h: Harness, *, recall: bool, all_scopes: bool, teams: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    hooks = {
+        e.name: [item(h, e, all_scopes=all_scopes, teams=teams)] for e in wanted(h, recall=recall)
+    }
     return {"version": h.version, "hooks": hooks} if h.version is not None else {"hooks": hooks}
 
 
@@ -312,7 +325,9 @@ def _drop_ours(h: Harness, text: str, event: str) -> str:
     return text
 
 
-def install_json(h: Harness, *, recall: bool = True, all_scopes: bool = False) -> list[str]:
+def install_json(
+    h: Harness, *, recall: bool = True, all_scopes: bool = False, teams: tuple[str, ...] = ()
+) -> list[str]:
     """Merge ltm's entries into the hooks file; what changed (empty: nothing)."""
     target, raw, text = read_config(h.hooks_file)
     hooks = _current(h.hooks_file, text)
@@ -330,7 +345,7 @@ def install_json(h: Harness, *, recall: bool = True, all_scopes: bool = False) -
                     text = _edit(h.hooks_file, remove, text, ("hooks",), event.name)
                 changed.append(event.name)
             continue
-        desired = item(h, event, all_scopes=all_scopes)
+        desired = item(h, event, all_scopes=all_scopes, teams=teams)
         if h.grouped:
             already = [g for g in existing if is_ours(g)] == [desired]
         else:
@@ -486,6 +501,7 @@ def install(
     recall: bool | None = None,
     all_scopes: bool = False,
     mcp: bool | None = None,
+    teams: tuple[str, ...] = (),
 ) -> None:
     h = harness(name, project=project)
     if recall and not can_recall(h):
@@ -495,7 +511,8 @@ def install(
             exit_code=2,
         )
     recall = can_recall(h) if recall is None else recall
-    text = json.dumps(snippet(h, recall=recall, all_scopes=all_scopes), indent=2) + "\n"
+    text = json.dumps(snippet(h, recall=recall, all_scopes=all_scopes, teams=teams), indent=2)
+    text += "\n"
     where = "this project" if project else "your user"
     if not write:
         sys.stdout.write(text)
@@ -512,7 +529,7 @@ def install(
             )
         return
     try:
-        changed = install_json(h, recall=recall, all_scopes=all_scopes)
+        changed = install_json(h, recall=recall, all_scopes=all_scopes, teams=teams)
     except CliError:
         sys.stdout.write(text)
         raise
@@ -528,7 +545,9 @@ def install(
         _say(f"note: {h.config_toml} turns hooks off ([features]); ltm left it as it is")
     for line in NOTES.get(h.name, ()):
         _say(line)
-    said = "starts with this project's newest packet"
+    said = "starts with this project's newest packet" + (
+        f" (yours or team {', '.join(teams)}'s)" if teams else ""
+    )
     if recall:
         said += ", is pointed at a matching packet when a prompt recalls one,"
     _say(f"From the next {h.display} session on, the agent {said} and is reminded to save one.")

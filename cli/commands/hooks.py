@@ -68,6 +68,16 @@ def install(
             show_default=False,
         ),
     ] = None,
+    team: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-t",
+            "--team",
+            metavar="TEAM",
+            help="Session start resumes the newest packet of the project in your own scope"
+            " or this team's, whichever is newer (repeat for more teams).",
+        ),
+    ] = None,
 ) -> None:
     """Print the hook entries that run `ltm hook`, or merge them in with --write."""
     from ltm.cli.agents.hooks_install import install as run
@@ -79,6 +89,7 @@ def install(
         recall=recall,
         all_scopes=all_scopes,
         mcp=mcp,
+        teams=tuple(dict.fromkeys(team or ())),
     )
 
 
