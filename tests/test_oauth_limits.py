@@ -146,3 +146,31 @@ def test_expired_oauth_rows_and_counters_go_on_write(tmp_path: Any) -> None:
         assert json.loads(db.execute("SELECT doc FROM oauth_items").fetchone()[0]) == {"state": "y"}
     finally:
         store.close()
+
+
+def test_a_cors_preflight_is_not_counted(tmp_path: Any) -> None:
+    from ltm.mcp.asgi import serve
+    from ltm.mcp.http import build_app
+    from ltm.mcp.oauth import DOOR_LIMITS
+    from ltm.store.sqlite import SqliteStore
+
+    store = SqliteStore(tmp_path / "s.db")
+    try:
+        app = build_app(store, "https://ltm.example")
+
+        def ask(method: str, body: bytes = b"") -> int:
+            return serve(
+                app,
+                method=method,
+                path="/register",
+                query="",
+                headers={"host": "ltm.example", "content-type": "application/json"},
+                body=body,
+                client=("198.51.100.3", 0),
+            ).status
+
+        for _ in range(DOOR_LIMITS["/register"].per_address + 5):
+            ask("OPTIONS")
+        assert ask("POST", json.dumps(client_doc()).encode()) == 201
+    finally:
+        store.close()

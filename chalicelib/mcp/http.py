@@ -90,7 +90,12 @@ class _Admission:
         self.store = store
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] in oauth.DOOR_LIMITS:
+        # A CORS preflight (OPTIONS) writes nothing and is not counted.
+        if (
+            scope["type"] == "http"
+            and scope["path"] in oauth.DOOR_LIMITS
+            and scope["method"] in ("GET", "POST")
+        ):
             import anyio
             from starlette.responses import JSONResponse
 
