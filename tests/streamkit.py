@@ -32,23 +32,27 @@ class Stream:
             if local.startswith("http://")
             else f"https://streams.dynamodb.{client.meta.region_name}.amazonaws.com",
         )
-        self.iterators: dict[str, str | None] = {}
+        self.last: dict[str, str] = {}  # shard -> the last sequence number taken
 
     def take(self) -> list[dict[str, Any]]:
+        # A fresh iterator after the last record seen, each time: moto's rollback of a
+        # cancelled transaction replaces its shard objects, stranding an older iterator.
         out: list[dict[str, Any]] = []
         shards = self.streams.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"]
         for shard in shards:
             sid = shard["ShardId"]
-            if sid not in self.iterators:
-                self.iterators[sid] = self.streams.get_shard_iterator(
-                    StreamArn=self.arn, ShardId=sid, ShardIteratorType="TRIM_HORIZON"
-                )["ShardIterator"]
-            iterator = self.iterators[sid]
+            where: dict[str, Any] = {"ShardIteratorType": "TRIM_HORIZON"}
+            if (last := self.last.get(sid)) is not None:
+                where = {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": last}
+            iterator = self.streams.get_shard_iterator(StreamArn=self.arn, ShardId=sid, **where)[
+                "ShardIterator"
+            ]
             while iterator:
                 resp = self.streams.get_records(ShardIterator=iterator, Limit=1000)
                 out.extend(resp["Records"])
+                if resp["Records"]:
+                    self.last[sid] = resp["Records"][-1]["dynamodb"]["SequenceNumber"]
                 iterator = resp.get("NextShardIterator")
-                self.iterators[sid] = iterator
                 if not resp["Records"]:
                     break
         return out

@@ -198,6 +198,43 @@ def test_usage_is_exact_across_replacements_and_quota(store: DynamoStore) -> Non
     assert_consistent(store)
 
 
+def _team_with_packets(store: DynamoStore, count: int) -> None:
+    store.create_user(User("u1", "one", T0))
+    store.create_user(User("u2", "two", T0))
+    store.create_team(Team("t1", "core", "u1", T0))
+    store.add_member("t1", "u2")
+    for n in range(count):
+        put(store, packet(f"01TEAM{n:06d}", f"u{1 + n % 2}", "t1", words=f"dunlin {n}", n=n % 60))
+    put(store, packet("01MINE000000", "u2", words="dunlin mine"))
+
+
+@pytest.mark.parametrize("twice", [False, True])
+def test_a_large_team_delete_finishes_step_by_step(
+    store: DynamoStore, monkeypatch: pytest.MonkeyPatch, twice: bool
+) -> None:
+    """The request runs a page; the stream consumer runs the rest, step after step."""
+    from ltm.store import dynamo_fanout
+
+    monkeypatch.setattr(dynamo_fanout, "INLINE_PAGES", 1)
+    monkeypatch.setattr(dynamo_fanout, "STEP_PAGES", 1)
+    monkeypatch.setattr(dynamo_fanout, "PACKETS_PER_PAGE", 4)
+    stream = Stream(store)
+    _team_with_packets(store, 18)
+    stream.drain()
+    store.delete_team("t1")
+    # From the first moment: no team, no member, no push into it.
+    assert store.get_team("core") is None and store.get_member("t1", "u2") is None
+    with pytest.raises(NotFound):
+        put(store, packet("01TEAMLATE00", "u2", "t1", words="late"))
+    assert store.get_packet("01TEAM000017") is not None  # not yet: the consumer's part
+    stream.drain(twice=twice)
+    left = [n for n in range(18) if store.get_packet(f"01TEAM{n:06d}") is not None]
+    assert left == []
+    assert found(store, "dunlin", [("u2", None)]) == ["01MINE000000"]
+    assert store.usage("u2").packets == 1
+    assert_consistent(store)
+
+
 # -- crashes: a child process killed between two DynamoDB calls ------------------
 
 _CHILD = """
@@ -218,13 +255,15 @@ body = json.dumps({"goal": "crash " + op, "next_step": "sandpiper"}).encode()
 meta = PacketMeta("01CRASH00000", "2026-01-01T00:00:00Z", "crash", "u1")
 if op == "delete":
     store.delete_packet("01CRASH00000")
+elif op == "team-delete":
+    store.delete_team("t1")
 else:
     store.put_packet(StoredPacket(meta, body), sort_key=meta.created_at)
 print("done")
 """
 
 
-@pytest.mark.parametrize("op", ["push", "repush", "delete"])
+@pytest.mark.parametrize("op", ["push", "repush", "delete", "team-delete"])
 def test_a_crash_between_any_two_calls_leaves_a_consistent_table(op: str) -> None:
     with moto_server() as url:
         table = unique_table()
@@ -232,8 +271,10 @@ def test_a_crash_between_any_two_calls_leaves_a_consistent_table(op: str) -> Non
         create_tables(client, table, ttl=False)
         store = DynamoStore(table, client=client)
         stream = Stream(store)
-        if op != "push":
+        if op in ("repush", "delete"):
             put(store, packet("01CRASH00000", "u1", words="sandpiper before"))
+        if op == "team-delete":
+            _team_with_packets(store, 6)
         env = {**os.environ, "PYTHONPATH": str(HERE)}
         die_after = 1
         while True:
@@ -249,6 +290,8 @@ def test_a_crash_between_any_two_calls_leaves_a_consistent_table(op: str) -> Non
             got = store.get_packet("01CRASH00000")
             if got is not None:
                 assert found(store, "sandpiper", ME) == ["01CRASH00000"]
+            if op == "team-delete" and store.get_team("core") is None:
+                assert store.get_packet("01TEAM000000") is None  # the consumer finished it
             if done.returncode == 0:
                 break
             assert done.returncode == 17, done.stderr

@@ -211,6 +211,7 @@ from . import (
     moves_into_team,
 )
 from .dynamo_device import DeviceGrantsMixin
+from .dynamo_fanout import TeamDeleteMixin
 from .dynamo_search import SearchMixin, pending_key, scope_name
 
 if TYPE_CHECKING:  # botocore is imported only when a DynamoStore is built
@@ -644,7 +645,7 @@ def _unpublish_ops(key: Item, secret_hash: str) -> list[dict[str, Any]]:
     ]
 
 
-class DynamoStore(SearchMixin, DeviceGrantsMixin, Store):
+class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
     """A ``Store`` in one DynamoDB table. Thread-safe (botocore clients are)."""
 
     def __init__(
@@ -1607,77 +1608,6 @@ class DynamoStore(SearchMixin, DeviceGrantsMixin, Store):
             ConsistentRead=True,
         )
         return [_team(item) for item in items]
-
-    def delete_team(self, team_id: str) -> None:
-        team_item = self._get_item(_key(f"TEAM#{team_id}", "TEAM"))
-        if team_item is not None:
-            # First the two team items, atomically: from here on the team is gone.
-            name = _req(team_item, "team_name")
-            try:
-                self._transact(
-                    [
-                        {"Put": {"Item": {**_tombstone_key(team_id), "team_name": _s(name)}}},
-                        {"Delete": {"Key": _key(f"TEAM#{team_id}", "TEAM")}},
-                        {
-                            "Delete": {
-                                "Key": _key(f"TEAMNAME#{name}", "TEAM"),
-                                "ConditionExpression": "attribute_not_exists(#pk) OR #t = :t",
-                                "ExpressionAttributeNames": {"#pk": "pk", "#t": "team_id"},
-                                "ExpressionAttributeValues": {":t": _s(team_id)},
-                            }
-                        },
-                    ]
-                )
-            except _Cancelled:
-                self._client.delete_item(TableName=self.table, Key=_key(f"TEAM#{team_id}", "TEAM"))
-        # Then what hung off it; a crash here leaves only unreachable leftovers.
-        keys: list[Item] = []
-        name_copies: list[Item] = []
-        for item in self._query(
-            KeyConditionExpression="#p = :p",
-            ExpressionAttributeNames={"#p": "pk"},
-            ExpressionAttributeValues={":p": _s(f"TEAM#{team_id}")},
-            ConsistentRead=True,
-        ):
-            if _req(item, "sk").startswith("MEMBER#"):
-                by_id, by_name, by_user = _member_keys(_team(item), _req(item, "user_id"))
-                keys.extend([by_id, by_user])
-                name_copies.append(by_name)
-            elif _req(item, "sk") != "GONE":  # the tombstone stays: late pushes meet it
-                keys.append(_key(_req(item, "pk"), _req(item, "sk")))
-        # The name may already belong to a new team: its copies are deleted only if ours.
-        for key in name_copies:
-            with contextlib.suppress(self._exc.ConditionalCheckFailedException):
-                self._client.delete_item(
-                    TableName=self.table,
-                    Key=key,
-                    ConditionExpression="#t = :t",
-                    ExpressionAttributeNames={"#t": "team_id"},
-                    ExpressionAttributeValues={":t": _s(team_id)},
-                )
-        packet_keys: list[Item] = []
-        for index, partition in (("gsi1", f"SCOPE#t:{team_id}"), ("gsi2", f"INVITES#{team_id}")):
-            for item in self._query(
-                IndexName=index,
-                KeyConditionExpression="#p = :p",
-                ExpressionAttributeNames={"#p": f"{index}pk"},
-                ExpressionAttributeValues={":p": _s(partition)},
-            ):
-                keys.append(_key(_req(item, "pk"), _req(item, "sk")))
-                if index == "gsi1":
-                    packet_keys.append(keys[-1])
-        # Each author's share of the packets, taken off what they own once they are gone
-        # (their search entries go with the stream consumer).
-        shares: dict[str, tuple[int, int]] = {}
-        for start in range(0, len(packet_keys), 100):
-            for item in self._batch_get(packet_keys[start : start + 100]):
-                self._end_shares(item)
-                if "body" in item:
-                    count, size = shares.get(_req(item, "owner_id"), (0, 0))
-                    shares[_req(item, "owner_id")] = (count + 1, size + len(item["body"]["B"]))
-        self._batch_delete(keys)
-        for owner, (count, size) in shares.items():
-            self._count(owner, -count, -size)
 
     def get_member(self, team_id: str, user_id: str) -> Member | None:
         item = self._get_item(_key(f"TEAM#{team_id}", f"MEMBER#{user_id}"))

@@ -1,4 +1,4 @@
-"""The table's stream consumer: what a change of a packet derives, applied after the fact.
+"""The table's stream consumer: what a packet change derives, and a deleted team's fan-out.
 
 Deployed as a Lambda on the table's stream (``app.py``: ``on_dynamodb_record``;
 ``.chalice/merge-template.json`` adds what Chalice's decorator cannot say: the
@@ -46,6 +46,9 @@ def apply_record(store: DynamoStore, record: Mapping[str, Any]) -> None:
     pk, sk = keys["pk"]["S"], keys["sk"]["S"]
     if sk == "PKT" and pk.startswith("PKT#"):
         store.apply_packet_change(_image(change.get("OldImage")), _image(change.get("NewImage")))
+    elif sk == "GONE" and (new := change.get("NewImage")) and "done" not in new:
+        # A team's deletion: its tombstone's creation, then each step's hand-over.
+        store.team_delete_step(pk.removeprefix("TEAM#"), int(new["step"]["N"]))
 
 
 def handle(store: DynamoStore, records: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
