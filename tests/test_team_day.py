@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from clikit import Cli, signed_in
-from serverkit import Server, running_server
+from serverkit import Server, ltm_server, running_server
 from test_project import needs_git, repo
 from timing import scaled
 
@@ -243,3 +243,41 @@ def test_team_memory_reaches_the_agent_at_session_start(server: Server, tmp_path
     assert "Saved by: the user's own account" in inside
     assert "team resumers · Olive's teamapp plan" in inside  # the index names the team
     assert mine.strip() in text
+
+
+def test_sharing_by_name_in_any_case_from_a_joined_machine(server: Server, tmp_path: Path) -> None:
+    """The README's ``ltm share ID sam`` for a teammate who joined as ``Sam``; Sam, whose
+    default stays the local store after ``ltm join``, lists and reads what was shared."""
+    olive = signed_in(server, tmp_path / "olive", "Olive4")
+    olive.ok("teams", "create", "sharers")
+    url = olive.ok("invite", "-t", "sharers").strip()
+    sam = Cli(tmp_path / "sam")
+    sam.ok("join", url, "--display", "Sam4")
+    sam_id = json.loads(sam.ok("-H", server.url, "whoami", "--json"))["user"]["id"]
+
+    note = olive.ok("save", "-", stdin=content("For Sam, whatever the case")).strip()
+    missed = olive.fails("share", note, "sma4")
+    assert "did you mean 'Sam4'" in missed
+    shared = olive.run("share", note, "sam4")
+    assert shared.returncode == 0, shared.stderr
+    assert f"shared {note} with Sam4 ({sam_id})" in shared.stdout
+
+    # An operator naming the user in another case gets Sam's user, not a second one.
+    issued = ltm_server("issue-token", "SAM4", "--db", str(server.db))
+    assert issued.returncode == 0, issued.stderr
+    other = Cli(tmp_path / "sam-laptop")
+    other.ok("auth", server.url, issued.stdout.strip())
+    assert json.loads(other.ok("whoami", "--json"))["user"]["id"] == sam_id
+
+    listed = sam.run("ls", "--shared")
+    assert listed.returncode == 0, listed.stderr
+    assert note in listed.stdout.split()  # the full id: ltm show needs it
+    assert f"ltm -H {server.url} show ID" in listed.stderr
+    assert json.loads(sam.ok("-H", server.url, "show", note, "--json"))["goal"] == (
+        "For Sam, whatever the case"
+    )
+    assert note in sam.ok("ls", "--shared", "-t", "sharers")
+
+    teams = sam.ok("teams", "ls")
+    olive_id = json.loads(olive.ok("whoami", "--json"))["user"]["id"]
+    assert f"Olive4 ({olive_id})" in teams

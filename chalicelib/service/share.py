@@ -8,8 +8,8 @@ its sharer can still read the packet there, so a packet that leaves the
 sharer's reach (they left the team) leaves the recipient's at once; deleting
 the packet ends its shares in the store.
 
-Whom: a user named by their exact id, or by the display name of someone the
-sharer already shares a team with. Anyone else is "user not found", the same
+Whom: a user named by their exact id, or by the display name (in any case) of
+someone the sharer already shares a team with. Anyone else is "user not found", the same
 answer as for nobody at all, so sharing reveals no user the sharer's teams do
 not already show.
 
@@ -73,28 +73,47 @@ def _readable(
 
 
 def find_user(store: Store, me: User, name: object) -> User:
-    """The user ``name`` means to ``me``: an exact user id, or the display name of someone
-    who shares a team with ``me``. 404 ``user not found`` for anyone else."""
+    """The user ``name`` means to ``me``: an exact user id, or the display name (in any
+    case: display names are unique per server without regard to case) of someone who
+    shares a team with ``me``. 404 ``user not found`` for anyone else, with the closest
+    names among those teams' members when one is near (they are names ``me`` already sees
+    in ``teams members``)."""
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME:
         raise BadRequest("user: give a user's display name or id")
     name = name.strip()
     exact = store.get_user(name)
     if exact is not None:
         return exact
+    wanted = name.casefold()
     named: dict[str, User] = {}
+    seen: set[str] = set()
     for team in store.list_teams(me.id):
         for member in store.list_members(team.id):
-            if member.display == name and member.user_id != me.id:
+            if member.user_id == me.id:
+                continue
+            seen.add(member.display)
+            if member.display.casefold() == wanted:
                 found = store.get_user(member.user_id)
                 if found is not None:
                     named[found.id] = found
     if not named:
-        if name == me.display:
+        if wanted == me.display.casefold():
             raise BadRequest("that is you: a packet you can read needs no share with yourself")
-        raise NotFound("user not found")
+        raise NotFound("user not found" + _did_you_mean(name, seen))
     if len(named) > 1:
         raise BadRequest(f"user: {name!r} names more than one user in your teams; give the id")
     return next(iter(named.values()))
+
+
+def _did_you_mean(name: str, names: set[str]) -> str:
+    """`` (did you mean 'Sam'?)`` for the nearest of ``names``, else nothing."""
+    import difflib
+
+    folded = {n.casefold(): n for n in sorted(names)}
+    close = difflib.get_close_matches(name.casefold(), list(folded), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(folded[c]) for c in close) + "?)"
 
 
 def share(
@@ -155,7 +174,7 @@ def unshare(store: Store, caller: Caller, packet_id: str, name: str) -> None:
     if not matches:
         for item in candidates:
             other = store.get_user(item.user_id)
-            if other is not None and other.display == name:
+            if other is not None and other.display.casefold() == name.casefold():
                 matches.append(item)
     if not matches:
         raise NotFound("share not found")

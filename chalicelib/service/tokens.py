@@ -207,7 +207,8 @@ ROOT = "root"  # the first user's token label (ltm server init), and a name for 
 
 def find_user(store: Store, name: str) -> User | None:
     """The user ``name`` names for an operator (``ltm server issue-token``): an id, else the
-    one display name among users holding a token. 409 when several users share it.
+    one display name among users holding a token (exactly, else in another case). 409
+    when several users share it.
 
     Display names are searched through the token list, the one listing of users
     every store has; a user whose every token was revoked is named by id.
@@ -217,7 +218,11 @@ def find_user(store: Store, name: str) -> User | None:
         return found
     listed = store.list_tokens()
     owners = {token.user_id for token in listed}
-    named = [u for u in (store.get_user(i) for i in sorted(owners)) if u and u.display == name]
+    users = [u for u in (store.get_user(i) for i in sorted(owners)) if u]
+    # Names are unique per server without regard to case: "sam" is Sam, never a second user.
+    named = [u for u in users if u.display == name] or [
+        u for u in users if u.display.casefold() == name.casefold()
+    ]
     if len(named) > 1:
         ids = ", ".join(user.id for user in named)
         raise Conflict(f"{len(named)} users are called {name!r} ({ids}); give the id")

@@ -55,11 +55,11 @@ def ls(
 ) -> None:
     """List packets: id, age and goal."""
     if shared:
-        if team or tag or since or until or author or page_token or project or here or local:
-            raise typer.BadParameter("--shared takes only --limit and --json")
+        if tag or since or until or author or page_token or project or here or local:
+            raise typer.BadParameter("--shared takes only -t (the team's server), --limit, --json")
         from ltm.cli.commands.share import list_shared
 
-        list_shared(limit=limit, as_json=as_json)
+        list_shared(limit=limit, as_json=as_json, team=team)
         return
     from ltm.cli.client.backend import Filters
     from ltm.cli.packets import MAX_LIMIT, list_packets

@@ -32,18 +32,24 @@ User = Annotated[
 ]
 
 
-def _server(verb: str) -> RemoteBackend:
-    from ltm.cli.client.backend import open_backend
+def _server(verb: str, team: str | None = None) -> RemoteBackend:
+    """The server to share on: the default (``-H``), the team's with ``-t``, else the only
+    server signed in to (``ltm join`` signs in without making the server the default)."""
+    from ltm.cli.client.backend import needs_server, open_backend
+    from ltm.cli.client.credentials import Target, load
     from ltm.cli.client.remote import RemoteBackend
 
-    backend = open_backend()
-    if not isinstance(backend, RemoteBackend):
-        backend.close()
-        raise CliError(
-            f"{verb} needs a server (it shares with another user of that server); sign in"
-            " first: ltm auth HOST"
-        )
-    return backend
+    backend = open_backend(team=team)
+    if isinstance(backend, RemoteBackend):
+        return backend
+    backend.close()
+    state = load()
+    if len(state.hosts) != 1:
+        raise needs_server(verb)
+    (host,) = state.hosts
+    entry = state.hosts[host]
+    user = entry.get("user") if isinstance(entry.get("user"), dict) else None
+    return RemoteBackend.open(Target(host, state.token_for(host), "credentials", user))
 
 
 def _segment(value: str) -> str:
@@ -62,10 +68,12 @@ def _refused(backend: RemoteBackend, reply: Reply, packet_id: str, user: str | N
 
     message = reply.error_text() if reply.is_ltm_error() else None
     host = backend.host
-    if reply.status == 404 and message == "user not found":
+    if reply.status == 404 and message is not None and message.startswith("user not found"):
+        near = message.removeprefix("user not found").strip()
         return CliError(
-            f"no user {user!r} you can share with on {host} — give the display name of"
-            " someone in one of your teams (ltm teams members TEAM) or their user id"
+            f"no user {user!r} you can share with on {host}{' ' + near if near else ''} — give"
+            " the display name of someone in one of your teams (ltm teams members TEAM) or"
+            " their user id"
         )
     if reply.status == 404 and message == "share not found":
         return CliError(f"packet {packet_id} is not shared with {user!r} on {host}")
@@ -105,7 +113,7 @@ def share(
     They find it with ``ltm ls --shared`` and read it with ``ltm show ID``; ``ltm unshare
     ID USER`` ends it at once.
     """
-    backend = _server("share")
+    backend = _server("share", team)
     try:
         packet_id = backend.resolve(ref, team=team)
         path = f"/v1/packets/{_segment(packet_id)}/shares"
@@ -147,7 +155,7 @@ def share(
 
 def unshare(ref: options.Ref, user: User, team: options.Team = None) -> None:
     """End a share at once: the user can no longer read the packet."""
-    backend = _server("unshare")
+    backend = _server("unshare", team)
     try:
         packet_id = backend.resolve(ref, team=team)
         reply = backend._call(
@@ -162,11 +170,13 @@ def unshare(ref: options.Ref, user: User, team: options.Team = None) -> None:
     print(safe(f"unshared {packet_id} with {user}"))
 
 
-def list_shared(*, limit: int, as_json: bool) -> None:
-    """``ltm ls --shared``: the packets others shared with you, the newest share first."""
+def list_shared(*, limit: int, as_json: bool, team: str | None = None) -> None:
+    """``ltm ls --shared``: the packets others shared with you, the newest share first, on
+    the server ``_server`` picks (``-t TEAM``: the one that team is on)."""
+    from ltm.cli.client.credentials import default_host
     from ltm.cli.terminal.output import one_line, relative_time
 
-    backend = _server("ls --shared")
+    backend = _server("ls --shared", team)
     try:
         reply = backend._call(
             "GET", "/v1/shared", ok=(200, 404, 405), query={"limit": min(limit, 200)}
@@ -186,14 +196,15 @@ def list_shared(*, limit: int, as_json: bool) -> None:
     if not rows:
         info(f"nobody has shared a packet with you on {backend.host}")
         return
-    from ltm.ids import short_ids
-
-    shown = short_ids([r["id"] for r in rows])
-    width = max(len(s) for s in shown)
-    for row, short in zip(rows, shown, strict=True):
+    # Full ids: a shared packet is in no listing of the reader's own, so a prefix of its
+    # id would name nothing for ltm show.
+    width = max(len(r["id"]) for r in rows)
+    for row in rows:
         by = row.get("shared_by")
         name = by.get("display") if isinstance(by, dict) else None
         when = relative_time(str(row.get("created_at", "")))
         goal = one_line(str(row.get("goal", "")), 60)
-        print(safe(f"{short:<{width}}  {when:<12}  {goal}  (from {name or 'a former user'})"))
-    info("read one with: ltm show ID")
+        line = f"{row['id']:<{width}}  {when:<12}  {goal}  (from {name or 'a former user'})"
+        print(safe(line))
+    there = "" if default_host() == backend.host else f"-H {backend.host} "
+    info(f"read one with: ltm {there}show ID")

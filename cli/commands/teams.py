@@ -122,11 +122,26 @@ def ls(as_json: options.Json = False) -> None:
             (
                 str(team.get("name", "")),
                 relative_time(str(team.get("created_at", ""))),
-                "you" if me and owner == me else owner,
+                "you" if me and owner == me else _owner_name(backend, team, owner),
                 backend.host if several else "",
             )
         )
     _table(table)
+
+
+def _owner_name(backend: RemoteBackend, team: dict[str, object], owner: str) -> str:
+    """The owner as people know them: their display name among the team's members (the
+    team listing names the owner by id only), the id when the members cannot be read."""
+    try:
+        members = backend.members(str(team.get("name", "")))
+    except CliError:
+        return owner
+    finally:
+        backend.close()
+    for member in members:
+        if member.get("user_id") == owner and isinstance(member.get("display"), str):
+            return f"{member['display']} ({owner})"
+    return owner
 
 
 def _servers_for_listing() -> list[RemoteBackend]:
