@@ -83,7 +83,6 @@ class Server:
         self,
         workdir: Path,
         threads: int,
-        workers: int = 0,
         sync: str = "",
         extra: tuple[str, ...] = (),
     ) -> None:
@@ -98,7 +97,7 @@ class Server:
             raise SystemExit(init.stderr)
         self.root = init.stdout.strip()
         argv = [*cmd, "run", "--db", str(self.db), "--addr", "127.0.0.1:0"]
-        argv += ["--threads", str(threads)] + (["--workers", str(workers)] if workers else [])
+        argv += ["--threads", str(threads)]
         argv += ["--sqlite-sync", sync] if sync else []
         argv += list(extra)
         with self.log.open("wb") as sink:
@@ -116,20 +115,12 @@ class Server:
             time.sleep(0.05)
         else:
             raise SystemExit("server did not start")
-        time.sleep(0.5)  # let the worker processes (if any) start
         self.pids = [self.proc.pid, *self._children()]
         self.rss_samples: list[int] = []  # total RSS of all server processes
         self.pss_samples: list[int] = []  # total PSS: shared pages counted once
         self._stop = threading.Event()
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
-
-    def has_writer(self) -> bool:
-        """Whether one of its processes is the writer (``cli/server/writer.py``)."""
-        from ltm.cli.server.writer import PROCESS_NAME
-
-        names = [Path(f"/proc/{pid}/comm") for pid in self.pids]
-        return any(name.exists() and name.read_text().strip() == PROCESS_NAME for name in names)
 
     def _children(self) -> list[int]:
         path = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
@@ -442,10 +433,7 @@ def main() -> int:
     parser.add_argument("--bulk", type=int, default=10_000, help="packets to import/export")
     parser.add_argument("--big", type=int, default=100_000, help="packets in the big scope")
     parser.add_argument("--small", type=int, default=1_000, help="packets in the small scope")
-    parser.add_argument("--threads", type=int, default=4, help="server threads per process")
-    parser.add_argument(
-        "--workers", type=int, default=0, help="server processes (0: the server's default)"
-    )
+    parser.add_argument("--threads", type=int, default=4, help="the server's worker threads")
     parser.add_argument("--ls-requests", type=int, default=400)
     parser.add_argument(
         "--sqlite-sync", default="", help="the server's --sqlite-sync (default: the server's own)"
@@ -464,7 +452,7 @@ def main() -> int:
             server = External(args.url)
             tokens = [token]
         else:
-            server = Server(Path(tmp), args.threads, args.workers, args.sqlite_sync)
+            server = Server(Path(tmp), args.threads, args.sqlite_sync)
             tokens = [server.issue(f"bench{i}")[1] for i in range(4)]
         try:
             results: dict[str, Any] = {}
@@ -518,7 +506,6 @@ def main() -> int:
                 results["rss_peak_mb"] = round(server.peak_rss() / 2**20, 1)
                 results["pss_peak_mb"] = round(server.peak_pss() / 2**20, 1)
                 results["processes"] = len(server.pids)
-                results["writer"] = server.has_writer()
         finally:
             server.stop()
 
@@ -542,11 +529,8 @@ def main() -> int:
         checks["ls_ratio"] = results["ls"]["ratio_p50"] <= TARGETS["ls_ratio"]
         checks["rss_mb"] = results["rss_peak_mb"] <= TARGETS["rss_mb"]
     mark = {True: "met", False: "MISSED"}
-    writer = results.get("writer", False)
     where = args.url or (
-        f"ltm server run, {args.threads} threads x {results['processes'] - writer} serving"
-        f" process(es){' and one writer process' if writer else ''},"
-        f" sqlite sync: {results['sqlite_sync']}"
+        f"ltm server run, {args.threads} threads, sqlite sync: {results['sqlite_sync']}"
     )
     print(f"Server benchmark ({results['machine']}; {where}; {CONNECTIONS} connections)\n")
     print(

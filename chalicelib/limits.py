@@ -1,7 +1,7 @@
 """How big a request body may be, by route: one table for every layer that refuses one.
 
 The app checks it on Lambda (``app.py``); ``ltm server run`` checks it earlier too,
-before a byte of the body is read (the intake, from the request's head) and in its
+before a byte of the body is read (from the request's head) and in its
 WSGI adapter, so the three answer 413 alike. Every route takes what one push may
 send, a packet's 32 KiB; two take more:
 

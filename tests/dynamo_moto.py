@@ -270,7 +270,7 @@ def _run_app(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     if args.external_url:
         os.environ["LTM_EXTERNAL_URL"] = args.external_url.rstrip("/")
-    from ltm.cli.server.http import make_server, run_forever
+    from ltm.cli.server.http import bind, serve
     from ltm.cli.server.loader import load_app
     from ltm.cli.server.wsgi import ChaliceWSGI
 
@@ -280,13 +280,8 @@ def _run_app(argv: list[str]) -> None:
     module.get_store().client.meta.events.register(
         "provide-client-params.dynamodb", check_like_dynamodb
     )
-    server = make_server(
-        ChaliceWSGI(module.app, logger=module.logger),
-        host=host,
-        port=int(port),
-        threads=args.threads,
-    )
-    bound = server.socket.getsockname()[1]
+    sock = bind(host, int(port))
+    bound = sock.getsockname()[1]
     table = os.environ.get("LTM_DYNAMODB_TABLE")
     # The web pages' own name on loopback, as `ltm server run` gives them.
     from ltm.cli.server.commands import serve_web_at, web_name_for
@@ -299,7 +294,12 @@ def _run_app(argv: list[str]) -> None:
         file=sys.stderr,
     )
     sys.stderr.flush()
-    run_forever(server, on_stop=module.close_store)
+    serve(
+        ChaliceWSGI(module.app, logger=module.logger),
+        sock,
+        threads=args.threads,
+        on_stop=module.close_store,
+    )
 
 
 if __name__ == "__main__":

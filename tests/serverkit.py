@@ -217,24 +217,6 @@ def running_server(directory: Path, *extra: str, store: str = "sqlite") -> Itera
         server.stop()
 
 
-def server_processes(pid: int) -> dict[int, str]:
-    """The child processes of the ``ltm server run`` ``pid``, each with its name (Linux
-    /proc): its workers, and with several, its writer, once the writer has taken its
-    name (just after it starts: until then it shows the workers' name)."""
-    from ltm.cli.server.writer import PROCESS_NAME
-
-    deadline = time.monotonic() + scaled(10)
-    while True:
-        path = Path(f"/proc/{pid}/task/{pid}/children")
-        names: dict[int, str] = {}
-        for child in path.read_text().split() if path.exists() else []:
-            comm = Path(f"/proc/{child}/comm")
-            names[int(child)] = comm.read_text().strip() if comm.exists() else ""
-        if len(names) < 2 or PROCESS_NAME in names.values() or time.monotonic() > deadline:
-            return names
-        time.sleep(0.02)
-
-
 def example_packet(**changes: Any) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(EXAMPLE.read_text(encoding="utf-8"))
     data.update(changes)

@@ -1,7 +1,7 @@
 """A verb that needs a pip extra says which one, in one line, before doing anything.
 
 ``ltm server ...`` after a plain ``pip install ltm`` (no ``[server]``) used to end in
-``unexpected error: ModuleNotFoundError: cheroot``. Here the missing module is
+``unexpected error: ModuleNotFoundError: waitress``. Here the missing module is
 simulated in a real subprocess: ``sys.modules[name] = None`` makes ``import name``
 fail exactly as an absent package does.
 """
@@ -46,7 +46,7 @@ def ltm_without(
     )
 
 
-@pytest.mark.parametrize("module", ["cheroot", "chalice"])
+@pytest.mark.parametrize("module", ["waitress", "chalice"])
 def test_ltm_ui_names_the_extra_first(module: str, tmp_path: Path) -> None:
     result = ltm_without([module], ["ui", "--no-browser"], tmp_path)
     assert result.returncode == 1, result.stderr
@@ -56,7 +56,7 @@ def test_ltm_ui_names_the_extra_first(module: str, tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.parametrize("module", ["cheroot", "chalice", "jwt"])
+@pytest.mark.parametrize("module", ["waitress", "chalice", "jwt"])
 @pytest.mark.parametrize("verb", SERVER_VERBS, ids=lambda v: v[0])
 def test_server_verbs_name_the_extra_first(module: str, verb: list[str], tmp_path: Path) -> None:
     db = tmp_path / "server.db"
@@ -70,9 +70,9 @@ def test_server_verbs_name_the_extra_first(module: str, verb: list[str], tmp_pat
 
 
 def test_help_and_other_verbs_need_no_extra(tmp_path: Path) -> None:
-    result = ltm_without(["cheroot", "chalice"], ["server", "init", "--help"], tmp_path)
+    result = ltm_without(["waitress", "chalice"], ["server", "init", "--help"], tmp_path)
     assert result.returncode == 0 and "Create the database" in result.stdout
-    result = ltm_without(["cheroot", "chalice", "boto3"], ["example"], tmp_path)
+    result = ltm_without(["waitress", "chalice", "boto3"], ["example"], tmp_path)
     assert result.returncode == 0 and '"ltm_version"' in result.stdout
 
 
@@ -80,7 +80,7 @@ def test_an_undeclared_path_still_names_the_extra(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def broken(argv: list[str]) -> bool:
-        raise ModuleNotFoundError("No module named 'cheroot.wsgi'", name="cheroot.wsgi")
+        raise ModuleNotFoundError("No module named 'waitress.server'", name="waitress.server")
 
     monkeypatch.setattr(entry, "_machine_entry", broken)
     with pytest.raises(SystemExit) as exited:
@@ -96,5 +96,5 @@ def test_the_extras_match_pyproject() -> None:
     assert extra_for("jwt.algorithms") == "server" and extra_for("boto3") == "aws"
     assert extra_for("json") is None and extra_for(None) is None
     pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
-    for dist in ("cheroot", "chalice", "aws-lambda-powertools", "pyjwt[crypto]", "boto3"):
+    for dist in ("waitress", "chalice", "aws-lambda-powertools", "pyjwt[crypto]", "boto3"):
         assert f'"{dist}' in pyproject

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import sqlite3
@@ -18,10 +17,8 @@ from serverkit import (
     clean_env,
     init_db,
     ltm_server,
-    make_packet,
     run_server,
     running_server,
-    server_processes,
 )
 
 TOKEN = re.compile(r"ltm_(?:[0-9A-Z]{26}_)?[0-9a-f]{64}")  # [the user id] + 256 random bits
@@ -265,109 +262,28 @@ def test_find_app_py_in_an_installed_layout(
         loader.find_app_py()
 
 
-def _children(pid: int) -> list[int]:
-    path = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(p) for p in path.read_text().split()] if path.exists() else []
-
-
-def _serving(pid: int) -> list[int]:
-    """The worker processes of the server ``pid``: its children but the writer."""
-    from ltm.cli.server.writer import PROCESS_NAME
-
-    return [c for c, name in server_processes(pid).items() if name != PROCESS_NAME]
-
-
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
-def test_a_dead_worker_stops_the_server(tmp_path: Path) -> None:
-    db = tmp_path / "server.db"
-    root = init_db(db)
-    server = run_server(db, tmp_path / "server.log", root, "--workers", "2")
-    (worker,) = _serving(server.proc.pid)
-    os.kill(worker, signal.SIGKILL)
-    assert server.proc.wait(timeout=20) == 1
-    logs = server.logs()
-    assert "ltm server: a worker process died (killed by SIGKILL); stopping" in logs
-    assert "ltm server: a process died; stopped" in logs
+def test_run_serves_from_one_process(tmp_path: Path) -> None:
+    with running_server(tmp_path) as server:
+        children = Path(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children")
+        assert children.read_text().split() == []
+        assert server.client(server.root_token).get("/v1/teams").status_code == 200
 
 
-@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
-def test_a_stop_signal_to_every_process_stops_the_server_cleanly(tmp_path: Path) -> None:
-    """As systemd stops a unit: SIGTERM to each process of its group. A worker may be gone
-    before the main process handles its own signal; that is a clean stop, not a death."""
-    with running_server(tmp_path, "--workers", "2") as server:
-        everyone = [*_serving(server.proc.pid), *_children(server.proc.pid), server.proc.pid]
-        for pid in dict.fromkeys(everyone):  # the worker first: the order that lost the race
-            os.kill(pid, signal.SIGTERM)
-        assert server.proc.wait(timeout=20) == 0
-        assert "ltm server: stopped" in server.logs() and "died" not in server.logs()
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX")
-def test_a_stop_signal_reaches_a_forked_child_only_once_it_set_what_it_does() -> None:
-    """A worker or the writer just forked is still on SIGTERM's default action (death);
-    the signal waits until the child has set its own."""
-    from ltm.cli.server.forking import let_stops_in, stops_held
-
-    with stops_held():
-        pid = os.fork()
-        if pid == 0:
-            os.kill(os.getpid(), signal.SIGTERM)  # before the child set anything
-            let_stops_in(lambda signum, frame: os._exit(7))
-            os._exit(0)  # not reached: the signal held back arrives as it is let in
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 7
-
-
-@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
-def test_a_worker_stopped_alone_leaves_the_others_serving(tmp_path: Path) -> None:
-    import time
-
-    with running_server(tmp_path, "--workers", "2") as server:
-        (worker,) = _serving(server.proc.pid)
-        os.kill(worker, signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        while worker in _children(server.proc.pid):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        assert server.proc.poll() is None
-        for _ in range(4):  # a fresh connection each: whichever process the kernel picks
-            client = server.client(server.root_token)
-            assert client.post("/v1/packets", json=make_packet()).status_code == 201
-        assert server.stop() == 0
-
-
-@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
-def test_run_with_one_process(tmp_path: Path) -> None:
-    db = tmp_path / "server.db"
-    root = init_db(db)
-    server = run_server(db, tmp_path / "server.log", root, "--workers", "1")
-    try:
-        assert _children(server.proc.pid) == []
-        assert server.client(root).get("/v1/teams").status_code == 200
-    finally:
-        assert server.stop() == 0
-
-
-def test_default_workers() -> None:
-    from ltm.cli.server.commands import default_workers
-
-    expected = 2 if sys.platform.startswith("linux") and (os.cpu_count() or 1) >= 2 else 1
-    assert default_workers() == expected
-
-
-@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
-def test_workers_die_with_a_killed_main_process(tmp_path: Path) -> None:
-    """kill -9 of the server must not leave a worker serving on its own, or the writer."""
-    import time
-
-    db = tmp_path / "server.db"
-    root = init_db(db)
-    server = run_server(db, tmp_path / "server.log", root, "--workers", "2")
-    children = _children(server.proc.pid)  # its worker, and the writer (see writer.py)
-    assert len(children) == 2
-    server.proc.send_signal(signal.SIGKILL)
-    server.proc.wait(timeout=10)
-    deadline = time.monotonic() + 15
-    while any(Path(f"/proc/{pid}").exists() for pid in children) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not any(Path(f"/proc/{pid}").exists() for pid in children)
+def test_an_address_in_use_is_one_clear_error_and_never_a_second_server(tmp_path: Path) -> None:
+    """A second server on the address of a running one exits 1 with one line; the first
+    keeps every connection (a second one sharing the port would answer some of them
+    from its own database: "token rejected")."""
+    with running_server(tmp_path / "first") as first:
+        second_db = tmp_path / "second" / "server.db"
+        second_db.parent.mkdir()
+        init_db(second_db)
+        address = first.url.removeprefix("http://")
+        result = ltm_server("run", "--db", str(second_db), "--addr", address, timeout=30)
+        assert result.returncode == 1
+        assert result.stderr.splitlines() == [
+            f"ltm: cannot listen on {address}: Address already in use"
+        ]
+        for _ in range(16):  # a new connection each: all reach the first server
+            with first.client(first.root_token) as client:
+                assert client.get("/v1/teams").status_code == 200

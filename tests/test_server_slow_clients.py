@@ -13,8 +13,8 @@ is closed on the way out.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
+import os
 import selectors
 import socket
 import sys
@@ -24,19 +24,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 
 import httpx
 import pytest
 from serverkit import LTM, Server, init_db, packet_id, run_server, running_server
+from timing import scaled
 
-from ltm import limits
 from ltm.cli.server.http import IDLE_TIMEOUT, REQUEST_TIMEOUT
-from ltm.cli.server.intake import BIG_BODY_RATE, STRICT_HEADERS, BigBodies, Framing, RequestReader
-from ltm.cli.server.wsgi import ChaliceWSGI
 
 HEALTHZ = b"GET /v1/healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-SLACK = 6.0  # the expiry runs every 0.5 s; the box is shared and loaded
+SLACK = 6.0  # the expiry runs a few times a second; the box is shared and loaded
+HEALTHZ_BUDGET = scaled(1.0)  # a health check's whole answer, on a loaded box
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +180,7 @@ def wait_until_closed(clients: list[Slow], deadline: float) -> None:
 def healthz_seconds(server: Server) -> float:
     """One GET /v1/healthz on a new connection: how long until the whole answer was in."""
     started = time.monotonic()
-    with socket.create_connection(address(server), timeout=5) as sock:
+    with socket.create_connection(address(server), timeout=HEALTHZ_BUDGET + 5) as sock:
         sock.sendall(HEALTHZ)
         reply = read_response(sock)
     elapsed = time.monotonic() - started
@@ -200,7 +198,7 @@ def test_64_slow_clients_neither_stop_healthz_nor_stay(server: Server) -> None:
         while time.monotonic() < started + REQUEST_TIMEOUT - 0.5:
             timings.append(healthz_seconds(server))
             time.sleep(0.1)
-        assert timings and max(timings) < 1.0, timings
+        assert timings and max(timings) < HEALTHZ_BUDGET, timings
         # A normal client on a keep-alive connection is served meanwhile too.
         with httpx.Client(base_url=server.url, timeout=5) as client:
             assert client.get("/v1/healthz").status_code == 200
@@ -228,11 +226,84 @@ def test_64_slow_clients_neither_stop_healthz_nor_stay(server: Server) -> None:
         for client in idle:
             assert client.closed_at is not None, "an idle keep-alive connection stayed open"
             assert client.received == b""  # closed quietly, as HTTP allows between requests
-    assert healthz_seconds(server) < 1.0
+    assert healthz_seconds(server) < HEALTHZ_BUDGET
 
 
-# One reader of a head disagreeing with the other: the intake took this as having no body,
-# cheroot (joining the folded line) as chunked, and a worker waited the whole timeout.
+def _big_packet(server: Server) -> tuple[str, str]:
+    """A user's token and the id of their packet of 32 KiB (a big answer to a GET)."""
+    from ltm.limits import MAX_BODY
+
+    _user, token = server.issue("big")
+    data = {
+        "ltm_version": "0.2",
+        "id": packet_id(),
+        "created_at": "2026-05-01T12:00:00Z",
+        "goal": "Read it slowly",
+        "next_step": "Read it slowly",
+        "constraints": ["x" * 1000] * (MAX_BODY // 1010),
+    }
+    with server.client(token) as client:
+        assert client.post("/v1/packets", json=data).status_code == 201
+    return token, str(data["id"])
+
+
+def _sockets(server: Server) -> int:
+    """How many sockets the server process holds open (Linux /proc)."""
+    fds = Path(f"/proc/{server.proc.pid}/fd")
+    return sum(1 for fd in fds.iterdir() if os.readlink(fd).startswith("socket:"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs Linux /proc")
+def test_pipelining_connections_that_never_read_do_not_stop_healthz(server: Server) -> None:
+    """An answer waits in the server's buffer for its reader, never in a worker thread.
+
+    24 connections (three times the worker threads of the server that wrote
+    answers from its workers, and lost most health checks to 88 such) each
+    pipeline GETs of a 32 KiB packet and never read: their answers fill the
+    client's receive buffer and the server's send buffer (about 2 MiB on
+    loopback), and then wait. Health checks keep answering all along; once
+    the readers go, nothing of them stays.
+    """
+    token, big = _big_packet(server)
+    baseline = _sockets(server)
+    request = (
+        f"GET /v1/packets/{big} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+    ).encode()
+    readers: list[socket.socket] = []
+    try:
+        pending: dict[socket.socket, bytes] = {}
+        for _ in range(24):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(address(server))
+            sock.setblocking(False)
+            readers.append(sock)
+            pending[sock] = request * 80  # ~2.5 MiB of answers: more than the buffers take
+        started = time.monotonic()
+        timings = []
+        while time.monotonic() < started + REQUEST_TIMEOUT:
+            for sock, rest in list(pending.items()):
+                with contextlib.suppress(BlockingIOError):
+                    rest = rest[sock.send(rest) :]
+                if rest:
+                    pending[sock] = rest
+                else:
+                    del pending[sock]
+            timings.append(healthz_seconds(server))
+            time.sleep(0.1)
+        assert timings and max(timings) < HEALTHZ_BUDGET, timings
+    finally:
+        for sock in readers:
+            sock.close()
+    deadline = time.monotonic() + scaled(IDLE_TIMEOUT + SLACK)
+    while _sockets(server) > baseline + 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _sockets(server) <= baseline + 2
+    assert healthz_seconds(server) < HEALTHZ_BUDGET
+
+
+# Heads a proxy in front could frame apart from the server (one joining the folded line
+# into a chunked request, the other seeing no body): refused, never waited on.
 FOLDED = (
     b"POST /v1/packets HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n chunked\r\n\r\n",
     b"POST /v1/packets HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n\t10\r\n\r\n",
@@ -250,43 +321,66 @@ def test_a_flood_of_folded_headers_is_refused_at_once_and_healthz_keeps_answerin
             socks.append(sock)
             sock.sendall(FOLDED[n % 2])
         timings = [healthz_seconds(server) for _ in range(5)]
-        assert max(timings) < 1.0, timings
+        assert max(timings) < HEALTHZ_BUDGET, timings
         for sock in socks:
             head, _, body = read_response(sock).partition(b"\r\n\r\n")
             assert head.startswith(b"HTTP/1.1 400 ") and b"Connection: close" in head, head
             message = "bad request: obsolete line folding is not accepted"
             assert json.loads(body) == {"error": message}
+            assert sock.recv(1) == b""  # and the connection closed
     finally:
         for sock in socks:
             sock.close()
-    assert healthz_seconds(server) < 1.0
+    assert healthz_seconds(server) < HEALTHZ_BUDGET
+
+
+HEAD = b"POST /v1/packets HTTP/1.1\r\nHost: x\r\n"
+CHUNKED = HEAD + b"Transfer-Encoding: chunked\r\n\r\n"
 
 
 @pytest.mark.parametrize(
     ("request_bytes", "message"),
     [
-        (b"GET /v1/healthz HTTP/1.1\r\nHost: x\r\nX-A: b\r\n c\r\n\r\n", "obsolete line folding"),
-        (b"GET /v1/healthz HTTP/1.1\r\nHost : x\r\n\r\n", "Illegal header line."),
+        # obsolete line folding, with a space or a tab (RFC 9112 section 5.2)
+        (HEAD + b"X-A: b\r\n c\r\n\r\n", "obsolete line folding"),
+        (HEAD + b"Content-Length:\r\n\t10\r\n\r\n", "obsolete line folding"),
+        (HEAD + b"X-A: b\r\n\tTransfer-Encoding: chunked\r\n\r\n", "obsolete line folding"),
+        # whitespace before the colon, no name, no colon
+        (HEAD + b"Transfer-Encoding : chunked\r\n\r\n", "Invalid header"),
+        (HEAD + b"Transfer-Encoding\t: chunked\r\n\r\n", "Invalid header"),
+        (HEAD + b": chunked\r\n\r\n", "Invalid header"),
+        (HEAD + b"Transfer-Encoding chunked\r\n\r\n", "Invalid header"),
+        # two framings: a repeated Content-Length, or Content-Length beside Transfer-Encoding
+        (HEAD + b"Content-Length: 2\r\nContent-Length: 0\r\n\r\nhi", "Content-Length is"),
         (
-            b"POST /v1/packets HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
-            b"Content-Length: 0\r\n\r\nhi",
-            "more than one Content-Length",
-        ),
-        (
-            b"POST /v1/packets HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
-            b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            HEAD + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
             "Content-Length and Transfer-Encoding together",
         ),
+        # a bare LF ending a line of the head, the head not yet whole: refused, not waited on
+        (b"GET /v1/healthz HTTP/1.1\nHost: x\n\n", "a line ends in a bare LF"),
+        (HEAD + b"X: y\nTransfer-Encoding: chunked\r\n\r\n", "Bare CR or LF"),
+        # Content-Length is digits only, a chunk size hex digits only, each line ends in
+        # CRLF (RFC 9112 sections 6.3 and 7.1): what a proxy in front may read otherwise
+        (HEAD + b"Content-Length: +5\r\n\r\nhello", "Content-Length is invalid"),
+        (HEAD + b"Content-Length: 1_0\r\n\r\n0123456789", "Content-Length is invalid"),
+        (HEAD + b"Content-Length: 0x5\r\n\r\nhello", "Content-Length is invalid"),
+        (CHUNKED + b"0x5\r\nhello\r\n0\r\n\r\n", "Invalid chunk size"),
+        (CHUNKED + b"+5\r\nhello\r\n0\r\n\r\n", "Invalid chunk size"),
+        (CHUNKED + b"5\nhello\r\n0\r\n\r\n", "Invalid chunk size"),
+        (CHUNKED + b"5\nhello\n0\n\n", "a chunk line ends in a bare LF"),
+        (CHUNKED + b"5\r\nhello\n0\r\n\r\n", "Chunk not properly terminated"),
     ],
 )
-def test_heads_two_readers_could_frame_differently_are_400(
+def test_heads_two_readers_could_frame_differently_are_400_at_once(
     server: Server, request_bytes: bytes, message: str
 ) -> None:
+    started = time.monotonic()
     with socket.create_connection(address(server), timeout=REQUEST_TIMEOUT + SLACK) as sock:
         sock.sendall(request_bytes)
         head, _, body = read_response(sock).partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 400 "), head
+    assert head.startswith((b"HTTP/1.1 400 ", b"HTTP/1.0 400 ")), head
     assert json.loads(body)["error"].startswith(f"bad request: {message}")
+    assert time.monotonic() - started < REQUEST_TIMEOUT  # refused, not timed out
 
 
 def send_in_pieces(server: Server, request: bytes, size: int) -> bytes:
@@ -312,12 +406,13 @@ def test_a_flood_of_connections_past_the_limit_evicts_the_idle_ones(tmp_path: Pa
     db = tmp_path / "server.db"
     root = init_db(db)
     command = [sys.executable, "-c", UNDER_64_FDS, LTM, "server", "run", "--db", str(db)]
-    server = run_server(db, tmp_path / "server.log", root, "--workers", "1", command=command)
+    server = run_server(db, tmp_path / "server.log", root, command=command)
     flood: list[socket.socket] = []
     try:
         for _ in range(40):
             flood.append(socket.create_connection(address(server), timeout=5))
-        assert healthz_seconds(server) < 1.0  # long before the 5 s the silent ones may take
+        # long before the 5 s the silent ones may take: the oldest made room for it
+        assert healthz_seconds(server) < min(HEALTHZ_BUDGET, REQUEST_TIMEOUT / 2)
         closed = 0
         for sock in flood:
             sock.setblocking(False)
@@ -395,257 +490,3 @@ def test_a_chunked_body_sent_in_pieces_is_served(server: Server) -> None:
     )
     reply = send_in_pieces(server, request, 25)
     assert reply.startswith(b"HTTP/1.1 201 "), reply
-
-
-# -- when is a request whole? (the intake's judgement, byte by byte) -------------------------
-
-
-@contextmanager
-def connected_reader() -> Iterator[tuple[RequestReader, socket.socket]]:
-    """A reader on one end of a socket pair (limits: 200-byte head, 100-byte body), the peer."""
-    left, right = socket.socketpair()
-    try:
-        yield RequestReader(left, max_head=200, max_body=100, timeout=1), right
-    finally:
-        left.close()
-        right.close()
-
-
-def judged(data: bytes) -> list[bool]:
-    """``complete()`` after each byte of ``data`` is fed, one at a time."""
-    with connected_reader() as (reader, _peer):
-        answers = []
-        for byte in data:
-            reader.feed(bytes([byte]))
-            answers.append(reader.complete())
-        return answers
-
-
-def whole_only_at_the_end(data: bytes) -> bool:
-    return judged(data) == [False] * (len(data) - 1) + [True]
-
-
-@pytest.mark.parametrize(
-    "request_bytes",
-    [
-        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
-        b"\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n",  # the empty line cheroot skips
-        b"POST / HTTP/1.1\r\ncontent-LENGTH: 5\r\n\r\nhello",
-        b"POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
-        b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n0\r\n\r\n",
-        b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nX-T: 1\r\n\r\n",
-        # HTTP/1.0: cheroot ignores Transfer-Encoding, so the head is the request
-        b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
-    ],
-)
-def test_a_request_is_whole_at_its_last_byte_and_not_before(request_bytes: bytes) -> None:
-    assert whole_only_at_the_end(request_bytes)
-
-
-@pytest.mark.parametrize(
-    ("head", "why"),
-    [
-        (b"POST / HTTP/1.1\r\nContent-Length: 101\r\n\r\n", "413 before the body"),
-        (b"POST / HTTP/1.1\r\nContent-Length: nope\r\n\r\n", "400"),
-        (b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", "501"),
-        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "400"),
-        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n65\r\n", "413"),
-        (b"GET / HTTP/1.1\nHost: x\n\n", "400: bare LF"),
-    ],
-)
-def test_a_request_refused_from_what_is_in_goes_to_a_worker_at_once(head: bytes, why: str) -> None:
-    assert judged(head)[-1] is True, why
-
-
-def big_head(path: bytes, length: int) -> bytes:
-    return b"POST " + path + b" HTTP/1.1\r\nContent-Length: " + str(length).encode() + b"\r\n\r\n"
-
-
-@contextmanager
-def route_reader(budget: BigBodies) -> Iterator[RequestReader]:
-    """A reader with the server's own bounds (cheroot's: the largest route's)."""
-    left, right = socket.socketpair()
-    try:
-        yield RequestReader(
-            left, max_head=1024, max_body=limits.LARGEST_BODY, timeout=1, big_bodies=budget
-        )
-    finally:
-        left.close()
-        right.close()
-
-
-@pytest.mark.parametrize(
-    ("path", "bound"),
-    [
-        (b"/v1/packets/batch", limits.MAX_BATCH_BODY),
-        (b"/v1/packets/batch?team=core&lenient=true", limits.MAX_BATCH_BODY),
-        (b"/v1/packets/%62atch", limits.MAX_BATCH_BODY),  # as the app sees the path
-        (b"http://x/v1/packets/batch", limits.MAX_BATCH_BODY),  # an absolute-form target
-        (b"/mcp", limits.MAX_MCP_BODY),
-        (b"/v1/packets", limits.MAX_BODY),
-        (b"/v1/packets/batch/x", limits.MAX_BODY),
-    ],
-)
-def test_the_intake_holds_a_body_to_its_routes_bound(path: bytes, bound: int) -> None:
-    with route_reader(BigBodies()) as reader:
-        reader.feed(big_head(path, bound))
-        assert not reader.complete()  # at the bound: the body is waited for
-        assert reader.framing is not None and reader.framing.limit == bound
-    with route_reader(BigBodies()) as reader:
-        reader.feed(big_head(path, bound + 1))
-        assert reader.complete()  # past it: refused from the head, at once
-        assert reader.framing is not None and reader.framing.too_large
-
-
-def test_big_bodies_received_at_once_share_one_budget() -> None:
-    """What slow clients can make a process hold stays bounded: past the budget, a big
-    body gets the 32 KiB every route takes; the budget comes back as each is received
-    or its connection closes."""
-    size = 100_000
-    budget = BigBodies(budget=2 * size)
-    with route_reader(budget) as first, route_reader(budget) as second:
-        for reader in (first, second):
-            reader.deadline = 100.0
-            reader.feed(big_head(b"/v1/packets/batch", size))
-            assert not reader.complete()
-            # time for the bytes past 32 KiB, at 32 KiB a second
-            assert reader.deadline == 100.0 + (size - limits.MAX_BODY) / BIG_BODY_RATE
-        assert budget.held == 2 * size
-        with route_reader(budget) as third:
-            third.feed(big_head(b"/v1/packets/batch", size))
-            assert third.complete() and third.framing is not None and third.framing.too_large
-            assert third.limit == limits.MAX_BODY
-        first.feed(b"x" * size)
-        assert first.complete()  # received: a worker's now
-        second.close()  # went away midway
-        assert budget.held == 0
-        with route_reader(budget) as fourth:
-            fourth.feed(big_head(b"/v1/packets/batch", size))
-            assert not fourth.complete() and fourth.limit == limits.MAX_BATCH_BODY
-
-
-def verdict(data: bytes) -> Framing | None:
-    """The intake's framing of a request fed whole (a head past the limit has none)."""
-    with connected_reader() as (reader, _peer):
-        reader.feed(data)
-        assert reader.complete()
-        return reader.framing
-
-
-@pytest.mark.parametrize(
-    ("head", "expected"),
-    [
-        (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", Framing()),
-        (b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\nhi", Framing(length=2)),
-        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", Framing(True)),
-        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n", Framing(True)),
-        (b"POST / HTTP/1.1\r\nTransfer-Encoding: a\r\nTransfer-Encoding: b\r\n\r\n", None),  # 501
-        (b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", Framing()),  # 1.0: ignored
-        (b"POST / HTTP/1.01\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", Framing(True)),
-        (b"POST / HTTP/2.0\r\nContent-Length: 1\r\n\r\n", None),  # 505
-        (b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n", Framing()),
-    ],
-)
-def test_the_intake_frames_a_head_as_cheroot_does(head: bytes, expected: Framing | None) -> None:
-    assert verdict(head) == expected
-
-
-@pytest.mark.parametrize(
-    ("headers", "message"),
-    [
-        # obsolete line folding, with a space or a tab: 400 (RFC 9112 section 5.2)
-        (b"Transfer-Encoding:\r\n chunked\r\n", "obsolete line folding"),
-        (b"Content-Length:\r\n\t10\r\n", "obsolete line folding"),
-        (b"X-A: b\r\n\tTransfer-Encoding: chunked\r\n", "obsolete line folding"),
-        (b" Transfer-Encoding: chunked\r\n", "obsolete line folding"),
-        # whitespace before the colon, no name, no colon
-        (b"Transfer-Encoding : chunked\r\n", "Illegal header line"),
-        (b"Transfer-Encoding\t: chunked\r\n", "Illegal header line"),
-        (b": chunked\r\n", "Illegal header line"),
-        (b"Transfer-Encoding chunked\r\n", "Illegal header line"),
-        # two framings: a repeated Content-Length, or Content-Length beside Transfer-Encoding
-        (b"Content-Length: 1\r\nContent-Length: 1\r\n", "more than one Content-Length"),
-        (b"Content-Length: 1\r\nTransfer-Encoding: chunked\r\n", "Content-Length and Transfer"),
-        (b"X: y\nTransfer-Encoding: chunked\r\n", "HTTP requires CRLF terminators"),
-    ],
-)
-def test_heads_two_readers_could_frame_differently_are_refused(
-    headers: bytes, message: str
-) -> None:
-    """The one header reader (the intake's and the worker's) refuses them: 400 at once."""
-    with pytest.raises(ValueError, match=message):
-        STRICT_HEADERS(io.BytesIO(headers + b"\r\n"))
-    assert verdict(b"POST / HTTP/1.1\r\n" + headers + b"\r\n") is None
-
-
-def test_a_head_past_the_limit_goes_to_a_worker_for_its_413() -> None:
-    answers = judged(b"GET / HTTP/1.1\r\nX-Big: " + b"x" * 300)
-    assert answers.index(True) == 200  # the byte after the 200-byte limit
-
-
-def test_a_pipelined_request_is_whole_when_the_first_is() -> None:
-    first = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
-    assert judged(first + b"GET /b HT")[len(first) - 1] is True
-
-
-def test_expect_100_continue_is_wanted_only_while_the_body_is_missing() -> None:
-    with connected_reader() as (reader, _peer):
-        reader.feed(b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
-        assert not reader.complete() and reader.wants_continue()
-        reader.continued = True
-        assert not reader.wants_continue()
-        reader.feed(b"ok")
-        assert reader.complete()
-
-
-def test_the_line_end_left_after_a_chunked_body_is_not_a_new_request() -> None:
-    with connected_reader() as (reader, _peer):
-        reader.feed(b"\r\n")  # what cheroot leaves after reading the last chunk
-        assert not reader.started()  # so the connection is idle, not a request timing out
-        reader.feed(b"G")
-        assert reader.started()
-
-
-def test_the_worker_reads_from_memory_and_never_waits_for_the_socket() -> None:
-    with connected_reader() as (reader, peer):
-        reader.feed(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nrest")
-        assert reader.readline() == b"GET / HTTP/1.1\r\n"
-        assert reader.readline(4) == b"Host"
-        assert reader.readline() == b": x\r\n"
-        assert reader.read(2) == b"\r\n"
-        assert reader.read(4) == b"rest"
-        reader.deadline = time.monotonic() + 60  # time left, yet nothing more is waited for
-        with pytest.raises(TimeoutError, match="timed out"):  # what cheroot answers 408 to
-            reader.read(1)
-        with pytest.raises(TimeoutError, match="timed out"):
-            reader.readline()
-        peer.sendall(b"more\n")
-        assert reader.readline() == b"more\n"  # what has arrived is taken
-        assert reader.read() == b""  # all there is, without waiting
-
-
-class _StalledInput:
-    """A ``wsgi.input`` whose body never comes: the server's stream gives up at once."""
-
-    def read(self, size: int = -1) -> bytes:
-        raise TimeoutError("timed out")
-
-
-@pytest.mark.parametrize(
-    "headers",
-    [{"CONTENT_LENGTH": "10"}, {"HTTP_TRANSFER_ENCODING": "chunked"}],
-    ids=["content-length", "chunked"],
-)
-def test_a_body_read_that_times_out_is_a_408_not_a_traceback(headers: dict[str, str]) -> None:
-    # The adapter reads the body before it calls the app: a route table is all it needs.
-    adapter = ChaliceWSGI(SimpleNamespace(routes={"/v1/packets": {"POST": None}}))
-    environ = {
-        "REQUEST_METHOD": "POST",
-        "PATH_INFO": "/v1/packets",
-        "wsgi.input": _StalledInput(),
-        **headers,
-    }
-    answered: list[str] = []
-    body = adapter(environ, lambda status, _headers: answered.append(status))
-    assert answered == ["408 Request Timeout"]
-    assert json.loads(b"".join(body)) == {"error": "request timeout"}

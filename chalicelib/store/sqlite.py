@@ -947,24 +947,6 @@ class _Row(NamedTuple):
 # A packet to write: its sort key and what ``derive`` made of its body.
 _Parsed = tuple[StoredPacket, str, Derived]
 
-# The stores whose pushes this process hands to another process to write (by the
-# store's resolved path; see ``hand_pushes``).
-_HANDED: dict[Path, Callable[[_Parsed], bool | BaseException]] = {}
-
-
-def hand_pushes(path: str | Path, write: Callable[[_Parsed], bool | BaseException] | None) -> None:
-    """In this process, have ``write`` write every ``put_packet`` into the store at ``path``
-    and give its outcome (as ``SqliteStore.write_pushes`` does, in another process:
-    ``ltm server run``'s writer); None: write them here again.
-
-    A push is still acknowledged only once committed: ``write`` returns then.
-    """
-    key = Path(path).resolve()
-    if write is None:
-        _HANDED.pop(key, None)
-    else:
-        _HANDED[key] = write
-
 
 class _Waiting:
     """A ``put_packet`` waiting for a leader to write it (``SqliteStore._put_together``)."""
@@ -1066,7 +1048,6 @@ class SqliteStore(Store):
 
     def __init__(self, path: str | Path, *, sync: str | None = None) -> None:
         self.path = Path(path)
-        self._resolved = self.path.resolve()  # its key in _HANDED
         self.synchronous = sync_level(sync)  # before anything opens a connection
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -1447,13 +1428,9 @@ class SqliteStore(Store):
         order), so a batch costs little more than one push. Each push gets its own
         answer, and only once the write holding it committed. Should the combined write
         fail, each push is written again alone, so a fault of one is its own alone.
-        Where this process hands its pushes to another (``hand_pushes``), that one
-        writes them so, together with those of other processes.
         """
         if derived is None:
             derived = derive(packet.body)  # outside the write lock
-        if _HANDED and (write := _HANDED.get(self._resolved)) is not None:
-            return write((packet, sort_key, derived))
         mine = _Waiting(packet, sort_key, derived)
         with self._waiting_lock:
             self._waiting.append(mine)
@@ -1500,13 +1477,6 @@ class SqliteStore(Store):
                 if one.outcome is None:
                     one.outcome = StoreError("the write was interrupted")
                 one.wake()
-
-    def write_pushes(self, pushes: list[_Parsed]) -> list[bool | BaseException]:
-        """Pushes another process handed over (see ``hand_pushes``), written together as
-        this process writes its own threads' pushes: each push's outcome, in order, once
-        committed (True: a new packet; an exception: why it was not written)."""
-        given = [pushes]
-        return self._write_taken(lambda: given.pop() if given else [])
 
     def _write_taken(self, take: Callable[[], list[_Parsed]]) -> list[bool | BaseException]:
         """Write the pushes ``take`` gives, in one write: each push's outcome, in order.

@@ -1,7 +1,7 @@
 """ltm ui: the web view of the embedded local store, in your browser, on this machine only.
 
 A loopback-only server (the ``ltm server run`` machinery: the same Chalice
-app, cheroot, one process) on 127.0.0.1 and a random port, over the local
+app, waitress, one process) on 127.0.0.1 and a random port, over the local
 store. Other people on this machine can reach a loopback port too, so the
 view is locked three ways:
 
@@ -90,7 +90,7 @@ def ui(
         LTM_LOG_LEVEL=os.environ.get("LTM_UI_LOG_LEVEL", "WARNING"),
     )
 
-    from ltm.cli.server.http import BODY_TOO_LARGE_ERRORS, bind, serve
+    from ltm.cli.server.http import bind, serve
     from ltm.cli.server.loader import load_app
     from ltm.cli.server.wsgi import ChaliceWSGI
 
@@ -100,14 +100,12 @@ def ui(
     except Exception as exc:
         raise CliError(f"cannot open the local store {path}: {exc}") from None
     try:
-        sockets = bind("127.0.0.1", port, 1)
+        sock = bind("127.0.0.1", port)
     except OSError as exc:
         raise CliError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
-    host = f"{name}:{sockets[0].getsockname()[1]}"
+    host = f"{name}:{sock.getsockname()[1]}"
     os.environ["LTM_WEB_HOST"] = host  # read by the web view on its first page
-    wsgi = only_host(
-        ChaliceWSGI(module.app, logger=module.logger, too_large=BODY_TOO_LARGE_ERRORS), host
-    )
+    wsgi = only_host(ChaliceWSGI(module.app, logger=module.logger), host)
     base = f"http://{host}"
     info(f"ltm ui: the local store ({path}) at {base}/web — Ctrl-C stops")
     print(f"{base}/web/ui?key={key}")  # one use: the first browser to open it gets the session
@@ -125,7 +123,7 @@ def ui(
             # command that blocks (or takes its time) never keeps the view from serving.
             threading.Thread(target=_open_browser, args=(page,), daemon=True).start()
     try:
-        status = serve(wsgi, sockets, threads=4, on_stop=module.close_store)
+        status = serve(wsgi, sock, threads=4, on_stop=module.close_store)
     finally:
         from ltm.cli.client.launch import forget
 

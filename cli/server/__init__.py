@@ -5,7 +5,7 @@
   modules of the installed ``ltm`` package;
 - ``wsgi``: turns a WSGI request into the API Gateway proxy event Chalice
   handles on Lambda (routing, 404/405, each route's body bound: ``ltm.limits``);
-- ``http``: a multi-threaded production HTTP server (cheroot) with JSON errors;
+- ``http``: the HTTP server (waitress) with JSON errors, strict framing and deadlines;
 - ``commands``: ``ltm server init|run|issue-token|tokens|revoke-token``.
 
 Only ``commands`` is imported when the CLI starts, and it imports nothing

@@ -1,13 +1,12 @@
 """``ltm server``: run a self-hosted ltm server on one small box, on SQLite.
 
 This module is imported whenever the CLI starts, so it imports only typer and
-the standard library at module level; the store, chalice and cheroot are
+the standard library at module level; the store, chalice and waitress are
 imported inside the commands that need them.
 """
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 from pathlib import Path
@@ -93,18 +92,6 @@ def parse_addr(addr: str) -> tuple[str, int]:
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return host, int(port)
-
-
-def default_workers() -> int:
-    """Two processes where that pays: Linux (SO_REUSEPORT spreads connections) with 2+ cores.
-
-    One Python process runs Python code on one core at a time (the GIL); a
-    second process serves about 1.5x to 2x as many requests on a 2-core box.
-    Elsewhere SO_REUSEPORT does not balance connections, so one process.
-    """
-    if sys.platform.startswith("linux") and (os.cpu_count() or 1) >= 2:
-        return 2
-    return 1
 
 
 def _check_url(url: str) -> str:
@@ -206,20 +193,8 @@ def run(
     ] = None,
     threads: Annotated[
         int,
-        typer.Option("--threads", metavar="N", min=1, max=256, help="Worker threads per process."),
+        typer.Option("--threads", metavar="N", min=1, max=256, help="Worker threads."),
     ] = DEFAULT_THREADS,
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            "--workers",
-            metavar="N",
-            min=1,
-            max=64,
-            help="Server processes (POSIX): more use more cores, and about 45 MB each"
-            " (default: 2 on Linux with 2+ cores, else 1).",
-            show_default=False,
-        ),
-    ] = None,
     sqlite_sync: Annotated[
         str,
         typer.Option(
@@ -253,10 +228,6 @@ def run(
     except ValueError as exc:
         raise _fail(str(exc)) from None
     host, port = parse_addr(addr)
-    if workers is None:
-        workers = default_workers()
-    if workers > 1 and not hasattr(os, "fork"):
-        raise _fail("--workers above 1 needs a POSIX system (fork)")
     os.environ["LTM_STORE"] = "sqlite"
     os.environ["LTM_DB"] = str(path)
     if external_url:
@@ -264,7 +235,7 @@ def run(
     else:
         os.environ.pop("LTM_EXTERNAL_URL", None)
 
-    from .http import BODY_TOO_LARGE_ERRORS, bind, serve
+    from .http import bind, serve
     from .loader import load_app
     from .wsgi import ChaliceWSGI
 
@@ -274,36 +245,17 @@ def run(
         web_name = None if external_url else web_name_for(host, store)
     except ValueError as exc:  # a bad LTM_DEVICE_SECRET
         raise _fail(str(exc)) from None
-    module.close_store()  # each process (and thread) opens its own connections
-    wsgi = ChaliceWSGI(module.app, logger=module.logger, too_large=BODY_TOO_LARGE_ERRORS)
+    wsgi = ChaliceWSGI(module.app, logger=module.logger)
     try:
-        sockets = bind(host, port, workers)
+        sock = bind(host, port)
     except OSError as exc:
         raise _fail(f"cannot listen on {addr}: {exc.strerror or exc}") from None
-    bound_host, bound_port = sockets[0].getsockname()[:2]
+    bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    processes = f", {workers} processes" if workers > 1 else ""
-    writer = None
-    if len(sockets) > 1:
-        # The processes forked below share this one's memory until they write to it, and
-        # the garbage collector writes to every object it visits: frozen, what exists now
-        # (the app, its modules) is never visited again, so its pages stay shared
-        # (https://docs.python.org/3/library/gc.html#gc.freeze).
-        gc.collect()
-        gc.freeze()
-        # The pushes of every process, written by one (see writer.py).
-        from .writer import Writer
-
-        try:
-            writer = Writer.start(
-                path, module.get_store, processes=len(sockets), threads=threads, close=sockets
-            )
-        except OSError as exc:
-            raise _fail(f"cannot start the writer process: {exc.strerror or exc}") from None
     pages = serve_web_at(web_name, f"{shown}:{bound_port}")
     _say(
         f"ltm server: listening on http://{shown}:{bound_port}"
-        f" ({path}, {threads} threads{processes}, sqlite sync {level.lower()})"
+        f" ({path}, {threads} threads, sqlite sync {level.lower()})"
         + (f", web view at {pages}" if pages else "")
     )
     from ltm.loopback import exposure_warnings
@@ -311,8 +263,8 @@ def run(
     for warning in exposure_warnings(bound_host, external_url):
         _say(f"ltm server: warning: {warning}")
     sys.stderr.flush()
-    status = serve(wsgi, sockets, threads=threads, on_stop=module.close_store, writer=writer)
-    _say("ltm server: stopped" if status == 0 else "ltm server: a process died; stopped")
+    status = serve(wsgi, sock, threads=threads, on_stop=module.close_store)
+    _say("ltm server: stopped")
     if status:
         raise typer.Exit(status)
 

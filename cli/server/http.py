@@ -1,341 +1,368 @@
-"""The HTTP server behind ``ltm server run``: cheroot, with JSON errors.
+"""The HTTP server behind ``ltm server run`` (and ``ltm ui``): waitress, with JSON errors.
 
-cheroot (CherryPy's server, pure Python) is a production multi-threaded WSGI
-server: one thread watches the listening socket and the idle keep-alive
-connections, and a pool of worker threads runs and answers each ready request
-with plain blocking I/O. Here that one thread also reads every request whole
-before a worker sees it (``intake.py``), so slow or idle clients hold a
-socket, never a worker thread: a request must arrive within
-``REQUEST_TIMEOUT`` seconds of its first byte, and an idle connection closes
-after ``IDLE_TIMEOUT``. We measured it against waitress on this
-2-core box (BENCHMARKS.md, "Server"): waitress's event loop, shared with the
-worker threads under the GIL, intermittently spun at several milliseconds of
-CPU per request and pushed p99 latency into the hundreds of milliseconds;
-cheroot's did not.
+waitress reads each request whole, head and body, in its one I/O thread, and
+only then hands it to a worker thread; the worker's response goes to the
+connection's output buffer, which the I/O thread sends as the client reads
+(https://docs.pylonsproject.org/projects/waitress/en/stable/design.html). So a
+slow client holds a socket, never a worker thread, whether it sends slowly or
+reads slowly. Its parser is strict where framing is at stake (RFC 9112):
+Content-Length is digits only, a chunk size hex digits only, lines end in
+CRLF, obsolete line folding is refused.
 
-Adjustments so it speaks the protocol:
+On top of waitress, through the classes it is built to take (its channel's
+parser and error task, the server's channel class):
 
-- the errors cheroot answers itself (malformed HTTP, a body over the limit,
-  headers too large) are JSON ``{"error": ...}`` like every other error;
-- a Content-Length over 32 KiB is refused from the headers, before a byte of
-  the body is read; a chunked body is cut off as soon as it passes 32 KiB;
-- several worker processes (``--workers``, POSIX) each accept on their own
-  SO_REUSEPORT socket, so the kernel spreads connections across them.
+- the errors it answers itself (400, 413, 431, 501, 505) are JSON
+  ``{"error": ...}`` like every other ltm error;
+- a body over its route's bound (``ltm.limits``) is refused with 413 from the
+  head, before a byte of it is read;
+- a request must arrive whole within ``REQUEST_TIMEOUT`` seconds of its first
+  byte (a new connection: of the accept; a big body gets more, at
+  ``BIG_BODY_RATE``), else 408 and the connection closes, so dribbling buys
+  nothing; an idle connection closes after ``IDLE_TIMEOUT``;
+- at its connection limit (below the descriptor limit) a new connection
+  closes the idle one that has waited longest, so a flood of idle
+  connections cannot lock newer clients out.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
+import json
+import logging
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from cheroot import wsgi
-from cheroot.errors import MaxSizeExceeded
-from cheroot.makefile import MakeFile
-from cheroot.server import HeaderReader, HTTPConnection, HTTPRequest
+from waitress import wasyncore
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser, ParsingError
+from waitress.receiver import ChunkedReceiver
+from waitress.server import TcpWSGIServer
+from waitress.task import ErrorTask
+from waitress.utilities import BadRequest, Error, RequestEntityTooLarge
 
 from ltm import limits
-
-from .forking import STOP_SIGNALS, Stop, die_with, exit_after, let_stops_in, stop, stops_held
-from .intake import STRICT_HEADERS, BigBodies, Intake, RequestReader, StrictHeaders, json_error
-
-if TYPE_CHECKING:
-    from .writer import Writer
 
 MAX_HEADER_BYTES = 64 * 1024
 # A request's head and body, together, from its first byte (a new connection:
 # from the accept). Generous for a 32 KiB body on a slow link; short enough
-# that a client dribbling bytes is cut within seconds (a bigger body gets more:
-# see intake.py).
+# that a client dribbling bytes is cut within seconds.
 REQUEST_TIMEOUT = 5.0
+BIG_BODY_RATE = 32 * 1024  # bytes a second a body's bytes past 32 KiB get time for
 # An idle keep-alive connection closes after this (it costs a socket, not a
-# thread); also how long one write of a response may stall.
-IDLE_TIMEOUT = 10.0
-# More parked connections than this, and answers close theirs instead.
-MAX_KEEP_ALIVE = 512
+# thread); so does one whose response has not moved for as long.
+IDLE_TIMEOUT = 10
+# Connections a process keeps open at most, whatever the descriptor limit allows.
+MAX_CONNECTIONS = 1024
+# waitress counts a chunked body's framing in its size: room for it past the largest bound.
+_BODY_ROOM = limits.LARGEST_BODY + 64 * 1024
 
 
-class _ForgetExpect(StrictHeaders):
-    """The intake's header reader, dropping an ``Expect: 100-continue`` it already answered."""
-
-    def __call__(self, rfile: Any, hdict: dict[bytes, bytes] | None = None) -> Any:
-        headers = super().__call__(rfile, hdict)
-        headers.pop(b"Expect", None)
-        return headers
+class RequestTimeout(Error):
+    code = 408
+    reason = "Request Timeout"
 
 
-_HEADERS_CONTINUED = _ForgetExpect()
+class _Parser(HTTPRequestParser):
+    """waitress's parser, stricter where two readers of a request could frame it apart
+    (a proxy in front and this server: request smuggling), and holding each body to its
+    route's bound (``ltm.limits``) from the head.
 
-
-class _JsonRequest(HTTPRequest):
-    """cheroot's own error answers (``simple_response``), as JSON; the connection then closes.
-
-    Its heads are read by the intake's reader (``StrictHeaders``), and a request
-    is served only when cheroot frames its body as the intake did (see intake.py).
+    Refused with 400 at once, where waitress would wait for a CRLF that never
+    comes, or take the request as another reader may not: a bare LF ending a
+    line of the head or of the chunked framing; obsolete line folding (RFC 9112
+    §5.2 lets a server refuse it); Content-Length beside Transfer-Encoding (§6.1).
+    A Content-Length over the route's bound, or a chunked body growing past
+    it, is a 413 as soon as that is known.
     """
 
-    @property  # type: ignore[override]
-    def header_reader(self) -> HeaderReader:
-        return _HEADERS_CONTINUED if self.conn.rfile.continued else STRICT_HEADERS
+    def received(self, data: bytes) -> int:
+        consumed: int = super().received(data)
+        if self.completed:
+            return consumed
+        if not self.headers_finished:
+            if _bare_lf(self.header_plus):
+                self._refuse(BadRequest("a line ends in a bare LF, not CRLF"))
+            return consumed
+        body = self.body_rcv
+        chunk_lines = (body.control_line, body.trailer) if isinstance(body, ChunkedReceiver) else ()
+        if any(_bare_lf(line) for line in chunk_lines):
+            self._refuse(BadRequest("a chunk line ends in a bare LF, not CRLF"))
+            return consumed
+        limit = route_limit(self)
+        received = len(body) if self.chunked and body is not None else 0
+        if max(self.content_length, received) > limit:
+            self._refuse(RequestEntityTooLarge(limits.too_large(limit)))
+        return consumed
 
-    def read_request_headers(self) -> bool:
-        if not super().read_request_headers():
-            return False
-        verdict = self.conn.rfile.framing
-        length = 0 if self.chunked_read else int(self.inheaders.get(b"Content-Length", 0))
-        if verdict is None or (verdict.chunked, verdict.length) != (self.chunked_read, length):
-            # Never expected (one reader, one set of rules), and fatal if it happened: the
-            # worker would wait for a body the intake did not see as part of the request.
-            self.simple_response("400 Bad Request", "ambiguous request framing")
-            return False
-        if verdict.too_large:  # within cheroot's bound (the largest route's), past its route's
-            self.simple_response("413 Request Entity Too Large")
-            return False
-        return True
+    def parse_header(self, header_plus: bytes) -> None:
+        super().parse_header(header_plus)  # first: the answer then speaks the request's version
+        fields = header_plus.split(b"\r\n")[1:]
+        if any(field[:1] in (b" ", b"\t") for field in fields):
+            raise ParsingError("obsolete line folding is not accepted")
+        names = {field.partition(b":")[0].strip().lower() for field in fields}
+        if {b"content-length", b"transfer-encoding"} <= names:
+            raise ParsingError("Content-Length and Transfer-Encoding together are not accepted")
 
-    def simple_response(self, status: Any, msg: Any = "") -> None:
-        status = str(status)
-        code = int(status[:3])
-        detail = msg.decode("latin-1") if isinstance(msg, bytes) else str(msg or "")
-        if code == 413:
-            too_large = limits.too_large(self.conn.rfile.limit)
-            message = "request headers too large" if "header" in detail else too_large
+    def _refuse(self, error: Error) -> None:
+        self.error = error
+        self.completed = True
+
+
+def _bare_lf(data: bytes) -> bool:
+    """Whether ``data`` holds an LF that does not end a CRLF."""
+    return data.count(b"\n") > data.count(b"\r\n")
+
+
+def route_limit(request: Any) -> int:
+    """The bound of the body of ``request`` (a parsed head): its route's."""
+    return limits.body_limit(request.command or "", request.path or "")
+
+
+class _JsonErrorTask(ErrorTask):
+    """waitress's error answer, as JSON; the connection then closes."""
+
+    def execute(self) -> None:
+        error = self.request.error
+        if error.code == 413:
+            message = limits.too_large(route_limit(self.request))
+        elif error.code == 431:
+            message = "request headers too large"
+        elif error.code == 408:
+            message = "request timeout"
         else:
-            reason = status[4:].lower() or "error"
-            message = f"{reason}: {detail}" if detail else reason
-        if code >= 400:
-            self.close_connection = True
-        close = code >= 400 and self.response_protocol == "HTTP/1.1"
-        data = json_error(self.server.protocol, status, message, close=close)
-        with contextlib.suppress(OSError):
-            self.conn.wfile.write(data)
-
-
-class _Connection(HTTPConnection):
-    """A connection whose ``rfile`` is the intake's buffer (see intake.py)."""
-
-    RequestHandlerClass = _JsonRequest
-
-    def __init__(self, server: Any, sock: socket.socket, makefile: Any = MakeFile) -> None:
-        def files(sock: socket.socket, mode: str = "r", bufsize: int = -1) -> Any:
-            if "r" in mode:
-                return RequestReader(
-                    sock,
-                    max_head=server.max_request_header_size,
-                    max_body=server.max_request_body_size,
-                    timeout=server.timeout,
-                    big_bodies=server.big_bodies,
-                )
-            return makefile(sock, mode, bufsize)
-
-        super().__init__(server, sock, files)
-
-
-class _Server(wsgi.Server):
-    """A cheroot WSGI server on a socket bound beforehand (see ``bind``)."""
-
-    ConnectionClass = _Connection
-
-    def __init__(self, app: Callable[..., Any], sock: socket.socket, *, threads: int) -> None:
-        self._bound = sock
-        super().__init__(
-            sock.getsockname()[:2],
-            app,
-            numthreads=threads,
-            server_name="ltm",
-            request_queue_size=1024,
-            timeout=IDLE_TIMEOUT,  # cheroot's name; also the Keep-Alive: timeout= it announces
-            shutdown_timeout=10,  # requests in flight get this long to finish on stop
+            reason = error.reason.lower()
+            message = f"{reason}: {error.body}" if error.body else reason
+        body = json.dumps({"error": message}, separators=(",", ":")).encode()
+        self.status = f"{error.code} {error.reason}"
+        self.response_headers.extend(
+            [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
         )
-        self.max_request_body_size = limits.LARGEST_BODY  # each route's own: the intake's
-        self.big_bodies = BigBodies()
-        self.max_request_header_size = MAX_HEADER_BYTES
-        # cheroot's default is 10: past that many parked connections every answer
-        # closes its connection; parked connections are cheap (a socket each).
-        self.keep_alive_conn_limit = MAX_KEEP_ALIVE
-
-    def prepare(self) -> None:
-        super().prepare()
-        # cheroot's own manager is built but never run: the intake takes its place.
-        self._connections._selector.close()
-        self._connections = Intake(self, request_timeout=REQUEST_TIMEOUT, idle_timeout=IDLE_TIMEOUT)
-
-    def bind(self, family: int, type: int, proto: int = 0) -> socket.socket:
-        self.socket = self._bound
-        self.bind_addr = self._bound.getsockname()[:2]
-        return self._bound
+        self.set_close_on_finish()
+        self.content_length = len(body)
+        self.write(body)
 
 
-def bind(host: str, port: int, count: int = 1) -> list[socket.socket]:
-    """``count`` listening sockets on one address (SO_REUSEPORT when more than one).
+class _Channel(HTTPChannel):
+    """A connection, with the time its pending request (or, new, its first) started."""
 
-    With several, the kernel spreads new connections across them, one per
-    worker process. Port 0 picks a free port for the first; the rest share it.
+    parser_class = _Parser
+    error_task_class = _JsonErrorTask
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.started: float | None = time.monotonic()  # its first request is due
+
+    def received(self, data: bytes) -> bool:
+        before = self.request
+        done: bool = super().received(data)
+        if self.request is None:
+            self.started = None  # every request in is whole: idle (or being served)
+        elif self.request is not before and (before is not None or self.started is None):
+            self.started = time.monotonic()  # a new request began (a new connection's: at accept)
+        return done
+
+    def due(self) -> float | None:
+        """When its pending request must be in by (None: nothing pending)."""
+        if self.started is None:
+            return None
+        request = self.request
+        extra = 0.0
+        if request is not None and request.headers_finished:
+            extra = max(0, request.content_length - limits.MAX_BODY) / BIG_BODY_RATE
+        return self.started + REQUEST_TIMEOUT + extra
+
+
+class _Server(TcpWSGIServer):
+    """waitress's server on a socket bound beforehand, with ltm's deadlines and room.
+
+    waitress asks its listening socket whether to accept at every turn of its
+    loop (``readable``, at least once a second): the deadlines and the room for a
+    new connection are seen to there, in the I/O thread that owns the connections.
+    """
+
+    channel_class = _Channel
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        self.room = connection_limit()
+        self._next_expiry = 0.0
+        super().__init__(*args, **kw)
+
+    def readable(self) -> bool:
+        now = time.monotonic()
+        if now >= self._next_expiry:  # a few times a second, whatever the traffic
+            self._next_expiry = now + 0.25
+            self._expire(now)
+        if len(self._map) >= self.room:
+            self._make_room()
+        return bool(super().readable())
+
+    def _channels(self) -> list[_Channel]:
+        return [c for c in list(self._map.values()) if isinstance(c, _Channel)]
+
+    def _expire(self, now: float) -> None:
+        """A request not in by its due time: 408 when any of it came, else just closed."""
+        for channel in self._channels():
+            due = channel.due()
+            if due is None or due > now or channel.requests or channel.will_close:
+                continue
+            channel.started = None
+            with channel.requests_lock:
+                request = channel.request
+                if request is None:  # a new connection that never sent a byte
+                    channel.will_close = True
+                    continue
+                request.error = RequestTimeout("request timeout")
+                request.completed = True
+                if not request.headers_finished:  # its version unread: answered in ours
+                    request.version = "1.1"
+                channel.request = None
+                channel.requests.append(request)
+            self.add_task(channel)  # a worker answers it, as waitress's own errors
+
+    def _make_room(self) -> None:
+        """Below the limit, counting a new connection: close the idle connections that have
+        waited longest (none idle: the new one is taken all the same, under waitress's own
+        hard limit, and the next turn tries again).
+
+        Closed by waitress in this turn's events (``will_close``), never here: a socket
+        closed while the loop gathers what to poll would leave its number polled, and a
+        connection accepted in the same turn may be given that number.
+        """
+        channels = self._channels()
+        over = len(self._map) - sum(c.will_close for c in channels) - self.room + 1
+        if over <= 0:
+            return
+        idle = [
+            c
+            for c in channels
+            if not (c.will_close or c.requests or c.request or c.total_outbufs_len)
+        ]
+        for channel in sorted(idle, key=lambda c: c.last_activity)[:over]:
+            channel.will_close = True
+
+
+def connection_limit() -> int:
+    """How many connections the process keeps open at most: below its descriptor limit.
+
+    Half the limit (at least 256 descriptors) stays free for the database, its
+    threads' connections, the log and the bodies waitress spills to files.
+    """
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 512
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(8, min(MAX_CONNECTIONS, soft // 2, soft - 256))
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: a free port).
+
+    SO_REUSEADDR only (a restart may bind while old connections linger in
+    TIME_WAIT), never SO_REUSEPORT: a second server on an address in use fails
+    here, where it would otherwise silently take part of the traffic.
     """
     family, kind, proto, _, address = socket.getaddrinfo(
         host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
-    sockets: list[socket.socket] = []
+    sock = socket.socket(family, kind, proto)
     try:
-        for _ in range(count):
-            sock = socket.socket(family, kind, proto)
-            sockets.append(sock)
-            if os.name != "nt":
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if count > 1:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.bind(address)
-            sock.listen(1024)
-            address = sock.getsockname()  # port 0 resolved: the others join it
+        if sys.platform != "win32":  # Windows' SO_REUSEADDR would let two servers share it
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(1024)
     except OSError:
-        for sock in sockets:
-            sock.close()
+        sock.close()
         raise
-    return sockets
+    return sock
 
 
-def make_server(
-    wsgi_app: Callable[..., Any],
-    *,
-    threads: int,
-    sock: socket.socket | None = None,
-    host: str = "127.0.0.1",
-    port: int = 0,
-) -> Any:
-    """A server listening on ``sock`` (else on ``host:port``), its worker threads started."""
-    if sock is None:
-        sock = bind(host, port)[0]
-    server = _Server(wsgi_app, sock, threads=threads)
-    server.prepare()
-    return server
+def make_server(wsgi_app: Callable[..., Any], sock: socket.socket, *, threads: int) -> _Server:
+    """A waitress server on the listening ``sock``, its ``threads`` worker threads started."""
+    adjustments = Adjustments(
+        sockets=[sock],
+        threads=threads,
+        ident="ltm",
+        max_request_header_size=MAX_HEADER_BYTES,
+        max_request_body_size=_BODY_ROOM,
+        # A body past this waits in a temporary file: what a connection holds in memory
+        # stays small however many clients send big bodies at once.
+        inbuf_overflow=128 * 1024,
+        channel_timeout=IDLE_TIMEOUT,
+        cleanup_interval=1,  # how often waitress looks for idle connections (seconds)
+        connection_limit=MAX_CONNECTIONS + 2,  # ours applies first (see _Server)
+        asyncore_use_poll=True,  # select() stops at descriptor 1024
+        # The app reads X-Forwarded-* itself (and decides nothing on them alone).
+        clear_untrusted_proxy_headers=False,
+        expose_tracebacks=False,
+    )
+    # Under load, requests waiting for a thread are the normal case, not a warning.
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+    # As waitress's create_server builds it for a socket of its own (``sockets=``).
+    sockinfo = (sock.family, sock.type, sock.proto, sock.getsockname())
+    return _Server(wsgi_app, {}, True, sock, adj=adjustments, bind_socket=False, sockinfo=sockinfo)
 
 
-def run_forever(server: Any, *, on_stop: Callable[[], None] | None = None) -> None:
-    """Serve until SIGTERM or SIGINT in this process; requests in flight finish."""
-    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
-    try:
-        server.serve()
-    except Stop:
-        pass
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        server.stop()
-        if on_stop is not None:
-            on_stop()
-        sys.stderr.flush()
+class Stop(SystemExit):
+    """SIGTERM or SIGINT: waitress's loop ends on SystemExit and stops its threads."""
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise Stop(0)
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def serve(
     wsgi_app: Callable[..., Any],
-    sockets: list[socket.socket],
+    sock: socket.socket,
     *,
     threads: int,
     on_stop: Callable[[], None] | None = None,
-    writer: Writer | None = None,
 ) -> int:
-    """Serve until SIGTERM or SIGINT; finish the requests in flight; return an exit status.
+    """Serve on ``sock`` until SIGTERM or SIGINT; return an exit status.
 
-    One socket: this process serves it. Several (POSIX): one worker process is
-    forked per extra socket before any thread starts, and this process serves
-    the first; a signal stops them all, and a worker that dies stops the rest
-    (exit status 1) so that a supervisor restarts the whole server (a worker
-    stopped cleanly, by a signal of its own, leaves the rest serving). ``writer``
-    (forked already, see writer.py): every process hands it its pushes, and it
-    stops last, once every process serving has.
+    On a stop, the requests being served finish (waitress gives them 5 s) and
+    their answers are sent; those still queued are dropped with their connections.
     """
-    children: dict[int, int] = {}
-    if writer is not None:
-        children[writer.pid] = -1
-    parent = os.getpid()
-    failed: list[int] = []
-    died: list[str] = []
-
-    def reap(signum: int, frame: FrameType | None) -> None:
-        for pid in list(children):
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                children.pop(pid)
-                if status == 0:
-                    # A clean stop, on SIGTERM or SIGINT: those reach every process at
-                    # once when a supervisor stops the whole group (systemd signals every
-                    # process of the unit's cgroup), and this process may see the worker
-                    # gone before it handles its own. Its own signal stops it.
-                    continue
-                failed.append(status)
-                who = "the writer process" if writer and pid == writer.pid else "a worker process"
-                died.append(f"{who} died ({_how(status)})")  # said outside this handler
-                raise Stop(1)
-
-    # From here, a stop signal is a clean stop, even before this process serves.
-    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    previous = {sig: signal.signal(sig, _stop) for sig in STOP_SIGNALS}
+    server = None
     try:
-        for index, sock in enumerate(sockets[1:], start=1):
-
-            def work(sock: socket.socket = sock, index: int = index) -> None:
-                let_stops_in(stop)  # a stop before it serves: a clean stop all the same
-                die_with(parent)
-                if writer is not None:
-                    writer.attach(index)
-                for other in sockets:
-                    if other is not sock:
-                        other.close()
-                run_forever(make_server(wsgi_app, sock=sock, threads=threads), on_stop=on_stop)
-
-            with stops_held():
-                pid = os.fork()
-                if pid == 0:  # a worker: serves its own socket
-                    exit_after(work)
-                children[pid] = index
-        for sock in sockets[1:]:
-            sock.close()
-        if writer is not None:
-            writer.attach(0)
-        if children:
-            signal.signal(signal.SIGCHLD, reap)
-        run_forever(make_server(wsgi_app, sock=sockets[0], threads=threads), on_stop=on_stop)
+        server = make_server(wsgi_app, sock, threads=threads)
+        server.run()  # returns once a stop signal ended its loop and its threads
     except Stop:
-        pass  # a signal outside the serving loop; a failed worker is in `failed`
+        pass  # a signal before the loop ran
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if children:
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        for death in died:  # said here, never from inside the handler (stderr may be mid-write)
-            sys.stderr.write(f"ltm server: {death}; stopping\n")
-        if children:
-            workers = [pid for pid in children if writer is None or pid != writer.pid]
-            for pid in workers:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGTERM)
-            for pid in workers:
-                _, status = os.waitpid(pid, 0)
-                if status:
-                    failed.append(status)
-        if writer is not None:  # it exits once every process serving closed its ends
-            writer.detach()
-            if writer.pid in children:
-                _, status = os.waitpid(writer.pid, 0)
-                if status:
-                    failed.append(status)
-    return 1 if failed else 0
+        if server is not None:
+            _finish(server)
+        if on_stop is not None:
+            on_stop()
+        sys.stderr.flush()
+    return 0
 
 
-def _how(status: int) -> str:
-    """How a child ended, from its wait status: ``killed by SIGKILL``, ``exit status 1``."""
-    code = os.waitstatus_to_exitcode(status)
-    if code < 0:
-        with contextlib.suppress(ValueError):
-            return f"killed by {signal.Signals(-code).name}"
-        return f"killed by signal {-code}"
-    return f"exit status {code}"
-
-
-# The adapter turns these, raised while it reads a chunked body, into its own 413.
-BODY_TOO_LARGE_ERRORS: tuple[type[BaseException], ...] = (MaxSizeExceeded,)
+def _finish(server: _Server) -> None:
+    """Send what finished requests left in their buffers (a second at most), then close all."""
+    connections = server._map  # the channels stay in it after the server closes
+    server.close()  # no more connections taken
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline and any(
+        getattr(c, "total_outbufs_len", 0) for c in list(connections.values())
+    ):
+        wasyncore.loop(timeout=0.05, map=connections, use_poll=True, count=1)
+    for channel in list(connections.values()):
+        with contextlib.suppress(OSError):
+            channel.close()

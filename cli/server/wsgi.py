@@ -8,9 +8,8 @@ Gateway would answer by itself is answered here, as JSON errors:
 - an unknown path: 404 ``{"error": "not found"}``;
 - a known path with another method: 405 ``{"error": "method not allowed"}``
   with ``Allow`` (HEAD is served as GET without the body);
-- a body over its route's bound (``chalicelib.limits``): 413, decided from
-  Content-Length before a byte of the body is read; a body that does not
-  arrive whole: 408 (the server's stream never waits for it) or 400;
+- a body over its route's bound (``chalicelib.limits``): 413 (the server
+  refuses it from the head already; this holds behind any WSGI server);
 - a path that is not UTF-8 after percent-decoding: 404.
 
 Nothing here raises to the server: an unexpected error is logged and becomes
@@ -94,10 +93,8 @@ class ChaliceWSGI:
         chalice_app: Any,
         *,
         logger: logging.Logger | Any | None = None,
-        too_large: tuple[type[BaseException], ...] = (),
     ) -> None:
         self.app = chalice_app
-        self.too_large = too_large  # what the server's input stream raises past its own limit
         self.log = logger or logging.getLogger("ltm.server")
         self._static: dict[str, _Route] = {}
         self._by_length: dict[int, list[_Route]] = {}
@@ -187,45 +184,27 @@ class ChaliceWSGI:
         return status, headers, body
 
     def _read_body(self, environ: dict[str, Any], limit: int) -> bytes:
-        """The request body, never read past ``limit`` (``_Refusal`` 400/413 otherwise)."""
-        too_large = _Refusal(413, limits.too_large(limit))
+        """The request body, never read past ``limit`` (``_Refusal`` 400/413 otherwise).
+
+        The server has the body whole by now (waitress reads it before a worker
+        runs the app, a chunked one too: then CONTENT_LENGTH is what it decoded).
+        """
         length_header = environ.get("CONTENT_LENGTH")
-        if length_header:
-            try:
-                length = int(length_header)
-            except ValueError:
-                length = -1
-            if length < 0:
-                raise _Refusal(400, "invalid Content-Length")
-            if length > limit:  # refused from the header: the body is never read
-                raise too_large
-            if not length:
-                return b""
-            try:
-                body: bytes = environ["wsgi.input"].read(length)
-            except TimeoutError:  # the server's stream would not wait for the rest
-                raise _Refusal(408, "request timeout") from None
-            except OSError:
-                raise _Refusal(400, "could not read the request body") from None
-            if len(body) != length:  # the client closed early: never serve part of a body
-                raise _Refusal(400, "request body shorter than its Content-Length")
-            return body
-        if "chunked" not in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+        if not length_header:
             return b""
-        try:  # one byte past the limit is enough to know
-            body = environ["wsgi.input"].read(limit + 1)
-        except self.too_large:
-            raise too_large from None
-        except ValueError:  # the chunk framing itself is broken
-            raise _Refusal(400, "malformed chunked body") from None
-        except TimeoutError:
-            raise _Refusal(408, "request timeout") from None
-        except OSError as exc:  # the server's stream gave up: past its limit, or the client left
-            if "too large" in str(exc).lower():
-                raise too_large from None
-            raise _Refusal(400, "could not read the request body") from None
-        if len(body) > limit:
-            raise too_large
+        try:
+            length = int(length_header)
+        except ValueError:
+            length = -1
+        if length < 0:
+            raise _Refusal(400, "invalid Content-Length")
+        if length > limit:
+            raise _Refusal(413, limits.too_large(limit))
+        if not length:
+            return b""
+        body: bytes = environ["wsgi.input"].read(length)
+        if len(body) != length:  # never serve part of a body
+            raise _Refusal(400, "request body shorter than its Content-Length")
         return body
 
     def _event(

@@ -1,7 +1,7 @@
 """Optional parts of ltm (pip extras): say which one a verb needs, in one line, up front.
 
 A plain ``pip install ltm`` gives the CLI and the MCP shim. Running a server
-needs ``ltm[server]`` (cheroot serves HTTP, chalice routes, powertools logs,
+needs ``ltm[server]`` (waitress serves HTTP, chalice routes, powertools logs,
 PyJWT with cryptography checks Cognito sign-ins). A verb that needs an extra
 calls :func:`require` before it does anything, so nothing is half done (no
 database created by ``server init`` for a server that cannot run) and the user
@@ -14,7 +14,7 @@ from ltm.cli.errors import CliError
 
 # extra -> the top-level modules it provides (import names, not distribution names)
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "server": ("cheroot", "chalice", "aws_lambda_powertools", "jwt", "cryptography"),
+    "server": ("waitress", "chalice", "aws_lambda_powertools", "jwt", "cryptography"),
     "aws": ("boto3", "botocore"),
 }
 
