@@ -38,6 +38,7 @@ import os
 import platform
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,13 +68,11 @@ TARGETS = {
     "ls_ratio": 1.3,
     "rss_mb": 100.0,
 }
+# With --before: each phase's requests a second at least this much of the tree before's.
+PAIRED_RATIO = 0.8
 
 
 # -- the server ---------------------------------------------------------------------------
-
-
-def _server_cmd() -> list[str]:
-    return [LTM, "server"]
 
 
 class Server:
@@ -85,10 +84,12 @@ class Server:
         threads: int,
         sync: str = "",
         extra: tuple[str, ...] = (),
+        ltm: str = LTM,
     ) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
         self.db = workdir / "server.db"
         self.log = workdir / "server.log"
-        cmd = _server_cmd()
+        cmd = [ltm, "server"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
         init = subprocess.run(
             [*cmd, "init", "--db", str(self.db)], capture_output=True, text=True, env=env
@@ -115,6 +116,7 @@ class Server:
             time.sleep(0.05)
         else:
             raise SystemExit("server did not start")
+        time.sleep(0.5)  # a server of another tree may fork processes of its own as it starts
         self.pids = [self.proc.pid, *self._children()]
         self.rss_samples: list[int] = []  # total RSS of all server processes
         self.pss_samples: list[int] = []  # total PSS: shared pages counted once
@@ -424,6 +426,99 @@ def bulk(server: Server | External, token: str, count: int, workdir: Path) -> di
     return figures
 
 
+def request_phases(server: Server | External, tokens: list[str], seconds: float) -> dict[str, Any]:
+    """Push, get and list, ``seconds`` each, on ``CONNECTIONS`` connections: their summaries."""
+    from ulid import ULID
+
+    results: dict[str, Any] = {}
+    host = server.host
+    pushed: list[tuple[str, str]] = []
+
+    def pushes() -> Any:
+        n = 0
+        while True:
+            pid = str(ULID())
+            token = tokens[n % len(tokens)]
+            pushed.append((pid, token))
+            yield request_bytes("POST", "/v1/packets", token, example_body(pid), host)
+            n += 1
+
+    load("warm-up", server, pushes(), seconds=1.0)
+    results["push"] = load("push", server, pushes(), seconds=seconds).summary()
+
+    def gets() -> Any:
+        n = 0
+        while True:
+            pid, token = pushed[(n * 7919) % len(pushed)]
+            yield request_bytes("GET", f"/v1/packets/{pid}", token, None, host)
+            n += 1
+
+    results["get"] = load("get", server, gets(), seconds=seconds).summary()
+
+    # the default 50 newest of a scope holding every pushed packet of its user
+    def lists() -> Any:
+        n = 0
+        while True:
+            yield request_bytes("GET", "/v1/packets", tokens[n % len(tokens)], None, host)
+            n += 1
+
+    results["list"] = load("list", server, lists(), seconds=seconds).summary()
+    return results
+
+
+PHASES = ("push", "get", "list")
+
+
+def paired(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """The request phases on this tree's server and on ``--before``'s, in ``--rounds``
+    alternating pairs (before, ours; then ours, before; ...), each on a fresh server:
+    the median of each figure over the rounds, each tree's, and ours over before's."""
+    runs: dict[str, list[dict[str, Any]]] = {"ours": [], "before": []}
+    for round_ in range(args.rounds):
+        order = ("before", "ours") if round_ % 2 == 0 else ("ours", "before")
+        for tree in order:
+            ltm = LTM if tree == "ours" else args.before
+            server = Server(workdir / f"{tree}-{round_}", args.threads, args.sqlite_sync, ltm=ltm)
+            try:
+                tokens = [server.issue(f"bench{i}")[1] for i in range(4)]
+                runs[tree].append(request_phases(server, tokens, args.seconds))
+            finally:
+                server.stop()
+            print(
+                f"round {round_ + 1}, {tree}: "
+                + ", ".join(
+                    f"{k} {runs[tree][-1][k]['rps']:.0f}/s p99 {runs[tree][-1][k]['p99_ms']} ms"
+                    for k in PHASES
+                ),
+                file=sys.stderr,
+            )
+    results: dict[str, Any] = {k: _median(r[k] for r in runs["ours"]) for k in PHASES}
+    results["before"] = {k: _median(r[k] for r in runs["before"]) for k in PHASES}
+    results["ratios"] = {
+        k: round(
+            statistics.median(
+                o[k]["rps"] / b[k]["rps"] for o, b in zip(runs["ours"], runs["before"], strict=True)
+            ),
+            3,
+        )
+        for k in PHASES
+    }
+    results["rounds"] = args.rounds
+    return results
+
+
+def _median(summaries: Any) -> dict[str, Any]:
+    """The median of each figure of several runs' summaries."""
+    rows = list(summaries)
+    merged: dict[str, Any] = {}
+    for key, value in rows[0].items():
+        if isinstance(value, int | float):
+            merged[key] = round(statistics.median(r[key] for r in rows), 2)
+        else:
+            merged[key] = value
+    return merged
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="per throughput phase")
@@ -438,10 +533,18 @@ def main() -> int:
     parser.add_argument(
         "--sqlite-sync", default="", help="the server's --sqlite-sync (default: the server's own)"
     )
+    parser.add_argument(
+        "--before",
+        default="",
+        metavar="LTM",
+        help="the ltm executable of another tree (the one before a change, installed in a"
+        " venv of its own): the request phases run in pairs on both, in the same run",
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="pairs with --before")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args()
-
-    from ulid import ULID
+    if args.before and args.url:
+        raise SystemExit("--before compares two trees of ours: not with --url")
 
     with tempfile.TemporaryDirectory(prefix="ltm-bench-") as tmp:
         server: Server | External
@@ -456,44 +559,10 @@ def main() -> int:
             tokens = [server.issue(f"bench{i}")[1] for i in range(4)]
         try:
             results: dict[str, Any] = {}
-            host = server.host
-
-            # 1. push
-            pushed: list[tuple[str, str]] = []
-
-            def pushes() -> Any:
-                n = 0
-                while True:
-                    pid = str(ULID())
-                    token = tokens[n % len(tokens)]
-                    pushed.append((pid, token))
-                    yield request_bytes("POST", "/v1/packets", token, example_body(pid), host)
-                    n += 1
-
-            load("warm-up", server, pushes(), seconds=1.0)
-            push = load("push", server, pushes(), seconds=args.seconds)
-            results["push"] = push.summary()
-
-            # 2. get
-            def gets() -> Any:
-                n = 0
-                while True:
-                    pid, token = pushed[(n * 7919) % len(pushed)]
-                    yield request_bytes("GET", f"/v1/packets/{pid}", token, None, host)
-                    n += 1
-
-            get = load("get", server, gets(), seconds=args.seconds)
-            results["get"] = get.summary()
-
-            # 3. list (the default 50 newest of a scope holding every pushed packet of its user)
-            def lists() -> Any:
-                n = 0
-                while True:
-                    yield request_bytes("GET", "/v1/packets", tokens[n % len(tokens)], None, host)
-                    n += 1
-
-            lst = load("list", server, lists(), seconds=args.seconds)
-            results["list"] = lst.summary()
+            if args.before:  # the request phases in pairs, each on a fresh server of each tree
+                results.update(paired(args, Path(tmp)))
+            else:
+                results.update(request_phases(server, tokens, args.seconds))
 
             # 4. import and export as whole commands, into a user of their own where we can
             if args.bulk:
@@ -575,13 +644,29 @@ def main() -> int:
 
 def figures(results: dict[str, Any]) -> list[Figure]:
     out = []
-    for key in ("push", "get", "list"):
+    before = results.get("before")
+    for key in PHASES:
         r = results[key]
         rps, p99 = TARGETS.get(f"{key}_rps"), TARGETS.get(f"{key}_p99_ms")
-        out += [
-            Figure(f"{key}: requests", r["rps"], "/s", better="higher", target=rps),
-            Figure(f"{key}: p99", r["p99_ms"], "ms", target=p99),
-        ]
+        if before:  # the tree before, measured in the same run: ours at least 0.8x of it
+            then = f"{key}: requests, the tree before"
+            out += [
+                Figure(then, before[key]["rps"], "/s", better="higher"),
+                Figure(
+                    f"{key}: requests",
+                    r["rps"],
+                    "/s",
+                    better="higher",
+                    target=rps,
+                    baseline=then,
+                    ratio=results["ratios"][key],
+                    ratio_target=PAIRED_RATIO,
+                ),
+                Figure(f"{key}: p99, the tree before", before[key]["p99_ms"], "ms"),
+            ]
+        else:
+            out.append(Figure(f"{key}: requests", r["rps"], "/s", better="higher", target=rps))
+        out.append(Figure(f"{key}: p99", r["p99_ms"], "ms", target=p99))
         if r["server_cpu_us_per_request"]:
             out.append(Figure(f"{key}: server CPU a request", r["server_cpu_us_per_request"], "µs"))
     if b := results.get("bulk"):
@@ -608,7 +693,7 @@ def figures(results: dict[str, Any]) -> list[Figure]:
                 ratio_target=TARGETS["ls_ratio"],
             ),
             Figure(
-                f"server peak RSS ({results['processes']} processes)",
+                "server peak RSS",
                 results["rss_peak_mb"],
                 "MB",
                 target=TARGETS["rss_mb"],
@@ -618,9 +703,15 @@ def figures(results: dict[str, Any]) -> list[Figure]:
 
 
 def server_notes(results: dict[str, Any], args: argparse.Namespace) -> str:
+    paired = (
+        f"; push, get and list: the median of {args.rounds} alternating pairs of runs with the"
+        " tree before (its own defaults), a fresh server each, ratios the median of the pairs'"
+        if args.before
+        else ""
+    )
     return (
         f"ltm server run, {args.threads} threads, SQLite sync {results['sqlite_sync']};"
-        f" {CONNECTIONS} keep-alive connections, {args.seconds:g} s a phase"
+        f" {CONNECTIONS} keep-alive connections, {args.seconds:g} s a phase{paired}"
     )
 
 

@@ -216,7 +216,7 @@ def test_importing_the_commands_is_cheap() -> None:
     code = (
         "import sys, ltm.cli.server.commands\n"
         "heavy = [m for m in sys.modules if m.split('.')[0] in "
-        "('chalice', 'cheroot', 'waitress', 'aws_lambda_powertools', 'pydantic', 'httpx')"
+        "('chalice', 'waitress', 'aws_lambda_powertools', 'pydantic', 'httpx')"
         " or m.startswith('ltm.store') or m.startswith('ltm.service')]\n"
         "print(heavy)"
     )
