@@ -869,11 +869,13 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
         """
         if packets == 0 and size == 0:
             return None
-        values: Item = {":n": {"N": str(packets)}, ":b": {"N": str(size)}}
+        # ``writes`` moves with every change: a recount (dynamo_repair.py) sets the counter
+        # only if it did not move while counting.
+        values: Item = {":n": {"N": str(packets)}, ":b": {"N": str(size)}, ":one": {"N": "1"}}
         update: dict[str, Any] = {
             "Key": _key(f"USAGE#{user_id}", "USAGE"),
-            "UpdateExpression": "ADD #n :n, #b :b",
-            "ExpressionAttributeNames": {"#n": "packets", "#b": "bytes"},
+            "UpdateExpression": "ADD #n :n, #b :b, #w :one",
+            "ExpressionAttributeNames": {"#n": "packets", "#b": "bytes", "#w": "writes"},
         }
         quota = self.quota if hold else None
         if quota is not None and (packets > 0 or size > 0):

@@ -1,0 +1,154 @@
+"""The operator's repair of the derived data: the index from the packets, usage by recount."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from dynamo_moto import app_env, endpoint_client, in_process, moto_server, unique_table
+from streamkit import Stream, assert_consistent, scan
+from test_dynamo_stream import ME, found, packet, put
+from timing import scaled
+
+from ltm.store.dynamo import DynamoStore, create_tables
+from ltm.store.dynamo_repair import repair_index, repair_usage
+
+
+@pytest.fixture
+def store() -> Iterator[DynamoStore]:
+    with in_process("ltm-repair") as client:
+        yield DynamoStore("ltm-repair", client=client)
+
+
+def damage(store: DynamoStore) -> None:
+    """What an older table, or a consumer that lost records, leaves: postings missing,
+    orphaned and pending, and usage counters off."""
+    for n in range(12):
+        put(store, packet(f"01REPAIR{n:04d}", "u1", words=f"avocet item{n}", n=n))
+    put(store, packet("01OTHERUSER0", "u2", words="avocet theirs"))
+    client = store.client
+    orphan = {"pk": {"S": "T#u:u1#st"}, "sk": {"S": "stale#2026#01GONE000000"}, "w": {"N": "5"}}
+    client.put_item(TableName=store.table, Item=orphan)
+    client.update_item(
+        TableName=store.table,
+        Key={"pk": {"S": "USAGE#u1"}, "sk": {"S": "USAGE"}},
+        UpdateExpression="SET packets = :n",
+        ExpressionAttributeValues={":n": {"N": "40"}},
+    )
+    client.delete_item(TableName=store.table, Key={"pk": {"S": "USAGE#u2"}, "sk": {"S": "USAGE"}})
+
+
+def test_repair_rebuilds_the_index_and_recounts_usage(store: DynamoStore) -> None:
+    damage(store)
+    with pytest.raises(AssertionError):
+        assert_consistent(store)
+    done = repair_index(store, say=lambda _: None)
+    assert done["stale items deleted"] == 1 and done["pending cleared"] == 13
+    result = repair_usage(store, say=lambda _: None)
+    assert result["set"] == ["u1", "u2"] and result["busy"] == []
+    assert_consistent(store)
+    assert len(found(store, "avocet", ME)) == 12
+    assert repair_usage(store, say=lambda _: None)["unchanged"] == ["u1", "u2"]
+
+
+def test_a_cut_short_run_resumes_from_its_token(store: DynamoStore) -> None:
+    damage(store)
+    tokens: list[str] = []
+
+    class Cut(Exception):
+        pass
+
+    def say(line: str) -> None:
+        tokens.append(line.rsplit(" ", 1)[-1])
+        if len(tokens) == 2:
+            raise Cut
+
+    with pytest.raises(Cut):
+        repair_index(store, say=say, page_size=7)
+    repair_index(store, resume=tokens[-1], say=lambda _: None, page_size=7)
+    # Pages before the cut were already right: the resumed run finished the rest.
+    repair_usage(store, say=lambda _: None)
+    assert_consistent(store)
+
+
+def test_one_scope_is_repaired_alone(store: DynamoStore) -> None:
+    damage(store)
+    repair_index(store, scope="u:u2", say=lambda _: None)
+    pending = [i for i in scan(store) if i["pk"]["S"].startswith("PEND#")]
+    assert {i["pk"]["S"] for i in pending} == {"PEND#u:u1"}  # u1's left as they were
+
+
+def test_a_push_during_the_repair_keeps_its_index(store: DynamoStore) -> None:
+    """The repair deletes what the packet it read no longer derives; a re-push landing
+    between that read and the delete gets its postings written again."""
+    stream = Stream(store)
+    put(store, packet("01RACE000000", "u1", words="stint first"))
+    stream.drain()
+    # An orphan of this very packet, as a lost REMOVE would leave it; the packet is
+    # re-pushed with that word just before the repair deletes the orphan.
+    store.client.put_item(
+        TableName=store.table,
+        Item={"pk": {"S": "T#u:u1#kn"}, "sk": {"S": "knot#2026-01-01T00:00:00Z#01RACE000000"}},
+    )
+    real = store.client.batch_write_item
+    state = {"raced": False}
+
+    def racing(**kwargs: Any) -> Any:
+        requests = next(iter(kwargs["RequestItems"].values()))
+        if not state["raced"] and any("DeleteRequest" in r for r in requests):
+            state["raced"] = True
+            put(store, packet("01RACE000000", "u1", words="knot second"))
+            stream.drain()
+        return real(**kwargs)
+
+    store.client.batch_write_item = racing  # type: ignore[method-assign]
+    repair_index(store, say=lambda _: None)
+    assert state["raced"]
+    stream.drain()
+    assert found(store, "knot", ME) == ["01RACE000000"]
+    assert_consistent(store)
+
+
+def test_a_user_written_to_during_the_count_is_left_and_reported(store: DynamoStore) -> None:
+    damage(store)
+    real = store.client.scan
+    calls = {"n": 0}
+
+    def scan_then_push(**kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2:  # the packets' count starts: a push lands
+            put(store, packet("01DURING0000", "u1", words="late"))
+        return real(**kwargs)
+
+    store.client.scan = scan_then_push  # type: ignore[method-assign]
+    result = repair_usage(store, say=lambda _: None)
+    assert result["busy"] == ["u1"] and "u2" in result["set"]
+    store.client.scan = real  # type: ignore[method-assign]
+    assert repair_usage(store, users=["u1"], say=lambda _: None)["set"] == ["u1"]
+    repair_index(store, say=lambda _: None)
+    assert_consistent(store)
+
+
+def test_the_documented_command_runs() -> None:
+    with moto_server() as url:
+        table = unique_table()
+        client = endpoint_client(url)
+        create_tables(client, table, ttl=False)
+        store = DynamoStore(table, client=client)
+        damage(store)
+        env = app_env(url, table)
+        for command in (["index"], ["usage"]):
+            done = subprocess.run(
+                [sys.executable, "-m", "ltm.store.dynamo_repair", *command],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=scaled(120),
+            )
+            assert done.returncode == 0, done.stderr
+            json.loads(done.stdout)
+        assert_consistent(store)
