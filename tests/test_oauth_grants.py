@@ -233,6 +233,11 @@ def test_mcp_refuses_a_foreign_origin_and_keeps_its_own(server: Server) -> None:
             assert unsigned.status_code == 403, origin
         own = http.post("/mcp", json=body, headers={**auth, "Origin": server.url})
         assert own.status_code == 200
+        # DNS rebinding: a page at a name rebound to this loopback server sends that name
+        # as Host and Origin both; only loopback names are this server's own.
+        port = urlsplit(server.url).port
+        rebound = {"Host": f"rebind.example:{port}", "Origin": f"http://rebind.example:{port}"}
+        assert http.post("/mcp", json=body, headers={**auth, **rebound}).status_code == 403
         assert http.post("/mcp", json=body, headers=auth).status_code == 200  # no Origin
 
 

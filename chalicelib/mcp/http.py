@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
+from ..loopback import loopback_url
 from ..store import Store
 from . import oauth
 
@@ -431,7 +432,12 @@ def build_app(
         [],
         prm_url if allowed else None,
     )
-    origins = {o for o in (_origin_of(issuer), _origin_of(consent_url or "")) if o}
+    # The server's own origin, as the request named it; but on loopback only under a
+    # loopback name: a DNS name rebound to 127.0.0.1 names itself in Host and Origin alike.
+    own = [issuer, consent_url or ""]
+    if on_loopback:
+        own = [url for url in own if loopback_url(url)]
+    origins = {o for o in map(_origin_of, own) if o}
     door = _Door(endpoint, origins, str(prm_url) if allowed else None)
     routes.append(Route(MCP_PATH, endpoint=door))
     middleware = [
