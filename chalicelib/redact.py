@@ -554,6 +554,32 @@ def _vendor(text: str, m: Match) -> tuple[int, int] | tuple[int, int, int] | Non
     return start - widen, end, _VENDOR_KINDS.index(kind)
 
 
+def _random_token(text: str, m: Match) -> tuple[int, int] | None:
+    """A token with upper case, lower case and digits (a word, a hex digest or a
+    number has not all three), that is no placeholder."""
+    value = m.group()
+    lower = value.lower()
+    if value == lower or value == value.upper() or not _mixed(value) or _placeholder(value):
+        return None
+    return m.span()
+
+
+def _sentry_dsn(text: str, m: Match) -> tuple[int, int] | None:
+    """A DSN from its "@" on (the rarest character of it to search for): the 32 hex
+    characters before it must follow ``http(s)://`` (or its JSON-escaped forms)."""
+    key = m.start() - 32
+    for sep in ("://", ":\\/\\/", ":\\\\/\\\\/"):
+        if text.endswith(sep, 0, key):
+            break
+    else:
+        return None
+    colon = key - len(sep)
+    start = _scheme_start(text, colon)
+    if text[start:colon].lower() not in ("http", "https") or _placeholder(text[key : m.start()]):
+        return None
+    return start, m.end()
+
+
 def end_glued(text: str, end: int) -> bool:
     """Whether a match is followed by more token characters (so it is not the whole token)."""
     return end < len(text) and text[end] in _TOKEN_CHARS
@@ -996,6 +1022,10 @@ _VENDOR_TABLE: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("langsmith-key", ("lsv2_pt_", "lsv2_sk_"), r"[a-f0-9]{32}_[a-f0-9]{10}"),
     ("tavily-key", ("tvly-dev-", "tvly-"), r"[A-Za-z0-9]{32}"),
     ("nuget-key", ("oy2",), r"[a-z0-9]{43}"),
+    # Cloudflare's scannable credentials: a prefix, 40 characters and a checksum.
+    # https://developers.cloudflare.com/fundamentals/api/get-started/token-formats
+    ("cloudflare-token", ("cfut_", "cfat_"), r"[A-Za-z0-9_\-]{40,80}+"),
+    ("cloudflare-key", ("cfk_",), r"[A-Za-z0-9_\-]{40,80}+"),
 )
 # Kinds reported by the one vendor search, in alias order (BUILTIN_RULES).
 _VENDOR_KINDS: tuple[str, ...] = tuple(dict.fromkeys(k for k, _, _ in _VENDOR_TABLE))
@@ -1460,6 +1490,26 @@ def _build_rules() -> tuple[Rule, ...]:
             "doppler-token",
             r"dp\.(?<![\w\-.]dp\.)(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}+",
             check=_widened(0),
+        ),
+        # A Cloudflare API token before the scannable format: 40 token characters,
+        # only next to the name (CLOUDFLARE_API_TOKEN, "the Cloudflare token").
+        _r(
+            "cloudflare-token",
+            r"(?<![A-Za-z0-9_\-])[A-Za-z0-9_\-]{40}(?![A-Za-z0-9_\-])",
+            near=("cloudflare", "cf_api", "cf-api", "cf_token", "cf-token"),
+            radius=80,
+            min_len=40,
+            check=_random_token,
+        ),
+        # Sentry DSNs: http(s)://PUBLIC_KEY@HOST[/PATH]/PROJECT_ID, the key 32 hex
+        # characters (with ":SECRET_KEY" after it, the older form, url-credentials has it);
+        # JSON-escaped too ("https:\/\/...").
+        # https://docs.sentry.io/concepts/key-terms/dsn-explainer/
+        _r(
+            "sentry-dsn",
+            r"@(?<=/[a-f0-9]{32}@)(?<![a-f0-9]{33}@)[A-Za-z0-9.\-]{1,253}+(?::[0-9]{2,5}+)?"
+            r"\\{0,2}+/(?:[A-Za-z0-9_.\-]{1,64}+\\{0,2}+/){0,4}+[0-9]{1,20}+(?![A-Za-z0-9])",
+            check=_sentry_dsn,
         ),
         _r(
             "cloudflare-origin-key",
@@ -2328,9 +2378,10 @@ def scan_text(text: str, extra: Sequence[Rule] = ()) -> list[tuple[str, str]]:
         {(0, s, i, e) for s, e, i in (*_spans(t, builtin), *_spans(t, extra, n))},
         key=lambda h: (h[1], h[2], h[3]),
     )
-    return [
+    shown = [
         (rules[i].kind, _shown(rules[i], t.text[s:e])) for _, s, i, e in _unshadowed(found, rules)
     ]
+    return shown + [(hit.kind, hit.match) for hit in _decoded_hits([("", t.text)], set(shown))]
 
 
 # Schema order of the top-level fields, and of the keys inside objects. Every
@@ -2538,7 +2589,12 @@ def scan_packet(
         for f, text in enumerate(texts):
             for s, e, idx in _spans(text, extra, n):
                 found.append((f, s, idx, e))
-    if not found:
+    escaped = (  # one search of the joined text: most packets have no %XX at all
+        [f for f, text in enumerate(texts) if _PERCENT.search(text)]
+        if "%" in joined.text and _PERCENT.search(joined.text)
+        else []
+    )
+    if not found and not escaped:
         return []
     found.sort()
     if strings is None:  # the paths, for the hits
@@ -2555,7 +2611,37 @@ def scan_packet(
         path, text = strings[f]
         rule = rules[idx]
         hits.append(Hit(path, rule.kind, _shown(rule, text[s:e])))
+    if escaped:
+        seen = {(h.field, h.kind, h.match) for h in hits}
+        hits += _decoded_hits([strings[f] for f in escaped], seen)
     return hits
+
+
+# A percent-encoded octet (RFC 3986 §2.1): a secret in a URL's query or path is often
+# written so (ghp%5F...), which no rule reads as itself.
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+
+
+def _decoded_hits(strings: Sequence[tuple[str, str]], seen: Any) -> list[Hit]:
+    """The secrets in each (path, text) once its %XX escapes are decoded (one level, as
+    base64 is), other than those the text itself showed (``seen``: (path, kind, shown),
+    or (kind, shown) for ``scan_text``)."""
+    from urllib.parse import unquote
+
+    rules = _secret_builtin_rules()
+    out: list[Hit] = []
+    for path, text in strings:
+        if "%" not in text or not _PERCENT.search(text):
+            continue
+        decoded = normalize(unquote(text, errors="replace"))
+        found = sorted((0, s, idx, e) for s, e, idx in _spans(decoded, rules))
+        for _, s, idx, e in _unshadowed(found, rules):
+            hit = Hit(path, rules[idx].kind, _shown(rules[idx], decoded[s:e]))
+            key = (hit.kind, hit.match) if not path else (path, hit.kind, hit.match)
+            if key not in seen:
+                seen.add(key)
+                out.append(hit)
+    return out
 
 
 def _strings(packet: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -365,6 +365,20 @@ def _tokens(k: Keys) -> list[tuple[str, str, str, str]]:
             cat(b64(k(19, _DIGITS)).rstrip("="), ".", k(6, B64URL), ".", k(38, B64URL)),
         ),
         ("sentry user token", "sentry-token", "SENTRY_AUTH_TOKEN", cat("sntryu", "_", k(64, HEX))),
+        # https://developers.cloudflare.com/fundamentals/api/get-started/token-formats
+        (
+            "cloudflare user token",
+            "cloudflare-token",
+            "CLOUDFLARE_API_TOKEN",
+            cat("cfut", "_", k(48)),
+        ),
+        (
+            "cloudflare account token",
+            "cloudflare-token",
+            "CF_ACCOUNT_TOKEN",
+            cat("cfat", "_", k(47)),
+        ),
+        ("cloudflare global key", "cloudflare-key", "CLOUDFLARE_API_KEY", cat("cfk", "_", k(48))),
         (
             "age key",
             "age-secret-key",
@@ -486,6 +500,27 @@ def formats(seed: int = 22) -> list[tuple[str, str, str]]:
     out: list[tuple[str, str, str]] = []
     for fmt, kind, name, token in _tokens(k):
         out += [(fmt, kind, text) for text in shapes(name, token)]
+    # Cloudflare API tokens before the prefixed format: 40 characters, next to the name.
+    cloudflare = cat(k(20, B64URL), k(10, _UPPER), k(10, _DIGITS))
+    out += [
+        ("cloudflare legacy token", "cloudflare-token", text)
+        for text in (
+            f"CLOUDFLARE_API_TOKEN={cloudflare}",
+            f'{{"cloudflare_api_token": "{cloudflare}"}}',
+            f"cf_api_token: {cloudflare}",
+            f"the Cloudflare API token {cloudflare} was rotated",
+        )
+    ]
+    # A token in a URL's query, percent-encoded (scanned decoded too).
+    ghp = cat("ghp", "_", k(36))
+    out += [
+        ("url-encoded github token", "github-token", text)
+        for text in (
+            f"https://ci.example.test/callback?access={ghp.replace('_', '%5F')}&state=1",
+            "q=" + "".join(f"%{ord(c):02X}" for c in ghp),
+            f"curl 'https://api.example.test/x?t=%67%68%70%5F{ghp[4:]}'",
+        )
+    ]
     # Vault's service tokens before 1.10: "s." and 24 characters, next to "vault".
     legacy = cat("s", ".", k(24))
     out += [
@@ -607,6 +642,9 @@ def formats(seed: int = 22) -> list[tuple[str, str, str]]:
         ".ingest.sentry.io/",
         k(7, _DIGITS),
     )
+    sentry_public_dsn = cat(
+        "https://", k(32, HEX), "@o", k(6, _DIGITS), ".ingest.us.sentry.io/", k(7, _DIGITS)
+    )
     teams_hook = cat(
         "https://acme.webhook.office.com",
         "/webhookb2/",
@@ -646,6 +684,7 @@ def formats(seed: int = 22) -> list[tuple[str, str, str]]:
         ("slack webhook", "slack-webhook", slack_hook, "SLACK_WEBHOOK_URL"),
         ("discord webhook", "discord-webhook", discord_hook, "DISCORD_WEBHOOK"),
         ("sentry dsn with secret", "url-credentials", sentry_dsn, "SENTRY_DSN"),
+        ("sentry dsn", "sentry-dsn", sentry_public_dsn, "SENTRY_DSN"),
         ("teams webhook", "teams-webhook", teams_hook, "TEAMS_WEBHOOK_URL"),
     ):
         out += [
@@ -815,6 +854,11 @@ FORMAT_NEAR_MISSES = [
     "NOTION_TOKEN=secret_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
     "lin_api_ prefixes Linear keys; dapi prefixes Databricks tokens",
     "The DSN https://examplePublicKey@o0.ingest.sentry.io/0 is public by design",
+    "commit 3f786850e387550fdab836ed7e6dc881de23001b moved DNS to Cloudflare",
+    "CLOUDFLARE_API_TOKEN=your-cloudflare-api-token-goes-here-0000",
+    "the Cloudflare zone id is 023e105f4ecef8ad9ca31a8372d0c353",
+    "cfut_ and cfat_ start Cloudflare's tokens, cfk_ its global keys",
+    "coverage went from 80%25 to 100%25; see https://example.test/a%20b?q=%7Bx%7D",
     "--api-key $OPENAI_API_KEY",
     "openssl req -new -key key.pem -passin env:KEY_PASS",
     "keytool -list -keystore ks.jks -storepass:env STOREPASS",
