@@ -146,3 +146,16 @@ def _common(a: str, b: str) -> int:
             break
         n += 1
     return n
+
+
+AMBIGUOUS_SHOWN = 5  # candidates named when a prefix matches several packets
+
+
+def ambiguous(prefix: str, candidates: list[str], where: str = "") -> str:
+    """The refusal of a prefix that names several packets, naming them (as git names the
+    candidates of an ambiguous short id) so the next try can be exact. ``candidates``: up
+    to one more than is shown (an ellipsis then says there are more)."""
+    shown = ", ".join(candidates[:AMBIGUOUS_SHOWN])
+    more = ", …" if len(candidates) > AMBIGUOUS_SHOWN else ""
+    place = f" {where}" if where else ""
+    return f"{prefix!r} matches more than one packet{place}: {shown}{more} — give more of the id"

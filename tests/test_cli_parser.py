@@ -172,6 +172,17 @@ def test_ids_sharing_a_long_prefix_are_shown_apart(tmp_path: Path) -> None:
     assert {line.split()[0] for line in listed.splitlines()} == {pid[:25] for pid in twins}
 
 
+def test_an_ambiguous_prefix_names_the_candidates(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    example = json.loads(cli.ok("example"))
+    ids = [f"01JS5LAMBIGUOUS000000000{n:02d}" for n in range(7)]
+    for pid in ids:
+        cli.ok("save", "-", "--local", stdin=json.dumps({**example, "id": pid}))
+    refused = cli.fails("show", "01JS5LAMB", "--local")
+    assert "'01JS5LAMB' matches more than one packet" in refused
+    assert ", ".join(ids[:5]) + ", … — give more of the id" in refused
+
+
 def _on_a_terminal(args: list[str], env: dict[str, str]) -> bytes:
     """What ``ltm ARGS`` writes to a terminal (a pseudo-terminal as its stdout)."""
     main, side = pty.openpty()

@@ -191,7 +191,8 @@ def test_team_scope_and_joining_on_a_clean_machine(server: Server, tmp_path: Pat
     again = alice.ok("invite", "-t", "crew-a").strip()
     assert "joined team crew-a" in bob.run("join", again).stderr
     assert bob.credentials()["hosts"][server.url]["token"] == token_before
-    bob.ok("teams", "leave", "crew-a")
+    assert "no terminal to ask on" in bob.fails("teams", "leave", "crew-a", code=2)
+    bob.ok("teams", "leave", "crew-a", "--yes")
     assert bob.ok("teams", "ls") == ""
 
     alice.ok("teams", "rm", "crew-a", "--yes")
@@ -260,7 +261,9 @@ def test_id_prefixes_resolve_on_the_server(server: Server, tmp_path: Path) -> No
                 }
             ),
         )
-    assert "matches 2 packets" in cli.fails("show", base)
+    refused = cli.fails("show", base)  # the candidates named, as git names them
+    assert "matches more than one packet on" in refused
+    assert f"{base}2B, {base}1A — give more of the id" in refused  # newest first
     assert json.loads(cli.ok("pull", base + "2"))["id"] == base + "2B"
     assert "no packet 01NOPE" in cli.fails("resume", "01NOPE")
     removed = cli.run("rm", base + "1", "--yes")

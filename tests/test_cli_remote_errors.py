@@ -171,7 +171,7 @@ def test_403_404_409(server: Server, tmp_path: Path) -> None:
     assert "only the owner of team 'errs' can remove members" in member.fails(
         "teams", "kick", "errs", "olga", "--yes"
     )
-    assert "owner cannot leave" in owner.fails("teams", "leave", "errs")
+    assert "owner cannot leave" in owner.fails("teams", "leave", "errs", "--yes")
 
     assert owner.fails("teams", "create", "errs") == (
         f"ltm: the team name 'errs' is taken on {server.url} — pick another name"

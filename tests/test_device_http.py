@@ -59,6 +59,15 @@ def test_authorize_device_answers_rfc8628(server: Server) -> None:
     assert body["expires_in"] == 600 and body["interval"] == 1
 
 
+def test_the_sign_in_page_tells_a_newcomer_about_invites(server: Server) -> None:
+    """Someone new to the server, sent here by ``ltm auth URL``, has no token to paste:
+    the page says that an invite is their way in."""
+    with httpx.Client(base_url=server.url) as browser:
+        page = browser.get("/device")
+    assert page.status_code == 200
+    assert "with an invite?" in page.text and "<code>ltm join INVITE-URL</code>" in page.text
+
+
 @pytest.mark.parametrize(
     ("data", "headers", "error", "status"),
     [

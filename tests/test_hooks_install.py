@@ -115,9 +115,15 @@ def test_claude_code_user_settings_merge_rerun_and_uninstall(person: Cli) -> Non
     )
     assert ran.returncode == 0 and ran.stdout == b"", ran.stderr
 
-    person.ok("hooks", "uninstall", "claude-code")
+    installed = settings.read_text()
+    preview = person.run("hooks", "uninstall", "claude-code")  # says, touches nothing
+    assert preview.returncode == 0
+    assert "would remove ltm hook for UserPromptSubmit" in preview.stderr
+    assert "ltm hooks uninstall claude-code --write" in preview.stderr
+    assert settings.read_text() == installed
+    person.ok("hooks", "uninstall", "claude-code", "--write")
     assert settings.read_text() == CLAUDE_SETTINGS
-    assert "nothing changed" in person.run("hooks", "uninstall", "claude-code").stderr
+    assert "nothing changed" in person.run("hooks", "uninstall", "claude-code", "--write").stderr
 
 
 def test_an_older_ltm_entry_is_replaced_not_duplicated(person: Cli) -> None:
@@ -140,7 +146,7 @@ def test_claude_code_project_scope_and_uninstall_leaves_no_file(
     settings = project / ".claude" / "settings.json"
     assert set(json.loads(settings.read_text())["hooks"]) == set(EVENTS)
     assert not (home(person) / ".claude").exists()
-    here.ok("hooks", "uninstall", "claude-code", "--project")
+    here.ok("hooks", "uninstall", "claude-code", "--project", "--write")
     assert not settings.exists()
 
 
@@ -166,7 +172,7 @@ def test_codex_hooks_json_and_the_feature_flag(person: Cli) -> None:
     person.ok("hooks", "install", "codex", "--write")
     assert (config.read_bytes(), (codex / "hooks.json").read_bytes()) == before
 
-    person.ok("hooks", "uninstall", "codex")
+    person.ok("hooks", "uninstall", "codex", "--write")
     assert config.read_text() == CODEX_CONFIG
     assert not (codex / "hooks.json").exists()
 
@@ -175,7 +181,7 @@ def test_codex_without_config_and_with_hooks_turned_off(person: Cli) -> None:
     codex = home(person) / ".codex"
     person.ok("hooks", "install", "codex", "--write")
     assert tomllib.loads((codex / "config.toml").read_text()) == {"features": {"codex_hooks": True}}
-    person.ok("hooks", "uninstall", "codex")
+    person.ok("hooks", "uninstall", "codex", "--write")
     assert not (codex / "config.toml").exists() and not (codex / "hooks.json").exists()
 
     codex.mkdir(exist_ok=True)
@@ -218,7 +224,7 @@ def test_a_user_hook_sharing_a_group_with_ltm_stays_on_install_and_uninstall(
     (command,) = ours(start)
     assert command.endswith("hook session-start --harness claude-code")
 
-    person.ok("hooks", "uninstall", "claude-code")
+    person.ok("hooks", "uninstall", "claude-code", "--write")
     assert json.loads(settings.read_text()) == {
         "hooks": {"SessionStart": [{"matcher": "startup", "hooks": [mine]}]}
     }
@@ -239,7 +245,7 @@ def test_a_command_that_only_mentions_ltm_hook_is_the_users(person: Cli) -> None
     data = json.loads(settings.read_text())
     assert data["hooks"]["SessionStart"][:3] == groups and len(data["hooks"]["SessionStart"]) == 4
     assert data["hooks"]["Stop"][:1] == groups[:1] and len(data["hooks"]["Stop"]) == 2
-    person.ok("hooks", "uninstall", "claude-code")
+    person.ok("hooks", "uninstall", "claude-code", "--write")
     assert settings.read_text() == text
 
 
@@ -281,7 +287,7 @@ def test_cursor_hooks_json(person: Cli) -> None:
     after = path.read_bytes()
     person.ok("hooks", "install", "cursor", "--write")
     assert path.read_bytes() == after
-    person.ok("hooks", "uninstall", "cursor")
+    person.ok("hooks", "uninstall", "cursor", "--write")
     assert json.loads(path.read_text()) == json.loads(before)
 
 
@@ -295,7 +301,7 @@ def test_copilot_writes_its_own_file_user_and_project(person: Cli, tmp_path: Pat
         assert entry["type"] == "command" and entry["timeout"] == 5
         assert entry["command"] == entry["bash"]
         assert entry["command"].endswith(f"hook {verb} --harness copilot")
-    person.ok("hooks", "uninstall", "copilot")
+    person.ok("hooks", "uninstall", "copilot", "--write")
     assert not path.exists()
 
     project = tmp_path / "proj"
@@ -303,7 +309,7 @@ def test_copilot_writes_its_own_file_user_and_project(person: Cli, tmp_path: Pat
     here = person.at(project)
     here.ok("hooks", "install", "copilot", "--project", "--write")
     assert (project / ".github" / "hooks" / "ltm.json").exists()
-    here.ok("hooks", "uninstall", "copilot", "--project")
+    here.ok("hooks", "uninstall", "copilot", "--project", "--write")
     assert not (project / ".github" / "hooks" / "ltm.json").exists()
 
 
@@ -329,7 +335,7 @@ def test_gemini_settings(person: Cli) -> None:
         assert entry["command"].endswith(f"hook {verb} --harness gemini")
     person.ok("hooks", "install", "gemini", "--write")
     assert path.read_text() == after
-    person.ok("hooks", "uninstall", "gemini")
+    person.ok("hooks", "uninstall", "gemini", "--write")
     assert path.read_text() == text
 
 

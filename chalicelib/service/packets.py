@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..ids import check_packet_id
+from ..ids import AMBIGUOUS_SHOWN, ambiguous, check_packet_id
 from ..store import Conflict as StoreConflict
 from ..store import (
     Derive,
@@ -644,11 +644,13 @@ def resolve(store: Store, caller: Caller, prefix: str, *, team: str | None = Non
     """The one id in the caller's scope that starts with ``prefix`` (used by the local CLI)."""
     who = access(store, caller, need="read", team=team)
     team_id = who.team.id if who.team else None
-    matches = store.packet_ids_with_prefix(prefix, owner_id=who.user.id, team_id=team_id, limit=2)
+    matches = store.packet_ids_with_prefix(
+        prefix, owner_id=who.user.id, team_id=team_id, limit=AMBIGUOUS_SHOWN + 1
+    )
     if not matches:
         raise NotFound(f"no packet matches {prefix!r}")
     if len(matches) > 1:
-        raise BadRequest(f"{prefix!r} matches more than one packet; give more of the id")
+        raise BadRequest(ambiguous(prefix, matches))
     return matches[0]
 
 

@@ -665,6 +665,9 @@ class DeviceWeb:
                 "<p class=note>A token you already use on a signed-in machine (this server has"
                 " no other sign-in). It is checked, not stored; or run"
                 " <code>ltm approve CODE</code> on that machine instead.</p>"
+                "<p class=note>New here, with an invite? Stop this sign-in and run"
+                " <code>ltm join INVITE-URL</code>: it makes your account and signs this"
+                " device in.</p>"
             )
         message = f'<p class="error" role="alert">{_e(error)}</p>' if error else ""
         content = (

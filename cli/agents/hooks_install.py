@@ -365,7 +365,9 @@ def install_json(
     return changed
 
 
-def uninstall_json(h: Harness) -> list[str]:
+def uninstall_json(h: Harness, *, write: bool = True) -> list[str]:
+    """Remove ltm's entries from the hooks file; what changed (``write=False``: what
+    would, with the file left as it is)."""
     target, raw, text = read_config(h.hooks_file)
     if not raw:
         return []
@@ -382,6 +384,8 @@ def uninstall_json(h: Harness) -> list[str]:
     if changed and _current(h.hooks_file, text) == {}:
         text = _edit(h.hooks_file, remove, text, (), "hooks")
     leftover = parse_jsonc(text).value if text.strip() else {}
+    if not write:
+        return changed
     if changed and leftover in ({}, {"version": h.version}):
         h.hooks_file.unlink()  # it held nothing but what ltm added
     elif changed:
@@ -446,11 +450,12 @@ def enable_flag(path: Path) -> str:
     return "added"
 
 
-def disable_flag(path: Path) -> bool:
-    """Remove the lines ``enable_flag`` added (the header only while its table is empty)."""
+def disable_flag(path: Path, *, write: bool = True) -> bool:
+    """Remove the lines ``enable_flag`` added (the header only while its table is empty);
+    whether there were any (``write=False``: the file is left as it is)."""
     target, raw, text = read_config(path)
-    if FLAG_LINE not in text:
-        return False
+    if FLAG_LINE not in text or not write:
+        return FLAG_LINE in text
     lines = [line for line in text.splitlines() if line != FLAG_LINE]
     if HEADER_LINE in lines:
         at = lines.index(HEADER_LINE)
@@ -606,17 +611,25 @@ NOTES = {
 }
 
 
-def uninstall(name: str, *, project: bool) -> None:
+def uninstall(name: str, *, project: bool, write: bool) -> None:
+    """Remove what ``install --write`` added; without ``write``, say what that would be
+    and change nothing (as install prints its entries before it writes them)."""
     h = harness(name, project=project)
-    changed = uninstall_json(h)
-    flag = disable_flag(h.config_toml) if h.config_toml is not None else False
+    changed = uninstall_json(h, write=write)
+    flag = disable_flag(h.config_toml, write=write) if h.config_toml is not None else False
     if not changed and not flag:
         _say(f"no ltm hook in {h.hooks_file}; nothing changed")
         return
+    removed = "removed" if write else "would remove"
     if changed:
-        _say(f"removed ltm hook for {', '.join(changed)} from {h.hooks_file}")
+        _say(f"{removed} ltm hook for {', '.join(changed)} from {h.hooks_file}")
     if flag:
-        _say(f"removed the hooks feature flag ltm had added to {h.config_toml}")
+        _say(f"{removed} the hooks feature flag ltm had added to {h.config_toml}")
+    if not write:
+        _say(
+            f"nothing changed yet; to remove them: ltm hooks uninstall {name}"
+            f"{' --project' if project else ''} --write"
+        )
 
 
 def _say(message: str) -> None:

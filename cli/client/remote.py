@@ -1235,11 +1235,9 @@ class RemoteBackend(Backend):
         if not matches:
             raise self._missing(ref, team)
         if len(matches) > 1:
-            shown = ", ".join(matches[:3]) + (", …" if len(matches) > 3 else "")
-            raise CliError(
-                f"{ref!r} matches {len(matches)} packets on {self.host} ({shown}) — give more of"
-                " the id"
-            )
+            from ltm.ids import ambiguous
+
+            raise CliError(ambiguous(ref, matches, f"on {self.host}"))
         self._resolved[(ref, team)] = matches[0]
         return matches[0]
 

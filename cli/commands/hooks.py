@@ -94,8 +94,15 @@ def install(
 
 
 @app.command("uninstall")
-def uninstall(harness: HarnessArg, project: ProjectOpt = False) -> None:
-    """Remove exactly the entries `ltm hooks install --write` added."""
+def uninstall(
+    harness: HarnessArg,
+    project: ProjectOpt = False,
+    write: Annotated[
+        bool, typer.Option("--write", help="Remove them (without it: say what would go).")
+    ] = False,
+) -> None:
+    """Say which entries `ltm hooks install --write` added, or remove exactly those with
+    --write."""
     from ltm.cli.agents.hooks_install import uninstall as run
 
-    run(harness.value, project=project)
+    run(harness.value, project=project, write=write)

@@ -50,6 +50,7 @@ AllowUnredacted = Annotated[
 Local = Annotated[
     bool, typer.Option("--local", help="Use the embedded local store even if a server is set.")
 ]
+Yes = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 Limit = Annotated[
     int, typer.Option("--limit", "-n", metavar="N", min=1, max=1000, help="How many, at most.")

@@ -163,7 +163,7 @@ def _servers_for_listing() -> list[RemoteBackend]:
 @app.command("rm")
 def rm(
     name: Name,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    yes: options.Yes = False,
 ) -> None:
     """Delete a team and every packet in it (owner only).
 
@@ -216,7 +216,7 @@ def kick(
     member: Annotated[
         str, typer.Argument(metavar="MEMBER", help="The member's user id or display name.")
     ],
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    yes: options.Yes = False,
 ) -> None:
     """Remove a member from a team (owner only).
 
@@ -240,10 +240,22 @@ def kick(
 
 
 @app.command("leave")
-def leave(name: Name) -> None:
-    """Leave a team (its owner cannot; delete the team instead)."""
+def leave(name: Name, yes: options.Yes = False) -> None:
+    """Leave a team (its owner cannot; delete the team instead).
+
+    Asks first on a terminal; without one it leaves only with --yes (coming back
+    takes a new invite).
+    """
+    from ltm.cli.terminal.confirm import confirmed
+
     backend = server(name)
     try:
+        confirmed(
+            f"Leave team {name} on {backend.host}? Coming back takes a new invite",
+            yes=yes,
+            verb=f"ltm teams leave {name}",
+            nothing="still a member",
+        )
         backend.leave(name)
     finally:
         backend.close()
