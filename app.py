@@ -210,6 +210,10 @@ def _json_object(request: Any, *, required: bool) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(raw)
+    except json.JSONDecodeError as exc:  # where, as the packet route says it
+        raise BadRequest(
+            f"malformed JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
     except (ValueError, RecursionError):
         raise BadRequest("malformed JSON") from None
     if not isinstance(data, dict):

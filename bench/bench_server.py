@@ -254,6 +254,25 @@ def request_bytes(
     return head.encode() + b"\r\n" + (body or b"")
 
 
+async def _read_body(reader: asyncio.StreamReader, head: bytes) -> None:
+    """The answer's body: Content-Length bytes, or the chunks of a chunked one (as a Go
+    server, the reference, sends a larger reply; RFC 9112 section 7.1)."""
+    found = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+    if found is not None:
+        if int(found.group(1)):
+            await reader.readexactly(int(found.group(1)))
+        return
+    if not re.search(rb"(?i)\r\ntransfer-encoding: *[^\r]*chunked", head):
+        return  # no body (204, 304)
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
+        if size == 0:
+            while await reader.readuntil(b"\r\n") != b"\r\n":
+                pass  # trailer fields, then the empty line
+            return
+        await reader.readexactly(size + 2)  # the chunk and its CRLF
+
+
 async def _connection(
     host: str, port: int, requests: Any, result: Result, deadline: float, limit: int | None
 ) -> None:
@@ -270,9 +289,7 @@ async def _connection(
             writer.write(payload)
             head = await reader.readuntil(b"\r\n\r\n")
             status = int(head[9:12])
-            length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
-            if length:
-                await reader.readexactly(length)
+            await _read_body(reader, head)
             result.latencies.append(time.perf_counter() - started)
             result.statuses[status] = result.statuses.get(status, 0) + 1
             if b"connection: close" in head.lower():

@@ -105,7 +105,8 @@ PRIVATE_DIR = 0o700
 
 
 def private_dir(path: Path) -> Path:
-    """Make ``path`` (one of ltm's own folders: config, data, state) and keep it 0700.
+    """Make ``path`` (one of ltm's own folders: config, data, state, or one inside them,
+    which makes that folder first) and keep it 0700.
 
     They hold tokens, the local store, the hooks' logs and the warm MCP socket:
     nothing another user of the machine may read. A folder made by an earlier ltm
@@ -114,6 +115,10 @@ def private_dir(path: Path) -> Path:
     last folder only, so the mode is set outright. Windows: its ACLs apply instead.
     Returns ``path``.
     """
+    for root in (config_dir(), data_dir(), state_dir()):
+        if root != path and root in path.parents:
+            private_dir(root)  # mkdir's mode reaches the last folder only: ltm's own first
+            break
     try:
         path.mkdir(parents=True, mode=PRIVATE_DIR)
         made = True

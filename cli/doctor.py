@@ -139,7 +139,9 @@ def check_private() -> Check:
             "fail",
             "other users of this machine can read your packets or hook logs: "
             + "; ".join(problems),
-            " && ".join(fixes) + " (or run any ltm command: it repairs them)",
+            " && ".join(fixes)
+            + " (ltm itself makes the data folder private when it opens the local store, and"
+            " the state folder when a hook runs or a verb keeps a file there)",
         )
     return Check("private", "ok", f"{data_dir()} and {state_dir()}: yours alone (700, files 600)")
 
@@ -454,6 +456,8 @@ def _entry_check(name: str, path: Path, entry: dict[str, Any], mine: set[str], f
         return Check(name, "warn", f"{path}: the ltm entry runs {command!r}, not ltm", fix)
     if not Path(program).exists() and not _on_path(program):
         return Check(name, "fail", f"{path}: the ltm entry runs {program}, which is gone", fix)
+    if _on_path(program):  # a bare "ltm" (a file shared with the repository): PATH's
+        program = _which(program)
     if program not in mine and _resolved(program) not in mine:
         return Check(name, "warn", f"{path}: the ltm entry runs another ltm ({program})", fix)
     return Check(name, "ok", f"{path} runs this ltm")
@@ -463,6 +467,12 @@ def _on_path(program: str) -> bool:
     import shutil
 
     return os.sep not in program and shutil.which(program) is not None
+
+
+def _which(program: str) -> str:
+    import shutil
+
+    return shutil.which(program) or program
 
 
 def _resolved(program: str) -> str:

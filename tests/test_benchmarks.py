@@ -140,3 +140,28 @@ def test_render_check_exits_1_when_the_file_differs(tmp_path: Path) -> None:
     assert wrote.returncode == 0 and "| a | 1.00 ms |" in output.read_text()
     fresh = subprocess.run(check, capture_output=True, text=True, timeout=scaled(30))
     assert fresh.returncode == 0, fresh.stderr
+
+
+def test_bench_server_reads_a_chunked_answer_whole() -> None:
+    """``bench_server.py --url`` against a server that sends chunks (the reference, for a
+    larger listing): each answer is read to its end, so the next one is read as an answer."""
+    import asyncio
+
+    bench = _module("bench_server")
+    first = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\nX-Trailer: 1\r\n\r\n"
+    )
+    second = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+    async def read() -> bytes:
+        reader = asyncio.StreamReader()
+        reader.feed_data(first + second)
+        reader.feed_eof()
+        head = await reader.readuntil(b"\r\n\r\n")
+        await bench._read_body(reader, head)
+        head = await reader.readuntil(b"\r\n\r\n")
+        await bench._read_body(reader, head)
+        return head + await reader.read()
+
+    assert asyncio.run(read()) == second[: second.index(b"ok")]

@@ -9,6 +9,7 @@ the real ``ltm server run``.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import stat
 from collections.abc import Iterator
@@ -182,10 +183,16 @@ def test_a_store_from_a_newer_ltm(tmp_path: Path) -> None:
 def test_mcp_entries_that_run_a_missing_or_other_ltm(tmp_path: Path) -> None:
     cli = person(tmp_path)
     project = tmp_path / "project"
+    # The project's .mcp.json runs PATH's ltm: this one, once it is on PATH.
+    cli.env["PATH"] = f"{Path(LTM).parent}{os.pathsep}{cli.env.get('PATH', '')}"
     cli.ok("mcp", "install", "claude-code", "--write", cwd=project)
     assert by_name(doctor(cli))["mcp claude-code"]["status"] == "ok"
     config = project / ".mcp.json"
     doc = json.loads(config.read_text())
+    assert doc["mcpServers"]["ltm"]["command"] == "ltm"
+    cli.env["PATH"] = str(tmp_path / "empty")
+    gone = by_name(doctor(cli, code=1))["mcp claude-code"]
+    assert gone["status"] == "fail" and "runs ltm, which is gone" in gone["detail"]
     doc["mcpServers"]["ltm"]["command"] = str(tmp_path / "old-venv" / "bin" / "ltm")
     config.write_text(json.dumps(doc))
     check = by_name(doctor(cli, code=1))["mcp claude-code"]
@@ -327,3 +334,25 @@ def test_the_other_harnesses_hooks(tmp_path: Path, harness: str, file: str, even
     assert f"no ltm hook for {first}" in checks[f"hooks {harness}"]["detail"]
     if harness in off:
         assert checks[f"hooks {harness} off"]["status"] == "fail"
+
+
+def test_a_fresh_solo_install_stays_private_whatever_verb_made_its_folders(
+    tmp_path: Path,
+) -> None:
+    """``ltm edit`` keeps its file in the state folder and may be the first verb run: the
+    state folder it makes is 700 like the rest, so doctor finds nothing to fix."""
+    cli = person(tmp_path / "solo")
+    state = tmp_path / "solo" / "fresh" / "state"
+    cli.env["LTM_STATE_DIR"] = str(state)
+    packet = cli.ok("save", "-", stdin=json.dumps({"goal": "Solo", "next_step": "Edit"}))
+    edited = cli.run("edit", packet.strip(), EDITOR="true")
+    assert edited.returncode == 0, edited.stderr
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    assert stat.S_IMODE((state / "edits").stat().st_mode) == 0o700
+    report = by_name(doctor(cli))
+    assert report["private"]["status"] == "ok", report["private"]
+
+    state.chmod(0o755)
+    failed = by_name(doctor(cli, code=1))["private"]
+    assert failed["status"] == "fail" and f"chmod 700 {state}" in failed["fix"]
+    assert "any ltm command" not in failed["fix"]  # most verbs never touch that folder

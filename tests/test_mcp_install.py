@@ -83,14 +83,20 @@ def test_snippet_for_each_client(home: Path, client: str) -> None:
     snippet = json.loads(result.stdout)
     assert list(snippet) == [KEYS[client]]
     entry = snippet[KEYS[client]]["ltm"]
-    assert entry["command"] == LTM and Path(entry["command"]).is_absolute()
-    assert os.access(entry["command"], os.X_OK)
     assert entry["args"] == ["mcp"]
-    # The shell's store and sign-in follow the client; never a token.
-    assert entry["env"] == {
-        "LTM_CONFIG_DIR": str(home.parent / "config"),
-        "LTM_DATA_DIR": str(home.parent / "data"),
-    }
+    if client == "claude-code":
+        # The project's .mcp.json is shared with the repository: PATH's ltm, no home paths.
+        assert entry["command"] == "ltm" and entry["env"] == {}
+        assert str(home) not in result.stdout and str(home.parent) not in result.stdout
+        assert "LTM_CONFIG_DIR and LTM_DATA_DIR stay out of this shared file" in result.stderr
+    else:
+        assert entry["command"] == LTM and Path(entry["command"]).is_absolute()
+        assert os.access(entry["command"], os.X_OK)
+        # The shell's store and sign-in follow the client; never a token.
+        assert entry["env"] == {
+            "LTM_CONFIG_DIR": str(home.parent / "config"),
+            "LTM_DATA_DIR": str(home.parent / "data"),
+        }
     assert str(default_path(home, client)) in result.stderr
     assert f"ltm mcp install {client} --write" in result.stderr
     assert not default_path(home, client).exists()  # printing writes nothing
@@ -158,7 +164,7 @@ def test_write_merges_and_is_idempotent(home: Path, client: str) -> None:
     assert merged["globalShortcut"] == "Ctrl+Space"
     assert merged["mcpServers"]["github"] == existing["mcpServers"]["github"]
     assert merged["mcpServers"]["memory"] == existing["mcpServers"]["memory"]
-    assert merged["mcpServers"]["ltm"]["command"] == LTM
+    assert merged["mcpServers"]["ltm"]["command"] == ("ltm" if client == "claude-code" else LTM)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600  # the file's mode is kept
     assert '\n    "globalShortcut"' in path.read_text()  # and its indentation
 

@@ -129,6 +129,26 @@ def test_malformed_team_bodies_are_400(server: Server, body: bytes) -> None:
     err(r, 400)
 
 
+def test_malformed_json_names_line_and_column(server: Server) -> None:
+    """As the packet route does: where the JSON breaks, not a bare "malformed JSON"."""
+    a = person(server, "a")
+    body = b'{\n  "name": "core",\n  oops\n}'
+    r = a.http.post("/v1/teams", content=body, headers={"Content-Type": "application/json"})
+    err(
+        r,
+        400,
+        "malformed JSON (line 3, column 3: Expecting property name enclosed in double quotes)",
+    )
+    a.http.post("/v1/teams", json={"name": "lines"})
+    code = a.http.post("/v1/teams/lines/invites").json()["code"]
+    r = httpx.post(
+        f"{server.url}/v1/invites/{code}/accept",
+        content=b'{"x": }',
+        headers={"Content-Type": "application/json"},
+    )
+    assert r.status_code == 400 and "line 1, column 7" in r.json()["error"], r.text
+
+
 def test_team_body_with_wrong_content_type_is_415(server: Server) -> None:
     a = person(server, "a")
     r = a.http.post("/v1/teams", content=b"name=x", headers={"Content-Type": "text/plain"})

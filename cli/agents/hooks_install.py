@@ -578,7 +578,8 @@ def offer_tools(h: Harness, *, project: bool, wire: bool | None) -> None:
 
     if has_tools(h.name) or wire is False:
         return
-    file = Path.cwd() / PROJECT_MCP[h.name] if project else None
+    # Claude Code's project file is the client's own default (written without home paths).
+    file = Path.cwd() / PROJECT_MCP[h.name] if project and h.name != "claude-code" else None
     if h.name == "claude-code" and not project:
         # Claude Code keeps a user's servers in its own ~/.claude.json: its command adds one.
         entry = mcp.entry_for(mcp.CLIENTS["claude-code"])

@@ -33,10 +33,11 @@ PREFIX = "open-"
 
 def folder() -> Path:
     """The private folder for forwarding pages (0700, ours, not a link)."""
-    from ltm.cli.config import state_dir
+    from ltm.cli.config import private_dir, state_dir
 
     path = state_dir() / "browser"
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir(state_dir())  # the state folder too: mkdir's mode reaches the last folder only
+    path.mkdir(exist_ok=True, mode=0o700)
     info = path.lstat()
     if path.is_symlink() or (hasattr(os, "getuid") and info.st_uid != os.getuid()):
         raise OSError(f"{path} is not a folder of this user")

@@ -159,6 +159,7 @@ class Client:
     notes: tuple[str, ...] = field(default=())
     remote: Callable[[str], dict[str, Any]] | None = None
     toml: bool = False  # the file is TOML (Codex), not JSON
+    shared: bool = False  # its usual file is the project's, committed with the repository
 
 
 CLIENTS: dict[str, Client] = {
@@ -173,6 +174,7 @@ CLIENTS: dict[str, Client] = {
             "repository; Claude Code asks before using it).",
         ),
         lambda url: {"type": "http", "url": url},
+        shared=True,
     ),
     "cursor": Client(
         "cursor",
@@ -194,6 +196,7 @@ CLIENTS: dict[str, Client] = {
             "'MCP: Open User Configuration' and add the entry there (or use --file).",
         ),
         lambda url: {"type": "http", "url": url},
+        shared=True,
     ),
     "zed": Client(
         "zed",
@@ -241,10 +244,16 @@ CLIENTS: dict[str, Client] = {
 }
 
 
-def entry_for(client: Client, remote: str | None = None) -> dict[str, Any]:
+def entry_for(
+    client: Client, remote: str | None = None, *, portable: bool = False
+) -> dict[str, Any]:
+    """The client's entry. ``portable``: for a file shared with a repository, which runs
+    on every teammate's machine: ``ltm`` from PATH and none of this user's paths."""
     if remote is not None:
         assert client.remote is not None  # run() refused the client otherwise
         return client.remote(mcp_url(remote))
+    if portable:
+        return client.entry([SERVER_NAME], {})
     return client.entry(ltm_command(), passed_env())
 
 
@@ -798,7 +807,8 @@ def run(name: str, *, write: bool, file: Path | None, remote: str | None = None)
             " Anthropic's cloud, so the server must be reachable from the internet over HTTPS."
         )
         return
-    entry = entry_for(client, remote)
+    portable = client.shared and file is None
+    entry = entry_for(client, remote, portable=portable)
     path = file if file is not None else client.path()
     text = snippet(client, entry)
     again = f" --remote {remote}" if remote is not None else ""
@@ -808,8 +818,11 @@ def run(name: str, *, write: bool, file: Path | None, remote: str | None = None)
         info(f"Add this to {path} ({inside}, next to other servers),")
         info(f"or let ltm merge it for you: ltm mcp install {client.name}{again} --write")
         if client.name == "claude-code":
-            every = claude_add_remote(entry["url"]) if remote else claude_add_command(entry)
+            mine = entry_for(client)  # the user's own scope: this ltm and its paths
+            every = claude_add_remote(entry["url"]) if remote else claude_add_command(mine)
             info(f"For every project instead: {every}")
+        if portable and remote is None:
+            _shared_note(client)
         if remote is not None:
             info("The client signs you in with the server's own page the first time it connects.")
         for note in client.notes:
@@ -820,11 +833,31 @@ def run(name: str, *, write: bool, file: Path | None, remote: str | None = None)
     except CliError:
         sys.stdout.write(text)
         raise
+    if portable and remote is None:
+        _shared_note(client)
     if what == "unchanged":
         info(f"{path} already has this ltm entry; nothing changed")
     else:
         info(f"{what} the {SERVER_NAME!r} server in {path}")
         info(f"Restart {client.display} (or reload its MCP servers) to use it.")
+
+
+def _shared_note(client: Client) -> None:
+    """A file committed with the repository runs on teammates' machines: say what that
+    means for the entry (``ltm`` from PATH, none of this user's paths)."""
+    info = _stderr
+    if shutil.which(SERVER_NAME) is None:
+        info(
+            f"note: the entry runs ltm from PATH (the file is shared with the repository), and"
+            f" no ltm is on this shell's PATH; put it there, or use --file for an entry of"
+            f" your own with {ltm_command()[0]}"
+        )
+    moved = [name for name in PASSED_ENV if os.environ.get(name)]
+    if moved:
+        info(
+            f"note: {' and '.join(moved)} stay out of this shared file; set them where"
+            f" {client.display} starts, or use --file for an entry of your own"
+        )
 
 
 def _stderr(message: str) -> None:
