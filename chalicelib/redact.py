@@ -76,6 +76,17 @@ from dataclasses import dataclass, field
 from itertools import accumulate, islice
 from typing import Any, Literal, NamedTuple, Protocol, cast, overload
 
+from .redact_rules import (
+    B64_MIN,
+    B64_RUN,
+    CLI_VALUE,
+    RULES,
+    VENDOR_ANY_BODY,
+    VENDOR_GROUPS,
+    VENDOR_KINDS,
+    Spec,
+)
+
 __all__ = [
     "BUILTIN_KINDS",
     "BUILTIN_RULES",
@@ -92,7 +103,6 @@ __all__ = [
 
 MAX_SHOWN = 32
 _ELLIPSIS = "…"
-_KEY_MASK = "-----BEGIN … PRIVATE KEY-----"
 _SEP = "\x00"
 _KIND_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
 
@@ -165,8 +175,8 @@ class Rule:
     bounded match per keyword, however often letters of it occur in prose.
     ``mask`` replaces the shown text. ``check`` may veto a match or adjust
     the reported span. ``needles`` are texts one of which every match contains
-    (derived from a built-in pattern, ``_needles``): a text without any of them
-    is not searched.
+    (declared with a built-in rule, ``ltm.redact_rules``): a text without any of
+    them is not searched.
     ``reach`` lets a match that starts in a run go on past it (``min_len``
     without ``near``): each run is searched with that many characters more.
 
@@ -545,13 +555,13 @@ def _vendor(text: str, m: Match) -> tuple[int, int] | tuple[int, int, int] | Non
     start, end = m.span()
     if end < len(text) and text[end] in _TOKEN_CHARS:
         return None
-    kind, body_at, widen = _VENDOR_GROUPS[name]
+    kind, body_at, widen = VENDOR_GROUPS[name]
     body = text[start + body_at : end]
-    if not _mixed(body) and kind not in _VENDOR_ANY_BODY:
+    if not _mixed(body) and kind not in VENDOR_ANY_BODY:
         return None
     if _placeholder(body):
         return None
-    return start - widen, end, _VENDOR_KINDS.index(kind)
+    return start - widen, end, VENDOR_KINDS.index(kind)
 
 
 def _random_token(text: str, m: Match) -> tuple[int, int] | None:
@@ -746,7 +756,6 @@ _NETRC_WORDS = frozenset({"machine", "default", "login", "password", "account", 
 
 # Passwords on command lines. A flag's value is a secret where the command
 # takes a password there; the checks below say which flag of which command.
-_CLI_VALUE = r"""(?P<v>'[^'\n\x00]{1,128}+'|"[^"\n\x00]{1,128}+"|[^\s\x00'"`;|&<>()]{1,128}+)"""
 _SENTENCE_END = ".,;:!?)"
 
 
@@ -784,7 +793,7 @@ _COMMAND_WORDS = _REMOTE_COMMANDS | {"sshpass", "mysql", "docker", "podman", "lo
 
 def _cli_flag_rules() -> tuple[tuple[re.Pattern[str], re.Pattern[str]], ...]:
     """(command name, flag and value) for each command that takes a password as a flag."""
-    v = _CLI_VALUE
+    v = CLI_VALUE
     return tuple(
         (re.compile(cmd), re.compile(flag))
         for cmd, flag in (
@@ -860,7 +869,7 @@ _LOGIN_CMD = re.compile(
     r"(?:^|[\s`'\"(;&|$])(?:sudo\s+)?(?:docker|podman|nerdctl|buildah|skopeo|finch|oras|helm\s+registry"
     r"|crane\s+auth|regctl\s+registry|oc|az(?:\s+acr)?|cf|argocd|kubectl\s+oidc)\s+$"
 )
-_LOGIN_FLAG = re.compile(rf"\s(?:-p|--password)(?:=|\s{{1,4}}+){_CLI_VALUE}")
+_LOGIN_FLAG = re.compile(rf"\s(?:-p|--password)(?:=|\s{{1,4}}+){CLI_VALUE}")
 
 
 def _login_password(text: str, m: Match) -> tuple[int, int] | None:
@@ -945,275 +954,9 @@ def _vault_legacy(text: str, m: Match) -> tuple[int, int] | None:
     return None if _placeholder(body) else m.span()
 
 
-# Prefixed vendor tokens, searched in one pass over the runs of token
-# characters (like the base64 rules: prose has few runs of 24 or more, so this
-# costs next to nothing on it). (kind, literal prefixes, body): each prefix is
-# a branch of its own, with the boundary look-behind right after it. The rule
-# ids cited are gitleaks' (config/gitleaks.toml) unless marked otherwise.
-_VENDOR_TABLE: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    # shopify-access-token, -custom-access-token, -private-app-access-token, -shared-secret
-    ("shopify-token", ("shpat_", "shpca_", "shppa_", "shpss_"), r"[a-fA-F0-9]{32}"),
-    ("databricks-token", ("dapi",), r"[a-f0-9]{32}(?:-[0-9])?"),  # databricks-api-token
-    # atlassian-api-token (ATATT3...), and Bitbucket app passwords (ATBB...)
-    ("atlassian-token", ("ATATT3", "ATCTT3"), r"[A-Za-z0-9_=\-]{150,300}+"),
-    ("atlassian-token", ("ATBB",), r"[A-Za-z0-9_=\-]{28,64}+"),
-    ("linear-key", ("lin_api_",), r"[A-Za-z0-9]{40}"),  # linear-api-key
-    ("linear-key", ("lin_oauth_",), r"[a-f0-9]{64}"),
-    # notion-api-token (ntn_), and internal integration secrets before 2024 (secret_)
-    ("notion-token", ("ntn_",), r"[0-9]{11}[A-Za-z0-9]{35}"),
-    ("notion-token", ("secret_",), r"[A-Za-z0-9]{43}"),
-    ("mailgun-key", ("key-",), r"[a-z0-9]{32}"),  # mailgun-private-api-token
-    ("sentry-token", ("sntryu_",), r"[a-f0-9]{64}"),  # sentry-user-token
-    ("sentry-token", ("sntrys_",), r"eyJ[A-Za-z0-9+/=_]{40,600}+"),  # sentry-org-token
-    # twilio-api-key (SK...); detect-secrets' twilio.py also has the account SID (AC...)
-    ("twilio-key", ("SK", "AC"), r"[0-9a-fA-F]{32}"),
-    ("age-secret-key", ("AGE-SECRET-KEY-1",), r"[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
-    ("1password-token", ("ops_",), r"eyJ[A-Za-z0-9+/]{200,4000}+={0,3}+"),
-    ("perplexity-key", ("pplx-",), r"[A-Za-z0-9]{48}"),
-    (
-        "planetscale-token",
-        ("pscale_tkn_", "pscale_pw_", "pscale_oauth_"),
-        r"[A-Za-z0-9_=\-]{32,64}+",
-    ),
-    ("postman-key", ("PMAK-",), r"[a-f0-9]{24}-[a-f0-9]{34}"),
-    ("pulumi-token", ("pul-",), r"[a-f0-9]{40}"),
-    ("grafana-token", ("glc_",), r"[A-Za-z0-9+/]{32,400}+={0,3}+"),
-    ("grafana-token", ("glsa_",), r"[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}"),
-    ("grafana-token", ("eyJrIjoi",), r"[A-Za-z0-9]{70,400}+={0,3}+"),
-    ("newrelic-key", ("NRAK-",), r"[A-Z0-9]{27}"),
-    ("newrelic-key", ("NRJS-",), r"[a-f0-9]{19}"),
-    ("newrelic-key", ("NRII-",), r"[A-Za-z0-9\-]{32}"),
-    ("heroku-key", ("HRKU-AA",), r"[A-Za-z0-9_\-]{58}"),  # heroku-api-key-v2
-    ("rubygems-token", ("rubygems_",), r"[a-f0-9]{48}"),
-    ("flyio-token", ("fo1_",), r"[A-Za-z0-9_\-]{43}"),
-    ("flyio-token", ("fm2_", "fm1a_", "fm1r_"), r"[A-Za-z0-9+/]{100,4000}+={0,3}+"),
-    ("square-token", ("sq0atp-", "sq0csp-"), r"[A-Za-z0-9_\-]{22,60}+"),
-    ("square-token", ("EAAA",), r"[A-Za-z0-9_\-]{60}"),
-    ("sendinblue-key", ("xkeysib-",), r"[a-f0-9]{64}-[A-Za-z0-9]{16}"),
-    ("artifactory-token", ("AKCp",), r"[A-Za-z0-9]{69}"),
-    ("facebook-token", ("EAAM", "EAAC"), r"[A-Za-z0-9]{100,400}+"),
-    ("alibaba-key", ("LTAI",), r"[A-Za-z0-9]{20}"),
-    ("easypost-key", ("EZAK", "EZTK"), r"[A-Za-z0-9]{54}"),
-    ("shippo-token", ("shippo_live_", "shippo_test_"), r"[a-fA-F0-9]{40}"),
-    ("prefect-key", ("pnu_",), r"[A-Za-z0-9]{36}"),
-    ("readme-key", ("rdme_",), r"[a-z0-9]{70}"),
-    ("sourcegraph-token", ("sgp_",), r"(?:[a-fA-F0-9]{16}_|local_)?[a-fA-F0-9]{40}"),
-    ("clojars-token", ("CLOJARS_",), r"[a-z0-9]{60}"),
-    ("duffel-token", ("duffel_test_", "duffel_live_"), r"[A-Za-z0-9_=\-]{43}"),
-    ("frameio-token", ("fio-u-",), r"[A-Za-z0-9_=\-]{64}"),
-    ("scalingo-token", ("tk-us-",), r"[A-Za-z0-9_\-]{48}"),
-    ("infracost-key", ("ico-",), r"[A-Za-z0-9]{32}"),
-    ("octopus-key", ("API-",), r"[A-Z0-9]{26}"),
-    ("adobe-secret", ("p8e-",), r"[A-Za-z0-9]{32}"),
-    ("gitlab-token", ("glagent-",), r"[A-Za-z0-9_\-]{50}"),
-    ("gitlab-token", ("gloas-",), r"[A-Za-z0-9_\-]{64}"),
-    ("gitlab-token", ("glimt-",), r"[A-Za-z0-9_\-]{25}"),
-    ("gitlab-token", ("glffct-",), r"[A-Za-z0-9_\-]{20}"),
-    ("gitlab-token", ("GR1348941",), r"[A-Za-z0-9_\-]{20}"),  # gitlab-rrt
-    # Not in gitleaks, met by coding agents: the vendors' documented prefixes.
-    # https://tailscale.com/kb/1085/auth-keys, https://supabase.com/docs/guides/api/api-keys
-    (
-        "tailscale-key",
-        ("tskey-auth-", "tskey-api-", "tskey-client-"),
-        r"[A-Za-z0-9]{6,20}+-[A-Za-z0-9]{16,64}+",
-    ),
-    ("supabase-token", ("sbp_",), r"[a-f0-9]{40}"),
-    ("replicate-token", ("r8_",), r"[A-Za-z0-9]{37}"),
-    ("langsmith-key", ("lsv2_pt_", "lsv2_sk_"), r"[a-f0-9]{32}_[a-f0-9]{10}"),
-    ("tavily-key", ("tvly-dev-", "tvly-"), r"[A-Za-z0-9]{32}"),
-    ("nuget-key", ("oy2",), r"[a-z0-9]{43}"),
-    # Cloudflare's scannable credentials: a prefix, 40 characters and a checksum.
-    # https://developers.cloudflare.com/fundamentals/api/get-started/token-formats
-    ("cloudflare-token", ("cfut_", "cfat_"), r"[A-Za-z0-9_\-]{40,80}+"),
-    ("cloudflare-key", ("cfk_",), r"[A-Za-z0-9_\-]{40,80}+"),
-)
-# Kinds reported by the one vendor search, in alias order (BUILTIN_RULES).
-_VENDOR_KINDS: tuple[str, ...] = tuple(dict.fromkeys(k for k, _, _ in _VENDOR_TABLE))
-_VENDOR_ANY_BODY: frozenset[str] = frozenset()
-# group name -> (kind, where the body starts in the match, characters to widen)
-_VENDOR_GROUPS: dict[str, tuple[str, int, int]] = {}
-
-
-def _vendor_regex() -> str:
-    """One alternation, one branch per first character of the prefixes.
-
-    ``re`` tries a position's alternatives one by one, so the branches are
-    grouped by the prefix's first character (outside any group, a literal):
-    at each position only the prefixes that start there are tried, which
-    halves the cost on prose. Prefixes that share a first character keep
-    their table order. Each named group is one prefix (``lastgroup``, for
-    the check).
-    """
-    by_first: dict[str, list[str]] = {}
-    n = 0
-    for kind, prefixes, body in _VENDOR_TABLE:
-        for prefix in prefixes:
-            name = f"v{n}"
-            n += 1
-            _VENDOR_GROUPS[name] = (kind, len(prefix), 0)
-            look = rf"(?<![A-Za-z0-9_\-.]{re.escape(prefix)})"
-            by_first.setdefault(re.escape(prefix[0]), []).append(
-                f"(?P<{name}>{re.escape(prefix[1:])}{look}{body})"
-            )
-    return "|".join(
-        first + (alts[0] if len(alts) == 1 else f"(?:{'|'.join(alts)})")
-        for first, alts in by_first.items()
-    )
-
-
 # --------------------------------------------------------------------------- #
 # Built-in rules
 # --------------------------------------------------------------------------- #
-
-# Characters that may continue a path once it has started (no whitespace, no NUL,
-# no quotes or brackets that usually close prose around a path).
-_PATH_CONT = r"""[^\s\x00"'`<>|,;()\[\]{}]{0,4096}+"""
-# The first name character after a root: a word-ish char, or a dot + word char
-# (".config") but not a sentence-ending dot ("see /etc/.").
-_NAME_START = r"(?:[\w\-@+%$]|\.[\w\-])"
-_POSIX_ROOTS = "home|Users|root|etc|var|opt|usr|tmp|private|mnt|srv|Volumes|Library|Applications"
-
-
-def _r(
-    kind: str,
-    regex: str,
-    *,
-    near: tuple[str, ...] = (),
-    radius: int = 0,
-    min_len: int = 0,
-    mask: str | None = None,
-    check: Check | None = None,
-    secret: bool = True,
-    rank: int = 0,
-    anchored: bool = False,
-    alias: bool = False,
-    reach: int = 0,
-) -> Rule:
-    pattern = re.compile(regex)
-    needles: tuple[str, ...] = ()
-    if not anchored:  # an anchored rule is tried at its keywords only
-        ops = _parsed(pattern)  # once: this runs for every rule at a command's first scan
-        needles = _needles(ops)
-        if not (near or min_len):
-            width = _run_width(ops)
-            min_len = width if width >= _B64_MIN else 0
-    return Rule(
-        kind,
-        pattern,
-        near,
-        radius,
-        min_len,
-        mask,
-        check,
-        secret,
-        rank,
-        anchored,
-        alias,
-        needles,
-        reach,
-    )
-
-
-# A rule has at most this many needles: past it, the literals a branch adds are left out.
-_MAX_NEEDLES = 32
-
-
-def _needles(ops: Any) -> tuple[str, ...]:
-    """Literal texts one of which every match of a pattern contains, each as long as can
-    be read: none where the pattern has no such literals.
-
-    Read from the pattern's parse: the top-level literals, joined across zero-width
-    assertions (a look-behind consumes nothing, so the literals on either side are
-    adjacent in the text), and across an alternation or a class of characters that
-    starts each of its branches with literals (``A(?:KIA|SIA)`` holds ``AKIA`` or
-    ``ASIA``: two needles, where the literals alone gave ``A``, found in most text).
-    The run of literals goes on past the alternation when every branch is literals
-    alone. A text without any needle cannot match, and ``str.__contains__`` (or one
-    pass of an RE2 set, ``_Literals``) rules that out faster than ``re``'s own prefix
-    search walks the text. () when there is none, or when the parser is not the one
-    this was written for: then the rule is searched everywhere. ``ops``: the
-    pattern's parse (``_parsed``).
-    """
-    if ops is None:
-        return ()
-    from re import _constants as c
-
-    zero_width = (c.ASSERT, c.ASSERT_NOT, c.AT)
-    best: list[str] = []
-    runs = [""]
-
-    def shortest(texts: list[str]) -> int:
-        return min(map(len, texts)) if texts else 0
-
-    def end(runs: list[str]) -> None:
-        nonlocal best
-        runs = _fewest(runs)
-        if len(runs) > 1 and shortest(runs) < 2:
-            return  # one of several single characters: in almost any text
-        # The longest shortest needle wins; of as long ones, the fewer needles.
-        if (shortest(runs), -len(runs)) > (shortest(best), -len(best)):
-            best = runs
-
-    for op, arg in ops:
-        if op is c.LITERAL:
-            runs = [run + chr(arg) for run in runs]
-            continue
-        if op in zero_width:
-            continue
-        branches = _branch_literals(op, arg)
-        if branches is None:
-            end(runs)
-            runs = [""]
-            continue
-        leads, whole = branches
-        # Every text a match may hold here, each to be lengthened if the run goes on:
-        # none is dropped before the run ends (``_fewest``). In ``x(?:ab|)c``, ``xab``
-        # holds ``x``, but the runs go on to ``xabc`` and ``xc``: both are needles.
-        longer = list(dict.fromkeys(run + lead for run in runs for lead in leads))
-        if len(longer) > _MAX_NEEDLES:
-            end(runs)
-            runs = [""]
-        elif whole:
-            runs = longer
-        else:
-            end(longer)
-            runs = [""]
-    end(runs)
-    return tuple(best) if shortest(best) else ()
-
-
-def _fewest(texts: Iterable[str]) -> list[str]:
-    """``texts`` without those that hold another of them: a text holding the longer one
-    holds the shorter, so the longer says nothing more."""
-    found = list(dict.fromkeys(texts))
-    return [t for t in found if not any(other != t and other in t for other in found)]
-
-
-def _branch_literals(op: Any, arg: Any) -> tuple[list[str], bool] | None:
-    """For an alternation or a class of single characters: the literals each branch
-    starts with, and whether every branch is those literals alone (zero-width
-    assertions aside); None for any other part of a pattern. ``op``, ``arg``: one
-    item of a pattern's parse (``_parsed``)."""
-    from re import _constants as c
-
-    zero_width = (c.ASSERT, c.ASSERT_NOT, c.AT)
-    if op is c.IN:
-        if all(member is c.LITERAL for member, _ in arg):
-            return [chr(value) for _, value in arg], True
-        return None
-    if op is not c.BRANCH:
-        return None
-    leads, whole = [], True
-    for branch in arg[1]:
-        lead = ""
-        for part, value in branch:
-            if part is c.LITERAL:
-                lead += chr(value)
-            elif part not in zero_width:
-                whole = False
-                break
-        leads.append(lead)
-    return leads, whole
 
 
 # One byte per character: 0x61 inside the base64 alphabet, 0x20 outside (``_Text.runs``).
@@ -1221,540 +964,68 @@ _RUN_TABLE = bytes(
     0x61 if chr(c).isascii() and (chr(c).isalnum() or chr(c) in "+/=_-") else 0x20
     for c in range(256)
 )
-_RUN_CODES = frozenset(c for c in range(128) if _RUN_TABLE[c] == 0x61)
 
 
-def _run_width(ops: Any) -> int:
-    """The fewest characters a match takes, when every one is a base64 character; else 0.
-
-    Such a pattern only ever matches inside one run of base64 characters
-    (``_Text.runs``), so it is searched in the runs at least that long: most
-    packets have none, and a rule skipped costs nothing. Look-behinds may stay
-    (``re`` reads before the start of a search); a look-ahead or a ``\\b`` at
-    the run's end would see the end of the search instead of the character
-    after the run, so a pattern with either is searched everywhere. ``ops``: the
-    pattern's parse (``_parsed``).
-    """
-    if ops is None:
-        return 0
-    from re import _constants as c
-
-    def plain(items: Any) -> bool:
-        for op, arg in items:
-            if op is c.LITERAL:
-                ok = arg in _RUN_CODES
-            elif op is c.IN:
-                ok = all(
-                    (o is c.LITERAL and a in _RUN_CODES)
-                    or (o is c.RANGE and all(x in _RUN_CODES for x in range(a[0], a[1] + 1)))
-                    for o, a in arg
-                )
-            elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
-                ok = plain(arg[2])
-            elif op is c.SUBPATTERN:
-                ok = not arg[1] & re.IGNORECASE and plain(arg[3])
-            elif op is c.BRANCH:
-                ok = all(plain(branch) for branch in arg[1])
-            elif op is c.ATOMIC_GROUP:
-                ok = plain(arg)
-            elif op in (c.ASSERT, c.ASSERT_NOT):
-                ok = arg[0] < 0  # a look-behind
-            else:
-                ok = False
-            if not ok:
-                return False
-        return True
-
-    return int(ops.getwidth()[0]) if plain(ops) else 0
+# The checks a rule of the table (``ltm.redact_rules``) names.
+CHECKS: dict[str, Check] = {
+    "assignment": _assignment,
+    "auth_header": _auth_header,
+    "aws_secret": _aws_secret,
+    "azure_ad_secret": _azure_ad_secret,
+    "azure_key": _azure_key,
+    "azure_key_near": _azure_key_near,
+    "azure_sas": _azure_sas,
+    "b64_secret": _b64_secret,
+    "cli_password": _cli_password,
+    "conn_password": _conn_password,
+    "discord_token": _discord_token,
+    "docker_auth": _docker_auth,
+    "drive_path": _drive_path,
+    "env_key": _env_key,
+    "flag_password": _flag_password,
+    "gcp_key_id": _gcp_key_id,
+    "has_digit": _has_digit,
+    "login_password": _login_password,
+    "netrc": _netrc,
+    "openai": _openai,
+    "openssl_pass": _openssl_pass,
+    "path": _path,
+    "private_key_body": _private_key_body,
+    "random_token": _random_token,
+    "sentry_dsn": _sentry_dsn,
+    "ssh_key_span": _ssh_key_span,
+    "telegram": _telegram,
+    "url_credentials": _url_credentials,
+    "vault_legacy": _vault_legacy,
+    "vendor": _vendor,
+    "with_scheme": _with_scheme,
+}
 
 
-def _parsed(pattern: re.Pattern[str]) -> Any:
-    """CPython's own parse of a built-in pattern (read, never changed); None if unknown."""
-    if pattern.flags & re.IGNORECASE:
-        return None
-    try:
-        from re import _parser
-
-        return _parser.parse(pattern.pattern, pattern.flags)
-    except (ImportError, AttributeError, re.error):
-        return None
-
-
-_PORT = r":[0-9]{2,5}+(?![0-9])"
-_OCTET = r"[0-9]{1,3}+"
-_SSH_TYPES = (
-    "ssh-rsa",
-    "ssh-dss",
-    "ssh-ed25519",
-    "ssh-ed448",
-    "ecdsa-sha2-nistp256",
-    "ecdsa-sha2-nistp384",
-    "ecdsa-sha2-nistp521",
-    "sk-ssh-ed25519@openssh.com",
-    "sk-ecdsa-sha2-nistp256@openssh.com",
-)
-
-
-# Assignment names (case-insensitive): the name ends in one of these.
-_ASSIGN_NAMES = (
-    r"(?i:passw(?:or)?d|passphrase|pass|pwd|secret(?:[_\-]?(?:access[_\-]?)?key)?|token"
-    r"|api[_\-]?key|access[_\-]?key|auth[_\-]?key|private[_\-]?key)"
-)
-# Where an assignment name can start (lower case): the keyword search of the
-# anchored rule (_spans) tries the pattern at each of these and nowhere else.
-_ASSIGN_NEAR = (
-    *("pass", "pwd", "secret", "token"),
-    *("api_key", "api-key", "apikey", "access_key", "access-key", "accesskey"),
-    *("auth_key", "auth-key", "authkey", "private_key", "private-key", "privatekey"),
-)
-# 40 base64 characters (not base64url: a run glued to "-" or "_" is something else).
-_AWS_SECRET = r"(?<![A-Za-z0-9/+_\-])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=_\-])"
-# The characters of an assignment's value (it ends at space, quote, bracket, "=").
-_VALUE = r"""[^\s\x00"'`<>,;&|()\[\]{}=]"""
-# A base64 (or base64url) run, with its padding.
-_B64_MIN = 24
-_B64_RUN = r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{24,32768}+={0,2}+(?![A-Za-z0-9+/_\-])"
+def _compiled(spec: Spec) -> Rule:
+    """A row of the table, compiled: its check named there looked up here."""
+    check = _widened(spec.widen) if spec.check == "widened" else CHECKS.get(spec.check or "")
+    if spec.check and check is None:
+        raise KeyError(f"no check {spec.check!r} for the rule of {spec.kind}")
+    return Rule(
+        spec.kind,
+        re.compile(spec.regex),
+        spec.near,
+        spec.radius,
+        spec.min_len,
+        spec.mask,
+        check,
+        spec.secret,
+        spec.rank,
+        spec.anchored,
+        spec.alias,
+        spec.needles,
+        spec.reach,
+    )
 
 
 def _build_rules() -> tuple[Rule, ...]:
-    # Every pattern starts with a literal (or a tiny set of literals) so that `re`
-    # finds candidates with its fast prefix search; boundary look-behinds come
-    # right after that literal. All repetitions are bounded and, where a run is
-    # followed by something it cannot contain, possessive.
-    return (
-        # Private-key headers: the header alone is matched, and masked anyway.
-        _r(
-            "private-key",
-            r"-----BEGIN (?:[A-Z0-9]{1,12}+ ){0,2}PRIVATE KEY(?: BLOCK)?-----"
-            r"|---- BEGIN (?:[A-Z0-9]{1,12}+ ){0,2}PRIVATE KEY ----",
-            mask=_KEY_MASK,
-        ),
-        # Absolute POSIX paths under a home or system root, followed by a name.
-        # The look-behind rejects "/home" inside a URL path, a relative path
-        # (src/etc/x) or a C:/Users path (left to windows-path); file:///home/x is
-        # a local path all the same.
-        _r(
-            "abs-path",
-            rf"/(?:(?<![\w.:/\\~\-]/)|(?<=file:///))(?:{_POSIX_ROOTS})/{_NAME_START}{_PATH_CONT}",
-            check=_path,
-            secret=False,
-        ),
-        _r(
-            "abs-path",
-            rf"~/(?<![\w.:/\\~\-]~/){_NAME_START}{_PATH_CONT}",
-            check=_path,
-            secret=False,
-        ),
-        # Windows drive paths C:\x, C:/x, C:\\x (JSON-escaped twice). Anchored on
-        # the colon; the drive letter must stand alone (not "http:/", "key:/").
-        _r(
-            "windows-path",
-            r":(?<![\w\\][A-Za-z]:)(?<=[A-Za-z]:)(?:\\{1,2}+|/)"
-            + _NAME_START
-            + r"""[^\s\x00"'`<>|*?]{0,4096}+""",
-            check=_drive_path,
-            secret=False,
-        ),
-        # UNC paths \\server\share, and device paths \\?\ and \\.\ .
-        _r(
-            "unc-path",
-            r"\\\\(?<![\w/\\]\\\\)\\{0,2}+(?:[?.]\\{1,2}+|[A-Za-z0-9$][\w.$\-]{1,62}+\\{1,2}+)"
-            + _NAME_START
-            + r"""[^\s\x00"'`<>|*?]{0,4096}+""",
-            check=_path,
-            secret=False,
-        ),
-        # AWS access key IDs (AKIA long-term, ASIA temporary, other IAM prefixes).
-        _r(
-            "aws-access-key",
-            r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|IPA|NPA|NVA|ROA|PKA)"
-            r"(?<![A-Za-z0-9]....)[A-Z0-9]{16}(?![A-Za-z0-9])",
-        ),
-        # AWS secret access keys: a lone 40-char base64 token, near "aws"/"secret"
-        # or random enough on its own (then only a guess: rank 2).
-        _r("aws-secret-key", _AWS_SECRET, min_len=40, check=_aws_secret),
-        _r("aws-secret-key", _AWS_SECRET, rank=2, alias=True),
-        _r(
-            "aws-arn",
-            r"arn:aws(?<![\w\-]arn:aws)(?:-[a-z]{1,12}+){0,3}:[a-z0-9\-]{1,64}+:[a-z0-9\-]{0,32}+:"
-            r"""(?:[0-9]{12}|aws)?:[^\s\x00"'`<>,;()\[\]{}]{1,256}+""",
-            secret=False,  # an identifier (and an account id), not a credential
-        ),
-        _r("github-token", r"gh[pousr]_(?<![\w]gh._)[A-Za-z0-9]{36,251}+"),
-        _r("github-token", r"github_pat_[A-Za-z0-9_]{30,255}+"),
-        _r("gitlab-token", r"gl(?:pat|dt|ptt|rt|cbt|soat|ft)-[A-Za-z0-9_\-]{20,255}+"),
-        _r("npm-token", r"npm_(?<![\w]npm_)[A-Za-z0-9]{36,64}+"),
-        # Our own bearer tokens (chalicelib/service/tokens.py): ltm_ + [user id + _] + 64 hex.
-        _r("ltm-token", r"ltm_(?<![\w]ltm_)(?:[0-9A-HJKMNP-TV-Z]{26}_)?[0-9a-f]{64}+"),
-        _r(
-            "pypi-token",
-            r"pypi-Ag(?:EIcHlwaS5vcmc|ENdGVzdC5weXBpLm9yZw)[A-Za-z0-9_\-]{32,1024}+",
-        ),
-        _r(
-            "jwt",
-            r"eyJ(?<![\w\-]eyJ)[A-Za-z0-9_\-]{7,4096}+\.ey[A-Za-z0-9_\-]{2,8192}+"
-            r"\.[A-Za-z0-9_\-]{0,4096}+",
-        ),
-        _r("google-api-key", r"AIza(?<![\w\-]AIza)[A-Za-z0-9_\-]{35}(?![\w\-])"),
-        _r("google-oauth-secret", r"GOCSPX-[A-Za-z0-9_\-]{24,40}+"),
-        _r(
-            "slack-token",
-            r"xox[abeprs]-(?<![\w\-]xox.-)[A-Za-z0-9\-]{10,250}+|xapp-[0-9]-[A-Za-z0-9\-]{10,250}+",
-            check=_has_digit,
-        ),
-        _r(
-            "slack-webhook",
-            # also JSON-escaped ("hooks.slack.com\/services\/...")
-            r"hooks\.slack\.com\\{0,2}/(?:services|workflows|triggers)\\{0,2}/"
-            r"(?:[A-Za-z0-9_\-]|\\{0,2}/){8,256}+",
-        ),
-        _r(
-            "discord-webhook",
-            r"discord(?:app)?\.com\\{0,2}/api\\{0,2}/(?:v[0-9]{1,2}\\{0,2}/)?webhooks\\{0,2}/"
-            r"[0-9]{5,30}+\\{0,2}/[A-Za-z0-9_\-]{20,256}+",
-        ),
-        _r("stripe-secret-key", r"sk_(?<![\w]sk_)(?:live|test)_[A-Za-z0-9]{16,247}+"),
-        _r("stripe-restricted-key", r"rk_(?<![\w]rk_)(?:live|test)_[A-Za-z0-9]{16,247}+"),
-        _r("stripe-webhook-secret", r"whsec_(?<![\w]whsec_)[A-Za-z0-9+/=]{20,256}+"),
-        # SSH public keys, anchored on " AAAA" (the base64 of the key-type length);
-        # the key type before it is checked by look-behinds and then shown.
-        _r(
-            "ssh-public-key",
-            r" AAAA(?:"
-            + "|".join(f"(?<={re.escape(t)} AAAA)" for t in _SSH_TYPES)
-            + r")[A-Za-z0-9+/]{16,8192}+",
-            check=_ssh_key_span,
-            secret=False,  # a public key: it says whose machine, it opens nothing
-        ),
-        _r("anthropic-key", r"sk-ant-(?<![\w\-]sk-ant-)[A-Za-z0-9_\-]{20,400}+"),
-        _r("openrouter-key", r"sk-or-v1-(?<![\w\-]sk-or-v1-)[a-f0-9]{64}"),
-        _r(
-            "openai-key",
-            r"sk-(?<![\w\-]sk-)(?!ant-|or-v1-)[A-Za-z0-9_\-]{20,400}+",
-            check=_openai,
-        ),
-        _r("huggingface-token", r"hf_(?<![\w]hf_)[A-Za-z0-9]{34,64}+"),
-        _r("groq-key", r"gsk_(?<![\w]gsk_)[A-Za-z0-9]{48,64}+"),
-        _r("xai-key", r"xai-(?<![\w\-]xai-)[A-Za-z0-9]{70,100}+"),
-        _r("docker-hub-token", r"dckr_pat_[A-Za-z0-9_\-]{24,64}+"),
-        _r("digitalocean-token", r"do[por]_v1_[a-f0-9]{64}"),
-        _r("sendgrid-key", r"SG\.(?<![\w]SG\.)[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}"),
-        # ------------------------------------------------------------------ #
-        # Formats added after a security review. Sources: gitleaks' rules
-        # (config/gitleaks.toml, rule ids in _VENDOR_TABLE and below) and
-        # detect-secrets' plugins; the rules are this module's own.
-        # ------------------------------------------------------------------ #
-        # Prefixed vendor tokens: one search over runs of token characters, the
-        # first kind reported by the rule itself, the others by its aliases.
-        _r(_VENDOR_KINDS[0], _vendor_regex(), min_len=_B64_MIN, check=_vendor),
-        *(_r(kind, "(?!)", alias=True) for kind in _VENDOR_KINDS[1:]),
-        # Mapbox secret (sk.) and temporary (tk.) tokens: "k.eyJ1" is the base64 of
-        # '{"u"' after the type letter (gitleaks mapbox-api-token knows the pk. form).
-        _r(
-            "mapbox-token",
-            r"k\.eyJ1(?<=[st]k\.eyJ1)(?<![A-Za-z0-9_\-.].k\.eyJ1)[A-Za-z0-9_\-]{16,400}+"
-            r"\.[A-Za-z0-9_\-]{16,64}+",
-            check=_widened(1),
-        ),
-        # Public tokens (pk.) are meant for browsers: flagged here, not refused by the server.
-        _r(
-            "mapbox-public-token",
-            r"k\.eyJ1(?<=pk\.eyJ1)(?<![A-Za-z0-9_\-.]pk\.eyJ1)[A-Za-z0-9_\-]{16,400}+"
-            r"\.[A-Za-z0-9_\-]{16,64}+",
-            check=_widened(1),
-            secret=False,
-        ),
-        # vault-service-token (hvs.), vault-batch-token (hvb.)
-        _r(
-            "vault-token",
-            r"hv[sb]\.(?<![A-Za-z0-9_\-.]hv.\.)[A-Za-z0-9_\-]{90,300}+",
-            check=_widened(0),
-        ),
-        # Vault's service tokens before 1.10 ("s." + 24): only next to the word "vault".
-        _r(
-            "vault-token",
-            r"s\.(?<![A-Za-z0-9_\-.]s\.)[A-Za-z0-9]{24}",
-            near=("vault",),
-            radius=120,
-            check=_vault_legacy,
-        ),
-        # hashicorp-tf-api-token: 14 characters, ".atlasv1.", 60-70 more
-        _r(
-            "terraform-token",
-            r"\.atlasv1\.(?<=[A-Za-z0-9]{14}\.atlasv1\.)(?<![A-Za-z0-9_\-][A-Za-z0-9]{14}\.atlasv1\.)"
-            r"[A-Za-z0-9_=\-]{60,70}+",
-            check=_widened(14),
-        ),
-        _r("dynatrace-token", r"dt0c01\.(?<![\w\-.]dt0c01\.)[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}"),
-        _r(
-            "doppler-token",
-            r"dp\.(?<![\w\-.]dp\.)(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}+",
-            check=_widened(0),
-        ),
-        # A Cloudflare API token before the scannable format: 40 token characters,
-        # only next to the name (CLOUDFLARE_API_TOKEN, "the Cloudflare token").
-        _r(
-            "cloudflare-token",
-            r"(?<![A-Za-z0-9_\-])[A-Za-z0-9_\-]{40}(?![A-Za-z0-9_\-])",
-            near=("cloudflare", "cf_api", "cf-api", "cf_token", "cf-token"),
-            radius=80,
-            min_len=40,
-            check=_random_token,
-        ),
-        # Sentry DSNs: http(s)://PUBLIC_KEY@HOST[/PATH]/PROJECT_ID, the key 32 hex
-        # characters (with ":SECRET_KEY" after it, the older form, url-credentials has it);
-        # JSON-escaped too ("https:\/\/...").
-        # https://docs.sentry.io/concepts/key-terms/dsn-explainer/
-        _r(
-            "sentry-dsn",
-            r"@(?<=/[a-f0-9]{32}@)(?<![a-f0-9]{33}@)[A-Za-z0-9.\-]{1,253}+(?::[0-9]{2,5}+)?"
-            r"\\{0,2}+/(?:[A-Za-z0-9_.\-]{1,64}+\\{0,2}+/){0,4}+[0-9]{1,20}+(?![A-Za-z0-9])",
-            check=_sentry_dsn,
-        ),
-        _r(
-            "cloudflare-origin-key",
-            r"v1\.0-(?<![\w\-.]v1\.0-)[a-f0-9]{24}-[a-f0-9]{146}",
-        ),
-        _r("openshift-token", r"sha256~(?<![\w\-.]sha256~)[A-Za-z0-9_\-]{43}", check=_widened(0)),
-        # microsoft-teams-webhook (also JSON-escaped: "\/")
-        _r(
-            "teams-webhook",
-            r"webhook\.office\.com\\{0,2}/webhookb2\\{0,2}/[A-Za-z0-9@\-]{40,200}+\\{0,2}/"
-            r"IncomingWebhook\\{0,2}/[A-Za-z0-9]{32}\\{0,2}/[A-Za-z0-9\-]{36}",
-        ),
-        # azure-ad-client-secret: 3 characters, a digit, "Q~", 31-34 more
-        _r(
-            "azure-ad-secret",
-            r"Q~(?<=[A-Za-z0-9_~.]{3}[0-9]Q~)(?<![A-Za-z0-9_~.\-][A-Za-z0-9_~.]{3}[0-9]Q~)"
-            r"[A-Za-z0-9_~.\-]{31,34}+",
-            check=_azure_ad_secret,
-        ),
-        # Azure storage account keys and Service Bus/Event Hubs keys in connection
-        # strings (detect-secrets azure_storage_key.py: 86 base64 characters and "==").
-        # https://learn.microsoft.com/en-us/azure/storage/common/storage-configure-connection-string
-        _r(
-            "azure-storage-key",
-            r"(?i:accountkey|sharedaccesskey)\s{0,3}+=\s{0,3}+(?P<v>[A-Za-z0-9+/]{30,128}+={0,2}+)",
-            near=("accountkey", "sharedaccesskey"),
-            check=_azure_key,
-            anchored=True,
-        ),
-        _r(
-            "azure-storage-key",
-            r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{86}==",
-            near=("azure", "storage", "account_key", "accountkey", "account-key"),
-            radius=160,
-            min_len=88,
-            check=_azure_key_near,
-        ),
-        # Shared access signatures: the sig= of a SAS URL or SharedAccessSignature.
-        _r(
-            "azure-sas",
-            r"sig=(?P<v>[A-Za-z0-9%+/=]{30,256}+)",
-            near=("sig=",),
-            check=_azure_sas,
-            anchored=True,
-        ),
-        # mailchimp-api-key: 32 hex, "-us", the data centre's number
-        _r(
-            "mailchimp-key",
-            r"-us(?<=[0-9a-f]{32}-us)(?<![A-Za-z0-9_\-][0-9a-f]{32}-us)[0-9]{1,2}+(?![A-Za-z0-9_\-])",
-            check=_widened(32),
-        ),
-        # mailgun-signing-key, and Mailgun's private keys since 2020: 32-8-8 hex
-        _r(
-            "mailgun-key",
-            r"-(?<=[0-9a-f]{32}-)(?<![A-Za-z0-9_\-][0-9a-f]{32}-)[0-9a-f]{8}-[0-9a-f]{8}"
-            r"(?![A-Za-z0-9_\-])",
-            check=_widened(32),
-        ),
-        # telegram-bot-api-token and detect-secrets telegram_token.py: "<bot id>:<35>"
-        _r(
-            "telegram-bot-token",
-            r":(?<=[0-9]{8}:)(?<![0-9]{11}:)(?P<t>[A-Za-z0-9_\-]{35})",
-            check=_telegram,
-        ),
-        # detect-secrets discord.py: bot tokens, the base64 of the bot's id first
-        _r(
-            "discord-token",
-            r"(?P<id>[MNO](?<![A-Za-z0-9_\-.][MNO])[A-Za-z0-9_\-]{23,27}+)\.[A-Za-z0-9_\-]{6}"
-            r"\.[A-Za-z0-9_\-]{27,38}+",
-            check=_discord_token,
-            # The id part is a run of 24-28 base64 characters; the rest, 46 at most,
-            # follows the run's end.
-            min_len=24,
-            reach=46,
-        ),
-        # Private key material without its PEM header (a service account's key
-        # pasted from JSON, a key cut from its armour): PKCS#1 and PKCS#8 RSA,
-        # SEC1 and PKCS#8 EC, PKCS#8 Ed25519.
-        _r(
-            "private-key",
-            r"M(?<![A-Za-z0-9+/]M)(?:II[A-Za-z0-9+/]{3}IBAAK[CG]A|II[A-Za-z0-9+/]{3}IBADANBgkqhkiG9w0BAQEFAASC"
-            r"|HcCAQEEI|IGkAgEBBDA|IG[A-Za-z0-9+/]AgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg"
-            r"|C4CAQAwBQYDK2VwBCIEI)(?:\\n|[A-Za-z0-9+/]){16,8192}+",
-            mask="base64 of a private key",
-            check=_private_key_body,
-        ),
-        # A Google service account key file: its "private_key_id" (40 hex) says the
-        # whole file was pasted.
-        # https://cloud.google.com/iam/docs/keys-create-delete#creating
-        _r(
-            "gcp-service-account",
-            r"""private_key_id["'`]?\s{0,3}+[:=]\s{0,3}+["'`]?(?P<v>[a-f0-9]{40})(?![A-Za-z0-9])""",
-            near=("private_key_id",),
-            check=_gcp_key_id,
-            anchored=True,
-        ),
-        # Docker's config.json: "auth" is base64("user:password"); identity and
-        # registry tokens are tokens (JSON-escaped quotes too).
-        _r(
-            "docker-auth",
-            r'"(?P<k>auth|identitytoken|registrytoken)\\?"\s{0,3}+:\s{0,3}+\\?"'
-            r"(?P<v>[A-Za-z0-9+/=_.\-]{8,4096}+)",
-            near=('"auth', '"identitytoken', '"registrytoken'),
-            check=_docker_auth,
-            anchored=True,
-        ),
-        # .netrc: "machine HOST login USER password PASS"
-        _r(
-            "netrc-password",
-            r"password[ \t]{1,8}+(?P<v>[^\s\x00]{1,256}+)",
-            near=("password",),
-            check=_netrc,
-            anchored=True,
-        ),
-        # Passwords on command lines: mysql -p..., sshpass -p, curl -u user:pass ...
-        # (gitleaks curl-auth-user for curl; each command's manual for the rest,
-        # cited in _cli_flag_rules).
-        _r(
-            "cli-password",
-            r"(?P<cmd>mysql[a-z\-]{0,12}+|mariadb[a-z\-]{0,12}+|sshpass|curl|wget|redis-cli"
-            r"|mongo[a-z]{0,8}+|sqlcmd|bcp|ldap[a-z]{2,10}+|htpasswd|smbclient|zip|unzip)"
-            r"(?![A-Za-z0-9_\-.])(?P<rest>(?:\\\n|[^\n\x00;|&`]){0,400}+)",
-            near=(
-                *("mysql", "mariadb", "sshpass", "curl", "wget", "redis-cli", "mongo"),
-                *("sqlcmd", "bcp", "ldap", "htpasswd", "smbclient", "zip", "unzip"),
-            ),
-            check=_cli_password,
-            anchored=True,
-        ),
-        # docker login -p, podman login --password, oc login -p, az login -p ...
-        _r(
-            "cli-password",
-            r"(?P<login>login)(?![A-Za-z0-9_\-])(?P<rest>(?:\\\n|[^\n\x00;|&`]){0,400}+)",
-            near=("login",),
-            check=_login_password,
-            anchored=True,
-        ),
-        # --password VALUE, --client-secret=VALUE, --api-key VALUE: any command.
-        _r(
-            "cli-password",
-            r"--(?:db-|admin-|root-|master-|client-|app-|api-|auth-|access-|user-|registry-"
-            r"|http-|ftp-|proxy-|bind-|store-|key-)?"
-            r"(?:password|passwd|pass|passphrase|secret|token|api-key|apikey|access-key|secret-key)"
-            rf"(?:=|\s{{1,4}}+){_CLI_VALUE}",
-            near=("--",),
-            check=_flag_password,
-            anchored=True,
-        ),
-        # openssl -passin pass:SECRET, -passout pass:SECRET, -pass pass:SECRET
-        # https://docs.openssl.org/master/man1/openssl-passphrase-options/
-        _r(
-            "cli-password",
-            rf"-pass(?:in|out)?\s{{1,4}}+pass:{_CLI_VALUE}",
-            near=("-pass",),
-            check=_openssl_pass,
-            anchored=True,
-        ),
-        # keytool/jarsigner -storepass SECRET -keypass SECRET
-        # https://docs.oracle.com/en/java/javase/21/docs/specs/man/keytool.html
-        _r(
-            "cli-password",
-            rf"-(?:src|dest|new)?(?:store|key)?pass\s{{1,4}}+{_CLI_VALUE}",
-            near=("-storepass", "-keypass", "-srcstorepass", "-deststorepass", "-srckeypass"),
-            check=_flag_password,
-            anchored=True,
-        ),
-        # MAPBOX_KEY=..., "twilio_key": "...": a name ending in _key and a random value
-        # (the names ending in api_key, access_key, secret_key... are the rule above).
-        _r(
-            "secret-assignment",
-            r"[_\-](?i:key)[\"'`]?\s{0,3}+(?::=|=>|=|:)\s{0,3}+[\"'`]?"
-            rf"(?P<v>{_VALUE}{{16,256}}+={{0,2}}+)",
-            near=("_key", "-key"),
-            check=_env_key,
-            rank=1,
-            anchored=True,
-        ),
-        # Credentials inside URLs: scheme://user:pass@host (anchored on "://").
-        _r(
-            "url-credentials",
-            r"://(?<=[A-Za-z0-9+.\-]://)[^\s\x00/:@\"'`<>]{0,128}+:"
-            r"""(?P<pw>[^\s\x00/@"'`<>]{1,256}+)@[^\s\x00/@"'`<>?#]{1,255}+""",
-            check=_url_credentials,
-        ),
-        # ... and JSON-escaped ("https:\/\/user:pass@host").
-        _r(
-            "url-credentials",
-            r":\\/\\/(?<=[A-Za-z0-9+.\-]:\\/\\/)[^\s\x00/:@\"'`<>\\]{0,128}+:"
-            r"""(?P<pw>[^\s\x00/@"'`<>\\]{1,256}+)@[^\s\x00/@"'`<>?#\\]{1,255}+""",
-            check=_url_credentials,
-        ),
-        # Passwords in connection strings: ADO.NET/ODBC (";Password=...;", "Pwd={...}")
-        # and JDBC query strings ("?user=app&password=..."); URL forms are above.
-        _r(
-            "connection-string",
-            r"(?i:password|pwd)\s{0,3}+=\s{0,3}+(?P<v>\{[^}\x00]{1,256}+\}|\"[^\"\x00]{1,256}+\""
-            r"""|'[^'\x00]{1,256}+'|[^\s\x00;&"'`<>]{1,256}+)""",
-            near=("password", "pwd"),
-            check=_conn_password,
-            anchored=True,
-        ),
-        # DB_PASSWORD=..., "api_key": "...", secret: ... (a value that looks secret).
-        _r(
-            "secret-assignment",
-            rf"(?P<kw>{_ASSIGN_NAMES})[\"'`]?\s{{0,3}}+(?::=|=>|=|:)\s{{0,3}}+[\"'`]?"
-            # The value holds a digit or a symbol (a word or a variable name does
-            # not): decided inside the regex, so prose fails fast (bounded: 256).
-            rf"(?P<v>(?={_VALUE}{{0,255}}[0-9!#$%*+/:?@^~]){_VALUE}{{6,256}}+={{0,2}}+)",
-            near=_ASSIGN_NEAR,
-            check=_assignment,
-            rank=1,
-            anchored=True,
-        ),
-        # Authorization: Basic|Bearer|Token <credentials> (HTTP headers, curl -H).
-        _r(
-            "auth-header",
-            r"(?i:authorization)[\"'`]?\s{0,3}+[:=]\s{0,3}+[\"'`]?\s{0,3}+"
-            r"(?P<scheme>(?i:basic|bearer|token))\s{1,3}+(?P<v>[A-Za-z0-9._~+/=\-]{8,4096}+)",
-            near=("authorization",),
-            check=_auth_header,
-            rank=1,
-            anchored=True,
-        ),
-        # Base64-wrapped secrets: a PEM private key (LS0tLS1CRUdJTi...), or a run
-        # that decodes to text holding a secret (an .env file, a token).
-        _r("base64-secret", _B64_RUN, min_len=_B64_MIN, check=_b64_secret),
-        _r("private-key", _B64_RUN, mask="base64 of a private key", alias=True),
-        # Local and private-network hosts with a port; the scheme is shown if any.
-        _r("local-url", r"localhost(?<![\w\-]localhost)" + _PORT, check=_with_scheme, secret=False),
-        _r("local-url", r"host\.docker\.internal" + _PORT, check=_with_scheme, secret=False),
-        _r(
-            "local-url", r"0\.0\.0\.0(?<![\w.]0\.0\.0\.0)" + _PORT, check=_with_scheme, secret=False
-        ),
-        _r("local-url", r"\[::1?\]" + _PORT, check=_with_scheme, secret=False),
-        # Loopback and RFC 1918 IPv4 hosts, one pass anchored on the leading "1".
-        _r(
-            "local-url",
-            rf"1(?:27\.(?<![\w.]127\.){_OCTET}\.{_OCTET}\.{_OCTET}"
-            rf"|0\.(?<![\w.]10\.){_OCTET}\.{_OCTET}\.{_OCTET}"
-            rf"|92\.168\.(?<![\w.]192\.168\.){_OCTET}\.{_OCTET}"
-            rf"|72\.(?<![\w.]172\.)(?:1[6-9]|2[0-9]|3[01])\.{_OCTET}\.{_OCTET})" + _PORT,
-            check=_with_scheme,
-            secret=False,
-        ),
-    )
+    return tuple(_compiled(spec) for spec in RULES)
 
 
 # The built-in rules are compiled on first use, not at import: `import ltm.redact`
@@ -1787,7 +1058,7 @@ def _inner_rules() -> tuple[Rule, ...]:
     """The rules run over decoded base64: the secret class, minus the base64 rules."""
     global _inner
     if _inner is None:
-        _inner = tuple(r for r in _secret_builtin_rules() if r.pattern.pattern != _B64_RUN)
+        _inner = tuple(r for r in _secret_builtin_rules() if r.pattern.pattern != B64_RUN)
     return _inner
 
 
@@ -2096,7 +1367,7 @@ class _Text:
         return found
 
     def runs(self) -> list[tuple[int, int]]:
-        """Spans of the runs of at least ``_B64_MIN`` base64 characters.
+        """Spans of the runs of at least ``B64_MIN`` base64 characters.
 
         One pass in C: each character maps to one byte ("a" inside the base64
         alphabet, " " outside, non-ASCII included: offsets hold), then
@@ -2104,11 +1375,11 @@ class _Text:
         """
         if self._runs is None:
             mapped = self.text.encode("ascii", "replace").translate(_RUN_TABLE)
-            needle, n = b"a" * _B64_MIN, len(mapped)
+            needle, n = b"a" * B64_MIN, len(mapped)
             runs: list[tuple[int, int]] = []
             i = mapped.find(needle)
             while i != -1:
-                j = mapped.find(b" ", i + _B64_MIN)
+                j = mapped.find(b" ", i + B64_MIN)
                 j = n if j == -1 else j
                 runs.append((i, j))
                 i = mapped.find(needle, j)
