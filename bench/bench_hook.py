@@ -1,4 +1,4 @@
-"""``ltm hook session-start`` latency, as a harness runs it, and what it injects.
+"""``ltm hook session-start`` and ``ltm hook user-prompt`` latency, as a harness runs them.
 
     .venv/bin/python bench/bench_hook.py [--runs N] [--installed]
 
@@ -7,7 +7,10 @@ A project folder ``ltm-example`` whose packets are the reference example and
 Timed against the embedded local store and against ``ltm server run`` on
 loopback (signed in with ``ltm auth``); each run times ``python -c pass`` and
 the hook back to back, and the ratio is the median of the per-run ratios.
-Target: median <= 100 ms and <= 3x ``python -c pass``. Also printed:
+The prompt hook gets Claude Code's UserPromptSubmit JSON with a prompt that
+recalls the example (a search of the project's packets, a hint injected), each
+run in a session of its own. Target for both: median <= 100 ms and <= 3x
+``python -c pass``. Also printed:
 the injected size of the reference example alone, and with a full index.
 """
 
@@ -33,8 +36,12 @@ from results import Figure, record
 OTHERS = 15
 
 
-def run_hook(env: dict[str, str], cwd: Path) -> str:
-    payload = {
+PROMPT = "Let's make the email.md copywriting exciting enough to forward to a teammate"
+_sessions = iter(range(10**9))
+
+
+def run_hook(env: dict[str, str], cwd: Path, event: str = "session-start") -> str:
+    payload: dict[str, str] = {
         "session_id": "bench",
         "transcript_path": str(cwd / "t.jsonl"),
         "cwd": str(cwd),
@@ -42,8 +49,13 @@ def run_hook(env: dict[str, str], cwd: Path) -> str:
         "hook_event_name": "SessionStart",
         "source": "startup",
     }
+    if event == "user-prompt":
+        # A session of its own each run: recall names a packet once per session.
+        payload |= {"hook_event_name": "UserPromptSubmit", "prompt": PROMPT}
+        payload["session_id"] = f"bench-{next(_sessions)}"
+        del payload["source"]
     out = subprocess.run(
-        [LTM, "hook", "session-start"],
+        [LTM, "hook", event],
         input=json.dumps(payload).encode(),
         env=env,
         capture_output=True,
@@ -58,13 +70,15 @@ def injected(env: dict[str, str], cwd: Path) -> int:
     return len(answer["hookSpecificOutput"]["additionalContext"])
 
 
-def timed(env: dict[str, str], cwd: Path, runs: int) -> tuple[list[float], list[float]]:
+def timed(
+    env: dict[str, str], cwd: Path, runs: int, event: str = "session-start"
+) -> tuple[list[float], list[float]]:
     bare, hook = [], []
     for i in range(runs + 2):
         start = time.perf_counter()
         subprocess.run([sys.executable, "-c", "pass"], check=True)
         mid = time.perf_counter()
-        run_hook(env, cwd)
+        run_hook(env, cwd, event)
         end = time.perf_counter()
         if i >= 2:
             bare.append(mid - start)
@@ -123,6 +137,11 @@ def main() -> None:
         bare, hook = timed(local, project, runs)
         bare_all = list(bare)
         rows.append(report("hook session-start, local store", bare, hook))
+        hinted = run_hook(local, project, "user-prompt")
+        assert "additionalContext" in hinted, f"the prompt recalls no packet: {hinted!r}"
+        bare, hook = timed(local, project, runs, "user-prompt")
+        bare_all += bare
+        rows.append(report("hook user-prompt, local store", bare, hook))
 
         remote = {**base, "HOME": str(tmp / "remote-home")}
         proc, url, root = start_server(tmp, base)

@@ -9,6 +9,7 @@ the ranking, the snippets or the result.
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..store import PacketMeta, Scope, SearchHit, Store
@@ -51,7 +52,6 @@ def search(
     Asking for meaning where the ``semantic`` extra is not installed is a
     ``BadRequest`` naming it."""
     from .. import search as query_language
-    from .. import semantic
 
     if not 1 <= limit <= MAX_LIMIT:
         raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}")
@@ -65,8 +65,8 @@ def search(
         raise BadRequest(f"q: {exc}") from None
     if mode is None:
         mode = "lexical"
-    elif mode != "lexical" and not semantic.enabled():
-        raise BadRequest(f"mode: search by meaning needs {semantic.EXTRA} installed")
+    elif mode != "lexical" and not _semantic().enabled():
+        raise BadRequest(f"mode: search by meaning needs {_semantic().EXTRA} installed")
     who = access(store, caller, need="read", team=team)
     names: dict[str, str] = {}
     scopes: list[Scope]
@@ -93,11 +93,20 @@ def search(
     ]
 
 
+def _semantic() -> ModuleType:
+    """``ltm.semantic``, imported only when meaning is asked for: the words alone (what
+    the prompt hook searches with, on every prompt) never load it."""
+    from .. import semantic
+
+    return semantic
+
+
 def _ranked(
     store: Store, query: Query, scopes: list[Scope], limit: int, mode: str
 ) -> list[SearchHit]:
-    from .. import semantic
-
+    if mode == "lexical":
+        return store.search(query, scopes=scopes, limit=limit)
+    semantic = _semantic()
     lexical = store.search(query, scopes=scopes, limit=limit) if mode != "semantic" else []
     meaning = semantic.query_vector(meaning_text(query)) if mode != "lexical" else None
     if meaning is None:
