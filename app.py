@@ -29,7 +29,7 @@ from typing import Any
 
 from chalice import Chalice, Response
 
-from chalicelib import limits, openapi
+from chalicelib import limits, openapi, stage_settings
 from chalicelib.logs import loggable_path, make_logger
 from chalicelib.search import next_step_of
 from chalicelib.service import invites, packets, publish, teams, tokens
@@ -41,6 +41,8 @@ from chalicelib.store.select import open_store
 
 PROTOCOL_VERSION = "0.2"
 JSON_HEADERS = {"Content-Type": "application/json", "Cache-Control": "no-store"}
+
+stage_settings.apply()  # before anything reads the stage's variables
 
 logger = make_logger()
 

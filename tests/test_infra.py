@@ -113,29 +113,49 @@ def test_cognito_pieces_for_the_device_flow() -> None:
 
 
 def test_stack_outputs_feed_the_chalice_stage(tmp_path: Path) -> None:
+    """The stack's outputs go to an untracked settings file the app applies at start, never
+    into the tracked .chalice/config.json (so git pull && chalice deploy keeps working)."""
     sys.path.insert(0, str(INFRA))
     try:
         import chalice_env
     finally:
         sys.path.remove(str(INFRA))
+    from ltm import stage_settings
+
     outputs = [
-        {"OutputKey": "TableName", "OutputValue": "ltm-prod"},
+        {"OutputKey": "TableName", "OutputValue": "my-ltm"},
         {"OutputKey": "UserPoolId", "OutputValue": "eu-west-1_AbCdEf123"},
         {"OutputKey": "UserPoolClientId", "OutputValue": "1example23456789"},
         {"OutputKey": "CognitoDomain", "OutputValue": "https://x.auth.eu-west-1.amazoncognito.com"},
         {"OutputKey": "Region", "OutputValue": "eu-west-1"},
     ]
     (tmp_path / "outputs.json").write_text(json.dumps(outputs))
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps(CONFIG))
-    args = ["--stage", "prod", "--outputs", str(tmp_path / "outputs.json"), "--config", str(config)]
-    assert chalice_env.main(args) == 0
-    updated = json.loads(config.read_text())
-    env = updated["stages"]["prod"]["environment_variables"]
-    assert env["LTM_COGNITO_USER_POOL_ID"] == "eu-west-1_AbCdEf123"
-    assert env["LTM_COGNITO_CLIENT_ID"] == "1example23456789"
-    assert env["LTM_DYNAMODB_TABLE"] == "ltm-prod"
-    assert updated["stages"]["dev"] == CONFIG["stages"]["dev"]  # other stages untouched
+    settings = tmp_path / "stage_settings.json"
+    settings.write_text(json.dumps({"stages": {"dev": {"LTM_DYNAMODB_TABLE": "ltm-dev"}}}))
+    tracked = (ROOT / ".chalice" / "config.json").read_bytes()
+    args = ["--stage", "prod", "--outputs", str(tmp_path / "outputs.json")]
+    assert chalice_env.main([*args, "--settings", str(settings)]) == 0
+    assert (ROOT / ".chalice" / "config.json").read_bytes() == tracked
+    written = json.loads(settings.read_text())
+    assert written["stages"]["dev"] == {"LTM_DYNAMODB_TABLE": "ltm-dev"}  # others kept
+    prod = written["stages"]["prod"]
+    assert prod["LTM_COGNITO_USER_POOL_ID"] == "eu-west-1_AbCdEf123"
+    assert prod["LTM_DYNAMODB_TABLE"] == "my-ltm"
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", "chalicelib/stage_settings.json"], cwd=ROOT
+    )
+    assert ignored.returncode == 0, "the settings file must not be tracked"
+
+    # In Lambda: the stage's placeholders from the tracked config, then the file's values.
+    environ = dict(CONFIG["stages"]["prod"]["environment_variables"])
+    assert environ["LTM_STAGE"] == "prod"
+    stage_settings.apply(environ, settings)
+    assert environ["LTM_COGNITO_CLIENT_ID"] == "1example23456789"
+    assert environ["LTM_DYNAMODB_TABLE"] == "my-ltm"
+    other = {"AWS_LAMBDA_FUNCTION_NAME": "ltm-dev"}  # no LTM_STAGE: Chalice's <app>-<stage>
+    stage_settings.apply(other, settings)
+    assert other["LTM_DYNAMODB_TABLE"] == "ltm-dev"
+    assert stage_settings.apply({"LTM_STAGE": "prod"}, tmp_path / "none.json") == {}
     # Every variable the script writes is one the stage declares.
     for stage in STAGES:
         declared = CONFIG["stages"][stage]["environment_variables"]
