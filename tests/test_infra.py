@@ -400,3 +400,112 @@ def test_chalice_package_builds_a_deployable_artifact(stage: str, tmp_path: Path
     assert any(n.startswith("pydantic_core/") and f"{arch}-linux" in n for n in names)
     # The runtime provides boto3; tests, the CLI and the virtualenv stay out.
     assert not tops & {"boto3", "botocore", "tests", "cli", ".venv", "moto"}
+
+
+# -- the front door and the stream consumer: chalice package --merge-template ----------
+
+
+@pytest.fixture(scope="module")
+def merged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """``chalice package --merge-template .chalice/merge-template.json`` once (slow), linted."""
+    tmp = tmp_path_factory.mktemp("merged")
+    project = tmp / "project"
+    shutil.copytree(
+        ROOT / "chalicelib", project / "chalicelib", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (project / ".chalice").mkdir()
+    for path in CHALICE.glob("*.json"):
+        shutil.copy(path, project / ".chalice" / path.name)
+    for name in ("app.py", "requirements.txt"):
+        shutil.copy(ROOT / name, project / name)
+    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1"}
+    env.pop("AWS_PROFILE", None)
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("chalice")),
+            "package",
+            "--stage",
+            "prod",
+            "--merge-template",
+            ".chalice/merge-template.json",
+            str(tmp / "out"),
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=scaled(540),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lint = cfn_lint(tmp / "out" / "sam.json")
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    return dict(json.loads((tmp / "out" / "sam.json").read_text()))
+
+
+@pytest.mark.slow
+def test_the_stream_consumer_is_mapped_with_retries_bisection_and_a_failure_queue(
+    merged: dict[str, Any],
+) -> None:
+    res = merged["Resources"]
+    event = res["Index"]["Properties"]["Events"]["IndexDynamodbEventSource"]
+    assert event["Type"] == "DynamoDB"
+    props = event["Properties"]
+    assert props["Stream"] == {"Ref": "TableStreamArn"}  # the infra stack's output
+    assert props["StartingPosition"] == "TRIM_HORIZON"
+    assert props["BisectBatchOnFunctionError"] is True
+    assert 1 <= props["MaximumRetryAttempts"] <= 20
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    failures = props["DestinationConfig"]["OnFailure"]
+    assert failures["Destination"] == {"Fn::GetAtt": ["IndexFailures", "Arn"]}
+    assert res["IndexFailures"]["Type"] == "AWS::SQS::Queue"
+    sends = res["IndexFailuresSend"]["Properties"]
+    assert sends["Roles"] == [{"Ref": "IndexRole"}]
+    assert sends["PolicyDocument"]["Statement"][0]["Action"] == ["sqs:SendMessage"]
+    # Only packet and team tombstone records invoke it (the index's own writes do not).
+    (pattern,) = props["FilterCriteria"]["Filters"]
+    assert json.loads(pattern["Pattern"]) == {"dynamodb": {"Keys": {"sk": {"S": ["PKT", "GONE"]}}}}
+    assert res["Index"]["Properties"]["Handler"] == "app.index_changes"
+
+
+@pytest.mark.slow
+def test_the_front_door_throttles_limits_and_alarms(merged: dict[str, Any]) -> None:
+    res, params = merged["Resources"], merged["Parameters"]
+    settings = res["RestAPI"]["Properties"]["MethodSettings"]
+    stage = next(s for s in settings if s["ResourcePath"] == "/*")
+    assert stage["ThrottlingRateLimit"] == {"Ref": "ApiRateLimit"}
+    anonymous = {(s["ResourcePath"], s["HttpMethod"]) for s in settings if s is not stage}
+    for path, method in (
+        ("/register", "POST"),
+        ("/oauth/token", "POST"),
+        ("/device", "POST"),
+        ("/v1/invites/{code}/accept", "POST"),
+        ("/p/{secret}", "GET"),
+    ):
+        assert ("/" + path[1:].replace("/", "~1"), method) in anonymous, path
+    for s in settings:
+        if s is not stage:
+            assert s["ThrottlingRateLimit"] == {"Ref": "AnonymousRateLimit"}
+    assert int(params["AnonymousRateLimit"]["Default"]) < int(params["ApiRateLimit"]["Default"])
+    for fn in ("APIHandler", "Index"):
+        assert "ReservedConcurrentExecutions" in res[fn]["Properties"], fn
+    alarms = {
+        (a["Properties"].get("Namespace"), a["Properties"].get("MetricName"))
+        for a in res.values()
+        if a["Type"] == "AWS::CloudWatch::Alarm"
+    }
+    for wanted in (
+        ("AWS/DynamoDB", "ReadThrottleEvents"),
+        ("AWS/DynamoDB", "WriteThrottleEvents"),
+        ("AWS/Lambda", "Errors"),
+        ("AWS/Lambda", "Throttles"),
+        ("AWS/ApiGateway", "5XXError"),
+        ("ltm", "AuthFailures"),
+    ):
+        assert wanted in alarms, wanted
+    system = res["TableSystemErrors"]["Properties"]["Metrics"]
+    assert {m["MetricStat"]["Metric"]["MetricName"] for m in system if "MetricStat" in m} == {
+        "SystemErrors"
+    }
+    budget = res["MonthlyBudget"]
+    assert budget["Type"] == "AWS::Budgets::Budget" and budget["Condition"] == "HasBudget"
+    assert params["MonthlyBudgetUSD"]["Default"] == 0  # optional: off unless asked for
