@@ -115,18 +115,21 @@ def test_on_a_terminal_it_asks_and_no_is_the_default(
         LTM, ["join", invite(other, tmp_path / "o1", "asked")], env=me.env,
         encoding="utf-8", timeout=scaled(30),
     )  # fmt: skip
+    child.expect(r"Your name on .*Enter for none\)")  # a new user on that server
+    child.sendline("Asked Person")
     child.expect(rf"Make {other.url} your default server \(now {home.url}\)\?.*\[y/N\]")
     child.sendline("")  # just Enter: no
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0 and "your default stays" in child.before
+    assert "as Asked Person" in child.before
     assert me.credentials()["default"] == home.url
 
     child = pexpect.spawn(
         LTM, ["join", invite(other, tmp_path / "o2", "yes")], env=me.env,
         encoding="utf-8", timeout=scaled(30),
     )  # fmt: skip
-    child.expect(r"\[y/N\]")
+    child.expect(r"\[y/N\]")  # no name asked: the earlier join signed me in there
     child.sendline("y")
     child.expect(pexpect.EOF)
     child.close()

@@ -50,6 +50,8 @@ def join(
     host, code = parse_invite(invite)
     current = credentials.active()
     token = current.token if current and current.host == host else credentials.token_for(host)
+    if display is None and token is None:
+        display = _name_asked(host)
     http = Http(host)
     try:
         answer = accept_invite(http, code, token=token, display=display)
@@ -93,6 +95,22 @@ def join(
         f"your default stays {stays} (where save, ls... go without -t); -t {team_name} reaches"
         f" {host}: ltm ls -t {team_name}  (to make {host} the default: ltm config set host {host})"
     )
+
+
+def _name_asked(host: str) -> str | None:
+    """On a terminal, the name a new user goes by in the team (None: none given, and the
+    server names them ``invited-XXXXXX``). Teammates share with you by it."""
+    import sys
+
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return None
+    answer = typer.prompt(
+        f"Your name on {host} (teammates see it and share with you by it; Enter for none)",
+        default="",
+        show_default=False,
+        err=True,
+    )
+    return str(answer).strip() or None
 
 
 def _asked(host: str, default: str | None) -> bool:
