@@ -1565,8 +1565,18 @@ def mcp_paths() -> dict[str, Any]:
                         "description": "No valid token: `WWW-Authenticate` names the protected"
                         " resource metadata (RFC 9728).",
                     },
-                    "403": {"description": "The token lacks a scope.", **anything},
+                    "403": {
+                        "description": "The token lacks a scope, or the request's `Origin` is"
+                        " not this server's own (the transport's DNS rebinding rule).",
+                        **anything,
+                    },
                 },
+            },
+            "options": {
+                "operationId": "mcpOptions",
+                "summary": "The methods `/mcp` answers, in `Allow` (as a 405 names them); 403"
+                " for a foreign `Origin`.",
+                "responses": {"204": {"description": "No content; `Allow: OPTIONS, POST`."}},
             },
             "get": {"operationId": "mcpStream", "summary": "No stream.", "responses": refused},
             "delete": {"operationId": "mcpEnd", "summary": "No session.", "responses": refused},

@@ -104,7 +104,7 @@ def test_the_server_warns_when_it_listens_beyond_loopback(tmp_path: Path) -> Non
     log = tmp_path / "server.log"
     with log.open("wb") as sink:
         proc = subprocess.Popen(
-            [LTM, "server", "run", "--db", str(db), "--addr", "0.0.0.0:0", "--workers", "1"],
+            [LTM, "server", "run", "--db", str(db), "--addr", "0.0.0.0:0"],
             stdout=subprocess.DEVNULL,
             stderr=sink,
             env=clean_env(),
