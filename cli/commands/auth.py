@@ -64,14 +64,9 @@ def auth(
         raise CliError(
             "give the token on stdin (--with-token) or not at all, not both", exit_code=2
         )
+    in_argv = token is not None and token != "-"
     if with_token or token == "-":
         token = read_token()
-    elif token is not None:
-        info(
-            "warning: a token on the command line can be read by other users of this machine"
-            " and stays in your shell history — next time: ltm auth HOST --with-token"
-            " (it reads the token from stdin, or asks for it without echo)"
-        )
     http = Http(host)
     try:
         health = probe(http)
@@ -107,6 +102,12 @@ def auth(
         info("the server does not say which account this is (it has no /v1/whoami)")
     if previous:
         info(f"the default server is now {host} (was {previous}: ltm config set host {previous})")
+    if in_argv:  # said once the token is known to work: that one was exposed
+        info(
+            "warning: a token on the command line can be read by other users of this machine"
+            " and stays in your shell history — next time: ltm auth HOST --with-token"
+            " (it reads the token from stdin, or asks for it without echo)"
+        )
     if host.startswith("http://") and not loopback_url(host):
         info(f"warning: {host} is plain HTTP; the token travels unencrypted — prefer https://")
 
