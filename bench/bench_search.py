@@ -1,6 +1,6 @@
-"""Benchmark search: the HTTP API on 100,000 packets, the ``ltm search`` command, DynamoDB cost.
+"""Benchmark search: the HTTP API on 100,000 packets and the ``ltm search`` command.
 
-Run: .venv/bin/python bench/bench_search.py [--packets N] [--requests R] [--skip-dynamo]
+Run: .venv/bin/python bench/bench_search.py [--packets N] [--requests R]
 
 1. HTTP: one real ``ltm server run`` (SQLite) on loopback; N (default
    100,000) packets of ``corpus.py`` seeded into one user's personal scope
@@ -11,11 +11,7 @@ Run: .venv/bin/python bench/bench_search.py [--packets N] [--requests R] [--skip
    seeded store's disk per packet (``common.disk``).
 2. CLI: ``ltm search oauth retry --local`` as a whole command on a local store
    of 10,000 packets, against ``python -c pass``: medians and their ratio.
-3. DynamoDB (moto, in process): read units per search at 1,000 and 10,000
-   packets in one scope, for each query. Computed from what each request
-   read, by DynamoDB's rules: a Query costs its items' total size rounded up
-   to 4 KB, halved (eventually consistent); a BatchGetItem (eventually
-   consistent, as search reads) half a unit per item per 4 KB.
+What a search costs on DynamoDB is ``bench_dynamo_cost.py``'s.
 
 Targets: p50 <= 20 ms and p99 <= 50 ms (HTTP); ratio <= 5 (CLI).
 """
@@ -25,7 +21,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import os
 import statistics
 import sys
@@ -140,106 +135,14 @@ def bench_cli(work: Path, packets: int, runs: int) -> dict[str, Any]:
     }
 
 
-# -- DynamoDB read units ------------------------------------------------------------------
-
-
-def _value_size(value: dict[str, Any]) -> int:
-    ((kind, v),) = value.items()
-    if kind == "S":
-        return len(v.encode())
-    if kind == "B":
-        return len(v)
-    if kind == "N":
-        return math.ceil(len(str(v).lstrip("-").replace(".", "")) / 2) + 1
-    if kind == "BOOL" or kind == "NULL":
-        return 1
-    if kind in ("L", "M"):
-        items = v if kind == "L" else v.values()
-        return 3 + sum(1 + _value_size(x) for x in items)
-    return sum(len(str(x)) for x in v)
-
-
-def item_size(item: dict[str, Any]) -> int:
-    """An item's size as DynamoDB bills it: attribute names plus values."""
-    return sum(len(name.encode()) + _value_size(value) for name, value in item.items())
-
-
-class ReadUnits:
-    """Read units of every request a client makes, from the responses it gets."""
-
-    def __init__(self) -> None:
-        self.units = 0.0
-        self.calls: list[str] = []
-
-    def __call__(self, http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
-        name = model.name
-        self.calls.append(name)
-        if name == "Query":
-            size = sum(item_size(i) for i in parsed.get("Items", []))
-            self.units += max(1, math.ceil(size / 4096)) * 0.5
-        elif name == "BatchGetItem":  # search reads its candidates eventually consistent
-            for items in parsed.get("Responses", {}).values():
-                self.units += sum(max(1, math.ceil(item_size(i) / 4096)) * 0.5 for i in items)
-        elif name == "GetItem":
-            item = parsed.get("Item")
-            self.units += max(1, math.ceil(item_size(item) / 4096)) if item else 1
-
-
-def bench_dynamo(sizes: list[int]) -> dict[str, Any]:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from dynamo_moto import in_process
-
-    from ltm import search
-    from ltm.store.dynamo import DynamoStore, _index_items, _packet_item
-
-    out: dict[str, Any] = {}
-    for size in sizes:
-        with in_process(f"ltm-bench-{size}") as client:
-            store = DynamoStore(f"ltm-bench-{size}", client=client)
-            started = time.perf_counter()
-            # The items a push writes (packet + index entries), batched across packets
-            # to seed faster than one push at a time.
-            puts: list[Any] = []
-            for n in range(size):
-                packet, sort_key = stored(n, "u1")
-                puts.append(_packet_item(packet, sort_key))
-                puts.extend(_index_items(packet.meta, sort_key, packet.body).values())
-            store._batch_write(puts, [])
-            seeded = time.perf_counter() - started
-            meter = ReadUnits()
-            client.meta.events.register("after-call.dynamodb", meter)
-            per_query: dict[str, dict[str, Any]] = {}
-            for query in corpus.QUERIES:
-                meter.units, meter.calls = 0.0, []
-                hits = store.search(search.parse(query), scopes=[("u1", None)], limit=20)
-                per_query[query] = {
-                    "read_units": meter.units,
-                    "requests": len(meter.calls),
-                    "hits": len(hits),
-                }
-            client.meta.events.unregister("after-call.dynamodb", meter)
-            units = [q["read_units"] for q in per_query.values()]
-            out[str(size)] = {
-                "seed_seconds": round(seeded, 1),
-                "index_items": len(puts) - size,
-                "median_read_units": statistics.median(units),
-                "max_read_units": max(units),
-                "per_query": per_query,
-            }
-            print(f"dynamo {size}: median {statistics.median(units)} RU", file=sys.stderr)
-    return out
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--packets", type=int, default=100_000)
     parser.add_argument("--requests", type=int, default=2_000)
     parser.add_argument("--cli-packets", type=int, default=10_000)
     parser.add_argument("--cli-runs", type=int, default=20)
-    parser.add_argument("--dynamo-sizes", default="1000,10000")
     parser.add_argument("--skip-http", action="store_true")
     parser.add_argument("--skip-cli", action="store_true")
-    parser.add_argument("--skip-dynamo", action="store_true")
     args = parser.parse_args()
     results: dict[str, Any] = {"machine": machine()}
     with tempfile.TemporaryDirectory() as tmp:
@@ -252,8 +155,6 @@ def main() -> int:
             (work / "cli").mkdir()
             results["cli"] = bench_cli(work / "cli", args.cli_packets, args.cli_runs)
             print(json.dumps(results["cli"], indent=2), file=sys.stderr)
-    if not args.skip_dynamo:
-        results["dynamodb"] = bench_dynamo([int(s) for s in args.dynamo_sizes.split(",")])
     print(json.dumps(results, indent=2))
     record("search", figures(results))
     return 0
@@ -280,12 +181,6 @@ def figures(results: dict[str, Any]) -> list[Figure]:
                 ratio=cli["ratio"],
                 ratio_target=5,
             ),
-        ]
-    for size, dynamo in results.get("dynamodb", {}).items():
-        where = f"DynamoDB, {int(size):,} packets: read units a search"
-        out += [
-            Figure(f"{where}, median", dynamo["median_read_units"], "RU"),
-            Figure(f"{where}, most", dynamo["max_read_units"], "RU"),
         ]
     return out
 

@@ -41,20 +41,18 @@ class Stream:
         shards = self.streams.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"]
         for shard in shards:
             sid = shard["ShardId"]
-            where: dict[str, Any] = {"ShardIteratorType": "TRIM_HORIZON"}
-            if (last := self.last.get(sid)) is not None:
-                where = {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": last}
-            iterator = self.streams.get_shard_iterator(StreamArn=self.arn, ShardId=sid, **where)[
-                "ShardIterator"
-            ]
-            while iterator:
-                resp = self.streams.get_records(ShardIterator=iterator, Limit=1000)
-                out.extend(resp["Records"])
-                if resp["Records"]:
-                    self.last[sid] = resp["Records"][-1]["dynamodb"]["SequenceNumber"]
-                iterator = resp.get("NextShardIterator")
-                if not resp["Records"]:
+            while True:  # a fresh iterator for each page too (moto's next one can repeat)
+                where: dict[str, Any] = {"ShardIteratorType": "TRIM_HORIZON"}
+                if (last := self.last.get(sid)) is not None:
+                    where = {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": last}
+                iterator = self.streams.get_shard_iterator(
+                    StreamArn=self.arn, ShardId=sid, **where
+                )["ShardIterator"]
+                records = self.streams.get_records(ShardIterator=iterator, Limit=1000)["Records"]
+                if not records:
                     break
+                out.extend(records)
+                self.last[sid] = records[-1]["dynamodb"]["SequenceNumber"]
         return out
 
     def drain(self, *, twice: bool = False, shuffle_keys: bool = False) -> int:
