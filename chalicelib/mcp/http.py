@@ -84,13 +84,17 @@ class _Verifier:
 class _Admission:
     """The anonymous endpoints that make this server keep something (``/register``, a
     client; ``/authorize``, a pending request) answer 429 past their rate limits
-    (``oauth.admit``), before anything is parsed or written."""
+    (``oauth.admit``), before anything is parsed or written. Every request's path and
+    client address are told to the provider here (``oauth.REQUEST``)."""
 
     def __init__(self, app: Any, store: Store) -> None:
         self.app = app
         self.store = store
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            client = scope.get("client") or ("", 0)
+            oauth.REQUEST.set((scope["path"], str(client[0])))
         # A CORS preflight (OPTIONS) writes nothing and is not counted.
         if (
             scope["type"] == "http"
@@ -100,7 +104,6 @@ class _Admission:
             import anyio
             from starlette.responses import JSONResponse
 
-            client = scope.get("client") or ("", 0)
             wait = await anyio.to_thread.run_sync(
                 oauth.admit, self.store, scope["path"], str(client[0]), datetime.now(UTC)
             )
@@ -134,9 +137,6 @@ class _HashedSecrets:
         self.app = app
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            client = scope.get("client") or ("", 0)
-            oauth.REQUEST.set((scope["path"], str(client[0])))
         if scope["type"] != "http" or scope["path"] not in self.PATHS:
             await self.app(scope, receive, send)
             return
@@ -344,8 +344,9 @@ def build_app(
     store: Store, base_url: str, consent_url: str | None = None, *, on_loopback: bool = False
 ) -> Any:
     """The ASGI app for a server reached at ``base_url``: ``/mcp`` and, where OAuth may run,
-    the authorization server, whose consent page is ``consent_url`` (the web view's own
-    address, which on loopback is a name of its own; default: under ``base_url``).
+    the authorization server, whose consent page is ``consent_url`` (default: under
+    ``base_url``, the API's own address: on loopback the pages' own name is never handed
+    to an anonymous ``/authorize``).
     ``on_loopback``: the server listens on loopback (``loopback.listening_on_loopback``),
     the one case where a client metadata document may be fetched from loopback."""
     from mcp.server.auth.handlers.metadata import MetadataHandler, ProtectedResourceMetadataHandler
