@@ -8,6 +8,7 @@ any caller (a command, a test, another verb) runs the same code.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -220,8 +221,10 @@ def resume_packet(
 
     project = project_filter(project, here)
     interactive = ref is None and not as_json and sys.stdin.isatty() and sys.stdout.isatty()
-    if interactive and sys.platform == "win32":
-        interactive = False  # the picker needs termios: print the newest, as off a terminal
+    if interactive and (sys.platform == "win32" or os.environ.get("TERM") == "dumb"):
+        # The picker needs termios and a terminal that moves its cursor: print the
+        # newest, as off a terminal.
+        interactive = False
     backend = open_backend(local=local, team=team)
     try:
         if ref is None:

@@ -184,10 +184,12 @@ def test_an_ambiguous_prefix_names_the_candidates(tmp_path: Path) -> None:
 
 
 def _on_a_terminal(args: list[str], env: dict[str, str]) -> bytes:
-    """What ``ltm ARGS`` writes to a terminal (a pseudo-terminal as its stdout)."""
+    """What ``ltm ARGS`` writes to a terminal (a pseudo-terminal as its stdin and stdout)."""
     main, side = pty.openpty()
     try:
-        proc = subprocess.Popen([LTM, *args], stdout=side, stderr=subprocess.PIPE, env=env)
+        proc = subprocess.Popen(
+            [LTM, *args], stdin=side, stdout=side, stderr=subprocess.PIPE, env=env
+        )
         os.close(side)
         chunks = []
         while True:
@@ -215,6 +217,9 @@ def test_no_color_and_a_dumb_terminal_get_no_bold(cli: Cli) -> None:
     assert bold in _on_a_terminal(found, {**env, "TERM": "xterm"})
     assert bold not in _on_a_terminal(found, {**env, "TERM": "dumb"})
     assert bold not in _on_a_terminal(found, {**env, "TERM": "xterm", "NO_COLOR": "1"})
+    # A dumb terminal cannot draw the picker: resume prints the newest packet's block.
+    block = _on_a_terminal(["resume", "--local", "--no-copy"], {**env, "TERM": "dumb"})
+    assert b"# Resume context" in block and b"Resume which packet?" not in block, block[:300]
 
 
 # What the process's exit handlers see of the collector, in the order they run: one
