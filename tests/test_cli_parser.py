@@ -109,6 +109,14 @@ def test_plain_verbs_load_no_pydantic_and_no_rich(
     assert not loaded & HEAVY, loaded & HEAVY
 
 
+def test_only_the_verb_run_is_built() -> None:
+    assert build(["--version"]).commands == {}  # answered before any verb is looked at
+    assert set(build(["ls", "--local"]).commands) == {"ls"}
+    assert set(build(["-H", "http://x", "teams", "ls"]).commands) == {"teams"}
+    assert set(build(["--help"]).commands) == {*COMMANDS, *GROUPS}  # a line of help each
+    assert set(build(["lss"]).commands) == {*COMMANDS, *GROUPS}  # "did you mean ls?"
+
+
 def test_the_coercion_shim_still_fits_typer() -> None:
     """``ltm.cli.start.coercion`` replaces typer's lazy coercion for plain options; the
     names it leans on are still typer's, and its values are what the verbs expect."""

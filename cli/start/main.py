@@ -211,6 +211,24 @@ def _host_everywhere(command: Any) -> None:
             sub.params.append(option)
 
 
+# The root's options that take a value: the word after them is not the verb.
+VALUED = ("-H", "--host")
+
+
+def _verb(args: list[str]) -> str | None:
+    """The verb ``args`` name (the first word that is neither an option nor a root
+    option's value), to build typer with that verb only."""
+    taken = False
+    for arg in args:
+        if taken:
+            taken = False
+        elif arg in VALUED:
+            taken = True
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
 def build(args: list[str]) -> Any:
     """The click command for ``ltm ARGS``: the root group with the verb ``args`` names."""
     from ltm.cli.start.coercion import install
@@ -227,8 +245,13 @@ def build(args: list[str]) -> Any:
         context_settings={"help_option_names": ["-h", "--help"]},
     )
     app.callback(help=ROOT_HELP)(root)
-    verb = next((a for a in args if not a.startswith("-")), None)
-    wanted = [verb] if verb in COMMANDS or verb in GROUPS else [*COMMANDS, *GROUPS]
+    verb = _verb(args)
+    if verb is None and "--version" in args:
+        wanted = []  # answered by its eager callback, before any verb is looked at
+    elif verb in COMMANDS or verb in GROUPS:
+        wanted = [verb]
+    else:  # the help, or an unknown verb (whose error suggests the nearest)
+        wanted = [*COMMANDS, *GROUPS]
     for name in wanted:
         if name in COMMANDS:
             module, function = COMMANDS[name]
