@@ -384,3 +384,22 @@ def test_request_headers_never_make_a_public_server_fetch_from_loopback(
         assert taken.status == 302 and metadata_site["hits"] == 1
     finally:
         store.close()
+
+
+def test_a_document_is_held_to_a_registrations_bounds(
+    metadata_site: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ltm.mcp import oauth
+
+    monkeypatch.setenv("SSL_CERT_FILE", metadata_site["cert"])
+    many = document(metadata_site, "/many.json")
+    metadata_site["docs"]["/many.json"]["redirect_uris"] = [
+        f"http://127.0.0.1/cb{n}" for n in range(11)
+    ]
+    named = document(metadata_site, "/named.json")
+    metadata_site["docs"]["/named.json"]["client_name"] = "n" * 201
+    hostile = document(metadata_site, "/hostile.json")
+    metadata_site["docs"]["/hostile.json"]["redirect_uris"] = ["javascript:alert(1)//"]
+    for url in (many, named, hostile):
+        assert oauth.client_metadata(url, allow_loopback=True) is None
+    assert oauth.client_metadata(document(metadata_site, "/fine.json"), allow_loopback=True)

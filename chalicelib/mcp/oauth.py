@@ -252,9 +252,6 @@ def client_metadata(
     per process and per ``client_address``, public addresses only, 16 KiB, no
     redirects). Such a client is public: it authenticates with PKCE alone.
     """
-    import json
-    from urllib.parse import urlsplit
-
     from . import cimd
 
     if len(url) > CIMD_MAX_URL:
@@ -285,6 +282,9 @@ def client_metadata(
     uris = doc.get("redirect_uris")
     if not isinstance(uris, list) or not uris or not all(isinstance(u, str) for u in uris):
         return None
+    name = doc.get("client_name")
+    if len(uris) > MAX_REDIRECT_URIS or (isinstance(name, str) and len(name) > MAX_CLIENT_NAME):
+        return None  # the bounds of a registration hold for a document too
     try:
         for uri in uris:
             destination(uri)
