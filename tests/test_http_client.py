@@ -18,7 +18,13 @@ import pytest
 
 from ltm.cli.client import remote
 from ltm.cli.client.remote import Http
-from ltm.cli.client.transport import ProtocolError, TransportError, Unreachable
+from ltm.cli.client.transport import (
+    ProtocolError,
+    TimedOut,
+    TLSFailed,
+    TransportError,
+    Unreachable,
+)
 from ltm.cli.errors import CliError
 
 # A reply script: what the server sends for the Nth request it reads (None: close instead).
@@ -238,12 +244,29 @@ def test_a_reply_that_is_not_http_is_one_line(raw: bytes, reason: str) -> None:
 
 
 def test_a_closed_port_is_unreachable_and_nothing_was_sent() -> None:
-    with scripted(always(b"")) as server:
-        server.close()
-        with pytest.raises(Unreachable) as caught:
-            Http(server.url, timeout=5).request("POST", "/v1/packets", body=b"{}")
-    assert caught.value.cause == "refused" and caught.value.host == server.url
+    from clikit import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(Unreachable) as caught:
+        Http(url, timeout=5).request("POST", "/v1/packets", body=b"{}")
+    assert caught.value.cause == "refused" and caught.value.host == url
     assert isinstance(caught.value, TransportError)
+
+
+def test_a_server_that_never_answers_timed_out_after_the_request_went_out() -> None:
+    from clikit import silent_server
+
+    with silent_server() as url, pytest.raises(TimedOut) as caught:
+        Http(url, timeout=0.5).request("GET", "/v1/packets")
+    assert caught.value.cause == "no-answer" and not isinstance(caught.value, Unreachable)
+
+
+def test_https_to_a_plain_server_is_a_tls_failure() -> None:
+    reply = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"
+    with scripted(always(reply)) as server, pytest.raises(TLSFailed) as caught:
+        Http(server.url.replace("http://", "https://"), timeout=5).request("GET", "/v1/x")
+    assert caught.value.plain_url == server.url
+    assert str(caught.value).endswith(f"if not, use {server.url}")
 
 
 def test_a_reply_over_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
