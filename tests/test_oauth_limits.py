@@ -86,6 +86,12 @@ def test_everyones_registrations_are_bounded_together(store: Store) -> None:
         None
     ] * 5
     assert admit(store, "/register", "198.51.100.99", T0, limits) is not None
+    # Refused requests write nothing: a flood past the limit costs reads only.
+    for _ in range(10):
+        assert admit(store, "/register", "198.51.100.98", T0, limits) is not None
+    index = int(T0.timestamp()) // 3600
+    assert store.read_counter(f"oauth-register:all:{index}", T0) == 5
+    assert store.read_counter(f"oauth-register:addr:198.51.100.98:{index}", T0) == 0
     # The next window starts afresh.
     assert admit(store, "/register", "198.51.100.99", T0 + timedelta(hours=1), limits) is None
     # One address by itself (an IPv6 client by its /64).

@@ -109,11 +109,18 @@ def admit(
     ends = datetime.fromtimestamp((index + 1) * seconds, UTC)
     name = endpoint.strip("/")
     address = client_key(client_address) if client_address else "unknown"
-    over = store.add_to_counter(f"oauth-{name}:all:{index}", when, ends) > limit.everyone
-    over |= store.add_to_counter(f"oauth-{name}:addr:{address}:{index}", when, ends) > (
-        limit.per_address
-    )
-    return max(1, int((ends - when).total_seconds())) if over else None
+    counters = {
+        f"oauth-{name}:all:{index}": limit.everyone,
+        f"oauth-{name}:addr:{address}:{index}": limit.per_address,
+    }
+    wait = max(1, int((ends - when).total_seconds()))
+    # Read before counting: a flood past its limit costs reads only, never a write.
+    if any(store.read_counter(key, when) >= most for key, most in counters.items()):
+        return wait
+    over = False
+    for key, most in counters.items():
+        over |= store.add_to_counter(key, when, ends) > most
+    return wait if over else None
 
 
 def _hash(secret: str) -> str:
