@@ -89,8 +89,8 @@ class Server:
         workdir.mkdir(parents=True, exist_ok=True)
         self.db = workdir / "server.db"
         self.log = workdir / "server.log"
-        cmd = [ltm, "server"]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
+        cmd = self.cmd = [ltm, "server"]
+        env = self.env = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
         init = subprocess.run(
             [*cmd, "init", "--db", str(self.db)], capture_output=True, text=True, env=env
         )
@@ -98,7 +98,7 @@ class Server:
             raise SystemExit(init.stderr)
         self.root = init.stdout.strip()
         argv = [*cmd, "run", "--db", str(self.db), "--addr", "127.0.0.1:0"]
-        argv += ["--threads", str(threads)]
+        argv += ["--threads", str(threads)] if threads else []
         argv += ["--sqlite-sync", sync] if sync else []
         argv += list(extra)
         with self.log.open("wb") as sink:
@@ -166,15 +166,18 @@ class Server:
         return max(self.pss_samples, default=0)
 
     def issue(self, name: str) -> tuple[str, str]:
-        from ltm.service import tokens
-        from ltm.store.sqlite import SqliteStore
-
-        store = SqliteStore(self.db)
-        try:
-            user, secret = tokens.issue(store, name, label=name)
-        finally:
-            store.close()
-        return user.id, secret
+        """A new user and their token, by the server's own ``ltm server issue-token`` (a
+        store of this tree would migrate the database of an older one under its server)."""
+        done = subprocess.run(
+            [*self.cmd, "issue-token", name, "--new-user", "--db", str(self.db)],
+            capture_output=True,
+            text=True,
+            env=self.env,
+        )
+        if done.returncode != 0:
+            raise SystemExit(done.stderr)
+        token = done.stdout.strip()
+        return token.split("_")[1], token  # ltm_<user id>_<secret>
 
     def stop(self) -> None:
         self._stop.set()
@@ -545,7 +548,9 @@ def main() -> int:
     parser.add_argument("--bulk", type=int, default=10_000, help="packets to import/export")
     parser.add_argument("--big", type=int, default=100_000, help="packets in the big scope")
     parser.add_argument("--small", type=int, default=1_000, help="packets in the small scope")
-    parser.add_argument("--threads", type=int, default=4, help="the server's worker threads")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="the server's worker threads (0: its default)"
+    )
     parser.add_argument("--ls-requests", type=int, default=400)
     parser.add_argument(
         "--sqlite-sync", default="", help="the server's --sqlite-sync (default: the server's own)"
@@ -616,7 +621,8 @@ def main() -> int:
         checks["rss_mb"] = results["rss_peak_mb"] <= TARGETS["rss_mb"]
     mark = {True: "met", False: "MISSED"}
     where = args.url or (
-        f"ltm server run, {args.threads} threads, sqlite sync: {results['sqlite_sync']}"
+        f"ltm server run, {args.threads or 'default'} threads,"
+        f" sqlite sync: {results['sqlite_sync']}"
     )
     print(f"Server benchmark ({results['machine']}; {where}; {CONNECTIONS} connections)\n")
     print(
@@ -727,7 +733,8 @@ def server_notes(results: dict[str, Any], args: argparse.Namespace) -> str:
         else ""
     )
     return (
-        f"ltm server run, {args.threads} threads, SQLite sync {results['sqlite_sync']};"
+        f"ltm server run, {args.threads or 'its default'} threads,"
+        f" SQLite sync {results['sqlite_sync']};"
         f" {CONNECTIONS} keep-alive connections, {args.seconds:g} s a phase{paired}"
     )
 

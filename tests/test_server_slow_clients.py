@@ -1,7 +1,7 @@
 """Slow clients cost ``ltm server run`` a socket each, never a worker thread.
 
-The server (its defaults: 2 processes x 4 worker threads on this box) reads
-every request whole in its selector thread before a worker sees it; a request
+The server (waitress: one I/O thread, 8 worker threads) reads every request
+whole in its I/O thread before a worker sees it, and sends answers from it; a request
 has ``REQUEST_TIMEOUT`` seconds from its first byte, however it dribbles, and
 an idle connection closes after ``IDLE_TIMEOUT``. Here 64 slow clients (silent,
 half a header, a header a byte a second, a body a byte a second, idle

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 ROOT_DISPLAY = "root"  # the first user's default display name; its id is a ULID, as every user's
 ROOT_LABEL = "root"
 DEFAULT_ADDR = "127.0.0.1:8080"
-DEFAULT_THREADS = 4
+# Pushes that arrive together share a commit (one fsync): a thread each lets 8 at once join.
+DEFAULT_THREADS = 8
 
 app = typer.Typer(
     name="server",
