@@ -29,7 +29,7 @@ from typing import Any
 
 from chalice import Chalice, Response
 
-from chalicelib import limits, openapi, stage_settings
+from chalicelib import limits, stage_settings
 from chalicelib.logs import loggable_path, make_logger
 from chalicelib.search import next_step_of
 from chalicelib.service import invites, packets, publish, teams, tokens
@@ -337,6 +337,9 @@ def healthz(request: Any) -> Response:
 
 @route("/v1/openapi.json", "GET")
 def openapi_json(request: Any) -> Response:
+    # Its models (pydantic) cost most of a cold start: imported for this route alone.
+    from chalicelib import openapi
+
     return Response(
         body=openapi.document_json(),
         status_code=200,

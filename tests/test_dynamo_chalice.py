@@ -20,6 +20,7 @@ import pytest
 from chalice.test import Client
 from dynamo_moto import in_process
 from serverkit import make_packet
+from timing import scaled
 
 from ltm.service import tokens
 from ltm.store.dynamo import DynamoStore
@@ -358,3 +359,22 @@ def test_mcp_through_the_lambda_event_on_dynamodb(
             LambdaContext(),
         )
         assert json.loads(metadata["body"])["resource"] == base + "/mcp"
+
+
+def test_a_cold_start_imports_no_openapi_models() -> None:
+    """The OpenAPI document's models (pydantic) are imported for /v1/openapi.json alone."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, app\n"
+        "assert 'pydantic' not in sys.modules and 'chalicelib.openapi' not in sys.modules\n"
+        "from chalice.test import Client\n"
+        "with Client(app.app) as client:\n"
+        "    answer = client.http.get('/v1/openapi.json')\n"
+        "assert answer.status_code == 200 and 'openapi' in answer.json_body, answer.status_code\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=scaled(120)
+    )
+    assert done.returncode == 0, done.stderr
