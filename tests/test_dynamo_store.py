@@ -120,7 +120,8 @@ def test_a_bad_cursor_is_a_value_error(store: DynamoStore, cursor: str) -> None:
 
 
 def test_a_late_team_cleanup_spares_a_new_team_of_the_same_name(store: DynamoStore) -> None:
-    """delete_team removes the team items first, then the rest: a namesake may appear between."""
+    """delete_team removes the team items first (and leaves its tombstone), then the rest: a
+    namesake may appear between."""
     for uid in ("u1", "u2"):
         store.create_user(User(uid, uid, T0))
     store.create_team(Team("t1", "core", "u1", T0))
@@ -128,6 +129,8 @@ def test_a_late_team_cleanup_spares_a_new_team_of_the_same_name(store: DynamoSto
     # The first step of delete_team("t1") happened; a new "core" is made before the cleanup.
     for pk in ("TEAM#t1", "TEAMNAME#core"):
         store.client.delete_item(TableName="ltm-store", Key={"pk": {"S": pk}, "sk": {"S": "TEAM"}})
+    tombstone = {"pk": {"S": "TEAM#t1"}, "sk": {"S": "GONE"}, "step": {"N": "0"}}
+    store.client.put_item(TableName="ltm-store", Item=tombstone)
     store.create_team(Team("t2", "core", "u1", T0 + timedelta(hours=1)))
     store.add_member("t2", "u2")
     store.delete_team("t1")  # the cleanup
@@ -224,3 +227,19 @@ def test_an_invite_from_before_the_record_still_dies_with_its_maker(store: Dynam
     with pytest.raises(Gone):
         store.accept_invite("legacy", "u2", T0)  # nor the maker themself
     assert store.get_member("t1", "u3") is None and store.get_member("t1", "u2") is None
+
+
+def test_tokens_spread_over_index_partitions_and_all_are_listed(store: DynamoStore) -> None:
+    """No single index key takes every token's write; a listing of all still finds each,
+    those minted before the spread (one shared partition) included."""
+    store.create_user(User("u1", "one", T0))
+    for n in range(24):
+        store.add_token(Token(f"t{n:02d}", "u1", f"{n:064x}", T0 + timedelta(minutes=n)))
+    legacy = store.client.get_item(
+        TableName=store.table, Key={"pk": {"S": f"TOKEN#{0:064x}"}, "sk": {"S": "TOKEN"}}
+    )["Item"]
+    store.client.put_item(TableName=store.table, Item={**legacy, "gsi2pk": {"S": "TOKENS"}})
+    items = store.client.scan(TableName=store.table)["Items"]
+    partitions = {i["gsi2pk"]["S"] for i in items if i["sk"]["S"] == "TOKEN"}
+    assert len(partitions) >= 4
+    assert [t.label for t in store.list_tokens()] == [f"t{n:02d}" for n in range(24)]

@@ -26,7 +26,8 @@ needs and no others (the indexes are sparse)::
     usage             USAGE#<user> / USAGE        -  (packets, bytes: what the user owns)
     (device grants, user-code claims, counters and secrets: see dynamo_device.py)
 
-    gsi2pk / gsi2sk: packet SCOPE#<scope> / <id>; token TOKENS / <created>#<label>;
+    gsi2pk / gsi2sk: packet SCOPE#<scope> / <id>; token TOKENS#<n> / <created>#<label>
+    (n: one of TOKEN_PARTITIONS, from the token's hash);
     invite INVITES#<team> / <codehash>.
 
     gsi_project_pk / gsi_project_sk (index ``gsi_project``, sparse: only packets
@@ -181,6 +182,7 @@ import random
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -231,6 +233,9 @@ SHARED = "shared"  # on a packet item once it was shared: its delete looks for s
 INVITE_COUNT = "invite_count"
 PUBLISHED_MADE = "published_made"  # on a membership: ids of team packets the member published
 MAX_INVITES_IN_TRANSACTION = 90
+# Every token in one index partition would put a hot key under each sign-in; spread
+# over these (an operator's listing of all tokens reads each).
+TOKEN_PARTITIONS = 8
 TRANSACTION_ATTEMPTS = 6
 
 # What a listing shows of a packet (PacketMeta), projected into the indexes that list.
@@ -484,7 +489,7 @@ def _token_items(token: Token, user: User) -> list[Item]:
         **_user_fields(user, prefix="user_"),
         "gsi1pk": _s(f"TOKENS#{token.user_id}"),
         "gsi1sk": _s(order),
-        "gsi2pk": _s("TOKENS"),
+        "gsi2pk": _s(_tokens_partition(token.token_hash)),
         "gsi2sk": _s(order),
     }
     if token.last_used_at is not None:
@@ -500,6 +505,10 @@ def _token_items(token: Token, user: User) -> list[Item]:
         "user_id": _s(token.user_id),
     }
     return [item, label]
+
+
+def _tokens_partition(token_hash: str) -> str:
+    return f"TOKENS#{zlib.crc32(token_hash.encode()) % TOKEN_PARTITIONS}"
 
 
 def _token(item: Mapping[str, Mapping[str, Any]]) -> Token:
@@ -1489,11 +1498,15 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
 
     def list_tokens(self, *, user_id: str | None = None) -> list[Token]:
         if user_id is None:
-            index, partition = "gsi2", "TOKENS"
+            # Every token: each of the index's token partitions (and the single one
+            # tokens minted before the spread still sit in), merged in creation order.
+            index = "gsi2"
+            partitions = ["TOKENS", *(f"TOKENS#{n}" for n in range(TOKEN_PARTITIONS))]
         else:
-            index, partition = "gsi1", f"TOKENS#{user_id}"
-        listed = [
-            _token(item)
+            index, partitions = "gsi1", [f"TOKENS#{user_id}"]
+        items = [
+            item
+            for partition in partitions
             for item in self._query(
                 IndexName=index,
                 KeyConditionExpression="#p = :p",
@@ -1501,6 +1514,8 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
                 ExpressionAttributeValues={":p": _s(partition)},
             )
         ]
+        items.sort(key=lambda item: _req(item, f"{index}sk"))
+        listed = [_token(item) for item in items]
         # The indexes do not project a token's scope, resource or expiry (a projection
         # cannot change on a live index), so they are read from the token items:
         # BatchGetItem, 100 at a time.
