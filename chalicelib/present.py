@@ -112,8 +112,11 @@ def summary(
     *,
     children: list[str] | None = None,
     published: tuple[str, str] | None = None,
+    author: str | None = None,
 ) -> str:
     lines = [f"ID       {p.get('id', '')}", f"Created  {p.get('created_at', '')}"]
+    if author:  # who stored it, as the server says (a team's packet)
+        lines.append(f"Saved by {author}")
     lines.append(f"Version  {p.get('ltm_version', '')}")
     if published is not None:  # (when, public URL): the same fact the reference's show prints
         lines.append(f"Published {published[0]}  {published[1]}")

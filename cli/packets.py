@@ -13,7 +13,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ltm.cli.errors import CliError
-from ltm.cli.terminal.output import color_allowed, info, safe, terminal_bytes
+from ltm.cli.terminal.output import color_allowed, info, one_line, safe, terminal_bytes
 from ltm.present import decode_packet, earlier_count, marked, summary, where_label
 
 if TYPE_CHECKING:
@@ -114,6 +114,7 @@ def list_packets(
             )
             rows += listing.rows
         shown = [] if as_json else shown_ids(backend, [row["id"] for row in rows])
+        authors = _authors(backend, team, [row["id"] for row in rows]) if team and shown else {}
     finally:
         backend.close()
     more = listing.next_page_token
@@ -132,9 +133,11 @@ def list_packets(
             info(f"no packets yet in {where}; save one with: ltm save FILE")
         return
     width = _width(shown)
+    by_width = max((len(name) for name in authors.values()), default=0)
     for row, short in zip(rows, shown, strict=True):
         when = safe(relative_time(row["created_at"]))
-        line = f"{short:<{width}}  {when:<12}  {one_line(row['goal'], 72)}"
+        by = f"{authors.get(row['id'], '?'):<{by_width}}  " if authors else ""
+        line = f"{short:<{width}}  {when:<12}  {by}{one_line(row['goal'], 72)}"
         print(safe(line))  # packet text: no terminal control gets through
     if more:
         info(f"more packets: add --page-token {more} (or --all for every page)")
@@ -260,6 +263,33 @@ def _write(raw: bytes) -> None:
     sys.stdout.flush()
 
 
+def _authors(backend: Backend, team: str, ids: list[str]) -> dict[str, str]:
+    """A team listing's authors by packet id, as people know them ("you", a member's display
+    name, else the user id); {} where the server cannot say (the reference)."""
+    found = getattr(backend, "authors", None)
+    stored = found(ids) if found is not None else {}
+    if not stored:
+        return {}
+    names = _member_names(backend, team)
+    people = {uid: _who(backend, names, uid) for uid in set(stored.values())}
+    return {pid: people[uid] for pid, uid in stored.items()}
+
+
+def _member_names(backend: Backend, team: str) -> dict[str, str]:
+    members = getattr(backend, "members", None)
+    try:
+        rows = members(team) if members is not None else []
+    except CliError:
+        rows = []
+    return {str(r.get("user_id")): one_line(str(r.get("display", "")), 24) for r in rows}
+
+
+def _who(backend: Backend, names: dict[str, str], user_id: str) -> str:
+    if backend.is_me(user_id):
+        return "you"
+    return names.get(user_id) or user_id
+
+
 def show_packet(ref: str, *, team: str | None, as_json: bool, local: bool) -> None:
     """A packet as a readable summary (naming its children), or its stored JSON."""
     from ltm.cli.client.backend import open_backend
@@ -267,6 +297,7 @@ def show_packet(ref: str, *, team: str | None, as_json: bool, local: bool) -> No
     backend = open_backend(local=local, team=team)
     children: list[dict[str, Any]] = []
     published: tuple[str, str] | None = None
+    author: str | None = None
     try:
         body = backend.get(ref, team=team)
         if not as_json:
@@ -279,12 +310,21 @@ def show_packet(ref: str, *, team: str | None, as_json: bool, local: bool) -> No
                 children = backend.children(packet_id, team=team)
             except CliError:
                 children = []
+            stored_by = backend.stored_by(packet_id) if team else None
+            if stored_by:
+                who = _who(backend, _member_names(backend, team or ""), stored_by)
+                author = who if who in ("you", stored_by) else f"{who} ({stored_by})"
     finally:
         backend.close()
     if as_json:
         _write(terminal_bytes(body + b"\n"))
         return
-    shown = summary(packet, children=[str(c["id"]) for c in children], published=published)
+    shown = summary(
+        packet,
+        children=[str(c["id"]) for c in children],
+        published=published,
+        author=author,
+    )
     print(safe(shown, multiline=True), end="")
 
 

@@ -281,3 +281,39 @@ def test_sharing_by_name_in_any_case_from_a_joined_machine(server: Server, tmp_p
     teams = sam.ok("teams", "ls")
     olive_id = json.loads(olive.ok("whoami", "--json"))["user"]["id"]
     assert f"Olive4 ({olive_id})" in teams
+
+
+def test_people_see_who_wrote_a_team_packet(server: Server, tmp_path: Path) -> None:
+    """The author of a team packet in ``ls -t``, ``show -t`` and the web view (the server
+    names who stored it; the packet's own provenance is not evidence), and the web's search
+    box searches every scope the landing page lists."""
+    from test_web_pages import browser_for
+
+    olive = signed_in(server, tmp_path / "olive", "Olive5")
+    olive.ok("teams", "create", "authors")
+    url = olive.ok("invite", "-t", "authors").strip()
+    _sam_id, sam_token = server.issue("Sam5")
+    sam = Cli(tmp_path / "sam")
+    sam.ok("auth", server.url, sam_token)
+    sam.ok("join", url)
+    theirs = olive.ok("save", "-t", "authors", "-", stdin=content("Olive's payment retries"))
+    mine = sam.ok("save", "-t", "authors", "-", stdin=content("Sam's payment audit")).strip()
+    personal = sam.ok("save", "-", stdin=content("Sam's own payment note")).strip()
+
+    listed = sam.ok("ls", "-t", "authors").splitlines()
+    assert any(theirs.strip()[:12] in line and "Olive5" in line for line in listed), listed
+    assert any(mine[:12] in line and " you " in line for line in listed), listed
+    shown = sam.ok("show", theirs.strip(), "-t", "authors")
+    assert "Saved by Olive5 (" in shown
+    assert "Saved by" not in sam.ok("show", personal)  # a personal packet is one's own
+
+    web = browser_for(server, sam_token)
+    landing = web.get("/web").text
+    assert 'by <span class="author">Olive5</span>' in landing
+    assert landing.count('name="team"') == 1  # one row of scope controls, not two
+    assert '<input type="hidden" name="all" value="1">' in landing
+    page = web.get(f"/web/packets/{theirs.strip()}").text
+    assert "Saved by" in page and "Olive5" in page
+    # The box above the landing page searches what it lists: every scope.
+    found = web.get("/web", params={"q": "payment", "all": "1"}).text
+    assert theirs.strip() in found and personal in found and mine in found

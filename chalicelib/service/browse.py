@@ -41,24 +41,38 @@ class Listing:
 class Details:
     tags: list[str]
     next_step: str
+    author: str = ""  # a team packet's: who stored it (display name); "" for personal ones
 
 
 def details(store: Store, rows: list[PacketMeta]) -> dict[str, Details]:
-    """What a listing row shows beyond its meta: tags and next step, from the packet bodies.
+    """What a listing row shows beyond its meta: tags and next step, from the packet bodies,
+    and for a team's packet who stored it (a personal packet is always the reader's own).
 
     One read per row (a page is 50 at most); a packet gone meanwhile shows none.
     """
     out = {}
+    names: dict[str, str] = {}
     for meta in rows:
         found = store.get_packet(meta.id)
         data = parse(found.body) if found is not None else {}
         tags = data.get("tags")
         step = data.get("next_step")
+        author = ""
+        if meta.team_id is not None:
+            author = names.get(meta.owner_id) or author_name(store, meta.owner_id)
+            names[meta.owner_id] = author
         out[meta.id] = Details(
             [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else [],
             step if isinstance(step, str) else "",
+            author,
         )
     return out
+
+
+def author_name(store: Store, user_id: str) -> str:
+    """Who stored a packet, as people know them: their display name (a gone user: so)."""
+    user = store.get_user(user_id)
+    return user.display if user is not None else "a former member"
 
 
 def parse(body: bytes) -> dict[str, Any]:
@@ -192,6 +206,7 @@ class PacketView:
     publication: Publication | None  # shown to those who may manage it
     shares: list[Shared]  # whom it is shared with (all for its manager; a sharer's own)
     shared_by: User | None = None  # who shared it, when the reader reads it by a share
+    author: str = ""  # a team packet's: who stored it (display name)
 
 
 def packet_view(store: Store, caller: Caller, packet_id: str) -> PacketView:
@@ -227,6 +242,7 @@ def packet_view(store: Store, caller: Caller, packet_id: str) -> PacketView:
         can_delete=manage,
         publication=store.publication(packet_id) if manage else None,
         shares=shares(store, user, packet_id),
+        author=author_name(store, stored.meta.owner_id) if team is not None else "",
     )
 
 

@@ -104,6 +104,7 @@ class Row:
     tags: tuple[str, ...] = ()
     next_step: str = ""
     scope: str | None = None  # in a list of every scope: the team's name, "" for personal
+    author: str = ""  # a team packet's: who stored it
 
 
 def _row(r: Row, *, by: str | None = None) -> str:
@@ -114,6 +115,8 @@ def _row(r: Row, *, by: str | None = None) -> str:
         meta.append(f"shared by {text(by or 'a former user', 64)}")
     if r.scope is not None:
         meta.append(text(f"team {r.scope}" if r.scope else "personal", 60))
+    if r.author and by is None:
+        meta.append(f'by <span class="author">{text(r.author, 64)}</span>')
     if r.project:
         meta.append(f'<span class="project">{text(r.project, 60)}</span>')
     meta.append(f"<code>{text(r.short or r.id)}</code>")
@@ -142,9 +145,10 @@ def packet_list(
 ) -> str:
     scope = f"Team {team}" if team else "All your scopes" if everywhere else "Your packets"
     # Without teams (``ltm ui``, a new user) there is one scope: no control to pick it.
+    every = f'<option value="{EVERY}"{" selected" if everywhere else ""}>All my scopes</option>'
     picker = (
         '<div><label for="team">Scope</label>'
-        f'<select id="team" name="team">{_scope_options(teams, team)}</select></div>'
+        f'<select id="team" name="team">{every}{_scope_options(teams, team)}</select></div>'
         if teams
         else ""
     )
@@ -158,7 +162,8 @@ def packet_list(
         ' spellcheck="false"></div>'
         '<div><button type="submit">Show</button></div></form>'
     )
-    parts = [f"<h1>{text(scope)}</h1>", search_form("", teams, team, all_scopes=False), form]
+    search = search_form("", teams, team, all_scopes=everywhere, listed=True)
+    parts = [f"<h1>{text(scope)}</h1>", search, form]
     if team:
         parts.append(
             f'<p><a href="<@>/web/teams/{seg(team)}">Members'
@@ -204,6 +209,9 @@ def shared_list(rows: Sequence[SharedRow]) -> str:
     return "".join(parts)
 
 
+EVERY = "*"  # the filters' scope for every scope of the reader (no team is named "*")
+
+
 def _scope_options(teams: Sequence[str], team: str | None) -> str:
     options = ['<option value="">Personal</option>'] + [
         f'<option value="{attr(name)}"{" selected" if name == team else ""}>{text(name)}</option>'
@@ -212,17 +220,33 @@ def _scope_options(teams: Sequence[str], team: str | None) -> str:
     return "".join(options)
 
 
-def search_form(q: str, teams: Sequence[str], team: str | None, *, all_scopes: bool) -> str:
-    """The search box (``GET /web?q=``): one scope, or every scope of the reader."""
+def search_form(
+    q: str, teams: Sequence[str], team: str | None, *, all_scopes: bool, listed: bool = False
+) -> str:
+    """The search box (``GET /web?q=``): one scope, or every scope of the reader.
+
+    ``listed``: above a listing, whose own row of filters picks the scope; the box then
+    searches exactly what is listed (every scope on the landing page) and has no scope
+    controls of its own, so the page has one row of them, not two that disagree.
+    """
     checked = " checked" if all_scopes else ""
-    scopes = (
-        '<div><label for="search-team">In</label>'
-        f'<select id="search-team" name="team">{_scope_options(teams, team)}</select></div>'
-        f'<div class="check"><input type="checkbox" id="all" name="all" value="1"{checked}>'
-        '<label for="all">All my scopes</label></div>'
-        if teams  # one scope only: nothing to choose
-        else ""
-    )
+    if listed:
+        scopes = (
+            '<input type="hidden" name="all" value="1">'
+            if all_scopes and teams
+            else f'<input type="hidden" name="team" value="{attr(team or "")}">'
+            if teams
+            else ""
+        )
+    else:
+        scopes = (
+            '<div><label for="search-team">In</label>'
+            f'<select id="search-team" name="team">{_scope_options(teams, team)}</select></div>'
+            f'<div class="check"><input type="checkbox" id="all" name="all" value="1"{checked}>'
+            '<label for="all">All my scopes</label></div>'
+            if teams  # one scope only: nothing to choose
+            else ""
+        )
     return (
         '<form method="get" action="<@>/web" class="search" role="search">'
         '<div class="grow"><label for="q">Search</label>'
@@ -384,6 +408,7 @@ def packet_page(
     conforming: bool = True,
     shared_with: Sequence[str] = (),
     shared_by: str | None = None,
+    author: str | None = None,
 ) -> str:
     """A packet in the resume block's order: what must not go wrong first, the next step last."""
     decisions = _dicts(packet, "decisions")
@@ -391,6 +416,8 @@ def packet_page(
     failed = [a for a in attempts if a.get("outcome") in ("failed", "partial")]
     worked = [a for a in attempts if a.get("outcome") not in ("failed", "partial")]
     facts = [("Id", f"<code>{text(packet_id)}</code>"), ("Scope", text(scope))]
+    if author:  # who stored it, as the server knows (the packet's provenance is its own say)
+        facts.append(("Saved by", text(author, 64)))
     if packet.get("created_at"):
         facts.append(("Created", f"<time>{text(packet['created_at'])}</time>"))
     project = packet.get("project")

@@ -411,8 +411,11 @@ class WebView:
         tag = _one(request.query, "tag").strip()
         project = _one(request.query, "project").strip()
         after = _one(request.query, "after") or None
-        # No scope asked for (the landing page): every scope of the reader, merged.
-        everywhere = "team" not in request.query
+        # No scope asked for (the landing page), or "All my scopes" picked: every scope of
+        # the reader, merged.
+        everywhere = "team" not in request.query or team == render.EVERY
+        if team == render.EVERY:
+            team = None
         read = self._read(
             request,
             _path_of(request, "/web"),
@@ -541,6 +544,7 @@ class WebView:
             can_delete=view.can_delete,
             shared_with=[f"{s.user.display} ({s.user.id})" for s in view.shares],
             shared_by=view.shared_by.display if view.shared_by else None,
+            author=view.author or None,
         )
         return self._page(200, str(view.data.get("goal") or id), body, nav=read.nav)
 
@@ -557,6 +561,7 @@ class WebView:
         can_delete: bool = False,
         shared_with: Sequence[str] = (),
         shared_by: str | None = None,
+        author: str | None = None,
     ) -> str:
         from ..resume import render as resume_block
 
@@ -572,6 +577,7 @@ class WebView:
             conforming=conforming,
             shared_with=shared_with,
             shared_by=shared_by,
+            author=author,
         )
 
     def delete(self, request: WebRequest, id: str) -> WebResponse:
@@ -1117,6 +1123,7 @@ def _row(meta: Any, short: str, details: Any, scope: str | None) -> render.Row:
         tags=tuple(details.tags) if details else (),
         next_step=details.next_step if details else "",
         scope=scope,
+        author=details.author if details else "",
     )
 
 

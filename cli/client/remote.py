@@ -883,6 +883,19 @@ class RemoteBackend(Backend):
                 found[packet_id] = answer[0] if answer is not None else None
         return found
 
+    def authors(self, packet_ids: Sequence[str]) -> dict[str, str]:
+        """Who stored each packet (user ids), from the batch read; {} from a server without
+        it (the reference): a listing then names nobody rather than read packet by packet."""
+        found: dict[str, str] = {}
+        wanted = list(dict.fromkeys(packet_ids))
+        for start in range(0, len(wanted), BATCH):
+            chunk = wanted[start : start + BATCH]
+            answers = self._get_batch(chunk)
+            if answers is None:
+                return found
+            found.update((i, a[1]) for i, a in zip(chunk, answers, strict=True) if a and a[1])
+        return found
+
     def _get_batch(self, ids: list[str]) -> list[tuple[bytes, str, bool] | None] | None:
         """Each id's (body, created_by, conforming), None where absent; None when the server
         has no batch read (asked once)."""
