@@ -317,3 +317,45 @@ def test_people_see_who_wrote_a_team_packet(server: Server, tmp_path: Path) -> N
     # The box above the landing page searches what it lists: every scope.
     found = web.get("/web", params={"q": "payment", "all": "1"}).text
     assert theirs.strip() in found and personal in found and mine in found
+
+
+def test_the_whole_day_from_clean_configs_with_the_server_down_for_a_while(
+    tmp_path: Path,
+) -> None:
+    """Three people, two teams, a share, a kick, the member's ``ls --shared``, and a save
+    while the server is stopped that reaches it once it is back (the outbox)."""
+    from test_outbox import Restartable, outbox_files
+
+    box = Restartable(tmp_path / "server")
+    try:
+        olive = signed_in(box.live, tmp_path / "olive", "Olive6")
+        for team in ("core", "web"):
+            olive.ok("teams", "create", team)
+        sam, cat = Cli(tmp_path / "sam"), Cli(tmp_path / "cat")
+        sam.ok("join", olive.ok("invite", "-t", "core").strip(), "--display", "Sam6")
+        cat.ok("join", olive.ok("invite", "-t", "web").strip(), "--display", "Cat6")
+        sam.ok("join", olive.ok("invite", "-t", "web").strip())  # Sam is in both teams now
+
+        plan = olive.ok("save", "-t", "core", "-", stdin=content("Core plan")).strip()
+        assert plan[:12] in sam.ok("ls", "-t", "core")
+        note = olive.ok("save", "-", stdin=content("For cat6 alone")).strip()
+        olive.ok("share", note, "cat6")  # Cat shares team web with Olive: by name, any case
+        assert note in cat.ok("ls", "--shared")  # a clean machine: default is the local store
+        assert "Core plan" not in cat.ok("ls", "-t", "web")
+
+        olive.ok("teams", "kick", "web", "SAM6", "--yes")
+        gone = sam.run("ls", "-t", "web")
+        assert gone.returncode != 0 and "web" in gone.stderr
+
+        # The server goes down at the end of Sam's session: his save is kept, not lost.
+        box.stop()
+        kept = sam.run("save", "-t", "core", "-", stdin=content("Sam's end of session"))
+        assert kept.returncode == 0 and "kept" in kept.stderr, kept.stderr
+        assert len(outbox_files(sam)) == 1
+        box.start()
+        listed = sam.run("ls", "-t", "core")
+        assert listed.returncode == 0 and "outbox: pushed" in listed.stderr, listed.stderr
+        assert kept.stdout.strip()[:12] in olive.ok("ls", "-t", "core")
+        assert outbox_files(sam) == []
+    finally:
+        box.stop()

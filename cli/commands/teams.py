@@ -268,9 +268,11 @@ def _member(backend: RemoteBackend, team: str, member: str) -> tuple[str, str]:
     for row in rows:
         if row.get("user_id") == member:
             return member, str(row.get("display", member))
-    named = [row for row in rows if row.get("display") == member]
+    named = [row for row in rows if row.get("display") == member] or [
+        row for row in rows if str(row.get("display", "")).casefold() == member.casefold()
+    ]  # display names match in any case, as ltm share matches them
     if len(named) == 1:
-        return str(named[0].get("user_id", "")), member
+        return str(named[0].get("user_id", "")), str(named[0].get("display", member))
     if named:
         ids = ", ".join(str(row.get("user_id")) for row in named)
         raise CliError(f"{len(named)} members of {team} are called {member!r} ({ids}); give the id")
