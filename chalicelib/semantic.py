@@ -29,9 +29,11 @@ vector scaled so its largest component is 127). Ranking many stored vectors
 
 from __future__ import annotations
 
+import heapq
 import json
 import marshal
 import math
+import operator
 import os
 import re
 import struct
@@ -295,36 +297,49 @@ class Query(NamedTuple):
     norm: float
 
 
+def _values(stored: bytes) -> tuple[tuple[int, ...], float]:
+    values = _SIGNED.unpack_from(stored, BITS_BYTES)
+    return values, math.sqrt(sum(map(operator.mul, values, values))) or 1.0
+
+
+_SIGNED = struct.Struct(f"{DIM}b")
+
+
 def query_of(vector: Sequence[float]) -> Query:
     stored = encode(vector)
-    values = struct.unpack(f"{DIM}b", stored[BITS_BYTES:])
-    return Query(
-        int.from_bytes(stored[:BITS_BYTES], "little"),
-        values,
-        math.sqrt(sum(v * v for v in values)) or 1.0,
-    )
+    values, norm = _values(stored)
+    return Query(int.from_bytes(stored[:BITS_BYTES], "little"), values, norm)
 
 
 def cosine(query: Query, stored: bytes) -> float:
-    values = struct.unpack(f"{DIM}b", stored[BITS_BYTES:STORED_BYTES])
-    norm = math.sqrt(sum(v * v for v in values)) or 1.0
-    return sum(a * b for a, b in zip(query.values, values, strict=True)) / (query.norm * norm)
+    values, norm = _values(stored)
+    return sum(map(operator.mul, query.values, values)) / (query.norm * norm)
+
+
+def candidates(
+    query: Query, bits: Sequence[tuple[Any, bytes]], count: int = PREFILTER
+) -> list[Any]:
+    """The keys of the ``count`` rows of ``bits`` (key, the 32 bytes of sign bits) nearest
+    ``query`` by Hamming distance, nearest first: one ``int.bit_count`` a row, in a
+    comprehension (a plain loop costs five times as much at 10,000 rows)."""
+    mine = query.bits
+    from_bytes = int.from_bytes
+    distance = [(mine ^ from_bytes(row[1], "little")).bit_count() for row in bits]
+    chosen = heapq.nsmallest(count, range(len(distance)), key=distance.__getitem__)
+    return [bits[i][0] for i in chosen]
 
 
 def rank(
     query: Query, stored: Iterable[tuple[Any, bytes]], *, limit: int, floor: float = -1.0
 ) -> list[tuple[Any, float]]:
     """The ``limit`` nearest of ``stored`` (key, encoded vector) by cosine, above
-    ``floor`` (none by default), best first; the sign bits pick the ``PREFILTER`` candidates."""
-    bits = query.bits
-    near: list[tuple[int, int, Any, bytes]] = []
-    for n, (key, blob) in enumerate(stored):
-        if len(blob) != STORED_BYTES:
-            continue
-        distance = (bits ^ int.from_bytes(blob[:BITS_BYTES], "little")).bit_count()
-        near.append((distance, -n, key, blob))
-    near.sort(key=lambda item: (item[0], item[1]))
-    scored = [(key, cosine(query, blob)) for _, _, key, blob in near[: max(PREFILTER, limit)]]
+    ``floor`` (none by default), best first; the sign bits pick the ``PREFILTER``
+    candidates (``candidates``) where there are more."""
+    rows = [row for row in stored if len(row[1]) == STORED_BYTES]
+    if len(rows) > max(PREFILTER, limit):
+        keep = set(candidates(query, [(n, row[1][:BITS_BYTES]) for n, row in enumerate(rows)]))
+        rows = [row for n, row in enumerate(rows) if n in keep]
+    scored = [(key, cosine(query, blob)) for key, blob in rows]
     scored = [item for item in scored if item[1] > floor]
     scored.sort(key=lambda item: item[1], reverse=True)
     return scored[:limit]

@@ -201,3 +201,51 @@ def test_a_teammates_packet_is_hinted_as_another_persons(tmp_path: Path) -> None
         own = recall(bob, "nightly invoice export", "r-2", "--all-scopes")
         assert own is not None and own.splitlines()[0].startswith("ltm: a packet this user saved")
         assert own.splitlines()[2].startswith(mine) and "ANOTHER" not in own
+
+
+MEANING = pytest.mark.skipif(
+    not __import__("ltm.semantic").semantic.installed(), reason="needs ltm[semantic]"
+)
+
+
+@MEANING
+def test_meaning_hints_where_the_words_fall_short(shop: Cli) -> None:
+    """Words alone need two thirds of a prompt's telling words in one packet; a prompt that
+    shares fewer with it is hinted by meaning when its packet stands out, once, and
+    never a prompt about nothing saved."""
+    shop.env["LTM_CACHE_DIR"] = str(Path(shop.env["LTM_STATE_DIR"]).parent / "cache")
+    wanted = save(
+        shop,
+        "Generate the XML sitemap for all product and category pages",
+        tags=["seo"],
+        next_step="Split the sitemap into files of 50,000 URLs",
+    )
+    save(shop, "Charge EU VAT by the customer's country at checkout", tags=["tax"])
+    save(shop, "Ship structured JSON logs from the web and worker processes")
+    save(shop, "Make the flaky login test pass reliably on CI", tags=["ci"])
+    prompt = "the sitemap is too big for Google, split it"
+    words_alone = Cli(shop.home, dict(shop.env, LTM_SEMANTIC="0"), shop.cwd)
+    assert recall(words_alone, prompt, "m-0") is None
+    hint = recall(shop, prompt, "m-1")
+    assert hint is not None and hint.splitlines()[2].startswith(wanted)
+    assert recall(shop, prompt, "m-1") is None  # never the same packet twice
+    for nothing in ("explain how a bloom filter works", "write a haiku about autumn leaves"):
+        assert recall(shop, nothing, "m-2") is None
+
+
+@MEANING
+def test_recall_by_meaning_is_import_light(shop: Cli) -> None:
+    save(shop, "Generate the XML sitemap for all product and category pages")
+    save(shop, "Make the flaky login test pass reliably on CI")
+    assert shop.cwd is not None
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", LTM, "hook", "user-prompt"],
+        input=json.dumps(prompt_payload(shop.cwd, "the sitemap is too big, split it")).encode(),
+        env=shop.env, cwd=shop.cwd, capture_output=True, timeout=scaled(60),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    lines = out.stderr.decode().splitlines()
+    modules = {line.rsplit("|", 1)[-1].strip() for line in lines if "|" in line}
+    assert "ltm.semantic" in modules  # meaning ran: the words alone found nothing
+    heavy = NOT_ON_THE_RECALL_PATH | {"numpy", "tokenizers", "wordllama", "safetensors"}
+    assert not {m for m in modules if m in heavy or m.split(".")[0] in heavy}

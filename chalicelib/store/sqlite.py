@@ -346,6 +346,7 @@ def _has_table(db: sqlite3.Connection, name: str) -> bool:
 # word costs: 200 keeps a multi-word search at 10,000 packets near 3 ms
 # (bench/bench_search.py), and still ranks ten pages of the caller's recent work.
 RANK_WINDOW = 200
+MEANING_WINDOW = 5000  # how many of the newest packets ``nearest`` compares
 _FTS_COLUMNS = (
     "goal, tags, next_step, project, decisions, attempts, methods, success_criteria,"
     " constraints, open_questions"
@@ -1893,14 +1894,39 @@ class SqliteStore(Store):
         labels = _qualifiers(db, query, names)
         if labels is None:
             return []
-        sql = (
-            "SELECT p.doc, v.vector FROM packets p JOIN packet_vectors v ON v.doc = p.doc"
-            f" WHERE p.scope IN ({_marks(names)})"
+        # The sign bits of every candidate first (a slice of each vector, read in SQL),
+        # then the whole vectors of the nearest few only.
+        # Bounded as a lexical search is: the newest MEANING_WINDOW packets of the
+        # caller's scopes (each row read costs microseconds), walked from an index in
+        # that order: a qualifier's label list, else the doc index (docs grow with writes).
+        bits = f"substr(v.vector, 1, {semantic.BITS_BYTES})"
+        args: list[object]
+        if labels:
+            first, rest = labels[0], labels[1:]
+            sql = (
+                f"SELECT p.doc, {bits} FROM label_packets l JOIN packets p ON p.id = l.id"
+                " JOIN packet_vectors v ON v.doc = p.doc"
+                f" WHERE l.label IN ({_marks(first)}) AND length(v.vector) = ?"
+            )
+            args = [*first, semantic.STORED_BYTES]
+            sql += _has_labels("l", rest, args)
+            sql += " ORDER BY l.sort_key DESC, l.id DESC LIMIT ?"
+        else:
+            sql = (
+                f"SELECT p.doc, {bits} FROM packets p INDEXED BY packets_by_doc"
+                " JOIN packet_vectors v ON v.doc = p.doc"
+                f" WHERE p.scope IN ({_marks(names)}) AND length(v.vector) = ?"
+                " ORDER BY p.doc DESC LIMIT ?"
+            )
+            args = [*names, semantic.STORED_BYTES]
+        args.append(MEANING_WINDOW)
+        docs = semantic.candidates(meaning, db.execute(sql, args).fetchall())
+        if not docs:
+            return []
+        vectors = db.execute(
+            f"SELECT doc, vector FROM packet_vectors WHERE doc IN ({_marks(docs)})", docs
         )
-        args: list[object] = [*names]
-        sql += _has_labels("p", labels, args)
-        ranked = semantic.rank(meaning, db.execute(sql, args), limit=limit)
-        return _hits(db, ranked, query)
+        return _hits(db, semantic.rank(meaning, vectors, limit=limit), query)
 
     def vectors_missing(self) -> int:
         """How many packets have no vector of the current model (``fill_vectors``)."""

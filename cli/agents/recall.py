@@ -35,6 +35,14 @@ MIN_WORDS = 2
 SHARE = 2 / 3  # of the prompt's words a packet must hold (rounded up), when more than 2
 MAX_HINT = 300
 MIN_STEM = 4
+# Recall by meaning (``_by_meaning``): the least cosine of a hint, and its least lead
+# over the next packet. Measured (bench/bench_semantic.py, on both corpora): a prompt
+# about nothing saved led by up to 0.21 ("explain how a bloom filter works"), and right
+# answers by 0.28 to 0.62 where the prompt shares some words with its packet, but by
+# less than 0.21 for most paraphrases sharing none, so those get no hint: a wrong hint
+# costs more than none.
+MEANING_MIN = 0.3
+MEANING_LEAD = 0.25
 
 _SUFFIXES = (
     *("ations", "ation", "ings", "ing", "ers", "er"),
@@ -91,6 +99,32 @@ def best(
     wanted = terms(prompt)
     if len(wanted) < MIN_WORDS:
         return None
+
+    def fresh(hit: dict[str, Any]) -> bool:
+        return not (since and str(hit.get("created_at", "")) > since)
+
+    hit = _by_words(backend, project, wanted, skip, fresh, all_scopes)
+    if hit is None and meaning_on():
+        hit = _by_meaning(backend, project, prompt, skip, fresh, all_scopes)
+    if hit is None:
+        return None
+    team = hit.get("team")
+    return {
+        "id": str(hit["id"]),
+        "created_at": str(hit.get("created_at", "")),
+        "goal": str(hit.get("goal", "")),
+        "team": team if isinstance(team, str) and team else None,
+    }
+
+
+def _by_words(
+    backend: Any,
+    project: str,
+    wanted: list[str],
+    skip: set[str],
+    fresh: Any,
+    all_scopes: bool,
+) -> dict[str, Any] | None:
     scores: dict[str, dict[str, Any]] = {}
     for i, term in enumerate(wanted):
         hits = backend.search(
@@ -113,22 +147,56 @@ def best(
     strong = [
         row
         for packet_id, row in scores.items()
-        if len(row["words"]) >= need
-        and row["rare"]
-        and packet_id not in skip
-        and not (since and str(row["hit"].get("created_at", "")) > since)
+        if len(row["words"]) >= need and row["rare"] and packet_id not in skip and fresh(row["hit"])
     ]
     if not strong:
         return None
     top = max(strong, key=lambda r: (r["score"], str(r["hit"].get("created_at", ""))))
-    hit = top["hit"]
-    team = hit.get("team")
-    return {
-        "id": str(hit["id"]),
-        "created_at": str(hit.get("created_at", "")),
-        "goal": str(hit.get("goal", "")),
-        "team": team if isinstance(team, str) and team else None,
-    }
+    return dict(top["hit"])
+
+
+def meaning_on() -> bool:
+    """Recall by meaning: where the ``semantic`` extra is installed (``LTM_SEMANTIC=0``
+    turns it off)."""
+    from ltm import semantic
+
+    return semantic.enabled()
+
+
+def _by_meaning(
+    backend: Any,
+    project: str,
+    prompt: str,
+    skip: set[str],
+    fresh: Any,
+    all_scopes: bool,
+) -> dict[str, Any] | None:
+    """The packet nearest the prompt in meaning, when it stands out: its cosine at least
+    ``MEANING_MIN`` and ahead of the next packet's by ``MEANING_LEAD``. The nearest
+    packet already in view (or written in this session) means no hint: the prompt is
+    about what the agent has."""
+    from ltm.cli.errors import CliError
+    from ltm.search import MAX_TERMS, looks_random
+    from ltm.semantic import clean
+
+    words = [w for w in clean(prompt[:2000]).split() if not looks_random(w)]
+    if len(words) < MIN_WORDS:
+        return None
+    query = " ".join(words[: MAX_TERMS - 1]) + f' project:"{project}"'
+    try:
+        hits = backend.search(query, all_scopes=all_scopes, limit=2, mode="semantic", private=True)
+    except CliError:  # a server without the extra, or out of reach: no hint
+        return None
+    if not hits:
+        return None
+    top = hits[0]
+    score = float(top.get("score") or 0.0)
+    runner_up = float(hits[1].get("score") or 0.0) if len(hits) > 1 else 0.0
+    if score < MEANING_MIN or score - runner_up < MEANING_LEAD:
+        return None
+    if top["id"] in skip or not fresh(top):
+        return None
+    return dict(top)
 
 
 def whose(backend: Any, found: dict[str, Any]) -> bool | None:
