@@ -469,7 +469,7 @@ def search_packets_in_body(request: Any) -> Response:
     text: dict[str, str | None] = {}
     for name in ("team", "scope", "mode"):
         value = fields.get(name)
-        if value is not None and not isinstance(value, str):
+        if name in fields and not isinstance(value, str):  # null too: absent is the default
             raise BadRequest(f"{name}: a string")
         text[name] = value
     if text["team"] == "":

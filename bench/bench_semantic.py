@@ -15,9 +15,9 @@ corpus, which must not get worse).
 
 Cost, at ``--packets`` (default 10,000) packets: the model's load in a fresh
 process, a query's vector, a packet's vector (plain Python, and numpy once the
-table is loaded), filling a store's vectors, and ``nearest`` and a hybrid search
-through the service. The hook's own latency with meaning on is
-``bench/bench_recall.py``'s.
+table is loaded), filling a store's vectors, and ``nearest`` (the meaning half of
+a hybrid search; the lexical half is ``bench/bench_search.py``'s). The hook's own
+latency with meaning on is ``bench/bench_recall.py``'s.
 """
 
 from __future__ import annotations

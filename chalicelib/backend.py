@@ -213,6 +213,11 @@ class Backend(ABC):
         prompt's): a server asked in the query string gets them without what a secret
         check flags."""
 
+    def fill_vectors(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Compute the vectors a search by meaning needs that this store lacks (a store
+        saved to before the ``semantic`` extra); how many. A server fills its own."""
+        return 0
+
     @abstractmethod
     def children(self, ref: str, *, team: str | None = None) -> list[dict[str, Any]]:
         """The readable packets that continue ``ref``, oldest first (id, created_at, goal)."""
@@ -365,6 +370,13 @@ class ServiceBackend(Backend):
             )
         rows = [{"id": m.id, "created_at": m.created_at, "goal": m.goal} for m in found.items]
         return Listing(rows, found.cursor)
+
+    def fill_vectors(self, progress: Callable[[int, int], None] | None = None) -> int:
+        from . import semantic
+
+        if not semantic.enabled() or not self.store.vectors_missing():
+            return 0
+        return self.store.fill_vectors(progress)
 
     def search(
         self,

@@ -18,9 +18,15 @@ from .packet import MAX_PACKET_BYTES, MODELS
 from .service.packets import DEFAULT_LIMIT, MAX_BATCH, MAX_LIMIT
 from .service.search import DEFAULT_LIMIT as SEARCH_DEFAULT
 from .service.search import MAX_LIMIT as SEARCH_MAX
+from .service.search import MODES as SEARCH_MODES
 from .service.share import MAX_LISTED as SHARED_MAX
 from .service.teams import TEAM_NAME_PATTERN
 
+_SEARCH_MODE = (
+    "`lexical` (the default: every word required), `semantic` (by meaning alone, the"
+    " score a cosine) or `hybrid` (words first, then meaning; docs/search.md). Meaning"
+    " needs the server's `ltm[semantic]` extra."
+)
 _REF = "#/components/schemas/{model}"
 
 
@@ -656,14 +662,58 @@ def _paths() -> dict[str, Any]:
                             "default": SEARCH_DEFAULT,
                         },
                     },
+                    {
+                        "name": "mode",
+                        "in": "query",
+                        "required": False,
+                        "description": _SEARCH_MODE,
+                        "schema": {"enum": list(SEARCH_MODES)},
+                    },
                 ],
                 "responses": {
                     "200": _ok("Best first.", _ref("SearchResults")),
-                    "400": _error("A missing or unusable query, or a bad query value."),
+                    "400": _error(
+                        "A missing or unusable query, a bad query value, or a mode by"
+                        " meaning on a server without the semantic extra."
+                    ),
                     "401": _UNAUTHORIZED,
                     "404": _error("`team not found`."),
                 },
-            }
+            },
+            "post": {
+                "operationId": "searchPacketsInBody",
+                "summary": "Extension: the same search, its fields in a JSON body.",
+                "description": (
+                    "Not in the reference protocol. As `GET /v1/search`, with the query in"
+                    " the body, which access logs and proxies do not keep (prompt recall"
+                    " sends its words so)."
+                ),
+                "requestBody": _json_body(
+                    _obj(
+                        {
+                            "q": {"type": "string", "minLength": 1, "maxLength": 512},
+                            "team": {"type": "string", "minLength": 1},
+                            "scope": {"enum": ["all"]},
+                            "limit": {
+                                "type": "integer",
+                                "minimum": 1,
+                                "maximum": SEARCH_MAX,
+                                "default": SEARCH_DEFAULT,
+                            },
+                            "mode": {"enum": list(SEARCH_MODES), "description": _SEARCH_MODE},
+                        },
+                        ["q"],
+                    )
+                ),
+                "responses": {
+                    "200": _ok("Best first.", _ref("SearchResults")),
+                    "400": _error("Malformed JSON, a missing or unusable query, or a bad field."),
+                    "401": _UNAUTHORIZED,
+                    "404": _error("`team not found`."),
+                    "413": _error(f"The request body is over {limits.MAX_BODY} bytes."),
+                    "415": _MEDIA,
+                },
+            },
         },
         "/v1/packets/{id}/children": {
             "parameters": [_path_param("id", "The packet's id.")],

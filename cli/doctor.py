@@ -161,6 +161,23 @@ def check_outbox() -> Check:
     )
 
 
+def check_meaning() -> Check:
+    """Search and recall by meaning: the ``semantic`` extra, and the local store's packets
+    still without a vector (the next search by meaning computes them, once)."""
+    from ltm import semantic
+
+    if not semantic.installed():
+        return Check(
+            "meaning",
+            "skip",
+            "search and recall by words only: the semantic extra is not installed",
+            f"for search by meaning too: pip install '{semantic.EXTRA}'",
+        )
+    if not semantic.enabled():
+        return Check("meaning", "skip", "turned off by LTM_SEMANTIC")
+    return Check("meaning", "ok", f"search and recall by meaning too ({semantic.MODEL})")
+
+
 def _mode(path: Path) -> int | None:
     try:
         return stat.S_IMODE(path.lstat().st_mode)
@@ -697,6 +714,7 @@ def run_all(*, full: bool = False) -> list[Check]:
     checks += _timed("store", lambda: [check_store(full=full)])
     checks += _timed("private", lambda: [check_private()])
     checks += _timed("outbox", lambda: [check_outbox()])
+    checks += _timed("meaning", lambda: [check_meaning()])
     checks += _timed("mcp", check_mcp)
     checks += _timed("hooks", check_hooks)
     return checks

@@ -144,16 +144,25 @@ def list_packets(
 
 
 def search_packets(
-    query: str, *, team: str | None, all_scopes: bool, limit: int, as_json: bool, local: bool
+    query: str,
+    *,
+    team: str | None,
+    all_scopes: bool,
+    limit: int,
+    as_json: bool,
+    local: bool,
+    mode: str | None = None,
 ) -> None:
-    """``ltm search``: ranked matches, each with where it matched and a marked snippet."""
+    """``ltm search``: ranked matches, each with where it matched and a marked snippet.
+    ``mode``: ``lexical``, ``semantic``, or None: both where meaning is there (the
+    local store with the extra, a server that has it), else the words."""
     from ltm.cli.client.backend import check_query, open_backend
     from ltm.cli.terminal.output import one_line, relative_time, safe
 
     check_query(query)
     backend = open_backend(local=local, team=team)
     try:
-        hits = backend.search(query, team=team, all_scopes=all_scopes, limit=limit)
+        hits = _search(backend, query, team=team, all_scopes=all_scopes, limit=limit, mode=mode)
         shown = [] if as_json else shown_ids(backend, [str(hit["id"]) for hit in hits])
     finally:
         backend.close()
@@ -179,6 +188,51 @@ def search_packets(
         print(f"{safe(short):<{width}}  {when:<12}  {scope}{goal}")
         field = safe(str(hit.get("field", "")))
         print(f"    {field}: {marked(hit, color=color)}")
+
+
+def _search(
+    backend: Any,
+    query: str,
+    *,
+    team: str | None,
+    all_scopes: bool,
+    limit: int,
+    mode: str | None,
+) -> list[dict[str, Any]]:
+    """One search; by words and meaning unless ``mode`` says. The local store first
+    computes the vectors it lacks (once, with progress); a server without the extra
+    answers the words alone."""
+    from ltm import semantic
+    from ltm.cli.client.remote import RemoteBackend
+    from ltm.cli.errors import CliError
+
+    remote = isinstance(backend, RemoteBackend)
+    wanted = mode or ("hybrid" if remote or semantic.enabled() else "lexical")
+    if wanted != "lexical" and not remote:
+        if not semantic.enabled():
+            raise CliError(
+                f"search by meaning needs the semantic extra: pip install '{semantic.EXTRA}'"
+            )
+        backend.fill_vectors(_progress)
+    try:
+        return list(
+            backend.search(query, team=team, all_scopes=all_scopes, limit=limit, mode=wanted)
+        )
+    except CliError as exc:
+        if mode is not None or semantic.EXTRA not in exc.message:
+            raise
+    # A server without meaning: the words alone, as it always answered.
+    return list(backend.search(query, team=team, all_scopes=all_scopes, limit=limit))
+
+
+def _progress(done: int, total: int) -> None:
+    """One line on stderr, rewritten in place on a terminal, for the one-time fill."""
+    line = f"ltm: working out what each packet means (once): {done}/{total}"
+    if sys.stderr.isatty():
+        sys.stderr.write("\r" + line + ("\n" if done >= total else ""))
+    elif done >= total or done % 5000 < 500:
+        sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def log_thread(ref: str, *, team: str | None, as_json: bool, local: bool) -> None:

@@ -22,6 +22,34 @@ def cli(tmp_path: Path) -> Cli:
     return Cli(tmp_path)
 
 
+MEANING = pytest.mark.skipif(
+    not __import__("ltm.semantic").semantic.installed(), reason="needs ltm[semantic]"
+)
+
+
+@MEANING
+def test_search_by_meaning_words_or_both(cli: Cli) -> None:
+    cli.env["LTM_CACHE_DIR"] = str(cli.home / "cache")
+    cli.env["LTM_SEMANTIC"] = "0"  # saved before the extra: the first search fills them
+    pool = save(cli, goal="Fix Postgres connection pool exhaustion under peak load")
+    save(cli, goal="Translate the storefront into German and French", tags=["i18n"])
+    del cli.env["LTM_SEMANTIC"]
+    first = cli.run("search", "database runs out of sockets when traffic peaks", "--json")
+    assert first.returncode == 0, first.stderr
+    assert "working out what each packet means (once): 2/2" in first.stderr
+    assert json.loads(first.stdout)["results"][0]["id"] == pool
+    again = cli.run("search", "database sockets", "--semantic", "--json")
+    assert again.stderr == "" and json.loads(again.stdout)["results"][0]["id"] == pool
+    # The words alone: every one must match.
+    assert cli.run("search", "database sockets", "--lexical").stderr.startswith("nothing matches")
+    # Words that match come first, then what is near in meaning.
+    both = json.loads(cli.ok("search", "German", "--json"))["results"]
+    assert both[0]["highlights"] and all(not hit["highlights"] for hit in both[1:])
+    assert "not both" in cli.fails("search", "x", "--semantic", "--lexical", code=1)
+    off = cli.run("search", "x", "--semantic", LTM_SEMANTIC="0")
+    assert off.returncode == 1 and "ltm[semantic]" in off.stderr
+
+
 def test_search_ranks_marks_and_escapes(cli: Cli) -> None:
     target = save(
         cli,
@@ -42,10 +70,10 @@ def test_search_ranks_marks_and_escapes(cli: Cli) -> None:
     # phrases, prefixes, qualifiers; several words are one query
     assert cli.ok("search", '"refresh race"').splitlines()[0].startswith(target[:12])
     assert cli.ok("search", "mute*", "tag:auth").splitlines()[0].startswith(target[:12])
-    found = json.loads(cli.ok("search", "oauth", "refresh", "--json"))["results"]
+    found = json.loads(cli.ok("search", "oauth", "refresh", "--json", "--lexical"))["results"]
     assert [h["id"] for h in found] == [target]
     assert found[0]["field"] == "goal" and found[0]["highlights"]
-    assert cli.run("search", "nothing-like-this").stderr.startswith("nothing matches")
+    assert cli.run("search", "nothing-like-this", "--lexical").stderr.startswith("nothing matches")
     assert (
         cli.fails("search", "x*", code=2) == "ltm: a prefix term needs at least 2 characters: 'x*'"
     )

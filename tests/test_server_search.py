@@ -278,6 +278,8 @@ def test_a_search_in_a_post_body_answers_as_the_query_string_does(server: Server
         ({"q": "x", "scope": "mine"}, "scope"),
         ({"q": "x", "team": ""}, "team"),
         ({"q": "x", "mode": "fuzzy"}, "mode"),
+        ({"q": "x", "mode": None}, "mode"),
+        ({"q": "x", "team": None}, "team"),
     ]:
         r = me.http.post("/v1/search", json=bad)
         assert r.status_code == 400 and reason in r.json()["error"], (bad, r.text)

@@ -346,7 +346,7 @@ def _has_table(db: sqlite3.Connection, name: str) -> bool:
 # word costs: 200 keeps a multi-word search at 10,000 packets near 3 ms
 # (bench/bench_search.py), and still ranks ten pages of the caller's recent work.
 RANK_WINDOW = 200
-MEANING_WINDOW = 5000  # how many of the newest packets ``nearest`` compares
+MEANING_WINDOW = 2000  # how many of the newest packets ``nearest`` compares
 _FTS_COLUMNS = (
     "goal, tags, next_step, project, decisions, attempts, methods, success_criteria,"
     " constraints, open_questions"

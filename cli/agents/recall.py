@@ -15,6 +15,13 @@ word; else nothing (a hint that points at the wrong packet costs more than no
 hint). ``bench/bench_recall.py`` measures how often the hint is the packet a
 person would have wanted.
 
+By meaning. Where the ``semantic`` extra is installed and the words find no
+packet, the packet nearest the prompt in meaning (``ltm.semantic``, through the
+same search) is hinted when it stands out: ``MEANING_MIN`` and ``MEANING_LEAD``,
+measured by ``bench/bench_semantic.py`` (docs/search.md). Against a server the
+words go in a POST body; an older server's GET gets them without what a secret
+check flags.
+
 Whose it is. With ``--recall-all-scopes`` the packet may be a team's, written by
 any member: the hint then says it is another person's notes, as
 ``ltm.resume.frame`` does for a whole packet (the server's ``X-Ltm-Created-By``,

@@ -31,12 +31,27 @@ def search(
     ] = 20,
     as_json: options.Json = False,
     local: options.Local = False,
+    semantic: Annotated[
+        bool,
+        typer.Option(
+            "--semantic", help="By meaning alone (needs ltm[semantic]): words may differ."
+        ),
+    ] = False,
+    lexical: Annotated[
+        bool, typer.Option("--lexical", help="By the words alone, every one required.")
+    ] = False,
 ) -> None:
-    """Search packets: ranked, with where each matched and a short snippet."""
+    """Search packets: ranked, with where each matched and a short snippet.
+
+    With the semantic extra installed, packets holding every word come first, then
+    packets near in meaning (docs/search.md); --lexical or --semantic for one of them.
+    """
     from ltm.cli.packets import search_packets
 
     if team and all_scopes:
         raise CliError("give -t TEAM or --all-scopes, not both")
+    if semantic and lexical:
+        raise CliError("give --semantic or --lexical, not both")
     search_packets(
         " ".join(query),
         team=team,
@@ -44,4 +59,5 @@ def search(
         limit=limit,
         as_json=as_json,
         local=local,
+        mode="semantic" if semantic else "lexical" if lexical else None,
     )
