@@ -24,13 +24,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_cli_remote import start_server
-from common import LTM, machine, run_installed_if_asked, sign_in
+from common import LTM, machine, paired, per_run_ratio, run_installed_if_asked, sign_in
 from results import Figure, record
 
 OTHERS = 15
@@ -73,17 +72,7 @@ def injected(env: dict[str, str], cwd: Path) -> int:
 def timed(
     env: dict[str, str], cwd: Path, runs: int, event: str = "session-start"
 ) -> tuple[list[float], list[float]]:
-    bare, hook = [], []
-    for i in range(runs + 2):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], check=True)
-        mid = time.perf_counter()
-        run_hook(env, cwd, event)
-        end = time.perf_counter()
-        if i >= 2:
-            bare.append(mid - start)
-            hook.append(end - mid)
-    return bare, hook
+    return paired(lambda: run_hook(env, cwd, event), runs=runs)
 
 
 def save(env: dict[str, str], cwd: Path, packet: dict) -> None:
@@ -104,7 +93,7 @@ def fill(env: dict[str, str], cwd: Path, example: dict, *, others: int) -> None:
 
 
 def report(name: str, bare: list[float], hook: list[float]) -> Figure:
-    ratio = statistics.median(h / b for h, b in zip(hook, bare, strict=True))
+    ratio = per_run_ratio(bare, hook)
     ms = statistics.median(hook) * 1000
     return Figure(name, ms, "ms", target=100, baseline=BARE, ratio=ratio, ratio_target=3)
 

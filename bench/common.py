@@ -8,7 +8,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from results import INSTALLED
@@ -76,6 +76,27 @@ def time_command(
         if i >= 2:
             times.append(time.perf_counter() - start)
     return times
+
+
+def paired(run: Callable[[], object], *, runs: int) -> tuple[list[float], list[float]]:
+    """Wall-clock seconds of ``python -c pass`` and of ``run``, back to back in each run
+    (after two warm-up pairs), so a ratio of the two sees the same load."""
+    bare, timed = [], []
+    for i in range(runs + 2):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        mid = time.perf_counter()
+        run()
+        end = time.perf_counter()
+        if i >= 2:
+            bare.append(mid - start)
+            timed.append(end - mid)
+    return bare, timed
+
+
+def per_run_ratio(bare: Sequence[float], timed: Sequence[float]) -> float:
+    """The median of the per-run ratios: steadier than a ratio of medians on a busy machine."""
+    return statistics.median(t / b for t, b in zip(timed, bare, strict=True))
 
 
 def median_ms(times: Sequence[float]) -> float:
