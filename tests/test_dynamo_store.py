@@ -243,3 +243,25 @@ def test_tokens_spread_over_index_partitions_and_all_are_listed(store: DynamoSto
     partitions = {i["gsi2pk"]["S"] for i in items if i["sk"]["S"] == "TOKEN"}
     assert len(partitions) >= 4
     assert [t.label for t in store.list_tokens()] == [f"t{n:02d}" for n in range(24)]
+
+
+def test_a_team_listing_by_author_reads_that_authors_packets_alone(store: DynamoStore) -> None:
+    """A sparse index by author: one Query, whatever the rest of the team holds."""
+    for n in range(120):
+        owner = "u2" if n % 40 == 0 else "u1"
+        meta = PacketMeta(
+            f"01AUTHOR{n:04d}", f"2026-01-01T00:{n // 60:02d}:{n % 60:02d}Z", "g", owner, "t1"
+        )
+        store.put_packet(StoredPacket(meta, b"{}"), sort_key=meta.created_at)
+    calls: list[int] = []
+    real = store.client.query
+
+    def counted(**kwargs: Any) -> Any:
+        resp = real(**kwargs)
+        calls.append(resp["ScannedCount"])
+        return resp
+
+    store.client.query = counted  # type: ignore[method-assign]
+    page = store.list_packets(owner_id="x", team_id="t1", author="u2", limit=10)
+    assert [m.id for m in page.items] == ["01AUTHOR0080", "01AUTHOR0040", "01AUTHOR0000"]
+    assert calls == [3] and page.cursor is None

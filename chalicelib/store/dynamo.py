@@ -36,6 +36,9 @@ needs and no others (the indexes are sparse)::
     gsi_parent_pk / gsi_parent_sk (sparse, lineage): a packet with a parent
     PARENT#<parent id> / <sortkey>#<id>.
 
+    gsi_author_pk / gsi_author_sk (sparse, team packets only): SCOPE#t:<team>#A#<author>
+    / <sortkey>#<id>.
+
     search index (derived by the stream consumer, see dynamo_search.py):
     posting           T#<scope>#<w[:2]> / <word>#<sortkey>#<id>       (w: weight)
     facet             FACET#<scope>#tag#<tag> / <sortkey>#<id>        (listing fields)
@@ -108,8 +111,9 @@ Which request uses what:
 
 - list with filters: ``since``/``until`` are a range on gsi1's sort key;
   ``tag`` reads the tag's facet partition instead (already newest first,
-  carrying the listing fields); ``author`` is a FilterExpression (it costs
-  the items it skips; the packets of one scope, never the table).
+  carrying the listing fields); ``author`` in a team reads that author's
+  partition of ``gsi_author``; with a tag or a project it is a FilterExpression
+  (it costs the items it skips; the packets of one scope, never the table).
 - children: one Query on gsi_parent, keeping the children of readable scopes.
 - shares: a share (one packet, one reader) is one item in its packet's ``SHARE#``
   partition, so a packet's shares are one Query and every delete path (the
@@ -257,6 +261,8 @@ TABLE_SCHEMA: dict[str, Any] = {
             "gsi_project_sk",
             "gsi_parent_pk",
             "gsi_parent_sk",
+            "gsi_author_pk",
+            "gsi_author_sk",
         )
     ],
     "KeySchema": [
@@ -326,6 +332,18 @@ TABLE_SCHEMA: dict[str, Any] = {
             "KeySchema": [
                 {"AttributeName": "gsi_parent_pk", "KeyType": "HASH"},
                 {"AttributeName": "gsi_parent_sk", "KeyType": "RANGE"},
+            ],
+            "Projection": {
+                "ProjectionType": "INCLUDE",
+                "NonKeyAttributes": _LISTING,
+            },
+        },
+        {
+            # Sparse: team packets only, by author (``ls --author`` in a team).
+            "IndexName": "gsi_author",
+            "KeySchema": [
+                {"AttributeName": "gsi_author_pk", "KeyType": "HASH"},
+                {"AttributeName": "gsi_author_sk", "KeyType": "RANGE"},
             ],
             "Projection": {
                 "ProjectionType": "INCLUDE",
@@ -408,7 +426,14 @@ def _packet_item(packet: StoredPacket, sort_key: str) -> Item:
         item["parent_id"] = _s(meta.parent_id)
         item["gsi_parent_pk"] = _s(f"PARENT#{meta.parent_id}")
         item["gsi_parent_sk"] = _s(f"{sort_key}#{meta.id}")
+    if meta.team_id is not None:
+        item["gsi_author_pk"] = _s(_author_scope(scope, meta.owner_id))
+        item["gsi_author_sk"] = _s(f"{sort_key}#{meta.id}")
     return item
+
+
+def _author_scope(scope: str, author: str) -> str:
+    return f"{scope}#A#{author}"
 
 
 def _listing_fields(meta: PacketMeta) -> Item:
@@ -944,6 +969,13 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
             pk_name, sk_name = "gsi_project_pk", "gsi_project_sk"
             partition = _project_scope(scope, project)
             kwargs = {"IndexName": "gsi_project"}
+        elif author is not None and team_id is not None:
+            # One author's packets in a team on gsi_author (sparse: team packets only), so
+            # the listing reads what it shows, not the whole team's packets.
+            pk_name, sk_name = "gsi_author_pk", "gsi_author_sk"
+            partition = _author_scope(scope, author)
+            kwargs = {"IndexName": "gsi_author"}
+            author = None  # the partition is the filter
         else:  # the scope's listing on gsi1
             pk_name, sk_name = "gsi1pk", "gsi1sk"
             partition = scope
