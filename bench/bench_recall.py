@@ -123,6 +123,12 @@ def precision(env: dict[str, str]) -> None:
     )
 
 
+def meaning_installed() -> bool:
+    from ltm import semantic
+
+    return semantic.installed()
+
+
 def run_hook(env: dict[str, str], cwd: Path, prompt: str, session: str) -> tuple[float, bytes]:
     payload = {
         "session_id": session,
@@ -155,19 +161,35 @@ def latency(env: dict[str, str], runs: int, packets: int, tmp: Path) -> None:
     prompts = [case["prompt"] for case in corpus["prompts"]]
     for i in range(3):  # warm-up
         run_hook(env, folder, prompts[i], f"warm-{i}")
-    times = []
+    what = f"hook user-prompt, {packets:,} packets"
+    words_alone = None
+    if meaning_installed():
+        # The same prompts with meaning off, interleaved, so both see the same load.
+        words_alone = {**env, "LTM_SEMANTIC": "0"}
+    times: list[float] = []
+    alone: list[float] = []
     hinted = 0
     for n in range(runs):
         took, out = run_hook(env, folder, prompts[n % len(prompts)], f"run-{n}")
         times.append(took)
         hinted += bool(out.strip())
+        if words_alone is not None:
+            alone.append(run_hook(words_alone, folder, prompts[n % len(prompts)], f"w-{n}")[0])
     times.sort()
     p50 = statistics.median(times) * 1000
     p99 = times[min(len(times) - 1, round(0.99 * (len(times) - 1)))] * 1000
     print(f"ltm hook user-prompt, local store of {packets} packets, {runs} runs ({hinted} hints)")
     print(f"  p50 {p50:.1f} ms (target <= 60), p99 {p99:.1f} ms (target <= 150)")
-    what = f"hook user-prompt, {packets:,} packets"
-    FIGURES.append(Figure(f"{what}: p50 of {runs}", p50, "ms", target=60))
+    if alone:
+        base = statistics.median(alone) * 1000
+        name = f"{what}, words alone (LTM_SEMANTIC=0): p50 of {runs}"
+        print(f"  words alone: p50 {base:.1f} ms")
+        FIGURES.append(Figure(name, base, "ms"))
+        FIGURES.append(
+            Figure(f"{what}: p50 of {runs}", p50, "ms", target=60, baseline=name, ratio=p50 / base)
+        )
+    else:
+        FIGURES.append(Figure(f"{what}: p50 of {runs}", p50, "ms", target=60))
     FIGURES.append(Figure(f"{what}: p99 of {runs}", p99, "ms", target=150))
 
     with socket.socket() as sock:  # accepts connections, never answers

@@ -257,3 +257,15 @@ def test_encoding_is_compact_and_ranks_by_cosine() -> None:
     exact = sum(x * y for x, y in zip(a, b, strict=True))
     assert ranked[0][1] == pytest.approx(exact, abs=0.02)
     assert json.dumps(semantic.MODEL)
+
+
+def test_doctor_says_once_whether_meaning_is_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ltm.cli import doctor
+
+    assert doctor.check_meaning().status == "ok"
+    monkeypatch.setenv("LTM_SEMANTIC", "0")
+    assert "LTM_SEMANTIC" in doctor.check_meaning().detail
+    monkeypatch.setattr(semantic, "installed", lambda: False)
+    check = doctor.check_meaning()
+    assert check.status == "skip" and "words only" in check.detail
+    assert check.fix is not None and "ltm[semantic]" in check.fix
