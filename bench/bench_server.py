@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from results import Figure, record
+from results import Figure, record, running_command
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -68,7 +68,9 @@ TARGETS = {
     "ls_ratio": 1.3,
     "rss_mb": 100.0,
 }
-# With --before: each phase's requests a second at least this much of the tree before's.
+# With --before: how the record names the other tree's ltm (a venv of the commit before a
+# change, built outside the repository), and how much of its requests a second ours must do.
+BEFORE = "BEFORE/.venv/bin/ltm"
 PAIRED_RATIO = 0.8
 
 
@@ -605,7 +607,9 @@ def main() -> int:
     results["threads"] = args.threads
     results["sqlite_sync"] = args.sqlite_sync or "server default"
     if not args.url:  # another implementation's figures are printed, never recorded as ours
-        record("server", figures(results), notes=[server_notes(results, args)])
+        # The other tree's path is this machine's: the record names it by its role.
+        command = running_command().replace(args.before, BEFORE) if args.before else None
+        record("server", figures(results), command=command, notes=[server_notes(results, args)])
 
     checks = {
         "push_rps": results["push"]["rps"] >= TARGETS["push_rps"],
@@ -728,7 +732,8 @@ def figures(results: dict[str, Any]) -> list[Figure]:
 def server_notes(results: dict[str, Any], args: argparse.Namespace) -> str:
     paired = (
         f"; push, get and list: the median of {args.rounds} alternating pairs of runs with the"
-        " tree before (its own defaults), a fresh server each, ratios the median of the pairs'"
+        " tree before (its own defaults), a fresh server each;"
+        " each ratio the median of the pairs' ratios"
         if args.before
         else ""
     )
