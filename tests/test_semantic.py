@@ -269,3 +269,17 @@ def test_doctor_says_once_whether_meaning_is_on(monkeypatch: pytest.MonkeyPatch)
     check = doctor.check_meaning()
     assert check.status == "skip" and "words only" in check.detail
     assert check.fix is not None and "ltm[semantic]" in check.fix
+
+
+def test_a_process_that_embeds_many_texts_loads_the_table_once() -> None:
+    model = semantic.Model(semantic.package_folder())  # type: ignore[arg-type]
+    try:
+        first = model.vector("Postgres connection pool exhaustion")
+        assert first is not None and model._np_table is None  # one save: no numpy
+        for n in range(semantic.WARM_AFTER):
+            model.vector(f"text number {n}")
+        assert model._np_table is not None
+        again = model.vector("Postgres connection pool exhaustion")
+        assert again == pytest.approx(first, abs=1e-6)  # the same vector either way
+    finally:
+        model.close()
