@@ -78,10 +78,6 @@ class OverQuota(StoreError):
         self.quota = quota
         self.which = which
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Pickled with its arguments: ``ltm server run``'s writer process sends it back.
-        return (OverQuota, (self.usage, self.quota))
-
 
 class PacketMeta(NamedTuple):
     """What a listing shows: enough to pick a packet without fetching it."""
