@@ -164,3 +164,22 @@ def test_search_on_a_server_by_scope(server: Server, tmp_path: Path) -> None:
         shared[:12],
         child[:12],
     ]
+
+
+def test_a_server_without_meaning_answers_by_words(tmp_path: Path) -> None:
+    """``ltm search`` asks a server for both; one without the semantic extra (here turned
+    off) answers a 400 naming it, and the CLI searches by words instead; asked for
+    meaning alone, it says what the server lacks."""
+    from serverkit import clean_env, init_db, run_server
+
+    db = tmp_path / "server.db"
+    root = init_db(db)
+    server = run_server(db, tmp_path / "server.log", root, env=clean_env(LTM_SEMANTIC="0"))
+    try:
+        me = signed_in(server, tmp_path / "me", "me")
+        pool = save(me, goal="Fix Postgres connection pool exhaustion under peak load")
+        found = json.loads(me.ok("search", "postgres", "pool", "--json"))["results"]
+        assert [hit["id"] for hit in found] == [pool]
+        assert "ltm[semantic]" in me.fails("search", "database sockets", "--semantic")
+    finally:
+        server.stop()
