@@ -193,21 +193,23 @@ def _heading(title: str) -> str:
     return bold(title)
 
 
-def _host_everywhere(command: Any) -> None:
+def _host_everywhere(command: Any, option: Any = None) -> None:
     """``-H URL`` after the verb too (``ltm ls -t core -H URL``): the root's option,
-    hidden, on every verb and subcommand."""
-    carrier = typer.Typer()
+    hidden, on every verb and subcommand (one parameter object: click keeps values in
+    the context, never on the parameter)."""
+    if option is None:
+        carrier = typer.Typer()
 
-    @carrier.command()
-    def carry(host: Host = None) -> None:
-        """Never run: it only declares the option."""
+        @carrier.command()
+        def carry(host: Host = None) -> None:
+            """Never run: it only declares the option."""
 
+        option = typer.main.get_command(carrier).params[0]
+        option.hidden, option.expose_value = True, False
     for sub in getattr(command, "commands", {}).values():
         if getattr(sub, "commands", None):
-            _host_everywhere(sub)
+            _host_everywhere(sub, option)
         elif not any(param.name == "host" for param in sub.params):
-            option = typer.main.get_command(carrier).params[0]
-            option.hidden, option.expose_value = True, False
             sub.params.append(option)
 
 
