@@ -898,6 +898,17 @@ def whoami(request: Any) -> Response:
     return _json(answer)
 
 
+@route("/v1/whoami", "PATCH")
+def rename_me(request: Any) -> Response:
+    """An extension: change the caller's display name (``ltm profile --display``); 409 when
+    another user of this server goes by it in any case."""
+    from chalicelib.service import users
+
+    body = _json_object(request, required=True)
+    user = users.rename(get_store(), _caller(request), body.get("display"))
+    return _json({"user": {"id": user.id, "display": user.display}})
+
+
 @route("/v1/web/sign-in-key", "POST")
 def web_sign_in_key(request: Any) -> Response:
     """An extension: a short-lived, single-use key that signs a browser in to the web view."""

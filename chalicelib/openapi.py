@@ -1340,7 +1340,32 @@ def device_paths() -> dict[str, Any]:
                 "description": "A reference server has no such route (404): `ltm whoami` then"
                 " checks the token with a listing instead.",
                 "responses": {"200": _ok("The caller.", _ref("Whoami")), "401": _UNAUTHORIZED},
-            }
+            },
+            "patch": {
+                "operationId": "renameMe",
+                "summary": "Change the caller's display name (an extension).",
+                "description": "Display names are unique per server without regard to case:"
+                " another user's name, in any case, is 409.",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": _obj({"display": {"type": "string", "maxLength": 64}})
+                        }
+                    },
+                },
+                "responses": {
+                    "200": _ok(
+                        "The caller, renamed.",
+                        _obj({"user": _obj({"id": _STRING, "display": _STRING})}),
+                    ),
+                    "400": _error("`display: ...` (empty, too long, control characters)."),
+                    "401": _UNAUTHORIZED,
+                    "403": _error("`insufficient scope`: a read-only token."),
+                    "409": _error("`display: 'Sam' is taken on this server ...`."),
+                    "415": _MEDIA,
+                },
+            },
         },
         "/v1/tokens": {
             "get": {

@@ -108,13 +108,25 @@ class Server:
     def issue(self, name: str | None = None) -> tuple[str, str]:
         """A new user with a token: (user id, token)."""
         from ltm.service import tokens
+        from ltm.service.errors import Conflict
         from ltm.store.sqlite import SqliteStore
 
         self._users += 1
         name = name or f"user{self._users}"
         store = self.open_store() if self.open_store else SqliteStore(self.db)
         try:
-            user, secret = tokens.issue(store, name, label=f"{name}-{self._users}-{time.time_ns()}")
+            # Display names are unique per server in any case: a name an earlier test of a
+            # shared server took gets a number, as two people of one name would choose.
+            for n in range(1, 1000):
+                shown = name if n == 1 else f"{name}-{n}"
+                label = f"{name}-{self._users}-{time.time_ns()}"
+                try:
+                    user, secret = tokens.issue(store, shown, label=label)
+                except Conflict as exc:
+                    if not exc.message.startswith("display:"):
+                        raise
+                    continue
+                break
         finally:
             store.close()
         return user.id, secret

@@ -169,7 +169,7 @@ def test_destructive_verbs_refuse_without_a_terminal_unless_told_yes(
 ) -> None:
     owner, url = team_of(server, tmp_path / "owner", "doomed")
     sam = Cli(tmp_path / "sam")
-    sam.ok("join", url, "--display", "Sam")
+    sam.ok("join", url, "--display", "Sammy")  # one Sam per server: names are unique
     packet = owner.ok("save", "-t", "doomed", "-", stdin=content("Keep me")).strip()
     public = owner.ok("publish", packet, "-t", "doomed").strip()
     label = json.loads(owner.ok("tokens", "--json"))["tokens"][0]["label"]
@@ -177,7 +177,7 @@ def test_destructive_verbs_refuse_without_a_terminal_unless_told_yes(
     verbs = [
         ["unpublish", packet, "-t", "doomed"],
         ["rm", packet, "-t", "doomed"],
-        ["teams", "kick", "doomed", "Sam"],
+        ["teams", "kick", "doomed", "Sammy"],
         ["teams", "rm", "doomed"],
         ["tokens", "revoke", label],
     ]

@@ -124,6 +124,7 @@ def test_openapi_document_lists_every_route(server: Server) -> None:
         ("GET", "/v1/tokens"),
         ("DELETE", "/v1/tokens/{label}"),
         ("GET", "/v1/whoami"),
+        ("PATCH", "/v1/whoami"),  # an extension: ltm profile --display
         # publishing (the reference CLI's publish/unpublish) and the web view's pages
         ("POST", "/v1/packets/{id}/publish"),
         ("DELETE", "/v1/packets/{id}/publish"),

@@ -173,7 +173,8 @@ def test_members_owner_first_with_roles(crew: Crew) -> None:
         (crew.other_member.id, "member"),
     ]
     assert set(members[0]) == {"user_id", "display", "role", "joined_at"}
-    assert members[0]["display"] == "owner"
+    # "owner", or "owner-N" when an earlier test's owner holds the name (unique per server)
+    assert members[0]["display"].split("-")[0] == "owner"
 
 
 @pytest.mark.parametrize(

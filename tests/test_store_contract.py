@@ -21,6 +21,7 @@ from ltm.store import (
     Conflict,
     Gone,
     Invite,
+    NameTaken,
     NotFound,
     OverQuota,
     PacketMeta,
@@ -392,6 +393,43 @@ def test_create_user_with_token_is_atomic(store: Store) -> None:
     with pytest.raises(Conflict):
         store.create_user(user("u2"), token("u2", "taken", "h2"))
     assert store.get_user("u2") is None
+
+
+def test_display_names_are_unique_in_any_case(store: Store) -> None:
+    """One user per display name on a server, in any case: creating, joining by an invite
+    and renaming all refuse another user's name; a user may recase their own; the new name
+    shows wherever the user does (members, the token's owner)."""
+    store.create_user(User("u1", "Sam", T0), token("u1", "sam-1", "h1"))
+    with pytest.raises(NameTaken):
+        store.create_user(User("u2", "sam", T0))
+    with pytest.raises(NameTaken):
+        store.create_user(User("u2", "ＳＡＭ", T0))  # the same name, full-width
+    assert store.get_user("u2") is None
+    store.create_user(User("u2", "Cat", T0), token("u2", "cat-1", "h2"))
+
+    make_team(store)
+    store.create_invite(Invite("c1", "t1", "u1", T0, T0 + timedelta(days=7)))
+    with pytest.raises(NameTaken):
+        store.accept_invite(
+            "c1", "u3", T0, new_user=(User("u3", "CAT", T0), token("u3", "inv-u3", "h3"))
+        )
+    assert store.get_user("u3") is None
+    store.accept_invite("c1", "u2", T0)  # the invite was not used up by the refusal
+
+    with pytest.raises(NameTaken):
+        store.rename_user("u2", "sAm")
+    assert store.rename_user("u1", "SAM").display == "SAM"  # one's own name, recased
+    renamed = store.rename_user("u2", "Catherine")
+    assert renamed.display == "Catherine" and store.get_user("u2") == renamed
+    assert {m.user_id: m.display for m in store.list_members("t1")} == {
+        "u1": "SAM",
+        "u2": "Catherine",
+    }
+    owner = store.token_owner("h2")
+    assert owner is not None and owner[1].display == "Catherine"
+    store.create_user(User("u4", "cat", T0))  # the old name is free again
+    with pytest.raises(NotFound):
+        store.rename_user("nobody", "Someone")
 
 
 # -- teams -----------------------------------------------------------------

@@ -359,3 +359,32 @@ def test_the_whole_day_from_clean_configs_with_the_server_down_for_a_while(
         assert outbox_files(sam) == []
     finally:
         box.stop()
+
+
+def test_display_names_are_unique_and_people_change_theirs(server: Server, tmp_path: Path) -> None:
+    """One name per person on a server, in any case: a join or an operator's new user with a
+    taken name is refused; ``ltm profile --display`` renames, and teammates see it at once."""
+    olive = signed_in(server, tmp_path / "olive", "Olive7")
+    olive.ok("teams", "create", "names")
+    sam = Cli(tmp_path / "sam")
+    sam.ok("join", olive.ok("invite", "-t", "names").strip(), "--display", "Sam7")
+
+    taken = Cli(tmp_path / "imposter").run(
+        "join", olive.ok("invite", "-t", "names").strip(), "--display", "sAM7"
+    )
+    assert taken.returncode != 0 and "'sAM7' is taken on this server" in taken.stderr
+    operator = ltm_server("issue-token", "OLIVE7", "--new-user", "--db", str(server.db))
+    assert operator.returncode != 0 and "is taken" in operator.stderr
+
+    assert sam.ok("profile").startswith("Sam7 (")
+    renamed = sam.run("profile", "--display", "Samuel7")
+    assert renamed.returncode == 0, renamed.stderr
+    assert renamed.stdout.startswith("Samuel7 (")
+    members = olive.ok("teams", "members", "names")
+    assert "Samuel7" in members and "Sam7 " not in members
+    note = olive.ok("save", "-", stdin=content("For Samuel")).strip()
+    assert "Samuel7" in olive.ok("share", note, "samuel7")
+
+    line = olive.fails("profile", "--display", "SAMUEL7", code=2)
+    assert "'SAMUEL7' is taken on this server" in line
+    assert olive.ok("profile", "--display", "olive7").startswith("olive7 (")  # one's own

@@ -60,7 +60,6 @@ to a few tries per window per account or per address.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import ipaddress
 import os
@@ -72,7 +71,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from ..store import FULL_SCOPE, DeviceGrant, Store, User
+from ..store import FULL_SCOPE, DeviceGrant, NameTaken, Store, User
 from ..store import Conflict as StoreConflict
 from ..store import Gone as StoreGone
 from ..store import NotFound as StoreNotFound
@@ -743,6 +742,9 @@ def decide_grant(
 # -- who the user is, from an external identity ------------------------------------------------
 
 
+NAME_TRIES = 20  # numbered names tried for a first sign-in whose name another user has
+
+
 def user_for_subject(
     store: Store, subject: str, display: str, *, when: datetime | None = None
 ) -> User:
@@ -751,9 +753,17 @@ def user_for_subject(
     if found is not None:
         return found
     name = clean_device_name(display)[:64].strip() or "user"
-    user = new_user(name, when=when, subject=subject)
-    with contextlib.suppress(StoreConflict):  # a concurrent first sign-in created it
-        store.create_user(user)
+    for n in range(1, NAME_TRIES + 1):
+        # Names are unique per server in any case: a taken one gets a number (name-2...).
+        tried = name if n == 1 else f"{name[: 64 - len(str(n)) - 1]}-{n}"
+        user = new_user(tried, when=when, subject=subject)
+        try:
+            store.create_user(user)
+        except NameTaken:
+            continue
+        except StoreConflict:  # a concurrent first sign-in created it
+            pass
+        break
     found = store.get_user_by_subject(subject)
     if found is None:
         raise Conflict("could not create the user; try again")

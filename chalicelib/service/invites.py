@@ -16,12 +16,12 @@ from datetime import datetime, timedelta
 
 from ..store import Conflict as StoreConflict
 from ..store import Gone as StoreGone
-from ..store import Invite, Store, Team, Token, User
+from ..store import Invite, NameTaken, Store, Team, Token, User
 from ..store import NotFound as StoreNotFound
 from .access import Caller, in_team, user_of
 from .errors import Conflict, Gone, NotFound
 from .tokens import hash_token, new_token
-from .users import check_display, new_id, now
+from .users import check_display, new_id, now, taken
 
 INVITE_TTL = timedelta(days=7)
 CODE_RE = re.compile(r"[A-Za-z0-9_-]{16,128}")
@@ -113,6 +113,8 @@ def accept(
         invite, _member = store.accept_invite(hash_code(code), user.id, when, new_user=new)
     except (StoreNotFound, StoreGone):
         raise Gone(DEAD) from None
+    except NameTaken:
+        raise taken(user.display) from None
     except StoreConflict:  # a freshly minted id or token hash collided: astronomically unlikely
         raise Conflict("could not create the user; try again") from None
     team = next((t for t in store.list_teams(user.id) if t.id == invite.team_id), None)

@@ -31,11 +31,11 @@ import secrets
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from ..store import FULL_SCOPE, Store, Token, User
+from ..store import FULL_SCOPE, NameTaken, Store, Token, User
 from ..store import Conflict as StoreConflict
 from .access import Caller, Credential, Need, access, check_scope, user_of
 from .errors import BadRequest, Conflict, NotFound, Unauthorized
-from .users import new_user, now
+from .users import new_user, now, taken
 
 TOKEN_PREFIX = "ltm_"
 _ULID = r"[0-9A-HJKMNP-TV-Z]{26}"  # Crockford base32: what users.new_id mints
@@ -180,6 +180,8 @@ def issue(
     secret, record = new_token(user.id, label if label is not None else user.display, when=when)
     try:
         store.create_user(user, record)
+    except NameTaken:
+        raise taken(user.display) from None
     except StoreConflict:
         raise Conflict(f"a token labelled {record.label!r} (or this user) already exists") from None
     return user, secret

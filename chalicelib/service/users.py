@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import unicodedata
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from ..store import User
-from .errors import BadRequest
+from .errors import BadRequest, Conflict
+
+if TYPE_CHECKING:
+    from ..store import Store
+    from .access import Caller
 
 MAX_DISPLAY = 64
 
@@ -38,3 +43,24 @@ def new_user(display: str, *, when: datetime | None = None, subject: str | None 
     return User(
         id=new_id(), display=check_display(display), created_at=when or now(), subject=subject
     )
+
+
+def taken(display: str) -> Conflict:
+    """409 for a display name another user of this server goes by (in any case)."""
+    return Conflict(
+        f"display: {display!r} is taken on this server (names are unique in any case);"
+        " choose another"
+    )
+
+
+def rename(store: Store, caller: Caller, display: object) -> User:
+    """The caller's new display name (``ltm profile --display``); 409 when it is taken."""
+    from ..store import NameTaken
+    from .access import user_of
+
+    user = user_of(store, caller, need="write")
+    name = check_display(display)
+    try:
+        return store.rename_user(user.id, name)
+    except NameTaken:
+        raise taken(name) from None

@@ -46,6 +46,18 @@ class Conflict(StoreError):
     """A unique name, label or id is already taken by someone else."""
 
 
+class NameTaken(Conflict):
+    """A display name another user goes by (names are unique per server in any case)."""
+
+
+def name_key(display: str) -> str:
+    """What makes two display names the same name: Unicode-compatible, without case
+    (``Sam``, ``sam`` and ``ＳＡＭ`` are one name)."""
+    import unicodedata
+
+    return unicodedata.normalize("NFKC", display).casefold()
+
+
 class NotFound(StoreError):
     """The thing the operation needs does not exist."""
 
@@ -569,11 +581,23 @@ class Store(ABC):
         """Store a new user (and its first token, in the same atomic step).
 
         Ids are minted by the caller. Conflict when the id, the ``subject``
-        (an external identity), or the token's label or hash is taken.
+        (an external identity), or the token's label or hash is taken; NameTaken
+        (a Conflict) when another user goes by the display name in any case.
         """
 
     @abstractmethod
     def get_user(self, user_id: str) -> User | None: ...
+
+    @abstractmethod
+    def rename_user(self, user_id: str, display: str) -> User:
+        """Give a user another display name (already checked); the user as renamed.
+
+        Display names are unique per server without regard to case (``name_key``):
+        NameTaken when another user goes by it (``create_user`` and ``accept_invite``
+        refuse a taken one the same way); a user may change the case of their own.
+        NotFound for no such user. Everywhere the name shows (members, token owners)
+        shows the new one.
+        """
 
     @abstractmethod
     def get_user_by_subject(self, subject: str) -> User | None: ...

@@ -13,6 +13,7 @@ needs and no others (the indexes are sparse)::
     packet            PKT#<id> / PKT              SCOPE#<scope> / <sortkey>#<id>
     user              USER#<id> / USER            -
     subject claim     SUBJECT#<subject> / SUBJECT -
+    name claim        NAME#<name key> / NAME      -  (display names: unique in any case)
     token             TOKEN#<hash> / TOKEN        TOKENS#<user> / <created>#<label>
     label claim       LABEL#<label> / LABEL       -
     team (by name)    TEAMNAME#<name> / TEAM      -
@@ -154,8 +155,10 @@ are re-read and retried, so a lost race ends as Gone/Conflict, never as a 500.
 
 Copies (user display on members and tokens, team fields on members, each
 membership under the team's id, its name and the user) are written in the
-same transaction as the original; users and teams are immutable, so the
-copies never go stale.
+same transaction as the original. Teams are immutable; a user's display name
+changes only by ``rename_user``, which moves the name claim and the user item
+in one transaction and then rewrites the copies (a reader may see the old name
+on a membership for that moment).
 
 Invites carry ``ttl_epoch`` (epoch seconds) for DynamoDB TTL, set a grace
 period after expiry so an expired code still answers 410 for a while; the
@@ -198,6 +201,7 @@ from . import (
     Invite,
     Loaded,
     Member,
+    NameTaken,
     NotFound,
     OverQuota,
     PacketMeta,
@@ -215,6 +219,7 @@ from . import (
     decode_cursor,
     encode_cursor,
     moves_into_team,
+    name_key,
 )
 from .dynamo_device import DeviceGrantsMixin
 from .dynamo_fanout import TeamDeleteMixin
@@ -1465,11 +1470,13 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
     # -- users and tokens -----------------------------------------------
 
     def _new_user_actions(self, user: User, token: Token | None) -> list[dict[str, Any]]:
+        """The puts of a new user; the last one claims its display name."""
         items = [_user_item(user)]
         if user.subject is not None:
             items.append(_subject_item(user))
         if token is not None:
             items.extend(_token_items(token, user))
+        items.append(_name_item(user.display, user.id))
         return [_put_new(item) for item in items]
 
     def create_user(self, user: User, token: Token | None = None) -> None:
@@ -1479,10 +1486,62 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
                 self._transact(actions)
                 return
             except _Cancelled as cancelled:
+                if cancelled.failed(len(actions) - 1):
+                    raise NameTaken(f"the display name {user.display!r} is taken") from None
                 if not cancelled.conflict:
                     raise Conflict("user, subject or token already exists") from None
                 _backoff(attempt)
         raise Conflict("user could not be created (concurrent writes); try again")
+
+    def rename_user(self, user_id: str, display: str) -> User:
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            user = self.get_user(user_id)
+            if user is None:
+                raise NotFound(f"user {user_id} does not exist")
+            old, new = name_key(user.display), name_key(display)
+            keys = [_key(f"USER#{user_id}", "USER")]
+            if user.subject is not None:
+                keys.append(_key(f"SUBJECT#{user.subject}", "SUBJECT"))
+            actions: list[dict[str, Any]] = [_set_display(key, "display", display) for key in keys]
+            # Nobody renamed the user since it was read.
+            actions[0]["Update"]["ConditionExpression"] = "attribute_exists(#pk) AND #d = :old"
+            actions[0]["Update"]["ExpressionAttributeValues"][":old"] = _s(user.display)
+            claim = len(actions)
+            if new != old:
+                actions.append(_put_new(_name_item(display, user_id)))
+                actions.append(
+                    {
+                        "Delete": {
+                            "Key": _key(f"NAME#{old}", "NAME"),
+                            "ConditionExpression": "attribute_not_exists(#pk) OR #u = :u",
+                            "ExpressionAttributeNames": {"#pk": "pk", "#u": "user_id"},
+                            "ExpressionAttributeValues": {":u": _s(user_id)},
+                        }
+                    }
+                )
+            try:
+                self._transact(actions)
+            except _Cancelled as cancelled:
+                if new != old and cancelled.failed(claim):
+                    raise NameTaken(f"the display name {display!r} is taken") from None
+                _backoff(attempt)  # renamed or deleted meanwhile, or a lost race: read again
+                continue
+            self._rename_copies(user_id, display)
+            return User(user.id, display, user.created_at, user.subject)
+        raise Conflict("the user could not be renamed (concurrent writes); try again")
+
+    def _rename_copies(self, user_id: str, display: str) -> None:
+        """The display name where it is copied: each token of the user, each membership."""
+        keys = [_key(f"TOKEN#{t.token_hash}", "TOKEN") for t in self.list_tokens(user_id=user_id)]
+        fields = ["user_display"] * len(keys)
+        for team in self.list_teams(user_id):
+            for key in _member_keys(team, user_id):
+                keys.append(key)
+                fields.append("display")
+        for key, field in zip(keys, fields, strict=True):
+            update = _set_display(key, field, display)["Update"]
+            with contextlib.suppress(self._exc.ConditionalCheckFailedException):
+                self._client.update_item(TableName=self.table, **update)
 
     def get_user(self, user_id: str) -> User | None:
         item = self._get_item(_key(f"USER#{user_id}", "USER"))
@@ -1881,6 +1940,8 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
             except _Cancelled as cancelled:
                 if any(cancelled.failed(i) for i in range(3)):
                     raise Gone("invite already used or expired") from None
+                if new_user is not None and cancelled.failed(member_index - 1):
+                    raise NameTaken(f"the display name {new_user[0].display!r} is taken") from None
                 if any(cancelled.failed(i) for i in range(3, member_index)):
                     raise Conflict("user or token already exists") from None
                 # Lost a race to another transaction, or joined meanwhile: read again.
@@ -1897,6 +1958,24 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
             )
             return used, member
         raise Gone("invite could not be used (concurrent accepts); it is probably used")
+
+
+def _name_item(display: str, user_id: str) -> Item:
+    """The claim on a display name (``name_key``): one user per name, in any case."""
+    return {**_key(f"NAME#{name_key(display)}", "NAME"), "user_id": _s(user_id)}
+
+
+def _set_display(key: Item, field: str, display: str) -> dict[str, Any]:
+    """A transactional Update setting an existing item's copy of a display name."""
+    return {
+        "Update": {
+            "Key": key,
+            "UpdateExpression": "SET #d = :d",
+            "ConditionExpression": "attribute_exists(#pk)",
+            "ExpressionAttributeNames": {"#d": field, "#pk": "pk"},
+            "ExpressionAttributeValues": {":d": _s(display)},
+        }
+    }
 
 
 def _put_new(item: Item) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from . import (
     Gone,
     Invite,
     Member,
+    NameTaken,
     NotFound,
     OverQuota,
     PacketMeta,
@@ -63,6 +64,7 @@ from . import (
     decode_cursor,
     encode_cursor,
     moves_into_team,
+    name_key,
 )
 
 if TYPE_CHECKING:
@@ -276,6 +278,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     # 13: what each packet means (``ltm.semantic``), beside it; filled at save, or for the
     # packets already stored by ``fill_vectors``.
     _VECTORS_SCHEMA,
+    # 14: display names are unique per server in any case: each user's claim on theirs.
+    lambda db: _migrate_user_names(db),
 )
 # What some entries bring a database to (an entry's version is its place, from 1).
 ROOT_USER_VERSION = 10
@@ -836,6 +840,28 @@ def _return_free(db: sqlite3.Connection, *, share: int = 0) -> None:
         return
     for _ in range(free):
         db.execute("PRAGMA incremental_vacuum")
+
+
+def _user_conflict(exc: sqlite3.IntegrityError, user: User | None) -> Conflict:
+    """What a failed user insert ran into: another user's name, or a taken id or token."""
+    if user is not None and "user_names" in str(exc):
+        return NameTaken(f"the display name {user.display!r} is taken")
+    return Conflict(f"user or token already exists: {exc}")
+
+
+def _migrate_user_names(db: sqlite3.Connection) -> None:
+    """The name claims (``name_key``), the oldest user first: where earlier versions let two
+    users take one name in different cases, the first keeps it and the later ones keep
+    theirs unclaimed (nobody new can take it; renaming them frees nothing)."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS user_names ("
+        " name_key TEXT PRIMARY KEY, user_id TEXT NOT NULL) WITHOUT ROWID"
+    )
+    rows = db.execute("SELECT id, display FROM users ORDER BY created_at, id").fetchall()
+    db.executemany(
+        "INSERT OR IGNORE INTO user_names (name_key, user_id) VALUES (?, ?)",
+        [(name_key(display), user_id) for user_id, display in rows],
+    )
 
 
 def _has_column(db: sqlite3.Connection, table: str, name: str) -> bool:
@@ -2172,14 +2198,43 @@ class SqliteStore(Store):
     def create_user(self, user: User, token: Token | None = None) -> None:
         try:
             with self._write() as db:
-                db.execute(
-                    "INSERT INTO users (id, display, subject, created_at) VALUES (?, ?, ?, ?)",
-                    (user.id, user.display, user.subject, _ts(user.created_at)),
-                )
+                self._insert_user(db, user)
                 if token is not None:
                     self._insert_token(db, token)
         except sqlite3.IntegrityError as exc:
-            raise Conflict(f"user or token already exists: {exc}") from None
+            raise _user_conflict(exc, user) from None
+
+    @staticmethod
+    def _insert_user(db: sqlite3.Connection, user: User) -> None:
+        db.execute(
+            "INSERT INTO users (id, display, subject, created_at) VALUES (?, ?, ?, ?)",
+            (user.id, user.display, user.subject, _ts(user.created_at)),
+        )
+        db.execute(
+            "INSERT INTO user_names (name_key, user_id) VALUES (?, ?)",
+            (name_key(user.display), user.id),
+        )
+
+    def rename_user(self, user_id: str, display: str) -> User:
+        try:
+            with self._write() as db:
+                row = db.execute("SELECT display FROM users WHERE id = ?", (user_id,)).fetchone()
+                if row is None:
+                    raise NotFound(f"user {user_id} does not exist")
+                old, new = name_key(row[0]), name_key(display)
+                if new != old:
+                    db.execute(
+                        "INSERT INTO user_names (name_key, user_id) VALUES (?, ?)", (new, user_id)
+                    )
+                    db.execute(
+                        "DELETE FROM user_names WHERE name_key = ? AND user_id = ?", (old, user_id)
+                    )
+                db.execute("UPDATE users SET display = ? WHERE id = ?", (display, user_id))
+        except sqlite3.IntegrityError:
+            raise NameTaken(f"the display name {display!r} is taken") from None
+        found = self.get_user(user_id)
+        assert found is not None
+        return found
 
     def get_user(self, user_id: str) -> User | None:
         return self._user_where("id", user_id)
@@ -2492,10 +2547,7 @@ class SqliteStore(Store):
                     raise Gone("the member who made this invite has left the team")
                 if new_user is not None:
                     user, token = new_user
-                    db.execute(
-                        "INSERT INTO users (id, display, subject, created_at) VALUES (?, ?, ?, ?)",
-                        (user.id, user.display, user.subject, _ts(user.created_at)),
-                    )
+                    self._insert_user(db, user)
                     self._insert_token(db, token)
                 db.execute(
                     "UPDATE invites SET used_at = ?, used_by = ? WHERE code_hash = ?",
@@ -2503,7 +2555,7 @@ class SqliteStore(Store):
                 )
                 self._insert_member(db, invite.team_id, user_id, "member", now)
         except sqlite3.IntegrityError as exc:
-            raise Conflict(f"user or token already exists: {exc}") from None
+            raise _user_conflict(exc, new_user[0] if new_user else None) from None
         member = self.get_member(invite.team_id, user_id)
         assert member is not None
         used = Invite(

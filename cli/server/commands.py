@@ -284,7 +284,11 @@ def issue_token(
     ] = None,
     new_user: Annotated[
         bool,
-        typer.Option("--new-user", help="Create another user even if one has this name."),
+        typer.Option(
+            "--new-user",
+            help="Always a new user, never another token for one who exists (a name taken"
+            " in any case is refused: names are unique per server).",
+        ),
     ] = False,
     db: DbOption = None,
 ) -> None:
@@ -307,7 +311,7 @@ def issue_token(
     if not issued.created:
         _say(
             "Their other tokens keep working; `ltm server revoke-token LABEL` ends one"
-            " (`ltm server tokens` lists them), and --new-user makes another user instead."
+            " (`ltm server tokens` lists them). Another person needs a name of their own."
         )
 
 
