@@ -441,160 +441,24 @@ def encode(data: Mapping[str, Any]) -> tuple[bytes, bool]:
     included. A packet read from a bundle is (an export wrote it so), and a store that
     reads fields from the decoded bytes (``Store.derive``) may then take ``data`` as is
     and skip the decoding."""
-    parts: list[str] = []
-    ordered = _object(data, _TOP_ORDER, True, "\n", parts)
-    return "".join(parts).encode("utf-8"), ordered
+    tree = _ordered(data, _TOP_ORDER, True)
+    # https://docs.python.org/3/library/json.html#json.dumps
+    text = json.dumps(tree, indent=2, ensure_ascii=False, allow_nan=False)
+    return text.encode("utf-8"), _same_order(data, tree)
 
 
-# What ``json.dumps(_ordered(data, ...), indent=2, ensure_ascii=False, allow_nan=False)``
-# gives, the same bytes (tests/test_packet.py holds the two equal), in a third of the
-# time: with ``indent`` the json module falls back to its pure-Python encoder
-# (generators, a closure per level), and ``_ordered`` builds a whole copy of the tree
-# first. This walks the tree once, in canonical order, and leaves each string to the C
-# routine the json module's own encoder uses (``encode_basestring``;
-# https://docs.python.org/3/library/json.html#json.dumps).
-_encode_string = json.encoder.encode_basestring
-_float_repr = float.__repr__
-_int_repr = int.__repr__
-
-
-def _key_text(key: object) -> str:
-    """A dict key as ``json.dumps`` writes it (it converts these scalars; others raise)."""
-    if isinstance(key, str):
-        return key
-    if key is True:
-        return "true"
-    if key is False:
-        return "false"
-    if key is None:
-        return "null"
-    if isinstance(key, int):
-        return _int_repr(key)
-    if isinstance(key, float):
-        return _float_text(key)
-    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
-
-
-def _float_text(value: float) -> str:
-    if value != value or value in (_INF, -_INF):
-        raise ValueError(f"Out of range float values are not JSON compliant: {value!r}")
-    return _float_repr(value)
-
-
-_INF = float("inf")
-
-
-def _object(
-    obj: Mapping[str, Any], order: tuple[str, ...], top: bool, newline: str, out: list[str]
-) -> bool:
-    """An object in canonical key order (``_ordered``'s): the schema's, then sorted.
-    Returns whether it was a dict in that order already, everything in it too."""
-    keys = [key for key in order if key in obj]
-    if len(keys) < len(obj):
-        keys += sorted(k for k in obj if k not in order)
-    ordered = type(obj) is dict and keys == list(obj)
-    if not keys:
-        out.append("{}")
-        return ordered
-    inner = newline + "  "
-    if ordered and order and not top and _leaf(obj, inner, newline, out):
-        return True
-    sep = "{" + inner
-    for key in keys:
-        out.append(sep)
-        out.append(_encode_string(_key_text(key)))
-        out.append(": ")
-        value = obj[key]
-        nested = _NESTED_ORDER.get(key) if top and key in order else None
-        if nested is None:
-            ordered &= _value(value, inner, out)
-        elif isinstance(value, Mapping):
-            ordered &= _object(value, nested, False, inner, out)
-        elif isinstance(value, list) and value:
-            item_newline = inner + "  "
-            item_sep = "[" + item_newline
-            for item in value:
-                out.append(item_sep)
-                if isinstance(item, Mapping):
-                    ordered &= _object(item, nested, False, item_newline, out)
-                else:
-                    ordered &= _value(item, item_newline, out)
-                item_sep = "," + item_newline
-            out.append(inner + "]")
-        else:
-            ordered &= _value(value, inner, out)
-        sep = "," + inner
-    out.append(newline + "}")
-    return ordered
-
-
-# An object of the schema's (a decision, an attempt, the project...) holds strings and
-# booleans under the schema's keys: json's C encoder writes such an object in one call,
-# its item separator carrying the line break and indentation, where the loop above takes
-# several steps a key. The same bytes (tests/test_packet.py holds the two equal).
-_c_encoder = json.encoder.c_make_encoder
-_LEAF_ENCODERS: dict[str, Callable[[Any, int], Any]] = {}
-
-
-def _leaf(obj: dict[str, Any], inner: str, newline: str, out: list[str]) -> bool:
-    """Write ``obj`` (its keys the schema's, in its order) in one C call if it holds
-    strings and booleans alone; False (nothing written) otherwise."""
-    if _c_encoder is None:  # a Python without the json module's C part
-        return False
-    for value in obj.values():
-        if type(value) is not str and type(value) is not bool:
-            return False
-    encoder = _LEAF_ENCODERS.get(inner)
-    if encoder is None:
-        # (markers, default, encoder, indent, key_separator, item_separator, sort_keys,
-        # skipkeys, allow_nan): what json.dumps passes it, with our separators.
-        encoder = _LEAF_ENCODERS[inner] = _c_encoder(
-            None, None, _encode_string, None, ": ", "," + inner, False, False, False
+def _same_order(given: Any, canonical: Any) -> bool:
+    """Whether ``given`` is ``canonical`` already: dicts with string keys in its order,
+    lists where it has lists (a tuple or another mapping decodes as something else)."""
+    if isinstance(canonical, dict):
+        return (
+            type(given) is dict
+            and list(given) == list(canonical)
+            and all(type(key) is str for key in given)
+            and all(_same_order(given[key], value) for key, value in canonical.items())
         )
-    text = "".join(encoder(obj, 0))
-    out.append("{" + inner + text[1:-1] + newline + "}")
-    return True
-
-
-def _value(value: Any, newline: str, out: list[str]) -> bool:
-    """Any value with sorted object keys (``_sorted_tree``'s order); ``newline`` is the
-    line break plus the indentation of the current level. Returns whether it decodes
-    back as it is (``_object``'s)."""
-    if isinstance(value, str):
-        out.append(_encode_string(value))
-    elif isinstance(value, Mapping):
-        return _object(value, (), False, newline, out)
-    elif isinstance(value, list | tuple):
-        if not value:
-            out.append("[]")
-            return type(value) is list
-        inner = newline + "  "
-        sep = "," + inner
-        try:  # a list of strings (tags, constraints, ...) in one join
-            out.append("[" + inner + sep.join(map(_encode_string, value)) + newline + "]")
-            return type(value) is list
-        except TypeError:  # not all strings
-            pass
-        ordered = type(value) is list
-        sep = "[" + inner
-        for item in value:
-            out.append(sep)
-            ordered &= _value(item, inner, out)
-            sep = "," + inner
-        out.append(newline + "]")
-        return ordered
-    elif value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, int):
-        out.append(_int_repr(value))
-    elif isinstance(value, float):
-        out.append(_float_text(value))
-    else:
-        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+    if isinstance(canonical, list):
+        return type(given) is list and all(map(_same_order, given, canonical))
     return True
 
 
