@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 NODE_STAMP := tests/dynalite/node_modules/.installed-stamp
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: demo test lint format bench clean sysdeps nodedeps
+.PHONY: demo test lint typecheck format bench clean sysdeps nodedeps
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -28,9 +28,18 @@ demo: $(STAMP)
 	  echo "== ltm ls" && $(BIN)/ltm ls --limit 5 && \
 	  echo "== ltm resume $$id" && $(BIN)/ltm resume "$$id"
 
-lint: $(STAMP)
+lint: $(STAMP) typecheck
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# mypy checks the package as pip installs it (chalicelib/ as ltm, cli/ as ltm.cli): from a
+# tree of symlinks so named, made afresh each run ([tool.mypy] in pyproject.toml).
+TYPECHECK := build/typecheck/ltm
+typecheck: $(STAMP)
+	rm -rf build/typecheck && mkdir -p $(TYPECHECK)
+	ln -s $(CURDIR)/chalicelib/* $(TYPECHECK)/
+	ln -s $(CURDIR)/cli $(TYPECHECK)/cli
+	$(BIN)/mypy
 
 # Every wall-clock budget in the tests grows by this factor (tests/timing.py): 3 leaves
 # room for a machine as loaded as a shared CI runner. LTM_TEST_TIME_SCALE=1 make test for none.

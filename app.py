@@ -57,7 +57,7 @@ class _ThreadSafeChalice(Chalice):
 
     _per_thread = threading.local()
 
-    @property  # type: ignore[override]
+    @property
     def current_request(self) -> Any:
         return getattr(self._per_thread, "request", None)
 
@@ -65,7 +65,7 @@ class _ThreadSafeChalice(Chalice):
     def current_request(self, value: Any) -> None:
         self._per_thread.request = value
 
-    @property  # type: ignore[override]
+    @property
     def lambda_context(self) -> Any:
         return getattr(self._per_thread, "context", None)
 
@@ -554,7 +554,7 @@ def get_packet(request: Any, id: str) -> Response:
     found, published = publish.read(get_store(), _caller(request), id)
     # Who stored it (a team's packets have several authors; ltm export keeps it): a header,
     # so the body stays the packet's bytes exactly.
-    headers = {**JSON_HEADERS, "X-Ltm-Created-By": found.meta.owner_id}
+    headers: dict[str, str | list[str]] = {**JSON_HEADERS, "X-Ltm-Created-By": found.meta.owner_id}
     if not found.conforming:
         headers["X-Ltm-Conforming"] = "false"
     if published is not None:
@@ -1000,7 +1000,7 @@ def mcp_route(path: str, methods: list[str]) -> None:
         except Exception:
             logger.exception("unhandled error")
             return _error(500, "internal server error")
-        headers: dict[str, str] = {}
+        headers: dict[str, str | list[str]] = {}
         for name, value in answer.headers:  # a repeated header (Vary) is one, comma-joined
             if name.lower() in ("content-length", "transfer-encoding"):
                 continue  # the body is whole: the server in front frames it

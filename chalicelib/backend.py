@@ -9,6 +9,7 @@ Failures are ``Failure``s whose message says what to do next.
 
 from __future__ import annotations
 
+import builtins  # list: a method's name in Backend, the type in its annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -207,7 +208,7 @@ class Backend(ABC):
         limit: int = 20,
         mode: str | None = None,
         private: bool = False,
-    ) -> list[dict[str, Any]]:
+    ) -> builtins.list[dict[str, Any]]:
         """Best first, each as ``/v1/search`` answers it (id, goal, field, snippet, ...).
         ``mode``: ``service.search``'s. ``private``: words never to put in a URL (a
         prompt's): a server asked in the query string gets them without what a secret
@@ -219,11 +220,13 @@ class Backend(ABC):
         return 0
 
     @abstractmethod
-    def children(self, ref: str, *, team: str | None = None) -> list[dict[str, Any]]:
+    def children(self, ref: str, *, team: str | None = None) -> builtins.list[dict[str, Any]]:
         """The readable packets that continue ``ref``, oldest first (id, created_at, goal)."""
 
     @abstractmethod
-    def thread(self, ref: str, *, team: str | None = None) -> tuple[list[dict[str, Any]], bool]:
+    def thread(
+        self, ref: str, *, team: str | None = None
+    ) -> tuple[builtins.list[dict[str, Any]], bool]:
         """The work thread ending at ``ref``, root first (lineage rows + ``next_step``), and
         whether it is complete (False: earlier packets are gone or not visible)."""
 
@@ -243,7 +246,7 @@ class Backend(ABC):
     def stored(self, packet_id: str) -> bytes | None:
         """The bytes of the packet with exactly this id if the caller can see it, else None."""
 
-    def team_names(self) -> list[str]:
+    def team_names(self) -> builtins.list[str]:
         """The teams the caller belongs to (none on the local store)."""
         return []
 
@@ -366,7 +369,11 @@ class ServiceBackend(Backend):
                 team=team,
                 limit=limit,
                 page_token=page_token,
-                **filters.query(),
+                project=filters.project,
+                tag=filters.tag,
+                since=filters.since,
+                until=filters.until,
+                author=filters.author,
             )
         rows = [{"id": m.id, "created_at": m.created_at, "goal": m.goal} for m in found.items]
         return Listing(rows, found.cursor)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import cache
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import (
     AfterValidator,
@@ -216,7 +216,8 @@ _ADDED_IN_V02: dict[tuple[str, ...], frozenset[str]] = {
 
 @cache
 def _items_adapter(model: type[BaseModel], field: str) -> TypeAdapter[Any]:
-    return TypeAdapter(list[_ITEM_TYPES[model][field]], config=_CONFIG)  # type: ignore[misc]
+    item = _ITEM_TYPES[model][field]  # known at run time: list[item] is built then
+    return TypeAdapter(cast(Any, list)[item], config=_CONFIG)
 
 
 # --------------------------------------------------------------------------

@@ -406,7 +406,7 @@ _LIST_FILTERS = [
         "schema": {"type": "string", "minLength": 1},
     },
 ]
-_BEARER = [{"bearer": []}]
+_BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
 
 
 def _json_body(schema: dict[str, Any], *, required: bool = True) -> dict[str, Any]:
@@ -1578,7 +1578,7 @@ def mcp_paths() -> dict[str, Any]:
     handlers), so their bodies are the MCP specification's and RFCs' (6749,
     7009, 7591, 8414, 9728), described here by reference rather than re-stated.
     """
-    anything = {"content": {"application/json": {"schema": {}}}}
+    anything: dict[str, Any] = {"content": {"application/json": {"schema": {}}}}
     oauth = _oauth_error("An OAuth error (`invalid_request`, `invalid_grant`, ...).")
 
     def answers(**statuses: str) -> dict[str, Any]:

@@ -122,6 +122,9 @@ class Match(Protocol):
     @overload
     def group(self, group: int | str, /) -> str | Any: ...
 
+    @property
+    def lastgroup(self) -> str | None: ...
+
 
 class Pattern(Protocol):
     """What the scanner uses of a compiled pattern.
@@ -129,6 +132,9 @@ class Pattern(Protocol):
     Built-in rules hold an ``re.Pattern[str]``; user rules an RE2 pattern
     (``compile_user_rule``). Offsets are in characters for both.
     """
+
+    @property
+    def pattern(self) -> str: ...
 
     def finditer(
         self, string: str, pos: int = 0, endpos: int = sys.maxsize, /
@@ -1335,8 +1341,10 @@ class _Text:
         absent = self._no_needles
         if absent is None:
             sets = _sets
-            long = sets is not None and len(self.text) >= _SET_MIN_LEN
-            absent = self._no_needles = sets[0].absent(self.text) if long else _NONE
+            long = len(self.text) >= _SET_MIN_LEN
+            absent = self._no_needles = (
+                sets[0].absent(self.text) if sets is not None and long else _NONE
+            )
         return absent
 
     def absent_words(self) -> frozenset[str]:
@@ -1345,8 +1353,10 @@ class _Text:
         absent = self._no_words
         if absent is None:
             sets = _sets
-            long = sets is not None and len(self.text) >= _SET_MIN_LEN
-            absent = self._no_words = sets[1].absent(self.lower()) if long else _NONE
+            long = len(self.text) >= _SET_MIN_LEN
+            absent = self._no_words = (
+                sets[1].absent(self.lower()) if sets is not None and long else _NONE
+            )
         return absent
 
     def lower(self) -> str:

@@ -44,6 +44,7 @@ from mcp.server.auth.provider import (
     AuthorizationCode,
     AuthorizationParams,
     AuthorizeError,
+    OAuthAuthorizationServerProvider,
     RefreshToken,
     RegistrationError,
     TokenError,
@@ -301,7 +302,7 @@ def client_metadata(
         return None  # a secret or a key this server does not hold: not a client here
     allowed = ("client_name", "client_uri", "logo_uri", "redirect_uris", "grant_types")
     kept = {k: doc[k] for k in allowed if k in doc}
-    asked = doc.get("scope") if isinstance(doc.get("scope"), str) else "read write"
+    asked = doc["scope"] if isinstance(doc.get("scope"), str) else "read write"
     scope = " ".join(s for s in SCOPES if s in asked.split()) or " ".join(SCOPES)
     return {**kept, "client_id": url, "scope": scope, "token_endpoint_auth_method": "none"}
 
@@ -332,12 +333,14 @@ def client_label(client: OAuthClientInformationFull) -> str:
 REQUEST: ContextVar[tuple[str | None, str]] = ContextVar("oauth_request", default=(None, ""))
 
 
-class StoreProvider:
+class StoreProvider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken, AccessToken]):
     """The SDK's authorization server provider, over one ltm store.
 
     ``issuer`` is this server's base URL (the authorization server), and
     ``resource`` its ``/mcp`` URL, the one audience of every token issued.
-    ``consent_url`` is where ``/authorize`` sends the person's browser.
+    ``consent_url`` is where ``/authorize`` sends the person's browser. It
+    subclasses the SDK's protocol for the SDK's own answer to the grants it does not
+    take (the jwt-bearer grant: ``unsupported_grant_type``).
     """
 
     def __init__(

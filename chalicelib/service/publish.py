@@ -111,7 +111,7 @@ def read(store: Store, caller: Caller, packet_id: str) -> tuple[StoredPacket, Pu
     else:
         member = store.get_member(meta.team_id, who.user.id)
         readable = member is not None
-        manages = readable and (meta.owner_id == who.user.id or member.role == "owner")
+        manages = member is not None and (meta.owner_id == who.user.id or member.role == "owner")
     if not readable:
         from .share import readable_by_share  # only a refused read pays for the import
 

@@ -20,9 +20,9 @@ Lambda cold start imports this module, and on Python 3.11 importing dataclasses
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, NamedTuple, Protocol
 
 if TYPE_CHECKING:  # the query language loads only where a search runs
     from collections.abc import Mapping
@@ -35,7 +35,7 @@ Role = Literal["owner", "member"]
 # OAuth scopes (RFC 6749 §3.3: space-separated). A token holds "read", "write" or both;
 # FULL_SCOPE is what every token had before scopes were stored, and what tokens minted
 # outside the device flow get.
-FULL_SCOPE = "read write"
+FULL_SCOPE: Final = "read write"
 
 
 class StoreError(Exception):
@@ -269,8 +269,13 @@ class DeviceGrant(NamedTuple):
     approved_with: str | None = None
 
 
-# ``Store.derive``: (the canonical bytes, what they decode to if the caller has it).
-Derive = Callable[[bytes, "dict[str, Any] | None"], Any]
+class Derive(Protocol):
+    """``Store.derive``: (the canonical bytes, what they decode to if the caller has it).
+
+    A protocol, not a ``Callable`` alias: a class attribute of a callable type reads as
+    a method to a type checker, bound to the store, where this is a plain function."""
+
+    def __call__(self, body: bytes, data: dict[str, Any] | None, /) -> Any: ...
 
 
 class PutItem(NamedTuple):

@@ -192,7 +192,7 @@ import time
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from . import (
     FULL_SCOPE,
@@ -226,8 +226,11 @@ from .dynamo_fanout import TeamDeleteMixin
 from .dynamo_search import SearchMixin, pending_key, scope_name
 
 if TYPE_CHECKING:  # botocore is imported only when a DynamoStore is built
-    from botocore.client import BaseClient
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef, WriteRequestTypeDef
 
+# An item as the low-level client reads and writes it. The client's stubs spell it with
+# TypedDicts (AttributeValueTypeDef); the helpers below are where one becomes the other.
 Item = dict[str, dict[str, Any]]
 
 DEFAULT_TABLE = "ltm"
@@ -565,7 +568,7 @@ def _oauth_doc(
     expires = _get(item, "expires_at")
     if expires is not None and _dt(expires) <= now:
         return None
-    return json.loads(_req(item, "doc"))  # type: ignore[no-any-return]
+    return json.loads(_req(item, "doc"))
 
 
 def _team_fields(team: Team) -> Item:
@@ -691,7 +694,7 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
         self,
         table: str = DEFAULT_TABLE,
         *,
-        client: BaseClient | None = None,
+        client: DynamoDBClient | None = None,
         region: str | None = None,
     ) -> None:
         self.table = table
@@ -699,14 +702,14 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
         self._exc = self._client.exceptions
 
     @property
-    def client(self) -> BaseClient:
+    def client(self) -> DynamoDBClient:
         return self._client
 
     # -- low-level helpers ----------------------------------------------
 
     def _get_item(self, key: Item) -> Item | None:
         resp = self._client.get_item(TableName=self.table, Key=key, ConsistentRead=True)
-        return resp.get("Item")
+        return cast("Item | None", resp.get("Item"))
 
     def _batch_get(self, keys: Sequence[Item], *, consistent: bool = True) -> list[Item]:
         """Several items by key in one round trip (more only if DynamoDB defers some)."""
@@ -716,8 +719,9 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
             resp = self._client.batch_get_item(
                 RequestItems={self.table: {"Keys": pending, "ConsistentRead": consistent}}
             )
-            found.extend(resp.get("Responses", {}).get(self.table, []))
-            pending = resp.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+            found.extend(cast("list[Item]", resp.get("Responses", {}).get(self.table, [])))
+            unprocessed = resp.get("UnprocessedKeys", {}).get(self.table)
+            pending = cast("list[Item]", unprocessed["Keys"] if unprocessed else [])
             if not pending:
                 return found
             _backoff(attempt)
@@ -736,7 +740,7 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
         """Every item of a Query, page after page."""
         while True:
             resp = self._client.query(TableName=self.table, **kwargs)
-            yield from resp.get("Items", [])
+            yield from cast("list[Item]", resp.get("Items", []))
             last = resp.get("LastEvaluatedKey")
             if not last:
                 return
@@ -746,7 +750,9 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
         for action in actions:
             next(iter(action.values()))["TableName"] = self.table
         try:
-            self._client.transact_write_items(TransactItems=actions)
+            self._client.transact_write_items(
+                TransactItems=cast("list[TransactWriteItemTypeDef]", actions)
+            )
         except self._exc.TransactionCanceledException as exc:
             reasons = exc.response.get("CancellationReasons") or []
             raise _Cancelled([str(r.get("Code", "None")) for r in reasons]) from None
@@ -755,13 +761,19 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
         self._batch_write([], keys)
 
     def _batch_write(self, puts: Sequence[Item], deletes: Sequence[Item]) -> None:
-        requests = [{"PutRequest": {"Item": item}} for item in puts]
-        requests += [{"DeleteRequest": {"Key": key}} for key in deletes]
+        requests = cast(
+            "list[WriteRequestTypeDef]",
+            [{"PutRequest": {"Item": item}} for item in puts]
+            + [{"DeleteRequest": {"Key": key}} for key in deletes],
+        )
         for start in range(0, len(requests), 25):
             pending = requests[start : start + 25]
             for attempt in range(8):
                 resp = self._client.batch_write_item(RequestItems={self.table: pending})
-                pending = resp.get("UnprocessedItems", {}).get(self.table, [])
+                pending = cast(
+                    "list[WriteRequestTypeDef]",
+                    resp.get("UnprocessedItems", {}).get(self.table, []),
+                )
                 if not pending:
                     break
                 _backoff(attempt)
@@ -2083,7 +2095,7 @@ def _backoff(attempt: int) -> None:
 _client_lock = threading.Lock()
 
 
-def make_client(region: str | None = None) -> BaseClient:
+def make_client(region: str | None = None) -> DynamoDBClient:
     """A DynamoDB client; the SDK itself reads ``AWS_ENDPOINT_URL_DYNAMODB`` (a local endpoint).
 
     Made with botocore directly: boto3's own import (s3transfer and friends,
@@ -2103,11 +2115,12 @@ def make_client(region: str | None = None) -> BaseClient:
     )
     with _client_lock:  # botocore sessions are not thread-safe
         session = botocore.session.get_session()
-        return session.create_client("dynamodb", region_name=region, config=config)
+        client = session.create_client("dynamodb", region_name=region, config=config)
+        return cast("DynamoDBClient", client)
 
 
 def create_tables(
-    client: BaseClient, table: str = DEFAULT_TABLE, *, wait: bool = True, ttl: bool = True
+    client: DynamoDBClient, table: str = DEFAULT_TABLE, *, wait: bool = True, ttl: bool = True
 ) -> dict[str, Any]:
     """Create the table (from ``TABLE_SCHEMA``) and turn on TTL; for development and tests.
 

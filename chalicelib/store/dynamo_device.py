@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from . import Conflict, DeviceGrant, Gone, NotFound, Token
 
 if TYPE_CHECKING:
-    from botocore.client import BaseClient
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 Item = dict[str, dict[str, Any]]
 
@@ -129,7 +129,7 @@ class DeviceGrantsMixin:
     """The device-flow part of the ``Store`` contract, for ``DynamoStore``."""
 
     table: str
-    _client: BaseClient
+    _client: DynamoDBClient
     _exc: Any
 
     if TYPE_CHECKING:

@@ -24,12 +24,12 @@ import sqlite3
 import sys
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 try:
     import fcntl
@@ -920,13 +920,17 @@ _TOKEN_COLUMNS = (
 
 def _token(row: tuple[Any, ...]) -> Token:
     """A ``Token`` from the first eight columns of a ``_TOKEN_COLUMNS`` select."""
-    return Token(row[0], row[1], row[2], _dt(row[3]), _dt(row[4]), row[5], row[6], _dt(row[7]))  # type: ignore[arg-type]
+    return Token(row[0], row[1], row[2], _dt(row[3]), _dt(row[4]), row[5], row[6], _dt(row[7]))
 
 
 def _ts(value: datetime) -> str:
     return value.astimezone(UTC).isoformat(timespec="microseconds")
 
 
+@overload
+def _dt(value: str) -> datetime: ...
+@overload
+def _dt(value: str | None) -> datetime | None: ...
 def _dt(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
@@ -950,7 +954,7 @@ def _statements(script: str) -> list[str]:
     return out
 
 
-def _marks(values: list[str]) -> str:
+def _marks(values: Sized) -> str:
     return ", ".join("?" * len(values))
 
 
@@ -1527,6 +1531,7 @@ class SqliteStore(Store):
             if len(taken) == 1:
                 return [exc]
             outcomes = []
+            outcome: bool | BaseException
             for one in taken:
                 try:
                     (outcome,) = self._put_in_write([one])
@@ -1684,7 +1689,10 @@ class SqliteStore(Store):
         # first (an import of an export). Written in any order, the batch ends the same.
         last = db.execute("SELECT coalesce(max(doc), 0) FROM packets").fetchone()[0]
         ordered = sorted(accepted.items(), key=lambda pair: (pair[1].sort_key, pair[0]))
-        rows, texts, labelled, vectors = [], [], [], []
+        rows: list[tuple[Any, ...]] = []
+        texts: list[tuple[Any, ...]] = []
+        labelled: list[tuple[int, str, str]] = []
+        vectors: list[tuple[Any, ...]] = []
         for doc, (pid, item) in enumerate(ordered, start=last + 1):
             meta = item.packet.meta
             mine = [ids[name] for name in labels[pid]]
@@ -2058,7 +2066,7 @@ class SqliteStore(Store):
     def _publication(row: tuple[str, ...] | None) -> Publication | None:
         if row is None:
             return None
-        return Publication(row[0], row[1], row[2], row[3], _dt(row[4]))  # type: ignore[arg-type]
+        return Publication(row[0], row[1], row[2], row[3], _dt(row[4]))
 
     def publish_packet(self, publication: Publication, *, seen: PacketMeta) -> Publication:
         with self._write() as db:
@@ -2124,7 +2132,7 @@ class SqliteStore(Store):
 
     @staticmethod
     def _share(row: tuple[str, ...]) -> Share:
-        return Share(row[0], row[1], row[2], _dt(row[3]))  # type: ignore[arg-type]
+        return Share(row[0], row[1], row[2], _dt(row[3]))
 
     def share_packet(self, share: Share, *, seen: PacketMeta) -> tuple[Share, bool]:
         with self._write() as db:
@@ -2250,7 +2258,7 @@ class SqliteStore(Store):
             )
             .fetchone()
         )
-        return User(row[0], row[1], _dt(row[2]), row[3]) if row else None  # type: ignore[arg-type]
+        return User(row[0], row[1], _dt(row[2]), row[3]) if row else None
 
     def add_token(self, token: Token) -> None:
         try:
@@ -2288,7 +2296,7 @@ class SqliteStore(Store):
         )
         if row is None:
             return None
-        return _token(row), User(row[8], row[9], _dt(row[10]), row[11])  # type: ignore[arg-type]
+        return _token(row), User(row[8], row[9], _dt(row[10]), row[11])
 
     def touch_token(self, token_hash: str, when: datetime) -> None:
         with self._write() as db:
@@ -2343,7 +2351,7 @@ class SqliteStore(Store):
         )
         if row is None or (row[1] is not None and row[1] <= _ts(now)):
             return None
-        return json.loads(row[0])  # type: ignore[no-any-return]
+        return json.loads(row[0])
 
     def take_oauth_item(self, kind: str, key: str, now: datetime) -> dict[str, Any] | None:
         with self._write() as db:
@@ -2355,7 +2363,7 @@ class SqliteStore(Store):
             db.execute("DELETE FROM oauth_items WHERE expires_at <= ?", (_ts(now),))
         if row is None or (row[1] is not None and row[1] <= _ts(now)):
             return None
-        return json.loads(row[0])  # type: ignore[no-any-return]
+        return json.loads(row[0])
 
     # -- teams ----------------------------------------------------------
 
@@ -2380,7 +2388,7 @@ class SqliteStore(Store):
             .execute("SELECT id, name, owner_id, created_at FROM teams WHERE name = ?", (name,))
             .fetchone()
         )
-        return Team(row[0], row[1], row[2], _dt(row[3])) if row else None  # type: ignore[arg-type]
+        return Team(row[0], row[1], row[2], _dt(row[3])) if row else None
 
     def list_teams(self, user_id: str) -> list[Team]:
         rows = (
@@ -2393,7 +2401,7 @@ class SqliteStore(Store):
             )
             .fetchall()
         )
-        return [Team(r[0], r[1], r[2], _dt(r[3])) for r in rows]  # type: ignore[arg-type]
+        return [Team(r[0], r[1], r[2], _dt(r[3])) for r in rows]
 
     def delete_team(self, team_id: str) -> None:
         with self._write() as db:
@@ -2505,10 +2513,7 @@ class SqliteStore(Store):
             )
             .fetchall()
         )
-        return [
-            Invite(r[0], r[1], r[2], _dt(r[3]), _dt(r[4]), _dt(r[5]), r[6])  # type: ignore[arg-type]
-            for r in rows
-        ]
+        return [Invite(r[0], r[1], r[2], _dt(r[3]), _dt(r[4]), _dt(r[5]), r[6]) for r in rows]
 
     def accept_invite(
         self,
@@ -2534,7 +2539,7 @@ class SqliteStore(Store):
                     _dt(row[3]),
                     _dt(row[4]),
                     _dt(row[5]),
-                    row[6],  # type: ignore[arg-type]
+                    row[6],
                 )
                 if invite.used_at is not None or invite.expires_at <= now:
                     raise Gone("invite already used or expired")
@@ -2572,7 +2577,7 @@ class SqliteStore(Store):
     # -- device grants, counters, secrets ---------------------------------
 
     @staticmethod
-    def _grant(row: tuple[object, ...] | None) -> DeviceGrant | None:
+    def _grant(row: tuple[Any, ...] | None) -> DeviceGrant | None:
         if row is None:
             return None
         return DeviceGrant(
@@ -2582,14 +2587,14 @@ class SqliteStore(Store):
             scope=str(row[3]),
             device_name=str(row[4]),
             client_ip=str(row[5]),
-            created_at=_dt(row[6]),  # type: ignore[arg-type]
-            expires_at=_dt(row[7]),  # type: ignore[arg-type]
-            interval=int(row[8]),  # type: ignore[call-overload]
-            next_poll_at=_dt(row[9]),  # type: ignore[arg-type]
-            status=row[10],  # type: ignore[arg-type]
-            user_id=row[11],  # type: ignore[arg-type]
-            decided_at=_dt(row[12]),  # type: ignore[arg-type]
-            approved_with=row[13],  # type: ignore[arg-type]
+            created_at=_dt(row[6]),
+            expires_at=_dt(row[7]),
+            interval=int(row[8]),
+            next_poll_at=_dt(row[9]),
+            status=row[10],
+            user_id=row[11],
+            decided_at=_dt(row[12]),
+            approved_with=row[13],
         )
 
     @staticmethod
@@ -2762,5 +2767,5 @@ def _hold_to(quota: Quota, before: Usage, after: Usage) -> None:
         raise OverQuota(after, quota)
 
 
-def _replace_grant(grant: DeviceGrant, **changes: object) -> DeviceGrant:
+def _replace_grant(grant: DeviceGrant, **changes: Any) -> DeviceGrant:
     return grant._replace(**changes)

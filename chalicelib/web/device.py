@@ -354,12 +354,12 @@ class DeviceWeb:
                 self.store, self.settings, raw_code, client_ip=request.client_ip, when=when
             )
         except device.TooManyAttempts as exc:
-            code = device.normalize_user_code(raw_code)
-            if exc.kind != "client" or code is None:
+            typed = device.normalize_user_code(raw_code)
+            if exc.kind != "client" or typed is None:
                 return self._code_refused(request, session, raw_code, exc)
             # Someone at this address guessed too much: the others here sign in first
             # and their code is looked up after, charged to them (not the address).
-            return self._to_cognito(request, session, when, typed=code)
+            return self._to_cognito(request, session, when, typed=typed)
         except ServiceError as exc:
             return self._code_refused(request, session, raw_code, exc)
         return self._to_cognito(request, session, when, grant=grant)

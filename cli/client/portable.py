@@ -26,6 +26,7 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from ltm.cli.errors import CliError
 from ltm.cli.terminal.progress import Progress
+from ltm.errors import Failure
 from ltm.present import where_label
 
 if TYPE_CHECKING:
@@ -527,7 +528,7 @@ class Importer:
             return None
         return _Push(entry.id or "", name, entry.team, target, present, move, verdict.ready)
 
-    def _pushed(self, push: _Push, answer: Pushed | CliError) -> None:
+    def _pushed(self, push: _Push, answer: Pushed | Failure) -> None:
         """Report what the push of one line did."""
         from ltm.cli.client.backend import IdTaken
 
@@ -537,7 +538,7 @@ class Importer:
                 push.name, "the id belongs to someone else or to another scope; nothing changed"
             )
             return
-        if isinstance(answer, CliError):
+        if isinstance(answer, Failure):
             self.refuse(push.name, answer.message)
             return
         if self.local and push.team:

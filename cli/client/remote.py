@@ -37,6 +37,7 @@ from ltm.cli.client.backend import (
     check_ref,
 )
 from ltm.cli.errors import CliError
+from ltm.errors import Failure
 
 if TYPE_CHECKING:
     from http.client import HTTPConnection
@@ -377,7 +378,11 @@ def _proxy_for(scheme: str, netloc: str) -> tuple[str, int, dict[str, str]] | No
     """(host, port, headers) of the proxy to use from the environment, when one applies."""
     if not any(os.environ.get(n) or os.environ.get(n.upper()) for n in _PROXY_VARS):
         return None
-    from urllib.request import getproxies_environment, proxy_bypass_environment
+    # proxy_bypass_environment: urllib.request's no_proxy rules, missing from its stubs
+    from urllib.request import (  # type: ignore[attr-defined]
+        getproxies_environment,
+        proxy_bypass_environment,
+    )
 
     proxies = getproxies_environment()
     proxy = proxies.get(scheme) or proxies.get("all")
@@ -660,7 +665,7 @@ class RemoteBackend(Backend):
         *,
         lenient: bool = False,
         allow_unredacted: bool = False,
-    ) -> list[Pushed | CliError]:
+    ) -> list[Pushed | Failure]:
         """``POST /v1/packets/batch`` for runs of packets with the same team, each request
         within ``BATCH`` packets and the body the server takes (32 KiB until a batch reply
         says more); a packet too big to share a request, and every packet on a server
@@ -1464,8 +1469,7 @@ def find_team(team: str, *, timeout: float | None = None) -> Target | None:
         if isinstance(rows, list):
             names = [str(r["name"]) for r in rows if isinstance(r, dict) and r.get("name")]
             credentials.remember_teams(host, names, complete=True)
-    host = credentials.team_host(credentials.load(), team)
-    if host is None:
+    if credentials.team_host(credentials.load(), team) is None:
         return None
     return credentials.active(team)
 

@@ -35,10 +35,15 @@ def send(
     raw = preflight.read_source(source)
     backend = open_backend(local=local, team=team)
     try:
+        packet: bytes | dict[str, Any] = raw
         if continues is not None:
-            raw = _with_parent(backend, raw, continues, team=team, label=_label(source))
+            packet = _with_parent(backend, raw, continues, team=team, label=_label(source))
         checked = preflight.accept(
-            raw, fill=fill, lenient=lenient, allow_unredacted=allow_unredacted, label=_label(source)
+            packet,
+            fill=fill,
+            lenient=lenient,
+            allow_unredacted=allow_unredacted,
+            label=_label(source),
         )
         try:
             if continues is None:

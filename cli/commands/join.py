@@ -57,8 +57,8 @@ def join(
         answer = accept_invite(http, code, token=token, display=display)
     finally:
         http.close()
-    team = answer.get("team") if isinstance(answer.get("team"), dict) else {}
-    user = answer.get("user") if isinstance(answer.get("user"), dict) else {}
+    team = answer["team"] if isinstance(answer.get("team"), dict) else {}
+    user = answer["user"] if isinstance(answer.get("user"), dict) else {}
     team_name = safe(str(team.get("name", "?")))
     who = safe(str(user.get("display", ""))) or "you"
     default = credentials.load().default

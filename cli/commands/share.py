@@ -114,6 +114,7 @@ def share(
     ID USER`` ends it at once.
     """
     backend = _server("share", team)
+    rows: list[Any] = []
     try:
         packet_id = backend.resolve(ref, team=team)
         path = f"/v1/packets/{_segment(packet_id)}/shares"
@@ -122,9 +123,10 @@ def share(
             if reply.status != 200:
                 raise _refused(backend, reply, packet_id, None)
             answer = reply.json(backend.host)
-            rows = answer.get("shares") if isinstance(answer, dict) else None
-            if not isinstance(rows, list):
+            listed = answer.get("shares") if isinstance(answer, dict) else None
+            if not isinstance(listed, list):
                 raise CliError(f"{backend.host} sent an unexpected share list")
+            rows = listed
         else:
             reply = backend._call(
                 "POST", path, ok=(200, 201, 400, 404, 405), payload={"user": user}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -279,7 +280,7 @@ def _member(backend: RemoteBackend, team: str, member: str) -> tuple[str, str]:
     raise CliError(f"no member {member!r} in team {team} — see them: ltm teams members {team}")
 
 
-def _table(rows: list[tuple[str, ...]]) -> None:
+def _table(rows: Sequence[tuple[str, ...]]) -> None:
     rows = [tuple(safe(cell) for cell in row) for row in rows]  # names are people's text
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:

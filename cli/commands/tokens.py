@@ -80,9 +80,9 @@ def _list(as_json: bool) -> None:
                 "(this machine)" if row.get("current") else "",
             )
         )
-    table = [tuple(safe(cell) for cell in row) for row in table]  # labels may be a device's text
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    for line in table:
+    shown = [tuple(safe(cell) for cell in row) for row in table]  # labels may be a device's text
+    widths = [max(len(row[i]) for row in shown) for i in range(len(shown[0]))]
+    for line in shown:
         print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
 
 

@@ -492,7 +492,7 @@ class Run:
             "201 with the team",
             created,
         )
-        if not ok:
+        if not ok or not isinstance(team, dict):  # ok says it is one
             return
         self.teams.append((self.a, name))
         taken = self.call("POST", "/v1/teams", token=self.b, data={"name": name})

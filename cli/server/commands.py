@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from ltm.store import Store
 
 ROOT_DISPLAY = "root"  # the first user's default display name; its id is a ULID, as every user's
@@ -326,7 +328,7 @@ def list_tokens(
 
     _path, store = _open_existing(db)
     try:
-        rows = []
+        rows: list[dict[str, Any]] = []  # as --json prints them
         for token in store.list_tokens():
             user = store.get_user(token.user_id)
             rows.append(
@@ -419,7 +421,7 @@ def _ensure_device_secret(store: Store) -> None:
     store.ensure_secret(SECRET_NAME, secrets.token_bytes(32))
 
 
-def _stamp(value: object) -> str:
+def _stamp(value: datetime) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

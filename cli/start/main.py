@@ -23,6 +23,8 @@ from typer.core import TyperGroup
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from typer.core import TyperOption
+
 ROOT_HELP = (
     "Long-term memory for AI coding agents: save a Core Memory Packet at the end of a"
     " session, resume it at the start of the next."
@@ -142,12 +144,13 @@ def root(
         ctx.default_map = {**(ctx.default_map or {}), verb: {"local": True}}
 
 
-def _option_metavar(option: Any, ctx: Any) -> str | None:
-    """An option's value as people name it (``TEAM``, ``URL``), never a flag's type."""
-    if option.is_flag or option.count:
+def _option_metavar(self: TyperOption, ctx: Any) -> str | None:
+    """An option's value as people name it (``TEAM``, ``URL``), never a flag's type;
+    it becomes ``TyperOption``'s method (``_plain_help``), hence ``self``."""
+    if self.is_flag or self.count:
         return None
-    name = option.metavar or (option.name or "value").upper()
-    return name if option.nargs == 1 else f"{name}..."
+    name = self.metavar or (self.name or "value").upper()
+    return name if self.nargs == 1 else f"{name}..."
 
 
 def _plain_help() -> None:

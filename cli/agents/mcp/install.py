@@ -29,7 +29,6 @@ import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from json.decoder import scanstring
 from pathlib import Path
 from typing import Any
 
@@ -395,6 +394,7 @@ class Node:
 
 
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_DECODER = json.JSONDecoder()
 _MAX_DEPTH = 200
 
 
@@ -459,7 +459,9 @@ class _Parser:
     def string(self) -> Node:
         start = self.pos
         try:
-            value, self.pos = scanstring(self.text, start + 1)
+            # raw_decode at a quote reads that one string and says where it ends
+            # (https://docs.python.org/3/library/json.html#json.JSONDecoder.raw_decode).
+            value, self.pos = _DECODER.raw_decode(self.text, start)
         except json.JSONDecodeError as exc:
             raise self.fail(exc.msg, exc.pos) from None
         return Node(start, self.pos, value)

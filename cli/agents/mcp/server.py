@@ -125,7 +125,7 @@ async def _rehearsal(server: Any, version: str) -> None:
     from mcp.shared.message import SessionMessage
 
     client = {"name": "ltm-rehearsal", "version": "0"}
-    script = [
+    script: list[dict[str, Any]] = [
         {
             "jsonrpc": "2.0",
             "id": 1,
@@ -151,6 +151,8 @@ async def _rehearsal(server: Any, version: str) -> None:
                 await requests.send(SessionMessage(message))
                 if "id" in line:
                     reply = await replies.receive()
+                    if isinstance(reply, Exception):  # the stream carries the server's errors
+                        raise reply
                     reply.message.model_dump_json(by_alias=True, exclude_unset=True)
             group.cancel_scope.cancel()
 
