@@ -105,18 +105,19 @@ def main() -> int:
     by = {(r["sync"], r["threads"]): r for r in rows}
     for threads in sorted({r["threads"] for r in rows}):
         normal, full = by["normal", threads], by["full", threads]
-        base = f"NORMAL, {threads} writers: writes"
+        who = f"{threads} writer{'s' if threads > 1 else ''}"
+        base = f"NORMAL, {who}: writes"
         figures += [
             Figure(base, normal["writes_per_s"], "/s", better="higher"),
             Figure(
-                f"FULL, {threads} writers: writes",
+                f"FULL, {who}: writes",
                 full["writes_per_s"],
                 "/s",
                 better="higher",
                 baseline=base,
                 ratio=full["writes_per_s"] / normal["writes_per_s"],
             ),
-            Figure(f"FULL, {threads} writers: p99 of a write", full["p99_ms"], "ms"),
+            Figure(f"FULL, {who}: p99 of a write", full["p99_ms"], "ms"),
         ]
     record("store_sync", figures)
     return 0

@@ -57,6 +57,20 @@ def config_dir() -> Path:
     return Path.home() / ".config" / "ltm"
 
 
+def time_scale() -> float:
+    """``LTM_TIME_SCALE``: how many times longer ltm's own time limits are (the hooks'
+    watchdog and request timeouts, ``ltm doctor``'s per check, the default network
+    timeout), for a machine too slow
+    or too loaded to finish within them; 1 when unset, and when not a number of 1 or
+    more (a hook must never fail over its environment)."""
+    raw = os.environ.get("LTM_TIME_SCALE", "").strip()
+    try:
+        value = float(raw) if raw else 1.0
+    except ValueError:
+        return 1.0
+    return value if value >= 1 else 1.0
+
+
 def data_dir() -> Path:
     if os.environ.get("LTM_DATA_DIR"):
         return Path(os.environ["LTM_DATA_DIR"])

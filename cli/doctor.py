@@ -25,6 +25,7 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ltm.cli.config import time_scale
 from ltm.cli.errors import CliError
 
 if TYPE_CHECKING:
@@ -32,8 +33,10 @@ if TYPE_CHECKING:
     from ltm.cli.client.remote import Http, Reply
 
 Status = Literal["ok", "warn", "fail", "skip"]
-BUDGET_S = 2.0  # the most one check may take
-NET_TIMEOUT_S = 1.5  # per request: leaves the check room to finish within BUDGET_S
+# The most one check may take, and per request (room to finish within the check's budget);
+# both stretch by LTM_TIME_SCALE on a machine too slow for them.
+BUDGET_S = 2.0 * time_scale()
+NET_TIMEOUT_S = 1.5 * time_scale()
 PROTOCOL_VERSION = "0.2"  # the /v1/healthz version this client speaks (app.PROTOCOL_VERSION)
 SKEW_WARN_S = 30
 SKEW_FAIL_S = 300

@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
 
-from timing import scaled
+from timing import SCALE, scaled
 
 LTM = str(Path(sys.executable).with_name("ltm"))
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
@@ -43,6 +43,8 @@ def base_env(home: Path, **extra: str) -> dict[str, str]:
     env["LTM_CONFIG_DIR"] = str(home / "config")
     env["LTM_DATA_DIR"] = str(home / "data")
     env["LTM_NO_BROWSER"] = "1"
+    # ltm's own limits (the hooks' watchdog, doctor's timeouts) stretch as the tests' do
+    env["LTM_TIME_SCALE"] = str(SCALE)
     env.update(extra)
     return env
 

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import BinaryIO
 
 import pytest
+from timing import scaled
 
 from ltm.cli.client import remote
 from ltm.cli.client.remote import Http
@@ -135,7 +136,7 @@ WELL_FORMED = {
 @pytest.mark.parametrize("raw, status, body", WELL_FORMED.values(), ids=WELL_FORMED.keys())
 def test_a_well_formed_reply(raw: bytes, status: int, body: bytes) -> None:
     with scripted(always(raw), hang_up=b"HTTP/1.0" in raw) as server:
-        http = Http(server.url, timeout=5)
+        http = Http(server.url, timeout=scaled(5))
         for _ in range(2):  # and the connection is fit for the next request
             reply = http.request("GET", "/v1/packets")
             assert (reply.status, reply.body) == (status, body)
@@ -144,7 +145,7 @@ def test_a_well_formed_reply(raw: bytes, status: int, body: bytes) -> None:
 def test_the_request_it_sends() -> None:
     ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
     with scripted(always(ok)) as server:
-        http = Http(server.url + "/base", timeout=5)
+        http = Http(server.url + "/base", timeout=scaled(5))
         http.request("POST", "/v1/packets", body=b'{"a":1}', token="ltm_secret")
         http.request("GET", "/v1/packets", query={"project": "acme/app", "limit": 5})
     post, get = server.requests
@@ -164,7 +165,7 @@ def test_the_request_it_sends() -> None:
 def test_an_ipv6_literal() -> None:
     ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
     with scripted(always(ok), host="::1") as server:
-        assert Http(server.url, timeout=5).request("GET", "/v1/healthz").body == b"{}"
+        assert Http(server.url, timeout=scaled(5)).request("GET", "/v1/healthz").body == b"{}"
     assert f"\r\nHost: {server.url.removeprefix('http://')}\r\n".encode() in server.requests[0]
     assert server.url.startswith("http://[::1]:")
 
@@ -179,7 +180,7 @@ def test_keep_alive_and_a_reply_that_ends_with_the_connection() -> None:
         return b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"
 
     with scripted(script) as server:
-        http = Http(server.url, timeout=5)
+        http = Http(server.url, timeout=scaled(5))
         for _ in range(4):
             assert http.request("GET", "/v1/healthz").body == b"{}"
     assert server.connections == 2  # requests 1-2 on one, 3-4 on the next
@@ -192,12 +193,12 @@ def test_a_stale_connection_is_retried_for_a_get_but_never_for_a_post() -> None:
         return ok if n % 2 == 1 else None  # every second request meets a closed connection
 
     with scripted(closes_after_each) as server:
-        http = Http(server.url, timeout=5)
+        http = Http(server.url, timeout=scaled(5))
         assert http.request("GET", "/v1/a").status == 200
         assert http.request("GET", "/v1/b").status == 200  # retried on a fresh connection
         assert len(server.requests) == 3 and server.connections == 2
     with scripted(lambda n, request: None) as server:
-        line = fails(Http(server.url, timeout=5), "POST")
+        line = fails(Http(server.url, timeout=scaled(5)), "POST")
     assert line == (
         f"{server.url} closed the connection without answering — is it an ltm server, and is"
         " the scheme (http/https) right?"
@@ -232,7 +233,7 @@ BROKEN = {
 @pytest.mark.parametrize("raw, reason", BROKEN.values(), ids=BROKEN.keys())
 def test_a_reply_that_is_not_http_is_one_line(raw: bytes, reason: str) -> None:
     with scripted(always(raw), hang_up=True) as server:
-        http = Http(server.url, timeout=5)
+        http = Http(server.url, timeout=scaled(5))
         with pytest.raises(ProtocolError) as caught:
             http.request("GET", "/v1/packets")
         assert str(caught.value) == (
@@ -244,11 +245,13 @@ def test_a_reply_that_is_not_http_is_one_line(raw: bytes, reason: str) -> None:
 
 
 def test_a_closed_port_is_unreachable_and_nothing_was_sent() -> None:
-    from clikit import free_port
-
-    url = f"http://127.0.0.1:{free_port()}"
-    with pytest.raises(Unreachable) as caught:
-        Http(url, timeout=5).request("POST", "/v1/packets", body=b"{}")
+    # Bound, never listening: refused, and the port stays this test's (a port closed
+    # and let go may be another process's by the time the client connects).
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        with pytest.raises(Unreachable) as caught:
+            Http(url, timeout=scaled(5)).request("POST", "/v1/packets", body=b"{}")
     assert caught.value.cause == "refused" and caught.value.host == url
     assert isinstance(caught.value, TransportError)
 
@@ -277,14 +280,14 @@ def test_a_reply_over_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> N
     )
     for raw in (b"HTTP/1.1 200 OK\r\nContent-Length: 1001\r\n\r\n" + body, chunked):
         with scripted(always(raw)) as server:
-            assert fails(Http(server.url, timeout=5)) == (
+            assert fails(Http(server.url, timeout=scaled(5))) == (
                 f"{server.url} sent more than 1000 bytes; stopped"
             )
 
 
 def test_no_header_injection() -> None:
     with scripted(always(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")) as server:
-        http = Http(server.url, timeout=5)
+        http = Http(server.url, timeout=scaled(5))
         with pytest.raises(CliError) as caught:
             http.request("GET", "/v1/packets", token="ltm_x\r\nX-Evil: 1")
         assert (

@@ -138,10 +138,13 @@ def test_recall_fails_open(shop: Cli) -> None:
 def test_recall_is_import_light(shop: Cli) -> None:
     save(shop, "Make the flaky login test pass on CI")
     assert shop.cwd is not None
+    # What is imported, not how fast: -X importtime slows every import, and on a loaded
+    # machine the prompt hook's 0.4 s watchdog would end the run before it answers.
     out = subprocess.run(
         [sys.executable, "-X", "importtime", LTM, "hook", "user-prompt"],
         input=json.dumps(prompt_payload(shop.cwd, "flaky login test")).encode(),
-        env=shop.env, cwd=shop.cwd, capture_output=True, timeout=scaled(60),
+        env={**shop.env, "LTM_TIME_SCALE": "50"}, cwd=shop.cwd, capture_output=True,
+        timeout=scaled(60),
     )  # fmt: skip
     assert out.returncode == 0 and b"ltm-recall" in out.stdout, out.stderr
     lines = out.stderr.decode().splitlines()

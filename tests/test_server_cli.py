@@ -20,6 +20,7 @@ from serverkit import (
     run_server,
     running_server,
 )
+from timing import scaled
 
 TOKEN = re.compile(r"ltm_(?:[0-9A-Z]{26}_)?[0-9a-f]{64}")  # [the user id] + 256 random bits
 
@@ -204,7 +205,7 @@ def test_run_logs_to_stderr_and_nothing_to_stdout(tmp_path: Path) -> None:
     headers = {"Authorization": f"Bearer {root}"}
     assert httpx.get(f"http://127.0.0.1:{port}/v1/packets", headers=headers).status_code == 200
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=15)
+    out, err = proc.communicate(timeout=scaled(15))
     assert proc.returncode == 0
     assert out == b""
     records = [json.loads(x) for x in err.decode().splitlines() if x.startswith("{")]
@@ -219,7 +220,9 @@ def test_importing_the_commands_is_cheap() -> None:
         " or m.startswith('ltm.store') or m.startswith('ltm.service')]\n"
         "print(heavy)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=scaled(60)
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
@@ -237,7 +240,9 @@ def test_app_py_sees_the_ltm_modules_themselves() -> None:
         "assert ltm.__spec__.name == 'ltm' and b.__spec__.name == 'ltm.service.errors'\n"
         "print(len(aliases))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=scaled(60)
+    )
     assert out.returncode == 0, out.stderr
     assert int(out.stdout) > 5
 

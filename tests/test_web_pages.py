@@ -11,6 +11,7 @@ import html
 import json
 import re
 import signal
+import socket
 import stat
 import subprocess
 import time
@@ -655,6 +656,27 @@ def ui(tmp_path: Path) -> Iterator[tuple[str, Cli]]:
     cli.ok("save", "-", stdin=json.dumps(make_packet(goal="Local <thing>")))
     with running_ui(cli) as (url, _proc):
         yield url, cli
+
+
+def test_ltm_ui_stops_promptly_on_sigterm_with_connections_open(tmp_path: Path) -> None:
+    # A browser keeps its connection open after a page, and a stalled one may be mid-request:
+    # neither may hold the view up once it is told to stop (a supervisor's SIGTERM).
+    cli = Cli(tmp_path / "me")
+    with running_ui(cli) as (url, proc):
+        address = UI_URL.fullmatch(url)
+        assert address is not None
+        host, port = address.group(1, 2)
+        kept = socket.create_connection(("127.0.0.1", int(port)))
+        kept.sendall(f"GET /web HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+        assert kept.recv(64).startswith(b"HTTP/1.1 ")
+        stalled = socket.create_connection(("127.0.0.1", int(port)))
+        stalled.sendall(f"GET /web HTTP/1.1\r\nHost: {host}:{port}\r\n".encode())
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=scaled(30)) == 0
+        assert time.monotonic() - started < scaled(5)
+        kept.close()
+        stalled.close()
 
 
 def test_ltm_ui_exchanges_its_one_time_key_for_a_cookie(ui: tuple[str, Cli]) -> None:

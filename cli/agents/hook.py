@@ -78,7 +78,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ltm.cli.config import private_dir, state_dir
+from ltm.cli.config import private_dir, state_dir, time_scale
 
 BUDGET = 1.5  # seconds the harness may wait at most
 WATCHDOG = 1.0  # seconds after main() starts: the process ends, answering nothing (the
@@ -156,8 +156,10 @@ def main(argv: list[str]) -> None:
         return
     started = time.monotonic()
     recall = EVENTS.get(argv[0].lower().replace("_", "-")) == "user-prompt"
-    limit = RECALL_WATCHDOG if recall else WATCHDOG
-    watchdog = threading.Timer(limit, _give_up, args=(argv, started, limit))
+    # Every limit here stretches by LTM_TIME_SCALE, for a machine too slow for them.
+    limit = (RECALL_WATCHDOG if recall else WATCHDOG) * time_scale()
+    budget = (RECALL_BUDGET if recall else BUDGET) * time_scale()
+    watchdog = threading.Timer(limit, _give_up, args=(argv, started, budget))
     watchdog.daemon = True
     watchdog.start()
     answer: dict[str, Any] | None = None
@@ -189,9 +191,8 @@ of the project too. --team TEAM (repeatable): session start resumes the newest
 packet of the project in your personal scope or any of these teams."""
 
 
-def _give_up(argv: list[str], started: float, limit: float) -> None:
-    budget = RECALL_BUDGET if limit == RECALL_WATCHDOG else BUDGET
-    log(f"{' '.join(argv)}: gave up after {time.monotonic() - started:.2f} s (budget {budget} s)")
+def _give_up(argv: list[str], started: float, budget: float) -> None:
+    log(f"{' '.join(argv)}: gave up after {time.monotonic() - started:.2f} s (budget {budget:g} s)")
     os._exit(0)  # nothing printed: the harness goes on without us
 
 
@@ -361,7 +362,7 @@ def user_prompt(
 
     project = _project(payload)
     skip = {*session.data.get("context", []), *session.data.get("hinted", [])}
-    backend = open_backend(timeout=RECALL_NET_TIMEOUT, deliver=False)
+    backend = open_backend(timeout=RECALL_NET_TIMEOUT * time_scale(), deliver=False)
     try:
         found = best(
             backend,
@@ -515,7 +516,7 @@ def _project(payload: dict[str, Any]) -> str:
 def _list(project: str, limit: int) -> list[dict[str, str]]:
     from ltm.cli.client.backend import open_backend
 
-    backend = open_backend(timeout=NET_TIMEOUT, deliver=False)
+    backend = open_backend(timeout=NET_TIMEOUT * time_scale(), deliver=False)
     try:
         return backend.list(limit=limit, project=project)
     finally:
@@ -539,7 +540,7 @@ def _newest(
         from ltm.cli.client.backend import open_backend
 
         try:
-            backend = open_backend(team=team, timeout=NET_TIMEOUT, deliver=False)
+            backend = open_backend(team=team, timeout=NET_TIMEOUT * time_scale(), deliver=False)
         except Exception as exc:
             log(f"session-start: scope {team or 'personal'}: {_one_line(str(exc))}")
             return

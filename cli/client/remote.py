@@ -105,14 +105,15 @@ def _batch_bytes(said: str | None) -> int:
 
 
 def configured_timeout() -> float:
-    """Seconds to wait on the network: ``LTM_TIMEOUT``, else ``ltm config set timeout``."""
+    """Seconds to wait on the network: ``LTM_TIMEOUT``, else ``ltm config set timeout``,
+    else the default stretched by ``LTM_TIME_SCALE`` (``ltm.cli.config.time_scale``)."""
+    from ltm.cli.config import load_settings, time_scale
+
     raw: Any = os.environ.get("LTM_TIMEOUT")
     if not raw:
-        from ltm.cli.config import load_settings
-
         raw = load_settings().get("timeout")
     if raw in (None, ""):
-        return DEFAULT_TIMEOUT
+        return DEFAULT_TIMEOUT * time_scale()
     try:
         value = float(raw)
     except (TypeError, ValueError):
