@@ -16,8 +16,6 @@ from timing import scaled
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 BENCHES = sorted(p.stem.removeprefix("bench_") for p in BENCH.glob("bench_*.py"))
-# Benches whose first recorded run is still to come; the set goes when it is empty.
-PRINTING_ONLY = {"search"}
 
 
 def _module(name: str) -> ModuleType:
@@ -56,8 +54,6 @@ def _recorded_name(path: Path) -> str | None:
 
 @pytest.mark.parametrize("bench", BENCHES)
 def test_every_bench_records_its_figures(bench: str) -> None:
-    if bench in PRINTING_ONLY:
-        pytest.skip(f"bench_{bench}.py has no recorded run yet")
     assert _recorded_name(BENCH / f"bench_{bench}.py") == bench, (
         f"bench_{bench}.py must call record({bench!r}, ...) from bench/results.py"
     )

@@ -20,7 +20,7 @@ Lambda cold start imports this module, and on Python 3.11 importing dataclasses
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, NamedTuple, Protocol
 

@@ -2032,7 +2032,7 @@ def _unchanged(old: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         "#h": "public_hash",
         "#sh": SHARED,
     }
-    values: Item = {":owner": old["owner_id"]}
+    values: dict[str, Mapping[str, Any]] = {":owner": old["owner_id"]}
     parts = ["#owner = :owner"]
     if "team_id" in old:
         parts.append("#team = :team")

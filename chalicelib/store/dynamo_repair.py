@@ -34,7 +34,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from .dynamo import DEFAULT_TABLE, DynamoStore, Item, _key, _packet_meta, make_client
 from .dynamo_search import image_index, pending_key, scope_name
@@ -53,7 +53,7 @@ def _pages(
     while True:
         resp = store.client.scan(TableName=store.table, ConsistentRead=True, **kwargs)
         last = resp.get("LastEvaluatedKey")
-        yield resp.get("Items", []), last
+        yield cast("list[Item]", resp.get("Items", [])), cast("Item | None", last)
         if not last:
             return
         kwargs["ExclusiveStartKey"] = last

@@ -123,7 +123,7 @@ def _posted_form(request: WebRequest) -> Mapping[str, list[str]]:
         return {}
 
 
-def _one(values: Mapping[str, list[str]], name: str) -> str:
+def _one(values: Mapping[str, Sequence[str]], name: str) -> str:
     found = values.get(name) or [""]
     return found[0] if len(found) == 1 else ""
 

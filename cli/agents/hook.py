@@ -569,7 +569,7 @@ def _newest(
         if not rows:
             raise _Skip
         team = rows[0]["team"]
-        backend = found[team][0]  # type: ignore[index]
+        backend = found[team][0]
         body = backend.get(rows[0]["id"], team=team)
         origin = Origin(mine=True)
         if team is not None:

@@ -42,7 +42,7 @@ def places(harness: str, cwd: str | None = None) -> list[tuple[Path, tuple[str, 
     """(file, key path to the servers' table) where ``harness`` reads MCP servers."""
     here = Path(cwd) if cwd else Path.cwd()
     if harness == "claude-code":
-        found = [(here / ".mcp.json", ("mcpServers",))]
+        found: list[tuple[Path, tuple[str, ...]]] = [(here / ".mcp.json", ("mcpServers",))]
         found.append((Path.home() / ".claude.json", ("mcpServers",)))
         found.append((Path.home() / ".claude.json", ("projects", str(here), "mcpServers")))
         return found

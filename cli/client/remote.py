@@ -412,7 +412,7 @@ def plain_ascii(token: object) -> bool:
 def server_url(host: str, url: object, what: str) -> str:
     """A URL a server handed out (an invite, a public page, a sign-in key), fit to print
     and to open: http(s), a host, no space, control or non-ASCII character."""
-    parts = urlsplit(url) if plain_ascii(url) else None
+    parts = urlsplit(url) if isinstance(url, str) and plain_ascii(url) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         shown = repr(url)[:80] if isinstance(url, str) else type(url).__name__
         raise CliError(f"{host} sent an unusable {what} URL ({shown}) — is it an ltm server?")
@@ -992,8 +992,8 @@ class RemoteBackend(Backend):
             if private:
                 from ltm.search import without_secrets
 
-                fields["q"] = without_secrets(query)
-                if not fields["q"].strip():
+                kept = fields["q"] = without_secrets(query)
+                if not kept.strip():
                     return []
             fields["mode"] = None if mode in (None, "hybrid") else mode
             reply = self._extension("/v1/search", "search", fields, team)

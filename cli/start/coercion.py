@@ -73,7 +73,7 @@ def install() -> None:
                 raise BadParameter(str(exc), ctx=ctx, param=param) from None
 
         def _one(self, value: Any, kind: type) -> Any:
-            result = value if isinstance(value, kind) else _word(str(value), kind)
+            result: Any = value if isinstance(value, kind) else _word(str(value), kind)
             low, high = self.parameter_info.min, self.parameter_info.max
             if kind in (int, float) and not isinstance(result, bool):
                 if low is not None and result < low:
