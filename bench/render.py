@@ -27,14 +27,10 @@ INTRO = """\
 
 <!-- Rendered by bench/render.py from bench/results/*.json: re-run a bench, then the script. -->
 
-Every bench under `bench/` writes its figures as data, `bench/results/<bench>.json`:
-the machine, its load average when the bench started and when it ended, the exact
-command and the UTC date. `.venv/bin/python bench/render.py` renders this file from
-those files, and a test fails when the two differ; earlier figures are in git's history.
-To refresh a section, run the command it shows from the repository's root (`make bench`
-runs every bench), then render. A ratio divides a figure by a baseline measured in the
-same run (most often `python -c pass`), so load slows both alike: read ratios before
-absolute times. "met?" is blank where a figure has no target.
+Each bench under `bench/` records its figures in `bench/results/<bench>.json` (machine, load
+average at its start and end, command, UTC date); `.venv/bin/python bench/render.py` renders
+this file from them, and a test fails when the two differ. History is git's. Ratios divide by a
+baseline measured in the same run (most often `python -c pass`): read them before absolute times.
 """
 
 
@@ -90,15 +86,14 @@ def section(data: dict[str, Any], bench_dir: Path) -> list[str]:
     bench = data["bench"]
     m = data["machine"]
     load = data["load"]
-    lines = [f"## {describe(bench, bench_dir)}", ""]
     when = data["date"].replace("T", " ").removesuffix("Z")[:16]
-    lines.append(f"- Command: `{data['command']}` ({when} UTC, {data['seconds']:,.0f} s)")
-    lines.append(
-        f"- Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']} on {m['system']},"
-        f" ltm {m['ltm']} install; load average {load_text(load)}"
-    )
-    for note in data.get("notes", []):
-        lines.append(f"- {note}")
+    lines = [
+        f"## {describe(bench, bench_dir)}",
+        f"`{data['command']}`, {when} UTC, {data['seconds']:,.0f} s: {m['cpu']}, {m['cores']}"
+        f" cores, Python {m['python']} on {m['system']}, ltm {m['ltm']} install; load average"
+        f" {load_text(load)}.",
+    ]
+    lines += [f"- {note}" for note in data.get("notes", [])]
     lines += [
         "",
         "| figure | value | target | ratio to baseline | met? |",
