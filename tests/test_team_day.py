@@ -388,3 +388,26 @@ def test_display_names_are_unique_and_people_change_theirs(server: Server, tmp_p
     line = olive.fails("profile", "--display", "SAMUEL7", code=2)
     assert "'SAMUEL7' is taken on this server" in line
     assert olive.ok("profile", "--display", "olive7").startswith("olive7 (")  # one's own
+
+
+@needs_git
+def test_a_teammates_packet_copied_to_the_local_store_stays_theirs(
+    server: Server, tmp_path: Path
+) -> None:
+    """``pull --to-local`` keeps who wrote the packet: the session start frames the local
+    copy as the teammate's notes, not the user's own."""
+    olive = signed_in(server, tmp_path / "olive", "Olive8")
+    olive.ok("teams", "create", "copies")
+    sam = Cli(tmp_path / "sam")
+    sam.env["LTM_STATE_DIR"] = str(tmp_path / "sam-state")
+    sam.ok("join", olive.ok("invite", "-t", "copies").strip(), "--display", "Sam8")
+    checkout = repo(tmp_path / "app", "https://github.com/acme/copied.git")
+    theirs = olive.at(checkout).ok("save", "-t", "copies", "-", stdin=content("Olive's copy"))
+    sam.ok("pull", theirs.strip(), "-t", "copies", "--to-local")
+
+    payload = {"session_id": "s-8", "cwd": str(checkout), "hook_event_name": "SessionStart"}
+    done = sam.at(checkout).run("hook", "session-start", stdin=json.dumps(payload))
+    text = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    inside = text.split("ltm-data\n", 1)[1]
+    assert "Olive's copy" in inside and "Saved by: another person, Olive8" in inside
+    assert "the user's own account" not in inside

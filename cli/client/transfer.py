@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ltm.cli.errors import CliError
 from ltm.cli.terminal.output import info
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ def to_local_store(ref: str, *, team: str | None, lenient: bool) -> str:
     remote = _server(team)
     try:
         body = remote.get(ref, team=team)
+        author = _author(remote, body, ref, team)
     finally:
         remote.close()
     # Coming down, it stays on this machine: judged, not scanned.
@@ -81,7 +83,31 @@ def to_local_store(ref: str, *, team: str | None, lenient: bool) -> str:
         pushed = store.push(checked.data, lenient=lenient)
     finally:
         store.close()
+    from ltm.cli.client import authors
+
+    authors.remember(pushed.id, author)  # so it is framed as its author's, not the user's
     verb = "copied" if pushed.created else "updated"
     info(f"{verb} {pushed.id} from {remote.host} into the {store.label}")
     print(pushed.id)
     return pushed.id
+
+
+def _author(
+    remote: RemoteBackend, body: bytes, ref: str, team: str | None
+) -> dict[str, str] | None:
+    """Who the server says stored the packet just fetched, when that is not the user:
+    ``{"id", "name", "host"}`` (the name from the team's members), else None."""
+    from ltm.present import decode_packet
+
+    packet_id = str(decode_packet(body, ref).get("id", ref))
+    author = remote.stored_by(packet_id)
+    if not author or remote.is_me(author) is True:
+        return None
+    name = ""
+    if team:
+        try:
+            rows = remote.members(team)
+        except CliError:
+            rows = []
+        name = next((str(r["display"]) for r in rows if r.get("user_id") == author), "")
+    return {"id": author, "name": name, "host": remote.host}
