@@ -64,7 +64,7 @@ def search(token: str, query: str) -> bytes:
 
 def self_hosted(packets: int, requests: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
-        server = Server(Path(tmp), threads=4, workers=1)
+        server = Server(Path(tmp), threads=4)
         try:
             user_id, token = server.issue("mcp-bench")
             seed_sqlite(server.db, user_id, packets)

@@ -72,9 +72,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         # With an external URL the pages answer where the API does (on loopback they would
         # have a *.localhost name of their own): the same pages, at the port measured.
-        server = Server(
-            Path(tmp), threads=4, workers=1, extra=("--external-url", "http://127.0.0.1")
-        )
+        server = Server(Path(tmp), threads=4, extra=("--external-url", "http://127.0.0.1"))
         try:
             small_id, small_token = server.issue("web-small")
             big_id, big_token = server.issue("web-big")

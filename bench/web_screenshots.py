@@ -78,7 +78,7 @@ def main() -> int:
 
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        server = Server(Path(tmp), threads=4, workers=1)
+        server = Server(Path(tmp), threads=4)
         try:
             import httpx
 
