@@ -178,7 +178,7 @@ def test_other_oauth_errors_and_missing_endpoints() -> None:
         sign_in(stub.url, Clock(), [])
     assert caught.value.message == (
         f"{stub.url} does not offer browser sign-in (no device flow; HTTP 404) — sign in with"
-        f" a token instead: ltm auth {stub.url} TOKEN"
+        f" a token instead: ltm auth {stub.url} --with-token"
     )
 
 

@@ -74,15 +74,15 @@ if TYPE_CHECKING:
 # A packet's vector (``semantic.encode``: 288 bytes) keyed by its ``doc``, as its search
 # row is; ``vector_model`` names the model they were made with (a new one refills them).
 _VECTORS_SCHEMA = """
-    CREATE TABLE packet_vectors (
+    CREATE TABLE IF NOT EXISTS packet_vectors (
         doc     INTEGER PRIMARY KEY,
         vector  BLOB NOT NULL
     );
-    CREATE TABLE vector_model (
+    CREATE TABLE IF NOT EXISTS vector_model (
         one     INTEGER PRIMARY KEY CHECK (one = 1),
         name    TEXT NOT NULL
     );
-    CREATE TRIGGER vectors_end_with_packet AFTER DELETE ON packets BEGIN
+    CREATE TRIGGER IF NOT EXISTS vectors_end_with_packet AFTER DELETE ON packets BEGIN
         DELETE FROM packet_vectors WHERE doc = OLD.doc;
     END
 """
