@@ -21,13 +21,14 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote_to_bytes
 
 from ltm import limits
 
@@ -139,7 +140,7 @@ class ChaliceWSGI:
     def _handle(
         self, environ: dict[str, Any], method: str, request_id: str, started: float
     ) -> tuple[int, list[tuple[str, str]], bytes]:
-        raw_path = environ.get("PATH_INFO", "") or "/"
+        raw_path = _path(environ)
         try:
             path = raw_path.encode("latin-1").decode("utf-8")
         except (UnicodeEncodeError, UnicodeDecodeError):
@@ -301,3 +302,17 @@ def _text(value: str) -> str:
         return value.encode("latin-1").decode("utf-8")
     except (UnicodeEncodeError, UnicodeDecodeError):
         return value
+
+
+_ENCODED_SLASH = re.compile("%2f", re.IGNORECASE)
+
+
+def _path(environ: dict[str, Any]) -> str:
+    """PATH_INFO, except that an encoded slash (``%2F``) stays in its segment as it came, as
+    API Gateway keeps a path parameter whole: waitress decodes it into a separator, and
+    ``/p/..%2Fetc`` would then miss its route (and the headers that route's answers carry)."""
+    raw = environ.get("REQUEST_URI", "").split("?", 1)[0]
+    if not raw.startswith("/") or not _ENCODED_SLASH.search(raw):
+        return str(environ.get("PATH_INFO", "")) or "/"
+    parts = _ENCODED_SLASH.split(raw)
+    return "%2F".join(unquote_to_bytes(part).decode("latin-1") for part in parts)
