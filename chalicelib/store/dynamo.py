@@ -253,6 +253,20 @@ TRANSACTION_ATTEMPTS = 6
 # What a listing shows of a packet (PacketMeta), projected into the indexes that list.
 _LISTING = ["id", "created_at", "goal", "owner_id", "team_id", "project", "parent_id"]
 
+
+def _listing_index(name: str) -> dict[str, Any]:
+    """A sparse index keyed ``<name>_pk``/``<name>_sk`` that projects the listing fields
+    only, never the body."""
+    return {
+        "IndexName": name,
+        "KeySchema": [
+            {"AttributeName": f"{name}_pk", "KeyType": "HASH"},
+            {"AttributeName": f"{name}_sk", "KeyType": "RANGE"},
+        ],
+        "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": _LISTING},
+    }
+
+
 # The one definition of the table: create_tables() uses it as is, and
 # tests/test_infra.py checks that infra/ltm.yaml declares exactly this.
 TABLE_SCHEMA: dict[str, Any] = {
@@ -321,43 +335,13 @@ TABLE_SCHEMA: dict[str, Any] = {
                 ],
             },
         },
-        {
-            # A scope's packets of one project, newest first (sparse: packets with a
-            # project.name only). Projects only the listing fields, never the body.
-            "IndexName": "gsi_project",
-            "KeySchema": [
-                {"AttributeName": "gsi_project_pk", "KeyType": "HASH"},
-                {"AttributeName": "gsi_project_sk", "KeyType": "RANGE"},
-            ],
-            "Projection": {
-                "ProjectionType": "INCLUDE",
-                "NonKeyAttributes": _LISTING,
-            },
-        },
-        {
-            # Sparse: only packets with a parent carry its keys (lineage).
-            "IndexName": "gsi_parent",
-            "KeySchema": [
-                {"AttributeName": "gsi_parent_pk", "KeyType": "HASH"},
-                {"AttributeName": "gsi_parent_sk", "KeyType": "RANGE"},
-            ],
-            "Projection": {
-                "ProjectionType": "INCLUDE",
-                "NonKeyAttributes": _LISTING,
-            },
-        },
-        {
-            # Sparse: team packets only, by author (``ls --author`` in a team).
-            "IndexName": "gsi_author",
-            "KeySchema": [
-                {"AttributeName": "gsi_author_pk", "KeyType": "HASH"},
-                {"AttributeName": "gsi_author_sk", "KeyType": "RANGE"},
-            ],
-            "Projection": {
-                "ProjectionType": "INCLUDE",
-                "NonKeyAttributes": _LISTING,
-            },
-        },
+        # A scope's packets of one project, newest first (sparse: packets with a
+        # project.name only). Projects only the listing fields, never the body.
+        _listing_index("gsi_project"),
+        # Sparse: only packets with a parent carry its keys (lineage).
+        _listing_index("gsi_parent"),
+        # Sparse: team packets only, by author (``ls --author`` in a team).
+        _listing_index("gsi_author"),
     ],
     "BillingMode": "PAY_PER_REQUEST",
     # The search index is derived from the packets' changes (dynamo_stream.py).
