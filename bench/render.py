@@ -26,10 +26,9 @@ INTRO = """\
 # Benchmarks
 
 <!-- Rendered by bench/render.py from bench/results/*.json: re-run a bench, then the script. -->
-
-Each bench under `bench/` records its figures in `bench/results/<bench>.json` (machine, load
-average at its start and end, command, UTC date); `.venv/bin/python bench/render.py` renders
-this file from them, and a test fails when the two differ. History is git's. Ratios divide by a
+Each bench under `bench/` records its figures in `bench/results/<bench>.json` (machine, load \
+average at its start and end, command, UTC date); `.venv/bin/python bench/render.py` renders \
+this file from them, and a test fails when the two differ. History is git's. Ratios divide by a \
 baseline measured in the same run (most often `python -c pass`): read them before absolute times.
 """
 

@@ -35,7 +35,7 @@ def test_benchmarks_md_is_what_the_results_render() -> None:
         "BENCHMARKS.md differs from the render of bench/results/*.json:"
         " run .venv/bin/python bench/render.py"
     )
-    assert len(rendered.splitlines()) <= 305  # room for the DynamoDB cost bench's budgets
+    assert len(rendered.splitlines()) <= 300
 
 
 def _recorded_name(path: Path) -> str | None:
