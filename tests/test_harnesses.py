@@ -96,8 +96,14 @@ def person(tmp_path: Path) -> Cli:
 
 
 def installed(cli: Cli, harness: str) -> dict[str, str]:
-    """{event: the installed command} after ``ltm hooks install HARNESS --write``."""
-    cli.ok("hooks", "install", harness, "--write")
+    """{event: the installed command} after ``ltm hooks install HARNESS --write --mcp``, the
+    tools wired too (Claude Code's by the ``claude mcp add --scope user`` the install prints,
+    done here as it writes ~/.claude.json), so the hooks name the tools."""
+    cli.ok("hooks", "install", harness, "--write", "--mcp")
+    if harness == "claude-code":
+        entry = {"type": "stdio", "command": "ltm", "args": ["mcp"]}
+        claude = Path(cli.env["HOME"]) / ".claude.json"
+        claude.write_text(json.dumps({"mcpServers": {"ltm": entry}}))
     path = Path(cli.env["HOME"]) / FILES[harness]
     text = path.read_text()
     if harness == "gemini":
@@ -112,7 +118,7 @@ def installed(cli: Cli, harness: str) -> dict[str, str]:
         (entry,) = entries
         out[event] = entry["command"]
     # A second install changes nothing.
-    cli.ok("hooks", "install", harness, "--write")
+    cli.ok("hooks", "install", harness, "--write", "--mcp")
     assert path.read_text() == text
     return out
 

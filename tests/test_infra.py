@@ -323,6 +323,7 @@ def test_create_tables_command_against_an_endpoint(moto_url: str) -> None:
         "gsi2",
         "gsi_project",
         "gsi_parent",
+        "gsi_author",
     }
     ttl = client.describe_time_to_live(TableName="ltm-cmd")["TimeToLiveDescription"]
     assert ttl["AttributeName"] == TTL_ATTRIBUTE and ttl["TimeToLiveStatus"] == "ENABLED"

@@ -641,6 +641,7 @@ def test_import_through_a_proxy_that_takes_less_than_the_server_says(
             server.url + request.path,
             content=request.body,
             headers={k: v for k, v in request.headers.items() if k in keep},
+            timeout=scaled(30),  # httpx's default 5 s is less than a loaded moto batch takes
         )
         passed = {"content-type", "x-ltm-batch-bytes"}
         return (

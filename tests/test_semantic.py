@@ -18,7 +18,7 @@ from ltm.service import search as searching
 from ltm.service.access import Caller
 from ltm.service.errors import BadRequest
 from ltm.store import PacketMeta, StoredPacket, User
-from ltm.store.sqlite import SCHEMA_VERSION, SqliteStore
+from ltm.store.sqlite import VECTORS_VERSION, SqliteStore
 
 pytestmark = pytest.mark.skipif(not semantic.installed(), reason="needs ltm[semantic]")
 
@@ -179,7 +179,7 @@ def test_a_database_of_the_previous_version_gains_the_vector_tables(tmp_path: Pa
     db = sqlite3.connect(path)
     db.executescript(
         "DROP TRIGGER vectors_end_with_packet; DROP TABLE packet_vectors;"
-        f" DROP TABLE vector_model; PRAGMA user_version = {SCHEMA_VERSION - 1};"
+        f" DROP TABLE vector_model; PRAGMA user_version = {VECTORS_VERSION - 1};"
     )
     db.close()
     store = SqliteStore(path)

@@ -120,8 +120,15 @@ def test_the_wheel_carries_every_module_and_the_data_files(installed: Installed)
 
 
 def _commands(help_text: str) -> list[str]:
-    _, found, rest = help_text.partition("Commands")
-    return COMMAND_ROW.findall(rest) if found else []
+    """The verbs a help screen lists: the rows of every section but the options and
+    arguments (``ltm --help`` groups its verbs under headings, a group's under Commands)."""
+    sections = re.split(r"^(\S[^\n]*):$", help_text, flags=re.MULTILINE)
+    return [
+        verb
+        for heading, body in zip(sections[1::2], sections[2::2], strict=True)
+        if heading not in ("Options", "Arguments")
+        for verb in COMMAND_ROW.findall(body)
+    ]
 
 
 def test_every_verb_answers_its_help(installed: Installed) -> None:

@@ -284,6 +284,7 @@ MIGRATIONS: tuple[Migration, ...] = (
 # What some entries bring a database to (an entry's version is its place, from 1).
 ROOT_USER_VERSION = 10
 COMPACT_VERSION = 11
+VECTORS_VERSION = 13
 
 # Where a user id is kept, besides ``users.id`` and the personal scopes ``u:<id>``.
 _USER_ID_COLUMNS = (
