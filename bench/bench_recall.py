@@ -87,26 +87,38 @@ def fill(env: dict[str, str], corpus: dict[str, Any], count: int) -> dict[str, s
     return keys
 
 
-def precision(env: dict[str, str]) -> None:
+def tally_hints(
+    backend: Any, corpus: dict[str, Any], names: dict[str, str], *, show: bool = False
+) -> tuple[int, int, int, int]:
+    """The prompt hook's pick for each of the corpus's prompts, as (hints given, right
+    hints, hints on prompts that want none, prompts that want a packet)."""
     from ltm.cli.agents.recall import best
+
+    hints = right = false_hints = wanted = 0
+    for case in corpus["prompts"]:
+        text = case.get("text") or case["prompt"]
+        found = best(backend, corpus["project"], text, skip=set())
+        got = names.get(found["id"]) if found else None
+        wanted += case["want"] is not None
+        if found is not None:
+            hints += 1
+            right += got == case["want"]
+            false_hints += case["want"] is None
+        if show:
+            mark = "ok " if got == case["want"] else "MISS" if got is None else "BAD "
+            print(f"  {mark} {text[:60]:60} -> {got} (want {case['want']})")
+    return hints, right, false_hints, wanted
+
+
+def precision(env: dict[str, str]) -> None:
     from ltm.cli.client.backend import LocalBackend
 
     corpus = load_corpus()
     keys = fill(env, corpus, len(corpus["packets"]))
     names = {v: k for k, v in keys.items()}
     backend = LocalBackend.open()
-    hints = right = false_hints = wanted = 0
     try:
-        for case in corpus["prompts"]:
-            found = best(backend, corpus["project"], case["prompt"], skip=set())
-            got = names.get(found["id"]) if found else None
-            wanted += case["want"] is not None
-            if found is not None:
-                hints += 1
-                right += got == case["want"]
-                false_hints += case["want"] is None
-            mark = "ok " if got == case["want"] else "MISS" if got is None else "BAD "
-            print(f"  {mark} {case['prompt'][:60]:60} -> {got} (want {case['want']})")
+        hints, right, false_hints, wanted = tally_hints(backend, corpus, names, show=True)
     finally:
         backend.close()
     print()

@@ -118,6 +118,8 @@ def search_quality(corpus: dict[str, Any], keys: dict[str, str]) -> None:
 
 
 def hint_quality(corpus: dict[str, Any], keys: dict[str, str], label: str) -> None:
+    from bench_recall import tally_hints
+
     from ltm.cli.agents import recall
     from ltm.cli.client.backend import LocalBackend
 
@@ -126,16 +128,7 @@ def hint_quality(corpus: dict[str, Any], keys: dict[str, str], label: str) -> No
     try:
         for meaning in (False, True):
             recall.meaning_on = lambda on=meaning: on  # type: ignore[misc]
-            hints = right = false_hints = wanted = 0
-            for case in corpus["prompts"]:
-                text = case.get("text") or case.get("prompt")
-                found = recall.best(backend, corpus["project"], text, skip=set())
-                got = names.get(found["id"]) if found else None
-                wanted += case["want"] is not None
-                if found is not None:
-                    hints += 1
-                    right += got == case["want"]
-                    false_hints += case["want"] is None
+            hints, right, false_hints, wanted = tally_hints(backend, corpus, names)
             how = "words and meaning" if meaning else "words alone"
             precision = right / max(hints, 1)
             coverage = right / max(wanted, 1)
