@@ -76,6 +76,15 @@ def test_timeout(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(("waited", "suggested"), [(1, 30), (10, 30), (30, 60), (400, 600)])
+def test_a_timeout_suggests_more_time_than_was_waited(waited: float, suggested: int) -> None:
+    from ltm.cli.client.transport import TimedOut
+    from ltm.cli.terminal.network import describe
+
+    line = describe(TimedOut("http://h", timeout=waited))
+    assert line.endswith(f"allow more time: ltm config set timeout {suggested}")
+
+
 def test_timeout_from_the_config(tmp_path: Path) -> None:
     with silent_server() as url:
         cli = against(tmp_path, url)

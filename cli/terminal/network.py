@@ -16,6 +16,12 @@ if TYPE_CHECKING:
 OFFLINE = "work offline with --local"
 
 
+def more_time(timeout: float) -> float:
+    """What to suggest after a wait of ``timeout`` s ran out: more than that (twice, at least
+    30 s, within the 600 s the setting takes)."""
+    return min(600, max(30, 2 * timeout))
+
+
 def describe(error: TransportError) -> str:
     host, detail, seconds = error.host, safe(error.detail), f"{error.timeout:g}"
     https_hint = f"does the server speak HTTPS? if not, use {error.plain_url}"
@@ -28,7 +34,7 @@ def describe(error: TransportError) -> str:
         f" and your network ({OFFLINE})",
         "network": f"cannot reach {host}: {detail} — check your network and the URL ({OFFLINE})",
         "no-answer": f"{host} did not answer within {seconds} s — try again, or allow more"
-        " time: ltm config set timeout 30",
+        f" time: ltm config set timeout {more_time(error.timeout):g}",
         "untrusted": f"TLS failure with {host}: certificate not trusted ({detail}) — if the"
         " server uses a private CA, point SSL_CERT_FILE at its certificate bundle",
         "no-handshake": f"TLS failure with {host}: no TLS handshake within {seconds} s —"
