@@ -7,6 +7,10 @@ interleave inside one request ("dictionary changed size during iteration",
 two winners of one condition). ``serialize_moto_dynamodb`` gives moto the
 per-request atomicity DynamoDB has, by running its DynamoDB requests one at
 a time; the store's own races (lost transactions, retries) stay real.
+It also honours ``TransactWriteItems``' ``ClientRequestToken`` as DynamoDB
+does: botocore fills one in and keeps it across its retries, so a transaction
+that was applied but answered too late for the client's read timeout is not
+applied again (moto would cancel the repeat: "team name taken").
 """
 
 from __future__ import annotations
@@ -43,6 +47,29 @@ def serialize_moto_dynamodb() -> None:
 
     call_action._ltm_serialized = True  # type: ignore[attr-defined]
     DynamoHandler.call_action = call_action  # type: ignore[method-assign]
+    DynamoHandler.transact_write_items = _idempotent(  # type: ignore[method-assign]
+        DynamoHandler.transact_write_items
+    )
+
+
+def _idempotent(transact: Any) -> Any:
+    """``transact`` applying a ``ClientRequestToken`` once: a repeat of a transaction that
+    succeeded succeeds without effect (DynamoDB keeps tokens 10 minutes; a test run, for good).
+    """
+    applied: set[str] = set()
+
+    def transact_write_items(self: Any) -> Any:
+        token = self.body.get("ClientRequestToken")
+        if token is not None and token in applied:
+            from moto.core.responses import ActionResult
+
+            return ActionResult({"ConsumedCapacity": [], "ItemCollectionMetrics": {}})
+        result = transact(self)
+        if token is not None:
+            applied.add(token)
+        return result
+
+    return transact_write_items
 
 
 _EXPRESSIONS = (
@@ -255,6 +282,29 @@ def _run_moto() -> None:
     server.stop()
 
 
+def _patient_clients() -> None:
+    """The app's DynamoDB client, waiting as long as a loaded test machine needs.
+
+    The store's client gives DynamoDB 5 s per request, in milliseconds' reach.
+    moto answers one request at a time, so under a busy suite a request can
+    wait behind others past that and botocore gives up after three tries (a
+    500). The rest of the client (retries, keep-alive) stays the store's.
+    """
+    import botocore.session
+    from botocore.config import Config
+
+    import ltm.store.dynamo as dynamo
+
+    made = dynamo.make_client
+
+    def make_client(region: str | None = None) -> Any:
+        config = made(region).meta.config.merge(Config(read_timeout=scaled(30)))
+        session = botocore.session.get_session()
+        return session.create_client("dynamodb", region_name=region, config=config)
+
+    dynamo.make_client = make_client  # type: ignore[assignment]
+
+
 def _run_app(argv: list[str]) -> None:
     """Serve app.py over HTTP as ``ltm server run`` does, but on the store the environment names.
 
@@ -275,6 +325,7 @@ def _run_app(argv: list[str]) -> None:
     from ltm.cli.server.wsgi import ChaliceWSGI
 
     host, _, port = args.addr.rpartition(":")
+    _patient_clients()
     module = load_app()
     # The app's own client, held to DynamoDB's request rules too: a breach is a 500.
     module.get_store().client.meta.events.register(

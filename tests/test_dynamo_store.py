@@ -8,6 +8,7 @@ do); these tests inject it, to show a lost race ends as the contract says
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -265,3 +266,25 @@ def test_a_team_listing_by_author_reads_that_authors_packets_alone(store: Dynamo
     page = store.list_packets(owner_id="x", team_id="t1", author="u2", limit=10)
     assert [m.id for m in page.items] == ["01AUTHOR0080", "01AUTHOR0040", "01AUTHOR0000"]
     assert calls == [3] and page.cursor is None
+
+
+def test_a_transaction_the_sdk_repeats_is_applied_once(store: DynamoStore) -> None:
+    """botocore gives every transaction a ``ClientRequestToken`` and keeps it across its retries,
+    so when an applied transaction answers after the client's read timeout, the retry is a no-op
+    on DynamoDB: creating a team then still succeeds, never "name taken" by itself."""
+    sent: list[dict[str, Any]] = []
+    store.client.meta.events.register(
+        "before-call.dynamodb.TransactWriteItems",
+        lambda params, **_: sent.append(json.loads(params["body"])),
+    )
+    store.create_user(User("u1", "one", T0))
+    store.create_team(Team("t1", "core", "u1", T0))
+    body = sent[-1]
+    assert body["ClientRequestToken"]
+    # The SDK's retry: the same request, the same token, after it was applied.
+    store.client.transact_write_items(
+        TransactItems=body["TransactItems"], ClientRequestToken=body["ClientRequestToken"]
+    )
+    assert store.get_team("core") == Team("t1", "core", "u1", T0)
+    with pytest.raises(store.client.exceptions.TransactionCanceledException):
+        store.client.transact_write_items(TransactItems=body["TransactItems"])

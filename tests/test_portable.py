@@ -28,6 +28,10 @@ AWS_KEY = (
     "AKIA" + "QYLPMN5H" + "T2ZRW3VK"
 )  # built from pieces, so no scanner trips on this file (AWS's EXAMPLE key is a placeholder now)
 
+# A batch of a hundred packets on moto, while the rest of the suite runs beside it, can
+# take longer than the client's default wait: these imports are about batch sizes.
+SLOW_BATCH = f"{min(600, scaled(60)):g}"
+
 
 @pytest.fixture(scope="module", params=SERVER_STORES)
 def server(
@@ -612,7 +616,8 @@ def test_import_into_a_server_sends_batches_as_big_as_the_server_takes(
     cli = signed_in(server, tmp_path / "jun", "jun")
     packets = [make_packet(constraints=["x" * 1000] * 3) for _ in range(250)]
     before = _logged(server)
-    result = cli.run("import", str(write_bundle(tmp_path / "3k.jsonl", map(line_for, packets))))
+    bundle = write_bundle(tmp_path / "3k.jsonl", map(line_for, packets))
+    result = cli.run("import", str(bundle), LTM_TIMEOUT=SLOW_BATCH)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "250 added, 0 skipped (already present), 0 refused" in result.stderr
     pushes = [path for method, path in _requests(server, before) if method == "POST"]
@@ -641,7 +646,7 @@ def test_import_through_a_proxy_that_takes_less_than_the_server_says(
             server.url + request.path,
             content=request.body,
             headers={k: v for k, v in request.headers.items() if k in keep},
-            timeout=scaled(30),  # httpx's default 5 s is less than a loaded moto batch takes
+            timeout=float(SLOW_BATCH),  # httpx's default 5 s: less than a loaded moto batch
         )
         passed = {"content-type", "x-ltm-batch-bytes"}
         return (
@@ -655,7 +660,8 @@ def test_import_through_a_proxy_that_takes_less_than_the_server_says(
         _user, token = server.issue(f"kai-{kib}")
         cli = Cli(tmp_path / "kai")
         cli.ok("auth", proxy.url, token)
-        result = cli.run("import", str(write_bundle(tmp_path / "3k.jsonl", map(line_for, packets))))
+        bundle = write_bundle(tmp_path / "3k.jsonl", map(line_for, packets))
+        result = cli.run("import", str(bundle), LTM_TIMEOUT=SLOW_BATCH)
         refused = [s for s in proxy.seen if len(s.body) > 32_768]
     assert result.returncode == 0, result.stdout + result.stderr
     assert "150 added, 0 skipped (already present), 0 refused" in result.stderr
