@@ -302,7 +302,7 @@ def _patient_clients() -> None:
         session = botocore.session.get_session()
         return session.create_client("dynamodb", region_name=region, config=config)
 
-    dynamo.make_client = make_client  # type: ignore[assignment]
+    dynamo.make_client = make_client
 
 
 def _run_app(argv: list[str]) -> None:
