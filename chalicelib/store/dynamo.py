@@ -828,9 +828,12 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
         crash between two calls leaves nothing to correct. The search postings are
         derived later by the consumer (``dynamo_search.py``); the pending item keeps
         the packet searchable until then. A replacement is conditioned on the
-        revision it read (its size is the usage's delta); a team push checks the
-        membership in the same transaction, so a push racing the team's delete or the
-        member's removal never lands in a team the author is not in.
+        revision it read (its size is the usage's delta). A team push checks the team's
+        tombstone in the same transaction, so a push racing the team's delete never
+        lands in a deleted team; a move of a personal packet checks the membership.
+        A new team packet's membership is checked by the service just before (as on
+        SQLite): a push racing its author's removal from the team can still land, as
+        the removed member's packet in the team, which the owner may delete.
         """
         meta = packet.meta
         key = _key(f"PKT#{meta.id}", "PKT")
