@@ -926,6 +926,7 @@ def list_own_tokens(request: Any) -> Response:
                     "label": token.label,
                     "created_at": _ts(token.created_at),
                     "last_used_at": _ts(token.last_used_at) if token.last_used_at else None,
+                    "expires_at": _ts(token.expires_at) if token.expires_at else None,
                     "current": token.token_hash == caller.token_hash,
                     "scope": token.scope,
                 }

@@ -1095,12 +1095,19 @@ def device_schemas() -> dict[str, Any]:
             {
                 "access_token": {
                     **_STRING,
-                    "description": "An ltm bearer token, valid until revoked (no expiry, no"
-                    " refresh).",
+                    "description": "An ltm bearer token (no refresh): valid until revoked, or"
+                    " until `expires_in` runs out where the operator set a lifetime"
+                    " (`LTM_DEVICE_TOKEN_DAYS`); signing in again gives a new one.",
                 },
                 "token_type": {"const": "Bearer"},
                 "scope": _STRING,
-            }
+                "expires_in": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Seconds the token works; absent when it lasts until revoked.",
+                },
+            },
+            ["access_token", "token_type", "scope"],
         ),
         "DeviceDecision": {
             "type": "object",
@@ -1132,6 +1139,11 @@ def device_schemas() -> dict[str, Any]:
                 "label": _STRING,
                 "created_at": _TIME,
                 "last_used_at": {"type": ["string", "null"], "format": "date-time"},
+                "expires_at": {
+                    "type": ["string", "null"],
+                    "format": "date-time",
+                    "description": "When it stops working; null: when revoked.",
+                },
                 "current": {
                     "type": "boolean",
                     "description": "The token this request was made with.",

@@ -476,3 +476,28 @@ def test_a_store_from_before_approved_with_gains_it_on_open(tmp_path: Path) -> N
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     conn.close()
+
+
+def test_a_lifetime_set_by_the_operator_ends_the_device_token(store: Store) -> None:
+    """``LTM_DEVICE_TOKEN_DAYS``: the token says when it ends (``expires_in``), works until
+    then, and is refused after; signing in again is the renewal."""
+    settings = DeviceSettings.from_env({"LTM_DEVICE_TOKEN_DAYS": "30"})
+    assert settings.token_days == 30
+    alice, _ = make_user(store)
+    auth = start(store)
+    device.decide(store, settings, alice, auth.user_code, approve=True, when=T0)
+    form = {"grant_type": [device.GRANT_TYPE], "device_code": [auth.device_code]}
+    issued = device.token(store, settings, {**form, "client_id": ["ltm-cli"]}, when=T0)
+    assert issued.body()["expires_in"] == 30 * 86400
+    bearer = f"Bearer {issued.access_token}"
+    assert tokens.authenticate(store, bearer, T0 + timedelta(days=29)).id == alice.id
+    with pytest.raises(Exception, match="invalid token"):
+        tokens.authenticate(store, bearer, T0 + timedelta(days=30))
+    (listed,) = [t for t in store.list_tokens(user_id=alice.id) if t.label == issued.label]
+    assert listed.expires_at == T0 + timedelta(days=30)
+
+
+@pytest.mark.parametrize("raw", ["0", "3651", "a month"])
+def test_a_lifetime_out_of_bounds_is_refused_at_start(raw: str) -> None:
+    with pytest.raises(ValueError, match="LTM_DEVICE_TOKEN_DAYS"):
+        DeviceSettings.from_env({"LTM_DEVICE_TOKEN_DAYS": raw})

@@ -12,6 +12,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,21 @@ def test_approve_and_tokens_need_a_server(tmp_path: Path) -> None:
     offline = Cli(tmp_path / "offline")
     assert "needs a server" in offline.fails("approve", "BCDF-GHJK")
     assert "needs a server" in offline.fails("tokens")
+
+
+def test_a_lifetime_set_by_the_operator_shows_on_each_signed_in_device(tmp_path: Path) -> None:
+    """With ``LTM_DEVICE_TOKEN_DAYS`` a device's token says when it stops working; the
+    tokens an operator issues by hand keep working until revoked."""
+    with device_server(tmp_path / "server", LTM_DEVICE_TOKEN_DAYS="30") as server:
+        laptop = signed_in(server, tmp_path / "laptop", "gus")
+        desktop = Cli(tmp_path / "desktop")
+        auth = AuthProcess(desktop, server.url)
+        assert laptop.run("approve", auth.code()).returncode == 0
+        assert auth.finish() == 0, auth.output()
+        rows = json.loads(desktop.ok("tokens", "--json"))["tokens"]
+    mine = next(row for row in rows if row["current"])
+    theirs = next(row for row in rows if not row["current"])
+    issued = datetime.fromisoformat(mine["created_at"].replace("Z", "+00:00"))
+    expires = datetime.fromisoformat(mine["expires_at"].replace("Z", "+00:00"))
+    assert expires - issued == timedelta(days=30)
+    assert theirs["expires_at"] is None  # the hand-issued token of `ltm server issue-token`

@@ -24,9 +24,14 @@ The two endpoints, as the reference client calls them (form-encoded):
 
 The token handed out is an ordinary ltm bearer token of the approving user
 (``tokens.new_token``), one per device, labelled after the device so people
-can tell their devices apart (``ltm tokens``) and revoke one. It has no
-expiry: the reference client cannot refresh, so it lasts until revoked, and
-the answer carries no ``expires_in``.
+can tell their devices apart (``ltm tokens``) and revoke one. By default it
+has no expiry: the reference client cannot refresh, so it lasts until revoked,
+and the answer carries no ``expires_in``. An operator who wants signed-in
+devices to sign in again now and then (someone who left the organisation then
+loses access by the time the lifetime runs out, even if nobody revokes their
+tokens) sets ``LTM_DEVICE_TOKEN_DAYS``: each token then expires that many days
+after it was issued, the answer says so in ``expires_in`` (RFC 6749 §5.1), and
+signing in again (``ltm auth login``) renews it.
 
 A grant is decided (approved or denied) once, by a signed-in user who types
 the user code: on the verification page (Cognito or an existing token, see
@@ -113,6 +118,7 @@ class DeviceSettings:
     wrong_codes_per_client: int = 10  # wrong codes looked up anonymously, per address
     wrong_sign_ins_per_code: int = 10  # wrong tokens on the page, per user code typed
     authorize_per_client: int = 30  # new grants per client address per window
+    token_days: int | None = None  # how long an issued token works; None: until revoked
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> DeviceSettings:
@@ -144,6 +150,10 @@ class DeviceSettings:
             authorize_per_client=number(
                 "LTM_DEVICE_AUTHORIZE_PER_CLIENT", base.authorize_per_client, 1, 100_000
             ),
+            # At most ten years: a bound, so a typo cannot mean "for ever" in disguise.
+            token_days=number("LTM_DEVICE_TOKEN_DAYS", 0, 1, 3650)
+            if (environ.get("LTM_DEVICE_TOKEN_DAYS") or "").strip()
+            else None,
         )
 
 
@@ -559,10 +569,17 @@ class Issued:
     access_token: str
     label: str
     scope: str
+    expires_in: int | None = None  # seconds; None when the token lasts until revoked
 
     def body(self) -> dict[str, Any]:
-        # No expires_in: the token lasts until revoked (the reference client cannot refresh).
-        return {"access_token": self.access_token, "token_type": "Bearer", "scope": self.scope}
+        body: dict[str, Any] = {
+            "access_token": self.access_token,
+            "token_type": "Bearer",
+            "scope": self.scope,
+        }
+        if self.expires_in is not None:
+            body["expires_in"] = self.expires_in
+        return body
 
 
 def token(
@@ -607,7 +624,7 @@ def token(
     if grant.status == "denied":
         raise OAuthError("access_denied", "the sign-in was denied")
     if grant.status == "approved":
-        return _redeem(store, grant, when)
+        return _redeem(store, grant, when, settings.token_days)
     if too_fast:
         raise OAuthError(
             "slow_down", f"polling too fast; wait {grant.interval} seconds between requests"
@@ -615,12 +632,15 @@ def token(
     raise OAuthError("authorization_pending", "waiting for the user to approve")
 
 
-def _redeem(store: Store, grant: DeviceGrant, when: datetime) -> Issued:
+def _redeem(store: Store, grant: DeviceGrant, when: datetime, days: int | None) -> Issued:
     assert grant.user_id is not None
+    lifetime = timedelta(days=days) if days is not None else None
     for _attempt in range(LABEL_ATTEMPTS):
         label = device_label(grant.device_name)
         # The token gets exactly the scope the device asked for and the user approved.
         secret, record = new_token(grant.user_id, label, when=when, scope=grant.scope)
+        if lifetime is not None:
+            record = record._replace(expires_at=record.created_at + lifetime)
         try:
             store.redeem_device_grant(grant.device_code_hash, when, record)
         except StoreConflict:
@@ -629,7 +649,8 @@ def _redeem(store: Store, grant: DeviceGrant, when: datetime) -> Issued:
             raise OAuthError("invalid_grant", "unknown device code") from None
         except StoreGone:
             raise OAuthError("invalid_grant", "this device code was already used") from None
-        return Issued(access_token=secret, label=label, scope=grant.scope)
+        seconds = int(lifetime.total_seconds()) if lifetime is not None else None
+        return Issued(access_token=secret, label=label, scope=grant.scope, expires_in=seconds)
     raise OAuthError(
         "temporarily_unavailable", "could not label the new token; try again", status=503
     )

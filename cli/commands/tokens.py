@@ -48,7 +48,7 @@ def _tokens(backend: RemoteBackend) -> list[dict[str, Any]]:
 
 @app.callback()
 def tokens(ctx: typer.Context, as_json: options.Json = False) -> None:
-    """List your tokens: label, created, last used, scope (never the token itself)."""
+    """List your tokens: label, created, last used, expiry, scope (never the token itself)."""
     if ctx.invoked_subcommand is None:
         _list(as_json)
 
@@ -68,14 +68,15 @@ def _list(as_json: bool) -> None:
     if as_json:
         print(json.dumps({"tokens": rows}, indent=2, ensure_ascii=False))
         return
-    table = [("LABEL", "CREATED", "LAST USED", "SCOPE", "")]
+    table = [("LABEL", "CREATED", "LAST USED", "EXPIRES", "SCOPE", "")]
     for row in rows:
-        last = row.get("last_used_at")
+        last, expires = row.get("last_used_at"), row.get("expires_at")
         table.append(
             (
                 str(row.get("label", "")),
                 relative_time(str(row.get("created_at", ""))),
                 relative_time(str(last)) if last else "never",
+                str(expires)[:10] if expires else "never",  # the day it stops working
                 str(row.get("scope", "")),  # what it may do: read, write or "read write"
                 "(this machine)" if row.get("current") else "",
             )
