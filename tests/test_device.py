@@ -501,3 +501,16 @@ def test_a_lifetime_set_by_the_operator_ends_the_device_token(store: Store) -> N
 def test_a_lifetime_out_of_bounds_is_refused_at_start(raw: str) -> None:
     with pytest.raises(ValueError, match="LTM_DEVICE_TOKEN_DAYS"):
         DeviceSettings.from_env({"LTM_DEVICE_TOKEN_DAYS": raw})
+
+
+def test_revoking_every_token_of_someone_who_left(store: Store) -> None:
+    """``tokens.revoke_all``: each of the user's devices is signed out, nobody else's."""
+    alice, first = make_user(store)
+    second = tokens.add(store, alice.id, "alice-desktop", when=T0)
+    _bob, bobs = make_user(store, "bob")
+    assert sorted(tokens.revoke_all(store, alice.id)) == ["alice-desktop", "alice-laptop"]
+    for secret in (first, second):
+        with pytest.raises(Exception, match="invalid token"):
+            tokens.authenticate(store, f"Bearer {secret}")
+    assert tokens.authenticate(store, f"Bearer {bobs}").display == "bob"
+    assert tokens.revoke_all(store, alice.id) == []

@@ -136,6 +136,28 @@ def test_issue_list_and_revoke_tokens(tmp_path: Path) -> None:
         assert server.client(root).get("/v1/teams").status_code == 200
         missing = ltm_server("revoke-token", "alice", "--db", str(db))
         assert missing.returncode != 0 and "alice" in missing.stderr
+
+        # Someone leaves: every token of theirs ends at once, and nobody else's (the new
+        # token takes the free label "alice" again).
+        third = ltm_server("issue-token", "alice", "--db", str(db)).stdout.strip()
+        assert server.client(third).get("/v1/teams").status_code == 200
+        gone = ltm_server("revoke-token", "--user", "ALICE", "--db", str(db))
+        assert gone.returncode == 0, gone.stderr
+        assert "Revoked 2 token(s) of 'alice': alice-2, alice." in gone.stderr
+        assert server.client(third).get("/v1/teams").status_code == 401
+        assert server.client(other.stdout.strip()).get("/v1/teams").status_code == 200
+        # Without a token, a user is known by id alone.
+        assert "no user 'alice' holding a token" in (
+            ltm_server("revoke-token", "--user", "alice", "--db", str(db)).stderr
+        )
+        alice_id = next(t["user_id"] for t in as_json if t["user"] == "alice")
+        again = ltm_server("revoke-token", "--user", alice_id, "--db", str(db))
+        assert again.returncode == 0 and "no token left" in again.stderr
+        for wrong in ((), ("bob-laptop", "--user", "bob")):
+            refused = ltm_server("revoke-token", *wrong, "--db", str(db))
+            assert refused.returncode != 0 and "LABEL or --user" in refused.stderr
+        nobody = ltm_server("revoke-token", "--user", "zed", "--db", str(db))
+        assert "no user 'zed' holding a token" in nobody.stderr
     finally:
         server.stop()
 

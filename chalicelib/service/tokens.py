@@ -281,6 +281,19 @@ def revoke(store: Store, label: str, *, user_id: str | None = None) -> None:
         raise NotFound("token not found")
 
 
+def revoke_all(store: Store, user_id: str) -> list[str]:
+    """Revoke every token of the user (someone who left: every device and OAuth sign-in
+    stops at once, their refresh tokens with them); the labels revoked.
+
+    A token added meanwhile is not seen; running it again takes that one too.
+    """
+    return [
+        token.label
+        for token in store.list_tokens(user_id=user_id)
+        if store.revoke_token(token.label, user_id=user_id)
+    ]
+
+
 def whoami(store: Store, caller: Caller) -> tuple[User, Token | None]:
     """The caller's user and the token they call with (``GET /v1/whoami``, an extension).
 

@@ -360,19 +360,52 @@ def list_tokens(
 
 @app.command("revoke-token")
 def revoke_token(
-    label: Annotated[str, typer.Argument(help="The label of the token to revoke.")],
+    label: Annotated[
+        str | None, typer.Argument(help="The label of the token to revoke.", show_default=False)
+    ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user",
+            metavar="NAME",
+            help="Revoke every token of this user (a display name or id) instead.",
+            show_default=False,
+        ),
+    ] = None,
     db: DbOption = None,
 ) -> None:
-    """Revoke a token by its label; it stops working at once."""
+    """Revoke a token by its label, or every token of a user; each stops working at once."""
     _needs_the_server_extra("revoke-token")
+    if (label is None) == (user is None):
+        raise _fail("give a token's LABEL or --user NAME (one of them)")
+    from ltm.service import tokens
+    from ltm.service.errors import ServiceError
+
     path, store = _open_existing(db)
     try:
-        revoked = store.revoke_token(label)
+        if user is None:
+            if not store.revoke_token(label or ""):
+                raise _fail(f"no token labelled {label!r} in {path}")
+            said = f"Revoked token {label!r}."
+        else:
+            try:
+                found = tokens.find_user(store, user)
+            except ServiceError as exc:
+                raise _fail(exc.message) from None
+            if found is None:
+                raise _fail(
+                    f"no user {user!r} holding a token in {path} (`ltm server tokens` lists"
+                    " them; one whose every token is revoked is named by id)"
+                )
+            labels = tokens.revoke_all(store, found.id)
+            said = (
+                f"Revoked {len(labels)} token(s) of {found.display!r}: {', '.join(labels)}."
+                if labels
+                else f"{found.display!r} has no token left to revoke."
+            )
     finally:
         store.close()
-    if not revoked:
-        raise _fail(f"no token labelled {label!r} in {path}")
-    _say(f"Revoked token {label!r}.")
+    _say(said)
 
 
 def web_name_for(host: str, store: Store) -> str | None:
