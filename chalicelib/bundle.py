@@ -12,7 +12,8 @@ UTF-8 text, one JSON object per line (``\\n`` ends every line, no blank
 lines). The first line is the header::
 
     {"format": "ltm-bundle", "version": 1, "exported_at": "2026-05-01T12:00:00Z",
-     "source": "local" | "<server URL>", "ltm": "<exporting ltm version>"}
+     "source": "local" | "<server URL>", "ltm": "<exporting ltm version>",
+     "exported_by": "<user id>"}      # optional: who exported it ("local" on the local store)
 
 Every further line is one packet::
 
@@ -20,6 +21,9 @@ Every further line is one packet::
      "scope": "personal" | "team",    # where it lived
      "team": "<team name>",           # only when scope is "team"
      "created_by": "<user id>",       # who stored it ("local" on the local store)
+     "created_by_name": "<name>",     # optional: that user's display name, when known
+     "created_by_host": "<server URL>",  # optional: where that user id is one, when it is
+                                      # not the header's source (a copy in a local store)
      "created_at": "<RFC 3339>",      # the packet's own created_at
      "conforming": true,              # false: stored in lenient mode, flagged
      "packet": {...}}                 # the packet itself, keys in canonical order
@@ -71,6 +75,8 @@ class Entry:
     # "surrogatepass", and 0xED leads the UTF-8 form of a surrogate (and of U+D000 to
     # U+D7FF, which only costs such a line the shortcut).
     plain: bool = False
+    created_by_name: str = ""
+    created_by_host: str = ""
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Sent back by every worker of an import: as a tuple, not the slots' state.
@@ -85,6 +91,8 @@ class Entry:
                 self.conforming,
                 self.packet,
                 self.plain,
+                self.created_by_name,
+                self.created_by_host,
             ),
         )
 
@@ -93,21 +101,19 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-def header_line(*, source: str, exported_at: str) -> str:
+def header_line(*, source: str, exported_at: str, exported_by: str = "") -> str:
     from . import __version__
 
-    return (
-        _dumps(
-            {
-                "format": FORMAT,
-                "version": VERSION,
-                "exported_at": exported_at,
-                "source": source,
-                "ltm": __version__,
-            }
-        )
-        + "\n"
-    )
+    header = {
+        "format": FORMAT,
+        "version": VERSION,
+        "exported_at": exported_at,
+        "source": source,
+        "ltm": __version__,
+    }
+    if exported_by:
+        header["exported_by"] = exported_by
+    return _dumps(header) + "\n"
 
 
 def entry_line(
@@ -117,13 +123,20 @@ def entry_line(
     created_by: str,
     created_at: str,
     conforming: bool = True,
+    created_by_name: str = "",
+    created_by_host: str = "",
 ) -> str:
     """The line for one stored packet (``body``: its canonical bytes)."""
     packet = json.loads(body)
     line: dict[str, Any] = {"id": packet.get("id"), "scope": "team" if team else "personal"}
     if team:
         line["team"] = team
-    line.update(created_by=created_by, created_at=created_at, conforming=conforming, packet=packet)
+    line["created_by"] = created_by
+    if created_by_name:
+        line["created_by_name"] = created_by_name
+    if created_by_host:
+        line["created_by_host"] = created_by_host
+    line.update(created_at=created_at, conforming=conforming, packet=packet)
     return _dumps(line) + "\n"
 
 
@@ -205,7 +218,14 @@ def read_entry(line: bytes | str) -> Entry:
         conforming=conforming is not False,
         packet=packet,
         plain=isinstance(line, bytes) and not any(mark in line for mark in _NOT_PLAIN),
+        created_by_name=_text(data.get("created_by_name")),
+        created_by_host=_text(data.get("created_by_host")),
     )
+
+
+def _text(value: Any) -> str:
+    """An optional text field of a line: what is not a string counts as absent."""
+    return value if isinstance(value, str) else ""
 
 
 def lines(stream: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:

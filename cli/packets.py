@@ -114,7 +114,8 @@ def list_packets(
             )
             rows += listing.rows
         shown = [] if as_json else shown_ids(backend, [row["id"] for row in rows])
-        authors = _authors(backend, team, [row["id"] for row in rows]) if team and shown else {}
+        ids = [row["id"] for row in rows]
+        authors = (_authors(backend, team, ids) if team else _copied(backend, ids)) if shown else {}
     finally:
         backend.close()
     more = listing.next_page_token
@@ -329,13 +330,36 @@ def _authors(backend: Backend, team: str, ids: list[str]) -> dict[str, str]:
     return {pid: people[uid] for pid, uid in stored.items()}
 
 
+def _copied(backend: Backend, ids: list[str]) -> dict[str, str]:
+    """A local listing's authors by packet id, when any row is a copy of another's packet
+    ("you" for the others); {} when all are the user's own (no column then)."""
+    if not hasattr(backend, "copied_from"):
+        return {}
+    from ltm.cli.client.authors import every
+
+    copies = every()  # read once for the page, not once a row
+    if not any(pid in copies for pid in ids):
+        return {}
+    return {
+        pid: one_line(copies[pid]["name"] or copies[pid]["id"], 24) if pid in copies else "you"
+        for pid in ids
+    }
+
+
+def _copy_author(backend: Backend, packet_id: str) -> str | None:
+    """ "name (user id, on host)" for a local copy of another's packet, else None."""
+    copied_from = getattr(backend, "copied_from", None)
+    copy = copied_from(packet_id) if copied_from is not None else None
+    if copy is None:
+        return None
+    on = f", on {copy['host']}" if copy["host"] else ""
+    return f"{copy['name'] or 'user'} ({copy['id']}{on})"
+
+
 def _member_names(backend: Backend, team: str) -> dict[str, str]:
-    members = getattr(backend, "members", None)
-    try:
-        rows = members(team) if members is not None else []
-    except CliError:
-        rows = []
-    return {str(r.get("user_id")): one_line(str(r.get("display", "")), 24) for r in rows}
+    from ltm.cli.client.authors import member_names
+
+    return {uid: one_line(name, 24) for uid, name in member_names(backend, team).items()}
 
 
 def _who(backend: Backend, names: dict[str, str], user_id: str) -> str:
@@ -368,6 +392,7 @@ def show_packet(ref: str, *, team: str | None, as_json: bool, local: bool) -> No
             if stored_by:
                 who = _who(backend, _member_names(backend, team or ""), stored_by)
                 author = who if who in ("you", stored_by) else f"{who} ({stored_by})"
+            author = _copy_author(backend, packet_id) or author
     finally:
         backend.close()
     if as_json:

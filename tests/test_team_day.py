@@ -196,7 +196,7 @@ def test_the_sign_in_page_takes_a_code_approved_from_a_signed_in_cli(
 
 
 @needs_git
-def test_team_memory_reaches_the_agent_at_session_start(server: Server, tmp_path: Path) -> None:
+def test_team_memory_reaches_the_agent_atsession_start(server: Server, tmp_path: Path) -> None:
     """Hooks installed with ``-t core``: the session starts with the project's newest packet
     across Sam's own scope and the team's, framed by who wrote it."""
     olive = signed_in(server, tmp_path / "olive", "Olive3")
@@ -390,24 +390,101 @@ def test_display_names_are_unique_and_people_change_theirs(server: Server, tmp_p
     assert olive.ok("profile", "--display", "olive7").startswith("olive7 (")  # one's own
 
 
+def teammates(
+    server: Server, tmp_path: Path, team: str, owner: str, member: str
+) -> tuple[Cli, Cli]:
+    """``owner``, signed in, with a new ``team``; ``member`` joined it on a clean machine
+    (whose default stays the local store)."""
+    olive = signed_in(server, tmp_path / "olive", owner)
+    olive.ok("teams", "create", team)
+    sam = Cli(tmp_path / "sam")
+    sam.env["LTM_STATE_DIR"] = str(tmp_path / "sam-state")
+    sam.ok("join", olive.ok("invite", "-t", team).strip(), "--display", member)
+    return olive, sam
+
+
+def session_start(cli: Cli, checkout: Path) -> str:
+    """What the session-start hook puts in the agent's context, inside the data fence."""
+    payload = {"session_id": "s-9", "cwd": str(checkout), "hook_event_name": "SessionStart"}
+    done = cli.at(checkout).run("hook", "session-start", stdin=json.dumps(payload))
+    text = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    return text.split("ltm-data\n", 1)[1]
+
+
 @needs_git
 def test_a_teammates_packet_copied_to_the_local_store_stays_theirs(
     server: Server, tmp_path: Path
 ) -> None:
     """``pull --to-local`` keeps who wrote the packet: the session start frames the local
     copy as the teammate's notes, not the user's own."""
-    olive = signed_in(server, tmp_path / "olive", "Olive8")
-    olive.ok("teams", "create", "copies")
-    sam = Cli(tmp_path / "sam")
-    sam.env["LTM_STATE_DIR"] = str(tmp_path / "sam-state")
-    sam.ok("join", olive.ok("invite", "-t", "copies").strip(), "--display", "Sam8")
+    olive, sam = teammates(server, tmp_path, "copies", "Olive8", "Sam8")
     checkout = repo(tmp_path / "app", "https://github.com/acme/copied.git")
     theirs = olive.at(checkout).ok("save", "-t", "copies", "-", stdin=content("Olive's copy"))
     sam.ok("pull", theirs.strip(), "-t", "copies", "--to-local")
 
-    payload = {"session_id": "s-8", "cwd": str(checkout), "hook_event_name": "SessionStart"}
-    done = sam.at(checkout).run("hook", "session-start", stdin=json.dumps(payload))
-    text = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
-    inside = text.split("ltm-data\n", 1)[1]
+    inside = session_start(sam, checkout)
     assert "Olive's copy" in inside and "Saved by: another person, Olive8" in inside
     assert "the user's own account" not in inside
+
+
+@needs_git
+def test_a_teammates_packet_imported_into_the_local_store_stays_theirs(
+    server: Server, tmp_path: Path
+) -> None:
+    """A bundle exported from a server carries who wrote each packet; imported into the
+    local store of a fresh machine, a teammate's packet is framed as theirs at session
+    start, in ``ls`` and in ``show``, the exporter's own as the user's; and a local store's
+    export of such a copy keeps it theirs on the next machine too."""
+    olive, sam = teammates(server, tmp_path, "imported", "Olive9", "Sam9")
+    checkout = repo(tmp_path / "app", "https://github.com/acme/imported.git")
+    on = ("-H", server.url)  # joining leaves the local store Sam's default
+    mine = sam.at(checkout).ok(*on, "save", "-", stdin=content("Sam's own plan")).strip()
+    theirs = olive.at(checkout).ok("save", "-t", "imported", "-", stdin=content("Olive's fix"))
+    theirs = theirs.strip()
+    bundle = tmp_path / "sam.jsonl"
+    sam.ok(*on, "export", "--all", "-o", str(bundle))
+
+    # Sam's new laptop: signed in nowhere, the bundle into its local store.
+    laptop = Cli(tmp_path / "laptop")
+    laptop.env["LTM_STATE_DIR"] = str(tmp_path / "laptop-state")
+    laptop.ok("import", str(bundle), "--local")
+    inside = session_start(laptop, checkout)
+    assert "Olive's fix" in inside and "Saved by: another person, Olive9" in inside
+    assert "the user's own account" not in inside
+    listed = laptop.ok("ls", "--local")
+    assert re.search(rf"{theirs[:12]}\S*\s+.*Olive9\s+Olive's fix", listed), listed
+    assert re.search(rf"{mine[:12]}\S*\s+.*you\s+Sam's own plan", listed), listed
+    assert "Saved by Olive9 (" in laptop.ok("show", theirs, "--local")
+    assert "Saved by" not in laptop.ok("show", mine, "--local")
+
+    # Sam's own packet, newest, is his at session start.
+    laptop.at(checkout).ok("save", "--local", "-", stdin=content("Sam, later"))
+    assert "Saved by: another person" not in session_start(laptop, checkout)
+
+    # Exported from the laptop's local store and imported on a third machine: still Olive's.
+    again = tmp_path / "laptop.jsonl"
+    laptop.ok("export", "--local", "-o", str(again))
+    third = Cli(tmp_path / "third")
+    third.ok("import", str(again), "--local")
+    assert "Saved by Olive9 (" in third.ok("show", theirs, "--local")
+    assert "Saved by" not in third.ok("show", mine, "--local")
+    third.ok("rm", theirs, "--local", "--yes")  # gone, and so is who wrote it
+    assert theirs not in (third.home / "data" / "authors.json").read_text()
+
+
+def test_another_users_bundle_imported_locally_is_framed_as_theirs(
+    server: Server, tmp_path: Path
+) -> None:
+    """A bundle of Olive's personal packets, imported into the local store of Sam, who is
+    signed in to the same server as himself: Olive's, not Sam's."""
+    olive = signed_in(server, tmp_path / "olive", "Olive10")
+    note = olive.ok("save", "-", stdin=content("Olive's personal note")).strip()
+    bundle = tmp_path / "olive.jsonl"
+    olive.ok("export", "-o", str(bundle))
+    sam = signed_in(server, tmp_path / "sam", "Sam10")
+    sam.ok("import", str(bundle), "--local")
+    assert "Saved by Olive10 (" in sam.ok("show", note, "--local")
+    # Into the server, the server decides: Olive's packet is hers there, never Sam's.
+    refused = sam.run("import", str(bundle))
+    assert refused.returncode == 1 and f"refused {note}" in refused.stdout
+    assert note not in sam.ok("ls")

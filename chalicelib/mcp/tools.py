@@ -482,6 +482,10 @@ def _origin(
     if mine is None and personal:
         mine = True
     name = _display_name(backend, team, author) if author and team else ""
+    copied_from = getattr(backend, "copied_from", None)  # the CLI's local store keeps copies
+    copied = copied_from(packet_id) if copied_from is not None and not team else None
+    if copied is not None:
+        name = copied["name"]
     saved = packet.get("created_at")
     return Origin(
         mine=mine,

@@ -574,10 +574,8 @@ def _newest(
         origin = Origin(mine=True)
         if team is not None:
             origin = _team_origin(backend, team, rows[0]["id"])
-        elif getattr(backend, "host", None) is None:  # the local store: a copy may be another's
-            from ltm.cli.client.authors import of
-
-            copied = of(rows[0]["id"])
+        elif hasattr(backend, "copied_from"):  # the local store: a copy may be another's
+            copied = backend.copied_from(rows[0]["id"])
             if copied is not None:
                 origin = Origin(mine=False, author_id=copied["id"], author_name=copied["name"])
     finally:

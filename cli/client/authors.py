@@ -1,10 +1,12 @@
-"""Who wrote the packets copied into the local store from a server (``pull --to-local``).
+"""Who wrote the packets copied into the local store from elsewhere: a server
+(``pull --to-local``) or a bundle (``ltm import --local``).
 
 The local store has one user, so everything in it reads as the user's own; a
 teammate's packet copied down must not (the session-start hook would frame another
 person's notes as the user's). The server named the author when the packet came
-down (``X-Ltm-Created-By``); that fact is kept here, in ``authors.json`` beside the
-local store (0600), keyed by packet id, and read where the packet is framed.
+down (``X-Ltm-Created-By``), a bundle's line names it (``created_by``); that fact is
+kept here, in ``authors.json`` beside the local store (0600), keyed by packet id,
+and read where the packet is framed (``LocalBackend.copied_from``) and exported.
 
 Import-light: the session-start hook reads it.
 """
@@ -35,20 +37,94 @@ def _load() -> dict[str, Any]:
 def of(packet_id: str) -> dict[str, str] | None:
     """The author recorded for a local copy: ``{"id", "name", "host"}``, or None (the
     user's own, or written here)."""
-    found = _load().get(packet_id)
-    return found if isinstance(found, dict) and found.get("id") else None
+    return _valid(_load().get(packet_id))
+
+
+def every() -> dict[str, dict[str, str]]:
+    """Every recorded author, by packet id (read once, for an export)."""
+    known = {pid: _valid(found) for pid, found in _load().items()}
+    return {pid: found for pid, found in known.items() if found is not None}
+
+
+def _valid(found: Any) -> dict[str, str] | None:
+    if not isinstance(found, dict) or not isinstance(found.get("id"), str) or not found["id"]:
+        return None
+    return {key: str(found.get(key) or "") for key in ("id", "name", "host")}
 
 
 def remember(packet_id: str, author: dict[str, str] | None) -> None:
     """Record (or with None, forget) who wrote the local copy of ``packet_id``."""
+    remember_many({packet_id: author})
+
+
+def remember_many(changes: dict[str, dict[str, str] | None]) -> None:
+    """Record (None: forget) the authors of many local copies, in one write; none when
+    nothing changes (an import of the user's own packets never makes the file)."""
     from ltm.cli.config import private_dir, write_private
 
     known = _load()
-    if author is None:
-        if packet_id not in known:
-            return
-        known.pop(packet_id)
-    else:
-        known[packet_id] = author
+    changed = False
+    for packet_id, author in changes.items():
+        if author is None:
+            changed |= known.pop(packet_id, None) is not None
+        elif known.get(packet_id) != author:
+            known[packet_id] = author
+            changed = True
+    if not changed:
+        return
     private_dir(_path().parent)
     write_private(_path(), json.dumps(known, ensure_ascii=False, indent=1) + "\n")
+
+
+def member_names(backend: Any, team: str) -> dict[str, str]:
+    """A team's members' display names by user id; {} where they cannot be listed (the
+    local store, a server that refuses)."""
+    from ltm.cli.errors import CliError
+
+    members = getattr(backend, "members", None)
+    try:
+        rows = members(team) if members is not None else []
+    except CliError:
+        rows = []
+    return {str(r.get("user_id")): str(r.get("display") or "") for r in rows}
+
+
+class FromBundle:
+    """Who wrote each line of a bundle imported into the local store, as ``pull
+    --to-local`` records it: None for the user's own, else ``{"id", "name", "host"}``.
+
+    A line's ``created_by`` is a user id on a server (its ``created_by_host``, else the
+    header's ``source``); it is the user's own when it is the id this machine is signed
+    in with there, else (not signed in there) the one who exported the bundle
+    (``exported_by``). A bundle that names no exporter (older ltm) is told by its
+    personal lines: a server's personal listing holds only its caller's packets. What a
+    local store wrote (``local``) is the user's own.
+    """
+
+    def __init__(self, header: dict[str, Any]) -> None:
+        from ltm.cli.client.credentials import load
+
+        source = header.get("source")
+        self.source = source if isinstance(source, str) and source != "local" else ""
+        exporter = header.get("exported_by")
+        self.exporter = exporter if isinstance(exporter, str) and exporter != "local" else ""
+        self.hosts = load().hosts
+
+    def _me(self, host: str) -> str:
+        user = self.hosts.get(host, {}).get("user")
+        if isinstance(user, dict) and user.get("id"):
+            return str(user["id"])
+        return self.exporter if host == self.source else ""
+
+    def author(self, entry: Any) -> dict[str, str] | None:
+        """Who wrote ``entry`` (a ``bundle.Entry``), when it is not the user."""
+        by = entry.created_by
+        if not by or by == "local":
+            return None
+        host = entry.created_by_host or self.source
+        me = self._me(host)
+        if not me and self.source and host == self.source and entry.scope == "personal":
+            self.exporter = me = by  # a server's personal scope: the exporter's own
+        if by == me:
+            return None
+        return {"id": by, "name": entry.created_by_name, "host": host}

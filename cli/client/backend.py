@@ -191,6 +191,25 @@ class LocalBackend(ServiceBackend):
     def whoami(self) -> dict[str, Any]:
         return {"backend": "local", "store": self.path}
 
+    def copied_from(self, packet_id: str) -> dict[str, str] | None:
+        """Who wrote this local copy of another's packet (``pull --to-local``, ``import``):
+        ``{"id", "name", "host"}``; None for the user's own."""
+        from ltm.cli.client import authors
+
+        return authors.of(packet_id)
+
+    def delete(self, ref: str, *, team: str | None = None) -> str:
+        from ltm.cli.client import authors
+
+        deleted = super().delete(ref, team=team)
+        authors.remember(deleted, None)  # a later packet under that id is not theirs
+        return deleted
+
+    def stored_by(self, packet_id: str) -> str | None:
+        # A copy is its author's (their id on their server), never the local user's.
+        copied = self.copied_from(packet_id)
+        return copied["id"] if copied is not None else super().stored_by(packet_id)
+
     def team_names(self) -> list[str]:
         return []
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ltm.bundle import BundleError
+    from ltm.cli.client.authors import FromBundle
     from ltm.cli.client.backend import Backend, Pushed
     from ltm.cli.client.judges import Item, Judged, Judges, Ready
 
@@ -89,12 +90,21 @@ def export(backend: Backend, scopes: list[str | None], out: IO[bytes]) -> dict[s
     """Write the header and every packet of ``scopes`` (None: personal) to ``out``.
 
     Returns how many packets each scope had (``"personal"`` or the team's name).
+    Each line names who stored the packet, by id and (when known) display name; a
+    copy in the local store of another's packet names them and their server
+    (``ltm.cli.client.authors``), so an import elsewhere keeps it theirs.
     """
-    from ltm import bundle
+    import json
 
-    source = "local" if backend.whoami().get("backend") == "local" else backend.label
+    from ltm import bundle
+    from ltm.cli.client import authors
+
+    local = backend.whoami().get("backend") == "local"
+    source = "local" if local else backend.label
+    me = {"id": "local"} if local else _exporter(backend)
+    copies = authors.every() if local else {}
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    out.write(bundle.header_line(source=source, exported_at=stamp).encode())
+    out.write(bundle.header_line(source=source, exported_at=stamp, exported_by=me["id"]).encode())
     counts: dict[str, int] = {}
     progress = Progress("exported", unit=" packets")
     total = 0
@@ -102,13 +112,22 @@ def export(backend: Backend, scopes: list[str | None], out: IO[bytes]) -> dict[s
         for team in scopes:
             name = team or "personal"
             counts[name] = 0
+            mine = {me["id"]: me.get("display", "")}
+            names = authors.member_names(backend, team) if team else mine
             for held in backend.walk(team=team):
+                by, host = held.created_by, ""
+                copy = copies.get(json.loads(held.body).get("id")) if copies else None
+                if copy is not None:
+                    by, host = copy["id"], copy["host"]
+                    names[by] = copy["name"]
                 line = bundle.entry_line(
                     body=held.body,
                     team=held.team,
-                    created_by=held.created_by,
+                    created_by=by,
                     created_at=held.created_at,
                     conforming=held.conforming,
+                    created_by_name=names.get(by, ""),
+                    created_by_host=host,
                 )
                 out.write(line.encode())
                 counts[name] += 1
@@ -117,6 +136,22 @@ def export(backend: Backend, scopes: list[str | None], out: IO[bytes]) -> dict[s
     finally:
         progress.done()
     return counts
+
+
+def _exporter(backend: Backend) -> dict[str, str]:
+    """Who exports, on a server: ``{"id", "display"}`` as ``ltm auth`` recorded it, else as
+    the server says; ``{"id": ""}`` where it cannot say (the reference has no whoami)."""
+    user = backend.whoami().get("user")
+    if not (isinstance(user, dict) and user.get("id")):
+        identify = getattr(backend, "identify", None)
+        try:
+            answer = identify() if identify is not None else None
+        except CliError:
+            answer = None
+        user = (answer or {}).get("user")
+    if not (isinstance(user, dict) and isinstance(user.get("id"), str)):
+        return {"id": ""}
+    return {"id": user["id"], "display": str(user.get("display") or "")}
 
 
 class AtomicFile:
@@ -300,14 +335,24 @@ class Importer:
         self.rules = preflight.user_rules()  # read the user's patterns once, not per packet
         self.judges: Judges | None = None  # worker processes, for a large bundle
         self.ready: Ready | None = backend.readying()
+        # Into the local store: who wrote each line that landed (None: the user), recorded
+        # as ``pull --to-local`` records it, so a teammate's packet stays theirs.
+        self.provenance: FromBundle | None = None
+        self.copied: dict[str, dict[str, str] | None] = {}
 
     def run(self, stream: BinaryIO, *, size: int | None) -> None:
         """Every packet line of the bundle in ``stream``, in order (``_run``), the cyclic
         garbage collector run rarely meanwhile (``judges.rare_collections``)."""
         from ltm.cli.client.judges import rare_collections
 
-        with rare_collections():
-            self._run(stream, size=size)
+        try:
+            with rare_collections():
+                self._run(stream, size=size)
+        finally:  # what landed keeps its author, however the run ended
+            if self.copied:
+                from ltm.cli.client.authors import remember_many
+
+                remember_many(self.copied)
 
     def _run(self, stream: BinaryIO, *, size: int | None) -> None:
         """Every packet line of the bundle in ``stream``, in order, ``CHUNK`` lines at a time.
@@ -328,9 +373,13 @@ class Importer:
 
         first = stream.readline(bundle.MAX_LINE_BYTES)
         try:
-            bundle.read_header(first)
+            header = bundle.read_header(first)
         except bundle.BundleError as exc:
             raise CliError(str(exc)) from None
+        if self.local:
+            from ltm.cli.client.authors import FromBundle
+
+            self.provenance = FromBundle(header)
         progress = Progress("imported", total=size, unit=" packets")
         self.report.progress = progress
         read = len(first)
@@ -483,6 +532,7 @@ class Importer:
             return None
         present = known.get(entry.id) if entry.id else None
         target = None if self.local else (self.team or entry.team)
+        author = self.provenance.author(entry) if self.provenance is not None else None
         if same:
             # Already here, byte for byte: it passed every check when it was stored. Unless
             # it is the caller's personal packet and the line goes to a team: then the push
@@ -493,6 +543,8 @@ class Importer:
                 self.refuse(name, exc.message)
                 return None
             if not move:
+                if self.provenance is not None:
+                    self.copied[entry.id] = author
                 report.skipped += 1
                 where = f"in team {target}" if target else "among your packets"
                 report.say(f"skipped {entry.id}: identical packet already present {where}")
@@ -526,7 +578,7 @@ class Importer:
                 " overwrite your own)",
             )
             return None
-        return _Push(entry.id or "", name, entry.team, target, present, move, verdict.ready)
+        return _Push(entry.id or "", name, entry.team, target, present, move, verdict.ready, author)
 
     def _pushed(self, push: _Push, answer: Pushed | Failure) -> None:
         """Report what the push of one line did."""
@@ -541,6 +593,8 @@ class Importer:
         if isinstance(answer, Failure):
             self.refuse(push.name, answer.message)
             return
+        if self.provenance is not None:
+            self.copied[push.id] = push.author
         if self.local and push.team:
             report.into_personal += 1
         in_team = f" in team {push.target}" if push.target else ""
@@ -606,6 +660,7 @@ class _Push(NamedTuple):
     # The packet as judged (never judged again): made ready for the backend's push
     # (``Backend.readying``), else the ``Checked``.
     ready: Any
+    author: dict[str, str] | None  # who wrote it, into the local store (None: the user)
 
 
 def _canonical(data: dict[str, object]) -> bytes | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ltm.cli.errors import CliError
 from ltm.cli.terminal.output import info
 
 if TYPE_CHECKING:
@@ -103,11 +102,7 @@ def _author(
     author = remote.stored_by(packet_id)
     if not author or remote.is_me(author) is True:
         return None
-    name = ""
-    if team:
-        try:
-            rows = remote.members(team)
-        except CliError:
-            rows = []
-        name = next((str(r["display"]) for r in rows if r.get("user_id") == author), "")
+    from ltm.cli.client.authors import member_names
+
+    name = member_names(remote, team).get(author, "") if team else ""
     return {"id": author, "name": name, "host": remote.host}
