@@ -1,11 +1,13 @@
-"""The operator's repair of the derived data: the index from the packets, usage by recount."""
+"""The operator's repair of the derived data: the index from the packets, usage by recount,
+the display-name claims of users made before names were claimed in any case."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,8 +16,9 @@ from streamkit import Stream, assert_consistent, scan
 from test_dynamo_stream import ME, found, packet, put
 from timing import scaled
 
-from ltm.store.dynamo import DynamoStore, create_tables
-from ltm.store.dynamo_repair import repair_index, repair_usage
+from ltm.store import NameTaken, User
+from ltm.store.dynamo import DynamoStore, _user_item, create_tables
+from ltm.store.dynamo_repair import repair_index, repair_names, repair_usage
 
 
 @pytest.fixture
@@ -42,6 +45,90 @@ def damage(store: DynamoStore) -> None:
     client.delete_item(TableName=store.table, Key={"pk": {"S": "USAGE#u2"}, "sk": {"S": "USAGE"}})
 
 
+def cut_short(run: Callable[[Callable[[str], None]], object], pages: int) -> str:
+    """Run a repair (``run(say)``) and stop it after ``pages`` pages: the token it gave
+    last, to resume from."""
+    tokens: list[str] = []
+
+    class Cut(Exception):
+        pass
+
+    def say(line: str) -> None:
+        tokens.append(line.rsplit(" ", 1)[-1])
+        if len(tokens) == pages:
+            raise Cut
+
+    with pytest.raises(Cut):
+        run(say)
+    return tokens[-1]
+
+
+def unclaimed(store: DynamoStore) -> None:
+    """What a table from before name claims holds: users and no claim for them ("Sam"
+    and "sam", made then, both), and claims nobody goes by (a user gone, a user renamed
+    by hand)."""
+    people = [("uold", "Sam", 1), ("unew", "sam", 2), ("uolive", "Olive", 3)]
+    for user_id, display, month in people:
+        user = User(user_id, display, datetime(2026, month, 1, tzinfo=UTC))
+        store.client.put_item(TableName=store.table, Item=_user_item(user))
+    for name, user_id in (("ghost", "ugone"), ("olivia", "uolive")):
+        claim = {"pk": {"S": f"NAME#{name}"}, "sk": {"S": "NAME"}, "user_id": {"S": user_id}}
+        store.client.put_item(TableName=store.table, Item=claim)
+
+
+def claims(store: DynamoStore) -> dict[str, str]:
+    return {
+        i["pk"]["S"].removeprefix("NAME#"): i["user_id"]["S"]
+        for i in scan(store)
+        if i["sk"]["S"] == "NAME"
+    }
+
+
+def test_names_claims_every_users_name_and_lists_a_name_two_go_by(
+    store: DynamoStore,
+) -> None:
+    unclaimed(store)
+    said: list[str] = []
+    done = repair_names(store, say=said.append)
+    assert claims(store) == {"sam": "uold", "olive": "uolive"}  # the oldest keeps "Sam"
+    assert done["duplicates"] == [{"user_id": "unew", "display": "sam", "held_by": "uold"}]
+    assert done["claimed"] == 2 and done["stale claims deleted"] == 2
+    assert any("unew" in line and "ltm profile --display" in line for line in said)
+    # The name is taken now in every case; a freed one can be taken again.
+    with pytest.raises(NameTaken):
+        store.create_user(User("uthird", "SAM", datetime.now(UTC)))
+    with pytest.raises(NameTaken):
+        store.rename_user("uolive", "sAm")
+    assert store.rename_user("uolive", "Olivia").display == "Olivia"
+    assert store.rename_user("unew", "Samuel").display == "Samuel"  # the way out
+    again = repair_names(store, say=lambda _: None)
+    assert again["duplicates"] == [] and again["claimed already"] == 3
+    assert claims(store) == {"sam": "uold", "olivia": "uolive", "samuel": "unew"}
+
+
+def test_names_resumes_from_its_token_and_leaves_a_rename_that_raced_it(
+    store: DynamoStore,
+) -> None:
+    unclaimed(store)
+    token = cut_short(lambda say: repair_names(store, say=say, page_size=2), pages=1)
+    real = store.client.transact_write_items
+    state = {"raced": False}
+
+    def renamed_first(**kwargs: Any) -> Any:
+        if not state["raced"]:  # the user renames between the page's read and its claim
+            state["raced"] = True
+            store.client.transact_write_items = real  # type: ignore[method-assign]
+            store.rename_user("uolive", "Olga")
+            store.client.transact_write_items = renamed_first  # type: ignore[method-assign]
+        return real(**kwargs)
+
+    store.client.transact_write_items = renamed_first  # type: ignore[method-assign]
+    repair_names(store, resume=token, say=lambda _: None, page_size=2)
+    store.client.transact_write_items = real  # type: ignore[method-assign]
+    assert state["raced"]
+    assert claims(store) == {"sam": "uold", "olga": "uolive"}
+
+
 def test_repair_rebuilds_the_index_and_recounts_usage(store: DynamoStore) -> None:
     damage(store)
     with pytest.raises(AssertionError):
@@ -57,19 +144,8 @@ def test_repair_rebuilds_the_index_and_recounts_usage(store: DynamoStore) -> Non
 
 def test_a_cut_short_run_resumes_from_its_token(store: DynamoStore) -> None:
     damage(store)
-    tokens: list[str] = []
-
-    class Cut(Exception):
-        pass
-
-    def say(line: str) -> None:
-        tokens.append(line.rsplit(" ", 1)[-1])
-        if len(tokens) == 2:
-            raise Cut
-
-    with pytest.raises(Cut):
-        repair_index(store, say=say, page_size=7)
-    repair_index(store, resume=tokens[-1], say=lambda _: None, page_size=7)
+    token = cut_short(lambda say: repair_index(store, say=say, page_size=7), pages=2)
+    repair_index(store, resume=token, say=lambda _: None, page_size=7)
     # Pages before the cut were already right: the resumed run finished the rest.
     repair_usage(store, say=lambda _: None)
     assert_consistent(store)
@@ -140,8 +216,9 @@ def test_the_documented_command_runs() -> None:
         create_tables(client, table, ttl=False)
         store = DynamoStore(table, client=client)
         damage(store)
+        unclaimed(store)
         env = app_env(url, table)
-        for command in (["index"], ["usage"]):
+        for command in (["index"], ["usage"], ["names"]):
             done = subprocess.run(
                 [sys.executable, "-m", "ltm.store.dynamo_repair", *command],
                 env=env,
@@ -152,3 +229,4 @@ def test_the_documented_command_runs() -> None:
             assert done.returncode == 0, done.stderr
             json.loads(done.stdout)
         assert_consistent(store)
+        assert claims(store) == {"sam": "uold", "olive": "uolive"}

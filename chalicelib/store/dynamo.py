@@ -1493,6 +1493,9 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
         raise Conflict("user could not be created (concurrent writes); try again")
 
     def rename_user(self, user_id: str, display: str) -> User:
+        # Whether the old name's claim is this user's to drop: not where another user held
+        # it before claims were made in any case ("Sam" and "sam", the table's repair).
+        drop_old = True
         for attempt in range(TRANSACTION_ATTEMPTS):
             user = self.get_user(user_id)
             if user is None:
@@ -1508,6 +1511,7 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
             claim = len(actions)
             if new != old:
                 actions.append(_put_new(_name_item(display, user_id)))
+            if new != old and drop_old:
                 actions.append(
                     {
                         "Delete": {
@@ -1523,6 +1527,9 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
             except _Cancelled as cancelled:
                 if new != old and cancelled.failed(claim):
                     raise NameTaken(f"the display name {display!r} is taken") from None
+                if new != old and cancelled.failed(claim + 1):
+                    drop_old = False  # another user's claim: theirs stays
+                    continue
                 _backoff(attempt)  # renamed or deleted meanwhile, or a lost race: read again
                 continue
             self._rename_copies(user_id, display)

@@ -1,7 +1,9 @@
-"""Repair what the DynamoDB store derives: the search index and the usage counters.
+"""Repair what the DynamoDB store derives: the search index, the usage counters and
+the display-name claims.
 
     python -m ltm.store.dynamo_repair index [--scope u:ID|t:ID] [--resume TOKEN]
     python -m ltm.store.dynamo_repair usage [--user ID ...]
+    python -m ltm.store.dynamo_repair names [--resume TOKEN]
 
 Both are safe while the service serves, and both are the migration for a table
 from before the stream consumer (postings of every word, no revisions, usage
@@ -22,6 +24,15 @@ every write of the user's packets bumps in the same transaction; the recount
 reads the counters, counts the packets (a strongly consistent Scan), and sets
 each counter only where ``writes`` did not move meanwhile. A user written to
 during the count is reported; run it again for them.
+
+``names`` is the migration for a table from before display names were claimed
+without regard to case (``NAME#`` items, ``name_key``): every user gets the claim
+on their name, each in a transaction with a check that the user still goes by
+it (a rename meanwhile claimed the new one); a claim no user goes by any more
+is deleted the same way. Where two users already go by one name in different
+cases (``Sam`` and ``sam``), the first found keeps the claim and the others are
+listed (``duplicates``): nobody new can take that name, and each of them can
+move to another with ``ltm profile --display NAME``. Resumable like ``index``.
 """
 
 from __future__ import annotations
@@ -36,7 +47,18 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any, cast
 
-from .dynamo import DEFAULT_TABLE, DynamoStore, Item, _key, _packet_meta, make_client
+from . import name_key
+from .dynamo import (
+    DEFAULT_TABLE,
+    DynamoStore,
+    Item,
+    _Cancelled,
+    _key,
+    _name_item,
+    _packet_meta,
+    _put_new,
+    make_client,
+)
 from .dynamo_search import image_index, pending_key, scope_name
 
 
@@ -250,10 +272,106 @@ def repair_usage(
     return result
 
 
+def repair_names(
+    store: DynamoStore,
+    *,
+    resume: str | None = None,
+    say: Any = print,
+    page_size: int | None = None,
+) -> dict[str, Any]:
+    """Claim every user's display name, drop claims nobody goes by; returns the counts
+    and the ``duplicates`` (``{"user_id", "display", "held_by"}``: a name another holds)."""
+    done: Counter[str] = Counter()
+    duplicates: list[dict[str, str]] = []
+    kwargs: dict[str, Any] = {
+        "FilterExpression": "#sk IN (:u, :n)",
+        "ExpressionAttributeNames": {"#sk": "sk"},
+        "ExpressionAttributeValues": {":u": _s("USER"), ":n": _s("NAME")},
+    }
+    if page_size:
+        kwargs["Limit"] = page_size
+    for items, last in _pages(store, _untoken(resume), **kwargs):
+        # The oldest first, within a page, as the SQLite store's migration claims them.
+        users = sorted(
+            (i for i in items if i["sk"]["S"] == "USER"),
+            key=lambda i: (i.get("created_at", _s(""))["S"], i["pk"]["S"]),
+        )
+        for user in users:
+            _claim(store, user, done, duplicates, say)
+        for claim in (i for i in items if i["sk"]["S"] == "NAME"):
+            _drop_if_stale(store, claim, done)
+        say(f"page done ({dict(done)}); resume with --resume {_token(last)}" if last else "")
+    return {**done, "duplicates": duplicates}
+
+
+def _goes_by(user_id: str, display: str | None) -> dict[str, Any]:
+    """A transaction's check that the user still goes by ``display`` (None: is still gone)."""
+    check: dict[str, Any] = {
+        "Key": _key(f"USER#{user_id}", "USER"),
+        "ConditionExpression": "attribute_not_exists(#d)",
+        "ExpressionAttributeNames": {"#d": "display"},
+    }
+    if display is not None:
+        check["ConditionExpression"] = "#d = :d"
+        check["ExpressionAttributeValues"] = {":d": _s(display)}
+    return {"ConditionCheck": check}
+
+
+def _claim(
+    store: DynamoStore,
+    user: Item,
+    done: Counter[str],
+    duplicates: list[dict[str, str]],
+    say: Any,
+) -> None:
+    user_id, display = user["user_id"]["S"], user.get("display", _s(""))["S"]
+    try:
+        store._transact([_put_new(_name_item(display, user_id)), _goes_by(user_id, display)])
+        done["claimed"] += 1
+        return
+    except _Cancelled as cancelled:
+        if not cancelled.failed(0):
+            done["renamed meanwhile"] += 1  # the rename claimed the new name itself
+            return
+    held = store._get_item(_key(f"NAME#{name_key(display)}", "NAME"))
+    holder = held["user_id"]["S"] if held is not None else ""
+    if holder == user_id:
+        done["claimed already"] += 1
+        return
+    duplicates.append({"user_id": user_id, "display": display, "held_by": holder})
+    say(
+        f"user {user_id} goes by {display!r}, a name user {holder} holds (in another case);"
+        " one of them can take another: ltm profile --display NAME"
+    )
+
+
+def _drop_if_stale(store: DynamoStore, claim: Item, done: Counter[str]) -> None:
+    """Delete a claim whose user is gone or goes by another name now."""
+    key, user_id = claim["pk"]["S"].removeprefix("NAME#"), claim["user_id"]["S"]
+    user = store._get_item(_key(f"USER#{user_id}", "USER"))
+    display = user.get("display", _s(""))["S"] if user is not None else None
+    if display is not None and name_key(display) == key:
+        return
+    delete: dict[str, Any] = {
+        "Delete": {
+            "Key": _key(claim["pk"]["S"], "NAME"),
+            "ConditionExpression": "#u = :u",
+            "ExpressionAttributeNames": {"#u": "user_id"},
+            "ExpressionAttributeValues": {":u": _s(user_id)},
+        }
+    }
+    with contextlib.suppress(_Cancelled):  # changed meanwhile: that change is right
+        store._transact([delete, _goes_by(user_id, display)])
+        done["stale claims deleted"] += 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m ltm.store.dynamo_repair",
-        description="Repair the search index and usage counters of the ltm DynamoDB table.",
+        description=(
+            "Repair the search index, usage counters and display-name claims of the ltm"
+            " DynamoDB table."
+        ),
     )
     parser.add_argument(
         "--table", default=os.environ.get("LTM_DYNAMODB_TABLE", DEFAULT_TABLE), help="table name"
@@ -265,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     index.add_argument("--resume", help="the token a cut-short run printed last")
     usage = sub.add_parser("usage", help="recount what each user owns")
     usage.add_argument("--user", action="append", help="only this user (repeatable)")
+    names = sub.add_parser("names", help="claim every user's display name (in any case)")
+    names.add_argument("--resume", help="the token a cut-short run printed last")
     args = parser.parse_args(argv)
     store = DynamoStore(args.table, client=make_client(args.region or os.environ.get("AWS_REGION")))
 
@@ -277,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--scope is u:<user id> or t:<team id>")
         done = repair_index(store, scope=args.scope, resume=args.resume, say=say)
         print(json.dumps(done, sort_keys=True))
+    elif args.command == "names":
+        print(json.dumps(repair_names(store, resume=args.resume, say=say), sort_keys=True))
     else:
         result = repair_usage(store, users=args.user, say=say)
         print(json.dumps(result, sort_keys=True))
