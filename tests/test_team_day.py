@@ -235,12 +235,18 @@ def test_team_memory_reaches_the_agent_atsession_start(server: Server, tmp_path:
     assert "Olive's teamapp plan" in inside
     assert "Saved by: another person, Olive3" in inside and "Scope: team resumers" in inside
     assert "Olive3" not in header  # names stay inside the fence
+    # Continued where it lives: the hook names the team to save in, and that save works.
+    plan = re.search(r'set "parent_id" to the packet\'s id \((\w+)\)', text)
+    assert plan is not None and "(`ltm save - -t resumers`)" in text
+    follow = json.dumps({"goal": "Sam carries on", "next_step": "Ship", "parent_id": plan[1]})
+    sam_here.ok("save", "-", "-t", "resumers", stdin=follow)
 
     mine = sam_here.ok("save", "-", stdin=content("Sam's own next move"))  # his default scope
     text = session_start()
     inside = text.split("ltm-data\n", 1)[1]
     assert "Sam's own next move" in inside.split("## Other recent packets")[0]
     assert "Saved by: the user's own account" in inside
+    assert "(`ltm save -`)" in text
     assert "team resumers · Olive's teamapp plan" in inside  # the index names the team
     assert mine.strip() in text
 

@@ -453,6 +453,13 @@ def injected(
     origin = (
         Origin(mine=True, saved_at=saved) if origin is None else origin._replace(saved_at=saved)
     )
+    # A team's packet is continued in that team: saved elsewhere, its parent_id names a
+    # packet that scope cannot read, and the save is refused.
+    team = one_line(_clean(origin.team), 40) if origin.team else ""
+    if tools:
+        how = f'the ltm `save` tool with team "{team}"' if team else "the ltm `save` tool"
+    else:
+        how = f"`ltm save - -t {team}`" if team else "`ltm save -`"
     lines = [
         "ltm: saved memory for the project of this checkout.",
         "",
@@ -461,7 +468,7 @@ def injected(
         frame(body, origin, about=[f"Project: {project}"]).rstrip("\n"),
         "",
         "If the user wants to continue this work, its Next step is where it stopped; when "
-        f"you save progress ({'the ltm `save` tool' if tools else '`ltm save -`'}), set"
+        f"you save progress ({how}), set"
         f' "parent_id" to the packet\'s id'
         f" ({packet_id if _plain_id(packet_id) else 'its Id line'})."
         # Only when there is a list: a pointer to nothing sends the agent looking for it.
