@@ -346,6 +346,22 @@ def _copied(backend: Backend, ids: list[str]) -> dict[str, str]:
     }
 
 
+def _sharer(backend: Backend, team: str | None, packet_id: str) -> str | None:
+    """ "name (user id)" of who stored a packet the caller reads outside any team and did
+    not write (one shared with them), else None."""
+    from ltm.cli.client.remote import RemoteBackend
+
+    if team or not isinstance(backend, RemoteBackend):
+        return None
+    stored_by = backend.stored_by(packet_id)
+    if not stored_by or backend.is_me(stored_by) is not False:
+        return None
+    from ltm.cli.commands.share import sharer
+
+    name = one_line(sharer(backend, packet_id), 24)
+    return f"{name} ({stored_by})" if name else f"user {stored_by}"
+
+
 def _copy_author(backend: Backend, packet_id: str) -> str | None:
     """ "name (user id, on host)" for a local copy of another's packet, else None."""
     copied_from = getattr(backend, "copied_from", None)
@@ -392,7 +408,7 @@ def show_packet(ref: str, *, team: str | None, as_json: bool, local: bool) -> No
             if stored_by:
                 who = _who(backend, _member_names(backend, team or ""), stored_by)
                 author = who if who in ("you", stored_by) else f"{who} ({stored_by})"
-            author = _copy_author(backend, packet_id) or author
+            author = _copy_author(backend, packet_id) or _sharer(backend, team, packet_id) or author
     finally:
         backend.close()
     if as_json:

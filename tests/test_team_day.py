@@ -283,6 +283,9 @@ def test_sharing_by_name_in_any_case_from_a_joined_machine(server: Server, tmp_p
         "For Sam, whatever the case"
     )
     assert note in sam.ok("ls", "--shared", "-t", "sharers")
+    # Read by Sam, it says whose it is; read by Olive, it is hers.
+    assert "Saved by Olive4 (" in sam.ok("-H", server.url, "show", note)
+    assert "Saved by" not in olive.ok("show", note)
 
     teams = sam.ok("teams", "ls")
     olive_id = json.loads(olive.ok("whoami", "--json"))["user"]["id"]

@@ -172,6 +172,30 @@ def unshare(ref: options.Ref, user: User, team: options.Team = None) -> None:
     print(safe(f"unshared {packet_id} with {user}"))
 
 
+def shared_rows(backend: RemoteBackend, limit: int) -> list[dict[str, Any]]:
+    """``GET /v1/shared``: the packets others shared with the caller, newest share first."""
+    reply = backend._call("GET", "/v1/shared", ok=(200, 404, 405), query={"limit": min(limit, 200)})
+    if reply.status != 200:
+        raise CliError(f"{NO_SHARING} ({backend.host})")
+    answer = reply.json(backend.host)
+    rows = answer.get("packets") if isinstance(answer, dict) else None
+    if not isinstance(rows, list):
+        raise CliError(f"{backend.host} sent an unexpected list of shared packets")
+    return [r for r in rows if isinstance(r, dict) and isinstance(r.get("id"), str)]
+
+
+def sharer(backend: RemoteBackend, packet_id: str) -> str:
+    """The display name of whoever shared ``packet_id`` with the caller; "" where the
+    server cannot say (no sharing there, or not among the 200 newest shares)."""
+    try:
+        rows = shared_rows(backend, 200)
+    except CliError:
+        return ""
+    by = next((r.get("shared_by") for r in rows if r["id"] == packet_id), None)
+    name = by.get("display") if isinstance(by, dict) else None
+    return name if isinstance(name, str) else ""
+
+
 def list_shared(*, limit: int, as_json: bool, team: str | None = None) -> None:
     """``ltm ls --shared``: the packets others shared with you, the newest share first, on
     the server ``_server`` picks (``-t TEAM``: the one that team is on)."""
@@ -180,18 +204,9 @@ def list_shared(*, limit: int, as_json: bool, team: str | None = None) -> None:
 
     backend = _server("ls --shared", team)
     try:
-        reply = backend._call(
-            "GET", "/v1/shared", ok=(200, 404, 405), query={"limit": min(limit, 200)}
-        )
-        if reply.status != 200:
-            raise CliError(f"{NO_SHARING} ({backend.host})")
-        answer = reply.json(backend.host)
+        rows = shared_rows(backend, limit)
     finally:
         backend.close()
-    rows = answer.get("packets") if isinstance(answer, dict) else None
-    if not isinstance(rows, list):
-        raise CliError(f"{backend.host} sent an unexpected list of shared packets")
-    rows = [r for r in rows if isinstance(r, dict) and isinstance(r.get("id"), str)]
     if as_json:
         print(json.dumps({"packets": rows}, ensure_ascii=False, indent=2))
         return
