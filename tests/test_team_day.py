@@ -285,6 +285,7 @@ def test_sharing_by_name_in_any_case_from_a_joined_machine(server: Server, tmp_p
     assert note in sam.ok("ls", "--shared", "-t", "sharers")
     # Read by Sam, it says whose it is; read by Olive, it is hers.
     assert "Saved by Olive4 (" in sam.ok("-H", server.url, "show", note)
+    assert f"reached with -H {server.url}," in sam.fails("show", note)  # not local: where
     assert "Saved by" not in olive.ok("show", note)
 
     teams = sam.ok("teams", "ls")

@@ -191,6 +191,14 @@ class LocalBackend(ServiceBackend):
     def whoami(self) -> dict[str, Any]:
         return {"backend": "local", "store": self.path}
 
+    def _resolve(self, ref: str, team: str | None = None) -> str:
+        from ltm.service.errors import NotFound
+
+        try:
+            return super()._resolve(ref, team)
+        except NotFound as exc:
+            raise NotFound(exc.message + elsewhere()) from None
+
     def copied_from(self, packet_id: str) -> dict[str, str] | None:
         """Who wrote this local copy of another's packet (``pull --to-local``, ``import``):
         ``{"id", "name", "host"}``; None for the user's own."""
@@ -237,6 +245,23 @@ def no_team_here(team: str) -> CliError:
     return CliError(
         "teams live on a server, and you are signed in to none (the local store has no teams)"
         " — sign in: ltm auth HOST, or accept an invite: ltm join URL"
+    )
+
+
+def elsewhere() -> str:
+    """Where else a packet not in the local store may be: the servers signed in to (a
+    packet shared with the user, or one of theirs there), a team's."""
+    from ltm.cli.client.credentials import load
+
+    state = load()
+    if state.default is not None:
+        return f" in the local store (without --local, ltm reads {state.default})"
+    hosts = sorted(state.hosts)
+    if not hosts:
+        return " in the local store — list them with: ltm ls"
+    return (
+        f" in the local store (your default); a packet on a server is reached with"
+        f" -H {hosts[0]}, a team's with -t TEAM"
     )
 
 
