@@ -331,7 +331,7 @@ def test_environment_overrides_the_credentials_file(server: Server, tmp_path: Pa
     ).strip()
     listed = cli.ok("ls", LTM_HOST=server.url, LTM_TOKEN=token)
     assert listed.startswith(packet_id[:12])
-    assert "(from LTM_HOST)" in cli.ok("whoami", LTM_HOST=server.url, LTM_TOKEN=token)
+    assert "(from -H or LTM_HOST)" in cli.ok("whoami", LTM_HOST=server.url, LTM_TOKEN=token)
     assert not (cli.config / "credentials").exists()
     assert "not signed in to" in cli.fails("ls", LTM_HOST=server.url)
 

@@ -498,3 +498,20 @@ def test_another_users_bundle_imported_locally_is_framed_as_theirs(
     refused = sam.run("import", str(bundle))
     assert refused.returncode == 1 and f"refused {note}" in refused.stdout
     assert note not in sam.ok("ls")
+
+
+def test_a_join_without_a_name_says_how_to_take_ones_own(server: Server, tmp_path: Path) -> None:
+    """Off a terminal, ``ltm join`` without ``--display`` gets the server's made-up name;
+    it says so, and the command it names gives the member a name of their own."""
+    olive = signed_in(server, tmp_path / "olive", "Olive11")
+    olive.ok("teams", "create", "unnamed")
+    cat = Cli(tmp_path / "cat")
+    joined = cat.run("join", olive.ok("invite", "-t", "unnamed").strip())
+    assert joined.returncode == 0, joined.stderr
+    made_up = re.search(r"teammates know you as (invited-\w+)", joined.stderr)
+    assert made_up is not None, joined.stderr
+    hint = "ltm profile --display NAME -t unnamed"
+    assert hint in joined.stderr
+    cat.ok(*hint.removeprefix("ltm ").replace("NAME", "Cat11").split())
+    assert "Cat11" in olive.ok("teams", "members", "unnamed")
+    assert made_up[1] not in olive.ok("teams", "members", "unnamed")

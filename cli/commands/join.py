@@ -83,6 +83,11 @@ def join(
     if isinstance(raw_name, str) and TEAM_NAME.fullmatch(raw_name):
         credentials.remember_teams(host, [raw_name])  # so -t finds this server from now on
     info(f"joined team {team_name} on {host} as {who}")
+    if isinstance(minted, str) and minted and not display:  # a name the server made up
+        info(
+            f"teammates know you as {who} and share with you by it; to go by your own name:"
+            f" ltm profile --display NAME -t {team_name}"
+        )
     if becomes_default:
         if move:
             back = f"ltm config set host {default}" if default else "ltm config unset host"

@@ -58,7 +58,7 @@ def whoami(as_json: options.Json = False) -> None:
     if as_json:
         print(json.dumps(report, indent=2))
     else:
-        source = {"LTM_HOST": " (from LTM_HOST)"}.get(target.source, " (the default server)")
+        source = {"LTM_HOST": " (from -H or LTM_HOST)"}.get(target.source, " (the default server)")
         print(f"host         {target.host}{source}")
         if user:
             print(safe(f"user         {user.get('display', '')} ({user.get('id', '')})"))
