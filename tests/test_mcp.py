@@ -880,3 +880,25 @@ def test_a_new_store_saved_to_by_many_calls_at_once_opens_for_every_one(
         kept[1].store.close()
     LocalBackend._kept = None
     assert failures == []
+
+
+def test_a_local_copy_of_a_teammates_packet_is_framed_as_theirs(tmp_path: Path) -> None:
+    """A bundle line another person wrote, imported into the local store: the shim's
+    resume frames it as theirs, by the name the bundle gave, not as the user's own."""
+    theirs = clean_env(tmp_path / "theirs")
+    packet_id = cli(theirs, "save", "-", stdin=json.dumps(CONTENT)).stdout.strip()
+    bundle = tmp_path / "team.jsonl"
+    assert cli(theirs, "export", "-o", str(bundle)).returncode == 0
+    header, line = bundle.read_text().splitlines()
+    # As a server's export names them: the exporter (Sam) and the author (Olive).
+    head = {**json.loads(header), "source": "https://team.example", "exported_by": "01SAM"}
+    entry = {**json.loads(line), "created_by": "01OLIVE", "created_by_name": "Olive"}
+    bundle.write_text(f"{json.dumps(head)}\n{json.dumps(entry)}\n")
+    env = clean_env(tmp_path / "mine")
+    imported = cli(env, "import", str(bundle))
+    assert imported.returncode == 0, imported.stderr
+    with Shim(env, tmp_path / "shim.stderr") as shim:
+        header, meta, _ = framed(shim.ok("resume", {"id": packet_id}))
+        assert "ANOTHER PERSON" in header
+        assert meta.startswith("Saved by: another person, Olive (user 01OLIVE)")
+        assert shim.call("resume", {"id": packet_id}).structured_content["yours"] is False
