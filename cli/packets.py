@@ -333,12 +333,9 @@ def _authors(backend: Backend, team: str, ids: list[str]) -> dict[str, str]:
 def _copied(backend: Backend, ids: list[str]) -> dict[str, str]:
     """A local listing's authors by packet id, when any row is a copy of another's packet
     ("you" for the others); {} when all are the user's own (no column then)."""
-    if not hasattr(backend, "copied_from"):
-        return {}
-    from ltm.cli.client.authors import every
-
-    copies = every()  # read once for the page, not once a row
-    if not any(pid in copies for pid in ids):
+    copies_of = getattr(backend, "copies", None)
+    copies = copies_of(ids) if copies_of is not None else {}
+    if not copies:
         return {}
     return {
         pid: one_line(copies[pid]["name"] or copies[pid]["id"], 24) if pid in copies else "you"

@@ -902,3 +902,7 @@ def test_a_local_copy_of_a_teammates_packet_is_framed_as_theirs(tmp_path: Path) 
         assert "ANOTHER PERSON" in header
         assert meta.startswith("Saved by: another person, Olive (user 01OLIVE)")
         assert shim.call("resume", {"id": packet_id}).structured_content["yours"] is False
+        # A listing holding it is not framed as all the user's own either.
+        for tool, arguments in (("ls", {}), ("search", {"query": "flaky"})):
+            header, _, listed = framed(shim.ok(tool, arguments))
+            assert packet_id in listed and "this same user" not in header, (tool, header)

@@ -496,6 +496,16 @@ def _origin(
     )
 
 
+def _own_scope(backend: Any, team: str | None, ids: list[str]) -> bool | None:
+    """Whether packets listed from one scope are all the caller's own: a personal scope
+    holds only theirs, save the copies of others' packets the CLI's local store keeps
+    (``pull --to-local``, ``import``); a team's holds its members'."""
+    if team is not None:
+        return None
+    copies = getattr(backend, "copies", None)
+    return None if copies is not None and copies(ids) else True
+
+
 def _display_name(backend: Any, team: str, user_id: str) -> str:
     """The team member's display name, when the server lists the team's members."""
     members = getattr(backend, "members", None)
@@ -556,7 +566,7 @@ def _ls(args: dict[str, Any]) -> Reply:
         listed = "\n".join(
             f"{r['id']}  {r['created_at']}  {one_line(r['goal'], 100)}" for r in rows
         )
-        origin = Origin(mine=True if team is None else None, team=team)
+        origin = Origin(mine=_own_scope(backend, team, [r["id"] for r in rows]), team=team)
         text = f"{len(rows)} packet(s) in {where}, newest first (id  created_at  goal):\n"
         text += frame(listed, origin, kind="list")
         if more:
@@ -601,7 +611,8 @@ def _search(args: dict[str, Any]) -> Reply:
     # Personal hits are the caller's own; a team's are its members', anyone's.
     teams = {hit.get("team") for hit in hits} - {None, ""}
     origin = Origin(
-        mine=None if teams else True, team=team or (", ".join(sorted(teams)) if teams else None)
+        mine=None if teams else _own_scope(backend, None, [str(hit["id"]) for hit in hits]),
+        team=team or (", ".join(sorted(teams)) if teams else None),
     )
     text = f"{len(hits)} packet(s) matching {args['query']!r} in {where}, best first:\n"
     text += frame("\n".join(lines), origin, kind="results")

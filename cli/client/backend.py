@@ -206,6 +206,14 @@ class LocalBackend(ServiceBackend):
 
         return authors.of(packet_id)
 
+    def copies(self, packet_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """Those of ``packet_ids`` that are copies of another's packet, with who wrote
+        each (``copied_from``), the record read once."""
+        from ltm.cli.client import authors
+
+        known = authors.every()
+        return {pid: known[pid] for pid in packet_ids if pid in known}
+
     def delete(self, ref: str, *, team: str | None = None) -> str:
         from ltm.cli.client import authors
 
