@@ -250,6 +250,12 @@ def test_team_memory_reaches_the_agent_atsession_start(server: Server, tmp_path:
     assert "team resumers · Olive's teamapp plan" in inside  # the index names the team
     assert mine.strip() in text
 
+    # Copied into Sam's local store too, Olive's packet is still listed once, as the team's.
+    sam_here.ok("pull", plan[1], "-t", "resumers", "--to-local")
+    inside = session_start().split("ltm-data\n", 1)[1]
+    assert inside.count("Olive's teamapp plan") == 1
+    assert "team resumers · Olive's teamapp plan" in inside
+
 
 def test_sharing_by_name_in_any_case_from_a_joined_machine(server: Server, tmp_path: Path) -> None:
     """The README's ``ltm share ID sam`` for a teammate who joined as ``Sam``; Sam, whose

@@ -568,10 +568,12 @@ def _newest(
         for worker in workers:
             worker.join()
     try:
-        rows = sorted(
-            (row for _, listed in found.values() for row in listed),
-            key=lambda row: (str(row.get("created_at", "")), str(row.get("id", ""))),
-            reverse=True,
+        rows = _once(
+            sorted(
+                (row for _, listed in found.values() for row in listed),
+                key=lambda row: (str(row.get("created_at", "")), str(row.get("id", ""))),
+                reverse=True,
+            )
         )
         if not rows:
             raise _Skip
@@ -592,6 +594,16 @@ def _newest(
     if not isinstance(packet, dict):
         raise ValueError(f"packet {rows[0]['id']} is not a JSON object")
     return rows, _text_only(packet), origin
+
+
+def _once(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Each packet once: a team's packet copied into the local store (``pull --to-local``,
+    ``import``) is listed by both scopes; the team's row stays, where it is continued."""
+    kept: dict[str, dict[str, str]] = {}
+    for row in rows:
+        if row["id"] not in kept or (kept[row["id"]]["team"] is None and row["team"]):
+            kept[row["id"]] = row
+    return [row for row in rows if kept[row["id"]] is row]
 
 
 def _team_origin(backend: Any, team: str, packet_id: str) -> Any:
