@@ -1164,3 +1164,49 @@ def test_where_worker_processes_cannot_start_the_import_judges_in_process(
     monkeypatch.setattr(judges, "cores", lambda: 2)
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", refuse)
     assert judges.Judges.start(size=judges.MIN_BYTES, scan=True, rules=[]) is None
+
+
+def test_who_wrote_a_line_is_judged_against_the_account_signed_in_or_the_exporter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Into the local store a line is the user's own when its author is the account this
+    machine is signed in with on the bundle's server, else the exporter; a bundle from
+    before exporters were named is told by its personal lines, which a server's personal
+    scope fills with its caller's packets only."""
+    from ltm.cli.client.authors import FromBundle
+
+    monkeypatch.setenv("LTM_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.delenv("LTM_HOST", raising=False)
+    server = "https://team.example"
+
+    def line(created_by: str, team: str | None = None, **extra: str) -> bundle.Entry:
+        packet = make_packet()
+        scope = {"scope": "team", "team": team} if team else {"scope": "personal"}
+        data = {"id": packet["id"], **scope, "created_by": created_by, **extra, "packet": packet}
+        return bundle.read_entry(json.dumps(data))
+
+    named = FromBundle({"source": server, "exported_by": "uSAM"})
+    assert named.author(line("uSAM")) is None
+    assert named.author(line("uOLIVE", "core", created_by_name="Olive")) == {
+        "id": "uOLIVE",
+        "name": "Olive",
+        "host": server,
+    }
+    older = FromBundle({"source": server})  # no exporter: the first personal line's author
+    assert older.author(line("uSAM")) is None
+    assert older.author(line("uSAM", "core")) is None
+    assert (older.author(line("uOLIVE", "core")) or {}).get("id") == "uOLIVE"
+    local = FromBundle({"source": "local", "exported_by": "local"})
+    assert local.author(line("local")) is None
+    copy = line("uOLIVE", created_by_name="Olive", created_by_host=server)
+    assert local.author(copy) == {"id": "uOLIVE", "name": "Olive", "host": server}
+
+    # Signed in to that server as Olive: her lines are hers, Sam's bundle or not.
+    from ltm.cli.client import credentials
+
+    credentials.store_login(
+        server, "ltm_" + "x" * 40, via="token", user={"id": "uOLIVE"}, make_default=False
+    )
+    as_olive = FromBundle({"source": server, "exported_by": "uSAM"})
+    assert as_olive.author(line("uOLIVE", "core")) is None
+    assert (as_olive.author(line("uSAM")) or {}).get("id") == "uSAM"
