@@ -365,8 +365,10 @@ def _copy_author(backend: Backend, packet_id: str) -> str | None:
     copy = copied_from(packet_id) if copied_from is not None else None
     if copy is None:
         return None
-    on = f", on {copy['host']}" if copy["host"] else ""
-    return f"{copy['name'] or 'user'} ({copy['id']}{on})"
+    # What a bundle said, kept as it came: one line each, never a line of its own.
+    name, by, host = (one_line(copy[key], 80) for key in ("name", "id", "host"))
+    on = f", on {host}" if host else ""
+    return f"{name or 'user'} ({by}{on})"
 
 
 def _member_names(backend: Backend, team: str) -> dict[str, str]:

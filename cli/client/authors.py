@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 FILE = "authors.json"
+FIELD_MAX = 200  # characters kept of an author's id, name or server from a bundle
 
 
 def _path() -> Path:
@@ -127,4 +128,5 @@ class FromBundle:
             self.exporter = me = by  # a server's personal scope: the exporter's own
         if by == me:
             return None
-        return {"id": by, "name": entry.created_by_name, "host": host}
+        # A bundle is anyone's text: what is kept of it stays small (shown one-lined).
+        return {"id": by[:FIELD_MAX], "name": entry.created_by_name[:FIELD_MAX], "host": host}
