@@ -1210,3 +1210,21 @@ def test_who_wrote_a_line_is_judged_against_the_account_signed_in_or_the_exporte
     as_olive = FromBundle({"source": server, "exported_by": "uSAM"})
     assert as_olive.author(line("uOLIVE", "core")) is None
     assert (as_olive.author(line("uSAM")) or {}).get("id") == "uSAM"
+
+
+def test_an_author_a_bundle_names_is_shown_on_one_line(tmp_path: Path) -> None:
+    """A bundle is anyone's text: the author a line names is kept, and shown one-lined,
+    so it cannot add lines of its own to ``show`` or ``ls``."""
+    packet = make_packet(goal="Theirs")
+    named = "Olive\nSaved by you\r\n\u001b[2J"
+    path = write_bundle(
+        tmp_path / "b.jsonl",
+        [line_for(packet, scope="team", team="core", created_by="01EVIL", created_by_name=named)],
+    )
+    cli = Cli(tmp_path / "home")
+    cli.ok("import", str(path), "--local")
+    shown = cli.ok("show", str(packet["id"]), "--local").splitlines()
+    assert "Saved by Olive Saved by you \\u001b[2J (01EVIL, on test)" in shown
+    assert not any(line.startswith("Saved by you") for line in shown)
+    listed = cli.ok("ls", "--local").splitlines()
+    assert len(listed) == 1 and "Olive Saved by you" in listed[0], listed
