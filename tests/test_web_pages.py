@@ -707,6 +707,39 @@ def test_ltm_ui_exchanges_its_one_time_key_for_a_cookie(ui: tuple[str, Cli]) -> 
     assert form.status_code == 403
 
 
+def test_ltm_ui_names_who_wrote_a_copy_of_anothers_packet(tmp_path: Path) -> None:
+    """A teammate's packet imported into the local store: ``ltm ui`` says whose it is in
+    the list and on its page, as ``ls`` and ``show`` do; the user's own names nobody."""
+    cli = Cli(tmp_path / "me")
+    mine, theirs = make_packet(goal="My own plan"), make_packet(goal="Olive's fix")
+    cli.ok("save", "-", stdin=json.dumps(mine))
+    header = {"format": "ltm-bundle", "version": 1, "source": "https://team.example"}
+    line = {
+        "id": theirs["id"],
+        "scope": "team",
+        "team": "core",
+        "created_by": "01OLIVE",
+        "created_by_name": "Olive <O>",
+        "packet": theirs,
+    }
+    bundle = tmp_path / "team.jsonl"
+    bundle.write_text(f"{json.dumps(header)}\n{json.dumps(line)}\n")
+    cli.ok("import", str(bundle), "--local")
+    with running_ui(cli) as (url, _proc):
+        base = url.split("/web/ui", 1)[0]
+        me = local_client(follow_redirects=False)
+        assert me.get(url).status_code == 303
+        listed = me.get(base + "/web").text
+        rows = {
+            goal: row for row in listed.split("<li") for goal in ("My own", "Olive") if goal in row
+        }
+        assert 'by <span class="author">Olive &lt;O&gt;</span>' in rows["Olive"]
+        assert "author" not in rows["My own"]
+        page = me.get(f"{base}/web/packets/{theirs['id']}").text
+        assert "Olive &lt;O&gt; (01OLIVE)" in page
+        assert "Olive" not in me.get(f"{base}/web/packets/{mine['id']}").text
+
+
 def test_ltm_ui_answers_only_its_own_host_name(ui: tuple[str, Cli]) -> None:
     """Cookies do not separate ports: the view's cookie must belong to a name of its own."""
     url, _cli = ui

@@ -80,6 +80,8 @@ UI_KEY_ENV = "LTM_UI_KEY"
 WEB_HOST_ENV = "LTM_WEB_HOST"
 # With it, on a server: the address (host:port) the API answers at, for public links.
 API_HOST_ENV = "LTM_API_HOST"
+# ``ltm ui``: who wrote the local store's copies of others' packets (``ltm.copies``).
+COPIES_ENV = "LTM_UI_COPIES"
 KEY_SECONDS = 120  # a web sign-in key's life: enough to open a browser, not to linger
 LOCAL_USER = "local"
 STATIC = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
@@ -142,9 +144,12 @@ class WebView:
         ui_key: str | None = None,
         web_host: str | None = None,
         api_host: str | None = None,
+        copies: str | None = None,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.device = device_web
+        # Only the local store's view (``ltm ui``) holds copies of others' packets.
+        self.copies = Path(copies) if copies and ui_key else None
         # ltm ui serves on a random name of its own (``<random>.localhost:<port>``): its
         # cookie then belongs to that name alone. Cookies do not separate ports, so on
         # 127.0.0.1 a page another local user serves on another port would receive it.
@@ -206,7 +211,16 @@ class WebView:
             ui_key=environ.get(UI_KEY_ENV) or None,
             web_host=environ.get(WEB_HOST_ENV) or None,
             api_host=environ.get(API_HOST_ENV) or None,
+            copies=environ.get(COPIES_ENV) or None,
         )
+
+    def _copies(self) -> dict[str, dict[str, str]]:
+        """Who wrote the local store's copies of others' packets (``ltm ui`` only)."""
+        if self.copies is None:
+            return {}
+        from ..copies import read
+
+        return read(self.copies)
 
     def _misdirected(self) -> WebResponse:
         """421 for a request under another host name: nothing is read, no cookie is set.
@@ -434,9 +448,16 @@ class WebView:
         shown = read.value
         ids = [m.id for m in shown.rows]
         short = dict(zip(ids, _short(ids), strict=True))
+        copies = self._copies()
         body = render.packet_list(
             rows=[
-                _row(m, short[m.id], shown.details.get(m.id), (shown.scopes or {}).get(m.id))
+                _row(
+                    m,
+                    short[m.id],
+                    shown.details.get(m.id),
+                    (shown.scopes or {}).get(m.id),
+                    copied=_copy_author(copies.get(m.id), short=True),
+                )
                 for m in shown.rows
             ],
             teams=[t.name for t in shown.teams],
@@ -544,7 +565,7 @@ class WebView:
             can_delete=view.can_delete,
             shared_with=[f"{s.user.display} ({s.user.id})" for s in view.shares],
             shared_by=view.shared_by.display if view.shared_by else None,
-            author=view.author or None,
+            author=view.author or _copy_author(self._copies().get(view.stored.meta.id)) or None,
         )
         return self._page(200, str(view.data.get("goal") or id), body, nav=read.nav)
 
@@ -1112,8 +1133,9 @@ def _short(ids: list[str]) -> list[str]:
     return short_ids(ids)
 
 
-def _row(meta: Any, short: str, details: Any, scope: str | None) -> render.Row:
-    """A listing row from a packet's meta and ``browse.Details`` (tags, next step)."""
+def _row(meta: Any, short: str, details: Any, scope: str | None, copied: str = "") -> render.Row:
+    """A listing row from a packet's meta and ``browse.Details`` (tags, next step);
+    ``copied``: who wrote it, for a local copy of another's packet."""
     return render.Row(
         meta.id,
         meta.created_at,
@@ -1123,8 +1145,18 @@ def _row(meta: Any, short: str, details: Any, scope: str | None) -> render.Row:
         tags=tuple(details.tags) if details else (),
         next_step=details.next_step if details else "",
         scope=scope,
-        author=details.author if details else "",
+        author=copied or (details.author if details else ""),
     )
+
+
+def _copy_author(copy: dict[str, str] | None, *, short: bool = False) -> str:
+    """How a page names the author of a local copy of another's packet ("" for the user's
+    own): their name, and on its own page their user id too."""
+    if copy is None:
+        return ""
+    if not copy["name"]:
+        return f"user {copy['id']}"
+    return copy["name"] if short else f"{copy['name']} ({copy['id']})"
 
 
 def _origin(base_url: str) -> str:

@@ -5,8 +5,9 @@ The local store has one user, so everything in it reads as the user's own; a
 teammate's packet copied down must not (the session-start hook would frame another
 person's notes as the user's). The server named the author when the packet came
 down (``X-Ltm-Created-By``), a bundle's line names it (``created_by``); that fact is
-kept here, in ``authors.json`` beside the local store (0600), keyed by packet id,
-and read where the packet is framed (``LocalBackend.copied_from``) and exported.
+kept here, in ``authors.json`` beside the local store (0600, its format in
+``ltm.copies``), keyed by packet id, and read where the packet is framed
+(``LocalBackend.copied_from``, ``ltm ui``) and exported.
 
 Import-light: the session-start hook reads it.
 """
@@ -21,36 +22,28 @@ FILE = "authors.json"
 FIELD_MAX = 200  # characters kept of an author's id, name or server from a bundle
 
 
-def _path() -> Path:
+def path() -> Path:
+    """``authors.json``, beside the local store."""
     from ltm.cli.config import data_dir
 
     return data_dir() / FILE
 
 
-def _load() -> dict[str, Any]:
-    try:
-        data = json.loads(_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+def _load() -> dict[str, dict[str, str]]:
+    from ltm.copies import read
+
+    return read(path())
 
 
 def of(packet_id: str) -> dict[str, str] | None:
     """The author recorded for a local copy: ``{"id", "name", "host"}``, or None (the
     user's own, or written here)."""
-    return _valid(_load().get(packet_id))
+    return _load().get(packet_id)
 
 
 def every() -> dict[str, dict[str, str]]:
-    """Every recorded author, by packet id (read once, for an export)."""
-    known = {pid: _valid(found) for pid, found in _load().items()}
-    return {pid: found for pid, found in known.items() if found is not None}
-
-
-def _valid(found: Any) -> dict[str, str] | None:
-    if not isinstance(found, dict) or not isinstance(found.get("id"), str) or not found["id"]:
-        return None
-    return {key: str(found.get(key) or "") for key in ("id", "name", "host")}
+    """Every recorded author, by packet id (read once, for an export or a listing)."""
+    return _load()
 
 
 def remember(packet_id: str, author: dict[str, str] | None) -> None:
@@ -73,8 +66,8 @@ def remember_many(changes: dict[str, dict[str, str] | None]) -> None:
             changed = True
     if not changed:
         return
-    private_dir(_path().parent)
-    write_private(_path(), json.dumps(known, ensure_ascii=False, indent=1) + "\n")
+    private_dir(path().parent)
+    write_private(path(), json.dumps(known, ensure_ascii=False, indent=1) + "\n")
 
 
 def member_names(backend: Any, team: str) -> dict[str, str]:

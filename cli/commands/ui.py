@@ -73,6 +73,7 @@ def ui(
     from ltm.cli.start.extras import require
 
     require("server", "ltm ui")  # the same app and HTTP server as `ltm server run`
+    from ltm.cli.client.authors import path as copies_path
     from ltm.cli.client.device import browser_available
     from ltm.cli.config import local_db_path
 
@@ -86,6 +87,7 @@ def ui(
         LTM_STORE="sqlite",
         LTM_DB=str(path),
         LTM_UI_KEY=key,
+        LTM_UI_COPIES=str(copies_path()),  # who wrote the copies of others' packets
         LTM_DEVICE_SECRET=secrets.token_urlsafe(32),
         LTM_LOG_LEVEL=os.environ.get("LTM_UI_LOG_LEVEL", "WARNING"),
     )
