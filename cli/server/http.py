@@ -33,10 +33,11 @@ import logging
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol, cast
 
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
@@ -120,6 +121,28 @@ def _bare_lf(data: bytes) -> bool:
     return data.count(b"\n") > data.count(b"\r\n")
 
 
+# The members of waitress 3.0 this module uses that its stubs (types-waitress 3.0) leave
+# undeclared or declare narrower than they are. They are needed because the deadlines,
+# the room for a new connection and the JSON errors are seen to inside waitress's own
+# I/O loop, where its connections live. Declared once here so every use is checked; a
+# waitress release that changes one of them breaks here, and tests/test_server*.py say so.
+class _ServerParts(Protocol):
+    _map: dict[int, Any]  # wasyncore's socket map (descriptor -> channel), the connections
+
+    # waitress hands a worker a channel (it calls its service()), not only a Task
+    def add_task(self, task: HTTPChannel) -> None: ...
+
+
+class _ChannelParts(Protocol):
+    requests_lock: threading.Lock  # held by waitress while it moves parsed requests
+    requests: list[HTTPRequestParser]  # parsed, waiting for a worker
+
+
+class _ErrorTaskParts(Protocol):
+    request: HTTPRequestParser  # the stubs say Error; waitress passes the parsed request
+    response_headers: list[tuple[str, str]]
+
+
 def route_limit(request: Any) -> int:
     """The bound of the body of ``request`` (a parsed head): its route's."""
     return limits.body_limit(request.command or "", request.path or "")
@@ -129,7 +152,9 @@ class _JsonErrorTask(ErrorTask):
     """waitress's error answer, as JSON; the connection then closes."""
 
     def execute(self) -> None:
-        error = self.request.error
+        parts = cast(_ErrorTaskParts, self)
+        error = parts.request.error
+        assert error is not None  # waitress makes an error task only for a request in error
         if error.code == 413:
             message = limits.too_large(route_limit(self.request))
         elif error.code == 431:
@@ -141,7 +166,7 @@ class _JsonErrorTask(ErrorTask):
             message = f"{reason}: {error.body}" if error.body else reason
         body = json.dumps({"error": message}, separators=(",", ":")).encode()
         self.status = f"{error.code} {error.reason}"
-        self.response_headers.extend(
+        parts.response_headers.extend(
             [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
         )
         self.set_close_on_finish()
@@ -199,12 +224,13 @@ class _Server(TcpWSGIServer):
         if now >= self._next_expiry:  # a few times a second, whatever the traffic
             self._next_expiry = now + 0.25
             self._expire(now)
-        if len(self._map) >= self.room:
+        if len(cast(_ServerParts, self)._map) >= self.room:
             self._make_room()
         return bool(super().readable())
 
     def _channels(self) -> list[_Channel]:
-        return [c for c in list(self._map.values()) if isinstance(c, _Channel)]
+        connections = cast(_ServerParts, self)._map
+        return [c for c in list(connections.values()) if isinstance(c, _Channel)]
 
     def _expire(self, now: float) -> None:
         """A request not in by its due time: 408 when any of it came, else just closed."""
@@ -213,7 +239,8 @@ class _Server(TcpWSGIServer):
             if due is None or due > now or channel.requests or channel.will_close:
                 continue
             channel.started = None
-            with channel.requests_lock:
+            parts = cast(_ChannelParts, channel)
+            with parts.requests_lock:
                 request = channel.request
                 if request is None:  # a new connection that never sent a byte
                     channel.will_close = True
@@ -223,8 +250,9 @@ class _Server(TcpWSGIServer):
                 if not request.headers_finished:  # its version unread: answered in ours
                     request.version = "1.1"
                 channel.request = None
-                channel.requests.append(request)
-            self.add_task(channel)  # a worker answers it, as waitress's own errors
+                parts.requests.append(request)
+            # a worker answers it, as waitress's own errors
+            cast(_ServerParts, self).add_task(channel)
 
     def _make_room(self) -> None:
         """Below the limit, counting a new connection: close the idle connections that have
@@ -236,7 +264,8 @@ class _Server(TcpWSGIServer):
         connection accepted in the same turn may be given that number.
         """
         channels = self._channels()
-        over = len(self._map) - sum(c.will_close for c in channels) - self.room + 1
+        connections = cast(_ServerParts, self)._map
+        over = len(connections) - sum(c.will_close for c in channels) - self.room + 1
         if over <= 0:
             return
         idle = [
@@ -356,7 +385,7 @@ def serve(
 
 def _finish(server: _Server) -> None:
     """Send what finished requests left in their buffers (a second at most), then close all."""
-    connections = server._map  # the channels stay in it after the server closes
+    connections = cast(_ServerParts, server)._map  # the channels stay in it after the server closes
     server.close()  # no more connections taken
     deadline = time.monotonic() + 1.0
     while time.monotonic() < deadline and any(
