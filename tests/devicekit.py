@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpkit
 import httpx
 from clikit import LTM, Cli
 from serverkit import Server, clean_env, init_db, run_server
@@ -129,7 +130,7 @@ class AuthProcess:
 
 
 def authorize(server: Server, **form: str) -> dict[str, Any]:
-    r = httpx.post(
+    r = httpkit.post(
         server.url + "/oauth/authorize_device",
         data={"client_id": "ltm-cli", "scope": "read write", **form},
         headers={"User-Agent": "ltm-test/1.0"},
@@ -140,11 +141,11 @@ def authorize(server: Server, **form: str) -> dict[str, Any]:
 
 def poll(server: Server, device_code: str, **form: str) -> httpx.Response:
     data = {"grant_type": GRANT, "device_code": device_code, "client_id": "ltm-cli", **form}
-    return httpx.post(server.url + "/oauth/token", data=data)
+    return httpkit.post(server.url + "/oauth/token", data=data)
 
 
 def approve(server: Server, token: str, code: str, **extra: Any) -> httpx.Response:
-    return httpx.post(
+    return httpkit.post(
         server.url + "/v1/device/approve",
         json={"user_code": code, **extra},
         headers={"Authorization": f"Bearer {token}"},

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpkit
 import httpx
 from timing import scaled
 
@@ -60,7 +61,7 @@ class LoopbackTransport(httpx.HTTPTransport):
 def local_client(**kw: Any) -> httpx.Client:
     """An HTTP client that reaches ``*.localhost`` names (a web view's own) like a browser."""
     kw.setdefault("timeout", scaled(30))
-    return httpx.Client(transport=LoopbackTransport(), **kw)
+    return httpkit.Client(transport=LoopbackTransport(), **kw)
 
 
 SERVER = [LTM, "server"]
@@ -103,7 +104,7 @@ class Server:
 
     def client(self, token: str | None = None, **kw: Any) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=scaled(30), **kw)
+        return httpkit.Client(base_url=self.url, headers=headers, timeout=scaled(30), **kw)
 
     def issue(self, name: str | None = None) -> tuple[str, str]:
         """A new user with a token: (user id, token)."""
@@ -202,7 +203,7 @@ def run_server(
     server.open_store = lambda: _sqlite(db)
     while time.monotonic() < deadline:
         try:
-            if httpx.get(server.url + "/v1/healthz", timeout=scaled(2)).status_code == 200:
+            if httpkit.get(server.url + "/v1/healthz", timeout=scaled(2)).status_code == 200:
                 return server
         except httpx.HTTPError:
             pass

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs
 
-import httpx
+import httpkit
 import pytest
 from clikit import LTM, Cli, Seen, json_reply, stub_server
 from serverkit import Server, running_server
@@ -330,7 +330,7 @@ def _approve_when_shown(
     while b"enter the code: " not in shown and time.monotonic() < deadline:
         shown += proc.stderr.readline()
     code = shown.split(b"enter the code: ", 1)[1].split()[0].decode()
-    r = httpx.post(
+    r = httpkit.post(
         f"{server.url}/v1/device/approve",
         json={"user_code": code, "approve": approve},
         headers={"Authorization": f"Bearer {token}"},
@@ -364,6 +364,6 @@ def test_ltm_auth_against_ltm_server_run(server: Server, tmp_path: Path, approve
     assert saved["user"] == {"id": _user_id, "display": "laptop-owner"}
     # The new device's token acts as the approving user.
     packet_id = cli.ok("save", "-", stdin=json.dumps({"goal": "g", "next_step": "n"})).strip()
-    r = httpx.get(f"{server.url}/v1/packets/{packet_id}",
+    r = httpkit.get(f"{server.url}/v1/packets/{packet_id}",
                   headers={"Authorization": f"Bearer {token}"})  # fmt: skip
     assert r.status_code == 200

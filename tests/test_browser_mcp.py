@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-import httpx
+import httpkit
 import pytest
 from serverkit import Server, running_server
 from test_browser_device import (  # the shared Chromium and Cognito fixtures
@@ -208,4 +208,4 @@ def test_denying_sends_the_client_access_denied(
         page.click("button[value=deny]")
     query = parse_qs(urlsplit(caught["url"]).query)
     assert query["error"] == ["access_denied"] and "code" not in query
-    assert httpx.get(server.url + "/v1/healthz").status_code == 200
+    assert httpkit.get(server.url + "/v1/healthz").status_code == 200

@@ -14,7 +14,7 @@ import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpkit
 import pytest
 from clikit import LTM, Cli, Seen, signed_in, stub_server
 from serverkit import Server, running_server
@@ -376,7 +376,7 @@ def test_through_an_http_proxy(server: Server, tmp_path: Path) -> None:
         assert request.path.startswith(server.url)  # a proxy gets the absolute URL
         headers = {k: v for k, v in request.headers.items() if k in ("authorization",
                    "content-type", "accept")}  # fmt: skip
-        r = httpx.request(request.method, request.path, headers=headers, content=request.body)
+        r = httpkit.request(request.method, request.path, headers=headers, content=request.body)
         return r.status_code, {"Content-Type": r.headers.get("content-type", "")}, r.content
 
     cli = signed_in(server, tmp_path / "behind-proxy", "behind-proxy")

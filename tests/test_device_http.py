@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpkit
 import httpx
 import pytest
 from devicekit import GRANT, approve, authorize, csrf_of, device_server, poll
@@ -38,7 +39,7 @@ def ticket_of(page: str) -> str:
 
 
 def test_authorize_device_answers_rfc8628(server: Server) -> None:
-    r = httpx.post(
+    r = httpkit.post(
         server.url + "/oauth/authorize_device", data={"client_id": "ltm-cli", "scope": "read write"}
     )
     assert r.status_code == 200
@@ -62,7 +63,7 @@ def test_authorize_device_answers_rfc8628(server: Server) -> None:
 def test_the_sign_in_page_tells_a_newcomer_about_invites(server: Server) -> None:
     """Someone new to the server, sent here by ``ltm auth URL``, has no token to paste:
     the page says that an invite is their way in."""
-    with httpx.Client(base_url=server.url) as browser:
+    with httpkit.Client(base_url=server.url) as browser:
         page = browser.get("/device")
     assert page.status_code == 200
     assert "with an invite?" in page.text and "<code>ltm join INVITE-URL</code>" in page.text
@@ -80,7 +81,7 @@ def test_the_sign_in_page_tells_a_newcomer_about_invites(server: Server) -> None
 def test_authorize_device_errors(
     server: Server, data: dict[str, str], headers: dict[str, str], error: str, status: int
 ) -> None:
-    r = httpx.post(server.url + "/oauth/authorize_device", data=data, headers=headers)
+    r = httpkit.post(server.url + "/oauth/authorize_device", data=data, headers=headers)
     assert r.status_code == status
     assert r.json()["error"] == error and r.json()["error_description"]
     assert r.headers["cache-control"] == "no-store"
@@ -90,15 +91,15 @@ def test_authorize_device_errors(
 
 def test_oauth_endpoints_take_only_forms(server: Server) -> None:
     for path in ("/oauth/authorize_device", "/oauth/token"):
-        r = httpx.post(server.url + path, json={"client_id": "ltm-cli"})
+        r = httpkit.post(server.url + path, json={"client_id": "ltm-cli"})
         assert r.status_code == 400 and r.json()["error"] == "invalid_request"
-        r = httpx.post(
+        r = httpkit.post(
             server.url + path,
             content=b"client_id=ltm-cli&client_id=ltm-cli",
             headers={"Content-Type": "application/x-www-form-urlencoded"},
         )
         assert r.status_code == 400 and r.json()["error"] == "invalid_request"
-        assert httpx.get(server.url + path).status_code == 405
+        assert httpkit.get(server.url + path).status_code == 405
 
 
 def test_every_token_endpoint_error(server: Server) -> None:
@@ -114,7 +115,7 @@ def test_every_token_endpoint_error(server: Server) -> None:
         ({"grant_type": GRANT, "device_code": "bogus", "client_id": "ltm-cli"}, "invalid_grant"),
     ]  # fmt: skip
     for data, error in cases:
-        r = httpx.post(url, data=data)
+        r = httpkit.post(url, data=data)
         assert (r.status_code, r.json()["error"]) == (400, error), data
         assert r.headers["cache-control"] == "no-store" and r.headers["pragma"] == "no-cache"
 
@@ -136,7 +137,7 @@ def test_pending_slow_down_approve_single_use(server: Server) -> None:
     body = r.json()
     assert body["token_type"] == "Bearer" and set(body) == {"access_token", "token_type", "scope"}
     assert r.headers["cache-control"] == "no-store"
-    listed = httpx.get(
+    listed = httpkit.get(
         server.url + "/v1/packets", headers={"Authorization": f"Bearer {body['access_token']}"}
     )
     assert listed.status_code == 200
@@ -168,13 +169,13 @@ def test_expired_token(tmp_path: Path) -> None:
 def test_approve_api_errors(server: Server) -> None:
     auth = authorize(server)
     url = server.url + "/v1/device/approve"
-    assert httpx.post(url, json={"user_code": auth["user_code"]}).json() == {
+    assert httpkit.post(url, json={"user_code": auth["user_code"]}).json() == {
         "error": "missing bearer token"
     }
     _uid, other = server.issue("approver")
     r = approve(server, other, auth["user_code"], approve="yes")
     assert r.status_code == 400
-    r = httpx.post(
+    r = httpkit.post(
         url,
         content=b"user_code=x",
         headers={"Authorization": f"Bearer {other}", "Content-Type": "text/plain"},
@@ -198,7 +199,7 @@ def test_wrong_codes_lock_out_the_guesser_not_their_neighbours(tmp_path: Path) -
         r = approve(srv, srv.root_token, auth["user_code"])  # even the right one, now
         assert r.status_code == 429 and "too many wrong codes" in r.json()["error"]
         # The page charges the same user: refused there too.
-        with httpx.Client(base_url=srv.url) as browser:
+        with httpkit.Client(base_url=srv.url) as browser:
             page = browser.get("/device").text
             r = browser.post(
                 "/device",
@@ -206,7 +207,7 @@ def test_wrong_codes_lock_out_the_guesser_not_their_neighbours(tmp_path: Path) -
             )
             assert r.status_code == 429 and "too many wrong codes" in r.text
         # Bob, from the same address: not affected, on the page or with ltm approve.
-        with httpx.Client(base_url=srv.url) as browser:
+        with httpkit.Client(base_url=srv.url) as browser:
             page = browser.get("/device").text
             r = browser.post(
                 "/device", data={"csrf": csrf_of(page), "code": auth["user_code"], "token": bob}
@@ -219,7 +220,7 @@ def test_wrong_tokens_on_the_page_are_charged_to_the_code(tmp_path: Path) -> Non
     with device_server(tmp_path, LTM_DEVICE_WRONG_SIGN_INS_PER_CODE="3") as srv:
         target, other = authorize(srv), authorize(srv)
         bad = "ltm_" + "0" * 64
-        with httpx.Client(base_url=srv.url) as browser:
+        with httpkit.Client(base_url=srv.url) as browser:
             csrf = csrf_of(browser.get("/device").text)
             for _ in range(3):
                 r = browser.post(
@@ -248,7 +249,7 @@ def test_tokens_list_and_revoke_own_only(server: Server) -> None:
     assert approve(server, alice, auth["user_code"]).status_code == 200
     device_token = poll(server, auth["device_code"]).json()["access_token"]
 
-    r = httpx.get(server.url + "/v1/tokens", headers={"Authorization": f"Bearer {device_token}"})
+    r = httpkit.get(server.url + "/v1/tokens", headers={"Authorization": f"Bearer {device_token}"})
     assert r.status_code == 200
     rows = r.json()["tokens"]
     assert len(rows) == 2
@@ -258,12 +259,12 @@ def test_tokens_list_and_revoke_own_only(server: Server) -> None:
     assert "ltm_" not in r.text
 
     as_bob = {"Authorization": f"Bearer {bob}"}
-    assert httpx.delete(f"{server.url}/v1/tokens/{label}", headers=as_bob).status_code == 404
+    assert httpkit.delete(f"{server.url}/v1/tokens/{label}", headers=as_bob).status_code == 404
     as_alice = {"Authorization": f"Bearer {alice}"}
-    assert httpx.delete(f"{server.url}/v1/tokens/{label}", headers=as_alice).status_code == 204
-    r = httpx.get(server.url + "/v1/packets", headers={"Authorization": f"Bearer {device_token}"})
+    assert httpkit.delete(f"{server.url}/v1/tokens/{label}", headers=as_alice).status_code == 204
+    r = httpkit.get(server.url + "/v1/packets", headers={"Authorization": f"Bearer {device_token}"})
     assert r.status_code == 401 and r.json() == {"error": "invalid token"}
-    assert httpx.get(server.url + "/v1/tokens").status_code == 401
+    assert httpkit.get(server.url + "/v1/tokens").status_code == 401
 
 
 # -- the verification page ---------------------------------------------------------------
@@ -288,7 +289,7 @@ def assert_page_headers(r: httpx.Response) -> None:
 
 
 def test_page_is_plain_html_with_security_headers(server: Server) -> None:
-    r = httpx.get(server.url + "/device?code=bcdf-ghjk")
+    r = httpkit.get(server.url + "/device?code=bcdf-ghjk")
     assert r.status_code == 200
     assert_page_headers(r)
     assert 'name="viewport"' in r.text
@@ -304,22 +305,22 @@ def test_page_is_plain_html_with_security_headers(server: Server) -> None:
     digest = base64.b64encode(hashlib.sha256(css.encode()).digest()).decode()
     assert f"'sha256-{digest}'" in r.headers["content-security-policy"]
     # A hostile code value is escaped, never reflected raw.
-    r = httpx.get(server.url + '/device?code="><script>alert(1)</script>')
+    r = httpkit.get(server.url + '/device?code="><script>alert(1)</script>')
     assert r.status_code == 200 and "<script>" not in r.text
 
 
 def test_page_posts_need_the_session_and_its_csrf_token(server: Server) -> None:
     auth = authorize(server)
     form = {"code": auth["user_code"], "token": server.root_token}
-    r = httpx.post(server.url + "/device", data={**form, "csrf": "x"})  # no cookie
+    r = httpkit.post(server.url + "/device", data={**form, "csrf": "x"})  # no cookie
     assert r.status_code == 403
     assert_page_headers(r)
-    with httpx.Client(base_url=server.url) as browser:
+    with httpkit.Client(base_url=server.url) as browser:
         page = browser.get("/device").text
         assert browser.post("/device", data={**form, "csrf": "forged"}).status_code == 403
         assert browser.post("/device", data=form).status_code == 403
         # Another session's valid CSRF token does not fit this session.
-        with httpx.Client(base_url=server.url) as other:
+        with httpkit.Client(base_url=server.url) as other:
             foreign = csrf_of(other.get("/device").text)
         assert browser.post("/device", data={**form, "csrf": foreign}).status_code == 403
         r = browser.post("/device", data={**form, "csrf": csrf_of(page)})
@@ -332,7 +333,7 @@ def test_page_sign_in_with_a_token_approve_and_deny(server: Server) -> None:
     _uid, carol = server.issue("carol")
     first = authorize(server, device_name="<b>carol's</b> laptop")
     second = authorize(server)
-    with httpx.Client(base_url=server.url) as browser:
+    with httpkit.Client(base_url=server.url) as browser:
         csrf = csrf_of(browser.get("/device").text)
         # A wrong code, then a wrong token: refused, the token never echoed.
         r = browser.post("/device", data={"csrf": csrf, "code": "BCDF-GHJK", "token": carol})
@@ -373,7 +374,7 @@ def test_page_sign_in_with_a_token_approve_and_deny(server: Server) -> None:
         )
         assert r.status_code == 200 and "Device denied" in r.text
     # A ticket does not work from another session (another browser).
-    with httpx.Client(base_url=server.url) as thief:
+    with httpkit.Client(base_url=server.url) as thief:
         other_csrf = csrf_of(thief.get("/device").text)
         r = thief.post(
             "/device/decide", data={"csrf": other_csrf, "ticket": ticket, "action": "approve"}
@@ -381,13 +382,13 @@ def test_page_sign_in_with_a_token_approve_and_deny(server: Server) -> None:
         assert r.status_code == 400
 
     token = poll(server, first["device_code"]).json()["access_token"]
-    who = httpx.get(server.url + "/v1/tokens", headers={"Authorization": f"Bearer {token}"})
+    who = httpkit.get(server.url + "/v1/tokens", headers={"Authorization": f"Bearer {token}"})
     assert len(who.json()["tokens"]) == 2  # carol's own and the new device's
     assert poll(server, second["device_code"]).json()["error"] == "access_denied"
 
 
 def test_callback_without_cognito_is_404(server: Server) -> None:
-    r = httpx.get(server.url + "/device/callback?code=x&state=y")
+    r = httpkit.get(server.url + "/device/callback?code=x&state=y")
     assert r.status_code == 404
     assert_page_headers(r)
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpkit
 import pexpect
 import pytest
 from clikit import LTM, Cli, json_reply, signed_in, stub_server
@@ -185,14 +185,14 @@ def test_destructive_verbs_refuse_without_a_terminal_unless_told_yes(
         line = owner.fails(*args, code=2)
         assert "no terminal to ask on" in line and "add --yes" in line, line
     assert packet[:12] in owner.ok("ls", "-t", "doomed")  # nothing happened
-    assert httpx.get(public, timeout=scaled(10)).status_code == 200
+    assert httpkit.get(public, timeout=scaled(10)).status_code == 200
     assert "Sam" in owner.ok("teams", "members", "doomed")
     assert packet[:12] in sam.ok("ls", "-t", "doomed")
 
     for args in verbs:
         done = owner.run(*args, "--yes")
         assert done.returncode == 0, (args, done.stderr)
-    assert httpx.get(public, timeout=scaled(10)).status_code == 404
+    assert httpkit.get(public, timeout=scaled(10)).status_code == 404
     assert "token rejected" in owner.fails("whoami")  # its own token, revoked
 
 

@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpkit
 import pytest
 from timing import scaled
 
@@ -626,13 +627,12 @@ def _sign_in(env: dict[str, str], url: str, token: str) -> None:
 
 
 def test_every_tool_against_a_real_server(server: Any, tmp_path: Path) -> None:
-    import httpx
 
     token = _issue(server, "mcp-agent")
     env = clean_env(tmp_path)
     _sign_in(env, server.url, token)
     headers = {"Authorization": f"Bearer {token}"}
-    created = httpx.post(
+    created = httpkit.post(
         server.url + "/v1/teams", json={"name": "core"}, headers=headers, timeout=scaled(10)
     )
     assert created.status_code == 201, created.text
@@ -646,7 +646,7 @@ def test_every_tool_against_a_real_server(server: Any, tmp_path: Path) -> None:
 
         packet_id = shim.call("save", {"packet": CONTENT}).structured_content["id"]
         team_id = shim.call("save", {"packet": CONTENT, "team": "core"}).structured_content["id"]
-        on_server = httpx.get(server.url + f"/v1/packets/{packet_id}", headers=headers)
+        on_server = httpkit.get(server.url + f"/v1/packets/{packet_id}", headers=headers)
         assert on_server.status_code == 200 and on_server.json()["goal"] == CONTENT["goal"]
 
         mine = shim.call("ls").structured_content["packets"]
@@ -665,7 +665,7 @@ def test_every_tool_against_a_real_server(server: Any, tmp_path: Path) -> None:
         leaky = {**CONTENT, "goal": f"deploy with {AWS_KEY_ID}"}
         assert "goal/" in shim.fails("save", {"packet": leaky})
         assert "goal/" in shim.fails("save", {"packet": leaky, "team": "core"})
-        listed = httpx.get(server.url + "/v1/packets", headers=headers).json()["packets"]
+        listed = httpkit.get(server.url + "/v1/packets", headers=headers).json()["packets"]
         assert [r["id"] for r in listed] == [packet_id]  # the blocked packet never left
 
         assert "not found" in shim.fails("ls", {"team": "nosuchteam"}).lower()
@@ -779,7 +779,6 @@ def _data_only(answer: str) -> str:
 def test_a_teammates_packet_is_framed_as_another_persons_data_everywhere(
     server: Any, tmp_path: Path
 ) -> None:
-    import httpx
 
     from ltm.service import tokens
     from ltm.store.sqlite import SqliteStore
@@ -790,10 +789,10 @@ def test_a_teammates_packet_is_framed_as_another_persons_data_everywhere(
         bob, bob_token = tokens.issue(store, "bob", label="bob")
     finally:
         store.close()
-    as_alice = httpx.Client(
+    as_alice = httpkit.Client(
         base_url=server.url, headers={"Authorization": f"Bearer {alice_token}"}, timeout=scaled(10)
     )
-    as_bob = httpx.Client(
+    as_bob = httpkit.Client(
         base_url=server.url, headers={"Authorization": f"Bearer {bob_token}"}, timeout=scaled(10)
     )
     with as_alice, as_bob:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpkit
 import pytest
 from serverkit import SERVER_STORES, Server, make_packet, running_server
 
@@ -126,5 +126,5 @@ def test_ids_outside_the_charset_are_absent_in_paths(server: Server) -> None:
         assert client.get(f"/v1/packets/{path}").json() == {"error": "not found"}
         assert client.delete(f"/v1/packets/{path}").status_code == 404
     assert client.get(f"/v1/packets/{good['id']}").status_code == 200
-    r = httpx.get(server.url + f"/v1/packets/{good['id']}")
+    r = httpkit.get(server.url + f"/v1/packets/{good['id']}")
     assert r.status_code == 401  # the token is still checked first

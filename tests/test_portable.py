@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpkit
 import pytest
 from clikit import LTM, Cli, signed_in
 from serverkit import SERVER_STORES, Server, make_packet, running_server
@@ -632,7 +633,6 @@ def test_import_through_a_proxy_that_takes_less_than_the_server_says(
     reply says it takes more: the client goes back to 32 KiB and loses no packet. With
     packets of 29 KiB a chunk makes several 1 MiB requests, sent on two connections at
     once: each may be refused once, and what one connection learns, the other sends."""
-    import httpx
     from clikit import Seen, stub_server
 
     from ltm.cli.client.remote import LANES
@@ -641,7 +641,7 @@ def test_import_through_a_proxy_that_takes_less_than_the_server_says(
         if len(request.body) > 32_768:
             return 413, {"Content-Type": "text/html"}, b"<h1>413 Request Entity Too Large</h1>"
         keep = {"authorization", "content-type", "x-ltm-allow-unredacted"}
-        reply = httpx.request(
+        reply = httpkit.request(
             request.method,
             server.url + request.path,
             content=request.body,

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpkit
 import httpx
 import pytest
 from clikit import Cli, signed_in
@@ -55,7 +56,7 @@ def test_publish_answers_the_reference_shape_and_serves_a_public_page(server: Se
     again = reference_post(ann, f"/v1/packets/{packet['id']}/publish")
     assert again.status_code == 200 and again.json()["public_url"] == url
 
-    page = httpx.get(url)  # no sign-in
+    page = httpkit.get(url)  # no sign-in
     assert page.status_code == 200
     assert page.headers["content-type"] == "text/html; charset=utf-8"
     assert page.headers["content-security-policy"] == CSP
@@ -66,12 +67,12 @@ def test_publish_answers_the_reference_shape_and_serves_a_public_page(server: Se
     assert "/web/packets/" not in page.text  # nothing links into the signed-in view
 
     assert ann.delete(f"/v1/packets/{packet['id']}/publish").status_code == 204
-    assert httpx.get(url).status_code == 404
+    assert httpkit.get(url).status_code == 404
     assert ann.delete(f"/v1/packets/{packet['id']}/publish").status_code == 204  # idempotent
     # A new publication is a new secret; the old one stays dead.
     renewed = reference_post(ann, f"/v1/packets/{packet['id']}/publish").json()["public_url"]
-    assert renewed != url and httpx.get(renewed).status_code == 200
-    assert httpx.get(url).status_code == 404
+    assert renewed != url and httpkit.get(renewed).status_code == 200
+    assert httpkit.get(url).status_code == 404
 
 
 def test_deleting_the_packet_kills_the_public_page_at_once(server: Server) -> None:
@@ -79,12 +80,12 @@ def test_deleting_the_packet_kills_the_public_page_at_once(server: Server) -> No
     packet = make_packet(goal="Soon gone")
     ann.post("/v1/packets", json=packet)
     url = reference_post(ann, f"/v1/packets/{packet['id']}/publish").json()["public_url"]
-    assert httpx.get(url).status_code == 200
+    assert httpkit.get(url).status_code == 200
     assert ann.delete(f"/v1/packets/{packet['id']}").status_code == 204
-    assert httpx.get(url).status_code == 404
+    assert httpkit.get(url).status_code == 404
     # The same id pushed again is a new packet: the old link does not come back.
     assert ann.post("/v1/packets", json=packet).status_code == 201
-    assert httpx.get(url).status_code == 404
+    assert httpkit.get(url).status_code == 404
 
 
 def test_only_the_owner_creator_or_team_owner_may_publish(server: Server) -> None:
@@ -116,7 +117,7 @@ def test_only_the_owner_creator_or_team_owner_may_publish(server: Server) -> Non
         reference_post(stranger, "/v1/packets/01NOSUCHPACKET000000000000/publish").status_code
         == 404
     )
-    assert httpx.post(f"{server.url}/v1/packets/{mine['id']}/publish").status_code == 401
+    assert httpkit.post(f"{server.url}/v1/packets/{mine['id']}/publish").status_code == 401
 
 
 def scoped_token(server: Server, user_id: str, scope: str) -> str:
@@ -152,10 +153,10 @@ def test_publishing_needs_read_and_write(server: Server) -> None:
         assert "public_url" not in refused.text
     # Nothing was published: the full token's publish is a first one (201).
     url = reference_post(owner, path).json()["public_url"]
-    assert httpx.get(url).status_code == 200
+    assert httpkit.get(url).status_code == 200
     partial = server.client(scoped_token(server, user_id, "write"))
     assert partial.delete(path).status_code == 403
-    assert httpx.get(url).status_code == 200  # still published
+    assert httpkit.get(url).status_code == 200  # still published
 
 
 def test_a_members_publications_die_when_they_leave_or_are_kicked(server: Server) -> None:
@@ -175,17 +176,17 @@ def test_a_members_publications_die_when_they_leave_or_are_kicked(server: Server
         urls[name] = reference_post(member, f"/v1/packets/{packet['id']}/publish").json()[
             "public_url"
         ]
-        assert httpx.get(urls[name]).status_code == 200
+        assert httpkit.get(urls[name]).status_code == 200
     assert owner.delete(f"/v1/teams/{team}/members/{kicked_id}").status_code == 204
     assert leaver.post(f"/v1/teams/{team}/leave").status_code == 204
-    assert httpx.get(urls["kicked"]).status_code == 404
-    assert httpx.get(urls["leaver"]).status_code == 404
-    assert httpx.get(urls["owner"]).status_code == 200  # the owner's stays
+    assert httpkit.get(urls["kicked"]).status_code == 404
+    assert httpkit.get(urls["leaver"]).status_code == 404
+    assert httpkit.get(urls["owner"]).status_code == 200  # the owner's stays
 
 
 @pytest.mark.parametrize("secret", ["x", "A" * 32, "a" * 200, "..%2F..%2Fetc"])
 def test_unknown_secrets_are_404(server: Server, secret: str) -> None:
-    r = httpx.get(f"{server.url}/p/{secret}")
+    r = httpkit.get(f"{server.url}/p/{secret}")
     assert r.status_code == 404
     assert r.headers["content-security-policy"] == CSP
 
@@ -200,7 +201,7 @@ def test_cli_publish_unpublish_and_open(server: Server, tmp_path: Path) -> None:
     cli.ok("save", "-", stdin=json.dumps(packet))
     url = cli.ok("publish", packet["id"][:14]).strip()  # a prefix resolves
     assert SECRET_URL.fullmatch(url)
-    assert httpx.get(url).status_code == 200
+    assert httpkit.get(url).status_code == 200
     # `ltm show` states it, as the reference's show does from the same two headers
     # (internal/cli/show.go in dennisdevulder/ltm), with and without "--" first.
     for args in (("show", packet["id"][:14]), ("show", "--", packet["id"])):
@@ -209,7 +210,7 @@ def test_cli_publish_unpublish_and_open(server: Server, tmp_path: Path) -> None:
         assert len(published) == 1, lines
         assert re.fullmatch(rf"Published \S+Z  {re.escape(url)}", published[0])
     assert cli.ok("unpublish", packet["id"], "--yes").strip() == f"unpublished {packet['id']}"
-    assert httpx.get(url).status_code == 404
+    assert httpkit.get(url).status_code == 404
     assert "Published" not in cli.ok("show", packet["id"])
     assert "no packet" in cli.fails("publish", "01NOSUCHPACKET000000000000")
     shown = cli.ok("open", packet["id"][:14], "--no-browser").strip()

@@ -15,7 +15,7 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
+import httpkit
 from serverkit import init_db, ltm_server, make_packet, run_server
 
 from ltm.service import invites, packets, publish, teams, tokens
@@ -152,7 +152,7 @@ def test_an_old_database_served_over_http(tmp_path: Path) -> None:
         (team,) = client.get("/v1/teams").json()["teams"]
         assert ULID.fullmatch(team["owner_id"])
         assert client.get(f"/v1/packets/{old['mine']}").status_code == 200
-        assert httpx.get(f"{server.url}/p/{old['secret']}").status_code == 200
+        assert httpkit.get(f"{server.url}/p/{old['secret']}").status_code == 200
     finally:
         server.stop()
     again = ltm_server("init", "--db", str(db))

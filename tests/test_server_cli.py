@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpkit
 import httpx
 import pytest
 from serverkit import (
@@ -203,7 +204,7 @@ def test_run_stops_cleanly_on_a_signal(tmp_path: Path, sig: int) -> None:
     assert server.stop(sig) == 0
     assert "stopped" in server.logs()
     with pytest.raises(httpx.ConnectError):
-        httpx.get(server.url + "/v1/healthz", timeout=2)
+        httpkit.get(server.url + "/v1/healthz", timeout=2)
     # The WAL was checkpointed and the database is whole.
     conn = sqlite3.connect(db)
     try:
@@ -225,7 +226,7 @@ def test_run_logs_to_stderr_and_nothing_to_stdout(tmp_path: Path) -> None:
     line = proc.stderr.readline().decode()
     port = int(re.search(r":(\d+) ", line).group(1))  # type: ignore[union-attr]
     headers = {"Authorization": f"Bearer {root}"}
-    assert httpx.get(f"http://127.0.0.1:{port}/v1/packets", headers=headers).status_code == 200
+    assert httpkit.get(f"http://127.0.0.1:{port}/v1/packets", headers=headers).status_code == 200
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=scaled(15))
     assert proc.returncode == 0

@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpkit
 import httpx
 from serverkit import init_db, make_packet, run_server
 
@@ -39,7 +40,7 @@ def test_kill_9_mid_burst_keeps_every_acknowledged_packet(tmp_path: Path) -> Non
     errors: list[str] = []
 
     def writer(token: str, team: str | None) -> None:
-        with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {token}"}) as c:
+        with httpkit.Client(base_url=server.url, headers={"Authorization": f"Bearer {token}"}) as c:
             while not stop.is_set():
                 data = make_packet(goal=f"crash test {time.time_ns()}", tags=["crash"])
                 try:

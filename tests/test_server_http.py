@@ -14,6 +14,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpkit
 import httpx
 import pytest
 from serverkit import (
@@ -74,7 +75,7 @@ def push(client: httpx.Client, data: object, **params: str) -> httpx.Response:
 
 
 def test_healthz_needs_no_token(server: Server) -> None:
-    r = httpx.get(server.url + "/v1/healthz")
+    r = httpkit.get(server.url + "/v1/healthz")
     assert r.status_code == 200
     assert r.json() == {"ok": True, "version": "0.2"}
     assert r.headers["content-type"] == "application/json"
@@ -82,13 +83,13 @@ def test_healthz_needs_no_token(server: Server) -> None:
 
 
 def test_head_is_get_without_a_body(server: Server) -> None:
-    r = httpx.head(server.url + "/v1/healthz")
+    r = httpkit.head(server.url + "/v1/healthz")
     assert r.status_code == 200 and r.content == b""
     assert int(r.headers["content-length"]) == len(b'{"ok":true,"version":"0.2"}')
 
 
 def test_openapi_document_lists_every_route(server: Server) -> None:
-    r = httpx.get(server.url + "/v1/openapi.json")
+    r = httpkit.get(server.url + "/v1/openapi.json")
     assert r.status_code == 200
     doc = r.json()
     assert doc["openapi"] == "3.1.0"
@@ -208,7 +209,7 @@ def test_the_app_serves_exactly_the_documented_routes() -> None:
 
 @pytest.mark.parametrize(("method", "path"), AUTHENTICATED)
 def test_missing_bearer_is_401(server: Server, method: str, path: str) -> None:
-    r = httpx.request(method, server.url + path, json={})
+    r = httpkit.request(method, server.url + path, json={})
     assert r.status_code == 401
     assert r.json() == {"error": "missing bearer token"}
     assert r.headers["WWW-Authenticate"] == "Bearer"  # RFC 6750 §3: no error code
@@ -216,7 +217,7 @@ def test_missing_bearer_is_401(server: Server, method: str, path: str) -> None:
 
 @pytest.mark.parametrize("header", ["Basic dXNlcjpwYXNz", "Bearer", "token abc", "Bearerltm_x"])
 def test_a_header_without_a_bearer_token_is_401_missing(server: Server, header: str) -> None:
-    r = httpx.get(server.url + "/v1/packets", headers={"Authorization": header})
+    r = httpkit.get(server.url + "/v1/packets", headers={"Authorization": header})
     assert r.status_code == 401
     assert r.json() == {"error": "missing bearer token"}
 
@@ -224,14 +225,14 @@ def test_a_header_without_a_bearer_token_is_401_missing(server: Server, header: 
 @pytest.mark.parametrize(("method", "path"), AUTHENTICATED)
 def test_unknown_token_is_401_invalid(server: Server, method: str, path: str) -> None:
     headers = {"Authorization": "Bearer ltm_" + "0" * 64}
-    r = httpx.request(method, server.url + path, json={}, headers=headers)
+    r = httpkit.request(method, server.url + path, json={}, headers=headers)
     assert r.status_code == 401
     assert r.json() == {"error": "invalid token"}
     assert r.headers["WWW-Authenticate"] == 'Bearer error="invalid_token"'  # RFC 6750 §3
 
 
 def test_bearer_scheme_is_case_insensitive(server: Server) -> None:
-    r = httpx.get(
+    r = httpkit.get(
         server.url + "/v1/teams", headers={"Authorization": f"bearer {server.root_token}"}
     )
     assert r.status_code == 200
@@ -395,7 +396,7 @@ def test_an_owner_moves_their_packet_into_a_team(
     team, other = f"move-{next(_NAMES)}", f"move-{next(_NAMES)}"
     for name in (team, other):
         assert alice.post("/v1/teams", json={"name": name}).status_code == 201
-    joined = httpx.post(
+    joined = httpkit.post(
         alice.post(f"/v1/teams/{team}/invites").json()["url"] + "/accept",
         headers=bob.headers,
     )
@@ -598,7 +599,7 @@ def test_a_chunked_batch_body_past_its_bound_is_413(alice: httpx.Client) -> None
     "path", ["/nope", "/v1", "/v1/nope", "/v1/packets/", "/v2/packets", "/v1/invites/abc", "/%ff"]
 )
 def test_unknown_routes_are_json_404(server: Server, path: str) -> None:
-    r = httpx.get(server.url + path)
+    r = httpkit.get(server.url + path)
     assert r.status_code == 404
     assert r.json() == {"error": "not found"}
 
@@ -614,7 +615,7 @@ def test_unknown_routes_are_json_404(server: Server, path: str) -> None:
     ],
 )
 def test_wrong_methods_are_json_405(server: Server, method: str, path: str, allow: str) -> None:
-    r = httpx.request(method, server.url + path)
+    r = httpkit.request(method, server.url + path)
     assert r.status_code == 405
     assert r.json() == {"error": "method not allowed"}
     assert r.headers["allow"] == allow
@@ -639,7 +640,7 @@ def test_logs_are_structured_and_keep_secrets_out(server: Server, tmp_path: Path
     assert push(client, data).status_code == 201
     assert client.post("/v1/teams", json={"name": "log-team"}).status_code == 201
     invite = client.post("/v1/teams/log-team/invites").json()
-    assert httpx.post(f"{server.url}/v1/invites/{invite['code']}/accept").status_code == 201
+    assert httpkit.post(f"{server.url}/v1/invites/{invite['code']}/accept").status_code == 201
     client.get("/v1/nope")
     lines = [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
     requests = [line for line in lines if line.get("message") == "request"]
@@ -660,10 +661,10 @@ def test_the_access_log_masks_a_public_links_secret(server: Server) -> None:
     assert push(client, data).status_code == 201
     url = client.post(f"/v1/packets/{data['id']}/publish").json()["public_url"]
     secret = url.rsplit("/p/", 1)[1]
-    assert httpx.get(url).status_code == 200
-    assert httpx.head(url).status_code == 200
-    assert httpx.get(f"{url}/more").status_code == 404  # answered by the adapter, not a route
-    assert httpx.get(f"{server.url}/v1/invites/{secret}x/nope").status_code == 404
+    assert httpkit.get(url).status_code == 200
+    assert httpkit.head(url).status_code == 200
+    assert httpkit.get(f"{url}/more").status_code == 404  # answered by the adapter, not a route
+    assert httpkit.get(f"{server.url}/v1/invites/{secret}x/nope").status_code == 404
     lines = [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
     paths = [line["path"] for line in lines if line.get("message") == "request"]
     assert paths.count("/p/{secret}") >= 2 and "/p/{secret}/more" in paths
@@ -747,6 +748,6 @@ def test_a_malformed_chunked_body_is_a_json_400(server: Server) -> None:
 
 
 def test_huge_headers_are_a_json_error(server: Server) -> None:
-    r = httpx.get(server.url + "/v1/healthz", headers={"X-Big": "x" * 70_000})
+    r = httpkit.get(server.url + "/v1/healthz", headers={"X-Big": "x" * 70_000})
     assert r.status_code in (413, 431)
     assert r.json() == {"error": "request headers too large"}

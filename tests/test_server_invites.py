@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpkit
 import httpx
 import pytest
 from serverkit import SERVER_STORES, Server, running_server
@@ -89,7 +90,7 @@ def test_any_member_may_invite(server: Server, owner: tuple[httpx.Client, str]) 
     member = server.client(token)
     assert member.post(f"/v1/invites/{invite(client, team)['code']}/accept").status_code == 201
     code = invite(member, team)["code"]
-    assert httpx.post(f"{server.url}/v1/invites/{code}/accept").status_code == 201
+    assert httpkit.post(f"{server.url}/v1/invites/{code}/accept").status_code == 201
 
 
 def test_accept_with_a_bearer_joins_the_caller(
@@ -113,7 +114,7 @@ def test_accept_without_a_bearer_mints_a_user_and_token(
 ) -> None:
     client, team = owner
     code = invite(client, team)["code"]
-    r = httpx.post(f"{server.url}/v1/invites/{code}/accept", json={"display": "New Person"})
+    r = httpkit.post(f"{server.url}/v1/invites/{code}/accept", json={"display": "New Person"})
     assert r.status_code == 201
     body = r.json()
     assert set(body) == {"user", "team", "token"}
@@ -127,7 +128,7 @@ def test_accept_without_a_bearer_mints_a_user_and_token(
 
 def test_accept_without_body_or_display(server: Server, owner: tuple[httpx.Client, str]) -> None:
     client, team = owner
-    r = httpx.post(f"{server.url}/v1/invites/{invite(client, team)['code']}/accept")
+    r = httpkit.post(f"{server.url}/v1/invites/{invite(client, team)['code']}/accept")
     assert r.status_code == 201
     # The reference names such a user "invited-" + the last six characters of its new ULID,
     # as they are (internal/api/api.go, acceptInvite).
@@ -136,7 +137,7 @@ def test_accept_without_body_or_display(server: Server, owner: tuple[httpx.Clien
     assert re.fullmatch(r"invited-[0-9A-HJKMNP-TV-Z]{6}", user["display"])
     for body in ({"display": ""}, {"display": None}, {}):
         code = invite(client, team)["code"]
-        r = httpx.post(f"{server.url}/v1/invites/{code}/accept", json=body)
+        r = httpkit.post(f"{server.url}/v1/invites/{code}/accept", json=body)
         assert r.status_code == 201, body
         user = r.json()["user"]
         assert user["display"] == f"invited-{user['id'][-6:]}"
@@ -145,9 +146,9 @@ def test_accept_without_body_or_display(server: Server, owner: tuple[httpx.Clien
 def test_a_used_code_is_410(server: Server, owner: tuple[httpx.Client, str]) -> None:
     client, team = owner
     code = invite(client, team)["code"]
-    assert httpx.post(f"{server.url}/v1/invites/{code}/accept").status_code == 201
+    assert httpkit.post(f"{server.url}/v1/invites/{code}/accept").status_code == 201
     for headers in ({}, {"Authorization": f"Bearer {server.issue('late')[1]}"}):
-        r = httpx.post(f"{server.url}/v1/invites/{code}/accept", headers=headers)
+        r = httpkit.post(f"{server.url}/v1/invites/{code}/accept", headers=headers)
         # The reference: 410 "invite expired or already consumed" (internal/api/api.go).
         assert r.status_code == 410
         assert r.json() == {"error": "invite expired or already consumed"}
@@ -175,7 +176,7 @@ def test_an_expired_code_is_410(server: Server, owner: tuple[httpx.Client, str])
         )
     finally:
         store.close()
-    r = httpx.post(f"{server.url}/v1/invites/{code}/accept")
+    r = httpkit.post(f"{server.url}/v1/invites/{code}/accept")
     # The reference: 410, this text (internal/api/api.go, acceptInvite).
     assert r.status_code == 410 and r.json() == {"error": "invite expired or already consumed"}
 
@@ -185,7 +186,7 @@ def test_an_unknown_code_is_410_as_on_the_reference(server: Server, code: str) -
     # The reference answers an unknown code as a used one: 410 "invite expired or already
     # consumed" (internal/api/api.go, acceptInvite: CheckInviteRedeemable / ConsumeInvite).
     for headers in ({}, {"Authorization": f"Bearer {server.issue('someone')[1]}"}):
-        r = httpx.post(f"{server.url}/v1/invites/{code}/accept", headers=headers)
+        r = httpkit.post(f"{server.url}/v1/invites/{code}/accept", headers=headers)
         assert r.status_code == 410
         assert r.json() == {"error": "invite expired or already consumed"}
 
@@ -195,12 +196,12 @@ def test_an_invalid_bearer_is_401_not_a_new_user(
 ) -> None:
     client, team = owner
     code = invite(client, team)["code"]
-    r = httpx.post(
+    r = httpkit.post(
         f"{server.url}/v1/invites/{code}/accept", headers={"Authorization": "Bearer ltm_nope"}
     )
     assert r.status_code == 401 and r.json() == {"error": "invalid token"}
     # The code was not used up by the refused request.
-    assert httpx.post(f"{server.url}/v1/invites/{code}/accept").status_code == 201
+    assert httpkit.post(f"{server.url}/v1/invites/{code}/accept").status_code == 201
 
 
 @pytest.mark.parametrize(
@@ -211,9 +212,9 @@ def test_a_bad_display_is_400(
 ) -> None:
     client, team = owner
     code = invite(client, team)["code"]
-    r = httpx.post(f"{server.url}/v1/invites/{code}/accept", json=body)
+    r = httpkit.post(f"{server.url}/v1/invites/{code}/accept", json=body)
     assert r.status_code == 400 and "display" in r.json()["error"]
-    assert httpx.post(f"{server.url}/v1/invites/{code}/accept").status_code == 201
+    assert httpkit.post(f"{server.url}/v1/invites/{code}/accept").status_code == 201
 
 
 @pytest.mark.parametrize("body", [b"{", b"[1]", b"12"])
@@ -222,7 +223,7 @@ def test_a_malformed_accept_body_is_400(
 ) -> None:
     client, team = owner
     code = invite(client, team)["code"]
-    r = httpx.post(
+    r = httpkit.post(
         f"{server.url}/v1/invites/{code}/accept",
         content=body,
         headers={"Content-Type": "application/json"},
@@ -245,7 +246,7 @@ def test_invites_die_with_their_team(server: Server, owner: tuple[httpx.Client, 
     client, team = owner
     code = invite(client, team)["code"]
     assert client.delete(f"/v1/teams/{team}").status_code == 204
-    r = httpx.post(f"{server.url}/v1/invites/{code}/accept")
+    r = httpkit.post(f"{server.url}/v1/invites/{code}/accept")
     assert r.status_code == 410
     assert r.json() == {"error": "invite expired or already consumed"}
 
@@ -255,7 +256,7 @@ def test_an_invite_dies_with_its_makers_membership(
 ) -> None:
     """A kicked member cannot rejoin with an invite minted before the kick."""
     client, team = owner
-    joined = httpx.post(invite(client, team)["url"] + "/accept", json={"display": "mallory"})
+    joined = httpkit.post(invite(client, team)["url"] + "/accept", json={"display": "mallory"})
     assert joined.status_code == 201
     mallory_id, mallory = joined.json()["user"]["id"], joined.json()["token"]
     made_before = [invite(server.client(mallory), team) for _ in range(2)]
@@ -267,23 +268,23 @@ def test_an_invite_dies_with_its_makers_membership(
         assert r.status_code in (404, 410), r.text
     assert server.client(mallory).get(f"/v1/teams/{team}/members").status_code == 404
     # Passed to a friend: refused too, and no user is minted.
-    r = httpx.post(made_before[1]["url"] + "/accept", json={"display": "friend"})
+    r = httpkit.post(made_before[1]["url"] + "/accept", json={"display": "friend"})
     assert r.status_code in (404, 410) and "token" not in r.text
     members = client.get(f"/v1/teams/{team}/members").json()["members"]
     assert [m["role"] for m in members] == ["owner"]
     # The owner's invite was not touched.
-    assert httpx.post(owners_own["url"] + "/accept", json={}).status_code == 201
+    assert httpkit.post(owners_own["url"] + "/accept", json={}).status_code == 201
 
 
 def test_a_member_who_leaves_takes_their_invites_along(
     server: Server, owner: tuple[httpx.Client, str]
 ) -> None:
     client, team = owner
-    joined = httpx.post(invite(client, team)["url"] + "/accept", json={"display": "leaver"})
+    joined = httpkit.post(invite(client, team)["url"] + "/accept", json={"display": "leaver"})
     leaver = server.client(joined.json()["token"])
     made = invite(leaver, team)
     assert leaver.post(f"/v1/teams/{team}/leave").status_code == 204
-    r = httpx.post(made["url"] + "/accept", json={})
+    r = httpkit.post(made["url"] + "/accept", json={})
     assert r.status_code in (404, 410)
 
 
@@ -292,7 +293,7 @@ def test_a_deleted_teams_invites_are_gone(server: Server, owner: tuple[httpx.Cli
     made = invite(client, team)
     assert client.delete(f"/v1/teams/{team}").status_code == 204
     assert client.post("/v1/teams", json={"name": team}).status_code == 201  # same name, new team
-    r = httpx.post(made["url"] + "/accept", json={})
+    r = httpkit.post(made["url"] + "/accept", json={})
     assert r.status_code in (404, 410)
     assert [m["role"] for m in client.get(f"/v1/teams/{team}/members").json()["members"]] == [
         "owner"

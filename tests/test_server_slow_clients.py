@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+import httpkit
 import pytest
 from serverkit import LTM, Server, init_db, packet_id, run_server, running_server
 from timing import scaled
@@ -200,7 +200,7 @@ def test_64_slow_clients_neither_stop_healthz_nor_stay(server: Server) -> None:
             time.sleep(0.1)
         assert timings and max(timings) < HEALTHZ_BUDGET, timings
         # A normal client on a keep-alive connection is served meanwhile too.
-        with httpx.Client(base_url=server.url, timeout=5) as client:
+        with httpkit.Client(base_url=server.url, timeout=5) as client:
             assert client.get("/v1/healthz").status_code == 200
             assert client.get("/v1/healthz").status_code == 200
 

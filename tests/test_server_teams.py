@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import httpkit
 import httpx
 import pytest
 from serverkit import SERVER_STORES, Server, make_packet, running_server
@@ -141,7 +142,7 @@ def test_malformed_json_names_line_and_column(server: Server) -> None:
     )
     a.http.post("/v1/teams", json={"name": "lines"})
     code = a.http.post("/v1/teams/lines/invites").json()["code"]
-    r = httpx.post(
+    r = httpkit.post(
         f"{server.url}/v1/invites/{code}/accept",
         content=b'{"x": }',
         headers={"Content-Type": "application/json"},

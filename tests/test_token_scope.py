@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpkit
 import httpx
 import pytest
 from clikit import Cli
@@ -38,7 +39,7 @@ def start(server: Server, scope: str | None) -> httpx.Response:
     form = {"client_id": "ltm-cli"}
     if scope is not None:
         form["scope"] = scope
-    return httpx.post(server.url + "/oauth/authorize_device", data=form)
+    return httpkit.post(server.url + "/oauth/authorize_device", data=form)
 
 
 def device_token(server: Server, scope: str | None) -> dict[str, Any]:
@@ -85,7 +86,7 @@ def test_a_read_token_reads(server: Server, read_only: httpx.Client) -> None:
     assert read_only.get("/v1/packets?team=scope-reads").json()["packets"]
     assert "scope-reads" in read_only.get("/v1/teams").text
     assert read_only.get("/v1/teams/scope-reads/members").status_code == 200
-    assert httpx.get(server.url + "/v1/healthz").status_code == 200  # no token at all
+    assert httpkit.get(server.url + "/v1/healthz").status_code == 200  # no token at all
 
 
 def test_a_read_token_changes_nothing(server: Server, read_only: httpx.Client) -> None:
@@ -94,7 +95,7 @@ def test_a_read_token_changes_nothing(server: Server, read_only: httpx.Client) -
     assert root.post("/v1/packets", json=mine).status_code == 201
     assert root.post("/v1/teams", json={"name": "scope-writes"}).status_code == 201
     made = root.post("/v1/teams/scope-writes/invites").json()
-    joined = httpx.post(made["url"] + "/accept", json={"display": "member"}).json()
+    joined = httpkit.post(made["url"] + "/accept", json={"display": "member"}).json()
     before_packets = root.get("/v1/packets?limit=1000").json()
     before_teams = root.get("/v1/teams").json()
     before_tokens = root.get("/v1/tokens").json()
@@ -131,13 +132,13 @@ def test_a_read_token_changes_nothing(server: Server, read_only: httpx.Client) -
     assert len(members) == 2
     waiting = poll(server, pending["device_code"])
     assert waiting.json()["error"] in ("authorization_pending", "slow_down")
-    assert httpx.post(another["url"] + "/accept", json={}).status_code == 201  # still unused
+    assert httpkit.post(another["url"] + "/accept", json={}).status_code == 201  # still unused
 
 
 def test_a_read_token_cannot_approve_on_the_page(server: Server, read_only: httpx.Client) -> None:
     pending = start(server, "read write").json()
     token = read_only.headers["Authorization"].removeprefix("Bearer ")
-    with httpx.Client(base_url=server.url) as browser:
+    with httpkit.Client(base_url=server.url) as browser:
         csrf = csrf_of(browser.get("/device").text)
         r = browser.post(
             "/device", data={"csrf": csrf, "code": pending["user_code"], "token": token}
@@ -149,7 +150,7 @@ def test_the_page_and_the_answers_say_the_scope_truthfully(
     server: Server, read_only: httpx.Client
 ) -> None:
     pending = start(server, "read").json()
-    with httpx.Client(base_url=server.url) as browser:
+    with httpkit.Client(base_url=server.url) as browser:
         csrf = csrf_of(browser.get("/device").text)
         r = browser.post(
             "/device", data={"csrf": csrf, "code": pending["user_code"], "token": server.root_token}

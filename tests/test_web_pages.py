@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpkit
 import httpx
 import pytest
 from clikit import LTM, Cli
@@ -404,7 +405,7 @@ def test_revoking_the_approving_token_ends_a_session_signed_in_by_code(
         approved = api.post("/v1/device/approve", json={"user_code": code.group(1)})
         assert approved.status_code == 200 and approved.json()["status"] == "approved"
     else:
-        with httpx.Client(base_url=server.url) as page:
+        with httpkit.Client(base_url=server.url) as page:
             csrf = csrf_of(page.get("/device").text)
             asked = page.post("/device", data={"csrf": csrf, "code": code.group(1), "token": token})
             assert asked.status_code == 200, asked.text
@@ -430,7 +431,7 @@ def test_a_sign_in_key_signs_a_browser_in_once(server: Server) -> None:
     assert made.status_code == 201, made.text
     answer = made.json()
     assert answer["url"] == server.web + "/web/key" and answer["expires_in"] == 120
-    assert httpx.post(server.url + "/v1/web/sign-in-key").status_code == 401
+    assert httpkit.post(server.url + "/v1/web/sign-in-key").status_code == 401
     browser = server.web_client(follow_redirects=False)
     signed = browser.post("/web/key", data={"key": answer["key"], "next": "/web?team=x"})
     assert signed.status_code == 303 and signed.headers["location"] == server.web + "/web?team=x"
@@ -513,8 +514,8 @@ def test_a_loopback_server_serves_its_pages_at_a_name_of_their_own(server: Serve
     assert api.post("/v1/packets", json=packet).status_code == 201  # the API: 127.0.0.1
     public = api.post(f"/v1/packets/{packet['id']}/publish").json()["public_url"]
     assert public.startswith(server.url + "/p/")  # handed around: never the pages' name
-    assert httpx.get(public).status_code == 200
-    assert httpx.get(server.url + "/web/static/app.css").status_code == 200
+    assert httpkit.get(public).status_code == 200
+    assert httpkit.get(server.url + "/web/static/app.css").status_code == 200
     for host in (
         f"127.0.0.1:{port}",
         f"localhost:{port}",
@@ -528,7 +529,7 @@ def test_a_loopback_server_serves_its_pages_at_a_name_of_their_own(server: Serve
             ("POST", "/web/key"),
             ("GET", "/web/ui"),
         ):
-            r = httpx.request(
+            r = httpkit.request(
                 method, f"http://127.0.0.1:{port}{path}", headers={"Host": host}, data={}
             )
             assert r.status_code == 421, (host, path, r.status_code)
@@ -547,7 +548,9 @@ def test_a_loopback_server_serves_its_pages_at_a_name_of_their_own(server: Serve
     page = web.get(f"/web/packets/{packet['id']}")
     assert page.status_code == 200 and public in page.text  # the link shown is the API's
     # Behind a reverse proxy the pages answer at the proxy's name, which is not loopback.
-    proxied = httpx.get(server.url + "/web/signin", headers={"X-Forwarded-Host": "ltm.example.org"})
+    proxied = httpkit.get(
+        server.url + "/web/signin", headers={"X-Forwarded-Host": "ltm.example.org"}
+    )
     assert proxied.status_code == 200
 
 
@@ -555,7 +558,7 @@ def test_a_server_with_an_external_url_serves_its_pages_there(tmp_path: Path) ->
     """``--external-url``: the operator names where clients reach the server; no other name."""
     with running_server(tmp_path, "--external-url", "https://ltm.example.org") as srv:
         assert srv.web == "" and "web view" not in srv.logs()
-        page = httpx.get(srv.url + "/web/signin", headers={"Host": "ltm.example.org"})
+        page = httpkit.get(srv.url + "/web/signin", headers={"Host": "ltm.example.org"})
         assert page.status_code == 200
 
 
@@ -753,7 +756,7 @@ def test_ltm_ui_answers_only_its_own_host_name(ui: tuple[str, Cli]) -> None:
         f"ltm-0000000000000000.localhost:{port}",
     ):
         for path in (key_path, "/web", "/web/signin", "/v1/healthz", "/device"):
-            r = httpx.get(f"http://127.0.0.1:{port}{path}", headers={"Host": host})
+            r = httpkit.get(f"http://127.0.0.1:{port}{path}", headers={"Host": host})
             assert r.status_code == 421, (host, path, r.status_code)
             assert "set-cookie" not in r.headers and name not in r.text
     # None of those spent the key: the view's own name still takes it, once.
