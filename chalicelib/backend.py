@@ -219,6 +219,46 @@ class Backend(ABC):
         saved to before the ``semantic`` extra); how many. A server fills its own."""
         return 0
 
+    def fail(self, message: str) -> Failure:
+        """The failure to raise with ``message`` (the CLI's are ``CliError``)."""
+        return Failure(message)
+
+    # A server over HTTP decides for itself whether it searches by meaning.
+    meaning_decided_elsewhere = False
+
+    def find(
+        self,
+        query: str,
+        *,
+        team: str | None = None,
+        all_scopes: bool = False,
+        limit: int = 20,
+        mode: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> builtins.list[dict[str, Any]]:
+        """A search as people and agents ask for one (``ltm search``, the MCP ``search``
+        tool): by words and meaning (``hybrid``) where meaning is available, by the words
+        alone where it is not. ``mode`` insists on one: meaning asked for where the
+        ``semantic`` extra is missing fails, naming it. A local store first computes the
+        vectors it lacks (once, reported to ``progress``); a server without the extra is
+        asked again for the words alone, as it always answered."""
+        from . import semantic
+
+        local = not self.meaning_decided_elsewhere
+        wanted = mode or ("hybrid" if not local or semantic.enabled() else "lexical")
+        if wanted != "lexical" and local:
+            if not semantic.enabled():
+                raise self.fail(
+                    f"search by meaning needs the semantic extra: pip install '{semantic.EXTRA}'"
+                )
+            self.fill_vectors(progress)
+        try:
+            return self.search(query, team=team, all_scopes=all_scopes, limit=limit, mode=wanted)
+        except Failure as exc:
+            if mode is not None or semantic.EXTRA not in exc.message:
+                raise
+        return self.search(query, team=team, all_scopes=all_scopes, limit=limit)
+
     @abstractmethod
     def children(self, ref: str, *, team: str | None = None) -> builtins.list[dict[str, Any]]:
         """The readable packets that continue ``ref``, oldest first (id, created_at, goal)."""
@@ -291,10 +331,6 @@ class ServiceBackend(Backend):
         self._authors: dict[str, str] = {}
 
     scan = True  # the server's secret scan, its defense in depth behind the pre-flight
-
-    def fail(self, message: str) -> Failure:
-        """The failure to raise with the service's ``message`` (the CLI's are ``CliError``)."""
-        return Failure(message)
 
     @contextmanager
     def _service(self) -> Iterator[None]:

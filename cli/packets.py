@@ -163,7 +163,9 @@ def search_packets(
     check_query(query)
     backend = open_backend(local=local, team=team)
     try:
-        hits = _search(backend, query, team=team, all_scopes=all_scopes, limit=limit, mode=mode)
+        hits = backend.find(
+            query, team=team, all_scopes=all_scopes, limit=limit, mode=mode, progress=_progress
+        )
         shown = [] if as_json else shown_ids(backend, [str(hit["id"]) for hit in hits])
     finally:
         backend.close()
@@ -189,41 +191,6 @@ def search_packets(
         print(f"{safe(short):<{width}}  {when:<12}  {scope}{goal}")
         field = safe(str(hit.get("field", "")))
         print(f"    {field}: {marked(hit, color=color)}")
-
-
-def _search(
-    backend: Any,
-    query: str,
-    *,
-    team: str | None,
-    all_scopes: bool,
-    limit: int,
-    mode: str | None,
-) -> list[dict[str, Any]]:
-    """One search; by words and meaning unless ``mode`` says. The local store first
-    computes the vectors it lacks (once, with progress); a server without the extra
-    answers the words alone."""
-    from ltm import semantic
-    from ltm.cli.client.remote import RemoteBackend
-    from ltm.cli.errors import CliError
-
-    remote = isinstance(backend, RemoteBackend)
-    wanted = mode or ("hybrid" if remote or semantic.enabled() else "lexical")
-    if wanted != "lexical" and not remote:
-        if not semantic.enabled():
-            raise CliError(
-                f"search by meaning needs the semantic extra: pip install '{semantic.EXTRA}'"
-            )
-        backend.fill_vectors(_progress)
-    try:
-        return list(
-            backend.search(query, team=team, all_scopes=all_scopes, limit=limit, mode=wanted)
-        )
-    except CliError as exc:
-        if mode is not None or semantic.EXTRA not in exc.message:
-            raise
-    # A server without meaning: the words alone, as it always answered.
-    return list(backend.search(query, team=team, all_scopes=all_scopes, limit=limit))
 
 
 def _progress(done: int, total: int) -> None:

@@ -905,3 +905,32 @@ def test_a_local_copy_of_a_teammates_packet_is_framed_as_theirs(tmp_path: Path) 
         for tool, arguments in (("ls", {}), ("search", {"query": "flaky"})):
             header, _, listed = framed(shim.ok(tool, arguments))
             assert packet_id in listed and "this same user" not in header, (tool, header)
+
+
+@pytest.mark.skipif(
+    not __import__("ltm.semantic").semantic.installed(), reason="needs ltm[semantic]"
+)
+def test_search_finds_by_meaning_and_takes_a_mode(env: dict[str, str], tmp_path: Path) -> None:
+    """The agent's search tool ranks by meaning where the extra is installed, as
+    ``ltm search`` does: a paraphrase sharing no word with the packet finds it."""
+    pool = {
+        **CONTENT,
+        "goal": "Fix Postgres connection pool exhaustion under peak load",
+        "next_step": "Set pgbouncer to transaction mode and cap the pool at 40 connections",
+    }
+    paraphrase = "database runs out of sockets when traffic peaks"
+    with Shim(env, tmp_path / "shim.stderr") as shim:
+        flaky = shim.call("save", {"packet": CONTENT}).structured_content["id"]
+        wanted = shim.call("save", {"packet": pool}).structured_content["id"]
+        assert "mode" in shim.tools()["search"].input_schema["properties"]
+        hits = shim.call("search", {"query": paraphrase}).structured_content["results"]
+        assert hits[0]["id"] == wanted and flaky != wanted
+        by_meaning = shim.call("search", {"query": paraphrase, "mode": "semantic", "limit": 1})
+        assert [hit["id"] for hit in by_meaning.structured_content["results"]] == [wanted]
+        assert "no packet matches" in shim.ok("search", {"query": paraphrase, "mode": "lexical"})
+        assert "mode" in shim.fails("search", {"query": "x", "mode": "fuzzy"})
+    # Without the extra: the words alone, and meaning asked for says what installs it.
+    off = {**env, "LTM_SEMANTIC": "0"}
+    with Shim(off, tmp_path / "off.stderr") as shim:
+        assert "no packet matches" in shim.ok("search", {"query": paraphrase})
+        assert "ltm[semantic]" in shim.fails("search", {"query": paraphrase, "mode": "semantic"})

@@ -592,8 +592,12 @@ def _search(args: dict[str, Any]) -> Reply:
     check_query(args["query"])
     backend = _backend()
     try:
-        hits = backend.search(
-            args["query"], team=team, all_scopes=every, limit=args.get("limit", 10)
+        hits = backend.find(
+            args["query"],
+            team=team,
+            all_scopes=every,
+            limit=args.get("limit", 10),
+            mode=args.get("mode"),
         )
     finally:
         backend.close()
@@ -839,8 +843,9 @@ def _catalogue() -> dict[str, Tool]:
         Tool(
             "search",
             "Search memory packets",
-            "Full-text search over saved packets (goals, decisions, attempts, methods, next "
-            "steps), best match first, each with the field it matched in and a snippet. Call "
+            "Search saved packets (goals, decisions, attempts, methods, next steps) by their "
+            "words and, where ltm has the semantic extra, by meaning, best match first, each "
+            "with the field it matched in and a snippet. Call "
             "it BEFORE starting work on something that may have been tried or decided before "
             "(a bug, a feature, a migration, a tool choice): a failed attempt or a locked "
             "decision found here saves repeating it. Also when the user asks what was learned "
@@ -866,6 +871,14 @@ def _catalogue() -> dict[str, Tool]:
                         "maximum": 100,
                         "default": 10,
                         "description": "How many results at most (default 10).",
+                    },
+                    "mode": {
+                        "type": "string",
+                        "enum": ["hybrid", "lexical", "semantic"],
+                        "description": "hybrid: by words and meaning (the default where "
+                        "meaning is installed, else the words alone); lexical: the words "
+                        "only; semantic: by meaning only, for a query that shares no word "
+                        "with what it should find.",
                     },
                 },
                 ("query",),

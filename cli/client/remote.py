@@ -506,6 +506,8 @@ def probe(http: Http) -> dict[str, Any]:
 class RemoteBackend(Backend):
     """Packets on an ltm server, over the protocol's HTTP API."""
 
+    meaning_decided_elsewhere = True  # the server searches by meaning if it has the extra
+
     def __init__(self, target: Target, http: Http | None = None) -> None:
         self.target = target
         self.host = target.host
