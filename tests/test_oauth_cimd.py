@@ -276,6 +276,43 @@ def test_the_connection_goes_to_the_address_that_was_checked(
     assert lookups.count("rebind.example") == 1
 
 
+def test_a_slow_resolver_is_held_to_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Name resolution is inside the one deadline: a resolver that does not answer makes
+    the fetch refused when the deadline passes, not when the resolver gives up; the
+    lookup left running keeps its place in the bounds until it ends."""
+    from ltm.mcp import cimd
+
+    deadline = scaled(0.5)
+    monkeypatch.setattr(cimd, "DEADLINE", deadline)
+    answer = threading.Event()  # set when the test lets the resolver answer
+    asked = threading.Event()
+    real = socket.getaddrinfo
+
+    def stuck(host: str, *args: Any, **kwargs: Any) -> Any:
+        if host != "slow-dns.example":
+            return real(host, *args, **kwargs)
+        asked.set()
+        answer.wait(scaled(10) + deadline)  # far past the deadline, on the old code too
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("192.0.2.1", 443))]  # TEST-NET
+
+    monkeypatch.setattr(socket, "getaddrinfo", stuck)
+    started = time.monotonic()
+    try:
+        with pytest.raises(cimd.Refused, match="resolve"):
+            cimd.fetch("https://slow-dns.example/client.json", client_address="203.0.113.7")
+        took = time.monotonic() - started
+        assert asked.is_set() and not answer.is_set()  # returned with the lookup unanswered
+        assert took <= deadline + scaled(2)
+        # The lookup still runs: its fetch still counts against both bounds.
+        assert cimd._running == 1 and cimd._by_address == {"203.0.113.7": 1}
+    finally:
+        answer.set()
+    waited = time.monotonic() + scaled(10)
+    while cimd._running and time.monotonic() < waited:
+        time.sleep(0.01)
+    assert cimd._running == 0 and cimd._by_address == {}
+
+
 @pytest.mark.parametrize(
     ("address", "public"),
     [

@@ -7,8 +7,11 @@ authorization server fetches. Whoever names such a URL makes this server open a
 connection wherever it points, so every fetch is held to:
 
 - one wall-clock deadline (``DEADLINE``) for resolving, connecting, the TLS
-  handshake, the headers and the body together: a watchdog closes the socket
-  when it passes, so a server that sends a byte every few seconds gets nothing;
+  handshake, the headers and the body together: the name is looked up in a
+  thread waited for at most the time left (a lookup given up on keeps its
+  fetch's place in the bounds below until it ends), and a watchdog closes the
+  socket when the deadline passes, so a server that sends a byte every few
+  seconds gets nothing;
 - at most ``PER_PROCESS`` fetches at once in a process and ``PER_ADDRESS`` for
   one client address (an IPv6 client by its /64): past them the fetch is not
   made and the client is unknown for this request;
@@ -86,8 +89,9 @@ def fetch(url: str, *, client_address: str = "", allow_loopback: bool = False) -
             raise Refused("too many fetches at once")
         _running += 1
         _by_address[key] = _by_address.get(key, 0) + 1
+    place = _Place(key)
     try:
-        return _fetch(url, now + DEADLINE, allow_loopback)
+        return _fetch(url, now + DEADLINE, allow_loopback, place)
     except Refused:
         with _lock:
             if len(_failed) >= _FAILURES_KEPT:
@@ -95,11 +99,32 @@ def fetch(url: str, *, client_address: str = "", allow_loopback: bool = False) -
             _failed[url] = time.monotonic() + FAILURE_TTL
         raise
     finally:
+        place.release()
+
+
+class _Place:
+    """A fetch's place in the bounds, given back when the last of its holders lets go:
+    the fetch, and a name lookup it gave up waiting for (a thread that cannot be stopped
+    still counts, so a slow resolver cannot pile up lookups past the bounds)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.holders = 1
+
+    def hold(self) -> None:
         with _lock:
+            self.holders += 1
+
+    def release(self) -> None:
+        global _running
+        with _lock:
+            self.holders -= 1
+            if self.holders:
+                return
             _running -= 1
-            left = _by_address.pop(key) - 1
+            left = _by_address.pop(self.key) - 1
             if left:
-                _by_address[key] = left
+                _by_address[self.key] = left
 
 
 def _left(deadline: float) -> float:
@@ -109,15 +134,43 @@ def _left(deadline: float) -> float:
     return left
 
 
-def _vetted(host: str, port: int, allow_loopback: bool, deadline: float) -> str:
-    """The one address to connect to: every address of ``host`` must pass."""
+def _resolve(host: str, port: int, deadline: float, place: _Place) -> list[Any]:
+    """``getaddrinfo`` within the deadline: it cannot be interrupted, so it runs in a
+    thread of its own, waited for at most the time left; that thread holds ``place``
+    until it ends."""
     import socket
 
+    answer: list[Any] = []
+    done = threading.Event()
+
+    def lookup() -> None:
+        try:
+            answer.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as exc:
+            answer.append(exc)
+        finally:
+            done.set()
+            place.release()
+
+    wait = _left(deadline)
+    place.hold()
     try:
-        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise Refused(f"cannot resolve: {exc}") from None
+        threading.Thread(target=lookup, name="cimd-resolve", daemon=True).start()
+    except RuntimeError:  # no thread to be had: the lookup never runs to let go
+        place.release()
+        raise Refused("cannot start the lookup") from None
+    if not done.wait(wait):
+        raise Refused("cannot resolve within the deadline")
     _left(deadline)
+    found = answer[0]
+    if isinstance(found, OSError):
+        raise Refused(f"cannot resolve: {found}")
+    return list(found)
+
+
+def _vetted(host: str, port: int, allow_loopback: bool, deadline: float, place: _Place) -> str:
+    """The one address to connect to: every address of ``host`` must pass."""
+    found = _resolve(host, port, deadline, place)
     addresses = [str(info[4][0]) for info in found]
     if not addresses:
         raise Refused("no address")
@@ -128,7 +181,7 @@ def _vetted(host: str, port: int, allow_loopback: bool, deadline: float) -> str:
     return addresses[0]
 
 
-def _fetch(url: str, deadline: float, allow_loopback: bool) -> bytes:
+def _fetch(url: str, deadline: float, allow_loopback: bool, place: _Place) -> bytes:
     import http.client
     import socket
     import ssl
@@ -139,7 +192,7 @@ def _fetch(url: str, deadline: float, allow_loopback: bool) -> bytes:
     if parts.scheme != "https" or not host:
         raise Refused("not https")
     port = parts.port or 443
-    address = _vetted(host, port, allow_loopback, deadline)
+    address = _vetted(host, port, allow_loopback, deadline, place)
     try:
         raw = socket.create_connection((address, port), timeout=_left(deadline))
     except OSError as exc:
