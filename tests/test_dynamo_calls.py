@@ -31,7 +31,7 @@ from dynamo_moto import in_process
 
 from ltm.service import packets, teams, tokens
 from ltm.service.errors import ServiceError
-from ltm.store import Token, User
+from ltm.store import Team, Token, User
 from ltm.store.dynamo import DynamoStore
 
 EXAMPLE = json.loads((Path(__file__).parents[1] / "chalicelib" / "example.json").read_text())
@@ -85,6 +85,15 @@ def signed_in(store: DynamoStore, name: str) -> tuple[User, str]:
     return user, f"Bearer {secret}"
 
 
+def core_team(store: DynamoStore, owner: User, member: User) -> Team:
+    """The team "core", made by ``owner``, with ``member`` in it."""
+    teams.create(store, owner, "core")
+    team = store.get_team("core")
+    assert team is not None
+    store.add_member(team.id, member.id)
+    return team
+
+
 def costs(calls: Calls, header: str, op: Any, *args: Any, **kwargs: Any) -> list[str]:
     """The calls one request makes, as a route makes them (refusals included)."""
     calls.take()
@@ -127,10 +136,7 @@ def test_team_scope_costs_two_calls_and_the_usage_counter(
     alice_user, alice = signed_in(store, "alice")
     bob_user, bob = signed_in(store, "bob")
     _, carol = signed_in(store, "carol")  # not in the team
-    teams.create(store, alice_user, "core")
-    team = store.get_team("core")
-    assert team is not None
-    store.add_member(team.id, bob_user.id)
+    core_team(store, alice_user, bob_user)
     p2, p3 = packet(2), packet(3)
 
     # token + team + the caller's membership (one BatchGetItem, the token names its
@@ -163,10 +169,7 @@ def test_moving_a_packet_into_a_team_costs_a_transaction_and_the_usage_counter(
     store, calls = counted
     alice_user, alice = signed_in(store, "alice")
     bob_user, bob = signed_in(store, "bob")
-    teams.create(store, alice_user, "core")
-    team = store.get_team("core")
-    assert team is not None
-    store.add_member(team.id, bob_user.id)
+    team = core_team(store, alice_user, bob_user)
     p7 = packet(7)
     assert costs(calls, alice, packets.push, p7) == ["GetItem", *NEW, *INDEX]
     assert costs(calls, bob, packets.push, p7, team="core") == ["BatchGetItem", *REFUSED]  # 409
@@ -275,3 +278,36 @@ def test_the_server_side_secret_scan_costs_no_call(counted: tuple[DynamoStore, C
     assert store.get_packet(leaky["id"]) is None
     forced = costs(calls, alice, packets.push, leaky, scan=False)
     assert forced == ["GetItem", *NEW]
+
+
+def test_reading_a_packet_one_may_publish_reads_the_packet_once(
+    counted: tuple[DynamoStore, Calls],
+) -> None:
+    """``GET /v1/packets/{id}`` for its manager: the packet read with the token carries
+    its public hash, so the publication costs only its own item, and nothing unpublished."""
+    from ltm.service import publish
+
+    store, calls = counted
+    alice_user, alice = signed_in(store, "alice")
+    bob_user, bob = signed_in(store, "bob")
+    core_team(store, alice_user, bob_user)
+    mine, ours = packet(20), packet(21)
+    packets.push(store, alice_user, mine)
+    packets.push(store, bob_user, ours, team="core")
+
+    assert costs(calls, alice, publish.read, mine["id"]) == ["BatchGetItem"]
+    made, _ = publish.publish(store, alice_user, mine["id"])
+    # token + packet, then the publication's own item
+    assert costs(calls, alice, publish.read, mine["id"]) == ["BatchGetItem", "GetItem"]
+    assert publish.read(store, tokens.credential(alice), mine["id"])[1] == made
+    assert costs(calls, alice, publish.publication, mine["id"]) == ["BatchGetItem", "GetItem"]
+    publish.unpublish(store, alice_user, mine["id"])
+    assert costs(calls, alice, publish.read, mine["id"]) == ["BatchGetItem"]
+    assert publish.read(store, tokens.credential(alice), mine["id"])[1] is None
+
+    # a team packet: token + packet, the membership, then the publication's item
+    assert costs(calls, alice, publish.read, ours["id"]) == ["BatchGetItem", "GetItem"]
+    publish.publish(store, bob_user, ours["id"])
+    published = ["BatchGetItem", "GetItem", "GetItem"]
+    assert costs(calls, alice, publish.read, ours["id"]) == published  # the team's owner
+    assert costs(calls, bob, publish.read, ours["id"]) == published  # its author

@@ -218,8 +218,15 @@ def test_each_packet_route_keeps_the_budget_of_the_store(api: Api, lambda_app: A
     assert cost("GET", "/v1/packets", alice) == 2
     assert cost("GET", "/v1/packets?team=core", alice) == 2
     # A packet's reader who may publish it (here its owner; for a team packet its creator or
-    # the team's owner) costs one read more: its publication, for the X-LTM-Published-At and
+    # the team's owner) is told its publication, for the X-LTM-Published-At and
     # X-LTM-Public-URL headers the reference CLI's show reads (service/publish.py, read).
+    # The packet is read once, with the token: unpublished, that is all; published, its
+    # publication's item is one read more.
+    assert cost("GET", f"/v1/packets/{mine['id']}", alice) == 1
+    assert cost("GET", f"/v1/packets/{theirs['id']}", alice) == 2  # + the membership
+    assert cost("GET", f"/v1/packets/{theirs['id']}", bob) == 2
+    for who, packet in ((alice, mine), (bob, theirs)):
+        assert api.call("POST", f"/v1/packets/{packet['id']}/publish", who)[0] in (200, 201)
     assert cost("GET", f"/v1/packets/{mine['id']}", alice) == 2
     assert cost("GET", f"/v1/packets/{theirs['id']}", alice) == 3
     assert cost("GET", f"/v1/packets/{theirs['id']}", bob) == 3

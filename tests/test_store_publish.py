@@ -54,6 +54,25 @@ def test_publish_read_and_unpublish(store: Store) -> None:
     assert store.published_packet(again.secret_hash) is not None
 
 
+def test_the_publication_of_a_packet_as_read(store: Store) -> None:
+    """``publication_of`` a packet the store just read answers as ``publication`` does."""
+    p = pkt("01PUBLISHOF0", "u1")
+    put(store, p)
+
+    def of() -> Publication | None:
+        found = store.get_packet(p.meta.id)
+        assert found is not None
+        return store.publication_of(found)
+
+    assert of() is None
+    first = store.publish_packet(pub(p.meta.id, "secret-of"), seen=p.meta)
+    assert of() == first == store.publication(p.meta.id)
+    put(store, pkt(p.meta.id, "u1", body=b"again"))  # a re-push keeps it
+    assert of() == first
+    store.unpublish_packet(p.meta.id)
+    assert of() is None
+
+
 def test_publish_needs_the_packet_as_seen(store: Store) -> None:
     with pytest.raises(NotFound):
         store.publish_packet(pub("01MISSING000", "s"), seen=pkt("01MISSING000", "u1").meta)

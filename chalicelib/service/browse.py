@@ -240,7 +240,7 @@ def packet_view(store: Store, caller: Caller, packet_id: str) -> PacketView:
         parent=parent,
         children=children(store, user, packet_id, limit=CHILDREN),
         can_delete=manage,
-        publication=store.publication(packet_id) if manage else None,
+        publication=store.publication_of(stored) if manage else None,
         shares=shares(store, user, packet_id),
         author=author_name(store, stored.meta.owner_id) if team is not None else "",
     )

@@ -89,17 +89,19 @@ def unpublish(store: Store, caller: Caller, packet_id: str) -> None:
 
 def publication(store: Store, caller: Caller, packet_id: str) -> Publication | None:
     """The publication of a packet the caller may manage (None when it is not published)."""
-    _managed(store, caller, packet_id, need="read")
-    return store.publication(packet_id)
+    _, found = _managed(store, caller, packet_id, need="read")
+    return store.publication_of(found)
 
 
 def read(store: Store, caller: Caller, packet_id: str) -> tuple[StoredPacket, Publication | None]:
     """``GET /v1/packets/{id}``: the packet (as ``packets.get``) and, for whoever may
     publish it, its publication (None when unpublished or not theirs to know).
 
-    The membership read a team packet needs anyway answers both questions, so
-    only the publication itself costs a read more, and only for a caller who
-    may manage the packet with a token granted ``MANAGE``.
+    The membership read a team packet needs anyway answers both questions, and
+    the packet as read serves its publication (``Store.publication_of``), so
+    only the publication itself costs a read more (on DynamoDB: only when the
+    packet is published), and only for a caller who may manage the packet with
+    a token granted ``MANAGE``.
     """
     who = access(store, caller, need="read", packet_id=packet_id)
     found = who.packet
@@ -121,8 +123,7 @@ def read(store: Store, caller: Caller, packet_id: str) -> tuple[StoredPacket, Pu
         return found, None
     if not manages or not grants(who.scope, MANAGE):
         return found, None
-    current = store.publication(packet_id)
-    return found, current
+    return found, store.publication_of(found)
 
 
 def read_public(store: Store, secret: str) -> StoredPacket:

@@ -130,6 +130,10 @@ class StoredPacket(NamedTuple):
     meta: PacketMeta
     body: bytes  # the canonical bytes, exactly as stored
     conforming: bool = True  # False only for packets accepted in lenient mode
+    # The hash of the secret it is published under, for a store that keeps it on the
+    # packet itself and so reads it with the packet (DynamoDB); None otherwise. Only
+    # ``Store.publication_of`` reads it, on a packet that store has just read.
+    public_hash: str | None = None
 
 
 class Page(NamedTuple):
@@ -540,6 +544,15 @@ class Store(ABC):
     @abstractmethod
     def publication(self, packet_id: str) -> Publication | None:
         """The packet's publication, or None."""
+
+    def publication_of(self, packet: StoredPacket) -> Publication | None:
+        """``publication`` of a packet this store has just read (and handed back as read).
+
+        A store whose packet read already carries what the publication is found
+        by (``StoredPacket.public_hash``) need not read the packet again. This
+        default looks it up by the packet's id.
+        """
+        return self.publication(packet.meta.id)
 
     @abstractmethod
     def published_packet(self, secret_hash: str) -> StoredPacket | None:

@@ -78,7 +78,9 @@ Which request uses what:
   carries a copy of its user (users never change), so no read of the user.
   The token's last-used time is written at most every five minutes.
 - get a packet: the ``load`` above; for a team packet, one GetItem of the
-  reader's membership in the packet's team.
+  reader's membership in the packet's team; for a reader who may manage a
+  published packet, one GetItem of its ``PUBLIC#`` item (the packet as loaded
+  carries its ``public_hash``: ``publication_of``).
 - list a scope: one Query on gsi1, newest first (``ScanIndexForward=False``)
   with ``Limit``; the cursor is the last item's index key, opaque (base64).
   gsi1 projects only the listing fields, never the packet body.
@@ -124,7 +126,8 @@ Which request uses what:
   packets, so a share whose packet is gone is never listed.
 
 So a get or list costs at most two requests, token check included, in
-personal and team scope (``tests/test_dynamo_calls.py``); a push or delete
+personal and team scope (``tests/test_dynamo_calls.py``), and one more for a
+published packet's manager, told its publication; a push or delete
 costs three: the token, the packet's revision, one transaction. What a packet
 derives (its search postings and facets) is written by the stream consumer.
 
@@ -462,7 +465,12 @@ def _packet_meta(item: Mapping[str, Mapping[str, Any]]) -> PacketMeta:
 
 def _stored_packet(item: Mapping[str, Mapping[str, Any]]) -> StoredPacket:
     conforming = item.get("conforming", {}).get("BOOL", True)
-    return StoredPacket(_packet_meta(item), bytes(item["body"]["B"]), bool(conforming))
+    return StoredPacket(
+        _packet_meta(item),
+        bytes(item["body"]["B"]),
+        bool(conforming),
+        _get(item, "public_hash"),
+    )
 
 
 def _user_fields(user: User, prefix: str = "") -> Item:
@@ -1334,12 +1342,16 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
         raise Conflict("publication could not be ended (concurrent writes); try again")
 
     def publication(self, packet_id: str) -> Publication | None:
-        item = self._get_item(_key(f"PKT#{packet_id}", "PKT"))
-        current = _get(item, "public_hash") if item is not None else None
-        if current is None:
+        found = self.get_packet(packet_id)
+        return None if found is None else self.publication_of(found)
+
+    def publication_of(self, packet: StoredPacket) -> Publication | None:
+        """The packet item read carries its ``public_hash``: only the ``PUBLIC#`` item
+        is left to read, and nothing at all for an unpublished packet."""
+        if packet.public_hash is None:
             return None
-        found = self._publication_item(current)
-        return found if found is not None and found.packet_id == packet_id else None
+        found = self._publication_item(packet.public_hash)
+        return found if found is not None and found.packet_id == packet.meta.id else None
 
     def published_packet(self, secret_hash: str) -> StoredPacket | None:
         found = self._publication_item(secret_hash)
