@@ -73,7 +73,7 @@ class Cli:
         self,
         *args: str,
         stdin: str | bytes = b"",
-        timeout: float = 60,
+        timeout: float = scaled(60),
         cwd: Path | None = None,
         **env: str,
     ) -> subprocess.CompletedProcess[str]:
@@ -83,7 +83,7 @@ class Cli:
             input=data,
             env={**self.env, **env},
             capture_output=True,
-            timeout=scaled(timeout),
+            timeout=timeout,
             cwd=cwd if cwd is not None else self.cwd,
         )
         return subprocess.CompletedProcess(

@@ -77,8 +77,8 @@ class AuthProcess:
             self._queue.put(line.rstrip("\n"))
         self._queue.put(None)
 
-    def wait_for(self, pattern: re.Pattern[str], timeout: float = 30) -> re.Match[str]:
-        deadline = time.monotonic() + scaled(timeout)
+    def wait_for(self, pattern: re.Pattern[str], timeout: float = scaled(30)) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
         for line in self.lines:
             if found := pattern.search(line):
                 return found
@@ -101,9 +101,9 @@ class AuthProcess:
     def url(self) -> str:
         return self.wait_for(URL_LINE).group(1)
 
-    def finish(self, timeout: float = 60) -> int:
+    def finish(self, timeout: float = scaled(60)) -> int:
         try:
-            code = self.proc.wait(timeout=scaled(timeout))
+            code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
             raise AssertionError("ltm auth did not finish:\n" + self.output()) from None

@@ -73,13 +73,13 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def ltm_server(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> Any:
+def ltm_server(*args: str, env: dict[str, str] | None = None, timeout: float = scaled(60)) -> Any:
     return subprocess.run(
         [*SERVER, *args],
         capture_output=True,
         text=True,
         env=env or clean_env(),
-        timeout=scaled(timeout),
+        timeout=timeout,
     )
 
 
@@ -135,14 +135,14 @@ class Server:
     def logs(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = scaled(15)) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
-                self.proc.wait(timeout=scaled(timeout))
+                self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-                self.proc.wait(timeout=scaled(timeout))
+                self.proc.wait(timeout=timeout)
         return self.proc.returncode
 
 

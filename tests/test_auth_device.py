@@ -220,7 +220,7 @@ def test_ltm_auth_host_signs_in_and_opens_the_browser(tmp_path: Path) -> None:
     cli.env["BROWSER"] = browser
     cli.env["LTM_STATE_DIR"] = str(tmp_path / "state")
     with stub_server(OAuthServer(["authorization_pending", "ok"])) as stub:
-        result = cli.run("auth", stub.url, timeout=30)
+        result = cli.run("auth", stub.url, timeout=scaled(30))
         assert cli.ok("ls") == ""  # the token works as a plain bearer
     assert result.returncode == 0, result.stderr
     assert "enter the code: WDJB-MJHT" in result.stderr
@@ -249,7 +249,7 @@ def test_no_browser_without_a_display(tmp_path: Path) -> None:
     with stub_server(OAuthServer(["ok", "ok"])) as stub:
         result = cli.run("auth", stub.url, "--no-browser", BROWSER=browser)
         assert result.returncode == 0, result.stderr
-        again = cli.run("auth", stub.url, timeout=30)  # no DISPLAY, no BROWSER: no browser
+        again = cli.run("auth", stub.url, timeout=scaled(30))  # no DISPLAY, no BROWSER: no browser
         assert again.returncode == 0, again.stderr
     assert not opened.exists()
     assert "opened in your browser" not in result.stderr + again.stderr
@@ -280,7 +280,7 @@ class HostileServer(OAuthServer):
 def test_ltm_auth_shows_the_servers_words_through_safe(tmp_path: Path) -> None:
     cli = Cli(tmp_path / "me")
     with stub_server(HostileServer(["ok"])) as stub:
-        result = cli.run("auth", stub.url, timeout=30)
+        result = cli.run("auth", stub.url, timeout=scaled(30))
     assert result.returncode == 0, result.stderr
     assert "\x1b" not in result.stderr and "\x07" not in result.stderr
     assert "\u202e" not in result.stderr
@@ -304,7 +304,7 @@ def test_ltm_auth_honours_slow_down_in_real_time(tmp_path: Path) -> None:
     cli = Cli(tmp_path / "me")
     with stub_server(OAuthServer(["slow_down", "ok"], interval=1)) as stub:
         started = time.monotonic()
-        result = cli.run("auth", stub.url, timeout=60)
+        result = cli.run("auth", stub.url, timeout=scaled(60))
         assert result.returncode == 0, result.stderr
         first, second = polls(stub.seen)
     assert first.at - started >= 1

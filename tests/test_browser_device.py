@@ -237,7 +237,7 @@ def test_code_expires_while_signing_in(cognito: Cognito, page: Any, tmp_path: Pa
         auth = AuthProcess(cli, srv.url)
         enter_code(page, auth.url(), auth.code())
         assert page.url.startswith(cognito.domain)
-        assert auth.finish(timeout=30) == 1  # the CLI gives up on its own
+        assert auth.finish(timeout=scaled(30)) == 1  # the CLI gives up on its own
         assert "expired" in auth.output()
         time.sleep(1.5)  # and the server's clock passes the expiry too
         sign_in_at_cognito(page, cognito, ALICE, PASSWORD)

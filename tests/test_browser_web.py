@@ -31,6 +31,7 @@ from test_browser_device import (  # the shared Chromium and Cognito fixtures
     sign_in_at_cognito,
 )
 from test_web_pages import ui  # noqa: F401 - ltm ui on a local store, as a fixture
+from timing import scaled
 
 from ltm.resume import render as resume_block
 
@@ -106,7 +107,7 @@ def test_sign_in_list_filter_open_copy_parent_delete_sign_out(
     assert api.post(f"/v1/packets?team={team}", json=in_team).status_code == 201
 
     context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
-    context.set_default_timeout(15_000)
+    context.set_default_timeout(scaled(15_000))
     try:
         page = context.new_page()
         sign_in(page, server, token)

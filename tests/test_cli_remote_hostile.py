@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from clikit import Cli, Handler, Seen, json_reply, stub_server
+from timing import scaled
 
 from ltm.cli.client import remote
 from ltm.cli.client.credentials import Target
@@ -104,7 +105,7 @@ def test_a_listing_that_always_has_a_new_page_stops_at_the_cap(
     monkeypatch.setattr(remote, "MAX_PAGES", 5)
     with stub_server(hostile(**{"GET /v1/packets": fresh_page})) as server:
         target = Target(server.url, "ltm_" + "0" * 64, "LTM_HOST")
-        backend = RemoteBackend(target, remote.Http(server.url, timeout=5))
+        backend = RemoteBackend(target, remote.Http(server.url, timeout=scaled(5)))
         with pytest.raises(CliError, match="more than 5 pages"):
             list(backend.walk())
         backend.close()

@@ -19,6 +19,7 @@ import pytest
 from clikit import Cli, signed_in
 from devicekit import AuthProcess, device_server
 from serverkit import Server, make_packet
+from timing import scaled
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +92,7 @@ def test_expired_code(tmp_path: Path) -> None:
         late = Cli(tmp_path / "late")
         auth = AuthProcess(late, srv.url)
         code = auth.code()
-        assert auth.finish(timeout=30) == 1
+        assert auth.finish(timeout=scaled(30)) == 1
         assert "expired before it was approved" in auth.output()
         time.sleep(1.5)  # the client gives up an interval early; let the server's clock pass too
         assert "no sign-in is waiting" in laptop.fails("approve", code)

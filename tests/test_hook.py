@@ -106,7 +106,7 @@ def hook(cli: Cli, event: str, payload: dict | bytes, *extra: str) -> tuple[Any,
     """Run ``ltm hook``; returns (the parsed answer or None for an empty one, seconds)."""
     raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
     started = time.monotonic()
-    result = cli.run("hook", event, *extra, stdin=raw, timeout=30)
+    result = cli.run("hook", event, *extra, stdin=raw, timeout=scaled(30))
     took = time.monotonic() - started
     assert result.returncode == 0, result.stderr
     assert result.stderr == "", result.stderr

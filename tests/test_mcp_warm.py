@@ -172,7 +172,7 @@ class Impostor:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(str(path))
         self.sock.listen(4)
-        self.sock.settimeout(0.2)
+        self.sock.settimeout(0.2)  # not a budget: how often it looks at _stop
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
@@ -240,7 +240,7 @@ sock.listen(4)
 print("ready", flush=True)
 while True:
     conn, _ = sock.accept()
-    conn.settimeout(2)
+    conn.settimeout(float(sys.argv[2]))
     try:
         data = conn.recv(1 << 20)
     except OSError:
@@ -264,7 +264,7 @@ def test_a_listener_of_another_user_behind_a_good_looking_socket_gets_nothing(
     path = warm.socket_path()
     state.mkdir(mode=0o700)
     spy = subprocess.Popen(
-        [sys.executable, "-c", IMPOSTOR, str(path)],
+        [sys.executable, "-c", IMPOSTOR, str(path), str(scaled(2))],
         stdout=subprocess.PIPE,
         text=True,
     )

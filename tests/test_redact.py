@@ -20,6 +20,7 @@ import tomli_w
 from clikit import Cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from timing import scaled
 
 from ltm import redact
 from ltm.redact import (
@@ -772,10 +773,12 @@ def test_cli_saves_an_adversarial_packet_with_a_catastrophic_rule(
     packet = json.dumps({**CONTENT, "next_step": "ab " * 300 + "!", **near_miss})
     assert 30_000 < len(packet) < 32_768
     # The timeout only guards against a hang (with `re`, this never returned).
-    saved = cli.run("save", *flags, "-", stdin=packet, timeout=120)
+    saved = cli.run("save", *flags, "-", stdin=packet, timeout=scaled(120))
     assert saved.returncode == 0, saved.stderr
     assert len(saved.stdout.strip()) == 26  # the new packet's id
-    blocked = cli.run("save", *flags, "-", stdin=json.dumps({**CONTENT, **hit}), timeout=120)
+    blocked = cli.run(
+        "save", *flags, "-", stdin=json.dumps({**CONTENT, **hit}), timeout=scaled(120)
+    )
     assert blocked.returncode == 1
     assert f"  {where}/slow: {'a' * 32}…\n  {where}/words: {'a' * 32}…\n" in blocked.stderr
 

@@ -62,7 +62,7 @@ def test_default_database_lives_in_the_data_dir(tmp_path: Path) -> None:
 
 def test_run_refuses_a_missing_database(tmp_path: Path) -> None:
     db = tmp_path / "missing.db"
-    result = ltm_server("run", "--db", str(db), "--addr", "127.0.0.1:0", timeout=30)
+    result = ltm_server("run", "--db", str(db), "--addr", "127.0.0.1:0", timeout=scaled(30))
     assert result.returncode != 0
     assert "ltm server init" in result.stderr
     assert not db.exists()
@@ -80,7 +80,7 @@ def test_token_commands_refuse_a_missing_database(tmp_path: Path, command: str) 
 def test_run_rejects_a_bad_addr(tmp_path: Path, addr: str) -> None:
     db = tmp_path / "server.db"
     init_db(db)
-    result = ltm_server("run", "--db", str(db), "--addr", addr, timeout=30)
+    result = ltm_server("run", "--db", str(db), "--addr", addr, timeout=scaled(30))
     assert result.returncode != 0 and "--addr" in result.stderr
 
 
@@ -88,7 +88,14 @@ def test_run_rejects_a_bad_external_url(tmp_path: Path) -> None:
     db = tmp_path / "server.db"
     init_db(db)
     result = ltm_server(
-        "run", "--db", str(db), "--addr", "127.0.0.1:0", "--external-url", "ftp://x", timeout=30
+        "run",
+        "--db",
+        str(db),
+        "--addr",
+        "127.0.0.1:0",
+        "--external-url",
+        "ftp://x",
+        timeout=scaled(30),
     )
     assert result.returncode != 0 and "--external-url" in result.stderr
 
@@ -204,7 +211,7 @@ def test_run_stops_cleanly_on_a_signal(tmp_path: Path, sig: int) -> None:
     assert server.stop(sig) == 0
     assert "stopped" in server.logs()
     with pytest.raises(httpx.ConnectError):
-        httpkit.get(server.url + "/v1/healthz", timeout=2)
+        httpkit.get(server.url + "/v1/healthz", timeout=scaled(2))
     # The WAL was checkpointed and the database is whole.
     conn = sqlite3.connect(db)
     try:
@@ -306,7 +313,7 @@ def test_an_address_in_use_is_one_clear_error_and_never_a_second_server(tmp_path
         second_db.parent.mkdir()
         init_db(second_db)
         address = first.url.removeprefix("http://")
-        result = ltm_server("run", "--db", str(second_db), "--addr", address, timeout=30)
+        result = ltm_server("run", "--db", str(second_db), "--addr", address, timeout=scaled(30))
         assert result.returncode == 1
         assert result.stderr.splitlines() == [
             f"ltm: cannot listen on {address}: Address already in use"

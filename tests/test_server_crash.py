@@ -17,6 +17,7 @@ from pathlib import Path
 import httpkit
 import httpx
 from serverkit import init_db, make_packet, run_server
+from timing import scaled
 
 from ltm import packet
 
@@ -59,7 +60,7 @@ def test_kill_9_mid_burst_keeps_every_acknowledged_packet(tmp_path: Path) -> Non
     ]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while len(acknowledged) < 400 and time.monotonic() < deadline:
         time.sleep(0.01)
     # Mid-burst, writers still sending: SIGKILL every server process at once
@@ -68,11 +69,11 @@ def test_kill_9_mid_burst_keeps_every_acknowledged_packet(tmp_path: Path) -> Non
     for pid in [server.proc.pid, *workers]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    server.proc.wait(timeout=10)
+    server.proc.wait(timeout=scaled(10))
     time.sleep(0.2)
     stop.set()
     for t in threads:
-        t.join(timeout=30)
+        t.join(timeout=scaled(30))
     assert not errors, errors[:3]
     assert len(acknowledged) >= 400
 

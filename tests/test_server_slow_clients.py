@@ -33,7 +33,7 @@ from timing import scaled
 from ltm.cli.server.http import IDLE_TIMEOUT, REQUEST_TIMEOUT
 
 HEALTHZ = b"GET /v1/healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-SLACK = 6.0  # the expiry runs a few times a second; the box is shared and loaded
+SLACK = scaled(6.0)  # the expiry runs a few times a second; the box is shared and loaded
 HEALTHZ_BUDGET = scaled(1.0)  # a health check's whole answer, on a loaded box
 
 
@@ -102,7 +102,7 @@ def read_response(sock: socket.socket) -> bytes:
 
 
 def open_slow(server: Server, kind: str) -> Slow:
-    sock = socket.create_connection(address(server), timeout=10)
+    sock = socket.create_connection(address(server), timeout=scaled(10))
     if kind == "partial":  # half a header, then silence
         sock.sendall(b"GET /v1/healthz HTTP/1.1\r\nHost: x\r\nX-Half: ")
         return Slow(kind, sock)
@@ -137,9 +137,9 @@ def slow_clients(server: Server, kinds: list[str]) -> Iterator[list[Slow]]:
             watcher.register(client.sock, selectors.EVENT_READ, client)
 
         def run() -> None:
-            next_byte = time.monotonic() + 1
+            next_byte = time.monotonic() + 1  # not a budget: the pace, a byte a second
             while not stop.is_set() and watcher.get_map():
-                for key, _ in watcher.select(timeout=0.1):
+                for key, _ in watcher.select(timeout=0.1):  # not a budget: a tick
                     client = key.data
                     try:
                         chunk = client.sock.recv(4096)
@@ -165,7 +165,7 @@ def slow_clients(server: Server, kinds: list[str]) -> Iterator[list[Slow]]:
         thread.start()
         yield clients
         stop.set()
-        thread.join(timeout=10)
+        thread.join(timeout=scaled(10))
     finally:
         stop.set()
         for client in clients:
@@ -180,7 +180,7 @@ def wait_until_closed(clients: list[Slow], deadline: float) -> None:
 def healthz_seconds(server: Server) -> float:
     """One GET /v1/healthz on a new connection: how long until the whole answer was in."""
     started = time.monotonic()
-    with socket.create_connection(address(server), timeout=HEALTHZ_BUDGET + 5) as sock:
+    with socket.create_connection(address(server), timeout=HEALTHZ_BUDGET + scaled(5)) as sock:
         sock.sendall(HEALTHZ)
         reply = read_response(sock)
     elapsed = time.monotonic() - started
@@ -200,7 +200,7 @@ def test_64_slow_clients_neither_stop_healthz_nor_stay(server: Server) -> None:
             time.sleep(0.1)
         assert timings and max(timings) < HEALTHZ_BUDGET, timings
         # A normal client on a keep-alive connection is served meanwhile too.
-        with httpkit.Client(base_url=server.url, timeout=5) as client:
+        with httpkit.Client(base_url=server.url, timeout=scaled(5)) as client:
             assert client.get("/v1/healthz").status_code == 200
             assert client.get("/v1/healthz").status_code == 200
 
@@ -295,7 +295,7 @@ def test_pipelining_connections_that_never_read_do_not_stop_healthz(server: Serv
     finally:
         for sock in readers:
             sock.close()
-    deadline = time.monotonic() + scaled(IDLE_TIMEOUT + SLACK)
+    deadline = time.monotonic() + IDLE_TIMEOUT + SLACK
     while _sockets(server) > baseline + 2 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _sockets(server) <= baseline + 2
@@ -385,7 +385,7 @@ def test_heads_two_readers_could_frame_differently_are_400_at_once(
 
 def send_in_pieces(server: Server, request: bytes, size: int) -> bytes:
     """Send ``request`` in ``size``-byte TCP segments, a little apart; the response."""
-    with socket.create_connection(address(server), timeout=10) as sock:
+    with socket.create_connection(address(server), timeout=scaled(10)) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for at in range(0, len(request), size):
             sock.sendall(request[at : at + size])
@@ -410,7 +410,7 @@ def test_a_flood_of_connections_past_the_limit_evicts_the_idle_ones(tmp_path: Pa
     flood: list[socket.socket] = []
     try:
         for _ in range(40):
-            flood.append(socket.create_connection(address(server), timeout=5))
+            flood.append(socket.create_connection(address(server), timeout=scaled(5)))
         # long before the 5 s the silent ones may take: the oldest made room for it
         assert healthz_seconds(server) < min(HEALTHZ_BUDGET, REQUEST_TIMEOUT / 2)
         closed = 0
@@ -437,7 +437,7 @@ def test_a_request_split_across_packets_is_served_whole(server: Server) -> None:
 
 
 def test_pipelined_requests_are_each_answered(server: Server) -> None:
-    with socket.create_connection(address(server), timeout=10) as sock:
+    with socket.create_connection(address(server), timeout=scaled(10)) as sock:
         sock.sendall(HEALTHZ * 3)
         replies = Replies(sock)
         answers = [replies.next() for _ in range(3)]
@@ -455,7 +455,7 @@ def test_a_pipelined_half_request_times_out_after_the_whole_one(server: Server) 
 
 def test_expect_100_continue_gets_one_interim_answer_then_the_final_one(server: Server) -> None:
     body = b'{"ltm_version":"0.2"}'
-    with socket.create_connection(address(server), timeout=10) as sock:
+    with socket.create_connection(address(server), timeout=scaled(10)) as sock:
         sock.sendall(
             b"POST /v1/packets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Expect: 100-continue\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n"

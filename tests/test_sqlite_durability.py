@@ -232,7 +232,7 @@ class _Pushes:
             self.batches.append([p.meta.id for p, _, _ in parsed])
             if len(self.batches) == 1:
                 self._entered.set()
-                self._release.wait(60)
+                self._release.wait(scaled(60))
             return real(db, parsed)
 
         monkeypatch.setattr(store, "_put_in", put_in)
@@ -259,18 +259,18 @@ class _Pushes:
         thread.start()
         self.threads.append(thread)
         if len(self.threads) == 1:
-            assert self._entered.wait(60), "the first push never started its write"
+            assert self._entered.wait(scaled(60)), "the first push never started its write"
         else:  # in the queue, in this order
             for _ in range(6000):
                 if len(self.store._waiting) > waiting:
                     break
-                threading.Event().wait(0.01)
+                threading.Event().wait(0.01)  # not a budget: a pause
             assert len(self.store._waiting) > waiting, "the push never queued"
 
     def finish(self) -> None:
         self._release.set()
         for thread in self.threads:
-            thread.join(60)
+            thread.join(scaled(60))
         assert not any(thread.is_alive() for thread in self.threads)
 
 
@@ -430,7 +430,7 @@ def test_checkpoints_are_left_to_a_thread_of_the_process_outside_the_writers_loc
         store.put_packet(_packet(f"01CK{n}", "u1"), sort_key="k")
     assert store._checkpointer is None  # not due yet
     store.put_packet(_packet("01CKLAST", "u1"), sort_key="k")
-    assert ran.wait(60), "the checkpointer never ran"
+    assert ran.wait(scaled(60)), "the checkpointer never ran"
     assert seen == [("ltm-sqlite-checkpoint", 0)]  # its own thread, no write open
     assert store._checkpointer is not None
     thread = store._checkpointer[0]

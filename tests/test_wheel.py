@@ -60,7 +60,7 @@ class Installed:
         return env
 
     def run(
-        self, *args: str, stdin: str = "", timeout: float = 120, **env: str
+        self, *args: str, stdin: str = "", timeout: float = scaled(120), **env: str
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [self.ltm, *args],
@@ -69,7 +69,7 @@ class Installed:
             text=True,
             env=self.env(**env),
             cwd=self.home,
-            timeout=scaled(timeout),
+            timeout=timeout,
         )
 
 
@@ -78,7 +78,7 @@ def _pip(*args: str, timeout: float) -> None:
         [sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
         capture_output=True,
         text=True,
-        timeout=scaled(timeout),
+        timeout=timeout,
     )
     assert result.returncode == 0, f"pip {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
 
@@ -88,14 +88,16 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     work = tmp_path_factory.mktemp("wheel")
     source, dist, venv, home = work / "src", work / "dist", work / "venv", work / "home"
     shutil.copytree(ROOT, source, ignore=NOT_SOURCES)
-    _pip("wheel", "--quiet", "--no-deps", "--wheel-dir", str(dist), str(source), timeout=600)
+    _pip(
+        "wheel", "--quiet", "--no-deps", "--wheel-dir", str(dist), str(source), timeout=scaled(600)
+    )
     (wheel,) = dist.glob("ltm-*.whl")
     # No pip of its own in the venv: this process's pip installs into it (pip --python).
     subprocess.run(
         [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=scaled(120)
     )
     python = str(venv / "bin" / "python")
-    _pip("--python", python, "install", "--quiet", f"{wheel}[server]", timeout=900)
+    _pip("--python", python, "install", "--quiet", f"{wheel}[server]", timeout=scaled(900))
     home.mkdir()
     yield Installed(wheel=wheel, venv=venv, home=home)
 
@@ -182,7 +184,11 @@ def test_conformance_passes_against_the_installed_server(installed: Installed) -
     )
     try:
         result = installed.run(
-            "conformance", server.url, "--json", LTM_CONFORMANCE_TOKEN=root_token, timeout=300
+            "conformance",
+            server.url,
+            "--json",
+            LTM_CONFORMANCE_TOKEN=root_token,
+            timeout=scaled(300),
         )
     finally:
         server.stop()

@@ -2,7 +2,9 @@
 
 A test that waits (a subprocess's ``timeout=``, a deadline for a server to
 answer, an HTTP client's timeout, the most a hook may take) says how long
-through ``scaled(seconds)``. On an idle machine the factor is 1; on a loaded
+through ``scaled(seconds)``, where the number is written: the helpers of tests/
+take their ``timeout`` already scaled, and tests/test_http_timeouts.py fails on a
+literal number of seconds. On an idle machine the factor is 1; on a loaded
 one (CI, or the suite beside another ``make test``) set it higher, e.g.
 ``LTM_TEST_TIME_SCALE=4``: every budget grows by that much, and none shrinks.
 ``make test`` sets it to 3 unless the environment says otherwise.
