@@ -347,7 +347,7 @@ def _mib(size: int) -> str:
 def check_store(*, full: bool = False) -> Check:
     """Integrity (``PRAGMA integrity_check``), schema version and size; opened read-only."""
     from ltm.cli.config import local_db_path
-    from ltm.store.sqlite import SCHEMA_VERSION
+    from ltm.store.sqlite_schema import SCHEMA_VERSION
 
     path = local_db_path()
     if not path.exists():

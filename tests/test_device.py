@@ -449,7 +449,8 @@ def test_a_store_from_before_approved_with_gains_it_on_open(tmp_path: Path) -> N
     """Migration 12 on a store that has grants already: they read back unchanged."""
     import sqlite3
 
-    from ltm.store.sqlite import COMPACT_VERSION, SCHEMA_VERSION, SqliteStore
+    from ltm.store.sqlite import SqliteStore
+    from ltm.store.sqlite_schema import COMPACT_VERSION, SCHEMA_VERSION
 
     db = tmp_path / "old.db"
     store = SqliteStore(db)

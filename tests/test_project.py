@@ -142,7 +142,8 @@ def test_save_fills_the_project_and_ls_resume_filter_by_it(tmp_path: Path) -> No
 
 
 def test_the_migration_backfills_project_from_stored_bodies(tmp_path: Path) -> None:
-    from ltm.store.sqlite import MIGRATIONS, SqliteStore
+    from ltm.store.sqlite import SqliteStore
+    from ltm.store.sqlite_schema import MIGRATIONS
 
     db = tmp_path / "old.db"
     conn = sqlite3.connect(db)

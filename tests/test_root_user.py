@@ -19,7 +19,8 @@ import httpkit
 from serverkit import init_db, ltm_server, make_packet, run_server
 
 from ltm.service import invites, packets, publish, teams, tokens
-from ltm.store.sqlite import ROOT_USER_VERSION, SqliteStore
+from ltm.store.sqlite import SqliteStore
+from ltm.store.sqlite_schema import ROOT_USER_VERSION
 
 ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from ltm import search
 from ltm.store import PacketMeta, StoredPacket
-from ltm.store.sqlite import MIGRATIONS, SCHEMA_VERSION, SqliteStore
+from ltm.store.sqlite import SqliteStore
+from ltm.store.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 
 
 def test_parse_terms_phrases_prefixes_and_qualifiers() -> None:

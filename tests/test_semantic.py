@@ -18,7 +18,8 @@ from ltm.service import search as searching
 from ltm.service.access import Caller
 from ltm.service.errors import BadRequest
 from ltm.store import PacketMeta, StoredPacket, User
-from ltm.store.sqlite import VECTORS_VERSION, SqliteStore
+from ltm.store.sqlite import SqliteStore
+from ltm.store.sqlite_schema import VECTORS_VERSION
 
 pytestmark = pytest.mark.skipif(not semantic.installed(), reason="needs ltm[semantic]")
 

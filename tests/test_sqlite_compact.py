@@ -35,15 +35,17 @@ from ltm.store import sqlite as sqlite_store
 from ltm.store.sqlite import (
     _SKELETON,
     _TEXT_COLUMNS,
-    COMPACT_VERSION,
     FREE_SHARE,
-    MIGRATIONS,
     RANK_WINDOW,
-    SCHEMA_VERSION,
     Derived,
     SqliteStore,
-    _index_v6,
     _insert_rows,
+)
+from ltm.store.sqlite_schema import (
+    COMPACT_VERSION,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    _index_v6,
     _statements,
 )
 

@@ -221,7 +221,8 @@ def test_tokens_from_before_scopes_keep_full_access(tmp_path: Path) -> None:
     import sqlite3
 
     from ltm.service import packets, tokens
-    from ltm.store.sqlite import MIGRATIONS, SqliteStore
+    from ltm.store.sqlite import SqliteStore
+    from ltm.store.sqlite_schema import MIGRATIONS
 
     db = tmp_path / "old.db"
     old = sqlite3.connect(db)
