@@ -168,12 +168,105 @@ def test_a_member_with_many_invites_is_removed_with_all_of_them(
         store.create_invite(Invite(code, "t1", "u2", T0, T0 + timedelta(days=7)))
     calls = conflict_first(store, 0)
     assert store.remove_member("t1", "u2") is True
-    assert calls == [3 + 2]  # the membership's three items and the last two invites
+    # the membership's three items and the last two invites, each with its MADE# item
+    assert calls == [3 + 2 * 2]
     for code in codes:
         item = store.client.get_item(
             TableName="ltm-store", Key={"pk": {"S": f"INVITE#{code}"}, "sk": {"S": "INVITE"}}
         )
         assert "Item" not in item
+    # u2's MADE# items went with them; u1's invite stays
+    assert team_partition(store, "t1") == ["MADE#u1#c1", "MEMBER#u1", "TEAM"]
+
+
+def team_partition(store: DynamoStore, team_id: str) -> list[str]:
+    """The sort keys of the items under ``TEAM#<team_id>``."""
+    items = store.client.query(
+        TableName=store.table,
+        KeyConditionExpression="pk = :p",
+        ExpressionAttributeValues={":p": {"S": f"TEAM#{team_id}"}},
+    )["Items"]
+    return sorted(i["sk"]["S"] for i in items)
+
+
+def item_size(item: dict[str, Any]) -> int:
+    """An item's size as DynamoDB counts it toward its 400 KB limit: every attribute's
+    name and value (a set's elements, a number's digits), near enough to see growth."""
+
+    def value(v: dict[str, Any]) -> int:
+        ((kind, held),) = v.items()
+        if kind in ("SS", "NS", "BS"):
+            return sum(len(e) for e in held)
+        if kind == "B":
+            return len(held)
+        return len(str(held))
+
+    return sum(len(name) + value(v) for name, v in item.items())
+
+
+def test_a_members_invites_do_not_grow_their_membership(store: DynamoStore) -> None:
+    """A member who makes many invites: their membership stays the size it was (the
+    400 KB item limit would end their invites, then their removal, at a few thousand)."""
+    setup_team(store)  # u1 has made one invite
+    key = {"pk": {"S": "TEAM#t1"}, "sk": {"S": "MEMBER#u1"}}
+
+    def size() -> int:
+        return item_size(store.client.get_item(TableName=store.table, Key=key)["Item"])
+
+    for n in range(2, 11):
+        store.create_invite(Invite(f"{n:064x}", "t1", "u1", T0, T0 + timedelta(days=7)))
+    before = size()
+    for n in range(11, 100):
+        store.create_invite(Invite(f"{n:064x}", "t1", "u1", T0, T0 + timedelta(days=7)))
+    assert size() == before  # only the count moved, 10 to 99: as many digits
+    assert len(store.list_invites("t1")) == 99
+    store.create_user(User("u3", "three", T0))
+    invite, _ = store.accept_invite(f"{50:064x}", "u3", T0)
+    assert invite.created_by == "u1" and store.get_member("t1", "u3") is not None
+
+
+def test_invites_recorded_on_the_membership_before_still_work(store: DynamoStore) -> None:
+    """A table from before the MADE# items: the membership lists its member's invites.
+    They are listed and accepted as before, and still die with the membership."""
+    store.create_user(User("u1", "one", T0))
+    store.create_team(Team("t1", "core", "u1", T0))
+    store.create_user(User("u2", "two", T0))
+    store.add_member("t1", "u2")
+    old = [f"old-{n}" for n in range(3)]
+    for code in old:  # the invite items as the store wrote them before
+        store.client.put_item(
+            TableName=store.table,
+            Item={
+                "pk": {"S": f"INVITE#{code}"},
+                "sk": {"S": "INVITE"},
+                "code_hash": {"S": code},
+                "team_id": {"S": "t1"},
+                "created_by": {"S": "u2"},
+                "created_at": {"S": T0.isoformat()},
+                "expires_at": {"S": (T0 + timedelta(days=7)).isoformat()},
+                "gsi2pk": {"S": "INVITES#t1"},
+                "gsi2sk": {"S": code},
+            },
+        )
+    store.client.update_item(  # and their record on the membership
+        TableName=store.table,
+        Key={"pk": {"S": "TEAM#t1"}, "sk": {"S": "MEMBER#u2"}},
+        UpdateExpression="ADD invites_made :codes, invite_count :n",
+        ExpressionAttributeValues={":codes": {"SS": old}, ":n": {"N": str(len(old))}},
+    )
+    store.create_invite(Invite("new", "t1", "u2", T0, T0 + timedelta(days=7)))
+    assert {i.code_hash for i in store.list_invites("t1")} == {*old, "new"}
+    store.create_user(User("u3", "three", T0))
+    invite, _ = store.accept_invite("old-0", "u3", T0)
+    assert invite.created_by == "u2" and store.get_member("t1", "u3") is not None
+
+    assert store.remove_member("t1", "u2") is True
+    assert store.list_invites("t1") == []  # the old and the new, with their maker
+    store.create_user(User("u4", "four", T0))
+    for code in ("old-1", "new"):
+        with pytest.raises((Gone, NotFound)):
+            store.accept_invite(code, "u4", T0)
+    assert store.get_member("t1", "u4") is None
 
 
 def test_an_invite_made_during_a_removal_dies_too(store: DynamoStore) -> None:

@@ -22,6 +22,7 @@ needs and no others (the indexes are sparse)::
     member (by id)    TEAM#<id> / MEMBER#<u>      -
     member (by user)  USER#<u> / MEMBEROF#<team created>#<name>
     invite            INVITE#<codehash> / INVITE  -
+    invite's maker    TEAM#<id> / MADE#<u>#<codehash> -  (which member made it)
     publication       PUBLIC#<secrethash> / PUBLIC -
     share             SHARE#<packet id> / TO#<u>  SHARED#<u> / <created>#<packet id>
     usage             USAGE#<user> / USAGE        -  (packets, bytes: what the user owns)
@@ -48,12 +49,15 @@ needs and no others (the indexes are sparse)::
     team tombstone    TEAM#<id> / GONE                                (a deleted team)
 
     A token item carries its OAuth ``scope`` ("read", "write", "read write"; absent
-    on tokens from before scopes, which are full). The membership under the team's
-    id carries ``invites_made`` (a string set of the code hashes of the invites the
-    member made), ``published_made`` (the ids of the team's packets the member
-    published) and ``invite_count`` (how many of both were recorded: the version a
-    removal is conditioned on), so the invites and publications die with the
-    membership without a Scan.
+    on tokens from before scopes, which are full). An invite's ``MADE#`` item, in
+    its team's partition, names the member who made it; the membership under the
+    team's id carries ``published_made`` (the ids of the team's packets the member
+    published) and ``invite_count`` (how many invites and publications were
+    recorded: the version a removal is conditioned on), so the invites and
+    publications die with the membership without a Scan. Memberships from before
+    the ``MADE#`` items carry ``invites_made`` instead (a string set of the code
+    hashes, which grew with every invite towards the 400 KB item limit); it is
+    still read, never added to.
 
 ``<scope>`` is ``u:<owner>`` or ``t:<team>``. A published packet's item
 carries ``public_hash``, the hash of its public URL's secret; the
@@ -96,11 +100,12 @@ Which request uses what:
   quota), the pending search entry, and for a team packet a ConditionCheck: the
   owner's membership for a move of their personal packet into the team, the
   team's tombstone absent otherwise. A lost race reads again.
-- invites: create is one transaction that puts the invite and records it on
-  the maker's membership (which must exist); removing a member deletes the
-  membership and the invites it records in one transaction (past 90 invites,
-  the oldest go first in batches); accepting checks, in its transaction, that
-  the maker is still a member.
+- invites: create is one transaction that puts the invite and its ``MADE#``
+  item and counts it on the maker's membership (which must exist); removing a
+  member reads their ``MADE#`` items (one Query of their part of the team's
+  partition) and deletes the membership and those invites in one transaction
+  (past 45 invites, the oldest go first in batches); accepting checks, in its
+  transaction, that the maker is still a member.
 - delete a packet: one GetItem (its revision and size), then one
   TransactWriteItems: the delete conditioned on that revision, the owner's usage,
   and for a team packet a ConditionCheck of the caller's membership (and the owner
@@ -240,14 +245,16 @@ DEFAULT_TABLE = "ltm"
 TTL_ATTRIBUTE = "ttl_epoch"
 INVITE_TTL_GRACE = timedelta(days=30)
 OAUTH_TTL_GRACE = timedelta(days=1)  # OAuth items and expiring tokens: TTL tidies up after
-# On a membership (by team id): the code hashes of the invites the member made, and how
-# many (a version the removal is conditioned on). A transaction holds at most 100 actions;
-# removing a membership takes 3, so up to this many invites go in the same transaction.
+# On a membership (by team id), from before the ``MADE#`` items: the code hashes of the
+# invites the member made (read, never added to). ``INVITE_COUNT`` counts the invites
+# (and publications) recorded since: a version the removal is conditioned on.
 INVITES_MADE = "invites_made"
 SHARED = "shared"  # on a packet item once it was shared: its delete looks for shares to end
 INVITE_COUNT = "invite_count"
 PUBLISHED_MADE = "published_made"  # on a membership: ids of team packets the member published
-MAX_INVITES_IN_TRANSACTION = 90
+# A transaction holds at most 100 actions; removing a membership takes 3 and each invite
+# 2 (the invite and its ``MADE#`` item), so up to this many go in the same transaction.
+MAX_INVITES_IN_TRANSACTION = 45
 # Every token in one index partition would put a hot key under each sign-in; spread
 # over these (an operator's listing of all tokens reads each).
 TOKEN_PARTITIONS = 8
@@ -1784,13 +1791,15 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
             if item is None:
                 return False
             by_id, by_name, by_user = _member_keys(_team(item), user_id)
-            # The invites this member made (``create_invite`` records them on the
-            # membership) die with it. All but the last few go first, in batches;
-            # the rest in the same transaction as the membership, which only goes
-            # while no invite was added since it was read.
-            made = sorted(item.get(INVITES_MADE, {}).get("SS", []))
+            # The invites this member made (``create_invite`` records each in a ``MADE#``
+            # item; older ones are on the membership) die with it. All but the last few
+            # go first, in batches; the rest in the same transaction as the membership,
+            # which only goes while no invite was added since it was read.
+            made = sorted(
+                {*item.get(INVITES_MADE, {}).get("SS", []), *self._invites_made(team_id, user_id)}
+            )
             first, last = made[:-MAX_INVITES_IN_TRANSACTION], made[-MAX_INVITES_IN_TRANSACTION:]
-            self._batch_delete([_key(f"INVITE#{code}", "INVITE") for code in first])
+            self._batch_delete([k for code in first for k in _invite_keys(team_id, user_id, code)])
             # Their publications of the team's packets end before the membership goes; one
             # made meanwhile changes the count, and the removal reads again.
             for packet_id in item.get(PUBLISHED_MADE, {}).get("SS", []):
@@ -1818,7 +1827,11 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
                         {"Delete": {"Key": by_id, **unchanged}},
                         {"Delete": {"Key": by_name, **this_team}},
                         {"Delete": {"Key": by_user}},
-                        *({"Delete": {"Key": _key(f"INVITE#{code}", "INVITE")}} for code in last),
+                        *(
+                            {"Delete": {"Key": key}}
+                            for code in last
+                            for key in _invite_keys(team_id, user_id, code)
+                        ),
                     ]
                 )
                 return True
@@ -1828,7 +1841,24 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
 
     # -- invites --------------------------------------------------------
 
+    def _invites_made(self, team_id: str, user_id: str) -> list[str]:
+        """The code hashes of the invites ``user_id`` made in the team (its ``MADE#`` items)."""
+        return [
+            _req(item, "code_hash")
+            for item in self._query(
+                KeyConditionExpression="#p = :p AND begins_with(#s, :m)",
+                ExpressionAttributeNames={"#p": "pk", "#s": "sk", "#c": "code_hash"},
+                ExpressionAttributeValues={
+                    ":p": _s(f"TEAM#{team_id}"),
+                    ":m": _s(f"MADE#{user_id}#"),
+                },
+                ProjectionExpression="#c",
+                ConsistentRead=True,
+            )
+        ]
+
     def create_invite(self, invite: Invite) -> None:
+        ttl = _epoch(invite.expires_at + INVITE_TTL_GRACE)
         item: Item = {
             **_key(f"INVITE#{invite.code_hash}", "INVITE"),
             "code_hash": _s(invite.code_hash),
@@ -1836,34 +1866,34 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
             "created_by": _s(invite.created_by),
             "created_at": _s(_ts(invite.created_at)),
             "expires_at": _s(_ts(invite.expires_at)),
-            TTL_ATTRIBUTE: _epoch(invite.expires_at + INVITE_TTL_GRACE),
+            TTL_ATTRIBUTE: ttl,
             "gsi2pk": _s(f"INVITES#{invite.team_id}"),
             "gsi2sk": _s(invite.code_hash),
         }
-        # The invite is recorded on its creator's membership, in the same transaction,
-        # which also checks that the creator is a member: remove_member finds it there.
+        # Its maker is recorded in an item of its own (TTL tidies it up with the invite)
+        # and counted on their membership, in the same transaction, which also checks
+        # that they are a member: remove_member finds it there. Nothing on the
+        # membership grows with the invites a member makes.
+        made: Item = {
+            **_invite_keys(invite.team_id, invite.created_by, invite.code_hash)[1],
+            "code_hash": _s(invite.code_hash),
+            TTL_ATTRIBUTE: ttl,
+        }
         record = {
             "Update": {
                 "Key": _key(f"TEAM#{invite.team_id}", f"MEMBER#{invite.created_by}"),
-                "UpdateExpression": "ADD #made :code, #n :one",
+                "UpdateExpression": "ADD #n :one",
                 "ConditionExpression": "attribute_exists(#pk)",
-                "ExpressionAttributeNames": {
-                    "#pk": "pk",
-                    "#made": INVITES_MADE,
-                    "#n": INVITE_COUNT,
-                },
-                "ExpressionAttributeValues": {
-                    ":code": {"SS": [invite.code_hash]},
-                    ":one": {"N": "1"},
-                },
+                "ExpressionAttributeNames": {"#pk": "pk", "#n": INVITE_COUNT},
+                "ExpressionAttributeValues": {":one": {"N": "1"}},
             }
         }
         for attempt in range(TRANSACTION_ATTEMPTS):
             try:
-                self._transact([_put_new(item), record])
+                self._transact([_put_new(item), {"Put": {"Item": made}}, record])
                 return
             except _Cancelled as cancelled:
-                if cancelled.failed(1):
+                if cancelled.failed(2):
                     raise NotFound(f"{invite.created_by} is not a member of the team") from None
                 if not cancelled.conflict:
                     raise Conflict("invite code already exists") from None
@@ -1994,6 +2024,14 @@ def _set_display(key: Item, field: str, display: str) -> dict[str, Any]:
             "ExpressionAttributeValues": {":d": _s(display)},
         }
     }
+
+
+def _invite_keys(team_id: str, user_id: str, code_hash: str) -> tuple[Item, Item]:
+    """An invite's item and the ``MADE#`` item that names its maker in the team."""
+    return (
+        _key(f"INVITE#{code_hash}", "INVITE"),
+        _key(f"TEAM#{team_id}", f"MADE#{user_id}#{code_hash}"),
+    )
 
 
 def _put_new(item: Item) -> dict[str, Any]:
