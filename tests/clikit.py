@@ -240,3 +240,52 @@ def silent_server() -> Iterator[str]:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
         sock.close()
+
+
+@contextmanager
+def trickling_server(gap: float) -> Iterator[str]:
+    """A server that reads a request and answers it one byte every ``gap`` seconds: each
+    read of the client's gets a byte well within any per-read timeout, the whole answer
+    (a 1 MB body) never within any sane one."""
+    import time
+
+    answer = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 1000000\r\n\r\n" + b" " * 1_000_000
+    )
+    stop = threading.Event()
+
+    def trickle(conn: socket.socket) -> None:
+        with conn:
+            received = b""
+            while b"\r\n\r\n" not in received:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    return
+                received += chunk
+            for byte in answer:
+                if stop.is_set():
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return  # the client gave up
+                time.sleep(gap)
+
+    def accept(listener: socket.socket) -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=trickle, args=(conn,), daemon=True).start()
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    threading.Thread(target=accept, args=(listener,), daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        listener.close()

@@ -19,8 +19,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from clikit import Cli, Seen, free_port, json_reply, signed_in, silent_server, stub_server
+from clikit import (
+    Cli,
+    Seen,
+    free_port,
+    json_reply,
+    signed_in,
+    silent_server,
+    stub_server,
+    trickling_server,
+)
 from serverkit import Server, ltm_server, make_packet, running_server
+from timing import scaled
 
 CONTENT = {"goal": "Keep errors short", "next_step": "Read the one line"}
 
@@ -73,6 +83,22 @@ def test_timeout(tmp_path: Path) -> None:
     assert line == (
         f"ltm: {url} did not answer within 1 s — try again, or allow more time:"
         " ltm config set timeout 30"
+    )
+
+
+def test_a_trickling_server_gets_the_timeout_for_the_whole_request(tmp_path: Path) -> None:
+    """A byte every tenth of a second never lets a per-read timeout fire: the timeout is
+    the whole request's, headers and body together, and ends it with the same line."""
+    from ltm.cli.terminal.network import more_time
+
+    timeout = f"{scaled(1):g}"
+    with trickling_server(gap=0.1) as url:
+        cli = against(tmp_path, url)
+        result = cli.run("ls", LTM_TIMEOUT=timeout, timeout=scaled(30))
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip() == (
+        f"ltm: {url} did not answer within {timeout} s — try again, or allow more time:"
+        f" ltm config set timeout {more_time(float(timeout)):g}"
     )
 
 

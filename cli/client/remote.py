@@ -258,6 +258,9 @@ class Http:
         connection. A push is (its id is in the body; the same bytes twice are
         one packet): ``ltm import`` sends thousands on one connection. Any other
         POST goes on a fresh connection, so it is never sent twice.
+
+        ``timeout`` is the whole request's: connecting, sending and the reply to its
+        last byte (``_Deadline``), not each wait on the network.
         """
         if idempotent is None:
             idempotent = method in ("GET", "DELETE", "HEAD")
@@ -270,9 +273,28 @@ class Http:
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
         _well_formed(self.host, method, target, headers)
+        started = time.perf_counter()
+        deadline = _Deadline(self)
+        try:
+            reply = self._exchange(method, target, body, headers, idempotent, deadline)
+        finally:
+            deadline.cancel()
+        elapsed = (time.perf_counter() - started) * 1000
+        _debug(f"{method} {self.host}{target} -> {reply.status} ({elapsed:.1f} ms)")
+        return reply
+
+    def _exchange(
+        self,
+        method: str,
+        target: str,
+        body: bytes | None,
+        headers: dict[str, str],
+        idempotent: bool,
+        deadline: _Deadline,
+    ) -> Reply:
+        """The request sent and its reply read, all before ``deadline``."""
         import http.client
 
-        started = time.perf_counter()
         # A kept-alive connection the server has since closed fails on first use;
         # retry once on a fresh one, but never a POST that may have been received.
         for attempt in (1, 2):
@@ -282,6 +304,13 @@ class Http:
                 self._conn = self._connect()
                 reused = False
             conn = self._conn
+            left = deadline.left()
+            if left <= 0:  # the first attempt took it all
+                self.close()
+                raise self._transport_error(TimeoutError(), connecting=conn.sock is None)
+            # No one wait (connecting, a send, a read) longer than the time left; the
+            # deadline's watchdog ends a request whose waits each stay short.
+            conn.timeout = left
             if conn.sock is None:
                 try:
                     conn.connect()
@@ -289,7 +318,11 @@ class Http:
                     # HTTPSConnection keeps the plain socket when the TLS handshake fails.
                     handshake = conn.sock is not None
                     self.close()
-                    raise self._transport_error(exc, connecting=True, handshake=handshake) from exc
+                    raise self._transport_error(
+                        exc, connecting=True, handshake=handshake, late=deadline.passed
+                    ) from exc
+            else:
+                conn.sock.settimeout(left)
             url = f"{self.scheme}://{self.netloc}{target}" if self._absolute else target
             if self._absolute:
                 headers.update(self._proxy_headers)
@@ -297,6 +330,8 @@ class Http:
                 conn.request(method, url, body=body, headers=headers)
                 response = conn.getresponse()
                 data = response.read(MAX_REPLY_BYTES + 1)
+                if deadline.passed:  # a body read to the close ends early, silently
+                    raise TimeoutError("the request's deadline passed")
                 if len(data) > MAX_REPLY_BYTES:
                     raise CliError(f"{self.host} sent more than {MAX_REPLY_BYTES} bytes; stopped")
                 if response.length:  # read(n) returns what came before the close, silently
@@ -309,30 +344,35 @@ class Http:
                 if response.will_close:
                     self.close()
                 self._used = True
-                break
+                return reply
             except (ConnectionResetError, BrokenPipeError) as exc:  # RemoteDisconnected too
                 self.close()
-                if reused and attempt == 1 and idempotent:
+                if reused and attempt == 1 and idempotent and not deadline.passed:
                     continue
-                raise self._transport_error(exc) from exc
+                raise self._transport_error(exc, late=deadline.passed) from exc
             except CliError:
                 self.close()
                 raise
             except _failures() as exc:
                 self.close()
-                raise self._transport_error(exc) from exc
-        elapsed = (time.perf_counter() - started) * 1000
-        _debug(f"{method} {self.host}{target} -> {reply.status} ({elapsed:.1f} ms)")
-        return reply
+                raise self._transport_error(exc, late=deadline.passed) from exc
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _transport_error(
-        self, exc: BaseException, *, connecting: bool = False, handshake: bool = False
+        self,
+        exc: BaseException,
+        *,
+        connecting: bool = False,
+        handshake: bool = False,
+        late: bool = False,
     ) -> CliError:
+        """The one line for a request that got no HTTP answer; ``late``: the request's
+        deadline passed (what its watchdog's closing the socket caused is a timeout)."""
         from ltm.cli.client.transport import classify
 
         _debug(f"{type(exc).__name__}: {exc}")
         failure = classify(
-            exc,
+            TimeoutError() if late else exc,
             host=self.host,
             hostname=self.hostname,
             timeout=self.timeout,
@@ -341,6 +381,43 @@ class Http:
             handshake=handshake,
         )
         return failure or CliError(f"request to {self.host} failed: {exc}")
+
+
+class _Deadline:
+    """One request's wall clock: ``Http.timeout`` for connecting, sending and the whole
+    reply together. When it passes, a watchdog shuts the connection's socket down, so a
+    server that answers a byte at a time (each read well within the socket's timeout)
+    is stopped all the same."""
+
+    def __init__(self, http: Http) -> None:
+        import threading
+
+        self.passed = False
+        self._http = http
+        self._at = time.monotonic() + http.timeout
+        self._watchdog = threading.Timer(http.timeout, self._end)
+        self._watchdog.daemon = True
+        self._watchdog.start()
+
+    def left(self) -> float:
+        return self._at - time.monotonic()
+
+    def _end(self) -> None:
+        import contextlib
+        import socket
+
+        self.passed = True
+        conn = self._http._conn
+        sock = conn.sock if conn is not None else None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        """The request is over; a connection the watchdog shut down is not kept."""
+        self._watchdog.cancel()
+        if self.passed:
+            self._http.close()
 
 
 def _failures() -> tuple[type[Exception], ...]:
