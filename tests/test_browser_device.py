@@ -252,7 +252,7 @@ def test_self_hosted_page_sign_in_with_a_token(page: Any, tmp_path: Path) -> Non
     with device_server(tmp_path / "srv") as srv:
         _uid, token = srv.issue("hana")
         laptop = Cli(tmp_path / "laptop")
-        laptop.ok("auth", srv.url, token)
+        laptop.ok("auth", srv.url, "--with-token", stdin=token)
         laptop.ok("save", "-", stdin=json.dumps(make_packet(goal="Hana's packet")))
 
         phone = Cli(tmp_path / "phone")

@@ -64,7 +64,7 @@ def test_closed_port(tmp_path: Path) -> None:
             " (check the URL with: ltm whoami; work offline with --local)"
         )
     fresh = Cli(tmp_path / "fresh")
-    assert "connection refused" in fresh.fails("auth", url, "some-token")
+    assert "connection refused" in fresh.fails("auth", url, "--with-token", stdin="some-token")
     assert not (fresh.config / "credentials").exists()
     assert "connection refused" in fresh.fails("join", f"{url}/v1/invites/" + "c" * 32)
 
@@ -149,9 +149,9 @@ def test_tls_failure_and_a_private_ca(tmp_path: Path) -> None:
         assert line.startswith(f"ltm: TLS failure with {stub.url}: certificate not trusted (")
         assert line.endswith("point SSL_CERT_FILE at its certificate bundle")
         fresh = Cli(tmp_path / "fresh")
-        assert "TLS failure" in fresh.fails("auth", stub.url, "tok")
+        assert "TLS failure" in fresh.fails("auth", stub.url, "--with-token", stdin="tok")
         # Trusting the server's CA is the fix the message names.
-        fresh.ok("auth", stub.url, "tok", SSL_CERT_FILE=str(cert))
+        fresh.ok("auth", stub.url, "--with-token", stdin="tok", SSL_CERT_FILE=str(cert))
         assert fresh.ok("ls", SSL_CERT_FILE=str(cert)) == ""
 
 
@@ -170,7 +170,7 @@ def test_revoked_token(server: Server, tmp_path: Path) -> None:
     issued = ltm_server("issue-token", "rita", "--label", "rita-laptop", "--db", str(server.db))
     assert issued.returncode == 0, issued.stderr
     cli = Cli(tmp_path / "rita")
-    cli.ok("auth", server.url, issued.stdout.strip())
+    cli.ok("auth", server.url, "--with-token", stdin=issued.stdout.strip())
     cli.ok("ls")
     revoked = ltm_server("revoke-token", "rita-laptop", "--db", str(server.db))
     assert revoked.returncode == 0, revoked.stderr
@@ -182,7 +182,7 @@ def test_revoked_token(server: Server, tmp_path: Path) -> None:
 
 def test_a_wrong_token_is_not_saved(server: Server, tmp_path: Path) -> None:
     cli = Cli(tmp_path / "wrong")
-    line = cli.fails("auth", server.url, "ltm_" + "f" * 64)
+    line = cli.fails("auth", server.url, "--with-token", stdin="ltm_" + "f" * 64)
     assert line.startswith(f"ltm: token rejected by {server.url} (invalid token)")
     assert "nothing was saved" in line
     assert not (cli.config / "credentials").exists()
@@ -328,7 +328,7 @@ def test_a_web_server_that_is_not_ltm(tmp_path: Path) -> None:
 
     with stub_server(website) as stub:
         fresh = Cli(tmp_path / "fresh")
-        assert fresh.fails("auth", stub.url, "tok") == (
+        assert fresh.fails("auth", stub.url, "--with-token", stdin="tok") == (
             f"ltm: {stub.url} does not look like an ltm server (GET /v1/healthz: HTTP 404,"
             " an HTML page) — check the URL"
         )

@@ -217,7 +217,7 @@ def test_whoami_names_the_user_and_scope_and_fails_on_a_rejected_token(
 ) -> None:
     user_id, token = server.issue("Wanda")
     wanda = Cli(tmp_path / "wanda")
-    wanda.ok("auth", server.url, token)
+    wanda.ok("auth", server.url, "--with-token", stdin=token)
     who = wanda.ok("whoami")
     assert f"user         Wanda ({user_id})" in who  # the server's word, for a pasted token
     assert "scope 'read write'" in who and "label Wanda-" in who and token not in who

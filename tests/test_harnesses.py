@@ -216,7 +216,7 @@ def test_a_revoked_token_fails_open_in_every_harness(person: Cli, tmp_path: Path
     with running_server(tmp_path / "srv") as server:
         user_id, token = server.issue("alice")
         here = person.at(folder)
-        here.ok("auth", server.url, token)
+        here.ok("auth", server.url, "--with-token", stdin=token)
         here.ok("save", stdin=json.dumps({"goal": "Retry the checkout webhook", "next_step": "x"}))
         commands = {h: installed(person, h) for h in HARNESSES}
         for h, found in commands.items():

@@ -369,7 +369,7 @@ def test_server_down_and_revoked_token_fail_open(person: Cli, tmp_path: Path) ->
     with running_server(tmp_path / "srv") as server:
         user_id, token = server.issue("alice")
         cli = Cli(person.home, person.env, folder)
-        cli.ok("auth", server.url, token)
+        cli.ok("auth", server.url, "--with-token", stdin=token)
         save(cli, "on the server")
         assert "on the server" in context(
             hook(cli, "session-start", claude_session_start(folder))[0]
@@ -450,7 +450,7 @@ def test_hook_against_a_plain_http_server_is_import_light(person: Cli, tmp_path:
     folder.mkdir()
     with running_server(tmp_path / "srv") as server:
         cli = Cli(person.home, person.env, folder)
-        cli.ok("auth", server.url, server.issue("alice")[1])
+        cli.ok("auth", server.url, "--with-token", stdin=server.issue("alice")[1])
         save(cli, "on the server")
         assert "on the server" in context(
             hook(cli, "session-start", claude_session_start(folder))[0]

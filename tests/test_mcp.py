@@ -622,7 +622,7 @@ def _issue(server: Any, label: str) -> str:
 
 def _sign_in(env: dict[str, str], url: str, token: str) -> None:
     """Sign in the way a user does; the shim then finds the credentials on its own."""
-    result = cli(env, "auth", url, token)
+    result = cli(env, "auth", url, "--with-token", stdin=token)
     assert result.returncode == 0, result.stderr
 
 

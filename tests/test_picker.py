@@ -165,7 +165,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 def test_the_picker_on_a_team_and_rm_asking_first(server: Server, tmp_path: Path) -> None:
     cli = Cli(tmp_path / "remote")
     _user_id, token = server.issue("picker")
-    cli.ok("auth", server.url, token)
+    cli.ok("auth", server.url, "--with-token", stdin=token)
     cli.ok("teams", "create", "pickers")
     ids = saved(cli, "-t", "pickers")
     child = spawn(cli, "resume", "-t", "pickers", "--no-copy")

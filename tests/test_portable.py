@@ -659,7 +659,7 @@ def test_import_through_a_proxy_that_takes_less_than_the_server_says(
     with stub_server(forward) as proxy:
         _user, token = server.issue(f"kai-{kib}")
         cli = Cli(tmp_path / "kai")
-        cli.ok("auth", proxy.url, token)
+        cli.ok("auth", proxy.url, "--with-token", stdin=token)
         bundle = write_bundle(tmp_path / "3k.jsonl", map(line_for, packets))
         result = cli.run("import", str(bundle), LTM_TIMEOUT=SLOW_BATCH)
         refused = [s for s in proxy.seen if len(s.body) > 32_768]

@@ -241,6 +241,6 @@ def test_against_a_server_without_the_filter_the_client_filters(tmp_path: Path) 
 
     with stub_server(reference) as stub:
         cli = Cli(tmp_path / "home")
-        cli.ok("auth", stub.url, "a-token-for-the-reference-server")
+        cli.ok("auth", stub.url, "--with-token", stdin="a-token-for-the-reference-server")
         rows = json.loads(cli.ok("ls", "--project", "acme/app", "-n", "2", "--json"))["packets"]
         assert [r["id"] for r in rows] == ["01REFERENCE005", "01REFERENCE003"]

@@ -66,7 +66,7 @@ def test_a_feature_the_reference_server_lacks_is_not_offered(
     stub: Stub, tmp_path: Path, args: tuple[str, ...], feature: str
 ) -> None:
     cli = Cli(tmp_path / "home")
-    cli.ok("auth", stub.url, "a-token-for-the-reference-server")
+    cli.ok("auth", stub.url, "--with-token", stdin="a-token-for-the-reference-server")
     before = healthz_asked(stub)
     message = cli.fails(*args)
     assert message.startswith(f"ltm: {stub.url} does not offer {feature} ("), message
@@ -77,7 +77,7 @@ def test_a_feature_the_reference_server_lacks_is_not_offered(
 
 def test_show_on_a_reference_server_has_no_published_line(stub: Stub, tmp_path: Path) -> None:
     cli = Cli(tmp_path / "home")
-    cli.ok("auth", stub.url, "a-token-for-the-reference-server")
+    cli.ok("auth", stub.url, "--with-token", stdin="a-token-for-the-reference-server")
     shown = cli.ok("show", PACKET["id"])
     assert "on a reference server" in shown and "Published" not in shown
 
@@ -136,7 +136,7 @@ def test_import_and_export_fall_back_to_one_request_per_packet(tmp_path: Path) -
     source.write_text("".join(lines))
     with stub_server(reference_with_store) as stub:
         cli = Cli(tmp_path / "home")
-        cli.ok("auth", stub.url, "a-token-for-the-reference-server")
+        cli.ok("auth", stub.url, "--with-token", stdin="a-token-for-the-reference-server")
         before = len(stub.seen)
         out = cli.ok("import", str(source))
         assert out.count("added ") == 5, out

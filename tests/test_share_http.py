@@ -105,8 +105,8 @@ def test_share_read_and_unshare_through_the_cli(server: Server, tmp_path: Path) 
     gus_id, gus_token = server.issue("gus")
     hal_id, hal_token = server.issue("hal")
     gus, hal = Cli(tmp_path / "gus"), Cli(tmp_path / "hal")
-    gus.ok("auth", server.url, gus_token)
-    hal.ok("auth", server.url, hal_token)
+    gus.ok("auth", server.url, "--with-token", stdin=gus_token)
+    hal.ok("auth", server.url, "--with-token", stdin=hal_token)
     packet = make_packet(goal="Gus's notes")
     pid = packet["id"]
     assert server.client(gus_token).post("/v1/packets", json=packet).status_code == 201

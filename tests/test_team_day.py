@@ -278,7 +278,7 @@ def test_sharing_by_name_in_any_case_from_a_joined_machine(server: Server, tmp_p
     issued = ltm_server("issue-token", "SAM4", "--db", str(server.db))
     assert issued.returncode == 0, issued.stderr
     other = Cli(tmp_path / "sam-laptop")
-    other.ok("auth", server.url, issued.stdout.strip())
+    other.ok("auth", server.url, "--with-token", stdin=issued.stdout.strip())
     assert json.loads(other.ok("whoami", "--json"))["user"]["id"] == sam_id
 
     listed = sam.run("ls", "--shared")
@@ -310,7 +310,7 @@ def test_people_see_who_wrote_a_team_packet(server: Server, tmp_path: Path) -> N
     url = olive.ok("invite", "-t", "authors").strip()
     _sam_id, sam_token = server.issue("Sam5")
     sam = Cli(tmp_path / "sam")
-    sam.ok("auth", server.url, sam_token)
+    sam.ok("auth", server.url, "--with-token", stdin=sam_token)
     sam.ok("join", url)
     theirs = olive.ok("save", "-t", "authors", "-", stdin=content("Olive's payment retries"))
     mine = sam.ok("save", "-t", "authors", "-", stdin=content("Sam's payment audit")).strip()

@@ -190,14 +190,14 @@ def test_the_cli_says_what_a_read_only_token_lacks(
     """Our CLI, signed in with a read-only token: ls works; a push says why it is refused."""
     token = read_only.headers["Authorization"].removeprefix("Bearer ")
     cli = Cli(tmp_path / "cli")
-    cli.ok("auth", server.url, token)
+    cli.ok("auth", server.url, "--with-token", stdin=token)
     cli.ok("ls")
     error = cli.fails("save", "-", stdin=json.dumps(make_packet()))
     assert "may not do that" in error and f"ltm auth {server.url}" in error
     error = cli.fails("tokens")  # managing tokens needs the full scope
     assert "may not do that" in error
     root = Cli(tmp_path / "root")
-    root.ok("auth", server.url, server.root_token)
+    root.ok("auth", server.url, "--with-token", stdin=server.root_token)
     listed = root.ok("tokens")
     assert "SCOPE" in listed.splitlines()[0]
     assert re.search(r"\bread$", listed, re.M)  # the read-only device token (rows are stripped)
@@ -209,7 +209,7 @@ def test_doctor_names_a_read_only_tokens_scope(
 ) -> None:
     token = read_only.headers["Authorization"].removeprefix("Bearer ")
     cli = Cli(tmp_path / "cli")
-    cli.ok("auth", server.url, token)
+    cli.ok("auth", server.url, "--with-token", stdin=token)
     result = cli.run("doctor", "--json")
     checks = {check["name"]: check for check in json.loads(result.stdout)["checks"]}
     assert checks["token"]["status"] == "ok"
