@@ -50,6 +50,76 @@ def serialize_moto_dynamodb() -> None:
     DynamoHandler.transact_write_items = _idempotent(  # type: ignore[method-assign]
         DynamoHandler.transact_write_items
     )
+    _rollback_what_was_touched()
+
+
+def _rollback_what_was_touched() -> None:
+    """moto backs a transaction up by deep-copying each table it names, once per action,
+    the table's stream records included: every push then costs time and memory in
+    proportion to all a test server has stored (minutes for an import late in a module,
+    gigabytes of memory). The same rollback, kept small: a copy of the items the
+    transaction names and the length of each stream, put back when it is cancelled."""
+    import copy
+
+    from moto.dynamodb import models
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.table import Table
+
+    backend = models.DynamoDBBackend
+    if getattr(backend.transact_write_items, "_ltm_small", False):
+        return
+
+    class TablesStayPut:
+        """``copy`` as moto's transaction sees it: a table's backup is the table itself."""
+
+        @staticmethod
+        def deepcopy(value: Any, memo: Any = None) -> Any:
+            return value if isinstance(value, Table) else copy.deepcopy(value, memo)
+
+    models.copy = TablesStayPut  # type: ignore[assignment]
+    original = backend.transact_write_items
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        saved: list[tuple[Any, Any, Any, Any]] = []
+        streams: dict[int, tuple[Any, int]] = {}
+        for entry in transact_items:
+            for request in entry.values():
+                table = self.tables.get(request.get("TableName"))
+                key = request.get("Key") or request.get("Item") or {}
+                if table is None or table.hash_key_attr not in key:
+                    continue
+                hash_value = DynamoType(key[table.hash_key_attr])
+                range_value = None
+                if table.range_key_attr is not None:
+                    if table.range_key_attr not in key:
+                        continue
+                    range_value = DynamoType(key[table.range_key_attr])
+                try:
+                    before = table.get_item(hash_value, range_value)
+                except Exception:  # a malformed key: moto refuses the request itself
+                    continue
+                saved.append((table, hash_value, range_value, copy.deepcopy(before)))
+                if table.stream_shard is not None:
+                    streams.setdefault(id(table), (table, len(table.stream_shard.items)))
+        try:
+            original(self, transact_items)
+        except Exception:
+            for table, hash_value, range_value, before in reversed(saved):
+                if range_value is None:
+                    if before is None:
+                        table.items.pop(hash_value, None)
+                    else:
+                        table.items[hash_value] = before
+                elif before is None:
+                    table.items[hash_value].pop(range_value, None)
+                else:
+                    table.items[hash_value][range_value] = before
+            for table, length in streams.values():
+                del table.stream_shard.items[length:]
+            raise
+
+    transact_write_items._ltm_small = True  # type: ignore[attr-defined]
+    backend.transact_write_items = transact_write_items  # type: ignore[method-assign]
 
 
 def _idempotent(transact: Any) -> Any:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from dynamo_moto import in_process
+from streamkit import Stream
 
 from ltm.store import Gone, Invite, NotFound, PacketMeta, StoredPacket, Team, Token, User
 from ltm.store.dynamo import TTL_ATTRIBUTE, DynamoStore
@@ -381,3 +382,38 @@ def test_a_transaction_the_sdk_repeats_is_applied_once(store: DynamoStore) -> No
     assert store.get_team("core") == Team("t1", "core", "u1", T0)
     with pytest.raises(store.client.exceptions.TransactionCanceledException):
         store.client.transact_write_items(TransactItems=body["TransactItems"])
+
+
+def test_a_cancelled_transaction_leaves_items_and_stream_as_they_were(store: DynamoStore) -> None:
+    """The tests' moto keeps a transaction's backup small (the items it names, the stream's
+    length); a cancelled one must still undo every action before the failed one, the
+    stream records they wrote included, as DynamoDB's all-or-nothing does."""
+    table = store.table
+    key = {"pk": {"S": "X#1"}, "sk": {"S": "A"}}
+    store.client.put_item(TableName=table, Item={**key, "n": {"N": "1"}})
+    stream = Stream(store)
+    assert stream.take()  # the put's record: the stream is on
+    before_items = store.client.scan(TableName=table)["Items"]
+    with pytest.raises(store.client.exceptions.TransactionCanceledException):
+        store.client.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": table, "Item": {"pk": {"S": "X#2"}, "sk": {"S": "B"}}}},
+                {
+                    "Update": {
+                        "TableName": table,
+                        "Key": key,
+                        "UpdateExpression": "SET n = :two",
+                        "ExpressionAttributeValues": {":two": {"N": "2"}},
+                    }
+                },
+                {
+                    "ConditionCheck": {
+                        "TableName": table,
+                        "Key": {"pk": {"S": "X#3"}, "sk": {"S": "C"}},
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                },
+            ]
+        )
+    assert store.client.scan(TableName=table)["Items"] == before_items
+    assert stream.take() == []
