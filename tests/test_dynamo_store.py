@@ -17,7 +17,17 @@ import pytest
 from dynamo_moto import in_process
 from streamkit import Stream
 
-from ltm.store import Gone, Invite, NotFound, PacketMeta, StoredPacket, Team, Token, User
+from ltm.store import (
+    Gone,
+    Invite,
+    NotFound,
+    PacketMeta,
+    Publication,
+    StoredPacket,
+    Team,
+    Token,
+    User,
+)
 from ltm.store.dynamo import TTL_ATTRIBUTE, DynamoStore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -268,6 +278,82 @@ def test_invites_recorded_on_the_membership_before_still_work(store: DynamoStore
         with pytest.raises((Gone, NotFound)):
             store.accept_invite(code, "u4", T0)
     assert store.get_member("t1", "u4") is None
+
+
+def team_packets(store: DynamoStore, owner: str, ids: list[str]) -> list[StoredPacket]:
+    """Packets of team t1 stored by ``owner``, one a id."""
+    made = []
+    for pid in ids:
+        packet = StoredPacket(PacketMeta(pid, "2026-01-01T00:00:00Z", "g", owner, "t1"), b"{}")
+        store.put_packet(packet, sort_key=packet.meta.created_at)
+        made.append(packet)
+    return made
+
+
+def publish(store: DynamoStore, packet: StoredPacket, by: str) -> Publication:
+    secret = f"secret-{packet.meta.id}"
+    return store.publish_packet(
+        Publication(packet.meta.id, secret, f"hash-{packet.meta.id}", by, T0), seen=packet.meta
+    )
+
+
+def test_a_members_publications_do_not_grow_their_membership(store: DynamoStore) -> None:
+    """A member who publishes many of the team's packets: their membership stays the size
+    it was (at some 13,000 publications it would reach the 400 KB item limit, and from
+    then they could publish nothing more nor be removed from the team)."""
+    setup_team(store)
+    key = {"pk": {"S": "TEAM#t1"}, "sk": {"S": "MEMBER#u1"}}
+
+    def size() -> int:
+        return item_size(store.client.get_item(TableName=store.table, Key=key)["Item"])
+
+    packets = team_packets(store, "u1", [f"01PUB{n:07d}" for n in range(60)])
+    for packet in packets[:10]:
+        publish(store, packet, "u1")
+    before = size()
+    for packet in packets[10:]:
+        publish(store, packet, "u1")
+    assert size() == before  # only the count moved, 11 to 61: as many digits
+    store.unpublish_packet(packets[0].meta.id)
+    store.create_user(User("u2", "two", T0))
+    store.add_member("t1", "u2")
+    by_u2 = publish(store, team_packets(store, "u2", ["01PUBBYU2"])[0], "u2")
+
+    assert store.remove_member("t1", "u1") is True
+    for packet in packets:
+        assert store.publication(packet.meta.id) is None
+    # their records went with them; u2's publication and its record stay
+    assert store.published_packet(by_u2.secret_hash) is not None
+    assert [k for k in team_partition(store, "t1") if k.startswith("PUBLISHED#")] == [
+        "PUBLISHED#u2#01PUBBYU2"
+    ]
+
+
+def test_publications_recorded_on_the_membership_before_still_end_with_it(
+    store: DynamoStore,
+) -> None:
+    """A table from before the PUBLISHED# items: the membership lists its member's
+    publications, which still end when the member leaves, with those made since."""
+    setup_team(store)
+    store.create_user(User("u2", "two", T0))
+    store.add_member("t1", "u2")
+    old, new = team_packets(store, "u2", ["01OLDPUB", "01NEWPUB"])
+    old_pub = publish(store, old, "u2")
+    # as the store recorded it before: on the membership, with no item of its own
+    store.client.delete_item(
+        TableName=store.table,
+        Key={"pk": {"S": "TEAM#t1"}, "sk": {"S": "PUBLISHED#u2#01OLDPUB"}},
+    )
+    store.client.update_item(
+        TableName=store.table,
+        Key={"pk": {"S": "TEAM#t1"}, "sk": {"S": "MEMBER#u2"}},
+        UpdateExpression="ADD published_made :ids",
+        ExpressionAttributeValues={":ids": {"SS": ["01OLDPUB"]}},
+    )
+    new_pub = publish(store, new, "u2")
+    assert store.remove_member("t1", "u2") is True
+    assert store.published_packet(old_pub.secret_hash) is None
+    assert store.published_packet(new_pub.secret_hash) is None
 
 
 def test_an_invite_made_during_a_removal_dies_too(store: DynamoStore) -> None:

@@ -23,6 +23,7 @@ needs and no others (the indexes are sparse)::
     member (by user)  USER#<u> / MEMBEROF#<team created>#<name>
     invite            INVITE#<codehash> / INVITE  -
     invite's maker    TEAM#<id> / MADE#<u>#<codehash> -  (which member made it)
+    team publication  TEAM#<id> / PUBLISHED#<u>#<packet id> -  (which member published it)
     publication       PUBLIC#<secrethash> / PUBLIC -
     share             SHARE#<packet id> / TO#<u>  SHARED#<u> / <created>#<packet id>
     usage             USAGE#<user> / USAGE        -  (packets, bytes: what the user owns)
@@ -50,14 +51,14 @@ needs and no others (the indexes are sparse)::
 
     A token item carries its OAuth ``scope`` ("read", "write", "read write"; absent
     on tokens from before scopes, which are full). An invite's ``MADE#`` item, in
-    its team's partition, names the member who made it; the membership under the
-    team's id carries ``published_made`` (the ids of the team's packets the member
-    published) and ``invite_count`` (how many invites and publications were
+    its team's partition, names the member who made it, and a ``PUBLISHED#`` item
+    there the member who published one of the team's packets; the membership under
+    the team's id carries ``invite_count`` (how many invites and publications were
     recorded: the version a removal is conditioned on), so the invites and
     publications die with the membership without a Scan. Memberships from before
-    the ``MADE#`` items carry ``invites_made`` instead (a string set of the code
-    hashes, which grew with every invite towards the 400 KB item limit); it is
-    still read, never added to.
+    these items carry ``invites_made`` and ``published_made`` instead (string sets
+    of the code hashes and the packet ids, which grew with every invite and every
+    publication towards the 400 KB item limit); they are still read, never added to.
 
 ``<scope>`` is ``u:<owner>`` or ``t:<team>``. A published packet's item
 carries ``public_hash``, the hash of its public URL's secret; the
@@ -251,7 +252,9 @@ OAUTH_TTL_GRACE = timedelta(days=1)  # OAuth items and expiring tokens: TTL tidi
 INVITES_MADE = "invites_made"
 SHARED = "shared"  # on a packet item once it was shared: its delete looks for shares to end
 INVITE_COUNT = "invite_count"
-PUBLISHED_MADE = "published_made"  # on a membership: ids of team packets the member published
+# On a membership, from before the ``PUBLISHED#`` items: ids of the team's packets the
+# member published (read, never added to).
+PUBLISHED_MADE = "published_made"
 # A transaction holds at most 100 actions; removing a membership takes 3 and each invite
 # 2 (the invite and its ``MADE#`` item), so up to this many go in the same transaction.
 MAX_INVITES_IN_TRANSACTION = 45
@@ -1263,29 +1266,27 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
                 guard, values_extra = "attribute_not_exists(#h)", {}
             else:  # a dangling hash (its PUBLIC# item is gone): replace exactly that one
                 guard, values_extra = "#h = :old", {":old": _s(current)}
-            # A team packet's publication is recorded on its publisher's membership, in the
-            # same transaction, which also checks they are still a member: remove_member
-            # ends it from there.
-            record = []
+            # A team packet's publication is recorded in a ``PUBLISHED#`` item of its own and
+            # counted on its publisher's membership, in the same transaction, which also
+            # checks they are still a member: remove_member ends it from there. Nothing on
+            # the membership grows with the packets a member publishes.
+            record: list[dict[str, Any]] = []
             if seen.team_id is not None:
-                record.append(
+                published = _published_key(
+                    seen.team_id, publication.created_by, publication.packet_id
+                )
+                record = [
                     {
                         "Update": {
                             "Key": _key(f"TEAM#{seen.team_id}", f"MEMBER#{publication.created_by}"),
-                            "UpdateExpression": "ADD #made :id, #n :one",
+                            "UpdateExpression": "ADD #n :one",
                             "ConditionExpression": "attribute_exists(#pk)",
-                            "ExpressionAttributeNames": {
-                                "#pk": "pk",
-                                "#made": PUBLISHED_MADE,
-                                "#n": INVITE_COUNT,
-                            },
-                            "ExpressionAttributeValues": {
-                                ":id": {"SS": [publication.packet_id]},
-                                ":one": {"N": "1"},
-                            },
+                            "ExpressionAttributeNames": {"#pk": "pk", "#n": INVITE_COUNT},
+                            "ExpressionAttributeValues": {":one": {"N": "1"}},
                         }
-                    }
-                )
+                    },
+                    {"Put": {"Item": {**published, "packet_id": _s(publication.packet_id)}}},
+                ]
             try:
                 self._transact(
                     [
@@ -1796,14 +1797,20 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
             # go first, in batches; the rest in the same transaction as the membership,
             # which only goes while no invite was added since it was read.
             made = sorted(
-                {*item.get(INVITES_MADE, {}).get("SS", []), *self._invites_made(team_id, user_id)}
+                {
+                    *item.get(INVITES_MADE, {}).get("SS", []),
+                    *self._made_by(team_id, "MADE", user_id, "code_hash"),
+                }
             )
             first, last = made[:-MAX_INVITES_IN_TRANSACTION], made[-MAX_INVITES_IN_TRANSACTION:]
             self._batch_delete([k for code in first for k in _invite_keys(team_id, user_id, code)])
-            # Their publications of the team's packets end before the membership goes; one
-            # made meanwhile changes the count, and the removal reads again.
-            for packet_id in item.get(PUBLISHED_MADE, {}).get("SS", []):
+            # Their publications of the team's packets (each in a ``PUBLISHED#`` item; older
+            # ones on the membership) end before the membership goes; one made meanwhile
+            # changes the count, and the removal reads again.
+            published = self._made_by(team_id, "PUBLISHED", user_id, "packet_id")
+            for packet_id in sorted({*item.get(PUBLISHED_MADE, {}).get("SS", []), *published}):
                 self._unpublish_if_by(packet_id, user_id)
+            self._batch_delete([_published_key(team_id, user_id, pid) for pid in published])
             count = item.get(INVITE_COUNT)
             unchanged: dict[str, Any] = {
                 "ConditionExpression": "attribute_exists(#pk) AND attribute_not_exists(#n)",
@@ -1841,18 +1848,20 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
 
     # -- invites --------------------------------------------------------
 
-    def _invites_made(self, team_id: str, user_id: str) -> list[str]:
-        """The code hashes of the invites ``user_id`` made in the team (its ``MADE#`` items)."""
+    def _made_by(self, team_id: str, kind: str, user_id: str, field: str) -> list[str]:
+        """What ``user_id`` made in the team, recorded in its ``<kind>#<user>#`` items:
+        ``field`` of each (``MADE#``: the invites' code hashes; ``PUBLISHED#``: the ids
+        of the packets they published)."""
         return [
-            _req(item, "code_hash")
+            _req(item, field)
             for item in self._query(
                 KeyConditionExpression="#p = :p AND begins_with(#s, :m)",
-                ExpressionAttributeNames={"#p": "pk", "#s": "sk", "#c": "code_hash"},
+                ExpressionAttributeNames={"#p": "pk", "#s": "sk", "#f": field},
                 ExpressionAttributeValues={
                     ":p": _s(f"TEAM#{team_id}"),
-                    ":m": _s(f"MADE#{user_id}#"),
+                    ":m": _s(f"{kind}#{user_id}#"),
                 },
-                ProjectionExpression="#c",
+                ProjectionExpression="#f",
                 ConsistentRead=True,
             )
         ]
@@ -2032,6 +2041,11 @@ def _invite_keys(team_id: str, user_id: str, code_hash: str) -> tuple[Item, Item
         _key(f"INVITE#{code_hash}", "INVITE"),
         _key(f"TEAM#{team_id}", f"MADE#{user_id}#{code_hash}"),
     )
+
+
+def _published_key(team_id: str, user_id: str, packet_id: str) -> Item:
+    """The item that records ``user_id``'s publication of a packet of the team."""
+    return _key(f"TEAM#{team_id}", f"PUBLISHED#{user_id}#{packet_id}")
 
 
 def _put_new(item: Item) -> dict[str, Any]:
