@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import LTM, machine, median_ms, sign_in, time_command
+from common import LTM, machine, median_ms, sign_in, time_command, user_env
 from results import against, record
 
 PACKETS = 200
@@ -71,13 +71,7 @@ def main() -> None:
     runs = parser.parse_args().runs
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
-        # Bytecode as an installed package has it (pip compiles on install): the
-        # warm-up runs write the .pyc files even where PYTHONDONTWRITEBYTECODE is set.
-        base = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("LTM_") and k != "PYTHONDONTWRITEBYTECODE"
-        }
+        base = user_env()  # the warm-up runs write the .pyc files
         server_env = {**base, "LTM_DATA_DIR": str(tmp / "server-data"), "LTM_LOG_LEVEL": "ERROR"}
         proc, url, token = start_server(tmp, server_env)
         try:

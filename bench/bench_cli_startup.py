@@ -12,7 +12,6 @@ Targets, as ratios to `python -c pass` in the same run: `ltm ls`, `ltm resume ID
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -20,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import LTM, fill_store, machine, median_ms, paired, per_run_ratio
+from common import LTM, fill_store, machine, median_ms, paired, per_run_ratio, user_env
 from results import against, record
 
 RATIO_TARGETS = {"ltm ls": 5, "ltm resume ID": 5, "ltm save FILE": 5, "ltm --help": 6}
@@ -31,9 +30,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     runs = parser.parse_args().runs
     with tempfile.TemporaryDirectory() as tmp:
-        # Bytecode cached, as after a pip install (some sandboxes turn the cache off).
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env |= {"LTM_DATA_DIR": tmp, "LTM_CONFIG_DIR": tmp}
+        env = user_env() | {"LTM_DATA_DIR": tmp, "LTM_CONFIG_DIR": tmp}
         fill_store(Path(tmp) / "ltm.db", 10_000)
         some_id = f"01BENCH{5000:019d}"
         packet = Path(tmp) / "packet.json"

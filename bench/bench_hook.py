@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import statistics
 import subprocess
@@ -29,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_cli_remote import start_server
-from common import LTM, machine, paired, per_run_ratio, run_installed_if_asked, sign_in
+from common import LTM, machine, paired, per_run_ratio, run_installed_if_asked, sign_in, user_env
 from results import Figure, record
 
 OTHERS = 15
@@ -111,8 +110,7 @@ def main() -> None:
     example["project"] = {"name": "ltm-example"}
     # No LTM_* or XDG_* folders: each case has a HOME of its own, so the hook finds its
     # config, store and state where a user's would be (~/.config, ~/.local/share, ...).
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("LTM_", "XDG_"))}
-    base.pop("PYTHONDONTWRITEBYTECODE", None)
+    base = user_env("XDG_")
     rows = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

@@ -33,7 +33,7 @@ from typing import IO, Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import LTM, machine, median_ms, run_installed_if_asked
+from common import LTM, machine, median_ms, run_installed_if_asked, user_env
 from results import Figure, record
 
 SDK_IMPORT = "import mcp.server.lowlevel, mcp.server.stdio"
@@ -218,8 +218,7 @@ def main() -> None:
     runs = args.runs
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp) / "state"
-        base = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
-        base.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's ltm has its bytecode cached
+        base = user_env()
         first = {**base, "LTM_DATA_DIR": tmp, "LTM_CONFIG_DIR": tmp, "LTM_STATE_DIR": str(state)}
         default = {**first, "LTM_STATE_DIR": str(state / "default")}
         cold = {**first, "LTM_MCP_WARM": "0"}

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus
 from bench_search import seed_sqlite
 from bench_server import Server, load
-from common import machine
+from common import machine, user_env
 from results import Figure, record
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,9 +155,7 @@ def lambda_costs(runs: int) -> dict[str, object]:
 
 
 def _env() -> dict[str, str]:
-    import os
-
-    return {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
+    return user_env()
 
 
 def main() -> int:

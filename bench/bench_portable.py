@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import LTM, disk, machine, median_ms, sign_in, time_command
+from common import LTM, disk, machine, median_ms, sign_in, time_command, user_env
 from results import Figure, against, record
 
 from ltm.examples import example_bytes
@@ -261,11 +261,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.versus and not os.access(args.versus, os.X_OK):
         parser.error(f"--versus: no ltm to run at {args.versus}")
-    base_env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("LTM_") and k != "PYTHONDONTWRITEBYTECODE"
-    }
+    base_env = user_env()
     print(f"machine: {machine()} (shared with other jobs while measured)")
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)

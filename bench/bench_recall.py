@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import LTM, machine, run_installed_if_asked
+from common import LTM, machine, run_installed_if_asked, user_env
 from results import Figure, record
 
 FIGURES: list[Figure] = []  # what each part measured, recorded at the end
@@ -238,7 +238,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
         env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("LTM_")},
+            **user_env(),
             "LTM_CONFIG_DIR": str(tmp / "config"),
             "LTM_DATA_DIR": str(tmp / "data"),
             "HOME": str(tmp),

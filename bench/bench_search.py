@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -38,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus
 from bench_server import Server, load, request_bytes
-from common import LTM, disk, machine, median_ms, time_command
+from common import LTM, disk, machine, median_ms, time_command, user_env
 from results import Figure, record
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,7 +162,7 @@ def bench_local(work: Path, packets: int, rounds: int = 100) -> dict[str, Any]:
 
 
 def bench_cli(work: Path, packets: int, runs: int) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
+    env = user_env()
     env["LTM_DATA_DIR"] = str(work / "data")
     env["LTM_CONFIG_DIR"] = str(work / "config")
     seed_sqlite(work / "data" / "ltm.db", "local", packets)  # the local store's one user

@@ -35,7 +35,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from results import Figure, record  # first: the load average is read as the bench starts
+from common import user_env
+from results import Figure, record  # (common imports it first: the load is read at the start)
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(__file__).with_name("semantic_corpus.json")
@@ -70,7 +71,7 @@ def check_paraphrases(corpus: dict[str, Any]) -> None:
 
 
 def environment(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
+    env = user_env()
     env.update(
         LTM_CONFIG_DIR=str(tmp / "config"),
         LTM_DATA_DIR=str(tmp / "data"),

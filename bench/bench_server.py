@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common import user_env
 from results import Figure, record, running_command
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,7 +93,7 @@ class Server:
         self.db = workdir / "server.db"
         self.log = workdir / "server.log"
         cmd = self.cmd = [ltm, "server"]
-        env = self.env = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
+        env = self.env = user_env()
         init = subprocess.run(
             [*cmd, "init", "--db", str(self.db)], capture_output=True, text=True, env=env
         )
@@ -418,7 +419,7 @@ def bulk(server: Server | External, token: str, count: int, workdir: Path) -> di
                     conforming=True,
                 )
             )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
+    env = user_env()
     env.update(
         LTM_HOST=server.url,
         LTM_TOKEN=token,
