@@ -56,26 +56,11 @@ TEAM_DELETE = f"team delete ({TEAM_PACKETS} packets)"
 # -- sizes and units, by DynamoDB's rules -------------------------------------------------
 
 
-def _value_size(value: dict[str, Any]) -> int:
-    ((kind, v),) = value.items()
-    if kind == "S":
-        return len(v.encode())
-    if kind == "B":
-        return len(v)
-    if kind == "N":
-        return math.ceil(len(str(v).lstrip("-").replace(".", "")) / 2) + 1
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind in ("L", "M"):
-        items = v if kind == "L" else v.values()
-        return 3 + sum(1 + _value_size(x) for x in items)
-    return sum(len(str(x)) for x in v)  # sets
-
-
 def item_size(item: dict[str, Any] | None) -> int:
-    if not item:
-        return 0
-    return sum(len(name.encode()) + _value_size(value) for name, value in item.items())
+    """An item's size by DynamoDB's rules (the store's own count, which its quota uses)."""
+    from ltm.store.dynamo import item_size as size
+
+    return size(item) if item else 0
 
 
 def _kb(size: int) -> int:
@@ -89,13 +74,7 @@ class Meter:
         from ltm.store.dynamo import TABLE_SCHEMA
 
         self.client, self.table = client, table
-        self.indexes = [
-            (
-                [k["AttributeName"] for k in gsi["KeySchema"]],
-                gsi["Projection"].get("NonKeyAttributes", []),
-            )
-            for gsi in TABLE_SCHEMA["GlobalSecondaryIndexes"]
-        ]
+        self.indexes: list[dict[str, Any]] = TABLE_SCHEMA["GlobalSecondaryIndexes"]
         self.busy = False
         self.before: dict[str, dict[str, Any] | None] = {}
         self.reset()
@@ -145,11 +124,11 @@ class Meter:
         }
         self.params = params
 
-    def _projection(self, item: dict[str, Any] | None, keys: list[str], attrs: list[str]) -> Any:
-        if not item or not all(k in item for k in keys):
-            return None
-        names = {"pk", "sk", *keys, *attrs}
-        return {k: v for k, v in item.items() if k in names}
+    @staticmethod
+    def _projection(item: dict[str, Any] | None, index: dict[str, Any]) -> Any:
+        from ltm.store.dynamo import index_projection
+
+        return index_projection(item, index) if item else None
 
     def _after(self, http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
         if self.busy:
@@ -165,11 +144,12 @@ class Meter:
                     continue
                 new = self._peek(key)
                 self.write += factor * _kb(max(item_size(old), item_size(new)))
-                for keys, attrs in self.indexes:
-                    a = self._projection(old, keys, attrs)
-                    b = self._projection(new, keys, attrs)
+                for index in self.indexes:
+                    a = self._projection(old, index)
+                    b = self._projection(new, index)
                     if a == b:
                         continue
+                    keys = [k["AttributeName"] for k in index["KeySchema"]]
                     if a and b and all(a[k] == b[k] for k in keys):
                         self.write += _kb(max(item_size(a), item_size(b)))
                     else:
@@ -200,6 +180,8 @@ class Meter:
 
 def storage(client: Any, table: str, meter: Meter, pk_filter: Any = None) -> int:
     """Billed bytes of the table (or of the items ``pk_filter`` keeps): items and projections."""
+    from ltm.store.dynamo import stored_size
+
     total = 0
     kwargs: dict[str, Any] = {"TableName": table}
     was, meter.busy = meter.busy, True
@@ -209,10 +191,7 @@ def storage(client: Any, table: str, meter: Meter, pk_filter: Any = None) -> int
             for item in resp["Items"]:
                 if pk_filter is not None and not pk_filter(item):
                     continue
-                total += item_size(item) + 100
-                for keys, attrs in meter.indexes:
-                    if (p := meter._projection(item, keys, attrs)) is not None:
-                        total += item_size(p) + 100
+                total += stored_size(item)
             if "LastEvaluatedKey" not in resp:
                 return total
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]

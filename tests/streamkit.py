@@ -105,7 +105,7 @@ def assert_consistent(store: DynamoStore, *, drained: bool = True) -> None:
     for packet in packets:
         owner = packet["owner_id"]["S"]
         counts[owner] += 1
-        sizes[owner] += len(packet["body"]["B"])
+        sizes[owner] += store._occupied_item(packet)
         expected.update(image_index(packet))
         if "team_id" in packet:  # a team packet lives only in a team that exists
             team = packet["team_id"]["S"]

@@ -20,12 +20,13 @@ from typing import Any
 
 import pytest
 from dynamo_moto import endpoint_client, in_process, moto_server, unique_table
-from streamkit import Stream, assert_consistent
+from streamkit import Stream, assert_consistent, scan
 from timing import scaled
 
 from ltm.search import parse
-from ltm.store import NotFound, PacketMeta, Quota, StoredPacket, Team, User
-from ltm.store.dynamo import DynamoStore, create_tables
+from ltm.store import NotFound, PacketMeta, Quota, StoredPacket, Team, Usage, User
+from ltm.store.dynamo import DynamoStore, create_tables, stored_size
+from ltm.store.dynamo_repair import repair_usage
 from ltm.store.dynamo_stream import handle
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -195,6 +196,65 @@ def test_usage_is_exact_across_replacements_and_quota(store: DynamoStore) -> Non
         put(store, packet("01USAGE00003", "u1", words="over"))
     stream.drain()
     assert store.usage("u1").packets == 2
+    assert_consistent(store)
+
+
+def rich(pid: str, owner: str, team: str | None = None, *, words: str) -> StoredPacket:
+    """A packet with tags and a project: every kind of item a packet makes."""
+    data = {
+        "id": pid,
+        "goal": words,
+        "next_step": "continue the rollout",
+        "tags": ["infra", "aws"],
+        "project": {"name": "ltm"},
+        "decisions": [{"what": f"{words} decided", "why": "measured"}],
+    }
+    meta = PacketMeta(pid, "2026-01-01T00:00:00Z", words, owner, team, "ltm")
+    return StoredPacket(meta, json.dumps(data).encode())
+
+
+def held_by(store: DynamoStore, ids: set[str]) -> int:
+    """The bytes the table holds for these packets, item by item: each packet's own item
+    with its index projections, and its postings and facets."""
+    total = 0
+    for item in scan(store):
+        pk, sk = item["pk"]["S"], item["sk"]["S"]
+        if (pk.removeprefix("PKT#") in ids and sk == "PKT") or (
+            pk.startswith(("T#", "FACET#")) and sk.rsplit("#", 1)[-1] in ids
+        ):
+            total += stored_size(item)
+    return total
+
+
+def test_usage_counts_every_item_a_packet_makes(store: DynamoStore) -> None:
+    """A user's bytes are what their packets occupy in the table once indexed (their
+    items, index copies, search postings and facets, each with DynamoDB's overhead),
+    not only their bodies; a recount agrees, and deleting gives all of it back."""
+    store.create_user(User("u1", "one", T0))
+    store.create_team(Team("t1", "core", "u1", T0))
+    store.quota = Quota(packets=10, bytes=1 << 20)
+    stream = Stream(store)
+    mine = rich("01OCCUPY0001", "u1", words="kestrel migration plan")
+    theirs = rich("01OCCUPY0002", "u1", "t1", words="osprey gateway deploy")
+    for p in (mine, theirs):
+        put(store, p)
+    ids = {mine.meta.id, theirs.meta.id}
+    stream.drain()
+    held = held_by(store, ids)
+    assert store.usage("u1") == Usage(2, held)
+    assert held == sum(store.occupied(p, p.meta.created_at) for p in (mine, theirs))
+    assert held > 2.5 * (len(mine.body) + len(theirs.body))
+    assert repair_usage(store, say=lambda _: None)["unchanged"] == ["u1"]
+
+    put(store, rich(mine.meta.id, "u1", words="kestrel migration plan, longer and changed"))
+    stream.drain()
+    assert store.usage("u1") == Usage(2, held_by(store, ids))
+    assert repair_usage(store, say=lambda _: None)["unchanged"] == ["u1"]
+
+    assert store.delete_packet_as(mine.meta.id, "u1") is True
+    store.delete_team("t1")
+    stream.drain()
+    assert store.usage("u1") == Usage() and held_by(store, ids) == 0
     assert_consistent(store)
 
 

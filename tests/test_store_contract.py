@@ -1214,7 +1214,7 @@ def test_put_many_judges_every_packet_alone_under_the_bound(store: Store) -> Non
     make_team(store)  # u1 owns t1
     put(store, pkt("01EACH000001", "u1", body=b"old"))
     put(store, pkt("01EACH000002", "u2", body=b"theirs"))
-    store.quota = Quota(packets=3, bytes=1_000)
+    store.quota = Quota(packets=3, bytes=1 << 20)
     outcomes = store.put_many(
         [
             PutItem(pkt("01EACH000003", "u1", body=b"new"), "k3"),  # created
@@ -1242,45 +1242,72 @@ def test_put_many_judges_every_packet_alone_under_the_bound(store: Store) -> Non
 
 
 def test_usage_counts_what_a_user_owns_and_the_quota_bounds_it(store: Store) -> None:
+    """Usage bytes are what the store says each packet occupies (``Store.occupied``: the
+    body on SQLite, every item it makes on DynamoDB), counted by every write and delete."""
+
+    def size(*packets: StoredPacket, sort_key: str | None = None) -> int:
+        return sum(store.occupied(p, sort_key or p.meta.created_at) for p in packets)
+
     store.create_user(user("u1"))
     make_team(store)  # u1 owns t1
     store.add_member("t1", "u2")
     assert store.usage("u1") == Usage() == store.usage("nobody")
-    put(store, pkt("01OWNED00001", "u1", body=b"x" * 10))
-    put(store, pkt("01OWNED00002", "u1", "t1", body=b"y" * 20))  # authored in a team: theirs
-    put(store, pkt("01OTHERS0001", "u2", "t1", body=b"z" * 5))  # a teammate's: not theirs
-    assert store.usage("u1") == Usage(2, 30) and store.usage("u2") == Usage(1, 5)
-    put(store, pkt("01OWNED00001", "u1", body=b"x" * 4))  # a replacement: its new size
-    assert store.usage("u1") == Usage(2, 24)
+    mine, in_team = (
+        pkt("01OWNED00001", "u1", body=b"x" * 10),
+        pkt("01OWNED00002", "u1", "t1", body=b"y" * 20),
+    )
+    teammates = pkt("01OTHERS0001", "u2", "t1", body=b"z" * 5)
+    put(store, mine)
+    put(store, in_team)  # authored in a team: theirs
+    put(store, teammates)  # a teammate's: not theirs
+    assert store.usage("u1") == Usage(2, size(mine, in_team))
+    assert store.usage("u2") == Usage(1, size(teammates))
+    assert size(mine) >= 10 and size(in_team) >= 20  # at least the body
+    shorter = pkt("01OWNED00001", "u1", body=b"x" * 4)
+    put(store, shorter)  # a replacement: its new size
+    assert store.usage("u1") == Usage(2, size(shorter, in_team))
 
-    store.quota = Quota(packets=2, bytes=100)
+    at_bound = pkt("01OWNED00001", "u1", body=b"x" * 50)
+    past = pkt("01OWNED00001", "u1", body=b"x" * 90)
+    bound = size(in_team, at_bound) + 20  # 40 more bytes of body pass it
+    assert size(past) - size(at_bound) == 40  # the same packet but for its body
+    store.quota = Quota(packets=2, bytes=bound)
     with pytest.raises(OverQuota) as refused:
         put(store, pkt("01OWNED00003", "u1", body=b"a"))
     assert refused.value.which == "packets"
-    assert store.get_packet("01OWNED00003") is None and store.usage("u1") == Usage(2, 24)
-    put(store, pkt("01OWNED00001", "u1", body=b"x" * 50))  # at the bound, a replacement fits
+    assert store.get_packet("01OWNED00003") is None
+    assert store.usage("u1") == Usage(2, size(shorter, in_team))
+    put(store, at_bound)  # within the bound, a replacement fits
     with pytest.raises(OverQuota) as refused:
-        put(store, pkt("01OWNED00001", "u1", body=b"x" * 90))  # 110 bytes: past the bound
+        put(store, past)
     assert refused.value.which == "bytes"
     got = store.get_packet("01OWNED00001")
-    assert got is not None and got.body == b"x" * 50 and store.usage("u1") == Usage(2, 70)
-    put(store, pkt("01OTHERS0002", "u2", body=b"z" * 90))  # the bound is each user's own
-    # moving the personal packet into the team keeps it theirs, and the same size
+    assert got is not None and got.body == b"x" * 50
+    assert store.usage("u1") == Usage(2, size(in_team, at_bound))
+    theirs = pkt("01OTHERS0002", "u2", body=b"z" * 60)
+    assert size(teammates, theirs) <= bound < size(in_team, at_bound, theirs)
+    put(store, theirs)  # the bound is each user's own
+    # moving the personal packet into the team keeps it theirs (on DynamoDB a team
+    # packet occupies more: its copy in the authors' index)
+    store.quota = Quota(packets=2, bytes=1 << 20)
     moved = pkt("01OWNED00001", "u1", "t1", body=b"x" * 50)
-    assert store.put_packet(moved, sort_key="k") is False and store.usage("u1") == Usage(2, 70)
+    assert store.put_packet(moved, sort_key="k") is False
+    assert store.usage("u1") == Usage(2, size(in_team) + size(moved, sort_key="k"))
     # a bound lowered below what is owned: nothing grows, shrinking still works
     store.quota = Quota(packets=1, bytes=10)
-    put(store, pkt("01OWNED00001", "u1", "t1", body=b"x" * 30))
-    assert store.usage("u1") == Usage(2, 50)
+    shrunk = pkt("01OWNED00001", "u1", "t1", body=b"x" * 30)
+    assert store.put_packet(shrunk, sort_key="k") is False
+    assert store.usage("u1") == Usage(2, size(in_team) + size(shrunk, sort_key="k"))
     # deletes, by each path, give the room back
     assert store.delete_packet_as("01OWNED00001", "u1") is True
-    assert store.usage("u1") == Usage(1, 20)
-    store.quota = Quota(packets=2, bytes=100)
-    put(store, pkt("01OWNED00003", "u1", body=b"a"))
+    assert store.usage("u1") == Usage(1, size(in_team))
+    one = pkt("01OWNED00003", "u1", body=b"a")
+    store.quota = Quota(packets=2, bytes=size(in_team, one))
+    put(store, one)
     assert store.delete_packet("01OWNED00003") is True
-    assert store.usage("u1") == Usage(1, 20)
+    assert store.usage("u1") == Usage(1, size(in_team))
     store.delete_team("t1")
-    assert store.usage("u1") == Usage() and store.usage("u2") == Usage(1, 90)
+    assert store.usage("u1") == Usage() and store.usage("u2") == Usage(1, size(theirs))
 
 
 def test_concurrent_puts_never_pass_the_quota_together(store: Store) -> None:
@@ -1300,8 +1327,10 @@ def test_concurrent_puts_never_pass_the_quota_together(store: Store) -> None:
     for thread in threads:
         thread.join(timeout=scaled(60))
     assert sorted(outcomes) == ["refused"] * 5 + ["stored"] * 3
-    assert store.usage("u1") == Usage(3, 30)
-    assert len(store.list_packets(owner_id="u1").items) == 3
+    stored = store.get_packets([m.id for m in store.list_packets(owner_id="u1").items])
+    assert len(stored) == 3
+    held = sum(store.occupied(p, p.meta.created_at) for p in stored.values())
+    assert store.usage("u1") == Usage(3, held)
 
 
 # -- many puts at once ------------------------------------------------------------------
@@ -1312,7 +1341,7 @@ def test_put_many_judges_each_item_as_put_packet_does(store: Store) -> None:
     make_team(store)  # u1 owns t1
     put(store, pkt("01THEIRS0001", "u2", body=b"t" * 5))  # another owner's id
     put(store, pkt("01MINE000001", "u1", body=b"m" * 5))  # u1's, to replace
-    store.quota = Quota(packets=3, bytes=1000)
+    store.quota = Quota(packets=3, bytes=1 << 20)
     items = [
         PutItem(pkt("01NEW0000001", "u1", body=b"a" * 10), "k1"),
         PutItem(pkt("01THEIRS0001", "u1", body=b"b" * 10), "k2"),  # Conflict: u2's
@@ -1335,5 +1364,6 @@ def test_put_many_judges_each_item_as_put_packet_does(store: Store) -> None:
     assert store.get_packet("01NEW0000003") is None
     got = store.get_packet("01NEW0000002")
     assert got is not None and got.meta.team_id == "t1"
-    assert store.usage("u1") == Usage(3, 30)
+    owned = [(items[0].packet, "k1"), (items[2].packet, "k3"), (items[3].packet, "k4")]
+    assert store.usage("u1") == Usage(3, sum(store.occupied(p, k) for p, k in owned))
     assert store.put_many([]) == []

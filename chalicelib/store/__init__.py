@@ -423,7 +423,17 @@ class Store(ABC):
         would take its owner past either bound, and grows what they own,
         raises ``OverQuota`` and writes nothing. A replacement that does not
         grow is always allowed (an owner over a lowered bound can still edit).
+        Its bytes are the sum of ``occupied`` over the packets.
         """
+
+    def occupied(self, packet: StoredPacket, sort_key: str) -> int:
+        """The bytes ``packet``, stored under ``sort_key``, counts in its owner's ``usage``.
+
+        A function of the packet alone (its body and what the store derives from
+        it), so the write that adds it, the one that takes it off and a recount
+        always agree. This default, SQLite's: the body's bytes.
+        """
+        return len(packet.body)
 
     @abstractmethod
     def list_packets(

@@ -95,19 +95,20 @@ Which request uses what:
   ``begins_with`` filter on the id (it reads the project's packets, never
   the table).
 - push: one GetItem of the packet under the id (the cross-user id rule is
-  checked on it; its ``rev`` and size are what a replacement is conditioned on
-  and changes the usage by), then one TransactWriteItems: the packet (absent,
-  or still that revision), its owner's usage counter (conditioned on the
-  quota), the pending search entry, and for a team packet a ConditionCheck: the
-  owner's membership for a move of their personal packet into the team, the
-  team's tombstone absent otherwise. A lost race reads again.
+  checked on it; its ``rev`` is what a replacement is conditioned on, what it
+  occupies what the replacement changes the usage by), then one
+  TransactWriteItems: the packet (absent, or still that revision), its
+  owner's usage counter (conditioned on the quota), the pending search entry,
+  and for a team packet a ConditionCheck: the owner's membership for a move of
+  their personal packet into the team, the team's tombstone absent otherwise.
+  A lost race reads again.
 - invites: create is one transaction that puts the invite and its ``MADE#``
   item and counts it on the maker's membership (which must exist); removing a
   member reads their ``MADE#`` items (one Query of their part of the team's
   partition) and deletes the membership and those invites in one transaction
   (past 45 invites, the oldest go first in batches); accepting checks, in its
   transaction, that the maker is still a member.
-- delete a packet: one GetItem (its revision and size), then one
+- delete a packet: one GetItem (its revision and what it occupies), then one
   TransactWriteItems: the delete conditioned on that revision, the owner's usage,
   and for a team packet a ConditionCheck of the caller's membership (and the owner
   role, for someone else's packet).
@@ -148,11 +149,20 @@ how, what is indexed and what it costs.
 
 What a user owns (``usage``, for the per-user bound ``quota``) is a counter
 item per user, never a count of their packets. It changes in the packet's own
-transaction (a new packet adds one and its bytes, only while the result stays
-within the bound, so concurrent pushes cannot pass it together; a replacement
-adds its size's change; a delete takes the packet off), so the counter equals a
-recount at every instant and no crash can leave it off. It is not derived by the
-stream consumer because a push over the quota must be refused before its 201.
+transaction (a new packet adds one and the bytes it occupies, only while the
+result stays within the bound, so concurrent pushes cannot pass it together; a
+replacement adds the change; a delete takes the packet off), so the counter
+equals a recount at every instant and no crash can leave it off. It is not
+derived by the stream consumer because a push over the quota must be refused
+before its 201. The bytes a packet occupies (``occupied``) are every item it
+makes, as the table bills them: its own item, its copies in the listing indexes,
+its postings and facets, each with DynamoDB's 100 bytes of overhead (a 3 KB
+packet some 2.7 times its body, a small one more: the overhead is per item).
+They are computed from the packet alone, with the very
+functions that make those items, so the push, the delete and the recount
+(``dynamo_repair.py``) agree; the consumer writing the postings later, or twice,
+changes nothing. A change of what a packet derives (the words indexed) changes
+what the packets stored before occupy: run the recount after it.
 
 Uniqueness and single use are conditional writes in transactions: team names
 (``TEAMNAME#`` item), token hashes and labels (``TOKEN#`` + ``LABEL#``),
@@ -232,7 +242,7 @@ from . import (
 )
 from .dynamo_device import DeviceGrantsMixin
 from .dynamo_fanout import TeamDeleteMixin
-from .dynamo_search import SearchMixin, pending_key, scope_name
+from .dynamo_search import SearchMixin, index_items, pending_key, scope_name
 
 if TYPE_CHECKING:  # botocore is imported only when a DynamoStore is built
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -435,6 +445,54 @@ def _packet_item(packet: StoredPacket, sort_key: str) -> Item:
         item["gsi_author_pk"] = _s(_author_scope(scope, meta.owner_id))
         item["gsi_author_sk"] = _s(f"{sort_key}#{meta.id}")
     return item
+
+
+# DynamoDB bills each item it stores, and each projection of an item into an index, at
+# the item's size plus this many bytes.
+ITEM_OVERHEAD = 100
+
+
+def item_size(item: Mapping[str, Mapping[str, Any]]) -> int:
+    """An item's size by DynamoDB's rules: each attribute's name and its value (a string's
+    UTF-8 bytes, a binary's bytes, a number one byte per two digits and one more)."""
+    return sum(len(name.encode()) + _value_size(value) for name, value in item.items())
+
+
+def _value_size(value: Mapping[str, Any]) -> int:
+    ((kind, held),) = value.items()
+    if kind == "S":
+        return len(held.encode())
+    if kind == "B":
+        return len(held)
+    if kind == "N":
+        return -(-len(str(held).lstrip("-").replace(".", "")) // 2) + 1
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind in ("L", "M"):
+        return 3 + sum(1 + _value_size(x) for x in (held if kind == "L" else held.values()))
+    return sum(len(str(x)) for x in held)  # sets
+
+
+def index_projection(
+    item: Mapping[str, Mapping[str, Any]], index: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """What of ``item`` the index (one of ``TABLE_SCHEMA``'s) holds; None when it is not in
+    it (the indexes are sparse)."""
+    keys = [k["AttributeName"] for k in index["KeySchema"]]
+    if not all(k in item for k in keys):
+        return None
+    names = {"pk", "sk", *keys, *index["Projection"].get("NonKeyAttributes", [])}
+    return {k: v for k, v in item.items() if k in names}
+
+
+def stored_size(item: Mapping[str, Mapping[str, Any]]) -> int:
+    """The bytes an item occupies: itself and its projection into each index it is in,
+    each with DynamoDB's overhead."""
+    held = [item]
+    for index in TABLE_SCHEMA["GlobalSecondaryIndexes"]:
+        if (projection := index_projection(item, index)) is not None:
+            held.append(projection)
+    return sum(item_size(i) + ITEM_OVERHEAD for i in held)
 
 
 def _author_scope(scope: str, author: str) -> str:
@@ -846,16 +904,18 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
         crash between two calls leaves nothing to correct. The search postings are
         derived later by the consumer (``dynamo_search.py``); the pending item keeps
         the packet searchable until then. A replacement is conditioned on the
-        revision it read (its size is the usage's delta). A team push checks the team's
-        tombstone in the same transaction, so a push racing the team's delete never
-        lands in a deleted team; a move of a personal packet checks the membership.
-        A new team packet's membership is checked by the service just before (as on
-        SQLite): a push racing its author's removal from the team can still land, as
-        the removed member's packet in the team, which the owner may delete.
+        revision it read (what the two occupy is the usage's delta). A team push
+        checks the team's tombstone in the same transaction, so a push racing the
+        team's delete never lands in a deleted team; a move of a personal packet
+        checks the membership. A new team packet's membership is checked by the
+        service just before (as on SQLite): a push racing its author's removal from
+        the team can still land, as the removed member's packet in the team, which
+        the owner may delete.
         """
         meta = packet.meta
         key = _key(f"PKT#{meta.id}", "PKT")
         scope = scope_name(meta.owner_id, meta.team_id)
+        size = self.occupied(packet, sort_key)
         for attempt in range(TRANSACTION_ATTEMPTS):
             old = self._get_item(key)
             item = _packet_item(packet, sort_key)
@@ -868,7 +928,7 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
                     "ConditionExpression": "attribute_not_exists(#pk)",
                     "ExpressionAttributeNames": {"#pk": "pk"},
                 }
-                delta = (1, len(packet.body))
+                delta = (1, size)
             else:
                 was = _packet_meta(old)
                 moving = moves_into_team(was, meta)
@@ -880,7 +940,7 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
                     item["public_hash"] = _s(public_hash)
                 if _get(old, SHARED) is not None:
                     item[SHARED] = _s("1")
-                delta = (0, len(packet.body) - len(old["body"]["B"]))
+                delta = (0, size - self._occupied_item(old))
             actions: list[dict[str, Any]] = [{"Put": put}]
             usage = self._usage_action(meta.owner_id, *delta, hold=True)
             if usage is not None:
@@ -908,6 +968,21 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
                 continue
             return old is None
         raise Conflict(f"packet {meta.id} could not be stored (concurrent writes); try again")
+
+    def occupied(self, packet: StoredPacket, sort_key: str) -> int:
+        """Every item the packet makes, as stored: its own (with a revision; a publication
+        or a share adds nothing), its projections into the listing indexes, and the
+        search postings and facets the stream consumer derives from it (its pending
+        entry lasts only until then). Each with DynamoDB's 100 bytes of overhead: the
+        storage the table bills for the packet (a 3 KB packet's: 2.7 times its body)."""
+        item = _packet_item(packet, sort_key)
+        item["rev"] = _s("0" * (2 * REV_BYTES))
+        derived = index_items(packet.meta, sort_key, packet.body).values()
+        return sum(stored_size(i) for i in (item, *derived))
+
+    def _occupied_item(self, item: Mapping[str, Mapping[str, Any]]) -> int:
+        """``occupied`` of a stored packet's item."""
+        return self.occupied(_stored_packet(item), _get(item, "sort_key") or "")
 
     def usage(self, user_id: str) -> Usage:
         item = self._get_item(_key(f"USAGE#{user_id}", "USAGE"))
@@ -1202,7 +1277,7 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
             if seen is not None and (seen.owner_id, seen.team_id) != (was.owner_id, was.team_id):
                 return False  # no longer the packet the caller was allowed to delete
             actions: list[dict[str, Any]] = [{"Delete": {"Key": key, **_unchanged(old)}}]
-            usage = self._usage_action(was.owner_id, -1, -len(old["body"]["B"]), hold=False)
+            usage = self._usage_action(was.owner_id, -1, -self._occupied_item(old), hold=False)
             assert usage is not None
             actions.append(usage)
             if user_id is not None:
@@ -2115,8 +2190,11 @@ def _unchanged(old: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+REV_BYTES = 8  # a packet's revision: this many random bytes, in hex
+
+
 def _new_rev() -> str:
-    return os.urandom(8).hex()
+    return os.urandom(REV_BYTES).hex()
 
 
 def _tombstone_key(team_id: str) -> Item:

@@ -66,6 +66,7 @@ class TeamDeleteMixin:
             self, user_id: str, packets: int, size: int, *, hold: bool
         ) -> dict[str, Any] | None: ...
         def _end_shares(self, old: Mapping[str, Mapping[str, Any]] | None) -> None: ...
+        def _occupied_item(self, item: Mapping[str, Mapping[str, Any]]) -> int: ...
 
     def delete_team(self, team_id: str) -> None:
         from .dynamo import _Cancelled, _req
@@ -212,7 +213,7 @@ class TeamDeleteMixin:
             key = _key(_req(item, "pk"), _req(item, "sk"))
             actions.append({"Delete": {"Key": key, **_unchanged(item)}})
             count, size = owed.get(_req(item, "owner_id"), (0, 0))
-            owed[_req(item, "owner_id")] = (count + 1, size + len(item["body"]["B"]))
+            owed[_req(item, "owner_id")] = (count + 1, size + self._occupied_item(item))
         for owner, (count, size) in owed.items():
             usage = self._usage_action(owner, -count, -size, hold=False)
             assert usage is not None

@@ -19,10 +19,12 @@ packets concerned are read again, and any whose revision moved meanwhile gets
 its index written once more. After each page it prints a resume token
 (``--resume``): a run cut short goes on from there.
 
-``usage`` recounts what each user owns. A counter carries ``writes``, which
-every write of the user's packets bumps in the same transaction; the recount
-reads the counters, counts the packets (a strongly consistent Scan), and sets
-each counter only where ``writes`` did not move meanwhile. A user written to
+``usage`` recounts what each user owns: their packets, and the bytes each
+occupies as a push counts it (``DynamoStore.occupied``). A counter carries
+``writes``, which every write of the user's packets bumps in the same
+transaction; the recount reads the counters, counts the packets (a strongly
+consistent Scan), and sets each counter only where ``writes`` did not move
+meanwhile. A user written to
 during the count is reported; run it again for them.
 
 ``names`` is the migration for a table from before display names were claimed
@@ -233,7 +235,7 @@ def repair_usage(
             owner = item["owner_id"]["S"]
             if only is None or owner in only:
                 counts[owner] += 1
-                sizes[owner] += len(item["body"]["B"])
+                sizes[owner] += store._occupied_item(item)
     result: dict[str, list[str]] = {"set": [], "unchanged": [], "busy": []}
     for user in sorted(set(counters) | set(counts) | (only or set())):
         old = counters.get(user)

@@ -10,7 +10,8 @@ the variables come from the stage's ``environment_variables`` in
 Every backend also takes the per-user storage bound from there:
 ``LTM_MAX_PACKETS_PER_USER`` (default 100,000) and ``LTM_MAX_BYTES_PER_USER``
 (default 1 GiB of stored packets), counting what a user owns: their personal
-packets and the packets they authored in teams.
+packets and the packets they authored in teams, each as many bytes as the store
+says it occupies (``Store.occupied``: SQLite its body, DynamoDB every item it makes).
 """
 
 from __future__ import annotations
