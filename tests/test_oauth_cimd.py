@@ -440,3 +440,13 @@ def test_a_document_is_held_to_a_registrations_bounds(
     for url in (many, named, hostile):
         assert oauth.client_metadata(url, allow_loopback=True) is None
     assert oauth.client_metadata(document(metadata_site, "/fine.json"), allow_loopback=True)
+
+
+def test_slow_fetches_never_hold_every_worker_of_the_server() -> None:
+    """Anonymous requests can each start a fetch that takes its whole deadline: the
+    fetches one process runs at once stay fewer than ``ltm server run``'s worker
+    threads, so health checks and pushes are still served meanwhile."""
+    from ltm.cli.server.commands import DEFAULT_THREADS
+    from ltm.mcp import cimd
+
+    assert cimd.PER_ADDRESS < cimd.PER_PROCESS < DEFAULT_THREADS

@@ -39,8 +39,8 @@ from typing import Any
 
 DEADLINE = 5.0  # seconds, the whole fetch
 MAX_BYTES = 16 * 1024
-PER_PROCESS = 4
-PER_ADDRESS = 2
+PER_PROCESS = 2  # fewer than the self-hosted server's worker threads (its DEFAULT_THREADS)
+PER_ADDRESS = 1
 FAILURE_TTL = 60.0  # seconds a failed URL is not fetched again
 _FAILURES_KEPT = 1024
 

@@ -22,8 +22,12 @@ if TYPE_CHECKING:
 ROOT_DISPLAY = "root"  # the first user's default display name; its id is a ULID, as every user's
 ROOT_LABEL = "root"
 DEFAULT_ADDR = "127.0.0.1:8080"
-# Pushes that arrive together share a commit (one fsync): a thread each lets 8 at once join.
-DEFAULT_THREADS = 8
+# One process runs Python on one core: more threads than this only contend for it (each
+# SQLite call hands the GIL over), and reads fell from 2,200/s at 1 thread to 1,000/s at 8
+# (bench/bench_server.py --threads N). More than the client metadata fetches that may run
+# at once (``ltm.mcp.cimd.PER_PROCESS``), so that slow ones never hold every worker; pushes
+# that arrive together still share a commit (one fsync).
+DEFAULT_THREADS = 4
 
 app = typer.Typer(
     name="server",
