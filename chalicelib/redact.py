@@ -1008,6 +1008,43 @@ CHECKS: dict[str, Check] = {
 }
 
 
+class _Builtin:
+    """A built-in rule's ``re`` pattern, compiled at its first search, not when the rules
+    are built: a scan searches only the rules whose needles or keywords its text holds,
+    and compiling all of them cost every ``ltm save`` about 20 ms of its start-up
+    (bench/bench_cli_startup.py)."""
+
+    __slots__ = ("_compiled", "pattern")
+
+    def __init__(self, regex: str) -> None:
+        self.pattern = regex
+        self._compiled: re.Pattern[str] | None = None
+
+    def _re(self) -> re.Pattern[str]:
+        compiled = self._compiled
+        if compiled is None:
+            compiled = self._compiled = re.compile(self.pattern)  # a race compiles twice
+        return compiled
+
+    def finditer(self, string: str, pos: int = 0, endpos: int = sys.maxsize, /) -> Iterator[Match]:
+        return self._re().finditer(string, pos, endpos)
+
+    def match(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> Match | None:
+        return self._re().match(string, pos, endpos)
+
+    def search(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> Match | None:
+        return self._re().search(string, pos, endpos)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Builtin) and other.pattern == self.pattern
+
+    def __hash__(self) -> int:
+        return hash((_Builtin, self.pattern))
+
+    def __repr__(self) -> str:
+        return f"re.compile({self.pattern!r})"
+
+
 def _compiled(spec: Spec) -> Rule:
     """A row of the table, compiled: its check named there looked up here."""
     check = _widened(spec.widen) if spec.check == "widened" else CHECKS.get(spec.check or "")
@@ -1015,7 +1052,7 @@ def _compiled(spec: Spec) -> Rule:
         raise KeyError(f"no check {spec.check!r} for the rule of {spec.kind}")
     return Rule(
         spec.kind,
-        re.compile(spec.regex),
+        _Builtin(spec.regex),
         spec.near,
         spec.radius,
         spec.min_len,
@@ -1034,8 +1071,8 @@ def _build_rules() -> tuple[Rule, ...]:
     return tuple(_compiled(spec) for spec in RULES)
 
 
-# The built-in rules are compiled on first use, not at import: `import ltm.redact`
-# stays cheap on the CLI's start-up path (compiling them all takes a few ms).
+# The built-in rules are built on first use, not at import: `import ltm.redact` stays
+# cheap on the CLI's start-up path (each pattern is compiled at its first search).
 BUILTIN_RULES: tuple[Rule, ...]  # provided by __getattr__ below
 BUILTIN_KINDS: tuple[str, ...]  # ditto: the distinct kinds, in rule order
 _rules: tuple[Rule, ...] | None = None
@@ -1503,7 +1540,7 @@ def _matches(rule: Rule, t: _Text) -> Iterator[Match]:
     if rule.anchored:
         starts = _anchors(rule, t)
         if starts is not None:
-            match = cast("re.Pattern[str]", pattern).match  # anchored rules are built-in
+            match = cast(_Builtin, pattern).match  # anchored rules are built-in
             end = 0
             for i in starts:
                 if i >= end:  # not inside the previous match: linear overall
