@@ -23,6 +23,9 @@ class Stream:
         self.arn = client.describe_table(TableName=store.table)["Table"]["LatestStreamArn"]
         session = botocore.session.get_session()
         local = client.meta.endpoint_url
+        # The table client's own credentials: a local engine's client carries them itself,
+        # not in the environment (where only in-process moto's are).
+        frozen = client._request_signer._credentials.get_frozen_credentials()
         self.streams = session.create_client(
             "dynamodbstreams",
             region_name=client.meta.region_name,
@@ -31,6 +34,9 @@ class Stream:
             endpoint_url=local
             if local.startswith("http://")
             else f"https://streams.dynamodb.{client.meta.region_name}.amazonaws.com",
+            aws_access_key_id=frozen.access_key,
+            aws_secret_access_key=frozen.secret_key,
+            aws_session_token=frozen.token,
         )
         self.last: dict[str, str] = {}  # shard -> the last sequence number taken
 

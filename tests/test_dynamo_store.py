@@ -428,6 +428,10 @@ def test_tokens_spread_over_index_partitions_and_all_are_listed(store: DynamoSto
 
 def test_a_team_listing_by_author_reads_that_authors_packets_alone(store: DynamoStore) -> None:
     """A sparse index by author: one Query, whatever the rest of the team holds."""
+    for uid in ("u1", "u2"):
+        store.create_user(User(uid, uid, T0))
+    store.create_team(Team("t1", "core", "u1", T0))
+    store.add_member("t1", "u2")
     for n in range(120):
         owner = "u2" if n % 40 == 0 else "u1"
         meta = PacketMeta(

@@ -397,10 +397,11 @@ def test_put_many_ends_as_the_same_puts_one_by_one(tmp_path: Path) -> None:
         item("01C", "u1", None, 4),  # another owner's id (stored before the batch)
         item("01B", "u1", "t1", 5),  # moves into u1's team: its publication ends
         item("01B", "u1", None, 6),  # out of the team again: refused
-        item("01D", "u1", "t9", 7),  # a new packet in a team (the store does not check)
+        item("01D", "u1", "t1", 7),  # a new packet in u1's team
         item("01E", "u1", None, 8),  # past the bound of three packets
         item("01A", "u1", None, 9, next_step="x" * 1000),  # past the bound of bytes
         item("01A", "u1", None, 10),  # a replacement that fits
+        item("01F", "u1", "t9", 11),  # into a team u1 is not in: refused
     ]
     results = []
     for name in ("one-by-one", "batch"):
@@ -423,7 +424,7 @@ def test_put_many_ends_as_the_same_puts_one_by_one(tmp_path: Path) -> None:
                     done.append(exc)
         state = (
             [d if isinstance(d, bool) else (type(d).__name__, str(d)) for d in done],
-            {pid: store.get_packet(pid) for pid in ("01A", "01B", "01C", "01D", "01E")},
+            {pid: store.get_packet(pid) for pid in ("01A", "01B", "01C", "01D", "01E", "01F")},
             store.usage("u1"),
             store.publication("01B"),
             [m.id for m in store.list_packets(owner_id="u1", tag="t0").items],
@@ -440,7 +441,9 @@ def test_put_many_ends_as_the_same_puts_one_by_one(tmp_path: Path) -> None:
         "Conflict",
         "OverQuota",
         "OverQuota",
+        "NotFound",
     ]
+    assert batch[1]["01F"] is None
     assert batch[3] is None  # the move ended the publication
 
 

@@ -8,6 +8,7 @@ DynamoDB. The DynamoDB store runs on two engines: moto and dynalite
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -71,6 +72,16 @@ def put(store: Store, p: StoredPacket) -> bool:
     return store.put_packet(p, sort_key=p.meta.created_at)
 
 
+def in_team(store: Store, owner: str, *members: str) -> None:
+    """Team t1 ("core") of ``owner`` and ``members``: only a member writes into a team."""
+    for uid in (owner, *members):
+        if store.get_user(uid) is None:
+            store.create_user(user(uid))
+    make_team(store, owner=owner)
+    for uid in members:
+        store.add_member("t1", uid)
+
+
 # -- packets ---------------------------------------------------------------
 
 
@@ -86,6 +97,7 @@ def test_put_get_roundtrip_is_byte_identical(store: Store) -> None:
 
 
 def test_get_packets_reads_many_as_get_packet_reads_each(store: Store) -> None:
+    in_team(store, "u2")
     bodies = {f"01GETMANY{n:03d}": f'{{\n  "goal": "n{n} é"\n}}'.encode() for n in range(130)}
     for n, (pid, body) in enumerate(bodies.items()):
         owner, team = ("u1", None) if n % 2 else ("u2", "t1")
@@ -150,6 +162,44 @@ def test_owner_moves_a_personal_packet_into_a_team_they_are_in(store: Store, see
     assert got is not None and got.body == b"in the team" and got.meta.team_id == "t1"
 
 
+@pytest.mark.parametrize("repush", [False, True], ids=["new", "repush"])
+def test_a_push_racing_its_authors_removal_from_the_team_does_not_land(
+    store: Store, repush: bool
+) -> None:
+    """The service checks the membership before the write, and the write checks it again:
+    a removal in between (forced here) refuses the push and changes nothing."""
+    from ltm.examples import example_bytes
+    from ltm.service import packets, teams, tokens
+    from ltm.service.errors import NotFound as Refused
+
+    owner, _ = tokens.issue(store, "owner")
+    member, secret = tokens.issue(store, "member")
+    caller = tokens.credential(f"Bearer {secret}")
+    teams.create(store, owner, "core")
+    team = store.get_team("core")
+    assert team is not None
+    store.add_member(team.id, member.id)
+    pid = "01RACEDOUT00"
+
+    def body(goal: str) -> dict[str, object]:
+        data = json.loads(example_bytes())
+        return {**data, "id": pid, "goal": goal}
+
+    if repush:
+        packets.push(store, caller, body("before"), team="core")
+    before = store.get_packet(pid), store.usage(member.id)
+    real = store.put_packet
+
+    def removed_first(*args: object, **kwargs: object) -> bool:
+        store.remove_member(team.id, member.id)  # the owner removes them, just now
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    store.put_packet = removed_first  # type: ignore[method-assign]
+    with pytest.raises(Refused):
+        packets.push(store, caller, body("after"), team="core")
+    assert (store.get_packet(pid), store.usage(member.id)) == before
+
+
 @pytest.mark.parametrize("seen", [False, True], ids=["unseen", "seen"])
 def test_no_move_into_a_team_without_membership(store: Store, seen: bool) -> None:
     store.create_user(user("u1"))
@@ -168,6 +218,7 @@ def test_no_move_into_a_team_without_membership(store: Store, seen: bool) -> Non
 
 
 def test_list_newest_first_per_scope_with_cursor(store: Store) -> None:
+    in_team(store, "u1", "u2")
     for n in range(7):
         put(store, pkt(f"01PERSONAL{n:02d}", "u1", n=n))
     put(store, pkt("01OTHERUSER0", "u2", n=30))
@@ -214,6 +265,7 @@ def test_prefix_lookup_is_scoped(store: Store) -> None:
 
 
 def test_list_and_prefix_by_project_per_scope(store: Store) -> None:
+    in_team(store, "u1")
     for n in range(5):
         put(store, pkt(f"01PROJA{n:05d}", "u1", n=n, project="acme/app"))
     put(store, pkt("01PROJB00000", "u1", n=10, project="acme/other"))
@@ -1023,6 +1075,7 @@ def test_parent_id_is_kept_and_listed(store: Store) -> None:
 
 
 def test_children_oldest_first_and_only_from_readable_scopes(store: Store) -> None:
+    in_team(store, "u1", "u2")
     put(store, doc("01ROOT000000", "u1", "t1", n=1))
     put(store, doc("01KIDB000000", "u2", "t1", n=3, parent="01ROOT000000"))
     put(store, doc("01KIDA000000", "u1", "t1", n=2, parent="01ROOT000000"))
@@ -1042,6 +1095,7 @@ def test_children_oldest_first_and_only_from_readable_scopes(store: Store) -> No
 
 
 def test_list_filters_by_tag_time_and_author_with_cursor(store: Store) -> None:
+    in_team(store, "u1", "u2")
     for n in range(6):
         owner = "u1" if n % 2 == 0 else "u2"
         tags = ["auth"] if n < 4 else ["ui"]

@@ -363,10 +363,11 @@ class Store(ABC):
         ``created_at`` normalized to UTC. A packet id is owned by whoever
         stored it first: a put whose id exists with another owner raises
         ``Conflict`` and leaves the existing packet untouched (the reference
-        upserts blindly; we must not). The owner may replace it in its scope,
-        and may move their *personal* packet into a team (the reference's
-        documented ``push -t TEAM`` after a personal push), but only while they
-        are a member of that team: NotFound otherwise. Any other change of
+        upserts blindly; we must not). A team packet is written (created,
+        replaced, or moved in) only while its owner is a member of that team:
+        ``NotFound`` otherwise. The owner may replace it in its scope, and may
+        move their *personal* packet into a team (the reference's documented
+        ``push -t TEAM`` after a personal push). Any other change of
         scope (out of a team) is a ``Conflict``. The checks and the write are
         one atomic step. ``seen`` is the packet under this id as the caller
         already read it, if it read one; it spares a backend a round trip, and

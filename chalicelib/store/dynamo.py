@@ -99,8 +99,8 @@ Which request uses what:
   occupies what the replacement changes the usage by), then one
   TransactWriteItems: the packet (absent, or still that revision), its
   owner's usage counter (conditioned on the quota), the pending search entry,
-  and for a team packet a ConditionCheck: the owner's membership for a move of
-  their personal packet into the team, the team's tombstone absent otherwise.
+  and for a team packet two ConditionChecks: the owner's membership, and the
+  team's tombstone absent.
   A lost race reads again.
 - invites: create is one transaction that puts the invite and its ``MADE#``
   item and counts it on the maker's membership (which must exist); removing a
@@ -906,11 +906,9 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
         the packet searchable until then. A replacement is conditioned on the
         revision it read (what the two occupy is the usage's delta). A team push
         checks the team's tombstone in the same transaction, so a push racing the
-        team's delete never lands in a deleted team; a move of a personal packet
-        checks the membership. A new team packet's membership is checked by the
-        service just before (as on SQLite): a push racing its author's removal from
-        the team can still land, as the removed member's packet in the team, which
-        the owner may delete.
+        team's delete never lands in a deleted team, and the author's membership, so
+        a push racing their removal from the team (or a move of their personal packet
+        into it) does not land either.
         """
         meta = packet.meta
         key = _key(f"PKT#{meta.id}", "PKT")
@@ -947,17 +945,18 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
                 actions.append(usage)
             pending = {**pending_key(scope, sort_key, meta.id), "rev": _s(rev)}
             actions.append({"Put": {"Item": pending}})
-            if moving:
-                # The owner's personal packet moves only while they are a member.
+            checks = len(actions)
+            if meta.team_id is not None:
+                # Only a member writes into a team: checked here, as the packet is written,
+                # so a push racing its author's removal does not land. And a team being
+                # deleted takes no packet: its tombstone is written in the delete's first
+                # transaction, before the fan-out lists the packets (or its members).
                 actions.append(_exists(_key(f"TEAM#{meta.team_id}", f"MEMBER#{meta.owner_id}")))
-            elif meta.team_id is not None:
-                # A team being deleted takes no new packet: its tombstone is written in
-                # the delete's first transaction, before the fan-out lists the packets.
                 actions.append(_absent(_tombstone_key(meta.team_id)))
             try:
                 self._transact(actions)
             except _Cancelled as cancelled:
-                if meta.team_id is not None and cancelled.failed(len(actions) - 1):
+                if any(cancelled.failed(i) for i in range(checks, len(actions))):
                     raise NotFound(f"not a member of team {meta.team_id}") from None
                 if usage is not None and cancelled.failed(1):
                     assert self.quota is not None

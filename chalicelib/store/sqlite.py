@@ -1084,14 +1084,17 @@ class SqliteStore(Store):
                 if not moves_into_team(PacketMeta(meta.id, "", "", *current[:2]), meta):
                     done.append(Conflict(f"packet {meta.id} belongs to another owner or scope"))
                     continue
-                # The owner moves their personal packet into a team: only as a member.
+                moves = True
+            if meta.team_id is not None:
+                # Only a member writes into a team, checked in the write itself: the
+                # service's check before it does not stop a push racing the author's
+                # removal, nor a move of their personal packet.
                 key = (meta.team_id, meta.owner_id)
                 if key not in members:
                     members[key] = self._is_member(db, *key)
                 if not members[key]:
                     done.append(NotFound(f"{meta.owner_id} is not a member of team {meta.team_id}"))
                     continue
-                moves = True
             size = len(packet.body)
             if self.quota is not None:
                 # What the usage triggers will count (a replaced packet is its owner's).
