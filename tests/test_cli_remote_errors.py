@@ -102,6 +102,32 @@ def test_a_trickling_server_gets_the_timeout_for_the_whole_request(tmp_path: Pat
     )
 
 
+def test_a_name_lookup_that_hangs_gets_the_timeout_too(tmp_path: Path) -> None:
+    """The system's resolver takes no timeout (and retries for half a minute): the name
+    lookup is part of the request's time."""
+    hang = tmp_path / "resolver"
+    hang.mkdir()
+    # The ltm process's resolver, for this one name: no answer (a dead DNS server).
+    (hang / "sitecustomize.py").write_text(
+        "import socket, time\n"
+        "real = socket.getaddrinfo\n"
+        "def slow(host, *args, **kwargs):\n"
+        "    if host == 'ltm.unanswered.test':\n"
+        "        time.sleep(600)\n"
+        "    return real(host, *args, **kwargs)\n"
+        "socket.getaddrinfo = slow\n"
+    )
+    url = "http://ltm.unanswered.test:8080"
+    cli = against(tmp_path, url)
+    timeout = f"{scaled(1):g}"
+    result = cli.run("ls", LTM_TIMEOUT=timeout, PYTHONPATH=str(hang), timeout=scaled(30))
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip() == (
+        f"ltm: cannot reach {url}: no connection within {timeout} s — check the URL and"
+        " your network (work offline with --local)"
+    )
+
+
 @pytest.mark.parametrize(("waited", "suggested"), [(1, 30), (10, 30), (30, 60), (400, 600)])
 def test_a_timeout_suggests_more_time_than_was_waited(waited: float, suggested: int) -> None:
     from ltm.cli.client.transport import TimedOut

@@ -313,7 +313,7 @@ class Http:
             conn.timeout = left
             if conn.sock is None:
                 try:
-                    conn.connect()
+                    _connect_within(conn, left)
                 except _failures() as exc:
                     # HTTPSConnection keeps the plain socket when the TLS handshake fails.
                     handshake = conn.sock is not None
@@ -418,6 +418,49 @@ class _Deadline:
         self._watchdog.cancel()
         if self.passed:
             self._http.close()
+
+
+def _connect_within(conn: HTTPConnection, seconds: float) -> None:
+    """``conn.connect()``, given up (``TimeoutError``) after ``seconds``.
+
+    The socket's timeout bounds the TCP connect and the TLS handshake, but not the
+    name lookup before them: ``getaddrinfo`` takes no timeout, and a resolver that
+    does not answer holds it for the system's retries (5 s each, several times). So
+    a name is connected in a thread of its own, left behind when the time is up; a
+    connection it makes after that is closed as it is made.
+    """
+    import ipaddress
+    import threading
+
+    try:
+        ipaddress.ip_address(conn.host)
+    except ValueError:
+        pass
+    else:
+        conn.connect()  # an address: nothing to look up
+        return
+    lock = threading.Lock()
+    failure: list[BaseException] = []
+    late = False
+
+    def connect() -> None:
+        try:
+            conn.connect()
+        except BaseException as exc:  # handed to the caller's thread, raised there
+            failure.append(exc)
+        with lock:
+            if late:
+                conn.close()
+
+    worker = threading.Thread(target=connect, name="ltm-connect", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    with lock:
+        if worker.is_alive():
+            late = True
+            raise TimeoutError(f"no connection to {conn.host} within {seconds:g} s")
+    if failure:
+        raise failure[0]
 
 
 def _failures() -> tuple[type[Exception], ...]:
