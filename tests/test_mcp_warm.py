@@ -118,6 +118,31 @@ def test_other_code_gets_another_warm_process(
     assert warm.socket_path() not in (before, edited)
 
 
+def test_python_and_python3_of_one_environment_share_the_warm_process(tmp_path: Path) -> None:
+    """The console scripts start ``python3``; a test or a user may start ``python``: one
+    interpreter of one environment, so one warm process."""
+    import subprocess
+
+    folder = Path(sys.executable).parent
+    names = [n for n in ("python", "python3") if (folder / n).exists()]
+    if len(names) < 2:
+        pytest.skip("this environment has no python and python3 side by side")
+    code = "from ltm.cli.agents.mcp import warm; print(warm.socket_path())"
+    env = {**os.environ, "LTM_STATE_DIR": str(tmp_path / "state")}
+    paths = {
+        subprocess.run(
+            [str(folder / name), "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=scaled(60),
+        ).stdout
+        for name in names
+    }
+    assert len(paths) == 1, paths
+
+
 def test_the_warm_process_rehearses_a_session_start_for_every_handshake_version() -> None:
     """What the warm process plays before it forks must really run (``rehearse`` only
     logs a failure, so a broken rehearsal would otherwise go unnoticed)."""

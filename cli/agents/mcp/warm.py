@@ -50,7 +50,11 @@ def socket_path() -> Path:
     from ltm import __version__
     from ltm.cli.config import state_dir
 
-    key = hashlib.sha256("\n".join([__version__, sys.executable, *_sources()]).encode())
+    # The environment (its prefix) and the interpreter's version, not the name it was
+    # started by: a venv's ``python`` and ``python3`` (the console scripts' shebang) are
+    # one interpreter, and each must find the warm process the other started.
+    where = [__version__, sys.prefix, sys.version]
+    key = hashlib.sha256("\n".join([*where, *_sources()]).encode())
     return state_dir() / f"mcp-{os.getuid()}-{key.hexdigest()[:16]}.sock"
 
 
