@@ -678,3 +678,29 @@ def test_every_write_door_hands_the_store_rows_derived_from_the_checked_data(
         assert list(stored[0][1:]) == [fields[name] for name in _TEXT_COLUMNS]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("made", ["new", "migrated"])
+def test_an_id_prefix_is_looked_up_by_a_range_of_its_scopes_ids(tmp_path: Path, made: str) -> None:
+    """Not by reading every id of the scope: ``ltm ls`` and ``ltm search`` look up a prefix
+    for each id they shorten, and a scope holds thousands."""
+    path = tmp_path / "ltm.db"
+    if made == "migrated":
+        old_store(path)
+    store = SqliteStore(path)
+    try:
+        for n in range(3):
+            meta = PacketMeta(f"01PREFIX{n:04d}", "2026-01-01T00:00:00Z", "g", "u1", None, "p")
+            store.put_packet(StoredPacket(meta, b"{}"), sort_key=meta.created_at)
+        conn = store._conn()
+        for project in (None, "p"):
+            statements: list[str] = []
+            conn.set_trace_callback(statements.append)
+            found = store.packet_ids_with_prefix("01PREFIX", owner_id="u1", project=project)
+            conn.set_trace_callback(None)
+            assert found == ["01PREFIX0000", "01PREFIX0001"]
+            (select,) = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+            plan = " ".join(str(row) for row in conn.execute("EXPLAIN QUERY PLAN " + select))
+            assert "packets_by_scope_id (scope=? AND id>? AND id<?)" in plan, plan
+    finally:
+        store.close()

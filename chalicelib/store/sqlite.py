@@ -1497,7 +1497,8 @@ class SqliteStore(Store):
         limit: int = 2,
         project: str | None = None,
     ) -> list[str]:
-        # A range on the primary key instead of LIKE: no escaping, and it uses the index.
+        # A range on the ids of the scope (packets_by_scope_id) instead of LIKE: no escaping,
+        # and it reads only the ids that start with the prefix.
         sql = "SELECT id FROM packets WHERE id >= ? AND id < ? AND scope = ?"
         args: list[object] = [prefix, prefix + "\U0010ffff", _scope(owner_id, team_id)]
         if project is not None:
