@@ -3,9 +3,15 @@ invariants every test of the derived data ends on."""
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 from typing import Any
+
+from timing import scaled
 
 from ltm.store.dynamo import DynamoStore
 from ltm.store.dynamo_search import image_index
@@ -127,3 +133,48 @@ def assert_consistent(store: DynamoStore, *, drained: bool = True) -> None:
             assert index[key] == item, key
         pending = [key for key in keyed if key[0].startswith("PEND#")]
         assert pending == [], pending
+
+
+# A child process that dies (exit status 17) as its ``die_after``-th DynamoDB call
+# returns, as a Lambda timing out between two calls would. Its code runs after this,
+# with ``client`` (counted), ``table`` and its further arguments in ``sys.argv[4:]``.
+_CRASHING = """
+import os, sys
+from dynamo_moto import endpoint_client
+url, table, die_after = sys.argv[1], sys.argv[2], int(sys.argv[3])
+client = endpoint_client(url)
+calls = {"n": 0}
+def count(**_):
+    calls["n"] += 1
+    if calls["n"] >= die_after:
+        os._exit(17)
+client.meta.events.register("after-call.dynamodb", count)
+"""
+
+
+def crashing(code: str, url: str, table: str, die_after: int, *args: str) -> str | None:
+    """Run ``code`` in a child killed after ``die_after`` DynamoDB calls: what it printed
+    if it finished first, None if it was killed."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CRASHING + code, url, table, str(die_after), *args],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent)},
+        capture_output=True,
+        text=True,
+        timeout=scaled(60),
+    )
+    if done.returncode != 0:
+        assert done.returncode == 17, done.stderr
+        return None
+    return done.stdout
+
+
+def served_store(url: str) -> DynamoStore:
+    """A store on a new table of the moto server at ``url`` (a crashing child's too)."""
+    from dynamo_moto import endpoint_client, unique_table
+
+    from ltm.store.dynamo import create_tables
+
+    table = unique_table()
+    client = endpoint_client(url)
+    create_tables(client, table, ttl=False)
+    return DynamoStore(table, client=client)

@@ -10,27 +10,21 @@ packet readable and found by search, usage equal to a recount, nothing orphaned.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
-from dynamo_moto import endpoint_client, in_process, moto_server, unique_table
-from streamkit import Stream, assert_consistent, scan
-from timing import scaled
+from dynamo_moto import in_process, moto_server
+from streamkit import Stream, assert_consistent, crashing, scan, served_store
 
 from ltm.search import parse
 from ltm.store import NotFound, PacketMeta, Quota, StoredPacket, Team, Usage, User
-from ltm.store.dynamo import DynamoStore, create_tables, stored_size
+from ltm.store.dynamo import DynamoStore, stored_size
 from ltm.store.dynamo_repair import repair_usage
 from ltm.store.dynamo_stream import handle
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-HERE = Path(__file__).resolve().parent
 
 
 @pytest.fixture
@@ -298,18 +292,10 @@ def test_a_large_team_delete_finishes_step_by_step(
 # -- crashes: a child process killed between two DynamoDB calls ------------------
 
 _CHILD = """
-import os, sys, json
+import json
 from ltm.store.dynamo import DynamoStore
-from dynamo_moto import endpoint_client
 from ltm.store import PacketMeta, StoredPacket
-url, table, die_after, op = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-client = endpoint_client(url)
-calls = {"n": 0}
-def count(**_):
-    calls["n"] += 1
-    if calls["n"] >= die_after:
-        os._exit(17)
-client.meta.events.register("after-call.dynamodb", count)
+op = sys.argv[4]
 store = DynamoStore(table, client=client)
 body = json.dumps({"goal": "crash " + op, "next_step": "sandpiper"}).encode()
 meta = PacketMeta("01CRASH00000", "2026-01-01T00:00:00Z", "crash", "u1")
@@ -326,25 +312,15 @@ print("done")
 @pytest.mark.parametrize("op", ["push", "repush", "delete", "team-delete"])
 def test_a_crash_between_any_two_calls_leaves_a_consistent_table(op: str) -> None:
     with moto_server() as url:
-        table = unique_table()
-        client = endpoint_client(url)
-        create_tables(client, table, ttl=False)
-        store = DynamoStore(table, client=client)
+        store = served_store(url)
         stream = Stream(store)
         if op in ("repush", "delete"):
             put(store, packet("01CRASH00000", "u1", words="sandpiper before"))
         if op == "team-delete":
             _team_with_packets(store, 6)
-        env = {**os.environ, "PYTHONPATH": str(HERE)}
         die_after = 1
         while True:
-            done = subprocess.run(
-                [sys.executable, "-c", _CHILD, url, table, str(die_after), op],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=scaled(60),
-            )
+            printed = crashing(_CHILD, url, store.table, die_after, op)
             stream.drain()
             assert_consistent(store)
             got = store.get_packet("01CRASH00000")
@@ -352,8 +328,7 @@ def test_a_crash_between_any_two_calls_leaves_a_consistent_table(op: str) -> Non
                 assert found(store, "sandpiper", ME) == ["01CRASH00000"]
             if op == "team-delete" and store.get_team("core") is None:
                 assert store.get_packet("01TEAM000000") is None  # the consumer finished it
-            if done.returncode == 0:
+            if printed is not None:
                 break
-            assert done.returncode == 17, done.stderr
             die_after += 1
         assert die_after > 1

@@ -462,9 +462,12 @@ def test_the_stream_consumer_is_mapped_with_retries_bisection_and_a_failure_queu
     sends = res["IndexFailuresSend"]["Properties"]
     assert sends["Roles"] == [{"Ref": "IndexRole"}]
     assert sends["PolicyDocument"]["Statement"][0]["Action"] == ["sqs:SendMessage"]
-    # Only packet and team tombstone records invoke it (the index's own writes do not).
+    # Only packet records and the marks of the jobs (a team's tombstone, a member's
+    # departure) invoke it (the index's own writes do not).
     (pattern,) = props["FilterCriteria"]["Filters"]
-    assert json.loads(pattern["Pattern"]) == {"dynamodb": {"Keys": {"sk": {"S": ["PKT", "GONE"]}}}}
+    assert json.loads(pattern["Pattern"]) == {
+        "dynamodb": {"Keys": {"sk": {"S": ["PKT", "GONE", {"prefix": "LEFT#"}]}}}
+    }
     assert res["Index"]["Properties"]["Handler"] == "app.index_changes"
 
 

@@ -627,6 +627,52 @@ def test_invites_die_with_their_makers_membership(store: Store) -> None:
     assert store.get_member("t1", "u4") is None
 
 
+def test_a_removed_members_invites_and_links_die_at_once_however_many(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More than a removal ends in its own request (DynamoDB leaves the rest to a job,
+    ``dynamo_fanout.py``; here its pages are made tiny): from the answer on, none of
+    the member's invites is accepted and none of their public links answers."""
+    from ltm.store import Publication, dynamo_fanout
+
+    monkeypatch.setattr(dynamo_fanout, "INLINE_PAGES", 1)
+    monkeypatch.setattr(dynamo_fanout, "PACKETS_PER_PAGE", 2)
+    for uid in ("u1", "u2", "u3"):
+        store.create_user(user(uid))
+    make_team(store)
+    store.add_member("t1", "u2")
+    week = T0 + timedelta(days=7)
+    links = []
+    for n in range(6):
+        p = pkt(f"01GOING{n:05d}", "u2", "t1")
+        put(store, p)
+        links.append(
+            store.publish_packet(Publication(p.meta.id, f"s{n}", f"h{n}", "u2", T0), seen=p.meta)
+        )
+        store.create_invite(Invite(f"going-{n}", "t1", "u2", T0, week))
+    owners = pkt("01OWNERS0000", "u1", "t1")
+    put(store, owners)
+    kept = store.publish_packet(Publication(owners.meta.id, "so", "ho", "u1", T0), seen=owners.meta)
+
+    assert store.remove_member("t1", "u2") is True
+    for link in links:
+        assert store.published_packet(link.secret_hash) is None
+        assert store.publication(link.packet_id) is None
+    for n in range(6):
+        with pytest.raises((NotFound, Gone)):
+            store.accept_invite(f"going-{n}", "u3", T0)
+    assert store.get_member("t1", "u3") is None
+    assert store.published_packet(kept.secret_hash) is not None
+    # The team's owner may publish a packet the former member had published: anew.
+    again = store.publish_packet(
+        Publication(links[5].packet_id, "s-new", "h-new", "u1", T0),
+        seen=pkt(links[5].packet_id, "u2", "t1").meta,
+    )
+    assert again.secret_hash == "h-new"
+    assert store.published_packet("h-new") is not None
+    assert store.published_packet(links[5].secret_hash) is None
+
+
 def test_only_members_make_invites(store: Store) -> None:
     store.create_user(user("u1"))
     store.create_user(user("u2"))

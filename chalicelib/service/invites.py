@@ -115,7 +115,10 @@ def accept(
         raise Gone(DEAD) from None
     except NameTaken:
         raise taken(user.display) from None
-    except StoreConflict:  # a freshly minted id or token hash collided: astronomically unlikely
+    except StoreConflict as exc:
+        if new is None:  # the caller left the team moments ago: the store says so
+            raise Conflict(str(exc)) from None
+        # a freshly minted id or token hash collided: astronomically unlikely
         raise Conflict("could not create the user; try again") from None
     team = next((t for t in store.list_teams(user.id) if t.id == invite.team_id), None)
     if team is None:  # the team was deleted in the instant after the accept

@@ -689,17 +689,26 @@ class Store(ABC):
 
     @abstractmethod
     def add_member(self, team_id: str, user_id: str, role: Role = "member") -> Member:
-        """Add a membership; adding an existing member returns it unchanged."""
+        """Add a membership; adding an existing member returns it unchanged.
+
+        Conflict while the user's earlier departure from the team is still being
+        cleaned up (see ``remove_member``).
+        """
 
     @abstractmethod
     def remove_member(self, team_id: str, user_id: str) -> bool:
         """Remove a membership; True when there was one.
 
-        The invites the member created for this team are deleted with it (in
-        the same atomic step where the backend can), so nobody can rejoin
-        with an invite they minted before they left or were removed. The
+        The invites the member created for this team die with it, so nobody can
+        rejoin with an invite they minted before they left or were removed. The
         publications they made of the team's packets end with it too: a former
-        member keeps no public window onto the team.
+        member keeps no public window onto the team. From the return on, none of
+        those invites is accepted and none of those publications is served or
+        reported (``published_packet``, ``publication``); on SQLite they are
+        deleted in the same transaction. On DynamoDB a request ends only a few
+        pages of them; a resumable job deletes the rest (``dynamo_fanout.py``),
+        and until it has, rejoining the team (``add_member``, ``accept_invite``)
+        is refused with Conflict, so the job never ends what they make after.
         """
 
     # -- invites --------------------------------------------------------
@@ -732,7 +741,8 @@ class Store(ABC):
         unknown code; Gone when already used or expired at ``now``, or when
         its creator is no longer a member of the team. Of any
         number of concurrent accepts of one code exactly one succeeds. A user
-        who is already a member keeps their role.
+        who is already a member keeps their role. Conflict while the user's
+        earlier departure from the team is still being cleaned up.
         """
 
     # -- device grants (RFC 8628), rate-limit counters, server secrets --------

@@ -48,17 +48,20 @@ needs and no others (the indexes are sparse)::
                       FACET#<scope>#project#<name> / <sortkey>#<id>
     pending           PEND#<scope> / <sortkey>#<id>                   (rev; until indexed)
     team tombstone    TEAM#<id> / GONE                                (a deleted team)
+    departure mark    TEAM#<id> / LEFT#<u>                            (a removed member)
 
     A token item carries its OAuth ``scope`` ("read", "write", "read write"; absent
     on tokens from before scopes, which are full). An invite's ``MADE#`` item, in
     its team's partition, names the member who made it, and a ``PUBLISHED#`` item
-    there the member who published one of the team's packets; the membership under
-    the team's id carries ``invite_count`` (how many invites and publications were
-    recorded: the version a removal is conditioned on), so the invites and
+    there the member who published one of the team's packets (each written in a
+    transaction that checks the maker's membership), so the invites and
     publications die with the membership without a Scan. Memberships from before
     these items carry ``invites_made`` and ``published_made`` instead (string sets
     of the code hashes and the packet ids, which grew with every invite and every
-    publication towards the 400 KB item limit); they are still read, never added to.
+    publication towards the 400 KB item limit); they are still read, never added
+    to, and a departure mark carries them on. The tombstone and the departure mark
+    drive the resumable jobs in ``dynamo_fanout.py`` (their ``step``, then ``done``
+    and a TTL a day ahead).
 
 ``<scope>`` is ``u:<owner>`` or ``t:<team>``. A published packet's item
 carries ``public_hash``, the hash of its public URL's secret; the
@@ -66,7 +69,9 @@ carries ``public_hash``, the hash of its public URL's secret; the
 The packet item is the truth: a public read (two GetItems) serves the packet
 only while its item names that very hash, so deleting the packet, by any
 path, ends the publication at once (the ``PUBLIC#`` item left behind is
-unreachable). Publishing and unpublishing write both items in one
+unreachable). A team packet's publication is served, and reported, only while
+its publisher is a member (a third GetItem), so a removed member's publications
+end at once, before their departure's clean-up deletes them. Publishing and unpublishing write both items in one
 transaction. A re-push replaces the packet item, and the publication is put
 back on it right after, in a transaction that checks the ``PUBLIC#`` item is
 still there (between the two the URL answers 404: it fails closed). A move
@@ -85,7 +90,8 @@ Which request uses what:
 - get a packet: the ``load`` above; for a team packet, one GetItem of the
   reader's membership in the packet's team; for a reader who may manage a
   published packet, one GetItem of its ``PUBLIC#`` item (the packet as loaded
-  carries its ``public_hash``: ``publication_of``).
+  carries its ``public_hash``: ``publication_of``), and for a team packet one of
+  its publisher's membership.
 - list a scope: one Query on gsi1, newest first (``ScanIndexForward=False``)
   with ``Limit``; the cursor is the last item's index key, opaque (base64).
   gsi1 projects only the listing fields, never the packet body.
@@ -103,11 +109,18 @@ Which request uses what:
   team's tombstone absent.
   A lost race reads again.
 - invites: create is one transaction that puts the invite and its ``MADE#``
-  item and counts it on the maker's membership (which must exist); removing a
-  member reads their ``MADE#`` items (one Query of their part of the team's
-  partition) and deletes the membership and those invites in one transaction
-  (past 45 invites, the oldest go first in batches); accepting checks, in its
-  transaction, that the maker is still a member.
+  item and checks the maker's membership; accepting checks, in its
+  transaction, that the maker is still a member (and, for a new membership,
+  that the user's own departure from the team, if any, is done).
+- removing a member (kicked or left): one BatchGetItem (the membership and any
+  earlier departure mark), one transaction that deletes the membership's three
+  copies and puts the departure mark, then at most ``INLINE_PAGES`` pages of the
+  clean-up (each a Query of the member's ``PUBLISHED#`` or ``MADE#`` items, the
+  packets and publications they name in BatchGetItems, one transaction or two
+  BatchWriteItems), however many invites and publications the member made; the
+  stream consumer runs the rest (``dynamo_fanout.py``). Their invites are refused
+  and their public links dead from the transaction on (a team packet's public
+  read checks its publisher's membership).
 - delete a packet: one GetItem (its revision and what it occupies), then one
   TransactWriteItems: the delete conditioned on that revision, the owner's usage,
   and for a team packet a ConditionCheck of the caller's membership (and the owner
@@ -241,7 +254,13 @@ from . import (
     name_key,
 )
 from .dynamo_device import DeviceGrantsMixin
-from .dynamo_fanout import TeamDeleteMixin
+from .dynamo_fanout import (
+    DepartureMixin,
+    TeamDeleteMixin,
+    departure_key,
+    ours,
+    update_existing,
+)
 from .dynamo_search import SearchMixin, index_items, pending_key, scope_name
 
 if TYPE_CHECKING:  # botocore is imported only when a DynamoStore is built
@@ -257,17 +276,12 @@ TTL_ATTRIBUTE = "ttl_epoch"
 INVITE_TTL_GRACE = timedelta(days=30)
 OAUTH_TTL_GRACE = timedelta(days=1)  # OAuth items and expiring tokens: TTL tidies up after
 # On a membership (by team id), from before the ``MADE#`` items: the code hashes of the
-# invites the member made (read, never added to). ``INVITE_COUNT`` counts the invites
-# (and publications) recorded since: a version the removal is conditioned on.
+# invites the member made (read, never added to); a departure mark carries them on.
 INVITES_MADE = "invites_made"
 SHARED = "shared"  # on a packet item once it was shared: its delete looks for shares to end
-INVITE_COUNT = "invite_count"
 # On a membership, from before the ``PUBLISHED#`` items: ids of the team's packets the
-# member published (read, never added to).
+# member published (read, never added to); a departure mark carries them on.
 PUBLISHED_MADE = "published_made"
-# A transaction holds at most 100 actions; removing a membership takes 3 and each invite
-# 2 (the invite and its ``MADE#`` item), so up to this many go in the same transaction.
-MAX_INVITES_IN_TRANSACTION = 45
 # Every token in one index partition would put a hot key under each sign-in; spread
 # over these (an operator's listing of all tokens reads each).
 TOKEN_PARTITIONS = 8
@@ -747,7 +761,7 @@ def _unpublish_ops(key: Item, secret_hash: str) -> list[dict[str, Any]]:
     ]
 
 
-class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
+class DynamoStore(SearchMixin, TeamDeleteMixin, DepartureMixin, DeviceGrantsMixin, Store):
     """A ``Store`` in one DynamoDB table. Thread-safe (botocore clients are)."""
 
     def __init__(
@@ -1331,34 +1345,29 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
             current = _get(item, "public_hash")
             if current is not None:
                 existing = self._publication_item(current)
-                if existing is not None:
+                if existing is not None and not self._publisher_left(seen.team_id, existing):
                     return existing
             condition = _exact(key, seen.owner_id, seen.team_id)
             names = {**condition["ExpressionAttributeNames"], "#h": "public_hash", "#pk": "pk"}
             values = {**condition["ExpressionAttributeValues"], ":h": _s(publication.secret_hash)}
+            record: list[dict[str, Any]] = []
             if current is None:
                 guard, values_extra = "attribute_not_exists(#h)", {}
-            else:  # a dangling hash (its PUBLIC# item is gone): replace exactly that one
+            else:  # a dangling hash (its PUBLIC# item gone, or its publisher left the team):
+                # replace exactly that one, and its item with it
                 guard, values_extra = "#h = :old", {":old": _s(current)}
-            # A team packet's publication is recorded in a ``PUBLISHED#`` item of its own and
-            # counted on its publisher's membership, in the same transaction, which also
-            # checks they are still a member: remove_member ends it from there. Nothing on
-            # the membership grows with the packets a member publishes.
-            record: list[dict[str, Any]] = []
+                if current != publication.secret_hash:
+                    record.append({"Delete": {"Key": _key(f"PUBLIC#{current}", "PUBLIC")}})
+            # A team packet's publication is recorded in a ``PUBLISHED#`` item of its own, in
+            # a transaction that checks its publisher is still a member: their departure's
+            # clean-up ends it from there. Nothing on the membership grows with the packets
+            # a member publishes.
             if seen.team_id is not None:
                 published = _published_key(
                     seen.team_id, publication.created_by, publication.packet_id
                 )
-                record = [
-                    {
-                        "Update": {
-                            "Key": _key(f"TEAM#{seen.team_id}", f"MEMBER#{publication.created_by}"),
-                            "UpdateExpression": "ADD #n :one",
-                            "ConditionExpression": "attribute_exists(#pk)",
-                            "ExpressionAttributeNames": {"#pk": "pk", "#n": INVITE_COUNT},
-                            "ExpressionAttributeValues": {":one": {"N": "1"}},
-                        }
-                    },
+                record[:0] = [
+                    _exists(_key(f"TEAM#{seen.team_id}", f"MEMBER#{publication.created_by}")),
                     {"Put": {"Item": {**published, "packet_id": _s(publication.packet_id)}}},
                 ]
             try:
@@ -1390,7 +1399,7 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
                 )
                 return publication
             except _Cancelled as cancelled:
-                if record and cancelled.failed(0):
+                if seen.team_id is not None and cancelled.failed(0):
                     raise NotFound(f"{publication.created_by} is not in the team") from None
                 _backoff(attempt)  # published or deleted meanwhile: read again
         raise Conflict("packet could not be published (concurrent writes); try again")
@@ -1409,31 +1418,20 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
                 _backoff(attempt)
         return False
 
-    def _unpublish_if_by(self, packet_id: str, user_id: str) -> None:
-        """End the packet's publication if ``user_id`` made it (another's publication stays)."""
-        key = _key(f"PKT#{packet_id}", "PKT")
-        for attempt in range(TRANSACTION_ATTEMPTS):
-            current = self.publication(packet_id)
-            if current is None or current.created_by != user_id:
-                return
-            try:
-                self._transact(_unpublish_ops(key, current.secret_hash))
-                return
-            except _Cancelled:
-                _backoff(attempt)  # changed meanwhile: read again
-        raise Conflict("publication could not be ended (concurrent writes); try again")
-
     def publication(self, packet_id: str) -> Publication | None:
         found = self.get_packet(packet_id)
         return None if found is None else self.publication_of(found)
 
     def publication_of(self, packet: StoredPacket) -> Publication | None:
         """The packet item read carries its ``public_hash``: only the ``PUBLIC#`` item
-        is left to read, and nothing at all for an unpublished packet."""
+        is left to read (and, for a team packet, its publisher's membership), and
+        nothing at all for an unpublished packet."""
         if packet.public_hash is None:
             return None
         found = self._publication_item(packet.public_hash)
-        return found if found is not None and found.packet_id == packet.meta.id else None
+        if found is None or found.packet_id != packet.meta.id:
+            return None
+        return None if self._publisher_left(packet.meta.team_id, found) else found
 
     def published_packet(self, secret_hash: str) -> StoredPacket | None:
         found = self._publication_item(secret_hash)
@@ -1442,7 +1440,22 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
         item = self._get_item(_key(f"PKT#{found.packet_id}", "PKT"))
         if item is None or _get(item, "public_hash") != secret_hash:
             return None  # deleted or unpublished: the URL is dead
+        if self._publisher_left(_get(item, "team_id"), found):
+            return None
         return _stored_packet(item)
+
+    def _publisher_left(self, team_id: str | None, publication: Publication) -> bool:
+        """Whether a team packet's publication outlived its publisher's membership.
+
+        A departure ends the member's publications in its clean-up, after the request
+        (``dynamo_fanout.py``); until then this check is what ends them at once, so a
+        former member keeps no public window onto the team. Rejoining waits for the
+        clean-up, so a membership found here is never a later one than the publication's.
+        """
+        if team_id is None:
+            return False
+        key = _key(f"TEAM#{team_id}", f"MEMBER#{publication.created_by}")
+        return self._get_item(key) is None
 
     # -- sharing ---------------------------------------------------------
 
@@ -1600,7 +1613,7 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
                 keys.append(_key(f"SUBJECT#{user.subject}", "SUBJECT"))
             actions: list[dict[str, Any]] = [_set_display(key, "display", display) for key in keys]
             # Nobody renamed the user since it was read.
-            actions[0]["Update"]["ConditionExpression"] = "attribute_exists(#pk) AND #d = :old"
+            actions[0]["Update"]["ConditionExpression"] = "attribute_exists(#pk) AND #f = :old"
             actions[0]["Update"]["ExpressionAttributeValues"][":old"] = _s(user.display)
             claim = len(actions)
             if new != old:
@@ -1851,94 +1864,84 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
             display = _get(user_item, "display") or "" if user_item else ""
             puts = _member_puts(_team(team_item), user_id, display, role, datetime.now(UTC))
             try:
-                self._transact([*puts, _exists(_key(f"TEAM#{team_id}", "TEAM"))])
+                self._transact(
+                    [
+                        *puts,
+                        _exists(_key(f"TEAM#{team_id}", "TEAM")),
+                        _not_leaving(team_id, user_id),
+                    ]
+                )
                 return _member(puts[0]["Put"]["Item"])
             except _Cancelled as cancelled:
                 if cancelled.failed(len(puts)):
                     raise NotFound(f"team {team_id} does not exist") from None
+                if cancelled.failed(len(puts) + 1):
+                    raise Conflict(STILL_LEAVING) from None
                 _backoff(attempt)  # joined concurrently, or a conflict: read again
         raise Conflict("membership could not be added (concurrent writes); try again")
 
     def remove_member(self, team_id: str, user_id: str) -> bool:
+        """One transaction takes the membership away (its three copies; the name's copy
+        only while it is this team's, not a newer namesake's) and puts the departure
+        mark; then at most ``INLINE_PAGES`` pages of the clean-up, the stream consumer
+        the rest (``dynamo_fanout.py``). From the answer on the member has no access,
+        their invites are refused and their public links are dead; their invites and
+        publications are deleted by the clean-up, so a read of the table (not through
+        the store) may still find some until the stream has run."""
         member_key = _key(f"TEAM#{team_id}", f"MEMBER#{user_id}")
+        mark_key = departure_key(team_id, user_id)
         for attempt in range(TRANSACTION_ATTEMPTS):
-            item = self._get_item(member_key)
+            found = self._read([member_key, mark_key])
+            item = found.get((f"TEAM#{team_id}", f"MEMBER#{user_id}"))
             if item is None:
                 return False
+            old = found.get((f"TEAM#{team_id}", f"LEFT#{user_id}"))
+            # The step goes on from an earlier departure's, so its late records stay no-ops.
+            step = 0 if old is None else int(old["step"]["N"]) + 1
+            mark: Item = {**mark_key, "user_id": _s(user_id), "step": {"N": str(step)}}
+            # An older membership's records (string sets, never added to; unbounded, so not
+            # ended here) go to the mark, with any an earlier departure left unfinished.
+            for field in (PUBLISHED_MADE, INVITES_MADE):
+                held = {
+                    *item.get(field, {}).get("SS", []),
+                    *(old or {}).get(field, {}).get("SS", []),
+                }
+                if held:
+                    mark[field] = {"SS": sorted(held)}
+            same_mark: dict[str, Any] = {
+                "ConditionExpression": "attribute_not_exists(#pk)",
+                "ExpressionAttributeNames": {"#pk": "pk"},
+            }
+            if old is not None:
+                same_mark = {
+                    "ConditionExpression": "#step = :step",
+                    "ExpressionAttributeNames": {"#step": "step"},
+                    "ExpressionAttributeValues": {":step": old["step"]},
+                }
             by_id, by_name, by_user = _member_keys(_team(item), user_id)
-            # The invites this member made (``create_invite`` records each in a ``MADE#``
-            # item; older ones are on the membership) die with it. All but the last few
-            # go first, in batches; the rest in the same transaction as the membership,
-            # which only goes while no invite was added since it was read.
-            made = sorted(
-                {
-                    *item.get(INVITES_MADE, {}).get("SS", []),
-                    *self._made_by(team_id, "MADE", user_id, "code_hash"),
-                }
-            )
-            first, last = made[:-MAX_INVITES_IN_TRANSACTION], made[-MAX_INVITES_IN_TRANSACTION:]
-            self._batch_delete([k for code in first for k in _invite_keys(team_id, user_id, code)])
-            # Their publications of the team's packets (each in a ``PUBLISHED#`` item; older
-            # ones on the membership) end before the membership goes; one made meanwhile
-            # changes the count, and the removal reads again.
-            published = self._made_by(team_id, "PUBLISHED", user_id, "packet_id")
-            for packet_id in sorted({*item.get(PUBLISHED_MADE, {}).get("SS", []), *published}):
-                self._unpublish_if_by(packet_id, user_id)
-            self._batch_delete([_published_key(team_id, user_id, pid) for pid in published])
-            count = item.get(INVITE_COUNT)
-            unchanged: dict[str, Any] = {
-                "ConditionExpression": "attribute_exists(#pk) AND attribute_not_exists(#n)",
-                "ExpressionAttributeNames": {"#pk": "pk", "#n": INVITE_COUNT},
-            }
-            if count is not None:
-                unchanged = {
-                    "ConditionExpression": "#n = :n",
-                    "ExpressionAttributeNames": {"#n": INVITE_COUNT},
-                    "ExpressionAttributeValues": {":n": count},
-                }
-            # The name copy is deleted only while it is this team's (not a newer namesake's).
-            this_team = {
-                "ConditionExpression": "attribute_not_exists(#pk) OR #t = :t",
-                "ExpressionAttributeNames": {"#pk": "pk", "#t": "team_id"},
-                "ExpressionAttributeValues": {":t": _s(team_id)},
-            }
             try:
                 self._transact(
                     [
-                        {"Delete": {"Key": by_id, **unchanged}},
-                        {"Delete": {"Key": by_name, **this_team}},
+                        {
+                            "Delete": {
+                                "Key": by_id,
+                                "ConditionExpression": "attribute_exists(#pk)",
+                                "ExpressionAttributeNames": {"#pk": "pk"},
+                            }
+                        },
+                        {"Delete": {"Key": by_name, **ours(team_id)}},
                         {"Delete": {"Key": by_user}},
-                        *(
-                            {"Delete": {"Key": key}}
-                            for code in last
-                            for key in _invite_keys(team_id, user_id, code)
-                        ),
+                        {"Put": {"Item": mark, **same_mark}},
                     ]
                 )
-                return True
             except _Cancelled:
-                _backoff(attempt)  # removed or invited meanwhile, or a conflict: read again
+                _backoff(attempt)  # removed or left meanwhile, or a conflict: read again
+                continue
+            self._depart(team_id, user_id, step)
+            return True
         raise Conflict("membership could not be removed (concurrent writes); try again")
 
     # -- invites --------------------------------------------------------
-
-    def _made_by(self, team_id: str, kind: str, user_id: str, field: str) -> list[str]:
-        """What ``user_id`` made in the team, recorded in its ``<kind>#<user>#`` items:
-        ``field`` of each (``MADE#``: the invites' code hashes; ``PUBLISHED#``: the ids
-        of the packets they published)."""
-        return [
-            _req(item, field)
-            for item in self._query(
-                KeyConditionExpression="#p = :p AND begins_with(#s, :m)",
-                ExpressionAttributeNames={"#p": "pk", "#s": "sk", "#f": field},
-                ExpressionAttributeValues={
-                    ":p": _s(f"TEAM#{team_id}"),
-                    ":m": _s(f"{kind}#{user_id}#"),
-                },
-                ProjectionExpression="#f",
-                ConsistentRead=True,
-            )
-        ]
 
     def create_invite(self, invite: Invite) -> None:
         ttl = _epoch(invite.expires_at + INVITE_TTL_GRACE)
@@ -1953,24 +1956,15 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
             "gsi2pk": _s(f"INVITES#{invite.team_id}"),
             "gsi2sk": _s(invite.code_hash),
         }
-        # Its maker is recorded in an item of its own (TTL tidies it up with the invite)
-        # and counted on their membership, in the same transaction, which also checks
-        # that they are a member: remove_member finds it there. Nothing on the
-        # membership grows with the invites a member makes.
+        # Its maker is recorded in an item of its own (TTL tidies it up with the invite),
+        # in a transaction that checks they are a member: their departure's clean-up
+        # finds it there. Nothing on the membership grows with the invites a member makes.
         made: Item = {
             **_invite_keys(invite.team_id, invite.created_by, invite.code_hash)[1],
             "code_hash": _s(invite.code_hash),
             TTL_ATTRIBUTE: ttl,
         }
-        record = {
-            "Update": {
-                "Key": _key(f"TEAM#{invite.team_id}", f"MEMBER#{invite.created_by}"),
-                "UpdateExpression": "ADD #n :one",
-                "ConditionExpression": "attribute_exists(#pk)",
-                "ExpressionAttributeNames": {"#pk": "pk", "#n": INVITE_COUNT},
-                "ExpressionAttributeValues": {":one": {"N": "1"}},
-            }
-        }
+        record = _exists(_key(f"TEAM#{invite.team_id}", f"MEMBER#{invite.created_by}"))
         for attempt in range(TRANSACTION_ATTEMPTS):
             try:
                 self._transact([_put_new(item), {"Put": {"Item": made}}, record])
@@ -2062,7 +2056,7 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
             member_index = len(actions)
             if member_item is None:
                 puts = _member_puts(team, user_id, display, "member", now)
-                actions.extend(puts)
+                actions.extend([*puts, _not_leaving(invite.team_id, user_id)])
                 member = _member(puts[0]["Put"]["Item"])
             else:
                 member = _member(member_item)  # already a member: keeps their role
@@ -2071,6 +2065,8 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DeviceGrantsMixin, Store):
             except _Cancelled as cancelled:
                 if any(cancelled.failed(i) for i in range(3)):
                     raise Gone("invite already used or expired") from None
+                if member_item is None and cancelled.failed(len(actions) - 1):
+                    raise Conflict(STILL_LEAVING) from None
                 if new_user is not None and cancelled.failed(member_index - 1):
                     raise NameTaken(f"the display name {new_user[0].display!r} is taken") from None
                 if any(cancelled.failed(i) for i in range(3, member_index)):
@@ -2098,15 +2094,7 @@ def _name_item(display: str, user_id: str) -> Item:
 
 def _set_display(key: Item, field: str, display: str) -> dict[str, Any]:
     """A transactional Update setting an existing item's copy of a display name."""
-    return {
-        "Update": {
-            "Key": key,
-            "UpdateExpression": "SET #d = :d",
-            "ConditionExpression": "attribute_exists(#pk)",
-            "ExpressionAttributeNames": {"#d": field, "#pk": "pk"},
-            "ExpressionAttributeValues": {":d": _s(display)},
-        }
-    }
+    return update_existing(key, "SET #f = :v", field, _s(display))
 
 
 def _invite_keys(team_id: str, user_id: str, code_hash: str) -> tuple[Item, Item]:
@@ -2217,6 +2205,24 @@ def _exists(key: Item) -> dict[str, Any]:
             "Key": key,
             "ConditionExpression": "attribute_exists(#pk)",
             "ExpressionAttributeNames": {"#pk": "pk"},
+        }
+    }
+
+
+STILL_LEAVING = (
+    "you left this team moments ago and what you made in it is still being cleaned up;"
+    " try again in a minute"
+)
+
+
+def _not_leaving(team_id: str, user_id: str) -> dict[str, Any]:
+    """The check that joining waits for the user's earlier departure's clean-up: it ends
+    what the member made before, and must never find (and end) what they make after."""
+    return {
+        "ConditionCheck": {
+            "Key": departure_key(team_id, user_id),
+            "ConditionExpression": "attribute_not_exists(#pk) OR attribute_exists(#done)",
+            "ExpressionAttributeNames": {"#pk": "pk", "#done": "done"},
         }
     }
 

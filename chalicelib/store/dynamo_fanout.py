@@ -1,10 +1,15 @@
-"""A team's deletion on DynamoDB: one transaction, then a resumable job that finishes.
+"""What outgrows one request on DynamoDB: one transaction, then a resumable job.
 
-The request's transaction deletes the team's two items and puts its tombstone
-(``TEAM#<id>`` / ``GONE``): from then the name is free, the team cannot be
-loaded, and no push lands in it (a team push checks, in its own transaction,
-that the tombstone is absent). What hung off the team goes page by page, in
-this order, so nobody reads a team packet from the first moment on:
+Two jobs, one mechanism: a team's deletion and a member's departure. Each starts
+with one transaction that takes the access away and writes the job's mark; then
+pages of clean-up, each of which reads what is still there, so any page may run
+twice, or two workers at once.
+
+**A team's deletion.** The request's transaction deletes the team's two items and
+puts its tombstone (``TEAM#<id>`` / ``GONE``): from then the name is free, the team
+cannot be loaded, and no push lands in it (a team push checks, in its own
+transaction, that the tombstone is absent). What hung off the team goes page by
+page, in this order, so nobody reads a team packet from the first moment on:
 
 1. memberships (their three copies: under the team's id, its name, the user);
 2. invites;
@@ -15,29 +20,54 @@ this order, so nobody reads a team packet from the first moment on:
 4. what is left in the team's partition (the tombstone stays, marked done,
    and TTL removes it a day later).
 
-The request runs ``INLINE_PAGES`` pages (a small team is gone when it answers).
-The rest is the stream consumer's: the tombstone's INSERT starts it, and each
-step of ``STEP_PAGES`` pages ends by bumping the tombstone's ``step``, whose
-MODIFY record starts the next. A step runs only for the record carrying the
-tombstone's current step, so a redelivered record starts no second chain; a
-crash (a Lambda timeout) retries the record, which resumes from what is left.
-Every page reads what is still there, so the job is idempotent.
+**A member's departure** (``remove_member``: kicked or left). The request's
+transaction deletes the membership's three copies and puts the departure mark
+(``TEAM#<id>`` / ``LEFT#<user>``), which carries what older memberships recorded in
+string sets (``published_made``, ``invites_made``: unbounded, so not ended in the
+request). From then the member has no access, publishes and invites nothing (both
+check the membership in their own transaction), their invites are refused
+(accepting checks the maker's membership in its transaction) and their public
+links are dead (a team packet's public read checks its publisher's membership).
+Rejoining waits until the mark is done (joining checks it in its transaction), so
+all the job finds is from before the departure. Page by page:
+
+1. the publications in the mark's ``published_made``, each page ending those the
+   member made and taking their ids off the mark, in one transaction;
+2. the invites in its ``invites_made``, likewise;
+3. the member's ``PUBLISHED#`` items: each page ends those publications (only if
+   the member made them: another's publication of the packet stays) and deletes
+   the items in one transaction, so a retry never starts over;
+4. the member's ``MADE#`` items, with their invites (the invites first).
+
+**How either runs.** The request runs ``INLINE_PAGES`` pages (a small team, or a
+member with a few hundred publications and invites, is done when it answers).
+The rest is the stream consumer's: the mark's INSERT starts it, and each step of
+``STEP_PAGES`` pages ends by bumping the mark's ``step``, whose MODIFY record starts
+the next. A step runs only for the record that moved the mark's ``step`` to the
+value it still has, so a redelivered record, or one of an earlier step, starts no
+second chain; a crash (a Lambda timeout) retries the record, which resumes from
+what is left. A departure's ``step`` goes on counting across departures of the
+same member, so a late record of an earlier one is a no-op too. When nothing is
+left the mark is marked ``done`` with a TTL a day ahead.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .dynamo import Item
 
-INLINE_PAGES = 8  # pages a delete request runs itself (~200 packets: well inside 20 s)
+INLINE_PAGES = 8  # pages a request runs itself (~200 packets: well inside 20 s)
 STEP_PAGES = 40  # pages one consumer step runs before handing over to the next
 PACKETS_PER_PAGE = 25  # deletes (+ their authors' usage) per transaction: at most 100 actions
 TOMBSTONE_TTL = timedelta(days=1)
+
+Phase = Callable[[], bool]  # runs one page; whether there was one (an empty page ends it)
 
 
 def _s(value: str) -> dict[str, str]:
@@ -48,8 +78,37 @@ def _key(pk: str, sk: str) -> dict[str, dict[str, str]]:
     return {"pk": _s(pk), "sk": _s(sk)}
 
 
-class TeamDeleteMixin:
-    """``delete_team`` and its fan-out for ``DynamoStore``."""
+def departure_key(team_id: str, user_id: str) -> dict[str, dict[str, str]]:
+    """A member's departure mark, in the team's partition."""
+    return _key(f"TEAM#{team_id}", f"LEFT#{user_id}")
+
+
+def ours(team_id: str) -> dict[str, Any]:
+    """The condition on an item under a team's name: absent, or this team's (the name
+    may belong to a newer team by now, whose items stay)."""
+    return {
+        "ConditionExpression": "attribute_not_exists(#pk) OR #t = :t",
+        "ExpressionAttributeNames": {"#pk": "pk", "#t": "team_id"},
+        "ExpressionAttributeValues": {":t": _s(team_id)},
+    }
+
+
+def update_existing(key: Item, expression: str, field: str, value: Any) -> dict[str, Any]:
+    """A transactional Update of one attribute (``#f``, by ``:v``) of an item that must
+    exist (an Update alone would create it)."""
+    return {
+        "Update": {
+            "Key": key,
+            "UpdateExpression": expression,
+            "ConditionExpression": "attribute_exists(#pk)",
+            "ExpressionAttributeNames": {"#f": field, "#pk": "pk"},
+            "ExpressionAttributeValues": {":v": value},
+        }
+    }
+
+
+class _Jobs:
+    """Running a job's phases against its mark (a tombstone, a departure mark)."""
 
     table: str
     client: Any
@@ -58,10 +117,73 @@ class TeamDeleteMixin:
         _exc: Any
 
         def _get_item(self, key: Item) -> Item | None: ...
-        def _query(self, **kwargs: Any) -> Iterator[Item]: ...
         def _batch_get(self, keys: list[Item], *, consistent: bool = True) -> list[Item]: ...
         def _batch_delete(self, keys: list[Item]) -> None: ...
         def _transact(self, actions: list[dict[str, Any]]) -> None: ...
+
+    def _job_step(self, mark: Item, step: int, phases: Sequence[Phase]) -> None:
+        """One step of a job (the stream consumer's, for its mark's record)."""
+        item = self._get_item(mark)
+        if item is None or "done" in item or int(item["step"]["N"]) != step:
+            return  # finished, or a redelivered record of an earlier step
+        if self._run_job(mark, phases, STEP_PAGES, step):
+            return
+        with contextlib.suppress(self._exc.ConditionalCheckFailedException):
+            self.client.update_item(
+                TableName=self.table,
+                Key=mark,
+                UpdateExpression="SET #step = :next",
+                ConditionExpression="#step = :step AND attribute_not_exists(#done)",
+                ExpressionAttributeNames={"#step": "step", "#done": "done"},
+                ExpressionAttributeValues={
+                    ":step": {"N": str(step)},
+                    ":next": {"N": str(step + 1)},
+                },
+            )
+
+    def _run_job(
+        self, mark: Item, phases: Sequence[Phase], pages: int, step: int | None = None
+    ) -> bool:
+        """Up to ``pages`` pages of a job; whether it is finished (and marked so). With
+        ``step``, the mark is marked done only while it is still at that step."""
+        from .dynamo import TTL_ATTRIBUTE, _epoch
+
+        for phase in phases:
+            while phase():  # a page done; an empty one ends the phase
+                pages -= 1
+                if pages <= 0:
+                    return False
+        condition = "attribute_exists(#pk)"
+        names = {"#done": "done", "#ttl": TTL_ATTRIBUTE, "#pk": "pk"}
+        values: dict[str, Any] = {
+            ":t": {"BOOL": True},
+            ":ttl": _epoch(datetime.now(UTC) + TOMBSTONE_TTL),
+        }
+        if step is not None:
+            condition += " AND #step = :step"
+            names["#step"] = "step"
+            values[":step"] = {"N": str(step)}
+        with contextlib.suppress(self._exc.ConditionalCheckFailedException):
+            self.client.update_item(
+                TableName=self.table,
+                Key=mark,
+                UpdateExpression="SET #done = :t, #ttl = :ttl",
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        return True
+
+    def _page(self, **kwargs: Any) -> list[Item]:
+        resp = self.client.query(TableName=self.table, Limit=PACKETS_PER_PAGE, **kwargs)
+        return list(resp.get("Items", []))
+
+
+class TeamDeleteMixin(_Jobs):
+    """``delete_team`` and its fan-out for ``DynamoStore``."""
+
+    if TYPE_CHECKING:
+
         def _usage_action(
             self, user_id: str, packets: int, size: int, *, hold: bool
         ) -> dict[str, Any] | None: ...
@@ -89,67 +211,28 @@ class TeamDeleteMixin:
                                 "ExpressionAttributeNames": {"#pk": "pk"},
                             }
                         },
-                        {
-                            "Delete": {
-                                "Key": _key(f"TEAMNAME#{name}", "TEAM"),
-                                "ConditionExpression": "attribute_not_exists(#pk) OR #t = :t",
-                                "ExpressionAttributeNames": {"#pk": "pk", "#t": "team_id"},
-                                "ExpressionAttributeValues": {":t": _s(team_id)},
-                            }
-                        },
+                        {"Delete": {"Key": _key(f"TEAMNAME#{name}", "TEAM"), **ours(team_id)}},
                         {"Put": {"Item": tombstone}},
                     ]
                 )
         elif self._get_item(_key(f"TEAM#{team_id}", "GONE")) is None:
             return  # no such team, and none being deleted
-        self._fan_out(team_id, INLINE_PAGES)
+        self._run_job(_key(f"TEAM#{team_id}", "GONE"), self._team_phases(team_id), INLINE_PAGES)
 
     def team_delete_step(self, team_id: str, step: int) -> None:
         """One step of the fan-out (the stream consumer's, for the tombstone's record)."""
-        tombstone = self._get_item(_key(f"TEAM#{team_id}", "GONE"))
-        if tombstone is None or "done" in tombstone or int(tombstone["step"]["N"]) != step:
-            return  # finished, or a redelivered record of an earlier step
-        if self._fan_out(team_id, STEP_PAGES):
-            return
-        with contextlib.suppress(self._exc.ConditionalCheckFailedException):
-            self.client.update_item(
-                TableName=self.table,
-                Key=_key(f"TEAM#{team_id}", "GONE"),
-                UpdateExpression="SET #step = :next",
-                ConditionExpression="#step = :step AND attribute_not_exists(#done)",
-                ExpressionAttributeNames={"#step": "step", "#done": "done"},
-                ExpressionAttributeValues={
-                    ":step": {"N": str(step)},
-                    ":next": {"N": str(step + 1)},
-                },
+        self._job_step(_key(f"TEAM#{team_id}", "GONE"), step, self._team_phases(team_id))
+
+    def _team_phases(self, team_id: str) -> list[Phase]:
+        return [
+            partial(page, team_id)
+            for page in (
+                self._members_page,
+                self._invites_page,
+                self._packets_page,
+                self._rest_page,
             )
-
-    def _fan_out(self, team_id: str, pages: int) -> bool:
-        """Up to ``pages`` pages of the deletion; whether it is finished (and marked so)."""
-        from .dynamo import TTL_ATTRIBUTE, _epoch
-
-        for phase in (self._members_page, self._invites_page, self._packets_page, self._rest_page):
-            while phase(team_id):  # a page done; an empty one ends the phase
-                pages -= 1
-                if pages <= 0:
-                    return False
-        with contextlib.suppress(self._exc.ConditionalCheckFailedException):
-            self.client.update_item(
-                TableName=self.table,
-                Key=_key(f"TEAM#{team_id}", "GONE"),
-                UpdateExpression="SET #done = :t, #ttl = :ttl",
-                ConditionExpression="attribute_exists(#pk)",
-                ExpressionAttributeNames={"#done": "done", "#ttl": TTL_ATTRIBUTE, "#pk": "pk"},
-                ExpressionAttributeValues={
-                    ":t": {"BOOL": True},
-                    ":ttl": _epoch(datetime.now(UTC) + TOMBSTONE_TTL),
-                },
-            )
-        return True
-
-    def _page(self, **kwargs: Any) -> list[Item]:
-        resp = self.client.query(TableName=self.table, Limit=PACKETS_PER_PAGE, **kwargs)
-        return list(resp.get("Items", []))
+        ]
 
     def _members_page(self, team_id: str) -> bool:
         """Delete a page of memberships; whether there was one."""
@@ -243,4 +326,122 @@ class TeamDeleteMixin:
             if _req(i, "sk") != "GONE"
         ]
         self._batch_delete([_key(_req(i, "pk"), _req(i, "sk")) for i in items])
+        return bool(items)
+
+
+class DepartureMixin(_Jobs):
+    """A member's departure's clean-up for ``DynamoStore`` (``remove_member`` starts it)."""
+
+    def departure_step(self, team_id: str, user_id: str, step: int) -> None:
+        """One step of a departure's clean-up (the stream consumer's, for its mark's record)."""
+        self._job_step(
+            departure_key(team_id, user_id), step, self._departure_phases(team_id, user_id)
+        )
+
+    def _depart(self, team_id: str, user_id: str, step: int) -> bool:
+        """The request's pages of a departure's clean-up; whether it is finished."""
+        phases = self._departure_phases(team_id, user_id)
+        return self._run_job(departure_key(team_id, user_id), phases, INLINE_PAGES, step)
+
+    def finish_departure(self, team_id: str, user_id: str) -> bool:
+        """Run an unfinished departure's clean-up to its end (the repair tool's, where
+        its stream records were lost); whether there was one."""
+        mark = self._get_item(departure_key(team_id, user_id))
+        if mark is None or "done" in mark:
+            return False
+        phases = self._departure_phases(team_id, user_id)
+        while not self._run_job(
+            departure_key(team_id, user_id), phases, STEP_PAGES, int(mark["step"]["N"])
+        ):
+            pass
+        return True
+
+    def _departure_phases(self, team_id: str, user_id: str) -> list[Phase]:
+        return [
+            partial(page, team_id, user_id)
+            for page in (self._legacy_page, self._published_page, self._made_page)
+        ]
+
+    def _mine(self, team_id: str, kind: str, user_id: str) -> list[Item]:
+        """A page of the member's ``<kind>#<user>#`` items in the team's partition."""
+        return self._page(
+            KeyConditionExpression="#p = :p AND begins_with(#s, :m)",
+            ExpressionAttributeNames={"#p": "pk", "#s": "sk"},
+            ExpressionAttributeValues={
+                ":p": _s(f"TEAM#{team_id}"),
+                ":m": _s(f"{kind}#{user_id}#"),
+            },
+            ConsistentRead=True,
+        )
+
+    def _end_publications(
+        self, user_id: str, packet_ids: Sequence[str], also: list[dict[str, Any]]
+    ) -> None:
+        """End the publications of these packets that ``user_id`` made (another's stays),
+        with ``also`` in the same transaction. A change meanwhile cancels it: the caller's
+        page is read again."""
+        from .dynamo import _Cancelled, _get, _req, _unpublish_ops
+
+        packets = self._batch_get([_key(f"PKT#{pid}", "PKT") for pid in packet_ids])
+        hashes = {_req(p, "id"): h for p in packets if (h := _get(p, "public_hash")) is not None}
+        publics = [_key(f"PUBLIC#{h}", "PUBLIC") for h in hashes.values()]
+        if publics:
+            publics = self._batch_get(publics)
+        actions = list(also)
+        for public in publics:
+            pid = _req(public, "packet_id")
+            secret_hash = _req(public, "pk").removeprefix("PUBLIC#")
+            if _get(public, "created_by") == user_id and hashes.get(pid) == secret_hash:
+                actions.extend(_unpublish_ops(_key(f"PKT#{pid}", "PKT"), secret_hash))
+        if actions:
+            with contextlib.suppress(_Cancelled):
+                self._transact(actions)
+
+    def _legacy_page(self, team_id: str, user_id: str) -> bool:
+        """A page of what the mark carries from an older membership's string sets: each
+        page's ids leave the mark in the transaction that ends them."""
+        from .dynamo import INVITES_MADE, PUBLISHED_MADE, _invite_keys
+
+        mark = departure_key(team_id, user_id)
+        item = self._get_item(mark)
+        if item is None:
+            return False
+
+        def taken(field: str, ids: list[str]) -> dict[str, Any]:
+            return update_existing(mark, "DELETE #f :v", field, {"SS": ids})
+
+        if pids := sorted(item.get(PUBLISHED_MADE, {}).get("SS", []))[:PACKETS_PER_PAGE]:
+            self._end_publications(user_id, pids, [taken(PUBLISHED_MADE, pids)])
+            return True
+        if codes := sorted(item.get(INVITES_MADE, {}).get("SS", []))[:PACKETS_PER_PAGE]:
+            from .dynamo import _Cancelled
+
+            deletes = [
+                {"Delete": {"Key": key}} for c in codes for key in _invite_keys(team_id, user_id, c)
+            ]
+            with contextlib.suppress(_Cancelled):  # a conflict: the page is read again
+                self._transact([*deletes, taken(INVITES_MADE, codes)])
+            return True
+        return False
+
+    def _published_page(self, team_id: str, user_id: str) -> bool:
+        """End a page of the member's publications, their records in the same transaction."""
+        from .dynamo import _req
+
+        items = self._mine(team_id, "PUBLISHED", user_id)
+        if not items:
+            return False
+        records = [{"Delete": {"Key": _key(_req(i, "pk"), _req(i, "sk"))}} for i in items]
+        self._end_publications(user_id, [_req(i, "packet_id") for i in items], records)
+        return True
+
+    def _made_page(self, team_id: str, user_id: str) -> bool:
+        """Delete a page of the member's invites, then their ``MADE#`` records (so a crash
+        between the two leaves records to find, never an invite without one)."""
+        from .dynamo import _invite_keys, _req
+
+        items = self._mine(team_id, "MADE", user_id)
+        pairs = [_invite_keys(team_id, user_id, _req(i, "code_hash")) for i in items]
+        self._batch_delete([invite for invite, _ in pairs])
+        self._batch_delete([made for _, made in pairs])
         return bool(items)

@@ -14,7 +14,8 @@ items) and makes each page right: every packet gets the postings and facets it
 derives (puts are idempotent) and loses its pending entry once they are there;
 a posting, facet or pending entry no packet derives any more is deleted; a
 packet left in a deleted team is deleted with the rest of that team (its
-fan-out resumes). A concurrent push is never undone: after deleting, the
+fan-out resumes), and a member's departure whose clean-up has not ended is
+finished (its invites and publications end). A concurrent push is never undone: after deleting, the
 packets concerned are read again, and any whose revision moved meanwhile gets
 its index written once more. After each page it prints a resume token
 (``--resume``): a run cut short goes on from there.
@@ -121,6 +122,7 @@ def repair_index(
     """Make every page of derived items right; returns what it did (counts)."""
     done: Counter[str] = Counter()
     teams_gone: set[str] = set()
+    departures: set[tuple[str, str]] = set()
     kwargs: dict[str, Any] = {"Limit": page_size} if page_size else {}
     if scope is not None:
         # One scope's packets (gsi1pk) and its derived items (their partition keys).
@@ -136,11 +138,25 @@ def repair_index(
         }
     for items, last in _pages(store, _untoken(resume), **kwargs):
         _repair_page(store, items, done, teams_gone)
+        departures.update(_unfinished_departures(items))
         say(f"page done ({dict(done)}); resume with --resume {_token(last)}" if last else "")
     for team_id in sorted(teams_gone):
         store.delete_team(team_id)  # resumes that team's fan-out
         done["teams resumed"] += 1
+    for team_id, user_id in sorted(departures):
+        if store.finish_departure(team_id, user_id):
+            done["departures resumed"] += 1
     return dict(done)
+
+
+def _unfinished_departures(items: list[Item]) -> set[tuple[str, str]]:
+    """The departures whose clean-up has not ended (their marks, ``dynamo_fanout.py``):
+    their stream records may be lost, so the repair finishes them."""
+    return {
+        (i["pk"]["S"].removeprefix("TEAM#"), i["sk"]["S"].removeprefix("LEFT#"))
+        for i in items
+        if i["pk"]["S"].startswith("TEAM#") and i["sk"]["S"].startswith("LEFT#") and "done" not in i
+    }
 
 
 def _repair_page(

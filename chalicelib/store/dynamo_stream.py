@@ -1,9 +1,10 @@
-"""The table's stream consumer: what a packet change derives, and a deleted team's fan-out.
+"""The table's stream consumer: what a packet change derives, and the resumable jobs
+(a deleted team's fan-out, a departed member's clean-up: ``dynamo_fanout.py``).
 
 Deployed as a Lambda on the table's stream (``app.py``: ``on_dynamodb_record``;
 ``.chalice/merge-template.json`` adds what Chalice's decorator cannot say: the
-filter to packet records, partial batch responses, a bisecting retry with a
-limit, and the SQS queue the records that still fail end in). Each record
+filter to packet records and the jobs' marks, partial batch responses, a bisecting
+retry with a limit, and the SQS queue the records that still fail end in). Each record
 carries the item's old and new images (``NEW_AND_OLD_IMAGES``), so a handler
 computes the difference itself, reads nothing first, and can run twice.
 
@@ -46,9 +47,26 @@ def apply_record(store: DynamoStore, record: Mapping[str, Any]) -> None:
     pk, sk = keys["pk"]["S"], keys["sk"]["S"]
     if sk == "PKT" and pk.startswith("PKT#"):
         store.apply_packet_change(_image(change.get("OldImage")), _image(change.get("NewImage")))
-    elif sk == "GONE" and (new := change.get("NewImage")) and "done" not in new:
-        # A team's deletion: its tombstone's creation, then each step's hand-over.
-        store.team_delete_step(pk.removeprefix("TEAM#"), int(new["step"]["N"]))
+        return
+    step = _step_moved(change)
+    if step is None or not pk.startswith("TEAM#"):
+        return
+    if sk == "GONE":  # a team's deletion: its tombstone's creation, then each hand-over
+        store.team_delete_step(pk.removeprefix("TEAM#"), step)
+    elif sk.startswith("LEFT#"):  # a member's departure: likewise, from its mark
+        store.departure_step(pk.removeprefix("TEAM#"), sk.removeprefix("LEFT#"), step)
+
+
+def _step_moved(change: Mapping[str, Any]) -> int | None:
+    """The step a job's mark (``dynamo_fanout.py``) was moved to by this record: its
+    creation, or a hand-over to the next step; None for any other change (its
+    marking as done, or a page's progress kept on the mark)."""
+    new, old = change.get("NewImage"), change.get("OldImage")
+    if not new or "done" in new or "step" not in new:
+        return None
+    if old and "done" not in old and old.get("step") == new["step"]:
+        return None
+    return int(new["step"]["N"])
 
 
 def handle(store: DynamoStore, records: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
