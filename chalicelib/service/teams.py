@@ -64,7 +64,8 @@ def members(store: Store, caller: Caller, name: str) -> list[Member]:
 def kick(store: Store, caller: Caller, name: str, user_id: str) -> None:
     """Remove a member: the owner only, and never the owner themself.
 
-    The invites the member made die with the membership (``Store.remove_member``).
+    The invites the member made, and their publications of the team's packets, die with
+    the membership (``Store.remove_member``).
     """
     user, team = in_team(store, caller, name, need="write")
     if team.owner_id != user.id:

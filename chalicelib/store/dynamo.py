@@ -64,19 +64,20 @@ needs and no others (the indexes are sparse)::
     and a TTL a day ahead).
 
 ``<scope>`` is ``u:<owner>`` or ``t:<team>``. A published packet's item
-carries ``public_hash``, the hash of its public URL's secret; the
-``PUBLIC#`` item maps that hash back to the packet id and keeps the secret.
-The packet item is the truth: a public read (two GetItems) serves the packet
-only while its item names that very hash, so deleting the packet, by any
-path, ends the publication at once (the ``PUBLIC#`` item left behind is
-unreachable). A team packet's publication is served, and reported, only while
-its publisher is a member (a third GetItem), so a removed member's publications
-end at once, before their departure's clean-up deletes them. Publishing and unpublishing write both items in one
-transaction. A re-push replaces the packet item, and the publication is put
-back on it right after, in a transaction that checks the ``PUBLIC#`` item is
-still there (between the two the URL answers 404: it fails closed). A move
-of the owner's packet into a team (a transaction) does not carry the
-publication along: the packet changed scope, so its public URL ends.
+carries ``public_hash``, the hash of its public URL's secret; the ``PUBLIC#``
+item maps that hash back to the packet id and keeps the secret. The packet
+item is the truth: a public read (two GetItems) serves the packet only while
+its item names that very hash, so deleting the packet, by any path, ends the
+publication at once (the ``PUBLIC#`` item left behind is unreachable). A team
+packet's publication is served, and reported, only while its publisher is a
+member (a third GetItem), so a removed member's publications end at once,
+before their departure's clean-up deletes them. Publishing and unpublishing
+write both items in one transaction. A re-push replaces the packet item, and
+the publication is put back on it right after, in a transaction that checks
+the ``PUBLIC#`` item is still there (between the two the URL answers 404: it
+fails closed). A move of the owner's packet into a team (a transaction) does
+not carry the publication along: the packet changed scope, so its public URL
+ends.
 
 Which request uses what:
 
