@@ -289,6 +289,34 @@ def test_a_large_team_delete_finishes_step_by_step(
     assert_consistent(store)
 
 
+@pytest.mark.parametrize(
+    ("inline", "per_page"), [(1, 4), (2, 25)], ids=["packets left", "only its tombstone"]
+)
+def test_a_team_delete_whose_stream_records_were_lost_is_finished_by_the_repair(
+    store: DynamoStore, monkeypatch: pytest.MonkeyPatch, inline: int, per_page: int
+) -> None:
+    """The repair runs the fan-out to its end, not only the pages of one request, and
+    finds it by its tombstone when none of the team's packets is left to lead there."""
+    from ltm.store import dynamo_fanout
+    from ltm.store.dynamo_repair import repair_index
+
+    monkeypatch.setattr(dynamo_fanout, "INLINE_PAGES", inline)
+    monkeypatch.setattr(dynamo_fanout, "STEP_PAGES", 1)
+    monkeypatch.setattr(dynamo_fanout, "PACKETS_PER_PAGE", per_page)
+    stream = Stream(store)
+    _team_with_packets(store, 18)
+    stream.drain()
+    store.delete_team("t1")
+    stream.take()  # lost: the consumer never sees them
+    done = repair_index(store, say=lambda _: None)
+    assert done["teams resumed"] == 1
+    assert [n for n in range(18) if store.get_packet(f"01TEAM{n:06d}") is not None] == []
+    tombstone = store._get_item({"pk": {"S": "TEAM#t1"}, "sk": {"S": "GONE"}})
+    assert tombstone is not None and "done" in tombstone
+    stream.drain()
+    assert_consistent(store)
+
+
 # -- crashes: a child process killed between two DynamoDB calls ------------------
 
 _CHILD = """

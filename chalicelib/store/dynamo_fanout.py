@@ -219,6 +219,20 @@ class TeamDeleteMixin(_Jobs):
             return  # no such team, and none being deleted
         self._run_job(_key(f"TEAM#{team_id}", "GONE"), self._team_phases(team_id), INLINE_PAGES)
 
+    def finish_team_delete(self, team_id: str) -> bool:
+        """Run an unfinished team deletion to its end (the repair tool's, where its stream
+        records were lost: ``delete_team`` again runs only a request's pages); whether
+        there was one."""
+        self.delete_team(team_id)  # the team's own items, if they are still there
+        mark = _key(f"TEAM#{team_id}", "GONE")
+        item = self._get_item(mark)
+        if item is None or "done" in item:
+            return False
+        phases = self._team_phases(team_id)
+        while not self._run_job(mark, phases, STEP_PAGES, int(item["step"]["N"])):
+            pass
+        return True
+
     def team_delete_step(self, team_id: str, step: int) -> None:
         """One step of the fan-out (the stream consumer's, for the tombstone's record)."""
         self._job_step(_key(f"TEAM#{team_id}", "GONE"), step, self._team_phases(team_id))

@@ -13,12 +13,13 @@ counted outside the packet's transaction): run ``index``, then ``usage``.
 items) and makes each page right: every packet gets the postings and facets it
 derives (puts are idempotent) and loses its pending entry once they are there;
 a posting, facet or pending entry no packet derives any more is deleted; a
-packet left in a deleted team is deleted with the rest of that team (its
-fan-out resumes), and a member's departure whose clean-up has not ended is
-finished (its invites and publications end). A concurrent push is never undone: after deleting, the
-packets concerned are read again, and any whose revision moved meanwhile gets
-its index written once more. After each page it prints a resume token
-(``--resume``): a run cut short goes on from there.
+team whose deletion has not ended (a packet left in it, or its tombstone not
+marked done) has its fan-out run to its end, and a member's departure whose
+clean-up has not ended is finished (its invites and publications end). A
+concurrent push is never undone: after deleting, the packets concerned are read
+again, and any whose revision moved meanwhile gets its index written once more.
+After each page it prints a resume token (``--resume``): a run cut short goes on
+from there.
 
 ``usage`` recounts what each user owns: their packets, and the bytes each
 occupies as a push counts it (``DynamoStore.occupied``). A counter carries
@@ -138,15 +139,26 @@ def repair_index(
         }
     for items, last in _pages(store, _untoken(resume), **kwargs):
         _repair_page(store, items, done, teams_gone)
+        teams_gone.update(_unfinished_deletes(items))
         departures.update(_unfinished_departures(items))
         say(f"page done ({dict(done)}); resume with --resume {_token(last)}" if last else "")
     for team_id in sorted(teams_gone):
-        store.delete_team(team_id)  # resumes that team's fan-out
+        store.finish_team_delete(team_id)  # runs that team's fan-out to its end
         done["teams resumed"] += 1
     for team_id, user_id in sorted(departures):
         if store.finish_departure(team_id, user_id):
             done["departures resumed"] += 1
     return dict(done)
+
+
+def _unfinished_deletes(items: list[Item]) -> set[str]:
+    """The teams whose deletion has not ended (their tombstones), whatever of theirs is
+    left: their stream records may be lost, so the repair finishes them."""
+    return {
+        i["pk"]["S"].removeprefix("TEAM#")
+        for i in items
+        if i["pk"]["S"].startswith("TEAM#") and i["sk"]["S"] == "GONE" and "done" not in i
+    }
 
 
 def _unfinished_departures(items: list[Item]) -> set[tuple[str, str]]:
