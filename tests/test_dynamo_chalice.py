@@ -221,15 +221,16 @@ def test_each_packet_route_keeps_the_budget_of_the_store(api: Api, lambda_app: A
     # the team's owner) is told its publication, for the X-LTM-Published-At and
     # X-LTM-Public-URL headers the reference CLI's show reads (service/publish.py, read).
     # The packet is read once, with the token: unpublished, that is all; published, its
-    # publication's item is one read more.
+    # publication's item is one read more, and for a team packet its publisher's membership
+    # one more (a removed member's publication is dead at once).
     assert cost("GET", f"/v1/packets/{mine['id']}", alice) == 1
     assert cost("GET", f"/v1/packets/{theirs['id']}", alice) == 2  # + the membership
     assert cost("GET", f"/v1/packets/{theirs['id']}", bob) == 2
     for who, packet in ((alice, mine), (bob, theirs)):
         assert api.call("POST", f"/v1/packets/{packet['id']}/publish", who)[0] in (200, 201)
     assert cost("GET", f"/v1/packets/{mine['id']}", alice) == 2
-    assert cost("GET", f"/v1/packets/{theirs['id']}", alice) == 3
-    assert cost("GET", f"/v1/packets/{theirs['id']}", bob) == 3
+    assert cost("GET", f"/v1/packets/{theirs['id']}", alice) == 4
+    assert cost("GET", f"/v1/packets/{theirs['id']}", bob) == 4
     read_only = tokens.new_token(bob_user[1].id, "bob-read-only", scope="read")
     api.store.add_token(read_only[1])
     api.call("GET", "/v1/packets?limit=1", read_only[0])  # its first use records last-used
