@@ -165,6 +165,11 @@ def test_stack_outputs_feed_the_chalice_stage(tmp_path: Path) -> None:
 # -- Chalice stages and their IAM policies -------------------------------------
 
 
+def _with_monkeypatch(test: Any, store: Any) -> None:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        test(store=store, monkeypatch=monkeypatch)
+
+
 @pytest.fixture(scope="module")
 def used_actions() -> set[str]:
     """The IAM actions the store needs: the whole contract suite, recorded."""
@@ -196,6 +201,8 @@ def used_actions() -> set[str]:
             runs.append((name, fn))
         elif params == {"store", "owner", "team"}:
             runs.append((name, lambda store, fn=fn: fn(store, "u2", None)))
+        elif params == {"store", "monkeypatch"}:
+            runs.append((name, lambda store, fn=fn: _with_monkeypatch(fn, store)))
         elif len(params) == 2 and (marks := getattr(fn, "pytestmark", [])):
             # one parametrized argument besides the store: every value, as pytest runs it
             (argname, values) = next(m.args for m in marks if m.name == "parametrize")
