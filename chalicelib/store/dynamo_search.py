@@ -39,12 +39,15 @@ list ahead of the others seeks (a Query bounded by ``BETWEEN``) to where the
 furthest one stands. A rare word and a common one cost about one page of the
 rare word plus one short Query per match of it; nothing is capped by age, so
 every packet having all the words is found. It stops after ``MAX_MATCHES``
-matches (the newest) or ``MAX_READS`` Queries, whichever first. The scope's
-pending items (a strongly consistent Query, usually empty) are merged in: a
-packet is searchable from the moment its push returned, before the consumer
-ran, and forever after. Every candidate's packet is read (at most
-``VERIFY_CAP``) to check it still exists in a readable scope, has the words
-among its indexed ones, matches whole phrases; the snippet comes from it.
+matches (the newest) or ``MAX_READS`` Queries, whichever first: two words that
+each fill thousands of postings and seldom meet (the bench's worst case at
+100,000 packets) are joined as far as 20 pages of each reach, newest first. The
+scope's pending items (a strongly consistent Query, usually empty) are merged
+in: a packet is searchable from the moment its push returned, before the
+consumer ran, and forever after. The best candidates' packets are read, as many
+as the answer needs (more, up to ``VERIFY_CAP``, only for those that fail), to
+check each still exists in a readable scope, has the words among its indexed
+ones, matches whole phrases; the snippet comes from it.
 
 Prefix terms (``refr*``) read their 2-letter partition's postings in word order
 (at most ``PREFIX_CAP``); when that read is complete they join like a word,
@@ -67,9 +70,12 @@ Item = dict[str, dict[str, Any]]
 INDEXED_WORDS = 16  # postings per packet: the bound on a push's index writes and storage
 MAX_WORD = 64  # longer words are indexed (and looked up) by their first 64 characters
 PAGE = 200  # postings per Query page (~20 KB: ~2.5 read units, eventually consistent)
-MAX_READS = 40  # Queries per scope and search, at most
+# A search's budget, 60 read units at most for two words at 100,000 packets in a scope
+# (bench/bench_dynamo_cost.py): its Queries (a page of postings is ~2 units) and the
+# packets it reads (half a unit each, up to 4 KB).
+MAX_READS = 20  # Queries per scope and search, at most
 MAX_MATCHES = 75  # matches collected per scope and search
-VERIFY_CAP = 40  # candidate packets read (to check and cut snippets) per search, at most
+VERIFY_CAP = 30  # candidate packets read (to check and cut snippets) per search, at most
 PREFIX_CAP = 1000  # postings read for one prefix term
 PENDING_CAP = 200  # not-yet-indexed packets merged per scope (the consumer keeps this near 0)
 LISTING = ("id", "created_at", "goal", "owner_id", "team_id", "project", "parent_id")
@@ -325,8 +331,10 @@ class SearchMixin:
         fresh = [pid for pid in pending if pid not in order]
         order.update((pid, pending[pid]) for pid in fresh)
         hits: list[SearchHit] = []
-        # The pending packets were written a moment ago: read them strongly consistent.
-        for pids, consistent in (([pid for pid, _ in ranked], False), (fresh, True)):
+
+        def check(pids: list[str], *, consistent: bool) -> int:
+            """Read ``pids`` and keep those that still match; how many did."""
+            kept = 0
             for start in range(0, len(pids), 100):  # BatchGetItem takes 100 keys
                 keys = [
                     {"pk": _s(f"PKT#{pid}"), "sk": _s("PKT")} for pid in pids[start : start + 100]
@@ -344,6 +352,20 @@ class SearchMixin:
                         continue
                     score = _score(indexed, words, prefixes)
                     hits.append(SearchHit(meta, score, search.snippet(fields, query)))
+                    kept += 1
+            return kept
+
+        # The index ranks a candidate as its packet scores (the same weights), so the best
+        # ``limit`` are read first, and more only for those that no longer match (a phrase
+        # the words do not make, a packet changed or gone): each packet read costs half a
+        # read unit (reading all the candidates was a third of a search's units).
+        queue = [pid for pid, _ in ranked]
+        kept = 0
+        while queue and kept < limit:
+            wanted, queue = queue[: limit - kept], queue[limit - kept :]
+            kept += check(wanted, consistent=False)
+        # The pending packets were written a moment ago: read them strongly consistent.
+        check(fresh, consistent=True)
         hits.sort(key=lambda h: (h.score, order[h.meta.id], h.meta.id), reverse=True)
         return hits[:limit]
 
