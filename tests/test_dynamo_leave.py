@@ -173,6 +173,45 @@ def test_a_member_with_hundreds_of_publications_and_invites_is_removed_in_a_boun
     assert store.published_packet(again.secret_hash) is not None
 
 
+@pytest.mark.parametrize("job", ["removal", "team delete"])
+def test_a_throttled_clean_up_page_leaves_the_answer_and_the_rest_to_the_stream(
+    store: DynamoStore, monkeypatch: pytest.MonkeyPatch, job: str
+) -> None:
+    """The membership (or the team) is gone once the first transaction lands; the pages
+    after it are the stream consumer's too, so their failure is not the request's."""
+    from botocore.exceptions import ClientError
+
+    small_pages(monkeypatch)
+    stream = Stream(store)
+    team(store)
+    pubs = [published(store, "u2", f"01THROTTLE{n:03d}") for n in range(30)]
+    stream.drain()
+    real = store.client.query
+    throttled = {"query": 0}
+
+    def query(**kwargs: Any) -> Any:
+        if kwargs.get("Limit") is not None and throttled["query"] == 0:
+            throttled["query"] += 1
+            error = {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}
+            raise ClientError({"Error": error}, "Query")
+        return real(**kwargs)
+
+    monkeypatch.setattr(store.client, "query", query)
+    if job == "removal":
+        assert store.remove_member("t1", "u2") is True
+        assert store.get_member("t1", "u2") is None
+    else:
+        store.delete_team("t1")
+        assert store.get_team("core") is None
+    assert throttled["query"] == 1
+    monkeypatch.setattr(store.client, "query", real)
+    stream.drain()
+    for pub in pubs:
+        assert store.published_packet(pub.secret_hash) is None
+    assert theirs(store, "u2") == []
+    assert_consistent(store)
+
+
 def test_records_redelivered_after_a_rejoin_change_nothing(
     store: DynamoStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

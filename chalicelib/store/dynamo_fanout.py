@@ -54,6 +54,7 @@ left the mark is marked ``done`` with a TTL a day ahead.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -68,6 +69,8 @@ PACKETS_PER_PAGE = 25  # deletes (+ their authors' usage) per transaction: at mo
 TOMBSTONE_TTL = timedelta(days=1)
 
 Phase = Callable[[], bool]  # runs one page; whether there was one (an empty page ends it)
+
+logger = logging.getLogger("ltm.store")
 
 
 def _s(value: str) -> dict[str, str]:
@@ -140,6 +143,18 @@ class _Jobs:
                     ":next": {"N": str(step + 1)},
                 },
             )
+
+    def _inline(self, mark: Item, phases: Sequence[Phase], step: int | None = None) -> None:
+        """A request's own pages of the job it started. The stream consumer runs the job
+        from the mark's record whatever happens here, and what the request answers for
+        (the team gone, the member out) is done already: a failure of these pages
+        (throttled past the SDK's retries, say) is logged, never the request's answer."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self._run_job(mark, phases, INLINE_PAGES, step)
+        except (BotoCoreError, ClientError) as exc:
+            logger.warning("clean-up left to the stream consumer: %s", type(exc).__name__)
 
     def _run_job(
         self, mark: Item, phases: Sequence[Phase], pages: int, step: int | None = None
@@ -217,7 +232,7 @@ class TeamDeleteMixin(_Jobs):
                 )
         elif self._get_item(_key(f"TEAM#{team_id}", "GONE")) is None:
             return  # no such team, and none being deleted
-        self._run_job(_key(f"TEAM#{team_id}", "GONE"), self._team_phases(team_id), INLINE_PAGES)
+        self._inline(_key(f"TEAM#{team_id}", "GONE"), self._team_phases(team_id))
 
     def finish_team_delete(self, team_id: str) -> bool:
         """Run an unfinished team deletion to its end (the repair tool's, where its stream
@@ -352,10 +367,10 @@ class DepartureMixin(_Jobs):
             departure_key(team_id, user_id), step, self._departure_phases(team_id, user_id)
         )
 
-    def _depart(self, team_id: str, user_id: str, step: int) -> bool:
-        """The request's pages of a departure's clean-up; whether it is finished."""
+    def _depart(self, team_id: str, user_id: str, step: int) -> None:
+        """The request's pages of a departure's clean-up."""
         phases = self._departure_phases(team_id, user_id)
-        return self._run_job(departure_key(team_id, user_id), phases, INLINE_PAGES, step)
+        self._inline(departure_key(team_id, user_id), phases, step)
 
     def finish_departure(self, team_id: str, user_id: str) -> bool:
         """Run an unfinished departure's clean-up to its end (the repair tool's, where
