@@ -317,6 +317,31 @@ def test_a_team_delete_whose_stream_records_were_lost_is_finished_by_the_repair(
     assert_consistent(store)
 
 
+def test_a_team_deleted_before_tombstones_with_its_packets_left_is_finished_by_the_repair(
+    store: DynamoStore,
+) -> None:
+    """A deletion cut short by the code before the fan-out (the team's items gone, its
+    packets left, no tombstone) is finished too: the migration runs this repair."""
+    from ltm.store.dynamo_repair import repair_index
+
+    stream = Stream(store)
+    _team_with_packets(store, 6)
+    stream.drain()
+    for sk in ("TEAM", "MEMBER#u1", "MEMBER#u2"):
+        store.client.delete_item(
+            TableName=store.table, Key={"pk": {"S": "TEAM#t1"}, "sk": {"S": sk}}
+        )
+    store.client.delete_item(
+        TableName=store.table, Key={"pk": {"S": "TEAMNAME#core"}, "sk": {"S": "TEAM"}}
+    )
+    stream.take()  # as the code of then: no consumer ran for it
+    assert repair_index(store, say=lambda _: None)["teams resumed"] == 1
+    assert [n for n in range(6) if store.get_packet(f"01TEAM{n:06d}") is not None] == []
+    assert store.usage("u2").packets == 1  # their personal packet stays
+    stream.drain()
+    assert_consistent(store)
+
+
 # -- crashes: a child process killed between two DynamoDB calls ------------------
 
 _CHILD = """

@@ -156,6 +156,16 @@ class _Jobs:
         except (BotoCoreError, ClientError) as exc:
             logger.warning("clean-up left to the stream consumer: %s", type(exc).__name__)
 
+    def _finish(self, mark: Item, phases: Sequence[Phase]) -> bool:
+        """Run an unfinished job to its end (the repair tool's, where its stream records
+        were lost); whether there was one."""
+        item = self._get_item(mark)
+        if item is None or "done" in item:
+            return False
+        while not self._run_job(mark, phases, STEP_PAGES, int(item["step"]["N"])):
+            pass
+        return True
+
     def _run_job(
         self, mark: Item, phases: Sequence[Phase], pages: int, step: int | None = None
     ) -> bool:
@@ -237,16 +247,19 @@ class TeamDeleteMixin(_Jobs):
     def finish_team_delete(self, team_id: str) -> bool:
         """Run an unfinished team deletion to its end (the repair tool's, where its stream
         records were lost: ``delete_team`` again runs only a request's pages); whether
-        there was one."""
-        self.delete_team(team_id)  # the team's own items, if they are still there
+        there was one. A team whose item is gone but whose packets are left without a
+        tombstone (a deletion cut short before deletions had one) gets one first."""
         mark = _key(f"TEAM#{team_id}", "GONE")
-        item = self._get_item(mark)
-        if item is None or "done" in item:
-            return False
-        phases = self._team_phases(team_id)
-        while not self._run_job(mark, phases, STEP_PAGES, int(item["step"]["N"])):
-            pass
-        return True
+        if self._get_item(_key(f"TEAM#{team_id}", "TEAM")) is not None:
+            return False  # not deleted
+        with contextlib.suppress(self._exc.ConditionalCheckFailedException):
+            self.client.put_item(
+                TableName=self.table,
+                Item={**mark, "step": {"N": "0"}},
+                ConditionExpression="attribute_not_exists(#pk)",
+                ExpressionAttributeNames={"#pk": "pk"},
+            )
+        return self._finish(mark, self._team_phases(team_id))
 
     def team_delete_step(self, team_id: str, step: int) -> None:
         """One step of the fan-out (the stream consumer's, for the tombstone's record)."""
@@ -375,15 +388,9 @@ class DepartureMixin(_Jobs):
     def finish_departure(self, team_id: str, user_id: str) -> bool:
         """Run an unfinished departure's clean-up to its end (the repair tool's, where
         its stream records were lost); whether there was one."""
-        mark = self._get_item(departure_key(team_id, user_id))
-        if mark is None or "done" in mark:
-            return False
-        phases = self._departure_phases(team_id, user_id)
-        while not self._run_job(
-            departure_key(team_id, user_id), phases, STEP_PAGES, int(mark["step"]["N"])
-        ):
-            pass
-        return True
+        return self._finish(
+            departure_key(team_id, user_id), self._departure_phases(team_id, user_id)
+        )
 
     def _departure_phases(self, team_id: str, user_id: str) -> list[Phase]:
         return [

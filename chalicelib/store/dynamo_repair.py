@@ -143,8 +143,8 @@ def repair_index(
         departures.update(_unfinished_departures(items))
         say(f"page done ({dict(done)}); resume with --resume {_token(last)}" if last else "")
     for team_id in sorted(teams_gone):
-        store.finish_team_delete(team_id)  # runs that team's fan-out to its end
-        done["teams resumed"] += 1
+        if store.finish_team_delete(team_id):  # runs that team's fan-out to its end
+            done["teams resumed"] += 1
     for team_id, user_id in sorted(departures):
         if store.finish_departure(team_id, user_id):
             done["departures resumed"] += 1
