@@ -29,6 +29,7 @@ vector scaled so its largest component is 127). Ranking many stored vectors
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import marshal
@@ -61,9 +62,11 @@ class Unavailable(RuntimeError):
     """The extra is not installed, or its files are not where this version expects."""
 
 
+@functools.cache
 def package_folder() -> Path | None:
     """The installed ``wordllama`` package's folder, found without importing it (its
-    ``__init__`` imports requests and more)."""
+    ``__init__`` imports requests and more). Looked up once a process: a server asks
+    at every push, and the lookup is a walk of ``sys.path`` (a tenth of a push's CPU)."""
     from importlib.util import find_spec
 
     try:
