@@ -182,7 +182,9 @@ def _schemas() -> dict[str, Any]:
                                 },
                                 "score": {
                                     "type": "number",
-                                    "description": "Higher is better; compare within one answer.",
+                                    "description": "Higher is better; compare within one answer"
+                                    " (by meaning alone: the cosine, though the nearest"
+                                    " few are ordered by their words too).",
                                 },
                                 "field": {
                                     **_STRING,

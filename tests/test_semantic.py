@@ -52,8 +52,10 @@ def _no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("LTM_SEMANTIC", raising=False)
 
 
-def _stored(key: str, owner: str = "u1", n: int = 0) -> tuple[StoredPacket, str]:
-    goal, step = PACKETS[key]
+def _stored(
+    key: str, owner: str = "u1", n: int = 0, more: dict[str, Any] | None = None
+) -> tuple[StoredPacket, str]:
+    goal, step = PACKETS[key] if more is None else (more["goal"], more["next_step"])
     data = {
         "ltm_version": "0.2",
         "id": f"01SEMANTIC{key.upper():0<6}{owner.upper():0<4}{n:06d}"[:26],
@@ -62,6 +64,7 @@ def _stored(key: str, owner: str = "u1", n: int = 0) -> tuple[StoredPacket, str]
         "goal": goal,
         "next_step": step,
         "tags": [key],
+        **(more or {}),
     }
     meta = PacketMeta(data["id"], data["created_at"], goal, owner, None, "shop")
     return StoredPacket(meta, packet.canonical_bytes(data)), packet.created_at_sort_key(
@@ -69,8 +72,10 @@ def _stored(key: str, owner: str = "u1", n: int = 0) -> tuple[StoredPacket, str]
     )
 
 
-def _put(store: SqliteStore, key: str, owner: str = "u1", n: int = 0) -> str:
-    stored, sort_key = _stored(key, owner, n)
+def _put(
+    store: SqliteStore, key: str, owner: str = "u1", n: int = 0, more: dict[str, Any] | None = None
+) -> str:
+    stored, sort_key = _stored(key, owner, n, more)
     store.put_packet(stored, sort_key=sort_key)
     return stored.meta.id
 
@@ -151,6 +156,94 @@ def test_nearest_finds_a_paraphrase_in_the_callers_scopes_only(tmp_path: Path) -
     assert _near(store, "renewal credentials", q="tag:i18n")[0] == mine["i18n"]
     assert _near(store, "renewal credentials", q="tag:nosuch") == []
     store.close()
+
+
+# Packets (of bench/semantic_corpus.json) whose mean vectors sit close together.
+FULLER = {
+    "stripe": {
+        "goal": "Make the Stripe payment webhook idempotent so retries never charge twice",
+        "tags": ["payments", "stripe"],
+        "next_step": "Store the event id in webhook_events before handling the event",
+        "decisions": [
+            {
+                "what": "Deduplicate on Stripe's event id",
+                "why": "Stripe redelivers the same event id",
+            }
+        ],
+    },
+    "gdpr": {
+        "goal": "Let customers download all their personal data as a GDPR export",
+        "tags": ["privacy", "gdpr"],
+        "next_step": (
+            "Bundle orders, addresses and consent history into one zip in a background job"
+        ),
+    },
+    "logs": {
+        "goal": "Cut the logging bill by dropping debug logs in production",
+        "tags": ["observability", "costs"],
+        "next_step": "Sample info-level request logs at ten percent and keep every error",
+    },
+    "oauth": {
+        "goal": "Rotate OAuth refresh tokens on every use and revoke the old one",
+        "tags": ["auth", "oauth"],
+        "next_step": "Add reuse detection: a replayed refresh token ends the whole grant",
+        "decisions": [
+            {
+                "what": "Refresh tokens live 30 days, access tokens 15 minutes",
+                "why": "The mobile app stays signed in for a month",
+            }
+        ],
+    },
+}
+
+
+def test_the_nearest_few_are_ordered_again_by_their_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A paraphrase whose mean vector lands nearer another packet is found first by the
+    re-rank: "duplicate charges" matches "Deduplicate ... charge", which the mean drowns."""
+    store = SqliteStore(tmp_path / "ltm.db")
+    ids = {key: _put(store, key, more=more) for key, more in FULLER.items()}
+    prompts = {
+        "duplicate charges when card callbacks arrive again": ids["stripe"],
+        "my login keeps timing out too soon on phones": ids["oauth"],
+    }
+    for prompt, wanted in prompts.items():
+        meaning = semantic.query_vector(prompt)
+        assert meaning is not None and meaning.words
+        hits = store.nearest(meaning, search.parse("x"), scopes=[("u1", None)], limit=4)
+        assert hits[0].meta.id == wanted
+        # The scores stay the cosines: here the first is not the highest.
+        cosines = sorted(((hit.score, hit.meta.id) for hit in hits), reverse=True)
+        assert cosines[0][1] != wanted
+    # By the cosine alone (a query without its words), the mean puts another packet first.
+    for prompt, wanted in prompts.items():
+        meaning = semantic.query_vector(prompt)
+        assert meaning is not None
+        bare = meaning._replace(words=())
+        hits = store.nearest(bare, search.parse("x"), scopes=[("u1", None)], limit=4)
+        assert hits[0].meta.id != wanted
+    store.close()
+
+
+def test_the_rerank_orders_the_nearest_few_only_and_keeps_their_cosines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    meaning = semantic.query_vector("duplicate charges")
+    assert meaning is not None
+    monkeypatch.setattr(semantic, "RERANK_DEPTH", 2)
+    ranked = [("export", 0.30), ("stripe", 0.29), ("far", 0.10), ("farther", 0.05)]
+    texts = {
+        "export": "customers download personal data GDPR export",
+        "stripe": "Deduplicate Stripe event charge twice",
+        "far": "Deduplicate charges",  # past the depth: stays where the cosine put it
+    }
+    assert semantic.rerank(meaning, ranked, texts) == [ranked[1], ranked[0], *ranked[2:]]
+    assert semantic.rerank(meaning._replace(words=()), ranked, texts) == ranked
+    assert semantic.word_match(meaning, texts["stripe"]) > semantic.word_match(
+        meaning, texts["export"]
+    )
+    assert semantic.word_match(meaning, "") == 0.0
 
 
 def test_an_older_store_is_filled_once_with_progress(

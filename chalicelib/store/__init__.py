@@ -490,8 +490,9 @@ class Store(ABC):
     def nearest(
         self, meaning: Meaning, query: Query, *, scopes: list[Scope], limit: int = 20
     ) -> list[SearchHit]:
-        """Packets of ``scopes`` nearest to ``meaning`` (``ltm.semantic``), best first, the
-        score their cosine, holding ``query``'s qualifiers; the same rule as ``search``:
+        """Packets of ``scopes`` nearest to ``meaning`` (``ltm.semantic``), best first (the
+        nearest few ordered again by their words: ``semantic.rerank``), the score their
+        cosine, holding ``query``'s qualifiers; the same rule as ``search``:
         nothing outside ``scopes`` goes in. A store that keeps no vectors (DynamoDB: the
         model is not in the Lambda package) finds none, and search stays lexical."""
         return []

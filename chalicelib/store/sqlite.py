@@ -1384,9 +1384,10 @@ class SqliteStore(Store):
         self, meaning: Meaning, query: Query, *, scopes: list[Scope], limit: int = 20
     ) -> list[SearchHit]:
         """The packets of ``scopes`` nearest in meaning, best first (score: the cosine),
-        holding ``query``'s qualifiers (its words play no part here). Reads each
-        candidate's stored vector only: nothing outside ``scopes``, and no statistic of
-        any set of packets, goes into it."""
+        holding ``query``'s qualifiers (its words play no part here): by the cosine,
+        then the nearest few ordered again by their words (``semantic.rerank``, which
+        reads their texts). Reads each candidate's stored vector and text only: nothing
+        outside ``scopes``, and no statistic of any set of packets, goes into it."""
         from .. import semantic
 
         names = [_scope(owner, team) for owner, team in scopes]
@@ -1428,7 +1429,20 @@ class SqliteStore(Store):
         vectors = db.execute(
             f"SELECT doc, vector FROM packet_vectors WHERE doc IN ({_marks(docs)})", docs
         )
-        return _hits(db, semantic.rank(meaning, vectors, limit=limit), query)
+        ranked = semantic.rank(meaning, vectors, limit=limit)
+        if meaning.words and ranked:
+            # The nearest few ordered again by their words (``semantic.rerank``).
+            head = [doc for doc, _cos in ranked[: semantic.RERANK_DEPTH]]
+            rows = db.execute(
+                f"SELECT f.rowid, {_TEXTS} FROM packet_fts f WHERE f.rowid IN ({_marks(head)})",
+                head,
+            )
+            texts = {
+                row[0]: semantic.text_of(dict(zip(_TEXT_COLUMNS, row[1:], strict=True)))
+                for row in rows
+            }
+            ranked = semantic.rerank(meaning, ranked, texts)
+        return _hits(db, ranked, query)
 
     def vectors_missing(self) -> int:
         """How many packets have no vector of the current model (``fill_vectors``)."""

@@ -179,9 +179,11 @@ def _by_meaning(
     all_scopes: bool,
 ) -> dict[str, Any] | None:
     """The packet nearest the prompt in meaning, when it stands out: its cosine at least
-    ``MEANING_MIN`` and ahead of the next packet's by ``MEANING_LEAD``. The nearest
-    packet already in view (or written in this session) means no hint: the prompt is
-    about what the agent has."""
+    ``MEANING_MIN`` and ahead of the next packet's by ``MEANING_LEAD``. The scores are
+    cosines, in the search's order (``ltm.semantic.rerank``): a packet its words put
+    first with a lower cosine does not lead, so no hint. The nearest packet already in
+    view (or written in this session) means no hint: the prompt is about what the agent
+    has."""
     from ltm.cli.errors import CliError
     from ltm.search import MAX_TERMS, looks_random
     from ltm.semantic import clean
