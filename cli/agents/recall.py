@@ -180,7 +180,7 @@ def _by_meaning(
 ) -> dict[str, Any] | None:
     """The packet nearest the prompt in meaning, when it stands out: its cosine at least
     ``MEANING_MIN`` and ahead of the next packet's by ``MEANING_LEAD``. The scores are
-    cosines, in the search's order (``ltm.semantic.rerank``): a packet its words put
+    cosines, in the search's order (``ltm.semantic.rerank``): a packet the re-rank puts
     first with a lower cosine does not lead, so no hint. The nearest packet already in
     view (or written in this session) means no hint: the prompt is about what the agent
     has."""
