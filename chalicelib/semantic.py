@@ -443,11 +443,14 @@ def query_vector(text: str) -> Query | None:
 # "Deduplicate"s Stripe events so they never "charge" twice, a match the mean drowns
 # among the packet's other words. Measured on bench/semantic_corpus.json: recall@1
 # from 23 of 30 to 25 (none lost), 24 with a weight of 0.1 to 0.3, the same at any
-# depth from 5 to 20; alone, the match ranks far worse than the mean (every word has
-# some near neighbour in a packet), so it only re-orders the nearest few.
-RERANK_DEPTH = 10
+# depth from 5 to 20, and with a packet's first 32 to 64 words (24 with 16 or 24);
+# alone, the match ranks far worse than the mean (every word has some near neighbour in
+# a packet), so it only re-orders the nearest few. Its cost is a vector for each new
+# word (a tokenization and a read of its rows, about 30 µs): the 5 nearest with 32
+# words each cost ``ltm search`` about 4 ms, where 10 with 64 cost about 12.
+RERANK_DEPTH = 5
 RERANK_WEIGHT = 0.2  # of the word match, the cosine weighing the rest
-RERANK_WORDS = 64  # distinct words of a packet (its goal and tags first) or a query matched
+RERANK_WORDS = 32  # distinct words of a packet (its goal and tags first) or a query matched
 
 
 def word_match(query: Query, text: str) -> float:
