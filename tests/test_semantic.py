@@ -267,6 +267,47 @@ def test_an_older_store_is_filled_once_with_progress(
     store.close()
 
 
+def test_packets_without_a_vector_are_counted_exactly_and_from_an_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SqliteStore(tmp_path / "ltm.db")
+    db = store._conn()
+
+    def truth() -> int:
+        return int(
+            db.execute(
+                "SELECT count(*) FROM packets p WHERE NOT EXISTS"
+                " (SELECT 1 FROM packet_vectors v WHERE v.doc = p.doc)"
+            ).fetchone()[0]
+        )
+
+    keys = list(PACKETS)
+    with_vector = [_put(store, key, n=n) for n, key in enumerate(keys)]
+    monkeypatch.setenv("LTM_SEMANTIC", "0")
+    without = [_put(store, key, n=10 + n) for n, key in enumerate(keys)]
+    assert store.vectors_missing() == truth() == len(without)
+    # Saved again with meaning on, a packet gets its vector; saved again with it off, one
+    # loses it; deleted, a packet counts no more, with or without its vector.
+    monkeypatch.delenv("LTM_SEMANTIC")
+    _put(store, keys[0], n=10)
+    monkeypatch.setenv("LTM_SEMANTIC", "0")
+    _put(store, keys[1], n=1)
+    assert store.delete_packet(without[2]) and store.delete_packet(with_vector[2])
+    assert store.vectors_missing() == truth() == 2
+    statements: list[str] = []
+    db.set_trace_callback(statements.append)
+    store.vectors_missing()
+    db.set_trace_callback(None)
+    plans = " ".join(
+        str(row)
+        for sql in statements
+        if "count(" in sql
+        for row in db.execute("EXPLAIN QUERY PLAN " + sql)
+    )
+    assert "USING COVERING INDEX packet_vectors_by_doc" in plans, plans
+    store.close()
+
+
 def test_a_database_of_the_previous_version_gains_the_vector_tables(tmp_path: Path) -> None:
     path = tmp_path / "ltm.db"
     SqliteStore(path).close()
