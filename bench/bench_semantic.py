@@ -16,7 +16,10 @@ corpus, which must not get worse).
 Cost, at ``--packets`` (default 10,000) packets: the model's load in a fresh
 process, a query's vector, a packet's vector (plain Python, and numpy once the
 table is loaded), filling a store's vectors, and ``nearest`` (the meaning half of
-a hybrid search; the lexical half is ``bench/bench_search.py``'s). The hook's own
+a hybrid search; the lexical half is ``bench/bench_search.py``'s). And the memory a
+long-lived process (a server, the warm MCP helper), its table loaded, gains from
+searches by meaning of ever new words: what its caches hold, which must stay bounded
+(target 32 MB; they keep at most 8,192 rows as bytes and 1,024 word vectors). The hook's own
 latency with meaning on is ``bench/bench_recall.py``'s.
 """
 
@@ -177,6 +180,35 @@ def _load_in_fresh_process(env: dict[str, str]) -> float:
     return float(out.stdout)
 
 
+_SEARCHES = 3000
+_LONG_LIVED = f"""
+import random, gc
+from ltm import semantic
+def rss():
+    return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) / 1024
+m = semantic.model()
+m.warm()
+random.seed(1)
+words = sorted(w[1:] for w in m.vocab if w.startswith("\u2581") and w[1:].isalpha())
+gc.collect()
+base = rss()
+for _ in range({_SEARCHES}):
+    query = semantic.query_vector(" ".join(random.sample(words, 6)))
+    semantic.word_match(query, " ".join(random.sample(words, 40)))
+gc.collect()
+print(rss() - base)
+"""
+
+
+def _long_lived_growth(env: dict[str, str]) -> float:
+    """What a long-lived process (a server, the warm MCP helper), its table loaded, gains
+    in resident memory from searches by meaning of ever new words: its caches' bound."""
+    out = subprocess.run(
+        [sys.executable, "-c", _LONG_LIVED], env=env, capture_output=True, text=True, check=True
+    )
+    return float(out.stdout)
+
+
 def cost(tmp: Path, packets: int) -> None:
     env = environment(tmp / "cost")
     os.environ.update(env)
@@ -185,6 +217,15 @@ def cost(tmp: Path, packets: int) -> None:
     FIGURES.append(
         Figure("model load in a fresh process (median of 5)", statistics.median(loads), "ms")
     )
+    if Path("/proc/self/status").exists():
+        FIGURES.append(
+            Figure(
+                f"memory a long-lived process gains from {_SEARCHES:,} searches by meaning",
+                _long_lived_growth(env),
+                "MB",
+                target=32.0,
+            )
+        )
 
     from bench_search import seed_sqlite
     from corpus import packet as corpus_packet

@@ -57,6 +57,10 @@ BITS_BYTES = DIM // 8
 STORED_BYTES = BITS_BYTES + DIM
 PREFILTER = 64  # candidates the sign bits keep for the exact cosine
 WARM_AFTER = 16  # texts a process embeds in plain Python before it loads the whole table
+# A process keeps at most this many rows (512 bytes each) and word vectors (256 floats,
+# 8 KB each) it made, so a long-lived one stays small whatever it was asked.
+ROWS_KEPT = 8192
+WORDS_KEPT = 1024
 TEXT_CHARS = 4000  # of a packet's text embedded (its most telling fields come first)
 _WEIGHTS = ("weights", "l2_supercat_256.safetensors")
 _TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
@@ -125,7 +129,10 @@ class Model:
         self._data = 8 + size + tensor["data_offsets"][0]
         self._row = struct.Struct(f"<{DIM}e")
         self._lock = threading.Lock()
-        self._cache: dict[int, tuple[float, ...]] = {}
+        # Rows read, as their bytes: unpacked, a row is 256 float objects (8 KB), and a
+        # long-lived process (a server, the warm MCP helper) that searched by meaning
+        # grew by 120 MB of them. As bytes the cache is at most 4.5 MB.
+        self._cache: dict[int, bytes] = {}
         self.vocab = _vocabulary(tokenizer, weights)
         self._bytes = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)]
         self._words: dict[str, tuple[int, ...]] = {}
@@ -185,13 +192,13 @@ class Model:
         width = self._row.size
         with self._lock:
             for token in ids:
-                row = self._cache.get(token)
-                if row is None:
+                raw = self._cache.get(token)
+                if raw is None:
                     self._file.seek(self._data + token * width)
-                    row = self._row.unpack(self._file.read(width))
-                    if len(self._cache) < 8192:
-                        self._cache[token] = row
-                out.append(row)
+                    raw = self._file.read(width)
+                    if len(self._cache) < ROWS_KEPT:
+                        self._cache[token] = raw
+                out.append(self._row.unpack(raw))
         return out
 
     def vector(self, text: str) -> tuple[float, ...] | None:
@@ -227,7 +234,7 @@ class Model:
             norm = math.hypot(*total)
             if norm and math.isfinite(norm):
                 found = (total, norm)
-        if len(self._word_rows) < 4096:  # a word of many tokens is a new 256-float tuple
+        if len(self._word_rows) < WORDS_KEPT:
             self._word_rows[word] = found
         return found
 
