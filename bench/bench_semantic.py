@@ -129,7 +129,9 @@ def hint_quality(corpus: dict[str, Any], keys: dict[str, str], label: str) -> No
 
     names = {v: k for k, v in keys.items()}
     backend = LocalBackend.open()
-    silent: list[str] = []  # the ways that gave no hint at all: no precision (NOTES says so)
+    # The ways that gave no hint at all: no precision, no coverage, no false hint (NOTES
+    # says so in one line, where three rows of a table would say nothing more).
+    silent: list[str] = []
     try:
         for meaning in (False, True):
             recall.meaning_on = lambda on=meaning: on  # type: ignore[misc]
@@ -142,17 +144,20 @@ def hint_quality(corpus: dict[str, Any], keys: dict[str, str], label: str) -> No
                 f" false hints {false_hints}"
             )
             name = f"hints on {label}, {how}"
-            if hints:
-                target = 0.9 if meaning else None
-                FIGURES.append(Figure(f"{name}: precision", precision, "", "higher", target=target))
-            else:
+            if not hints:
                 silent.append(how)
+                continue
+            target = 0.9 if meaning else None
+            FIGURES.append(Figure(f"{name}: precision", precision, "", "higher", target=target))
             FIGURES.append(Figure(f"{name}: coverage", coverage, "", "higher"))
             FIGURES.append(Figure(f"{name}: false hints", false_hints, ""))
     finally:
         backend.close()
     if silent:
-        NOTES.append(f"hints on {label}, {' or '.join(silent)}: no hint given, so no precision")
+        NOTES.append(
+            f"hints on {label}, {' or '.join(silent)}: no hint given (no precision, coverage 0,"
+            " no false hint)"
+        )
 
 
 def quality(tmp: Path) -> None:
