@@ -66,10 +66,10 @@ def test_the_loop_turns_a_few_times_an_answer_not_while_workers_send(
     turns = 0
     poll = wasyncore.poll2
 
-    def counted(timeout: float = 0.0, map: Any = None) -> None:
+    def counted(*args: Any, **kwargs: Any) -> None:
         nonlocal turns
         turns += 1
-        poll(timeout, map)
+        poll(*args, **kwargs)
 
     monkeypatch.setattr(wasyncore, "poll2", counted)  # the loop looks it up when it starts
     sock = http.bind("127.0.0.1", 0)
