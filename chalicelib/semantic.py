@@ -77,7 +77,7 @@ class Unavailable(RuntimeError):
 def package_folder() -> Path | None:
     """The installed ``wordllama`` package's folder, found without importing it (its
     ``__init__`` imports requests and more). Looked up once a process: a server asks
-    at every push, and the lookup is a walk of ``sys.path`` (a tenth of a push's CPU)."""
+    at every push, and the lookup is a walk of ``sys.path``."""
     from importlib.util import find_spec
 
     try:
@@ -131,7 +131,7 @@ class Model:
         self._lock = threading.Lock()
         # Rows read, as their bytes: unpacked, a row is 256 float objects (8 KB), and a
         # long-lived process (a server, the warm MCP helper) that searched by meaning
-        # grew by 120 MB of them. As bytes the cache is at most 4.5 MB.
+        # kept thousands of them (bench/bench_semantic.py measures what it gains).
         self._cache: dict[int, bytes] = {}
         self.vocab = _vocabulary(tokenizer, weights)
         self._bytes = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)]
@@ -453,11 +453,12 @@ def query_vector(text: str) -> Query | None:
 # depth from 5 to 20, and with a packet's first 32 to 64 words (24 with 16 or 24);
 # alone, the match ranks far worse than the mean (every word has some near neighbour in
 # a packet), so it only re-orders the nearest few. Its cost is a vector for each new
-# word (a tokenization and a read of its rows, about 30 µs): the 5 nearest with 32
-# words each cost ``ltm search`` about 4 ms, where 10 with 64 cost about 12.
+# word (a tokenization and a read of its rows), so the depth and the words bound it: a
+# cold ``ltm search`` pays it whole (bench/bench_search.py's ratio, and ``nearest`` in
+# bench/bench_semantic.py).
 RERANK_DEPTH = 5
 RERANK_WEIGHT = 0.2  # of the word match, the cosine weighing the rest
-RERANK_WORDS = 32  # distinct words of a packet (its goal and tags first) or a query matched
+RERANK_WORDS = 32  # words of a packet (its goal and tags first) or a query matched
 
 
 def word_match(query: Query, text: str) -> float:

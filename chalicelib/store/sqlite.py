@@ -213,6 +213,13 @@ def _vector(fields: dict[str, str]) -> bytes | None:
         return None
 
 
+def _meaning_text(row: Sequence[Any]) -> str:
+    """What ``semantic`` embeds of a packet, from a row of its doc then its ``_TEXTS``."""
+    from .. import semantic
+
+    return semantic.text_of(dict(zip(_TEXT_COLUMNS, row[1:], strict=True)))
+
+
 def _unpack(stored: bytes, text: bytes) -> bytes:
     """The body ``_pack`` stored. Raises ``zlib.error`` if ``text`` is not what it was
     packed with (zlib checks the dictionary's checksum and the body's)."""
@@ -1437,10 +1444,7 @@ class SqliteStore(Store):
                 f"SELECT f.rowid, {_TEXTS} FROM packet_fts f WHERE f.rowid IN ({_marks(head)})",
                 head,
             )
-            texts = {
-                row[0]: semantic.text_of(dict(zip(_TEXT_COLUMNS, row[1:], strict=True)))
-                for row in rows
-            }
+            texts = {row[0]: _meaning_text(row) for row in rows}
             ranked = semantic.rerank(meaning, ranked, texts)
         return _hits(db, ranked, query)
 
@@ -1455,8 +1459,7 @@ class SqliteStore(Store):
         # Every vector is a packet's: the write that replaces a packet deletes its old
         # vector, a trigger deletes a deleted packet's, and a new model starts over. So
         # the packets without one are the difference of two counts, each made in an
-        # index of a few pages (packet_vectors_by_doc: the vectors' own table is every
-        # vector whole).
+        # index of small rows (packet_vectors_by_doc), not in the table of whole vectors.
         found = db.execute(
             "SELECT (SELECT count(*) FROM packets) - (SELECT count(*) FROM packet_vectors)"
         ).fetchone()
@@ -1488,9 +1491,7 @@ class SqliteStore(Store):
                 ).fetchall()
                 if not rows:
                     break
-                texts = [
-                    semantic.text_of(dict(zip(_TEXT_COLUMNS, row[1:], strict=True))) for row in rows
-                ]
+                texts = [_meaning_text(row) for row in rows]
                 vectors = model.vectors(texts)
                 # A packet without a word gets an empty vector: it is done, and ranks nowhere.
                 _insert_rows(

@@ -233,9 +233,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     # the lookup read every id of the scope (a millisecond each at 10,000 packets, for
     # each id ``ltm ls`` and ``ltm search`` shorten).
     "CREATE INDEX IF NOT EXISTS packets_by_scope_id ON packets (scope, id)",
-    # 16: how many vectors there are, counted in this index (a few pages): counted in
-    # the table, or by a look-up for each packet, it read every vector (4 ms of each
-    # search by meaning at 10,000 packets, to learn that none was missing).
+    # 16: how many vectors there are, counted in this index of small rows: counted in
+    # the table, or by a look-up for each packet, it read every vector whole, at each
+    # search by meaning, to learn whether one was missing.
     "CREATE INDEX IF NOT EXISTS packet_vectors_by_doc ON packet_vectors (doc)",
 )
 # What some entries bring a database to (an entry's version is its place, from 1).

@@ -201,8 +201,8 @@ class _Channel(HTTPChannel):
         waitress says yes whenever the output buffer holds bytes, also while the worker
         serving a request is sending them itself (it adds them to the buffer, then sends
         under the buffer's lock). The loop then wakes at once, cannot take the lock,
-        and wakes again for as long as the worker sends: measured, 8 turns of the loop
-        for each GET, a third of the process's CPU, holding the GIL the worker needs.
+        and wakes again for as long as the worker sends, holding the GIL the worker
+        needs (tests/test_server_loop.py counts the loop's turns an answer).
         So while a request is served its worker sends, and the loop only past the
         high-water mark (where the worker waits for it) or once the request is done
         (the worker then wakes the loop: ``HTTPChannel.service`` pulls its trigger).
