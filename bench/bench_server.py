@@ -18,7 +18,9 @@ line):
    commands; packets per second of each.
 5. Our server only: ls at 1,000 vs N (default 100,000) packets, seeded straight
    into its SQLite file, one connection listing each scope; the server's peak
-   RSS and its CPU per request (from /proc).
+   RSS and its CPU per request (from /proc); and the CPU a GET costs the app
+   alone, its WSGI callable called in the bench's process on the same database,
+   beside the server's (what the HTTP server and its threads add).
 
 The load generator is a small asyncio HTTP/1.1 client over raw sockets (one
 process, request bytes prepared ahead), so it costs the server's two cores
@@ -597,6 +599,7 @@ def main() -> int:
             # 5. ours only: ls at small vs big, memory
             if isinstance(server, Server):
                 results["ls"] = ls_phase(server, args)
+                results["app_get_us"] = app_alone(server)
                 results["rss_peak_mb"] = round(server.peak_rss() / 2**20, 1)
                 results["pss_peak_mb"] = round(server.peak_pss() / 2**20, 1)
                 results["processes"] = len(server.pids)
@@ -697,6 +700,17 @@ def figures(results: dict[str, Any]) -> list[Figure]:
         out.append(Figure(f"{key}: p99", r["p99_ms"], "ms", target=p99))
         if r["server_cpu_us_per_request"]:
             out.append(Figure(f"{key}: server CPU a request", r["server_cpu_us_per_request"], "µs"))
+        if key == "get" and results.get("app_get_us") and r["server_cpu_us_per_request"]:
+            served = r["server_cpu_us_per_request"]
+            out.append(
+                Figure(
+                    "get: the app alone (in process), CPU a request",
+                    results["app_get_us"],
+                    "µs",
+                    baseline="get: server CPU a request",
+                    ratio=round(results["app_get_us"] / served, 3),
+                )
+            )
     if b := results.get("bulk"):
         for name in ("import", "export"):
             out.append(
@@ -743,6 +757,56 @@ def server_notes(results: dict[str, Any], args: argparse.Namespace) -> str:
         f" SQLite sync {results['sqlite_sync']};"
         f" {CONNECTIONS} keep-alive connections, {args.seconds:g} s a phase{paired}"
     )
+
+
+def app_alone(server: Server, requests: int = 3000) -> float:
+    """The CPU a GET costs the app alone, in microseconds: the same WSGI app the server
+    runs, called in this process on the server's database (no HTTP server, no threads),
+    so that the server's own share of a request shows beside it."""
+    import io
+
+    from ulid import ULID
+
+    os.environ.update(LTM_STORE="sqlite", LTM_DB=str(server.db))
+    from ltm.cli.server.loader import load_app
+    from ltm.cli.server.wsgi import ChaliceWSGI
+
+    module = load_app()
+    app = ChaliceWSGI(module.app, logger=module.logger)
+    token = server.issue("alone")[1]
+
+    def call(method: str, path: str, body: bytes = b"") -> None:
+        environ = {
+            "REQUEST_METHOD": method,
+            "PATH_INFO": path,
+            "QUERY_STRING": "",
+            "SERVER_NAME": "127.0.0.1",
+            "SERVER_PORT": str(server.port),
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "wsgi.url_scheme": "http",
+            "wsgi.input": io.BytesIO(body),
+            "HTTP_HOST": f"127.0.0.1:{server.port}",
+            "HTTP_AUTHORIZATION": f"Bearer {token}",
+            "REMOTE_ADDR": "127.0.0.1",
+            "CONTENT_TYPE": "application/json",
+            "CONTENT_LENGTH": str(len(body)),
+        }
+        statuses: list[str] = []
+        b"".join(app(environ, lambda status, headers, exc=None: statuses.append(status)))
+        if not statuses[0].startswith(("200", "201")):
+            raise SystemExit(f"the app alone answered {statuses[0]} to {method} {path}")
+
+    ids = [str(ULID()) for _ in range(200)]
+    for pid in ids:
+        call("POST", "/v1/packets", example_body(pid))
+    for n in range(200):  # warm
+        call("GET", f"/v1/packets/{ids[n % len(ids)]}")
+    started = time.process_time()
+    for n in range(requests):
+        call("GET", f"/v1/packets/{ids[(n * 7919) % len(ids)]}")
+    used = time.process_time() - started
+    module.close_store()
+    return round(used / requests * 1e6)
 
 
 def ls_phase(server: Server, args: argparse.Namespace) -> dict[str, Any]:
