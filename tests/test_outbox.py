@@ -13,13 +13,14 @@ import re
 import sqlite3
 import stat
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
-from clikit import Cli, free_port, signed_in
+from clikit import Cli, Seen, free_port, signed_in, stub_server
 from serverkit import Server, init_db, run_server
 from test_mcp import Shim
+from timing import scaled
 
 
 class Restartable:
@@ -65,6 +66,30 @@ def box(tmp_path: Path) -> Iterator[Restartable]:
 
 def packet(goal: str) -> str:
     return json.dumps({"goal": goal, "next_step": "Carry on from here."})
+
+
+@contextmanager
+def proxy_to(box: Restartable) -> Iterator[str]:
+    """A reverse proxy in front of ``box``, as docs/security.md has one for TLS: it passes
+    each request on, and answers 502 Bad Gateway while the server behind it is down."""
+    import http.client
+
+    def forward(request: Seen) -> tuple[int, dict[str, str], bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", box.port, timeout=scaled(30))
+        headers = {k: v for k, v in request.headers.items() if k not in ("host", "connection")}
+        try:
+            conn.request(request.method, request.path, body=request.body or None, headers=headers)
+            reply = conn.getresponse()
+            body = reply.read()
+        except ConnectionRefusedError:
+            return 502, {"Content-Type": "text/html"}, b"<html><h1>502 Bad Gateway</h1></html>"
+        finally:
+            conn.close()
+        hop = ("content-length", "transfer-encoding", "connection", "keep-alive")
+        return reply.status, {k: v for k, v in reply.getheaders() if k.lower() not in hop}, body
+
+    with stub_server(forward) as stub:
+        yield stub.url
 
 
 def outbox_files(cli: Cli) -> list[Path]:
@@ -121,6 +146,35 @@ def test_a_save_while_the_server_is_down_is_kept_and_pushed_once(
     assert re.search(r"ok\s+outbox\s+empty", olive.run("doctor").stdout)
     shown = json.loads(olive.ok("pull", kept))
     assert shown["goal"] == "Keep the save that could not go"
+
+
+def test_a_save_through_a_proxy_whose_server_is_down_is_kept(
+    box: Restartable, tmp_path: Path
+) -> None:
+    """Behind a proxy, a server that is down answers 502 (503, 504) from the proxy: no
+    server took the save, and it is kept as when nothing answers at all."""
+    with proxy_to(box) as url:
+        olive = Cli(tmp_path / "olive")
+        olive.ok("auth", url, "--with-token", stdin=box.live.issue("Olive")[1])
+        box.stop()
+
+        result = olive.run("save", "-", stdin=packet("Keep the save the gateway turned away"))
+        assert result.returncode == 0, result.stderr
+        kept = result.stdout.strip()
+        assert "HTTP 502" in result.stderr and f"kept {kept} in the outbox" in result.stderr
+        assert len(outbox_files(olive)) == 1
+
+        # Still down: the command fails as it would; the packet waits, not "refused".
+        line = olive.fails("ls")
+        assert "HTTP 502" in line and "outbox" not in line
+        assert len(outbox_files(olive)) == 1
+
+        box.start()
+        listed = olive.run("ls")
+        assert listed.returncode == 0, listed.stderr
+        assert f"outbox: pushed {kept} to {url}" in listed.stderr
+        assert kept in box.ids()
+        assert outbox_files(olive) == []
 
 
 def test_push_outbox_runs_the_checks_again_and_keeps_what_is_refused(

@@ -1,11 +1,11 @@
 """The outbox: saves that could not reach their server, kept on this machine until they can.
 
 A ``save`` (CLI or the MCP tool) whose server cannot be reached (no connection, no
-name, no answer) has already passed the pre-flight; rather than lose it (an agent's
-end-of-session packet is written once), it is kept here, one file per packet, and
-pushed by the next command that reaches that server (``open_backend``) or by
-``ltm push --outbox``. Delivery runs the same checks again (schema, redaction,
-with the flags the save was given), and the server its own.
+name, no answer, or a proxy's 502, 503 or 504 for it) has already passed the
+pre-flight; rather than lose it (an agent's end-of-session packet is written once), it
+is kept here, one file per packet, and pushed by the next command that reaches that
+server (``open_backend``) or by ``ltm push --outbox``. Delivery runs the same checks
+again (schema, redaction, with the flags the save was given), and the server its own.
 
 Exactly once: a file is removed only after its push was answered, a push of the
 same id and bytes is one packet however often it is sent, and one process at a
@@ -71,12 +71,15 @@ def _host_key(host: str) -> str:
 
 def unreachable(exc: BaseException) -> bool:
     """Whether ``exc`` says the save never reached its server: no connection at all
-    (``Unreachable``), or no answer in time (``TimedOut``: the server may have stored it,
-    and sending the same id and bytes again is still one packet). A TLS or HTTP problem is
-    no such thing: it would fail again the same way, so it is reported as it is."""
+    (``Unreachable``), no answer in time (``TimedOut``: the server may have stored it,
+    and sending the same id and bytes again is still one packet), or a 502, 503 or 504
+    (``Unavailable``: the proxy in front of a server that is down says so). A TLS or other
+    HTTP problem is no such thing: it would fail again the same way, so it is reported as
+    it is."""
+    from ltm.cli.client.remote import Unavailable
     from ltm.cli.client.transport import TimedOut, Unreachable
 
-    return isinstance(exc, (Unreachable, TimedOut))
+    return isinstance(exc, (Unreachable, TimedOut, Unavailable))
 
 
 def keep(

@@ -546,6 +546,15 @@ class Rejected(CliError):
     """The server refused the token (401): the sign-in no longer works."""
 
 
+class Unavailable(CliError):
+    """502, 503 or 504: what a proxy or gateway in front of the server answers while the
+    server behind it is down, overloaded or slow. No server took the request (or, like a
+    timeout, it may have: sending the same push again is still one packet)."""
+
+
+UNAVAILABLE = (502, 503, 504)
+
+
 def status_error(host: str, reply: Reply, hints: Mapping[int, str] | None = None) -> CliError:
     """The one line for a refusal: the hint for this status, else a generic one."""
     message = reply.error_text()
@@ -594,7 +603,8 @@ def status_error(host: str, reply: Reply, hints: Mapping[int, str] | None = None
     if status == 507:  # the per-user storage bound: not a fault, and retrying will not help
         return CliError(f"{host} refused: {message} (HTTP 507) — list them with: ltm ls --all")
     if status >= 500:
-        return CliError(
+        kind = Unavailable if status in UNAVAILABLE else CliError
+        return kind(
             f"{host} failed with HTTP {status} ({message}) — a problem on the server's side;"
             " try again later, or work offline with --local"
         )
