@@ -13,7 +13,14 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ltm.cli.errors import CliError
-from ltm.cli.terminal.output import color_allowed, info, one_line, safe, terminal_bytes
+from ltm.cli.terminal.output import (
+    color_allowed,
+    info,
+    one_line,
+    print_json,
+    safe,
+    terminal_bytes,
+)
 from ltm.present import decode_packet, earlier_count, marked, summary, where_label
 
 if TYPE_CHECKING:
@@ -123,8 +130,7 @@ def list_packets(
         out: dict[str, Any] = {"packets": rows}
         if more:
             out["next_page_token"] = more
-        text = json.dumps(out, ensure_ascii=False, indent=2) + "\n"
-        _write(terminal_bytes(text.encode("utf-8", "surrogateescape")))
+        print_json(out)
         return
     if not rows:
         where = where_label(backend, team, filters.project)
@@ -170,7 +176,7 @@ def search_packets(
     finally:
         backend.close()
     if as_json:
-        print(json.dumps({"results": hits}, ensure_ascii=False, indent=2))
+        print_json({"results": hits})
         return
     if not hits:
         where = (
@@ -215,7 +221,7 @@ def log_thread(ref: str, *, team: str | None, as_json: bool, local: bool) -> Non
     finally:
         backend.close()
     if as_json:
-        print(json.dumps({"packets": rows, "complete": complete}, ensure_ascii=False, indent=2))
+        print_json({"packets": rows, "complete": complete})
         return
     if not complete:
         info("earlier packets of this thread are gone or not visible to you; shown from there")

@@ -103,6 +103,37 @@ def test_resume_and_pull_escape_on_a_terminal_and_keep_bytes_in_a_pipe(cli: Cli,
         assert clean(on_terminal(cli, *args)), args
 
 
+def test_search_and_log_json_escape_on_a_terminal(cli: Cli, evil: str) -> None:
+    # The same JSON as ls --json: a team member's goal, on a terminal, runs nothing.
+    for args in (("search", "login", "--json"), ("log", evil, "--json")):
+        seen = on_terminal(cli, *args)
+        assert evil in seen and clean(seen), args
+        assert "\\u009b31m" in seen and "\\u202e" in seen, args
+    piped = json.loads(cli.ok("search", "login", "--json"))  # in a pipe: JSON as stored
+    assert piped["results"][0]["goal"] == EVIL_GOAL
+
+
+def test_ls_shared_json_escapes_on_a_terminal(tmp_path: Path) -> None:
+    # A packet another user shared: their text, listed as JSON on the reader's terminal.
+    from clikit import signed_in
+    from serverkit import make_packet, running_server
+
+    with running_server(tmp_path / "server") as server:
+        _, ann_token = server.issue("ann")
+        ann = server.client(ann_token)
+        bob = signed_in(server, tmp_path / "bob", "bob")
+        assert ann.post("/v1/teams", json={"name": "crew"}).status_code == 201
+        code = ann.post("/v1/teams/crew/invites", json={}).json()["code"]
+        bob.ok("join", f"{server.url}/v1/invites/{code}")
+        packet = make_packet(goal=EVIL_GOAL)
+        assert ann.post("/v1/packets", json=packet).status_code == 201
+        shared = ann.post(f"/v1/packets/{packet['id']}/shares", json={"user": "bob"})
+        assert shared.status_code == 201, shared.text
+        seen = on_terminal(bob, "ls", "--shared", "--json")
+        assert packet["id"] in seen and clean(seen)
+        assert json.loads(bob.ok("ls", "--shared", "--json"))["packets"][0]["goal"] == EVIL_GOAL
+
+
 def test_the_picker_escapes_its_rows(cli: Cli, evil: str) -> None:
     child = pexpect.spawn(
         LTM, ["resume", "--no-copy"], env=cli.env, encoding="utf-8", timeout=scaled(30),

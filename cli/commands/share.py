@@ -200,7 +200,7 @@ def list_shared(*, limit: int, as_json: bool, team: str | None = None) -> None:
     """``ltm ls --shared``: the packets others shared with you, the newest share first, on
     the server ``_server`` picks (``-t TEAM``: the one that team is on)."""
     from ltm.cli.client.credentials import default_host
-    from ltm.cli.terminal.output import one_line, relative_time
+    from ltm.cli.terminal.output import one_line, print_json, relative_time
 
     backend = _server("ls --shared", team)
     try:
@@ -208,7 +208,7 @@ def list_shared(*, limit: int, as_json: bool, team: str | None = None) -> None:
     finally:
         backend.close()
     if as_json:
-        print(json.dumps({"packets": rows}, ensure_ascii=False, indent=2))
+        print_json({"packets": rows})
         return
     if not rows:
         info(f"nobody has shared a packet with you on {backend.host}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
 from ltm.present import one_line, safe
 
@@ -13,6 +14,7 @@ __all__ = [
     "color_allowed",
     "info",
     "one_line",
+    "print_json",
     "relative_time",
     "safe",
     "short_id",
@@ -51,6 +53,17 @@ def terminal_bytes(body: bytes) -> bytes:
         return body
     text = body.decode("utf-8", "surrogateescape")
     return safe(text, multiline=True).encode("utf-8", "surrogateescape")
+
+
+def print_json(data: Any) -> None:
+    """``data`` as JSON on stdout: packet text is untrusted, so on a terminal its controls
+    are shown escaped (``terminal_bytes``); a pipe gets it as it is."""
+    import json
+
+    text = json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+    sys.stdout.flush()
+    sys.stdout.buffer.write(terminal_bytes(text.encode("utf-8", "surrogateescape")))
+    sys.stdout.flush()
 
 
 def short_id(packet_id: str) -> str:
