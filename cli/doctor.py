@@ -156,12 +156,14 @@ def check_outbox() -> Check:
     entries = outbox.waiting()
     if not entries:
         return Check("outbox", "ok", "empty: every save reached its server")
-    return Check(
-        "outbox",
-        "warn",
-        outbox.summary(entries),
-        "they go with the next command that reaches the server, or now: ltm push --outbox",
-    )
+    try:
+        stranded = outbox.signed_out(entries)
+    except CliError:  # a config that names no server: its own check says so
+        stranded = []
+    fix = "they go with the next command that reaches the server, or now: ltm push --outbox"
+    if stranded:  # logged out since: no command goes there until the user signs in again
+        fix = f"sign in there again, and they go with the next command: ltm auth {stranded[0]}"
+    return Check("outbox", "warn", outbox.summary(entries), fix)
 
 
 def check_meaning() -> Check:

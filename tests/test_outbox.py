@@ -177,6 +177,33 @@ def test_a_save_through_a_proxy_whose_server_is_down_is_kept(
         assert outbox_files(olive) == []
 
 
+def test_logging_out_says_what_still_waits_and_how_it_goes(
+    box: Restartable, tmp_path: Path
+) -> None:
+    """A packet kept for a server the user then logs out of waits for a sign-in there: no
+    command reaches that server until then, so logout and doctor say so."""
+    _, token = box.live.issue("Olive")
+    olive = Cli(tmp_path / "olive")
+    olive.ok("auth", box.live.url, "--with-token", stdin=token)
+    box.stop()
+    kept = olive.ok("save", "-", stdin=packet("Kept, then logged out")).strip()
+
+    out = olive.run("logout")
+    assert out.returncode == 0, out.stderr
+    url = box.live.url
+    assert f"1 saved packet waits for {url}" in out.stderr
+    assert f"ltm auth {url}" in out.stderr
+    doctor = olive.run("doctor").stdout
+    assert re.search(r"warn\s+outbox\s+1 saved packet waits for " + re.escape(url), doctor)
+    assert f"ltm auth {url}" in doctor and "next command that reaches" not in doctor
+    assert len(outbox_files(olive)) == 1
+
+    box.start()
+    olive.ok("auth", url, "--with-token", stdin=token)
+    olive.ok("ls")
+    assert kept in box.ids() and outbox_files(olive) == []
+
+
 def test_push_outbox_runs_the_checks_again_and_keeps_what_is_refused(
     box: Restartable, tmp_path: Path
 ) -> None:

@@ -34,6 +34,7 @@ from ltm.cli.errors import CliError
 
 if TYPE_CHECKING:
     from ltm.backend import Backend
+    from ltm.cli.client.credentials import Target
     from ltm.packet import Checked
 
 FOLDER = "outbox"
@@ -266,7 +267,6 @@ def deliver_waiting(backend: Backend, host: str) -> None:
 def push_all() -> None:
     """``ltm push --outbox``: deliver to every server something waits for; a ``CliError``
     when anything is left (a server still out of reach, a packet refused)."""
-    from ltm.cli.client.credentials import Target, active, token_for
     from ltm.cli.client.remote import RemoteBackend
     from ltm.cli.terminal.output import info
 
@@ -277,9 +277,7 @@ def push_all() -> None:
     problems = []
     for host in sorted({entry.host for entry in entries}):
         count = sum(1 for entry in entries if entry.host == host)
-        target = active()
-        if target is None or target.host != host:
-            target = Target(host=host, token=token_for(host), source="credentials")
+        target = _target(host)
         if not target.token:
             problems.append(f"{count} for {host}: not signed in there — run: ltm auth {host}")
             continue
@@ -294,6 +292,23 @@ def push_all() -> None:
             problems.append(f"{len(done.refused)} for {host}: refused (said above)")
     if problems:
         raise CliError("still in the outbox: " + "; ".join(problems))
+
+
+def _target(host: str) -> Target:
+    """How a delivery to ``host`` signs in: as the verbs do when it is theirs (``LTM_TOKEN``
+    included), else with the token kept for it (none: signed out of it since)."""
+    from ltm.cli.client.credentials import Target, active, token_for
+
+    target = active()
+    if target is None or target.host != host:
+        target = Target(host=host, token=token_for(host), source="credentials")
+    return target
+
+
+def signed_out(entries: list[Entry]) -> list[str]:
+    """The servers something waits for that no token here signs in to: no command reaches
+    them until the user signs in there again."""
+    return sorted({entry.host for entry in entries if not _target(entry.host).token})
 
 
 def summary(entries: list[Entry]) -> str:

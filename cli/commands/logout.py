@@ -30,3 +30,8 @@ def logout(
     rest = credentials.default_host()
     where = f"verbs go to {rest}" if rest else "verbs use the local store"
     info(f"logged out of {host}; {where}")
+    from ltm.cli.client import outbox
+
+    waiting = outbox.waiting(host)
+    if waiting:  # no command reaches that server now: they wait for the next sign-in
+        info(f"{outbox.summary(waiting)}: they go once you sign in there again: ltm auth {host}")
