@@ -329,6 +329,20 @@ def test_hooks_never_name_a_tool_the_harness_lacks(
 # -- failing open -----------------------------------------------------------------------
 
 
+@needs_git
+def test_the_answer_is_json_the_harness_reads_whatever_the_pipes_encoding(
+    person: Cli, tmp_path: Path
+) -> None:
+    """On Windows, Python writes to a pipe in the ANSI code page (cp1252), not UTF-8: a
+    packet with an arrow, a check mark or CJK text must still come out as the harness's
+    JSON, not an encoding error (exit 1, nothing said) or bytes that are not UTF-8."""
+    app = person.at(repo(tmp_path / "app", "https://github.com/acme/app.git"))
+    save(app, "Move auth → tokens ✓ café", next_step="Ship it 日本 😀")
+    windows = Cli(person.home, {**person.env, "PYTHONIOENCODING": "cp1252"}, app.cwd)
+    text = context(hook(windows, "session-start", claude_session_start(app.cwd))[0])  # type: ignore[arg-type]
+    assert "Move auth → tokens ✓ café" in text and "Ship it 日本 😀" in text
+
+
 def _fails_open(cli: Cli, payload: dict | bytes, event: str = "session-start") -> None:
     answer, took = hook(cli, event, payload)
     assert answer is None

@@ -171,6 +171,17 @@ def test_save_blocks_windows_paths(tmp_path: Path, kind: str, path: str) -> None
     assert cli.ok("ls", "--local", "--json").count('"id"') == 0  # nothing stored
 
 
+def test_a_pipe_gets_utf8_whatever_its_encoding(tmp_path: Path) -> None:
+    # Windows writes to a pipe (an agent's shell tool, `ltm ls > file`) in the ANSI code
+    # page, cp1252: packet text beyond it (an arrow, CJK, an emoji) still comes out, in UTF-8.
+    cli = Cli(tmp_path)
+    cli.env["PYTHONIOENCODING"] = "cp1252"
+    goal = "Move auth → tokens ✓ 日本 😀"
+    packet_id = cli.ok("save", "-", stdin=json.dumps(make_packet(goal=goal))).strip()
+    for args in (["ls"], ["show", packet_id], ["search", "tokens"], ["log", packet_id]):
+        assert goal in cli.ok(*args), args  # decoded as UTF-8 by the harness of the test
+
+
 def test_import_blocks_windows_paths(tmp_path: Path) -> None:
     cli = Cli(tmp_path)
     lines = [

@@ -63,8 +63,24 @@ def _skip_the_collector_at_exit() -> None:
 _exit_registered = False
 
 
+def _utf8_stdout() -> None:
+    """Write stdout in UTF-8 when it is not a terminal.
+
+    Packets are UTF-8, and so is what reads ltm's output there: an agent harness (a hook's
+    answer), an agent's shell tool, a file, the next program of a pipe. On Windows a
+    pipe's encoding is the ANSI code page (cp1252), which cannot write an arrow, a check
+    mark or CJK text: ``ltm ls`` and the hooks failed on such a packet. A terminal keeps
+    its own encoding (Windows' console writes any text already).
+    """
+    stdout = sys.stdout
+    encoding = (getattr(stdout, "encoding", None) or "").lower().replace("-", "")
+    if encoding != "utf8" and hasattr(stdout, "reconfigure") and not stdout.isatty():
+        stdout.reconfigure(encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> None:
     _skip_the_collector_at_exit()
+    _utf8_stdout()
     args = sys.argv[1:] if argv is None else argv
     try:
         if not _machine_entry(args):
