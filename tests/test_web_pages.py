@@ -594,6 +594,64 @@ def test_sessions_expire(tmp_path: Path) -> None:
     store.close()
 
 
+def test_a_session_ends_when_the_token_it_was_signed_in_with_expires(tmp_path: Path) -> None:
+    """A device token that lives a set time (``LTM_DEVICE_TOKEN_DAYS``) signs a browser in
+    through the sign-in form; once the token has expired, so has that session, hours
+    before a session's own end, as it ends when the token is revoked."""
+    from urllib.parse import urlencode
+
+    from ltm.service import device, tokens
+    from ltm.store.sqlite import SqliteStore
+    from ltm.web.device import DeviceWeb, Signer, WebRequest
+    from ltm.web.view import SESSION_SECONDS, WebView
+
+    store = SqliteStore(tmp_path / "s.db")
+    _user, root = tokens.issue(store, "lapse")
+    clock = [datetime(2026, 5, 1, tzinfo=UTC)]
+    settings = device.DeviceSettings.from_env({"LTM_DEVICE_TOKEN_DAYS": "1"})
+    device_web = DeviceWeb(
+        store, settings=settings, signer=Signer(b"k" * 32), cognito=None, clock=lambda: clock[0]
+    )
+    view = WebView(device_web, clock=lambda: clock[0])
+    base = "http://127.0.0.1:1"
+    # A device signs in, approved by the user: its token lasts one day.
+    asked = device.authorize(
+        store, settings, {"client_id": ["ltm-cli"]}, base_url=base, client_ip="", when=clock[0]
+    )
+    device.decide(
+        store,
+        settings,
+        tokens.credential(f"Bearer {root}"),
+        asked.user_code,
+        approve=True,
+        when=clock[0],
+    )
+    form = {"grant_type": [device.GRANT_TYPE], "client_id": ["ltm-cli"]}
+    issued = device.token(
+        store, settings, {**form, "device_code": [asked.device_code]}, when=clock[0]
+    )
+    assert issued.expires_in == 86400
+
+    def request(method: str, cookie: str, body: dict[str, str] | None = None) -> WebRequest:
+        headers = {"cookie": cookie, "content-type": "application/x-www-form-urlencoded"}
+        return WebRequest(method, headers, {}, urlencode(body or {}).encode(), "", base)
+
+    clock[0] += timedelta(days=1) - timedelta(hours=1)  # an hour before the token ends
+    form_page = view.answer("sign_in", request("GET", ""))
+    device_cookie = form_page.headers["Set-Cookie"].split(";", 1)[0]
+    fields = {"csrf": csrf_of(form_page.body), "next": "/web", "token": issued.access_token}
+    signed = view.answer("sign_in", request("POST", device_cookie, fields))
+    assert signed.status == 303, signed.body
+    cookie = signed.headers["Set-Cookie"].split(";", 1)[0]
+    clock[0] += timedelta(hours=1) - timedelta(seconds=1)
+    assert view.answer("packets", request("GET", cookie)).status == 200
+    clock[0] += timedelta(seconds=1)  # the token's end; the session had hours left
+    assert SESSION_SECONDS > 3600
+    ended = view.answer("packets", request("GET", cookie))
+    assert ended.status == 303 and "/web/signin" in ended.headers["Location"]
+    store.close()
+
+
 def test_links_keep_an_api_stage_prefix(tmp_path: Path) -> None:
     """On API Gateway's default domain the stage is part of every path (``/api/web``)."""
     from ltm.service import device, packets, tokens

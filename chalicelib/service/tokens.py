@@ -129,6 +129,11 @@ def authenticate(
     return access(store, credential(authorization), need=need, when=when).user
 
 
+def expired(record: Token, when: datetime) -> bool:
+    """Whether the token's lifetime (a device token's, an OAuth access token's) is over."""
+    return record.expires_at is not None and when >= record.expires_at
+
+
 def checked(
     store: Store,
     found: tuple[Token, User] | None,
@@ -148,7 +153,7 @@ def checked(
         raise Unauthorized("invalid token", token_given=True)
     record, user = found
     when = when or now()
-    if record.expires_at is not None and when >= record.expires_at:
+    if expired(record, when):
         raise Unauthorized("invalid token", token_given=True)
     if record.resource is not None and record.resource != audience:
         raise Unauthorized("invalid token", token_given=True)

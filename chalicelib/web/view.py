@@ -32,9 +32,9 @@ of that user at once, this browser's and any copy of its cookie.
 A session signed in with a token (the token form, ``ltm open``'s key) also
 carries that token's hash, and every page looks the token up again (one read,
 which also gives the user, so it costs no more than reading the user did):
-revoking the token (``ltm tokens revoke``, ``ltm server revoke-token``) ends
-every browser session made with it at once, as it ends the token's API
-access. The hash is what the store itself keeps, never the token, and it
+revoking the token (``ltm tokens revoke``, ``ltm server revoke-token``), or its
+expiry, ends every browser session made with it at once, as it ends the token's
+API access. The hash is what the store itself keeps, never the token, and it
 signs nobody in to the API.
 
 Every answer carries a strict Content-Security-Policy (``default-src
@@ -314,8 +314,8 @@ class WebView:
             user = self.store.get_user(user_id)
             return (user, nonce) if user is not None else None
         found = self.store.token_owner(str(token_hash))
-        if found is None or found[1].id != user_id:
-            return None  # the token was revoked: so is every session made with it
+        if found is None or found[1].id != user_id or tokens.expired(found[0], when):
+            return None  # the token was revoked or ended: so is every session made with it
         record, user = found
         if not set(FULL_SCOPE.split()) <= set(record.scope.split()):
             return None
