@@ -44,6 +44,16 @@ def signed_in(
     server: Server, http: httpx.Client, token: str, *, ask: str | None = "read write", **reg: Any
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """A registered client and the token answer of its completed sign-in."""
+    client, form = authorized(server, http, token, ask=ask, **reg)
+    answer = http.post("/token", data=form)
+    assert answer.status_code == 200, answer.text
+    return client, dict(answer.json())
+
+
+def authorized(
+    server: Server, http: httpx.Client, token: str, *, ask: str | None = "read write", **reg: Any
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A registered client the person allowed, and the token request that redeems its code."""
     client = register(http, **reg)
     verifier, challenge = pkce()
     query = {
@@ -68,9 +78,7 @@ def signed_in(
     }
     if client.get("client_secret"):
         form["client_secret"] = client["client_secret"]
-    answer = http.post("/token", data=form)
-    assert answer.status_code == 200, answer.text
-    return client, dict(answer.json())
+    return client, form
 
 
 def refresh(http: httpx.Client, client: dict[str, Any], refresh_token: str) -> httpx.Response:
@@ -173,6 +181,30 @@ def test_a_replayed_refresh_token_ends_the_whole_grant(server: Server) -> None:
         assert mcp_ping(http, fresh["access_token"]) == 401
         after = refresh(http, client, fresh["refresh_token"])
         assert after.status_code == 400 and after.json()["error"] == "invalid_grant"
+
+
+def test_a_code_or_refresh_token_is_not_redeemed_for_another_resource(server: Server) -> None:
+    """RFC 8707 §2: a token request naming a resource this server does not issue tokens for
+    is ``invalid_target``, as at /authorize, and the code stays unspent; this server's own
+    /mcp is taken."""
+    _, token = server.issue("aud-at-token")
+    elsewhere = "https://other.example/mcp"
+    with server.client() as http:
+        client, form = authorized(server, http, token)
+        refused = http.post("/token", data={**form, "resource": elsewhere})
+        assert refused.status_code == 400 and refused.json()["error"] == "invalid_target"
+        assert refused.headers["cache-control"] == "no-store"
+        taken = http.post("/token", data={**form, "resource": server.url + "/mcp"})
+        assert taken.status_code == 200, taken.text
+        renewal = {
+            "grant_type": "refresh_token",
+            "client_id": client["client_id"],
+            "refresh_token": taken.json()["refresh_token"],
+        }
+        again = http.post("/token", data={**renewal, "resource": elsewhere})
+        assert again.status_code == 400 and again.json()["error"] == "invalid_target"
+        renewed = http.post("/token", data={**renewal, "resource": server.url + "/mcp"})
+        assert renewed.status_code == 200, renewed.text
 
 
 # -- the transport rules of /mcp ---------------------------------------------------------------

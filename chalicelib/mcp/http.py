@@ -143,11 +143,7 @@ class _HashedSecrets:
         import base64
         from urllib.parse import parse_qsl, quote, unquote, urlencode
 
-        body, more = b"", True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
+        body = await _whole_body(receive)
         pairs = parse_qsl(body.decode("latin-1"), keep_blank_values=True)
         if any(name == "client_secret" for name, _ in pairs):
             pairs = [
@@ -168,16 +164,71 @@ class _HashedSecrets:
             if name != b"content-length":
                 headers.append((name, value))
         headers.append((b"content-length", str(len(body)).encode()))
-        sent = False
+        await self.app({**scope, "headers": headers}, _replaying(body), send)
 
-        async def replay() -> dict[str, Any]:
-            nonlocal sent
-            if sent:
-                return {"type": "http.disconnect"}
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
 
-        await self.app({**scope, "headers": headers}, replay, send)
+class _TokenResource:
+    """The token endpoint refuses a ``resource`` other than this server's ``/mcp``.
+
+    RFC 8707 §2 (https://www.rfc-editor.org/rfc/rfc8707#section-2): a token request may
+    name the resource the token is for, and an authorization server that cannot issue a
+    token for it answers ``invalid_target``. Every token issued here is bound to this
+    ``/mcp`` (``oauth.StoreProvider``), whatever the request names, and the SDK's token
+    handler does not read the parameter; so a request for another resource is refused
+    here, before a code or a refresh token is spent, as ``/authorize`` refuses it.
+    """
+
+    def __init__(self, app: Any, resource: str) -> None:
+        self.app = app
+        self.resource = resource
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != "/token" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        from urllib.parse import parse_qsl
+
+        from starlette.responses import JSONResponse
+
+        body = await _whole_body(receive)
+        asked = [v for k, v in parse_qsl(body.decode("latin-1")) if k == "resource"]
+        if any(not oauth.same_resource(value, self.resource) for value in asked):
+            refusal = JSONResponse(
+                {
+                    "error": "invalid_target",
+                    "error_description": f"resource must be this server's MCP endpoint,"
+                    f" {self.resource}",
+                },
+                status_code=400,
+                headers={"Cache-Control": "no-store"},
+            )
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, _replaying(body), send)
+
+
+async def _whole_body(receive: Any) -> bytes:
+    """A request's whole body, read from its ASGI messages (bounded by ``limits`` before)."""
+    body, more = b"", True
+    while more:
+        message = await receive()
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+    return body
+
+
+def _replaying(body: bytes) -> Any:
+    """An ASGI ``receive`` that hands the app ``body`` once it was read already."""
+    sent = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
 
 
 ALLOW = "OPTIONS, POST"  # what /mcp answers, in every 405 and OPTIONS alike
@@ -445,4 +496,7 @@ def build_app(
         Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(_Verifier(store, resource))),
         Middleware(AuthContextMiddleware),
     ]
-    return _HashedSecrets(_Admission(Starlette(routes=routes, middleware=middleware), store))
+    app: Any = _Admission(Starlette(routes=routes, middleware=middleware), store)
+    if allowed:
+        app = _TokenResource(app, resource)
+    return _HashedSecrets(app)

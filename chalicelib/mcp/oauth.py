@@ -307,6 +307,11 @@ def client_metadata(
     return {**kept, "client_id": url, "scope": scope, "token_endpoint_auth_method": "none"}
 
 
+def same_resource(asked: str, resource: str) -> bool:
+    """Whether a request's RFC 8707 ``resource`` names ``resource`` (a trailing slash aside)."""
+    return asked.rstrip("/") == resource
+
+
 GRANT_KEY_CHARS = 32
 
 
@@ -445,7 +450,7 @@ class StoreProvider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshT
     async def authorize(
         self, client: OAuthClientInformationFull, params: AuthorizationParams
     ) -> str:
-        if params.resource is not None and params.resource.rstrip("/") != self.resource:
+        if params.resource is not None and not same_resource(params.resource, self.resource):
             raise AuthorizeError(
                 "invalid_request", f"resource must be this server's MCP endpoint, {self.resource}"
             )
