@@ -183,6 +183,23 @@ def test_a_replayed_refresh_token_ends_the_whole_grant(server: Server) -> None:
         assert after.status_code == 400 and after.json()["error"] == "invalid_grant"
 
 
+def test_a_replayed_code_ends_the_sign_in_it_made(server: Server) -> None:
+    """RFC 6749 §4.1.2 (and OAuth 2.1 §4.1.3): a code presented twice is refused, and the
+    tokens issued for it are revoked, since one of the two presenting it is not the client."""
+    _, token = server.issue("code-replay")
+    with server.client() as http:
+        client, form = authorized(server, http, token)
+        first = http.post("/token", data=form)
+        assert first.status_code == 200, first.text
+        issued = first.json()
+        assert mcp_ping(http, issued["access_token"]) == 200
+        replay = http.post("/token", data=form)
+        assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
+        assert mcp_ping(http, issued["access_token"]) == 401
+        ended = refresh(http, client, issued["refresh_token"])
+        assert ended.status_code == 400 and ended.json()["error"] == "invalid_grant"
+
+
 def test_a_code_or_refresh_token_is_not_redeemed_for_another_resource(server: Server) -> None:
     """RFC 8707 §2: a token request naming a resource this server does not issue tokens for
     is ``invalid_target``, as at /authorize, and the code stays unspent; this server's own

@@ -386,8 +386,6 @@ def test_oauth_refusals(server: Server) -> None:
         )
         good = http.post("/token", data={**form, "code_verifier": verifier})
         assert good.status_code == 200, good.text
-        reused = http.post("/token", data={**form, "code_verifier": verifier})
-        assert reused.status_code == 400 and reused.json()["error"] == "invalid_grant"
         access = good.json()["access_token"]
         assert mcp_ping(http, access) == 200
         # A token for another audience: this server's API refuses the /mcp token.
@@ -395,6 +393,10 @@ def test_oauth_refusals(server: Server) -> None:
             http.get("/v1/packets", headers={"Authorization": f"Bearer {access}"}).status_code
             == 401
         )
+        # The code again: refused, and the sign-in it made ends (tests/test_oauth_grants.py).
+        reused = http.post("/token", data={**form, "code_verifier": verifier})
+        assert reused.status_code == 400 and reused.json()["error"] == "invalid_grant"
+        assert mcp_ping(http, access) == 401
         # A resource indicator naming another server is refused at /authorize.
         elsewhere = authorize_url(server, client_id, registered, challenge).replace(
             urlencode({"resource": server.url + "/mcp"}),

@@ -512,7 +512,10 @@ class StoreProvider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshT
         self, client: OAuthClientInformationFull, authorization_code: str
     ) -> AuthorizationCode | None:
         doc = self.store.get_oauth_item("code", _hash(authorization_code), _now())
-        if doc is None or doc["client_id"] != client.client_id:
+        if doc is None:
+            self._code_replayed(client, authorization_code)
+            return None
+        if doc["client_id"] != client.client_id:
             return None
         return AuthorizationCode(
             code=authorization_code,
@@ -534,7 +537,25 @@ class StoreProvider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshT
         if doc is None or doc["client_id"] != client.client_id:
             raise TokenError("invalid_grant", "authorization code already used or expired")
         label = client_label(client)
-        return self._issue(client, doc["user_id"], doc["scopes"], label)
+        issued = self._issue(client, doc["user_id"], doc["scopes"], label)
+        # Which sign-in the code made, for as long as the code would have lived: the code
+        # presented again in that time ends it (``_code_replayed``).
+        self.store.put_oauth_item(
+            "spent",
+            _hash(authorization_code.code),
+            {"client_id": client.client_id, "user_id": doc["user_id"], "label": label},
+            datetime.fromtimestamp(doc["expires_at"], UTC),
+            now=_now(),
+        )
+        return issued
+
+    def _code_replayed(self, client: OAuthClientInformationFull, code: str) -> None:
+        """A spent code presented again: someone else holds a copy, so the sign-in it made
+        ends (RFC 6749 §4.1.2, https://www.rfc-editor.org/rfc/rfc6749#section-4.1.2: the
+        server SHOULD revoke the tokens issued for a code used twice)."""
+        spent = self.store.get_oauth_item("spent", _hash(code), _now())
+        if spent is not None and spent["client_id"] == client.client_id:
+            self._end_grant(spent["label"], spent["user_id"])
 
     # -- /token: refresh tokens (rotated at every use) -------------------------------
 

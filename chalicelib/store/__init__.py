@@ -864,8 +864,8 @@ class Store(ABC):
 
         Kinds are the authorization server's records: registered clients (until
         unused for a while), pending authorization requests, authorization codes,
-        refresh tokens and grants (short-lived; codes and refresh tokens are keyed
-        by their hash). With ``now``, items expired at ``now`` may be dropped in the
+        spent codes, refresh tokens and grants (short-lived; codes and refresh tokens
+        are keyed by their hash). With ``now``, items expired at ``now`` may be dropped in the
         same write (SQLite does; DynamoDB's TTL drops them by itself), so anonymous
         writes never pile up.
         """
