@@ -113,3 +113,40 @@ def test_a_stored_client_with_userinfo_never_reaches_the_consent_question(server
     assert code == 400
     assert "Allow this MCP client?" not in page and "claude.ai" not in page
     assert "claude.ai" not in csp and "evil.example" not in csp
+
+
+def test_a_client_named_by_its_document_is_shown_with_the_documents_host(server: Server) -> None:
+    """A metadata document names its client as it likes: two documents that both say
+    "Claude" and send the browser back to loopback would ask the same question. So the page
+    also names the host the document is at, its client id's (draft-ietf-oauth-client-id-
+    metadata-document §8.5: the server SHOULD display the hostname of the client_id)."""
+    import hashlib
+
+    redirect = "http://127.0.0.1/callback"
+    ids = ("https://claude.ai/oauth/client.json", "https://claude-ai.example/client.json")
+    store = server.open_store()  # type: ignore[misc]
+    try:
+        for client_id in ids:  # as a fetch at /authorize keeps them, so none is made here
+            store.put_oauth_item(
+                "cimd",
+                hashlib.sha256(client_id.encode()).hexdigest(),
+                {
+                    "client_id": client_id,
+                    "client_name": "Claude",
+                    "redirect_uris": [redirect],
+                    "scope": "read write",
+                    "token_endpoint_auth_method": "none",
+                },
+                datetime(2100, 1, 1, tzinfo=UTC),
+            )
+    finally:
+        store.close()
+    (code, real, _), (code2, lookalike, _) = (consent_page(server, i, redirect) for i in ids)
+    assert code == code2 == 200
+    assert "<code>claude.ai</code>" in real and "claude-ai.example" not in real
+    assert "<code>claude-ai.example</code>" in lookalike
+    # A registered client's id is no place: no such line.
+    status, body = registered(server, redirect)
+    assert status == 201
+    _, page, _ = consent_page(server, str(body["client_id"]), redirect)
+    assert "in its document at" not in page

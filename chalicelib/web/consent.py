@@ -4,8 +4,9 @@ An MCP client's ``/authorize`` (``chalicelib.mcp.oauth``) sends the person's
 browser to ``/web/authorize?request=...``. The person signs in the way the
 web view signs people in (Amazon Cognito's managed login on AWS; a token or an
 approval from a signed-in ``ltm`` when self-hosted), then this page names the
-client as it registered itself, the place it will send them back to (the
-redirect URI's origin, which is what matters: a client's name is its own
+client as it registered itself (and, for a client named by its metadata
+document, the host that document is at), the place it will send them back to
+(the redirect URI's origin, which is what matters: a client's name is its own
 claim, its redirect URI is checked), and what it may do. Allowing mints a
 single-use code and sends the browser back with it; denying sends
 ``access_denied``. Both are form POSTs with the web view's CSRF token.
@@ -14,6 +15,7 @@ single-use code and sends the browser back with it; denying sends
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..mcp.oauth import Destination
 from ..mcp.oauth import destination as oauth_destination
@@ -31,6 +33,23 @@ def destination(url: str) -> Destination | None:
         return None
 
 
+def document_host(client_id: object) -> str:
+    """The host (and port, when one is given) of a client named by the https URL of its
+    metadata document; "" for a registered client, whose id names no place. A document
+    names its client as it likes, so where it is decides who it is
+    (draft-ietf-oauth-client-id-metadata-document §8.5: the hostname of the client_id is
+    shown)."""
+    if not isinstance(client_id, str) or not client_id.startswith("https://"):
+        return ""
+    try:
+        parts = urlsplit(client_id)
+        port = parts.port
+    except ValueError:
+        return ""
+    host = parts.hostname or ""
+    return f"{host}:{port}" if host and port else host
+
+
 def page(
     request_id: str,
     pending: dict[str, Any],
@@ -45,6 +64,13 @@ def page(
     person's token goes in the form and signs the answer."""
     can = [WHAT[s] for s in pending.get("scopes", []) if s in WHAT] or [WHAT["read"]]
     name = pending.get("client_name") or "an unnamed client"
+    at = document_host(pending.get("client_id"))
+    byline = (
+        f'<p class="note">(the name it gives itself, in its document at <code>{render.text(at)}'
+        "</code>)</p>"
+        if at
+        else ""
+    )
     message = f'<p class="error" role="alert">{render.text(error)}</p>' if error else ""
     if csrf is not None:
         signed = f'<input type="hidden" name="csrf" value="{render.attr(csrf)}">'
@@ -62,7 +88,8 @@ def page(
         "<h1>Allow this MCP client?</h1>"
         + message
         + f'<p class="quote">{render.text(name, 200)}</p>'
-        "<p>wants to use your ltm memory on this server. It will be able to:</p>"
+        + byline
+        + "<p>wants to use your ltm memory on this server. It will be able to:</p>"
         + "<ul>"
         + "".join(f"<li>{render.text(item)}</li>" for item in can)
         + "</ul>"
