@@ -374,6 +374,39 @@ def test_a_team_packet_the_fan_out_missed_is_deleted_by_the_repair(
     assert_consistent(store)
 
 
+def test_shares_a_delete_left_behind_end_from_the_stream(
+    store: DynamoStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A delete's shares go after its transaction: a request cut short there (throttled
+    past the SDK's retries, a Lambda timeout) leaves them. The packet's REMOVE record
+    ends them, so the same id pushed again is not shared with the old reader."""
+    from botocore.exceptions import ClientError
+
+    from ltm.store import Share
+
+    stream = Stream(store)
+    mine = packet("01SHARED0000", "u1", words="sanderling notes")
+    put(store, mine)
+    store.share_packet(Share(mine.meta.id, "u2", "u1", T0), seen=mine.meta)
+    stream.drain()
+
+    def throttled(packet_id: str) -> list[Any]:
+        error = {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}
+        raise ClientError({"Error": error}, "Query")
+
+    monkeypatch.setattr(store, "_share_items", throttled)
+    with pytest.raises(ClientError):
+        store.delete_packet_as(mine.meta.id, "u1")
+    monkeypatch.undo()
+    assert store.get_packet(mine.meta.id) is None
+    stream.drain()
+    put(store, mine)  # the same id again, from the owner's own copy
+    assert store.get_share(mine.meta.id, "u2") is None
+    assert store.packet_shares(mine.meta.id) == []
+    stream.drain()
+    assert_consistent(store)
+
+
 # -- crashes: a child process killed between two DynamoDB calls ------------------
 
 _CHILD = """

@@ -1531,8 +1531,9 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DepartureMixin, DeviceGrantsMixi
         """Delete the shares of a deleted packet (its old item), if it was ever shared.
 
         One Query for a packet marked as shared, none for the others, so a delete
-        costs what it did. A crash in between leaves only shares of a packet that is
-        gone, which ``shared_with`` never lists.
+        costs what it did. A crash in between leaves shares of a packet that is gone
+        (``shared_with`` never lists them) until the stream consumer ends them from the
+        packet's REMOVE record (``dynamo_stream.py``).
         """
         if old is None or _get(old, SHARED) is None:
             return

@@ -1,5 +1,6 @@
-"""The table's stream consumer: what a packet change derives, and the resumable jobs
-(a deleted team's fan-out, a departed member's clean-up: ``dynamo_fanout.py``).
+"""The table's stream consumer: what a packet change derives, the shares of a deleted
+packet, and the resumable jobs (a deleted team's fan-out, a departed member's clean-up:
+``dynamo_fanout.py``).
 
 Deployed as a Lambda on the table's stream (``app.py``: ``on_dynamodb_record``;
 ``.chalice/merge-template.json`` adds what Chalice's decorator cannot say: the
@@ -46,7 +47,13 @@ def apply_record(store: DynamoStore, record: Mapping[str, Any]) -> None:
     keys = change["Keys"]
     pk, sk = keys["pk"]["S"], keys["sk"]["S"]
     if sk == "PKT" and pk.startswith("PKT#"):
-        store.apply_packet_change(_image(change.get("OldImage")), _image(change.get("NewImage")))
+        old, new = _image(change.get("OldImage")), _image(change.get("NewImage"))
+        store.apply_packet_change(old, new)
+        if new is None:
+            # A delete ends its shares after its transaction: a request cut short there
+            # left them, and a share outliving its packet would share the same id pushed
+            # again. (One pushed again and shared before this ran loses that share too.)
+            store._end_shares(old)
         return
     step = _step_moved(change)
     if step is None or not pk.startswith("TEAM#"):
