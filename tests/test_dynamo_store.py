@@ -39,8 +39,11 @@ def store() -> Iterator[DynamoStore]:
         yield DynamoStore("ltm-store", client=client)
 
 
-def conflict_first(store: DynamoStore, times: int, *, then: Any = None) -> list[int]:
-    """Make the next ``times`` transactions fail as a lost race; ``then`` runs at the first."""
+def conflict_first(
+    store: DynamoStore, times: int, *, then: Any = None, code: str = "TransactionConflict"
+) -> list[int]:
+    """Make the next ``times`` transactions fail as a lost race (or as ``code`` says);
+    ``then`` runs at the first."""
     client = store.client
     real = client.transact_write_items
     calls: list[int] = []
@@ -53,9 +56,7 @@ def conflict_first(store: DynamoStore, times: int, *, then: Any = None) -> list[
             raise client.exceptions.TransactionCanceledException(
                 {
                     "Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
-                    "CancellationReasons": [
-                        {"Code": "TransactionConflict"} for _ in kwargs["TransactItems"]
-                    ],
+                    "CancellationReasons": [{"Code": code} for _ in kwargs["TransactItems"]],
                 },
                 "TransactWriteItems",
             )
@@ -102,6 +103,16 @@ def test_create_user_retries_a_conflict(store: DynamoStore) -> None:
     conflict_first(store, 1)
     store.create_user(User("u1", "one", T0), Token("root", "u1", "h1", T0))
     assert store.get_user("u1") is not None
+
+
+@pytest.mark.parametrize("code", ["ThrottlingError", "ProvisionedThroughputExceeded"])
+def test_a_throttled_create_is_retried_not_answered_as_taken(store: DynamoStore, code: str) -> None:
+    """DynamoDB cancels a transaction it throttles, with one of these reasons: a create
+    tries again, as after a lost race, and never answers that the name is taken."""
+    store.create_user(User("u1", "one", T0))
+    calls = conflict_first(store, 1, code=code)
+    store.create_team(Team("t1", "core", "u1", T0))
+    assert store.get_team("core") is not None and len(calls) == 2
 
 
 def test_invites_carry_a_ttl_after_their_expiry(store: DynamoStore) -> None:

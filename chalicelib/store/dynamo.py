@@ -183,8 +183,11 @@ Uniqueness and single use are conditional writes in transactions: team names
 subjects (``SUBJECT#``), user + first token together, and an invite's use
 (an Update conditioned on ``used_at`` absent and not expired, in the same
 transaction as the membership and an optional new user + token).
-Transactions that lose a race to another transaction (``TransactionConflict``)
-are re-read and retried, so a lost race ends as Gone/Conflict, never as a 500.
+Transactions that lose a race to another transaction (``TransactionConflict``),
+or that DynamoDB throttled (``ThrottlingError``, ``ProvisionedThroughputExceeded``:
+a cancelled transaction, which the SDK does not retry), are re-read and retried,
+so a lost race ends as Gone/Conflict, never as a 500, and a throttled create never
+as "already taken".
 
 Copies (user display on members and tokens, team fields on members, each
 membership under the team's id, its name and the user) are written in the
@@ -742,7 +745,13 @@ class _Cancelled(Exception):
 
     @property
     def conflict(self) -> bool:
-        return "TransactionConflict" in self.codes
+        """Whether trying again may succeed: a lost race, or DynamoDB throttled the
+        transaction (the SDK retries a throttled call, never a cancelled transaction)."""
+        return not RETRYABLE.isdisjoint(self.codes)
+
+
+# The reasons a transaction is cancelled with that say nothing about its items.
+RETRYABLE = frozenset({"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
 
 
 def _unpublish_ops(key: Item, secret_hash: str) -> list[dict[str, Any]]:
