@@ -115,6 +115,18 @@ def test_a_throttled_create_is_retried_not_answered_as_taken(store: DynamoStore,
     assert store.get_team("core") is not None and len(calls) == 2
 
 
+@pytest.mark.parametrize("code", ["TransactionConflict", "ThrottlingError"])
+def test_a_revoke_cancelled_by_a_race_or_throttling_is_retried(
+    store: DynamoStore, code: str
+) -> None:
+    """Revoking every token of someone who left must not skip one quietly: a revoke
+    whose transaction was cancelled for no fault of its items tries again."""
+    store.create_user(User("u1", "one", T0), Token("laptop", "u1", "h1", T0))
+    calls = conflict_first(store, 1, code=code)
+    assert store.revoke_token("laptop", user_id="u1") is True
+    assert store.token_owner("h1") is None and len(calls) == 2
+
+
 def test_invites_carry_a_ttl_after_their_expiry(store: DynamoStore) -> None:
     setup_team(store)
     item = store.client.get_item(

@@ -1746,23 +1746,26 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DepartureMixin, DeviceGrantsMixi
         if claim is None or (user_id is not None and _get(claim, "user_id") != user_id):
             return False
         token_hash = _req(claim, "token_hash")
-        try:
-            self._transact(
-                [
-                    {
-                        "Delete": {
-                            "Key": _key(f"LABEL#{label}", "LABEL"),
-                            "ConditionExpression": "#h = :h",
-                            "ExpressionAttributeNames": {"#h": "token_hash"},
-                            "ExpressionAttributeValues": {":h": _s(token_hash)},
-                        }
-                    },
-                    {"Delete": {"Key": _key(f"TOKEN#{token_hash}", "TOKEN")}},
-                ]
-            )
-        except _Cancelled:
-            return False
-        return True
+        actions: list[dict[str, Any]] = [
+            {
+                "Delete": {
+                    "Key": _key(f"LABEL#{label}", "LABEL"),
+                    "ConditionExpression": "#h = :h",
+                    "ExpressionAttributeNames": {"#h": "token_hash"},
+                    "ExpressionAttributeValues": {":h": _s(token_hash)},
+                }
+            },
+            {"Delete": {"Key": _key(f"TOKEN#{token_hash}", "TOKEN")}},
+        ]
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            try:
+                self._transact(actions)
+                return True
+            except _Cancelled as cancelled:
+                if not cancelled.conflict:
+                    return False  # revoked meanwhile (the label gone, or another token's)
+                _backoff(attempt)  # a token that still works must not pass as revoked
+        raise Conflict(f"token {label!r} could not be revoked (concurrent writes); try again")
 
     # -- OAuth ------------------------------------------------------------
 
