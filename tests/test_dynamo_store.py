@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from dynamo_moto import in_process
-from streamkit import Stream
+from streamkit import Stream, assert_consistent
 
 from ltm.store import (
     Gone,
@@ -125,6 +125,31 @@ def test_a_revoke_cancelled_by_a_race_or_throttling_is_retried(
     calls = conflict_first(store, 1, code=code)
     assert store.revoke_token("laptop", user_id="u1") is True
     assert store.token_owner("h1") is None and len(calls) == 2
+
+
+@pytest.mark.parametrize("code", ["TransactionConflict", "ThrottlingError"])
+def test_a_team_delete_whose_first_transaction_is_cancelled_tries_again(
+    store: DynamoStore, code: str
+) -> None:
+    """A push into the team checks its tombstone in a transaction, so deleting a busy
+    team can lose a race: the deletion tries again, and never clears the team's members
+    and packets with no tombstone written (its name held for good, the rest undone)."""
+    stream = Stream(store)
+    store.create_user(User("u1", "one", T0))
+    store.create_user(User("u2", "two", T0))
+    store.create_team(Team("t1", "core", "u1", T0))
+    store.add_member("t1", "u2")
+    meta = PacketMeta("01TEAMPKT000", "2026-01-01T00:00:00Z", "goal", "u2", "t1")
+    store.put_packet(StoredPacket(meta, b'{"goal": "goal"}'), sort_key=meta.created_at)
+    calls = conflict_first(store, 1, code=code)
+    store.delete_team("t1")
+    assert calls[0] == 3 and calls[1] == 3  # the team's transaction, twice
+    assert store.get_team("core") is None and store.get_packet("01TEAMPKT000") is None
+    tombstone = store._get_item({"pk": {"S": "TEAM#t1"}, "sk": {"S": "GONE"}})
+    assert tombstone is not None and "done" in tombstone
+    store.create_team(Team("t2", "core", "u2", T0))  # the name is free again
+    stream.drain()
+    assert_consistent(store)
 
 
 def test_invites_carry_a_ttl_after_their_expiry(store: DynamoStore) -> None:

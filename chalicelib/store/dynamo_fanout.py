@@ -220,17 +220,24 @@ class TeamDeleteMixin(_Jobs):
         def _occupied_item(self, item: Mapping[str, Mapping[str, Any]]) -> int: ...
 
     def delete_team(self, team_id: str) -> None:
-        from .dynamo import _Cancelled, _req
+        from . import Conflict
+        from .dynamo import TRANSACTION_ATTEMPTS, _backoff, _Cancelled, _req
 
-        team_item = self._get_item(_key(f"TEAM#{team_id}", "TEAM"))
-        if team_item is not None:
+        # The phases run only once the tombstone is there: without it they would take the
+        # team's members and packets and leave its name, and no stream record to finish.
+        for attempt in range(TRANSACTION_ATTEMPTS):
+            team_item = self._get_item(_key(f"TEAM#{team_id}", "TEAM"))
+            if team_item is None:
+                if self._get_item(_key(f"TEAM#{team_id}", "GONE")) is None:
+                    return  # no such team, and none being deleted
+                break
             name = _req(team_item, "team_name")
             tombstone = {
                 **_key(f"TEAM#{team_id}", "GONE"),
                 "team_name": _s(name),
                 "step": {"N": "0"},
             }
-            with contextlib.suppress(_Cancelled):  # deleted meanwhile: the other one runs it
+            try:
                 self._transact(
                     [
                         {
@@ -244,8 +251,13 @@ class TeamDeleteMixin(_Jobs):
                         {"Put": {"Item": tombstone}},
                     ]
                 )
-        elif self._get_item(_key(f"TEAM#{team_id}", "GONE")) is None:
-            return  # no such team, and none being deleted
+                break
+            except _Cancelled:
+                # Deleted meanwhile (read again: the other one's tombstone), or a race with
+                # a transaction that checks the team (a push into it, a join) or throttled.
+                _backoff(attempt)
+        else:
+            raise Conflict("the team could not be deleted (concurrent writes); try again")
         self._inline(_key(f"TEAM#{team_id}", "GONE"), self._team_phases(team_id))
 
     def finish_team_delete(self, team_id: str) -> bool:
