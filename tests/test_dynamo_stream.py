@@ -407,6 +407,28 @@ def test_shares_a_delete_left_behind_end_from_the_stream(
     assert_consistent(store)
 
 
+def test_a_lenient_packets_tag_too_long_for_a_key_does_not_stop_the_stream(
+    store: DynamoStore,
+) -> None:
+    """A lenient push may carry a tag (or project name) of any length, and DynamoDB
+    refuses a partition key past 2048 bytes: its facet is left out, so the record is
+    applied, not failed at every retry (holding up the records behind it on its shard
+    and then dropped), and the repair gets past it too."""
+    from ltm.store.dynamo_repair import repair_index
+
+    stream = Stream(store)
+    data = {"goal": "turnstone lenient", "next_step": "go", "tags": ["x" * 2100, "short"]}
+    meta = PacketMeta("01LONGTAG000", "2026-01-01T00:00:00Z", "turnstone lenient", "u1")
+    put(store, StoredPacket(meta, json.dumps(data).encode(), conforming=False))
+    assert handle(store, stream.take()) == []
+    assert found(store, "turnstone", ME) == ["01LONGTAG000"]
+    assert [p.id for p in store.list_packets(owner_id="u1", tag="short").items] == [meta.id]
+    repair_index(store, say=lambda _: None)
+    assert store.delete_packet("01LONGTAG000") is True
+    assert handle(store, stream.take()) == []
+    assert_consistent(store)
+
+
 # -- crashes: a child process killed between two DynamoDB calls ------------------
 
 _CHILD = """

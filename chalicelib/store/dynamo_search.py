@@ -11,7 +11,8 @@ more specific word), one small posting each::
               FACET#<scope>#project#<name> / <sort key>#<id>
     pending   PEND#<scope> / <sort key>#<id>                 rev: the packet's revision
 
-A posting carries nothing its key already says. Indexing every distinct word
+A posting carries nothing its key already says. A tag or project name too long for a
+partition key (only a lenient packet has one) gets no facet. Indexing every distinct word
 (the previous design) wrote ~200 postings per 3 KB packet: 96% of a push's
 write units and 13x the packet's bytes in storage. The heaviest words are what
 people search a packet by; a word a packet mentions only in passing is not
@@ -69,6 +70,7 @@ Item = dict[str, dict[str, Any]]
 
 INDEXED_WORDS = 16  # postings per packet: the bound on a push's index writes and storage
 MAX_WORD = 64  # longer words are indexed (and looked up) by their first 64 characters
+MAX_PARTITION_KEY = 2048  # bytes: DynamoDB's bound on a partition key
 PAGE = 200  # postings per Query page (~20 KB: ~2.5 read units, eventually consistent)
 # A search's budget, 60 read units at most for two words at 100,000 packets in a scope
 # (bench/bench_dynamo_cost.py): its Queries (a page of postings is ~2 units) and the
@@ -126,6 +128,10 @@ def index_items(meta: PacketMeta, sort_key: str, body: bytes) -> dict[tuple[str,
     listing = _listing_fields(meta)
     for kind, value in facets:
         pk = f"FACET#{scope}#{kind}#{value}"
+        if len(pk.encode()) > MAX_PARTITION_KEY:
+            # A lenient packet's tag or project name may be any length: a facet DynamoDB
+            # refuses would fail its stream record at every retry (and the repair).
+            continue
         items[(pk, order)] = {"pk": _s(pk), "sk": _s(order), **listing}
     return items
 
