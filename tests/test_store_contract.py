@@ -118,6 +118,19 @@ def test_lenient_flag_is_kept(store: Store) -> None:
     assert got is not None and got.conforming is False
 
 
+def test_a_lenient_packets_long_project_and_parent_are_stored(store: Store) -> None:
+    """A lenient push holds a project name or a parent id to no length: the packet is
+    stored, read and listed like any (DynamoDB lists it under neither, as its index
+    keys take 2 KB at most)."""
+    long = "p" * 2100
+    meta = PacketMeta("01LONGKEYS00", "2026-01-01T00:00:00Z", "goal", "u1", None, long, long)
+    put(store, StoredPacket(meta, b"{}", conforming=False))
+    got = store.get_packet("01LONGKEYS00")
+    assert got is not None and got.meta == meta
+    assert [m.id for m in store.list_packets(owner_id="u1").items] == ["01LONGKEYS00"]
+    assert store.delete_packet("01LONGKEYS00") is True
+
+
 def test_repush_by_owner_replaces_and_reports_not_created(store: Store) -> None:
     put(store, pkt("01AAAAAAAAAA", "u1", body=b"one"))
     assert put(store, pkt("01AAAAAAAAAA", "u1", body=b"two")) is False

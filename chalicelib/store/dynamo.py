@@ -39,6 +39,9 @@ needs and no others (the indexes are sparse)::
     gsi_parent_pk / gsi_parent_sk (sparse, lineage): a packet with a parent
     PARENT#<parent id> / <sortkey>#<id>.
 
+    (Neither for a lenient packet whose project name or parent id makes a key past
+    DynamoDB's 2048 bytes: it is stored, listed in its scope, and in neither index.)
+
     gsi_author_pk / gsi_author_sk (sparse, team packets only): SCOPE#t:<team>#A#<author>
     / <sortkey>#<id>.
 
@@ -265,7 +268,7 @@ from .dynamo_fanout import (
     ours,
     update_existing,
 )
-from .dynamo_search import SearchMixin, index_items, pending_key, scope_name
+from .dynamo_search import SearchMixin, fits_key, index_items, pending_key, scope_name
 
 if TYPE_CHECKING:  # botocore is imported only when a DynamoStore is built
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -451,14 +454,18 @@ def _packet_item(packet: StoredPacket, sort_key: str) -> Item:
     }
     if meta.team_id is not None:
         item["team_id"] = _s(meta.team_id)
+    # A lenient packet's project name or parent id may be longer than an index's partition
+    # key holds (DynamoDB would refuse the write): such a packet is left out of that index.
     if meta.project is not None:
         item["project"] = _s(meta.project)
-        item["gsi_project_pk"] = _s(_project_scope(scope, meta.project))
-        item["gsi_project_sk"] = _s(f"{sort_key}#{meta.id}")
+        if fits_key(project := _project_scope(scope, meta.project)):
+            item["gsi_project_pk"] = _s(project)
+            item["gsi_project_sk"] = _s(f"{sort_key}#{meta.id}")
     if meta.parent_id is not None:
         item["parent_id"] = _s(meta.parent_id)
-        item["gsi_parent_pk"] = _s(f"PARENT#{meta.parent_id}")
-        item["gsi_parent_sk"] = _s(f"{sort_key}#{meta.id}")
+        if fits_key(parent := f"PARENT#{meta.parent_id}"):
+            item["gsi_parent_pk"] = _s(parent)
+            item["gsi_parent_sk"] = _s(f"{sort_key}#{meta.id}")
     if meta.team_id is not None:
         item["gsi_author_pk"] = _s(_author_scope(scope, meta.owner_id))
         item["gsi_author_sk"] = _s(f"{sort_key}#{meta.id}")

@@ -107,6 +107,11 @@ def indexed_words(data: dict[str, object]) -> dict[str, float]:
     return dict(ranked[:INDEXED_WORDS])
 
 
+def fits_key(partition: str) -> bool:
+    """Whether DynamoDB takes ``partition`` as a partition key (2048 bytes at most)."""
+    return len(partition.encode()) <= MAX_PARTITION_KEY
+
+
 def pending_key(scope: str, sort_key: str, packet_id: str) -> Item:
     return {"pk": _s(f"PEND#{scope}"), "sk": _s(f"{sort_key}#{packet_id}")}
 
@@ -128,7 +133,7 @@ def index_items(meta: PacketMeta, sort_key: str, body: bytes) -> dict[tuple[str,
     listing = _listing_fields(meta)
     for kind, value in facets:
         pk = f"FACET#{scope}#{kind}#{value}"
-        if len(pk.encode()) > MAX_PARTITION_KEY:
+        if not fits_key(pk):
             # A lenient packet's tag or project name may be any length: a facet DynamoDB
             # refuses would fail its stream record at every retry (and the repair).
             continue
