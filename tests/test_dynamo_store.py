@@ -555,3 +555,18 @@ def test_a_cancelled_transaction_leaves_items_and_stream_as_they_were(store: Dyn
         )
     assert store.client.scan(TableName=table)["Items"] == before_items
     assert stream.take() == []
+
+
+def test_an_unpublish_that_cannot_commit_says_so(store: DynamoStore) -> None:
+    """The service answers an unpublish as done, the URL dead at once: a store that could
+    not end the publication (its transaction throttled at every try) must raise, never
+    return as though there was nothing to end while the URL still serves the packet."""
+    from ltm.store import Conflict
+
+    setup_team(store)
+    (packet,) = team_packets(store, "u1", ["01UNPUBLISH0"])
+    publish(store, packet, "u1")
+    conflict_first(store, 100, code="ThrottlingError")
+    with pytest.raises(Conflict):
+        store.unpublish_packet(packet.meta.id)
+    assert store.published_packet(f"hash-{packet.meta.id}") is not None

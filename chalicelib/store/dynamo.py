@@ -1432,8 +1432,9 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DepartureMixin, DeviceGrantsMixi
                 self._transact(_unpublish_ops(key, current))
                 return True
             except _Cancelled:
-                _backoff(attempt)
-        return False
+                _backoff(attempt)  # unpublished or published again meanwhile: read again
+        # Not "nothing to end": the caller answers that the URL is dead.
+        raise Conflict("the packet could not be unpublished (concurrent writes); try again")
 
     def publication(self, packet_id: str) -> Publication | None:
         found = self.get_packet(packet_id)
