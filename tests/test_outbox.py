@@ -20,6 +20,7 @@ import pytest
 from clikit import Cli, Seen, free_port, signed_in, stub_server
 from serverkit import Server, init_db, run_server
 from test_mcp import Shim
+from test_project import needs_git, repo
 from timing import scaled
 
 
@@ -201,6 +202,32 @@ def test_logging_out_says_what_still_waits_and_how_it_goes(
     box.start()
     olive.ok("auth", url, "--with-token", stdin=token)
     olive.ok("ls")
+    assert kept in box.ids() and outbox_files(olive) == []
+
+
+@needs_git
+def test_the_stop_hook_counts_a_save_kept_in_the_outbox(box: Restartable, tmp_path: Path) -> None:
+    """A session that saved while its server was down did save: once the server is back
+    (the hook pushes nothing itself), the stop hook must not ask for the packet again,
+    or the agent writes a second packet of the same work."""
+    olive = signed_in(box.live, tmp_path / "olive", "Olive")
+    olive.env["LTM_STATE_DIR"] = str(tmp_path / "olive" / "state")
+    app = olive.at(repo(tmp_path / "app", "https://github.com/acme/app.git"))
+    transcript = tmp_path / "s-1.jsonl"
+    transcript.write_text("x" * 200_000)  # real work
+    session = {"session_id": "s-1", "cwd": str(app.cwd), "transcript_path": str(transcript)}
+    started = app.run("hook", "session-start", stdin=json.dumps({**session, "source": "startup"}))
+    assert started.returncode == 0 and started.stdout == "", started.stderr
+
+    box.stop()
+    kept = app.ok("save", "-", stdin=packet("Offline work, saved")).strip()
+    assert len(outbox_files(olive)) == 1
+    assert '\\"name\\": \\"acme/app\\"' in outbox_files(olive)[0].read_text()  # this project's
+    box.start()
+    stop = app.run("hook", "stop", stdin=json.dumps({**session, "stop_hook_active": False}))
+    assert stop.returncode == 0 and stop.stdout == "", stop.stdout  # no second packet asked
+
+    app.ok("ls")
     assert kept in box.ids() and outbox_files(olive) == []
 
 

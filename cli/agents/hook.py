@@ -21,7 +21,8 @@ harness's own format. Claude Code and Codex share one shape for what ltm uses
   https://developers.openai.com/codex/hooks (PreCompact)
 - ``stop`` (``Stop``): once per session, after real work (a large transcript,
   or several turns when the harness gives no transcript) and when no packet
-  of this project was saved since the session started, ``{"decision":
+  of this project was saved since the session started (on the server, or kept
+  in the outbox while it was out of reach), ``{"decision":
   "block", "reason": ...}`` asks the agent to save a packet with the ``save``
   tool. Never when ``stop_hook_active`` says the agent is already continuing
   because of a stop hook, and never twice (a marker in the state dir).
@@ -407,11 +408,31 @@ def stop(harness: str, payload: dict[str, Any], session: Session | None) -> dict
     if not worked:
         raise _Skip
     project = _project(payload)
+    started = str(session.data.get("started", "~"))
+    if _kept_since(project, started):
+        raise _Skip  # saved during this session, and waiting in the outbox for its server
     rows = _list(project, 1)
-    if rows and rows[0].get("created_at", "") >= session.data.get("started", "~"):
+    if rows and rows[0].get("created_at", "") >= started:
         raise _Skip  # a packet of this project was saved during this session
     session.update(reminded=True)  # before answering: at most once, even if we die next
     return continue_answer(harness, stop_reason(project, has_tools(harness, _cwd(payload))))
+
+
+def _kept_since(project: str, started: str) -> bool:
+    """Whether a packet of ``project`` was saved since ``started`` and kept in the outbox
+    (its server was out of reach): the hooks push nothing, so the server cannot know."""
+    from ltm.cli.client import outbox
+
+    for entry in outbox.waiting():
+        if entry.kept_at[:19] < started[:19]:  # to the second, as the session's start
+            continue
+        try:
+            named = json.loads(entry.body).get("project")
+        except ValueError:
+            continue
+        if isinstance(named, dict) and named.get("name") == project:
+            return True
+    return False
 
 
 # -- what is injected ----------------------------------------------------------------
