@@ -360,6 +360,46 @@ def test_page_token_walks_a_scope(server: Server) -> None:
         }
 
 
+def test_export_warns_of_a_cut_listing_only_where_the_server_has_no_pages(
+    tmp_path: Path,
+) -> None:
+    """A full last page without a page token is the end of the listing on a server that
+    pages (exactly 1,000 packets here), and a cut one only on a server without pages (the
+    reference, which has no batch read either)."""
+    from clikit import Seen, json_reply, stub_server
+
+    from ltm.backend import WALK_PAGE
+
+    packets = [make_packet(goal=f"one of many #{i}") for i in range(WALK_PAGE)]
+    path = write_bundle(tmp_path / "many.jsonl", [line_for(p) for p in packets])
+    with running_server(tmp_path / "server") as srv:
+        cli = signed_in(srv, tmp_path / "me", "many")
+        assert cli.run("import", str(path)).returncode == 0
+        done = cli.run("export", "-o", str(tmp_path / "out.jsonl"))
+    assert done.returncode == 0, done.stderr
+    assert f"exported {WALK_PAGE} packets" in done.stderr and "warning" not in done.stderr
+
+    bodies = {p["id"]: p for p in packets}
+    rows = [{"id": p["id"], "created_at": p["created_at"], "goal": p["goal"]} for p in packets]
+
+    def reference(request: Seen) -> tuple[int, dict[str, str], bytes]:
+        path = request.path.split("?")[0]
+        if path == "/v1/packets":
+            return json_reply(200, {"packets": rows})
+        if path == "/v1/packets/batch":
+            return 404, {"Content-Type": "text/plain"}, b"404 page not found"
+        status, headers, body = json_reply(200, bodies[path.rsplit("/", 1)[-1]])
+        # A fresh connection each: a kept-alive one waits on delayed ACKs, 40 ms a read.
+        return status, {**headers, "Connection": "close"}, body
+
+    with stub_server(reference) as stub:
+        cut = Cli(tmp_path / "ref", {**Cli(tmp_path / "ref").env, "LTM_HOST": stub.url})
+        cut.env["LTM_TOKEN"] = "ltm_" + "0" * 64
+        done = cut.run("export", "-o", str(tmp_path / "ref.jsonl"))
+    assert done.returncode == 0, done.stderr
+    assert "has no page_token; older ones were not exported" in done.stderr
+
+
 def test_round_trip_local_server_local_is_byte_identical(server: Server, tmp_path: Path) -> None:
     laptop = Cli(tmp_path / "laptop")
     save_local(laptop, 4)

@@ -1260,8 +1260,10 @@ class RemoteBackend(Backend):
                         conforming=conforming,
                     )
             if token is None:
-                if len(rows) == WALK_PAGE:
-                    # A full page and no token: a server without pages (the reference).
+                # A full page and no token: a server without pages (the reference), or the
+                # end of the listing on one whose last page is full. A server with the batch
+                # read pages too (page tokens came first): there it is the end.
+                if len(rows) == WALK_PAGE and self._batches is not True:
                     info(
                         f"ltm: warning: {self.host} lists only its newest {WALK_PAGE} packets"
                         f" per scope and has no page_token; older ones were not exported"
