@@ -214,6 +214,19 @@ def test_a_wrong_token_is_not_saved(server: Server, tmp_path: Path) -> None:
     assert not (cli.config / "credentials").exists()
 
 
+def test_a_token_pasted_with_what_is_not_a_token(server: Server, tmp_path: Path) -> None:
+    _, token = server.issue("paster")
+    # A file saved with a byte order mark (Notepad) or CRLF: still the token.
+    cli = Cli(tmp_path / "bom")
+    cli.ok("auth", server.url, "--with-token", stdin=f"\ufeff{token}\r\n")
+    assert cli.credentials()["token"] == token
+    # Copied with a chat's curly quotes: said as such, before anything is sent.
+    fresh = Cli(tmp_path / "quotes")
+    line = fresh.fails("auth", server.url, "--with-token", code=2, stdin=f"\u201c{token}\u201d")
+    assert "printable ASCII" in line and "latin-1" not in line, line
+    assert not (fresh.config / "credentials").exists()
+
+
 def test_token_from_the_environment_rejected(server: Server, tmp_path: Path) -> None:
     cli = against(tmp_path, server.url, "ltm_" + "e" * 64)
     assert "(it comes from LTM_TOKEN) — fix LTM_TOKEN" in cli.fails("ls")

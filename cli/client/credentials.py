@@ -233,8 +233,13 @@ def _write_token(token: str | None) -> None:
 
 
 def _check_token(token: str) -> None:
-    if not token or any(c.isspace() or not c.isprintable() for c in token):
-        raise CliError("a token is one line of printable characters without spaces", exit_code=2)
+    # ASCII too: it travels in an HTTP header, and a curly quote pasted with it cannot.
+    if not token or any(c.isspace() or not c.isprintable() or not c.isascii() for c in token):
+        raise CliError(
+            "a token is one line of printable ASCII characters without spaces or quotes;"
+            " check what was pasted",
+            exit_code=2,
+        )
 
 
 def store_login(

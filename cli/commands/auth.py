@@ -67,6 +67,8 @@ def auth(
     in_argv = token is not None and token != "-"
     if with_token or token == "-":
         token = read_token()
+    if token:
+        credentials._check_token(token)  # before anything is sent: it is a header's value
     http = Http(host)
     try:
         health = probe(http)
@@ -122,7 +124,8 @@ def read_token() -> str:
         except (EOFError, KeyboardInterrupt):
             raise CliError("no token given; nothing was saved", exit_code=2) from None
     else:
-        token = sys.stdin.readline().strip()
+        # A file saved with a byte order mark (Notepad's UTF-8) holds the token after it.
+        token = sys.stdin.readline().lstrip("\ufeff").strip()
     if not token:
         raise CliError("no token on standard input", exit_code=2)
     return token
