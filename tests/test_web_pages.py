@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpkit
 import httpx
@@ -562,26 +563,40 @@ def test_a_server_with_an_external_url_serves_its_pages_there(tmp_path: Path) ->
         assert page.status_code == 200
 
 
-def test_sessions_expire(tmp_path: Path) -> None:
-    from ltm.service import device, tokens
-    from ltm.store.sqlite import SqliteStore
-    from ltm.web.device import DeviceWeb, Signer, WebRequest
-    from ltm.web.view import SESSION_SECONDS, WebView
+def view_on_a_clock(store: Any, clock: list[datetime], settings: Any = None) -> Any:
+    """A ``WebView`` over ``store``, driven in-process at the time ``clock[0]`` (a session
+    lives hours): no Cognito, the device flow's ``settings`` (the defaults)."""
+    from ltm.service import device
+    from ltm.web.device import DeviceWeb, Signer
+    from ltm.web.view import WebView
 
-    store = SqliteStore(tmp_path / "s.db")
-    user, _secret = tokens.issue(store, "clock")
-    clock = [datetime(2026, 5, 1, tzinfo=UTC)]
     device_web = DeviceWeb(
         store,
-        settings=device.DeviceSettings.from_env({}),
+        settings=settings or device.DeviceSettings.from_env({}),
         signer=Signer(b"k" * 32),
         cognito=None,
         clock=lambda: clock[0],
     )
-    view = WebView(device_web, clock=lambda: clock[0])
+    return WebView(device_web, clock=lambda: clock[0])
 
-    def request(cookie: str) -> WebRequest:
-        return WebRequest("GET", {"cookie": cookie}, {}, b"", "127.0.0.1", "http://127.0.0.1:1")
+
+def page_asked(cookie: str) -> Any:
+    """A ``GET`` of a page by a browser holding ``cookie`` (the in-process view's)."""
+    from ltm.web.device import WebRequest
+
+    return WebRequest("GET", {"cookie": cookie}, {}, b"", "127.0.0.1", "http://127.0.0.1:1")
+
+
+def test_sessions_expire(tmp_path: Path) -> None:
+    from ltm.service import tokens
+    from ltm.store.sqlite import SqliteStore
+    from ltm.web.view import SESSION_SECONDS
+
+    store = SqliteStore(tmp_path / "s.db")
+    user, _secret = tokens.issue(store, "clock")
+    clock = [datetime(2026, 5, 1, tzinfo=UTC)]
+    view = view_on_a_clock(store, clock)
+    request = page_asked
 
     set_cookie = view.answer("ui", request(""))  # not ltm ui: 404, and no session
     assert set_cookie.status == 404
@@ -602,17 +617,14 @@ def test_a_session_ends_when_the_token_it_was_signed_in_with_expires(tmp_path: P
 
     from ltm.service import device, tokens
     from ltm.store.sqlite import SqliteStore
-    from ltm.web.device import DeviceWeb, Signer, WebRequest
-    from ltm.web.view import SESSION_SECONDS, WebView
+    from ltm.web.device import WebRequest
+    from ltm.web.view import SESSION_SECONDS
 
     store = SqliteStore(tmp_path / "s.db")
     _user, root = tokens.issue(store, "lapse")
     clock = [datetime(2026, 5, 1, tzinfo=UTC)]
     settings = device.DeviceSettings.from_env({"LTM_DEVICE_TOKEN_DAYS": "1"})
-    device_web = DeviceWeb(
-        store, settings=settings, signer=Signer(b"k" * 32), cognito=None, clock=lambda: clock[0]
-    )
-    view = WebView(device_web, clock=lambda: clock[0])
+    view = view_on_a_clock(store, clock, settings)
     base = "http://127.0.0.1:1"
     # A device signs in, approved by the user: its token lasts one day.
     asked = device.authorize(
@@ -649,6 +661,36 @@ def test_a_session_ends_when_the_token_it_was_signed_in_with_expires(tmp_path: P
     assert SESSION_SECONDS > 3600
     ended = view.answer("packets", request("GET", cookie))
     assert ended.status == 303 and "/web/signin" in ended.headers["Location"]
+    store.close()
+
+
+def test_someone_who_left_is_signed_out_of_the_web_view_too(tmp_path: Path) -> None:
+    """Ending everything of someone who left (``tokens.revoke_all``: ``ltm server
+    revoke-token --user``, the AWS guide's snippet) ends their web sessions too: one
+    signed in through Cognito carries no token whose revocation would end it, and would
+    otherwise read and delete for the rest of its 8 hours. Nobody else's session ends."""
+    from ltm.service import tokens
+    from ltm.store.sqlite import SqliteStore
+
+    store = SqliteStore(tmp_path / "s.db")
+    sam, _ = tokens.issue(store, "sam")
+    ann, _ = tokens.issue(store, "ann")
+    clock = [datetime(2026, 5, 1, tzinfo=UTC)]
+    view = view_on_a_clock(store, clock)
+    request = page_asked
+
+    def signed_in(user: Any) -> str:  # back from Cognito's login: a session, no token
+        answer = view.answer("signed_in_by_cognito", request(""), user=user, next_path="/web")
+        assert answer.status == 303
+        return answer.headers["Set-Cookie"].split(";", 1)[0]
+
+    sams, anns = signed_in(sam), signed_in(ann)
+    assert view.answer("packets", request(sams)).status == 200
+    clock[0] += timedelta(minutes=1)
+    tokens.revoke_all(store, sam.id, when=clock[0])
+    ended = view.answer("packets", request(sams))
+    assert ended.status == 303 and "/web/signin" in ended.headers["Location"]
+    assert view.answer("packets", request(anns)).status == 200
     store.close()
 
 

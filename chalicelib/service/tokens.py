@@ -35,7 +35,7 @@ from ..store import FULL_SCOPE, NameTaken, Store, Token, User
 from ..store import Conflict as StoreConflict
 from .access import Caller, Credential, Need, access, check_scope, user_of
 from .errors import BadRequest, Conflict, NotFound, Unauthorized
-from .users import new_user, now, taken
+from .users import end_sessions, new_user, now, taken
 
 TOKEN_PREFIX = "ltm_"
 _ULID = r"[0-9A-HJKMNP-TV-Z]{26}"  # Crockford base32: what users.new_id mints
@@ -286,17 +286,20 @@ def revoke(store: Store, label: str, *, user_id: str | None = None) -> None:
         raise NotFound("token not found")
 
 
-def revoke_all(store: Store, user_id: str) -> list[str]:
+def revoke_all(store: Store, user_id: str, *, when: datetime | None = None) -> list[str]:
     """Revoke every token of the user (someone who left: every device and OAuth sign-in
-    stops at once, their refresh tokens with them); the labels revoked.
+    stops at once, their refresh tokens with them) and end their web view sessions,
+    those signed in without a token (Cognito) too; the labels revoked.
 
     A token added meanwhile is not seen; running it again takes that one too.
     """
-    return [
+    labels = [
         token.label
         for token in store.list_tokens(user_id=user_id)
         if store.revoke_token(token.label, user_id=user_id)
     ]
+    end_sessions(store, user_id, when or now())
+    return labels
 
 
 def whoami(store: Store, caller: Caller) -> tuple[User, Token | None]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ..store import User
@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from .access import Caller
 
 MAX_DISPLAY = 64
+SESSION_SECONDS = 8 * 3600  # a web view session's life (``chalicelib.web.view``)
+GENERATION_KEEP = timedelta(days=2)  # a generation counter outlives every session it ends
 
 
 def new_id() -> str:
@@ -64,3 +66,21 @@ def rename(store: Store, caller: Caller, display: object) -> User:
         return store.rename_user(user.id, name)
     except NameTaken:
         raise taken(name) from None
+
+
+def _generation_key(user_id: str) -> str:
+    return f"web-session:{user_id}"
+
+
+def session_generation(store: Store, user_id: str, when: datetime) -> int:
+    """The generation of the user's web view sessions: each carries the one it started
+    in, and counts only while it is still the current one (``end_sessions``)."""
+    return store.read_counter(_generation_key(user_id), when)
+
+
+def end_sessions(store: Store, user_id: str, when: datetime) -> None:
+    """End every web view session of the user at once, in any browser (signing out;
+    someone who left): their generation is passed."""
+    store.add_to_counter(
+        _generation_key(user_id), when, when + timedelta(seconds=SESSION_SECONDS) + GENERATION_KEEP
+    )

@@ -27,7 +27,8 @@ stored). The browser then holds its
 own session: a cookie signed with the device pages' key, carrying the user
 id, an expiry (``SESSION_SECONDS``) and the user's session generation.
 Signing out bumps the generation (a store counter), which ends every session
-of that user at once, this browser's and any copy of its cookie.
+of that user at once, this browser's and any copy of its cookie; so does ending
+everything of someone who left (``tokens.revoke_all``).
 
 A session signed in with a token (the token form, ``ltm open``'s key) also
 carries that token's hash, and every page looks the token up again (one read,
@@ -54,7 +55,7 @@ import secrets
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import quote, urlsplit
@@ -62,6 +63,7 @@ from urllib.parse import quote, urlsplit
 from ..loopback import loopback_url
 from ..service import tokens
 from ..service.errors import InsufficientScope, ServiceError
+from ..service.users import SESSION_SECONDS, end_sessions, session_generation
 from ..service.users import now as utc_now
 from ..store import FULL_SCOPE, User
 from . import render
@@ -72,8 +74,6 @@ if TYPE_CHECKING:
     from .device import DeviceWeb
 
 T = TypeVar("T")
-SESSION_SECONDS = 8 * 3600
-GENERATION_KEEP = timedelta(days=2)  # a generation counter outlives every session it ends
 UI_KEY_ENV = "LTM_UI_KEY"
 # The web view's own Host (name:port) on loopback: ``ltm ui``'s random name, or the name
 # ``ltm server run`` gives its pages when it listens on a loopback address.
@@ -264,9 +264,6 @@ class WebView:
             attributes += "; Secure"
         return f"{self._cookie_name(request)}={value}; {attributes}"
 
-    def _generation_key(self, user_id: str) -> str:
-        return f"web-session:{user_id}"
-
     def start_session(self, request: WebRequest, user: User, *, token_hash: str = "") -> str:
         """The Set-Cookie that signs ``user`` in to this browser.
 
@@ -274,9 +271,7 @@ class WebView:
         long as that token does.
         """
         when = self.clock()
-        generation = (
-            0 if self.local else self.store.read_counter(self._generation_key(user.id), when)
-        )
+        generation = 0 if self.local else session_generation(self.store, user.id, when)
         payload: dict[str, Any] = {
             "u": user.id,
             "g": generation,
@@ -307,7 +302,7 @@ class WebView:
             if user_id != LOCAL_USER:
                 return None
             return User(LOCAL_USER, LOCAL_USER, when), nonce
-        if payload.get("g") != self.store.read_counter(self._generation_key(user_id), when):
+        if payload.get("g") != session_generation(self.store, user_id, when):
             return None  # signed out since
         token_hash = payload.get("t")
         if token_hash is None:  # signed in without a token (Cognito, an approval made so)
@@ -980,12 +975,7 @@ class WebView:
         if not self._form_ok(request, nonce, form):
             return self._expired(self._nav(user, nonce), "/web")
         if not self.local:
-            when = self.clock()
-            self.store.add_to_counter(
-                self._generation_key(user.id),
-                when,
-                when + timedelta(seconds=SESSION_SECONDS) + GENERATION_KEEP,
-            )
+            end_sessions(self.store, user.id, self.clock())
         return self._redirect("/web/signin?out=1", clear)
 
     def ui(self, request: WebRequest) -> WebResponse:
