@@ -186,13 +186,20 @@ class _TokenResource:
         if scope["type"] != "http" or scope["path"] != "/token" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        from urllib.parse import parse_qsl
-
+        from starlette.formparsers import MultiPartException
+        from starlette.requests import Request
         from starlette.responses import JSONResponse
 
         body = await _whole_body(receive)
-        asked = [v for k, v in parse_qsl(body.decode("latin-1")) if k == "resource"]
-        if any(not oauth.same_resource(value, self.resource) for value in asked):
+        try:  # read as the SDK's token handler reads it: urlencoded or multipart alike
+            async with Request(scope, _replaying(body)).form() as form:
+                asked = form.getlist("resource")
+        except MultiPartException:
+            asked = []  # a form nobody can read: the SDK's handler refuses it
+        if any(
+            not isinstance(value, str) or not oauth.same_resource(value, self.resource)
+            for value in asked
+        ):
             refusal = JSONResponse(
                 {
                     "error": "invalid_target",
