@@ -36,11 +36,15 @@ from chalicelib.service import invites, packets, publish, teams, tokens
 from chalicelib.service import search as searching
 from chalicelib.service.access import Credential
 from chalicelib.service.errors import BadRequest, PayloadTooLarge, ServiceError
-from chalicelib.store import FULL_SCOPE, Member, PacketMeta, Store, Team, User
+from chalicelib.store import BUSY_MESSAGE, FULL_SCOPE, Member, PacketMeta, Store, Team, User
+from chalicelib.store import busy as store_busy
 from chalicelib.store.select import open_store
 
 PROTOCOL_VERSION = "0.2"
 JSON_HEADERS = {"Content-Type": "application/json", "Cache-Control": "no-store"}
+# Seconds a client is asked to wait when the database is busy (a 503): DynamoDB's
+# throttling lifts within a second or two as capacity adapts.
+BUSY_RETRY_AFTER = 1
 
 stage_settings.apply()  # before anything reads the stage's variables
 
@@ -120,6 +124,20 @@ def _json(body: Any, status: int = 200) -> Response:
 
 def _error(status: int, message: str) -> Response:
     return _json({"error": message}, status)
+
+
+def _unhandled(exc: Exception) -> Response:
+    """The answer to an error no rule foresaw: 503 with Retry-After when the database
+    only cannot serve the request for the moment (DynamoDB throttled it past the SDK's
+    retries, or is out of reach: not the caller's fault, and a client keeps a push it
+    got a 503 for), else 500; logged with its traceback either way."""
+    if store_busy(exc):
+        logger.warning("the database is busy", exc_info=True)
+        response = _error(503, BUSY_MESSAGE)
+        response.headers["Retry-After"] = str(BUSY_RETRY_AFTER)
+        return response
+    logger.exception("unhandled error")
+    return _error(500, "internal server error")
 
 
 def _no_content() -> Response:
@@ -296,9 +314,8 @@ def route(path: str, method: str) -> Callable[[Callable[..., Response]], Callabl
                 response = _error(exc.status, exc.message)
                 response.headers.update(exc.headers)  # e.g. WWW-Authenticate (RFC 6750 §3.1)
                 return response
-            except Exception:
-                logger.exception("unhandled error")
-                return _error(500, "internal server error")
+            except Exception as exc:
+                return _unhandled(exc)
 
         # Content types are checked by _body, so the error is ours and JSON.
         app.route(path, methods=[method], content_types=["*/*"])(handler)
@@ -998,9 +1015,8 @@ def mcp_route(path: str, methods: list[str]) -> None:
             )
         except BadHeader as exc:  # a client's fault, not the server's: no traceback logged
             return _error(400, str(exc))
-        except Exception:
-            logger.exception("unhandled error")
-            return _error(500, "internal server error")
+        except Exception as exc:
+            return _unhandled(exc)
         headers: dict[str, str | list[str]] = {}
         for name, value in answer.headers:  # a repeated header (Vary) is one, comma-joined
             if name.lower() in ("content-length", "transfer-encoding"):

@@ -242,6 +242,48 @@ def test_each_packet_route_keeps_the_budget_of_the_store(api: Api, lambda_app: A
     assert cost("GET", "/v1/packets?team=nope", alice, status=404) == 1
 
 
+def test_a_throttled_database_is_a_503_the_cli_keeps_its_push_for(
+    api: Api, lambda_app: Any
+) -> None:
+    """DynamoDB throttling past the SDK's retries, or out of reach, is not the caller's
+    fault: 503 with Retry-After (a client's outbox keeps a push it got a 503 for, and a
+    500 would lose it), where any other failure of a call stays a 500."""
+    from botocore.exceptions import ClientError, EndpointConnectionError
+
+    alice = api.user("alice")
+    assert api.call("GET", "/v1/packets?limit=1", alice)[0] == 200  # the app's store is made
+    events = lambda_app.get_store().client.meta.events
+    failure: list[Exception] = []
+
+    def fail(model: Any, **_: Any) -> None:
+        if failure:
+            raise failure[0]
+
+    events.register("before-call.dynamodb", fail)
+    try:
+        for code in ("ProvisionedThroughputExceededException", "ThrottlingException"):
+            failure[:] = [ClientError({"Error": {"Code": code, "Message": "slow down"}}, "op")]
+            for method, path, body in (
+                ("POST", "/v1/packets", make_packet()),
+                ("GET", "/v1/packets", None),
+            ):
+                status, data, headers = api.call(method, path, alice, body)
+                assert (status, headers.get("Retry-After")) == (503, "1"), (code, method, data)
+                assert data == {"error": "the server's database is busy; try again shortly"}
+        failure[:] = [EndpointConnectionError(endpoint_url="https://dynamodb.invalid")]
+        assert api.call("POST", "/v1/packets", alice, make_packet())[0] == 503
+        failure[:] = [ClientError({"Error": {"Code": "ValidationException"}}, "op")]
+        status, data, headers = api.call("POST", "/v1/packets", alice, make_packet())
+        assert (status, data, "Retry-After" in headers) == (
+            500,
+            {"error": "internal server error"},
+            False,
+        )
+    finally:
+        events.unregister("before-call.dynamodb", fail)
+    assert api.call("POST", "/v1/packets", alice, make_packet())[0] == 201
+
+
 def test_lambda_logs_carry_the_request_id_and_emit_emf_metrics(
     lambda_app: Any,
     monkeypatch: pytest.MonkeyPatch,
@@ -357,6 +399,28 @@ def test_mcp_through_the_lambda_event_on_dynamodb(
         packet_id = result["structuredContent"]["id"]
         stored = store.get_packet(packet_id)
         assert stored is not None and b"saved through lambda" in stored.body
+        # DynamoDB throttled past the SDK's retries: the agent is told to try again
+        from botocore.exceptions import ClientError
+
+        def throttle(**_: Any) -> None:
+            raise ClientError({"Error": {"Code": "ThrottlingException"}}, "op")
+
+        events = lambda_app.get_store().client.meta.events
+        events.register("before-call.dynamodb", throttle)
+        try:  # the token's look-up throttled: the request; then the tool's write: the tool
+            refused = handler(mcp_event(secret, {**call, "id": 3}), LambdaContext())
+            events.unregister("before-call.dynamodb", throttle)
+            events.register("before-call.dynamodb.TransactWriteItems", throttle)
+            failed = handler(mcp_event(secret, {**call, "id": 4}), LambdaContext())
+        finally:
+            events.unregister("before-call.dynamodb", throttle)
+            events.unregister("before-call.dynamodb.TransactWriteItems", throttle)
+        assert (refused["statusCode"], refused["headers"].get("Retry-After")) == (503, "1")
+        result = json.loads(failed["body"])["result"]
+        assert result["isError"] is True, result
+        assert result["content"][0]["text"] == (
+            "the server's database is busy; try again shortly: call the tool again in a moment."
+        )
         metadata = handler(
             proxy_event(
                 "GET",

@@ -66,6 +66,43 @@ class Gone(StoreError):
     """The thing existed but can no longer be used (an invite used or expired)."""
 
 
+# What DynamoDB answers, past the SDK's own retries, when it will not serve a call just
+# now (throttled, or failing on its side), whatever the call asked: the same request may
+# well succeed a moment later.
+# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Programming.Errors.html
+_BUSY_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "ServiceUnavailable",
+    }
+)
+
+
+BUSY_MESSAGE: Final = "the server's database is busy; try again shortly"
+
+
+def busy(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot serve the request for the moment (DynamoDB
+    throttled it or is out of reach), not that the request or the code is wrong: the
+    server then answers 503 with Retry-After, which a client keeps its push for.
+
+    Read without importing botocore: if it was never loaded, no exception is its.
+    """
+    import sys
+
+    errors = sys.modules.get("botocore.exceptions")
+    if errors is None:
+        return False
+    if isinstance(exc, errors.ClientError):
+        return exc.response.get("Error", {}).get("Code") in _BUSY_CODES
+    # No connection, or no answer in time: the call may have been made or not; pushing
+    # the same packet again is still one packet.
+    return isinstance(exc, errors.ConnectionError | errors.HTTPClientError)
+
+
 class Quota(NamedTuple):
     """The most one user may own: packets (personal, and authored in teams) and their bytes."""
 
