@@ -211,9 +211,9 @@ def test_a_code_or_refresh_token_is_not_redeemed_for_another_resource(server: Se
         refused = http.post("/token", data={**form, "resource": elsewhere})
         assert refused.status_code == 400 and refused.json()["error"] == "invalid_target"
         assert refused.headers["cache-control"] == "no-store"
-        # However the form is encoded: the SDK reads a multipart form as well.
+        # Nor in a multipart form (which the SDK's handler would read): refused outright.
         multipart = http.post("/token", data=form, files={"resource": (None, elsewhere)})
-        assert multipart.status_code == 400 and multipart.json()["error"] == "invalid_target"
+        assert multipart.status_code == 400 and multipart.json()["error"] == "invalid_request"
         taken = http.post("/token", data={**form, "resource": server.url + "/mcp"})
         assert taken.status_code == 200, taken.text
         renewal = {

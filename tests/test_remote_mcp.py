@@ -472,6 +472,14 @@ def test_a_confidential_clients_secret_is_kept_hashed_and_still_works(server: Se
             "/token", data={**form, "client_id": client_id, "client_secret": kept["client_secret"]}
         )
         assert stored_hash.status_code == 401  # the hash itself is no secret
+        # Nor in a multipart form (which the SDK's handler reads too), at either endpoint.
+        for path in ("/token", "/revoke"):
+            fields = {**form, "client_id": client_id, "token": "x"}
+            hashed = http.post(
+                path, data=fields, files={"client_secret": (None, kept["client_secret"])}
+            )
+            assert hashed.status_code in (400, 401), (path, hashed.text)
+            assert hashed.json()["error"] in ("invalid_client", "invalid_request"), path
     with server.client() as http:
         basic = http.post(
             "/register",

@@ -132,6 +132,7 @@ class _HashedSecrets:
     """
 
     PATHS = ("/token", "/revoke")
+    FORM = "application/x-www-form-urlencoded"
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -143,6 +144,22 @@ class _HashedSecrets:
         import base64
         from urllib.parse import parse_qsl, quote, unquote, urlencode
 
+        from starlette.datastructures import Headers
+        from starlette.responses import JSONResponse
+
+        media = Headers(scope=scope).get("content-type", "").split(";", 1)[0].strip().lower()
+        if scope["method"] == "POST" and media != self.FORM:
+            # The only form the secret is hashed in, and the one these endpoints are
+            # specified with (RFC 6749 §4.1.3, RFC 7009 §2.1): the SDK also reads a
+            # multipart form, whose secret would reach it unhashed, so that the stored
+            # hash itself would pass as the secret.
+            refusal = JSONResponse(
+                {"error": "invalid_request", "error_description": f"the body must be {self.FORM}"},
+                status_code=400,
+                headers={"Cache-Control": "no-store"},
+            )
+            await refusal(scope, receive, send)
+            return
         body = await _whole_body(receive)
         pairs = parse_qsl(body.decode("latin-1"), keep_blank_values=True)
         if any(name == "client_secret" for name, _ in pairs):
@@ -186,20 +203,13 @@ class _TokenResource:
         if scope["type"] != "http" or scope["path"] != "/token" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        from starlette.formparsers import MultiPartException
-        from starlette.requests import Request
+        from urllib.parse import parse_qsl
+
         from starlette.responses import JSONResponse
 
-        body = await _whole_body(receive)
-        try:  # read as the SDK's token handler reads it: urlencoded or multipart alike
-            async with Request(scope, _replaying(body)).form() as form:
-                asked = form.getlist("resource")
-        except MultiPartException:
-            asked = []  # a form nobody can read: the SDK's handler refuses it
-        if any(
-            not isinstance(value, str) or not oauth.same_resource(value, self.resource)
-            for value in asked
-        ):
+        body = await _whole_body(receive)  # urlencoded: ``_HashedSecrets`` refused any other
+        asked = [v for k, v in parse_qsl(body.decode("latin-1")) if k == "resource"]
+        if any(not oauth.same_resource(value, self.resource) for value in asked):
             refusal = JSONResponse(
                 {
                     "error": "invalid_target",
