@@ -232,6 +232,13 @@ def test_token_from_the_environment_rejected(server: Server, tmp_path: Path) -> 
     assert "(it comes from LTM_TOKEN) — fix LTM_TOKEN" in cli.fails("ls")
 
 
+def test_a_token_from_the_environment_that_cannot_be_one(server: Server, tmp_path: Path) -> None:
+    _, token = server.issue("quoted")
+    cli = against(tmp_path, server.url, f"\u201c{token}\u201d")  # pasted with curly quotes
+    line = cli.fails("ls", code=2)
+    assert "LTM_TOKEN" in line and "latin-1" not in line, line
+
+
 def test_403_404_409(server: Server, tmp_path: Path) -> None:
     owner = signed_in(server, tmp_path / "olga", "olga")
     member = signed_in(server, tmp_path / "max", "max")

@@ -337,7 +337,12 @@ def active(team: str | None = None) -> Target | None:
     (none of them the default) it is an error naming them.
     """
     env_host = os.environ.get("LTM_HOST")
-    env_token = os.environ.get("LTM_TOKEN") or None
+    env_token = os.environ.get("LTM_TOKEN", "").strip() or None
+    if env_token is not None:
+        try:
+            _check_token(env_token)  # said here, not as an encoding error of a header
+        except CliError as exc:
+            raise CliError(f"LTM_TOKEN: {exc.message}", exit_code=2) from None
     state = load()
     if env_host:
         host = normalize_host(env_host)
