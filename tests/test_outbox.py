@@ -12,7 +12,7 @@ import json
 import re
 import sqlite3
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
@@ -65,17 +65,29 @@ def box(tmp_path: Path) -> Iterator[Restartable]:
         restartable.stop()
 
 
+Reply = tuple[int, dict[str, str], bytes]
+
+
 def packet(goal: str) -> str:
     return json.dumps({"goal": goal, "next_step": "Carry on from here."})
 
 
+BAD_GATEWAY = (502, {"Content-Type": "text/html"}, b"<html><h1>502 Bad Gateway</h1></html>")
+
+
 @contextmanager
-def proxy_to(box: Restartable) -> Iterator[str]:
+def proxy_to(
+    box: Restartable, meddle: Callable[[Seen], Reply | None] | None = None
+) -> Iterator[str]:
     """A reverse proxy in front of ``box``, as docs/security.md has one for TLS: it passes
-    each request on, and answers 502 Bad Gateway while the server behind it is down."""
+    each request on, and answers 502 Bad Gateway while the server behind it is down.
+    ``meddle`` sees each request first; what it answers is the reply instead."""
     import http.client
 
-    def forward(request: Seen) -> tuple[int, dict[str, str], bytes]:
+    def forward(request: Seen) -> Reply:
+        instead = meddle(request) if meddle is not None else None
+        if instead is not None:
+            return instead
         conn = http.client.HTTPConnection("127.0.0.1", box.port, timeout=scaled(30))
         headers = {k: v for k, v in request.headers.items() if k not in ("host", "connection")}
         try:
@@ -83,7 +95,7 @@ def proxy_to(box: Restartable) -> Iterator[str]:
             reply = conn.getresponse()
             body = reply.read()
         except ConnectionRefusedError:
-            return 502, {"Content-Type": "text/html"}, b"<html><h1>502 Bad Gateway</h1></html>"
+            return BAD_GATEWAY
         finally:
             conn.close()
         hop = ("content-length", "transfer-encoding", "connection", "keep-alive")
@@ -176,6 +188,45 @@ def test_a_save_through_a_proxy_whose_server_is_down_is_kept(
         assert f"outbox: pushed {kept} to {url}" in listed.stderr
         assert kept in box.ids()
         assert outbox_files(olive) == []
+
+
+def test_a_save_kept_while_the_outbox_is_delivered_is_not_dropped(
+    box: Restartable, tmp_path: Path
+) -> None:
+    """The same packet saved again while an older version of it is being delivered, and
+    kept (the server overloaded, its proxy answering 502 to that save): delivering the old
+    one must not remove the new one from the outbox."""
+    import threading
+
+    packet_id = "01JNEWERVERSIONKEPT00000000"
+    down = threading.Event()
+    cli: list[Cli] = []
+
+    def again_meanwhile(request: Seen) -> Reply | None:
+        if down.is_set():
+            return BAD_GATEWAY
+        if request.method == "POST" and b"first version" in request.body:
+            down.set()  # the new save meets a server that does not answer it
+            newer = {"id": packet_id, "goal": "second version", "next_step": "Go on."}
+            cli[0].ok("save", "-", stdin=json.dumps(newer))
+            down.clear()
+        return None
+
+    with proxy_to(box, again_meanwhile) as url:
+        olive = Cli(tmp_path / "olive")
+        cli.append(olive)
+        olive.ok("auth", url, "--with-token", stdin=box.live.issue("Olive")[1])
+        box.stop()
+        older = {"id": packet_id, "goal": "first version", "next_step": "Go on."}
+        olive.ok("save", "-", stdin=json.dumps(older))
+        box.start()
+
+        olive.ok("push", "--outbox")  # delivers the first; the second is kept meanwhile
+        files = outbox_files(olive)
+        assert len(files) == 1 and "second version" in files[0].read_text()
+        olive.ok("push", "--outbox")
+        assert outbox_files(olive) == []
+        assert json.loads(olive.ok("pull", packet_id))["goal"] == "second version"
 
 
 def test_logging_out_says_what_still_waits_and_how_it_goes(

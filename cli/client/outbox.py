@@ -7,7 +7,8 @@ is kept here, one file per packet, and pushed by the next command that reaches t
 server (``open_backend``) or by ``ltm push --outbox``. Delivery runs the same checks
 again (schema, redaction, with the flags the save was given), and the server its own.
 
-Exactly once: a file is removed only after its push was answered, a push of the
+Exactly once: a file is removed only after its push was answered (and only while it
+holds what was pushed: the packet saved again meanwhile waits on), a push of the
 same id and bytes is one packet however often it is sent, and one process at a
 time delivers (an ``flock`` on the folder's lock file; another process skips).
 Saving the same id again while offline replaces the waiting file: the newest
@@ -245,8 +246,9 @@ def deliver(backend: Backend, host: str, *, wait: bool = False) -> Delivery:
                     f"{_first_line(message)}; it stays in the outbox ({entry.path})"
                 )
                 continue
-            entry.path.unlink(missing_ok=True)
-            _sync_dir(entry.path.parent)
+            if _read(entry.path) == entry:  # else saved again meanwhile: that one waits on
+                entry.path.unlink(missing_ok=True)
+                _sync_dir(entry.path.parent)
             sent.append(pushed.id)
             info(f"outbox: pushed {pushed.id} to {where} (saved offline {entry.kept_at[:19]}Z)")
     return Delivery(sent, refused, 0)
