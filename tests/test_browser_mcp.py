@@ -114,11 +114,15 @@ def caught() -> Iterator[dict[str, str]]:
         listener.server_close()
 
 
-def consent(tab: Any, server: Server) -> None:
-    """The consent page names the client and where it sends the person back; allow."""
+def consent(tab: Any, server: Server, who: str = "") -> None:
+    """The consent page names the client and where it sends the person back, and, to a
+    signed-in browser, the account the client gets (the browser may have been signed in as
+    someone else by a page elsewhere); allow."""
     assert tab.locator("h1").inner_text() == "Allow this MCP client?"
     text = tab.locator("main").inner_text()
     assert "Chromium test client" in text and "http://127.0.0.1:" in text
+    if who:
+        assert f"the ltm memory of {who} (the account this browser is signed in as)" in text
     with tab.expect_navigation():
         tab.click("button[value=allow]")
 
@@ -191,7 +195,7 @@ def test_cognito_sign_in_and_consent_in_chromium(
     with page.expect_navigation():
         page.click("button[type=submit]")
     sign_in_at_cognito(page, cognito, ALICE, PASSWORD)
-    consent(page, aws_server)
+    consent(page, aws_server, who=ALICE)
     assert caught["url"].startswith(caught["callback"] + "?code=")
     assert ALICE in finish(aws_server, client_id, verifier, caught)
 

@@ -56,12 +56,18 @@ def page(
     back: Destination,
     csrf: str | None,
     *,
+    who: str = "",
     error: str = "",
 ) -> str:
     """The question, with the request's facts escaped (a client names itself); ``back``
     is shown as scheme, host and port, never as the client wrote it. With no ``csrf``
     (no session: a loopback server's API address, see ``WebView.authorize``), the
-    person's token goes in the form and signs the answer."""
+    person's token goes in the form and signs the answer.
+
+    ``who``: the account the browser's session is of, named in the question itself, as the
+    device page does: a browser can be signed in as someone else without its person
+    knowing (a page elsewhere posting that someone's sign-in key, see ``key_sign_in``),
+    and allowing would hand the client that account, where the agent's packets would go."""
     can = [WHAT[s] for s in pending.get("scopes", []) if s in WHAT] or [WHAT["read"]]
     name = pending.get("client_name") or "an unnamed client"
     at = document_host(pending.get("client_id"))
@@ -89,7 +95,12 @@ def page(
         + message
         + f'<p class="quote">{render.text(name, 200)}</p>'
         + byline
-        + "<p>wants to use your ltm memory on this server. It will be able to:</p>"
+        + (
+            f"<p>wants to use the ltm memory of <strong>{render.text(who, 200)}</strong> (the"
+            " account this browser is signed in as) on this server. It will be able to:</p>"
+            if who
+            else "<p>wants to use your ltm memory on this server. It will be able to:</p>"
+        )
         + "<ul>"
         + "".join(f"<li>{render.text(item)}</li>" for item in can)
         + "</ul>"

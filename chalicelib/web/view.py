@@ -739,7 +739,9 @@ class WebView:
         if back is None:
             return self._page(400, "Not allowed", consent.refused(), nav=read.nav)
         if request.method == "GET":
-            body = consent.page(request_id, read.value, back, self._csrf(read.nonce))
+            body = consent.page(
+                request_id, read.value, back, self._csrf(read.nonce), who=read.user.display
+            )
             return self._page(
                 200, "Allow this MCP client?", body, nav=read.nav, form_target=back.csp_source()
             )
