@@ -182,6 +182,22 @@ def test_a_pipe_gets_utf8_whatever_its_encoding(tmp_path: Path) -> None:
         assert goal in cli.ok(*args), args  # decoded as UTF-8 by the harness of the test
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_a_packet_file_in_utf16_saves(tmp_path: Path, encoding: str) -> None:
+    # Windows PowerShell 5's `ltm example > packet.json` writes UTF-16 (with its byte order
+    # mark): the file the README's first steps make on Windows saves, its text intact.
+    cli = Cli(tmp_path)
+    goal = "Move auth → tokens ✓ 日本 😀"
+    path = tmp_path / "packet.json"
+    mark = b"\xfe\xff" if encoding == "utf-16-be" else b""  # the "utf-16" codec writes its own
+    path.write_bytes(mark + json.dumps(make_packet(goal=goal), ensure_ascii=False).encode(encoding))
+    assert "ok" in cli.ok("validate", str(path))
+    packet_id = cli.ok("save", str(path), "--local").strip()
+    assert json.loads(cli.ok("pull", packet_id, "--local"))["goal"] == goal
+    path.write_bytes(b"\xff\xfe" + "{}".encode("utf-16-le") + b"\x00")  # odd length
+    assert "not valid UTF-16; save it as UTF-8" in cli.fails("save", str(path), "--local")
+
+
 def test_import_blocks_windows_paths(tmp_path: Path) -> None:
     cli = Cli(tmp_path)
     lines = [

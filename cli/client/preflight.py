@@ -38,7 +38,7 @@ __all__ = [
 
 
 def read_source(source: str) -> bytes:
-    """The bytes of FILE, or of standard input for ``-``.
+    """The bytes of FILE, or of standard input for ``-``, as UTF-8.
 
     On a terminal, standard input waits for typing: say so, or ``ltm save`` with
     no argument would look hung.
@@ -51,11 +51,30 @@ def read_source(source: str) -> bytes:
                 " — or give a file: ltm save FILE (ltm example shows one)",
                 file=sys.stderr,
             )
-        return sys.stdin.buffer.read()
+        return _utf8(sys.stdin.buffer.read(), "standard input")
     try:
-        return Path(source).read_bytes()
+        return _utf8(Path(source).read_bytes(), source)
     except OSError as exc:
         raise source_error(source, exc, "a packet file") from None
+
+
+# Windows PowerShell 5's ``>`` (as in ``ltm example > packet.json``) and Notepad's
+# "Unicode" write UTF-16 with its byte order mark, where a packet is UTF-8 (RFC 8259 §8.1).
+_UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def _utf8(raw: bytes, source: str) -> bytes:
+    """``raw`` as UTF-8: a text that says by its byte order mark it is UTF-16, re-encoded
+    (its meaning is not in doubt); anything else as it is, for the packet's own checks."""
+    if not raw.startswith(_UTF16_MARKS):
+        return raw
+    try:
+        return raw.decode("utf-16").encode("utf-8")
+    except UnicodeError:  # also a lone surrogate, which UTF-8 cannot carry
+        raise CliError(
+            f"{source}: starts with a UTF-16 byte order mark but is not valid UTF-16;"
+            " save it as UTF-8"
+        ) from None
 
 
 def source_error(source: str, exc: OSError, what: str) -> CliError:
