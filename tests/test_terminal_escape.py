@@ -183,6 +183,31 @@ def test_names_people_chose_are_escaped_too(cli: Cli) -> None:
     assert "Eve\\u001b]0;owned\\u0007\\u009b31m\\u202egnp.exe" in members and clean(members)
 
 
+def test_names_people_chose_are_escaped_in_json_on_a_terminal_too(cli: Cli) -> None:
+    # The --json of the listings of people and tokens, as the packet listings' is: on a
+    # terminal, names another server hands back run nothing; in a pipe, JSON as sent.
+    from clikit import json_reply, stub_server
+
+    evil = f"Eve{TITLE}{C1_CSI}\u202egnp.exe"
+    answers = {
+        "/v1/teams/crew/members": {
+            "members": [{"user_id": "u1", "display": evil, "role": "member", "joined_at": "x"}]
+        },
+        "/v1/tokens": {"tokens": [{"label": evil, "created_at": "2026-05-01T12:00:00Z"}]},
+        "/v1/teams": {"teams": [{"name": "crew", "owner_id": "u1", "owner_display": evil}]},
+    }
+    with stub_server(lambda req: json_reply(200, answers[req.path.split("?")[0]])) as stub:
+        cli.config.mkdir(parents=True)
+        (cli.config / "config.toml").write_text(f'host = "{stub.url}"\n')
+        (cli.config / "credentials").write_text("ltm_token\n")
+        for args in (("teams", "members", "crew"), ("tokens", "ls"), ("teams", "ls")):
+            seen = on_terminal(cli, *args, "--json")
+            assert "Eve\\u001b]0;owned\\u0007\\u009b31m\\u202egnp.exe" in seen, args
+            assert clean(seen), args
+        piped = json.loads(cli.ok("teams", "members", "crew", "--json"))
+        assert piped["members"][0]["display"] == evil
+
+
 def test_doctor_escapes_program_paths_from_a_repositorys_files(tmp_path: Path) -> None:
     # A cloned repository's .mcp.json and .claude/settings.json are anyone's writing.
     cli = Cli(tmp_path / "me")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
 from ltm.cli.commands import options
 from ltm.cli.errors import CliError
-from ltm.cli.terminal.output import info, relative_time, safe
+from ltm.cli.terminal.output import info, print_json, relative_time, safe
 
 
 def approve(
@@ -45,7 +44,7 @@ def approve(
         backend.close()
     answer = reply.json(host)
     if as_json:
-        print(json.dumps(answer, indent=2, ensure_ascii=False))
+        print_json(answer)
         return
     if not isinstance(answer, dict):
         raise CliError(f"{host} sent an unexpected answer to the approval")

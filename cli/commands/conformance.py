@@ -10,7 +10,6 @@ server do. The checks themselves live in ``ltm.cli.conformance``.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Annotated
@@ -19,6 +18,7 @@ import typer
 
 from ltm.cli.commands import options
 from ltm.cli.errors import CliError
+from ltm.cli.terminal.output import print_json
 
 TOKEN_ENV = "LTM_CONFORMANCE_TOKEN"
 TOKEN2_ENV = "LTM_CONFORMANCE_TOKEN_2"
@@ -86,7 +86,7 @@ def conformance(
     second = _token(token2_file, TOKEN2_ENV, required=False)
     report = run(url, first, second)
     if as_json:
-        print(json.dumps(report.as_json(), indent=2, ensure_ascii=False))
+        print_json(report.as_json())
     else:
         from ltm.cli.terminal.output import safe
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
 from ltm.cli.commands import options
 from ltm.cli.errors import CliError
-from ltm.cli.terminal.output import info, safe
+from ltm.cli.terminal.output import info, print_json, safe
 
 
 def profile(
@@ -60,7 +59,7 @@ def profile(
     if display is not None:
         credentials.remember_user(backend.host, {k: str(v) for k, v in user.items()})
     if as_json:
-        print(json.dumps({"host": backend.host, "user": user}, ensure_ascii=False, indent=2))
+        print_json({"host": backend.host, "user": user})
         return
     print(safe(f"{user['display']} ({user.get('id', '')}) on {backend.host}"))
     if display is not None:

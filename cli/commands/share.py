@@ -8,7 +8,6 @@ local store has one user and nobody to share with.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import quote
 
@@ -16,7 +15,7 @@ import typer
 
 from ltm.cli.commands import options
 from ltm.cli.errors import CliError
-from ltm.cli.terminal.output import info, safe
+from ltm.cli.terminal.output import info, print_json, safe
 
 if TYPE_CHECKING:
     from ltm.cli.client.remote import RemoteBackend, Reply
@@ -137,7 +136,7 @@ def share(
     finally:
         backend.close()
     if as_json:
-        print(json.dumps(answer, ensure_ascii=False, indent=2))
+        print_json(answer)
         return
     if user is None:
         if not rows:

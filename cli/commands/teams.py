@@ -10,7 +10,7 @@ import typer
 
 from ltm.cli.commands import options
 from ltm.cli.errors import CliError
-from ltm.cli.terminal.output import info, relative_time, safe
+from ltm.cli.terminal.output import info, print_json, relative_time, safe
 
 if TYPE_CHECKING:
     from ltm.cli.client.remote import RemoteBackend
@@ -109,7 +109,7 @@ def ls(as_json: options.Json = False) -> None:
     several = len(backends) > 1 or backends[0].target.source == "team"
     if as_json:
         rows = [{**team, "host": b.host} if several else team for b, team in found]
-        print(json.dumps({"teams": rows}, indent=2, ensure_ascii=False))
+        print_json({"teams": rows})
         return
     if not found:
         where = ", ".join(b.host for b in backends)
@@ -196,7 +196,7 @@ def members(name: Name, as_json: options.Json = False) -> None:
     finally:
         backend.close()
     if as_json:
-        print(json.dumps({"members": rows}, indent=2, ensure_ascii=False))
+        print_json({"members": rows})
         return
     table = [("MEMBER", "ROLE", "JOINED", "USER ID")]
     for row in rows:

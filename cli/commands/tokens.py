@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ltm.cli.commands import options
 from ltm.cli.errors import CliError
-from ltm.cli.terminal.output import info, relative_time, safe
+from ltm.cli.terminal.output import info, print_json, relative_time, safe
 
 if TYPE_CHECKING:
     from ltm.cli.client.remote import RemoteBackend
@@ -66,7 +65,7 @@ def _list(as_json: bool) -> None:
     finally:
         backend.close()
     if as_json:
-        print(json.dumps({"tokens": rows}, indent=2, ensure_ascii=False))
+        print_json({"tokens": rows})
         return
     table = [("LABEL", "CREATED", "LAST USED", "EXPIRES", "SCOPE", "")]
     for row in rows:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
 
 from ltm.cli.errors import CliError
+from ltm.cli.terminal.output import print_json
 
 
 def validate(
@@ -38,7 +38,7 @@ def validate(
         report, status = _judge(source, complete=complete)
         worst = max(worst, status)
         if as_json:
-            print(json.dumps(report, ensure_ascii=False))
+            print_json(report, indent=None)
         else:
             _print_text(report, preflight.report_lines(report))
     if worst:

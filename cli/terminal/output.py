@@ -55,12 +55,13 @@ def terminal_bytes(body: bytes) -> bytes:
     return safe(text, multiline=True).encode("utf-8", "surrogateescape")
 
 
-def print_json(data: Any) -> None:
-    """``data`` as JSON on stdout: packet text is untrusted, so on a terminal its controls
-    are shown escaped (``terminal_bytes``); a pipe gets it as it is."""
+def print_json(data: Any, *, indent: int | None = 2) -> None:
+    """``data`` as JSON on stdout: packet text, and names a server hands back, are
+    untrusted, so on a terminal their controls are shown escaped (``terminal_bytes``); a
+    pipe gets them as they are."""
     import json
 
-    text = json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+    text = json.dumps(data, ensure_ascii=False, indent=indent) + "\n"
     sys.stdout.flush()
     sys.stdout.buffer.write(terminal_bytes(text.encode("utf-8", "surrogateescape")))
     sys.stdout.flush()
