@@ -248,6 +248,11 @@ def test_logging_out_says_what_still_waits_and_how_it_goes(
     doctor = olive.run("doctor").stdout
     assert re.search(r"warn\s+outbox\s+1 saved packet waits for " + re.escape(url), doctor)
     assert f"ltm auth {url}" in doctor and "next command that reaches" not in doctor
+    # The agent is told the same at its session start.
+    started = olive.run("hook", "session-start", stdin=json.dumps({"cwd": str(tmp_path)}))
+    context = json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert f"pushed once the user signs in there again (ltm auth {url})" in context
+    assert "next ltm command that reaches" not in context and "not lost" in context
     assert len(outbox_files(olive)) == 1
 
     box.start()

@@ -340,14 +340,24 @@ def session_start(
 def _outbox_note() -> str:
     """A line on saves waiting in the outbox (their server was out of reach), else ''."""
     from ltm.cli.client import outbox
+    from ltm.cli.errors import CliError
 
     entries = outbox.waiting()
     if not entries:
         return ""
+    try:
+        stranded = outbox.signed_out(entries)
+    except CliError:  # a config that names no server: the note says what it can
+        stranded = []
+    # Logged out of that server since: no command reaches it until the user signs in again.
+    then = (
+        f"they are pushed once the user signs in there again (ltm auth {stranded[0]})"
+        if stranded
+        else "they are pushed by the next ltm command that reaches it (or: ltm push --outbox)"
+    )
     return (
         f"ltm: {outbox.summary(entries)}: kept on this machine because the server could not"
-        " be reached; they are pushed by the next ltm command that reaches it (or: ltm push"
-        " --outbox). They are not lost: do not save them again.\n"
+        f" be reached; {then}. They are not lost: do not save them again.\n"
     )
 
 
