@@ -348,3 +348,66 @@ def test_the_agents_save_is_kept_too(box: Restartable, tmp_path: Path) -> None:
     box.start()
     olive.ok("push", "--outbox")
     assert kept in box.ids()
+
+
+@pytest.mark.parametrize("fails", ["GET", "POST"])
+def test_an_import_stops_where_its_server_went_out_of_reach(
+    box: Restartable, tmp_path: Path, fails: str
+) -> None:
+    """The server goes down midway through an import (here: its proxy answers 502 from the
+    second chunk's look-up, or its second push, on): the import stops at the first line
+    that did not get through and says to run it again, rather than refuse each of the
+    thousands of lines after it; the rerun adds the rest, nothing twice."""
+    from ltm import bundle
+    from ltm.cli.client.portable import CHUNK
+
+    packets = [json.loads(packet(f"Imported packet {n}")) for n in range(3 * CHUNK)]
+    for n, data in enumerate(packets):
+        data.update(ltm_version="0.2", id=f"01IMPORTED{n:06d}", created_at="2026-05-01T12:00:00Z")
+    path = tmp_path / "bundle.jsonl"
+    lines = [
+        json.dumps(
+            {
+                "id": data["id"],
+                "scope": "personal",
+                "created_by": "olive",
+                "created_at": "2026-05-01T12:00:00Z",
+                "conforming": True,
+                "packet": data,
+            }
+        )
+        + "\n"
+        for data in packets
+    ]
+    header = bundle.header_line(source="test", exported_at="2026-05-01T12:00:00Z")
+    path.write_text(header + "".join(lines), encoding="utf-8")
+    route = "/v1/packets/batch"
+    seen: list[str] = []
+    down = [True]
+
+    def meddle(request: Seen) -> Reply | None:
+        if request.method == fails and request.path.split("?")[0] == route:
+            seen.append(request.path)
+            if down[0] and len(seen) > 1:
+                return BAD_GATEWAY
+        return None
+
+    with proxy_to(box, meddle) as url:
+        olive = Cli(tmp_path / "olive")
+        olive.ok("auth", url, "--with-token", stdin=box.live.issue("Olive")[1])
+        result = olive.run("import", str(path))
+        assert result.returncode == 1, result.stderr
+        assert "refused" not in result.stdout
+        added = [line.split()[1] for line in result.stdout.splitlines()]
+        assert 0 < len(added) < len(packets) and set(added) <= box.ids()
+        line = len(added) + 2  # the header is line 1
+        assert f"import stopped at line {line}: " in result.stderr, result.stderr
+        assert "HTTP 502" in result.stderr and "run the same import again" in result.stderr
+        assert f"{len(added)} added, 0 skipped (already present), 0 refused" in result.stderr
+
+        down[0] = False
+        again = olive.run("import", str(path))
+        assert again.returncode == 0, again.stderr
+        rest = len(packets) - len(box.ids() & set(added))
+        assert f"{rest} added, {len(added)} skipped (already present), 0 refused" in again.stderr
+        assert {p["id"] for p in packets} <= box.ids()

@@ -234,6 +234,7 @@ def import_from(
             raise source_error(source, exc, "a bundle") from None
     backend = open_backend(local=local, team=team)
     report = Report()
+    stopped: Stopped | None = None
     try:
         if team and backend.whoami().get("backend") == "local":
             from ltm.cli.client.backend import no_team_here
@@ -247,13 +248,28 @@ def import_from(
             allow_unredacted=allow_unredacted,
             replace=replace,
         ).run(stream, size=size)
+    except Stopped as exc:  # what was done is summed up first
+        stopped = exc
     finally:
         backend.close()
         if stream is not sys.stdin.buffer:
             stream.close()
     sys.stdout.flush()
     info(report.summary(where_label(backend, team)))
+    if stopped is not None:
+        raise stopped
     return 1 if report.refused else 0
+
+
+class Stopped(CliError):
+    """The server went out of reach during an import: it ends at the first line that did
+    not get through, rather than refuse every line after it for the same reason."""
+
+    def __init__(self, line: int, cause: CliError) -> None:
+        super().__init__(
+            f"import stopped at line {line}: {cause.message} — that line and the ones after"
+            " it were not imported; run the same import again: what is there already is skipped"
+        )
 
 
 @dataclass
@@ -468,8 +484,11 @@ class Importer:
     def _finish(self, run: _Chunk) -> int:
         """Judge, push and report a run of lines with distinct ids; returns how many."""
         from ltm import bundle
+        from ltm.cli.client.outbox import unreachable
 
         report = self.report
+        if run.failed is not None and unreachable(run.failed):
+            raise Stopped(run.lines[0][0], run.failed)
         judged: dict[int, Judged | bundle.BundleError] = {}
         if run.verdicts is not None:
             judged = dict(zip(run.todo, run.verdicts(), strict=True))
@@ -489,6 +508,7 @@ class Importer:
             push = self._judge(number, entry, run.known, run.failed, at in run.same, verdict)
             if push is not None:
                 pending.append((len(said) - 1, push))
+        stop: tuple[int, CliError] | None = None
         if pending:
             answers = self.backend.push_many(
                 # As judged and made ready (Backend.readying): not judged, nor encoded, again.
@@ -497,10 +517,17 @@ class Importer:
                 allow_unredacted=self.allow_unredacted,
             )
             for (at, push), answer in zip(pending, answers, strict=True):
+                if isinstance(answer, CliError) and unreachable(answer):
+                    stop = (at, answer)
+                    break
                 report.held = said[at]
                 self._pushed(push, answer)
         report.held = None
-        report.say_all([text for lines in said for text in lines])
+        report.say_all(
+            [text for lines in said[: None if stop is None else stop[0]] for text in lines]
+        )
+        if stop is not None:
+            raise Stopped(run.lines[stop[0]][0], stop[1])
         return len(run.lines)
 
     def _judge(
