@@ -1523,7 +1523,10 @@ def share_paths() -> dict[str, Any]:
                 "responses": {
                     "200": _ok("Already shared with that user.", _obj({"share": _ref("Share")})),
                     "201": _ok("Shared now.", _obj({"share": _ref("Share")})),
-                    "400": _error("No user given, the caller themself, or an ambiguous name."),
+                    "400": _error(
+                        "No user given, the caller themself, an ambiguous name, or (a team's"
+                        " packet) one of its members, who read it already."
+                    ),
                     "401": _UNAUTHORIZED,
                     "404": _error("`user not found`, or " + not_found["description"]),
                     "413": _TOO_LARGE,

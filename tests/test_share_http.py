@@ -137,3 +137,22 @@ def test_a_server_without_sharing_is_named_in_one_line(tmp_path: Path) -> None:
         for args in (["share", packet["id"], "bob"], ["ls", "--shared"]):
             err = cli.fails(*args, **env)
             assert err == f"ltm: this server does not offer sharing ({stub.url})"
+
+
+def test_a_teammate_is_not_given_a_share_that_outlives_their_removal(server: Server) -> None:
+    # A share of a team's packet with one of its members adds nothing while they are in
+    # the team, and would be a door back into it once the owner removes them.
+    found = people(server, "ida", "jon", "kim")
+    (_, ida), (_, jon), (kim_id, kim) = found["ida"], found["jon"], found["kim"]
+    team_of(server, ida, jon, "share-kick")
+    code = ida.post("/v1/teams/share-kick/invites", json={}).json()["code"]
+    assert kim.post(f"/v1/invites/{code}/accept", json={}).status_code == 201
+    packet = make_packet(goal="the team's plan")
+    pid = packet["id"]
+    assert jon.post("/v1/packets?team=share-kick", json=packet).status_code == 201
+    refused = jon.post(f"/v1/packets/{pid}/shares", json={"user": "kim"})
+    assert refused.status_code == 400, refused.text
+    assert refused.json() == {"error": "kim is in team share-kick: they read it already"}
+    assert ida.delete(f"/v1/teams/share-kick/members/{kim_id}").status_code == 204
+    assert kim.get(f"/v1/packets/{pid}").status_code == 404
+    assert kim.get("/v1/shared").json()["packets"] == []

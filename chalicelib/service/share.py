@@ -9,9 +9,10 @@ sharer's reach (they left the team) leaves the recipient's at once; deleting
 the packet ends its shares in the store.
 
 Whom: a user named by their exact id, or by the display name (in any case) of
-someone the sharer already shares a team with. Anyone else is "user not found", the same
-answer as for nobody at all, so sharing reveals no user the sharer's teams do
-not already show.
+someone the sharer already shares a team with; never, for a team's packet, one of
+its members (they read it already, and the share would outlive their removal).
+Anyone else is "user not found", the same answer as for nobody at all, so sharing
+reveals no user the sharer's teams do not already show.
 
 Who may end a share: its sharer, whoever may manage the packet (its owner, a
 team's owner), and the recipient (to drop it from their list).
@@ -124,6 +125,11 @@ def share(
     recipient = find_user(store, user, name)
     if recipient.id == user.id:
         raise BadRequest("that is you: a packet you can read needs no share with yourself")
+    if found.meta.team_id is not None and reads_in_scope(store, recipient.id, found.meta):
+        # A teammate reads it already; a share would only outlive their leaving the team,
+        # a way back in that the team's owner removing them does not close.
+        team = next((t.name for t in store.list_teams(user.id) if t.id == found.meta.team_id), "")
+        raise BadRequest(f"{recipient.display} is in team {team}: they read it already")
     try:
         current, created = store.share_packet(
             Share(packet_id, recipient.id, user.id, when or now()), seen=found.meta
