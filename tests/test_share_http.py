@@ -156,3 +156,21 @@ def test_a_teammate_is_not_given_a_share_that_outlives_their_removal(server: Ser
     assert ida.delete(f"/v1/teams/share-kick/members/{kim_id}").status_code == 204
     assert kim.get(f"/v1/packets/{pid}").status_code == 404
     assert kim.get("/v1/shared").json()["packets"] == []
+
+
+def test_a_recipient_who_joined_the_team_may_still_drop_their_share(server: Server) -> None:
+    found = people(server, "lea", "max", "ned")
+    (_, lea), (_, max_), (ned_id, ned) = found["lea"], found["max"], found["ned"]
+    team_of(server, lea, max_, "share-join")
+    packet = make_packet(goal="shared before she joined")
+    pid = packet["id"]
+    assert max_.post("/v1/packets?team=share-join", json=packet).status_code == 201
+    assert max_.post(f"/v1/packets/{pid}/shares", json={"user": ned_id}).status_code == 201
+    code = lea.post("/v1/teams/share-join/invites", json={}).json()["code"]
+    assert ned.post(f"/v1/invites/{code}/accept", json={}).status_code == 201
+    assert [p["id"] for p in ned.get("/v1/shared").json()["packets"]] == [pid]
+    # Listed as shared with her, so hers to drop, member or not.
+    dropped = ned.delete(f"/v1/packets/{pid}/shares/{ned_id}")
+    assert dropped.status_code == 204, dropped.text
+    assert ned.get("/v1/shared").json()["packets"] == []
+    assert max_.get(f"/v1/packets/{pid}/shares").json()["shares"] == []

@@ -169,12 +169,16 @@ def unshare(store: Store, caller: Caller, packet_id: str, name: str) -> None:
     user, found = who.user, who.packet
     if found is None:
         raise NotFound("not found")
+    # A recipient may drop their own share (it is in their list even once they read the
+    # packet in its scope, having joined its team since).
+    own = store.get_share(packet_id, user.id)
     if reads_in_scope(store, user.id, found.meta):
         candidates = _visible_shares(store, user, found.meta)
-    else:  # a recipient may drop their own share, and learns nothing else
-        own = store.get_share(packet_id, user.id)
-        if own is None:
-            raise NotFound("not found")
+        if own is not None and own not in candidates:
+            candidates.append(own)
+    elif own is None:
+        raise NotFound("not found")
+    else:  # read by the share alone: they learn nothing of the packet's other shares
         candidates = [own]
     matches = [s for s in candidates if s.user_id == name]
     if not matches:
