@@ -4,9 +4,11 @@ One implementation serves every store, so a query means the same on SQLite
 (FTS5 does the matching; each match is ranked from its own text) and on
 DynamoDB (a term index kept by the write path, ranked with statistics of the
 caller's scopes alone): a ranking never counts packets the caller cannot read
-(see ``SqliteStore.search``). Both tokenize as FTS5's ``unicode61``
-tokenizer does (letters and digits; case and diacritics folded), both take
-their text from ``fields_of`` and both show ``snippet``.
+(see ``SqliteStore.search``). Both cut words as FTS5's ``unicode61``
+tokenizer does (letters and digits; a mark such as a vowel sign separates) and
+fold case and diacritics; on SQLite, FTS5 cuts and folds the query as typed
+itself, since ``fold`` is not unicode61's outside Latin (``й``, Greek accents,
+Hangul). Both take their text from ``fields_of`` and both show ``snippet``.
 
 Query syntax, all terms required (AND)::
 
@@ -67,7 +69,10 @@ def fold(text: str) -> str:
 
 
 def words(text: str) -> list[str]:
-    return _WORD.findall(fold(text))
+    # Cut, then fold each word, as FTS5 and ``_tokens`` do: folding first would join
+    # what a mark separates (Devanagari's vowel signs and virama, Hebrew's vowel points
+    # are not word characters), and a query's words would never be a packet's.
+    return [fold(word) for word in _WORD.findall(text)]
 
 
 # NamedTuples, not dataclasses: a hook's recall and the fast ``ltm search`` load this
@@ -75,6 +80,9 @@ def words(text: str) -> list[str]:
 class Term(NamedTuple):
     words: tuple[str, ...]  # one word, or the words of a phrase
     prefix: bool = False  # the last word is a prefix
+    # As typed (without the prefix star), for FTS5 to cut and fold with its own tokenizer:
+    # its folding is not ``fold``'s outside Latin (й, ά, Hangul, full-width forms stay).
+    text: str = ""
 
 
 def _same(word: str, token: str, prefix: bool) -> bool:
@@ -113,11 +121,12 @@ def parse(text: str) -> Query:
             continue
         if prefix and len(found[-1]) < MIN_PREFIX:
             raise QueryError(f"a prefix term needs at least {MIN_PREFIX} characters: {raw!r}")
+        typed = raw.rstrip("*") if prefix else raw
         if phrase is None and len(found) > 1 and not prefix:
             # foo-bar, v1.2: FTS5 reads these as the phrase of their words; so do we
-            terms.append(Term(found))
+            terms.append(Term(found, text=typed))
         else:
-            terms.append(Term(found, prefix))
+            terms.append(Term(found, prefix, typed))
     if len(terms) + len(tags) + len(projects) > MAX_TERMS:
         raise QueryError(f"too many terms (max {MAX_TERMS})")
     if not terms and not tags and not projects:
@@ -138,18 +147,26 @@ def plain_text(query: Query) -> str:
 
 
 def fts_expression(query: Query) -> str:
-    """The FTS5 MATCH string: every term a quoted string, so nothing is an operator."""
+    """The FTS5 MATCH string: every term a quoted string, so nothing is an operator.
+
+    Each string is the text as typed, which FTS5 cuts and folds with the tokenizer
+    that indexed the packets: our ``fold`` differs from unicode61's outside Latin."""
     parts = []
     for term in query.terms:
-        quoted = '"' + " ".join(term.words).replace('"', '""') + '"'
-        parts.append(quoted + (" *" if term.prefix else ""))
+        typed = term.text or " ".join(term.words)
+        parts.append(_quoted(typed) + (" *" if term.prefix else ""))
     # Qualifiers narrow the match inside the index too (their column's words as a
     # phrase); the exact tag or project is still checked against the labels.
     for column, values in (("tags", query.tags), ("project", query.projects)):
         for value in values:
-            if found := words(value):
-                parts.append(f'{column} : "{" ".join(found)}"')
+            if words(value):
+                parts.append(f"{column} : {_quoted(value)}")
     return " AND ".join(parts)
+
+
+def _quoted(text: str) -> str:
+    # FTS5 reads a NUL as the end of the expression; it separates words, as a space does.
+    return '"' + text.replace('"', '""').replace("\x00", " ") + '"'
 
 
 # -- words that must not travel in a URL ---------------------------------------

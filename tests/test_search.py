@@ -24,14 +24,15 @@ from ltm.store.sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 def test_parse_terms_phrases_prefixes_and_qualifiers() -> None:
     q = search.parse('Flaky "token  refresh" logi* tag:auth project:"my app" foo-bar')
     assert q.terms == (
-        search.Term(("flaky",)),
-        search.Term(("token", "refresh")),
-        search.Term(("logi",), prefix=True),
-        search.Term(("foo", "bar")),
+        search.Term(("flaky",), text="Flaky"),
+        search.Term(("token", "refresh"), text="token  refresh"),
+        search.Term(("logi",), prefix=True, text="logi"),
+        search.Term(("foo", "bar"), text="foo-bar"),
     )
     assert q.tags == ("auth",) and q.projects == ("my app",)
+    # The text as typed: FTS5 cuts and folds it with the tokenizer that indexed the packets.
     assert search.fts_expression(q) == (
-        '"flaky" AND "token refresh" AND "logi" * AND "foo bar"'
+        '"Flaky" AND "token  refresh" AND "logi" * AND "foo-bar"'
         ' AND tags : "auth" AND project : "my app"'
     )
 

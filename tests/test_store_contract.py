@@ -1239,6 +1239,32 @@ def test_search_finds_ranks_and_snippets(store: Store) -> None:
     assert ids(search(store, "FLÄKY", me)) == ["01TARGET0000"]
 
 
+@pytest.mark.parametrize(
+    ("goal", "project"),
+    [
+        ("Исправить мой новый тест", "мой-проект"),  # й is a letter, not и with a breve
+        ("Διόρθωση δοκιμή σύνδεσης", "έργο"),  # Greek accents are not Latin diacritics
+        ("한국어 번역 수정", "프로젝트"),  # Hangul syllables, not their jamo
+        ("हिन्दी परीक्षण ठीक करें", "परियोजना"),  # vowel signs and the virama split words
+        ("תקן את הקוֹד", "קוֹד"),  # a vowel point (niqqud)
+        ("ＡＰＩ ｶﾀｶﾅ ﬁx", "ｶﾀｶﾅ"),  # full-width, half-width, a ligature: no compatibility fold
+    ],
+    ids=["cyrillic", "greek", "hangul", "devanagari", "hebrew", "compatibility"],
+)
+def test_every_word_of_a_packet_in_any_script_finds_it(
+    store: Store, goal: str, project: str
+) -> None:
+    """A word copied from a packet finds it, however its script is written: the query is
+    cut and folded as the packet's text was (FTS5's unicode61 on SQLite)."""
+    put(store, doc("01SCRIPT0000", "u1", goal=goal, project={"name": project}))
+    me = [("u1", None)]
+    for word in goal.split():
+        assert ids(search(store, word, me)) == ["01SCRIPT0000"], word
+    assert ids(search(store, goal, me)) == ["01SCRIPT0000"]
+    assert ids(search(store, f'"{goal}"', me)) == ["01SCRIPT0000"]
+    assert ids(search(store, f"{goal.split()[0]} project:{project}", me)) == ["01SCRIPT0000"]
+
+
 def test_search_follows_writes_replace_and_delete(store: Store) -> None:
     me = [("u1", None)]
     put(store, doc("01CHANGING00", "u1", goal="migrate the database to postgres"))
