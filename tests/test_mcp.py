@@ -318,6 +318,9 @@ def test_ls_filters_and_pages(shim: Shim) -> None:
         return [row["id"] for row in result.structured_content["packets"]]
 
     assert ids() == [new, mid, old]
+    # JSON Schema's integer is any number with no fraction: 2.0 is one (a client whose
+    # numbers are all floating point sends it so).
+    assert ids(limit=2.0) == [new, mid]
     assert ids(tag="alpha") == [new, old]
     assert ids(tag="alpha", project="web") == [old]
     assert ids(since="2026-02-01") == [new, mid]  # inclusive

@@ -237,6 +237,7 @@ def check_arguments(tool: Tool, arguments: Any) -> dict[str, Any]:
         arguments = {}
     if not isinstance(arguments, dict):
         raise ToolError(f"bad arguments for {tool.name}: expected an object of named arguments")
+    arguments = dict(arguments)  # the caller's stays as sent
     props: dict[str, Any] = tool.input_schema.get("properties", {})
     problems = []
     for name in tool.input_schema.get("required", []):
@@ -251,6 +252,10 @@ def check_arguments(tool: Tool, arguments: Any) -> dict[str, Any]:
         if value is None:
             continue  # an explicit null means "not given" for an optional argument
         want = spec.get("type")
+        if want == "integer" and isinstance(value, float) and value.is_integer():
+            # JSON Schema's integer is any number without a fraction: 20.0 is one (clients
+            # whose numbers are all floating point send it so).
+            value = arguments[name] = int(value)
         got = _kind(value)
         if want == "object" and got in ("object", "string"):
             continue
