@@ -249,7 +249,9 @@ def frame(body: str, origin: Origin, *, kind: str = "packet", about: Iterable[st
     project) is inside it, cleaned of control characters.
     """
     head = [*_origin_lines(origin), *(_clean(line) for line in about)]
-    inner = "\n".join(head) + "\n\n" + _clean(body).rstrip("\n")
+    # JSON keeps what the others lose, escaped: pull's packet is pushed back as it was.
+    shown = _json_escaped(body) if kind == "json" else _clean(body)
+    inner = "\n".join(head) + "\n\n" + shown.rstrip("\n")
     fence = _fence(inner)
     if origin.mine is True:
         whose = "saved by this same user (their own account) in an earlier session"
@@ -317,6 +319,21 @@ def _fence(body: str) -> str:
 def _clean(text: str) -> str:
     """Printable text only: no terminal escapes, bidi marks or invisible controls."""
     return "".join(ch for ch in text if ch.isprintable() or ch in "\n\t")
+
+
+def _json_escaped(text: str) -> str:
+    """JSON text with each character ``_clean`` drops written as its ``\\u`` escape: the
+    same JSON value (in a stored packet such characters stand only inside strings: a
+    no-break space, a zero-width joiner, a bidi mark), and nothing invisible shown."""
+    return "".join(ch if ch.isprintable() or ch in "\n\t" else _escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # beyond the BMP: JSON writes the UTF-16 surrogate pair (RFC 8259, 7)
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def _one_line(text: str, limit: int = 80) -> str:

@@ -295,6 +295,26 @@ def test_save_ls_show_pull_resume_push_rm_round_trip(shim: Shim, env: dict[str, 
     assert json.loads(cli(env, "ls", "--json").stdout) == {"packets": []}
 
 
+def test_pull_then_push_gives_back_every_character(shim: Shim, env: dict[str, str]) -> None:
+    """pull's JSON is the stored packet, even for characters a frame never shows raw
+    (a no-break space, a zero-width non-joiner in Persian, the joiners of an emoji, a
+    bidi override, a tag character beyond the BMP): they come escaped, so the packet
+    pushed back is the one pulled."""
+    goal = "می\u200cخواهم pay\u00a0100 € for 👨\u200d👩\u200d👧 \u202etxt.exe\u2028end\U000e0041"
+    saved = shim.call("save", {"packet": {**CONTENT, "goal": goal}})
+    assert not saved.is_error, text(saved)
+    packet_id = saved.structured_content["id"]
+    stored = cli(env, "pull", packet_id).stdout
+
+    answer = shim.ok("pull", {"id": packet_id})
+    assert "\u202e" not in answer and "\u200d" not in answer  # never raw in the agent's context
+    pulled = json.loads(unframed(answer))
+    assert pulled["goal"] == goal and pulled == json.loads(stored)
+    pushed = shim.call("push", {"packet": pulled})
+    assert not pushed.is_error, text(pushed)
+    assert cli(env, "pull", packet_id).stdout == stored
+
+
 def test_ls_filters_and_pages(shim: Shim) -> None:
     def save(goal: str, day: str, tag: str, project: str) -> str:
         packet = {
