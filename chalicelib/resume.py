@@ -317,8 +317,12 @@ def _fence(body: str) -> str:
 
 
 def _clean(text: str) -> str:
-    """Printable text only: no terminal escapes, bidi marks or invisible controls."""
-    return "".join(ch for ch in text if ch.isprintable() or ch in "\n\t")
+    """Printable text only: no terminal escapes, bidi marks or invisible controls. A space
+    of another kind (no-break, a line separator) becomes a plain one: dropped, it would
+    join the words it separates."""
+    return "".join(
+        ch if ch.isprintable() or ch in "\n\t" else " " if ch.isspace() else "" for ch in text
+    )
 
 
 def _json_escaped(text: str) -> str:
