@@ -174,3 +174,31 @@ def test_a_recipient_who_joined_the_team_may_still_drop_their_share(server: Serv
     assert dropped.status_code == 204, dropped.text
     assert ned.get("/v1/shared").json()["packets"] == []
     assert max_.get(f"/v1/packets/{pid}/shares").json()["shares"] == []
+
+
+def test_a_share_of_a_teams_packet_ends_when_its_recipient_leaves_the_team(
+    server: Server,
+) -> None:
+    # Shared with them before they joined (or their own packet, shared, then moved into the
+    # team): once removed, or gone of their own accord, nothing of the team stays theirs.
+    found = people(server, "oli", "pia", "quin", "rue")
+    (_, oli), (_, pia) = found["oli"], found["pia"]
+    (quin_id, quin), (rue_id, rue) = found["quin"], found["rue"]
+    team_of(server, oli, pia, "share-out")
+    packet, mine = make_packet(goal="the team's plan"), make_packet(goal="kept apart")
+    assert pia.post("/v1/packets?team=share-out", json=packet).status_code == 201
+    assert pia.post("/v1/packets", json=mine).status_code == 201
+    for who in (quin_id, rue_id):
+        assert pia.post(f"/v1/packets/{packet['id']}/shares", json={"user": who}).status_code == 201
+    assert pia.post(f"/v1/packets/{mine['id']}/shares", json={"user": quin_id}).status_code == 201
+    for joiner in (quin, rue):
+        code = oli.post("/v1/teams/share-out/invites", json={}).json()["code"]
+        assert joiner.post(f"/v1/invites/{code}/accept", json={}).status_code == 201
+    assert oli.delete(f"/v1/teams/share-out/members/{quin_id}").status_code == 204
+    assert rue.post("/v1/teams/share-out/leave", json={}).status_code == 204
+    for gone in (quin, rue):
+        assert gone.get(f"/v1/packets/{packet['id']}").status_code == 404
+    # A share of another scope's packet is not the team's to end.
+    assert [p["id"] for p in quin.get("/v1/shared").json()["packets"]] == [mine["id"]]
+    assert rue.get("/v1/shared").json()["packets"] == []
+    assert pia.get(f"/v1/packets/{packet['id']}/shares").json()["shares"] == []

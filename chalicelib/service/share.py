@@ -6,11 +6,12 @@ read that one packet, never change, delete, publish or share it again: every
 other rule still asks for the packet's own scope. A share counts only while
 its sharer can still read the packet there, so a packet that leaves the
 sharer's reach (they left the team) leaves the recipient's at once; deleting
-the packet ends its shares in the store.
+the packet ends its shares in the store, and leaving a team (or being removed)
+ends the shares of its packets with whoever left (``end_team_shares``).
 
 Whom: a user named by their exact id, or by the display name (in any case) of
 someone the sharer already shares a team with; never, for a team's packet, one of
-its members (they read it already, and the share would outlive their removal).
+its members (they read it already).
 Anyone else is "user not found", the same answer as for nobody at all, so sharing
 reveals no user the sharer's teams do not already show.
 
@@ -32,6 +33,7 @@ from .users import now
 
 MAX_LISTED = 200  # packets ``shared_with_me`` lists at most
 MAX_NAME = 128
+SWEPT = 10_000  # the shares with someone leaving a team that are looked through, newest first
 
 
 class Shared(NamedTuple):
@@ -55,6 +57,16 @@ def reads_in_scope(store: Store, user_id: str, meta: PacketMeta) -> bool:
     if meta.team_id is None:
         return meta.owner_id == user_id
     return store.get_member(meta.team_id, user_id) is not None
+
+
+def end_team_shares(store: Store, team_id: str, user_id: str) -> None:
+    """End the shares of a team's packets with someone no longer in the team (left or
+    removed). Shared with them before they joined, or their own packet shared with them and
+    since moved in, such a share would keep a window onto the team open after it closed
+    their membership, as a publication of theirs would (``Store.remove_member``)."""
+    for item, meta in store.shared_with(user_id, limit=SWEPT):
+        if meta.team_id == team_id:
+            store.unshare_packet(item.packet_id, user_id)
 
 
 def readable_by_share(store: Store, user: User, meta: PacketMeta) -> bool:
@@ -126,8 +138,8 @@ def share(
     if recipient.id == user.id:
         raise BadRequest("that is you: a packet you can read needs no share with yourself")
     if found.meta.team_id is not None and reads_in_scope(store, recipient.id, found.meta):
-        # A teammate reads it already; a share would only outlive their leaving the team,
-        # a way back in that the team's owner removing them does not close.
+        # A teammate reads it already: the share would add nothing while they are in the
+        # team, and end when they leave it (``end_team_shares``).
         team = next((t.name for t in store.list_teams(user.id) if t.id == found.meta.team_id), "")
         raise BadRequest(f"{recipient.display} is in team {team}: they read it already")
     try:

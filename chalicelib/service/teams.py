@@ -65,20 +65,33 @@ def kick(store: Store, caller: Caller, name: str, user_id: str) -> None:
     """Remove a member: the owner only, and never the owner themself.
 
     The invites the member made, and their publications of the team's packets, die with
-    the membership (``Store.remove_member``).
+    the membership (``Store.remove_member``); so do the shares of the team's packets with
+    them (``share.end_team_shares``).
     """
     user, team = in_team(store, caller, name, need="write")
     if team.owner_id != user.id:
         raise Forbidden("only the team owner can remove members")
     if user_id == team.owner_id:
         raise BadRequest("owner cannot be removed; transfer ownership or delete the team")
-    if not store.remove_member(team.id, user_id):
+    if not _remove(store, team.id, user_id):
         raise NotFound("not a member")
 
 
 def leave(store: Store, caller: Caller, name: str) -> None:
-    """Leave a team; the owner cannot (they delete the team instead). Their invites die too."""
+    """Leave a team; the owner cannot (they delete the team instead). Their invites die too,
+    and the shares of the team's packets with them."""
     user, team = in_team(store, caller, name, need="write")
     if team.owner_id == user.id:
         raise BadRequest("owner cannot leave; transfer ownership or delete the team")
-    store.remove_member(team.id, user.id)
+    _remove(store, team.id, user.id)
+
+
+def _remove(store: Store, team_id: str, user_id: str) -> bool:
+    """``Store.remove_member``, then the shares of the team's packets with whoever left
+    (only then: an outsider's shares are theirs to keep); True when they were a member."""
+    if not store.remove_member(team_id, user_id):
+        return False
+    from .share import end_team_shares  # only a departure pays for the import
+
+    end_team_shares(store, team_id, user_id)
+    return True
