@@ -314,3 +314,18 @@ def test_reading_a_packet_one_may_publish_reads_the_packet_once(
     published = ["BatchGetItem", "GetItem", "GetItem", "GetItem"]
     assert costs(calls, alice, publish.read, ours["id"]) == published  # the team's owner
     assert costs(calls, bob, publish.read, ours["id"]) == published  # its author
+
+
+def test_removing_a_user_id_too_long_to_exist_asks_nothing_more(
+    counted: tuple[DynamoStore, Calls],
+) -> None:
+    """``DELETE /v1/teams/{name}/members/{user_id}`` with a pasted wall of text: 404 ``not a
+    member``, as on SQLite, after the owner's own read; DynamoDB would refuse the key (500)."""
+    store, calls = counted
+    alice_user, alice = signed_in(store, "alice")
+    teams.create(store, alice_user, "core")
+    long_id = "A" * 3000
+    assert costs(calls, alice, teams.kick, "core", long_id) == ["BatchGetItem"]
+    with pytest.raises(ServiceError) as refused:
+        teams.kick(store, tokens.credential(alice), "core", long_id)
+    assert (refused.value.status, refused.value.message) == (404, "not a member")

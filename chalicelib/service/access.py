@@ -50,6 +50,7 @@ Caller = User | Credential
 # Bounds of what can be stored (ids.check_packet_id and teams.check_name enforce them).
 # Beyond them nothing can exist, so the store is not asked: DynamoDB refuses oversized keys.
 TEAM_NAME_MAX = 40
+USER_ID_MAX = 128  # far beyond any id minted (a ULID: 26 characters)
 
 
 class Access(NamedTuple):
