@@ -150,10 +150,12 @@ def fts_expression(query: Query) -> str:
     """The FTS5 MATCH string: every term a quoted string, so nothing is an operator.
 
     Each string is the text as typed, which FTS5 cuts and folds with the tokenizer
-    that indexed the packets: our ``fold`` differs from unicode61's outside Latin."""
+    that indexed the packets: our ``fold`` differs from unicode61's outside Latin. Only
+    its compatibility characters are made plain first (full-width ``ＡＰＩ`` is ``API``,
+    as ``fold`` reads it too), which unicode61 keeps as they are."""
     parts = []
     for term in query.terms:
-        typed = term.text or " ".join(term.words)
+        typed = _compatibility_plain(term.text or " ".join(term.words))
         parts.append(_quoted(typed) + (" *" if term.prefix else ""))
     # Qualifiers narrow the match inside the index too (their column's words as a
     # phrase); the exact tag or project is still checked against the labels.
@@ -162,6 +164,17 @@ def fts_expression(query: Query) -> str:
             if words(value):
                 parts.append(f"{column} : {_quoted(value)}")
     return " AND ".join(parts)
+
+
+def _compatibility_plain(text: str) -> str:
+    """Each character with a compatibility decomposition (full-width, half-width, a
+    ligature, a superscript) in its plain form (NFKC), the others as they are: NFKC of
+    the whole text would also split a letter Unicode keeps from composing (Devanagari's
+    ड़, U+095C, into ड and a nukta, which unicode61 cuts as two words)."""
+    return "".join(
+        unicodedata.normalize("NFKC", ch) if unicodedata.decomposition(ch).startswith("<") else ch
+        for ch in text
+    )
 
 
 def _quoted(text: str) -> str:

@@ -1246,10 +1246,10 @@ def test_search_finds_ranks_and_snippets(store: Store) -> None:
         ("Διόρθωση δοκιμή σύνδεσης", "έργο"),  # Greek accents are not Latin diacritics
         ("한국어 번역 수정", "프로젝트"),  # Hangul syllables, not their jamo
         ("हिन्दी परीक्षण ठीक करें", "परियोजना"),  # vowel signs and the virama split words
+        ("बड\u093c\u093e \u095eाइल \u095cा", "फ़ाइल"),  # nukta letters, composed and not
         ("תקן את הקוֹד", "קוֹד"),  # a vowel point (niqqud)
-        ("ＡＰＩ ｶﾀｶﾅ ﬁx", "ｶﾀｶﾅ"),  # full-width, half-width, a ligature: no compatibility fold
     ],
-    ids=["cyrillic", "greek", "hangul", "devanagari", "hebrew", "compatibility"],
+    ids=["cyrillic", "greek", "hangul", "devanagari", "nukta", "hebrew"],
 )
 def test_every_word_of_a_packet_in_any_script_finds_it(
     store: Store, goal: str, project: str
@@ -1263,6 +1263,14 @@ def test_every_word_of_a_packet_in_any_script_finds_it(
     assert ids(search(store, goal, me)) == ["01SCRIPT0000"]
     assert ids(search(store, f'"{goal}"', me)) == ["01SCRIPT0000"]
     assert ids(search(store, f"{goal.split()[0]} project:{project}", me)) == ["01SCRIPT0000"]
+
+
+def test_a_query_typed_in_full_width_finds_the_packets_words(store: Store) -> None:
+    """An input method's full-width letters, or a ligature, mean the plain letters."""
+    put(store, doc("01WIDTH00000", "u1", goal="Fix the API cache"))
+    me = [("u1", None)]
+    for query in ("ＡＰＩ", "ﬁx", "ＣＡＣ*"):
+        assert ids(search(store, query, me)) == ["01WIDTH00000"], query
 
 
 def test_search_follows_writes_replace_and_delete(store: Store) -> None:
