@@ -439,3 +439,90 @@ def test_checkpoints_are_left_to_a_thread_of_the_process_outside_the_writers_loc
     reopened = SqliteStore(tmp_path / "a.db")
     assert reopened.usage("u1").packets == sqlite_store.CHECKPOINT_EVERY
     reopened.close()
+
+
+# -- a database that cannot take a write just now ----------------------------------------
+
+
+def test_a_full_disk_is_a_503_the_cli_keeps_its_push_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk with no room left (SQLite's "database or disk is full") is the server's
+    state for the moment, not the caller's fault: 503 with Retry-After, as for DynamoDB
+    throttling, so a client's outbox keeps the push (a 500 loses one piped on stdin);
+    once there is room again, pushes are stored. The server's own store, through the
+    WSGI adapter ``ltm server run`` serves; the disk's limit is SQLite's own
+    (``max_page_count``), met as a full disk is."""
+    import io
+
+    from serverkit import make_packet
+
+    from ltm.cli.server.loader import load_app
+    from ltm.cli.server.wsgi import ChaliceWSGI
+    from ltm.service import tokens
+
+    monkeypatch.setenv("LTM_STORE", "sqlite")
+    monkeypatch.setenv("LTM_DB", str(tmp_path / "server.db"))
+    module = load_app()
+    module.close_store()  # another test may have opened a store in this process
+    try:
+        store = module.get_store()
+        assert isinstance(store, SqliteStore)
+        _, token = tokens.issue(store, "alice")
+        app = ChaliceWSGI(module.app)
+
+        def push() -> tuple[str, dict[str, str], bytes]:
+            notes = [{"what": f"note {n}: " + "y" * 900, "why": "room"} for n in range(20)]
+            body = json.dumps(make_packet(decisions=notes)).encode()
+            environ = {
+                "REQUEST_METHOD": "POST",
+                "PATH_INFO": "/v1/packets",
+                "CONTENT_TYPE": "application/json",
+                "CONTENT_LENGTH": str(len(body)),
+                "HTTP_AUTHORIZATION": f"Bearer {token}",
+                "wsgi.input": io.BytesIO(body),
+            }
+            answer: list[Any] = []
+            out = b"".join(app(environ, lambda status, headers: answer.extend([status, headers])))
+            return answer[0], dict(answer[1]), out
+
+        first = push()
+        assert first[0].startswith("201"), first
+        writer = store._writer_conn()
+        pages = writer.execute("PRAGMA page_count").fetchone()[0]
+        writer.execute(f"PRAGMA max_page_count = {pages}")  # not one page more
+        status, headers, out = push()
+        assert (status[:3], headers.get("Retry-After"), json.loads(out)) == (
+            "503",
+            "1",
+            {"error": "the server's database is busy; try again shortly"},
+        )
+        writer.execute(f"PRAGMA max_page_count = {pages * 100}")  # room again
+        assert push()[0].startswith("201")
+    finally:
+        module.close_store()
+
+
+def test_a_database_full_or_locked_past_its_wait_is_busy_not_a_fault(tmp_path: Path) -> None:
+    """What the server answers 503 for, in SQLite's own errors: a full disk, and a write
+    lock another program (``sqlite3`` at a prompt, say) held past the busy timeout."""
+    from ltm.store import busy
+
+    path = tmp_path / "a.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA journal_mode = WAL")
+    holder.execute("CREATE TABLE t (x BLOB)")
+    holder.execute("BEGIN IMMEDIATE")
+    other = sqlite3.connect(path, isolation_level=None, timeout=0)
+    with pytest.raises(sqlite3.OperationalError) as locked:
+        other.execute("BEGIN IMMEDIATE")
+    holder.execute("ROLLBACK")
+    pages = other.execute("PRAGMA page_count").fetchone()[0]
+    other.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(sqlite3.OperationalError) as full:
+        other.execute("INSERT INTO t VALUES (zeroblob(100000))")
+    with pytest.raises(sqlite3.OperationalError) as wrong:
+        other.execute("SELECT * FROM no_such_table")
+    holder.close()
+    other.close()
+    assert (busy(locked.value), busy(full.value), busy(wrong.value)) == (True, True, False)
