@@ -88,6 +88,30 @@ def test_head_is_get_without_a_body(server: Server) -> None:
     assert int(r.headers["content-length"]) == len(b'{"ok":true,"version":"0.2"}')
 
 
+def test_a_head_answered_with_an_error_carries_no_body_either(server: Server) -> None:
+    """A HEAD answer never has a body (RFC 9110 §9.3.2), also the errors the adapter
+    answers itself (an unknown path, a method the route lacks): on a kept-alive
+    connection the client would read a body sent anyway as the start of its next answer."""
+    host, port = server.url.removeprefix("http://").split(":")
+    healthz = b'{"ok":true,"version":"0.2"}'
+    with socket.create_connection((host, int(port)), timeout=scaled(10)) as sock:
+        sock.sendall(
+            b"HEAD /nope HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"HEAD /v1/teams/core/leave HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"GET /v1/healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        reply = b""
+        while chunk := sock.recv(4096):  # closed after the last answer
+            reply += chunk
+    heads = reply.split(b"\r\n\r\n")
+    assert [head.split(b"\r\n", 1)[0] for head in heads[:3]] == [
+        b"HTTP/1.1 404 Not Found",
+        b"HTTP/1.1 405 Method Not Allowed",
+        b"HTTP/1.1 200 OK",
+    ]
+    assert heads[3:] == [healthz]
+
+
 def test_openapi_document_lists_every_route(server: Server) -> None:
     r = httpkit.get(server.url + "/v1/openapi.json")
     assert r.status_code == 200

@@ -135,7 +135,10 @@ class ChaliceWSGI:
             self.log.exception("unhandled error in the HTTP adapter")
             status, headers, body = self._error(500, "internal server error", request_id)
         start_response(f"{status} {_reason(status)}", headers)
-        return [body]
+        # No HEAD answer has a body, the adapter's own errors included (RFC 9110 §9.3.2):
+        # waitress sends what it is given, and a kept-alive client would read it as the
+        # start of its next answer.
+        return [b"" if method == "HEAD" else body]
 
     def _handle(
         self, environ: dict[str, Any], method: str, request_id: str, started: float
