@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -18,6 +19,7 @@ from serverkit import (
     clean_env,
     init_db,
     ltm_server,
+    make_packet,
     run_server,
     running_server,
 )
@@ -321,3 +323,51 @@ def test_an_address_in_use_is_one_clear_error_and_never_a_second_server(tmp_path
         for _ in range(16):  # a new connection each: all reach the first server
             with first.client(first.root_token) as client:
                 assert client.get("/v1/teams").status_code == 200
+
+
+def _documented(command: str, doc: str) -> str:
+    """The one line of a code block of ``doc`` that holds ``command``."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / doc).read_text(encoding="utf-8")
+    blocks = re.findall(r"^```\w*\n(.*?)^```", text, flags=re.M | re.S)
+    found = {line for block in blocks for line in block.splitlines() if command in line}
+    assert len(found) == 1, found
+    return found.pop()
+
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 command on this machine")
+def test_the_documented_backup_of_a_running_server_is_whole_and_private(tmp_path: Path) -> None:
+    """docs/backup.md's copy of the server's database, taken while the server runs and
+    pushes arrive: a database that opens with every packet acknowledged before it, and,
+    as the database itself, readable by its owner alone (it holds every user's memory),
+    whatever the umask of the shell it is typed in."""
+    db = tmp_path / "server.db"
+    root = init_db(db)
+    server = run_server(db, tmp_path / "server.log", root)
+    try:
+        before = [make_packet(goal=f"kept {n}") for n in range(20)]
+        with server.client(root) as client:
+            for data in before:
+                assert client.post("/v1/packets", json=data).status_code == 201
+            command = _documented(".backup", "backup.md")
+            done = subprocess.run(
+                ["sh", "-c", f"umask 022; {command}"],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=scaled(60),
+            )
+            assert done.returncode == 0, done.stderr
+            assert client.post("/v1/packets", json=make_packet()).status_code == 201
+    finally:
+        server.stop()
+    copy = tmp_path / "copy.db"
+    assert copy.stat().st_mode & 0o777 == 0o600
+    with sqlite3.connect(copy) as check:
+        assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    from ltm.store.sqlite import SqliteStore
+
+    store = SqliteStore(copy)
+    try:
+        assert all(store.get_packet(data["id"]) is not None for data in before)
+    finally:
+        store.close()
