@@ -471,6 +471,25 @@ def test_expect_100_continue_gets_one_interim_answer_then_the_final_one(server: 
     assert b"100 Continue" not in reply
 
 
+def test_expect_100_continue_on_a_request_answered_from_its_head_gets_that_answer(
+    server: Server,
+) -> None:
+    """No interim answer where the final one is known from the head (RFC 9110 §10.1.1):
+    a request without a body is served (not held until its deadline, a 408), and a body
+    over its route's bound is refused at once with 413, never asked for."""
+    with socket.create_connection(address(server), timeout=scaled(10)) as sock:
+        sock.sendall(b"GET /v1/healthz HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n")
+        served = Replies(sock).next()
+    assert served.startswith(b"HTTP/1.1 200 "), served
+    with socket.create_connection(address(server), timeout=scaled(10)) as sock:
+        sock.sendall(
+            b"POST /v1/packets HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Expect: 100-continue\r\nContent-Length: 1000000000\r\n\r\n"
+        )
+        refused = Replies(sock).next()
+    assert refused.startswith(b"HTTP/1.1 413 "), refused
+
+
 def test_a_chunked_body_sent_in_pieces_is_served(server: Server) -> None:
     _user, token = server.issue("chunky")
     packet = json.dumps(

@@ -15,7 +15,8 @@ parser and error task, the server's channel class):
 - the errors it answers itself (400, 413, 431, 501, 505) are JSON
   ``{"error": ...}`` like every other ltm error;
 - a body over its route's bound (``ltm.limits``) is refused with 413 from the
-  head, before a byte of it is read;
+  head, before a byte of it is read (asked ``Expect: 100-continue``, it is the
+  413 that answers, never the go-ahead);
 - a request must arrive whole within ``REQUEST_TIMEOUT`` seconds of its first
   byte (a new connection: of the accept; a big body gets more, at
   ``BIG_BODY_RATE``), else 408 and the connection closes, so dribbling buys
@@ -194,6 +195,20 @@ class _Channel(HTTPChannel):
         elif self.request is not before and (before is not None or self.started is None):
             self.started = time.monotonic()  # a new request began (a new connection's: at accept)
         return done
+
+    def send_continue(self) -> None:
+        """``100 Continue`` only to a request still waiting for its body (RFC 9110 §10.1.1).
+
+        waitress sends it as soon as a head asking for it is in, and then marks the
+        request incomplete again, to wait for the body: a request already complete at
+        its head (no body, or refused from it: the 413 of a body over its bound) would
+        wait for a body that never comes, answered only by its deadline (408).
+        """
+        request = self.request
+        if request is not None and request.completed:
+            request.expect_continue = False
+            return
+        super().send_continue()
 
     def writable(self) -> bool:
         """Whether the I/O loop should send this connection's output now.
