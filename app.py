@@ -430,27 +430,29 @@ def get_batch(request: Any) -> Response:
     return _json({"packets": out})
 
 
+LISTING_FILTERS = ("project", "tag", "since", "until", "author")
+
+
 @route("/v1/packets", "GET")
 def list_packets(request: Any) -> Response:
     caller = _caller(request)
-    project = _query(request, "project")
+    filters = {name: _query(request, name) for name in LISTING_FILTERS}
     found = packets.page(
         get_store(),
         caller,
         team=_team(request),
         limit=_limit(request),
         page_token=_query(request, "page_token"),
-        project=project,
-        tag=_query(request, "tag"),
-        since=_query(request, "since"),
-        until=_query(request, "until"),
-        author=_query(request, "author"),
+        project=filters["project"],
+        tag=filters["tag"],
+        since=filters["since"],
+        until=filters["until"],
+        author=filters["author"],
     )
     body: dict[str, Any] = {"packets": [_meta_json(meta) for meta in found.items]}
-    if project is not None:
-        # An extension: echoing the filter tells a client this server applied it (a
-        # server that ignores ?project= lists every project's packets).
-        body["project"] = project
+    # An extension: each filter applied is echoed, which tells a client this server applied
+    # it (a server without them, the reference, lists every packet and echoes none).
+    body.update((name, value) for name, value in filters.items() if value is not None)
     if found.cursor:  # an extension: the reference lists one page and has no such key
         body["next_page_token"] = found.cursor
     return _json(body)

@@ -143,11 +143,15 @@ def _schemas() -> dict[str, Any]:
                         "description": "Extension: present when more packets follow; pass it"
                         " back as `page_token` (with the same filters) for the next page.",
                     },
-                    "project": {
-                        **_STRING,
-                        "description": "Present when the listing was filtered with"
-                        " `?project=`: the filter this server applied (an extension of"
-                        " this server; the reference protocol has no project filter).",
+                    **{
+                        name: {
+                            **_STRING,
+                            "description": f"Present when the listing was filtered with"
+                            f" `?{name}=`: the filter this server applied, as given (an"
+                            " extension of this server; a server without it, the"
+                            " reference, lists every packet and echoes none).",
+                        }
+                        for name in ("project", "tag", "since", "until", "author")
                     },
                 },
                 required=["packets"],

@@ -154,3 +154,42 @@ def test_import_and_export_fall_back_to_one_request_per_packet(tmp_path: Path) -
         assert asked.count(("GET", "/v1/packets/batch")) == 1
         bodies = [json.loads(line)["packet"] for line in exported.read_text().splitlines()[1:]]
         assert sorted(b["id"] for b in bodies) == sorted(held)
+
+
+def test_listing_filters_are_applied_by_the_cli_where_the_server_ignores_them(
+    tmp_path: Path,
+) -> None:
+    """The reference lists every packet whatever ``?tag=``, ``?since=`` or ``?project=``
+    asks (they are our extensions, and it echoes none): the CLI then filters the newest
+    packets itself, rather than list them all as if they matched. Who stored a packet is
+    in neither its row nor its body: ``--author`` is refused, not ignored."""
+    held = [
+        make_packet(goal="infra, recent", tags=["infra"], created_at="2026-05-03T12:00:00Z"),
+        make_packet(goal="docs, recent", tags=["docs"], created_at="2026-05-02T12:00:00Z"),
+        make_packet(goal="infra, old", tags=["infra"], created_at="2026-04-01T12:00:00Z"),
+    ]
+    by_id = {p["id"]: p for p in held}
+
+    def listing(seen: Seen) -> tuple[int, dict[str, str], bytes]:
+        path = seen.path.split("?", 1)[0]
+        if seen.method == "GET" and path == "/v1/packets":
+            rows = [{k: p[k] for k in ("id", "created_at", "goal")} for p in held]
+            return json_reply(200, {"packets": rows})  # every packet: no filter, no echo
+        if seen.method == "GET" and path.removeprefix("/v1/packets/") in by_id:
+            return json_reply(200, by_id[path.removeprefix("/v1/packets/")])
+        return reference(seen)
+
+    with stub_server(listing) as stub:
+        cli = Cli(tmp_path / "home")
+        cli.ok("auth", stub.url, "--with-token", stdin="a-token-for-the-reference-server")
+
+        def goals(*args: str) -> list[str]:
+            rows = json.loads(cli.ok("ls", "--json", *args))["packets"]
+            return [row["goal"] for row in rows]
+
+        assert goals() == ["infra, recent", "docs, recent", "infra, old"]
+        assert goals("--tag", "infra") == ["infra, recent", "infra, old"]
+        assert goals("--since", "2026-05-01") == ["infra, recent", "docs, recent"]
+        assert goals("--tag", "infra", "--until", "2026-05-01") == ["infra, old"]
+        refused = cli.fails("ls", "--author", "me")
+        assert "lists without ltm's listing filters" in refused and "--author" in refused

@@ -178,7 +178,11 @@ def test_listing_filters_and_page_tokens(server: Server) -> None:
             r = alice.http.get("/v1/packets", params=query)
             assert r.status_code == 200, r.text
             body = r.json()
-            assert set(body) <= {"packets", "next_page_token"}
+            # Each filter applied is echoed as given: how a client tells this server from
+            # one that lists every packet whatever it is asked (the reference).
+            filters = {"project", "tag", "since", "until", "author"}
+            assert set(body) - {"packets", "next_page_token"} == filters & set(params)
+            assert all(body[name] == params[name] for name in filters & set(params))
             assert all(set(p) == {"id", "created_at", "goal"} for p in body["packets"])
             seen += [p["id"] for p in body["packets"]]
             token = body.get("next_page_token")

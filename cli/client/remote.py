@@ -1078,15 +1078,21 @@ class RemoteBackend(Backend):
     ) -> Listing:
         # Filters and page_token are extensions: a reference server ignores them.
         query = filters.query()
-        rows, token, filtered = self._page(team=team, limit=limit, page_token=page_token, **query)
-        project = filters.project
-        if project is not None and not filtered:
-            # A server that does not filter by project (the reference): it listed every
-            # project's packets, so look in the newest ones' bodies, a bounded number.
-            if len(rows) >= limit:
-                rows, _, _ = self._page(team=team, limit=max(limit, PROJECT_SCAN), **query)
-            rows, token = self._of_project(rows, project, limit), None
-        return Listing(_rows(rows), token)
+        rows, token, applied = self._page(team=team, limit=limit, page_token=page_token, **query)
+        ignored = {name for name, value in query.items() if value is not None} - applied
+        if not ignored:
+            return Listing(_rows(rows), token)
+        if "author" in ignored:  # who stored a packet is in neither its row nor its body
+            raise CliError(
+                f"{self.host} lists without ltm's listing filters (a reference ltm server, or"
+                " an ltm server older than this CLI): it cannot list by author; list without"
+                " --author"
+            )
+        # A server that listed every packet (the reference): the filters are applied here,
+        # to the newest packets, a bounded number, as many read as the project or tag needs.
+        if len(rows) >= limit:
+            rows, _, _ = self._page(team=team, limit=max(limit, PROJECT_SCAN), **query)
+        return Listing(_rows(self._matching(rows, filters, limit)), None)
 
     def search(
         self,
@@ -1175,20 +1181,45 @@ class RemoteBackend(Backend):
             raise status_error(self.host, reply)
         raise self.not_offered(feature, method, path)
 
-    def _of_project(
-        self, rows: list[dict[str, Any]], project: str, limit: int
+    def _matching(
+        self, rows: list[dict[str, Any]], filters: Filters, limit: int
     ) -> list[dict[str, Any]]:
+        """The first ``limit`` of the newest ``PROJECT_SCAN`` rows that pass ``filters``
+        (author aside): the times by the row, the project and the tag by the body."""
+        from datetime import UTC, datetime
+
+        from ltm.times import TimeError, sort_key
+
+        now = datetime.now(UTC)
+        try:
+            low = sort_key(filters.since, now) if filters.since is not None else None
+            high = sort_key(filters.until, now) if filters.until is not None else None
+        except TimeError as exc:
+            raise CliError(f"since/until: {exc}") from None
         kept = []
         for row in rows[:PROJECT_SCAN]:
-            body = self._fetch(str(row.get("id", "")))
             try:
-                named = json.loads(body or b"{}").get("project", {}).get("name")
-            except (ValueError, AttributeError):
-                named = None
-            if named == project:
-                kept.append(row)
-                if len(kept) == limit:
-                    break
+                at = sort_key(str(row.get("created_at", "")), now)
+            except TimeError:
+                continue
+            if (low is not None and at < low) or (high is not None and at >= high):
+                continue
+            if filters.project is not None or filters.tag is not None:
+                try:
+                    data = json.loads(self._fetch(str(row.get("id", ""))) or b"{}")
+                    named = data.get("project", {}).get("name")
+                    tags = data.get("tags") or []
+                except (ValueError, AttributeError):
+                    continue
+                if filters.project is not None and named != filters.project:
+                    continue
+                if filters.tag is not None and (
+                    not isinstance(tags, list) or filters.tag not in tags
+                ):
+                    continue
+            kept.append(row)
+            if len(kept) == limit:
+                break
         return kept
 
     def _page(
@@ -1198,9 +1229,9 @@ class RemoteBackend(Backend):
         limit: int,
         page_token: str | None = None,
         **filters: str | None,
-    ) -> tuple[list[dict[str, Any]], str | None, bool]:
-        """One listing page: its rows, the ``next_page_token`` if any, and whether the
-        server applied a ``project`` filter (all extensions the reference does not have).
+    ) -> tuple[list[dict[str, Any]], str | None, set[str]]:
+        """One listing page: its rows, the ``next_page_token`` if any, and the filters the
+        server says it applied, by echoing them (all extensions the reference does not have).
 
         A server's page token is held to plain text and never asked for twice, and a
         command walks at most ``MAX_PAGES`` pages: a server that always has a next page
@@ -1228,11 +1259,11 @@ class RemoteBackend(Backend):
         token = answer.get("next_page_token")
         if token is not None and token != "" and not plain_ascii(token):
             raise CliError(f"{self.host} sent a malformed page token — is it an ltm server?")
-        project = filters.get("project")
+        applied = {name for name, value in filters.items() if value is not None}
         return (
             [row for row in rows[:limit] if isinstance(row, dict)],  # no more than asked for
             token or None,
-            project is not None and answer.get("project") == project,
+            {name for name in applied if answer.get(name) == filters[name]},
         )
 
     def walk(self, *, team: str | None = None) -> Iterator[Held]:
