@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import re
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import httpkit
@@ -371,3 +376,60 @@ def test_the_documented_backup_of_a_running_server_is_whole_and_private(tmp_path
         assert all(store.get_packet(data["id"]) is not None for data in before)
     finally:
         store.close()
+
+
+def _as_user(uid: int, gid: int, work: Callable[[], None]) -> int:
+    """The exit status of ``work`` run in a forked child as user ``uid`` (1: it raised)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        try:
+            os.setgid(gid)
+            os.setuid(uid)
+            work()
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+        os._exit(0)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+@pytest.mark.skipif(
+    os.name != "posix" or os.geteuid() != 0, reason="needs root, to act as two users"
+)
+def test_issue_token_as_root_leaves_the_server_user_able_to_write(tmp_path: Path) -> None:
+    """The server runs as a user of its own; the operator runs `sudo ltm server
+    issue-token --db ...` on its database. Whatever root creates beside it stays the
+    database owner's, as SQLite gives its -wal and -shm: a writers' lock left root's
+    (one made for a database from before the lock, or restored without it) refused the
+    server every write."""
+    from ltm.store.sqlite import SqliteStore
+
+    service = pwd.getpwnam("nobody")
+    warm = SqliteStore(tmp_path / "warm.db")  # what the child runs, imported as root
+    warm.ensure_secret("warm", b"x")
+    warm.close()
+    base = Path(tempfile.mkdtemp())  # tmp_path's parents are root's alone
+    try:
+        base.chmod(0o755)
+        folder = base / "srv"
+        folder.mkdir()
+        os.chown(folder, service.pw_uid, service.pw_gid)
+        db = folder / "server.db"
+
+        def write(name: str) -> Callable[[], None]:
+            def work() -> None:
+                store = SqliteStore(db)
+                try:
+                    store.ensure_secret(name, b"x")
+                finally:
+                    store.close()
+
+            return work
+
+        assert _as_user(service.pw_uid, service.pw_gid, write("made")) == 0
+        Path(f"{db}.writelock").unlink()  # as a database from before the writers' lock
+        issued = ltm_server("issue-token", "sam", "--db", str(db))
+        assert issued.returncode == 0, issued.stderr
+        assert _as_user(service.pw_uid, service.pw_gid, write("after")) == 0
+    finally:
+        shutil.rmtree(base)

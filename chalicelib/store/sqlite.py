@@ -771,6 +771,13 @@ class SqliteStore(Store):
                 f"{self.path}.writelock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
             )
             self._lock_pid = os.getpid()
+            if os.geteuid() == 0:
+                # Root (`sudo ltm server issue-token` beside a server run by a user of its
+                # own) leaves the lock the database owner's, as SQLite its -wal and -shm
+                # (os_unix.c, robustFchown): a lock of root's, mode 0600, refused that
+                # user's server every write.
+                owner = os.stat(self.path)
+                os.fchown(self._lock_fd, owner.st_uid, owner.st_gid)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
 
     def _unlock_file(self) -> None:
