@@ -37,7 +37,7 @@ from chalicelib.service import search as searching
 from chalicelib.service.access import Credential
 from chalicelib.service.errors import BadRequest, PayloadTooLarge, ServiceError
 from chalicelib.store import BUSY_MESSAGE, FULL_SCOPE, Member, PacketMeta, Store, Team, User
-from chalicelib.store import busy as store_busy
+from chalicelib.store import unavailable as store_unavailable
 from chalicelib.store.select import open_store
 
 PROTOCOL_VERSION = "0.2"
@@ -129,9 +129,9 @@ def _error(status: int, message: str) -> Response:
 def _unhandled(exc: Exception) -> Response:
     """The answer to an error no rule foresaw: 503 with Retry-After when the database
     only cannot serve the request for the moment (DynamoDB throttled it past the SDK's
-    retries, or is out of reach: not the caller's fault, and a client keeps a push it
-    got a 503 for), else 500; logged with its traceback either way."""
-    if store_busy(exc):
+    retries, or is out of reach; SQLite's disk is full: not the caller's fault, and a
+    client keeps a push it got a 503 for), else 500; logged with its traceback either way."""
+    if store_unavailable(exc):
         logger.warning("the database is busy", exc_info=True)
         response = _error(503, BUSY_MESSAGE)
         response.headers["Retry-After"] = str(BUSY_RETRY_AFTER)

@@ -503,10 +503,10 @@ def test_a_full_disk_is_a_503_the_cli_keeps_its_push_for(
         module.close_store()
 
 
-def test_a_database_full_or_locked_past_its_wait_is_busy_not_a_fault(tmp_path: Path) -> None:
+def test_a_database_full_or_locked_past_its_wait_is_unavailable_not_a_fault(tmp_path: Path) -> None:
     """What the server answers 503 for, in SQLite's own errors: a full disk, and a write
     lock another program (``sqlite3`` at a prompt, say) held past the busy timeout."""
-    from ltm.store import busy
+    from ltm.store import unavailable
 
     path = tmp_path / "a.db"
     holder = sqlite3.connect(path, isolation_level=None)
@@ -525,4 +525,5 @@ def test_a_database_full_or_locked_past_its_wait_is_busy_not_a_fault(tmp_path: P
         other.execute("SELECT * FROM no_such_table")
     holder.close()
     other.close()
-    assert (busy(locked.value), busy(full.value), busy(wrong.value)) == (True, True, False)
+    found = (unavailable(locked.value), unavailable(full.value), unavailable(wrong.value))
+    assert found == (True, True, False)

@@ -988,7 +988,7 @@ def call(name: str, arguments: Any) -> Reply:
 def _unexpected(exc: Exception) -> str:
     from ..store import BUSY_MESSAGE, busy
 
-    if busy(exc):  # DynamoDB throttled the call past the SDK's retries, SQLite's disk is full...
+    if busy(exc):  # on the server (/mcp): DynamoDB throttled the call past the SDK's retries
         return f"{BUSY_MESSAGE}: call the tool again in a moment."
     module = type(exc).__module__ or ""
     if module.startswith(("httpx", "httpcore")) or isinstance(exc, OSError | TimeoutError):

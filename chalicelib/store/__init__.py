@@ -91,19 +91,13 @@ BUSY_MESSAGE: Final = "the server's database is busy; try again shortly"
 
 def busy(exc: BaseException) -> bool:
     """Whether ``exc`` says the database cannot serve the request for the moment (DynamoDB
-    throttled it or is out of reach; SQLite's disk is full, or another program held its
-    write lock past the busy timeout), not that the request or the code is wrong: the
+    throttled it or is out of reach), not that the request or the code is wrong: the
     server then answers 503 with Retry-After, which a client keeps its push for.
 
-    Read without importing botocore or sqlite3: if one was never loaded, no exception is its.
+    Read without importing botocore: if it was never loaded, no exception is its.
     """
     import sys
 
-    sqlite = sys.modules.get("sqlite3")
-    if sqlite is not None and isinstance(exc, sqlite.OperationalError):
-        # The primary result code is the low byte of an extended one (SQLITE_BUSY_SNAPSHOT...).
-        code = getattr(exc, "sqlite_errorcode", None)
-        return code is not None and code & 0xFF in _SQLITE_BUSY_CODES
     errors = sys.modules.get("botocore.exceptions")
     if errors is None:
         return False
@@ -112,6 +106,24 @@ def busy(exc: BaseException) -> bool:
     # No connection, or no answer in time: the call may have been made or not; pushing
     # the same packet again is still one packet.
     return isinstance(exc, errors.ConnectionError | errors.HTTPClientError)
+
+
+def unavailable(exc: BaseException) -> bool:
+    """Whether the HTTP API answers ``exc`` with 503 and Retry-After, which a client keeps
+    its push for: ``busy``, or SQLite's disk is full, or another program held its write
+    lock past the busy timeout. (An MCP tool says SQLite's own words instead: on the
+    user's machine, the disk that is full is theirs to see.)
+
+    Read without importing sqlite3: if it was never loaded, no exception is its.
+    """
+    import sys
+
+    sqlite = sys.modules.get("sqlite3")
+    if sqlite is not None and isinstance(exc, sqlite.OperationalError):
+        # The primary result code is the low byte of an extended one (SQLITE_BUSY_SNAPSHOT...).
+        code = getattr(exc, "sqlite_errorcode", None)
+        return code is not None and code & 0xFF in _SQLITE_BUSY_CODES
+    return busy(exc)
 
 
 class Quota(NamedTuple):
