@@ -203,12 +203,15 @@ def used_actions() -> set[str]:
             runs.append((name, lambda store, fn=fn: fn(store, "u2", None)))
         elif params == {"store", "monkeypatch"}:
             runs.append((name, lambda store, fn=fn: _with_monkeypatch(fn, store)))
-        elif len(params) == 2 and (marks := getattr(fn, "pytestmark", [])):
-            # one parametrized argument besides the store: every value, as pytest runs it
-            (argname, values) = next(m.args for m in marks if m.name == "parametrize")
-            assert params == {"store", argname}
+        elif marks := [m for m in getattr(fn, "pytestmark", []) if m.name == "parametrize"]:
+            # parametrized arguments besides the store: every value, as pytest runs it
+            argnames, values = marks[0].args[:2]
+            names = argnames.split(",") if isinstance(argnames, str) else list(argnames)
+            names = [argname.strip() for argname in names]
+            assert params == {"store", *names}
             for i, value in enumerate(values):
-                runs.append((f"{name}-{i}", lambda store, fn=fn, v=value: fn(store, v)))
+                given = dict(zip(names, value if len(names) > 1 else (value,), strict=True))
+                runs.append((f"{name}-{i}", lambda store, fn=fn, a=given: fn(store, **a)))
         else:  # pragma: no cover - a new contract test with other parameters
             raise AssertionError(f"update this recorder for {name}{tuple(params)}")
     for n, (name, run) in enumerate(runs):

@@ -513,7 +513,7 @@ def test_a_database_full_or_locked_past_its_wait_is_unavailable_not_a_fault(tmp_
     holder.execute("PRAGMA journal_mode = WAL")
     holder.execute("CREATE TABLE t (x BLOB)")
     holder.execute("BEGIN IMMEDIATE")
-    other = sqlite3.connect(path, isolation_level=None, timeout=0)
+    other = sqlite3.connect(path, isolation_level=None, timeout=0)  # not a budget: no wait
     with pytest.raises(sqlite3.OperationalError) as locked:
         other.execute("BEGIN IMMEDIATE")
     holder.execute("ROLLBACK")
