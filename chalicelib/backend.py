@@ -111,6 +111,16 @@ def meta_row(meta: Any) -> dict[str, Any]:
     }
 
 
+def unknown_parent(backend: Backend, data: Mapping[str, Any]) -> str | None:
+    """The packet's ``parent_id`` when it names no packet the caller can read in
+    ``backend`` (its thread would break there), else None. ``save`` refuses such a packet,
+    through every door (the CLI, the MCP tools)."""
+    parent = data.get("parent_id")
+    if not isinstance(parent, str) or not parent:
+        return None
+    return None if backend.stored(parent) is not None else parent
+
+
 class Backend(ABC):
     """Where packets live. ``ref`` arguments take a full id or a unique prefix."""
 

@@ -282,6 +282,12 @@ def test_save_ls_show_pull_resume_push_rm_round_trip(shim: Shim, env: dict[str, 
     child = follow_up.structured_content["id"]
     rows = shim.call("ls").structured_content["packets"]
     assert [r["id"] for r in rows] == [child, packet_id]
+    # A parent no one can read here: refused, nothing stored, as ltm save refuses it.
+    orphan = {**CONTENT, "parent_id": "01NOSUCHPARENT000000000000"}
+    refused = shim.fails("save", {"packet": orphan})
+    assert refused.startswith("parent_id 01NOSUCHPARENT000000000000 names no packet you can")
+    assert "nothing saved" in refused
+    assert [r["id"] for r in shim.call("ls").structured_content["packets"]] == [child, packet_id]
     assert shim.fails("search", {"query": "  "}) == (
         "nothing to search for: give words to look for, e.g. 'flaky login'"
     )

@@ -342,6 +342,8 @@ def _store(args: dict[str, Any], *, fill: bool, verb: str) -> Reply:
     team = args.get("team")
     backend = _backend()
     try:
+        if verb == "save":  # as ltm save (push stores a packet as written, parent or not)
+            _known_parent(backend, checked.data, team)
         pushed = backend.push_checked(checked, team=team)  # checked once, not again
     except Failure as exc:
         kept = place.keep_unsent(backend, checked, team, exc) if verb == "save" else None
@@ -364,6 +366,18 @@ def _store(args: dict[str, Any], *, fill: bool, verb: str) -> Reply:
     )
     data = {"id": pushed.id, "created": pushed.created, "where": backend.label, "team": team}
     return Reply(text, data)
+
+
+def _known_parent(backend: Any, data: Mapping[str, Any], team: str | None) -> None:
+    from ..backend import unknown_parent
+
+    parent = unknown_parent(backend, data)
+    if parent is not None:
+        raise ToolError(
+            f"parent_id {parent} names no packet you can read in {where_label(backend, team)};"
+            " nothing saved. Set it to the id resume gave you (ls lists ids), or leave"
+            " parent_id out."
+        )
 
 
 def _project(args: dict[str, Any]) -> str | None:

@@ -88,10 +88,10 @@ def _check_parent(
     which stores a packet exactly as written (one may arrive before its parent),
     warns and goes on.
     """
-    parent = data.get("parent_id")
-    if not isinstance(parent, str) or not parent:
-        return
-    if backend.stored(parent) is not None:
+    from ltm.backend import unknown_parent
+
+    parent = unknown_parent(backend, data)
+    if parent is None:
         return
     where = where_label(backend, team)
     if refuse:
