@@ -436,11 +436,13 @@ def _kept_since(project: str, started: str) -> bool:
     for entry in outbox.waiting():
         if entry.kept_at[:19] < started[:19]:  # to the second, as the session's start
             continue
+        from ltm.search import project_of  # only with a packet kept in this session
+
         try:
-            named = json.loads(entry.body).get("project")
+            data = json.loads(entry.body)
         except ValueError:
             continue
-        if isinstance(named, dict) and named.get("name") == project:
+        if isinstance(data, dict) and project_of(data) == project:
             return True
     return False
 

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = 10.0
 MAX_REPLY_BYTES = 8 * 1024 * 1024
 RESOLVE_PAGE = 200  # how many of the newest packets an id prefix is looked up in
-PROJECT_SCAN = 50  # against a server without ?project=, how many bodies are read to filter
+PROJECT_SCAN = 50  # against a server without the listing filters, how many rows it filters
 MAX_PACKET_KIB = 32
 MAX_PAGES = 100_000  # listing pages one command walks (ls --all, export): a hostile server's end
 # The batch routes (an extension): at most this many packets a request, in a body of at
@@ -1205,17 +1205,17 @@ class RemoteBackend(Backend):
             if (low is not None and at < low) or (high is not None and at >= high):
                 continue
             if filters.project is not None or filters.tag is not None:
+                from ltm.search import project_of, tags_of
+
                 try:
                     data = json.loads(self._fetch(str(row.get("id", ""))) or b"{}")
-                    named = data.get("project", {}).get("name")
-                    tags = data.get("tags") or []
-                except (ValueError, AttributeError):
+                except ValueError:
                     continue
-                if filters.project is not None and named != filters.project:
+                if not isinstance(data, dict):
                     continue
-                if filters.tag is not None and (
-                    not isinstance(tags, list) or filters.tag not in tags
-                ):
+                if filters.project is not None and project_of(data) != filters.project:
+                    continue
+                if filters.tag is not None and filters.tag not in tags_of(data):
                     continue
             kept.append(row)
             if len(kept) == limit:
@@ -1259,11 +1259,11 @@ class RemoteBackend(Backend):
         token = answer.get("next_page_token")
         if token is not None and token != "" and not plain_ascii(token):
             raise CliError(f"{self.host} sent a malformed page token — is it an ltm server?")
-        applied = {name for name, value in filters.items() if value is not None}
+        asked = {name for name, value in filters.items() if value is not None}
         return (
             [row for row in rows[:limit] if isinstance(row, dict)],  # no more than asked for
             token or None,
-            {name for name in applied if answer.get(name) == filters[name]},
+            {name for name in asked if answer.get(name) == filters[name]},
         )
 
     def walk(self, *, team: str | None = None) -> Iterator[Held]:

@@ -23,8 +23,8 @@ ROOT_DISPLAY = "root"  # the first user's default display name; its id is a ULID
 ROOT_LABEL = "root"
 DEFAULT_ADDR = "127.0.0.1:8080"
 # One process runs Python on one core: more threads than this only contend for it (each
-# SQLite call hands the GIL over), and reads fell from 2,200/s at 1 thread to 1,000/s at 8
-# (bench/bench_server.py --threads N). More than the client metadata fetches that may run
+# SQLite call hands the GIL over): reads fall as threads are added (bench/bench_server.py
+# --threads N). More than the client metadata fetches that may run
 # at once (``ltm.mcp.cimd.PER_PROCESS``), so that slow ones never hold every worker; pushes
 # that arrive together still share a commit (one fsync).
 DEFAULT_THREADS = 4
