@@ -359,6 +359,10 @@ CHUNKED = HEAD + b"Transfer-Encoding: chunked\r\n\r\n"
             HEAD + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
             "Content-Length and Transfer-Encoding together",
         ),
+        # no Host on an HTTP/1.1 request, or two (RFC 9112 section 3.2)
+        (b"GET /v1/healthz HTTP/1.1\r\n\r\n", "an HTTP/1.1 request needs a Host header"),
+        (HEAD + b"Host: y\r\n\r\n", "more than one Host header"),
+        (b"GET /v1/healthz HTTP/1.0\r\nHost: x\r\nhost: y\r\n\r\n", "more than one Host"),
         # a bare LF ending a line of the head, the head not yet whole: refused, not waited on
         (b"GET /v1/healthz HTTP/1.1\nHost: x\n\n", "a line ends in a bare LF"),
         (HEAD + b"X: y\nTransfer-Encoding: chunked\r\n\r\n", "Bare CR or LF"),

@@ -12,6 +12,8 @@ CRLF, obsolete line folding is refused.
 On top of waitress, through the classes it is built to take (its channel's
 parser and error task, the server's channel class):
 
+- an HTTP/1.1 request without a Host header, or any request with two, is a 400
+  (RFC 9112 §3.2);
 - the errors it answers itself (400, 413, 431, 501, 505) are JSON
   ``{"error": ...}`` like every other ltm error;
 - a body over its route's bound (``ltm.limits``) is refused with 413 from the
@@ -113,6 +115,14 @@ class _Parser(HTTPRequestParser):
         framed = self.chunked or "TRANSFER_ENCODING" in self.headers  # (HTTP/1.0 keeps it)
         if framed and "CONTENT_LENGTH" in self.headers:
             raise ParsingError("Content-Length and Transfer-Encoding together are not accepted")
+        # One Host, and one on every HTTP/1.1 request (RFC 9112 §3.2: a MUST for servers).
+        # waitress joins repeated headers with ", ", which no host name holds; two Hosts are
+        # two answers to where the request goes, and a proxy in front may have read the other.
+        host = self.headers.get("HOST")
+        if host is None and self.version == "1.1":
+            raise ParsingError("an HTTP/1.1 request needs a Host header")
+        if host is not None and "," in host:
+            raise ParsingError("more than one Host header is not accepted")
 
     def _refuse(self, error: Error) -> None:
         self.error = error
