@@ -716,6 +716,21 @@ def test_invite_single_use_and_expiry(store: Store) -> None:
     assert store.get_member("t1", "u3") is None
 
 
+def test_an_invite_tried_by_a_member_stays_good_for_its_newcomer(store: Store) -> None:
+    """Its maker (or any member) opening the link joins nothing and spends nothing."""
+    store.create_user(user("u1"))
+    store.create_user(user("u2"))
+    make_team(store)
+    store.create_invite(Invite("c1", "t1", "u1", T0, T0 + timedelta(days=7)))
+    invite, member = store.accept_invite("c1", "u1", T0)
+    assert invite.used_at is None and invite.used_by is None
+    assert member.user_id == "u1" and member.role == "owner"  # their role kept
+    invite, member = store.accept_invite("c1", "u2", T0 + timedelta(hours=1))
+    assert invite.used_by == "u2" and member.role == "member"
+    with pytest.raises(Gone):
+        store.accept_invite("c1", "u2", T0 + timedelta(hours=2))  # now it is spent
+
+
 def test_invite_for_new_user_creates_user_and_token(store: Store) -> None:
     store.create_user(user("u1"))
     make_team(store)
@@ -731,8 +746,9 @@ def test_invite_for_new_user_creates_user_and_token(store: Store) -> None:
 def test_lost_invite_race_leaves_no_orphan_user(store: Store) -> None:
     store.create_user(user("u1"))
     make_team(store)
+    store.create_user(user("u2"))
     store.create_invite(Invite("c1", "t1", "u1", T0, T0 + timedelta(days=7)))
-    store.accept_invite("c1", "u1", T0)
+    store.accept_invite("c1", "u2", T0)
     with pytest.raises(Gone):
         store.accept_invite("c1", "u9", T0, new_user=(user("u9"), token("u9", "join", "h9")))
     assert store.get_user("u9") is None

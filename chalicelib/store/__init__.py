@@ -802,7 +802,8 @@ class Store(ABC):
         unknown code; Gone when already used or expired at ``now``, or when
         its creator is no longer a member of the team. Of any
         number of concurrent accepts of one code exactly one succeeds. A user
-        who is already a member keeps their role. Conflict while the user's
+        who is already a member keeps their role, and the invite stays unused
+        (returned as it is). Conflict while the user's
         earlier departure from the team is still being cleaned up.
         """
 

@@ -2047,6 +2047,10 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DepartureMixin, DeviceGrantsMixi
                 raise Gone("the member who made this invite has left the team")
             team = _team(team_item)
             member_item = found.get((f"TEAM#{invite.team_id}", f"MEMBER#{user_id}"))
+            if member_item is not None and new_user is None:
+                # Already in: nothing to join, and the code stays good for the one it was
+                # made for (its maker trying the link must not spend it).
+                return invite, _member(member_item)
             actions: list[dict[str, Any]] = [
                 {
                     "Update": {

@@ -2045,19 +2045,25 @@ class SqliteStore(Store):
                     raise Gone("the team of this invite no longer exists")
                 if not self._is_member(db, invite.team_id, invite.created_by):
                     raise Gone("the member who made this invite has left the team")
+                # Already in: nothing to join, and the code stays good for the one it was
+                # made for (its maker trying the link must not spend it).
+                joined = new_user is not None or not self._is_member(db, invite.team_id, user_id)
                 if new_user is not None:
                     user, token = new_user
                     self._insert_user(db, user)
                     self._insert_token(db, token)
-                db.execute(
-                    "UPDATE invites SET used_at = ?, used_by = ? WHERE code_hash = ?",
-                    (_ts(now), user_id, code_hash),
-                )
-                self._insert_member(db, invite.team_id, user_id, "member", now)
+                if joined:
+                    db.execute(
+                        "UPDATE invites SET used_at = ?, used_by = ? WHERE code_hash = ?",
+                        (_ts(now), user_id, code_hash),
+                    )
+                    self._insert_member(db, invite.team_id, user_id, "member", now)
         except sqlite3.IntegrityError as exc:
             raise _user_conflict(exc, new_user[0] if new_user else None) from None
         member = self.get_member(invite.team_id, user_id)
         assert member is not None
+        if not joined:
+            return invite, member
         used = Invite(
             invite.code_hash,
             invite.team_id,
