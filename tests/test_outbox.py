@@ -8,16 +8,18 @@ agent's ``save``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sqlite3
 import stat
+import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
-from clikit import Cli, Seen, free_port, signed_in, stub_server
+from clikit import LTM, Cli, Seen, free_port, signed_in, stub_server
 from serverkit import Server, init_db, run_server
 from test_mcp import Shim
 from test_project import needs_git, repo
@@ -190,43 +192,81 @@ def test_a_save_through_a_proxy_whose_server_is_down_is_kept(
         assert outbox_files(olive) == []
 
 
-def test_a_save_kept_while_the_outbox_is_delivered_is_not_dropped(
-    box: Restartable, tmp_path: Path
-) -> None:
-    """The same packet saved again while an older version of it is being delivered, and
-    kept (the server overloaded, its proxy answering 502 to that save): delivering the old
-    one must not remove the new one from the outbox."""
-    import threading
+class Meanwhile:
+    """A second ``ltm save`` of the same packet, started while the proxy holds the first
+    process's push of an older version of it: the delivery in progress, lock held."""
 
-    packet_id = "01JNEWERVERSIONKEPT00000000"
-    down = threading.Event()
-    cli: list[Cli] = []
+    def __init__(self, packet_id: str) -> None:
+        self.packet_id = packet_id
+        self.cli: Cli | None = None
+        self.save: subprocess.Popen[bytes] | None = None
+        self.armed = False  # set once the first version is kept and is to be delivered
+
+    def start(self, goal: str) -> None:
+        assert self.cli is not None
+        newer = self.cli.home / "newer.json"
+        newer.write_text(json.dumps({"id": self.packet_id, "goal": goal, "next_step": "Go on."}))
+        self.save = subprocess.Popen(
+            [LTM, "save", str(newer)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self.cli.env,
+        )
+        # Let it run as far as it goes while the older push is held: on to the server, if
+        # it does not wait for the delivery (the old push would then land after it).
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.save.wait(timeout=scaled(5))
+
+    def finished(self) -> str:
+        assert self.save is not None
+        _, err = self.save.communicate(timeout=scaled(60))
+        assert self.save.returncode == 0, err.decode()
+        return err.decode()
+
+
+@pytest.mark.parametrize("answered", [True, False], ids=["pushed", "kept"])
+def test_a_save_while_an_older_version_is_delivered_lands_after_it(
+    box: Restartable, tmp_path: Path, answered: bool
+) -> None:
+    """The same packet saved again while another process delivers its older version from
+    the outbox: the save waits for that delivery, so the server ends with the newer one.
+    Kept (its proxy answering 502 to that save, the server overloaded): delivering the old
+    one must not remove the new one from the outbox."""
+    second = Meanwhile("01JNEWERVERSIONSAVED0000000" if answered else "01JNEWERVERSIONKEPT00000000")
+    turned_away: list[bytes] = []
 
     def again_meanwhile(request: Seen) -> Reply | None:
-        if down.is_set():
+        if second.armed and request.method == "POST" and b"first version" in request.body:
+            second.armed = False
+            second.start("second version")
+        elif b"second version" in request.body and not (answered or turned_away):
+            turned_away.append(request.body)  # the newer save meets a server that is down
             return BAD_GATEWAY
-        if request.method == "POST" and b"first version" in request.body:
-            down.set()  # the new save meets a server that does not answer it
-            newer = {"id": packet_id, "goal": "second version", "next_step": "Go on."}
-            cli[0].ok("save", "-", stdin=json.dumps(newer))
-            down.clear()
         return None
 
     with proxy_to(box, again_meanwhile) as url:
-        olive = Cli(tmp_path / "olive")
-        cli.append(olive)
+        olive = second.cli = Cli(tmp_path / "olive")
         olive.ok("auth", url, "--with-token", stdin=box.live.issue("Olive")[1])
         box.stop()
-        older = {"id": packet_id, "goal": "first version", "next_step": "Go on."}
+        older = {"id": second.packet_id, "goal": "first version", "next_step": "Go on."}
         olive.ok("save", "-", stdin=json.dumps(older))
         box.start()
+        second.armed = True
 
-        olive.ok("push", "--outbox")  # delivers the first; the second is kept meanwhile
-        files = outbox_files(olive)
-        assert len(files) == 1 and "second version" in files[0].read_text()
-        olive.ok("push", "--outbox")
+        delivered = olive.run("push", "--outbox")
+        assert delivered.returncode == 0, delivered.stderr
+        assert f"outbox: pushed {second.packet_id}" in delivered.stderr
+        said = second.finished()
+        if answered:
+            assert f"{second.packet_id} in {url}" in said
+        else:
+            assert f"kept {second.packet_id} in the outbox" in said
+            files = outbox_files(olive)
+            assert len(files) == 1 and "second version" in files[0].read_text()
+            olive.ok("push", "--outbox")
         assert outbox_files(olive) == []
-        assert json.loads(olive.ok("pull", packet_id))["goal"] == "second version"
+        assert json.loads(olive.ok("pull", second.packet_id))["goal"] == "second version"
 
 
 def test_logging_out_says_what_still_waits_and_how_it_goes(

@@ -10,9 +10,13 @@ again (schema, redaction, with the flags the save was given), and the server its
 Exactly once: a file is removed only after its push was answered (and only while it
 holds what was pushed: the packet saved again meanwhile waits on), a push of the
 same id and bytes is one packet however often it is sent, and one process at a
-time delivers (an ``flock`` on the folder's lock file; another process skips).
-Saving the same id again while offline replaces the waiting file: the newest
-version is the one the server would have kept too.
+time delivers (an ``flock`` on the folder's lock file). A command for a server
+something waits for waits while another process delivers to it, then delivers
+what is left itself, before its own request: a packet saved again meanwhile is
+pushed after the older version being delivered, never overwritten by it. (The
+hooks, on their short budget, deliver nothing and so never wait.) Saving the same
+id again while offline replaces the waiting file: the newest version is the one
+the server would have kept too.
 
 Private and durable: the folder is 0700 inside ltm's data folder, each file 0600,
 written to a temporary name, fsynced, renamed, and the folder fsynced, so a packet
@@ -204,17 +208,17 @@ def deliver(backend: Backend, host: str, *, wait: bool = False) -> Delivery:
     from ltm.cli.client import preflight
     from ltm.cli.terminal.output import info
 
-    entries = waiting(host)
     sent: list[str] = []
     refused: list[str] = []
-    if not entries:
+    if not waiting(host):
         return Delivery(sent, refused, 0)
     with _delivering(wait) as mine:
+        entries = waiting(host)  # read again under the lock: what another process left
         if not mine:
             return Delivery(sent, refused, len(entries))
         for done, entry in enumerate(entries):
             if not entry.path.exists():
-                continue  # delivered by a process that held the lock before us
+                continue  # gone meanwhile (delivered by another process: Windows has no lock)
             where = f"team {entry.team} on {host}" if entry.team else host
             try:
                 checked = preflight.accept(
@@ -255,15 +259,17 @@ def deliver(backend: Backend, host: str, *, wait: bool = False) -> Delivery:
 
 
 def deliver_waiting(backend: Backend, host: str) -> None:
-    """What ``open_backend`` runs for a server: deliver when anything waits for it; a
-    server out of reach leaves it waiting, silently (the command itself says so)."""
+    """What ``open_backend`` runs for a server: deliver when anything waits for it (after
+    another process delivering to it is done: the command may be about to push a newer
+    version of a packet it is delivering); a server out of reach leaves it waiting,
+    silently (the command itself says so)."""
     try:
         names = os.listdir(folder())
     except OSError:
         return
     prefix = f"{_host_key(host)}."
     if any(name.startswith(prefix) for name in names):
-        deliver(backend, host)
+        deliver(backend, host, wait=True)
 
 
 def push_all() -> None:
