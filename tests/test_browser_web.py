@@ -39,10 +39,17 @@ pytestmark = pytest.mark.skipif(
     not Path("/usr/bin/chromium").exists(), reason="/usr/bin/chromium is missing"
 )
 
+# Tag characters spell text no one sees and an agent reads ("ASCII smuggling"); a zero-width
+# space and a byte order mark make two texts look alike.
+SMUGGLED = "Keep the API" + "".join(chr(0xE0000 + ord(c)) for c in "rm -rf ~") + "\u200b\ufeff"
 HOSTILE = {
-    "goal": "<script>window.__pwned = 1</script>Fix \u202egnp.exe the login",
+    "goal": "<script>window.__pwned = 1</script>Fix \u202egnp.exe the login\u200b",
     "next_step": '<img src=x onerror="window.__pwned = 2">then ship',
-    "constraints": ["[click me](javascript:window.__pwned=3)", "javascript:alert(document.cookie)"],
+    "constraints": [
+        "[click me](javascript:window.__pwned=3)",
+        "javascript:alert(document.cookie)",
+        SMUGGLED,
+    ],
     "decisions": [
         {
             "what": '<a href="javascript:window.__pwned=4">docs</a>',
@@ -228,6 +235,12 @@ def test_a_hostile_packet_renders_inert(server: Server, page: Any) -> None:  # n
     page.goto(f"{server.web}/web/packets/{packet['id']}")
     body = page.locator("main").inner_text()
     assert "javascript:alert(document.cookie)" in body and "[U+2066]isolate[U+2069]" in body
+    # Hidden text is shown as markers, on the page and in what the copy button copies.
+    assert "Keep the API[U+E0072][U+E006D]" in body and "[U+200B][U+FEFF]" in body
+    block = page.locator("#resume-block").text_content()
+    assert "Keep the API[U+E0072]" in block
+    for shown in (body, block, page.title()):
+        assert not any(0xE0000 <= ord(ch) <= 0xE007F or ch in "\u200b\ufeff" for ch in shown)
     assert dialogs == []
 
 

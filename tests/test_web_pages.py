@@ -939,3 +939,24 @@ def test_forms_with_non_ascii_secrets_are_refused_not_a_server_error(server: Ser
     ):
         answer = client.post(path, data=odd, headers={"Origin": str(client.base_url)})
         assert answer.status_code < 500, (path, answer.status_code)
+
+
+def test_every_hidden_character_shows_as_a_marker_and_text_keeps_its_own() -> None:
+    """Every control and format character of packet text (bidi controls, zero-width space,
+    BOM, the tag characters that spell text only an agent reads) shows as ``[U+XXXX]``;
+    what people write (joiners of Persian and emoji, spaces of every kind, line breaks,
+    variation selectors) shows as written."""
+    import unicodedata
+
+    from ltm.web import render
+
+    kept = "\n\r\t\u200c\u200d"
+    hidden = [
+        chr(c)
+        for c in range(0x110000)
+        if unicodedata.category(chr(c)) in ("Cc", "Cf") and chr(c) not in kept
+    ]
+    markers = "".join(f"[U+{ord(ch):04X}]" for ch in hidden)
+    assert render.text("a" + "".join(hidden) + "<b>") == "a" + markers + "&lt;b&gt;"
+    written = "می\u200cخواهم 👨\u200d👩\u200d👧 ❤\ufe0f pay\u00a0100 日本\u3000語 line\nnext\ttab"
+    assert render.text(written) == written

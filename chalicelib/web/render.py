@@ -2,11 +2,15 @@
 
 Packet text is untrusted (any team member writes it), so nothing from a
 packet reaches the page except through ``text()``: HTML-escaped, and with
-the Unicode bidirectional controls (the "Trojan Source" characters, which
-could make text read differently than it is stored) replaced by a visible
-``[U+202E]`` marker. Packet text never becomes a link, an attribute other
-than a data value we quote, or markup; the only links on a page are this
-app's own paths, built from percent-encoded ids and names. Each text block
+every character that would make it read differently than it is stored
+replaced by a visible ``[U+202E]`` marker: the Unicode bidirectional controls
+(the "Trojan Source" characters), and every other control or invisible format
+character (zero-width space, word joiner, byte order mark, the tag characters
+that spell hidden text an agent reads). The resume block the copy button copies
+is such text too, so what a person copies into an agent is what they saw.
+Packet text never becomes a link, an attribute other than a data value we
+quote, or markup; the only links on a page are this app's own paths, built
+from percent-encoded ids and names. Each text block
 is also isolated (``unicode-bidi: isolate`` in the style sheet), so no
 right-to-left run can spill into the page around it.
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,16 +31,27 @@ from urllib.parse import quote, urlencode
 
 # Bidi embeddings, overrides and isolates, the marks, and the Arabic letter mark.
 _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+# Kept as they are: line breaks and tabs, and the zero-width non-joiner and joiner, which
+# shape Persian and Indic words and join emoji (text needs them to read right).
+_KEPT = frozenset("\n\r\t\u200c\u200d")
 GOAL_IN_LIST = 120  # characters of a goal shown in a listing (a page stays small)
 
 
+def _hidden(ch: str) -> bool:
+    """A control or format character (Unicode categories Cc, Cf): it shows as nothing, or
+    changes how the text around it reads. Spaces of every kind show as spaces; private
+    and unassigned code points show as a box: neither hides anything."""
+    return ch not in _KEPT and unicodedata.category(ch) in ("Cc", "Cf")
+
+
 def text(value: object, limit: int | None = None) -> str:
-    """Untrusted text as HTML text: bidi controls made visible, then escaped."""
+    """Untrusted text as HTML text: hidden characters made visible, then escaped."""
     raw = str(value)
     if limit is not None and len(raw) > limit:
         raw = raw[: limit - 1].rstrip() + "…"
-    shown = _BIDI.sub(lambda m: f"[U+{ord(m.group()):04X}]", raw)
-    return html.escape(shown, quote=False)
+    if not raw.isprintable():  # only then can it hold one (a fast check, in C)
+        raw = "".join(f"[U+{ord(ch):04X}]" if _hidden(ch) else ch for ch in raw)
+    return html.escape(raw, quote=False)
 
 
 def attr(value: object) -> str:
