@@ -211,6 +211,37 @@ def test_sign_in_list_filter_open_copy_parent_delete_sign_out(
         context.close()
 
 
+def test_the_scope_picker_shows_the_scope_listed(server: Server, page: Any) -> None:  # noqa: F811
+    """Personal packets listed, the picker says Personal (not its first option, "All my
+    scopes"); a filter asked of every scope, which reaches one, says so and offers the
+    search that reaches them all."""
+    _uid, token = server.issue("petra")
+    api = server.client(token)
+    assert api.post("/v1/teams", json={"name": "web-petra"}).status_code == 201
+    mine = make_packet(goal="Mine: rotate keys", tags=["ops"])
+    theirs = make_packet(goal="Team: page the on-call", tags=["ops"])
+    assert api.post("/v1/packets", json=mine).status_code == 201
+    assert api.post("/v1/packets?team=web-petra", json=theirs).status_code == 201
+    sign_in(page, server, token)
+    assert page.input_value("#team") == "*" and len(goals(page)) == 2
+    page.select_option("#team", "")
+    with page.expect_navigation():
+        page.click("form.filters button")
+    assert goals(page) == [mine["goal"]] and page.input_value("#team") == ""
+
+    page.select_option("#team", "*")
+    page.fill("#tag", "ops")
+    with page.expect_navigation():
+        page.click("form.filters button")
+    assert goals(page) == [mine["goal"]] and page.input_value("#team") == ""
+    note = page.locator("p.note[role=status]")
+    assert "one scope at a time" in note.inner_text()
+    with page.expect_navigation():
+        note.locator("a").click()
+    assert sorted(goals(page)) == sorted([mine["goal"], theirs["goal"]])
+    assert page.input_value("#q") == "tag:ops"
+
+
 def test_a_hostile_packet_renders_inert(server: Server, page: Any) -> None:  # noqa: F811
     _uid, token = server.issue("mallory")
     api = server.client(token)

@@ -158,13 +158,20 @@ def packet_list(
     older: str | None,
     owned_team: bool,
     everywhere: bool = False,
+    narrowed: bool = False,
 ) -> str:
+    """``narrowed``: every scope was asked for with a filter, which reaches one scope only
+    (``browse.listing``): the personal one is listed, and the page says so."""
     scope = f"Team {team}" if team else "All your scopes" if everywhere else "Your packets"
     # Without teams (``ltm ui``, a new user) there is one scope: no control to pick it.
+    # The picker shows the scope listed: with no option selected, a browser would show
+    # the first ("All my scopes") over a list of personal packets.
     every = f'<option value="{EVERY}"{" selected" if everywhere else ""}>All my scopes</option>'
+    personal = not everywhere and not team
     picker = (
         '<div><label for="team">Scope</label>'
-        f'<select id="team" name="team">{every}{_scope_options(teams, team)}</select></div>'
+        f'<select id="team" name="team">{every}{_scope_options(teams, team, personal)}'
+        "</select></div>"
         if teams
         else ""
     )
@@ -180,6 +187,15 @@ def packet_list(
     )
     search = search_form("", teams, team, all_scopes=everywhere, listed=True)
     parts = [f"<h1>{text(scope)}</h1>", search, form]
+    if narrowed:  # the search's qualifiers reach every scope: offer that search
+        quoted = f'"{project}"' if any(ch.isspace() for ch in project) else project
+        q = " ".join(f"{k}:{v}" for k, v in (("tag", tag), ("project", quoted)) if v)
+        parts.append(
+            '<p class="note" role="status">Tag and project filters look in one scope at a'
+            " time: these are your personal packets. Pick a team above, or search"
+            f' <a href="{href("/web", q=q, all="1")}"><code>{text(q)}</code></a>'
+            " in all your scopes.</p>"
+        )
     if team:
         parts.append(
             f'<p><a href="<@>/web/teams/{seg(team)}">Members'
@@ -228,8 +244,9 @@ def shared_list(rows: Sequence[SharedRow]) -> str:
 EVERY = "*"  # the filters' scope for every scope of the reader (no team is named "*")
 
 
-def _scope_options(teams: Sequence[str], team: str | None) -> str:
-    options = ['<option value="">Personal</option>'] + [
+def _scope_options(teams: Sequence[str], team: str | None, personal: bool) -> str:
+    chosen = " selected" if personal else ""
+    options = [f'<option value=""{chosen}>Personal</option>'] + [
         f'<option value="{attr(name)}"{" selected" if name == team else ""}>{text(name)}</option>'
         for name in teams
     ]
@@ -257,7 +274,8 @@ def search_form(
     else:
         scopes = (
             '<div><label for="search-team">In</label>'
-            f'<select id="search-team" name="team">{_scope_options(teams, team)}</select></div>'
+            f'<select id="search-team" name="team">{_scope_options(teams, team, not team)}'
+            "</select></div>"
             f'<div class="check"><input type="checkbox" id="all" name="all" value="1"{checked}>'
             '<label for="all">All my scopes</label></div>'
             if teams  # one scope only: nothing to choose

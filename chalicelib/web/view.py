@@ -462,6 +462,8 @@ class WebView:
             older=shown.older,
             owned_team=shown.owns_team,
             everywhere=shown.everywhere,
+            # "All my scopes" picked with a filter: the store filters one scope only.
+            narrowed=_one(request.query, "team") == render.EVERY and bool(tag or project),
         )
         notice = "Packet deleted." if _one(request.query, "done") == "deleted" else ""
         return self._page(200, "Packets", body, nav=read.nav, notice=notice)
