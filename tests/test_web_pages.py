@@ -335,6 +335,22 @@ def test_sign_in_only_returns_to_this_apps_pages(server: Server, target: str) ->
     assert signed.headers["location"] == server.web + "/web"
 
 
+@pytest.mark.parametrize("asked", ["/web?shared=1", "/web?team=&tag=ops", "/web?q=x&all=1"])
+def test_signing_in_returns_to_the_page_asked_for(server: Server, asked: str) -> None:
+    """A signed-out visitor who followed a link to the packets shared with them (or a
+    filtered list, a search) lands on that page once signed in, not on the landing page."""
+    _uid, token = server.issue()
+    client = server.web_client(follow_redirects=False)
+    sent = client.get(asked)
+    assert sent.status_code == 303
+    form = client.get(sent.headers["location"])
+    next_path = re.search(r'name="next" value="([^"]+)"', form.text)
+    assert next_path and html.unescape(next_path.group(1)) == asked
+    fields = {"csrf": csrf_of(form.text), "next": html.unescape(next_path.group(1))}
+    signed = client.post("/web/signin", data={**fields, "token": token})
+    assert signed.headers["location"] == server.web + asked
+
+
 def test_a_tampered_or_foreign_session_is_no_session(server: Server) -> None:
     _uid, token = server.issue("tess")
     web = browser_for(server, token)

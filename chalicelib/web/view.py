@@ -1165,11 +1165,16 @@ def _safe_next(value: str) -> str:
     return "/web"
 
 
+# A listing's query as signing in hands it back: an empty ``team`` is the personal scope.
+_KEPT_QUERY = ("team", "tag", "project", "q", "all", "shared", "after")
+
+
 def _path_of(request: WebRequest, path: str) -> str:
+    """``path`` with the query that says what the page shows (to return to after sign-in)."""
     params = [
         f"{quote(name, safe='')}={quote(values[0], safe='')}"
         for name, values in request.query.items()
-        if name in ("team", "tag", "project", "q", "all") and len(values) == 1 and values[0]
+        if name in _KEPT_QUERY and len(values) == 1 and (values[0] or name == "team")
     ]
     return path + (f"?{'&'.join(params)}" if params else "")
 
