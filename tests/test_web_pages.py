@@ -111,6 +111,31 @@ def test_a_list_of_50_packets_stays_under_50_kb(server: Server) -> None:
     assert 'rel="next"' in page.text  # the rest is a page further
 
 
+def test_a_full_landing_page_says_where_older_packets_are(server: Server) -> None:
+    """The landing page merges every scope's newest 50 and pages no further: when it is
+    full, it links each scope, whose own list goes back (personal: ``team=``, not the
+    landing page again)."""
+    _uid, token = server.issue("lena")
+    api = server.client(token)
+    assert api.post("/v1/teams", json={"name": "lena-crew"}).status_code == 201
+    for n in range(51):
+        packet = make_packet(goal=f"Note {n}", created_at=f"2026-05-01T12:{n:02d}:00Z")
+        assert api.post("/v1/packets", json=packet).status_code == 201
+    web = browser_for(server, token)
+    landing = web.get("/web")
+    assert landing.text.count('<li><a href="/web/packets/') == 50
+    assert 'rel="next"' not in landing.text
+    note = re.search(
+        r'<p class="note">Older packets are listed one scope at a time: (.*?)</p>', landing.text
+    )
+    assert note, landing.text
+    links = re.findall(r'href="([^"]+)">([^<]+)</a>', note.group(1))
+    assert [name for _, name in links] == ["personal", "lena-crew"]
+    personal = web.get(html.unescape(links[0][0]))
+    assert "<h1>Your packets</h1>" in personal.text and 'rel="next"' in personal.text
+    assert "Older packets are listed" not in personal.text
+
+
 def test_the_landing_page_lists_every_scope_with_what_a_row_needs(server: Server) -> None:
     """Teammates' packets show on landing; rows carry project, tags and next step (escaped),
     and ids that share a long prefix are shown long enough to tell apart."""

@@ -159,9 +159,11 @@ def packet_list(
     owned_team: bool,
     everywhere: bool = False,
     narrowed: bool = False,
+    full: bool = False,
 ) -> str:
     """``narrowed``: every scope was asked for with a filter, which reaches one scope only
-    (``browse.listing``): the personal one is listed, and the page says so."""
+    (``browse.listing``): the personal one is listed, and the page says so. ``full``: a
+    whole page of rows, so the merged list of every scope may have older ones."""
     scope = f"Team {team}" if team else "All your scopes" if everywhere else "Your packets"
     # Without teams (``ltm ui``, a new user) there is one scope: no control to pick it.
     # The picker shows the scope listed: with no option selected, a browser would show
@@ -213,6 +215,12 @@ def packet_list(
     if older:
         link = href("/web", team=team, tag=tag, project=project, after=older)
         parts.append(f'<p><a rel="next" href="{link}">Older packets</a></p>')
+    elif everywhere and full:  # the merged list pages no further; each scope does
+        scopes = " · ".join(
+            ['<a href="<@>/web?team=">personal</a>']
+            + [f'<a href="{href("/web", team=name)}">{text(name)}</a>' for name in teams]
+        )
+        parts.append(f'<p class="note">Older packets are listed one scope at a time: {scopes}</p>')
     if teams:
         items = "".join(
             f'<li><a href="{href("/web", team=name)}">{text(name)}</a>'

@@ -464,6 +464,7 @@ class WebView:
             everywhere=shown.everywhere,
             # "All my scopes" picked with a filter: the store filters one scope only.
             narrowed=_one(request.query, "team") == render.EVERY and bool(tag or project),
+            full=len(shown.rows) >= browse.PAGE,
         )
         notice = "Packet deleted." if _one(request.query, "done") == "deleted" else ""
         return self._page(200, "Packets", body, nav=read.nav, notice=notice)
