@@ -505,6 +505,24 @@ def test_a_sign_in_key_needs_the_full_scope(server: Server) -> None:
         assert r.status_code == 403 and r.json() == {"error": "insufficient scope"}
 
 
+@pytest.mark.parametrize("scope", ["read", "write"])
+def test_a_partial_token_cannot_sign_a_browser_in(server: Server, scope: str) -> None:
+    """A web session may delete: a read-only or write-only token is refused, in words that
+    are true of it (a write-only token is not told it "may only read")."""
+    from test_publish_http import scoped_token
+
+    user_id, _token = server.issue()
+    client = server.web_client(follow_redirects=False)
+    fields = {"csrf": csrf_of(client.get("/web/signin").text), "next": "/web"}
+    signed = client.post(
+        "/web/signin", data={**fields, "token": scoped_token(server, user_id, scope)}
+    )
+    assert signed.status_code == 403 and "set-cookie" not in signed.headers
+    refusal = re.search(r'<p class="error" role="alert">([^<]+)</p>', signed.text)
+    assert refusal and "read-only or write-only" in refusal.group(1)
+    assert "full access (read write)" in refusal.group(1)
+
+
 def test_ltm_open_signs_the_browser_in_without_a_token_on_argv(
     server: Server, tmp_path: Path
 ) -> None:

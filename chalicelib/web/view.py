@@ -82,6 +82,9 @@ WEB_HOST_ENV = "LTM_WEB_HOST"
 API_HOST_ENV = "LTM_API_HOST"
 # ``ltm ui``: who wrote the local store's copies of others' packets (``ltm.copies``).
 COPIES_ENV = "LTM_UI_COPIES"
+# A token granted read or write alone (a device's, an MCP client's): which one, the refusal
+# does not say, so the words fit both.
+PARTIAL_TOKEN = "That token is read-only or write-only; use a token with full access (read write)."
 KEY_SECONDS = 120  # a web sign-in key's life: enough to open a browser, not to linger
 LOCAL_USER = "local"
 STATIC = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
@@ -799,7 +802,7 @@ class WebView:
                         self.store, f"Bearer {secret}", self.clock(), need=FULL_SCOPE
                     )
                 except InsufficientScope:
-                    status, error = 403, "That token may only read; use a full-access token."
+                    status, error = 403, PARTIAL_TOKEN
                 except ServiceError:
                     status, error = 401, "That token was not accepted."
             if not allow or user is not None:
@@ -856,7 +859,7 @@ class WebView:
         try:
             user = tokens.authenticate(self.store, f"Bearer {secret}", when, need="read write")
         except InsufficientScope:
-            return again(403, "That token may only read; sign in with a full-access token.")
+            return again(403, PARTIAL_TOKEN)
         except ServiceError:
             return again(401, "That token was not accepted.")
         session_cookie = self.start_session(request, user, token_hash=tokens.hash_token(secret))
