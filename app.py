@@ -793,13 +793,31 @@ def _page_failed() -> Response:
     )
 
 
+def _busy(oauth: bool) -> Response:
+    """503 with Retry-After for a busy database: an OAuth error (JSON) or plain text."""
+    retry = {"Retry-After": str(BUSY_RETRY_AFTER)}
+    if oauth:
+        body = {"error": "temporarily_unavailable", "error_description": BUSY_MESSAGE}
+        return Response(body=body, status_code=503, headers={**JSON_HEADERS, **retry})
+    return Response(
+        body=BUSY_MESSAGE + "\n",
+        status_code=503,
+        headers={"Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store", **retry},
+    )
+
+
 def web_route(path: str, methods: list[str], handler: str, *, oauth: bool) -> None:
     """Register a device-flow view: ``DeviceWeb.<handler>`` answers it (JSON or HTML)."""
 
     def view(**_params: str) -> Response:
         try:
             result = getattr(_device(), handler)(_web_request(app.current_request))
-        except Exception:
+        except Exception as exc:
+            if store_unavailable(exc):
+                # As on the API: the database only cannot serve it for the moment. A device
+                # polls again after a 503 (a 500 ended a sign-in perhaps just approved).
+                logger.warning("the database is busy", exc_info=True)
+                return _busy(oauth)
             logger.exception("unhandled error")
             if oauth:
                 return _json({"error": "server_error", "error_description": "internal error"}, 500)

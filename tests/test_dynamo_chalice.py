@@ -12,9 +12,11 @@ Gateway in the logs and the EMF metrics.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from chalice.test import Client
@@ -450,3 +452,45 @@ def test_a_cold_start_imports_no_openapi_models() -> None:
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=scaled(120)
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_a_throttled_database_during_a_device_sign_in_is_a_503(api: Api, lambda_app: Any) -> None:
+    """The device flow's endpoints and pages meet the same throttling as the API: a poll
+    answered 503 with Retry-After is one a device polls again after (a 500 ended the
+    sign-in the person may just have approved), and the pages say so too."""
+    from botocore.exceptions import ClientError
+
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    started = api.client.http.post(
+        "/oauth/authorize_device", headers=form, body=b"client_id=ltm-cli&scope=read+write"
+    )
+    assert started.status_code == 200, started.body
+    device_code = json.loads(started.body)["device_code"]
+    poll = (
+        "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code"
+        f"&client_id=ltm-cli&device_code={device_code}"
+    ).encode()
+    opened = api.client.http.get("/device")
+    cookie = opened.headers["Set-Cookie"].split(";", 1)[0]
+    csrf = re.search(r'name="csrf" value="([^"]+)"', opened.body.decode())
+    assert csrf is not None, opened.body
+    typed = urlencode({"csrf": csrf.group(1), "code": "BCDF-GHJK", "token": api.user("alice")})
+    events = lambda_app.get_store().client.meta.events
+
+    def throttle(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": "ThrottlingException"}}, "op")
+
+    events.register("before-call.dynamodb", throttle)
+    try:
+        polled = api.client.http.post("/oauth/token", headers=form, body=poll)
+        page = api.client.http.post(
+            "/device", headers={**form, "Cookie": cookie}, body=typed.encode()
+        )
+    finally:
+        events.unregister("before-call.dynamodb", throttle)
+    assert (polled.status_code, polled.headers.get("Retry-After")) == (503, "1"), polled.body
+    assert json.loads(polled.body)["error"] == "temporarily_unavailable"
+    assert (page.status_code, page.headers.get("Retry-After")) == (503, "1"), page.body
+    # Once DynamoDB answers again, the same device code polls on.
+    polled = api.client.http.post("/oauth/token", headers=form, body=poll)
+    assert json.loads(polled.body)["error"] in ("authorization_pending", "slow_down")
