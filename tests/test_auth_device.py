@@ -73,6 +73,10 @@ class OAuthServer:
                             "client_id": "ltm-cli"}  # fmt: skip
             with self.lock:
                 step = self.script.pop(0) if self.script else "authorization_pending"
+            status, _, retry = step.partition(":")  # "503:7": HTTP 503 with Retry-After 7
+            if status.isdigit():  # a proxy's, or a busy server's
+                headers = {"Retry-After": retry} if retry else {}
+                return int(status), headers, b"busy, try again"
             if step == "ok":
                 return json_reply(200, {"access_token": TOKEN, "token_type": "Bearer",
                                         "scope": "read write"})  # fmt: skip
@@ -130,6 +134,31 @@ def test_slow_down_adds_five_seconds_from_then_on() -> None:
         assert sign_in(stub.url, clock, said) == TOKEN
         assert len(polls(stub.seen)) == 4
     assert clock.waits == [1, 6, 6, 11]
+
+
+def test_a_server_busy_for_a_moment_does_not_end_the_sign_in() -> None:
+    """502, 503 or 504 (a proxy, or DynamoDB throttled): the code is still good and the
+    person may be approving it right now, so the device polls again, after Retry-After
+    when that is longer than its interval."""
+    oauth = OAuthServer(["authorization_pending", "503:7", "502", "504:1", "ok"], interval=2)
+    clock = Clock()
+    with stub_server(oauth) as stub:
+        assert sign_in(stub.url, clock, []) == TOKEN
+        assert len(polls(stub.seen)) == 5
+    assert clock.waits == [2, 2, 7, 2, 2]
+
+
+def test_a_server_unavailable_until_the_code_expires_says_so() -> None:
+    oauth = OAuthServer(["503"] * 10, interval=1, expires_in=3)
+    with stub_server(oauth) as stub, pytest.raises(CliError) as caught:
+        sign_in(stub.url, Clock(), [])
+    assert "failed with HTTP 503" in caught.value.message
+
+
+def test_a_server_error_still_ends_the_sign_in() -> None:
+    with stub_server(OAuthServer(["500"])) as stub, pytest.raises(CliError) as caught:
+        sign_in(stub.url, Clock(), [])
+    assert "failed with HTTP 500" in caught.value.message
 
 
 def test_denial_stops_with_a_clear_message() -> None:

@@ -6,7 +6,9 @@ URL (and open the browser when there is one), then poll ``{HOST}/oauth/token``
 every ``interval`` seconds until the user approves (``access_token``), the
 server asks to slow down (``slow_down``: five more seconds, from then on), the
 user declines (``access_denied``) or the code runs out (``expired_token``, or
-``expires_in`` passes). The token is a plain bearer for ``/v1``.
+``expires_in`` passes). A 502, 503 or 504 (a proxy, or a database busy for a
+moment) is polled through, after ``Retry-After`` when it is longer. The token
+is a plain bearer for ``/v1``.
 
 Works against any server that implements the two endpoints; ``sleep`` and
 ``clock`` can be replaced (tests count the waits instead of sitting them out).
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from ltm.cli.client.remote import Http, Reply, status_error
+from ltm.cli.client.remote import UNAVAILABLE, Http, Reply, status_error
 from ltm.cli.errors import CliError
 
 CLIENT_ID = "ltm-cli"
@@ -88,11 +90,19 @@ def poll(
     body = urlencode(
         {"grant_type": GRANT_TYPE, "device_code": code.device_code, "client_id": CLIENT_ID}
     ).encode()
+    wait, unavailable = interval, None
     while True:
-        if clock() + interval > deadline:
-            raise _expired(http)
-        sleep(interval)
+        if clock() + wait > deadline:
+            raise status_error(http.host, unavailable) if unavailable else _expired(http)
+        sleep(wait)
         reply = http.request("POST", "/oauth/token", body=body, content_type=FORM)
+        if reply.status in UNAVAILABLE:
+            # A proxy in front of a server that is down, or a database busy for a moment:
+            # the code is still good and the person may be approving it right now, so
+            # poll again (after Retry-After, when that is longer) until it expires.
+            wait, unavailable = max(interval, _retry_after(reply)), reply
+            continue
+        wait, unavailable = interval, None
         data = _oauth_json(http, reply)
         error = data.get("error")
         if reply.status == 200 and not error:
@@ -101,6 +111,7 @@ def poll(
             continue
         if error == "slow_down":
             interval += SLOW_DOWN_STEP
+            wait = interval
             continue
         if error == "access_denied":
             raise CliError(
@@ -211,6 +222,12 @@ def _text(data: dict[str, Any], key: str) -> str:
     if not isinstance(value, str) or not value:
         raise KeyError(key)
     return value
+
+
+def _retry_after(reply: Reply) -> float:
+    """Retry-After in seconds (RFC 9110 §10.2.3); 0 when absent or an HTTP date."""
+    raw = reply.headers.get("retry-after", "").strip()
+    return float(raw) if raw.isdigit() else 0.0
 
 
 def _seconds(value: Any, default: float) -> float:
