@@ -515,3 +515,24 @@ def test_revoking_every_token_of_someone_who_left(store: Store) -> None:
             tokens.authenticate(store, f"Bearer {secret}")
     assert tokens.authenticate(store, f"Bearer {bobs}").display == "bob"
     assert tokens.revoke_all(store, alice.id) == []
+
+
+def test_a_sign_in_approved_with_a_token_revoked_before_it_is_collected_gets_nothing(
+    store: Store,
+) -> None:
+    """Someone who left (``revoke_all``) or a stolen token revoked: a device approved with
+    that token and not yet collected gets no token of its own, which would outlive it."""
+    alice, secret = make_user(store)
+    auth = start(store)
+    caller = tokens.credential(f"Bearer {secret}")
+    device.decide(store, SETTINGS, caller, auth.user_code, approve=True, when=T0)
+    assert tokens.revoke_all(store, alice.id) == ["alice-laptop"]
+    e = oauth_error(lambda: poll(store, auth.device_code, T0 + timedelta(seconds=5)))
+    assert e.code == "invalid_grant" and "revoked" in e.description
+    assert store.list_tokens(user_id=alice.id) == []
+    # Approved with a token still good, the device gets its own, as before.
+    other = start(store)
+    fresh = tokens.add(store, alice.id, "alice-desktop", when=T0)
+    caller = tokens.credential(f"Bearer {fresh}")
+    device.decide(store, SETTINGS, caller, other.user_code, approve=True, when=T0)
+    assert poll(store, other.device_code, T0 + timedelta(seconds=5)).access_token

@@ -40,7 +40,9 @@ the user code: on the verification page (Cognito or an existing token, see
 token cannot sign a device in (least of all one asking for more). The grant
 keeps the hash of the token it was approved with, when there was one: a web
 view session started from an approved code (``claim_web``) then ends when that
-token is revoked, like a session signed in with the token itself.
+token is revoked, like a session signed in with the token itself, and a device
+approved with it that has not collected its token by then gets none
+(``invalid_grant``): its own token would outlive the revoked one.
 
 Guessing codes stays bounded (RFC 8628 §5.1, "User Code Brute Forcing":
 https://www.rfc-editor.org/rfc/rfc8628#section-5.1) by store-backed counters,
@@ -82,7 +84,7 @@ from ..store import Gone as StoreGone
 from ..store import NotFound as StoreNotFound
 from .access import Caller, Credential, user_of
 from .errors import BadRequest, Conflict, NotFound, ServiceError
-from .tokens import new_token
+from .tokens import expired, new_token
 from .users import new_user, now
 
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
@@ -634,6 +636,13 @@ def token(
 
 def _redeem(store: Store, grant: DeviceGrant, when: datetime, days: int | None) -> Issued:
     assert grant.user_id is not None
+    if grant.approved_with is not None and not _token_works(store, grant.approved_with, when):
+        # Revoked since (someone who left, a stolen token): the device's own token would
+        # outlive the one that let it in.
+        raise OAuthError(
+            "invalid_grant",
+            "the token this sign-in was approved with has been revoked since; start again",
+        )
     lifetime = timedelta(days=days) if days is not None else None
     for _attempt in range(LABEL_ATTEMPTS):
         label = device_label(grant.device_name)
@@ -654,6 +663,11 @@ def _redeem(store: Store, grant: DeviceGrant, when: datetime, days: int | None) 
     raise OAuthError(
         "temporarily_unavailable", "could not label the new token; try again", status=503
     )
+
+
+def _token_works(store: Store, token_hash: str, when: datetime) -> bool:
+    found = store.token_owner(token_hash)
+    return found is not None and not expired(found[0], when)
 
 
 # -- deciding: the verification page and ``ltm approve`` ------------------------------------------
