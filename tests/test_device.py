@@ -6,12 +6,15 @@ rate-limit windows are tested without sleeping.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from timing import scaled
 
 from ltm.service import device, tokens
 from ltm.service.device import DeviceSettings, OAuthError, TooManyAttempts
@@ -536,3 +539,71 @@ def test_a_sign_in_approved_with_a_token_revoked_before_it_is_collected_gets_not
     caller = tokens.credential(f"Bearer {fresh}")
     device.decide(store, SETTINGS, caller, other.user_code, approve=True, when=T0)
     assert poll(store, other.device_code, T0 + timedelta(seconds=5)).access_token
+
+
+class _Overlapping:
+    """A store whose user-code lookups wait for one another (up to ``scaled(2)`` s): guesses
+    sent at once all pass any check made before the lookup, as on many Lambda instances."""
+
+    def __init__(self, store: Store, parties: int) -> None:
+        self._store = store
+        self._barrier = threading.Barrier(parties, timeout=scaled(2))
+        self._lock = threading.Lock()
+        self.lookups = 0
+
+    def get_device_grant_by_user_code(self, user_code_hash: str, now: datetime) -> object:
+        with self._lock:
+            self.lookups += 1
+        # Broken: the others were refused before looking, nothing more to wait for.
+        with contextlib.suppress(threading.BrokenBarrierError):
+            self._barrier.wait()
+        return self._store.get_device_grant_by_user_code(user_code_hash, now)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+
+@pytest.mark.parametrize("who", ["user", "client"])
+def test_guesses_sent_at_once_stay_within_the_limit(store: Store, who: str) -> None:
+    """RFC 8628 §5.1's bound holds for concurrent guesses too: each is charged before its
+    lookup, so twelve at once look up no more codes than the limit of three allows."""
+    alice, _ = make_user(store)
+    settings = DeviceSettings(wrong_codes_per_user=3, wrong_codes_per_client=3)
+    overlapping = _Overlapping(store, 12)
+    charged: dict[str, object] = {"user": alice} if who == "user" else {"client_ip": "192.0.2.9"}
+    outcomes: list[str] = []
+
+    def guess(n: int) -> None:
+        try:
+            device.find_pending(
+                overlapping,  # type: ignore[arg-type]
+                settings,
+                f"BCDF-GH{'JKLMNPQRSTVW'[n]}{'JKLMNPQRSTVW'[n]}",
+                when=T0,
+                **charged,  # type: ignore[arg-type]
+            )
+        except (NotFound, TooManyAttempts) as exc:
+            outcomes.append(type(exc).__name__)
+
+    threads = [threading.Thread(target=guess, args=(n,)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert overlapping.lookups == 3
+    assert sorted(outcomes) == ["NotFound"] * 3 + ["TooManyAttempts"] * 9
+
+
+def test_right_codes_are_not_charged_as_wrong_ones(store: Store) -> None:
+    """Charging each try before its lookup leaves the limit about wrong codes: a person
+    who approves many devices is never refused for it."""
+    alice, _ = make_user(store)
+    settings = DeviceSettings(wrong_codes_per_user=2)
+    for n in range(5):
+        auth = start(store, ip=f"192.0.2.{n}")
+        device.decide(store, settings, alice, auth.user_code, approve=True, when=T0)
+    for _ in range(2):
+        with pytest.raises(NotFound):
+            device.decide(store, settings, alice, "BCDF-GHJK", approve=True, when=T0)
+    with pytest.raises(TooManyAttempts):
+        device.decide(store, settings, alice, start(store).user_code, approve=True, when=T0)

@@ -56,8 +56,10 @@ are charged to whoever can be told apart without locking out anyone else:
 - the only anonymous lookup (the code step before a Cognito sign-in): per
   client address (an IPv6 address by its /64).
 
-Past a limit the entries it covers are refused for the rest of the window
-(429), right or wrong; a person behind the same address or proxy as a
+Each try is counted before it is made and handed back once it turns out
+right, so guesses sent at once (on many Lambda instances) stay within the
+limit too. Past a limit the entries it covers are refused for the rest of
+the window (429), right or wrong; a person behind the same address or proxy as a
 guesser signs in with their own account and is not affected. There is no
 count of everyone's failures together: it would let anyone lock every sign-in
 out with a few hundred wrong codes. The bound holds without it: a guess hits
@@ -315,9 +317,17 @@ def _window(settings: DeviceSettings, when: datetime) -> _Window:
 @dataclass(frozen=True, slots=True)
 class _Limit:
     kind: str  # user, code or client
-    key: str  # the counter's name in the store
+    key: str  # the counters' name in the store, after their prefix
     limit: int
     refusal: str  # what a person is told once it is reached
+
+    @property
+    def tries(self) -> str:
+        return f"device-tries:{self.key}"
+
+    @property
+    def rights(self) -> str:
+        return f"device-right:{self.key}"
 
 
 def _limits(
@@ -335,7 +345,7 @@ def _limits(
         limits.append(
             _Limit(
                 "user",
-                f"device-wrong:user:{user.id}:{index}",
+                f"user:{user.id}:{index}",
                 settings.wrong_codes_per_user,
                 "you entered too many wrong codes; wait a few minutes, then try again",
             )
@@ -344,7 +354,7 @@ def _limits(
         limits.append(
             _Limit(
                 "code",
-                f"device-wrong:code:{hash_code(code)}:{index}",
+                f"code:{hash_code(code)}:{index}",
                 settings.wrong_sign_ins_per_code,
                 "too many failed sign-ins for this code; wait a few minutes, then start again",
             )
@@ -353,7 +363,7 @@ def _limits(
         limits.append(
             _Limit(
                 "client",
-                f"device-wrong:client:{client_key(client_ip)}:{index}",
+                f"client:{client_key(client_ip)}:{index}",
                 settings.wrong_codes_per_client,
                 "too many wrong codes from your network; sign in first, or wait a few minutes",
             )
@@ -361,7 +371,7 @@ def _limits(
     return limits
 
 
-def check_attempts(
+def charge(
     store: Store,
     settings: DeviceSettings,
     when: datetime,
@@ -370,13 +380,22 @@ def check_attempts(
     client_ip: str | None = None,
     code: str | None = None,
 ) -> None:
-    """429 when the failures charged to this user, code or address are too many."""
+    """Charge one try (a code to look up, or a token to check for a code) to this user,
+    code or address before it is made; 429 when their wrong tries are already too many.
+
+    Each try is counted before it is made and handed back once it turns out right
+    (``refund``): a read of the count before the try let guesses sent at once all pass
+    it, as many as could be in flight. Wrong tries are the tries not handed back.
+    """
+    ends = _window(settings, when).ends
     for limit in _limits(settings, when, user=user, client_ip=client_ip, code=code):
-        if store.read_counter(limit.key, when) >= limit.limit:
+        tries = store.add_to_counter(limit.tries, when, ends)
+        # Only past the limit in tries can the wrong ones be too many: read the rights then.
+        if tries > limit.limit and tries - store.read_counter(limit.rights, when) > limit.limit:
             raise TooManyAttempts(limit.refusal, kind=limit.kind)
 
 
-def count_wrong(
+def refund(
     store: Store,
     settings: DeviceSettings,
     when: datetime,
@@ -385,10 +404,10 @@ def count_wrong(
     client_ip: str | None = None,
     code: str | None = None,
 ) -> None:
-    """Record one failure (a wrong code, or a wrong token for a code) where it is charged."""
+    """Hand back the try ``charge`` counted: it was right (a real code, a real token)."""
     ends = _window(settings, when).ends
     for limit in _limits(settings, when, user=user, client_ip=client_ip, code=code):
-        store.add_to_counter(limit.key, when, ends)
+        store.add_to_counter(limit.rights, when, ends)
 
 
 # -- the device authorization endpoint ----------------------------------------------------
@@ -692,14 +711,14 @@ def find_pending(
     """
     when = when or now()
     charged: dict[str, Any] = {"user": user} if user is not None else {"client_ip": client_ip}
-    check_attempts(store, settings, when, **charged)
     code = normalize_user_code(raw_code)
     if code is None:
         raise NotFound(WRONG_CODE)
+    charge(store, settings, when, **charged)
     grant = store.get_device_grant_by_user_code(hash_code(code), when)
     if grant is None:
-        count_wrong(store, settings, when, **charged)
         raise NotFound(WRONG_CODE)
+    refund(store, settings, when, **charged)
     if grant.status != "pending":
         raise Conflict("this code was already used: it has been approved or denied")
     return grant

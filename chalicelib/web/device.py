@@ -527,11 +527,12 @@ class DeviceWeb:
                 status=400,
             )
         try:
-            device.check_attempts(self.store, self.settings, when, code=code)
+            device.charge(self.store, self.settings, when, code=code)
             user = tokens.authenticate(self.store, f"Bearer {secret}", when, need=device.FULL_SCOPE)
         except device.TooManyAttempts as exc:
             return self._code_refused(request, session, raw_code, exc)
         except InsufficientScope:
+            device.refund(self.store, self.settings, when, code=code)  # a real token
             return self._enter(
                 request,
                 session,
@@ -541,8 +542,7 @@ class DeviceWeb:
                 " with full access (read write).",
                 status=403,
             )
-        except ServiceError:
-            device.count_wrong(self.store, self.settings, when, code=code)
+        except ServiceError:  # a wrong token: its try stays charged to the code
             return self._enter(
                 request,
                 session,
@@ -552,6 +552,7 @@ class DeviceWeb:
                 " shows which one you use).",
                 status=401,
             )
+        device.refund(self.store, self.settings, when, code=code)
         try:
             grant = device.find_pending(self.store, self.settings, code, user=user, when=when)
         except ServiceError as exc:
