@@ -148,6 +148,19 @@ def test_a_server_busy_for_a_moment_does_not_end_the_sign_in() -> None:
     assert clock.waits == [2, 2, 7, 2, 2]
 
 
+def test_a_throttled_poll_slows_down_and_polls_on() -> None:
+    """429 from a gateway in front (API Gateway's stage limit on /oauth/token is a few
+    requests a second for everyone signing in): as slow_down, five more seconds from then
+    on, and the sign-in goes on."""
+    oauth = OAuthServer(["authorization_pending", "429", "authorization_pending", "ok"],
+                        interval=2)  # fmt: skip
+    clock = Clock()
+    with stub_server(oauth) as stub:
+        assert sign_in(stub.url, clock, []) == TOKEN
+        assert len(polls(stub.seen)) == 4
+    assert clock.waits == [2, 2, 7, 7]
+
+
 def test_a_server_unavailable_until_the_code_expires_says_so() -> None:
     oauth = OAuthServer(["503"] * 10, interval=1, expires_in=3)
     with stub_server(oauth) as stub, pytest.raises(CliError) as caught:

@@ -7,7 +7,8 @@ every ``interval`` seconds until the user approves (``access_token``), the
 server asks to slow down (``slow_down``: five more seconds, from then on), the
 user declines (``access_denied``) or the code runs out (``expired_token``, or
 ``expires_in`` passes). A 502, 503 or 504 (a proxy, or a database busy for a
-moment) is polled through, after ``Retry-After`` when it is longer. The token
+moment) is polled through, after ``Retry-After`` when it is longer; a 429 (a
+gateway's throttle) too, five seconds slower from then on, as ``slow_down``. The token
 is a plain bearer for ``/v1``.
 
 Works against any server that implements the two endpoints; ``sleep`` and
@@ -32,6 +33,7 @@ SCOPE = "read write"
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
 DEFAULT_INTERVAL = 5.0
 SLOW_DOWN_STEP = 5.0
+THROTTLED = 429  # Too Many Requests, from a gateway in front of the server
 FORM = "application/x-www-form-urlencoded"
 
 
@@ -96,10 +98,13 @@ def poll(
             raise status_error(http.host, unavailable) if unavailable else _expired(http)
         sleep(wait)
         reply = http.request("POST", "/oauth/token", body=body, content_type=FORM)
-        if reply.status in UNAVAILABLE:
-            # A proxy in front of a server that is down, or a database busy for a moment:
-            # the code is still good and the person may be approving it right now, so
-            # poll again (after Retry-After, when that is longer) until it expires.
+        if reply.status == THROTTLED or reply.status in UNAVAILABLE:
+            # A proxy in front of a server that is down, a database busy for a moment, or
+            # a gateway's throttle (API Gateway limits /oauth/token for everyone signing
+            # in): the code is still good and the person may be approving it right now,
+            # so poll again (after Retry-After, when that is longer) until it expires.
+            if reply.status == THROTTLED:  # the gateway's own slow_down
+                interval += SLOW_DOWN_STEP
             wait, unavailable = max(interval, _retry_after(reply)), reply
             continue
         wait, unavailable = interval, None
