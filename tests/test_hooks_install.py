@@ -150,6 +150,22 @@ def test_claude_code_project_scope_and_uninstall_leaves_no_file(
     assert not settings.exists()
 
 
+@pytest.mark.parametrize("name", ["claude-code", "cursor"])
+def test_uninstall_keeps_a_file_whose_comments_are_the_users(person: Cli, name: str) -> None:
+    """The file ltm emptied is deleted only when nothing of the user's is left in it: a
+    comment they wrote in an otherwise empty settings file stays, with the file."""
+    folder = home(person) / (".claude" if name == "claude-code" else ".cursor")
+    folder.mkdir()
+    path = folder / ("settings.json" if name == "claude-code" else "hooks.json")
+    mine = '// my settings: keep this note\n{"version": 1}\n' if name == "cursor" else None
+    mine = mine or "// my settings: keep this note\n{}\n"
+    path.write_text(mine)
+    person.ok("hooks", "install", name, "--write", "--no-mcp")
+    person.ok("hooks", "uninstall", name, "--write")
+    assert path.read_text().startswith("// my settings: keep this note\n")
+    assert json.loads(path.read_text().split("\n", 1)[1]) == json.loads(mine.split("\n", 1)[1])
+
+
 def test_codex_hooks_json_and_the_feature_flag(person: Cli) -> None:
     codex = home(person) / ".codex"
     codex.mkdir()

@@ -383,14 +383,24 @@ def uninstall_json(h: Harness, *, write: bool = True) -> list[str]:
         changed.append(event)
     if changed and _current(h.hooks_file, text) == {}:
         text = _edit(h.hooks_file, remove, text, (), "hooks")
-    leftover = parse_jsonc(text).value if text.strip() else {}
     if not write:
         return changed
-    if changed and leftover in ({}, {"version": h.version}):
+    if changed and _only_skeleton(h, text):
         h.hooks_file.unlink()  # it held nothing but what ltm added
     elif changed:
         save_config(h.hooks_file, target, raw, text)
     return changed
+
+
+def _only_skeleton(h: Harness, text: str) -> bool:
+    """Whether the file now holds nothing but the empty shell ltm writes around its
+    entries (``{}``, Cursor's and Copilot's ``{"version": 1}``), and no comment: a
+    user's note in an otherwise empty file is theirs, and the file stays."""
+    leftover = parse_jsonc(text).value if text.strip() else {}
+    if leftover not in ({}, {"version": h.version}):
+        return False
+    bare = re.sub(r"\s+", "", text)  # JSON holds no space outside strings here
+    return bare in ("", "{}", json.dumps(leftover, separators=(",", ":")))
 
 
 def _edit(path: Path, how: Callable[..., Any], text: str, *args: Any) -> str:
