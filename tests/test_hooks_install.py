@@ -207,6 +207,25 @@ def test_codex_without_config_and_with_hooks_turned_off(person: Cli) -> None:
     assert (codex / "config.toml").read_text() == "[features]\nhooks = false\n"
 
 
+@pytest.mark.parametrize(
+    "features", ["features.web_search = true\n", "features = { web_search = true }\n"]
+)
+def test_codex_features_ltm_cannot_add_the_flag_to_stop_it_before_anything_is_written(
+    person: Cli, features: str
+) -> None:
+    """Features written as dotted keys or an inline table leave no [features] table to add
+    the flag to: the install says so, and neither file changes (the hooks file was written
+    before the flag failed, and the valid config.toml was called invalid TOML)."""
+    codex = home(person) / ".codex"
+    codex.mkdir()
+    config = codex / "config.toml"
+    config.write_text(features)
+    message = person.fails("hooks", "install", "codex", "--write", "--no-mcp")
+    assert "nothing was written" in message and "codex_hooks = true" in message
+    assert "not valid TOML" not in message
+    assert config.read_text() == features and not (codex / "hooks.json").exists()
+
+
 def test_a_broken_settings_file_is_refused_never_overwritten(person: Cli) -> None:
     settings = home(person) / ".claude" / "settings.json"
     settings.parent.mkdir()

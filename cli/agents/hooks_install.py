@@ -53,6 +53,7 @@ import os
 import re
 import shlex
 import sys
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -415,8 +416,6 @@ def _edit(path: Path, how: Callable[..., Any], text: str, *args: Any) -> str:
 
 
 def _flag_state(path: Path, text: str) -> bool | None:
-    import tomllib
-
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -435,14 +434,21 @@ def flag_state(doc: dict[str, Any]) -> bool | None:
     return None
 
 
-def enable_flag(path: Path) -> str:
-    """Set the flag when the file says nothing; returns what happened."""
+class FlagEdit(NamedTuple):
+    what: str  # "added", "unchanged" or "disabled" (the file turns hooks off)
+    target: Path
+    raw: bytes
+    new: str  # the file's text with the flag ("added" only)
+
+
+def plan_flag(path: Path) -> FlagEdit:
+    """How the flag gets set when the file says nothing, worked out before anything is
+    written, so that a file ltm cannot add it to stops the install before the hooks
+    file changes."""
     target, raw, text = read_config(path)
     state = _flag_state(path, text)
-    if state is True:
-        return "unchanged"
-    if state is False:
-        return "disabled"
+    if state is not None:
+        return FlagEdit("unchanged" if state else "disabled", target, raw, text)
     lines = text.splitlines(keepends=True)
     header = next(
         (i for i, line in enumerate(lines) if re.match(r"\s*\[\s*features\s*\]\s*(#.*)?$", line)),
@@ -454,10 +460,25 @@ def enable_flag(path: Path) -> str:
     else:
         sep = "" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n"
         new = f"{text}{sep}{HEADER_LINE}\n{FLAG_LINE}\n"
-    if _flag_state(path, new) is not True:
-        raise CliError(f"{path}: could not add the hooks feature flag; nothing was written")
-    save_config(path, target, raw, new)
-    return "added"
+    try:
+        added = flag_state(tomllib.loads(new)) is True
+    except tomllib.TOMLDecodeError:
+        added = False
+    if not added:  # features as dotted keys or an inline table: no [features] to add to
+        raise CliError(
+            f"{path}: its features are written in a way ltm cannot add the hooks flag to;"
+            " nothing was written. Set codex_hooks = true among them yourself (older Codex"
+            " releases need it), then run this again."
+        )
+    return FlagEdit("added", target, raw, new)
+
+
+def enable_flag(path: Path, plan: FlagEdit | None = None) -> str:
+    """Set the flag when the file says nothing (as ``plan`` worked out); what happened."""
+    plan = plan or plan_flag(path)
+    if plan.what == "added":
+        save_config(path, plan.target, plan.raw, plan.new)
+    return plan.what
 
 
 def disable_flag(path: Path, *, write: bool = True) -> bool:
@@ -544,11 +565,14 @@ def install(
             )
         return
     try:
+        # Codex's flag is worked out first: a config.toml ltm cannot add it to stops the
+        # install before the hooks file changes, never halfway.
+        plan = plan_flag(h.config_toml) if h.config_toml is not None else None
         changed = install_json(h, recall=recall, all_scopes=all_scopes, teams=teams)
     except CliError:
         sys.stdout.write(text)
         raise
-    flag = enable_flag(h.config_toml) if h.config_toml is not None else "unchanged"
+    flag = enable_flag(h.config_toml, plan) if h.config_toml is not None else "unchanged"
     if not changed and flag == "unchanged":
         _say(f"{h.hooks_file} already runs ltm hook; nothing changed")
     else:
