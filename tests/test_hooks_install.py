@@ -207,6 +207,41 @@ def test_codex_without_config_and_with_hooks_turned_off(person: Cli) -> None:
     assert (codex / "config.toml").read_text() == "[features]\nhooks = false\n"
 
 
+def test_codex_uninstall_keeps_the_flag_the_users_own_hooks_need(person: Cli) -> None:
+    """Older Codex releases run no hook without the flag: ltm's line stays while hooks of
+    the user's own remain (in hooks.json, or inline in config.toml), and goes with the
+    last of them."""
+    codex = home(person) / ".codex"
+    codex.mkdir()
+    config, hooks_file = codex / "config.toml", codex / "hooks.json"
+    config.write_text(CODEX_CONFIG)
+    person.ok("hooks", "install", "codex", "--write", "--no-mcp")
+    doc = json.loads(hooks_file.read_text())
+    mine = [{"matcher": "Bash", "hooks": [{"type": "command", "command": "ruff format"}]}]
+    doc["hooks"]["PostToolUse"] = mine
+    hooks_file.write_text(json.dumps(doc, indent=2))
+    flagged = config.read_text()
+
+    preview = person.run("hooks", "uninstall", "codex")
+    assert "would remove the hooks feature flag" not in preview.stderr
+    result = person.run("hooks", "uninstall", "codex", "--write")
+    assert result.returncode == 0 and "kept the hooks feature flag" in result.stderr
+    assert config.read_text() == flagged
+    assert json.loads(hooks_file.read_text()) == {"hooks": {"PostToolUse": mine}}
+
+    hooks_file.unlink()  # the user's own hooks gone too: the flag goes on the next run
+    person.ok("hooks", "install", "codex", "--write", "--no-mcp")
+    inline = '\n[[hooks.Stop]]\nhooks = [{ type = "command", command = "say done" }]\n'
+    config.write_text(config.read_text() + inline)
+    with_inline = config.read_text()
+    person.ok("hooks", "uninstall", "codex", "--write")
+    assert config.read_text() == with_inline
+    config.write_text(flagged)
+    person.ok("hooks", "install", "codex", "--write", "--no-mcp")
+    person.ok("hooks", "uninstall", "codex", "--write")
+    assert config.read_text() == CODEX_CONFIG
+
+
 @pytest.mark.parametrize(
     "features", ["features.web_search = true\n", "features = { web_search = true }\n"]
 )

@@ -43,7 +43,8 @@ entry is ltm's when its command runs an ``ltm`` program with ``hook EVENT``
 ``notify-send 'ltm hook done'`` is never taken for one. A user's own hook that
 shares a group with an ltm entry stays where it is; ltm's entry leaves that
 group and ltm's own group is added. A second run changes nothing; ``uninstall``
-removes exactly ltm's entries (and the Codex feature flag line it added).
+removes exactly ltm's entries (and the Codex feature flag line it added, unless hooks
+of the user's own are left that need it).
 """
 
 from __future__ import annotations
@@ -650,8 +651,13 @@ def uninstall(name: str, *, project: bool, write: bool) -> None:
     """Remove what ``install --write`` added; without ``write``, say what that would be
     and change nothing (as install prints its entries before it writes them)."""
     h = harness(name, project=project)
+    # Older Codex releases run no hook at all without the flag: it stays while hooks of
+    # the user's own are left beside it (read before ltm's entries go).
+    needed = h.config_toml is not None and _users_hooks(h)
     changed = uninstall_json(h, write=write)
-    flag = disable_flag(h.config_toml, write=write) if h.config_toml is not None else False
+    flag = False
+    if h.config_toml is not None and not needed:
+        flag = disable_flag(h.config_toml, write=write)
     if not changed and not flag:
         _say(f"no ltm hook in {h.hooks_file}; nothing changed")
         return
@@ -660,11 +666,32 @@ def uninstall(name: str, *, project: bool, write: bool) -> None:
         _say(f"{removed} ltm hook for {', '.join(changed)} from {h.hooks_file}")
     if flag:
         _say(f"{removed} the hooks feature flag ltm had added to {h.config_toml}")
+    elif needed and h.config_toml is not None and disable_flag(h.config_toml, write=False):
+        _say(f"kept the hooks feature flag in {h.config_toml}: your own hooks there need it")
     if not write:
         _say(
             f"nothing changed yet; to remove them: ltm hooks uninstall {name}"
             f"{' --project' if project else ''} --write"
         )
+
+
+def _users_hooks(h: Harness) -> bool:
+    """Whether the harness's folder holds hooks that are not ltm's: entries in the hooks
+    file, or Codex's inline ``[hooks]`` tables in config.toml."""
+    _target, raw, text = read_config(h.hooks_file)
+    hooks = _current(h.hooks_file, text) if raw else {}
+    for items in hooks.values():
+        for value in items if isinstance(items, list) else ():
+            entries = _entries(value) if h.grouped else [value]
+            if any(not is_ours_entry(e) for e in entries):
+                return True
+    if h.config_toml is None:
+        return False
+    _target, _raw, toml_text = read_config(h.config_toml)
+    try:
+        return bool(tomllib.loads(toml_text).get("hooks"))
+    except tomllib.TOMLDecodeError:
+        return False
 
 
 def _say(message: str) -> None:
