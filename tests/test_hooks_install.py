@@ -435,6 +435,23 @@ def test_hooks_offer_the_tools_and_doctor_checks_them(person: Cli, name: str) ->
     assert "ltm mcp install" not in again.stderr  # wired: nothing more to offer
 
 
+def test_claude_code_tools_are_found_where_claude_config_dir_keeps_them(
+    person: Cli, tmp_path: Path
+) -> None:
+    """With $CLAUDE_CONFIG_DIR set, Claude Code keeps its user-scope MCP servers in
+    .claude.json inside that folder, not in the home folder: the ltm server there counts
+    (it was missed, so install kept offering the tools and the hooks named none)."""
+    moved = tmp_path / "claude-alt"
+    moved.mkdir()
+    entry = {"type": "stdio", "command": "/opt/ltm/bin/ltm", "args": ["mcp"], "env": {}}
+    (moved / ".claude.json").write_text(json.dumps({"mcpServers": {"ltm": entry}}))
+    person.env["CLAUDE_CONFIG_DIR"] = str(moved)
+    result = person.run("hooks", "install", "claude-code", "--write")
+    assert result.returncode == 0, result.stderr
+    assert (moved / "settings.json").exists()
+    assert "no ltm tools yet" not in result.stderr and "claude mcp add" not in result.stderr
+
+
 def test_no_mcp_leaves_the_tools_out(person: Cli) -> None:
     result = person.run("hooks", "install", "gemini", "--write", "--no-mcp")
     assert result.returncode == 0 and "ltm mcp install" not in result.stderr

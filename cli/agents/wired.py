@@ -7,8 +7,8 @@ whose hooks are installed. The files are the ones ``ltm mcp install`` writes, an
 the other places each harness reads MCP servers from:
 
 - Claude Code: a project's ``.mcp.json``; ``~/.claude.json`` (user scope, and the
-  project's entry under ``projects``); the ltm plugin enabled in
-  ``settings.json``. https://code.claude.com/docs/en/mcp
+  project's entry under ``projects``; in ``$CLAUDE_CONFIG_DIR`` when that is set);
+  the ltm plugin enabled in ``settings.json``. https://code.claude.com/docs/en/mcp
 - Codex: ``[mcp_servers]`` of ``config.toml`` (``$CODEX_HOME``, a trusted
   project's ``.codex``). https://developers.openai.com/codex/mcp
 - Gemini CLI: ``mcpServers`` of ``settings.json`` (``~/.gemini``, a project's
@@ -42,9 +42,13 @@ def places(harness: str, cwd: str | None = None) -> list[tuple[Path, tuple[str, 
     """(file, key path to the servers' table) where ``harness`` reads MCP servers."""
     here = Path(cwd) if cwd else Path.cwd()
     if harness == "claude-code":
+        # $CLAUDE_CONFIG_DIR moves .claude.json into that folder with the settings
+        # (https://github.com/anthropics/claude-code/issues/48448 shows it there).
+        moved = os.environ.get("CLAUDE_CONFIG_DIR")
+        state = Path(moved) / ".claude.json" if moved else Path.home() / ".claude.json"
         found: list[tuple[Path, tuple[str, ...]]] = [(here / ".mcp.json", ("mcpServers",))]
-        found.append((Path.home() / ".claude.json", ("mcpServers",)))
-        found.append((Path.home() / ".claude.json", ("projects", str(here), "mcpServers")))
+        found.append((state, ("mcpServers",)))
+        found.append((state, ("projects", str(here), "mcpServers")))
         return found
     if harness == "codex":
         return [
