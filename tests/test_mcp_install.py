@@ -267,6 +267,38 @@ def test_write_to_a_chosen_file_and_through_a_symlink(home: Path, tmp_path: Path
     assert json.loads(chosen.read_text())["mcpServers"]["ltm"]["args"] == ["mcp"]
 
 
+def test_write_keeps_the_mode_of_an_empty_file(home: Path) -> None:
+    """An existing file keeps its mode even when it is empty (it became 0644)."""
+    path = home / ".cursor" / "mcp.json"
+    path.parent.mkdir()
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    assert run(home, "cursor", "--write").returncode == 0
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert json.loads(path.read_text())["mcpServers"]["ltm"]["args"] == ["mcp"]
+
+
+def test_a_write_that_cannot_reach_the_disk_leaves_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The new text reaches the disk before it takes the file's name: when it cannot (the
+    disk fails the flush), the old file is still there, whole, and no temporary is left."""
+    from ltm.cli.agents.mcp.install import save_config
+    from ltm.cli.errors import CliError
+
+    path = tmp_path / "settings.json"
+    path.write_text('{"model": "opus"}\n')
+
+    def failing(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(CliError, match="Input/output error"):
+        save_config(path, path, '{"model": "opus", "hooks": {}}\n')
+    assert path.read_text() == '{"model": "opus"}\n'
+    assert [p.name for p in tmp_path.iterdir()] == ["settings.json"]
+
+
 # --------------------------------------------------------------------------
 # The merge itself
 

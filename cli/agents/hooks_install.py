@@ -331,7 +331,7 @@ def install_json(
     h: Harness, *, recall: bool = True, all_scopes: bool = False, teams: tuple[str, ...] = ()
 ) -> list[str]:
     """Merge ltm's entries into the hooks file; what changed (empty: nothing)."""
-    target, raw, text = read_config(h.hooks_file)
+    target, _raw, text = read_config(h.hooks_file)
     hooks = _current(h.hooks_file, text)
     if h.version is not None and not text.strip():
         text = json.dumps({"version": h.version}, indent=2) + "\n"
@@ -363,7 +363,7 @@ def install_json(
         hooks = _current(h.hooks_file, text)
         changed.append(event.name)
     if changed:
-        save_config(h.hooks_file, target, raw, text)
+        save_config(h.hooks_file, target, text)
     return changed
 
 
@@ -390,7 +390,7 @@ def uninstall_json(h: Harness, *, write: bool = True) -> list[str]:
     if changed and _only_skeleton(h, text):
         h.hooks_file.unlink()  # it held nothing but what ltm added
     elif changed:
-        save_config(h.hooks_file, target, raw, text)
+        save_config(h.hooks_file, target, text)
     return changed
 
 
@@ -438,7 +438,6 @@ def flag_state(doc: dict[str, Any]) -> bool | None:
 class FlagEdit(NamedTuple):
     what: str  # "added", "unchanged" or "disabled" (the file turns hooks off)
     target: Path
-    raw: bytes
     new: str  # the file's text with the flag ("added" only)
 
 
@@ -446,10 +445,10 @@ def plan_flag(path: Path) -> FlagEdit:
     """How the flag gets set when the file says nothing, worked out before anything is
     written, so that a file ltm cannot add it to stops the install before the hooks
     file changes."""
-    target, raw, text = read_config(path)
+    target, _raw, text = read_config(path)
     state = _flag_state(path, text)
     if state is not None:
-        return FlagEdit("unchanged" if state else "disabled", target, raw, text)
+        return FlagEdit("unchanged" if state else "disabled", target, text)
     lines = text.splitlines(keepends=True)
     header = next(
         (i for i, line in enumerate(lines) if re.match(r"\s*\[\s*features\s*\]\s*(#.*)?$", line)),
@@ -471,21 +470,21 @@ def plan_flag(path: Path) -> FlagEdit:
             " nothing was written. Set codex_hooks = true among them yourself (older Codex"
             " releases need it), then run this again."
         )
-    return FlagEdit("added", target, raw, new)
+    return FlagEdit("added", target, new)
 
 
 def enable_flag(path: Path, plan: FlagEdit | None = None) -> str:
     """Set the flag when the file says nothing (as ``plan`` worked out); what happened."""
     plan = plan or plan_flag(path)
     if plan.what == "added":
-        save_config(path, plan.target, plan.raw, plan.new)
+        save_config(path, plan.target, plan.new)
     return plan.what
 
 
 def disable_flag(path: Path, *, write: bool = True) -> bool:
     """Remove the lines ``enable_flag`` added (the header only while its table is empty);
     whether there were any (``write=False``: the file is left as it is)."""
-    target, raw, text = read_config(path)
+    target, _raw, text = read_config(path)
     if FLAG_LINE not in text or not write:
         return FLAG_LINE in text
     lines = [line for line in text.splitlines() if line != FLAG_LINE]
@@ -499,7 +498,7 @@ def disable_flag(path: Path, *, write: bool = True) -> bool:
     if not new.strip():
         path.unlink()  # it held nothing but what ltm added
         return True
-    save_config(path, target, raw, new + "\n")
+    save_config(path, target, new + "\n")
     return True
 
 

@@ -751,25 +751,34 @@ def read_config(path: Path) -> tuple[Path, bytes, str]:
         raise CliError(f"{path}: not UTF-8 text; nothing was written") from None
 
 
-def save_config(path: Path, target: Path, raw: bytes, new: str) -> None:
-    """Replace the file atomically, keeping its mode (0644 for a new one)."""
-    mode = target.stat().st_mode & 0o7777 if raw else 0o644
+def save_config(path: Path, target: Path, new: str) -> None:
+    """Replace the file atomically, keeping its mode (0644 for a new one): its bytes reach
+    the disk before the name points at them, so a crash leaves the old file or the new
+    one, never a truncated one."""
+    try:
+        mode = target.stat().st_mode & 0o7777  # an empty file too: its mode is the user's
+    except FileNotFoundError:
+        mode = 0o644
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(new)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, target)
-    except OSError as exc:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
-        raise CliError(f"{path}: cannot write it: {exc.strerror or exc}") from None
+        if isinstance(exc, OSError):
+            raise CliError(f"{path}: cannot write it: {exc.strerror or exc}") from None
+        raise
 
 
 def write_entry(path: Path, client: Client, entry: dict[str, Any]) -> str:
     """Merge the entry into the file (created when missing); returns what happened."""
-    target, raw, text = read_config(path)
+    target, _raw, text = read_config(path)
     try:
         if client.toml:
             new, what = merge_toml(text, client.key, SERVER_NAME, entry)
@@ -786,7 +795,7 @@ def write_entry(path: Path, client: Client, entry: dict[str, Any]) -> str:
             f"{path}: {exc}; nothing was written. Add the snippet above by hand."
         ) from None
     if what != "unchanged":
-        save_config(path, target, raw, new)
+        save_config(path, target, new)
     return what
 
 
