@@ -207,6 +207,22 @@ def test_each_harness_as_it_runs_the_installed_hooks(
         assert run(commands[prompt], ask, here, folder, **dead) is None
 
 
+@pytest.mark.parametrize("status", ["aborted", "error"])
+def test_cursor_never_sets_going_an_agent_the_person_stopped(
+    person: Cli, tmp_path: Path, status: str
+) -> None:
+    """Cursor runs its stop hook when the person stops the agent too: a follow-up message
+    then would start it again. Only a run that completed is asked to save."""
+    commands = installed(person, "cursor")
+    folder = tmp_path / "blog"
+    folder.mkdir()
+    here = person.at(folder)
+    stopped = payload("cursor", "stop", folder, "s-x", status=status)
+    assert [run(commands["stop"], stopped, here, folder) for _ in range(9)] == [None] * 9
+    done = run(commands["stop"], payload("cursor", "stop", folder, "s-x"), here, folder)
+    assert set(done) == {"followup_message"}  # the turns counted: the next completed run
+
+
 def test_a_revoked_token_fails_open_in_every_harness(person: Cli, tmp_path: Path) -> None:
     from ltm.service import tokens
     from ltm.store.sqlite import SqliteStore

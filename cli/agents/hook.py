@@ -51,7 +51,9 @@ shapes (``ltm hooks install`` writes the names; ``--harness`` picks the shape):
   shows ``{"user_message"}``; ``stop`` asks with ``{"followup_message"}`` (sent as
   the next user message; ``loop_count`` above 0 means it already was). Its input
   names the session ``conversation_id`` (or ``session_id``) and the folder
-  ``workspace_roots``. ``beforeSubmitPrompt`` cannot add context: no recall.
+  ``workspace_roots``; a ``stop`` whose ``status`` is not ``completed`` (the
+  person stopped the agent, or it failed) is left alone. ``beforeSubmitPrompt``
+  cannot add context: no recall.
   https://cursor.com/docs/agent/hooks
 - GitHub Copilot: the PascalCase events in the VS Code format, which both the
   CLI and VS Code read with Claude Code's fields (the CLI drops what a prompt
@@ -406,6 +408,12 @@ def stop(harness: str, payload: dict[str, Any], session: Session | None) -> dict
     turns = int(session.data.get("turns", 0)) + 1
     session.update(turns=turns)
     if session.data.get("reminded"):
+        raise _Skip
+    status = payload.get("status")
+    if harness == "cursor" and isinstance(status, str) and status != "completed":
+        # Cursor runs stop when the person stops the agent too ("aborted", or "error"):
+        # a follow-up would set it going again against their wish (Claude Code's Stop
+        # does not run on an interrupt). https://cursor.com/docs/agent/hooks (stop)
         raise _Skip
     transcript = payload.get("transcript_path")
     if isinstance(transcript, str) and transcript:
