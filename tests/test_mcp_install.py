@@ -428,6 +428,23 @@ def test_codex_toml_is_merged_keeping_everything_else(home: Path) -> None:
     assert result.returncode == 0 and (moved / "config.toml").exists()
 
 
+def test_codex_toml_keeps_the_comments_above_the_table_after_ltms(home: Path) -> None:
+    """Replacing ltm's tables keeps the user's comment that heads the next table (it went
+    with ltm's entry, as if it were part of it), and one at the end of the file."""
+    import tomllib
+
+    path = home / ".codex" / "config.toml"
+    path.parent.mkdir()
+    note = "# profiles: fast is for quick questions\n"
+    text = CODEX_CONFIG.replace("[profiles.fast]\n", note + "[profiles.fast]\n")
+    path.write_text(text + "# end of my settings\n")
+    assert run(home, "codex", "--write").returncode == 0
+    written = path.read_text()
+    assert note + "[profiles.fast]\n" in written and "# end of my settings\n" in written
+    assert "\n\n\n" not in written  # the dropped table leaves one blank line, not two
+    assert tomllib.loads(written)["mcp_servers"]["ltm"]["command"] == LTM
+
+
 @pytest.mark.parametrize(
     "content",
     ['model = "x"\n[mcp_servers\n', 'mcp_servers = { ltm = { command = "x" } }\n'],

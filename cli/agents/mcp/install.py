@@ -330,12 +330,22 @@ def merge_toml(text: str, table: str, name: str, entry: dict[str, Any]) -> tuple
         rf"""^\s*\[\s*{re.escape(table)}\s*\.\s*(?:{re.escape(name)}|"{re.escape(name)}")"""
         r"""\s*(?:\.[^\]]*)?\]\s*(?:#.*)?$"""
     )
-    kept, skipping = [], False
+    kept: list[str] = []
+    tail: list[str] = []  # comments and blank lines at the end of the entry being dropped
+    skipping = False
     for line in text.splitlines(keepends=True):
         if line.lstrip().startswith("["):
+            if skipping and not ours.match(line):
+                kept += _after_blank(kept, tail)  # comments just above a table are its own
+            tail = []
             skipping = bool(ours.match(line))
         if not skipping:
             kept.append(line)
+        elif not line.strip() or line.lstrip().startswith("#"):
+            tail.append(line)
+        else:
+            tail = []
+    kept += _after_blank(kept, tail)  # ltm writes no comments: these are the user's
     base = "".join(kept).rstrip("\n")
     block = tomli_w.dumps({table: {name: entry}})
     new = f"{base}\n\n{block}" if base else block
@@ -348,6 +358,14 @@ def merge_toml(text: str, table: str, name: str, entry: dict[str, Any]) -> tuple
     if not same:
         raise MergeError(f"the {name!r} entry is written in a way ltm cannot replace alone")
     return new, what
+
+
+def _after_blank(kept: list[str], lines: list[str]) -> list[str]:
+    """``lines`` without the blank lines they start with when ``kept`` already ends in one
+    (or is empty): dropping a table between them leaves one blank line, not two."""
+    while lines and not lines[0].strip() and (not kept or not kept[-1].strip()):
+        lines = lines[1:]
+    return lines
 
 
 def _shell_join(words: list[str]) -> str:
