@@ -128,8 +128,12 @@ def save_lines(tools: bool) -> str:
 
 
 def stop_reason(project: str, tools: bool) -> str:
+    # The reason is the agent's next instruction, with no fence: the project's name (from
+    # the folder's git remote or its folder, which anyone can set) appears only when it
+    # is a plain owner/name that cannot carry words of its own.
+    named = project if _plain(project, 128, "._/-") else "the project of this checkout"
     return (
-        f"Before you finish: this session did real work on {project} and no ltm packet was "
+        f"Before you finish: this session did real work on {named} and no ltm packet was "
         "saved for it yet. " + save_lines(tools) + " If nothing here is worth keeping, just stop."
     )
 
@@ -511,7 +515,7 @@ def injected(
         "If the user wants to continue this work, its Next step is where it stopped; when "
         f"you save progress ({how}), set"
         f' "parent_id" to the packet\'s id'
-        f" ({packet_id if _plain_id(packet_id) else 'its Id line'})."
+        f" ({packet_id if _plain(packet_id, 64, '._:-') else 'its Id line'})."
         # Only when there is a list: a pointer to nothing sends the agent looking for it.
         + (f" To load another packet listed above in full, {load_words(tools)}." if others else ""),
     ]
@@ -536,10 +540,11 @@ def _cwd(payload: dict[str, Any]) -> str | None:
     return cwd if isinstance(cwd, str) and cwd else None
 
 
-def _plain_id(text: str) -> bool:
-    """An id that may stand outside the frame: the id rule's characters only."""
-    return 0 < len(text) <= 64 and all(
-        ch.isascii() and (ch.isalnum() or ch in "._:-") for ch in text
+def _plain(text: str, limit: int, marks: str) -> bool:
+    """Text that may stand outside the frame (an id by the id rule's characters, a plain
+    owner/name): ASCII letters, digits and ``marks`` only, no spaces, at most ``limit``."""
+    return 0 < len(text) <= limit and all(
+        ch.isascii() and (ch.isalnum() or ch in marks) for ch in text
     )
 
 
