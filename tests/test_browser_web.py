@@ -203,8 +203,12 @@ def test_sign_in_list_filter_open_copy_parent_delete_sign_out(
         with page.expect_navigation():
             page.click("text=Sign out")
         assert page.url.startswith(server.web + "/web/signin")
+        # It says so, and that it signed out every browser, not this one alone.
+        notice = page.locator("p.notice[role=status]").inner_text()
+        assert "Signed out" in notice and "every browser" in notice
         page.goto(server.web + "/web")
         assert page.url.startswith(server.web + "/web/signin?next=")
+        assert page.locator("p.notice").count() == 0
         stolen = server.web_client(cookies={"ltm_web": session["value"]}).get("/web")
         assert stolen.status_code == 303 and "/web/signin" in stolen.headers["location"]
     finally:

@@ -826,6 +826,13 @@ class WebView:
         csrf = self.device._csrf(session)
         cognito = self.device.cognito is not None
 
+        # Back from signing out (``sign_out``): say so, and that it reached every browser.
+        notice = (
+            "Signed out: your sessions in every browser have ended."
+            if _one(query, "out") == "1" and not self.local
+            else ""
+        )
+
         def again(status: int, error: str) -> WebResponse:
             body = render.sign_in(
                 action="/web/signin",
@@ -837,7 +844,13 @@ class WebView:
             )
             target = self.device.cognito.origin if self.device.cognito else ""
             return self._page(
-                status, "Sign in", body, nav=None, cookie=device_cookie, form_target=target
+                status,
+                "Sign in",
+                body,
+                nav=None,
+                notice=notice,
+                cookie=device_cookie,
+                form_target=target,
             )
 
         if request.method == "GET" or self.local:
