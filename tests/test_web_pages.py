@@ -139,7 +139,7 @@ def test_a_full_landing_page_says_where_older_packets_are(server: Server) -> Non
 def test_the_landing_page_lists_every_scope_with_what_a_row_needs(server: Server) -> None:
     """Teammates' packets show on landing; rows carry project, tags and next step (escaped),
     and ids that share a long prefix are shown long enough to tell apart."""
-    _ann_id, ann_token = server.issue("ann-land")
+    ann_id, ann_token = server.issue("ann-land")
     bob_id, bob_token = server.issue("bob-land")
     ann, bob = server.client(ann_token), server.client(bob_token)
     assert ann.post("/v1/teams", json={"name": "land"}).status_code == 201
@@ -177,6 +177,9 @@ def test_the_landing_page_lists_every_scope_with_what_a_row_needs(server: Server
     assert "shared by ann-land" in shared.text
     packet_page = browser_for(server, bob_token).get(f"/web/packets/{mine['id']}")
     assert packet_page.status_code == 200 and "Shared with you by" in packet_page.text
+    # Anyone who knows bob's id may share with him, under a name that looks like a
+    # teammate's: the page names the sharer's account too, as the owner's names bob's.
+    assert re.search(rf"<dd>ann-land[-0-9]* \({ann_id}\)</dd>", packet_page.text)
     assert "Delete" not in packet_page.text
     owner_page = browser_for(server, ann_token).get(f"/web/packets/{mine['id']}")
     assert f"bob-land ({bob_id})" in owner_page.text

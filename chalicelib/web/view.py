@@ -565,7 +565,9 @@ class WebView:
             public=url,
             can_delete=view.can_delete,
             shared_with=[f"{s.user.display} ({s.user.id})" for s in view.shares],
-            shared_by=view.shared_by.display if view.shared_by else None,
+            # With the account's id: anyone who knows the reader's id may share with them,
+            # under a display name made to look like a teammate's.
+            shared_by=f"{view.shared_by.display} ({view.shared_by.id})" if view.shared_by else None,
             author=view.author or _copy_author(self._copies().get(view.stored.meta.id)) or None,
         )
         return self._page(200, str(view.data.get("goal") or id), body, nav=read.nav)
