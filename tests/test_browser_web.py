@@ -194,9 +194,10 @@ def test_sign_in_list_filter_open_copy_parent_delete_sign_out(
         assert page.locator(".notice").inner_text() == "Packet deleted."
         assert parent["goal"] not in goals(page)
         assert api.get(f"/v1/packets/{parent['id']}").status_code == 404
-        # The child still names its parent, which is no longer there.
+        # The child still names its parent, which is no longer there: the page says it may
+        # be deleted (not only hidden from this reader, who just deleted it).
         page.goto(f"{server.web}/web/packets/{child['id']}")
-        assert "(not visible to you)" in page.locator("dl.facts").inner_text()
+        assert "(deleted, or not visible to you)" in page.locator("dl.facts").inner_text()
 
         # Sign out: this browser and any copy of its session are signed out.
         session = next(c for c in context.cookies() if c["name"] == "ltm_web")

@@ -481,7 +481,9 @@ def packet_page(
             link = f"<@>/web/packets/{seg(parent.id)}"
             shown = f'<a href="{link}" rel="prev">{text(parent.goal, 120)}</a>'
         else:
-            shown = f"<code>{text(parent.id)}</code> (not visible to you)"
+            # Which of the two, the reader may not learn: a parent they cannot read
+            # reads the same as one deleted.
+            shown = f"<code>{text(parent.id)}</code> (deleted, or not visible to you)"
         facts.append(("Continues", shown))
     if children:
         links = "".join(
