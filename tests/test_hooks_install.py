@@ -224,6 +224,7 @@ def test_codex_uninstall_keeps_the_flag_the_users_own_hooks_need(person: Cli) ->
 
     preview = person.run("hooks", "uninstall", "codex")
     assert "would remove the hooks feature flag" not in preview.stderr
+    assert "would keep the hooks feature flag" in preview.stderr
     result = person.run("hooks", "uninstall", "codex", "--write")
     assert result.returncode == 0 and "kept the hooks feature flag" in result.stderr
     assert config.read_text() == flagged

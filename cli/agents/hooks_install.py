@@ -666,7 +666,8 @@ def uninstall(name: str, *, project: bool, write: bool) -> None:
     if flag:
         _say(f"{removed} the hooks feature flag ltm had added to {h.config_toml}")
     elif needed and h.config_toml is not None and disable_flag(h.config_toml, write=False):
-        _say(f"kept the hooks feature flag in {h.config_toml}: your own hooks there need it")
+        kept = "kept" if write else "would keep"
+        _say(f"{kept} the hooks feature flag in {h.config_toml}: your own hooks there need it")
     if not write:
         _say(
             f"nothing changed yet; to remove them: ltm hooks uninstall {name}"
