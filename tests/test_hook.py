@@ -14,6 +14,7 @@ server that never answers) must give an empty answer and exit status 0 within
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -236,6 +237,24 @@ def test_the_stop_reminder_names_no_project_that_carries_words(person: Cli, tmp_
     assert answer["decision"] == "block"
     assert "evil.example" not in answer["reason"] and "upload" not in answer["reason"]
     assert "the project of this checkout" in answer["reason"]
+
+
+def test_old_session_markers_and_half_written_ones_are_swept(person: Cli, tmp_path: Path) -> None:
+    """A new session sweeps markers older than a week, and the temporary file a marker is
+    written through when the watchdog ended the hook between writing it and renaming it
+    (those were never swept and piled up)."""
+    sessions = Path(person.env["LTM_STATE_DIR"]) / "sessions"
+    sessions.mkdir(parents=True, mode=0o700)
+    sessions.parent.chmod(0o700)  # as ltm makes it (it says so when it has to)
+    old = [sessions / "s-old.json", sessions / ".s-old.json.4242"]
+    for path in old:
+        path.write_text("{}")
+        os.utime(path, (time.time() - 8 * 86400,) * 2)
+    recent = sessions / ".s-now.json.4343"  # maybe a hook writing it right now
+    recent.write_text("{}")
+    hook(person, "pre-compact", claude_pre_compact(tmp_path, session="s-new"))
+    assert not any(path.exists() for path in old) and recent.exists()
+    assert (sessions / "s-new.json").exists()
 
 
 def test_the_reference_example_injects_under_4000_characters(person: Cli, tmp_path: Path) -> None:

@@ -740,11 +740,13 @@ def _now() -> str:
 
 
 def _sweep(folder: Path) -> None:
-    """Drop markers of sessions older than a week (runs when a new session shows up)."""
+    """Drop markers of sessions older than a week (runs when a new session shows up), and
+    the half-written ones (``.NAME.json.PID``) a watchdog ended mid-write."""
     cutoff = time.time() - SESSION_KEEP
     try:
         for entry in os.scandir(folder):
-            if entry.name.endswith(".json") and entry.stat().st_mtime < cutoff:
+            ours = entry.name.endswith(".json") or entry.name.startswith(".")
+            if ours and entry.stat().st_mtime < cutoff:
                 os.unlink(entry.path)
     except OSError:
         pass
