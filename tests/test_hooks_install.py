@@ -126,6 +126,24 @@ def test_claude_code_user_settings_merge_rerun_and_uninstall(person: Cli) -> Non
     assert "nothing changed" in person.run("hooks", "uninstall", "claude-code", "--write").stderr
 
 
+def test_what_the_user_set_on_ltms_group_stays(person: Cli) -> None:
+    """A matcher the user put on ltm's own group (session start on startup only, say)
+    survives running install again (it was dropped and the group written anew), and an
+    update of ltm's entry (another ltm, --no-recall...) keeps it too."""
+    settings = home(person) / ".claude" / "settings.json"
+    person.ok("hooks", "install", "claude-code", "--write", "--no-mcp")
+    doc = json.loads(settings.read_text())
+    doc["hooks"]["SessionStart"][0]["matcher"] = "startup|clear"
+    settings.write_text(json.dumps(doc, indent=2))
+    before = settings.read_text()
+    again = person.run("hooks", "install", "claude-code", "--write", "--no-mcp")
+    assert "nothing changed" in again.stderr and settings.read_text() == before
+
+    person.ok("hooks", "install", "claude-code", "--write", "--no-mcp", "-t", "core")
+    (group,) = json.loads(settings.read_text())["hooks"]["SessionStart"]
+    assert group["matcher"] == "startup|clear" and "--team core" in group["hooks"][0]["command"]
+
+
 def test_an_older_ltm_entry_is_replaced_not_duplicated(person: Cli) -> None:
     settings = home(person) / ".claude" / "settings.json"
     settings.parent.mkdir()

@@ -349,7 +349,11 @@ def install_json(
             continue
         desired = item(h, event, all_scopes=all_scopes, teams=teams)
         if h.grouped:
-            already = [g for g in existing if is_ours(g)] == [desired]
+            groups = [g for g in existing if is_ours(g)]
+            if len(groups) == 1 and _only_ours(groups[0]):
+                # What the user set on ltm's own group (a matcher, say) stays with it.
+                desired = {**groups[0], "hooks": desired["hooks"]}
+            already = groups == [desired]
         else:
             already = mine == [desired]
         if already:
