@@ -144,6 +144,19 @@ def test_what_the_user_set_on_ltms_group_stays(person: Cli) -> None:
     assert group["matcher"] == "startup|clear" and "--team core" in group["hooks"][0]["command"]
 
 
+def test_what_the_user_set_on_ltms_cursor_entry_stays(person: Cli) -> None:
+    """Cursor's entries stand alone: a loop_limit the user set on ltm's stop entry survives
+    running install again (the entry was written anew without it)."""
+    path = home(person) / ".cursor" / "hooks.json"
+    person.ok("hooks", "install", "cursor", "--write", "--no-mcp")
+    doc = json.loads(path.read_text())
+    doc["hooks"]["stop"][0]["loop_limit"] = 1
+    path.write_text(json.dumps(doc, indent=2))
+    before = path.read_text()
+    again = person.run("hooks", "install", "cursor", "--write", "--no-mcp")
+    assert "nothing changed" in again.stderr and path.read_text() == before
+
+
 def test_an_older_ltm_entry_is_replaced_not_duplicated(person: Cli) -> None:
     settings = home(person) / ".claude" / "settings.json"
     settings.parent.mkdir()

@@ -42,7 +42,8 @@ entry is ltm's when its command runs an ``ltm`` program with ``hook EVENT``
 (past any ``NAME=value`` it sets first), nothing looser, so a user's
 ``notify-send 'ltm hook done'`` is never taken for one. A user's own hook that
 shares a group with an ltm entry stays where it is; ltm's entry leaves that
-group and ltm's own group is added. A second run changes nothing; ``uninstall``
+group and ltm's own group is added; what the user set on ltm's own group or entry
+(a matcher, Cursor's ``loop_limit``) stays. A second run changes nothing; ``uninstall``
 removes exactly ltm's entries (and the Codex feature flag line it added, unless hooks
 of the user's own are left that need it).
 """
@@ -348,13 +349,16 @@ def install_json(
                 changed.append(event.name)
             continue
         desired = item(h, event, all_scopes=all_scopes, teams=teams)
+        # What the user set on ltm's own group or entry (a matcher, Cursor's loop_limit,
+        # a status message) stays with it; ltm's own fields are ltm's to rewrite.
         if h.grouped:
             groups = [g for g in existing if is_ours(g)]
-            if len(groups) == 1 and _only_ours(groups[0]):
-                # What the user set on ltm's own group (a matcher, say) stays with it.
-                desired = {**groups[0], "hooks": desired["hooks"]}
+            if len(groups) == 1 and len(mine) == 1 and _only_ours(groups[0]):
+                desired = {**groups[0], "hooks": [{**mine[0], **desired["hooks"][0]}]}
             already = groups == [desired]
         else:
+            if len(mine) == 1:
+                desired = {**mine[0], **desired}
             already = mine == [desired]
         if already:
             continue
