@@ -862,6 +862,8 @@ def test_ltm_ui_exchanges_its_one_time_key_for_a_cookie(ui: tuple[str, Cli]) -> 
     assert "Sign out" not in page.text  # the session ends with the process
     # One scope, nothing to pick: no scope controls, no "All my scopes".
     assert 'name="team"' not in page.text and "All my scopes" not in page.text
+    # Nobody else writes to the local store: no link to packets shared with "you".
+    assert "Shared with you" not in page.text
 
     again = local_client().get(url, follow_redirects=False)  # the key works once
     assert again.status_code == 403

@@ -160,10 +160,13 @@ def packet_list(
     everywhere: bool = False,
     narrowed: bool = False,
     full: bool = False,
+    sharing: bool = True,
 ) -> str:
     """``narrowed``: every scope was asked for with a filter, which reaches one scope only
     (``browse.listing``): the personal one is listed, and the page says so. ``full``: a
-    whole page of rows, so the merged list of every scope may have older ones."""
+    whole page of rows, so the merged list of every scope may have older ones.
+    ``sharing``: others can share packets with the reader (a server's users, not
+    ``ltm ui``'s local store), so the page links the ones they did."""
     scope = f"Team {team}" if team else "All your scopes" if everywhere else "Your packets"
     # Without teams (``ltm ui``, a new user) there is one scope: no control to pick it.
     # The picker shows the scope listed: with no option selected, a browser would show
@@ -203,7 +206,8 @@ def packet_list(
             f'<p><a href="<@>/web/teams/{seg(team)}">Members'
             f"{' and pending invites' if owned_team else ''} of {text(team)}</a></p>"
         )
-    parts.append(f'<p><a href="{href("/web", shared="1")}">Shared with you</a></p>')
+    if sharing:
+        parts.append(f'<p><a href="{href("/web", shared="1")}">Shared with you</a></p>')
     if rows:
         items = "".join(_row(r) for r in rows)
         parts.append(f'<ol class="packets" aria-label="Packets, newest first">{items}</ol>')

@@ -468,6 +468,7 @@ class WebView:
             # "All my scopes" picked with a filter: the store filters one scope only.
             narrowed=_one(request.query, "team") == render.EVERY and bool(tag or project),
             full=len(shown.rows) >= browse.PAGE,
+            sharing=not self.local,
         )
         notice = "Packet deleted." if _one(request.query, "done") == "deleted" else ""
         return self._page(200, "Packets", body, nav=read.nav, notice=notice)
