@@ -250,6 +250,7 @@ def test_code_exchange(idp: Idp) -> None:
 class Browser:
     web: DeviceWeb
     cookie: str = ""
+    code: str = ""  # the user code typed on the page
 
     def request(self, method: str, query: dict[str, str] | None = None, form: str = "") -> Any:
         headers = {"user-agent": "test"}
@@ -301,7 +302,7 @@ def to_cognito(web: DeviceWeb) -> tuple[Browser, dict[str, str], str]:
     auth = device.authorize(
         web.store, web.settings, {"client_id": ["ltm-cli"]}, base_url=BASE, client_ip="192.0.2.1"
     )
-    browser = Browser(web)
+    browser = Browser(web, code=auth.user_code)
     csrf = _csrf(browser.get_page())
     answer = web.page(
         browser.request("POST", form=urlencode({"csrf": csrf, "code": auth.user_code}))
@@ -348,6 +349,10 @@ def test_callback_approves_only_with_everything_right(web: DeviceWeb, idp: Idp) 
     idp.answer = (200, {"id_token": id_token(sub="sub-zoe"), "access_token": "a"})
     answer = web.callback(browser.request("GET", {"code": "c", "state": query["state"]}))
     assert answer.status == 200 and "Approve this device?" in answer.body
+    # What is approved, where, and the code to check against the terminal's (RFC 8628
+    # §5.4: a code in a link someone sent is not the one on the person's own screen).
+    assert f"<code>{browser.code}</code>" in answer.body
+    assert f"<strong>{urlsplit(BASE).netloc}</strong>" in answer.body
     sent = idp.seen[-1]
     verifier = sent["code_verifier"]
     assert pkce_challenge(verifier) == query["code_challenge"]
@@ -427,6 +432,7 @@ def test_past_the_address_limit_people_sign_in_before_their_code_is_checked(
         idp.answer = (200, {"id_token": id_token(sub="sub-neighbour"), "access_token": "a"})
         page = web.callback(neighbour.request("GET", {"code": "c", "state": state}))
         assert page.status == 200 and "Approve this device?" in page.body
+        assert f"<code>{auth.user_code}</code>" in page.body  # looked up after sign-in
         # The guesser's next wrong code goes to sign-in too, then is charged to them.
         answer = enter(guesser, "BCDF-GHJK")
         assert answer.status == 303

@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpkit
 import httpx
@@ -351,6 +352,9 @@ def test_page_sign_in_with_a_token_approve_and_deny(server: Server) -> None:
         assert "&lt;b&gt;carol&#x27;s&lt;/b&gt; laptop" in r.text and "<b>carol" not in r.text
         assert "ltm-cli" in r.text and "127.0.0.1" in r.text and "carol" in r.text
         assert carol not in r.text
+        # The code to check against the terminal's, and the server it signs in to.
+        assert f"<code>{first['user_code']}</code>" in r.text
+        assert f"<strong>{urlsplit(server.url).netloc}</strong>" in r.text
         ticket = ticket_of(r.text)
         # A tampered ticket or a missing action is refused.
         r = browser.post(

@@ -24,7 +24,8 @@ A person:
    person pastes one of their existing ltm tokens into a password field (it
    is checked, never echoed, never logged);
 3. sees which device is asking (client, the name or User-Agent it sent, when,
-   from which address) and approves or denies it (``POST /device/decide``).
+   from which address), the server it signs in to and the code to check against
+   the terminal's, and approves or denies it (``POST /device/decide``).
 
 Every form carries a CSRF token, an HMAC of the session cookie (double
 submit); the sign-in result travels to step 3 as a short-lived signed ticket
@@ -52,7 +53,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from ..service import device, tokens
 from ..service.errors import InsufficientScope, NotFound, ServiceError
@@ -362,7 +363,9 @@ class DeviceWeb:
             return self._to_cognito(request, session, when, typed=typed)
         except ServiceError as exc:
             return self._code_refused(request, session, raw_code, exc)
-        return self._to_cognito(request, session, when, grant=grant)
+        return self._to_cognito(
+            request, session, when, grant=grant, typed=device.normalize_user_code(raw_code)
+        )
 
     def callback(self, request: WebRequest) -> WebResponse:
         """``GET /device/callback``: back from Cognito with a code (or an error) and our state."""
@@ -398,6 +401,7 @@ class DeviceWeb:
             )
         code = _one(request.query, "code")
         typed = state.get("c")  # a user code still to be looked up (see page())
+        shown = typed if isinstance(typed, str) else state.get("s")
         grant = None
         if not isinstance(typed, str):
             grant = self.store.get_device_grant(str(state.get("d", "")))
@@ -413,7 +417,9 @@ class DeviceWeb:
                 grant = device.find_pending(self.store, self.settings, typed, user=user, when=when)
             except ServiceError as exc:
                 return self._code_refused(request, session, str(typed), exc)
-        return self._confirm(request, session, grant, user, when)
+        return self._confirm(
+            request, session, grant, user, when, code=shown if isinstance(shown, str) else ""
+        )
 
     def _cognito_user(
         self, request: WebRequest, code: str, state: Mapping[str, Any], when: datetime
@@ -558,7 +564,7 @@ class DeviceWeb:
         except ServiceError as exc:
             return self._code_refused(request, session, raw_code, exc)
         return self._confirm(
-            request, session, grant, user, when, token_hash=tokens.hash_token(secret)
+            request, session, grant, user, when, code=code, token_hash=tokens.hash_token(secret)
         )
 
     def _code_refused(
@@ -583,9 +589,10 @@ class DeviceWeb:
         """On to the managed sign-in, with the grant found (or the code to look up after)."""
         assert self.cognito is not None
         nonce = secrets.token_urlsafe(16)
-        # A code to look up later travels in the signed state: no more exposed than in
-        # verification_uri_complete, which carries it in a URL too.
-        about = {"d": grant.device_code_hash} if grant is not None else {"c": typed}
+        # The code travels in the signed state, to be looked up after the sign-in or shown
+        # on the approval page: no more exposed than in verification_uri_complete, which
+        # carries it in a URL too.
+        about = {"d": grant.device_code_hash, "s": typed} if grant is not None else {"c": typed}
         state = self.signer.sign(
             "state",
             {
@@ -611,10 +618,13 @@ class DeviceWeb:
         user: User,
         when: datetime,
         *,
+        code: str = "",
         token_hash: str = "",
     ) -> WebResponse:
-        """The approve-or-deny page; ``token_hash``: the token the person signed in with
-        here, which the decision records (``DeviceGrant.approved_with``)."""
+        """The approve-or-deny page; ``code``: the user code typed (normalized), shown to
+        be checked against the device's (RFC 8628 §5.4: a code in a link someone sent is
+        not the one on the person's own screen); ``token_hash``: the token the person
+        signed in with here, which the decision records (``DeviceGrant.approved_with``)."""
         payload: dict[str, Any] = {
             "d": grant.device_code_hash,
             "u": user.id,
@@ -626,9 +636,18 @@ class DeviceWeb:
         ticket = self.signer.sign("ticket", payload)
         minutes = max(0, int((when - grant.created_at).total_seconds() // 60))
         ago = "just now" if minutes == 0 else f"{minutes} min ago"
+        shown = device.normalize_user_code(code)
+        check = (
+            f"<dt>Code</dt><dd><code>{_e(device.show_user_code(shown))}</code>: the code your"
+            " terminal shows?</dd>"
+            if shown
+            else ""
+        )
+        host = urlsplit(request.base_url).netloc
         content = (
             f"<p>Signed in as <strong>{_e(user.display)}</strong>. A device asks to sign in"
-            " to ltm as you:</p><dl>"
+            f" to ltm at <strong>{_e(host)}</strong> as you:</p><dl>"
+            f"{check}"
             f"<dt>Device</dt><dd>{_e(grant.device_name or 'unnamed device')}</dd>"
             f"<dt>Client</dt><dd><code>{_e(grant.client_id)}</code></dd>"
             f"<dt>Access</dt><dd><code>{_e(grant.scope)}</code>:"
