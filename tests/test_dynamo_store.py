@@ -570,3 +570,35 @@ def test_an_unpublish_that_cannot_commit_says_so(store: DynamoStore) -> None:
     with pytest.raises(Conflict):
         store.unpublish_packet(packet.meta.id)
     assert store.published_packet(f"hash-{packet.meta.id}") is not None
+
+
+def test_a_device_token_throttled_past_every_retry_is_handed_out_later(
+    store: DynamoStore,
+) -> None:
+    """The redeeming transaction cancelled by throttling every time: the device is told
+    to try again (503; ``ltm auth`` polls on), not that its code was used, and the grant
+    stays approved for its next poll."""
+    from ltm.service import device, tokens
+
+    settings = device.DeviceSettings()
+    alice, _ = tokens.issue(store, "alice", when=T0)
+    auth = device.authorize(
+        store, settings, {"client_id": ["ltm-cli"]}, base_url="https://x", client_ip="192.0.2.1",
+        when=T0,
+    )  # fmt: skip
+    device.decide(store, settings, alice, auth.user_code, approve=True, when=T0)
+    form = {
+        "grant_type": [device.GRANT_TYPE],
+        "device_code": [auth.device_code],
+        "client_id": ["ltm-cli"],
+    }
+    real = store.client.transact_write_items
+    conflict_first(store, 10**6, code="ThrottlingError")
+    with pytest.raises(device.OAuthError) as refused:
+        device.token(store, settings, form, when=T0 + timedelta(seconds=5))
+    assert (refused.value.code, refused.value.status) == ("temporarily_unavailable", 503)
+    grant = store.get_device_grant(device.hash_code(auth.device_code))
+    assert grant is not None and grant.status == "approved"
+    store.client.transact_write_items = real  # type: ignore[method-assign]
+    issued = device.token(store, settings, form, when=T0 + timedelta(seconds=10))
+    assert tokens.authenticate(store, f"Bearer {issued.access_token}").id == alice.id

@@ -672,7 +672,7 @@ def _redeem(store: Store, grant: DeviceGrant, when: datetime, days: int | None) 
         try:
             store.redeem_device_grant(grant.device_code_hash, when, record)
         except StoreConflict:
-            continue  # the label was taken: draw another suffix
+            continue  # the label was taken (or the write was throttled): draw another suffix
         except StoreNotFound:
             raise OAuthError("invalid_grant", "unknown device code") from None
         except StoreGone:
@@ -680,7 +680,7 @@ def _redeem(store: Store, grant: DeviceGrant, when: datetime, days: int | None) 
         seconds = int(lifetime.total_seconds()) if lifetime is not None else None
         return Issued(access_token=secret, label=label, scope=grant.scope, expires_in=seconds)
     raise OAuthError(
-        "temporarily_unavailable", "could not label the new token; try again", status=503
+        "temporarily_unavailable", "could not hand out the new token; try again", status=503
     )
 
 

@@ -882,8 +882,9 @@ class Store(ABC):
         NotFound for an unknown device code; Gone when the grant is not
         approved, already used, expired at ``now`` or approved by another user
         (of concurrent redeems exactly one wins); Conflict when the token's
-        label or hash is taken (then nothing changed and the grant is still
-        approved).
+        label or hash is taken, or the write could not be made for the moment
+        (DynamoDB throttled it past every retry): then nothing changed and the
+        grant is still approved.
         """
 
     @abstractmethod

@@ -320,7 +320,9 @@ class DeviceGrantsMixin:
                 if not cancelled.conflict:
                     raise Conflict(f"token label {token.label!r} or hash is taken") from None
                 _d._backoff(attempt)
-        raise Gone("the device token could not be handed out (concurrent polls)")
+        # Every try lost a race or was throttled, and none found the grant used (a lost
+        # race would have on its next try): it is still approved, for the next poll.
+        raise Conflict("the device token could not be handed out for the moment; try again")
 
     # -- counters ------------------------------------------------------------------
 
