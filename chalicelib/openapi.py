@@ -986,6 +986,10 @@ _READS = {
     ("/v1/packets", "get"),
     ("/v1/packets/{id}", "get"),
     ("/v1/packets/batch", "get"),
+    ("/v1/packets/{id}/children", "get"),
+    ("/v1/packets/{id}/thread", "get"),
+    ("/v1/search", "get"),
+    ("/v1/search", "post"),  # the same search, its fields in the body
     ("/v1/teams", "get"),
     ("/v1/teams/{name}/members", "get"),
     ("/v1/packets/{id}/shares", "get"),
@@ -1007,6 +1011,11 @@ def _with_scopes(paths: dict[str, Any]) -> dict[str, Any]:
     for path, item in paths.items():
         for method, operation in item.items():
             if method == "parameters" or operation.get("security") == []:
+                continue
+            if path == "/mcp":
+                # Any token of this server, or an OAuth one for this /mcp: each tool asks
+                # its own scope and answers a lack of it as a tool error, not with a 403.
+                operation["security"] = [{"bearer": []}]
                 continue
             need = "read" if (path, method) in _READS else "write"
             if (path, method) in _FULL:
@@ -1662,8 +1671,8 @@ def mcp_paths() -> dict[str, Any]:
                         " resource metadata (RFC 9728).",
                     },
                     "403": {
-                        "description": "The token lacks a scope, or the request's `Origin` is"
-                        " not this server's own (the transport's DNS rebinding rule).",
+                        "description": "The request's `Origin` is not this server's own (the"
+                        " transport's DNS rebinding rule).",
                         **anything,
                     },
                 },

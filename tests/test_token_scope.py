@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -315,3 +316,177 @@ def test_the_service_holds_every_entry_point_to_its_scope(store: Any) -> None:
     assert store.publication(mine["id"]) is None
     assert [t.name for t in teams.list_(store, owner)] == ["scoped"]
     assert {t.label for t in store.list_tokens(user_id=owner.id)} >= {"t-read", "t-write"}
+
+
+# -- every route, every kind of credential -------------------------------------------------
+# The matrix is the API's own description: GET /v1/openapi.json names each route's scope
+# (``openapi._with_scopes``), and test_server_http checks that it describes every route the
+# app serves. Each route is walked here with each kind of credential, so a route added
+# without its check (or with one its description does not say) fails.
+
+# The routes that take no ltm bearer token, and why: each must be named, so that a new
+# route is a decision, not an accident. (Their own rules are tested where they live.)
+PUBLIC = {
+    ("GET", "/v1/healthz"): "liveness",
+    ("GET", "/v1/openapi.json"): "the API's description",
+    ("POST", "/oauth/authorize_device"): "device flow start: anonymous by RFC 8628",
+    ("POST", "/oauth/token"): "device flow: the device code is the credential",
+    ("GET", "/device"): "approval page: a full-scope token typed in, or a web session",
+    ("POST", "/device"): "approval page: a full-scope token typed in, or a web session",
+    ("GET", "/device/callback"): "Cognito's return: a signed state",
+    ("POST", "/device/decide"): "approval by a web session, with CSRF",
+    ("GET", "/"): "redirect to /web",
+    ("GET", "/web"): "web session",
+    ("GET", "/web/packets/{id}"): "web session",
+    ("GET", "/web/packets/{id}/delete"): "web session",
+    ("POST", "/web/packets/{id}/delete"): "web session, with CSRF",
+    ("GET", "/web/teams/{name}"): "web session",
+    ("GET", "/web/authorize"): "MCP consent: web session or a full-scope token typed in",
+    ("POST", "/web/authorize"): "MCP consent: web session or a full-scope token typed in",
+    ("GET", "/web/signin"): "sign-in page",
+    ("POST", "/web/signin"): "sign-in with a full-scope token",
+    ("POST", "/web/signin/code"): "sign-in by a device code",
+    ("POST", "/web/signout"): "web session, with CSRF",
+    ("GET", "/web/ui"): "the local web view's own sign-in",
+    ("POST", "/web/ui"): "the local web view's own sign-in",
+    ("POST", "/web/key"): "a single-use key made with a full-scope token",
+    ("GET", "/web/static/{name}"): "static files",
+    ("GET", "/p/{secret}"): "a published packet: the secret is the credential",
+    ("GET", "/.well-known/oauth-protected-resource/mcp"): "RFC 9728 metadata",
+    ("OPTIONS", "/.well-known/oauth-protected-resource/mcp"): "CORS",
+    ("GET", "/.well-known/oauth-protected-resource"): "RFC 9728 metadata",
+    ("OPTIONS", "/.well-known/oauth-protected-resource"): "CORS",
+    ("GET", "/.well-known/oauth-authorization-server"): "RFC 8414 metadata",
+    ("OPTIONS", "/.well-known/oauth-authorization-server"): "CORS",
+    ("GET", "/.well-known/openid-configuration"): "RFC 8414 metadata",
+    ("OPTIONS", "/.well-known/openid-configuration"): "CORS",
+    ("GET", "/authorize"): "OAuth: on to the consent page",
+    ("POST", "/authorize"): "OAuth: on to the consent page",
+    ("POST", "/token"): "OAuth: a code or refresh token, with PKCE or the client's secret",
+    ("OPTIONS", "/token"): "CORS",
+    ("POST", "/register"): "OAuth dynamic client registration (rate-limited)",
+    ("OPTIONS", "/register"): "CORS",
+    ("POST", "/revoke"): "OAuth revocation: the client and its token",
+    ("OPTIONS", "/revoke"): "CORS",
+}
+# /mcp takes any token of this server (or an OAuth one for it); each tool asks its own
+# scope (test_remote_mcp.py walks the tools).
+MCP = {("POST", "/mcp"), ("GET", "/mcp"), ("DELETE", "/mcp"), ("OPTIONS", "/mcp")}
+# What the walk needs in a query to get past the request's own checks to the token's.
+QUERIES = {
+    ("GET", "/v1/search"): {"q": "walk"},
+    ("GET", "/v1/packets/batch"): {"id": "01JS5LTMEXAMPLEPACKET00001A"},
+}
+
+
+def bearer_routes() -> dict[tuple[str, str], tuple[str, bool]]:
+    """Each bearer route's (method, path): its scope and whether the token is optional."""
+    from ltm.openapi import document
+
+    doc = document()
+    routes: dict[tuple[str, str], tuple[str, bool]] = {}
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            if method == "parameters" or (method.upper(), path) in MCP:
+                continue
+            security = operation.get("security", doc["security"])
+            needs = [r["bearer"] for r in security if "bearer" in r]
+            if needs:
+                routes[(method.upper(), path)] = (" ".join(needs[0]), {} in security)
+    return routes
+
+
+def test_every_route_is_a_bearer_route_or_named_public() -> None:
+    from ltm.cli.server.loader import load_app
+
+    served = {(m, path) for path, entries in load_app().app.routes.items() for m in entries}
+    assert served == set(bearer_routes()) | set(PUBLIC) | MCP
+
+
+@pytest.fixture(scope="module")
+def walker(server: Server) -> dict[str, Any]:
+    """A user with one token of each kind: its scopes, and tokens that must never work on
+    the API (revoked, expired, an OAuth token bound to /mcp)."""
+    from datetime import UTC, datetime, timedelta
+
+    from ltm.service import tokens
+    from ltm.store import Token
+
+    user_id, full = server.issue("walker")
+    store = server.open_store()  # type: ignore[misc]
+    made: dict[str, str] = {"full": full}
+    now = datetime.now(UTC)
+    kinds: dict[str, dict[str, Any]] = {
+        "read": {"scope": "read"},
+        "write": {"scope": "write"},
+        "revoked": {},
+        "expired": {"expires_at": now - timedelta(minutes=1)},
+        # What /token issues an MCP client: full scope, but for /mcp alone (RFC 8707).
+        "oauth": {"resource": server.url + "/mcp", "expires_at": now + timedelta(hours=1)},
+    }
+    try:
+        for kind, fields in kinds.items():
+            secret = tokens.mint(user_id)
+            label = f"walk-{kind}-{secrets.token_hex(4)}"
+            store.add_token(Token(label, user_id, tokens.hash_token(secret), now, **fields))
+            if kind == "revoked":
+                assert store.revoke_token(label, user_id=user_id)
+            made[kind] = secret
+    finally:
+        store.close()
+    display = server.client(full).get("/v1/whoami").json()["user"]["display"]
+    return {"id": user_id, "display": display, **made}
+
+
+def walk(server: Server, token: str | None, method: str, path: str, display: str) -> Any:
+    """One request to ``path`` with every parameter naming nothing that exists, and a body
+    each route takes far enough to reach its token check."""
+    concrete = (
+        path.replace("{id}", "01JS5LTMWALKNOSUCHPACKET01")
+        .replace("{name}", "no-such-team")
+        .replace("{user_id}", "nobody")
+        .replace("{user}", "nobody")
+        .replace("{label}", "no-such-label")
+        .replace("{code}", "A" * 32)
+    )
+    body = {"q": "walk", "name": f"walk-{secrets.token_hex(4)}", "display": display}
+    body |= {"user": "nobody", "user_code": "BCDF-GHJK", "approve": False}
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpkit.request(
+        method,
+        server.url + concrete,
+        params=QUERIES.get((method, path)),
+        json=body if method in ("POST", "PATCH") else None,
+        headers=headers,
+    )
+
+
+def answered(r: httpx.Response) -> str:
+    """What a walk's answer says of the credential: refused (and how), or let through."""
+    if r.status_code == 401:
+        return "401"
+    if r.status_code == 403 and "insufficient" in r.headers.get("WWW-Authenticate", ""):
+        return "403 " + r.headers["WWW-Authenticate"]
+    return "through"
+
+
+def test_every_bearer_route_holds_each_credential_to_its_scope(
+    server: Server, walker: dict[str, Any]
+) -> None:
+    from ltm.service.access import grants
+
+    wrong: list[str] = []
+    for (method, path), (need, optional) in sorted(bearer_routes().items()):
+        refused = f'403 Bearer error="insufficient_scope", scope="{need}"'
+        # Never let through: no token (unless optional), and tokens that are no key here.
+        expected = {kind: "401" for kind in ("revoked", "expired", "oauth")}
+        if not optional:
+            expected["none"] = "401"
+        for kind, scope in (("read", "read"), ("write", "write"), ("full", "read write")):
+            expected[kind] = "through" if grants(scope, need) else refused
+        for kind, wanted in expected.items():
+            token = None if kind == "none" else walker[kind]
+            r = walk(server, token, method, path, walker["display"])
+            if answered(r) != wanted:
+                wrong.append(f"{method} {path} with {kind}: {r.status_code} {r.text[:80]}")
+    assert not wrong, "\n".join(wrong)
