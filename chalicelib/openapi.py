@@ -1003,6 +1003,9 @@ _FULL = {
     ("/v1/packets/{id}/publish", "post"),
     ("/v1/packets/{id}/publish", "delete"),
     ("/v1/web/sign-in-key", "post"),  # a web session may delete
+    # An invite reads the team's packets, a share the packet, through another account.
+    ("/v1/teams/{name}/invites", "post"),
+    ("/v1/packets/{id}/shares", "post"),
 }
 
 

@@ -107,7 +107,7 @@ def test_a_read_token_changes_nothing(server: Server, read_only: httpx.Client) -
     refused(read_only.delete(f"/v1/packets/{mine['id']}"), "write")
     refused(read_only.post("/v1/teams", json={"name": "scope-new"}), "write")
     refused(read_only.delete("/v1/teams/scope-writes"), "write")
-    refused(read_only.post("/v1/teams/scope-writes/invites"), "write")
+    refused(read_only.post("/v1/teams/scope-writes/invites"), "read write")
     refused(read_only.delete(f"/v1/teams/scope-writes/members/{joined['user']['id']}"), "write")
     refused(read_only.post("/v1/teams/scope-writes/leave"), "write")
     another = root.post("/v1/teams/scope-writes/invites").json()
@@ -256,7 +256,7 @@ def test_tokens_from_before_scopes_keep_full_access(tmp_path: Path) -> None:
 
 def test_the_service_holds_every_entry_point_to_its_scope(store: Any) -> None:
     """The rule lives in the service layer, on both stores (the ``store`` fixture)."""
-    from ltm.service import device, invites, packets, publish, teams, tokens
+    from ltm.service import device, invites, packets, publish, share, teams, tokens
     from ltm.service.errors import InsufficientScope
     from ltm.store import Token
 
@@ -288,7 +288,6 @@ def test_the_service_holds_every_entry_point_to_its_scope(store: Any) -> None:
         lambda c: teams.delete(store, c, team.name),
         lambda c: teams.kick(store, c, team.name, "nobody"),
         lambda c: teams.leave(store, c, team.name),
-        lambda c: invites.create(store, c, team.name, base_url="https://x.test"),
         lambda c: invites.accept(store, c, "A" * 32),
     ]
     full_only = [
@@ -298,6 +297,9 @@ def test_the_service_holds_every_entry_point_to_its_scope(store: Any) -> None:
         # Publishing answers a URL that reads the packet: never for a write-only token.
         lambda c: publish.publish(store, c, mine["id"]),
         lambda c: publish.unpublish(store, c, mine["id"]),
+        # So does handing reading to someone else: an invite, a share.
+        lambda c: invites.create(store, c, team.name, base_url="https://x.test"),
+        lambda c: share.share(store, c, mine["id"], "nobody"),
     ]
     for call in reads:
         call(read)
@@ -490,3 +492,29 @@ def test_every_bearer_route_holds_each_credential_to_its_scope(
             if answered(r) != wanted:
                 wrong.append(f"{method} {path} with {kind}: {r.status_code} {r.text[:80]}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_a_write_only_token_hands_out_no_reading(server: Server, walker: dict[str, Any]) -> None:
+    """Publishing needs the full scope because its URL reads the packet; an invite's URL
+    reads the whole team (accepted without an account, it mints a full token), and a share
+    lets another account read the packet. A write-only token may do none of them."""
+    owner = server.client(walker["full"])
+    team = f"walk-{secrets.token_hex(4)}"
+    assert owner.post("/v1/teams", json={"name": team}).status_code == 201
+    secret = make_packet(goal="the team's plans, not for a pusher to read")
+    assert owner.post(f"/v1/packets?team={team}", json=secret).status_code == 201
+    other_id, _ = server.issue("reader")
+    write_only = server.client(walker["write"])
+
+    refused(write_only.post(f"/v1/teams/{team}/invites"), "read write")
+    refused(
+        write_only.post(f"/v1/packets/{secret['id']}/shares", json={"user": other_id}), "read write"
+    )
+    assert owner.get(f"/v1/teams/{team}/members").json()["members"][0]["user_id"] == walker["id"]
+    assert len(owner.get(f"/v1/teams/{team}/members").json()["members"]) == 1
+    assert owner.get(f"/v1/packets/{secret['id']}/shares").json()["shares"] == []
+    # The full scope still does both.
+    made = owner.post(f"/v1/teams/{team}/invites")
+    assert made.status_code == 201, made.text
+    shared = owner.post(f"/v1/packets/{secret['id']}/shares", json={"user": other_id})
+    assert shared.status_code == 201, shared.text

@@ -14,9 +14,9 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ..store import FULL_SCOPE, Invite, NameTaken, Store, Team, Token, User
 from ..store import Conflict as StoreConflict
 from ..store import Gone as StoreGone
-from ..store import Invite, NameTaken, Store, Team, Token, User
 from ..store import NotFound as StoreNotFound
 from .access import Caller, in_team, user_of
 from .errors import Conflict, Gone, NotFound
@@ -54,8 +54,13 @@ def invite_url(base_url: str, code: str) -> str:
 def create(
     store: Store, caller: Caller, team_name: str, *, base_url: str, when: datetime | None = None
 ) -> CreatedInvite:
-    """A new single-use code for a team the caller belongs to (any member may invite)."""
-    user, team = in_team(store, caller, team_name, need="write")
+    """A new single-use code for a team the caller belongs to (any member may invite).
+
+    Needs a token with the full scope, as publishing does: the code reads every packet
+    of the team (accepted without an account it even mints a full token), so a
+    write-only token that could invite could read them all.
+    """
+    user, team = in_team(store, caller, team_name, need=FULL_SCOPE)
     when = when or now()
     code = secrets.token_urlsafe(24)
     invite = Invite(

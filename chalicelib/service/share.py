@@ -1,9 +1,10 @@
 """Sharing one packet with one user, read-only (an extension: the reference has no sharing).
 
 Who may share: whoever may read the packet in its own scope (its owner for a
-personal packet, any member for a team packet). A share lets its recipient
-read that one packet, never change, delete, publish or share it again: every
-other rule still asks for the packet's own scope. A share counts only while
+personal packet, any member for a team packet), with a token of the full scope
+(as for publishing). A share lets its recipient read that one packet, never
+change, delete, publish or share it again: every other rule still asks for the
+packet's own scope. A share counts only while
 its sharer can still read the packet there, so a packet that leaves the
 sharer's reach (they left the team) leaves the recipient's at once; deleting
 the packet ends its shares in the store, and leaving a team (or being removed)
@@ -24,8 +25,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import NamedTuple
 
+from ..store import FULL_SCOPE, PacketMeta, Share, Store, StoredPacket, User
 from ..store import NotFound as StoreNotFound
-from ..store import PacketMeta, Share, Store, StoredPacket, User
 from .access import Caller, Need, access
 from .errors import BadRequest, NotFound
 from .publish import may_manage
@@ -132,8 +133,12 @@ def _did_you_mean(name: str, names: set[str]) -> str:
 def share(
     store: Store, caller: Caller, packet_id: str, name: object, *, when: datetime | None = None
 ) -> tuple[Shared, bool]:
-    """Share a packet the caller reads in its scope with the user ``name``; True when new."""
-    user, found = _readable(store, caller, packet_id, need="write")
+    """Share a packet the caller reads in its scope with the user ``name``; True when new.
+
+    Needs a token with the full scope, as publishing does: a write-only token that
+    could share could read the packet through another account it shares it with.
+    """
+    user, found = _readable(store, caller, packet_id, need=FULL_SCOPE)
     recipient = find_user(store, user, name)
     if recipient.id == user.id:
         raise BadRequest("that is you: a packet you can read needs no share with yourself")
