@@ -518,3 +518,100 @@ def test_a_write_only_token_hands_out_no_reading(server: Server, walker: dict[st
     assert made.status_code == 201, made.text
     shared = owner.post(f"/v1/packets/{secret['id']}/shares", json={"user": other_id})
     assert shared.status_code == 201, shared.text
+
+
+# -- every route, someone else's things ---------------------------------------------------
+# Each bearer route walked by a full token of someone with no right to the victim's
+# things, every parameter naming them: their packets (personal and team), team, member,
+# token label, share; and the team asked for in the query (theirs, or one of the
+# stranger's own into which their packet would move). Nothing of theirs may come back
+# and nothing of theirs may change, whatever the status.
+
+
+def victim_state(client: httpx.Client, things: dict[str, Any]) -> Any:
+    return (
+        [client.get(f"/v1/packets/{p}").text for p in (things["packet"], things["team_packet"])],
+        client.get(f"/v1/teams/{things['team']}/members").json(),
+        client.get(f"/v1/packets/{things['packet']}/shares").json(),
+        httpkit.get(things["public_url"]).status_code,
+        sorted(t["label"] for t in client.get("/v1/tokens").json()["tokens"]),
+        client.get("/v1/whoami").json()["user"],
+    )
+
+
+@pytest.mark.parametrize("stranger_is", ["outsider", "removed member"])
+def test_no_route_reaches_another_users_things(server: Server, stranger_is: str) -> None:
+    victim_id, victim_token = server.issue("victim")
+    victim = server.client(victim_token)
+    member_id, member_token = server.issue("member")
+    team = f"victims-{secrets.token_hex(4)}"
+    assert victim.post("/v1/teams", json={"name": team}).status_code == 201
+    code = victim.post(f"/v1/teams/{team}/invites").json()["code"]
+    assert server.client(member_token).post(f"/v1/invites/{code}/accept").status_code == 201
+    mine = make_packet(goal="victim-secret personal")
+    theirs = make_packet(goal="victim-secret of the team", parent_id=mine["id"])
+    assert victim.post("/v1/packets", json=mine).status_code == 201
+    assert victim.post(f"/v1/packets?team={team}", json=theirs).status_code == 201
+    third_id, _ = server.issue("third")  # whom the victim shares their packet with
+    shared = victim.post(f"/v1/packets/{mine['id']}/shares", json={"user": third_id})
+    assert shared.status_code == 201
+    public_url = victim.post(f"/v1/packets/{mine['id']}/publish").json()["public_url"]
+    label = victim.get("/v1/tokens").json()["tokens"][0]["label"]
+    if stranger_is == "outsider":
+        stranger_id, stranger_token = server.issue("stranger")
+    else:  # a member the owner removed: their token stands, their membership does not
+        stranger_id, stranger_token = member_id, member_token
+        assert victim.delete(f"/v1/teams/{team}/members/{member_id}").status_code == 204
+    stranger = server.client(stranger_token)
+    own_team = f"strangers-{secrets.token_hex(4)}"
+    assert stranger.post("/v1/teams", json={"name": own_team}).status_code == 201
+    display = stranger.get("/v1/whoami").json()["user"]["display"]
+    things = {
+        "packet": mine["id"],
+        "team_packet": theirs["id"],
+        "team": team,
+        "public_url": public_url,
+    }
+    before = victim_state(victim, things)
+    secret_part = public_url.rsplit("/", 1)[1]
+
+    leaks: list[str] = []
+    for (method, path), _ in sorted(bearer_routes().items()):
+        for packet in (mine["id"], theirs["id"]):
+            for asked_team in (None, team, own_team):
+                concrete = (
+                    path.replace("{id}", packet)
+                    .replace("{name}", team)
+                    .replace("{user_id}", victim_id)
+                    .replace("{user}", third_id)
+                    .replace("{label}", label)
+                    .replace("{code}", code)  # used already: a dead code, as any other
+                )
+                params: list[tuple[str, str]] = [("q", "victim-secret")]
+                if asked_team is not None:
+                    params.append(("team", asked_team))
+                if path == "/v1/packets/batch":
+                    params += [("id", mine["id"]), ("id", theirs["id"])]
+                body: Any = {"user": stranger_id, "name": team, "display": display, "q": "victim"}
+                if path == "/v1/packets":
+                    body = make_packet(id=packet, goal="overwritten")
+                elif path == "/v1/packets/batch":
+                    body = {"packets": [json.dumps(make_packet(id=packet, goal="overwritten"))]}
+                r = httpkit.request(
+                    method,
+                    server.url + concrete,
+                    params=params,
+                    json=body if method in ("POST", "PATCH") else None,
+                    headers={"Authorization": f"Bearer {stranger_token}"},
+                )
+                said = f"{method} {concrete}?{params}: {r.status_code} {r.text[:120]}"
+                if "victim-secret" in r.text or secret_part in r.text or label in r.text:
+                    leaks.append("told: " + said)
+                elif "{" in path and r.status_code < 400:
+                    leaks.append("let through: " + said)
+                elif (method, path) == ("GET", "/v1/packets/batch") and any(
+                    p["status"] != 404 for p in r.json()["packets"]
+                ):
+                    leaks.append("read: " + said)
+    assert not leaks, "\n".join(leaks)
+    assert victim_state(victim, things) == before
