@@ -167,6 +167,114 @@ def test_a_read_only_token_may_not_save_and_another_users_packet_is_never_there(
     assert server.client(alice).get("/v1/packets/01ALICEPRIVATEPACKET000001").status_code == 200
 
 
+# Every tool, by what it needs of the token (``ltm.mcp.tools``): a tool added without
+# being named here fails, and each is called with each scope, over /mcp.
+READ_TOOLS = {"resume", "show", "pull", "ls", "search", "whoami"}
+WRITE_TOOLS = {"save", "push", "rm"}
+NO_STORE_TOOLS = {"example", "validate"}  # they read and write nothing
+
+
+def test_every_tool_holds_the_token_to_its_scope(server: Server) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from ltm.mcp.tools import catalogue
+    from ltm.service import tokens
+    from ltm.store import Token
+
+    assert set(catalogue()) == READ_TOOLS | WRITE_TOOLS | NO_STORE_TOOLS
+    user_id, full = server.issue("tools")
+    kept = make_packet(goal="a packet to read")
+    assert server.client(full).post("/v1/packets", json=kept).status_code == 201
+    others = make_packet(goal="someone else's")
+    other = server.client(server.issue("other")[1])
+    assert other.post("/v1/packets", json=others).status_code == 201
+    now = datetime.now(UTC)
+    granted: dict[str, str] = {}
+    store = server.open_store()  # type: ignore[misc]
+    try:
+        # The device flow's scopes, and what /token issues an MCP client granted ``read``.
+        for kind, scope, resource in (
+            ("read", "read", None),
+            ("write", "write", None),
+            ("oauth read", "read", server.url + "/mcp"),
+            ("expired", "read write", None),
+            ("revoked", "read write", None),
+            ("another server's", "read write", "https://elsewhere.example/mcp"),
+        ):
+            secret = tokens.mint(user_id)
+            label = f"tools-{secrets.token_hex(4)}"
+            expires = now + timedelta(hours=1) if resource else None  # as /token issues them
+            if kind == "expired":
+                expires = now - timedelta(minutes=1)
+            record = Token(label, user_id, tokens.hash_token(secret), now, None, scope, resource)
+            store.add_token(record._replace(expires_at=expires))
+            if kind == "revoked":
+                assert store.revoke_token(label, user_id=user_id)
+            granted[kind] = secret
+    finally:
+        store.close()
+    with server.client() as http:  # tokens that are no key to /mcp at all
+        for kind in ("expired", "revoked", "another server's"):
+            assert mcp_ping(http, granted.pop(kind)) == 401, kind
+    arguments = {
+        "save": {"packet": {"goal": "scoped", "next_step": "n"}},
+        "push": {"packet": make_packet(goal="pushed")},
+        "rm": {"id": others["id"]},  # reaches the rule (not theirs), deletes nothing
+        "resume": {"id": kept["id"]},
+        "show": {"id": kept["id"]},
+        "pull": {"id": kept["id"]},
+        "ls": {},
+        "search": {"query": "packet"},
+        "whoami": {},
+        "example": {},
+        "validate": {"packet": make_packet()},
+    }
+
+    def calls(client: Any) -> Any:
+        async def all_tools(client: Any) -> dict[str, Any]:
+            return {name: await client.call_tool(name, args) for name, args in arguments.items()}
+
+        return all_tools(client)
+
+    wrong = []
+    for kind, token in granted.items():
+        scope = kind.split()[-1]
+        for name, result in session(server, token, calls).items():
+            refused = result.is_error and "insufficient scope" in text(result)
+            needs = "read" if name in READ_TOOLS else "write" if name in WRITE_TOOLS else None
+            if refused != (needs is not None and needs != scope):
+                wrong.append(f"{name} with {kind}: {text(result)[:100]}")
+    # The resume prompt and the packet resources read, as the reading tools do.
+
+    def memory(client: Any) -> Any:
+        async def reads(client: Any) -> list[str]:
+            outcomes = []
+            for read in (
+                lambda: client.get_prompt("resume", {"id": kept["id"]}),
+                lambda: client.list_resources(),
+                lambda: client.read_resource(f"ltm://packets/{kept['id']}"),
+            ):
+                try:
+                    await read()
+                    outcomes.append("read")
+                except Exception as exc:
+                    outcomes.append(str(exc))
+            return outcomes
+
+        return reads(client)
+
+    for kind, token in granted.items():
+        outcomes = session(server, token, memory)
+        if kind.endswith("write"):
+            assert all("insufficient scope" in outcome for outcome in outcomes), outcomes
+        else:
+            assert outcomes == ["read"] * 3
+    assert not wrong, "\n".join(wrong)
+    # Saved and pushed by the write-only token alone; the other user's packet is still there.
+    assert len(server.client(full).get("/v1/packets").json()["packets"]) == 3
+    assert other.get(f"/v1/packets/{others['id']}").status_code == 200
+
+
 def test_unsigned_requests_learn_where_to_sign_in(server: Server) -> None:
     with server.client() as http:
         answer = http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
