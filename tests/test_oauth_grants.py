@@ -338,3 +338,27 @@ def test_an_anonymous_authorize_never_learns_the_pages_name(server: Server) -> N
         assert allowed.headers["location"].startswith(REDIRECT + "?code=")
         again = http.post("/web/authorize", data={**form, "token": token})
         assert again.status_code == 410  # answered once
+
+
+def test_a_code_not_yet_redeemed_when_its_user_is_offboarded_gets_no_token(
+    server: Server,
+) -> None:
+    """Ending everything of someone who left (``ltm server revoke-token --user``) ends the
+    sign-ins they allowed whose code the client has not yet redeemed (it lives minutes)."""
+    from ltm.service import tokens
+
+    user_id, token = server.issue("leaving")
+    with server.client() as http:
+        _, form = authorized(server, http, token)
+        store = server.open_store()  # type: ignore[misc]
+        try:
+            assert tokens.revoke_all(store, user_id)
+        finally:
+            store.close()
+        answer = http.post("/token", data=form)
+    assert answer.status_code == 400 and answer.json()["error"] == "invalid_grant", answer.text
+    store = server.open_store()  # type: ignore[misc]
+    try:
+        assert store.list_tokens(user_id=user_id) == []
+    finally:
+        store.close()

@@ -53,6 +53,7 @@ from mcp.server.auth.provider import (
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from ..service import tokens
+from ..service.users import session_generation
 from ..store import Store, Token
 
 if TYPE_CHECKING:
@@ -495,10 +496,13 @@ class StoreProvider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshT
             )
         code = secrets.token_urlsafe(32)  # 256 bits (RFC 6749 §10.10 asks for at least 128)
         expires = _now() + CODE_TTL
+        # The user's session generation: ending everything of theirs (someone who left)
+        # passes it, and so ends this sign-in too if its code is not yet redeemed.
+        generation = session_generation(self.store, user_id, _now())
         self.store.put_oauth_item(
             "code",
             _hash(code),
-            {**request, "user_id": user_id, "expires_at": expires.timestamp()},
+            {**request, "user_id": user_id, "expires_at": expires.timestamp(), "g": generation},
             expires,
             now=_now(),
         )
@@ -536,6 +540,8 @@ class StoreProvider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshT
         doc = self.store.take_oauth_item("code", _hash(authorization_code.code), _now())
         if doc is None or doc["client_id"] != client.client_id:
             raise TokenError("invalid_grant", "authorization code already used or expired")
+        if "g" in doc and doc["g"] != session_generation(self.store, doc["user_id"], _now()):
+            raise TokenError("invalid_grant", "this sign-in was ended; sign in again")
         label = client_label(client)
         issued = self._issue(client, doc["user_id"], doc["scopes"], label)
         # Which sign-in the code made, for as long as the code would have lived: the code
