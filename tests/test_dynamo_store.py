@@ -85,10 +85,11 @@ def test_accept_retries_a_transaction_conflict(store: DynamoStore) -> None:
 def test_losing_an_accept_race_to_a_conflict_is_gone(store: DynamoStore) -> None:
     """The other accept commits while ours is cancelled: our retry finds the invite used."""
     setup_team(store)
+    store.create_user(User("u2", "two", T0))  # the rival: a newcomer (a member spends nothing)
 
     def rival_wins() -> None:
         store.client.transact_write_items = real  # type: ignore[method-assign]
-        store.accept_invite("c1", "u1", T0)
+        store.accept_invite("c1", "u2", T0)
 
     real = store.client.transact_write_items
     conflict_first(store, 1, then=rival_wins)
