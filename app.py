@@ -806,6 +806,19 @@ def _busy(oauth: bool) -> Response:
     )
 
 
+def _view_failed(exc: Exception, *, oauth: bool) -> Response:
+    """A page's or an OAuth endpoint's answer to an error no rule foresaw, as ``_unhandled``
+    for the API: 503 with Retry-After when the database only cannot serve it for the moment
+    (a device polls again after it; a 500 ended a sign-in perhaps just approved), else 500."""
+    if store_unavailable(exc):
+        logger.warning("the database is busy", exc_info=True)
+        return _busy(oauth)
+    logger.exception("unhandled error")
+    if oauth:
+        return _json({"error": "server_error", "error_description": "internal error"}, 500)
+    return _page_failed()
+
+
 def web_route(path: str, methods: list[str], handler: str, *, oauth: bool) -> None:
     """Register a device-flow view: ``DeviceWeb.<handler>`` answers it (JSON or HTML)."""
 
@@ -813,15 +826,7 @@ def web_route(path: str, methods: list[str], handler: str, *, oauth: bool) -> No
         try:
             result = getattr(_device(), handler)(_web_request(app.current_request))
         except Exception as exc:
-            if store_unavailable(exc):
-                # As on the API: the database only cannot serve it for the moment. A device
-                # polls again after a 503 (a 500 ended a sign-in perhaps just approved).
-                logger.warning("the database is busy", exc_info=True)
-                return _busy(oauth)
-            logger.exception("unhandled error")
-            if oauth:
-                return _json({"error": "server_error", "error_description": "internal error"}, 500)
-            return _page_failed()
+            return _view_failed(exc, oauth=oauth)
         return Response(body=result.body, status_code=result.status, headers=result.headers)
 
     view.__name__ = f"device_{handler}"
@@ -864,9 +869,8 @@ def page_route(path: str, methods: list[str], handler: str) -> None:
     def view(**params: str) -> Response:
         try:
             result = _web().answer(handler, _web_request(app.current_request), **params)
-        except Exception:
-            logger.exception("unhandled error")
-            return _page_failed()
+        except Exception as exc:
+            return _view_failed(exc, oauth=False)
         return Response(body=result.body, status_code=result.status, headers=result.headers)
 
     view.__name__ = f"web_{handler}"

@@ -455,7 +455,7 @@ def test_a_cold_start_imports_no_openapi_models() -> None:
 
 
 def test_a_throttled_database_during_a_device_sign_in_is_a_503(api: Api, lambda_app: Any) -> None:
-    """The device flow's endpoints and pages meet the same throttling as the API: a poll
+    """The device flow's endpoints and the pages meet the same throttling as the API: a poll
     answered 503 with Retry-After is one a device polls again after (a 500 ended the
     sign-in the person may just have approved), and the pages say so too."""
     from botocore.exceptions import ClientError
@@ -486,11 +486,13 @@ def test_a_throttled_database_during_a_device_sign_in_is_a_503(api: Api, lambda_
         page = api.client.http.post(
             "/device", headers={**form, "Cookie": cookie}, body=typed.encode()
         )
+        public = api.client.http.get("/p/" + "A" * 32)  # a web view page: a published link
     finally:
         events.unregister("before-call.dynamodb", throttle)
     assert (polled.status_code, polled.headers.get("Retry-After")) == (503, "1"), polled.body
     assert json.loads(polled.body)["error"] == "temporarily_unavailable"
     assert (page.status_code, page.headers.get("Retry-After")) == (503, "1"), page.body
+    assert (public.status_code, public.headers.get("Retry-After")) == (503, "1"), public.body
     # Once DynamoDB answers again, the same device code polls on.
     polled = api.client.http.post("/oauth/token", headers=form, body=poll)
     assert json.loads(polled.body)["error"] in ("authorization_pending", "slow_down")
