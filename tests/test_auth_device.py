@@ -330,6 +330,29 @@ def test_ltm_auth_shows_the_servers_words_through_safe(tmp_path: Path) -> None:
     assert "signed in as eve\\u001b[31m (user U1)" in result.stderr
 
 
+class BusyAfterSignIn(OAuthServer):
+    """Hands the token out, then is out of reach for the check of it (a proxy's 503)."""
+
+    def __call__(self, request: Seen) -> tuple[int, dict[str, str], bytes]:
+        if request.path.startswith(("/v1/packets", "/v1/whoami")):
+            return 503, {"Retry-After": "1"}, b"busy, try again"
+        return super().__call__(request)
+
+
+def test_a_token_from_the_browser_is_kept_when_its_check_meets_a_busy_server(
+    tmp_path: Path,
+) -> None:
+    """The code is spent once the token is handed out: losing the token to a busy moment
+    would make the person approve a new code in the browser all over again."""
+    cli = Cli(tmp_path / "me")
+    with stub_server(BusyAfterSignIn(["ok"])) as stub:
+        result = cli.run("auth", stub.url, timeout=scaled(30))
+    assert result.returncode == 0, result.stderr
+    assert "the new token could not be checked just now (" in result.stderr
+    assert "HTTP 503" in result.stderr and "ltm whoami" in result.stderr
+    assert cli.credentials()["hosts"][stub.url]["token"] == TOKEN
+
+
 def test_ltm_auth_denied_saves_nothing(tmp_path: Path) -> None:
     cli = Cli(tmp_path / "me")
     with stub_server(OAuthServer(["access_denied"])) as stub:

@@ -70,20 +70,32 @@ def auth(
     if token:
         credentials._check_token(token)  # before anything is sent: it is a header's value
     http = Http(host)
+    unchecked: str | None = None  # why a token from the browser could not be checked
+    user: dict[str, str] | None = None
     try:
         health = probe(http)
         if token:
             check_token(http, token)
             via = "token"
+            user = account(http, token)
         else:
             from ltm.cli.client import device
 
             token = device.sign_in(
                 http, open_browser=not no_browser and device.browser_available(), say=info
             )
-            check_token(http, token)
             via = "device"
-        user = account(http, token)
+            try:
+                check_token(http, token)
+                user = account(http, token)
+            except CliError as exc:
+                from ltm.cli.client.outbox import unreachable
+
+                # The server handed this token out a moment ago and its code is spent: a
+                # server out of reach for the check is no reason to throw the sign-in away.
+                if not unreachable(exc):
+                    raise
+                unchecked = " ".join(exc.message.split()).split(" — ")[0]
     finally:
         http.close()
     previous = credentials.store_login(host, token, via=via, user=user)
@@ -96,7 +108,14 @@ def auth(
             + f"; token {credentials.fingerprint(token)} saved in {credentials.path()}"
         )
     )
-    if user:
+    if unchecked:
+        info(
+            safe(
+                f"warning: the new token could not be checked just now ({unchecked}); it is"
+                " saved: ltm whoami shows the account once the server answers"
+            )
+        )
+    elif user:
         # Said from the server's answer, so a sign-in approved with someone else's
         # account (their code typed into another person's browser) shows at once.
         info(safe(f"signed in as {user['display']} (user {user['id']})"))
