@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs
 
 import httpkit
@@ -166,6 +167,35 @@ def test_a_server_unavailable_until_the_code_expires_says_so() -> None:
     with stub_server(oauth) as stub, pytest.raises(CliError) as caught:
         sign_in(stub.url, Clock(), [])
     assert "failed with HTTP 503" in caught.value.message
+
+
+@pytest.mark.parametrize("expires_in", [600, 3], ids=["back", "gone until expiry"])
+def test_a_poll_that_gets_no_answer_is_polled_through(
+    monkeypatch: pytest.MonkeyPatch, expires_in: float
+) -> None:
+    """No connection for two polls (the server restarting): the code is still good, so the
+    device polls on; a server gone until the code expires says so, not "expired"."""
+    from ltm.cli.client.transport import Unreachable
+
+    real = Http.request
+    dropped: list[str] = []
+
+    def request(self: Http, method: str, path: str, **kw: Any) -> Any:
+        if path == "/oauth/token" and (len(dropped) < 2 or expires_in <= 3):
+            dropped.append(path)
+            raise Unreachable(self.host, "refused")
+        return real(self, method, path, **kw)
+
+    monkeypatch.setattr(Http, "request", request)
+    oauth = OAuthServer(["ok"], interval=1, expires_in=expires_in)
+    with stub_server(oauth) as stub:
+        if expires_in > 3:
+            assert sign_in(stub.url, Clock(), []) == TOKEN
+            assert len(dropped) == 2 and len(polls(stub.seen)) == 1
+        else:
+            with pytest.raises(CliError) as caught:
+                sign_in(stub.url, Clock(), [])
+            assert "connection refused" in caught.value.message
 
 
 def test_a_server_error_still_ends_the_sign_in() -> None:

@@ -7,8 +7,9 @@ every ``interval`` seconds until the user approves (``access_token``), the
 server asks to slow down (``slow_down``: five more seconds, from then on), the
 user declines (``access_denied``) or the code runs out (``expired_token``, or
 ``expires_in`` passes). A 502, 503 or 504 (a proxy, or a database busy for a
-moment) is polled through, after ``Retry-After`` when it is longer; a 429 (a
-gateway's throttle) too, five seconds slower from then on, as ``slow_down``. The token
+moment) is polled through, after ``Retry-After`` when it is longer, and so is a poll
+that gets no answer at all (the server restarting); a 429 (a gateway's throttle) too,
+five seconds slower from then on, as ``slow_down``. The token
 is a plain bearer for ``/v1``.
 
 Works against any server that implements the two endpoints; ``sleep`` and
@@ -26,6 +27,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from ltm.cli.client.remote import UNAVAILABLE, Http, Reply, status_error
+from ltm.cli.client.transport import TimedOut, Unreachable
 from ltm.cli.errors import CliError
 
 CLIENT_ID = "ltm-cli"
@@ -92,12 +94,19 @@ def poll(
     body = urlencode(
         {"grant_type": GRANT_TYPE, "device_code": code.device_code, "client_id": CLIENT_ID}
     ).encode()
-    wait, unavailable = interval, None
+    wait: float = interval
+    problem: CliError | None = None  # why the last poll went unanswered, said at expiry
     while True:
         if clock() + wait > deadline:
-            raise status_error(http.host, unavailable) if unavailable else _expired(http)
+            raise problem if problem is not None else _expired(http)
         sleep(wait)
-        reply = http.request("POST", "/oauth/token", body=body, content_type=FORM)
+        try:
+            reply = http.request("POST", "/oauth/token", body=body, content_type=FORM)
+        except (Unreachable, TimedOut) as exc:
+            # The server out of reach for a moment (restarting, a network blip): as below.
+            # A TLS failure or a malformed answer would fail the same way again: it ends it.
+            wait, problem = interval, exc
+            continue
         if reply.status == THROTTLED or reply.status in UNAVAILABLE:
             # A proxy in front of a server that is down, a database busy for a moment, or
             # a gateway's throttle (API Gateway limits /oauth/token for everyone signing
@@ -105,9 +114,9 @@ def poll(
             # so poll again (after Retry-After, when that is longer) until it expires.
             if reply.status == THROTTLED:  # the gateway's own slow_down
                 interval += SLOW_DOWN_STEP
-            wait, unavailable = max(interval, _retry_after(reply)), reply
+            wait, problem = max(interval, _retry_after(reply)), status_error(http.host, reply)
             continue
-        wait, unavailable = interval, None
+        wait, problem = interval, None
         data = _oauth_json(http, reply)
         error = data.get("error")
         if reply.status == 200 and not error:
