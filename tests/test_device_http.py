@@ -275,6 +275,7 @@ SECURITY_HEADERS = {
     "referrer-policy": "no-referrer",
     "cache-control": "no-store",
     "x-content-type-options": "nosniff",
+    "x-robots-tag": "noindex, nofollow",
 }
 
 

@@ -72,6 +72,7 @@ def assert_page_headers(response: httpx.Response) -> None:
     assert headers["x-content-type-options"] == "nosniff"
     assert headers["referrer-policy"] == "no-referrer"
     assert headers["x-frame-options"] == "DENY"
+    assert headers["x-robots-tag"] == "noindex, nofollow"
 
 
 def test_every_answer_carries_the_security_headers(server: Server) -> None:

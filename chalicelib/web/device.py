@@ -232,6 +232,9 @@ def page_headers(form_targets: str = "") -> dict[str, str]:
         "Pragma": "no-cache",
         "X-Content-Type-Options": "nosniff",
         "Cross-Origin-Opener-Policy": "same-origin",
+        # Nothing here is for a search engine: sign-in pages, private packets, and a
+        # published packet, reachable by whoever holds its link, not by a search.
+        "X-Robots-Tag": "noindex, nofollow",
     }
 
 
