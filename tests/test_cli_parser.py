@@ -57,6 +57,14 @@ def test_help_shows_no_raw_type_names(args: list[str], capsys: pytest.CaptureFix
     assert text.startswith("Usage: ltm")
 
 
+@pytest.mark.parametrize("args", _every_command(), ids=lambda a: " ".join(a) or "ltm")
+def test_help_shows_no_docstring_markup(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A verb's docstring is its help: reST's ``double backquotes`` reach the user as is."""
+    assert "``" not in _help(args, capsys)
+
+
 def test_options_with_values_show_what_goes_there(capsys: pytest.CaptureFixture[str]) -> None:
     assert re.search(r"-n, --limit N\s+How many, at most.\s+\[default: 50; 1<=x<=1000\]",
                      _help(["ls"], capsys))  # fmt: skip

@@ -27,7 +27,7 @@ def profile(
     """Show your name on the server, or change it with --display.
 
     The server is the default (-H for another), or with -t TEAM the one that team is on,
-    or the only one you are signed in to (after ``ltm join``).
+    or the only one you are signed in to (after `ltm join`).
     """
     from ltm.cli.client import credentials
     from ltm.cli.client.remote import status_error

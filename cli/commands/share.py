@@ -109,8 +109,8 @@ def share(
 ) -> None:
     """Let another user of your server read one packet (never change or delete it).
 
-    They find it with ``ltm ls --shared`` and read it with ``ltm show ID``; ``ltm unshare
-    ID USER`` ends it at once.
+    They find it with `ltm ls --shared` and read it with `ltm show ID` (`ltm -H HOST show
+    ID` when your server is not the default); `ltm unshare ID USER` ends it at once.
     """
     backend = _server("share", team)
     rows: list[Any] = []
