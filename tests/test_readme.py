@@ -3,6 +3,7 @@ show, and every guide the README links to."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -118,3 +119,25 @@ def test_every_module_a_guide_runs_exists() -> None:
     modules = {m for text in texts for m in re.findall(r"python -m (ltm[\w.]*)", text)}
     assert modules
     assert all(importlib.util.find_spec(m) for m in modules), modules
+
+
+def test_the_hook_events_the_guides_name_are_the_ones_installed(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LTM_CONFIG_DIR": str(tmp_path / "c")}
+    env["LTM_DATA_DIR"] = str(tmp_path / "d")
+    printed = subprocess.run(
+        [LTM, "hooks", "install", "claude-code"],
+        capture_output=True,
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        timeout=scaled(60),
+        check=True,
+    ).stdout
+    installed = set(json.loads(printed)["hooks"])
+    texts = [README, *(g.read_text(encoding="utf-8") for g in GUIDES)]
+    said = re.findall(
+        r"ltm hooks install claude-code --write +# [^:\n]+: ([A-Za-z, ]+)", "\n".join(texts)
+    )
+    assert said, "no guide names the events ltm hooks install writes"
+    for events in said:
+        assert set(events.replace(" ", "").split(",")) == installed, events
