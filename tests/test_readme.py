@@ -141,3 +141,29 @@ def test_the_hook_events_the_guides_name_are_the_ones_installed(tmp_path: Path) 
     assert said, "no guide names the events ltm hooks install writes"
     for events in said:
         assert set(events.replace(" ", "").split(",")) == installed, events
+
+
+# A file, then the section of it in quotes: `BENCHMARKS.md, "Benchmark a server"`,
+# `[backup.md](backup.md), "The server's database"`, `BENCHMARKS.md ("A" and "B")`.
+SECTION_REF = re.compile(
+    r"(README|[\w-]+\.md)(?:\]\([^)]*\))?`?,?\s+\(?\"([^\"]+)\"(?:\s+and\s+\"([^\"]+)\")?"
+)
+
+
+def _sections(path: Path) -> list[str]:
+    text = path.read_text(encoding="utf-8")
+    return re.findall(r"^#+ (.+)$", text, re.M) + re.findall(r"\*\*([^*]+)\*\*", text)
+
+
+def test_every_section_a_guide_quotes_exists() -> None:
+    found = 0
+    for doc in [ROOT / "README.md", *GUIDES]:
+        for name, *titles in SECTION_REF.findall(doc.read_text(encoding="utf-8")):
+            target = ROOT / "README.md" if name == "README" else ROOT / name
+            if not target.exists():
+                target = ROOT / "docs" / name
+            headings = [h.replace("`", "") for h in _sections(target)]
+            for title in (" ".join(t.split()) for t in titles if t):
+                found += 1
+                assert any(h.startswith(title) for h in headings), f"{doc.name}: {name}, {title!r}"
+    assert found, "no guide quotes a section"
