@@ -167,3 +167,18 @@ def test_every_section_a_guide_quotes_exists() -> None:
                 found += 1
                 assert any(h.startswith(title) for h in headings), f"{doc.name}: {name}, {title!r}"
     assert found, "no guide quotes a section"
+
+
+def test_every_variable_a_guide_names_is_read_by_the_code() -> None:
+    texts = [README, *(g.read_text(encoding="utf-8") for g in GUIDES)]
+    named = {v for text in texts for v in re.findall(r"\bLTM_[A-Z0-9_]*[A-Z0-9]\b", text)}
+    code = "\n".join(
+        p.read_text(encoding="utf-8")
+        for folder in ("chalicelib", "cli", "infra")
+        for p in (ROOT / folder).rglob("*")
+        if p.suffix in {".py", ".yaml"}
+    )
+    code += (ROOT / "app.py").read_text(encoding="utf-8")
+    code += (ROOT / "tests" / "timing.py").read_text(encoding="utf-8")  # LTM_TEST_TIME_SCALE
+    assert named, "no guide names an LTM_ variable"
+    assert not sorted(v for v in named if v not in code), "guides name variables no code reads"
