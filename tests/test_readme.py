@@ -182,3 +182,41 @@ def test_every_variable_a_guide_names_is_read_by_the_code() -> None:
     code += (ROOT / "tests" / "timing.py").read_text(encoding="utf-8")  # LTM_TEST_TIME_SCALE
     assert named, "no guide names an LTM_ variable"
     assert not sorted(v for v in named if v not in code), "guides name variables no code reads"
+
+
+def _options_of(args: list[str]) -> tuple[str, set[str]]:
+    """The command ``ltm ARGS`` runs (a verb, or a group's subcommand) and every option it takes."""
+    from ltm.cli.start.main import build
+
+    root = build(args)
+    taken = {o for p in root.params for o in p.opts + p.secondary_opts}
+    command, name = root.commands[args[0]], args[0]
+    if args[0] in GROUPS and len(args) > 1 and args[1] in getattr(command, "commands", {}):
+        taken |= {o for p in command.params for o in p.opts + p.secondary_opts}
+        command, name = command.commands[args[1]], f"{args[0]} {args[1]}"
+    return name, taken | {o for p in command.params for o in p.opts + p.secondary_opts}
+
+
+def _inline_commands() -> list[list[str]]:
+    """Every `ltm VERB ...` in the guides' prose, after the options any verb takes."""
+    texts = [README, *(g.read_text(encoding="utf-8") for g in GUIDES)]
+    found = []
+    for span in {
+        s for text in texts for s in re.findall(r"`ltm ([^`]+)`", text.replace("\n", " "))
+    }:
+        args = span.split()
+        while args and args[0] in ("-H", "--host", "--local", "--debug"):
+            args = args[2:] if args[0] in ("-H", "--host") else args[1:]
+        if args and (args[0] in COMMANDS or args[0] in GROUPS):
+            found.append(args)
+    return found
+
+
+def test_every_option_shown_exists() -> None:
+    """`ltm ls --tag infra --since 7d`: each option a guide shows is one its verb takes."""
+    unknown = []
+    for args in ltm_lines() + _inline_commands():
+        name, taken = _options_of(args)
+        shown = {a.split("=", 1)[0] for a in args if a.startswith("-") and a != "-"}
+        unknown += [f"ltm {name} {o}" for o in sorted(shown - taken)]
+    assert not unknown, f"guides show options the CLI lacks: {unknown}"
