@@ -521,3 +521,19 @@ def test_a_join_without_a_name_says_how_to_take_ones_own(server: Server, tmp_pat
     cat.ok(*hint.removeprefix("ltm ").replace("NAME", "Cat11").split())
     assert "Cat11" in olive.ok("teams", "members", "unnamed")
     assert made_up[1] not in olive.ok("teams", "members", "unnamed")
+
+
+def test_a_join_under_a_taken_name_says_to_join_again_with_another(
+    server: Server, tmp_path: Path
+) -> None:
+    """The refusal names the way out (the same invite, another --display), not a generic
+    "pick another name or id": the invite is still good, and no id goes in a join."""
+    olive = signed_in(server, tmp_path / "olive", "Olive12")
+    olive.ok("teams", "create", "taken")
+    url = olive.ok("invite", "-t", "taken").strip()
+    dana = Cli(tmp_path / "dana")
+    line = dana.fails("join", url, "--display", "olive12")
+    assert "'olive12' is taken on this server" in line
+    assert "--display" in line and "or id" not in line, line
+    dana.ok("join", url, "--display", "Dana12")
+    assert "Dana12" in olive.ok("teams", "members", "taken")

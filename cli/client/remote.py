@@ -1664,6 +1664,11 @@ def accept_invite(
         401: f"your token for {http.host} was rejected — run: ltm auth {http.host}, or sign out"
         " (ltm logout) to join as a new user",
         400: "{host} refused the invite: {msg}",
+        # A name taken on the server is the joiner's to change, with the same invite; any
+        # other conflict (a team left moments ago) says in its own words what to do.
+        409: "{host}: {msg} — join under another name: ltm join URL --display NAME"
+        if reply.error_text().startswith("display:")
+        else "{host}: {msg}",
     }
     raise status_error(http.host, reply, hints)
 
