@@ -18,10 +18,12 @@ $(STAMP): pyproject.toml setup.py
 	touch $@
 
 # The demo runs on a throwaway config and data dir, removed at the end: it never
-# touches your own store, and never sends the sample to a server you are signed in to.
+# touches your own store, and never sends the sample to a server you are signed in to
+# (nor to one LTM_HOST and LTM_TOKEN name in your environment).
 demo: $(STAMP)
 	@demo=$$(mktemp -d "$${TMPDIR:-/tmp}/ltm-demo.XXXXXX") && trap 'rm -rf "$$demo"' EXIT && \
-	  export LTM_CONFIG_DIR="$$demo/config" LTM_DATA_DIR="$$demo/data" && \
+	  unset LTM_HOST LTM_TOKEN && \
+	  export LTM_CONFIG_DIR="$$demo/config" LTM_DATA_DIR="$$demo/data" LTM_STATE_DIR="$$demo/state" && \
 	  echo "== in a throwaway store ($$demo, removed at the end; your own ltm data is untouched)" && \
 	  echo "== ltm example | ltm save -   (the sample packet, saved to that local store)" && \
 	  id=$$($(BIN)/ltm example | $(BIN)/ltm save -) && \

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpkit
 import pexpect
 import pytest
-from clikit import LTM, Cli, json_reply, signed_in, stub_server
+from clikit import LTM, Cli, base_env, json_reply, signed_in, stub_server
 from serverkit import EXAMPLE, Server, ltm_server, running_server
 from timing import scaled
 
@@ -331,7 +331,7 @@ def test_make_sysdeps_goes_on_without_apt_get(tmp_path: Path) -> None:
     assert "no apt-get to install it; the browser tests will be skipped" in result.stdout
 
 
-def test_make_demo_leaves_the_users_store_alone(tmp_path: Path) -> None:
+def make_demo(tmp_path: Path, env: dict[str, str]) -> str:
     import shutil
     import subprocess
     import sys
@@ -341,15 +341,30 @@ def test_make_demo_leaves_the_users_store_alone(tmp_path: Path) -> None:
         pytest.skip("make is not installed")
     stamp = tmp_path / "installed"
     stamp.touch()  # newer than pyproject.toml: this venv is used as it is
-    me = Cli(tmp_path / "me")
     bin_dir = str(Path(sys.executable).parent)
     result = subprocess.run(
         [make, "-s", "-C", str(ROOT), "demo", f"BIN={bin_dir}", f"STAMP={stamp}"],
         capture_output=True,
         text=True,
-        env=me.env,
+        env=env,
         timeout=scaled(120),
     )
     assert result.returncode == 0, result.stderr
     assert "in a throwaway store" in result.stdout and "# Resume context" in result.stdout
+    return result.stdout
+
+
+def test_make_demo_leaves_the_users_store_alone(tmp_path: Path) -> None:
+    me = Cli(tmp_path / "me")
+    make_demo(tmp_path, {**me.env, "HOME": str(tmp_path / "me"), "XDG_STATE_HOME": ""})
     assert not (tmp_path / "me" / "data").exists() and not (tmp_path / "me" / "config").exists()
+    assert not (tmp_path / "me" / ".local").exists()  # nor its state dir (hooks' log, edits)
+
+
+def test_make_demo_leaves_the_users_server_alone(server: Server, tmp_path: Path) -> None:
+    """``LTM_HOST`` and ``LTM_TOKEN`` exported (CI, an agent's shell) name the user's own
+    server: the demo's packet goes to its throwaway store, never there."""
+    _user_id, token = server.issue("Demo13")
+    me = Cli(tmp_path / "me", base_env(tmp_path / "me", LTM_HOST=server.url, LTM_TOKEN=token))
+    make_demo(tmp_path, me.env)
+    assert json.loads(me.ok("ls", "--json"))["packets"] == []
