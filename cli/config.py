@@ -284,6 +284,17 @@ def write_private(path: Path, text: str, *, mode: int = 0o600) -> None:
         raise
 
 
+def sync_dir(path: Path) -> None:
+    """A rename or an unlink is durable once its folder is synced (POSIX only)."""
+    if os.name != "posix":
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def remove_file(path: Path) -> None:
     """Delete a file (or a symlink's target, as ``write_private`` writes through it)."""
     if path.is_symlink():

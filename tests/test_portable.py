@@ -570,6 +570,36 @@ def test_export_refuses_a_destination_folder_it_cannot_write(tmp_path: Path) -> 
     assert not (tmp_path / "missing").exists()
 
 
+def test_an_export_is_on_disk_once_it_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bundle's bytes are synced, then moved to their name, then the folder is synced:
+    a rename is durable only once its folder is, so a power cut after "exported" would
+    otherwise leave the old file, or none, where the backup was said to be."""
+    import stat
+
+    from ltm.cli.client.portable import AtomicFile
+
+    done: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        done.append("folder synced" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file synced")
+        real_fsync(fd)
+
+    def replace(src: object, dst: object) -> None:
+        done.append("moved")
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    sink = AtomicFile(tmp_path / "out.jsonl")
+    sink.file.write(b"the bundle\n")
+    sink.commit()
+    assert done == ["file synced", "moved", "folder synced"]
+    assert (tmp_path / "out.jsonl").read_bytes() == b"the bundle\n"
+
+
 def test_import_into_a_server_goes_in_batches_and_reports_in_bundle_order(
     server: Server, tmp_path: Path
 ) -> None:

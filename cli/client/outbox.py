@@ -97,7 +97,7 @@ def keep(
     allow_unredacted: bool,
 ) -> Path:
     """Keep a checked packet for ``host``; returns its file. Durable when it returns."""
-    from ltm.cli.config import PRIVATE_DIR, private_dir
+    from ltm.cli.config import PRIVATE_DIR, private_dir, sync_dir
 
     private_dir(folder().parent)
     where = folder()
@@ -125,19 +125,8 @@ def keep(
         raise
     os.close(fd)
     os.replace(tmp, path)
-    _sync_dir(where)
+    sync_dir(where)
     return path
-
-
-def _sync_dir(path: Path) -> None:
-    """A rename or an unlink is durable once its folder is synced (POSIX only)."""
-    if os.name != "posix":
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def waiting(host: str | None = None) -> list[Entry]:
@@ -251,8 +240,10 @@ def deliver(backend: Backend, host: str, *, wait: bool = False) -> Delivery:
                 )
                 continue
             if _read(entry.path) == entry:  # else saved again meanwhile: that one waits on
+                from ltm.cli.config import sync_dir
+
                 entry.path.unlink(missing_ok=True)
-                _sync_dir(entry.path.parent)
+                sync_dir(entry.path.parent)
             sent.append(pushed.id)
             info(f"outbox: pushed {pushed.id} to {where} (saved offline {entry.kept_at[:19]}Z)")
     return Delivery(sent, refused, 0)

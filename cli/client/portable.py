@@ -190,6 +190,11 @@ class AtomicFile:
         self.file: BinaryIO = os.fdopen(fd, "wb", buffering=1024 * 1024)
 
     def commit(self) -> None:
+        """The file under its name, on disk: its bytes synced, then the move, then the
+        folder (the move is durable only once the folder is), so what says it was
+        written survives a power cut."""
+        from ltm.cli.config import sync_dir
+
         try:
             self.file.flush()
             os.fsync(self.file.fileno())
@@ -198,6 +203,10 @@ class AtomicFile:
         except OSError as exc:
             self.abandon()
             raise CliError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+        # A folder that cannot be opened to sync (write and search rights, no read) still
+        # has the whole file under its name: only a power cut could undo it, as before.
+        with contextlib.suppress(OSError):
+            sync_dir(self.path.parent)
 
     def abandon(self) -> None:
         with contextlib.suppress(OSError):
