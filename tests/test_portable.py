@@ -570,6 +570,48 @@ def test_export_refuses_a_destination_folder_it_cannot_write(tmp_path: Path) -> 
     assert not (tmp_path / "missing").exists()
 
 
+def test_pull_to_a_file_writes_it_private_and_never_through_a_planted_link(
+    tmp_path: Path,
+) -> None:
+    """A pulled packet is private memory, as a bundle is: written 0600 whatever the umask,
+    in whole or not at all, and a link at the destination is replaced, not written through."""
+    cli = Cli(tmp_path / "alice")
+    [packet_id] = save_local(cli, 1)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    out = tmp_path / "shared" / "packet.json"
+    out.parent.mkdir()
+    out.symlink_to(victim)
+    old = os.umask(0o022)  # the usual umask: a plain write would make the file 0644
+    try:
+        cli.ok("pull", packet_id, "--local", "-o", str(out))
+    finally:
+        os.umask(old)
+    assert victim.read_text() == "precious\n"
+    assert not out.is_symlink() and out.read_bytes() == local_bodies(cli)[packet_id] + b"\n"
+    assert (out.stat().st_mode & 0o777) == 0o600
+    assert [p.name for p in out.parent.iterdir()] == ["packet.json"]  # no partial file left
+    result = cli.run("pull", packet_id, "--local", "-o", str(out.parent))
+    assert result.returncode == 2 and "-o needs a file to write, not a folder" in result.stderr
+
+
+def test_dash_as_the_output_is_standard_output(tmp_path: Path) -> None:
+    """``-o -`` is standard output, as ``-`` is standard input for import, save and push:
+    never a file named ``-``."""
+    cli = Cli(tmp_path / "alice")
+    [packet_id] = save_local(cli, 1)
+    work = tmp_path / "work"
+    work.mkdir()
+    here = cli.at(work)
+    text = here.ok("export", "--local", "-o", "-")
+    header, line = text.splitlines()
+    assert bundle.read_header(header)["format"] == "ltm-bundle"
+    assert bundle.read_entry(line).id == packet_id
+    pulled = here.ok("pull", packet_id, "--local", "-o", "-")
+    assert pulled.encode() == local_bodies(cli)[packet_id] + b"\n"
+    assert list(work.iterdir()) == []
+
+
 def test_an_export_is_on_disk_once_it_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -49,8 +49,7 @@ def export_to(output: Path | None, *, team: str | None, all_scopes: bool, local:
 
     if team and all_scopes:
         raise CliError("give -t TEAM or --all, not both", exit_code=2)
-    if output is not None and (not output.name or output.is_dir()):
-        raise CliError(f"-o needs a file to write, not a folder: {output}", exit_code=2)
+    output = output_file(output)
     if output is None and sys.stdout.isatty():
         raise CliError(
             "the bundle would flood the terminal; write it to a file: ltm export -o FILE"
@@ -152,6 +151,28 @@ def _exporter(backend: Backend) -> dict[str, str]:
     if not (isinstance(user, dict) and isinstance(user.get("id"), str)):
         return {"id": ""}
     return {"id": user["id"], "display": str(user.get("display") or "")}
+
+
+def output_file(output: Path | None) -> Path | None:
+    """The file ``-o`` names, None for standard output: none given, or ``-`` (as ``-`` is
+    standard input for import, save and push). A folder, or no name, is refused."""
+    if output is None or str(output) == "-":
+        return None
+    if not output.name or output.is_dir():
+        raise CliError(f"-o needs a file to write, not a folder: {output}", exit_code=2)
+    return output
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """``data`` as the whole of ``path``, written as a bundle is (``AtomicFile``): private,
+    whole or not at all, never through a link planted at its name."""
+    sink = AtomicFile(path)
+    try:
+        sink.file.write(data)
+    except BaseException:
+        sink.abandon()
+        raise
+    sink.commit()
 
 
 class AtomicFile:

@@ -40,7 +40,11 @@ def pull(
         to_local_store(ref, team=team, lenient=lenient)
         return
     from ltm.cli.client.backend import open_backend
+    from ltm.cli.client.portable import output_file, write_file
 
+    # A packet is private memory: its file is written as a bundle is (0600, whole or not at
+    # all, never through a link planted at its name); ``-o -`` is standard output.
+    output = output_file(output)
     backend = open_backend(local=local, team=team)
     try:
         body = backend.get(ref, team=team)
@@ -53,8 +57,5 @@ def pull(
         # controls and bidi marks (equivalent JSON that cannot drive the terminal).
         sys.stdout.buffer.write(terminal_bytes(body + b"\n"))
         return
-    try:
-        output.write_bytes(body + b"\n")
-    except OSError as exc:
-        raise CliError(f"{output}: {exc.strerror or exc}") from None
+    write_file(output, body + b"\n")
     info(f"wrote {output}")
