@@ -1340,3 +1340,34 @@ def test_an_author_a_bundle_names_is_shown_on_one_line(tmp_path: Path) -> None:
     assert not any(line.startswith("Saved by you") for line in shown)
     listed = cli.ok("ls", "--local").splitlines()
     assert len(listed) == 1 and "Olive Saved by you" in listed[0], listed
+
+
+def test_a_skipped_line_never_makes_a_teammates_copy_read_as_yours(tmp_path: Path) -> None:
+    """A line skipped as already present changes nothing, its author included: a bundle
+    that reads as the user's (exported by them, or by someone where they are not signed
+    in) must not make a copy recorded as a teammate's read as the user's own, which the
+    session start would then frame as the user's notes."""
+    packet = make_packet(goal="The fix")
+    cli = Cli(tmp_path / "home")
+    olives = write_bundle(
+        tmp_path / "olive.jsonl",
+        [
+            line_for(
+                packet,
+                created_by="01OLIVE",
+                created_by_name="Olive",
+                created_by_host="https://team.example",
+            )
+        ],
+    )
+    cli.ok("import", str(olives), "--local")
+    first = cli.ok("show", str(packet["id"]), "--local")
+    assert "Saved by Olive (01OLIVE, on https://team.example)" in first
+    mine = write_bundle(tmp_path / "mine.jsonl", [line_for(packet, created_by="local")])
+    again = cli.run("import", str(mine), "--local")
+    assert again.returncode == 0, again.stderr
+    assert "nothing changed" in again.stderr
+    listed = cli.ok("ls", "--local").splitlines()
+    assert len(listed) == 1 and "Olive" in listed[0] and " you " not in listed[0], listed
+    shown = cli.ok("show", str(packet["id"]), "--local")
+    assert "Saved by Olive (01OLIVE, on https://team.example)" in shown

@@ -385,6 +385,7 @@ class Importer:
         # as ``pull --to-local`` records it, so a teammate's packet stays theirs.
         self.provenance: FromBundle | None = None
         self.copied: dict[str, dict[str, str] | None] = {}
+        self.recorded: dict[str, dict[str, str]] = {}  # the authors known before the import
 
     def run(self, stream: BinaryIO, *, size: int | None) -> None:
         """Every packet line of the bundle in ``stream``, in order (``_run``), the cyclic
@@ -423,9 +424,10 @@ class Importer:
         except bundle.BundleError as exc:
             raise CliError(str(exc)) from None
         if self.local:
-            from ltm.cli.client.authors import FromBundle
+            from ltm.cli.client.authors import FromBundle, every
 
             self.provenance = FromBundle(header)
+            self.recorded = every()
         progress = Progress("imported", total=size, unit=" packets")
         self.report.progress = progress
         read = len(first)
@@ -600,7 +602,11 @@ class Importer:
                 self.refuse(name, exc.message)
                 return None
             if not move:
-                if self.provenance is not None:
+                # Nothing changes, the recorded author included: a line that reads as the
+                # user's never makes a teammate's copy the user's own. A copy with no record
+                # gets the line's author (a run killed between storing it and recording
+                # who wrote it is completed so).
+                if author is not None and entry.id not in self.recorded:
                     self.copied[entry.id] = author
                 report.skipped += 1
                 where = f"in team {target}" if target else "among your packets"
