@@ -1,4 +1,4 @@
-"""ltm export: every packet you can see, as one bundle (JSONL) to keep or to move."""
+"""ltm export: your packets (and your teams'), as one bundle (JSONL) to keep or to move."""
 
 from __future__ import annotations
 
