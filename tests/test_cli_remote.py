@@ -264,6 +264,47 @@ def test_moving_packets_between_the_local_store_and_the_server(
     assert "--to-local" in cli.fails("pull", remote_id, "--to-local", "-o", "x.json", code=2)
 
 
+def _indented_past_the_cap() -> dict[str, object]:
+    """A packet whose compact form is within the 32 KiB cap (which it is measured by) and
+    whose stored, indented form is past it."""
+    from serverkit import make_packet
+
+    from ltm.packet import MAX_PACKET_BYTES, canonical_bytes
+
+    packet = make_packet(
+        success_criteria=["a"] * 16, tags=[f"t{i}" for i in range(16)], open_questions=["q"] * 32
+    )
+    packet["constraints"] = []
+    while len(_compact(packet)) < MAX_PACKET_BYTES - 60:  # strings of at most 1024 characters
+        room = MAX_PACKET_BYTES - 60 - len(_compact(packet)) - 3
+        packet["constraints"] = [*packet["constraints"], "y" * min(1024, max(1, room))]
+    assert len(_compact(packet)) <= MAX_PACKET_BYTES < len(canonical_bytes(packet))
+    return packet
+
+
+def _compact(packet: dict[str, object]) -> bytes:
+    return json.dumps(packet, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def test_a_packet_stored_past_32_kib_by_its_indentation_moves_both_ways(
+    server: Server, tmp_path: Path
+) -> None:
+    """Stores keep a packet indented, a little past the cap its compact form is held to:
+    such a packet, taken by the server and the local store alike, is copied between
+    them as ltm export and ltm import move it, not refused for its indentation."""
+    cli = signed_in(server, tmp_path / "eve", "eve")
+    up, down = _indented_past_the_cap(), _indented_past_the_cap()
+    cli.ok("push", "--local", "-", stdin=_compact(up))
+    moved = cli.run("push", "--from-local", str(up["id"]))
+    assert moved.returncode == 0, moved.stderr
+    assert cli.ok("pull", str(up["id"])) == cli.ok("pull", str(up["id"]), "--local")
+
+    cli.ok("push", "-", stdin=_compact(down))
+    pulled = cli.run("pull", str(down["id"]), "--to-local")
+    assert pulled.returncode == 0, pulled.stderr
+    assert cli.ok("pull", str(down["id"]), "--local") == cli.ok("pull", str(down["id"]))
+
+
 def test_the_redaction_pre_flight_runs_before_a_local_packet_leaves(
     server: Server, tmp_path: Path
 ) -> None:
