@@ -248,6 +248,43 @@ def test_an_import_killed_midway_keeps_whole_batches_and_a_rerun_completes_it(
     assert local_bodies(cli) == {p["id"]: canonical_bytes(p) for p in packets}
 
 
+def test_an_import_interrupted_by_ctrl_c_says_what_it_did_and_a_rerun_completes_it(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C ends an import as a server out of reach does: the summary of what got in,
+    then a line saying it was interrupted and that running it again completes it."""
+    from ltm.cli.client.portable import LOCAL_CHUNK as BATCH
+
+    cli = Cli(tmp_path / "alice")
+    packets = [make_packet(goal=f"Packet {n} of a large import") for n in range(16 * BATCH)]
+    path = write_bundle(tmp_path / "big.jsonl", [line_for(p) for p in packets])
+    proc = subprocess.Popen(
+        [LTM, "import", str(path), "--local"],
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    said = [proc.stdout.readline().decode() for _ in range(BATCH)]  # the first commit is in
+    os.kill(proc.pid, signal.SIGINT)
+    said += [line.decode() for line in proc.stdout]
+    assert proc.wait(timeout=scaled(60)) == 130, "the import ended before the interrupt"
+    err = proc.stderr.read().decode()
+    reported = [line.split()[1] for line in said if line.startswith("added ")]
+    held = local_bodies(cli)
+    assert set(reported) <= set(held) and 0 < len(held) < len(packets)
+    assert "added, 0 skipped (already present), 0 refused" in err, err  # the summary
+    assert err.rstrip().endswith(
+        "ltm: import interrupted — the lines reported above were imported, the rest were"
+        " not; run the same import again: what is there already is skipped"
+    ), err
+
+    again = cli.run("import", str(path), "--local")
+    assert again.returncode == 0, again.stderr
+    assert f"{len(packets) - len(held)} added, {len(held)} skipped" in again.stderr
+    assert set(local_bodies(cli)) == {p["id"] for p in packets}
+
+
 def test_export_to_a_folder_or_to_no_name_is_refused_plainly(tmp_path: Path) -> None:
     cli = Cli(tmp_path / "alice")
     save_local(cli, 1)

@@ -264,7 +264,7 @@ def import_from(
             raise source_error(source, exc, "a bundle") from None
     backend = open_backend(local=local, team=team)
     report = Report()
-    stopped: Stopped | None = None
+    stopped: CliError | None = None
     try:
         if team and backend.whoami().get("backend") == "local":
             from ltm.cli.client.backend import no_team_here
@@ -280,6 +280,12 @@ def import_from(
         ).run(stream, size=size)
     except Stopped as exc:  # what was done is summed up first
         stopped = exc
+    except KeyboardInterrupt:  # Ctrl-C: the same, rather than typer's silent exit 130
+        stopped = CliError(
+            "import interrupted — the lines reported above were imported, the rest were not;"
+            " run the same import again: what is there already is skipped",
+            exit_code=130,
+        )
     finally:
         backend.close()
         if stream is not sys.stdin.buffer:
