@@ -534,6 +534,22 @@ def test_team_scopes_export_with_all_and_import_into_their_team(
     assert len(local_bodies(local)) == 2
 
 
+def test_export_counts_a_team_named_personal_apart_from_personal_packets(
+    server: Server, tmp_path: Path
+) -> None:
+    """What the export says it wrote is what it wrote, whatever the teams are called."""
+    hal = signed_in(server, tmp_path / "hal", "hal")
+    hal.ok("teams", "create", "personal")
+    for n in range(2):
+        hal.ok("push", "-", stdin=json.dumps(make_packet(goal=f"Mine {n}")))
+    hal.ok("push", "-", "-t", "personal", stdin=json.dumps(make_packet(goal="The team's")))
+    out = tmp_path / "all.jsonl"
+    done = hal.run("export", "--all", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert len(read_bundle(out)[1]) == 3
+    assert f"exported 3 packets from {server.url} (2 personal, 1 team personal)" in done.stderr
+
+
 def test_on_a_terminal_progress_shows_and_the_bundle_never_floods_it(tmp_path: Path) -> None:
     import pexpect
 

@@ -79,16 +79,21 @@ def export_to(output: Path | None, *, team: str | None, all_scopes: bool, local:
     finally:
         backend.close()
     total = sum(counts.values())
-    parts = ", ".join(f"{n} {name}" for name, n in counts.items())
+    parts = ", ".join(f"{n} {_scope_label(scope)}" for scope, n in counts.items())
     where = f" to {output}" if output is not None else ""
     noun = "packet" if total == 1 else "packets"
     info(f"exported {total} {noun} from {backend.label} ({parts}){where}")
 
 
-def export(backend: Backend, scopes: list[str | None], out: IO[bytes]) -> dict[str, int]:
+def _scope_label(team: str | None) -> str:
+    return "personal" if team is None else f"team {team}"
+
+
+def export(backend: Backend, scopes: list[str | None], out: IO[bytes]) -> dict[str | None, int]:
     """Write the header and every packet of ``scopes`` (None: personal) to ``out``.
 
-    Returns how many packets each scope had (``"personal"`` or the team's name).
+    Returns how many packets each scope had (None: personal; else the team's name, which
+    may be any name, ``personal`` too).
     Each line names who stored the packet, by id and (when known) display name; a
     copy in the local store of another's packet names them and their server
     (``ltm.cli.client.authors``), so an import elsewhere keeps it theirs.
@@ -104,13 +109,12 @@ def export(backend: Backend, scopes: list[str | None], out: IO[bytes]) -> dict[s
     copies = authors.every() if local else {}
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     out.write(bundle.header_line(source=source, exported_at=stamp, exported_by=me["id"]).encode())
-    counts: dict[str, int] = {}
+    counts: dict[str | None, int] = {}
     progress = Progress("exported", unit=" packets")
     total = 0
     try:
         for team in scopes:
-            name = team or "personal"
-            counts[name] = 0
+            counts[team] = 0
             mine = {me["id"]: me.get("display", "")}
             names = authors.member_names(backend, team) if team else mine
             for held in backend.walk(team=team):
@@ -129,7 +133,7 @@ def export(backend: Backend, scopes: list[str | None], out: IO[bytes]) -> dict[s
                     created_by_host=host,
                 )
                 out.write(line.encode())
-                counts[name] += 1
+                counts[team] += 1
                 total += 1
                 progress.update(total)
     finally:
