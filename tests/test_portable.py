@@ -665,6 +665,22 @@ def test_dash_as_the_output_is_standard_output(tmp_path: Path) -> None:
     assert list(work.iterdir()) == []
 
 
+def test_output_to_what_is_not_a_file_is_refused_not_replaced(tmp_path: Path) -> None:
+    """``-o`` naming a device or a pipe (``/dev/null``, ``/dev/stdout``, a FIFO someone
+    made) is refused: the file moved to its name would replace it (run as root, the
+    system's ``/dev/null`` itself). Standard output is ``-o -``."""
+    cli = Cli(tmp_path / "alice")
+    [packet_id] = save_local(cli, 1)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for verb in (["export", "--local"], ["pull", packet_id, "--local"]):
+        result = cli.run(*verb, "-o", str(fifo))
+        assert result.returncode == 2, result.stderr
+        assert f"-o {fifo} is not a regular file (for standard output: -o -)" in result.stderr
+        assert fifo.is_fifo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alice", "pipe"]
+
+
 def test_an_export_is_on_disk_once_it_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

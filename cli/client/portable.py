@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -164,6 +165,16 @@ def output_file(output: Path | None) -> Path | None:
         return None
     if not output.name or output.is_dir():
         raise CliError(f"-o needs a file to write, not a folder: {output}", exit_code=2)
+    try:
+        mode: int | None = output.stat().st_mode
+    except OSError:
+        mode = None  # nothing there yet (or nothing this user may look at: said on writing)
+    if mode is not None and not stat.S_ISREG(mode):
+        # A device or a pipe: the file moved to its name would replace it (run as root,
+        # the system's /dev/null itself), and a pipe someone made would read the bundle.
+        raise CliError(
+            f"-o {output} is not a regular file (for standard output: -o -)", exit_code=2
+        )
     return output
 
 
