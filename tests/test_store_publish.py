@@ -166,6 +166,7 @@ def test_a_members_publications_end_with_their_membership(store: Store) -> None:
 
 def test_list_invites_of_a_team(store: Store) -> None:
     store.create_user(User("u1", "one", T0))
+    store.create_user(User("u2", "two", T0))
     store.create_team(Team("t1", "team-one", "u1", T0))
     store.create_team(Team("t2", "team-two", "u1", T0))
     made = [
@@ -176,8 +177,8 @@ def test_list_invites_of_a_team(store: Store) -> None:
         store.create_invite(invite)
     store.create_invite(Invite("f" * 64, "t2", "u1", T0, T0 + timedelta(days=7)))
     assert store.list_invites("t1") == made
-    store.accept_invite(made[1].code_hash, "u1", T0 + timedelta(hours=1))
+    store.accept_invite(made[1].code_hash, "u2", T0 + timedelta(hours=1))
     listed = store.list_invites("t1")
     assert [i.code_hash for i in listed] == [i.code_hash for i in made]
-    assert listed[1].used_by == "u1" and listed[0].used_at is None
+    assert listed[1].used_by == "u2" and listed[0].used_at is None
     assert store.list_invites("t-none") == []
