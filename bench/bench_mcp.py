@@ -12,8 +12,9 @@ by default with no warm process yet (a first session, which starts one); and
 with ``LTM_MCP_WARM=0``, the shim importing the SDK itself. Also measured: one
 ``tools/call`` round trip inside a live session (``ls``, ``save``, ``resume`` on
 the embedded store, which holds ``--packets`` packets of ``bench/corpus.py``
-first, search index included: 20,000 by default), and what importing the MCP
-SDK alone costs.
+first, search index included: 20,000 by default), what importing the MCP
+SDK alone costs, and the warm process's resident memory between sessions beside
+a bare interpreter's (what keeping the SDK loaded costs a user; Linux /proc).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -183,6 +185,31 @@ def calls(env: dict[str, str], runs: int, packets: int) -> dict[str, list[float]
     return out
 
 
+def _status_mib(pid: int, key: str) -> float:
+    found = re.search(rf"^{key}:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text(), re.M)
+    return int(found.group(1)) / 1024 if found else 0.0
+
+
+def resident(proc: subprocess.Popen[bytes]) -> float:
+    """A bare interpreter's resident memory (MiB), once it has started; then it is ended."""
+    try:
+        time.sleep(1.0)
+        return _status_mib(proc.pid, "VmRSS")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def warm_memory(state: Path) -> dict[str, float]:
+    """What the warm process holds while it waits for sessions (MiB): the cost of keeping
+    the SDK loaded for a user. It serves each session from a forked child, which shares
+    these pages and ends with its session."""
+    pids = [int(f.read_text().strip()) for f in state.glob("mcp-*.pid") if f.read_text().strip()]
+    if not pids:
+        raise SystemExit("no warm process to measure")
+    return {"the warm process, between sessions: resident memory": _status_mib(pids[0], "VmRSS")}
+
+
 def warm_up(env: dict[str, str], state: Path) -> None:
     """One session, which starts the warm process; then wait until it listens."""
     session(env)
@@ -226,6 +253,7 @@ def main() -> None:
         try:
             measured = start_up({"default": default, "cold": cold}, first, runs)
             in_session = calls(cold, args.calls, args.packets)
+            memory = warm_memory(state / "default")
         finally:
             stop_warm(state / "default")
     bare = measured["bare"]
@@ -241,6 +269,13 @@ def main() -> None:
         label = f"tools/call {name} ({args.packets:,} packets)"
         print(f"{label:<50} {median_ms(times):>10.1f} {'':>8}")
         figures.append(Figure(label, median_ms(times), "ms"))
+    bare_rss = resident(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(9)"]))
+    figures.append(Figure("a bare interpreter: resident memory", bare_rss, "MiB"))
+    print(f"{'a bare interpreter: resident memory':<50} {bare_rss:>10.1f} MiB")
+    for name, mib in memory.items():
+        print(f"{name:<50} {mib:>10.1f} MiB")
+        baseline = "a bare interpreter: resident memory"
+        figures.append(Figure(name, mib, "MiB", baseline=baseline, ratio=mib / bare_rss))
     for kind in ("default", "cold"):
         spread = statistics.quantiles(measured[f"{kind} tools/list"], n=10)
         print(f"{kind} tools/list p10-p90: {spread[0] * 1000:.0f}-{spread[-1] * 1000:.0f} ms")
