@@ -332,6 +332,35 @@ def test_413_from_our_server(server: Server, tmp_path: Path) -> None:
     assert line.endswith("a packet may be at most 32 KiB; trim it")
 
 
+def test_ctrl_c_while_a_verb_waits_for_its_server_says_so(tmp_path: Path) -> None:
+    """Ctrl-C ends the verb with one line and status 130, as a shell expects: typer turned
+    it into a silent exit 130, so a verb seemed to stop for no reason."""
+    import os
+    import signal
+    import threading
+
+    from clikit import LTM
+
+    started = threading.Event()
+    pid: list[int] = []
+
+    def slow(request: Seen) -> tuple[int, dict[str, str], bytes]:
+        started.wait(scaled(30))
+        os.kill(pid[0], signal.SIGINT)  # the person presses Ctrl-C while ltm waits
+        return json_reply(200, {"packets": []})
+
+    with stub_server(slow) as stub:
+        cli = against(tmp_path, stub.url)
+        proc = subprocess.Popen(
+            [LTM, "ls"], env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        pid.append(proc.pid)
+        started.set()
+        _, err = proc.communicate(timeout=scaled(60))
+    assert proc.returncode == 130, err
+    assert err.decode().strip().splitlines()[-1] == "ltm: interrupted", err
+
+
 # -- other servers and what stands in front of them ----------------------------------
 
 

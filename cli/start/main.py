@@ -273,6 +273,9 @@ def build(args: list[str]) -> Any:
     return command
 
 
+INTERRUPTED = 130  # 128 + SIGINT, the status a shell gives a command Ctrl-C ended
+
+
 def run(args: list[str]) -> None:
     """Parse ``args`` and run the verb; a usage error is one line (``CliError``, exit 2)."""
     from typer import Abort
@@ -294,5 +297,7 @@ def run(args: list[str]) -> None:
         raise CliError(" ".join(exc.format_message().split()), exit_code=exc.exit_code) from None
     except Abort:
         raise CliError("aborted", exit_code=1) from None
+    if status == INTERRUPTED:  # typer's answer to Ctrl-C in a verb: exit 130, without a word
+        raise KeyboardInterrupt
     if isinstance(status, int) and status:
         raise SystemExit(status)
