@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from clikit import Cli, signed_in
 from serverkit import Server, make_packet, running_server
+from timing import scaled
 
 OLD_TIME = "2026-05-01T12:00:00Z"
 
@@ -130,6 +131,29 @@ def test_an_edit_still_refused_is_kept_and_named(me: Cli, tmp_path: Path) -> Non
     assert stat.S_IMODE(kept.stat().st_mode) == 0o600
     assert f"ltm save {kept}" in last
     assert len(json.loads(me.ok("ls", "--json"))["packets"]) == 1  # nothing saved
+
+
+def test_ctrl_c_while_the_editor_is_open_is_the_editors(me: Cli, tmp_path: Path) -> None:
+    """The terminal sends Ctrl-C to ltm as well as to the editor: ltm must not end, with
+    the editor still open on the packet (git ignores it too while its editor runs)."""
+    old = saved(me, goal="Ship the server")
+    # The editor waits until ltm ignores the signal (a bounded wait: old code never does),
+    # then sends it, as the terminal would, and goes on editing.
+    interrupt = (
+        "import os, re, signal, time\n"
+        f"deadline = time.monotonic() + {scaled(10)!r}\n"
+        "status = lambda: open(f'/proc/{os.getppid()}/status').read()\n"
+        "while not int(re.search(r'SigIgn:\\s*([0-9a-f]+)', status()).group(1), 16) & 2:\n"
+        "    if time.monotonic() > deadline:\n"
+        "        break\n"
+        "    time.sleep(0.01)\n"
+        "os.kill(os.getppid(), signal.SIGINT)\n"
+        "time.sleep(0.2)\n"
+    ) + set_goal("Ship the server, v2")
+    result = me.run("edit", old[:12], EDITOR=editor(tmp_path, interrupt))
+    assert result.returncode == 0, result.stderr
+    new = result.stdout.strip()
+    assert json.loads(me.ok("pull", new))["goal"] == "Ship the server, v2"
 
 
 def test_a_failing_editor_keeps_the_file(me: Cli, tmp_path: Path) -> None:

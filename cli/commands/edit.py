@@ -113,12 +113,21 @@ def private_file(packet_id: str) -> Path:
 
 def run_editor(command: list[str], path: Path) -> None:
     """Run the editor on ``path`` and wait for it; CliError when it cannot run or fails."""
+    import signal
     import subprocess
 
     try:
-        status = subprocess.call([*command, str(path)])
+        editor = subprocess.Popen([*command, str(path)])
     except OSError as exc:
         raise CliError(f"could not run the editor {command[0]!r}: {exc.strerror or exc}") from None
+    # While it runs, Ctrl-C is the editor's, as git has it: the terminal sends it to ltm
+    # too, which would end with the editor still open on the packet. Ignored only once the
+    # editor has started, so the editor itself does not inherit the ignoring.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        status = editor.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     if status != 0:
         raise CliError(f"the editor {command[0]!r} exited with status {status}")
 
