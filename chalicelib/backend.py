@@ -257,10 +257,8 @@ class Backend(ABC):
         local = not self.meaning_decided_elsewhere
         wanted = mode or ("hybrid" if not local or semantic.enabled() else "lexical")
         if wanted != "lexical" and local:
-            if not semantic.enabled():
-                raise self.fail(
-                    f"search by meaning needs the semantic extra: pip install '{semantic.EXTRA}'"
-                )
+            if off := semantic.why_off():
+                raise self.fail(off)
             self.fill_vectors(progress)
         try:
             return self.search(query, team=team, all_scopes=all_scopes, limit=limit, mode=wanted)

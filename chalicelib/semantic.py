@@ -96,9 +96,18 @@ def installed() -> bool:
 
 def enabled() -> bool:
     """Installed and not turned off (``LTM_SEMANTIC=0``)."""
-    if os.environ.get("LTM_SEMANTIC", "").strip().lower() in _OFF:
-        return False
-    return installed()
+    return why_off() is None
+
+
+def why_off() -> str | None:
+    """Why search by meaning is off in this process, as the user mends it: the variable
+    that turns it off (pip would change nothing), or the extra to install; None when on."""
+    value = os.environ.get("LTM_SEMANTIC", "").strip()
+    if value.lower() in _OFF:
+        return f"search by meaning is turned off here (LTM_SEMANTIC={value})"
+    if not installed():
+        return f"search by meaning needs the semantic extra: pip install '{EXTRA}'"
+    return None
 
 
 def _cache_dir() -> Path:

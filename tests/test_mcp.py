@@ -958,8 +958,9 @@ def test_search_finds_by_meaning_and_takes_a_mode(env: dict[str, str], tmp_path:
         assert [hit["id"] for hit in by_meaning.structured_content["results"]] == [wanted]
         assert "no packet matches" in shim.ok("search", {"query": paraphrase, "mode": "lexical"})
         assert "mode" in shim.fails("search", {"query": "x", "mode": "fuzzy"})
-    # Without the extra: the words alone, and meaning asked for says what installs it.
+    # Meaning turned off: the words alone, and meaning asked for says what turned it off.
     off = {**env, "LTM_SEMANTIC": "0"}
     with Shim(off, tmp_path / "off.stderr") as shim:
         assert "no packet matches" in shim.ok("search", {"query": paraphrase})
-        assert "ltm[semantic]" in shim.fails("search", {"query": paraphrase, "mode": "semantic"})
+        said = shim.fails("search", {"query": paraphrase, "mode": "semantic"})
+        assert "turned off here (LTM_SEMANTIC=0)" in said

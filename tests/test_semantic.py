@@ -418,3 +418,13 @@ def test_a_process_that_embeds_many_texts_loads_the_table_once() -> None:
         assert again == pytest.approx(first, abs=1e-6)  # the same vector either way
     finally:
         model.close()
+
+
+def test_meaning_off_says_how_to_turn_it_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off by the variable, pip would change nothing: the reason names what does."""
+    assert semantic.why_off() is None
+    monkeypatch.setenv("LTM_SEMANTIC", "off")
+    assert semantic.why_off() == "search by meaning is turned off here (LTM_SEMANTIC=off)"
+    monkeypatch.delenv("LTM_SEMANTIC")
+    monkeypatch.setattr(semantic, "installed", lambda: False)
+    assert "pip install 'ltm[semantic]'" in (semantic.why_off() or "")
