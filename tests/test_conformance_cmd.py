@@ -88,6 +88,10 @@ def test_one_token_is_enough_the_second_user_is_minted(server: Server) -> None:
     lines = result.stdout.splitlines()
     assert all(line.startswith(("PASS  [", "note: ")) for line in lines[:-1]), lines
     assert "minted" in result.stdout and lines[-1].endswith("0 failed, 0 not offered")
+    # The second user and the concurrent accepts' winner: one note says both, not one each.
+    notes = [line for line in lines if line.startswith("note: ")]
+    assert len(notes) == len(set(notes)), notes
+    assert "note: 2 users minted by accepting an invite without a bearer stay" in result.stdout
 
 
 def test_usage_errors_exit_2_and_tokens_never_come_from_argv(tmp_path: Path) -> None:

@@ -727,6 +727,7 @@ class Run:
                 self.call("DELETE", f"/v1/teams/{name}", token=token)
             except Exception:
                 self.report.notes.append(f"could not delete team {name}")
+        revoked_tokens = 0
         for token in self.minted:
             revoked = False
             try:
@@ -740,9 +741,20 @@ class Run:
                     revoked = self.call("DELETE", f"/v1/tokens/{label}", token=token).status == 204
             except Exception:
                 revoked = False
+            revoked_tokens += revoked
+        if len(self.minted) == 1:  # one note for all of them: a line each only repeats
             self.report.notes.append(
                 "a user minted by accepting an invite without a bearer stays on the server"
-                + (" (its token was revoked)" if revoked else " (its token could not be revoked)")
+                + (
+                    " (its token was revoked)"
+                    if revoked_tokens
+                    else " (its token could not be revoked)"
+                )
+            )
+        elif self.minted:
+            self.report.notes.append(
+                f"{len(self.minted)} users minted by accepting an invite without a bearer stay on"
+                f" the server ({revoked_tokens} of their {len(self.minted)} tokens revoked)"
             )
 
 
