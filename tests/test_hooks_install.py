@@ -126,6 +126,25 @@ def test_claude_code_user_settings_merge_rerun_and_uninstall(person: Cli) -> Non
     assert "nothing changed" in person.run("hooks", "uninstall", "claude-code", "--write").stderr
 
 
+def test_hooks_beside_the_enabled_plugin_are_refused(person: Cli) -> None:
+    """The Claude Code plugin runs the same hooks: installing them too would run each twice
+    (the packet injected twice, two save requests)."""
+    settings = home(person) / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    with_plugin = {"enabledPlugins": {"ltm@ltm-python": True}, "model": "opus"}
+    settings.write_text(json.dumps(with_plugin))
+    line = person.fails("hooks", "install", "claude-code", "--write", code=2)
+    assert "the ltm plugin is enabled in Claude Code" in line and "twice" in line
+    assert json.loads(settings.read_text()) == with_plugin  # nothing written
+    for scope in ((), ("--project",)):
+        assert person.run("hooks", "install", "claude-code", *scope).returncode == 0  # preview
+
+    with_plugin["enabledPlugins"]["ltm@ltm-python"] = False  # disabled: hooks are wanted
+    settings.write_text(json.dumps(with_plugin))
+    person.ok("hooks", "install", "claude-code", "--write", "--no-mcp")
+    assert "SessionStart" in json.loads(settings.read_text())["hooks"]
+
+
 def test_what_the_user_set_on_ltms_group_stays(person: Cli) -> None:
     """A matcher the user put on ltm's own group (session start on startup only, say)
     survives running install again (it was dropped and the group written anew), and an

@@ -554,6 +554,18 @@ def install(
             "packets there; install without --recall",
             exit_code=2,
         )
+    if write and h.name == "claude-code":
+        from ltm.cli.agents.wired import claude_plugin
+
+        if claude_plugin():
+            # The plugin (plugin/hooks/hooks.json) runs the same hooks for every project:
+            # both would inject each packet twice and ask for a save twice.
+            raise CliError(
+                "the ltm plugin is enabled in Claude Code (enabledPlugins in its"
+                " settings.json) and already runs these hooks; with both, each would run"
+                " twice — keep the plugin, or disable it (/plugin) and install again",
+                exit_code=2,
+            )
     recall = can_recall(h) if recall is None else recall
     text = json.dumps(snippet(h, recall=recall, all_scopes=all_scopes, teams=teams), indent=2)
     text += "\n"

@@ -77,7 +77,7 @@ def places(harness: str, cwd: str | None = None) -> list[tuple[Path, tuple[str, 
 
 def has_tools(harness: str, cwd: str | None = None) -> bool:
     """Whether ``harness`` (run in ``cwd``) has an MCP server that runs ltm's tools."""
-    if harness == "claude-code" and _claude_plugin():
+    if harness == "claude-code" and claude_plugin():
         return True
     docs: dict[Path, Any] = {}
     for path, keys in places(harness, cwd):
@@ -136,7 +136,7 @@ def _runs_ltm(name: str, entry: Any) -> bool:
     )
 
 
-def _claude_plugin() -> bool:
+def claude_plugin() -> bool:
     """The ltm plugin enabled in the user's Claude Code settings (it carries the tools)."""
     settings = _home(".claude", "CLAUDE_CONFIG_DIR") / "settings.json"
     doc = _read(settings)
