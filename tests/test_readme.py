@@ -220,3 +220,18 @@ def test_every_option_shown_exists() -> None:
         shown = {a.split("=", 1)[0] for a in args if a.startswith("-") and a != "-"}
         unknown += [f"ltm {name} {o}" for o in sorted(shown - taken)]
     assert not unknown, f"guides show options the CLI lacks: {unknown}"
+
+
+def test_a_chalice_deploy_shown_names_the_tables_stream() -> None:
+    """app.py subscribes the index to ``LTM_DYNAMODB_STREAM_ARN``, read when chalice deploy
+    imports it; unset, the mapping names a placeholder stream no account has."""
+    texts = [README, *(g.read_text(encoding="utf-8") for g in GUIDES)]
+    blocks = [b for text in texts for b in shell_blocks(text) if "chalice deploy" in b]
+    assert blocks, "no guide shows chalice deploy"
+    placeholder = re.search(
+        r'"LTM_DYNAMODB_STREAM_ARN",\s*"([^"]+)"', (ROOT / "app.py").read_text()
+    )
+    assert placeholder and ":000000000000:" in placeholder[1]
+    for block in blocks:
+        before = block[: block.index("chalice deploy")]
+        assert "LTM_DYNAMODB_STREAM_ARN=" in before, block
