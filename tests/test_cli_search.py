@@ -121,7 +121,11 @@ def test_ls_filters_and_pages(cli: Cli) -> None:
 
 def test_continues_log_show_and_resume(cli: Cli) -> None:
     root = save(cli, goal="Port the scheduler", next_step="port the timers")
-    middle = save(cli, "--continues", "last", goal="Port the timers", next_step="port io")
+    picked = cli.run("save", "-", "--continues", "last", stdin=json.dumps(
+        {"goal": "Port the timers", "next_step": "port io"}))  # fmt: skip
+    assert picked.returncode == 0, picked.stderr
+    assert f"continues {root}: Port the scheduler\n" in picked.stderr  # which one was picked
+    middle = picked.stdout.strip()
     tip = save(cli, "--continues", middle[:12], goal="Port io", next_step="ship it")
     assert json.loads(cli.ok("pull", tip))["parent_id"] == middle
     assert json.loads(cli.ok("pull", middle))["parent_id"] == root

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ltm.cli.errors import CliError
 from ltm.cli.terminal.output import info
-from ltm.present import where_label
+from ltm.present import one_line, where_label
 
 if TYPE_CHECKING:
     from ltm.cli.client.backend import Backend
@@ -137,6 +137,8 @@ def _with_parent(
             of = f" of project {project}" if project else ""
             raise CliError(f"--continues last: no earlier packet{of} in {where} to continue")
         parent = rows[0]["id"]
+        # Picked, not named: say which, as ltm edit does, so a wrong pick shows at once.
+        info(f"continues {parent}: {one_line(str(rows[0].get('goal') or ''), 60)}")
     else:
         found = decode_packet(backend.get(continues, team=team), continues)
         parent = str(found.get("id", continues))
