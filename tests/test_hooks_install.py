@@ -82,6 +82,11 @@ def test_print_mode_shows_the_entries_and_writes_nothing(person: Cli) -> None:
         assert entry["command"].endswith(f"ltm hook {verb} --harness claude-code")
         assert "LTM_CONFIG_DIR=" in entry["command"]  # the same store as this shell
     assert "--write" in result.stderr
+    # A state dir of the shell's own (the hooks' log and markers) goes with them too.
+    state = home(person) / "state"
+    moved = person.run("hooks", "install", "claude-code", LTM_STATE_DIR=str(state))
+    for groups in json.loads(moved.stdout)["hooks"].values():
+        assert f"LTM_STATE_DIR={state}" in groups[0]["hooks"][0]["command"]
     assert not (home(person) / ".claude").exists()
 
 

@@ -7,8 +7,9 @@ GitHub Copilot CLI's ``~/.copilot/mcp-config.json`` under ``mcpServers``; Zed's
 ``settings.json`` under ``context_servers``; VS Code's ``.vscode/mcp.json`` under
 ``servers``; Codex's ``~/.codex/config.toml`` (TOML) as ``[mcp_servers.ltm]``.
 The entry runs this very ``ltm`` by absolute path (GUI clients do not see the
-shell's PATH) and carries ``LTM_CONFIG_DIR`` / ``LTM_DATA_DIR`` when they are
-set, so the client's shim finds the same store and sign-in as the shell. Never
+shell's PATH) and carries ``LTM_CONFIG_DIR`` / ``LTM_DATA_DIR`` / ``LTM_STATE_DIR``
+when they are set, so the client's shim finds the same store, sign-in and state
+(the hooks' log and markers, the warm helper's socket) as the shell. Never
 a token: credentials stay where ``ltm auth`` put them.
 
 ``--write`` edits the file in place by inserting or replacing only the
@@ -35,7 +36,7 @@ from typing import Any
 from ltm.cli.errors import CliError
 
 SERVER_NAME = "ltm"
-PASSED_ENV = ("LTM_CONFIG_DIR", "LTM_DATA_DIR")
+PASSED_ENV = ("LTM_CONFIG_DIR", "LTM_DATA_DIR", "LTM_STATE_DIR")
 
 
 # --------------------------------------------------------------------------
