@@ -22,11 +22,13 @@ import hashlib
 import json
 import os
 import stat
+import threading
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
+from timing import scaled
 
 from ltm.cli import config as settings
 from ltm.cli.client import credentials
@@ -307,6 +309,45 @@ def test_a_switch_cut_short_never_pairs_a_token_with_another_host(
         credentials.store_login("https://b.example", "tok-b", via="token")
     assert go_load_config(config)["host"] == "https://a.example"
     assert not (config / "credentials").exists()  # neither a's token for b nor b's for a
+
+
+def test_two_processes_writing_at_once_lose_no_sign_in(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An MCP shim recording teams while the terminal signs in elsewhere: each reads,
+    changes and writes hosts.json whole, so the later write must not put back a file
+    that lacks the other's change. Two threads, each opening the lock as a process
+    does: the first is held between its read and its write while the second runs."""
+    credentials.store_login("https://a.example", "tok-a", via="token")
+    commit = credentials._commit
+    between = threading.Event()
+    go_on = threading.Event()
+
+    def slow_commit(*args: Any, **kwargs: Any) -> None:
+        if threading.current_thread().name == "shim":
+            between.set()  # it has read the files; its write waits
+            go_on.wait(scaled(10))  # not a budget: released below
+        commit(*args, **kwargs)
+
+    monkeypatch.setattr(credentials, "_commit", slow_commit)
+    shim = threading.Thread(
+        target=credentials.remember_teams, args=("https://a.example", ["core"]), name="shim"
+    )
+    terminal = threading.Thread(
+        target=credentials.store_login,
+        args=("https://b.example", "tok-b"),
+        kwargs={"via": "token", "make_default": False},
+    )
+    shim.start()
+    assert between.wait(scaled(10))
+    terminal.start()
+    terminal.join(scaled(1))  # waits on the lock (or, without one, finishes first)
+    go_on.set()
+    shim.join(scaled(10))
+    terminal.join(scaled(10))
+    hosts = json.loads((config / "hosts.json").read_text())["hosts"]
+    assert hosts["https://b.example"]["token"] == "tok-b"
+    assert hosts["https://a.example"]["teams"] == ["core"]
 
 
 # -- settings: config.toml and settings.toml -------------------------------------------

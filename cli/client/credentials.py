@@ -29,6 +29,9 @@ old token are dropped, never shown for the new one. Switching the default
 server removes ``credentials`` before ``config.toml`` names the new server, so
 no moment pairs one server's token with another server.
 
+Every change reads and writes these files under an ``flock`` on ``.credentials.lock``
+(``_updating``), so two ltm processes writing at once lose neither's change.
+
 ``LTM_HOST`` and ``LTM_TOKEN`` override the files for one process (CI, agents).
 A ``credentials`` file holding JSON (earlier builds of this CLI: the default
 and every token in one file) is moved to this layout on first read.
@@ -40,6 +43,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -47,6 +52,7 @@ from ltm.cli.errors import CliError
 
 CREDENTIALS_FILE = "credentials"
 HOSTS_FILE = "hosts.json"
+LOCK_FILE = ".credentials.lock"
 FORMAT_VERSION = 1
 USER_KEYS = ("id", "display")
 
@@ -195,6 +201,38 @@ def _read_hosts() -> dict[str, dict[str, Any]]:
 _KEEP: Any = object()  # _commit's default: the default server stays as it is
 
 
+@contextmanager
+def _updating() -> Iterator[State]:
+    """The files' state, read and written back under the config dir's lock.
+
+    Two ltm processes (an agent's MCP shim recording teams, a terminal signing in)
+    each read, change and write the whole of hosts.json: without the lock the later
+    write puts back what it read, and the other's sign-in is lost. An ``flock``
+    (released by the kernel when a process dies, so never stale) on a file of its
+    own, as renames replace the files it guards. Windows has no flock: there the
+    common case, one process writing, goes on without it.
+    """
+    try:
+        import fcntl
+    except ImportError:
+        yield load()
+        return
+    from ltm.cli.config import config_dir
+
+    try:
+        fd = os.open(config_dir() / LOCK_FILE, os.O_WRONLY | os.O_CREAT, 0o600)
+    except OSError:
+        # No config dir yet (nothing in it to lose), or a read-only one (the write that
+        # follows, if any, says so): read and write without the lock.
+        yield load()
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield load()
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def _commit(
     before: State,
     hosts: dict[str, dict[str, Any]],
@@ -254,7 +292,6 @@ def store_login(
     from datetime import UTC, datetime
 
     _check_token(token)
-    state = load()
     entry: dict[str, Any] = {
         "token": token,
         "via": via,
@@ -262,28 +299,29 @@ def store_login(
     }
     if user:
         entry["user"] = {k: str(v) for k, v in user.items() if k in USER_KEYS}
-    hosts = {**state.hosts, host: entry}
-    previous = state.default
-    _commit(state, hosts, host if make_default else _KEEP)
+    with _updating() as state:
+        hosts = {**state.hosts, host: entry}
+        previous = state.default
+        _commit(state, hosts, host if make_default else _KEEP)
     return previous if make_default and previous and previous != host else None
 
 
 def forget(host: str) -> bool:
     """Drop the token for ``host`` (and the default, when it pointed there)."""
-    state = load()
-    hosts = dict(state.hosts)
-    had = hosts.pop(host, None) is not None
-    if state.default == host:
-        _commit(state, hosts, None)
-        return True
-    if had:
-        _commit(state, hosts)
-    return had
+    with _updating() as state:
+        hosts = dict(state.hosts)
+        had = hosts.pop(host, None) is not None
+        if state.default == host:
+            _commit(state, hosts, None)
+            return True
+        if had:
+            _commit(state, hosts)
+        return had
 
 
 def set_default(host: str | None) -> None:
-    state = load()
-    _commit(state, state.hosts, host)
+    with _updating() as state:
+        _commit(state, state.hosts, host)
 
 
 def remember_teams(
@@ -294,25 +332,27 @@ def remember_teams(
     ``complete``: ``names`` is every team (a fresh ``GET /v1/teams``), so others
     are dropped; else they are added. ``drop``: teams the user left or deleted.
     """
-    state = load()
-    entry = state.hosts.get(host)
-    if not entry:
-        return
-    known = [] if complete else teams_of(entry)
-    wanted = sorted({*known, *names} - set(drop))
-    if wanted == sorted(teams_of(entry)) and "teams" in entry:
-        return  # nothing new: no write
-    _commit(state, {**state.hosts, host: {**entry, "teams": wanted}})
+    with _updating() as state:
+        entry = state.hosts.get(host)
+        if not entry:
+            return
+        known = [] if complete else teams_of(entry)
+        wanted = sorted({*known, *names} - set(drop))
+        if wanted == sorted(teams_of(entry)) and "teams" in entry:
+            return  # nothing new: no write
+        _commit(state, {**state.hosts, host: {**entry, "teams": wanted}})
 
 
 def remember_user(host: str, user: dict[str, str]) -> None:
     """Record who the token for ``host`` belongs to, once a server has said so."""
-    state = load()
-    entry = state.hosts.get(host)
-    if not entry or not user.get("id"):
+    if not user.get("id"):
         return
     named = {k: str(v) for k, v in user.items() if k in USER_KEYS}
-    _commit(state, {**state.hosts, host: {**entry, "user": named}})
+    with _updating() as state:
+        entry = state.hosts.get(host)
+        if not entry:
+            return
+        _commit(state, {**state.hosts, host: {**entry, "user": named}})
 
 
 # -- what the verbs use -------------------------------------------------------------
