@@ -118,11 +118,28 @@ def mode(path: Path) -> int:
         ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
         ("https://abc.execute-api.eu-west-1.amazonaws.com/prod/", None),
         ("  http://[::1]:9000  ", "http://[::1]:9000"),
+        ("https://ltm.example.org:443/", "https://ltm.example.org"),
+        ("HTTP://LTM.example.org:80", "http://ltm.example.org"),
+        ("http://ltm.example.org:443", "http://ltm.example.org:443"),
+        ("https://[::1]:443", "https://[::1]"),
+        ("https://ltm.example.org:/", "https://ltm.example.org"),
     ],
 )
 def test_server_urls_are_normalized(raw: str, url: str | None) -> None:
     expected = url or raw.rstrip("/")
     assert credentials.normalize_host(raw) == expected
+
+
+def test_one_server_spelled_two_ways_is_one_sign_in(config: Path) -> None:
+    credentials.store_login(
+        credentials.normalize_host("https://a.example:443/"), "tok-a", via="token"
+    )
+    assert credentials.token_for(credentials.normalize_host("A.example")) == "tok-a"
+    # hosts.json edited by hand (or kept by a build that left the port in) still counts.
+    hosts = json.loads((config / "hosts.json").read_text())
+    hosts["hosts"] = {"https://B.example:443/": {"token": "tok-b"}}
+    (config / "hosts.json").write_text(json.dumps(hosts))
+    assert credentials.token_for("https://b.example") == "tok-b"
 
 
 @pytest.mark.parametrize(

@@ -55,6 +55,7 @@ HOSTS_FILE = "hosts.json"
 LOCK_FILE = ".credentials.lock"
 FORMAT_VERSION = 1
 USER_KEYS = ("id", "display")
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class Target(NamedTuple):  # NamedTuples, not dataclasses: see ltm.cli.client.backend
@@ -105,7 +106,8 @@ def hosts_path() -> Path:
 
 
 def normalize_host(raw: str) -> str:
-    """``https://host[:port][/prefix]`` without a trailing slash; https when no scheme is given."""
+    """``https://host[:port][/prefix]`` without a trailing slash or the scheme's default port;
+    https when no scheme is given."""
     from urllib.parse import urlsplit
 
     text = raw.strip()
@@ -124,7 +126,11 @@ def normalize_host(raw: str) -> str:
         raise CliError(f"not a server URL: {raw!r}; give one like https://ltm.example.org")
     if parts.query or parts.fragment or parts.username or parts.password:
         raise CliError(f"give the server URL without credentials, query or fragment: {raw!r}")
-    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
+    scheme = parts.scheme.lower()
+    name = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    # The scheme's own port said or not is one server: one entry, one token, not two.
+    port = "" if parts.port in (None, DEFAULT_PORTS[scheme]) else f":{parts.port}"
+    return f"{scheme}://{name}{port}{parts.path.rstrip('/')}"
 
 
 def fingerprint(token: str) -> str:
@@ -188,11 +194,20 @@ def _read_hosts() -> dict[str, dict[str, Any]]:
     hosts = data.get("hosts") if isinstance(data, dict) else None
     if not isinstance(hosts, dict):
         raise CliError(f"{file} is damaged (unexpected shape); remove it and sign in again")
-    return {
-        str(host): dict(entry)
-        for host, entry in hosts.items()
-        if isinstance(entry, dict) and isinstance(entry.get("token"), str) and entry["token"]
-    }
+    found: dict[str, dict[str, Any]] = {}
+    for host, entry in hosts.items():
+        if isinstance(entry, dict) and isinstance(entry.get("token"), str) and entry["token"]:
+            # Keyed as every lookup spells the server: a hand edit, or a key an earlier
+            # build kept with the default port, still finds its token.
+            found.setdefault(_as_key(str(host)), dict(entry))
+    return found
+
+
+def _as_key(host: str) -> str:
+    try:
+        return normalize_host(host)
+    except CliError:
+        return host  # not a URL: kept as it is, so a write does not drop it
 
 
 # -- writing ------------------------------------------------------------------------
