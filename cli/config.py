@@ -54,7 +54,9 @@ def config_dir() -> Path:
         return Path(os.environ["LTM_CONFIG_DIR"])
     if os.environ.get("XDG_CONFIG_HOME"):
         return Path(os.environ["XDG_CONFIG_HOME"]) / "ltm"
-    return Path.home() / ".config" / "ltm"
+    # Not Path.home(): it takes an empty or relative $HOME as it is (an empty one is "/"),
+    # which put the tokens in another home than the store, or in the current folder.
+    return Path(_home()) / ".config" / "ltm"
 
 
 def time_scale() -> float:

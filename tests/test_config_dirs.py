@@ -87,6 +87,27 @@ def test_ltm_variables_come_first(tmp_path: Path) -> None:
     assert answers(env, tmp_path)["ours"] == [str(tmp_path / "d"), str(tmp_path / "s")]
 
 
+@pytest.mark.parametrize("home", ["", "not/absolute", None], ids=["empty", "relative", "unset"])
+def test_sign_ins_live_in_the_same_home_as_the_store(tmp_path: Path, home: str | None) -> None:
+    """An empty or relative $HOME is no home: the password database's is, for the config
+    dir as for the data dir, never "/" or a folder under wherever ltm was started."""
+    code = (
+        "import json; from ltm.cli import config;"
+        "print(json.dumps([str(config.config_dir()), str(config.data_dir())]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=base_env(home),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    config_dir, data_dir = map(Path, json.loads(out.stdout))
+    assert config_dir.is_absolute()
+    assert config_dir.parents[1] == data_dir.parents[2]  # HOME/.config/ltm, HOME/.local/share/ltm
+
+
 def test_no_platformdirs_on_the_linux_path(tmp_path: Path) -> None:
     code = (
         "import sys; from ltm.cli import config; config.data_dir(); config.state_dir();"
