@@ -32,6 +32,7 @@ is ever written to a settings file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -264,7 +265,7 @@ def _migrate_legacy_settings(directory: Path) -> dict[str, Any]:
 
 
 def write_private(path: Path, text: str, *, mode: int = 0o600) -> None:
-    """Write a file atomically, with ``mode`` set before any byte lands in it.
+    """Write a file atomically and durably, with ``mode`` set before any byte lands in it.
 
     A symlinked file (a dotfile manager's) stays a symlink: its target is replaced.
     """
@@ -279,11 +280,18 @@ def write_private(path: Path, text: str, *, mode: int = 0o600) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
+            # On disk before the rename: a crash after it must find the new bytes, not
+            # an empty file where the tokens were (a rename can reach the disk first).
+            handle.flush()
+            os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    # A file system that cannot sync a folder: the rename is made, if not yet durable.
+    with contextlib.suppress(OSError):
+        sync_dir(path.parent)
 
 
 def sync_dir(path: Path) -> None:

@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import stat
+import sys
 import threading
 import tomllib
 from pathlib import Path
@@ -534,6 +535,33 @@ def test_written_private_even_with_a_loose_umask(config: Path) -> None:
         "hosts.json",
         "settings.toml",
     ]  # no temporary file left behind
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="names fds by /proc")
+def test_the_tokens_are_on_disk_before_they_replace_the_old_file(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Atomic is not enough: a rename can reach the disk before the bytes it names, and a
+    crash then leaves an empty credentials file where every token was."""
+    calls: list[tuple[str, str]] = []
+    fsync, replace = os.fsync, os.replace
+
+    def record_fsync(fd: int) -> None:
+        calls.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        fsync(fd)
+
+    def record_replace(src: Any, dst: Any) -> None:
+        calls.append(("replace", str(src)))
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", record_fsync)
+    monkeypatch.setattr(os, "replace", record_replace)
+    credentials.store_login("https://a.example", "tok-a", via="token")
+    replaced = [src for call, src in calls if call == "replace"]
+    assert replaced  # hosts.json, config.toml, credentials
+    for src in replaced:
+        assert calls.index(("fsync", src)) < calls.index(("replace", src))
+    assert calls[-1] == ("fsync", str(config))  # the last rename made durable too
 
 
 def test_a_symlinked_file_stays_a_symlink(config: Path, tmp_path: Path) -> None:
