@@ -228,6 +228,19 @@ def test_the_environment_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     assert target is not None and target.token is None
 
 
+def test_a_token_for_no_server_is_an_error_not_the_local_store(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LTM_TOKEN", "tok-env")
+    with pytest.raises(CliError, match="LTM_TOKEN is set but no server is: set LTM_HOST"):
+        credentials.active()
+    with pytest.raises(CliError, match="LTM_HOST"):
+        credentials.active("core")
+    monkeypatch.setenv("LTM_HOST", "https://a.example")
+    target = credentials.active()
+    assert target is not None and (target.host, target.token) == ("https://a.example", "tok-env")
+
+
 def test_a_token_is_one_clean_line(config: Path) -> None:
     for bad in ("", "two words", "line\nbreak", "tab\there", "bell\a"):
         with pytest.raises(CliError, match="one line"):

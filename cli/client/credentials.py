@@ -408,6 +408,14 @@ def active(team: str | None = None) -> Target | None:
         if found is not None:
             host, source = found, "team"
         elif state.default is None:
+            if env_token:
+                # A token for no server: going on with the local store would drop it
+                # without a word, and a CI job's packets with it.
+                raise CliError(
+                    "LTM_TOKEN is set but no server is: set LTM_HOST too (or -H URL),"
+                    " or unset LTM_TOKEN to use the local store",
+                    exit_code=2,
+                )
             return None
         else:
             host = state.default
