@@ -535,6 +535,7 @@ def _search(
                     "field": hit.field,
                     "snippet": hit.snippet,
                     "highlights": [list(span) for span in hit.highlights],
+                    "matched": hit.matched,
                 }
                 for hit in found
             ]

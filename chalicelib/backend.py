@@ -460,6 +460,7 @@ class ServiceBackend(Backend):
                 "field": hit.field,
                 "snippet": hit.snippet,
                 "highlights": [list(span) for span in hit.highlights],
+                "matched": hit.matched,
             }
             for hit in found
         ]

@@ -210,6 +210,13 @@ def _schemas() -> dict[str, Any]:
                                         "maxItems": 2,
                                     },
                                 },
+                                "matched": {
+                                    "type": "string",
+                                    "enum": ["words", "meaning"],
+                                    "description": "words: the packet holds every word of"
+                                    " the query; meaning: found by meaning alone, a"
+                                    " neighbour that may not be about the query.",
+                                },
                             }
                         ),
                     }

@@ -66,6 +66,17 @@ def where_label(backend: Backend, team: str | None, project: str | None = None) 
     return f"project {project} in {where}" if project else where
 
 
+MEANING_ONLY = "by meaning only, not by its words"
+
+
+def meaning_only(hit: dict[str, Any]) -> bool:
+    """Whether a search hit was found by meaning alone (``matched``: ``meaning``): a
+    neighbour that may not be about the query, which a reader must not take for a
+    match of its words. A server that does not say (an older one, the reference
+    server) searched by words."""
+    return hit.get("matched") == "meaning"
+
+
 def marked(hit: dict[str, Any], *, color: bool) -> str:
     """The snippet with its matches bold (a terminal) or in **stars** (a pipe), made safe."""
     text = str(hit.get("snippet", ""))

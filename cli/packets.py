@@ -21,7 +21,15 @@ from ltm.cli.terminal.output import (
     safe,
     terminal_bytes,
 )
-from ltm.present import decode_packet, earlier_count, marked, summary, where_label
+from ltm.present import (
+    MEANING_ONLY,
+    decode_packet,
+    earlier_count,
+    marked,
+    meaning_only,
+    summary,
+    where_label,
+)
 
 if TYPE_CHECKING:
     from ltm.cli.client.backend import Backend, Filters
@@ -196,7 +204,8 @@ def search_packets(
         goal = safe(one_line(str(hit.get("goal", "")), 72))
         print(f"{safe(short):<{width}}  {when:<12}  {scope}{goal}")
         field = safe(str(hit.get("field", "")))
-        print(f"    {field}: {marked(hit, color=color)}")
+        how = f"{MEANING_ONLY}; " if meaning_only(hit) else ""
+        print(f"    {how}{field}: {marked(hit, color=color)}")
 
 
 def _progress(done: int, total: int) -> None:

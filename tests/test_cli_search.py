@@ -43,8 +43,15 @@ def test_search_by_meaning_words_or_both(cli: Cli) -> None:
     # The words alone: every one must match.
     assert cli.run("search", "database sockets", "--lexical").stderr.startswith("nothing matches")
     # Words that match come first, then what is near in meaning.
+    dutch = save(cli, goal="Add Dutch and Italian translations to the storefront")
     both = json.loads(cli.ok("search", "German", "--json"))["results"]
-    assert both[0]["highlights"] and all(not hit["highlights"] for hit in both[1:])
+    assert [hit["id"] for hit in both][1:] == [dutch]
+    assert both[0]["highlights"] and not both[1]["highlights"]
+    # And each says how it was found, in JSON and in the text: a neighbour by meaning is
+    # not taken for a match of the words.
+    assert [hit["matched"] for hit in both] == ["words", "meaning"]
+    text = cli.ok("search", "German").splitlines()
+    assert "by meaning only" not in text[1] and "by meaning only" in text[3], text
     assert "not both" in cli.fails("search", "x", "--semantic", "--lexical", code=1)
     # Turned off here, the extra installed: the way back is the variable, not pip.
     off = cli.run("search", "x", "--semantic", LTM_SEMANTIC="0")
@@ -162,6 +169,7 @@ def test_search_on_a_server_by_scope(server: Server, tmp_path: Path) -> None:
     assert team[0].startswith(shared[:12]) and len(team) == 2
     every = json.loads(alice.ok("search", "falcon", "--all-scopes", "--json"))["results"]
     assert {h["id"]: h["team"] for h in every} == {mine: None, shared: "falcons"}
+    assert {h["matched"] for h in every} == {"words"}
     assert [h["id"] for h in json.loads(bob.ok("search", "falcon", "--json"))["results"]] == [bobs]
     assert "not found" in bob.fails("search", "falcon", "-t", "falcons")
     assert "--since: out of range" in bob.fails("ls", "--since", "999999w", code=2)

@@ -952,8 +952,15 @@ def test_search_finds_by_meaning_and_takes_a_mode(env: dict[str, str], tmp_path:
         flaky = shim.call("save", {"packet": CONTENT}).structured_content["id"]
         wanted = shim.call("save", {"packet": pool}).structured_content["id"]
         assert "mode" in shim.tools()["search"].input_schema["properties"]
-        hits = shim.call("search", {"query": paraphrase}).structured_content["results"]
+        found = shim.call("search", {"query": paraphrase})
+        hits = found.structured_content["results"]
         assert hits[0]["id"] == wanted and flaky != wanted
+        # Found by meaning alone, and the agent is told so: not a match of its words.
+        assert hits[0]["matched"] == "meaning"
+        assert "found by meaning only, not by its words" in found.content[0].text
+        worded = shim.call("search", {"query": "pgbouncer"})
+        assert worded.structured_content["results"][0]["matched"] == "words"
+        assert "matched in next_step" in worded.content[0].text
         by_meaning = shim.call("search", {"query": paraphrase, "mode": "semantic", "limit": 1})
         assert [hit["id"] for hit in by_meaning.structured_content["results"]] == [wanted]
         assert "no packet matches" in shim.ok("search", {"query": paraphrase, "mode": "lexical"})

@@ -351,6 +351,12 @@ def test_hybrid_ranks_words_and_meaning_together(
     found = searching.search(store, caller, "pgbouncer", mode=hybrid)
     assert found[0].meta.id == ids["pool"] and found[0].highlights
     assert not any(hit.highlights for hit in found[1:])
+    # Each says how it was found: the words, or meaning alone.
+    assert [hit.matched for hit in found] == ["words"] + ["meaning"] * (len(found) - 1)
+    by_words = searching.search(store, caller, "pgbouncer", mode="lexical")
+    assert [hit.matched for hit in by_words] == ["words"]
+    alone = searching.search(store, caller, "pgbouncer", mode="semantic")
+    assert alone and {hit.matched for hit in alone} == {"meaning"}
     # Without a mode the search is lexical, as it always was.
     assert [hit.meta.id for hit in searching.search(store, caller, "pgbouncer")] == [ids["pool"]]
     lexical = searching.search(store, caller, "relational store links", mode="lexical")

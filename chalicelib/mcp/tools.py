@@ -603,7 +603,7 @@ def _ls(args: dict[str, Any]) -> Reply:
 
 def _search(args: dict[str, Any]) -> Reply:
     from ..backend import check_query
-    from ..present import marked, one_line
+    from ..present import MEANING_ONLY, marked, meaning_only, one_line
 
     team, every = args.get("team"), bool(args.get("all_scopes"))
     if team and every:
@@ -630,7 +630,8 @@ def _search(args: dict[str, Any]) -> Reply:
         scope = f" [team {hit['team']}]" if hit.get("team") else " [personal]"
         goal = one_line(str(hit.get("goal", "")), 100)
         lines.append(f"{hit['id']}{scope}  {hit.get('created_at', '')}  {goal}")
-        lines.append(f"  matched in {hit.get('field', '')}: {marked(hit, color=False)}")
+        how = f"found {MEANING_ONLY}; in" if meaning_only(hit) else "matched in"
+        lines.append(f"  {how} {hit.get('field', '')}: {marked(hit, color=False)}")
     # Personal hits are the caller's own; a team's are its members', anyone's.
     teams = {hit.get("team") for hit in hits} - {None, ""}
     origin = Origin(

@@ -30,6 +30,9 @@ class Found(NamedTuple):  # not a dataclass: recall at the prompt imports this m
     field: str  # where the snippet comes from
     snippet: str
     highlights: tuple[tuple[int, int], ...]  # [start, end) ranges of ``snippet``
+    # How it was found: ``words`` (it holds every word of the query) or ``meaning`` (by
+    # meaning alone: a neighbour, maybe a weak one, which a reader must be told apart).
+    matched: str = "words"
 
 
 MODES = ("hybrid", "lexical", "semantic")
@@ -88,8 +91,9 @@ def search(
             field=hit.snippet.field,
             snippet=hit.snippet.text,
             highlights=hit.snippet.highlights,
+            matched=matched,
         )
-        for hit in hits
+        for hit, matched in hits
     ]
 
 
@@ -103,17 +107,18 @@ def _semantic() -> ModuleType:
 
 def _ranked(
     store: Store, query: Query, scopes: list[Scope], limit: int, mode: str
-) -> list[SearchHit]:
+) -> list[tuple[SearchHit, str]]:
+    """The hits, best first, each with how it was found (``Found.matched``)."""
     if mode == "lexical":
-        return store.search(query, scopes=scopes, limit=limit)
+        return [(hit, "words") for hit in store.search(query, scopes=scopes, limit=limit)]
     semantic = _semantic()
     lexical = store.search(query, scopes=scopes, limit=limit) if mode != "semantic" else []
     meaning = semantic.query_vector(meaning_text(query)) if mode != "lexical" else None
     if meaning is None:
-        return lexical
+        return [(hit, "words") for hit in lexical]
     near = store.nearest(meaning, query, scopes=scopes, limit=max(limit, semantic.FUSE_DEPTH))
     if mode == "semantic":
-        return near[:limit]
+        return [(hit, "meaning") for hit in near[:limit]]
     near = [hit for hit in near if hit.score >= semantic.SEMANTIC_FLOOR]
     # A packet both found keeps the lexical hit: its snippet marks the words. The
     # packets that hold every word come first (the query language's promise), in
@@ -126,7 +131,10 @@ def _ranked(
         limit=len(words) + len(near),
     )
     fused.sort(key=lambda pair: pair[0] not in words)
-    return [by_id[key]._replace(score=score) for key, score in fused[:limit]]
+    return [
+        (by_id[key]._replace(score=score), "words" if key in words else "meaning")
+        for key, score in fused[:limit]
+    ]
 
 
 def meaning_text(query: Query) -> str:
