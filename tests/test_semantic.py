@@ -373,6 +373,46 @@ def test_hybrid_ranks_words_and_meaning_together(
     store.close()
 
 
+# A labelled set: packets of bench/semantic_corpus.json, short queries sharing no word
+# with the packet they are about, and one about none of them. Their cosines (0.17 to
+# 0.23 for the right ones, 0.11 for the unrelated one) are what the floor sits between.
+FLOOR_PACKETS = {
+    "rate": ("Rate-limit the public API per key so one client cannot starve the others", "api"),
+    "cart": ("Send a reminder email when a shopper leaves items in the cart for a day", "email"),
+    "stripe": ("Make the Stripe payment webhook idempotent so retries never charge twice", "pay"),
+    "copy": ("Rewrite the welcome email copy to sound friendlier", "copywriting"),
+    "subject": ("Write the subject lines for the spring sale email campaign", "marketing"),
+}
+FLOOR_QUERIES = {
+    "throttling clients": "rate",
+    "abandoned basket": "cart",
+    "duplicate charges": "stripe",
+    "oauth refresh": None,  # about none of them: nothing to show
+}
+
+
+def test_a_weak_neighbour_by_meaning_is_not_a_result(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from ltm.ids import new_ulid
+
+    store = SqliteStore(tmp_path / "ltm.db")
+    user = User(new_ulid(), "me", datetime.now(UTC))
+    store.create_user(user)
+    ids = {
+        key: _put(store, key, user.id, n, {"goal": goal, "next_step": "go on", "tags": [tag]})
+        for n, (key, (goal, tag)) in enumerate(FLOOR_PACKETS.items())
+    }
+    for query, want in FLOOR_QUERIES.items():
+        found = searching.search(store, user, query, mode="hybrid")
+        assert all(hit.matched == "meaning" for hit in found)
+        if want is None:
+            assert found == [], [(hit.meta.goal, hit.score) for hit in found]
+        else:
+            assert found[0].meta.id == ids[want], query
+    store.close()
+
+
 def test_fusion_is_reciprocal_rank() -> None:
     fused = semantic.fuse(["a", "b"], [("b", 0.9), ("c", 0.8)], limit=3)
     keys = [key for key, _ in fused]
