@@ -238,6 +238,42 @@ def test_meaning_hints_where_the_words_fall_short(shop: Cli) -> None:
 
 
 @MEANING
+@pytest.mark.parametrize(
+    ("prompt", "packet"),
+    [
+        (
+            "Google sign-in on the login page",
+            {
+                "goal": "Make the flaky login test pass reliably on CI",
+                "tags": ["auth", "ci"],
+                "next_step": "Replace the sleep in test_login with a wait for the session"
+                " cookie",
+            },
+        ),
+        (
+            "what does the git rebase onto flag do",
+            {
+                "goal": "Roll out the new checkout behind a feature flag to five percent of"
+                " users",
+                "tags": ["release", "checkout"],
+                "next_step": "Wire the flag service into the checkout router and add a kill"
+                " switch",
+            },
+        ),
+    ],
+)
+def test_a_lone_packet_is_not_hinted_for_a_prompt_about_something_else(
+    shop: Cli, prompt: str, packet: dict[str, Any]
+) -> None:
+    """A project holding one packet: nothing to lead, so the packet must be near the
+    prompt on its own account. These pairs meet at a cosine of about 0.3, where a
+    packet would lead an empty field by more than the lead asked for."""
+    shop.env["LTM_CACHE_DIR"] = str(Path(shop.env["LTM_STATE_DIR"]).parent / "cache")
+    save(shop, **packet)
+    assert recall(shop, prompt, "lone") is None
+
+
+@MEANING
 def test_recall_by_meaning_is_import_light(shop: Cli) -> None:
     save(shop, "Generate the XML sitemap for all product and category pages")
     save(shop, "Make the flaky login test pass reliably on CI")
