@@ -246,18 +246,15 @@ def test_meaning_hints_where_the_words_fall_short(shop: Cli) -> None:
             {
                 "goal": "Make the flaky login test pass reliably on CI",
                 "tags": ["auth", "ci"],
-                "next_step": "Replace the sleep in test_login with a wait for the session"
-                " cookie",
+                "next_step": "Replace the sleep in test_login with a wait for the session cookie",
             },
         ),
         (
             "what does the git rebase onto flag do",
             {
-                "goal": "Roll out the new checkout behind a feature flag to five percent of"
-                " users",
+                "goal": "Roll out the new checkout behind a feature flag to five percent of users",
                 "tags": ["release", "checkout"],
-                "next_step": "Wire the flag service into the checkout router and add a kill"
-                " switch",
+                "next_step": "Wire the flag service into the checkout router and add a kill switch",
             },
         ),
     ],
