@@ -33,6 +33,7 @@ is ever written to a settings file.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import sys
@@ -141,6 +142,10 @@ def private_dir(path: Path) -> Path:
         made = True
     except FileExistsError:
         made = False
+    if not path.is_dir():
+        # A file where a folder is named (LTM_DATA_DIR set to the store's own path): said
+        # as the folder it is not, and never made executable by the chmod below.
+        raise NotADirectoryError(errno.ENOTDIR, "a file, not a folder", str(path))
     if os.name != "posix":
         return path
     info = path.stat()

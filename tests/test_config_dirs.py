@@ -136,6 +136,22 @@ def umask_022() -> Iterator[None]:
         os.umask(old)
 
 
+def test_a_data_dir_that_is_a_file_is_said_and_left_alone(tmp_path: Path) -> None:
+    """LTM_DATA_DIR set to the store's own path (a file): one line naming it, and the
+    file's mode as it was (no execute bits from making a folder private)."""
+    from clikit import Cli
+
+    cli = Cli(tmp_path / "home")
+    db = tmp_path / "ltm.db"
+    db.write_bytes(b"")
+    db.chmod(0o644)
+    done = cli.run("ls", LTM_DATA_DIR=str(db))
+    assert done.returncode == 1
+    assert f"a file, not a folder: '{db}'" in done.stderr and "Traceback" not in done.stderr
+    assert "made private" not in done.stderr
+    assert _mode(db) == 0o644
+
+
 def test_a_new_local_store_is_its_owners_alone(tmp_path: Path, umask_022: None) -> None:
     from clikit import Cli
 
