@@ -362,7 +362,10 @@ def test_two_processes_writing_at_once_lose_no_sign_in(
 
     monkeypatch.setattr(credentials, "_commit", slow_commit)
     shim = threading.Thread(
-        target=credentials.remember_teams, args=("https://a.example", ["core"]), name="shim"
+        target=credentials.remember_teams,
+        args=("https://a.example", ["core"]),
+        kwargs={"token": "tok-a"},
+        name="shim",
     )
     terminal = threading.Thread(
         target=credentials.store_login,
@@ -379,6 +382,23 @@ def test_two_processes_writing_at_once_lose_no_sign_in(
     hosts = json.loads((config / "hosts.json").read_text())["hosts"]
     assert hosts["https://b.example"]["token"] == "tok-b"
     assert hosts["https://a.example"]["teams"] == ["core"]
+
+
+def test_an_answer_about_a_replaced_sign_in_is_not_recorded(config: Path) -> None:
+    """``ltm auth`` again, as someone else, while a long-lived process (the MCP server)
+    waits on ``GET /v1/teams`` with the old token: its answer is the old account's."""
+    credentials.store_login("https://a.example", "tok-old", via="token")
+    credentials.store_login("https://a.example", "tok-new", via="token")
+    credentials.remember_teams("https://a.example", ["old-team"], token="tok-old")
+    credentials.remember_user(
+        "https://a.example", {"id": "u-old", "display": "Old"}, token="tok-old"
+    )
+    entry = credentials.load().hosts["https://a.example"]
+    assert "teams" not in entry and "user" not in entry
+    credentials.remember_teams("https://a.example", ["core"], token="tok-new")
+    credentials.remember_user("https://a.example", {"id": "u2", "display": "New"}, token="tok-new")
+    entry = credentials.load().hosts["https://a.example"]
+    assert entry["teams"] == ["core"] and entry["user"] == {"id": "u2", "display": "New"}
 
 
 # -- settings: config.toml and settings.toml -------------------------------------------

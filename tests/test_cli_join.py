@@ -149,3 +149,21 @@ def test_host_option_needs_a_url(tmp_path: Path) -> None:
     assert "'-H' requires an argument" in Cli(tmp_path / "x").fails("ls", "-H", code=2)
     assert "needs a server URL" in Cli(tmp_path / "x").fails("-H", "--json", "ls", code=2)
     assert "not a server URL" in Cli(tmp_path / "x").fails("-H", "ftp://x", "ls")
+
+
+def test_joining_with_an_ltm_token_records_nothing_on_the_kept_sign_in(
+    home: Server, tmp_path: Path
+) -> None:
+    """LTM_HOST/LTM_TOKEN name another account (a CI bot's) on the server this machine is
+    signed in to: the team joined and the name the server gave are that account's, not
+    the one whose token the files keep, so neither is written beside it."""
+    me = signed_in(home, tmp_path / "me", "me4")
+    bot = signed_in(home, tmp_path / "bot", "bot4")
+    before = me.credentials()["hosts"][home.url]
+    url = invite(home, tmp_path / "owner", "botwork")
+    joined = me.run("join", url, LTM_HOST=home.url, LTM_TOKEN=bot.credentials()["token"])
+    assert joined.returncode == 0, joined.stderr
+    after = me.credentials()["hosts"][home.url]
+    assert after["token"] == before["token"]
+    assert after.get("user") == before.get("user")
+    assert "botwork" not in after.get("teams", [])

@@ -340,16 +340,24 @@ def set_default(host: str | None) -> None:
 
 
 def remember_teams(
-    host: str, names: list[str], *, complete: bool = False, drop: tuple[str, ...] = ()
+    host: str,
+    names: list[str],
+    *,
+    token: str | None,
+    complete: bool = False,
+    drop: tuple[str, ...] = (),
 ) -> None:
     """Record the teams the user belongs to on ``host`` (signed in there only).
 
+    ``token``: the one the server answered; the entry must still hold it (checked under
+    the lock), else the answer was about another account: an ``LTM_TOKEN``, or a sign-in
+    replaced while the request was out (``ltm auth`` again, as someone else).
     ``complete``: ``names`` is every team (a fresh ``GET /v1/teams``), so others
     are dropped; else they are added. ``drop``: teams the user left or deleted.
     """
     with _updating() as state:
         entry = state.hosts.get(host)
-        if not entry:
+        if not entry or not token or entry.get("token") != token:
             return
         known = [] if complete else teams_of(entry)
         wanted = sorted({*known, *names} - set(drop))
@@ -358,14 +366,15 @@ def remember_teams(
         _commit(state, {**state.hosts, host: {**entry, "teams": wanted}})
 
 
-def remember_user(host: str, user: dict[str, str]) -> None:
-    """Record who the token for ``host`` belongs to, once a server has said so."""
+def remember_user(host: str, user: dict[str, str], *, token: str | None) -> None:
+    """Record who ``token`` for ``host`` belongs to, once a server has said so (kept only
+    while the entry holds that token: see ``remember_teams``)."""
     if not user.get("id"):
         return
     named = {k: str(v) for k, v in user.items() if k in USER_KEYS}
     with _updating() as state:
         entry = state.hosts.get(host)
-        if not entry:
+        if not entry or not token or entry.get("token") != token:
             return
         _commit(state, {**state.hosts, host: {**entry, "user": named}})
 

@@ -1634,7 +1634,7 @@ def find_team(team: str, *, timeout: float | None = None) -> Target | None:
         rows = answer.get("teams") if isinstance(answer, dict) else None
         if isinstance(rows, list):
             names = [str(r["name"]) for r in rows if isinstance(r, dict) and r.get("name")]
-            credentials.remember_teams(host, names, complete=True)
+            credentials.remember_teams(host, names, token=entry.get("token"), complete=True)
     if credentials.team_host(credentials.load(), team) is None:
         return None
     return credentials.active(team)

@@ -74,14 +74,16 @@ def join(
     else:
         if token is None:
             raise CliError(f"{host} accepted the invite but sent no token to sign in with")
-        credentials.remember_user(host, user)
+        credentials.remember_user(host, user, token=token)
         if move:
             credentials.set_default(host)
         if display and user.get("display") not in (None, display):
             info(f"--display applies to new users only; you are {who} on {host}")
     raw_name = team.get("name")
     if isinstance(raw_name, str) and TEAM_NAME.fullmatch(raw_name):
-        credentials.remember_teams(host, [raw_name])  # so -t finds this server from now on
+        # So -t finds this server from now on: for the account that joined.
+        joined_as = minted if isinstance(minted, str) and minted else token
+        credentials.remember_teams(host, [raw_name], token=joined_as)
     info(f"joined team {team_name} on {host} as {who}")
     if isinstance(minted, str) and minted and not display:  # a name the server made up
         info(

@@ -57,7 +57,9 @@ def profile(
     if not isinstance(user, dict) or not isinstance(user.get("display"), str):
         raise CliError(f"{backend.host} sent an unexpected answer about you")
     if display is not None:
-        credentials.remember_user(backend.host, {k: str(v) for k, v in user.items()})
+        credentials.remember_user(
+            backend.host, {k: str(v) for k, v in user.items()}, token=backend.target.token
+        )
     if as_json:
         print_json({"host": backend.host, "user": user})
         return

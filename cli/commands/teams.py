@@ -65,8 +65,7 @@ def _record(backend: RemoteBackend, names: list[str], **how: object) -> None:
     from ltm.cli.client import credentials
 
     # Only for the token kept in the files: an LTM_TOKEN may be someone else's account.
-    if backend.target.token and backend.target.token == credentials.token_for(backend.host):
-        credentials.remember_teams(backend.host, names, **how)  # type: ignore[arg-type]
+    credentials.remember_teams(backend.host, names, token=backend.target.token, **how)  # type: ignore[arg-type]
 
 
 def _me(backend: RemoteBackend) -> str | None:

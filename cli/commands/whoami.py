@@ -104,7 +104,9 @@ def _ask(target: Any) -> tuple[dict[str, Any] | None, Any]:
         backend.close()
     user = (answer or {}).get("user")
     if isinstance(user, dict) and target.via != "LTM_TOKEN":  # our file's token: keep its name
-        credentials.remember_user(target.host, {k: str(v) for k, v in user.items()})
+        credentials.remember_user(
+            target.host, {k: str(v) for k, v in user.items()}, token=target.token
+        )
     return answer, None
 
 
