@@ -391,15 +391,17 @@ def rank(
     query: Query, stored: Iterable[tuple[Any, bytes]], *, limit: int, floor: float = -1.0
 ) -> list[tuple[Any, float]]:
     """The ``limit`` nearest of ``stored`` (key, encoded vector) by cosine, above
-    ``floor`` (none by default), best first; the sign bits pick the ``PREFILTER``
-    candidates (``candidates``) where there are more."""
+    ``floor`` (none by default), best first (ties: the greater key first); the sign
+    bits pick the ``PREFILTER`` candidates (``candidates``) where there are more."""
     rows = [row for row in stored if len(row[1]) == STORED_BYTES]
     if len(rows) > max(PREFILTER, limit):
         keep = set(candidates(query, [(n, row[1][:BITS_BYTES]) for n, row in enumerate(rows)]))
         rows = [row for n, row in enumerate(rows) if n in keep]
     scored = [(key, cosine(query, blob)) for key, blob in rows]
     scored = [item for item in scored if item[1] > floor]
-    scored.sort(key=lambda item: item[1], reverse=True)
+    # Ties go to the greater key (on SQLite the newer packet), as a lexical search's do:
+    # a packet saved again in the same words comes before its older copy either way.
+    scored.sort(key=lambda item: (item[1], item[0]), reverse=True)
     return scored[:limit]
 
 

@@ -413,6 +413,19 @@ def test_a_weak_neighbour_by_meaning_is_not_a_result(tmp_path: Path) -> None:
     store.close()
 
 
+def test_equal_packets_come_newest_first_by_meaning_as_by_words(
+    served: tuple[SqliteStore, Caller, dict[str, str]],
+) -> None:
+    store, caller, ids = served
+    goal, step = PACKETS["pool"]
+    same = {"id": "01SEMANTICPOOLSAVEDAGAIN00", "goal": goal, "next_step": step, "tags": ["pool"]}
+    again = _put(store, "pool", caller.id, n=1, more=same)  # the same words, saved later
+    for mode in ("lexical", "semantic", "hybrid"):
+        found = searching.search(store, caller, "pgbouncer", mode=mode, limit=2)
+        assert [hit.meta.id for hit in found] == [again, ids["pool"]], mode
+    store.close()
+
+
 def test_fusion_is_reciprocal_rank() -> None:
     fused = semantic.fuse(["a", "b"], [("b", 0.9), ("c", 0.8)], limit=3)
     keys = [key for key, _ in fused]
