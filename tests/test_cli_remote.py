@@ -400,6 +400,23 @@ def test_local_logout_and_config(server: Server, tmp_path: Path) -> None:
     assert "no server configured" in cli.fails("auth", code=2)
 
 
+def test_logout_with_host_option_leaves_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ltm -H B logout`` signs out of B, as ``ltm -H B auth`` signs in there."""
+    from ltm.cli.client import credentials
+
+    cli = Cli(tmp_path / "me")
+    monkeypatch.setenv("LTM_CONFIG_DIR", str(cli.config))
+    credentials.store_login("https://a.example", "tok-a", via="token")
+    credentials.store_login("https://b.example", "tok-b", via="token", make_default=False)
+    out = cli.run("-H", "https://b.example/", "logout")
+    assert out.returncode == 0 and "logged out of https://b.example;" in out.stderr, out.stderr
+    saved = cli.credentials()
+    assert saved["default"] == "https://a.example" and saved["token"] == "tok-a"
+    assert set(saved["hosts"]) == {"https://a.example"}
+
+
 def test_environment_overrides_the_credentials_file(server: Server, tmp_path: Path) -> None:
     cli = Cli(tmp_path / "ci")  # nothing saved: everything from the environment
     _user_id, token = server.issue("ci")

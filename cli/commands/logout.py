@@ -13,16 +13,19 @@ from ltm.cli.terminal.output import info
 def logout(
     host: Annotated[
         str | None,
-        typer.Argument(metavar="HOST", help="The server (default: the configured one)."),
+        typer.Argument(metavar="HOST", help="The server (default: -H's, else the configured one)."),
     ] = None,
 ) -> None:
     """Forget the saved token for a server (on the server it stays valid until revoked)."""
     from ltm.cli.client import credentials
 
     if host is None:
-        host = credentials.default_host()
-        if host is None:
+        # The server the verbs go to, as ltm auth takes it: -H (LTM_HOST) when given, so
+        # `ltm -H URL logout` never signs out of the default server instead.
+        target = credentials.active()
+        if target is None:
             raise CliError("not signed in to any server; nothing to do")
+        host = target.host
     else:
         host = credentials.normalize_host(host)
     if not credentials.forget(host):
