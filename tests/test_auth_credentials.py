@@ -442,6 +442,20 @@ def test_unknown_keys_survive_our_writes(config: Path) -> None:
     }
 
 
+def test_unknown_keys_of_hosts_json_survive_our_writes(config: Path) -> None:
+    credentials.store_login("https://a.example", "tok-a", via="token")
+    doc = json.loads((config / "hosts.json").read_text())
+    doc["mirrors"] = {"https://a.example": ["https://a2.example"]}
+    doc["hosts"]["https://a.example"]["note"] = "work laptop"
+    (config / "hosts.json").write_text(json.dumps(doc))
+    credentials.store_login("https://b.example", "tok-b", via="token", make_default=False)
+    credentials.remember_teams("https://a.example", ["core"], token="tok-a")
+    after = json.loads((config / "hosts.json").read_text())
+    assert after["mirrors"] == {"https://a.example": ["https://a2.example"]}
+    assert after["hosts"]["https://a.example"]["note"] == "work laptop"
+    assert set(after["hosts"]) == {"https://a.example", "https://b.example"}
+
+
 def test_our_settings_stay_out_of_the_reference_s_file(config: Path) -> None:
     """The reference rewrites config.toml from its five fields: ours would be lost there."""
     settings.save_settings({"timeout": 30, "sensitive": [{"kind": "k", "regex": "r"}]})

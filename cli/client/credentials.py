@@ -19,7 +19,8 @@ mode 0600::
         "saved_at": "2026-05-01T12:00:00Z", "user": {"id": "…", "display": "…"},
         "teams": ["core"]}}}
 
-The team names make ``-t core`` reach the server the user joined ``core`` on,
+Keys of hosts.json this build does not know (a later build's, a hand edit's) are
+written back as they are. The team names make ``-t core`` reach the server the user joined ``core`` on,
 even when it is not the default: ``ltm join``, ``ltm teams create`` and
 ``ltm teams ls`` record them, ``ltm teams leave``/``rm`` drop them.
 
@@ -258,10 +259,8 @@ def _commit(
     """Write ``hosts`` and ``default`` so that no step pairs a token with the wrong server."""
     from ltm.cli.config import remove_file, update_reference, write_private
 
-    write_private(
-        hosts_path(),
-        json.dumps({"version": FORMAT_VERSION, "hosts": hosts}, indent=2, sort_keys=True) + "\n",
-    )
+    doc = {**_other_keys(), "version": FORMAT_VERSION, "hosts": hosts}
+    write_private(hosts_path(), json.dumps(doc, indent=2, sort_keys=True) + "\n")
     unchanged = default == before.default and before.bad_host is None and not rewrite
     if default is _KEEP or unchanged:
         if before.default is not None:
@@ -274,6 +273,18 @@ def _commit(
     token = hosts.get(default, {}).get("token") if default else None
     if token:
         _write_token(token)
+
+
+def _other_keys() -> dict[str, Any]:
+    """hosts.json's keys beside ``version`` and ``hosts`` (a later build's, a hand edit's):
+    written back as they are, as config.toml's unknown keys are."""
+    try:
+        data = json.loads(_read(hosts_path()) or "{}")
+    except (ValueError, CliError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if k not in ("version", "hosts")}
 
 
 def _write_token(token: str | None) -> None:
