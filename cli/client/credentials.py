@@ -20,9 +20,10 @@ mode 0600::
         "teams": ["core"]}}}
 
 Keys of hosts.json this build does not know (a later build's, a hand edit's) are
-written back as they are. The team names make ``-t core`` reach the server the user joined ``core`` on,
-even when it is not the default: ``ltm join``, ``ltm teams create`` and
-``ltm teams ls`` record them, ``ltm teams leave``/``rm`` drop them.
+written back as they are. The team names make ``-t core`` reach the server the
+user joined ``core`` on, even when it is not the default: ``ltm join``, ``ltm
+teams create`` and ``ltm teams ls`` record them, ``ltm teams leave``/``rm`` drop
+them.
 
 An entry there for the default server counts only while its token is the one
 in ``credentials``: when the reference signs in again, our details about the
