@@ -339,3 +339,23 @@ def test_recall_words_reach_an_older_server_without_a_secret_in_the_url() -> Non
     assert "login" in first and "break" in first
     assert SECRET not in first and "k3Yq9ZbV2mXw7LpT4nR8sD1fH6jC0aEuGi5o" not in first
     assert "hunter2Xq9Zr7Lm3Vb8Nc4Tk" not in first
+
+
+def test_a_search_by_meaning_says_so_and_stays_in_scope(server: Server) -> None:
+    """``mode=hybrid`` over HTTP: a packet found by meaning alone comes marked
+    ``matched: meaning`` (one holding every word, ``words``), and nobody else's packet is
+    anyone's neighbour. DynamoDB keeps no vectors: there the words alone answer."""
+    from ltm import semantic
+
+    if not semantic.installed():
+        pytest.skip("needs ltm[semantic]")
+    alice, bob = person(server, "alice"), person(server, "bob")
+    pool = push(alice, goal="Fix Postgres connection pool exhaustion under peak load")
+    push(bob, goal="Fix Postgres connection pool exhaustion under peak load")
+    near = {"q": "database runs out of sockets when traffic peaks", "mode": "hybrid"}
+    hits = alice.http.get("/v1/search", params=near).json()["results"]
+    by_meaning = [(pool, "meaning")] if server.store == "sqlite" else []
+    assert [(hit["id"], hit["matched"]) for hit in hits] == by_meaning
+    worded = {"q": "postgres pool", "mode": "hybrid"}
+    hits = alice.http.get("/v1/search", params=worded).json()["results"]
+    assert [(hit["id"], hit["matched"]) for hit in hits] == [(pool, "words")]
