@@ -27,7 +27,9 @@ which would silently drop a user's redaction patterns. ``config.json`` from
 earlier builds of this CLI is moved into ``settings.toml`` on first read.
 
 Every file here is written atomically with mode 0600 in a 0700 dir; no token
-is ever written to a settings file.
+is ever written to a settings file. ``config.toml`` and the sign-in files are
+read and written back under one lock (``locked``), so two processes never undo
+each other's change.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import errno
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -205,18 +208,19 @@ def load_reference() -> dict[str, Any]:
 
 def update_reference(**changes: Any) -> None:
     """Set keys of ``config.toml`` (None removes one), keeping every other key as it is."""
-    found = read_toml(config_dir() / REFERENCE_FILE)
-    if found is None and all(value is None for value in changes.values()):
-        return  # nothing to remove from a file that is not there
-    doc = found or {}
-    for key, value in changes.items():
-        for name in [k for k in doc if k != key and k.lower() == key]:
-            del doc[name]  # the reference would take "Host" for host too: one spelling only
-        if value is None:
-            doc.pop(key, None)
-        else:
-            doc[key] = value
-    write_toml(config_dir() / REFERENCE_FILE, doc)
+    with locked():
+        found = read_toml(config_dir() / REFERENCE_FILE)
+        if found is None and all(value is None for value in changes.values()):
+            return  # nothing to remove from a file that is not there
+        doc = found or {}
+        for key, value in changes.items():
+            for name in [k for k in doc if k != key and k.lower() == key]:
+                del doc[name]  # the reference would take "Host" for host too: one spelling only
+            if value is None:
+                doc.pop(key, None)
+            else:
+                doc[key] = value
+        write_toml(config_dir() / REFERENCE_FILE, doc)
 
 
 def reference_value(doc: dict[str, Any], key: str) -> Any:
@@ -267,6 +271,54 @@ def _migrate_legacy_settings(directory: Path) -> dict[str, Any]:
     except OSError:
         pass  # a read-only config dir: use the old file as it is, move it next time
     return data
+
+
+LOCK_FILE = ".credentials.lock"
+_held: dict[int, int] = {}  # thread id: how deep it holds the lock (it is taken once)
+
+
+@contextlib.contextmanager
+def locked() -> Iterator[None]:
+    """Hold the config dir's lock: for reading, changing and writing back its files.
+
+    Two ltm processes (an agent's MCP server recording teams, a terminal signing in or
+    setting ``ltm config set``) each rewrite a whole file from what they read: without
+    the lock the later write puts back what it read, and the other's change is lost (a
+    default server switched back under the other's token). An ``flock`` (released by the
+    kernel when a process dies, so never stale) on a file of its own, as renames replace
+    the files it guards; taken again in the same thread, it is already held. Windows has
+    no flock: there the common case, one process writing, goes on without it. No config
+    dir yet (nothing in it to lose) or a read-only one (the write says so): no lock.
+    """
+    import threading
+
+    me = threading.get_ident()
+    if _held.get(me):
+        _held[me] += 1
+        try:
+            yield
+        finally:
+            _held[me] -= 1
+        return
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    try:
+        fd = os.open(config_dir() / LOCK_FILE, os.O_WRONLY | os.O_CREAT, 0o600)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _held[me] = 1
+        try:
+            yield
+        finally:
+            del _held[me]
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def write_private(path: Path, text: str, *, mode: int = 0o600) -> None:

@@ -342,46 +342,73 @@ def test_a_switch_cut_short_never_pairs_a_token_with_another_host(
     assert not (config / "credentials").exists()  # neither a's token for b nor b's for a
 
 
-def test_two_processes_writing_at_once_lose_no_sign_in(
-    config: Path, monkeypatch: pytest.MonkeyPatch
+def held_between_read_and_write(
+    monkeypatch: pytest.MonkeyPatch,
+    module: Any,
+    write: str,
+    first: threading.Thread,
+    second: threading.Thread,
 ) -> None:
-    """An MCP shim recording teams while the terminal signs in elsewhere: each reads,
-    changes and writes hosts.json whole, so the later write must not put back a file
-    that lacks the other's change. Two threads, each opening the lock as a process
-    does: the first is held between its read and its write while the second runs."""
-    credentials.store_login("https://a.example", "tok-a", via="token")
-    commit = credentials._commit
+    """Run ``first`` up to its call of ``module.write`` (it has read the files), then
+    ``second`` while it waits, then let ``first`` write. Threads open the lock as
+    processes do; without one, ``first`` writes back what it read before ``second``."""
+    real = getattr(module, write)
     between = threading.Event()
     go_on = threading.Event()
 
-    def slow_commit(*args: Any, **kwargs: Any) -> None:
-        if threading.current_thread().name == "shim":
-            between.set()  # it has read the files; its write waits
+    def held(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is first:
+            between.set()
             go_on.wait(scaled(10))  # not a budget: released below
-        commit(*args, **kwargs)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(credentials, "_commit", slow_commit)
+    monkeypatch.setattr(module, write, held)
+    first.start()
+    assert between.wait(scaled(10))
+    second.start()
+    second.join(scaled(1))  # waits on the lock (or, without one, finishes first)
+    go_on.set()
+    first.join(scaled(10))
+    second.join(scaled(10))
+
+
+def test_two_processes_writing_at_once_lose_no_sign_in(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An MCP server recording teams while the terminal signs in elsewhere: each reads,
+    changes and writes hosts.json whole."""
+    credentials.store_login("https://a.example", "tok-a", via="token")
     shim = threading.Thread(
         target=credentials.remember_teams,
         args=("https://a.example", ["core"]),
         kwargs={"token": "tok-a"},
-        name="shim",
     )
     terminal = threading.Thread(
         target=credentials.store_login,
         args=("https://b.example", "tok-b"),
         kwargs={"via": "token", "make_default": False},
     )
-    shim.start()
-    assert between.wait(scaled(10))
-    terminal.start()
-    terminal.join(scaled(1))  # waits on the lock (or, without one, finishes first)
-    go_on.set()
-    shim.join(scaled(10))
-    terminal.join(scaled(10))
+    held_between_read_and_write(monkeypatch, credentials, "_commit", shim, terminal)
     hosts = json.loads((config / "hosts.json").read_text())["hosts"]
     assert hosts["https://b.example"]["token"] == "tok-b"
     assert hosts["https://a.example"]["teams"] == ["core"]
+
+
+def test_a_setting_written_meanwhile_never_pairs_a_token_with_another_server(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ltm config set editor vim`` rewrites config.toml whole from what it read: while
+    ``ltm auth`` switches the default from a to b, that write must not put host = a back
+    beside b's token in credentials (a's server would be sent b's token)."""
+    credentials.store_login("https://a.example", "tok-a", via="token")
+    setting = threading.Thread(target=settings.update_reference, kwargs={"editor": "vim"})
+    sign_in = threading.Thread(
+        target=credentials.store_login, args=("https://b.example", "tok-b"), kwargs={"via": "token"}
+    )
+    held_between_read_and_write(monkeypatch, settings, "write_toml", setting, sign_in)
+    assert go_load_config(config)["host"] == "https://b.example"
+    assert go_load_config(config)["editor"] == "vim"
+    assert go_load_token(config) == "tok-b"
 
 
 def test_an_answer_about_a_replaced_sign_in_is_not_recorded(config: Path) -> None:
@@ -574,9 +601,10 @@ def test_written_private_even_with_a_loose_umask(config: Path) -> None:
     finally:
         os.umask(old)
     assert mode(config) == 0o700
-    for name in ("credentials", "hosts.json", "config.toml", "settings.toml"):
+    for name in ("credentials", "hosts.json", "config.toml", "settings.toml", ".credentials.lock"):
         assert mode(config / name) == 0o600, name
     assert sorted(p.name for p in config.iterdir()) == [
+        ".credentials.lock",  # empty: what writers take turns on
         "config.toml",
         "credentials",
         "hosts.json",

@@ -54,7 +54,6 @@ from ltm.cli.errors import CliError
 
 CREDENTIALS_FILE = "credentials"
 HOSTS_FILE = "hosts.json"
-LOCK_FILE = ".credentials.lock"
 FORMAT_VERSION = 1
 USER_KEYS = ("id", "display")
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -220,34 +219,12 @@ _KEEP: Any = object()  # _commit's default: the default server stays as it is
 
 @contextmanager
 def _updating() -> Iterator[State]:
-    """The files' state, read and written back under the config dir's lock.
+    """The files' state, read and written back under the config dir's lock
+    (``ltm.cli.config.locked``): two processes changing them at once lose neither's change."""
+    from ltm.cli.config import locked
 
-    Two ltm processes (an agent's MCP shim recording teams, a terminal signing in)
-    each read, change and write the whole of hosts.json: without the lock the later
-    write puts back what it read, and the other's sign-in is lost. An ``flock``
-    (released by the kernel when a process dies, so never stale) on a file of its
-    own, as renames replace the files it guards. Windows has no flock: there the
-    common case, one process writing, goes on without it.
-    """
-    try:
-        import fcntl
-    except ImportError:
+    with locked():
         yield load()
-        return
-    from ltm.cli.config import config_dir
-
-    try:
-        fd = os.open(config_dir() / LOCK_FILE, os.O_WRONLY | os.O_CREAT, 0o600)
-    except OSError:
-        # No config dir yet (nothing in it to lose), or a read-only one (the write that
-        # follows, if any, says so): read and write without the lock.
-        yield load()
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield load()
-    finally:
-        os.close(fd)  # releases the lock
 
 
 def _commit(
