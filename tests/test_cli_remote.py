@@ -417,6 +417,27 @@ def test_logout_with_host_option_leaves_the_default(
     assert set(saved["hosts"]) == {"https://a.example"}
 
 
+def test_a_team_behind_a_revoked_token_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default is the local store and hosts.json knows no such team: the servers are
+    asked, and one that rejects the token is the likely home of the team, so it is named
+    with the way to sign in again, not "no team of yours"."""
+    from clikit import json_reply
+
+    from ltm.cli.client import credentials
+
+    def revoked(request: Seen) -> tuple[int, dict[str, str], bytes]:
+        return json_reply(401, {"error": "invalid or revoked token"})
+
+    cli = Cli(tmp_path / "me")
+    monkeypatch.setenv("LTM_CONFIG_DIR", str(cli.config))
+    with stub_server(revoked) as stub:
+        credentials.store_login(stub.url, "tok-old", via="token", make_default=False)
+        line = cli.fails("ls", "-t", "core")
+    assert f"{stub.url} rejected your token" in line and f"ltm auth {stub.url}" in line, line
+
+
 def test_environment_overrides_the_credentials_file(server: Server, tmp_path: Path) -> None:
     cli = Cli(tmp_path / "ci")  # nothing saved: everything from the environment
     _user_id, token = server.issue("ci")

@@ -1622,6 +1622,7 @@ def find_team(team: str, *, timeout: float | None = None) -> Target | None:
     from ltm.cli.client import credentials
 
     state = credentials.load()
+    rejected: list[str] = []  # the team may be there, behind a revoked or expired token
     for host, entry in sorted(state.hosts.items()):
         http = Http(host, timeout=timeout)
         try:
@@ -1631,11 +1632,19 @@ def find_team(team: str, *, timeout: float | None = None) -> Target | None:
             continue
         finally:
             http.close()
+        if reply.status == 401:
+            rejected.append(host)
         rows = answer.get("teams") if isinstance(answer, dict) else None
         if isinstance(rows, list):
             names = [str(r["name"]) for r in rows if isinstance(r, dict) and r.get("name")]
             credentials.remember_teams(host, names, token=entry.get("token"), complete=True)
     if credentials.team_host(credentials.load(), team) is None:
+        if rejected:
+            raise Rejected(
+                f"team {team} is on none of the servers that answered, and"
+                f" {', '.join(rejected)} rejected your token (revoked or expired) —"
+                f" sign in there again: ltm auth {rejected[0]}"
+            )
         return None
     return credentials.active(team)
 
