@@ -517,13 +517,12 @@ SEMANTIC_ALONE_WEIGHT = 1.0  # when the words matched nothing, meaning is all th
 # tells a right answer from a wrong one (a prompt about nothing saved reaches 0.3 with
 # its nearest), so it only keeps the unrelated tail out of a list, and the list says
 # which results are by meaning only (a hint asks for more: ``cli.agents.recall``).
-# Measured on bench/semantic_corpus.json's packets, by cosine alone: of 20 short
-# typed queries sharing no word with their packet, 0.15 keeps the 18 that 0.1 keeps
-# (0.2 keeps 17, 0.25 14), and the wrong packets shown a query fall from 5.8 to 2.2;
-# of its 30 sentence paraphrases it keeps 27 (0.1: 29; 0.2: 21), the wrong ones from
-# 7.7 to 3.8. A query about none of a store's packets ("oauth refresh" among email
-# copy) met them at 0.11 and was answered with them at 0.1. bench/bench_semantic.py:
-# hybrid recall@1 stays 0.833, precision@1 from 0.658 to 0.714.
+# Chosen on bench/semantic_corpus.json's packets, by cosine alone, with short typed
+# queries sharing no word with their packet: 0.15 keeps every right answer 0.1 kept
+# and shows fewer than half the wrong packets; 0.2 starts losing right answers. A
+# query about none of a store's packets ("oauth refresh" among email copy) meets
+# them near 0.11 (tests/test_semantic.py). Search's recall@1 and precision@1 with
+# it: BENCHMARKS.md, "Search and recall by meaning".
 SEMANTIC_FLOOR = 0.15
 FUSE_DEPTH = 20  # how many of each ranking are fused
 
