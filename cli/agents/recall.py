@@ -50,14 +50,14 @@ MIN_STEM = 4
 # costs more than none.
 MEANING_MIN = 0.3
 MEANING_LEAD = 0.25
-# The least the next packet counts for in that lead. Those leads were measured on stores
-# of 20 packets or more, where the next packet is a near one; a project with one packet
-# (a new one) has none, and with two the next is any packet, so any prompt whose nearest
-# is at 0.3 would lead: one of a project's packets alone, on both corpora, was hinted
-# wrongly 20 times (35 right, precision 0.64). Counted at least at 0.2, just above the
-# cosine 90% of unrelated pairs stay under (0.18), a hint there needs a cosine of 0.45,
-# above every unrelated pair of both corpora (0.40 at most): no wrong hint and 22 right.
-# On the whole corpora nothing changes (21 right, none wrong).
+# The least the next packet counts for in that lead. The lead was chosen on stores of 20
+# packets or more, where the next packet is a near one; a project with one packet (a new
+# one) has none, and with two the next is any packet, so any prompt whose nearest is at
+# 0.3 would lead, and one of a project's packets alone was hinted for unrelated prompts.
+# Counted at least at 0.2, just above the cosine most unrelated pairs of the bench's
+# corpora stay under, a hint there needs a cosine of 0.45, above every unrelated pair of
+# them (tests/test_recall.py has two such prompts). On the whole corpora nothing
+# changes: BENCHMARKS.md, "Search and recall by meaning", hints.
 MEANING_RUNNER_UP = 0.2
 
 _SUFFIXES = (
