@@ -269,6 +269,33 @@ def test_a_save_while_an_older_version_is_delivered_lands_after_it(
         assert json.loads(olive.ok("pull", second.packet_id))["goal"] == "second version"
 
 
+def test_a_save_waits_for_the_account_it_was_saved_as(box: Restartable, tmp_path: Path) -> None:
+    """Kept while signed in as Olive, then signed in to the same server as Bob: Olive's
+    packet must not land in Bob's account; it goes once Olive signs in again."""
+    _, olive_token = box.live.issue("Olive")
+    _, bob_token = box.live.issue("Bob")
+    me = Cli(tmp_path / "me")
+    me.ok("auth", box.live.url, "--with-token", stdin=olive_token)
+    box.stop()
+    kept = me.ok("save", "-", stdin=packet("Olive's offline work")).strip()
+    box.start()
+
+    me.ok("auth", box.live.url, "--with-token", stdin=bob_token)
+    listed = me.run("ls")
+    assert listed.returncode == 0, listed.stderr
+    assert f"outbox: {kept} was saved as Olive" in listed.stderr
+    assert f"ltm auth {box.live.url}" in listed.stderr
+    assert kept not in box.ids() and len(outbox_files(me)) == 1
+    pushed = me.run("push", "--outbox")
+    assert pushed.returncode == 1 and "still in the outbox" in pushed.stderr, pushed.stderr
+
+    me.ok("auth", box.live.url, "--with-token", stdin=olive_token)
+    assert f"outbox: pushed {kept}" in me.run("ls").stderr
+    assert kept in box.ids() and outbox_files(me) == []
+    owner = sqlite3.connect(box.db).execute("SELECT owner_id FROM packets WHERE id = ?", (kept,))
+    assert owner.fetchone()[0] == olive_token.split("_")[1]
+
+
 def test_logging_out_says_what_still_waits_and_how_it_goes(
     box: Restartable, tmp_path: Path
 ) -> None:

@@ -16,7 +16,10 @@ what is left itself, before its own request: a packet saved again meanwhile is
 pushed after the older version being delivered, never overwritten by it. (The
 hooks, on their short budget, deliver nothing and so never wait.) Saving the same
 id again while offline replaces the waiting file: the newest version is the one
-the server would have kept too.
+the server would have kept too. A save kept while signed in as one account (when
+the sign-in knows it: a server with ``/v1/whoami``) is delivered only while signed
+in as that account: another account signed in to the same server since would
+otherwise receive it.
 
 Private and durable: the folder is 0700 inside ltm's data folder, each file 0600,
 written to a temporary name, fsynced, renamed, and the folder fsynced, so a packet
@@ -55,6 +58,9 @@ class Entry(NamedTuple):
     body: bytes  # the packet as the pre-flight accepted it (canonical bytes)
     packet_id: str
     kept_at: str
+    # The account it was saved as, when the sign-in knew it: delivered only as that one.
+    user_id: str | None = None
+    user_display: str = ""
 
 
 class Delivery(NamedTuple):
@@ -95,8 +101,10 @@ def keep(
     team: str | None,
     lenient: bool,
     allow_unredacted: bool,
+    user: dict[str, str] | None = None,
 ) -> Path:
-    """Keep a checked packet for ``host``; returns its file. Durable when it returns."""
+    """Keep a checked packet for ``host`` (saved as ``user``, when known); returns its file.
+    Durable when it returns."""
     from ltm.cli.config import PRIVATE_DIR, private_dir, sync_dir
 
     private_dir(folder().parent)
@@ -109,6 +117,7 @@ def keep(
         "team": team,
         "lenient": lenient,
         "allow_unredacted": allow_unredacted,
+        "user": user,
         "kept_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "packet": checked.body().decode("utf-8"),
     }
@@ -152,6 +161,7 @@ def _read(path: Path) -> Entry | None:
         record = json.loads(path.read_bytes())
         body = record["packet"].encode("utf-8")
         packet_id = json.loads(body).get("id", "")
+        user = record.get("user") if isinstance(record.get("user"), dict) else {}
         return Entry(
             path,
             str(record["host"]),
@@ -161,6 +171,8 @@ def _read(path: Path) -> Entry | None:
             body,
             str(packet_id),
             str(record.get("kept_at", "")),
+            str(user["id"]) if user.get("id") else None,
+            str(user.get("display") or ""),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -205,10 +217,20 @@ def deliver(backend: Backend, host: str, *, wait: bool = False) -> Delivery:
         entries = waiting(host)  # read again under the lock: what another process left
         if not mine:
             return Delivery(sent, refused, len(entries))
+        me = account(backend)
         for done, entry in enumerate(entries):
             if not entry.path.exists():
                 continue  # gone meanwhile (delivered by another process: Windows has no lock)
             where = f"team {entry.team} on {host}" if entry.team else host
+            if entry.user_id and me is not None and me["id"] != entry.user_id:
+                # Signed in as someone else since: their packet must not land in this account.
+                refused.append(entry.packet_id)
+                info(
+                    f"outbox: {entry.packet_id} was saved as {entry.user_display or '?'}"
+                    f" (user {entry.user_id}) on {host}, not as the account signed in now;"
+                    f" it waits for a sign-in as that account: ltm auth {host}"
+                )
+                continue
             try:
                 checked = preflight.accept(
                     entry.body,
@@ -338,12 +360,26 @@ def keep_unsent(
     host = getattr(backend, "host", None)
     if not isinstance(host, str) or not unreachable(failure):
         return None
-    keep(checked, host=host, team=team, lenient=lenient, allow_unredacted=allow_unredacted)
+    keep(
+        checked,
+        host=host,
+        team=team,
+        lenient=lenient,
+        allow_unredacted=allow_unredacted,
+        user=account(backend),
+    )
     reason = _first_line(getattr(failure, "message", str(failure))).split(" — ")[0]
     return (
         f"{reason}; kept {checked.data.get('id')} in the outbox: it is pushed by the next"
         " command that reaches the server (or now: ltm push --outbox)"
     )
+
+
+def account(backend: Backend) -> dict[str, str] | None:
+    """The account ``backend`` is signed in as, when its sign-in knows (a server with
+    ``/v1/whoami``); None otherwise (the reference, a token from ``LTM_TOKEN``)."""
+    user = getattr(getattr(backend, "target", None), "user", None)
+    return user if isinstance(user, dict) and isinstance(user.get("id"), str) else None
 
 
 def _first_line(text: str) -> str:
