@@ -100,6 +100,34 @@ def test_losing_an_accept_race_to_a_conflict_is_gone(store: DynamoStore) -> None
     assert store.get_user("u9") is None and store.token_owner("h9") is None
 
 
+def test_a_rename_writes_a_copy_a_transaction_held_for_a_moment(store: DynamoStore) -> None:
+    """A copy of the name (on a token, a membership) written while a transaction holds
+    that item meets TransactionConflict, which the SDK does not retry: the rename, done
+    by then, must still write every copy, not end in an error."""
+    store.create_user(User("u1", "one", T0), Token("laptop", "u1", "h1", T0))
+    store.create_team(Team("t1", "core", "u1", T0))
+    client = store.client
+    real = client.update_item
+    calls: list[str] = []
+
+    def held(**kwargs: Any) -> Any:
+        calls.append(kwargs["Key"]["pk"]["S"])
+        if len(calls) == 1:
+            raise client.exceptions.TransactionConflictException(
+                {"Error": {"Code": "TransactionConflictException", "Message": "in flight"}},
+                "UpdateItem",
+            )
+        return real(**kwargs)
+
+    client.update_item = held  # type: ignore[method-assign]
+    assert store.rename_user("u1", "uno").display == "uno"
+    client.update_item = real  # type: ignore[method-assign]
+    assert calls[0] == calls[1]  # the copy met the conflict, and was written again
+    found = store.token_owner("h1")
+    assert found is not None and found[1].display == "uno"
+    assert [m.display for m in store.list_members("t1")] == ["uno"]
+
+
 def test_create_user_retries_a_conflict(store: DynamoStore) -> None:
     conflict_first(store, 1)
     store.create_user(User("u1", "one", T0), Token("root", "u1", "h1", T0))

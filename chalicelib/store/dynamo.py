@@ -1672,8 +1672,23 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DepartureMixin, DeviceGrantsMixi
                 fields.append("display")
         for key, field in zip(keys, fields, strict=True):
             update = _set_display(key, field, display)["Update"]
-            with contextlib.suppress(self._exc.ConditionalCheckFailedException):
-                self._client.update_item(TableName=self.table, **update)
+            for attempt in range(TRANSACTION_ATTEMPTS):
+                try:
+                    self._client.update_item(TableName=self.table, **update)
+                except self._exc.ConditionalCheckFailedException:
+                    pass  # gone meanwhile: a token revoked, a membership ended
+                except self._exc.TransactionConflictException:
+                    # A transaction is writing the same item (a token's revoke, a team's
+                    # change): the SDK retries no such conflict, and the rename itself has
+                    # taken effect, so its copy is written once that transaction is done.
+                    _backoff(attempt)
+                    continue
+                break
+            else:
+                raise Conflict(
+                    "the name changed, but a copy of it could not be written (concurrent"
+                    " writes); set it again to finish"
+                )
 
     def get_user(self, user_id: str) -> User | None:
         item = self._get_item(_key(f"USER#{user_id}", "USER"))
