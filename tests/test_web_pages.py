@@ -186,6 +186,23 @@ def test_the_landing_page_lists_every_scope_with_what_a_row_needs(server: Server
     assert f"bob-land ({bob_id})" in owner_page.text
 
 
+def test_shared_with_you_says_when_it_stops_at_its_page(server: Server) -> None:
+    _, sharer_token = server.issue("sam-shares")
+    reader_id, reader_token = server.issue("rey-reads")
+    sam = server.client(sharer_token)
+    for n in range(51):
+        packet = make_packet(goal=f"Shared note {n}")
+        assert sam.post("/v1/packets", json=packet).status_code == 201
+        shared = sam.post(f"/v1/packets/{packet['id']}/shares", json={"user": reader_id})
+        assert shared.status_code == 201
+        if n == 48:  # 49 shares: all of them shown, nothing to say
+            page = browser_for(server, reader_token).get("/web?shared=1")
+            assert page.text.count("Shared note") == 49 and "ltm ls --shared" not in page.text
+    page = browser_for(server, reader_token).get("/web?shared=1")
+    assert page.text.count("Shared note") == 50
+    assert "The newest 50 shares are shown" in page.text and "ltm ls --shared" in page.text
+
+
 def test_filters_reach_older_packets_and_pages_keep_them(server: Server) -> None:
     _uid, token = server.issue("fiona")
     api = server.client(token)

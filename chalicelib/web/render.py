@@ -241,12 +241,18 @@ class SharedRow:
     by: str  # who shared it (display name)
 
 
-def shared_list(rows: Sequence[SharedRow]) -> str:
-    """``GET /web?shared=1``: the packets other users shared with the reader, read-only."""
+def shared_list(rows: Sequence[SharedRow], *, cut: bool = False) -> str:
+    """``GET /web?shared=1``: the packets other users shared with the reader, read-only;
+    ``cut``: the list stops at its page, and there may be more."""
     parts = ["<h1>Shared with you</h1>"]
     if rows:
         items = "".join(_row(r.row, by=r.by) for r in rows)
         parts.append(f'<ol class="packets" aria-label="Shared packets, newest first">{items}</ol>')
+        if cut:
+            parts.append(
+                f'<p class="more">The newest {len(rows)} shares are shown; older ones are'
+                " listed by <code>ltm ls --shared --limit 200</code>.</p>"
+            )
     else:
         parts.append('<p class="empty">Nobody has shared a packet with you.</p>')
     parts.append('<p><a href="<@>/web">Back to the list</a></p>')

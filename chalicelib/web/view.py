@@ -493,7 +493,8 @@ class WebView:
             )
             for r, s in zip(got.received, short, strict=True)
         ]
-        return self._page(200, "Shared with you", render.shared_list(rows), nav=read.nav)
+        listing = render.shared_list(rows, cut=len(rows) >= browse.PAGE)
+        return self._page(200, "Shared with you", listing, nav=read.nav)
 
     def _search(self, request: WebRequest) -> WebResponse:
         """``GET /web?q=``: ``search.search`` over one scope or all of the reader's."""
