@@ -528,15 +528,7 @@ def _search(
     return _json(
         {
             "results": [
-                {
-                    **_lineage_json(hit.meta),
-                    "team": hit.team,
-                    "score": round(hit.score, 6),
-                    "field": hit.field,
-                    "snippet": hit.snippet,
-                    "highlights": [list(span) for span in hit.highlights],
-                    "matched": hit.matched,
-                }
+                {**_lineage_json(hit.meta), **hit.where(), "score": round(hit.score, 6)}
                 for hit in found
             ]
         }

@@ -452,18 +452,7 @@ class ServiceBackend(Backend):
                 limit=limit,
                 mode=mode,
             )
-        return [
-            {
-                **meta_row(hit.meta),
-                "team": hit.team,
-                "score": hit.score,
-                "field": hit.field,
-                "snippet": hit.snippet,
-                "highlights": [list(span) for span in hit.highlights],
-                "matched": hit.matched,
-            }
-            for hit in found
-        ]
+        return [{**meta_row(hit.meta), **hit.where(), "score": hit.score} for hit in found]
 
     def children(self, ref: str, *, team: str | None = None) -> list[dict[str, Any]]:
         from .service import packets

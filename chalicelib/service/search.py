@@ -10,7 +10,7 @@ the ranking, the snippets or the result.
 from __future__ import annotations
 
 from types import ModuleType
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..store import PacketMeta, Scope, SearchHit, Store
 from .access import Caller, access
@@ -33,6 +33,16 @@ class Found(NamedTuple):  # not a dataclass: recall at the prompt imports this m
     # How it was found: ``words`` (it holds every word of the query) or ``meaning`` (by
     # meaning alone: a neighbour, maybe a weak one, which a reader must be told apart).
     matched: str = "words"
+
+    def where(self) -> dict[str, Any]:
+        """The hit's own fields as ``/v1/search`` sends them (the packet's beside them)."""
+        return {
+            "team": self.team,
+            "field": self.field,
+            "snippet": self.snippet,
+            "highlights": [list(span) for span in self.highlights],
+            "matched": self.matched,
+        }
 
 
 MODES = ("hybrid", "lexical", "semantic")
