@@ -11,6 +11,8 @@ import pytest
 from clikit import Cli, Seen, json_reply, stub_server
 from serverkit import SERVER_STORES, Server, make_packet, running_server
 
+from ltm.store import Store
+
 
 @pytest.fixture(scope="module", params=SERVER_STORES)
 def server(
@@ -99,6 +101,26 @@ def test_shares_end_with_the_packet_and_with_the_sharers_reach(server: Server) -
     assert dan.delete(f"/v1/packets/{mine['id']}").status_code == 204
     assert dan.post("/v1/packets", json=mine).status_code == 201  # the same id, a new packet
     assert fay.get(f"/v1/packets/{mine['id']}").status_code == 404
+
+
+def test_shares_out_of_their_sharers_reach_hide_no_live_one(server: Server) -> None:
+    found = people(server, "gil", "hux", "ida")
+    (_, gil), (_, hux), (ida_id, ida) = found["gil"], found["hux"], found["ida"]
+    live = make_packet(goal="still shared")
+    assert gil.post("/v1/packets", json=live).status_code == 201
+    assert gil.post(f"/v1/packets/{live['id']}/shares", json={"user": ida_id}).status_code == 201
+    team_of(server, gil, hux, "share-lost")
+    for n in range(3):  # newer shares, by hux, of the team's packets
+        packet = make_packet(goal=f"team note {n}")
+        assert hux.post("/v1/packets?team=share-lost", json=packet).status_code == 201
+        shared = hux.post(f"/v1/packets/{packet['id']}/shares", json={"user": ida_id})
+        assert shared.status_code == 201
+    assert hux.post("/v1/teams/share-lost/leave", json={}).status_code == 204
+    # hux's three shares are out of his reach now; the older live one still lists, also
+    # when the listing asks for fewer than they are.
+    for limit in ("", "?limit=1", "?limit=2"):
+        listed = ida.get(f"/v1/shared{limit}").json()["packets"]
+        assert [p["id"] for p in listed] == [live["id"]], limit
 
 
 def test_share_read_and_unshare_through_the_cli(server: Server, tmp_path: Path) -> None:
@@ -202,3 +224,29 @@ def test_a_share_of_a_teams_packet_ends_when_its_recipient_leaves_the_team(
     assert [p["id"] for p in quin.get("/v1/shared").json()["packets"]] == [mine["id"]]
     assert rue.get("/v1/shared").json()["packets"] == []
     assert pia.get(f"/v1/packets/{packet['id']}/shares").json()["shares"] == []
+
+
+def test_the_listing_reads_on_past_pages_of_shares_out_of_reach(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Page after page, and no further than it looks: on each store, in process."""
+    from test_store_contract import pkt, put, share, user
+
+    from ltm.service import share as sharing
+
+    monkeypatch.setattr(sharing, "PAGE", 2)
+    for uid in ("u1", "u2", "u3"):
+        store.create_user(user(uid))
+    packets = [pkt(f"01SHAREPAGE{n}", "u1", n=n) for n in range(6)]
+    for p in packets:
+        put(store, p)
+    live = packets[0]
+    store.share_packet(share(live.meta.id, "u2"), seen=live.meta)
+    for minutes, p in enumerate(packets[1:], start=1):  # newer, by one who never read them
+        store.share_packet(share(p.meta.id, "u2", by="u3", minutes=minutes), seen=p.meta)
+    recipient = store.get_user("u2")
+    assert recipient is not None
+    got = sharing.shared_with_me(store, recipient, limit=1)
+    assert [r.meta.id for r in got] == [live.meta.id]
+    monkeypatch.setattr(sharing, "LOOKED_THROUGH", 5)  # the live one is the sixth
+    assert sharing.shared_with_me(store, recipient, limit=1) == []

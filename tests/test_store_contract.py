@@ -575,11 +575,26 @@ def test_share_list_and_unshare(store: Store) -> None:
     ]
     assert [m.id for _, m in store.shared_with("u2", limit=1)] == [b.meta.id]
     assert store.shared_with("u9") == []
+    # Page after page: the shares after the last one of the page before.
+    assert [m.id for _, m in store.shared_with("u2", after=listed[0][0])] == [a.meta.id]
+    assert store.shared_with("u2", after=listed[1][0]) == []
 
     assert store.unshare_packet(a.meta.id, "u2") is True
     assert store.unshare_packet(a.meta.id, "u2") is False
     assert store.get_share(a.meta.id, "u2") is None
     assert [m.id for _, m in store.shared_with("u2")] == [b.meta.id]
+
+
+def test_shares_made_at_once_page_by_packet_id(store: Store) -> None:
+    packets = [pkt(f"01SHAREDAT0{n}", "u1", n=n) for n in range(3)]
+    for p in packets:
+        put(store, p)
+        store.share_packet(share(p.meta.id, "u2"), seen=p.meta)  # the same instant
+    newest_id_first = [p.meta.id for p in reversed(packets)]
+    first = store.shared_with("u2", limit=2)
+    assert [m.id for _, m in first] == newest_id_first[:2]
+    rest = store.shared_with("u2", limit=2, after=first[-1][0])
+    assert [m.id for _, m in rest] == newest_id_first[2:]
 
 
 def test_share_checks_the_packet_as_seen(store: Store) -> None:

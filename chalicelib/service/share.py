@@ -22,6 +22,7 @@ team's owner), and the recipient (to drop it from their list).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from typing import NamedTuple
 
@@ -34,7 +35,11 @@ from .users import now
 
 MAX_LISTED = 200  # packets ``shared_with_me`` lists at most
 MAX_NAME = 128
-SWEPT = 10_000  # the shares with someone leaving a team that are looked through, newest first
+PAGE = 100  # shares read from the store at a time
+# Shares ``shared_with_me`` looks through at most for its live ones: a share whose sharer
+# has lost reach to its packet (left the team) is skipped, and many of those must not
+# hide the live ones behind them, nor make one listing read without end.
+LOOKED_THROUGH = 2_000
 
 
 class Shared(NamedTuple):
@@ -65,9 +70,25 @@ def end_team_shares(store: Store, team_id: str, user_id: str) -> None:
     removed). Shared with them before they joined, or their own packet shared with them and
     since moved in, such a share would keep a window onto the team open after it closed
     their membership, as a publication of theirs would (``Store.remove_member``)."""
-    for item, meta in store.shared_with(user_id, limit=SWEPT):
+    for item, meta in _shares_with(store, user_id):
         if meta.team_id == team_id:
             store.unshare_packet(item.packet_id, user_id)
+
+
+def _shares_with(
+    store: Store, user_id: str, *, most: int | None = None
+) -> Iterator[tuple[Share, PacketMeta]]:
+    """The shares with ``user_id``, the newest first, page after page (``most`` at most)."""
+    after: Share | None = None
+    seen = 0
+    while most is None or seen < most:
+        page = PAGE if most is None else min(PAGE, most - seen)
+        found = store.shared_with(user_id, limit=page, after=after)
+        yield from found
+        if not found:
+            return
+        seen += len(found)
+        after = found[-1][0]
 
 
 def readable_by_share(store: Store, user: User, meta: PacketMeta) -> bool:
@@ -218,7 +239,7 @@ def shared_with_me(store: Store, caller: Caller, *, limit: int = MAX_LISTED) -> 
     out = []
     users: dict[str, User | None] = {}
     reach: dict[tuple[str, str | None, str], bool] = {}
-    for item, meta in store.shared_with(who.user.id, limit=limit):
+    for item, meta in _shares_with(store, who.user.id, most=LOOKED_THROUGH):
         key = (item.shared_by, meta.team_id, meta.owner_id if meta.team_id is None else "")
         if key not in reach:
             reach[key] = reads_in_scope(store, item.shared_by, meta)
@@ -227,4 +248,6 @@ def shared_with_me(store: Store, caller: Caller, *, limit: int = MAX_LISTED) -> 
         if item.shared_by not in users:
             users[item.shared_by] = store.get_user(item.shared_by)
         out.append(Received(meta, item, users[item.shared_by]))
+        if len(out) == limit:
+            break
     return out

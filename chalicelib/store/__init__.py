@@ -658,10 +658,14 @@ class Store(ABC):
         """Every share of one packet, oldest first."""
 
     @abstractmethod
-    def shared_with(self, user_id: str, *, limit: int = 100) -> list[tuple[Share, PacketMeta]]:
+    def shared_with(
+        self, user_id: str, *, limit: int = 100, after: Share | None = None
+    ) -> list[tuple[Share, PacketMeta]]:
         """The packets shared with ``user_id``, the newest share first, with each packet's
         listing fields; only packets that still exist. Deleting a packet (by any path, its
         team's deletion included) ends its shares; a re-push or a move into a team keeps them.
+        ``after``: the last share of the page before; this page holds the shares after it
+        in that order (older, or as old with a smaller packet id).
         """
 
     # -- users and tokens -----------------------------------------------

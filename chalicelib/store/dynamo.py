@@ -1562,15 +1562,24 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DepartureMixin, DeviceGrantsMixi
         shares = [self._share(item) for item in self._share_items(packet_id)]
         return sorted(shares, key=lambda s: (s.created_at, s.user_id))
 
-    def shared_with(self, user_id: str, *, limit: int = 100) -> list[tuple[Share, PacketMeta]]:
+    def shared_with(
+        self, user_id: str, *, limit: int = 100, after: Share | None = None
+    ) -> list[tuple[Share, PacketMeta]]:
         if limit < 1:
             return []
         keys = []
+        names = {"#p": "gsi1pk"}
+        values = {":p": _s(f"SHARED#{user_id}")}
+        condition = "#p = :p"
+        if after is not None:  # the sort key is "<created>#<packet id>", its time fixed-width
+            names["#s"] = "gsi1sk"
+            values[":s"] = _s(f"{_ts(after.created_at)}#{after.packet_id}")
+            condition += " AND #s < :s"
         for item in self._query(
             IndexName="gsi1",
-            KeyConditionExpression="#p = :p",
-            ExpressionAttributeNames={"#p": "gsi1pk"},
-            ExpressionAttributeValues={":p": _s(f"SHARED#{user_id}")},
+            KeyConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
             ScanIndexForward=False,
             Limit=limit,
         ):

@@ -1683,14 +1683,18 @@ class SqliteStore(Store):
         )
         return [self._share(row) for row in rows]
 
-    def shared_with(self, user_id: str, *, limit: int = 100) -> list[tuple[Share, PacketMeta]]:
+    def shared_with(
+        self, user_id: str, *, limit: int = 100, after: Share | None = None
+    ) -> list[tuple[Share, PacketMeta]]:
+        since = "" if after is None else " AND (s.created_at, s.packet_id) < (?, ?)"
+        cursor = () if after is None else (_ts(after.created_at), after.packet_id)
         rows = (
             self._conn()
             .execute(
                 f"SELECT s.packet_id, s.user_id, s.shared_by, s.created_at, {_META}"
-                " FROM shares s JOIN packets p ON p.id = s.packet_id WHERE s.user_id = ?"
+                f" FROM shares s JOIN packets p ON p.id = s.packet_id WHERE s.user_id = ?{since}"
                 " ORDER BY s.created_at DESC, s.packet_id DESC LIMIT ?",
-                (user_id, limit),
+                (user_id, *cursor, limit),
             )
             .fetchall()
         )
