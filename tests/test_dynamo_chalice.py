@@ -398,7 +398,8 @@ def test_mcp_through_the_lambda_event_on_dynamodb(
         assert saved["statusCode"] == 200, saved
         result = json.loads(saved["body"])["result"]
         assert result["isError"] is False
-        packet_id = result["structuredContent"]["id"]
+        assert "structuredContent" not in result  # the text is what the model sees
+        packet_id = result["_meta"]["ltm/data"]["id"]
         stored = store.get_packet(packet_id)
         assert stored is not None and b"saved through lambda" in stored.body
         # DynamoDB throttled past the SDK's retries: the agent is told to try again

@@ -144,6 +144,15 @@ def text(result: Any) -> str:
     return "\n".join(block.text for block in result.content if block.type == "text")
 
 
+def data(result: Any) -> Any:
+    """A tool result's data for programs: in ``_meta``, never ``structuredContent`` (which
+    clients would hand the model instead of the text)."""
+    from ltm.mcp.server import DATA_KEY
+
+    assert result.structured_content is None
+    return (result.meta or {})[DATA_KEY]
+
+
 def framed(answer: str) -> tuple[str, str, str]:
     """(header, the frame's own lines, the saved text) of an answer holding one frame of
     ``ltm.resume.frame``; the header is what stands before the fence."""
@@ -236,12 +245,12 @@ def test_initialize_and_list_tools(shim: Shim) -> None:
 def test_save_ls_show_pull_resume_push_rm_round_trip(shim: Shim, env: dict[str, str]) -> None:
     saved = shim.call("save", {"packet": CONTENT})
     assert not saved.is_error, text(saved)
-    packet_id = saved.structured_content["id"]
-    assert len(packet_id) == 26 and saved.structured_content["created"] is True
+    packet_id = data(saved)["id"]
+    assert len(packet_id) == 26 and data(saved)["created"] is True
     assert packet_id in text(saved) and "local store" in text(saved)
 
     listing = shim.call("ls", {"limit": 5})
-    assert [row["id"] for row in listing.structured_content["packets"]] == [packet_id]
+    assert [row["id"] for row in data(listing)["packets"]] == [packet_id]
     assert CONTENT["goal"] in text(listing)
 
     # The CLI sees the very packet the shim saved: one store, one client.
@@ -267,10 +276,10 @@ def test_save_ls_show_pull_resume_push_rm_round_trip(shim: Shim, env: dict[str, 
     edited = {**pulled, "next_step": "Bisect the fixtures"}
     pushed = shim.call("push", {"packet": edited})
     assert not pushed.is_error, text(pushed)
-    assert pushed.structured_content == {
+    assert data(pushed) == {
         "id": packet_id,
         "created": False,
-        "where": pushed.structured_content["where"],
+        "where": data(pushed)["where"],
         "team": None,
     }
     assert "updated" in text(pushed)
@@ -279,21 +288,21 @@ def test_save_ls_show_pull_resume_push_rm_round_trip(shim: Shim, env: dict[str, 
     )
 
     follow_up = shim.call("save", {"packet": {**CONTENT, "parent_id": packet_id}})
-    child = follow_up.structured_content["id"]
-    rows = shim.call("ls").structured_content["packets"]
+    child = data(follow_up)["id"]
+    rows = data(shim.call("ls"))["packets"]
     assert [r["id"] for r in rows] == [child, packet_id]
     # A parent no one can read here: refused, nothing stored, as ltm save refuses it.
     orphan = {**CONTENT, "parent_id": "01NOSUCHPARENT000000000000"}
     refused = shim.fails("save", {"packet": orphan})
     assert refused.startswith("parent_id 01NOSUCHPARENT000000000000 names no packet you can")
     assert "nothing saved" in refused
-    assert [r["id"] for r in shim.call("ls").structured_content["packets"]] == [child, packet_id]
+    assert [r["id"] for r in data(shim.call("ls"))["packets"]] == [child, packet_id]
     assert shim.fails("search", {"query": "  "}) == (
         "nothing to search for: give words to look for, e.g. 'flaky login'"
     )
 
     removed = shim.call("rm", {"id": packet_id})
-    assert not removed.is_error and removed.structured_content == {"deleted": packet_id}
+    assert not removed.is_error and data(removed) == {"deleted": packet_id}
     assert missing(shim.fails("show", {"id": packet_id}))
     shim.ok("rm", {"id": child})
     assert "no packets yet" in shim.ok("ls")
@@ -309,7 +318,7 @@ def test_pull_then_push_gives_back_every_character(shim: Shim, env: dict[str, st
     goal = "می\u200cخواهم pay\u00a0100 € for 👨\u200d👩\u200d👧 \u202etxt.exe\u2028end\U000e0041"
     saved = shim.call("save", {"packet": {**CONTENT, "goal": goal}})
     assert not saved.is_error, text(saved)
-    packet_id = saved.structured_content["id"]
+    packet_id = data(saved)["id"]
     stored = cli(env, "pull", packet_id).stdout
 
     answer = shim.ok("pull", {"id": packet_id})
@@ -332,7 +341,7 @@ def test_ls_filters_and_pages(shim: Shim) -> None:
         }
         saved = shim.call("save", {"packet": packet})
         assert not saved.is_error, text(saved)
-        return str(saved.structured_content["id"])
+        return str(data(saved)["id"])
 
     old = save("January work", "01-01", "alpha", "web")
     mid = save("February work", "02-01", "beta", "web")
@@ -341,7 +350,7 @@ def test_ls_filters_and_pages(shim: Shim) -> None:
     def ids(**args: Any) -> list[str]:
         result = shim.call("ls", args)
         assert not result.is_error, text(result)
-        return [row["id"] for row in result.structured_content["packets"]]
+        return [row["id"] for row in data(result)["packets"]]
 
     assert ids() == [new, mid, old]
     # JSON Schema's integer is any number with no fraction: 2.0 is one (a client whose
@@ -355,12 +364,12 @@ def test_ls_filters_and_pages(shim: Shim) -> None:
     assert ids(author="me", tag="beta") == [mid]
 
     first = shim.call("ls", {"tag": "alpha", "limit": 1})
-    assert [r["id"] for r in first.structured_content["packets"]] == [new]
-    token = first.structured_content["next_page_token"]
+    assert [r["id"] for r in data(first)["packets"]] == [new]
+    token = data(first)["next_page_token"]
     assert f"page_token {token}" in text(first)
     second = shim.call("ls", {"tag": "alpha", "limit": 1, "page_token": token})
-    assert [r["id"] for r in second.structured_content["packets"]] == [old]
-    assert "next_page_token" not in second.structured_content
+    assert [r["id"] for r in data(second)["packets"]] == [old]
+    assert "next_page_token" not in data(second)
 
     assert "no packets match" in shim.ok("ls", {"tag": "gamma"})
     assert "tag" in shim.fails("ls", {"tag": "Not A Tag"})
@@ -377,20 +386,20 @@ def test_example_whoami_validate(shim: Shim, tmp_path: Path) -> None:
 
     who = shim.call("whoami")
     assert not who.is_error
-    assert who.structured_content["backend"] == "local"
-    assert who.structured_content["store"] == str(tmp_path / "data" / "ltm.db")
+    assert data(who)["backend"] == "local"
+    assert data(who)["store"] == str(tmp_path / "data" / "ltm.db")
     assert str(tmp_path / "data" / "ltm.db") in text(who)
 
     good = shim.call("validate", {"packet": CONTENT})
-    assert not good.is_error and good.structured_content["valid"] is True
+    assert not good.is_error and data(good)["valid"] is True
     assert "save would accept it" in text(good)
     incomplete = shim.call("validate", {"packet": CONTENT, "complete": True})
-    assert incomplete.structured_content["valid"] is False
-    assert any(e.startswith("id: required") for e in incomplete.structured_content["errors"])
+    assert data(incomplete)["valid"] is False
+    assert any(e.startswith("id: required") for e in data(incomplete)["errors"])
     leaky = shim.call(
         "validate", {"packet": {**CONTENT, "goal": "use ghp_" + "aB3dE5gH7j" * 3 + "aB3dE5"}}
     )
-    hits = leaky.structured_content["redaction"]
+    hits = data(leaky)["redaction"]
     assert [(h["field"], h["kind"]) for h in hits] == [("goal", hits[0]["kind"])]
     assert "github" in hits[0]["kind"]
     assert "would refuse it" in text(leaky)
@@ -529,7 +538,7 @@ def test_concurrent_calls_each_get_their_answer(shim: Shim) -> None:
         n: text(r) for n, r in results.items() if r.is_error and n % 3 != 2
     }
     assert all("limit: must be an integer" in text(results[n]) for n in range(2, 12, 3))
-    goals = {row["goal"] for row in shim.call("ls").structured_content["packets"]}
+    goals = {row["goal"] for row in data(shim.call("ls"))["packets"]}
     assert goals == {f"goal number {n}" for n in saved}
 
 
@@ -669,18 +678,18 @@ def test_every_tool_against_a_real_server(server: Any, tmp_path: Path) -> None:
     with Shim(env, tmp_path / "shim.stderr") as shim:
         who = shim.call("whoami")
         assert not who.is_error, text(who)
-        assert who.structured_content["backend"] == "server"
+        assert data(who)["backend"] == "server"
         assert server.url in text(who) and "reachable, signed in" in text(who)
         assert token not in text(who)  # never echo the secret
 
-        packet_id = shim.call("save", {"packet": CONTENT}).structured_content["id"]
-        team_id = shim.call("save", {"packet": CONTENT, "team": "core"}).structured_content["id"]
+        packet_id = data(shim.call("save", {"packet": CONTENT}))["id"]
+        team_id = data(shim.call("save", {"packet": CONTENT, "team": "core"}))["id"]
         on_server = httpkit.get(server.url + f"/v1/packets/{packet_id}", headers=headers)
         assert on_server.status_code == 200 and on_server.json()["goal"] == CONTENT["goal"]
 
-        mine = shim.call("ls").structured_content["packets"]
+        mine = data(shim.call("ls"))["packets"]
         assert [r["id"] for r in mine] == [packet_id]
-        team = shim.call("ls", {"team": "core", "limit": 10}).structured_content["packets"]
+        team = data(shim.call("ls", {"team": "core", "limit": 10}))["packets"]
         assert [r["id"] for r in team] == [team_id]
 
         assert CONTENT["goal"] in shim.ok("show", {"id": packet_id})
@@ -700,13 +709,13 @@ def test_every_tool_against_a_real_server(server: Any, tmp_path: Path) -> None:
         assert "not found" in shim.fails("ls", {"team": "nosuchteam"}).lower()
         # The filters go over the wire too (GET /v1/packets?author=&since=...).
         recent = {"team": "core", "author": "me", "since": "1d", "tag": "flaky-test"}
-        assert [r["id"] for r in shim.call("ls", recent).structured_content["packets"]] == [team_id]
+        assert [r["id"] for r in data(shim.call("ls", recent))["packets"]] == [team_id]
         assert "no packets match" in shim.ok("ls", {"team": "core", "until": "2000-01-01"})
         shim.ok("rm", {"id": packet_id})
         shim.ok("rm", {"id": team_id, "team": "core"})
         assert "no packets yet" in shim.ok("ls")
         assert json.loads(shim.ok("example"))["ltm_version"] == "0.2"
-        assert shim.call("validate", {"packet": CONTENT}).structured_content["valid"]
+        assert data(shim.call("validate", {"packet": CONTENT}))["valid"]
 
 
 def test_the_shim_uses_a_sign_in_made_by_the_reference_cli(server: Any, tmp_path: Path) -> None:
@@ -720,9 +729,9 @@ def test_the_shim_uses_a_sign_in_made_by_the_reference_cli(server: Any, tmp_path
     (config / "config.toml").write_text(f'host = "{server.url}"\noutput = "human"\n')
     with Shim(env, tmp_path / "shim.stderr") as shim:
         who = shim.call("whoami")
-        assert who.structured_content["backend"] == "server", text(who)
+        assert data(who)["backend"] == "server", text(who)
         assert "reachable, signed in" in text(who)
-        packet_id = shim.call("save", {"packet": CONTENT}).structured_content["id"]
+        packet_id = data(shim.call("save", {"packet": CONTENT}))["id"]
         assert packet_id in shim.ok("ls")
     assert cli(env, "ls").stdout.startswith(packet_id[:12])  # and the CLI, the same
 
@@ -751,7 +760,7 @@ def test_server_going_away_mid_session(server: Any, tmp_path: Path) -> None:
     env = clean_env(tmp_path, LTM_TIMEOUT=f"{scaled(5):g}")
     _sign_in(env, server.url, token)
     with Shim(env, tmp_path / "shim.stderr") as shim:
-        packet_id = shim.call("save", {"packet": CONTENT}).structured_content["id"]
+        packet_id = data(shim.call("save", {"packet": CONTENT}))["id"]
         assert packet_id in shim.ok("ls")
 
         server.stop(signal.SIGKILL)
@@ -848,8 +857,8 @@ def test_a_teammates_packet_is_framed_as_another_persons_data_everywhere(
                 "team" not in arguments
                 and inside.startswith(f"Saved by: another person, user {bob.id}")
             ), inside
-            assert result.structured_content["yours"] is False
-            assert result.structured_content["author_id"] == bob.id
+            assert data(result)["yours"] is False
+            assert data(result)["author_id"] == bob.id
         for tool in ("show", "pull"):
             result = shim.call(tool, {"id": bad, "team": "core"})
             inside = _data_only(text(result))
@@ -869,7 +878,7 @@ def test_a_teammates_packet_is_framed_as_another_persons_data_everywhere(
         header, meta, _ = framed(text(own))
         assert "this same user" in header and "ANOTHER PERSON" not in header
         assert meta.startswith(f"Saved by: the user's own account, user {alice.id}")
-        assert own.structured_content["yours"] is True
+        assert data(own)["yours"] is True
 
 
 def test_a_new_store_saved_to_by_many_calls_at_once_opens_for_every_one(
@@ -929,7 +938,7 @@ def test_a_local_copy_of_a_teammates_packet_is_framed_as_theirs(tmp_path: Path) 
         header, meta, _ = framed(shim.ok("resume", {"id": packet_id}))
         assert "ANOTHER PERSON" in header
         assert meta.startswith("Saved by: another person, Olive (user 01OLIVE)")
-        assert shim.call("resume", {"id": packet_id}).structured_content["yours"] is False
+        assert data(shim.call("resume", {"id": packet_id}))["yours"] is False
         # A listing holding it is not framed as all the user's own either.
         for tool, arguments in (("ls", {}), ("search", {"query": "flaky"})):
             header, _, listed = framed(shim.ok(tool, arguments))
@@ -949,20 +958,20 @@ def test_search_finds_by_meaning_and_takes_a_mode(env: dict[str, str], tmp_path:
     }
     paraphrase = "database runs out of sockets when traffic peaks"
     with Shim(env, tmp_path / "shim.stderr") as shim:
-        flaky = shim.call("save", {"packet": CONTENT}).structured_content["id"]
-        wanted = shim.call("save", {"packet": pool}).structured_content["id"]
+        flaky = data(shim.call("save", {"packet": CONTENT}))["id"]
+        wanted = data(shim.call("save", {"packet": pool}))["id"]
         assert "mode" in shim.tools()["search"].input_schema["properties"]
         found = shim.call("search", {"query": paraphrase})
-        hits = found.structured_content["results"]
+        hits = data(found)["results"]
         assert hits[0]["id"] == wanted and flaky != wanted
         # Found by meaning alone, and the agent is told so: not a match of its words.
         assert hits[0]["matched"] == "meaning"
         assert "found by meaning only, not by its words" in found.content[0].text
         worded = shim.call("search", {"query": "pgbouncer"})
-        assert worded.structured_content["results"][0]["matched"] == "words"
+        assert data(worded)["results"][0]["matched"] == "words"
         assert "matched in next_step" in worded.content[0].text
         by_meaning = shim.call("search", {"query": paraphrase, "mode": "semantic", "limit": 1})
-        assert [hit["id"] for hit in by_meaning.structured_content["results"]] == [wanted]
+        assert [hit["id"] for hit in data(by_meaning)["results"]] == [wanted]
         assert "no packet matches" in shim.ok("search", {"query": paraphrase, "mode": "lexical"})
         assert "mode" in shim.fails("search", {"query": "x", "mode": "fuzzy"})
     # Meaning turned off: the words alone, and meaning asked for says what turned it off.

@@ -13,7 +13,7 @@ pytest.importorskip("mcp")
 
 from clikit import Cli
 from mcp.shared.exceptions import MCPError
-from test_mcp import Shim, framed, unframed
+from test_mcp import Shim, data, framed, unframed
 from test_project import needs_git, repo
 
 
@@ -98,12 +98,12 @@ def test_ls_and_resume_tools_take_project_and_here(
 ) -> None:
     cli, app, ids = project
     with Shim(cli.env, tmp_path / "shim.log", cwd=app) as shim:
-        here = shim.call("ls", {"here": True}).structured_content
+        here = data(shim.call("ls", {"here": True}))
         assert [p["id"] for p in here["packets"]] == list(reversed(ids))
         assert here["project"] == "acme/app"
-        other = shim.call("ls", {"project": "acme/other"}).structured_content
+        other = data(shim.call("ls", {"project": "acme/other"}))
         assert [p["goal"] for p in other["packets"]] == ["other project's goal"]
-        assert len(shim.call("ls", {}).structured_content["packets"]) == 4
+        assert len(data(shim.call("ls", {}))["packets"]) == 4
         assert "other project's goal" in shim.ok("resume", {"project": "acme/other"})
         assert "app goal 2" in shim.ok("resume", {"here": True})
         assert "not both" in shim.fails("ls", {"here": True, "project": "x"})

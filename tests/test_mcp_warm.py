@@ -24,7 +24,7 @@ if sys.platform == "win32":
 
 import contextlib
 
-from test_mcp import Shim, clean_env
+from test_mcp import Shim, clean_env, data
 from test_project import needs_git, repo
 
 
@@ -71,7 +71,7 @@ def test_sessions_after_the_first_are_served_warm_with_their_own_cwd_and_env(
     with Shim(second, tmp_path / "two.log", cwd=app, warm=True) as shim:
         saved = shim.ok("save", {"packet": {"goal": "warm goal", "next_step": "go on"}})
         assert "saved packet" in saved
-        listed = shim.call("ls", {"here": True}).structured_content
+        listed = data(shim.call("ls", {"here": True}))
         assert [p["goal"] for p in listed["packets"]] == ["warm goal"]
         assert listed["project"] == "acme/app"  # the session runs in this cwd
         assert str(tmp_path / "two" / "data") in shim.ok("whoami")  # and with this env

@@ -16,6 +16,10 @@ from typing import Any
 
 log = logging.getLogger("ltm.mcp")
 
+# Where a tool result carries its data for programs (``_meta``, which clients keep from
+# the model): never in ``structuredContent``, see ``call_tool``.
+DATA_KEY = "ltm/data"
+
 
 def build_server(tools: Any, memory: Any) -> Any:
     """The SDK server over ``tools`` (the catalogue and ``call``) and ``memory`` (the
@@ -59,9 +63,15 @@ def build_server(tools: Any, memory: Any) -> Any:
         reply = await anyio.to_thread.run_sync(tools.call, params.name, params.arguments)
         if reply.is_error:
             log.info("%s failed: %s", params.name, reply.text.splitlines()[0])
+        # The text is the answer, written for the model, with packet text fenced inside it
+        # (``ltm.resume.frame``). Clients that find ``structuredContent`` in a result hand
+        # the model that alone and drop the text (Claude Code, VS Code): resume would give
+        # it no packet, and ls and search their goals and snippets unfenced. So the data
+        # goes in ``_meta``, which no client shows the model (the specification lets a
+        # tool without an outputSchema leave structuredContent out).
         return types.CallToolResult(
             content=[types.TextContent(text=reply.text)],
-            structured_content=reply.data,
+            _meta=None if reply.data is None else {DATA_KEY: reply.data},
             is_error=reply.is_error,
         )
 
