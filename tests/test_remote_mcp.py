@@ -217,6 +217,64 @@ def test_packet_text_reaches_the_model_only_inside_the_frame(server: Server) -> 
             assert "IGNORE PREVIOUS" in inside, name
 
 
+def post_raw(
+    http: httpx.Client, token: str, body: bytes, headers: dict[str, str | None]
+) -> httpx.Response:
+    """A POST to /mcp with exactly these headers (None: the header is not sent at all)."""
+    request = http.build_request(
+        "POST", "/mcp", content=body, headers={"Authorization": f"Bearer {token}"}
+    )
+    for name, value in headers.items():
+        if value is None:
+            request.headers.pop(name, None)
+        else:
+            request.headers[name] = value
+    return http.send(request)
+
+
+def test_the_transport_answers_as_the_specification_has_it(server: Server) -> None:
+    """Streamable HTTP (2025-11-25): what a client may send to /mcp, and what it gets back."""
+    _, token = server.issue("wire")
+    ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+    both = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    with server.client() as http:
+
+        def post(body: bytes, **headers: str | None) -> httpx.Response:
+            return post_raw(http, token, body, {**both, **headers})
+
+        # No Accept header takes anything (RFC 9110 §12.5.1): some clients send none.
+        answer = post(ping, Accept=None)
+        assert answer.status_code == 200, answer.text
+        assert answer.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+        # A client that takes only an event stream is told what it must accept.
+        answer = post(ping, Accept="text/event-stream")
+        assert answer.status_code == 406 and "application/json" in answer.json()["error"]["message"]
+        # Not JSON: 415, naming what to send, as a JSON-RPC error (not a bare text line).
+        for content_type in ("text/plain", None):
+            answer = post(ping, **{"Content-Type": content_type})
+            assert answer.status_code == 415, answer.text
+            error = answer.json()["error"]
+            assert "Content-Type: application/json" in error["message"]
+        # Batches left MCP in 2025-06-18: Invalid Request, saying to send them one by one.
+        answer = post(b"[" + ping + b"," + ping + b"]")
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == -32600 and "each message in its own POST" in error["message"]
+        # A notification, or a response from the client: 202 with no body.
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        for message in (initialized, {"jsonrpc": "2.0", "id": 9, "result": {}}):
+            answer = post(json.dumps(message).encode())
+            assert answer.status_code == 202 and answer.content == b""
+        # Not JSON at all: a parse error; an unknown method: method not found.
+        assert post(b"{not json").json()["error"]["code"] == -32700
+        unknown = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "packets/nuke"}).encode()
+        assert post(unknown).json()["error"]["code"] == -32601
+        # No stream to open and no session to end: 405, naming what /mcp answers.
+        for method in ("GET", "DELETE"):
+            answer = http.request(method, "/mcp", headers={"Authorization": f"Bearer {token}"})
+            assert answer.status_code == 405 and answer.headers["allow"] == "OPTIONS, POST"
+
+
 # Every tool, by what it needs of the token (``ltm.mcp.tools``): a tool added without
 # being named here fails, and each is called with each scope, over /mcp.
 READ_TOOLS = {"resume", "show", "pull", "ls", "search", "whoami"}

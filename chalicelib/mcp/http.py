@@ -9,8 +9,10 @@ A GET (the server-to-client event stream of the stateful form) and a DELETE
 (ending a session) are answered 405 with ``Allow: POST``: this server keeps
 no stream and no session. A POST whose Accept
 header asks for ``text/event-stream`` only is answered 406; one that accepts
-both gets JSON. No JSON-RPC framing is written here: the SDK parses, routes
-and answers every message, and ``chalicelib.mcp.asgi`` hands it the request.
+both, or sends no Accept header, gets JSON. A body that is not
+``application/json`` is 415, and a JSON-RPC batch 400 (``_admissible``). No
+JSON-RPC message is answered here: the SDK parses, routes and answers every
+one, and ``chalicelib.mcp.asgi`` hands it the request.
 
 Authorization is the SDK's too: ``mcp.server.auth`` serves the metadata
 documents, ``/authorize``, ``/token``, ``/register`` and ``/revoke`` over
@@ -392,6 +394,11 @@ class _Stateless:
             await refusal(scope, receive, send)
             return
 
+        refusal, scope, receive = await _admissible(scope, receive)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+
         # RequireAuthMiddleware let only a verified token this far (scope["user"]).
         token = scope["user"].access_token.token
         CURRENT.set(ServerPlace(self.store, token, self.resource, self.base_url))
@@ -406,6 +413,48 @@ class _Stateless:
         )
         async with manager.run():
             await manager.handle_request(scope, receive, send)
+
+
+JSON = "application/json"
+
+
+async def _admissible(scope: Any, receive: Any) -> tuple[Any, Any, Any]:
+    """(a refusal or None, the scope, a ``receive``) for a POST to ``/mcp``, before the SDK.
+
+    - No Accept header takes anything (RFC 9110 §12.5.1): it is answered in JSON, where
+      the SDK would answer 406 to a client that said nothing against it.
+    - A Content-Type other than JSON is 415 naming the one to send (the SDK's transport
+      check answers a bare "Invalid Content-Type header" in plain text).
+    - A JSON-RPC batch (an array) is 400 ``Invalid Request`` saying to send one message per
+      POST: MCP has had no batches since 2025-06-18 (the SDK answers with a validation
+      dump, as invalid params).
+
+    The refusals are worded as the SDK words its own: a JSON-RPC error with no id."""
+    from mcp_types import INVALID_REQUEST
+    from starlette.datastructures import Headers
+    from starlette.responses import JSONResponse
+
+    headers = Headers(scope=scope)
+    if "accept" not in headers:
+        scope = {**scope, "headers": [*scope["headers"], (b"accept", JSON.encode())]}
+    media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    body = b""
+    if media != JSON:
+        sent = f"Content-Type {media}" if media else "no Content-Type"
+        status = 415
+        message = f"Unsupported Media Type: {sent}; send Content-Type: {JSON}, one JSON-RPC message"
+    else:
+        body = await _whole_body(receive)  # bounded before: app.py's body limit for /mcp
+        if body.lstrip()[:1] != b"[":
+            return None, scope, _replaying(body)
+        status = 400
+        message = (
+            "Invalid Request: a JSON-RPC batch (an array) is not accepted;"
+            " send each message in its own POST"
+        )
+    error = {"code": INVALID_REQUEST, "message": message}
+    refusal = JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=status)
+    return refusal, scope, _replaying(body)
 
 
 def build_app(
