@@ -275,6 +275,33 @@ def test_the_transport_answers_as_the_specification_has_it(server: Server) -> No
             assert answer.status_code == 405 and answer.headers["allow"] == "OPTIONS, POST"
 
 
+def test_every_list_is_one_page_and_a_cursor_is_invalid_params(server: Server) -> None:
+    """No list answers a ``nextCursor``, so any cursor is one this server never gave: the
+    specification's pagination has it refused as invalid params, not answered with the
+    first page again (which a client paging on would take for the next one)."""
+    _, token = server.issue("pages")
+    lists = {
+        "tools/list": "tools",
+        "prompts/list": "prompts",
+        "resources/list": "resources",
+        "resources/templates/list": "resourceTemplates",
+    }
+    with server.client() as http:
+        for method, key in lists.items():
+            whole = post_raw(
+                http,
+                token,
+                json.dumps({"jsonrpc": "2.0", "id": 1, "method": method}).encode(),
+                {"Content-Type": "application/json"},
+            ).json()["result"]
+            assert key in whole and "nextCursor" not in whole, method
+            paged = {"jsonrpc": "2.0", "id": 2, "method": method, "params": {"cursor": "x"}}
+            error = post_raw(
+                http, token, json.dumps(paged).encode(), {"Content-Type": "application/json"}
+            ).json()["error"]
+            assert error["code"] == -32602 and "without one" in error["message"], method
+
+
 # Every tool, by what it needs of the token (``ltm.mcp.tools``): a tool added without
 # being named here fails, and each is called with each scope, over /mcp.
 READ_TOOLS = {"resume", "show", "pull", "ls", "search", "whoami"}

@@ -48,7 +48,20 @@ def build_server(tools: Any, memory: Any) -> Any:
         for tool in catalogue.values()
     ]
 
+    def one_page(params: types.PaginatedRequestParams | None) -> None:
+        """Every list here is whole in one page, with no ``nextCursor``: a cursor is one
+        this server never gave, and the specification has that refused as invalid params
+        (https://modelcontextprotocol.io/specification/2025-11-25/server/utilities/pagination)
+        rather than answered with the first page again."""
+        if params is not None and params.cursor is not None:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                "unknown cursor: this server lists everything in one page and gives no"
+                " cursor; list again without one",
+            )
+
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        one_page(params)
         return types.ListToolsResult(tools=listed)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -95,6 +108,7 @@ def build_server(tools: Any, memory: Any) -> Any:
     )
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        one_page(params)
         return types.ListPromptsResult(prompts=[prompt])
 
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
@@ -105,12 +119,14 @@ def build_server(tools: Any, memory: Any) -> Any:
         return types.GetPromptResult(description=description, messages=[message])
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        one_page(params)
         found = await _off_loop(memory.list_resources)
         return types.ListResourcesResult(
             resources=[types.Resource(mime_type="text/markdown", **r) for r in found]
         )
 
     async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        one_page(params)
         template = types.ResourceTemplate(
             name="packet",
             title="An ltm memory packet",
