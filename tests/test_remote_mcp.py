@@ -302,6 +302,33 @@ def test_every_list_is_one_page_and_a_cursor_is_invalid_params(server: Server) -
             assert error["code"] == -32602 and "without one" in error["message"], method
 
 
+def test_the_tools_offer_no_working_directory_a_server_does_not_have(server: Server) -> None:
+    """The shim's ``here`` means the project of the directory it runs in; a server has none.
+    Listed over /mcp, it sent agents into a call that could only fail; and what the tools
+    and the prompt say of "this project" is true of the shim only."""
+    _, token = server.issue("nowhere")
+
+    async def work(client: Any) -> Any:
+        tools = (await client.list_tools()).tools
+        prompts = (await client.list_prompts()).prompts
+        here = await client.call_tool("ls", {"here": True})
+        return tools, prompts, here
+
+    tools, prompts, here = session(server, token, work)
+    for tool in tools:
+        assert "here" not in tool.input_schema.get("properties", {}), tool.name
+        assert "here:" not in tool.description and "this project" not in tool.description
+    (prompt,) = prompts
+    assert "this project" not in prompt.description + str(prompt.arguments)
+    # A client that sends it anyway is told what to give instead.
+    assert here.is_error and "give project NAME instead" in text(here)
+    from ltm.mcp import tools as shim_tools
+
+    shim = shim_tools.catalogue()  # the stdio shim, where the user works, keeps it
+    assert "here" in shim["ls"].input_schema["properties"]
+    assert "here" in shim["resume"].input_schema["properties"]
+
+
 # Every tool, by what it needs of the token (``ltm.mcp.tools``): a tool added without
 # being named here fails, and each is called with each scope, over /mcp.
 READ_TOOLS = {"resume", "show", "pull", "ls", "search", "whoami"}

@@ -48,7 +48,7 @@ def server() -> Any:
     from . import memory, tools
     from .server import build_server
 
-    return build_server(tools, memory)
+    return build_server(tools, memory, workdir=False)
 
 
 def oauth_allowed(issuer: str, *, on_loopback: bool) -> bool:

@@ -25,11 +25,18 @@ URI_TEMPLATE = URI_PREFIX + "{id}"
 LISTED = 50  # resources listed: the project's newest packets
 
 PROMPT_NAME = "resume"
-PROMPT_DESCRIPTION = (
-    "Resume earlier work: a saved memory packet's resume block (goal, settled decisions, "
-    "failed attempts, next step). Without an id: the newest packet of this project."
-)
-PROMPT_ARGUMENTS = (("id", "A packet id or prefix (optional; default: this project's newest)."),)
+
+
+def prompt_text(*, workdir: bool) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The ``resume`` prompt's description and arguments (name, description). ``workdir``:
+    served where the user works, whose project is the default (a server knows none)."""
+    newest = "the newest packet of this project" if workdir else "your newest packet"
+    description = (
+        "Resume earlier work: a saved memory packet's resume block (goal, settled decisions, "
+        f"failed attempts, next step). Without an id: {newest}."
+    )
+    default = "this project's newest" if workdir else "your newest"
+    return description, (("id", f"A packet id or prefix (optional; default: {default})."),)
 
 
 def _here() -> str | None:

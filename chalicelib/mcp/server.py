@@ -21,17 +21,18 @@ log = logging.getLogger("ltm.mcp")
 DATA_KEY = "ltm/data"
 
 
-def build_server(tools: Any, memory: Any) -> Any:
+def build_server(tools: Any, memory: Any, *, workdir: bool = True) -> Any:
     """The SDK server over ``tools`` (the catalogue and ``call``) and ``memory`` (the
     ``resume`` prompt and the packet resources): the same definitions whichever transport
-    serves them."""
+    serves them. ``workdir``: served where the user works (the stdio shim), whose project
+    ``here`` means; a server's ``/mcp`` offers no ``here`` and promises no project."""
     import mcp_types as types
     from mcp.server.lowlevel.server import Server
     from mcp.shared.exceptions import MCPError
 
     from .. import __version__
 
-    catalogue = tools.catalogue()
+    catalogue = tools.catalogue(workdir=workdir)
     listed = [
         types.Tool(
             name=tool.name,
@@ -97,13 +98,14 @@ def build_server(tools: Any, memory: Any) -> Any:
         except tools.ToolError as exc:
             raise MCPError(types.INVALID_PARAMS, exc.message) from None
 
+    prompt_description, prompt_arguments = memory.prompt_text(workdir=workdir)
     prompt = types.Prompt(
         name=memory.PROMPT_NAME,
         title="Resume prior work",
-        description=memory.PROMPT_DESCRIPTION,
+        description=prompt_description,
         arguments=[
             types.PromptArgument(name=name, description=doc, required=False)
-            for name, doc in memory.PROMPT_ARGUMENTS
+            for name, doc in prompt_arguments
         ],
     )
 
