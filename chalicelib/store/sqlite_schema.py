@@ -237,6 +237,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     # the table, or by a look-up for each packet, it read every vector whole, at each
     # search by meaning, to learn whether one was missing.
     "CREATE INDEX IF NOT EXISTS packet_vectors_by_doc ON packet_vectors (doc)",
+    # 17: what a store of two short-lived releases lacks: their migrations were numbered
+    # otherwise (see _restore_skipped), so opening them skipped one of today's.
+    lambda db: _restore_skipped(db),
 )
 # What some entries bring a database to (an entry's version is its place, from 1).
 ROOT_USER_VERSION = 10
@@ -529,6 +532,49 @@ def _index_lost(db: sqlite3.Connection, insert: str) -> None:
             [(label, row[4], row[0]) for label in labels],
         )
         db.execute(insert, (last, *row[:10], _json_ids(labels), len(body), derived.packed))
+
+
+# Migration 8's table (what each user owns), made where it is missing; its triggers, which
+# count ``size``, are the compact layout's (migration 11, which every store has had).
+_USAGE_TABLE = """
+    CREATE TABLE usage (
+        user_id  TEXT PRIMARY KEY,
+        packets  INTEGER NOT NULL,
+        bytes    INTEGER NOT NULL
+    )
+"""
+# Migration 9's table, as it made it.
+_OAUTH_TABLE = """
+    CREATE TABLE IF NOT EXISTS oauth_items (
+        kind        TEXT NOT NULL,
+        key         TEXT NOT NULL,
+        doc         TEXT NOT NULL,
+        expires_at  TEXT,
+        PRIMARY KEY (kind, key)
+    ) WITHOUT ROWID
+"""
+
+
+def _restore_skipped(db: sqlite3.Connection) -> None:
+    """Make what a store of two releases of 2026-11-24 never got, and no later migration made.
+
+    For a few minutes each, two releases numbered their last migration otherwise: one
+    had 8 give the first user a ULID (today's 10), the next 9 (8 was the usage table,
+    as today). A store either left is at 8 or 9 with that done, so opening it ran the
+    migrations from 9 or 10 on: one never had the usage table (every push then failed,
+    ``no such table: main.usage``), the other never had OAuth's columns and table
+    (every request with a token failed, ``no such column: t.resource``). Every other
+    store has all of it, and this changes nothing there.
+    """
+    if not _has_table(db, "usage"):
+        db.execute(_USAGE_TABLE)
+        db.execute(
+            "INSERT INTO usage (user_id, packets, bytes)"
+            " SELECT owner_id, count(*), sum(size) FROM packets GROUP BY owner_id"
+        )
+    _add_column(db, "tokens", "resource TEXT")
+    _add_column(db, "tokens", "expires_at TEXT")
+    db.execute(_OAUTH_TABLE)
 
 
 def _migrate_user_names(db: sqlite3.Connection) -> None:

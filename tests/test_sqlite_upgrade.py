@@ -1,0 +1,148 @@
+"""Opening a SQLite store an older ltm left: every release's store upgrades, keeps its
+packets, tokens, teams and search index, and works for what today's code does with it.
+
+The stores are built here, not by an old checkout: with the migrations of the release
+in question, and rows written in that release's layout (``_index_v6`` is the search
+index writer of schema 6 to 10).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from ltm import packet, search
+from ltm.examples import example_bytes
+from ltm.service import packets, tokens
+from ltm.service import search as searching
+from ltm.store.sqlite import SqliteStore
+from ltm.store.sqlite_schema import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    Migration,
+    _index_v6,
+    _migrate_root_user,
+    _statements,
+)
+
+TOKEN = "ltm_" + "a" * 64
+OWNER = "01JS5OWNER0000000000000000"
+OLD_ID = "01JS5OLDPACKET000000000001"
+NEW_ID = "01JS5NEWPACKET000000000002"
+
+
+def _run(db: sqlite3.Connection, steps: Sequence[Migration]) -> None:
+    for step in steps:
+        if callable(step):
+            step(db)
+        else:
+            for statement in _statements(step):
+                db.execute(statement)
+
+
+def released_store(path: Path, steps: Sequence[Migration]) -> None:
+    """A store as a release whose migrations were ``steps`` left it (``user_version`` the
+    count of them), holding one user with a token and one packet in the search index."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("BEGIN")
+    _run(db, steps)
+    db.execute(
+        "INSERT INTO users (id, display, created_at) VALUES (?, 'ana', '2026-11-24')", (OWNER,)
+    )
+    db.execute(
+        "INSERT INTO tokens (token_hash, label, user_id, created_at) VALUES (?, 'ana', ?, ?)",
+        (tokens.hash_token(TOKEN), OWNER, "2026-11-24T00:00:00Z"),
+    )
+    data = {**json.loads(example_bytes()), "id": OLD_ID, "goal": "Migrate the billing cron jobs"}
+    body = packet.canonical_bytes(data)
+    scope, created = f"u:{OWNER}", str(data["created_at"])
+    sort_key = packet.created_at_sort_key(created)
+    db.execute(
+        "INSERT INTO packets (id, scope, owner_id, team_id, sort_key, created_at, goal,"
+        " conforming, body, project, parent_id) VALUES (?, ?, ?, NULL, ?, ?, ?, 1, ?, ?, ?)",
+        (
+            OLD_ID,
+            scope,
+            OWNER,
+            sort_key,
+            created,
+            data["goal"],
+            body,
+            search.project_of(data),
+            search.parent_of(data),
+        ),
+    )
+    _index_v6(db, OLD_ID, scope, sort_key, data)
+    db.execute(f"PRAGMA user_version = {len(steps)}")
+    db.execute("COMMIT")
+    db.close()
+
+
+def _root_user(db: sqlite3.Connection) -> None:
+    _migrate_root_user(db)
+
+
+# Two releases of 2026-11-24 numbered their last migration otherwise than every release
+# since: the first had 8 give the first user a ULID (today's 10), without the usage
+# table (today's 8); the next had the usage table as 8 and that step as 9, without
+# OAuth's columns and table (today's 9).
+RELEASES: dict[str, Callable[[], list[Migration]]] = {
+    "root user as 8": lambda: [*MIGRATIONS[:7], _root_user],
+    "root user as 9": lambda: [*MIGRATIONS[:8], _root_user],
+    "schema 10": lambda: list(MIGRATIONS[:10]),
+}
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_store_of_every_release_upgrades_and_works(tmp_path: Path, release: str) -> None:
+    path = tmp_path / "ltm.db"
+    released_store(path, RELEASES[release]())
+    store = SqliteStore(path)
+    try:
+        caller = tokens.credential(f"Bearer {TOKEN}")
+        # The token signs in (it reads the columns OAuth added to tokens).
+        assert tokens.authenticate(store, f"Bearer {TOKEN}").id == OWNER
+        # The old packet lists, reads and is found by its words.
+        assert [m.id for m in packets.list_(store, caller)] == [OLD_ID]
+        assert packets.get(store, caller, OLD_ID).meta.owner_id == OWNER
+        assert [h.meta.id for h in searching.search(store, caller, "billing")] == [OLD_ID]
+        # A new packet is stored, and counted with the old one against the owner's bound.
+        data = {**json.loads(example_bytes()), "id": NEW_ID, "goal": "Rotate the signing keys"}
+        packets.push(store, caller, packet.canonical_bytes(data))
+        assert {m.id for m in packets.list_(store, caller)} == {OLD_ID, NEW_ID}
+        sizes = sum(len(store.get_packet(i).body) for i in (OLD_ID, NEW_ID))  # type: ignore[union-attr]
+        assert store.usage(OWNER) == (2, sizes)
+        # OAuth's items are kept (the authorization server in front of /mcp).
+        now = datetime.now(UTC)
+        store.put_oauth_item("client", "c1", {"name": "x"}, now + timedelta(hours=1), now=now)
+        assert store.get_oauth_item("client", "c1", now) == {"name": "x"}
+    finally:
+        store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_store_upgraded_by_the_release_before_the_repair_is_repaired(tmp_path: Path) -> None:
+    """A store of those two releases that today's code opened before it knew of them is at
+    the latest schema but one, still without the tables: the repair makes them."""
+    path = tmp_path / "ltm.db"
+    released_store(path, [*MIGRATIONS[:7], _root_user])
+    with sqlite3.connect(path, isolation_level=None) as db:
+        db.execute("BEGIN")
+        _run(db, MIGRATIONS[8 : SCHEMA_VERSION - 1])
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+        db.execute("COMMIT")
+    store = SqliteStore(path)
+    try:
+        caller = tokens.credential(f"Bearer {TOKEN}")
+        data = {**json.loads(example_bytes()), "id": NEW_ID, "goal": "Rotate the signing keys"}
+        packets.push(store, caller, packet.canonical_bytes(data))
+        assert store.usage(OWNER).packets == 2
+    finally:
+        store.close()
