@@ -478,3 +478,48 @@ def test_an_import_stops_where_its_server_went_out_of_reach(
         rest = len(packets) - len(box.ids() & set(added))
         assert f"{rest} added, {len(added)} skipped (already present), 0 refused" in again.stderr
         assert {p["id"] for p in packets} <= box.ids()
+
+
+def test_a_save_kept_by_a_build_that_spelled_the_default_port_is_delivered(
+    box: Restartable, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Builds before ``https://host:443`` became ``https://host`` kept a save for such a
+    server under that spelling: its file named from it, its record saying it. The same
+    server now has the other spelling; the save is still for it, and goes.
+
+    In this process: a server on port 443 is out of a test's reach, so the save names
+    one, and the backend that delivers it is signed in to the test's server."""
+    from ltm.cli.client import outbox
+    from ltm.cli.client.credentials import Target
+    from ltm.cli.client.remote import RemoteBackend
+
+    monkeypatch.setenv("LTM_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("LTM_CONFIG_DIR", str(tmp_path / "config"))
+    old_host, host = "https://ltm.example.org:443", "https://ltm.example.org"
+    from ltm.examples import example_bytes
+
+    kept = {**json.loads(example_bytes()), "id": "01JS5KEPTOLD00000000000001"}
+    folder = tmp_path / "data" / "outbox"
+    folder.mkdir(parents=True, mode=0o700)
+    record = {  # as the first builds with an outbox wrote it
+        "host": old_host,
+        "team": None,
+        "lenient": False,
+        "allow_unredacted": False,
+        "kept_at": "2026-11-28T12:00:00.000000Z",
+        "packet": json.dumps(kept, indent=2),
+    }
+    name = f"{outbox._host_key(old_host)}.{outbox._host_key('01JS5KEPTOLD00000000000001')}.json"
+    (folder / name).write_text(json.dumps(record))
+
+    (entry,) = outbox.waiting(host)
+    assert entry.host == host and entry.packet_id == "01JS5KEPTOLD00000000000001"
+    assert host in outbox.summary(outbox.waiting()) and old_host not in outbox.summary([entry])
+
+    backend = RemoteBackend.open(Target(host=box.live.url, token=box.root, source="credentials"))
+    try:
+        outbox.deliver_waiting(backend, host)
+    finally:
+        backend.close()
+    assert "01JS5KEPTOLD00000000000001" in box.ids()
+    assert outbox.waiting() == []

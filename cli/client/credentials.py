@@ -200,11 +200,12 @@ def _read_hosts() -> dict[str, dict[str, Any]]:
         if isinstance(entry, dict) and isinstance(entry.get("token"), str) and entry["token"]:
             # Keyed as every lookup spells the server: a hand edit, or a key an earlier
             # build kept with the default port, still finds its token.
-            found.setdefault(_as_key(str(host)), dict(entry))
+            found.setdefault(as_key(str(host)), dict(entry))
     return found
 
 
-def _as_key(host: str) -> str:
+def as_key(host: str) -> str:
+    """``host`` spelled as every lookup spells a server (``normalize_host``), when it is a URL."""
     try:
         return normalize_host(host)
     except CliError:

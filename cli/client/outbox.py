@@ -145,10 +145,11 @@ def waiting(host: str | None = None) -> list[Entry]:
         names = os.listdir(folder())
     except OSError:
         return []
-    prefix = f"{_host_key(host)}." if host is not None else ""
+    # Every file is read, not only those named for ``host``: a file's name is made from
+    # the server as the build that kept it spelled it (see _spelled).
     found = []
     for name in names:
-        if name.startswith(".") or not name.endswith(".json") or not name.startswith(prefix):
+        if name.startswith(".") or not name.endswith(".json"):
             continue
         entry = _read(folder() / name)
         if entry is not None and (host is None or entry.host == host):
@@ -164,7 +165,7 @@ def _read(path: Path) -> Entry | None:
         user = record.get("user") if isinstance(record.get("user"), dict) else {}
         return Entry(
             path,
-            str(record["host"]),
+            _spelled(str(record["host"])),
             record.get("team") or None,
             bool(record.get("lenient")),
             bool(record.get("allow_unredacted")),
@@ -176,6 +177,15 @@ def _read(path: Path) -> Entry | None:
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _spelled(host: str) -> str:
+    """``host`` as the sign-in spells a server now: builds before the default port was
+    dropped from a URL kept ``https://host:443``, the same server as ``https://host``,
+    and their saves, named and marked so, went to none (nothing asked for that host)."""
+    from ltm.cli.client.credentials import as_key
+
+    return as_key(host)
 
 
 @contextmanager
@@ -280,9 +290,8 @@ def deliver_waiting(backend: Backend, host: str) -> None:
         names = os.listdir(folder())
     except OSError:
         return
-    prefix = f"{_host_key(host)}."
-    if any(name.startswith(prefix) for name in names):
-        deliver(backend, host, wait=True)
+    if any(name.endswith(".json") and not name.startswith(".") for name in names):
+        deliver(backend, host, wait=True)  # which of them wait for ``host``: their records say
 
 
 def push_all() -> None:
