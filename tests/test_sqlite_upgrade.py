@@ -15,8 +15,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from serverkit import ltm_server
 
 from ltm import packet, search
+from ltm.errors import Failure
 from ltm.examples import example_bytes
 from ltm.service import packets, tokens
 from ltm.service import search as searching
@@ -146,3 +148,27 @@ def test_a_store_upgraded_by_the_release_before_the_repair_is_repaired(tmp_path:
         assert store.usage(OWNER).packets == 2
     finally:
         store.close()
+
+
+def test_a_store_a_newer_ltm_wrote_is_refused_in_one_line_and_left_as_it_is(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "server.db"
+    SqliteStore(path).close()
+    with sqlite3.connect(path, isolation_level=None) as db:
+        db.execute("PRAGMA journal_mode = DELETE")  # as a newer ltm may keep it
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    before = path.read_bytes()
+
+    with pytest.raises(Failure, match=f"schema version {SCHEMA_VERSION + 1}, newer"):
+        SqliteStore(path)
+    assert path.read_bytes() == before  # not switched to WAL, not migrated, not written
+
+    for verb in (("tokens",), ("run", "--addr", "127.0.0.1:0")):
+        result = ltm_server(*verb, "--db", str(path))
+        assert result.returncode == 1, result.stderr
+        assert result.stderr.strip() == (
+            f"ltm: {path} has schema version {SCHEMA_VERSION + 1}, newer than this ltm"
+            f" understands ({SCHEMA_VERSION}); upgrade ltm"
+        )
+    assert path.read_bytes() == before

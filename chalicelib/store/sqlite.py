@@ -36,6 +36,7 @@ try:
 except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
 
+from ..errors import Failure
 from . import (
     Conflict,
     DeviceGrant,
@@ -544,6 +545,11 @@ PRIVATE_FILE = 0o600
 PRIVATE_SUFFIXES = ("", "-wal", "-shm", ".writelock")
 
 
+class NewerSchema(Failure, RuntimeError):
+    """A store a newer ltm made or migrated: refused whole, said in one line (``ltm server
+    run`` showed it as an unexpected error), never migrated down or written to."""
+
+
 class SqliteStore(Store):
     """A ``Store`` in one SQLite file. Open it once per process and share it across threads."""
 
@@ -838,15 +844,17 @@ class SqliteStore(Store):
                         conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
                 finally:
                     self._unlock_file()
+        if version > SCHEMA_VERSION:
+            # Before anything is changed, the journal mode included: the file is the
+            # newer ltm's, as it left it.
+            raise NewerSchema(
+                f"{self.path} has schema version {version}, newer than this ltm "
+                f"understands ({SCHEMA_VERSION}); upgrade ltm"
+            )
         # WAL is a property of the file; switching needs no transaction and is idempotent.
         conn.execute("PRAGMA journal_mode = WAL")
         if version == SCHEMA_VERSION:
             return
-        if version > SCHEMA_VERSION:
-            raise RuntimeError(
-                f"{self.path} has schema version {version}, newer than this ltm "
-                f"understands ({SCHEMA_VERSION}); upgrade ltm"
-            )
         before = _file_size(self.path)
         with self._write() as db:
             # Re-read under the write lock: another process may have migrated meanwhile.
