@@ -9,13 +9,17 @@ index writer of schema 6 to 10).
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from serverkit import ltm_server
+from timing import scaled
 
 from ltm import packet, search
 from ltm.errors import Failure
@@ -172,3 +176,40 @@ def test_a_store_a_newer_ltm_wrote_is_refused_in_one_line_and_left_as_it_is(
             f" understands ({SCHEMA_VERSION}); upgrade ltm"
         )
     assert path.read_bytes() == before
+
+
+def test_a_migration_killed_before_its_commit_is_run_again_by_the_next_open(
+    tmp_path: Path,
+) -> None:
+    """Killed (``kill -9``, a power cut) at the worst moment, every step done and the
+    commit not yet: the store is as the old release left it, and the next open migrates."""
+    path = tmp_path / "ltm.db"
+    released_store(path, RELEASES["schema 10"]())
+    # Every migration runs, then the process kills itself where the commit would come.
+    killer = (
+        "import os, sys\n"
+        "from ltm.store import sqlite\n"
+        "sqlite.MIGRATIONS = (*sqlite.MIGRATIONS, lambda db: os.kill(os.getpid(), 9))\n"
+        "sqlite.SqliteStore(sys.argv[1])\n"
+    )
+    killed = subprocess.run(
+        [sys.executable, "-c", killer, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=scaled(60),
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert "compactly (once)" in killed.stderr  # it was under way
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 10
+        assert db.execute("SELECT count(*) FROM search_docs").fetchone()[0] == 1
+
+    store = SqliteStore(path)
+    try:
+        caller = tokens.credential(f"Bearer {TOKEN}")
+        assert [h.meta.id for h in searching.search(store, caller, "billing")] == [OLD_ID]
+    finally:
+        store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
