@@ -19,6 +19,7 @@ from pathlib import Path
 import httpkit
 import httpx
 import pytest
+import typer
 from serverkit import (
     SERVER,
     clean_env,
@@ -107,6 +108,47 @@ def test_run_rejects_a_bad_external_url(tmp_path: Path) -> None:
     assert result.returncode != 0 and "--external-url" in result.stderr
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://ltm.example.org:99999",  # no such port
+        "https://ltm.example.org:0",
+        "https://:443",  # no host
+        "https://exa mple.org",
+        "https://ltm.example.org;x",
+        "https://ltm.example.org/#",  # an empty fragment or query still ends every link
+        "https://ltm.example.org/?",
+        "https://ltm.example.org/a b",
+        "https://[zz]/",
+    ],
+)
+def test_an_external_url_no_link_can_start_with_is_refused(url: str) -> None:
+    from ltm.cli.server.commands import _check_url
+
+    with pytest.raises(typer.Exit):
+        _check_url(url)
+
+
+def test_an_external_url_with_a_password_is_refused_without_repeating_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from ltm.cli.server.commands import _check_url
+
+    with pytest.raises(typer.Exit):
+        _check_url("https://ops:hunter2@ltm.example.org")
+    err = capsys.readouterr().err
+    assert "user name or password" in err and "hunter2" not in err
+
+
+def test_an_external_url_is_kept_in_lower_case() -> None:
+    """The pages mark their cookies Secure (and __Host-) when the address they are
+    reached at starts with "https://": an "HTTPS://" one left them plain."""
+    from ltm.cli.server.commands import _check_url
+
+    assert _check_url("HTTPS://LTM.Example.org/Team/") == "https://ltm.example.org/Team"
+    assert _check_url("http://[::1]:8080/") == "http://[::1]:8080"
+
+
 def test_issue_list_and_revoke_tokens(tmp_path: Path) -> None:
     db = tmp_path / "server.db"
     root = init_db(db)
@@ -173,6 +215,12 @@ def test_issue_list_and_revoke_tokens(tmp_path: Path) -> None:
             assert refused.returncode != 0 and "LABEL or --user" in refused.stderr
         nobody = ltm_server("revoke-token", "--user", "zed", "--db", str(db))
         assert "no user 'zed' holding a token" in nobody.stderr
+        # A token pasted where its label (or its user) belongs is refused, never repeated.
+        for pasted in (("revoke-token", third), ("revoke-token", "--user", f"Bearer {third}")):
+            refused = ltm_server(*pasted, "--db", str(db))
+            assert refused.returncode != 0 and "holds a token itself" in refused.stderr
+            assert third not in refused.stderr + refused.stdout
+            assert third.split("_")[1] in refused.stderr  # its user id, to revoke by
     finally:
         server.stop()
 

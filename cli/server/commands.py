@@ -72,6 +72,30 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _no_token_in(value: str, what: str) -> None:
+    """Refuse ``value`` when it holds a token itself, without repeating it.
+
+    An operator with a leaked token in hand pastes it where a label or a user
+    belongs; the "no such label" error would print the secret again, into a
+    terminal's scrollback or a log of the session.
+    """
+    from ltm.service.tokens import TOKEN_RE
+
+    found = TOKEN_RE.search(value)
+    if found is None:
+        return
+    owner = found.group(1)  # the user id a token minted for a ULID user carries (not secret)
+    raise _fail(
+        f"{what} holds a token itself (not repeated here): `ltm server tokens` lists the"
+        " labels to revoke by"
+        + (
+            f"; `ltm server revoke-token --user {owner}` ends every token of its user"
+            if owner
+            else ""
+        )
+    )
+
+
 def _db_path(db: Path | None) -> Path:
     if db is not None:
         return db
@@ -102,12 +126,47 @@ def parse_addr(addr: str) -> tuple[str, int]:
 
 
 def _check_url(url: str) -> str:
+    """``--external-url``, checked: every invite link, public link and OAuth address the
+    server hands out starts with it, so one it cannot be is refused at the start, not found
+    out in a link that leads nowhere.
+    """
+    import re
     from urllib.parse import urlsplit
 
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-        raise _fail(f"--external-url must be an http(s) URL like https://ltm.example.org: {url!r}")
-    return url.rstrip("/")
+    shape = f"--external-url must be an http(s) URL like https://ltm.example.org: {url!r}"
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # a port out of range, or not a number, raises here
+    except ValueError:
+        raise _fail(shape) from None
+    if "@" in parts.netloc:  # not echoed: what precedes the @ may be a password
+        raise _fail(
+            "--external-url must not hold a user name or password: every link the server"
+            " hands out would carry it"
+        )
+    host = parts.hostname or ""
+    if (
+        parts.scheme not in ("http", "https")
+        or not (re.fullmatch(r"[a-z0-9.-]+", host) or (":" in host and _ipv6(host)))
+        or port == 0
+        or "?" in url
+        or "#" in url
+        or any(char.isspace() or not char.isprintable() for char in url)
+    ):
+        raise _fail(shape)
+    # In lower case: the pages test ``base_url.startswith("https://")`` to mark their
+    # cookies Secure (and __Host-), and compare the host with a request's Host.
+    return f"{parts.scheme}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
+
+
+def _ipv6(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.IPv6Address(host)
+    except ValueError:
+        return False
+    return True
 
 
 @app.command()
@@ -238,7 +297,8 @@ def run(
     os.environ["LTM_STORE"] = "sqlite"
     os.environ["LTM_DB"] = str(path)
     if external_url:
-        os.environ["LTM_EXTERNAL_URL"] = _check_url(external_url)
+        external_url = _check_url(external_url)
+        os.environ["LTM_EXTERNAL_URL"] = external_url
     else:
         os.environ.pop("LTM_EXTERNAL_URL", None)
 
@@ -382,6 +442,7 @@ def revoke_token(
     _needs_the_server_extra("revoke-token")
     if (label is None) == (user is None):
         raise _fail("give a token's LABEL or --user NAME (one of them)")
+    _no_token_in(label or user or "", "LABEL" if user is None else "--user")
     from ltm.service import tokens
     from ltm.service.errors import ServiceError
 
