@@ -12,6 +12,8 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -389,30 +391,81 @@ def _documented(command: str, doc: str) -> str:
 
 @pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 command on this machine")
 def test_the_documented_backup_of_a_running_server_is_whole_and_private(tmp_path: Path) -> None:
-    """docs/backup.md's copy of the server's database, taken while the server runs and
-    pushes arrive: a database that opens with every packet acknowledged before it, and,
-    as the database itself, readable by its owner alone (it holds every user's memory),
-    whatever the umask of the shell it is typed in."""
+    """docs/backup.md's copy of the server's database, taken while the server runs and a
+    writer pushes all along: it completes, and gives a database that opens with every
+    packet acknowledged before it started, and, as the database itself, readable by its
+    owner alone (it holds every user's memory), whatever the umask of the shell it is
+    typed in.
+
+    The database is made big (a table of ballast) so that copying it takes a while, and
+    another process (this one) commits beside the server as fast as it can: the copy
+    `.backup` makes, 100 pages at a time, starts over whenever another process writes
+    between two of its steps, and under a steady writer never ended.
+    """
     db = tmp_path / "server.db"
     root = init_db(db)
+    with sqlite3.connect(db) as ballast:
+        ballast.execute("CREATE TABLE ballast (b BLOB)")
+        ballast.execute("CREATE TABLE ticks (n INTEGER)")
+        ballast.execute(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 96)"
+            " INSERT INTO ballast SELECT zeroblob(1048576) FROM n"
+        )
     server = run_server(db, tmp_path / "server.log", root)
-    try:
-        before = [make_packet(goal=f"kept {n}") for n in range(20)]
+    acknowledged: list[tuple[float, str]] = []  # (when its 201 came, id)
+    done = threading.Event()
+    failures: list[str] = []
+
+    def writer() -> None:
         with server.client(root) as client:
-            for data in before:
-                assert client.post("/v1/packets", json=data).status_code == 201
-            command = _documented(".backup", "backup.md")
-            done = subprocess.run(
-                ["sh", "-c", f"umask 022; {command}"],
-                cwd=tmp_path,
-                capture_output=True,
-                text=True,
-                timeout=scaled(60),
-            )
-            assert done.returncode == 0, done.stderr
-            assert client.post("/v1/packets", json=make_packet()).status_code == 201
+            while not done.is_set():
+                data = make_packet(goal=f"pushed during the backup {time.monotonic_ns()}")
+                reply = client.post("/v1/packets", json=data)
+                if reply.status_code != 201:
+                    failures.append(reply.text)
+                    return
+                acknowledged.append((time.monotonic(), data["id"]))
+
+    def ticker() -> None:
+        conn = sqlite3.connect(db, isolation_level=None, timeout=scaled(30))
+        try:
+            conn.execute("PRAGMA synchronous = OFF")  # as many commits as it can
+            while not done.is_set():
+                conn.execute("INSERT INTO ticks VALUES (1)")
+        finally:
+            conn.close()
+
+    pushing = [threading.Thread(target=writer), threading.Thread(target=ticker)]
+    try:
+        for thread in pushing:
+            thread.start()
+        while len(acknowledged) < 20 and all(thread.is_alive() for thread in pushing):
+            time.sleep(0.01)
+        command = _documented("copy.db", "backup.md")
+        started = time.monotonic()
+        backup = subprocess.Popen(
+            ["sh", "-c", f"umask 022; {command}"],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            _, err = backup.communicate(timeout=scaled(60))
+        except subprocess.TimeoutExpired:
+            os.killpg(backup.pid, signal.SIGKILL)
+            backup.communicate()
+            pytest.fail("the documented backup never completed while pushes arrived")
+        assert backup.returncode == 0, err
+        assert all(thread.is_alive() for thread in pushing), failures  # pushed all along
     finally:
+        done.set()
+        for thread in pushing:
+            thread.join(timeout=scaled(30))
         server.stop()
+    assert not failures, failures[:1]
+    before = [packet for when, packet in acknowledged if when < started]
     copy = tmp_path / "copy.db"
     assert copy.stat().st_mode & 0o777 == 0o600
     with sqlite3.connect(copy) as check:
@@ -421,7 +474,7 @@ def test_the_documented_backup_of_a_running_server_is_whole_and_private(tmp_path
 
     store = SqliteStore(copy)
     try:
-        assert all(store.get_packet(data["id"]) is not None for data in before)
+        assert all(store.get_packet(packet) is not None for packet in before)
     finally:
         store.close()
 
