@@ -277,6 +277,65 @@ def test_run_stops_cleanly_on_a_signal(tmp_path: Path, sig: int) -> None:
         conn.close()
 
 
+@pytest.mark.skipif(os.name != "posix", reason="the writers' lock is an flock")
+def test_a_stop_does_not_wait_for_a_request_stuck_on_a_lock(tmp_path: Path) -> None:
+    """Another program holds the database's write lock (`sqlite3` at its prompt) while a
+    push waits for it: SIGTERM stops the server once waitress's 5 s for requests in
+    flight are over, the push dropped unanswered and not stored. Closing the database
+    waited for the push's statement, that is for SQLite's 30 s busy timeout."""
+    import fcntl
+
+    from ltm.store.sqlite import BUSY_TIMEOUT_MS
+
+    db = tmp_path / "server.db"
+    root = init_db(db)
+    server = run_server(db, tmp_path / "server.log", root)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    data = make_packet()
+    answers: list[object] = []
+
+    def push() -> None:
+        try:
+            answers.append(server.client(root).post("/v1/packets", json=data).status_code)
+        except httpx.HTTPError as exc:
+            answers.append(exc)
+
+    pushing = threading.Thread(target=push)
+    pushing.start()
+    try:
+        # The server takes its writers' lock, then waits for SQLite's: once the lock is
+        # taken, the push is waiting on the holder.
+        lock = os.open(f"{db}.writelock", os.O_RDWR)
+        try:
+            deadline = time.monotonic() + scaled(30)
+            while time.monotonic() < deadline:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    break
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                time.sleep(0.01)
+            else:
+                pytest.fail("the push never reached the database")
+        finally:
+            os.close(lock)
+        server.proc.send_signal(signal.SIGTERM)
+        # Before the push's wait for the lock would end: the stop does not wait for it.
+        assert server.proc.wait(timeout=BUSY_TIMEOUT_MS / 1000 - 5) == 0  # not a budget
+        assert "stopped" in server.logs()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        server.stop()
+        pushing.join(timeout=scaled(30))
+    assert len(answers) == 1 and isinstance(answers[0], httpx.HTTPError)  # never a 201
+    with sqlite3.connect(db) as check:
+        assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        found = check.execute("SELECT count(*) FROM packets WHERE id = ?", (data["id"],))
+        assert found.fetchone() == (0,)
+
+
 def test_run_logs_to_stderr_and_nothing_to_stdout(tmp_path: Path) -> None:
     db = tmp_path / "server.db"
     root = init_db(db)

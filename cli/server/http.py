@@ -410,6 +410,11 @@ def serve(
 
     On a stop, the requests being served finish (waitress gives them 5 s) and
     their answers are sent; those still queued are dropped with their connections.
+    ``on_stop`` (closing the database) runs once no worker is left in a request:
+    one still in one past the 5 s (waiting for a lock another program holds) is
+    left to end with the process, unanswered, its write not made. Closing a
+    SQLite connection waits for the statement running on it, and a write waiting
+    for a lock runs until the 30 s busy timeout: the stop took that long.
     """
     previous = {sig: signal.signal(sig, _stop) for sig in STOP_SIGNALS}
     server = None
@@ -423,7 +428,7 @@ def serve(
             signal.signal(sig, handler)
         if server is not None:
             _finish(server)
-        if on_stop is not None:
+        if on_stop is not None and not (server and server.task_dispatcher.threads):
             on_stop()
         sys.stderr.flush()
     return 0
