@@ -269,6 +269,26 @@ def test_the_transport_answers_as_the_specification_has_it(server: Server) -> No
         assert post(b"{not json").json()["error"]["code"] == -32700
         unknown = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "packets/nuke"}).encode()
         assert post(unknown).json()["error"]["code"] == -32601
+        # initialize: the client's version where this server speaks it, else its newest;
+        # what it offers, who it is, and how an agent should use it.
+        for asked, agreed in (("2025-03-26", "2025-03-26"), ("1999-01-01", "2025-11-25")):
+            hello = {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": asked,
+                    "capabilities": {},
+                    "clientInfo": {"name": "probe", "version": "1"},
+                },
+            }
+            answer = post(json.dumps(hello).encode())
+            assert answer.status_code == 200 and "mcp-session-id" not in answer.headers
+            result = answer.json()["result"]
+            assert result["protocolVersion"] == agreed
+            assert set(result["capabilities"]) == {"tools", "prompts", "resources"}
+            assert result["serverInfo"]["name"] == "ltm" and result["serverInfo"]["version"]
+            assert "`resume`" in result["instructions"] and "`save`" in result["instructions"]
         # No stream to open and no session to end: 405, naming what /mcp answers.
         for method in ("GET", "DELETE"):
             answer = http.request(method, "/mcp", headers={"Authorization": f"Bearer {token}"})
