@@ -736,6 +736,7 @@ def _validate(args: dict[str, Any]) -> Reply:
 # The catalogue
 
 
+@cache  # one key per workdir, however the caller spells it (the warm helper builds it first)
 def _catalogue(workdir: bool) -> dict[str, Tool]:
     save_packet = packet_schema(complete=False)
     push_packet = packet_schema(complete=True)
@@ -988,7 +989,6 @@ def _catalogue(workdir: bool) -> dict[str, Tool]:
     return {tool.name: tool for tool in tools}
 
 
-@cache
 def catalogue(*, workdir: bool = True) -> dict[str, Tool]:
     """The tools by name; ``workdir``: they run where the user works (the stdio shim), not
     on a server, so ``here`` has a project to mean. Calls are checked against the shim's
