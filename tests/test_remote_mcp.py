@@ -338,6 +338,7 @@ def test_the_tools_offer_no_working_directory_a_server_does_not_have(server: Ser
     for tool in tools:
         assert "here" not in tool.input_schema.get("properties", {}), tool.name
         assert "here:" not in tool.description and "this project" not in tool.description
+        assert "ltm auth" not in tool.description  # its users sign in by OAuth or a token
     (prompt,) = prompts
     assert "this project" not in prompt.description + str(prompt.arguments)
     # A client that sends it anyway is told what to give instead.

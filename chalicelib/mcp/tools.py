@@ -953,7 +953,10 @@ def _catalogue(workdir: bool) -> dict[str, Tool]:
             "whoami",
             "Where packets go",
             "Where packets are stored: the embedded local store on this machine (its path), "
-            "or the server and account that `ltm auth` signed in to.",
+            "or the server and account that `ltm auth` signed in to."
+            if workdir
+            else "Where packets are stored: this server, and the account this connection is "
+            "signed in as.",
             _object({}),
             _whoami,
             read_only=True,
