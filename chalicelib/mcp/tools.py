@@ -745,9 +745,11 @@ def _catalogue(workdir: bool) -> dict[str, Tool]:
     here = {"here": HERE} if workdir else {}
     by_project = "here: true (or project)" if workdir else "project"
     filled = (
-        "and save fills them in (a new id, now, this project)"
+        "leave them out of yours too, and save fills them in (a new id, now, this project), "
+        "so nothing is overwritten"
         if workdir
-        else "and save fills in id and created_at (a new id, now); give project yourself"
+        else "leave id and created_at out of yours too, and save fills them in (a new id, "
+        "now), so nothing is overwritten; set project to the codebase you work on"
     )
     tools = [
         Tool(
@@ -933,9 +935,8 @@ def _catalogue(workdir: bool) -> dict[str, Tool]:
             "example",
             "Example packet",
             "An example packet (v0.2) with every content field well used: read it before "
-            "writing your first packet. It has no id, created_at or project: leave them out of "
-            f"yours too, {filled}, so nothing is overwritten. With resume: true, its resume "
-            "block instead.",
+            f"writing your first packet. It has no id, created_at or project: {filled}. With "
+            "resume: true, its resume block instead.",
             _object(
                 {
                     "resume": {
