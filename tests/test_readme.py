@@ -204,7 +204,7 @@ def _inline_commands() -> list[list[str]]:
     for span in {
         s for text in texts for s in re.findall(r"`ltm ([^`]+)`", text.replace("\n", " "))
     }:
-        args = span.split()
+        args = span.split("|", 1)[0].split()  # `ltm ls | head -1`: head's options are not ltm's
         while args and args[0] in ("-H", "--host", "--local", "--debug"):
             args = args[2:] if args[0] in ("-H", "--host") else args[1:]
         if args and (args[0] in COMMANDS or args[0] in GROUPS):
