@@ -262,3 +262,77 @@ def test_the_collector_is_left_out_of_the_exit_once_the_command_is_done(
     )
     lines = [line for line in out.stdout.splitlines() if line.startswith("frozen ")]
     assert lines == ["frozen in the command: False", "frozen at exit: True"], out
+
+
+def _reader_gone(cli: Cli, args: list[str]) -> subprocess.CompletedProcess[bytes]:
+    """``ltm ARGS`` writing to a pipe whose reader already went away (``| head -1`` done)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [LTM, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env=cli.env,
+            timeout=scaled(60),
+        )
+    finally:
+        os.close(write_end)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a POSIX pipe")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ls", "--local"],  # printed line by line
+        ["example"],  # written at once and flushed
+        ["export", "--local", "-o", "-"],  # a bundle, streamed
+        ["--help"],  # printed while the arguments are parsed, before any verb
+        ["teams", "--help"],
+        ["resume", "--local", "--no-copy"],  # buffered until the process ends
+    ],
+    ids=" ".join,
+)
+def test_a_reader_gone_is_no_error(cli: Cli, args: list[str]) -> None:
+    """``ltm ls | head -1``: the reader had what it wanted. Nothing on stderr and exit 0,
+    whether the pipe broke while typer parsed, while the verb ran or at the final flush
+    (typer made each an exit 1: a script under ``set -o pipefail`` failed at random)."""
+    result = _reader_gone(cli, args)
+    assert (result.returncode, result.stderr) == (0, b"")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX descriptors")
+@pytest.mark.parametrize(
+    ("closed", "args", "status", "said"),
+    [
+        (0, ["save", "-", "--local"], 1, "standard input is not a valid packet"),
+        (0, ["validate", "-"], 1, "not valid JSON"),
+        (1, ["example"], 0, ""),
+        (1, ["export", "--local", "-o", "-"], 0, "exported 1 packet"),
+        (2, ["save", "no-such-file", "--local"], 1, ""),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else str(v),
+)
+def test_a_closed_standard_stream_reads_empty_and_writes_nowhere(
+    cli: Cli, closed: int, args: list[str], status: int, said: str
+) -> None:
+    """A stream its caller closed (``ltm save - <&-``) reads as empty and swallows what is
+    written to it: it was an "unexpected error: AttributeError", and a closed stderr's
+    error line went to stdout, into the next program of a pipe."""
+    result = subprocess.run(
+        [LTM, *args],
+        input=b"",
+        capture_output=True,
+        env=cli.env,
+        timeout=scaled(60),
+        preexec_fn=lambda: os.close(closed),
+    )
+    out, err = result.stdout.decode(), result.stderr.decode()
+    assert result.returncode == status, err
+    assert "unexpected error" not in err + out and "Traceback" not in err + out
+    assert said in err + out
+    if closed == 2:
+        assert out == ""  # the error line is not written into the pipe
+    if closed == 1:
+        assert err.count("\n") <= 1, err

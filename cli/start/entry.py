@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import NoReturn
 
 
 def _machine_entry(argv: list[str]) -> bool:
@@ -78,22 +79,54 @@ def _utf8_stdout() -> None:
         stdout.reconfigure(encoding="utf-8")
 
 
+def _stand_in_for_closed_streams() -> None:
+    """Give a standard stream its caller closed (``ltm save - <&-``, ``ltm ls >&-``) a
+    stand-in: /dev/null, read as empty, written to as nowhere.
+
+    Python sets such a stream to None, so every ``isatty``, read and ``buffer`` write on it
+    failed with an AttributeError ("unexpected error"), and a print to a closed stderr
+    went to stdout instead. Opened in order, each takes its own descriptor number back
+    (the lowest free one), which an editor or a server the verb starts then inherits.
+    """
+    for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))  # noqa: SIM115
+
+
+def _reader_gone() -> NoReturn:
+    """Exit 0, silently, once standard output's reader went away (``ltm ls | head -1``).
+
+    Not an error: the reader had what it wanted, and a script under ``set -o pipefail``
+    should not fail for it. What is still buffered for stdout would fail again as Python
+    flushes it on the way out (a status of 120); it goes to /dev/null instead, as
+    https://docs.python.org/3/library/signal.html#note-on-sigpipe does it.
+    """
+    from contextlib import suppress
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    with suppress(OSError, ValueError):  # no descriptor to point elsewhere: nothing buffered
+        os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)
+
+
 def main(argv: list[str] | None = None) -> None:
     _skip_the_collector_at_exit()
+    _stand_in_for_closed_streams()
     _utf8_stdout()
     args = sys.argv[1:] if argv is None else argv
+    from ltm.cli.errors import ReaderGone
+
     try:
         if not _machine_entry(args):
             from ltm.cli.start.main import run
 
             run(args)
+        sys.stdout.flush()  # a reader gone by now is found here, not in Python's shutdown
     except KeyboardInterrupt:
         print("ltm: interrupted", file=sys.stderr)
         sys.exit(130)
-    except BrokenPipeError:
-        # The reader went away (ltm ls | head); that is not an error.
-        sys.stderr.close()
-        sys.exit(0)
+    except (BrokenPipeError, ReaderGone):
+        _reader_gone()
     except Exception as exc:
         from ltm.errors import Failure
 

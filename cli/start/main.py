@@ -14,6 +14,7 @@ text; a usage error is one line), and plain options are coerced without pydantic
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from importlib import import_module
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -169,7 +170,20 @@ def _plain_help() -> None:
 
 
 class Root(TyperGroup):
-    """The ``ltm`` group: its verbs listed in sections, as ``gh`` lists its commands."""
+    """The ``ltm`` group: its verbs listed in sections, as ``gh`` lists its commands.
+
+    A write to a pipe whose reader went away (``ltm ls | head -1``, ``ltm --help | head
+    -1``) comes out of it as ``ReaderGone``: typer catches a ``BrokenPipeError`` from
+    parsing (help, ``--version``) or from the verb and exits 1 without a word.
+    """
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        with _reader_gone_unmasked():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: Any) -> Any:
+        with _reader_gone_unmasked():
+            return super().invoke(ctx)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         names = [n for n in self.list_commands(ctx) if not self.commands[n].hidden]
@@ -180,6 +194,16 @@ class Root(TyperGroup):
             rows = [(n, self.commands[n].get_short_help_str(limit=1000)) for n in verbs]
             with formatter.section(_heading(title)):
                 formatter.write_dl(rows)
+
+
+@contextmanager
+def _reader_gone_unmasked() -> Iterator[None]:
+    from ltm.cli.errors import ReaderGone
+
+    try:
+        yield
+    except BrokenPipeError:
+        raise ReaderGone from None
 
 
 def _sections(names: list[str]) -> Iterator[tuple[str, list[str]]]:
