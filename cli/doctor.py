@@ -110,6 +110,13 @@ def check_files() -> list[Check]:
         credentials.load()
     except CliError as exc:
         out.append(Check("sign-in", "fail", exc.message, "sign in again: ltm auth HOST"))
+    try:
+        from ltm.cli.config import load_settings
+
+        load_settings()  # every save reads it (ltm sensitive), every request (timeout)
+    except CliError as exc:
+        fix = "correct it, or move it aside and set again what it held (ltm config, ltm sensitive)"
+        out.append(Check("settings", "fail", exc.message, fix))
     return out
 
 

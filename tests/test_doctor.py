@@ -357,3 +357,16 @@ def test_a_fresh_solo_install_stays_private_whatever_verb_made_its_folders(
     failed = by_name(doctor(cli, code=1))["private"]
     assert failed["status"] == "fail" and f"chmod 700 {state}" in failed["fix"]
     assert "any ltm command" not in failed["fix"]  # most verbs never touch that folder
+
+
+def test_a_settings_file_that_is_not_toml(tmp_path: Path) -> None:
+    """``save`` reads settings.toml (your redaction patterns), every request its timeout:
+    a damaged one stopped them while the doctor said all was well."""
+    cli = person(tmp_path)
+    cli.config.mkdir(parents=True)
+    (cli.config / "settings.toml").write_text("timeout = [\n")
+    refused = cli.fails("save", "-", "--local", stdin=cli.ok("example"))
+    checks = by_name(doctor(cli, code=1))
+    assert checks["settings"]["status"] == "fail"
+    assert checks["settings"]["detail"] in refused and "not valid TOML" in refused
+    assert "move it aside" in checks["settings"]["fix"]
