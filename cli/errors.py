@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
 from ltm.errors import Failure
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 
 class CliError(Failure):
@@ -15,3 +22,14 @@ class ReaderGone(Exception):
     Raised in place of ``BrokenPipeError``, which typer turns into a silent exit 1 before
     ``ltm.cli.start.entry`` can see it.
     """
+
+
+@contextmanager
+def opening(what: str, path: Path) -> Iterator[None]:
+    """A store at ``path`` that cannot be opened (a folder, a file that is no database, a
+    newer schema, no permission) as one line naming it, never an "unexpected error"."""
+    try:
+        yield
+    except Exception as exc:
+        detail = "a folder, not a database file" if path.is_dir() else str(exc)
+        raise CliError(f"cannot open {what} {path}: {detail}") from None

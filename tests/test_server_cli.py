@@ -86,6 +86,27 @@ def test_token_commands_refuse_a_missing_database(tmp_path: Path, command: str) 
     assert not db.exists()
 
 
+@pytest.mark.parametrize("command", ["init", "run --addr 127.0.0.1:0", "tokens"])
+def test_a_database_that_is_a_folder_or_no_database_is_one_clear_line(
+    tmp_path: Path, command: str
+) -> None:
+    """``--db`` naming a folder or another file: one line that says so, exit 1. It was an
+    "unexpected error: OperationalError", and init made the folder 0600, unenterable."""
+    folder = tmp_path / "folder"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    other = tmp_path / "notes.txt"
+    other.write_text("not a database\n")
+    for db, said in ((folder, "a folder, not a database file"), (other, "file is not a database")):
+        result = ltm_server(*command.split(), "--db", str(db), timeout=scaled(30))
+        assert result.returncode == 1, result.stderr
+        # (before it, the line that the file's mode was made private, as for any store)
+        last = result.stderr.splitlines()[-1]
+        assert last == f"ltm: cannot open the server database {db}: {said}", result.stderr
+    assert folder.stat().st_mode & 0o777 == 0o755  # left as it was
+    assert other.read_text() == "not a database\n"
+
+
 @pytest.mark.parametrize("addr", ["8080", "localhost", "host:port", "127.0.0.1:99999"])
 def test_run_rejects_a_bad_addr(tmp_path: Path, addr: str) -> None:
     db = tmp_path / "server.db"

@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import stat
 import sys
 import threading
 import zlib
@@ -816,7 +817,9 @@ class SqliteStore(Store):
             except FileNotFoundError:
                 continue
             mode = info.st_mode & 0o777
-            if mode & 0o077 and info.st_uid == os.getuid() and not os.path.islink(name):
+            # A regular file only: a folder given as the database (--db DIR) made 0600
+            # could no longer be entered, and a link is not the store's own file.
+            if mode & 0o077 and info.st_uid == os.getuid() and stat.S_ISREG(info.st_mode):
                 os.chmod(name, PRIVATE_FILE)
                 repaired.append(f"{os.path.basename(name)} ({mode:o})")
         if repaired:

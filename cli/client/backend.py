@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ltm.cli.errors import CliError
+from ltm.cli.errors import CliError, opening
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -126,11 +126,9 @@ class LocalBackend(ServiceBackend):
         from ltm.store import User
         from ltm.store.sqlite import SqliteStore
 
-        try:
+        with opening("the local store", path):
             private_dir(path.parent)  # ltm's data folder: the owner's alone
             store = SqliteStore(path)
-        except Exception as exc:  # sqlite3 errors, permissions, a newer schema
-            raise CliError(f"cannot open the local store {path}: {exc}") from None
         return cls(store, User("local", "local", datetime.now(UTC)), str(path), kept=keep)
 
     def fail(self, message: str) -> CliError:

@@ -37,7 +37,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ltm.cli.errors import CliError
+from ltm.cli.errors import CliError, opening
 from ltm.cli.terminal.output import info
 
 
@@ -97,10 +97,8 @@ def ui(
     from ltm.cli.server.wsgi import ChaliceWSGI
 
     module = load_app()
-    try:
+    with opening("the local store", path):
         module.get_store()  # open (and migrate) now: fail before listening
-    except Exception as exc:
-        raise CliError(f"cannot open the local store {path}: {exc}") from None
     try:
         sock = bind("127.0.0.1", port)
     except OSError as exc:

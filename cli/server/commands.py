@@ -106,13 +106,15 @@ def _db_path(db: Path | None) -> Path:
 
 def _open_existing(db: Path | None) -> tuple[Path, Store]:
     path = _db_path(db)
-    if not path.is_file():
+    if not path.exists():  # a folder there is named as one when it is opened
         raise _fail(
             f"no server database at {path}; create it first with `ltm server init --db {path}`"
         )
+    from ltm.cli.errors import opening
     from ltm.store.sqlite import SqliteStore
 
-    return path, SqliteStore(path)
+    with opening("the server database", path):
+        return path, SqliteStore(path)
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -189,6 +191,7 @@ def init(
     """
     _needs_the_server_extra("init")
     path = _db_path(db)
+    from ltm.cli.errors import opening
     from ltm.service import tokens
     from ltm.service.errors import BadRequest, Conflict, ServiceError
     from ltm.service.users import check_display
@@ -200,7 +203,8 @@ def init(
         raise _fail(f"--name: {exc.message.removeprefix('display: ')}", code=2) from None
 
     fresh = not path.exists()
-    store = SqliteStore(path)
+    with opening("the server database", path):
+        store = SqliteStore(path)
     try:
         if fresh:
             for suffix in ("", "-wal", "-shm"):
@@ -276,7 +280,7 @@ def run(
     """Serve the ltm API with a multi-threaded HTTP server until SIGTERM or Ctrl-C."""
     _needs_the_server_extra("run")
     path = _db_path(db)
-    if not path.is_file():
+    if not path.exists():  # a folder there is named as one when it is opened
         raise _fail(
             f"no server database at {path}; create it first with `ltm server init --db {path}`"
         )
@@ -307,7 +311,10 @@ def run(
     from .wsgi import ChaliceWSGI
 
     module = load_app()
-    store = module.get_store()  # open (and migrate) now: fail before listening
+    from ltm.cli.errors import opening
+
+    with opening("the server database", path):
+        store = module.get_store()  # open (and migrate) now: fail before listening
     try:
         web_name = None if external_url else web_name_for(host, store)
     except ValueError as exc:  # a bad LTM_DEVICE_SECRET
