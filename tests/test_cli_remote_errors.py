@@ -442,3 +442,26 @@ def test_a_redirect_is_not_followed(tmp_path: Path) -> None:
         f"ltm: {stub.url} redirects (HTTP 301) to https://elsewhere.example/v1/packets?limit=50"
     )
     assert line.endswith("sign in at its new address: ltm auth NEW-URL")
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "said"),
+    [
+        (429, {"Retry-After": "30"}, "is rate-limiting requests (slow down) — wait a bit"),
+        (301, {"Location": "https://ltm.example.org/v1/healthz"}, "redirects (HTTP 301) to"),
+    ],
+)
+def test_auth_at_a_server_rate_limiting_or_moved_says_so(
+    tmp_path: Path, status: int, headers: dict[str, str], said: str
+) -> None:
+    """``ltm auth`` asks /v1/healthz first: a 429 or a redirect there was "does not look
+    like an ltm server — check the URL", when the URL was right and the fix is to wait, or
+    to sign in at the address it moved to."""
+
+    def answer(request: Seen) -> tuple[int, dict[str, str], bytes]:
+        return status, {"Content-Type": "application/json", **headers}, b'{"error": "slow down"}'
+
+    with stub_server(answer) as stub:
+        line = Cli(tmp_path).fails("auth", stub.url, "--with-token", stdin="tok")
+    assert line.startswith(f"ltm: {stub.url} ") and said in line, line
+    assert "does not look like an ltm server" not in line

@@ -615,7 +615,9 @@ def probe(http: Http) -> dict[str, Any]:
     """``GET /v1/healthz``: is this an ltm server? Returns its answer."""
     reply = http.request("GET", "/v1/healthz")
     if reply.status != 200:
-        if reply.status >= 500:
+        if reply.status >= 500 or reply.status == 429 or 300 <= reply.status < 400:
+            # A server that is down, rate-limiting or moved may well be an ltm server:
+            # the line for that status says what to do (wait, or sign in at its new address).
             raise status_error(http.host, reply)
         raise CliError(
             f"{http.host} does not look like an ltm server (GET /v1/healthz: HTTP {reply.status},"
