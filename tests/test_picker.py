@@ -188,3 +188,26 @@ def test_the_picker_on_a_team_and_rm_asking_first(server: Server, tmp_path: Path
     output, status = finish(child)
     assert status == 0 and f"deleted {ids[1]}" in output
     assert ids[1][:12] not in cli.ok("ls", "-t", "pickers")
+
+
+def test_rm_asking_ctrl_c_is_an_interruption_and_ctrl_d_a_no(cli: Cli) -> None:
+    """At ``rm``'s question Ctrl-C ends the verb as it does anywhere (one line, exit 130)
+    and Ctrl-D answers no: both were "ltm: aborted", exit 1, on the question's line."""
+    ids = saved(cli)
+
+    def asked() -> pexpect.spawn:
+        child = pexpect.spawn(LTM, ["rm", ids[0][:12]], env=cli.env, encoding="utf-8",
+                              timeout=scaled(30))  # fmt: skip
+        child.expect(r"Delete .*Oldest goal.*\? \[y/N\]: ")
+        return child
+
+    child = asked()
+    child.sendintr()
+    output, status = finish(child)
+    assert (status, output.strip().splitlines()[-1]) == (130, "ltm: interrupted"), output
+
+    child = asked()
+    child.sendeof()
+    output, status = finish(child)
+    assert (status, output.strip().splitlines()[-1]) == (1, "ltm: nothing deleted"), output
+    assert ids[0] in cli.ok("ls", "--json")

@@ -14,6 +14,7 @@ text; a usage error is one line), and plain options are coerced without pydantic
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import contextmanager
 from importlib import import_module
 from typing import TYPE_CHECKING, Annotated, Any
@@ -319,7 +320,10 @@ def run(args: list[str]) -> None:
         raise CliError(f"{message} (see: {where} --help)", exit_code=exc.exit_code) from None
     except ClickException as exc:
         raise CliError(" ".join(exc.format_message().split()), exit_code=exc.exit_code) from None
-    except Abort:
+    except Abort as exc:
+        if isinstance(exc.__context__, KeyboardInterrupt):  # Ctrl-C at a question
+            print(file=sys.stderr)  # ends the question's line
+            raise KeyboardInterrupt from None  # as anywhere else: one line, exit 130
         raise CliError("aborted", exit_code=1) from None
     if status == INTERRUPTED:  # typer's answer to Ctrl-C in a verb: exit 130, without a word
         raise KeyboardInterrupt

@@ -37,5 +37,12 @@ def confirmed(question: str | Callable[[], str], *, yes: bool, verb: str, nothin
     import typer
 
     text = question() if callable(question) else question
-    if not typer.confirm(text, default=False, err=True):
+    try:
+        answer = typer.confirm(text, default=False, err=True)
+    except typer.Abort as exc:
+        if not isinstance(exc.__context__, EOFError):
+            raise  # Ctrl-C: interrupted (ltm.cli.start.main)
+        print(file=sys.stderr)  # Ctrl-D ends the question's line: no answer is a no
+        answer = False
+    if not answer:
         raise CliError(nothing)
