@@ -210,6 +210,8 @@ def test_initialize_and_list_tools(shim: Shim) -> None:
         assert len(tool.description) > 40, tool.name
         assert tool.input_schema["type"] == "object", tool.name
         assert "$ref" not in _all_keys(tool.input_schema), tool.name  # inline for every client
+        # ltm's packets and nothing else: not the open world the hint means when left out.
+        assert tool.annotations.open_world_hint is False, tool.name
 
     rm = tools["rm"]
     assert "confirm" in rm.description.lower()

@@ -44,6 +44,9 @@ def build_server(tools: Any, memory: Any, *, workdir: bool = True) -> Any:
                 read_only_hint=tool.read_only,
                 destructive_hint=tool.destructive,
                 idempotent_hint=tool.idempotent,
+                # A memory tool's world is closed (the specification's own example): every
+                # tool reads or writes ltm's packets and nothing else. Left out, it is true.
+                open_world_hint=False,
             ),
         )
         for tool in catalogue.values()
