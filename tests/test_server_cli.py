@@ -574,6 +574,51 @@ def _as_user(uid: int, gid: int, work: Callable[[], None]) -> int:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
+@pytest.mark.skipif(os.name != "posix", reason="file modes")
+def test_a_database_this_user_cannot_write_is_one_clear_line(tmp_path: Path) -> None:
+    """A database restored read-only, or run by a user other than its owner: the verb
+    says which file and which user in one line, never an "unexpected error". (Root
+    writes whatever the mode: as root, the verb runs as nobody, in a child of this
+    process, as nobody cannot reach this Python.)"""
+    import getpass  # noqa: F401  (the verb's, imported while the child can read it)
+
+    from ltm.cli.server.commands import app
+    from ltm.cli.start import extras  # noqa: F401
+    from ltm.service import tokens  # noqa: F401
+    from ltm.store.sqlite import SqliteStore  # noqa: F401
+
+    base = Path(tempfile.mkdtemp())  # tmp_path's parents are root's alone
+    try:
+        base.chmod(0o755)
+        db = base / "server.db"
+        init_db(db)
+        db.chmod(0o400)
+        user = pwd.getpwuid(os.geteuid())
+        if user.pw_uid == 0:
+            user = pwd.getpwnam("nobody")
+            for file in (base, *base.iterdir()):
+                os.chown(file, user.pw_uid, user.pw_gid)
+        err = tmp_path / "stderr"
+        sink = err.open("w")  # here: the child cannot make a file in tmp_path
+
+        def verb() -> None:
+            os.dup2(sink.fileno(), 2)
+            sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+            status = app(["issue-token", "sam", "--db", str(db)], standalone_mode=False)
+            sys.stderr.flush()
+            os._exit(status or 0)  # click hands back the status of typer.Exit
+
+        try:
+            assert _as_user(user.pw_uid, user.pw_gid, verb) == 1
+        finally:
+            sink.close()
+        said = err.read_text()
+        assert said.startswith(f"ltm: cannot write {db} as {user.pw_name} "), said
+        assert "readonly" in said and said.count("\n") == 1
+    finally:
+        shutil.rmtree(base)
+
+
 @pytest.mark.skipif(
     os.name != "posix" or os.geteuid() != 0, reason="needs root, to act as two users"
 )

@@ -7,10 +7,12 @@ imported inside the commands that need them.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -96,6 +98,43 @@ def _no_token_in(value: str, what: str) -> None:
     )
 
 
+Verb = TypeVar("Verb", bound=Callable[..., None])
+
+
+def _database_errors(verb: Verb) -> Verb:
+    """A database this user cannot write (or whose folder it cannot write in) is one
+    line naming the file and the user, not an "unexpected error".
+
+    Every verb writes: ``run`` before it listens, the token verbs as they work, and
+    SQLite makes its ``-wal`` and ``-shm`` files beside the database on opening it. A
+    server started as another user than the one who made the database, or on one
+    restored read-only, is the usual cause.
+    """
+
+    @functools.wraps(verb)
+    def checked(*args: Any, **kw: Any) -> None:
+        try:
+            verb(*args, **kw)
+        except Exception as exc:
+            import sqlite3
+
+            text = str(exc)
+            if not isinstance(exc, sqlite3.OperationalError) or not (
+                "readonly" in text or "unable to open" in text
+            ):
+                raise
+            path = _db_path(kw.get("db"))
+            import getpass
+
+            raise _fail(
+                f"cannot write {path} as {getpass.getuser()} ({text}): the server writes its"
+                " database and makes its -wal, -shm and .writelock files beside it; check"
+                " the owner and mode of those files and of their folder"
+            ) from None
+
+    return checked  # type: ignore[return-value]
+
+
 def _db_path(db: Path | None) -> Path:
     if db is not None:
         return db
@@ -172,6 +211,7 @@ def _ipv6(host: str) -> bool:
 
 
 @app.command()
+@_database_errors
 def init(
     db: DbOption = None,
     name: Annotated[
@@ -241,6 +281,7 @@ def init(
 
 
 @app.command()
+@_database_errors
 def run(
     db: DbOption = None,
     addr: Annotated[
@@ -344,6 +385,7 @@ def run(
 
 
 @app.command("issue-token")
+@_database_errors
 def issue_token(
     name: Annotated[
         str,
@@ -389,6 +431,7 @@ def issue_token(
 
 
 @app.command("tokens")
+@_database_errors
 def list_tokens(
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
@@ -430,6 +473,7 @@ def list_tokens(
 
 
 @app.command("revoke-token")
+@_database_errors
 def revoke_token(
     label: Annotated[
         str | None, typer.Argument(help="The label of the token to revoke.", show_default=False)
