@@ -203,6 +203,7 @@ def _mode(path: Path) -> int | None:
 def check_server(target: Target | None) -> tuple[list[Check], Reply | None, Http | None]:
     """Reachable, and speaking our protocol version (``GET /v1/healthz``)."""
     from ltm.cli.client.remote import Http
+    from ltm.loopback import loopback_url
 
     if target is None:
         return (
@@ -265,7 +266,24 @@ def check_server(target: Target | None) -> tuple[list[Check], Reply | None, Http
             reply,
             http,
         )
-    return [Check("server", "ok", f"{target.host} is up, protocol {version}")], reply, http
+    up = f"{target.host} is up, protocol {version}"
+    if target.host.startswith("http://") and not loopback_url(target.host):
+        # `ltm auth` says so once; the token goes out in the clear with every command since.
+        return (
+            [
+                Check(
+                    "server",
+                    "warn",
+                    f"{up}, over plain HTTP beyond this machine: the token travels unencrypted"
+                    " with every request",
+                    "put a TLS proxy in front of the server (docs/server.md, Behind a proxy)"
+                    " and sign in again at its https:// address (ltm auth https://...)",
+                )
+            ],
+            reply,
+            http,
+        )
+    return [Check("server", "ok", up)], reply, http
 
 
 def check_token(target: Target, http: Http) -> Check:

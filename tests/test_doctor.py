@@ -126,6 +126,28 @@ def test_a_server_speaking_another_protocol_version(tmp_path: Path) -> None:
     assert "speaks protocol '9.9'; this ltm speaks '0.2'" in checks["server"]["detail"]
 
 
+def test_a_server_over_plain_http_beyond_this_machine_is_a_warning(tmp_path: Path) -> None:
+    """`ltm auth` warns once that the token travels unencrypted; the doctor says so on
+    every run, as long as it is so (the server is reached through a proxy here, under a
+    name that is not loopback's)."""
+    cli = person(tmp_path)
+    host = "http://ltm.example.test:8080"
+
+    def answer(request: Seen) -> tuple[int, dict[str, str], bytes]:
+        assert request.path.startswith(host)  # a proxy gets the absolute URL
+        return json_reply(200, {"ok": True, "version": "0.2"})
+
+    with stub_server(answer) as proxy:
+        report = doctor(cli, LTM_HOST=host, LTM_TOKEN="t" * 40, HTTP_PROXY=proxy.url)
+    server = by_name(report)["server"]
+    assert server["status"] == "warn", server
+    assert "plain HTTP" in server["detail"] and "https://" in server["fix"]
+
+    with _fake_server("0.2", datetime.now(UTC)) as stub:  # loopback: plain HTTP is fine
+        report = doctor(cli, LTM_HOST=stub.url, LTM_TOKEN="t" * 40)
+    assert by_name(report)["server"]["status"] == "ok"
+
+
 @pytest.mark.parametrize(("offset", "status"), [(0, "ok"), (90, "warn"), (-900, "fail")])
 def test_clock_skew_against_the_servers_date(tmp_path: Path, offset: int, status: str) -> None:
     cli = person(tmp_path)
