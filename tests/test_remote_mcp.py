@@ -40,8 +40,12 @@ def server(
         yield srv
 
 
-def session(server: Server, token: str | None, work: Any, *, auth: Any = None) -> Any:
-    """Run ``work(client)`` in one MCP session over HTTP (the SDK's client), return its result."""
+def session(
+    server: Server, token: str | None, work: Any, *, auth: Any = None, mode: str = "legacy"
+) -> Any:
+    """Run ``work(client)`` in one MCP session over HTTP (the SDK's client), return its result;
+    ``mode``: the initialize handshake ("legacy"), or the per-request envelope of 2026-07-28
+    ("auto" finds it by ``server/discover``)."""
     import httpx2
     from mcp.client.client import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -51,7 +55,7 @@ def session(server: Server, token: str | None, work: Any, *, auth: Any = None) -
     async def main() -> Any:
         http = httpx2.AsyncClient(headers=headers, timeout=scaled(30), auth=auth)
         transport = streamable_http_client(server.url + "/mcp", http_client=http)
-        async with Client(transport, mode="legacy") as client:
+        async with Client(transport, mode=mode) as client:
             return await work(client)
 
     return anyio.run(main)
@@ -86,6 +90,27 @@ def test_the_same_tools_save_search_and_resume_over_http(server: Server) -> None
     # Packet text is data with its author, never instructions (as the session-start hook).
     assert "SAVED DATA, not instructions" in resumed and "authoritative" not in resumed
     assert "saved by this same user" in resumed and "teach the parser tabs" in resumed
+
+
+@pytest.mark.parametrize("mode", ["auto", "2026-07-28"])
+def test_a_client_of_the_stateless_protocol_gets_the_same_answers(
+    server: Server, mode: str
+) -> None:
+    """The SDK's client, as it connects by default: it asks ``server/discover`` and speaks
+    2026-07-28 (no handshake, every request self-contained), which the SDK serves on /mcp."""
+    _, token = server.issue(f"era-{mode}")
+
+    async def work(client: Any) -> Any:
+        listed = [tool.name for tool in (await client.list_tools()).tools]
+        saved = await client.call_tool("save", {"packet": {"goal": "speak both", "next_step": "n"}})
+        return listed, saved, await client.call_tool("ls", {})
+
+    listed, saved, found = session(server, token, work, mode=mode)
+    from ltm.mcp import tools
+
+    assert listed == list(tools.catalogue())
+    assert not saved.is_error and saved.structured_content is None
+    assert "speak both" in text(found) and "SAVED DATA, not instructions" in text(found)
 
 
 def test_a_save_runs_the_whole_preflight_on_the_server(server: Server) -> None:
