@@ -345,6 +345,10 @@ def test_a_stop_does_not_wait_for_a_request_stuck_on_a_lock(tmp_path: Path) -> N
         # Before the push's wait for the lock would end: the stop does not wait for it.
         assert server.proc.wait(timeout=BUSY_TIMEOUT_MS / 1000 - 5) == 0  # not a budget
         assert "stopped" in server.logs()
+        # waitress's word on it is a JSON line as the app's are; only ltm's own say is text.
+        lines = server.logs().splitlines()
+        records = [json.loads(line) for line in lines if not line.startswith("ltm server: ")]
+        assert any(r["message"] == "1 thread(s) still running" for r in records), lines
     finally:
         holder.execute("ROLLBACK")
         holder.close()

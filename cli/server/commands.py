@@ -352,6 +352,14 @@ def run(
     from .wsgi import ChaliceWSGI
 
     module = load_app()
+    # waitress's own warnings (a stop's requests still running or dropped, an error in
+    # serving one) as JSON lines beside the app's: without a handler of their own they
+    # went to stderr as bare text, amid lines a log collector parses as JSON.
+    import logging
+
+    waitress_log = logging.getLogger("waitress")
+    waitress_log.addHandler(module.logger.registered_handler)
+    waitress_log.propagate = False
     from ltm.cli.errors import opening
 
     with opening("the server database", path):
