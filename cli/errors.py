@@ -33,3 +33,8 @@ def opening(what: str, path: Path) -> Iterator[None]:
     except Exception as exc:
         detail = "a folder, not a database file" if path.is_dir() else str(exc)
         raise CliError(f"cannot open {what} {path}: {detail}") from None
+
+
+class StoreUpgrading(CliError):
+    """The local store waits for the migration this ltm brings, which a process of its own
+    runs (``LocalBackend`` opened with ``migrate=False``: a hook)."""

@@ -508,3 +508,37 @@ def test_hook_against_a_plain_http_server_is_import_light(person: Cli, tmp_path:
     # http.client brings ssl and email with it; nothing else heavy comes along
     on_the_wire = {"http.client", "ssl", "email"}
     assert not {m for m in modules if {m, m.split(".")[0]} & (NOT_ON_THE_HOOK_PATH - on_the_wire)}
+
+
+def test_the_first_session_after_an_upgrade_migrates_the_store_aside(
+    person: Cli, tmp_path: Path
+) -> None:
+    """A store an older ltm left is migrated by a process of the hook's own, not in the
+    hook: run in the hook, a large store's migration outlasted its watchdog, was rolled
+    back, and so at every session after, the hooks finding no packet."""
+    import sqlite3
+
+    from test_sqlite_upgrade import RELEASES, released_store
+
+    from ltm.store.sqlite_schema import SCHEMA_VERSION
+
+    db = Path(person.env["LTM_DATA_DIR"]) / "ltm.db"
+    db.parent.mkdir(parents=True, mode=0o700)
+    released_store(db, RELEASES["schema 10"]())
+    db.chmod(0o600)
+    payload = claude_session_start(tmp_path)
+
+    answer, _ = hook(person, "session-start", payload)
+    assert answer is not None and set(answer) == {"systemMessage"}, answer
+    assert "being upgraded for this version of ltm" in answer["systemMessage"]
+
+    def version() -> int:
+        with sqlite3.connect(db) as conn:
+            return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+    deadline = time.monotonic() + scaled(60)
+    while version() != SCHEMA_VERSION and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert version() == SCHEMA_VERSION
+    again, _ = hook(person, "session-start", payload)
+    assert again is None or "being upgraded" not in json.dumps(again)

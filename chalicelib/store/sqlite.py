@@ -546,6 +546,22 @@ PRIVATE_FILE = 0o600
 PRIVATE_SUFFIXES = ("", "-wal", "-shm", ".writelock")
 
 
+def pending_migration(path: str | Path) -> bool:
+    """Whether the store at ``path`` has an older schema than this ltm's, so that opening
+    it migrates it first; read without writing (False when there is no such store)."""
+    try:
+        conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+    return bool(0 < version < SCHEMA_VERSION)
+
+
 class NewerSchema(Failure, RuntimeError):
     """A store a newer ltm made or migrated: refused whole, said in one line (``ltm server
     run`` showed it as an unexpected error), never migrated down or written to."""

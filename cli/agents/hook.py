@@ -302,11 +302,18 @@ def handle(
     teams: list[str] | None = None,
 ) -> dict[str, Any] | None:
     """The answer to one hook event (None: answer nothing)."""
+    from ltm.cli.errors import StoreUpgrading
+
     session = Session.of(payload)
-    if event == "session-start":
-        return session_start(harness, payload, session, teams=teams or [])
-    if event == "user-prompt":
-        return user_prompt(harness, payload, session, all_scopes=all_scopes)
+    try:
+        if event == "session-start":
+            return session_start(harness, payload, session, teams=teams or [])
+        if event == "user-prompt":
+            return user_prompt(harness, payload, session, all_scopes=all_scopes)
+    except StoreUpgrading as exc:
+        # The first session after an upgrade: the person learns why nothing is resumed.
+        log(f"{event}: {exc.message}")
+        return notice_answer(harness, f"ltm: {exc.message}") if event == "session-start" else None
     if event == "pre-compact":
         if session is not None:
             session.update(compacted=True)
@@ -379,7 +386,7 @@ def user_prompt(
 
     project = _project(payload)
     skip = {*session.data.get("context", []), *session.data.get("hinted", [])}
-    backend = open_backend(timeout=RECALL_NET_TIMEOUT * time_scale(), deliver=False)
+    backend = open_backend(timeout=RECALL_NET_TIMEOUT * time_scale(), deliver=False, migrate=False)
     try:
         found = best(
             backend,
@@ -569,7 +576,7 @@ def _project(payload: dict[str, Any]) -> str:
 def _list(project: str, limit: int) -> list[dict[str, str]]:
     from ltm.cli.client.backend import open_backend
 
-    backend = open_backend(timeout=NET_TIMEOUT * time_scale(), deliver=False)
+    backend = open_backend(timeout=NET_TIMEOUT * time_scale(), deliver=False, migrate=False)
     try:
         return backend.list(limit=limit, project=project)
     finally:
@@ -584,16 +591,23 @@ def _newest(
     (``ltm.resume.Origin``). The scopes are listed side by side (one thread each, so
     several fit the hook's budget); a scope that fails (a team one is no longer in, a
     server out of reach) is left out and logged, the others still answer."""
+    from ltm.cli.errors import StoreUpgrading
     from ltm.resume import Origin
 
     scopes: list[str | None] = [None, *dict.fromkeys(teams)]
     found: dict[str | None, tuple[Any, list[dict[str, str]]]] = {}
+    upgrading: list[StoreUpgrading] = []
 
     def listing(team: str | None) -> None:
         from ltm.cli.client.backend import open_backend
 
         try:
-            backend = open_backend(team=team, timeout=NET_TIMEOUT * time_scale(), deliver=False)
+            backend = open_backend(
+                team=team, timeout=NET_TIMEOUT * time_scale(), deliver=False, migrate=False
+            )
+        except StoreUpgrading as exc:
+            upgrading.append(exc)  # said instead of the resume, when no scope answers
+            return
         except Exception as exc:
             log(f"session-start: scope {team or 'personal'}: {_one_line(str(exc))}")
             return
@@ -622,6 +636,8 @@ def _newest(
             )
         )
         if not rows:
+            if upgrading:
+                raise upgrading[0]
             raise _Skip
         team = rows[0]["team"]
         backend = found[team][0]

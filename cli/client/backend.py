@@ -8,6 +8,7 @@ with a message that says what to do next.
 from __future__ import annotations
 
 import os
+import sys
 from _thread import allocate_lock  # threading's own lock, without importing threading
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -93,7 +94,7 @@ class LocalBackend(ServiceBackend):
         self.kept = kept
 
     @classmethod
-    def open(cls, *, keep: bool = False) -> LocalBackend:
+    def open(cls, *, keep: bool = False, migrate: bool = True) -> LocalBackend:
         """The local store; ``keep``: the same one on every call in this process.
 
         A process that serves many calls keeps its store open: opening one costs a
@@ -105,7 +106,7 @@ class LocalBackend(ServiceBackend):
 
         path = local_db_path()
         if not keep:
-            return cls._opened(path, keep=False)
+            return cls._opened(path, keep=False, migrate=migrate)
         with cls._keeping:  # threads of one process (the MCP shim's) share the kept store
             if cls._kept is not None:
                 key, backend = cls._kept
@@ -114,18 +115,20 @@ class LocalBackend(ServiceBackend):
                 cls._kept = None
                 if key[3] == os.getpid():
                     backend.store.close()
-            backend = cls._opened(path, keep=True)
+            backend = cls._opened(path, keep=True, migrate=migrate)
             found = _file_key(path)
             if found is not None:
                 cls._kept = (found, backend)
             return backend
 
     @classmethod
-    def _opened(cls, path: Path, *, keep: bool) -> LocalBackend:
+    def _opened(cls, path: Path, *, keep: bool, migrate: bool = True) -> LocalBackend:
         from ltm.cli.config import private_dir
         from ltm.store import User
         from ltm.store.sqlite import SqliteStore
 
+        if not migrate:
+            _migrate_aside(path)
         with opening("the local store", path):
             private_dir(path.parent)  # ltm's data folder: the owner's alone
             store = SqliteStore(path)
@@ -288,6 +291,45 @@ def needs_server(what: str) -> CliError:
     )
 
 
+# What a process of its own runs to migrate the local store (``_migrate_aside``).
+_MIGRATE = "import sys; from ltm.store.sqlite import SqliteStore; SqliteStore(sys.argv[1]).close()"
+
+
+def _migrate_aside(path: Path) -> None:
+    """When the store at ``path`` waits for a migration, start a process of its own that
+    runs it, and raise ``StoreUpgrading``.
+
+    For a hook, whose watchdog ends it within a second: the migration an upgrade brings
+    takes longer on a large store (the compact layout: over a second at 16,000 packets),
+    so run in the hook it was cut short and rolled back at every session, and the hooks
+    found no packet after the upgrade until some other command opened the store. The
+    process, in a session of its own, outlives the hook; other processes opening the
+    store meanwhile wait for its write lock, as for any migration.
+    """
+    from ltm.store.sqlite import pending_migration
+
+    if not pending_migration(path):
+        return
+    import subprocess
+
+    from ltm.cli.errors import StoreUpgrading
+
+    try:
+        subprocess.Popen(
+            [sys.executable, "-c", _MIGRATE, str(path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        return  # no process to be had: migrated here, as before
+    raise StoreUpgrading(
+        f"the local store {path} is being upgraded for this version of ltm (once, in the"
+        " background); its packets are back at the next session"
+    )
+
+
 def open_backend(
     *,
     local: bool = False,
@@ -295,6 +337,7 @@ def open_backend(
     team: str | None = None,
     keep: bool = False,
     deliver: bool = True,
+    migrate: bool = True,
 ) -> Backend:
     """The server signed in to (``ltm auth``), else the local store; ``local`` forces the latter.
 
@@ -305,6 +348,8 @@ def open_backend(
     ``keep``: a long-lived process keeps the local store open (``LocalBackend.open``).
     ``deliver``: first push what the outbox keeps for that server (``ltm.cli.client.outbox``);
     a hook, on its short budget, leaves that to the next command.
+    ``migrate``: a local store that waits for a migration is migrated here; a hook, on its
+    short budget, leaves that to a process of its own (``StoreUpgrading``).
     """
     if not local:
         from ltm.cli.client.credentials import active
@@ -323,4 +368,4 @@ def open_backend(
 
                 deliver_waiting(remote, remote.host)
             return remote
-    return LocalBackend.open(keep=keep)
+    return LocalBackend.open(keep=keep, migrate=migrate)
