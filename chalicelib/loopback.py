@@ -23,9 +23,14 @@ def loopback_host(host: str | None) -> bool:
     import ipaddress
 
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
+        address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         return False
+    # An IPv4 loopback address written as IPv6 (::ffff:127.0.0.1) reaches the same
+    # server; Python before 3.13 calls it no loopback, and the web view's signed-in
+    # pages then answered at it, where a page on any other local port gets their cookie.
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool((mapped or address).is_loopback)
 
 
 def loopback_url(url: str) -> bool:

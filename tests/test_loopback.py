@@ -28,6 +28,8 @@ from ltm.web.view import loopback_name
         "http://127.1.2.3",
         "http://[::1]:9000",
         "//127.0.0.1:80",
+        "http://[::ffff:127.0.0.1]:8080",  # IPv4 loopback, written as IPv6
+        "http://[::ffff:7f00:1]",
     ],
 )
 def test_loopback_urls(url: str) -> None:
@@ -43,6 +45,7 @@ def test_loopback_urls(url: str) -> None:
         "http://notlocalhost",
         "http://10.0.0.1",
         "http://[::2]:80",
+        "http://[::ffff:10.0.0.1]",
         "http://[::1",  # malformed: not loopback, and no exception
         "http://h:99999",
         "",
@@ -54,6 +57,7 @@ def test_other_urls_are_not_loopback(url: str) -> None:
 
 def test_the_web_views_host_check_and_the_host_rule_agree() -> None:
     assert loopback_name("127.0.0.1:8080") and loopback_name("[::1]:80")
+    assert loopback_name("[::ffff:127.0.0.1]:8080")  # the pages' cookie stays off it
     assert not loopback_name("127.example.com:8080")
     assert loopback_host("::1") and not loopback_host(None)
 
