@@ -125,3 +125,15 @@ def test_the_server_warns_when_it_listens_beyond_loopback(tmp_path: Path) -> Non
     finally:
         proc.terminate()
         proc.wait(timeout=scaled(15))
+
+
+def test_a_command_line_of_the_server_before_still_starts_it(tmp_path: Path) -> None:
+    """``--workers``, from the server before waitress (a service file written then), starts
+    the server and is said to be unused, where it stopped the server from starting."""
+    from serverkit import running_server
+
+    with running_server(tmp_path, "--workers", "2") as server:
+        assert server.client().get("/v1/healthz").status_code == 200
+        lines = (tmp_path / "server.log").read_text().splitlines()
+        assert lines[0].startswith("ltm server: listening on http://127.0.0.1:")
+        assert lines[1].startswith("ltm server: warning: --workers is no longer used")

@@ -306,6 +306,9 @@ def run(
         int,
         typer.Option("--threads", metavar="N", min=1, max=256, help="Worker threads."),
     ] = DEFAULT_THREADS,
+    # Worker processes, of the server before waitress: taken and said to be unused, so
+    # that a service file written for it still starts the server after an upgrade.
+    workers: Annotated[int | None, typer.Option("--workers", hidden=True)] = None,
     sqlite_sync: Annotated[
         str,
         typer.Option(
@@ -385,6 +388,11 @@ def run(
 
     for warning in exposure_warnings(bound_host, external_url):
         _say(f"ltm server: warning: {warning}")
+    if workers is not None:
+        _say(
+            "ltm server: warning: --workers is no longer used: one process serves, with"
+            " --threads worker threads (docs/server.md); drop it from the command"
+        )
     sys.stderr.flush()
     status = serve(wsgi, sock, threads=threads, on_stop=module.close_store)
     _say("ltm server: stopped")
