@@ -82,10 +82,13 @@ def build_server(tools: Any, memory: Any, *, workdir: bool = True) -> Any:
             log.info("%s failed: %s", params.name, reply.text.splitlines()[0])
         # The text is the answer, written for the model, with packet text fenced inside it
         # (``ltm.resume.frame``). Clients that find ``structuredContent`` in a result hand
-        # the model that alone and drop the text (Claude Code, VS Code): resume would give
-        # it no packet, and ls and search their goals and snippets unfenced. So the data
-        # goes in ``_meta``, which no client shows the model (the specification lets a
-        # tool without an outputSchema leave structuredContent out).
+        # the model that alone and drop the text (Claude Code, VS Code: reported in
+        # https://github.com/anthropics/claude-code/issues/79944 and
+        # https://github.com/microsoft/vscode/issues/290063): resume would give it no
+        # packet, and ls and search their goals and snippets unfenced. So the data goes in
+        # ``_meta``, which those clients keep from the model (the specification lets a
+        # tool without an outputSchema leave structuredContent out). A client that shows
+        # the model ``_meta`` as well (some do) shows it the rows again, outside the fence.
         return types.CallToolResult(
             content=[types.TextContent(text=reply.text)],
             _meta=None if reply.data is None else {DATA_KEY: reply.data},
