@@ -69,11 +69,30 @@ def loggable_path(path: str) -> str:
 _serialize = functools.partial(json.dumps, separators=(",", ":"), default=str, ensure_ascii=True)
 
 
+LEVEL_ENV = "LTM_LOG_LEVEL"
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def log_level() -> str:
+    """``LTM_LOG_LEVEL`` (INFO when unset): a level's name, in any case (WARN: WARNING).
+
+    Anything else is a ValueError naming the variable and the levels: powertools' own
+    ("Unknown level: 'LOUD'") named neither, and stopped ``ltm server run`` as an
+    unexpected error.
+    """
+    value = os.environ.get(LEVEL_ENV) or "INFO"
+    level = value.strip().upper()
+    level = "WARNING" if level == "WARN" else level
+    if level not in LEVELS:
+        raise ValueError(f"{LEVEL_ENV} must be one of {', '.join(LEVELS)}, got {value!r}")
+    return level
+
+
 def make_logger(service: str = "ltm") -> Logger:
     """The process's logger: JSON lines on stderr, level from ``LTM_LOG_LEVEL`` (INFO)."""
     return Logger(
         service=service,
-        level=os.environ.get("LTM_LOG_LEVEL", "INFO"),
+        level=log_level(),
         logger_handler=logging.StreamHandler(sys.stderr),
         logger_formatter=AccessFormatter(json_serializer=_serialize),
     )

@@ -131,6 +131,26 @@ def test_run_rejects_a_bad_external_url(tmp_path: Path) -> None:
     assert result.returncode != 0 and "--external-url" in result.stderr
 
 
+def test_a_log_level_that_is_none_stops_the_start_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "server.db"
+    init_db(db)
+    for level in ("LOUD", "10"):
+        result = ltm_server(
+            "run", "--db", str(db), "--addr", "127.0.0.1:0", env=clean_env(LTM_LOG_LEVEL=level)
+        )
+        assert result.returncode == 1 and result.stderr == (
+            f"ltm: LTM_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL,"
+            f" got {level!r}\n"
+        )
+    # A level's name in any case, WARN among them, is one.
+    from ltm.logs import log_level
+
+    monkeypatch.setenv("LTM_LOG_LEVEL", "warn")
+    assert log_level() == "WARNING"
+
+
 @pytest.mark.parametrize(
     "url",
     [

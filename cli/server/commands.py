@@ -335,10 +335,12 @@ def run(
     except ValueError:
         raise _fail(f"--sqlite-sync must be full or normal, got {sqlite_sync!r}") from None
     os.environ[SYNC_ENV] = level.lower()  # every process's store reads it
+    from ltm.logs import log_level
     from ltm.store.select import quota
 
     try:
         quota()  # the per-user storage bound: a bad setting stops the start, in one line
+        log_level()  # as does a log level that is none
     except ValueError as exc:
         raise _fail(str(exc)) from None
     host, port = parse_addr(addr)
