@@ -982,3 +982,26 @@ def test_search_finds_by_meaning_and_takes_a_mode(env: dict[str, str], tmp_path:
         assert "no packet matches" in shim.ok("search", {"query": paraphrase})
         said = shim.fails("search", {"query": paraphrase, "mode": "semantic"})
         assert "turned off here (LTM_SEMANTIC=0)" in said
+
+
+def test_a_servers_error_text_reaches_the_agent_with_its_controls_escaped(tmp_path: Path) -> None:
+    """A server's (or a proxy's) error text is its own words: in a tool result, which a
+    terminal client may print, its escape sequences are shown escaped, as on the CLI's
+    stderr. They reached the tool result raw (a save kept in the outbox quotes it too)."""
+    from clikit import Seen, stub_server
+
+    evil = "down \x1b]0;owned\x07\x1b[2J \u202eevil"
+
+    def failing(request: Seen) -> tuple[int, dict[str, str], bytes]:
+        headers = {"Content-Type": "application/json"}
+        return 503, headers, json.dumps({"error": evil}).encode()
+
+    with stub_server(failing) as stub:
+        env = clean_env(tmp_path, LTM_HOST=stub.url, LTM_TOKEN="ltm_" + "a" * 64)
+        with Shim(env, tmp_path / "shim.stderr") as shim:
+            failed = shim.fails("ls")
+            kept = shim.ok("save", {"packet": CONTENT})
+    for answer in (failed, kept):
+        assert "HTTP 503 (down \\u001b]0;owned\\u0007\\u001b[2J \\u202eevil)" in answer, answer
+        assert not any(c in answer for c in "\x1b\x07\u202e"), answer
+    assert "kept" in kept and "outbox" in kept

@@ -38,6 +38,7 @@ from ltm.cli.client.backend import (
 )
 from ltm.cli.errors import CliError
 from ltm.errors import Failure
+from ltm.present import safe
 
 if TYPE_CHECKING:
     from http.client import HTTPConnection
@@ -144,7 +145,7 @@ class Reply(NamedTuple):  # a NamedTuple: see ltm.cli.client.backend
 
     def _kind(self) -> str:
         media = self.headers.get("content-type", "").split(";", 1)[0].strip() or "no content type"
-        return "an empty body" if not self.body.strip() else f"a {media} body"
+        return "an empty body" if not self.body.strip() else f"a {safe(media)} body"
 
     def is_ltm_error(self) -> bool:
         """Does the body carry the protocol's ``{"error": "..."}``?"""
@@ -155,7 +156,12 @@ class Reply(NamedTuple):  # a NamedTuple: see ltm.cli.client.backend
         return isinstance(data, dict) and isinstance(data.get("error"), str)
 
     def error_text(self) -> str:
-        """The server's ``{"error": ...}`` message, else a hint of what came back."""
+        """The server's ``{"error": ...}`` message, else a hint of what came back; its
+        controls escaped (``ltm.present.safe``) wherever it is shown: a terminal, and an
+        agent's tool result, which its client may print to one."""
+        return safe(self._error_text())
+
+    def _error_text(self) -> str:
         try:
             data = json.loads(self.body)
         except ValueError:
@@ -594,7 +600,8 @@ def status_error(host: str, reply: Reply, hints: Mapping[int, str] | None = None
     if 300 <= status < 400:
         location = reply.headers.get("location", "")
         return CliError(
-            f"{host} redirects (HTTP {status}) to {location or 'another address'} — ltm does not"
+            f"{host} redirects (HTTP {status}) to {safe(location) or 'another address'} — ltm"
+            " does not"
             " follow redirects (they could carry your token elsewhere); if the server moved,"
             " sign in at its new address: ltm auth NEW-URL"
         )
