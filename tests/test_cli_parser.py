@@ -74,6 +74,28 @@ def test_options_with_values_show_what_goes_there(capsys: pytest.CaptureFixture[
     assert re.search(r"--json\s+One JSON", _help(["validate"], capsys))  # a flag: nothing between
 
 
+@pytest.mark.parametrize(
+    ("verb", "name", "words"),
+    [
+        (["mcp", "install"], "CLIENT", "claude-code, cursor, vscode, zed, claude-desktop, codex,"
+         " gemini, copilot"),
+        (["hooks", "install"], "HARNESS", "claude-code, codex, cursor, copilot, gemini"),
+    ],
+)  # fmt: skip
+def test_an_argument_of_a_few_words_names_them(
+    cli: Cli, verb: list[str], name: str, words: str
+) -> None:
+    """The help lists the clients and harnesses, and a word not among them is refused in
+    the house's words: the help named none, and the refusal began "Value error, " (the
+    coercion's own message)."""
+    helped = " ".join(cli.ok(*verb, "--help").split())
+    assert f"{name} The " in helped and f"configure: {words}. [required]" in helped
+    assert cli.fails(*verb, "nosuch", code=2) == (
+        f"ltm: Invalid value for '{name}': 'nosuch' is not one of {words}"
+        f" (see: ltm {' '.join(verb)} --help)"
+    )
+
+
 def test_top_level_help_lists_every_verb_in_its_section(cli: Cli) -> None:
     text = cli.ok("--help")
     titles = [title for title, _ in SECTIONS]

@@ -24,7 +24,12 @@ class Harness(StrEnum):
     gemini = "gemini"
 
 
-HarnessArg = Annotated[Harness, typer.Argument(help="The agent harness to configure.")]
+HarnessArg = Annotated[
+    Harness,
+    typer.Argument(
+        metavar="HARNESS", help=f"The agent harness to configure: {', '.join(Harness)}."
+    ),
+]
 ProjectOpt = Annotated[
     bool,
     typer.Option(

@@ -42,7 +42,10 @@ def mcp(ctx: typer.Context) -> None:
 
 @app.command("install")
 def install(
-    client: Annotated[Client, typer.Argument(help="The MCP client to configure.")],
+    client: Annotated[
+        Client,
+        typer.Argument(metavar="CLIENT", help=f"The MCP client to configure: {', '.join(Client)}."),
+    ],
     write: Annotated[
         bool,
         typer.Option(

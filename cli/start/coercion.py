@@ -3,7 +3,7 @@
 typer coerces every parameter through a pydantic ``TypeAdapter``
 (``typer._coercion.build_runtime_param``), and importing pydantic and building one
 adapter per parameter costs more than most verbs take to run. ltm's options are
-text, flags, whole numbers in a range and lists of text: for those this module
+text, flags, whole numbers in a range, lists of text and choices (an Enum): for those this module
 gives typer a coercion of its own, as typer's lazy ``get_runtime_param`` asks for
 one; anything else (paths, choices, files, dates) still goes to typer's.
 
@@ -16,13 +16,20 @@ not in a user's terminal.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, get_args, get_origin
 
 PLAIN = (str, int, float, bool)
 
 
 def _plain_item(annotation: Any) -> bool:
-    return annotation in PLAIN
+    return annotation in PLAIN or _choice(annotation)
+
+
+def _choice(annotation: Any) -> bool:
+    """An Enum of words (``ltm mcp install CLIENT``): pydantic's message for a word not
+    among them began "Value error, "."""
+    return isinstance(annotation, type) and issubclass(annotation, Enum)
 
 
 def handles(annotation: Any, parameter_info: Any) -> bool:
@@ -39,6 +46,12 @@ def _word(value: str, kind: type) -> Any:
     """One command-line word as ``kind``; ValueError with the reason when it is not one."""
     if kind is str:
         return value
+    if _choice(kind):
+        try:
+            return kind(value)
+        except ValueError:
+            names = ", ".join(str(member.value) for member in kind)  # type: ignore[attr-defined]
+            raise ValueError(f"{value!r} is not one of {names}") from None
     if kind is bool:  # what click's BOOL type takes for an option given a value
         lowered = value.strip().lower()
         if lowered in ("1", "true", "t", "yes", "y", "on"):
