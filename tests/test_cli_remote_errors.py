@@ -465,3 +465,28 @@ def test_auth_at_a_server_rate_limiting_or_moved_says_so(
         line = Cli(tmp_path).fails("auth", stub.url, "--with-token", stdin="tok")
     assert line.startswith(f"ltm: {stub.url} ") and said in line, line
     assert "does not look like an ltm server" not in line
+
+
+def test_a_web_server_answering_200_to_everything_is_not_told_to_have_deleted(
+    tmp_path: Path,
+) -> None:
+    """A URL that reaches a web site answering every address with its page (200): a delete,
+    a leave or an unpublish there changed nothing, but ltm said "deleted team core"."""
+
+    def site(request: Seen) -> tuple[int, dict[str, str], bytes]:
+        return 200, {"Content-Type": "text/html"}, b"<html>Welcome</html>"
+
+    with stub_server(site) as stub:
+        cli = against(tmp_path, stub.url)
+        said = (
+            f"ltm: {stub.url} answered HTTP 200 with a text/html body, not ltm JSON — check that"
+            f" {stub.url} is an ltm server"
+        )
+        for verb in (
+            ["rm", "01ABCDEFGHJKLMNPQRSTVWXYZ0", "--yes"],
+            ["teams", "rm", "core", "--yes"],
+            ["teams", "leave", "core", "--yes"],
+            ["unpublish", "01ABCDEFGHJKLMNPQRSTVWXYZ0", "--yes"],
+            ["unshare", "01ABCDEFGHJKLMNPQRSTVWXYZ0", "bob"],
+        ):
+            assert cli.fails(*verb) == said, verb

@@ -706,6 +706,11 @@ class RemoteBackend(Backend):
         if feature is not None and self.lacks_route(reply):
             raise self.not_offered(feature, method, path)
         if reply.status in ok:
+            if method != "GET" and 200 <= reply.status < 300 and reply.body.strip():
+                # An ltm server answers a change with JSON or nothing: a page (a web server
+                # answering every address with 200) changed nothing, whatever its status.
+                # (A GET's answer is read by its caller, which says so.)
+                reply.json(self.host)
             return reply
         if reply.status == 401:
             raise self._rejected()
