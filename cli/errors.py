@@ -32,7 +32,21 @@ def opening(what: str, path: Path) -> Iterator[None]:
         yield
     except Exception as exc:
         detail = "a folder, not a database file" if path.is_dir() else str(exc)
+        if _full(path):
+            # SQLite, denied room for the shared-memory file it makes on opening, says
+            # "disk I/O error": a failing disk, to whoever reads it.
+            detail += f"; the disk holding {path.parent} is full"
         raise CliError(f"cannot open {what} {path}: {detail}") from None
+
+
+def _full(path: Path) -> bool:
+    """Whether the file system holding ``path`` has no room left (under 64 KiB)."""
+    import shutil
+
+    try:
+        return shutil.disk_usage(path.parent).free < 64 * 1024
+    except OSError:
+        return False
 
 
 class StoreUpgrading(CliError):

@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpkit
@@ -129,6 +129,40 @@ def test_run_rejects_a_bad_external_url(tmp_path: Path) -> None:
         timeout=scaled(30),
     )
     assert result.returncode != 0 and "--external-url" in result.stderr
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A file system of 1 MiB of its own (a tmpfs), to fill; skipped where none can be mounted."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if shutil.which("mount") is None or os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+        capture_output=True,
+        timeout=scaled(30),
+    )
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True, timeout=scaled(30))
+
+
+def test_a_full_disk_is_named_when_the_database_cannot_be_opened(small_disk: Path) -> None:
+    """SQLite, given no room for the shared-memory file it makes on opening, says "disk
+    I/O error", which reads as a failing disk: the line says the disk is full."""
+    db = small_disk / "server.db"
+    init_db(db)
+    with (small_disk / "filler").open("wb", buffering=0) as filler, pytest.raises(OSError):
+        while True:  # until no room is left
+            filler.write(b"\0" * 4096)
+    listed = ltm_server("tokens", "--db", str(db))
+    assert listed.returncode == 1
+    assert listed.stderr.startswith(f"ltm: cannot open the server database {db}: "), listed.stderr
+    assert listed.stderr.endswith(f"; the disk holding {small_disk} is full\n")
 
 
 def test_a_log_level_that_is_none_stops_the_start_in_one_line(
