@@ -156,10 +156,25 @@ def test_ctrl_c_while_the_editor_is_open_is_the_editors(me: Cli, tmp_path: Path)
     assert json.loads(me.ok("pull", new))["goal"] == "Ship the server, v2"
 
 
-def test_a_failing_editor_keeps_the_file(me: Cli, tmp_path: Path) -> None:
-    old = saved(me)
-    line = me.fails("edit", old, EDITOR=editor(tmp_path, "sys.exit(3)"))
+def test_a_failing_editor_keeps_what_it_wrote_and_nothing_else(me: Cli, tmp_path: Path) -> None:
+    """An editor that wrote the file, then failed: the file kept is its edit (ltm wrote the
+    packet as it was before the editor back over it, and said "your edit is kept"). One that
+    changed nothing, or never started, leaves no file to save a copy of the packet from."""
+    old = saved(me, goal="Ship the server")
+    wrote = f"{set_goal('Ship the server, v2')}\npath.write_text(text)\nsys.exit(3)"
+    line = me.fails("edit", old, EDITOR=editor(tmp_path / "a", wrote))
     assert "exited with status 3" in line and "your edit is kept in" in line
+    kept = Path(line.split("kept in ", 1)[1].split(" (", 1)[0])
+    assert json.loads(kept.read_text())["goal"] == "Ship the server, v2"
+
+    edits = tmp_path / "me" / "state" / "edits"
+    before = set(edits.iterdir())
+    for program in (editor(tmp_path / "b", "sys.exit(3)"), str(tmp_path / "no-such-editor")):
+        line = me.fails("edit", old, EDITOR=program)
+        assert line.endswith(f"; nothing saved (packet {old} is unchanged)"), line
+        assert "kept" not in line
+    assert set(edits.iterdir()) == before
+    assert len(json.loads(me.ok("ls", "--json"))["packets"]) == 1
 
 
 def test_emptied_or_unchanged_stores_nothing(me: Cli, tmp_path: Path) -> None:

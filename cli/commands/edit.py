@@ -192,6 +192,14 @@ def _header(old_id: str, *, in_place: bool, where: str) -> list[str]:
     ]
 
 
+def _left_by_editor(path: Path, fallback: str) -> str:
+    """The packet text in ``path`` as an editor left it; ``fallback`` when it cannot be read."""
+    try:
+        return body_of(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return fallback
+
+
 def _edit_loop(
     backend: Backend,
     command: list[str],
@@ -223,9 +231,18 @@ def _edit_loop(
     while True:
         try:
             run_editor(command, path)
-            edited = body_of(path.read_text(encoding="utf-8"))
         except CliError as exc:
-            raise keep(exc.message, last) from None
+            # What the editor left is the edit (it may have written the file before it
+            # failed): kept as it is. One it never changed (or could not start on) holds no
+            # edit, and saving it would store a copy of the packet.
+            left = _left_by_editor(path, last)
+            if not left.strip() or (left == original and not refused):
+                path.unlink(missing_ok=True)
+                unchanged = f"{exc.message}; nothing saved (packet {old_id} is unchanged)"
+                raise CliError(unchanged) from None
+            raise keep(exc.message, left) from None
+        try:
+            edited = body_of(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
             raise keep(f"could not read the edited file: {exc}", last) from None
         if not edited.strip():
