@@ -214,3 +214,17 @@ def test_edit_a_teams_packet_on_a_server(server: Server, tmp_path: Path) -> None
     packet = json.loads(owner.ok("show", new, "-t", "edits", "--json"))
     assert packet["parent_id"] == old and packet["goal"] == "Team plan, revised"
     assert owner.ok("ls") == ""  # in the team, not the personal scope
+
+
+def test_an_edit_saved_in_another_encoding_is_kept_as_written(me: Cli, tmp_path: Path) -> None:
+    """An editor that saved Latin-1: the file is the edit, left as it is (ltm wrote the
+    packet as it was before the editor over it)."""
+    old = saved(me, goal="Ship the server")
+    latin = (
+        "goal = {**data, 'goal': 'Caf\\u00e9'}\n"
+        "path.write_bytes(json.dumps(goal, ensure_ascii=False).encode('latin-1'))\nsys.exit(0)"
+    )
+    line = me.fails("edit", old, EDITOR=editor(tmp_path, latin))
+    assert line.startswith("ltm: the edited file is not UTF-8 (byte "), line
+    kept = Path(line.split("kept in ", 1)[1].split(" — ", 1)[0])
+    assert json.loads(kept.read_bytes().decode("latin-1"))["goal"] == "Caf\u00e9"

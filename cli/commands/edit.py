@@ -243,7 +243,13 @@ def _edit_loop(
             raise keep(exc.message, left) from None
         try:
             edited = body_of(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
+        except UnicodeDecodeError as exc:  # the edit is there, in another encoding: left be
+            again = f"ltm save {path}" + (f" -t {team}" if team else "")
+            raise CliError(
+                f"the edited file is not UTF-8 (byte {exc.start}); your edit is kept in {path}"
+                f" — save it as UTF-8, then: {again}"
+            ) from None
+        except OSError as exc:
             raise keep(f"could not read the edited file: {exc}", last) from None
         if not edited.strip():
             path.unlink(missing_ok=True)
