@@ -510,6 +510,26 @@ def test_hook_against_a_plain_http_server_is_import_light(person: Cli, tmp_path:
     assert not {m for m in modules if {m, m.split(".")[0]} & (NOT_ON_THE_HOOK_PATH - on_the_wire)}
 
 
+def test_a_migration_that_fails_aside_says_why_in_the_hook_log(person: Cli, tmp_path: Path) -> None:
+    """No terminal shows the process that migrates for a hook: its failure goes to the
+    hook log, and the session start says how to see it."""
+    import sqlite3
+
+    db = Path(person.env["LTM_DATA_DIR"]) / "ltm.db"
+    db.parent.mkdir(parents=True, mode=0o700)
+    with sqlite3.connect(db) as conn:  # an older version's number, none of its tables
+        conn.execute("PRAGMA user_version = 10")
+    db.chmod(0o600)
+    answer, _ = hook(person, "session-start", claude_session_start(tmp_path))
+    assert answer is not None and "`ltm ls` upgrades it" in answer["systemMessage"], answer
+    log = Path(person.env["LTM_STATE_DIR"]) / "hook.log"
+    deadline = time.monotonic() + scaled(60)
+    while "upgrade of the local store" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, log.read_text() if log.exists() else "no hook.log"
+        time.sleep(0.05)
+    assert f"the upgrade of the local store {db} failed: " in log.read_text()
+
+
 def test_the_first_session_after_an_upgrade_migrates_the_store_aside(
     person: Cli, tmp_path: Path
 ) -> None:

@@ -292,7 +292,21 @@ def needs_server(what: str) -> CliError:
 
 
 # What a process of its own runs to migrate the local store (``_migrate_aside``).
-_MIGRATE = "import sys; from ltm.store.sqlite import SqliteStore; SqliteStore(sys.argv[1]).close()"
+_MIGRATE = "import sys; from ltm.cli.client.backend import migrate; migrate(sys.argv[1])"
+
+
+def migrate(path: str) -> None:
+    """Migrate the local store at ``path``, in a process of its own; a failure goes to the
+    hook log, where no terminal shows it (exit status 1)."""
+    from ltm.store.sqlite import SqliteStore
+
+    try:
+        SqliteStore(path).close()
+    except Exception as exc:
+        from ltm.cli.agents.hook import log
+
+        log(f"the upgrade of the local store {path} failed: {type(exc).__name__}: {exc}")
+        raise SystemExit(1) from None
 
 
 def _migrate_aside(path: Path) -> None:
@@ -326,7 +340,8 @@ def _migrate_aside(path: Path) -> None:
         return  # no process to be had: migrated here, as before
     raise StoreUpgrading(
         f"the local store {path} is being upgraded for this version of ltm (once, in the"
-        " background); its packets are back at the next session"
+        " background); its packets are back at the next session (if this stays, `ltm ls`"
+        " upgrades it and says what stops it)"
     )
 
 
