@@ -139,6 +139,29 @@ def test_auth_asks_for_the_token_without_echo_on_a_terminal(server: Server, tmp_
     assert cli.credentials()["hosts"][server.url]["token"] == token
 
 
+def test_ctrl_c_at_the_token_prompt_is_an_interruption(server: Server, tmp_path: Path) -> None:
+    """Ctrl-C at the hidden prompt ends ``auth`` as it ends any verb (exit 130), and Ctrl-D
+    gives no token (exit 2): both were "no token given", exit 2, on the prompt's line."""
+    import pexpect
+
+    cli = Cli(tmp_path / "tty")
+    keys = [
+        (pexpect.spawn.sendintr, 130, "ltm: interrupted"),
+        (pexpect.spawn.sendeof, 2, "ltm: no token given; nothing was saved"),
+    ]
+    for key, status, said in keys:
+        child = pexpect.spawn(
+            LTM, ["auth", server.url, "--with-token"], env=cli.env, timeout=scaled(30)
+        )
+        child.expect("token \\(input hidden\\): ")
+        key(child)
+        child.expect(pexpect.EOF)
+        child.close()
+        shown = child.before.decode()
+        assert (child.exitstatus, shown.strip().splitlines()[-1]) == (status, said), shown
+    assert not (cli.config / "hosts.json").exists() and not (cli.config / "credentials").exists()
+
+
 def test_every_packet_verb_in_personal_scope(server: Server, tmp_path: Path) -> None:
     cli = signed_in(server, tmp_path / "bea", "bea")
     first = cli.ok("save", "-", stdin=content("First goal")).strip()

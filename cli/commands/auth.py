@@ -140,8 +140,12 @@ def read_token() -> str:
 
         try:
             token = getpass.getpass("token (input hidden): ", stream=sys.stderr).strip()
-        except (EOFError, KeyboardInterrupt):
+        except EOFError:
+            print(file=sys.stderr)  # ends the prompt's line
             raise CliError("no token given; nothing was saved", exit_code=2) from None
+        except KeyboardInterrupt:  # as at any question: one line, exit 130 (ltm.cli.start)
+            print(file=sys.stderr)
+            raise
     else:
         # A file saved with a byte order mark (Notepad's UTF-8) holds the token after it.
         token = sys.stdin.readline().lstrip("\ufeff").strip()
