@@ -167,3 +167,17 @@ def test_joining_with_an_ltm_token_records_nothing_on_the_kept_sign_in(
     assert after["token"] == before["token"]
     assert after.get("user") == before.get("user")
     assert "botwork" not in after.get("teams", [])
+
+
+def test_ctrl_d_at_the_name_prompt_ends_on_a_line_of_its_own(tmp_path: Path) -> None:
+    """The refusal after a question left unanswered starts its own line: it was written
+    after the question, as if it were the answer."""
+    env = Cli(tmp_path).env
+    child = pexpect.spawn(LTM, ["join", "https://ltm.example.org/v1/invites/abc"], env=env,
+                          encoding="utf-8", timeout=scaled(30))  # fmt: skip
+    child.expect(r"Enter for none\): ")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    after = child.before  # what followed the question on the terminal
+    assert child.exitstatus == 1 and after.replace("\r\n", "\n") == "\nltm: aborted\n", after

@@ -320,9 +320,9 @@ def run(args: list[str]) -> None:
         raise CliError(f"{message} (see: {where} --help)", exit_code=exc.exit_code) from None
     except ClickException as exc:
         raise CliError(" ".join(exc.format_message().split()), exit_code=exc.exit_code) from None
-    except Abort as exc:
-        if isinstance(exc.__context__, KeyboardInterrupt):  # Ctrl-C at a question
-            print(file=sys.stderr)  # ends the question's line
+    except Abort as exc:  # Ctrl-C or Ctrl-D at a question
+        print(file=sys.stderr)  # ends the question's line
+        if isinstance(exc.__context__, KeyboardInterrupt):
             raise KeyboardInterrupt from None  # as anywhere else: one line, exit 130
         raise CliError("aborted", exit_code=1) from None
     if status == INTERRUPTED:  # typer's answer to Ctrl-C in a verb: exit 130, without a word
