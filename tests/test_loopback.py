@@ -8,6 +8,7 @@ travels unencrypted.
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,100 @@ def test_a_command_line_of_the_server_before_still_starts_it(tmp_path: Path) -> 
         lines = (tmp_path / "server.log").read_text().splitlines()
         assert lines[0].startswith("ltm server: listening on http://127.0.0.1:")
         assert lines[1].startswith("ltm server: warning: --workers is no longer used")
+
+
+# -- the other loopback address, where browsers send a *.localhost name first -----------------
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+needs_ipv6 = pytest.mark.skipif(
+    not _ipv6_loopback(), reason="no IPv6 loopback here: no browser sends a name to ::1 either"
+)
+
+
+def _listen(address: str, port: int) -> socket.socket:
+    """Listen on ``address:port`` as another program would (SO_REUSEADDR, as servers do)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((address, port))
+        sock.listen()
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _held_for_browsers(port: int) -> None:
+    """Nothing else can listen on [::1]:port, and a browser trying it is refused at once."""
+    from timing import scaled
+
+    with pytest.raises(OSError):
+        _listen("::1", port).close()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("::1", port), timeout=scaled(5)).close()
+
+
+@needs_ipv6
+def test_the_web_views_other_loopback_address_is_held_by_the_server(tmp_path: Path) -> None:
+    """Browsers send the web view's ``*.localhost`` name to ::1 first: another user
+    listening there on the server's port would be sent the sign-in key and the cookie."""
+    from urllib.parse import urlsplit
+
+    from serverkit import running_server
+
+    with running_server(tmp_path / "server") as server:
+        assert server.web is not None and ".localhost:" in server.web
+        port = urlsplit(server.url).port
+        assert port is not None
+        _held_for_browsers(port)
+    _listen("::1", port).close()  # let go once the server stops
+
+
+@needs_ipv6
+def test_ltm_ui_holds_its_other_loopback_address(tmp_path: Path) -> None:
+    import re
+
+    from clikit import Cli
+    from test_web_pages import running_ui
+
+    with running_ui(Cli(tmp_path / "me")) as (url, _proc):
+        found = re.search(r"\.localhost:(\d+)/", url)
+        assert found is not None
+        _held_for_browsers(int(found.group(1)))
+
+
+@needs_ipv6
+def test_a_server_whose_web_view_another_program_would_be_sent_does_not_start(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+
+    from serverkit import LTM, clean_env, init_db
+    from timing import scaled
+
+    db = tmp_path / "server.db"
+    init_db(db)
+    with _listen("::1", 0) as other:
+        port = other.getsockname()[1]
+        done = subprocess.run(
+            [LTM, "server", "run", "--db", str(db), "--addr", f"127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+            timeout=scaled(60),
+        )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().endswith(
+        f"cannot listen on 127.0.0.1:{port}: [::1]:{port}, where browsers also send the"
+        " web view's name, is in use by another program (its pages would be sent your"
+        " sign-in there)"
+    ), done.stderr

@@ -92,15 +92,15 @@ def ui(
         LTM_LOG_LEVEL=os.environ.get("LTM_UI_LOG_LEVEL", "WARNING"),
     )
 
-    from ltm.cli.server.http import bind, serve
+    from ltm.cli.server.http import bind_for_browsers, serve
     from ltm.cli.server.loader import load_app
     from ltm.cli.server.wsgi import ChaliceWSGI
 
     module = load_app()
     with opening("the local store", path):
         module.get_store()  # open (and migrate) now: fail before listening
-    try:
-        sock = bind("127.0.0.1", port)
+    try:  # the other loopback address browsers send its name to, held too
+        sock, held = bind_for_browsers("127.0.0.1", port)
     except OSError as exc:
         raise CliError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
     host = f"{name}:{sock.getsockname()[1]}"
@@ -125,6 +125,8 @@ def ui(
     try:
         status = serve(wsgi, sock, threads=4, on_stop=module.close_store)
     finally:
+        for other in held:
+            other.close()
         from ltm.cli.client.launch import forget
 
         forget(page)  # the key is spent or dies with this process: the page goes too

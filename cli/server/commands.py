@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 if TYPE_CHECKING:
+    import socket
     from datetime import datetime
 
     from ltm.store import Store
@@ -352,7 +353,7 @@ def run(
     else:
         os.environ.pop("LTM_EXTERNAL_URL", None)
 
-    from .http import bind, serve
+    from .http import bind, bind_for_browsers, serve
     from .loader import load_app
     from .wsgi import ChaliceWSGI
 
@@ -374,8 +375,12 @@ def run(
     except ValueError as exc:  # a bad LTM_DEVICE_SECRET
         raise _fail(str(exc)) from None
     wsgi = ChaliceWSGI(module.app, logger=module.logger)
+    held: list[socket.socket] = []
     try:
-        sock = bind(host, port)
+        if web_name is None:
+            sock = bind(host, port)
+        else:  # its pages at a *.localhost name: the other loopback address held too
+            sock, held = bind_for_browsers(host, port)
     except OSError as exc:
         raise _fail(f"cannot listen on {addr}: {exc.strerror or exc}") from None
     bound_host, bound_port = sock.getsockname()[:2]
@@ -396,7 +401,11 @@ def run(
             " --threads worker threads (docs/server.md); drop it from the command"
         )
     sys.stderr.flush()
-    status = serve(wsgi, sock, threads=threads, on_stop=module.close_store)
+    try:
+        status = serve(wsgi, sock, threads=threads, on_stop=module.close_store)
+    finally:
+        for other in held:
+            other.close()
     _say("ltm server: stopped")
     if status:
         raise typer.Exit(status)

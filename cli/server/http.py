@@ -33,6 +33,7 @@ parser and error task, the server's channel class):
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import signal
@@ -359,6 +360,63 @@ def bind(host: str, port: int) -> socket.socket:
     except OSError:
         sock.close()
         raise
+    return sock
+
+
+# Where a browser sends a ``*.localhost`` name: ::1 first, then 127.0.0.1 (the Fetch
+# standard's "resolve an origin": https://fetch.spec.whatwg.org/#resolve-an-origin).
+BROWSER_LOOPBACK = ("::1", "127.0.0.1")
+_FREE_PORT_TRIES = 8
+
+
+def bind_for_browsers(host: str, port: int) -> tuple[socket.socket, list[socket.socket]]:
+    """``bind(host, port)`` for a web view at a ``*.localhost`` name, with the other
+    address browsers send that name to held on the same port (port 0: a port free on both).
+
+    Listening on 127.0.0.1 alone left [::1] on that port to anyone: another user of the
+    machine listening there would be sent the browser's sign-in key, then its session
+    cookie, since browsers try ::1 first. Held (bound, never listening), a connection
+    there is refused at once and the browser goes on to this server. Keep the held
+    sockets open while serving. OSError when another program has that address.
+    """
+    for _ in range(_FREE_PORT_TRIES if port == 0 else 1):
+        sock = bind(host, port)
+        bound, at = sock.getsockname()[:2]
+        if bound not in BROWSER_LOOPBACK:  # e.g. 127.0.0.2: browsers never come here
+            return sock, []
+        try:
+            held = [_hold(other, at) for other in BROWSER_LOOPBACK if other != bound]
+            return sock, [h for h in held if h is not None]
+        except OSError:
+            sock.close()
+            if port:
+                raise
+    raise OSError(f"no port free on both {' and '.join(BROWSER_LOOPBACK)}")
+
+
+def _hold(address: str, port: int) -> socket.socket | None:
+    """``address:port`` bound and never listening (no SO_REUSEADDR: no one binds beside it);
+    None where the machine has no such address (IPv6 off): no browser reaches it either."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    shown = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    try:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError:  # no such family on this machine
+        return None
+    try:
+        exclusive = getattr(socket, "SO_EXCLUSIVEADDRUSE", None)  # Windows: else others may bind
+        if exclusive is not None:
+            sock.setsockopt(socket.SOL_SOCKET, exclusive, 1)
+        sock.bind((address, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+            return None
+        raise OSError(
+            exc.errno,
+            f"{shown}, where browsers also send the web view's name, is in use by another"
+            " program (its pages would be sent your sign-in there)",
+        ) from None
     return sock
 
 
