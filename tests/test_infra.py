@@ -523,3 +523,98 @@ def test_the_front_door_throttles_limits_and_alarms(merged: dict[str, Any]) -> N
     budget = res["MonthlyBudget"]
     assert budget["Type"] == "AWS::Budgets::Budget" and budget["Condition"] == "HasBudget"
     assert params["MonthlyBudgetUSD"]["Default"] == 0  # optional: off unless asked for
+
+
+# -- what the stacks resolve to, for given parameters ---------------------------------
+
+NO_VALUE = object()  # AWS::NoValue: the property is left out
+
+
+def resolve(node: Any, tpl: dict[str, Any], given: dict[str, Any]) -> Any:
+    """``node`` as CloudFormation evaluates it with the parameters ``given`` (defaults for
+    the rest): Ref to a parameter, Fn::Sub over parameters, Fn::If and the condition
+    functions. A Ref to a resource stays as it is."""
+    params = {name: p.get("Default") for name, p in tpl.get("Parameters", {}).items()}
+    params.update(given)
+
+    def condition(name: str) -> bool:
+        return bool(value(tpl["Conditions"][name]))
+
+    def value(n: Any) -> Any:
+        if isinstance(n, list):
+            return [value(v) for v in n]
+        if not isinstance(n, dict):
+            return n
+        if len(n) != 1:
+            return {k: value(v) for k, v in n.items()}
+        ((fn, arg),) = n.items()
+        if fn == "Ref":
+            if arg == "AWS::NoValue":
+                return NO_VALUE
+            return params.get(arg, n)
+        if fn == "Fn::Sub" and isinstance(arg, str):
+            out = arg
+            for name, v in params.items():
+                out = out.replace("${" + name + "}", str(v))
+            return out
+        if fn == "Fn::If":
+            return value(arg[1] if condition(arg[0]) else arg[2])
+        if fn == "Fn::Equals":
+            return str(value(arg[0])) == str(value(arg[1]))
+        if fn == "Fn::Not":
+            return not value(arg[0])
+        if fn == "Fn::And":
+            return all(value(a) for a in arg)
+        if fn == "Condition":
+            return condition(arg)
+        return {fn: value(arg)}
+
+    return value(node)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", STAGES)
+def test_the_functions_write_to_log_groups_with_retention(
+    merged: dict[str, Any], stage: str
+) -> None:
+    """The API stack names its functions as ``chalice deploy`` does: the stage's policy lets
+    exactly those names write logs, and the infra stack keeps their logs 30 days. Unnamed,
+    CloudFormation named them <stack>-APIHandler-<random>, whose logs the policy refused:
+    no access log, no metric, no alarm on them."""
+    import fnmatch
+
+    assert merged["Parameters"]["Stage"]["AllowedValues"] == STAGES
+    infra = template()
+    retained = {
+        resolve(r["Properties"]["LogGroupName"], infra, {"Stage": stage}): r["Properties"].get(
+            "RetentionInDays"
+        )
+        for r in infra["Resources"].values()
+        if r["Type"] == "AWS::Logs::LogGroup"
+    }
+    policy = json.loads((CHALICE / CONFIG["stages"][stage]["iam_policy_file"]).read_text())
+    (logs,) = [s for s in policy["Statement"] if s["Action"][0].startswith("logs:")]
+    app_name = CONFIG["app_name"]
+    # chalice deploy's names: <app>-<stage> for the API, <app>-<stage>-<name> for the others
+    for function, wanted in (
+        ("APIHandler", f"{app_name}-{stage}"),
+        ("Index", f"{app_name}-{stage}-index"),
+    ):
+        props = merged["Resources"][function]["Properties"]
+        name = resolve(props.get("FunctionName"), merged, {"Stage": stage})
+        assert name == wanted, function
+        group = f"/aws/lambda/{name}"
+        assert fnmatch.fnmatchcase(f"arn:aws:logs:eu-west-1:1:log-group:{group}", logs["Resource"])
+        assert retained.get(group) == 30, group
+
+
+@pytest.mark.slow
+def test_reserved_concurrency_can_be_left_off(merged: dict[str, Any]) -> None:
+    """An account whose Lambda concurrency quota is low (a new one's) cannot reserve any:
+    Lambda keeps 100 unreserved. 0 leaves the property out; by default it is reserved."""
+    for function, param in (("APIHandler", "ApiConcurrency"), ("Index", "IndexConcurrency")):
+        reserved = merged["Resources"][function]["Properties"]["ReservedConcurrentExecutions"]
+        assert resolve(reserved, merged, {}) == merged["Parameters"][param]["Default"] > 0
+        assert resolve(reserved, merged, {param: 0}) is NO_VALUE
+        assert resolve(reserved, merged, {param: 3}) == 3
+        assert merged["Parameters"][param]["MinValue"] == 0
