@@ -64,6 +64,18 @@ def config_dir() -> Path:
     return Path(_home()) / ".config" / "ltm"
 
 
+def timeout_seconds(raw: object) -> float:
+    """A network timeout as ``ltm config set timeout`` and ``LTM_TIMEOUT`` take it: seconds,
+    more than 0 and at most 600; ValueError saying what is wrong otherwise."""
+    try:
+        value = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"timeout must be a number of seconds, got {raw!r}") from None
+    if not 0 < value <= 600:  # NaN too
+        raise ValueError(f"timeout must be more than 0 and at most 600 seconds, got {raw!r}")
+    return value
+
+
 def time_scale() -> float:
     """``LTM_TIME_SCALE``: how many times longer ltm's own time limits are (the hooks'
     watchdog and request timeouts, ``ltm doctor``'s per check, the default network

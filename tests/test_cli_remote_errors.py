@@ -137,6 +137,16 @@ def test_a_timeout_suggests_more_time_than_was_waited(waited: float, suggested: 
     assert line.endswith(f"allow more time: ltm config set timeout {suggested}")
 
 
+def test_a_timeout_out_of_range_says_which_bounds(tmp_path: Path) -> None:
+    """0 is refused: "between 0 and 600" read as if 0 were allowed. The setting and
+    LTM_TIMEOUT are judged alike."""
+    said = "ltm: timeout must be more than 0 and at most 600 seconds, got '0'"
+    cli = Cli(tmp_path)
+    assert cli.fails("config", "set", "timeout", "0", code=2) == said
+    with silent_server() as url:
+        assert against(tmp_path, url).fails("ls", LTM_TIMEOUT="0") == said
+
+
 def test_timeout_from_the_config(tmp_path: Path) -> None:
     with silent_server() as url:
         cli = against(tmp_path, url)

@@ -108,7 +108,7 @@ def _batch_bytes(said: str | None) -> int:
 def configured_timeout() -> float:
     """Seconds to wait on the network: ``LTM_TIMEOUT``, else ``ltm config set timeout``,
     else the default stretched by ``LTM_TIME_SCALE`` (``ltm.cli.config.time_scale``)."""
-    from ltm.cli.config import load_settings, time_scale
+    from ltm.cli.config import load_settings, time_scale, timeout_seconds
 
     raw: Any = os.environ.get("LTM_TIMEOUT")
     if not raw:
@@ -116,12 +116,9 @@ def configured_timeout() -> float:
     if raw in (None, ""):
         return DEFAULT_TIMEOUT * time_scale()
     try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise CliError(f"timeout must be a number of seconds, got {raw!r}") from None
-    if not 0 < value <= 600:
-        raise CliError(f"timeout must be between 0 and 600 seconds, got {raw!r}")
-    return value
+        return timeout_seconds(raw)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _debug(message: str) -> None:

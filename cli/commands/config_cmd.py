@@ -99,14 +99,12 @@ def set_(
         return
     parsed: Any
     if name == "timeout":
+        from ltm.cli.config import timeout_seconds
+
         try:
-            parsed = float(value)
-        except ValueError:
-            raise CliError(
-                f"timeout must be a number of seconds, got {value!r}", exit_code=2
-            ) from None
-        if not 0 < parsed <= 600:
-            raise CliError("timeout must be between 0 and 600 seconds", exit_code=2)
+            parsed = timeout_seconds(value)
+        except ValueError as exc:
+            raise CliError(str(exc), exit_code=2) from None
     elif name in ("browser", "lenient"):
         if value.strip().lower() not in BOOLEAN:
             raise CliError(f"{name} must be true or false, got {value!r}", exit_code=2)
