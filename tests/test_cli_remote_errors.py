@@ -440,6 +440,17 @@ def test_not_signed_in(tmp_path: Path) -> None:
     assert "not a server URL" in cli.fails("auth", "ftp://x")
 
 
+@pytest.mark.parametrize("url", ["http://a b", "https://ltm.example.org/a b", "http://a\tb"])
+def test_a_url_with_a_space_is_not_a_server(tmp_path: Path, url: str) -> None:
+    """ "http://a b" was the server "a b": ltm said to sign in there, or that it did not
+    resolve."""
+    said = f"ltm: not a server URL: {url!r}; give one like https://ltm.example.org"
+    cli = Cli(tmp_path)
+    assert cli.fails("-H", url, "ls") == said
+    assert cli.fails("auth", url, "--with-token", stdin="tok") == said
+    assert cli.fails("config", "set", "host", url) == said
+
+
 def test_a_redirect_is_not_followed(tmp_path: Path) -> None:
     def moved(request: Seen) -> tuple[int, dict[str, str], bytes]:
         return 301, {"Location": "https://elsewhere.example" + request.path}, b""

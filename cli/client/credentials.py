@@ -123,7 +123,10 @@ def normalize_host(raw: str) -> str:
         raise CliError(
             f"not a server URL: {raw!r}; give one like https://ltm.example.org"
         ) from None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+    # A URL holds no space or control character (RFC 3986 section 2): "http://a b" was
+    # taken as the server "a b", and ltm then told to sign in there.
+    spaced = any(c.isspace() or not c.isprintable() for c in text)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or spaced:
         raise CliError(f"not a server URL: {raw!r}; give one like https://ltm.example.org")
     if parts.query or parts.fragment or parts.username or parts.password:
         raise CliError(f"give the server URL without credentials, query or fragment: {raw!r}")
