@@ -618,3 +618,25 @@ def test_reserved_concurrency_can_be_left_off(merged: dict[str, Any]) -> None:
         assert resolve(reserved, merged, {param: 0}) is NO_VALUE
         assert resolve(reserved, merged, {param: 3}) == 3
         assert merged["Parameters"][param]["MinValue"] == 0
+
+
+@pytest.mark.slow
+def test_the_front_door_publishes_no_per_method_metrics(merged: dict[str, Any]) -> None:
+    """API Gateway's detailed metrics (MetricsEnabled) are per method, each billed as a
+    custom metric: seven for every route called in a month, more than the rest of a
+    small deployment costs. What the alarms read, the stage's own metrics (dimensions
+    ApiName and Stage), API Gateway publishes without them: "To view the metrics at the
+    method-level for your API, turn on detailed metrics"
+    (https://docs.aws.amazon.com/apigateway/latest/developerguide/metrics_dimensions_view_in_cloud_watch.html)."""
+    res = merged["Resources"]
+    for setting in res["RestAPI"]["Properties"]["MethodSettings"]:
+        assert not setting.get("MetricsEnabled"), setting["ResourcePath"]
+    gateway = [
+        a["Properties"]
+        for a in res.values()
+        if a["Type"] == "AWS::CloudWatch::Alarm"
+        and a["Properties"].get("Namespace") == "AWS/ApiGateway"
+    ]
+    assert gateway
+    for alarm in gateway:
+        assert {d["Name"] for d in alarm["Dimensions"]} <= {"ApiName", "Stage"}
