@@ -640,3 +640,35 @@ def test_the_front_door_publishes_no_per_method_metrics(merged: dict[str, Any]) 
     assert gateway
     for alarm in gateway:
         assert {d["Name"] for d in alarm["Dimensions"]} <= {"ApiName", "Stage"}
+
+
+@pytest.mark.slow
+def test_the_consumer_is_mapped_after_its_role_may_send_to_the_failure_queue(
+    merged: dict[str, Any],
+) -> None:
+    """Lambda refuses to create an event source mapping whose on-failure destination its
+    function's role cannot send to; the grant is a policy of its own, which CloudFormation
+    otherwise makes at the same time as the function and its mapping (the race of
+    https://github.com/aws/serverless-application-model/issues/2534). The function, and so
+    the mapping SAM makes for it, waits for the grant."""
+    res = merged["Resources"]
+    for name, resource in res.items():
+        if resource["Type"] != "AWS::Serverless::Function":
+            continue
+        for event in resource["Properties"].get("Events", {}).values():
+            destination = event["Properties"].get("DestinationConfig", {}).get("OnFailure")
+            if destination is None:
+                continue
+            role = resource["Properties"]["Role"]["Fn::GetAtt"][0]
+            grants = {
+                policy
+                for policy, r in res.items()
+                if r["Type"] == "AWS::IAM::Policy"
+                and {"Ref": role} in r["Properties"]["Roles"]
+                and any(
+                    "sqs:SendMessage" in s["Action"] and s["Resource"] == destination["Destination"]
+                    for s in r["Properties"]["PolicyDocument"]["Statement"]
+                )
+            }
+            assert grants, name
+            assert grants <= set(resource.get("DependsOn", [])), name
