@@ -672,3 +672,20 @@ def test_the_consumer_is_mapped_after_its_role_may_send_to_the_failure_queue(
             }
             assert grants, name
             assert grants <= set(resource.get("DependsOn", [])), name
+
+
+def test_what_the_infra_stack_makes_is_tagged() -> None:
+    """Each resource that takes tags carries app=ltm and its stage, so the owner can find
+    (and, with cost allocation tags, price) what ltm made in the account."""
+    tpl = template()
+    wanted = {"app": "ltm", "stage": {"Ref": "Stage"}}
+    taggable = {"AWS::DynamoDB::Table", "AWS::Logs::LogGroup", "AWS::Cognito::UserPool"}
+    for name, resource in tpl["Resources"].items():
+        if resource["Type"] not in taggable:
+            continue
+        props = resource["Properties"]
+        if "UserPoolTags" in props:
+            tags = dict(props["UserPoolTags"])
+        else:
+            tags = {t["Key"]: t["Value"] for t in props.get("Tags", [])}
+        assert tags == wanted, name
