@@ -689,3 +689,14 @@ def test_what_the_infra_stack_makes_is_tagged() -> None:
         else:
             tags = {t["Key"]: t["Value"] for t in props.get("Tags", [])}
         assert tags == wanted, name
+
+
+def test_what_packaging_writes_is_not_tracked() -> None:
+    """The docs' ``chalice package ... out/`` leaves its template and zip (which carries the
+    stage's settings) in the checkout: git ignores them, so they are never committed."""
+    docs = (ROOT / "docs" / "deploy-aws.md").read_text()
+    out = next(line for line in docs.splitlines() if line.startswith("chalice package")).split()[-1]
+    for name in ("sam.json", "deployment.zip", "packaged.yaml"):
+        path = f"{out.rstrip('/')}/{name}"
+        ignored = subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT)
+        assert ignored.returncode == 0, path
