@@ -492,7 +492,8 @@ def test_a_web_server_answering_200_to_everything_is_not_told_to_have_deleted(
     tmp_path: Path,
 ) -> None:
     """A URL that reaches a web site answering every address with its page (200): a delete,
-    a leave or an unpublish there changed nothing, but ltm said "deleted team core"."""
+    a leave or an unpublish there changed nothing, but ltm said "deleted team core"; a
+    packet read there was "not readable JSON", as if it were one."""
 
     def site(request: Seen) -> tuple[int, dict[str, str], bytes]:
         return 200, {"Content-Type": "text/html"}, b"<html>Welcome</html>"
@@ -509,5 +510,9 @@ def test_a_web_server_answering_200_to_everything_is_not_told_to_have_deleted(
             ["teams", "leave", "core", "--yes"],
             ["unpublish", "01ABCDEFGHJKLMNPQRSTVWXYZ0", "--yes"],
             ["unshare", "01ABCDEFGHJKLMNPQRSTVWXYZ0", "bob"],
+            # and a packet read there is no packet ("is not readable JSON", it said)
+            ["show", "01ABCDEFGHJKLMNPQRSTVWXYZ0"],
+            ["pull", "01ABCDEFGHJKLMNPQRSTVWXYZ0"],
+            ["resume", "01ABCDEFGHJKLMNPQRSTVWXYZ0"],
         ):
             assert cli.fails(*verb) == said, verb

@@ -135,10 +135,21 @@ class Reply(NamedTuple):  # a NamedTuple: see ltm.cli.client.backend
         try:
             return json.loads(self.body)
         except ValueError:
-            raise CliError(
-                f"{host} answered HTTP {self.status} with {self._kind()}, not ltm JSON"
-                f" — check that {host} is an ltm server"
-            ) from None
+            raise self.not_json(host) from None
+
+    def packet_body(self, host: str) -> bytes:
+        """The stored bytes of a packet, a JSON object: a page in their place (a web site at
+        the URL) is no packet, and was shown as one that "is not readable JSON"."""
+        body = self.body.rstrip(b"\r\n")
+        if not body.lstrip().startswith(b"{"):
+            raise self.not_json(host)
+        return body
+
+    def not_json(self, host: str) -> CliError:
+        return CliError(
+            f"{host} answered HTTP {self.status} with {self._kind()}, not ltm JSON"
+            f" — check that {host} is an ltm server"
+        )
 
     def _kind(self) -> str:
         media = self.headers.get("content-type", "").split(";", 1)[0].strip() or "no content type"
@@ -1322,7 +1333,7 @@ class RemoteBackend(Backend):
             if reply.status == 404:  # deleted since the page was read
                 continue
             yield Held(
-                body=reply.body.rstrip(b"\r\n"),
+                body=reply.packet_body(self.host),
                 team=team,
                 created_by=reply.headers.get("x-ltm-created-by") or ("" if team else me),
                 created_at=str(row.get("created_at", "")),
@@ -1331,7 +1342,7 @@ class RemoteBackend(Backend):
 
     def stored(self, packet_id: str) -> bytes | None:
         reply = self._call("GET", f"/v1/packets/{_segment(packet_id)}", ok=(200, 404))
-        return None if reply.status == 404 else reply.body.rstrip(b"\r\n")
+        return None if reply.status == 404 else reply.packet_body(self.host)
 
     def team_names(self) -> list[str]:
         return [str(row["name"]) for row in self.teams() if isinstance(row.get("name"), str)]
@@ -1440,7 +1451,7 @@ class RemoteBackend(Backend):
         reply = self._call("GET", f"/v1/packets/{_segment(packet_id)}", ok=(200, 404))
         if reply.status == 404:
             return None
-        body = reply.body.rstrip(b"\r\n")
+        body = reply.packet_body(self.host)
         self._bodies[packet_id] = body
         at = reply.headers.get("x-ltm-published-at")
         url = reply.headers.get("x-ltm-public-url")
