@@ -400,6 +400,12 @@ def test_chalice_package_builds_a_deployable_artifact(stage: str, tmp_path: Path
     assert fn["Tracing"] == ("Active" if CONFIG["stages"][stage].get("xray") else "PassThrough")
     with zipfile.ZipFile(out / "deployment.zip") as zf:
         names = zf.namelist()
+        unzipped = sum(info.file_size for info in zf.infolist())
+    # Lambda's limits on a .zip package: 50 MB zipped when uploaded directly (chalice
+    # deploy does), 250 MB unzipped
+    # (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
+    assert (out / "deployment.zip").stat().st_size < 50 * 10**6
+    assert unzipped < 250 * 10**6
     tops = {name.split("/")[0] for name in names}
     assert {"app.py", "chalicelib", "chalice", "pydantic", "pydantic_core"} <= tops
     assert "ulid" not in tops  # ids are minted by ltm.ids: python-ulid is the tests' alone
