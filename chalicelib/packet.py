@@ -349,6 +349,12 @@ _NESTED_ORDER: dict[str, tuple[str, ...]] = {
 
 
 def _short(value: object, limit: int = 40) -> str:
+    """``value`` as an error message quotes it: cut, and never a secret (``quotable``)."""
+    from .redact import quotable  # only a message about a bad value pays for it
+
+    instead = quotable(value)
+    if instead is not None:
+        return instead
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

@@ -63,7 +63,8 @@ Design notes
   id), and every object key the schema does not define. A non-conforming
   (lenient) packet is walked defensively, whatever its nesting. A key is
   named in a field path as ``path.<key 3>`` (by position) unless it is short
-  and plain, and a hit in the key itself is reported at ``path.key(key)``.
+  and plain and no secret, and a hit in the key itself is reported at
+  ``path.key(key)``.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ __all__ = [
     "compile_user_rule",
     "is_secret_kind",
     "normalize",
+    "quotable",
     "scan_packet",
     "scan_text",
 ]
@@ -1110,6 +1112,21 @@ def is_secret_kind(kind: str) -> bool:
     return any(r.kind == kind and r.secret for r in _builtin_rules())
 
 
+def quotable(value: object) -> str | None:
+    """None if ``value`` may be quoted in a message; else what to say instead.
+
+    Error messages quote what they judged (an unknown field's name, a date that is
+    not one); a secret put there would be echoed by the very refusal, to a
+    terminal, an agent's context or a server's 4xx body.
+    """
+    if not isinstance(value, str):
+        return None
+    for kind, _ in scan_text(value):
+        if is_secret_kind(kind):
+            return f"<a {kind}, not shown>"
+    return None
+
+
 def __getattr__(name: str) -> Any:
     if name == "BUILTIN_RULES":
         return _builtin_rules()
@@ -1744,10 +1761,13 @@ _ORDERS: dict[tuple[str, ...], dict[str, int]] = {}
 _CONTAINERS = frozenset({dict, list, tuple})  # checked by type first: ABC checks are slow
 
 
-def _ordered_items(obj: Mapping[Any, Any], known: tuple[str, ...]) -> list[tuple[str, Any, str]]:
+def _ordered_items(
+    obj: Mapping[Any, Any], known: tuple[str, ...], hidden: frozenset[str] = frozenset()
+) -> list[tuple[str, Any, str]]:
     """(path segment, value, key text) in ``known`` order, then the others in theirs.
 
-    The key text is "" for a schema key (not scanned as text).
+    The key text is "" for a schema key (not scanned as text). A key in ``hidden``
+    (one a hit was found in) is named by position however plain it is.
     """
     order = _ORDERS.get(known)
     if order is None:
@@ -1766,7 +1786,8 @@ def _ordered_items(obj: Mapping[Any, Any], known: tuple[str, ...]) -> list[tuple
         if name in _SCHEMA_KEYS:
             items.append((name, v, ""))
         else:
-            items.append((name if _PLAIN_KEY.fullmatch(name) else f"<key {i}>", v, name))
+            plain = _PLAIN_KEY.fullmatch(name) and name not in hidden
+            items.append((name if plain else f"<key {i}>", v, name))
     return items
 
 
@@ -1774,14 +1795,17 @@ def _by_rank(item: tuple[int, str, Any]) -> int:
     return item[0]
 
 
-def _collect(packet: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _collect(
+    packet: Mapping[str, Any], hidden: frozenset[str] = frozenset()
+) -> list[tuple[str, str]]:
     """(path, string) for every string to scan, keys included, in schema order.
 
     A key outside the schema is listed as ``path(key)`` right before its value.
+    ``hidden``: keys to name by position (``_ordered_items``).
     """
     out: list[tuple[str, str]] = []
     seen: set[int] = {id(packet)}
-    for name, value, key in _ordered_items(packet, _TOP_FIELDS):
+    for name, value, key in _ordered_items(packet, _TOP_FIELDS, hidden):
         if key:
             out.append((f"{name}(key)", key))
         known = _SUBKEYS.get(name, ()) if not key else ()
@@ -1800,7 +1824,7 @@ def _collect(packet: Mapping[str, Any]) -> list[tuple[str, str]]:
                 if type(v) is dict or isinstance(v, Mapping):
                     # Known keys apply to the field's own object (project,
                     # provenance) and to the items of its array (decisions[i]).
-                    for seg, c, k in _ordered_items(v, known if depth <= 1 else ()):
+                    for seg, c, k in _ordered_items(v, known if depth <= 1 else (), hidden):
                         if k:
                             children.append((f"{path}.{seg}(key)", k))
                         children.append((f"{path}.{seg}", c))
@@ -1934,7 +1958,28 @@ def scan_packet(
     if escaped:
         seen = {(h.field, h.kind, h.match) for h in hits}
         hits += _decoded_hits([strings[f] for f in escaped], seen)
-    return hits
+    return _keys_hidden(packet, strings, hits)
+
+
+def _keys_hidden(
+    packet: Mapping[str, Any], strings: list[tuple[str, str]], hits: list[Hit]
+) -> list[Hit]:
+    """``hits`` with every key a secret was found in named by position in every path.
+
+    A short plain key names its path (``notes.db(key)``), but a key that is itself
+    a secret (an AWS key id as an object key) would then be echoed by the field of
+    every report, the server's refusal included, which lists fields alone.
+    """
+    secret_paths = {h.field for h in hits if h.field.endswith("(key)") and is_secret_kind(h.kind)}
+    hidden = frozenset(
+        text for path, text in strings if path in secret_paths and _PLAIN_KEY.fullmatch(text)
+    )
+    if not hidden:
+        return hits
+    renamed = dict(
+        zip((p for p, _ in strings), (p for p, _ in _collect(packet, hidden)), strict=True)
+    )
+    return [Hit(renamed.get(h.field, h.field), h.kind, h.match) for h in hits]
 
 
 # A percent-encoded octet (RFC 3986 §2.1): a secret in a URL's query or path is often

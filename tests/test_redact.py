@@ -1092,7 +1092,7 @@ def test_object_keys_are_scanned_and_named_without_echoing_them() -> None:
     assert [str(h) for h in scan_packet(packet)] == [
         f"provenance.<key 1>(key)/github-token: {cut(GHP)}",
         "provenance.note/abs-path: /home/x",
-        f"{AWS_KEY_ID}(key)/aws-access-key: {AWS_KEY_ID}",
+        f"<key 6>(key)/aws-access-key: {AWS_KEY_ID}",  # plain, but the secret itself
     ]
     # A plain key names the path of its value; schema keys are not scanned as text.
     nested = base_packet(decisions=[{"what": "w", "why": "y", "password": "hunter22!"}])

@@ -82,6 +82,27 @@ def test_a_secret_is_refused_with_the_field_kind_list_and_nothing_stored(server:
     assert AWS_KEY_ID not in server.logs() and "Tr0ub" not in server.logs()
 
 
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        # The schema's own refusals quote what they judged: never a secret.
+        ({"provenance": {"author_model": "m", AWS_KEY_ID: "x"}}, "provenance: unknown field"),
+        ({"ltm_version": GHP}, "ltm_version: unsupported version"),
+    ],
+)
+def test_a_schema_refusal_does_not_quote_a_secret(
+    server: Server, fields: dict[str, Any], expected: str
+) -> None:
+    _, token = server.issue()
+    with server.client(token) as c:
+        refused = c.post("/v1/packets", json=make_packet(**fields))
+        assert refused.status_code == 400, refused.text
+        message = refused.json()["error"]
+        assert expected in message and ", not shown>" in message
+        assert AWS_KEY_ID[4:12] not in message and GHP[4:12] not in message
+    assert AWS_KEY_ID not in server.logs()
+
+
 def test_paths_and_local_urls_are_the_writers_business(server: Server) -> None:
     _, token = server.issue()
     packet = make_packet(goal="Open /home/dee/notes.txt", next_step="curl http://localhost:8080")

@@ -219,6 +219,11 @@ def _kind(value: Any) -> str:
 
 
 def _short(value: Any, limit: int = 40) -> str:
+    from ..redact import quotable  # only a refused call pays for it
+
+    instead = quotable(value)
+    if instead is not None:
+        return instead
     try:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
