@@ -1267,12 +1267,16 @@ def _shown(rule: Rule, text: str) -> str:
     return text
 
 
-# Format characters that render as nothing and can split a key so that no
-# pattern sees it: soft hyphen, zero-width space/joiners, word joiner and the
-# invisible operators, bidi marks and overrides, variation selectors, BOM.
+# Characters that render as nothing and can split a key so that no pattern sees
+# it: Unicode's Default_Ignorable_Code_Point, all of it (DerivedCoreProperties.txt):
+# soft hyphen, Hangul fillers, Khmer inherent vowels, Mongolian and other variation
+# selectors, zero-width space/joiners, bidi marks and overrides, word joiner and
+# the invisible operators, BOM, the tag characters (E0000-E0FFF, which smuggle
+# ASCII invisibly) and the unassigned rest of that property.
 _INVISIBLE = re.compile(
-    "[\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f"
-    "\ufe00-\ufe0f\ufeff]"
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
 )
 
 

@@ -1131,6 +1131,13 @@ AUDIT_MISSES: dict[str, tuple[str, str]] = {
     "zero-width split": (GHP[:3] + "\u200b" + GHP[3:10] + "\u200d" + GHP[10:], "github-token"),
     "soft hyphen split": (AWS_KEY_ID[:4] + "\u00ad" + AWS_KEY_ID[4:], "aws-access-key"),
     "bom split": (cat("sk_", "live", "\ufeff", "_", rnd(24)), "stripe-secret-key"),
+    # Every default-ignorable code point renders as nothing: tag characters (the
+    # invisible "ASCII smuggling" ones), fillers, Mongolian selectors, Khmer vowels.
+    **{
+        f"U+{ord(ch):04X} split": (GHP[:10] + ch + GHP[10:], "github-token")
+        for ch in "\U000e0041\U000e007f\u3164\uffa0\u115f\u1160\u17b4\u180b\u180f"
+        "\u2065\ufff0\U0001bca0\U0001d173\U000e0100"
+    },
 }
 
 
