@@ -1678,7 +1678,9 @@ Found = tuple[int, int, int, int]  # (field index, start, rule index, end)
 
 
 def _unshadowed(found: list[Found], rules: Sequence[Rule]) -> list[Found]:
-    """Drop each hit that overlaps a secret hit of a lower rank in the same field.
+    """Drop each hit that overlaps a secret hit of a lower rank in the same field,
+    and each that repeats one before it (same field, span and kind: two rules, such
+    as the two assignment rules on ``API_KEY="..."``, that found the same thing).
 
     ``api_key = sk-ant-...`` is an anthropic-key, not also a secret-assignment.
     O(h log h) in the number of hits.
@@ -1703,7 +1705,15 @@ def _unshadowed(found: list[Found], rules: Sequence[Rule]) -> list[Found]:
                     continue
             kept.append(item)
         found = kept
-    return found
+    seen: set[tuple[int, int, str, int]] = set()
+    once: list[Found] = []
+    for item in found:
+        f, s, i, e = item
+        key = (f, s, rules[i].kind, e)
+        if key not in seen:
+            seen.add(key)
+            once.append(item)
+    return once
 
 
 def scan_text(text: str, extra: Sequence[Rule] = ()) -> list[tuple[str, str]]:

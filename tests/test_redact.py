@@ -1150,6 +1150,15 @@ def test_audit_misses_are_caught(name: str) -> None:
     assert hit.kind == kind and hit.field == "goal"
 
 
+@pytest.mark.parametrize(
+    "text", [cat('export API_KEY="', rnd(32), '"'), cat("X-API-Key: ", rnd(32, HEX))]
+)
+def test_one_secret_found_by_two_rules_is_one_hit(text: str) -> None:
+    # Both assignment rules (a name ending in _key, a name ending in api_key) match.
+    assert [k for k, _ in scan_text(text)] == ["secret-assignment"]
+    assert [h.kind for h in scan_packet(base_packet(goal=text))] == ["secret-assignment"]
+
+
 def test_base64_private_key_is_masked() -> None:
     text = AUDIT_MISSES["base64 pem"][0]
     (hit,) = scan_packet(base_packet(goal=text))
