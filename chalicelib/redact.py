@@ -6,9 +6,10 @@ blocks the push unless the caller passes the one whole-packet override
 as defense in depth (``scan_packet(..., secrets_only=True)``; see
 ``ltm.service.packets``). This module only *finds*; callers decide.
 
-Each hit is reported as ``field/kind: match`` with the matched text cut to 32
-characters (plus ``…``); private keys are masked so key material is never
-echoed.
+Each hit is reported as ``field/kind: match``: a path or local URL cut to 32
+characters (plus ``…``), a secret by its head alone (``SECRET_SHOWN``: at most 8
+characters and a quarter of the match, ``ghp_aB3d…``), a private key masked, so
+a report (a terminal, an agent's context, a CI log) never echoes a usable secret.
 
 Design notes
 ------------
@@ -1259,9 +1260,22 @@ def _can_match_empty(pattern: _RE2Pattern) -> bool:
 # --------------------------------------------------------------------------- #
 
 
-def _shown(rule: Rule, text: str) -> str:
+# A secret is shown by its head alone: at most this many characters, and a quarter
+# of the match, enough to find it by (ghp_aB3d…, DB_PA…), never enough to use it.
+# Cut at 32 characters, a 40-character GitHub token lost only its last 8, six of
+# them its checksum.
+SECRET_SHOWN = 8
+
+
+def _shown(rule: Rule, text: str, masked: bool = True) -> str:
+    """What a report shows of a match: the mask, a secret's head, or the text cut.
+
+    ``masked=False`` (a caller that only locates secrets, never prints them) cuts a
+    secret like any other match."""
     if rule.mask is not None:
         return rule.mask
+    if masked and rule.secret:
+        return text[: min(SECRET_SHOWN, len(text) // 4)] + _ELLIPSIS
     if len(text) > MAX_SHOWN:
         return text[:MAX_SHOWN] + _ELLIPSIS
     return text
@@ -1716,8 +1730,13 @@ def _unshadowed(found: list[Found], rules: Sequence[Rule]) -> list[Found]:
     return once
 
 
-def scan_text(text: str, extra: Sequence[Rule] = ()) -> list[tuple[str, str]]:
-    """Scan one string; return ``[(kind, shown_match)]`` in text order."""
+def scan_text(
+    text: str, extra: Sequence[Rule] = (), *, masked: bool = True
+) -> list[tuple[str, str]]:
+    """Scan one string; return ``[(kind, shown_match)]`` in text order.
+
+    ``masked=False`` shows the first 32 characters of a secret too (``_shown``), for a
+    caller that only needs to find it in the text."""
     if not isinstance(text, str):
         return []
     _counted()
@@ -1730,9 +1749,11 @@ def scan_text(text: str, extra: Sequence[Rule] = ()) -> list[tuple[str, str]]:
         key=lambda h: (h[1], h[2], h[3]),
     )
     shown = [
-        (rules[i].kind, _shown(rules[i], t.text[s:e])) for _, s, i, e in _unshadowed(found, rules)
+        (rules[i].kind, _shown(rules[i], t.text[s:e], masked))
+        for _, s, i, e in _unshadowed(found, rules)
     ]
-    return shown + [(hit.kind, hit.match) for hit in _decoded_hits([("", t.text)], set(shown))]
+    decoded = _decoded_hits([("", t.text)], set(shown), masked)
+    return shown + [(hit.kind, hit.match) for hit in decoded]
 
 
 # Schema order of the top-level fields, and of the keys inside objects. Every
@@ -2001,7 +2022,7 @@ def _keys_hidden(
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 
 
-def _decoded_hits(strings: Sequence[tuple[str, str]], seen: Any) -> list[Hit]:
+def _decoded_hits(strings: Sequence[tuple[str, str]], seen: Any, masked: bool = True) -> list[Hit]:
     """The secrets in each (path, text) once its %XX escapes are decoded (one level, as
     base64 is), other than those the text itself showed (``seen``: (path, kind, shown),
     or (kind, shown) for ``scan_text``)."""
@@ -2015,7 +2036,7 @@ def _decoded_hits(strings: Sequence[tuple[str, str]], seen: Any) -> list[Hit]:
         decoded = normalize(unquote(text, errors="replace"))
         found = sorted((0, s, idx, e) for s, e, idx in _spans(decoded, rules))
         for _, s, idx, e in _unshadowed(found, rules):
-            hit = Hit(path, rules[idx].kind, _shown(rules[idx], decoded[s:e]))
+            hit = Hit(path, rules[idx].kind, _shown(rules[idx], decoded[s:e], masked))
             key = (hit.kind, hit.match) if not path else (path, hit.kind, hit.match)
             if key not in seen:
                 seen.add(key)

@@ -212,7 +212,7 @@ def without_secrets(text: str) -> str:
     (tens of milliseconds): for the rare request that needs it."""
     from .redact import scan_text
 
-    shown = [match.rstrip("…")[:12] for _kind, match in scan_text(text)]
+    shown = [match.rstrip("…")[:12] for _kind, match in scan_text(text, masked=False)]
     kept = [
         word
         for word in text.split()

@@ -234,13 +234,15 @@ def test_one_report_lists_schema_errors_and_redaction_hits(
     assert saved.returncode == 1
     err = saved.stderr
     assert "next_step: required" in err and "tags[0]: must match" in err
-    assert "redaction pre-flight blocked the packet (1 hit):" in err and "goal/github" in err
+    assert "redaction pre-flight blocked the packet (1 hit):" in err
+    assert "goal/github-token: ghp_Zk3Q…" in err and token[8:] not in err  # its head alone
     assert err.index("next_step: required") < err.index("redaction pre-flight")
 
     validated = ltm(env, "validate", "-", stdin=both)
     assert validated.returncode == 1
     assert "not a valid packet (2 problems):" in validated.stdout
     assert "(1 hit):" in validated.stdout and "goal/github" in validated.stdout
+    assert token[8:] not in validated.stdout
     assert "no packets yet" in ltm(env, "ls").stderr
 
 

@@ -431,7 +431,10 @@ def test_redaction_block_lists_every_hit_and_stores_nothing(
     assert "redaction pre-flight blocked the packet (3 hits)" in message
     assert "nothing was stored or sent" in message.lower()
     lines = [line.strip() for line in message.splitlines()]
-    assert any(line.startswith("goal/") and AWS_KEY_ID in line for line in lines)
+    # A secret is named by its field, kind and head: the tool's error text goes into
+    # the agent's context, and from there to wherever its transcript goes.
+    assert f"goal/aws-access-key: {AWS_KEY_ID[:5]}…" in lines
+    assert AWS_KEY_ID[5:] not in message and "K9mN1pQ2sT" not in message
     assert any(line.startswith("next_step/") and "/home/alice" in line for line in lines)
     assert any(line.startswith("attempts[0].learned/") for line in lines)
 

@@ -44,6 +44,11 @@ def cut(s: str) -> str:
     return s if len(s) <= 32 else s[:32] + "…"
 
 
+def head(s: str) -> str:
+    """How a report shows a secret: at most 8 characters, a quarter of it at most."""
+    return s[: min(8, len(s) // 4)] + "…"
+
+
 def cat(*parts: str) -> str:
     return "".join(parts)
 
@@ -270,11 +275,22 @@ POSITIVES: list[tuple[str, str, str]] = [
 
 @pytest.mark.parametrize(("kind", "text", "expected"), POSITIVES)
 def test_positive(kind: str, text: str, expected: str | None) -> None:
-    found = scan_text(text)
+    found = scan_text(text, masked=False)
     kinds = [k for k, _ in found]
     assert kind in kinds, found
     if expected is not None:
         assert (kind, expected if expected == MASK else cut(expected)) in found
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "expected"),
+    [(k, t, e) for k, t, e in POSITIVES if is_secret_kind(k) and e not in (None, MASK)],
+)
+def test_a_secret_is_shown_by_its_head_alone(kind: str, text: str, expected: str) -> None:
+    # Cut at 32 characters, a report echoed most of a token (all of a short one).
+    assert (kind, head(expected)) in scan_text(text)
+    (hit,) = [h for h in scan_packet(base_packet(goal=text)) if h.kind == kind]
+    assert hit.match == head(expected) and expected[8:] not in str(hit)
 
 
 def test_every_builtin_kind_has_a_positive() -> None:
@@ -440,7 +456,7 @@ def test_field_paths_and_schema_order() -> None:
         "goal/windows-path: C:\\Users\\bob\\x",
         "success_criteria[0]/abs-path: /srv/a",
         "constraints[0]/abs-path: /opt/app/x",
-        f"decisions[1].why/aws-access-key: {AWS_KEY_ID}",
+        f"decisions[1].why/aws-access-key: {head(AWS_KEY_ID)}",
         "decisions[1].consequences/abs-path: /var/lib/x",
         "methods[0].how/local-url: 10.0.0.5:22",
         "attempts[1].learned/abs-path: /tmp/a",
@@ -477,8 +493,8 @@ def test_id_created_at_and_version_are_scanned_too() -> None:
     packet = base_packet(id=token, created_at=f"{AWS_KEY_ID}", ltm_version="/var/v")
     assert [str(h) for h in scan_packet(packet)] == [
         "ltm_version/abs-path: /var/v",
-        f"id/github-token: {cut(token)}",
-        f"created_at/aws-access-key: {AWS_KEY_ID}",
+        f"id/github-token: {head(token)}",
+        f"created_at/aws-access-key: {head(AWS_KEY_ID)}",
     ]
 
 
@@ -886,12 +902,12 @@ def test_scan_text_tolerates_non_strings() -> None:
 def test_unicode_that_changes_length_when_lowered() -> None:
     # "İ".lower() is two code points: keyword windows must stay aligned.
     text = "İ" * 50 + f" aws_secret_access_key={AWS_SECRET}"
-    assert scan_text(text) == [("aws-secret-key", cut(AWS_SECRET))]
+    assert scan_text(text, masked=False) == [("aws-secret-key", cut(AWS_SECRET))]
 
 
 def test_many_keywords_fall_back_to_a_full_scan() -> None:
     text = "aws " * 400 + f"secret: {AWS_SECRET} " + "aws " * 400
-    assert scan_text(text) == [("aws-secret-key", cut(AWS_SECRET))]
+    assert scan_text(text, masked=False) == [("aws-secret-key", cut(AWS_SECRET))]
 
 
 # --------------------------------------------------------------------------- #
@@ -1080,7 +1096,7 @@ GHP = cat("ghp_", rnd(36))
 
 def test_a_token_as_the_id_is_caught() -> None:
     (hit,) = scan_packet(base_packet(id=GHP))
-    assert str(hit) == f"id/github-token: {cut(GHP)}"
+    assert str(hit) == f"id/github-token: {head(GHP)}"
 
 
 def test_object_keys_are_scanned_and_named_without_echoing_them() -> None:
@@ -1090,16 +1106,16 @@ def test_object_keys_are_scanned_and_named_without_echoing_them() -> None:
         **{AWS_KEY_ID: "top-level key", "x\u202e" + "y": "bidi in a key"},
     )
     assert [str(h) for h in scan_packet(packet)] == [
-        f"provenance.<key 1>(key)/github-token: {cut(GHP)}",
+        f"provenance.<key 1>(key)/github-token: {head(GHP)}",
         "provenance.note/abs-path: /home/x",
-        f"<key 6>(key)/aws-access-key: {AWS_KEY_ID}",  # plain, but the secret itself
+        f"<key 6>(key)/aws-access-key: {head(AWS_KEY_ID)}",  # plain, but the secret itself
     ]
     # A plain key names the path of its value; schema keys are not scanned as text.
     nested = base_packet(decisions=[{"what": "w", "why": "y", "password": "hunter22!"}])
     assert [str(h) for h in scan_packet(nested)] == []
     nested["decisions"][0]["db_password=hunter22!"] = "x"
     assert [str(h) for h in scan_packet(nested)] == [
-        "decisions[0].<key 3>(key)/secret-assignment: db_password=hunter22!"
+        "decisions[0].<key 3>(key)/secret-assignment: db_pa…"
     ]
 
 
@@ -1169,7 +1185,7 @@ def test_base64_private_key_is_masked() -> None:
 def test_normalized_match_is_shown_in_plain_characters() -> None:
     # The echo is of the normalized text: what the reader can search for.
     (hit,) = scan_packet(base_packet(goal=AUDIT_MISSES["full-width token"][0]))
-    assert hit.match == cut(GHP)
+    assert hit.match == head(GHP)
 
 
 PLACEHOLDERS = [
@@ -1226,7 +1242,7 @@ def test_secrets_only_leaves_out_paths_and_local_urls() -> None:
         "ssh-public-key",
     ]
     assert [str(h) for h in scan_packet(packet, secrets_only=True)] == [
-        f"goal/github-token: {cut(GHP)}"
+        f"goal/github-token: {head(GHP)}"
     ]
     assert is_secret_kind("github-token") and not is_secret_kind("abs-path")
 
@@ -1294,14 +1310,16 @@ def test_server_scan_refuses_every_format(fmt: str) -> None:
 
 
 def test_command_line_hits_show_the_flag_and_not_the_command() -> None:
-    assert scan_text("mysql -u root -pS3cret-42 shop") == [("cli-password", "-pS3cret-42")]
-    assert scan_text("curl -u admin:hunter22 https://ci.example.org/x") == [
+    assert scan_text("mysql -u root -pS3cret-42 shop", masked=False) == [
+        ("cli-password", "-pS3cret-42")
+    ]
+    assert scan_text("curl -u admin:hunter22 https://ci.example.org/x", masked=False) == [
         ("cli-password", "-u admin:hunter22")
     ]
-    assert scan_text("sshpass -p 'Tr0ub4dor' ssh pi@10.0.0.1") == [
+    assert scan_text("sshpass -p 'Tr0ub4dor' ssh pi@10.0.0.1", masked=False) == [
         ("cli-password", "-p 'Tr0ub4dor'")
     ]
-    assert scan_text("docker login -u ci -p Hunter22 registry.example.org") == [
+    assert scan_text("docker login -u ci -p Hunter22 registry.example.org", masked=False) == [
         ("cli-password", "-p Hunter22")
     ]
 
