@@ -225,6 +225,16 @@ RULES: tuple[Spec, ...] = (
         mask=KEY_MASK,
         needles=("-----BEGIN ", "---- BEGIN "),
     ),
+    # PuTTY's key files (.ppk): the first line, "PuTTY-User-Key-File-<version>:
+    # <algorithm>", heads a file that holds the private key (encrypted or not),
+    # whatever its line ends; the algorithm is an SSH name (ssh-rsa, ecdsa-sha2-...).
+    # https://the.earth.li/~sgtatham/putty/0.78/htmldoc/AppendixC.html
+    Spec(
+        "private-key",
+        r"PuTTY-User-Key-File-[0-9]{1,2}+:[ \t]{1,4}+[a-z][a-z0-9@.]{1,31}+-[a-z0-9@.\-]{1,63}+",
+        mask="PuTTY private key",
+        needles=("PuTTY-User-Key-File-",),
+    ),
     # Absolute POSIX paths under a home or system root, followed by a name.
     # The look-behind rejects "/home" inside a URL path, a relative path
     # (src/etc/x) or a C:/Users path (left to windows-path); file:///home/x is

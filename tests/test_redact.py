@@ -300,6 +300,7 @@ def test_every_builtin_kind_has_a_positive() -> None:
 
 
 NEGATIVES = [
+    "PuTTY keys start with a PuTTY-User-Key-File-3: line",  # prose about the format
     "src/app.py",
     "./scripts/x.sh",
     "../foo/bar.py",
@@ -1147,6 +1148,11 @@ AUDIT_MISSES: dict[str, tuple[str, str]] = {
     "zero-width split": (GHP[:3] + "\u200b" + GHP[3:10] + "\u200d" + GHP[10:], "github-token"),
     "soft hyphen split": (AWS_KEY_ID[:4] + "\u00ad" + AWS_KEY_ID[4:], "aws-access-key"),
     "bom split": (cat("sk_", "live", "\ufeff", "_", rnd(24)), "stripe-secret-key"),
+    "putty key file": (
+        cat("PuTTY-User-Key-File-3: ssh-ed25519\r\nEncryption: none\r\nComment: k\r\n")
+        + cat("Private-Lines: 1\r\nAAAAIGz8", rnd(36), "\r\n"),
+        "private-key",
+    ),
     # Every default-ignorable code point renders as nothing: tag characters (the
     # invisible "ASCII smuggling" ones), fillers, Mongolian selectors, Khmer vowels.
     **{
