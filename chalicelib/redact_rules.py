@@ -625,6 +625,16 @@ RULES: tuple[Spec, ...] = (
         check="private_key_body",
         needles=("MII", "MHcCAQEEI", "MIG", "MC4CAQAwBQYDK2VwBCIEI"),
     ),
+    # ... and OpenSSH's own format (ssh-keygen's default since 7.8): the base64 of
+    # "openssh-key-v1" and its NUL, then the cipher's name (encrypted or not).
+    # https://github.com/openssh/openssh-portable/blob/master/PROTOCOL.key
+    Spec(
+        "private-key",
+        r"b3BlbnNzaC1rZXktdjEA(?<![A-Za-z0-9+/]b3BlbnNzaC1rZXktdjEA)(?:\\n|[A-Za-z0-9+/]){16,8192}+",
+        mask="base64 of a private key",
+        check="private_key_body",
+        needles=("b3BlbnNzaC1rZXktdjEA",),
+    ),
     # A Google service account key file: its "private_key_id" (40 hex) says the
     # whole file was pasted.
     # https://cloud.google.com/iam/docs/keys-create-delete#creating

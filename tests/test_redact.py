@@ -1148,6 +1148,10 @@ AUDIT_MISSES: dict[str, tuple[str, str]] = {
     "zero-width split": (GHP[:3] + "\u200b" + GHP[3:10] + "\u200d" + GHP[10:], "github-token"),
     "soft hyphen split": (AWS_KEY_ID[:4] + "\u00ad" + AWS_KEY_ID[4:], "aws-access-key"),
     "bom split": (cat("sk_", "live", "\ufeff", "_", rnd(24)), "stripe-secret-key"),
+    "openssh key body, no armour": (
+        cat("b3BlbnNzaC1rZXktdjEA", "AAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW", rnd(40)),
+        "private-key",
+    ),
     "putty key file": (
         cat("PuTTY-User-Key-File-3: ssh-ed25519\r\nEncryption: none\r\nComment: k\r\n")
         + cat("Private-Lines: 1\r\nAAAAIGz8", rnd(36), "\r\n"),
