@@ -296,10 +296,15 @@ def baseline(path: str, runs: int) -> None:
     """The same packets timed against another redact.py, interleaved run by run."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("redact_baseline", path)
+    # A module of the package, so that its relative imports (the rules table,
+    # ltm.redact_rules) resolve: the baseline runs the current table.
+    import ltm
+
+    name = f"{ltm.__name__}.redact_baseline"
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     old = importlib.util.module_from_spec(spec)
-    sys.modules["redact_baseline"] = old
+    sys.modules[name] = old
     spec.loader.exec_module(old)
     print(f"\nagainst {path} (interleaved, {runs} runs each):")
     example = json.loads((ROOT / "spec" / "examples" / "example.v0.2.json").read_bytes())
