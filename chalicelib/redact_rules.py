@@ -190,9 +190,11 @@ _SSH_TYPES = (
 )
 
 
-# Assignment names (case-insensitive): the name ends in one of these.
+# Assignment names (case-insensitive): the name ends in one of these (Rails'
+# SECRET_KEY_BASE among them: the key its sessions and cookies are signed with).
 _ASSIGN_NAMES = (
-    r"(?i:passw(?:or)?d|passphrase|pass|pwd|secret(?:[_\-]?(?:access[_\-]?)?key)?|token"
+    r"(?i:passw(?:or)?d|passphrase|pass|pwd|secret(?:[_\-]?(?:access[_\-]?)?key(?:[_\-]?base)?)?"
+    r"|token"
     r"|api[_\-]?key|access[_\-]?key|auth[_\-]?key|private[_\-]?key)"
 )
 # Where an assignment name can start (lower case): the keyword search of the

@@ -1124,6 +1124,7 @@ AUDIT_MISSES: dict[str, tuple[str, str]] = {
     # name: (text, kind)
     "password=": ("password=hunter22", "secret-assignment"),
     "DB_PASSWORD=": ("DB_PASSWORD=Tr0ub4dor&3", "secret-assignment"),
+    "SECRET_KEY_BASE=": (cat("SECRET_KEY_BASE=", rnd(128, HEX)), "secret-assignment"),
     "secret:": ("secret: 9f8e7d6c5b4a", "secret-assignment"),
     "PGPASSWORD": ("PGPASSWORD=pg-S3cret psql -h db", "secret-assignment"),
     "jdbc url": ("jdbc:mysql://app:Sh0pP4ss@db:3306/shop", "url-credentials"),
