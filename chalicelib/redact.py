@@ -476,12 +476,54 @@ def _b64_kinds(run: str) -> frozenset[str]:
     return found
 
 
+# Widths base64 is wrapped at: PEM's 64, MIME's and `base64`'s 76. A secret that
+# straddles two lines is in neither line's decoding, only in the block's.
+_WRAP_WIDTHS = frozenset({64, 76})
+_B64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
+
+
+def _wrapped(text: str, start: int, end: int) -> str | None:
+    """The base64 block a full-width line at ``start:end`` begins, its line breaks
+    taken out; None when the line is not full width, is not the block's first (the
+    first decodes the block, once) or no line follows."""
+    width = end - start
+    if width not in _WRAP_WIDTHS:
+        return None
+    before = text[max(0, start - width - 2) : start]
+    if before.endswith("\n"):
+        line = before[:-1].removesuffix("\r")
+        full = len(line) >= width and all(c in _B64_CHARS for c in line[-width:])
+        if full and (len(line) == width or line[-width - 1] == "\n"):
+            return None  # a line inside the block
+    lines = [text[start:end]]
+    pos = end
+    while True:
+        nl = 2 if text.startswith("\r\n", pos) else 1 if text.startswith("\n", pos) else 0
+        if not nl:
+            break
+        pos += nl
+        stop = pos
+        while stop < len(text) and stop - pos <= width and text[stop] in _B64_CHARS:
+            stop += 1
+        if stop == pos or stop - pos > width:
+            break
+        lines.append(text[pos:stop])
+        pos = stop
+        if len(lines[-1]) < width:
+            break  # the block's last line
+    return "".join(lines) if len(lines) > 1 else None
+
+
 def _b64_secret(text: str, m: Match) -> tuple[int, int] | tuple[int, int, int] | None:
-    """A base64 run holding a secret; a private key goes to the next rule (masked)."""
+    """A base64 run holding a secret, alone or as the first line of a wrapped block
+    (reported at that line); a private key goes to the next rule (masked)."""
     kinds = _b64_kinds(m.group())
+    start, end = m.span()
+    if not kinds and end - start in _WRAP_WIDTHS:
+        block = _wrapped(text, start, end)
+        kinds = _b64_kinds(block) if block else frozenset()
     if not kinds:
         return None
-    start, end = m.span()
     return (start, end, 1) if "private-key" in kinds else (start, end)
 
 

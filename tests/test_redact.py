@@ -1186,6 +1186,22 @@ def test_one_secret_found_by_two_rules_is_one_hit(text: str) -> None:
     assert [h.kind for h in scan_packet(base_packet(goal=text))] == ["secret-assignment"]
 
 
+@pytest.mark.parametrize("eol", ["\n", "\r\n"])
+@pytest.mark.parametrize("width", [64, 76])
+def test_a_secret_across_the_lines_of_wrapped_base64_is_caught(eol: str, width: int) -> None:
+    # `base64` wraps at 76, PEM at 64: this token straddles the first line break,
+    # so neither line decodes to it, and the password is cut across the next one.
+    env = cat("X" * 42, "\nGITHUB_TOKEN=", GHP, "\n")
+    b64 = base64.b64encode(env.encode()).decode()
+    lines = [b64[i : i + width] for i in range(0, len(b64), width)]
+    assert len(lines) > 1 and GHP not in base64.b64decode(lines[0] + "==").decode(errors="ignore")
+    found = scan_text(f"the secret:\n{eol.join(lines)}{eol}done")
+    assert ("base64-secret", head(lines[0])) in found, found
+    # A wrapped image decodes to no text: nothing is found, each block decoded once.
+    image = base64.b64encode(bytes(range(256)) * 90).decode()
+    assert scan_text(eol.join(image[i : i + width] for i in range(0, len(image), width))) == []
+
+
 def test_base64_private_key_is_masked() -> None:
     text = AUDIT_MISSES["base64 pem"][0]
     (hit,) = scan_packet(base_packet(goal=text))
