@@ -27,10 +27,14 @@ class ReaderGone(Exception):
 @contextmanager
 def opening(what: str, path: Path) -> Iterator[None]:
     """A store at ``path`` that cannot be opened (a folder, a file that is no database, a
-    newer schema, no permission) as one line naming it, never an "unexpected error"."""
+    newer schema, no permission) as one line naming it, never an "unexpected error".
+    Only what opening a store raises: a bug in ltm still ends as the unexpected error it
+    is, with its traceback under ``--debug``."""
+    import sqlite3
+
     try:
         yield
-    except Exception as exc:
+    except (sqlite3.Error, OSError, Failure) as exc:
         detail = "a folder, not a database file" if path.is_dir() else str(exc)
         if _full(path):
             # SQLite, denied room for the shared-memory file it makes on opening, says
