@@ -304,3 +304,57 @@ def test_a_listener_of_another_user_behind_a_good_looking_socket_gets_nothing(
         rest = spy.communicate()[0]
     # It may see a connect (the peer is only known once connected), never a byte.
     assert all(line == "connected 0" for line in rest.splitlines()), rest
+
+
+def running(pid: int) -> bool:
+    """``pid`` is a live process (a killed one its parent has not reaped yet is not)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return fields[0] not in ("Z", "X")
+
+
+def warm_pid(state: Path, *, other_than: int | None = None) -> int:
+    """The pid the warm process wrote, once it is a live one (and not ``other_than``)."""
+    deadline = time.monotonic() + scaled(60)
+    while time.monotonic() < deadline:
+        for pid_file in state.glob("mcp-*.pid"):
+            text = pid_file.read_text().strip()
+            if text and int(text) != other_than and running(int(text)):
+                return int(text)
+        time.sleep(0.1)
+    raise AssertionError(f"no live warm process (other than {other_than}) in {state}")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm is Linux only")
+def test_a_killed_warm_process_is_replaced_while_its_sessions_still_run(
+    tmp_path: Path, state: Path
+) -> None:
+    """A session outlives the warm process that forked it (SIGTERM, idle exit): it goes on
+    serving, and the next ``ltm mcp`` starts a new warm process at once, not only once
+    every session of the old one has ended."""
+    env = default_env(tmp_path / "home", state)
+    with Shim(env, tmp_path / "one.log", warm=True) as shim:
+        shim.alive()
+    first = warm_pid(state)
+    wait_for(state, "mcp-*.sock")
+    try:
+        with Shim(env, tmp_path / "two.log", warm=True) as session:
+            session.alive()  # handed to the warm process: its child serves it
+            os.kill(first, signal.SIGTERM)
+            deadline = time.monotonic() + scaled(30)
+            while running(first) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not running(first)
+            session.alive()  # the child serves on without its parent
+            with Shim(env, tmp_path / "three.log", warm=True) as shim:
+                shim.alive()  # the socket is stale: served here, and a new one started
+            second = warm_pid(state, other_than=first)
+            with Shim(env, tmp_path / "four.log", warm=True) as shim:
+                shim.alive()
+            session.alive()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(first, signal.SIGTERM)
+    os.kill(second, 0)

@@ -244,13 +244,13 @@ def run(path: Path) -> None:
                 conn, _ = listener.accept()
             except TimeoutError:
                 return  # idle: the next ltm mcp starts a new one
-            _session(conn, listener)
+            _session(conn, listener, lock)
     finally:
         listener.close()
         path.unlink(missing_ok=True)
 
 
-def _session(conn: socket.socket, listener: socket.socket) -> None:
+def _session(conn: socket.socket, listener: socket.socket, lock: int) -> None:
     fds: list[int] = []
     try:
         if _peer_uid(conn) != os.getuid():
@@ -277,6 +277,10 @@ def _session(conn: socket.socket, listener: socket.socket) -> None:
 
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             listener.close()
+            # The lock says a warm process serves this socket; a session outlives that
+            # process (idle exit, SIGTERM), and holding it would keep the next one from
+            # starting for as long as the session runs.
+            os.close(lock)
             status = 1
             try:
                 for number, fd in enumerate(fds):
