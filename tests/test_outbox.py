@@ -84,27 +84,33 @@ def proxy_to(
     """A reverse proxy in front of ``box``, as docs/security.md has one for TLS: it passes
     each request on, and answers 502 Bad Gateway while the server behind it is down.
     ``meddle`` sees each request first; what it answers is the reply instead."""
-    import http.client
 
     def forward(request: Seen) -> Reply:
         instead = meddle(request) if meddle is not None else None
         if instead is not None:
             return instead
-        conn = http.client.HTTPConnection("127.0.0.1", box.port, timeout=scaled(30))
-        headers = {k: v for k, v in request.headers.items() if k not in ("host", "connection")}
-        try:
-            conn.request(request.method, request.path, body=request.body or None, headers=headers)
-            reply = conn.getresponse()
-            body = reply.read()
-        except ConnectionRefusedError:
-            return BAD_GATEWAY
-        finally:
-            conn.close()
-        hop = ("content-length", "transfer-encoding", "connection", "keep-alive")
-        return reply.status, {k: v for k, v in reply.getheaders() if k.lower() not in hop}, body
+        return passed_on(box, request)
 
     with stub_server(forward) as stub:
         yield stub.url
+
+
+def passed_on(box: Restartable, request: Seen) -> Reply:
+    """``request`` sent on to ``box`` as a proxy does, and its answer (502 when it is down)."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", box.port, timeout=scaled(30))
+    headers = {k: v for k, v in request.headers.items() if k not in ("host", "connection")}
+    try:
+        conn.request(request.method, request.path, body=request.body or None, headers=headers)
+        reply = conn.getresponse()
+        body = reply.read()
+    except ConnectionRefusedError:
+        return BAD_GATEWAY
+    finally:
+        conn.close()
+    hop = ("content-length", "transfer-encoding", "connection", "keep-alive")
+    return reply.status, {k: v for k, v in reply.getheaders() if k.lower() not in hop}, body
 
 
 def outbox_files(cli: Cli) -> list[Path]:
@@ -267,6 +273,45 @@ def test_a_save_while_an_older_version_is_delivered_lands_after_it(
             olive.ok("push", "--outbox")
         assert outbox_files(olive) == []
         assert json.loads(olive.ok("pull", second.packet_id))["goal"] == "second version"
+
+
+def test_an_older_version_whose_delivery_timed_out_never_lands_after_a_newer_save(
+    box: Restartable, tmp_path: Path
+) -> None:
+    """The outbox's older version reaches the server but its answer is lost (the proxy
+    times out: 504), so it waits on; the command's own save of the newer version then goes
+    through. The older one must not be delivered again after it, or the server ends with
+    the version the user replaced."""
+    packet_id = "01JOLDERVERSIONTIMEDOUT0000"
+    lost: list[bytes] = []
+    flaky = [True]  # every answer to the older version lost, retries included
+
+    def answer_lost(request: Seen) -> Reply | None:
+        if request.method == "POST" and b"first version" in request.body and flaky[0]:
+            lost.append(request.body)
+            passed_on(box, request)  # stored by the server; its answer never comes back
+            return (504, {"Content-Type": "text/html"}, b"<h1>504 Gateway Time-out</h1>")
+        return None
+
+    with proxy_to(box, answer_lost) as url:
+        olive = Cli(tmp_path / "olive")
+        olive.ok("auth", url, "--with-token", stdin=box.live.issue("Olive")[1])
+        box.stop()
+        older = {"id": packet_id, "goal": "first version", "next_step": "Go on."}
+        olive.ok("save", "-", stdin=json.dumps(older))
+        box.start()
+
+        newer = tmp_path / "newer.json"
+        newer.write_text(json.dumps({**older, "goal": "second version"}))
+        saved = olive.run("save", str(newer))
+        flaky[0] = False
+        assert saved.returncode == 0 and lost, saved.stderr
+        assert f"{packet_id} in {url}" in saved.stderr
+        assert f"older version of {packet_id}" in saved.stderr  # said, not silently dropped
+        assert outbox_files(olive) == []
+
+        olive.ok("ls")
+        assert json.loads(olive.ok("pull", packet_id))["goal"] == "second version"
 
 
 def test_a_save_waits_for_the_account_it_was_saved_as(box: Restartable, tmp_path: Path) -> None:

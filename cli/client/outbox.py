@@ -16,7 +16,9 @@ what is left itself, before its own request: a packet saved again meanwhile is
 pushed after the older version being delivered, never overwritten by it. (The
 hooks, on their short budget, deliver nothing and so never wait.) Saving the same
 id again while offline replaces the waiting file: the newest version is the one
-the server would have kept too. A save kept while signed in as one account (when
+the server would have kept too; a push of it that the server takes (any command, the
+agent's tool) removes what was kept of it before, which is that version or an older
+one (its delivery timed out, or was refused). A save kept while signed in as one account (when
 the sign-in knows it: a server with ``/v1/whoami``) is delivered only while signed
 in as that account: another account signed in to the same server since would
 otherwise receive it.
@@ -118,7 +120,7 @@ def keep(
         "lenient": lenient,
         "allow_unredacted": allow_unredacted,
         "user": user,
-        "kept_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "kept_at": stamp(),
         "packet": checked.body().decode("utf-8"),
     }
     name = f"{_host_key(host)}.{_host_key(packet_id)}.json"
@@ -136,6 +138,40 @@ def keep(
     os.replace(tmp, path)
     sync_dir(where)
     return path
+
+
+def stamp() -> str:
+    """Now, as ``kept_at`` says it: such strings sort as the times they name."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def superseded(host: str, data: dict[str, Any], team: str | None, *, since: str) -> None:
+    """A push of ``data`` to ``host`` (``team``), begun at ``since``, that the server took:
+    what the outbox kept of that packet before then is delivered (the same bytes) or an
+    older version of it. Either way it goes: delivered later, an older version would put
+    back on the server what this push replaced (its own delivery timed out, say, or was
+    refused, before this command's newer save went through)."""
+    try:
+        if not any(n.endswith(".json") and not n.startswith(".") for n in os.listdir(folder())):
+            return
+    except OSError:
+        return
+    from ltm.cli.config import sync_dir
+    from ltm.cli.terminal.output import info
+
+    packet_id = str(data.get("id", ""))
+    for entry in waiting(host):
+        if entry.packet_id != packet_id or entry.team != (team or None) or entry.kept_at >= since:
+            continue
+        if _read(entry.path) != entry:
+            continue  # saved again meanwhile: that one is newer, and waits on
+        entry.path.unlink(missing_ok=True)
+        sync_dir(entry.path.parent)
+        if json.loads(entry.body) != data:
+            info(
+                f"outbox: dropped the older version of {packet_id} kept offline"
+                f" {entry.kept_at[:19]}Z: the version just pushed replaces it"
+            )
 
 
 def waiting(host: str | None = None) -> list[Entry]:

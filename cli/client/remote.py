@@ -782,7 +782,10 @@ class RemoteBackend(Backend):
         lenient: bool = False,
         allow_unredacted: bool = False,
     ) -> Pushed:
+        from ltm.cli.client import outbox
+
         packet_id = str(data.get("id", ""))
+        since = outbox.stamp()
         hints = {**self._team_hints(team), 400: "{host} rejected the packet: {msg}"}
         reply = self._call(
             "POST",
@@ -799,6 +802,8 @@ class RemoteBackend(Backend):
             raise self._id_taken(packet_id)
         answer = reply.json(self.host)
         pushed_id = answer.get("id") if isinstance(answer, dict) else None
+        # Taken: a version the outbox kept before this push must not land after it.
+        outbox.superseded(self.host, dict(data), team, since=since)
         return Pushed(str(pushed_id or packet_id), True)
 
     def _id_taken(self, packet_id: str) -> IdTaken:
