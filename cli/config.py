@@ -333,20 +333,25 @@ def locked() -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def write_private(path: Path, text: str, *, mode: int = 0o600) -> None:
+def write_private(path: Path, text: str, *, mode: int = 0o600, follow: bool = True) -> None:
     """Write a file atomically and durably, with ``mode`` set before any byte lands in it.
 
-    A symlinked file (a dotfile manager's) stays a symlink: its target is replaced.
+    A symlinked file (a dotfile manager's) stays a symlink: its target is replaced;
+    unless ``follow`` is False (a folder of ltm's own, where a link is none of ltm's):
+    then the link itself is replaced, and the temporary file is never opened through one.
     """
-    if path.is_symlink():
+    if follow and path.is_symlink():
         path = path.resolve()
     if path.parent == config_dir():
         private_dir(path.parent)  # it holds the tokens
     else:
         path.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    nofollow = 0 if follow else getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | nofollow, mode)
     try:
+        # A buffered write: all of ``text`` or an error (a bare ``os.write`` may write part
+        # of it on a full disk and say nothing).
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             # On disk before the rename: a crash after it must find the new bytes, not

@@ -568,3 +568,41 @@ def test_a_save_kept_by_a_build_that_spelled_the_default_port_is_delivered(
         backend.close()
     assert "01JS5KEPTOLD00000000000001" in box.ids()
     assert outbox.waiting() == []
+
+
+def test_a_save_the_disk_cannot_hold_is_not_said_to_be_kept(
+    box: Restartable, tmp_path: Path
+) -> None:
+    """The outbox's file cannot be written whole (the disk fills midway; here a file size
+    limit, which cuts the write short as a full disk does): the save must fail and say
+    so, with nothing half-written left behind, rather than say it kept a packet that
+    no later command can read."""
+    import resource
+    import signal
+
+    olive = signed_in(box.live, tmp_path / "olive", "Olive")
+    box.stop()
+    big = tmp_path / "big.json"
+    steps = [f"Step {n}: " + "x" * 900 for n in range(16)]  # 15 KB, past the limit below
+    big.write_text(json.dumps({"goal": "A long save", "next_step": "Go on.", "constraints": steps}))
+
+    def small_disk() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails (EFBIG), not the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    result = subprocess.run(
+        [LTM, "save", str(big)],
+        env=olive.env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        preexec_fn=small_disk,
+        timeout=scaled(60),  # not a budget
+    )
+    assert result.returncode == 1, result.stderr
+    assert "it is pushed by the next" not in result.stderr, result.stderr
+    assert "could not be kept in the outbox" in result.stderr and "Traceback" not in result.stderr
+    assert "outbox" in result.stderr and "nothing saved" in result.stderr, result.stderr
+    assert result.stdout == ""
+    folder = Path(olive.env["LTM_DATA_DIR"]) / "outbox"
+    assert [p.name for p in folder.iterdir() if p.name != ".lock"] == []

@@ -107,7 +107,7 @@ def keep(
 ) -> Path:
     """Keep a checked packet for ``host`` (saved as ``user``, when known); returns its file.
     Durable when it returns."""
-    from ltm.cli.config import PRIVATE_DIR, private_dir, sync_dir
+    from ltm.cli.config import PRIVATE_DIR, private_dir, sync_dir, write_private
 
     private_dir(folder().parent)
     where = folder()
@@ -123,20 +123,9 @@ def keep(
         "kept_at": stamp(),
         "packet": checked.body().decode("utf-8"),
     }
-    name = f"{_host_key(host)}.{_host_key(packet_id)}.json"
-    path = where / name
-    tmp = where / f".{name}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    try:
-        os.write(fd, json.dumps(record, ensure_ascii=False).encode("utf-8"))
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
-    sync_dir(where)
+    path = where / f"{_host_key(host)}.{_host_key(packet_id)}.json"
+    write_private(path, json.dumps(record, ensure_ascii=False), follow=False)
+    sync_dir(where)  # said to be kept: the rename must be on disk too
     return path
 
 
@@ -405,15 +394,21 @@ def keep_unsent(
     host = getattr(backend, "host", None)
     if not isinstance(host, str) or not unreachable(failure):
         return None
-    keep(
-        checked,
-        host=host,
-        team=team,
-        lenient=lenient,
-        allow_unredacted=allow_unredacted,
-        user=account(backend),
-    )
     reason = _first_line(getattr(failure, "message", str(failure))).split(" — ")[0]
+    try:
+        keep(
+            checked,
+            host=host,
+            team=team,
+            lenient=lenient,
+            allow_unredacted=allow_unredacted,
+            user=account(backend),
+        )
+    except OSError as exc:  # a full disk, a folder ltm may not write: not kept, and said
+        raise CliError(
+            f"{reason}; and it could not be kept in the outbox ({folder()}):"
+            f" {exc.strerror or exc}; nothing saved"
+        ) from None
     return (
         f"{reason}; kept {checked.data.get('id')} in the outbox: it is pushed by the next"
         " command that reaches the server (or now: ltm push --outbox)"
