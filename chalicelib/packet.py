@@ -570,6 +570,8 @@ def parse(raw: bytes | str) -> dict[str, Any]:
             parse_int=parse_int,
         )
     except json.JSONDecodeError as exc:
+        if not text.strip():  # a closed stdin, an empty file: "line 1, column 1" said nothing
+            raise PacketError("packet: empty (no JSON at all)") from None
         raise PacketError(
             f"packet: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None

@@ -329,7 +329,7 @@ def test_a_reader_gone_is_no_error(cli: Cli, args: list[str]) -> None:
     ("closed", "args", "status", "said"),
     [
         (0, ["save", "-", "--local"], 1, "standard input is not a valid packet"),
-        (0, ["validate", "-"], 1, "not valid JSON"),
+        (0, ["validate", "-"], 1, "packet: empty (no JSON at all)"),
         (1, ["example"], 0, ""),
         (1, ["export", "--local", "-o", "-"], 0, "exported 1 packet"),
         (2, ["save", "no-such-file", "--local"], 1, ""),

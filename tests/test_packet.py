@@ -387,7 +387,8 @@ def test_parse_size_cap_is_on_the_raw_bytes_before_decoding() -> None:
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        (b"", "packet: not valid JSON (line 1, column 1: Expecting value)"),
+        (b"", "packet: empty (no JSON at all)"),
+        (b" \n\t", "packet: empty (no JSON at all)"),
         (b'{\n  "goal": \n}', "packet: not valid JSON (line 3, column 1: Expecting value)"),
         (b'{"goal": "x",}', "packet: not valid JSON (line 1, column 14: "),
         (b"{'goal': 'x'}", "packet: not valid JSON (line 1, column 2: Expecting property name"),
