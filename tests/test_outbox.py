@@ -314,9 +314,9 @@ def test_an_older_version_whose_delivery_timed_out_never_lands_after_a_newer_sav
         assert json.loads(olive.ok("pull", packet_id))["goal"] == "second version"
 
 
-def test_a_save_waits_for_the_account_it_was_saved_as(box: Restartable, tmp_path: Path) -> None:
-    """Kept while signed in as Olive, then signed in to the same server as Bob: Olive's
-    packet must not land in Bob's account; it goes once Olive signs in again."""
+def kept_as_olive(box: Restartable, tmp_path: Path) -> tuple[Cli, str, str, str]:
+    """A save kept while signed in as Olive, the server back: the CLI, the packet's id,
+    Olive's token and Bob's (another account on the same server)."""
     _, olive_token = box.live.issue("Olive")
     _, bob_token = box.live.issue("Bob")
     me = Cli(tmp_path / "me")
@@ -324,6 +324,13 @@ def test_a_save_waits_for_the_account_it_was_saved_as(box: Restartable, tmp_path
     box.stop()
     kept = me.ok("save", "-", stdin=packet("Olive's offline work")).strip()
     box.start()
+    return me, kept, olive_token, bob_token
+
+
+def test_a_save_waits_for_the_account_it_was_saved_as(box: Restartable, tmp_path: Path) -> None:
+    """Kept while signed in as Olive, then signed in to the same server as Bob: Olive's
+    packet must not land in Bob's account; it goes once Olive signs in again."""
+    me, kept, olive_token, bob_token = kept_as_olive(box, tmp_path)
 
     me.ok("auth", box.live.url, "--with-token", stdin=bob_token)
     listed = me.run("ls")
@@ -339,6 +346,26 @@ def test_a_save_waits_for_the_account_it_was_saved_as(box: Restartable, tmp_path
     assert kept in box.ids() and outbox_files(me) == []
     owner = sqlite3.connect(box.db).execute("SELECT owner_id FROM packets WHERE id = ?", (kept,))
     assert owner.fetchone()[0] == olive_token.split("_")[1]
+
+
+def test_a_save_waits_for_its_account_under_a_token_from_the_environment(
+    box: Restartable, tmp_path: Path
+) -> None:
+    """Kept while signed in as Olive; then a command runs with Bob's token in ``LTM_TOKEN``
+    (a CI job, an agent), whose sign-in knows no account by itself: the server is asked
+    whose token it is, and Olive's packet waits rather than land in Bob's account."""
+    me, kept, olive_token, bob_token = kept_as_olive(box, tmp_path)
+
+    as_bob = me.run("ls", LTM_TOKEN=bob_token)
+    assert as_bob.returncode == 0, as_bob.stderr
+    assert f"outbox: {kept} was saved as Olive" in as_bob.stderr
+    assert kept not in box.ids() and len(outbox_files(me)) == 1
+
+    as_olive = me.run("ls", LTM_TOKEN=olive_token)
+    assert f"outbox: pushed {kept}" in as_olive.stderr, as_olive.stderr
+    owner = sqlite3.connect(box.db).execute("SELECT owner_id FROM packets WHERE id = ?", (kept,))
+    assert owner.fetchone()[0] == olive_token.split("_")[1]
+    assert outbox_files(me) == []
 
 
 def test_logging_out_says_what_still_waits_and_how_it_goes(

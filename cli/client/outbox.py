@@ -21,7 +21,8 @@ agent's tool) removes what was kept of it before, which is that version or an ol
 one (its delivery timed out, or was refused). A save kept while signed in as one account (when
 the sign-in knows it: a server with ``/v1/whoami``) is delivered only while signed
 in as that account: another account signed in to the same server since would
-otherwise receive it.
+otherwise receive it. A sign-in that does not know its account (``LTM_TOKEN``) asks
+the server, and one the server will not name delivers no such save.
 
 Private and durable: the folder is 0700 inside ltm's data folder, each file 0600,
 written to a temporary name, fsynced, renamed, and the folder fsynced, so a packet
@@ -253,12 +254,20 @@ def deliver(backend: Backend, host: str, *, wait: bool = False) -> Delivery:
         if not mine:
             return Delivery(sent, refused, len(entries))
         me = account(backend)
+        if me is None and any(entry.user_id for entry in entries):
+            try:
+                me = _asked(backend)
+            except CliError as exc:
+                if unreachable(exc):
+                    return Delivery(sent, refused, len(entries))
+                raise
         for done, entry in enumerate(entries):
             if not entry.path.exists():
                 continue  # gone meanwhile (delivered by another process: Windows has no lock)
             where = f"team {entry.team} on {host}" if entry.team else host
-            if entry.user_id and me is not None and me["id"] != entry.user_id:
-                # Signed in as someone else since: their packet must not land in this account.
+            if entry.user_id and (me is None or me["id"] != entry.user_id):
+                # Signed in as someone else since (or as an account the server will not name):
+                # their packet must not land in this account.
                 refused.append(entry.packet_id)
                 info(
                     f"outbox: {entry.packet_id} was saved as {entry.user_display or '?'}"
@@ -419,6 +428,15 @@ def account(backend: Backend) -> dict[str, str] | None:
     """The account ``backend`` is signed in as, when its sign-in knows (a server with
     ``/v1/whoami``); None otherwise (the reference, a token from ``LTM_TOKEN``)."""
     user = getattr(getattr(backend, "target", None), "user", None)
+    return user if isinstance(user, dict) and isinstance(user.get("id"), str) else None
+
+
+def _asked(backend: Backend) -> dict[str, str] | None:
+    """The account the server says ``backend``'s token is (``GET /v1/whoami``), for a
+    sign-in that does not know it (a token from ``LTM_TOKEN``); None when it will not say."""
+    identify = getattr(backend, "identify", None)
+    answer = identify() if identify is not None else None
+    user = answer.get("user") if isinstance(answer, dict) else None
     return user if isinstance(user, dict) and isinstance(user.get("id"), str) else None
 
 
