@@ -118,29 +118,46 @@ def test_other_code_gets_another_warm_process(
     assert warm.socket_path() not in (before, edited)
 
 
+def socket_path_of(python: str, state: Path, **env: str) -> str:
+    """The socket ``ltm mcp`` would look for, computed by ``python`` in a process of its own
+    (PYTHONPATH from ``env`` only: the one the tests run with would blur the comparison)."""
+    import subprocess
+
+    code = "from ltm.cli.agents.mcp import warm; print(warm.socket_path())"
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(
+        [python, "-c", code],
+        env={**base, "LTM_STATE_DIR": str(state), **env},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=state.parent,
+        timeout=scaled(60),
+    ).stdout
+
+
 def test_python_and_python3_of_one_environment_share_the_warm_process(tmp_path: Path) -> None:
     """The console scripts start ``python3``; a test or a user may start ``python``: one
     interpreter of one environment, so one warm process."""
-    import subprocess
-
     folder = Path(sys.executable).parent
     names = [n for n in ("python", "python3") if (folder / n).exists()]
     if len(names) < 2:
         pytest.skip("this environment has no python and python3 side by side")
-    code = "from ltm.cli.agents.mcp import warm; print(warm.socket_path())"
-    env = {**os.environ, "LTM_STATE_DIR": str(tmp_path / "state")}
-    paths = {
-        subprocess.run(
-            [str(folder / name), "-c", code],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=scaled(60),
-        ).stdout
-        for name in names
-    }
+    paths = {socket_path_of(str(folder / name), tmp_path / "state") for name in names}
     assert len(paths) == 1, paths
+
+
+def test_another_import_path_gets_another_warm_process(tmp_path: Path) -> None:
+    """A session whose PYTHONPATH (or user site-packages) finds other modules
+    is never served by a warm process that imported the modules of another path: here a
+    folder that holds another pydantic, which the SDK imports."""
+    shadow = tmp_path / "shadow"
+    (shadow / "pydantic").mkdir(parents=True)
+    (shadow / "pydantic" / "__init__.py").write_text("# another pydantic\n")
+    state = tmp_path / "state"
+    plain = socket_path_of(sys.executable, state)
+    assert socket_path_of(sys.executable, state) == plain  # one path: one warm process
+    assert socket_path_of(sys.executable, state, PYTHONPATH=str(shadow)) != plain
 
 
 def test_the_warm_process_rehearses_a_session_start_for_every_handshake_version() -> None:

@@ -15,9 +15,9 @@ On by default on Linux (the peer is named by ``SO_PEERCRED``);
 ``LTM_MCP_WARM=0`` in the shim's environment turns it off. The warm process
 serves only its own user (the socket is 0600 in a 0700 dir, and the peer's
 uid is checked), only the ltm it was started from (the socket's name hashes
-the version, the interpreter, every ltm source file and the site-packages
-folder, so an upgrade or an edit starts a new one), and exits after ``IDLE``
-seconds without a session.
+the version, the interpreter, the import path, every ltm source file and the
+site-packages folder, so an upgrade, an edit or another PYTHONPATH starts a new
+one), and exits after ``IDLE`` seconds without a session.
 """
 
 from __future__ import annotations
@@ -53,13 +53,28 @@ def socket_path() -> Path:
     # The environment (its prefix) and the interpreter's version, not the name it was
     # started by: a venv's ``python`` and ``python3`` (the console scripts' shebang) are
     # one interpreter, and each must find the warm process the other started.
-    where = [__version__, sys.prefix, sys.version]
+    where = [__version__, sys.prefix, sys.version, *_import_path()]
     key = hashlib.sha256("\n".join([*where, *_sources()]).encode())
     return state_dir() / f"mcp-{os.getuid()}-{key.hexdigest()[:16]}.sock"
 
 
+def _import_path() -> list[str]:
+    """What decides where the warm process imports from beyond its prefix: PYTHONPATH
+    and its kin, and the user's site-packages (under HOME) when the interpreter reads
+    it. Another may find another ltm, SDK or pydantic than the warm process loaded.
+    Not ``sys.path`` itself: its first entry is this process's script or working
+    directory (the warm process runs with ``-P``), and a caller may have added to it."""
+    import site
+
+    names = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE")
+    out = [f"{name}={os.environ.get(name)}" for name in names]
+    if site.ENABLE_USER_SITE:
+        out.append(site.getusersitepackages())
+    return out
+
+
 def _sources() -> list[str]:
-    """What the warm process's code is: every ltm module (name, size, mtime), and the
+    """What the warm process's code is: every ltm module (path, size, mtime), and the
     folder the SDK is installed in, whose mtime moves when a package is added,
     upgraded or removed. A warm process started from other code is never used."""
     import importlib.util
@@ -74,10 +89,11 @@ def _sources() -> list[str]:
     for root in roots:
         for path in sorted(root.rglob("*.py")):
             info = path.stat()
-            out.append(f"{path.relative_to(root)}:{info.st_size}:{info.st_mtime_ns}")
+            out.append(f"{path}:{info.st_size}:{info.st_mtime_ns}")
     spec = importlib.util.find_spec("mcp")
     if spec is not None and spec.origin:
-        out.append(str(os.stat(Path(spec.origin).parent.parent).st_mtime_ns))
+        folder = Path(spec.origin).parent.parent
+        out.append(f"{folder}:{os.stat(folder).st_mtime_ns}")
     return out
 
 
