@@ -161,6 +161,18 @@ def check_outbox() -> Check:
     from ltm.cli.client import outbox
 
     entries = outbox.waiting()
+    broken = outbox.unreadable()
+    if broken:  # saves that will never go by themselves: said before what waits
+        said = "; ".join(part for part in (outbox.damaged(broken), outbox.summary(entries)) if part)
+        return Check(
+            "outbox",
+            "warn",
+            said,
+            (
+                'open each: what is left of its packet is under "packet"; then remove the file'
+                " (ltm never does)"
+            ),
+        )
     if not entries:
         return Check("outbox", "ok", "empty: every save reached its server")
     try:

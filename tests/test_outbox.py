@@ -633,3 +633,26 @@ def test_a_save_the_disk_cannot_hold_is_not_said_to_be_kept(
     assert result.stdout == ""
     folder = Path(olive.env["LTM_DATA_DIR"]) / "outbox"
     assert [p.name for p in folder.iterdir() if p.name != ".lock"] == []
+
+
+def test_a_file_in_the_outbox_that_cannot_be_read_is_reported(
+    box: Restartable, tmp_path: Path
+) -> None:
+    """A kept save whose file cannot be read (cut short by an older build on a full disk,
+    damaged since) is a save that will never go: doctor and ``push --outbox`` name it,
+    rather than call the outbox empty and every save delivered."""
+    olive = signed_in(box.live, tmp_path / "olive", "Olive")
+    box.stop()
+    olive.ok("save", "-", stdin=packet("Kept whole"))
+    (damaged,) = outbox_files(olive)
+    damaged.write_bytes(damaged.read_bytes()[:100])  # as a short write left it
+
+    doctor = olive.run("doctor").stdout
+    assert re.search(r"warn\s+outbox\s+1 file cannot be read", doctor), doctor
+    assert damaged.name in doctor
+    box.start()
+    result = olive.run("push", "--outbox")
+    assert result.returncode == 1, result.stderr
+    assert "the outbox is empty" not in result.stderr
+    assert "1 file cannot be read" in result.stderr and damaged.name in result.stderr
+    assert damaged.exists()  # not ltm's to delete: it may be all that is left of the packet

@@ -183,6 +183,26 @@ def waiting(host: str | None = None) -> list[Entry]:
     return sorted(found, key=lambda e: (e.kept_at, e.packet_id))
 
 
+def unreadable() -> list[Path]:
+    """The outbox's files ``waiting`` cannot read (cut short, damaged): saves that will
+    never go by themselves, named so the user can look (never deleted: a damaged file
+    may be all that is left of its packet)."""
+    try:
+        names = sorted(os.listdir(folder()))
+    except OSError:
+        return []
+    paths = [folder() / n for n in names if n.endswith(".json") and not n.startswith(".")]
+    return [path for path in paths if _read(path) is None]
+
+
+def damaged(paths: list[Path]) -> str:
+    """'2 files cannot be read: PATH, PATH' ('' for none)."""
+    if not paths:
+        return ""
+    count = f"{len(paths)} file{'s' if len(paths) != 1 else ''} cannot be read"
+    return f"{count}: {', '.join(str(path) for path in paths)}"
+
+
 def _read(path: Path) -> Entry | None:
     try:
         record = json.loads(path.read_bytes())
@@ -335,10 +355,11 @@ def push_all() -> None:
     from ltm.cli.terminal.output import info
 
     entries = waiting()
-    if not entries:
+    broken = damaged(unreadable())
+    if not entries and not broken:
         info("the outbox is empty: nothing waits to be pushed")
         return
-    problems = []
+    problems = [broken] if broken else []
     for host in sorted({entry.host for entry in entries}):
         count = sum(1 for entry in entries if entry.host == host)
         target = _target(host)
