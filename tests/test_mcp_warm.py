@@ -375,3 +375,56 @@ def test_a_killed_warm_process_is_replaced_while_its_sessions_still_run(
         with contextlib.suppress(ProcessLookupError):
             os.kill(first, signal.SIGTERM)
     os.kill(second, 0)
+
+
+def children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and running(int(entry.name)):
+            with contextlib.suppress(OSError, IndexError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm is Linux only")
+def test_a_session_ends_with_the_shim_its_client_killed(tmp_path: Path, state: Path) -> None:
+    """A client that kills its ``ltm mcp`` (kill -9, mid-session, stdin still open) expects
+    the server gone: the warm process's child that served it ends too, and the warm
+    process serves the next session."""
+    import subprocess
+
+    from test_mcp import LTM
+
+    env = default_env(tmp_path / "home", state)
+    with Shim(env, tmp_path / "one.log", warm=True) as shim:
+        shim.alive()
+    pid = warm_pid(state)
+    wait_for(state, "mcp-*.sock")
+    before = set(children(pid))
+    shim_process = subprocess.Popen(
+        [LTM, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert shim_process.stdin is not None and shim_process.stdout is not None
+        shim_process.stdin.write(b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n')
+        shim_process.stdin.flush()
+        assert json.loads(shim_process.stdout.readline())["id"] == 1  # served
+        session = set(children(pid)) - before
+        assert len(session) == 1, session  # by the warm process's child
+        shim_process.kill()
+        shim_process.wait(timeout=scaled(30))
+        (child,) = session
+        deadline = time.monotonic() + scaled(30)
+        while running(child) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not running(child)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            shim_process.kill()
+        shim_process.wait(timeout=scaled(30))  # not a budget: it was killed
+    with Shim(env, tmp_path / "two.log", warm=True) as shim:
+        shim.alive()
+    os.kill(pid, 0)
