@@ -656,3 +656,36 @@ def test_a_file_in_the_outbox_that_cannot_be_read_is_reported(
     assert "the outbox is empty" not in result.stderr
     assert "1 file cannot be read" in result.stderr and damaged.name in result.stderr
     assert damaged.exists()  # not ltm's to delete: it may be all that is left of the packet
+
+
+def test_a_rejected_token_stops_the_delivery_at_its_first_packet(
+    box: Restartable, tmp_path: Path
+) -> None:
+    """The token was revoked while saves waited: every push would meet the same 401, so
+    the first one stops the delivery (one request, one line), rather than send each of
+    hundreds and print a refusal for each on every command; all of them stay."""
+    posts: list[str] = []
+
+    def revoked(request: Seen) -> Reply | None:
+        if request.method == "POST" and not box_down[0]:
+            posts.append(request.path)
+            return (401, {"Content-Type": "application/json"}, b'{"error": "invalid token"}')
+        return None
+
+    box_down = [True]
+    with proxy_to(box, revoked) as url:
+        olive = Cli(tmp_path / "olive")
+        olive.ok("auth", url, "--with-token", stdin=box.live.issue("Olive")[1])
+        box.stop()
+        for n in range(5):
+            olive.ok("save", "-", stdin=packet(f"Offline work {n}"))
+        box.start()
+        box_down[0] = False
+
+        result = olive.run("push", "--outbox")
+        assert result.returncode == 1, result.stderr
+        assert len(posts) == 1, result.stderr
+        assert "token rejected" in result.stderr and f"ltm auth {url}" in result.stderr
+        assert result.stderr.count("was not taken") <= 1, result.stderr
+        assert "5 for" in result.stderr
+        assert len(outbox_files(olive)) == 5

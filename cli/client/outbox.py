@@ -263,6 +263,7 @@ def deliver(backend: Backend, host: str, *, wait: bool = False) -> Delivery:
     """Push what waits for ``host`` through ``backend``, oldest first, saying one line for
     each. Stops at the first push that cannot reach the server (the rest wait on)."""
     from ltm.cli.client import preflight
+    from ltm.cli.client.remote import Rejected
     from ltm.cli.terminal.output import info
 
     sent: list[str] = []
@@ -280,6 +281,8 @@ def deliver(backend: Backend, host: str, *, wait: bool = False) -> Delivery:
             except CliError as exc:
                 if unreachable(exc):
                     return Delivery(sent, refused, len(entries))
+                if isinstance(exc, Rejected):
+                    return _rejected(exc, host, entries, sent, refused)
                 raise
         for done, entry in enumerate(entries):
             if not entry.path.exists():
@@ -311,6 +314,8 @@ def deliver(backend: Backend, host: str, *, wait: bool = False) -> Delivery:
             except CliError as exc:
                 if unreachable(exc):
                     return Delivery(sent, refused, len(entries) - done)
+                if isinstance(exc, Rejected):
+                    return _rejected(exc, host, entries[done:], sent, refused)
                 refused.append(entry.packet_id)
                 info(
                     f"outbox: {entry.packet_id} was not taken by {where}: "
@@ -332,6 +337,23 @@ def deliver(backend: Backend, host: str, *, wait: bool = False) -> Delivery:
                 sync_dir(entry.path.parent)
             sent.append(pushed.id)
             info(f"outbox: pushed {pushed.id} to {where} (saved offline {entry.kept_at[:19]}Z)")
+    return Delivery(sent, refused, 0)
+
+
+def _rejected(
+    exc: CliError, host: str, rest: list[Entry], sent: list[str], refused: list[str]
+) -> Delivery:
+    """The server refused the token (401): every push after this one would meet it too
+    (hundreds of requests and lines, on every command), so the delivery stops here, says
+    so once, and all of ``rest`` stay."""
+    from ltm.cli.terminal.output import info
+
+    left = [entry.packet_id for entry in rest if entry.path.exists()]
+    refused.extend(left)
+    info(
+        f"outbox: {len(left)} saved packet{'s' if len(left) != 1 else ''} for {host} not"
+        f" pushed: {_first_line(exc.message)}; they stay in the outbox ({folder()})"
+    )
     return Delivery(sent, refused, 0)
 
 
