@@ -428,3 +428,21 @@ def test_a_session_ends_with_the_shim_its_client_killed(tmp_path: Path, state: P
     with Shim(env, tmp_path / "two.log", warm=True) as shim:
         shim.alive()
     os.kill(pid, 0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm is Linux only")
+def test_a_relative_state_dir_is_the_one_under_the_working_directory(
+    tmp_path: Path, state: Path
+) -> None:
+    """LTM_STATE_DIR=state names a folder of the working directory, for the warm process
+    too (which serves from /): its socket is there, and the next session is handed to it."""
+    app = state.parent
+    env = default_env(tmp_path / "home", state)
+    env["LTM_STATE_DIR"] = state.name
+    with Shim(env, tmp_path / "one.log", cwd=app, warm=True) as shim:
+        shim.alive()
+    wait_for(state, "mcp-*.sock")
+    pid = warm_pid(state)
+    with Shim(env, tmp_path / "two.log", cwd=app, warm=True) as shim:
+        shim.alive()
+        assert children(pid)  # served by the warm process's child

@@ -55,7 +55,9 @@ def socket_path() -> Path:
     # one interpreter, and each must find the warm process the other started.
     where = [__version__, sys.prefix, sys.version, *_import_path()]
     key = hashlib.sha256("\n".join([*where, *_sources()]).encode())
-    return state_dir() / f"mcp-{os.getuid()}-{key.hexdigest()[:16]}.sock"
+    # Absolute: the warm process moves to / before it binds (a relative LTM_STATE_DIR
+    # named a folder under / there, and no warm process ever served).
+    return state_dir().absolute() / f"mcp-{os.getuid()}-{key.hexdigest()[:16]}.sock"
 
 
 def _import_path() -> list[str]:
