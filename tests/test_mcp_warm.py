@@ -79,6 +79,15 @@ def test_sessions_after_the_first_are_served_warm_with_their_own_cwd_and_env(
     assert not (tmp_path / "one" / "data" / "ltm.db").exists()
     os.kill(pid, 0)  # still serving the next one
 
+    # The next warm session, in the same project under another account: nothing of the
+    # last one's (its store, kept open between its calls) reaches it.
+    third = default_env(tmp_path / "three", state)
+    with Shim(third, tmp_path / "three.log", cwd=app, warm=True) as shim:
+        assert data(shim.call("ls", {"here": True}))["packets"] == []
+        whoami = shim.ok("whoami")
+        assert str(tmp_path / "three" / "data") in whoami
+        assert str(tmp_path / "two") not in whoami
+
 
 @pytest.mark.parametrize("off", ["0", "off", "false", "no"])
 def test_turned_off_nothing_stays_behind(tmp_path: Path, off: str) -> None:
