@@ -455,3 +455,24 @@ def test_a_relative_state_dir_is_the_one_under_the_working_directory(
     with Shim(env, tmp_path / "two.log", cwd=app, warm=True) as shim:
         shim.alive()
         assert children(pid)  # served by the warm process's child
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm is Linux only")
+def test_a_state_dir_too_deep_for_a_socket_starts_no_warm_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No Unix socket binds at a path longer than sockaddr_un holds: a warm process
+    started for it would die at once, one per session. None is started; ltm mcp serves."""
+    from ltm.cli.agents.mcp import warm
+
+    state = tmp_path / ("d" * 60) / ("e" * 60)
+    monkeypatch.setenv("LTM_STATE_DIR", str(state))
+    before = set(children(os.getpid()))
+    assert warm.hand_over() is None
+    started = set(children(os.getpid())) - before
+    for pid in started:  # one started anyway: let it end before the test does
+        deadline = time.monotonic() + scaled(60)
+        while running(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert not started
+    assert not list(state.glob("mcp-*"))

@@ -33,6 +33,7 @@ from pathlib import Path
 
 IDLE = 30 * 60
 HEADER_MAX = 1 << 20
+SUN_PATH = 108  # the longest path a Unix socket may have (Linux's sockaddr_un)
 
 
 OFF = ("0", "off", "false", "no")
@@ -114,6 +115,8 @@ def hand_over() -> int | None:
     this session is served here, and nothing is started over a path that is not ours.
     """
     path = socket_path()
+    if len(os.fsencode(path)) > SUN_PATH:
+        return None  # no socket binds there: each warm process started would die at once
     problem = _untrusted(path)
     if problem == "missing":
         _start(path)
