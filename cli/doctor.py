@@ -177,9 +177,12 @@ def check_outbox() -> Check:
         return Check("outbox", "ok", "empty: every save reached its server")
     try:
         stranded = outbox.signed_out(entries)
+        away = outbox.elsewhere(entries)
     except CliError:  # a config that names no server: its own check says so
-        stranded = []
+        stranded, away = [], []
     fix = "they go with the next command that reaches the server, or now: ltm push --outbox"
+    if away:  # no command goes there now: only push --outbox does
+        fix = f"commands no longer go to {away[0]}: push them there with: ltm push --outbox"
     if stranded:  # logged out since: no command goes there until the user signs in again
         fix = f"sign in there again, and they go with the next command: ltm auth {stranded[0]}"
     return Check("outbox", "warn", outbox.summary(entries), fix)

@@ -158,6 +158,7 @@ def test_a_save_while_the_server_is_down_is_kept_and_pushed_once(
     listed = olive.run("ls")
     assert listed.returncode == 0, listed.stderr
     assert f"outbox: pushed {kept} to {box.live.url}" in listed.stderr
+    assert "dropped" not in listed.stderr  # the version delivered is no older version of itself
     assert kept[:12] in listed.stdout  # pushed before the listing was asked for
     assert kept in box.ids()
     assert outbox_files(olive) == []
@@ -263,6 +264,7 @@ def test_a_save_while_an_older_version_is_delivered_lands_after_it(
         delivered = olive.run("push", "--outbox")
         assert delivered.returncode == 0, delivered.stderr
         assert f"outbox: pushed {second.packet_id}" in delivered.stderr
+        assert "dropped" not in delivered.stderr
         said = second.finished()
         if answered:
             assert f"{second.packet_id} in {url}" in said
@@ -689,3 +691,35 @@ def test_a_rejected_token_stops_the_delivery_at_its_first_packet(
         assert result.stderr.count("was not taken") <= 1, result.stderr
         assert "5 for" in result.stderr
         assert len(outbox_files(olive)) == 5
+
+
+def test_saves_for_a_server_that_is_no_longer_the_default_say_how_they_go(
+    box: Restartable, tmp_path: Path
+) -> None:
+    """Kept for one server, then signed in to another, which becomes the default: no
+    command goes to the first any more, so doctor and the agent's session start must not
+    promise that the next command pushes them; ``ltm push --outbox`` does."""
+    olive = signed_in(box.live, tmp_path / "olive", "Olive")
+    box.stop()
+    kept = olive.ok("save", "-", stdin=packet("Kept for the first server")).strip()
+    box.start()
+    other = Restartable(tmp_path / "other")
+    try:
+        olive.ok("auth", other.live.url, "--with-token", stdin=other.live.issue("Olive")[1])
+        olive.ok("ls")
+        assert kept not in box.ids() and len(outbox_files(olive)) == 1
+
+        doctor = olive.run("doctor").stdout
+        assert re.search(
+            r"warn\s+outbox\s+1 saved packet waits for " + re.escape(box.live.url), doctor
+        )
+        assert "next command that reaches" not in doctor and "ltm push --outbox" in doctor
+        started = olive.run("hook", "session-start", stdin=json.dumps({"cwd": str(tmp_path)}))
+        context = json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
+        assert "next ltm command that reaches" not in context, context
+        assert "ltm push --outbox" in context and "not lost" in context
+
+        olive.ok("push", "--outbox")
+        assert kept in box.ids() and kept not in other.ids() and outbox_files(olive) == []
+    finally:
+        other.stop()

@@ -360,14 +360,17 @@ def _outbox_note() -> str:
         return ""
     try:
         stranded = outbox.signed_out(entries)
+        away = outbox.elsewhere(entries)
     except CliError:  # a config that names no server: the note says what it can
-        stranded = []
+        stranded, away = [], []
     # Logged out of that server since: no command reaches it until the user signs in again.
-    then = (
-        f"they are pushed once the user signs in there again (ltm auth {stranded[0]})"
-        if stranded
-        else "they are pushed by the next ltm command that reaches it (or: ltm push --outbox)"
-    )
+    # Another server the default since: only push --outbox goes to it.
+    if stranded:
+        then = f"they are pushed once the user signs in there again (ltm auth {stranded[0]})"
+    elif away:
+        then = "commands go to another server now: the user pushes them with ltm push --outbox"
+    else:
+        then = "they are pushed by the next ltm command that reaches it (or: ltm push --outbox)"
     return (
         f"ltm: {outbox.summary(entries)}: kept on this machine because the server could not"
         f" be reached; {then}. They are not lost: do not save them again.\n"

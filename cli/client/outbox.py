@@ -418,6 +418,17 @@ def signed_out(entries: list[Entry]) -> list[str]:
     return sorted({entry.host for entry in entries if not _target(entry.host).token})
 
 
+def elsewhere(entries: list[Entry]) -> list[str]:
+    """The servers something waits for, signed in to, that commands no longer go to
+    (another server became the default since): only ``ltm push --outbox`` reaches them."""
+    from ltm.cli.client.credentials import active
+
+    target = active()
+    here = target.host if target is not None else None
+    hosts = {entry.host for entry in entries} - set(signed_out(entries))
+    return sorted(host for host in hosts if host != here)
+
+
 def summary(entries: list[Entry]) -> str:
     """'3 packets wait for https://a (oldest kept 2026-...)' per server, joined by '; '."""
     by_host: dict[str, list[Entry]] = {}
