@@ -314,7 +314,7 @@ def _migrate_aside(path: Path) -> None:
     runs it, and raise ``StoreUpgrading``.
 
     For a hook, whose watchdog ends it within a second: the migration an upgrade brings
-    takes longer on a large store (the compact layout: over a second at 16,000 packets),
+    takes longer on a large store (the compact layout rewrites every packet in it),
     so run in the hook it was cut short and rolled back at every session, and the hooks
     found no packet after the upgrade until some other command opened the store. The
     process, in a session of its own, outlives the hook; other processes opening the
