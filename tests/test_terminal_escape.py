@@ -156,14 +156,16 @@ def test_error_lines_escape_what_they_quote(cli: Cli) -> None:
     result = cli.run("save", f"notes{TITLE}{C1_CSI}.json")
     assert result.returncode == 1 and "no such file" in result.stderr
     assert clean(result.stderr) and "notes\\u001b]0;owned\\u0007\\u009b31m" in result.stderr
-    # Redaction hits echo the matched text, controls and all.
+    # Redaction hits echo the matched text (a path in full, a credential only its start),
+    # controls and all.
     leaky = {
-        "goal": "see C:\\Users\\b\x1bob\\x",
-        "next_step": "https://u\x9bser:hunter2@example.com/x",
+        "goal": "see C:\\Users\\b\x1bob\\u\x9bser\\x",
+        "next_step": "https://u:hunter2@example.com/x",
     }
     result = cli.run("save", "-", stdin=json.dumps(leaky))
     assert result.returncode == 1 and "goal/windows-path" in result.stderr
     assert "\\u001bob" in result.stderr and "\\u009bser" in result.stderr and clean(result.stderr)
+    assert "next_step/url-credentials" in result.stderr and "hunter2" not in result.stderr
     result = cli.run("validate", "-", stdin=json.dumps(leaky))
     assert result.returncode == 1 and "\\u001bob" in result.stdout and clean(result.stdout)
 
