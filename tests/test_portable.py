@@ -14,6 +14,7 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpkit
 import pytest
@@ -209,11 +210,12 @@ def test_import_reports_each_refusal_and_exits_non_zero(tmp_path: Path) -> None:
     assert json.loads(local_bodies(alice)[kept])["goal"] == "Someone edited this one"
 
 
-def test_an_import_killed_midway_keeps_whole_batches_and_a_rerun_completes_it(
-    tmp_path: Path,
-) -> None:
+def _stopped_import(
+    tmp_path: Path, signum: int
+) -> tuple[Cli, list[dict[str, Any]], Path, subprocess.Popen[bytes], list[str]]:
+    """``ltm import --local`` of 16 batches, sent ``signum`` once its first batch is reported:
+    the CLI, the packets, the bundle, the process and every line it said on stdout."""
     from ltm.cli.client.portable import LOCAL_CHUNK as BATCH
-    from ltm.packet import canonical_bytes
 
     cli = Cli(tmp_path / "alice")
     packets = [
@@ -227,12 +229,22 @@ def test_an_import_killed_midway_keeps_whole_batches_and_a_rerun_completes_it(
         [LTM, "import", str(path), "--local"],
         env=cli.env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     assert proc.stdout is not None
     said = [proc.stdout.readline().decode() for _ in range(BATCH)]  # the first commit is in
-    os.kill(proc.pid, signal.SIGKILL)
+    os.kill(proc.pid, signum)
     said += [line.decode() for line in proc.stdout]
+    return cli, packets, path, proc, said
+
+
+def test_an_import_killed_midway_keeps_whole_batches_and_a_rerun_completes_it(
+    tmp_path: Path,
+) -> None:
+    from ltm.cli.client.portable import LOCAL_CHUNK as BATCH
+    from ltm.packet import canonical_bytes
+
+    cli, packets, path, proc, said = _stopped_import(tmp_path, signal.SIGKILL)
     assert proc.wait(timeout=scaled(60)) == -signal.SIGKILL, "the import ended before the kill"
     reported = [line.split()[1] for line in said if line.startswith("added ")]
     held = local_bodies(cli)
@@ -253,21 +265,8 @@ def test_an_import_interrupted_by_ctrl_c_says_what_it_did_and_a_rerun_completes_
 ) -> None:
     """Ctrl-C ends an import as a server out of reach does: the summary of what got in,
     then a line saying it was interrupted and that running it again completes it."""
-    from ltm.cli.client.portable import LOCAL_CHUNK as BATCH
-
-    cli = Cli(tmp_path / "alice")
-    packets = [make_packet(goal=f"Packet {n} of a large import") for n in range(16 * BATCH)]
-    path = write_bundle(tmp_path / "big.jsonl", [line_for(p) for p in packets])
-    proc = subprocess.Popen(
-        [LTM, "import", str(path), "--local"],
-        env=cli.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    said = [proc.stdout.readline().decode() for _ in range(BATCH)]  # the first commit is in
-    os.kill(proc.pid, signal.SIGINT)
-    said += [line.decode() for line in proc.stdout]
+    cli, packets, path, proc, said = _stopped_import(tmp_path, signal.SIGINT)
+    assert proc.stderr is not None
     assert proc.wait(timeout=scaled(60)) == 130, "the import ended before the interrupt"
     err = proc.stderr.read().decode()
     reported = [line.split()[1] for line in said if line.startswith("added ")]
