@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from clikit import Seen, json_reply, stub_server
+from reference_standin import running_reference
 from serverkit import LTM, SERVER_STORES, Server, running_server
 from timing import scaled
 
@@ -134,4 +135,22 @@ def test_a_server_that_breaks_the_rules_fails_with_expected_and_got() -> None:
         and "; got 404 404 page not found" in line
         for line in fails
     ), fails
+    assert "N/A   [Extensions (beyond the HTTP table)] token management" in result.stdout
+
+
+def test_it_passes_against_the_go_reference_and_says_where_it_differs() -> None:
+    """The reference (a stand-in answering as its handlers do) is a correct server: the
+    run exits 0. Its upsert of another user's packet is what the protocol recommends
+    against, not a violation, so it is said (DIFF), never a failure."""
+    with running_reference() as (stub, _reference, token):
+        result = conformance(stub.url, env={"LTM_CONFORMANCE_TOKEN": token})
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert not [line for line in lines if line.startswith("FAIL")], lines
+    differs = [line for line in lines if line.startswith("DIFF")]
+    assert len(differs) == 1 and "another user owns" in differs[0], differs
+    assert "differs from the protocol's recommendation: expected the owner's" in differs[0]
+    assert "1 differ from the protocol's recommendation" in lines[-1]
+    # What the reference does not have is not offered, not failed.
+    assert "N/A   [The packet] lenient mode" in result.stdout
     assert "N/A   [Extensions (beyond the HTTP table)] token management" in result.stdout

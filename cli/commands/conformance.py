@@ -94,9 +94,11 @@ def conformance(
             print(safe(check.line()))  # a server's answers are shown: untrusted text
         for note in report.notes:
             print(safe(f"note: {note}"))
+        differs = report.count("differs")
         print(
             f"{report.count('pass')} passed, {report.count('fail')} failed,"
-            f" {report.count('not offered')} not offered"
+            + (f" {differs} differ from the protocol's recommendation," if differs else "")
+            + f" {report.count('not offered')} not offered"
         )
     if report.count("fail"):
         raise typer.Exit(1)
