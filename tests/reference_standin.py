@@ -110,6 +110,15 @@ class Reference:
         self.tokens[token] = uid
         return token
 
+    def seed(self, token: str, count: int, created_at: str) -> None:
+        """``count`` personal packets of the token's user, stored as a push stores them."""
+        for n in range(count):
+            packet_id = new_ulid()
+            data = {"ltm_version": "0.2", "id": packet_id, "created_at": created_at}
+            data |= {"goal": f"seeded {n}", "next_step": "none"}
+            owner = self.tokens[token]
+            self.packets[packet_id] = Row(owner, None, created_at, data["goal"], _encode(data))
+
     def __call__(self, seen: Seen) -> Reply:
         with self.lock:  # the reference's SQLite serializes writers; so does this
             return self._route(seen)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from clikit import Seen, json_reply, stub_server
-from reference_standin import running_reference
+from reference_standin import DROPS_CONSTRAINTS, OLDEST_FIRST, running_reference
 from serverkit import LTM, SERVER_STORES, Server, running_server
 from timing import scaled
 
@@ -131,7 +131,7 @@ def test_a_server_that_breaks_the_rules_fails_with_expected_and_got() -> None:
     assert result.returncode == 1, result.stdout + result.stderr
     fails = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
     assert any(
-        "[The HTTP API] GET /v1/packets/{id}: 200, the packet — expected" in line
+        "[The HTTP API] GET /v1/packets/{id}: 200, the packet as pushed — expected" in line
         and "; got 404 404 page not found" in line
         for line in fails
     ), fails
@@ -154,3 +154,31 @@ def test_it_passes_against_the_go_reference_and_says_where_it_differs() -> None:
     # What the reference does not have is not offered, not failed.
     assert "N/A   [The packet] lenient mode" in result.stdout
     assert "N/A   [Extensions (beyond the HTTP table)] token management" in result.stdout
+
+
+def test_a_user_with_many_recent_packets_still_passes() -> None:
+    """Users run it with their own token: the run's packets must be the newest a listing
+    shows, not fall below the 50 the user made since some fixed date."""
+    from datetime import UTC, datetime
+
+    with running_reference() as (stub, reference, token):
+        reference.seed(token, 60, datetime.now(UTC).strftime("%Y-%m-%dT00:00:00Z"))
+        result = conformance(stub.url, env={"LTM_CONFORMANCE_TOKEN": token})
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("fault", "check"),
+    [
+        (OLDEST_FIRST, "[The HTTP API] GET /v1/packets: newest first (by created_at) — expected"),
+        (DROPS_CONSTRAINTS, "GET /v1/packets/{id}: 200, the packet as pushed — expected"),
+    ],
+)
+def test_a_broken_reference_fails_the_check_made_for_its_bug(fault: str, check: str) -> None:
+    """Each fault is a plausible protocol bug in an otherwise correct server; the check
+    that exists for it fails, and it alone."""
+    with running_reference(fault) as (stub, _reference, token):
+        result = conformance(stub.url, env={"LTM_CONFORMANCE_TOKEN": token})
+    assert result.returncode == 1, result.stdout + result.stderr
+    fails = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(fails) == 1 and check in fails[0], fails

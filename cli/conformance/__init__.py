@@ -29,6 +29,7 @@ import random
 import re
 import threading
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from ltm.cli.client.remote import Http, Reply
@@ -94,12 +95,30 @@ class Report:
         }
 
 
+def stamp(seconds_ago: int = 0) -> str:
+    """A ``created_at`` of now (less ``seconds_ago``), in whole seconds and UTC: the
+    run's packets are then the newest a listing shows, whatever the user already
+    stored (a fixed date fell below a real user's newest 50 and read as "not listed"),
+    and every server writes such a time back as it came."""
+    moment = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=seconds_ago)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _instant(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value).replace("z", "Z"))
+    except ValueError:
+        return None
+
+
 def packet(version: str = "0.2", **fields: Any) -> dict[str, Any]:
-    """A small valid packet with a fresh id; ``fields`` override or add keys."""
+    """A small valid packet with a fresh id, made now; ``fields`` override or add keys.
+    No optional value is empty, and no text has ``<``, ``>`` or ``&``: read back from any
+    server (the reference re-encodes from a struct) it is the same JSON value."""
     data: dict[str, Any] = {
         "ltm_version": version,
         "id": new_ulid(),
-        "created_at": "2026-01-02T03:04:05Z",
+        "created_at": stamp(),
         "goal": "Conformance run: check the wire protocol",
         "next_step": "Compare the answers with the protocol",
         "constraints": ["no state left behind"],
@@ -297,12 +316,17 @@ class Run:
         )
         got = self.call("GET", f"/v1/packets/{data['id']}", token=self.a)
         stored = _body(got)
+        changed = (
+            sorted(k for k in data.keys() | stored.keys() if data.get(k) != stored.get(k))
+            if isinstance(stored, dict)
+            else []
+        )
         self.check(
             API,
-            "GET /v1/packets/{id}: 200, the packet",
-            got.status == 200 and isinstance(stored, dict) and stored.get("goal") == data["goal"],
-            "200 and the packet pushed",
-            got,
+            "GET /v1/packets/{id}: 200, the packet as pushed",
+            got.status == 200 and isinstance(stored, dict) and not changed,
+            "200 and the packet pushed, every field as sent",
+            f"200 with {', '.join(changed)} not as sent" if got.status == 200 and changed else got,
         )
         # Canonical form: the same packet, keys in another order and other whitespace,
         # reads back as the very same bytes.
@@ -318,7 +342,7 @@ class Run:
             "identical bytes",
             "different bytes" if second.status == 200 else second,
         )
-        older = packet(created_at="2026-01-01T00:00:00Z")
+        older = packet(created_at=stamp(60))
         self.push(self.a, older)
         listed = self.call("GET", "/v1/packets", token=self.a, query={"limit": 50})
         rows = (_body(listed) or {}).get("packets") if isinstance(_body(listed), dict) else None
@@ -326,12 +350,31 @@ class Run:
         keyed = isinstance(rows, list) and all(
             isinstance(r, dict) and {"id", "created_at", "goal"} <= set(r) for r in rows
         )
+        entry = next(
+            (r for r in rows or [] if isinstance(r, dict) and r.get("id") == data["id"]), {}
+        )
         self.check(
             API,
             "GET /v1/packets: 200 {packets: [{id, created_at, goal}]}",
-            listed.status == 200 and keyed and data["id"] in ids,
-            "200 with the pushed packet listed, each entry with id, created_at, goal",
+            listed.status == 200
+            and keyed
+            and entry.get("goal") == data["goal"]
+            and _instant(entry.get("created_at")) == _instant(data["created_at"]),
+            "200 with the pushed packet listed with its goal and created_at,"
+            " each entry with id, created_at, goal",
             listed,
+        )
+        self.check(
+            API,
+            "GET /v1/packets: newest first (by created_at)",
+            data["id"] in ids
+            and older["id"] in ids
+            and ids.index(data["id"]) < ids.index(older["id"]),
+            f"{data['id']} (created {data['created_at']}) before {older['id']}"
+            f" (created {older['created_at']})",
+            "both listed, the older first"
+            if data["id"] in ids and older["id"] in ids
+            else "not both listed",
         )
         one = _body(self.call("GET", "/v1/packets", token=self.a, query={"limit": 1}))
         self.check(
