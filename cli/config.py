@@ -312,23 +312,41 @@ def locked() -> Iterator[None]:
         finally:
             _held[me] -= 1
         return
-    try:
-        import fcntl
-    except ImportError:
-        yield
-        return
-    try:
-        fd = os.open(config_dir() / LOCK_FILE, os.O_WRONLY | os.O_CREAT, 0o600)
-    except OSError:
-        yield
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        _held[me] = 1
+    with file_lock(config_dir() / LOCK_FILE) as held:
+        if held:
+            _held[me] = 1
         try:
             yield
         finally:
-            del _held[me]
+            _held.pop(me, None)
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, *, wait: bool = True) -> Iterator[bool]:
+    """Hold an ``flock`` on ``path`` (made 0600 if missing); yields whether it is held.
+
+    False when the file cannot be opened (no folder yet, a read-only one), on Windows (no
+    flock: one process at a time is the common case there, and it goes on), or, unless
+    ``wait``, when another process holds it. The kernel releases the lock when the holder
+    dies, so it is never stale.
+    """
+    try:
+        import fcntl
+    except ImportError:
+        yield True
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
     finally:
         os.close(fd)  # releases the lock
 

@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -234,31 +232,6 @@ def _spelled(host: str) -> str:
     return as_key(host)
 
 
-@contextmanager
-def _delivering(wait: bool) -> Iterator[bool]:
-    """Hold the outbox's lock while delivering; yields False when another process has it
-    (unless ``wait``: then once it lets go)."""
-    try:
-        fd = os.open(folder() / LOCK, os.O_WRONLY | os.O_CREAT, 0o600)
-    except OSError:
-        yield False
-        return
-    try:
-        try:
-            import fcntl
-        except ImportError:  # Windows: no flock; one process delivering is the common case
-            yield True
-            return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
-
-
 def deliver(backend: Backend, host: str, *, wait: bool = False) -> Delivery:
     """Push what waits for ``host`` through ``backend``, oldest first, saying one line for
     each. Stops at the first push that cannot reach the server (the rest wait on)."""
@@ -270,7 +243,9 @@ def deliver(backend: Backend, host: str, *, wait: bool = False) -> Delivery:
     refused: list[str] = []
     if not waiting(host):
         return Delivery(sent, refused, 0)
-    with _delivering(wait) as mine:
+    from ltm.cli.config import file_lock
+
+    with file_lock(folder() / LOCK, wait=wait) as mine:
         entries = waiting(host)  # read again under the lock: what another process left
         if not mine:
             return Delivery(sent, refused, len(entries))
