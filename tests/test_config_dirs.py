@@ -235,3 +235,21 @@ def test_the_config_folder_holding_tokens_is_repaired(tmp_path: Path, umask_022:
     result = cli.run("config", "set", "timeout", "25")
     assert result.returncode == 0 and "made private" in result.stderr
     assert _mode(cli.config) == 0o700
+
+
+def test_folders_a_server_database_needs_are_made_private_under_a_loose_umask(
+    tmp_path: Path,
+) -> None:
+    """``ltm server run --db /new/a/b/server.db``: every folder made on the way is its
+    owner's alone, not only the last; a world-writable parent lets anyone rename the
+    store's folder away and put their own in its place."""
+    from ltm.store.sqlite import SqliteStore
+
+    old = os.umask(0)
+    try:
+        store = SqliteStore(tmp_path / "new" / "a" / "b" / "server.db")
+        store.close()
+    finally:
+        os.umask(old)
+    made = [tmp_path / "new", tmp_path / "new" / "a", tmp_path / "new" / "a" / "b"]
+    assert {_mode(p) for p in made} == {0o700}

@@ -818,8 +818,13 @@ class SqliteStore(Store):
         here (ltm's own data folder is repaired by the CLI).
         """
         folder = self.path.parent
+        # Each missing folder on the way made 0700 here, not the last alone: mkdir's
+        # parents get 0777 less the umask, so under umask 000 anyone could rename the
+        # store's folder away and put their own in its place.
         if not folder.exists():
-            folder.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+            missing = [folder, *(p for p in folder.parents if not p.exists())]
+            for made in reversed(missing):
+                made.mkdir(exist_ok=True, mode=PRIVATE_DIR)
         if os.name != "posix":
             return  # Windows: a user's profile folder is private by its ACL already
         with contextlib.suppress(FileExistsError):
