@@ -1049,7 +1049,10 @@ def mcp_route(path: str, methods: list[str]) -> None:
     app.route(path, methods=methods, content_types=["*/*"])(view)
 
 
-mcp_route("/mcp", ["GET", "POST", "DELETE", "OPTIONS"])
+# Every method, though /mcp answers POST and OPTIONS alone: it refuses the rest itself,
+# with the 405 and the Allow the MCP transport names, where a router's 405 would list
+# the methods registered here (GET and DELETE among them, refused in turn).
+mcp_route("/mcp", ["GET", "POST", "DELETE", "OPTIONS", "PUT", "PATCH"])
 mcp_route("/.well-known/oauth-protected-resource/mcp", ["GET", "OPTIONS"])
 mcp_route("/.well-known/oauth-protected-resource", ["GET", "OPTIONS"])
 mcp_route("/.well-known/oauth-authorization-server", ["GET", "OPTIONS"])

@@ -1695,6 +1695,8 @@ def mcp_paths() -> dict[str, Any]:
             },
             "get": {"operationId": "mcpStream", "summary": "No stream.", "responses": refused},
             "delete": {"operationId": "mcpEnd", "summary": "No session.", "responses": refused},
+            "put": {"operationId": "mcpPut", "summary": "Not MCP's.", "responses": refused},
+            "patch": {"operationId": "mcpPatch", "summary": "Not MCP's.", "responses": refused},
         },
         "/.well-known/oauth-protected-resource/mcp": document(
             "protectedResource", "`/mcp`'s protected resource metadata (RFC 9728)."

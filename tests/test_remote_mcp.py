@@ -314,8 +314,9 @@ def test_the_transport_answers_as_the_specification_has_it(server: Server) -> No
             assert set(result["capabilities"]) == {"tools", "prompts", "resources"}
             assert result["serverInfo"]["name"] == "ltm" and result["serverInfo"]["version"]
             assert "`resume`" in result["instructions"] and "`save`" in result["instructions"]
-        # No stream to open and no session to end: 405, naming what /mcp answers.
-        for method in ("GET", "DELETE"):
+        # No stream to open and no session to end: 405, naming what /mcp answers; any
+        # other method is told the same (never an Allow naming methods refused in turn).
+        for method in ("GET", "DELETE", "PUT", "PATCH", "HEAD"):
             answer = http.request(method, "/mcp", headers={"Authorization": f"Bearer {token}"})
             assert answer.status_code == 405 and answer.headers["allow"] == "OPTIONS, POST"
 

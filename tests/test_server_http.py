@@ -171,6 +171,8 @@ def test_openapi_document_lists_every_route(server: Server) -> None:
         ("GET", "/mcp"),
         ("DELETE", "/mcp"),
         ("OPTIONS", "/mcp"),  # the transport's preflight: same Allow as GET's 405
+        ("PUT", "/mcp"),  # refused by /mcp itself, as GET and DELETE are
+        ("PATCH", "/mcp"),
         *(
             (method, path)
             for path in (

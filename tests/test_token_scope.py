@@ -373,7 +373,7 @@ PUBLIC = {
 }
 # /mcp takes any token of this server (or an OAuth one for it); each tool asks its own
 # scope (test_remote_mcp.py walks the tools).
-MCP = {("POST", "/mcp"), ("GET", "/mcp"), ("DELETE", "/mcp"), ("OPTIONS", "/mcp")}
+MCP = {(method, "/mcp") for method in ("POST", "GET", "DELETE", "OPTIONS", "PUT", "PATCH")}
 # What the walk needs in a query to get past the request's own checks to the token's.
 QUERIES = {
     ("GET", "/v1/search"): {"q": "walk"},
