@@ -256,11 +256,14 @@ class Backend(ABC):
 
         local = not self.meaning_decided_elsewhere
         wanted = mode or ("hybrid" if not local or semantic.enabled() else "lexical")
-        if wanted != "lexical" and local:
-            if off := semantic.why_off():
-                raise self.fail(off)
-            self.fill_vectors(progress)
         try:
+            if wanted != "lexical" and local:
+                if off := semantic.why_off():
+                    raise self.fail(off)
+                try:
+                    self.fill_vectors(progress)
+                except semantic.Unavailable as exc:  # installed, but its files cannot be read
+                    raise self.fail(str(exc)) from None
             return self.search(query, team=team, all_scopes=all_scopes, limit=limit, mode=wanted)
         except Failure as exc:
             if mode is not None or semantic.EXTRA not in exc.message:

@@ -106,8 +106,11 @@ def why_off() -> str | None:
     if value.lower() in _OFF:
         return f"search by meaning is turned off here (LTM_SEMANTIC={value})"
     if not installed():
+        folder = package_folder()
+        if folder is not None:  # a wordllama that keeps its model elsewhere
+            return f"search by meaning needs wordllama's model, not in {folder}: {_REINSTALL}"
         return f"search by meaning needs the semantic extra: pip install '{EXTRA}'"
-    return None
+    return None  # installed; whether its files can be read, ``model`` finds out
 
 
 def _cache_dir() -> Path:
@@ -128,21 +131,32 @@ class Model:
         if not weights.is_file() or not tokenizer.is_file():
             raise Unavailable(f"wordllama's files are not in {folder}")
         self._file = open(weights, "rb")  # noqa: SIM115 - held for the model's life
-        (size,) = struct.unpack("<Q", self._file.read(8))
-        header = json.loads(self._file.read(size))
-        tensor = header["embedding.weight"]
-        rows, dim = tensor["shape"]
-        if tensor["dtype"] != "F16" or dim != DIM:
-            raise Unavailable(f"unexpected weights in {weights}: {tensor['dtype']} {dim}")
+        try:
+            length = os.fstat(self._file.fileno()).st_size
+            (size,) = struct.unpack("<Q", self._file.read(8))
+            if size > length:  # a damaged length: never ask read() for that much
+                raise Unavailable(f"{weights} is cut short")
+            header = json.loads(self._file.read(size))
+            tensor = header["embedding.weight"]
+            rows, dim = tensor["shape"]
+            if tensor["dtype"] != "F16" or dim != DIM:
+                raise Unavailable(f"unexpected weights in {weights}: {tensor['dtype']} {dim}")
+            self._data = 8 + size + tensor["data_offsets"][0]
+            # Every row is read by an offset (``_rows``): a file cut short would fail a
+            # search, or a save, on the first token past its end rather than here.
+            if length < self._data + rows * DIM * 2:
+                raise Unavailable(f"{weights} is cut short")
+            self.vocab = _vocabulary(tokenizer, weights)
+        except BaseException:
+            self._file.close()
+            raise
         self.rows = rows
-        self._data = 8 + size + tensor["data_offsets"][0]
         self._row = struct.Struct(f"<{DIM}e")
         self._lock = threading.Lock()
         # Rows read, as their bytes: unpacked, a row is 256 float objects (8 KB), and a
         # long-lived process (a server, the warm MCP helper) that searched by meaning
         # kept thousands of them (bench/bench_semantic.py measures what it gains).
         self._cache: dict[int, bytes] = {}
-        self.vocab = _vocabulary(tokenizer, weights)
         self._bytes = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)]
         self._words: dict[str, tuple[int, ...]] = {}
         self._word_rows: dict[str, tuple[tuple[float, ...], float] | None] = {}
@@ -313,18 +327,36 @@ def _vocabulary(tokenizer: Path, weights: Path) -> dict[str, int]:
 
 _model: Model | None = None
 _model_lock = threading.Lock()
+# Why the model failed to load in this process, said again by each ``model`` call: its
+# files are read once, and a broken install is not read again at every packet.
+_broken: str | None = None
+_REINSTALL = f"pip install --force-reinstall '{EXTRA}'"
+# What reading a damaged file can raise: a short read (struct.error), JSON that does not
+# parse (ValueError), a header or vocabulary of another shape (LookupError, TypeError).
+_DAMAGED = (OSError, ValueError, LookupError, TypeError, struct.error)
 
 
 def model() -> Model:
-    """The process's model, loaded once; ``Unavailable`` without the extra."""
-    global _model
+    """The process's model, loaded once; ``Unavailable``, with one line that says why and
+    names the extra, without it or when its files cannot be read."""
+    global _model, _broken
     if _model is None:
         with _model_lock:
             if _model is None:
+                if _broken is not None:
+                    raise Unavailable(_broken)
                 folder = package_folder()
                 if folder is None:
-                    raise Unavailable("install ltm[semantic] for search by meaning")
-                _model = Model(folder)
+                    raise Unavailable(f"install {EXTRA} for search by meaning")
+                try:
+                    _model = Model(folder)
+                except (Unavailable, *_DAMAGED) as exc:
+                    detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+                    _broken = (
+                        f"search by meaning is off: wordllama's model cannot be read"
+                        f" ({detail}); reinstall it: {_REINSTALL}"
+                    )
+                    raise Unavailable(_broken) from None
     return _model
 
 

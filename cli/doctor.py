@@ -194,14 +194,22 @@ def check_meaning() -> Check:
     from ltm import semantic
 
     if not semantic.installed():
+        # A wordllama whose model is elsewhere (another release) is not a missing extra.
+        why = "the semantic extra is not installed"
+        if semantic.package_folder() is not None and (off := semantic.why_off()):
+            why = off
         return Check(
             "meaning",
             "skip",
-            "search and recall by words only: the semantic extra is not installed",
+            f"search and recall by words only: {why}",
             f"for search by meaning too: pip install '{semantic.EXTRA}'",
         )
     if not semantic.enabled():
         return Check("meaning", "skip", "turned off by LTM_SEMANTIC")
+    try:
+        semantic.model()  # installed is not readable: a damaged file turns meaning off
+    except semantic.Unavailable as exc:
+        return Check("meaning", "warn", f"search and recall by words only: {exc}")
     return Check("meaning", "ok", f"search and recall by meaning too ({semantic.MODEL})")
 
 

@@ -197,3 +197,66 @@ def test_a_server_without_meaning_answers_by_words(tmp_path: Path) -> None:
         assert "ltm[semantic]" in me.fails("search", "database sockets", "--semantic")
     finally:
         server.stop()
+
+
+def _damaged_wordllama(where: Path, damage: str) -> Path:
+    """A copy of the installed wordllama's model files, damaged as a disk, an interrupted
+    install or a later release leaves them; a folder for PYTHONPATH, where it comes before
+    the real package."""
+    from ltm import semantic
+
+    real = semantic.package_folder()
+    assert real is not None
+    package = where / "wordllama"
+    (package / "weights").mkdir(parents=True)
+    (package / "tokenizers").mkdir()
+    (package / "__init__.py").write_text("")
+    weights = real.joinpath(*semantic._WEIGHTS).read_bytes()
+    tokenizer = real.joinpath(*semantic._TOKENIZER).read_bytes()
+    header = 8 + int.from_bytes(weights[:8], "little")
+    if damage == "weights cut short":  # the header whole, the table not
+        weights = weights[: header + 1000]
+    elif damage == "weights of four bytes":
+        weights = weights[:4]
+    elif damage == "tokenizer that does not parse":
+        tokenizer = tokenizer[:5000]
+    elif damage == "tokenizer of another shape":
+        tokenizer = b'{"model": {"type": "BPE"}}'
+    if damage != "files moved by another release":
+        package.joinpath(*semantic._WEIGHTS).write_bytes(weights)
+        package.joinpath(*semantic._TOKENIZER).write_bytes(tokenizer)
+    return where
+
+
+@MEANING
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "weights cut short",
+        "weights of four bytes",
+        "tokenizer that does not parse",
+        "tokenizer of another shape",
+        "files moved by another release",
+    ],
+)
+def test_a_damaged_model_leaves_saves_and_words_working(
+    cli: Cli, tmp_path: Path, damage: str
+) -> None:
+    """The extra installed but its files unreadable: a save is kept, a search finds by
+    its words, a search by meaning says so in one line naming the extra, recall at the
+    prompt stays silent, and doctor says why meaning is off."""
+    cli.env["PYTHONPATH"] = str(_damaged_wordllama(tmp_path / "site", damage))
+    cli.env["LTM_CACHE_DIR"] = str(tmp_path / "cache")
+    cli.env["LTM_STATE_DIR"] = str(tmp_path / "state")
+    stripe = save(cli, goal="Deduplicate Stripe webhook events so nobody is billed twice")
+    found = json.loads(cli.ok("search", "stripe", "--json"))["results"]
+    assert [hit["id"] for hit in found] == [stripe]
+    said = cli.fails("search", "customers charged two times", "--semantic")
+    assert "ltm[semantic]" in said and "wordllama" in said
+    prompt = {"session_id": "s-1", "cwd": str(tmp_path), "hook_event_name": "UserPromptSubmit",
+              "prompt": "why are customers charged two times for one order?"}  # fmt: skip
+    hook = cli.run("hook", "user-prompt", stdin=json.dumps(prompt))
+    assert (hook.returncode, hook.stdout, hook.stderr) == (0, "", "")
+    doctor = cli.run("doctor").stdout
+    (meaning,) = [line for line in doctor.splitlines() if " meaning " in f"{line} "]
+    assert "words only" in meaning and "wordllama" in meaning, meaning

@@ -373,6 +373,33 @@ def test_hybrid_ranks_words_and_meaning_together(
     store.close()
 
 
+def test_a_model_that_breaks_under_a_server_is_said_as_a_missing_extra(
+    served: tuple[SqliteStore, Caller, dict[str, str]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its packets' vectors made, the server's model then unreadable (its weights cut
+    short): a search by meaning is a 400 naming the extra, which the CLI takes as the
+    sign to ask for the words alone (``Backend.find``); the words still answer."""
+    store, caller, ids = served
+    real = semantic.package_folder()
+    assert real is not None
+    broken = tmp_path / "wordllama"
+    for part in (semantic._WEIGHTS, semantic._TOKENIZER):
+        broken.joinpath(part[0]).mkdir(parents=True)
+        broken.joinpath(*part).write_bytes(real.joinpath(*part).read_bytes())
+    weights = broken.joinpath(*semantic._WEIGHTS)
+    weights.write_bytes(weights.read_bytes()[:100_000])
+    monkeypatch.setattr(semantic, "package_folder", lambda: broken)
+    monkeypatch.setattr(semantic, "_model", None)
+    monkeypatch.setattr(semantic, "_broken", None)
+    for mode in ("hybrid", "semantic"):
+        with pytest.raises(BadRequest, match=r"cannot be read .* 'ltm\[semantic\]'"):
+            searching.search(store, caller, "database sockets", mode=mode)
+    assert [hit.meta.id for hit in searching.search(store, caller, "pgbouncer")] == [ids["pool"]]
+    store.close()
+
+
 # A labelled set: packets of bench/semantic_corpus.json, short queries sharing no word
 # with the packet they are about, and one about none of them. Their cosines (0.17 to
 # 0.23 for the right ones, 0.11 for the unrelated one) are what the floor sits between.
@@ -486,4 +513,5 @@ def test_meaning_off_says_how_to_turn_it_on(monkeypatch: pytest.MonkeyPatch) -> 
     assert semantic.why_off() == "search by meaning is turned off here (LTM_SEMANTIC=off)"
     monkeypatch.delenv("LTM_SEMANTIC")
     monkeypatch.setattr(semantic, "installed", lambda: False)
+    monkeypatch.setattr(semantic, "package_folder", lambda: None)
     assert "pip install 'ltm[semantic]'" in (semantic.why_off() or "")

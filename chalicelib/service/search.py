@@ -123,7 +123,10 @@ def _ranked(
         return [(hit, "words") for hit in store.search(query, scopes=scopes, limit=limit)]
     semantic = _semantic()
     lexical = store.search(query, scopes=scopes, limit=limit) if mode != "semantic" else []
-    meaning = semantic.query_vector(meaning_text(query)) if mode != "lexical" else None
+    try:
+        meaning = semantic.query_vector(meaning_text(query))
+    except semantic.Unavailable as exc:  # its files cannot be read: said as a missing extra is
+        raise BadRequest(f"mode: {exc}") from None
     if meaning is None:
         return [(hit, "words") for hit in lexical]
     near = store.nearest(meaning, query, scopes=scopes, limit=max(limit, semantic.FUSE_DEPTH))
