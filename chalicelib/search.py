@@ -8,7 +8,10 @@ caller's scopes alone): a ranking never counts packets the caller cannot read
 tokenizer does (letters and digits; a mark such as a vowel sign separates) and
 fold case and diacritics; on SQLite, FTS5 cuts and folds the query as typed
 itself, since ``fold`` is not unicode61's outside Latin (``й``, Greek accents,
-Hangul). Both take their text from ``fields_of`` and both show ``snippet``.
+Hangul). A run of a script written without spaces (Chinese, Japanese, Korean,
+Thai) is cut into its pairs of characters instead, by both stores (``_grams``;
+on SQLite those pairs are matched in a table of their own, ``packet_grams``).
+Both take their text from ``fields_of`` and both show ``snippet``.
 
 Query syntax, all terms required (AND)::
 
@@ -30,6 +33,7 @@ import json
 import math
 import re
 import unicodedata
+from collections.abc import Sequence
 from typing import NamedTuple
 
 # Fields in the order a snippet prefers them, with their ranking weight: the goal
@@ -69,10 +73,96 @@ def fold(text: str) -> str:
 
 
 def words(text: str) -> list[str]:
+    """The words of ``text`` as search matches them: folded, and a run of a script
+    written without spaces cut into its pairs of characters (``_grams``)."""
     # Cut, then fold each word, as FTS5 and ``_tokens`` do: folding first would join
     # what a mark separates (Devanagari's vowel signs and virama, Hebrew's vowel points
     # are not word characters), and a query's words would never be a packet's.
-    return [fold(word) for word in _WORD.findall(text)]
+    if _GRAM_ANY.search(text) is None:
+        return [fold(word) for word in _WORD.findall(text)]
+    return [token for token, _, _ in _tokens(text) if token != BREAK]
+
+
+# -- scripts written without spaces ------------------------------------------
+#
+# Chinese, Japanese and Thai put no space between words, and Korean joins nouns into
+# compounds: FTS5's unicode61 (and ``_WORD``) keep such a run whole, one word, so a
+# word inside it found nothing. Such a run is cut instead into its overlapping pairs
+# of characters (bigrams: 検索テスト is 検索 索テ テス スト), the packet's text and the
+# query's alike, so a query of two characters or more matches as the phrase of its
+# pairs wherever it stands in a run (the usual way without a dictionary of each
+# language; Lucene's CJKBigramFilter does this). A run of one character is that
+# character, so a query of one character finds it where it stands alone (between
+# spaces, punctuation or other scripts), not inside a longer run: a pair is the
+# least a word of these scripts is matched by, and DynamoDB's index finds a word by
+# its first two characters. Each character is read in its compatibility form
+# (half-width katakana as full-width, a compatibility ideograph as the unified
+# one); marks (Thai's vowel and tone marks, kana's combining sound marks) are left
+# out, so a Thai word is one run and matches with or without them.
+#
+# These rules live here alone: DynamoDB's term index takes a packet's words from
+# ``words`` (``term_weights``), SQLite's ``packet_grams`` table indexes ``gram_text``
+# and is asked with ``grams_expression``, and both check and mark a match with
+# ``_tokens``.
+_GRAM_RANGES = (
+    "\u0e01-\u0e3a\u0e40-\u0e4e\u0e50-\u0e59"  # Thai (letters, marks, digits)
+    "\u1100-\u11ff\u3131-\u318e\ua960-\ua97c\uac00-\ud7a3\ud7b0-\ud7fb"  # Hangul
+    "\u3005-\u3007"  # 々 〆 〇
+    "\u3041-\u3096\u3099\u309a\u309d-\u309f"  # Hiragana
+    "\u30a1-\u30fa\u30fc-\u30ff\u31f0-\u31ff\uff66-\uff9f"  # Katakana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"  # Han
+)
+_GRAM_ANY = re.compile(f"[{_GRAM_RANGES}]")
+# A run of those scripts, or a word of any other (as ``_WORD``, but stopping at them).
+_PIECE = re.compile(f"(?P<run>[{_GRAM_RANGES}]+)|[^\\W_{_GRAM_RANGES}]+")
+# Stands between two runs with nothing but spaces or punctuation between them, so the
+# pairs of one run and the next never make a phrase (東京、京都 holds no 東京都). A
+# private-use character: never a word of a query (``_WORD`` skips it), and a word
+# character to unicode61, so FTS5 keeps it in its place.
+BREAK = "\ue000"
+
+
+def _grams(run: str, at: int) -> list[tuple[str, int, int]]:
+    """The pairs of characters of ``run`` (which starts at ``at`` in its text), each with
+    where it stands; one character alone when the run has one."""
+    chars: list[tuple[str, int]] = []
+    for i, ch in enumerate(run):
+        for plain in unicodedata.normalize("NFKC", ch):
+            if not unicodedata.category(plain).startswith("M"):
+                chars.append((plain.lower(), at + i))
+            elif chars:
+                # A sound mark typed apart (half-width ｶﾞ, or か and U+3099) makes one
+                # letter with the kana before it (ガ); a mark that makes none is left out.
+                joined = unicodedata.normalize("NFC", chars[-1][0] + plain)
+                if len(joined) == 1:
+                    chars[-1] = (joined, chars[-1][1])
+    # Each character ends where the next begins: its marks go with it.
+    ends = [start for _, start in chars[1:]] + [at + len(run)]
+    if len(chars) == 1:
+        return [(chars[0][0], chars[0][1], ends[0])]
+    return [
+        (chars[i][0] + chars[i + 1][0], chars[i][1], ends[i + 1]) for i in range(len(chars) - 1)
+    ]
+
+
+def has_grams(text: str) -> bool:
+    """Whether ``text`` holds a character of a script written without spaces."""
+    return _GRAM_ANY.search(text) is not None
+
+
+def gram_texts(texts: Sequence[str]) -> tuple[str, ...] | None:
+    """A packet's row in ``packet_grams`` (``gram_text`` of each field), or None when
+    no field holds such a script: only those packets have one."""
+    if not any(_GRAM_ANY.search(text) for text in texts):
+        return None
+    return tuple(gram_text(text) for text in texts)
+
+
+def gram_text(text: str) -> str:
+    """``text`` as SQLite's ``packet_grams`` indexes it: its words (``_tokens``, the
+    breaks between runs included) one space apart, which unicode61 cuts back into
+    the same words."""
+    return " ".join(token for token, _, _ in _tokens(text))
 
 
 # NamedTuples, not dataclasses: a hook's recall and the fast ``ltm search`` load this
@@ -116,7 +206,8 @@ def parse(text: str) -> Query:
                 (tags if qual == "tag:" else projects).append(value)
             continue
         prefix = phrase is None and raw.endswith("*")
-        found = tuple(words(raw))
+        # With the breaks between runs, as the packet's text has them (``_tokens``).
+        found = tuple(token for token, _, _ in _tokens(raw))
         if not found:
             continue
         if prefix and len(found[-1]) < MIN_PREFIX:
@@ -163,6 +254,22 @@ def fts_expression(query: Query) -> str:
         for value in values:
             if words(value):
                 parts.append(f"{column} : {_quoted(value)}")
+    return " AND ".join(parts)
+
+
+def grams_expression(query: Query) -> str | None:
+    """The MATCH string for SQLite's ``packet_grams`` when a term of ``query`` is in a
+    script written without spaces, else None (``fts_expression`` on ``packet_fts``
+    answers, as it always has). That table holds the words ``_tokens`` makes, one
+    space apart (``gram_text``), so each term is the phrase of its own ``_tokens``:
+    the pairs of a run in a row, whatever script the rest of the query is in."""
+    if not any(has_grams(term.text or " ".join(term.words)) for term in query.terms):
+        return None
+    parts = [_quoted(" ".join(term.words)) + (" *" if term.prefix else "") for term in query.terms]
+    for column, values in (("tags", query.tags), ("project", query.projects)):
+        for value in values:
+            if found := gram_text(value):
+                parts.append(f"{column} : {_quoted(found)}")
     return " AND ".join(parts)
 
 
@@ -373,8 +480,26 @@ def term_weights(fields: dict[str, str]) -> dict[str, float]:
 
 
 def _tokens(text: str) -> list[tuple[str, int, int]]:
-    """Each word of ``text`` folded, with where it stands in the original text."""
-    return [(fold(m.group()), m.start(), m.end()) for m in _WORD.finditer(text)]
+    """Each word of ``text`` folded, with where it stands in the original text; a run of
+    a script written without spaces as its pairs (``_grams``), ``BREAK`` between two
+    such runs."""
+    if _GRAM_ANY.search(text) is None:
+        return [(fold(m.group()), m.start(), m.end()) for m in _WORD.finditer(text)]
+    out: list[tuple[str, int, int]] = []
+    after_run = False
+    for m in _PIECE.finditer(text):
+        if m["run"] is None:
+            out.append((fold(m.group()), m.start(), m.end()))
+            after_run = False
+            continue
+        grams = _grams(m.group(), m.start())
+        if not grams:
+            continue  # marks alone
+        if after_run:
+            out.append((BREAK, m.start(), m.start()))
+        out.extend(grams)
+        after_run = True
+    return out
 
 
 def _term_spans(term: Term, tokens: list[tuple[str, int, int]]) -> list[tuple[int, int]]:

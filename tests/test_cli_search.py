@@ -59,6 +59,20 @@ def test_search_by_meaning_words_or_both(cli: Cli) -> None:
     assert "pip install" not in off.stderr
 
 
+def test_search_finds_a_word_inside_a_run_of_japanese_chinese_or_korean(cli: Cli) -> None:
+    """Japanese and Chinese put no space between words, Korean joins compounds: a word
+    inside such a run finds its packet, and is the part marked."""
+    runs = {
+        "テスト": save(cli, goal="検索テストを直す"),
+        "功能": save(cli, goal="修复搜索功能的错误"),
+        "자동완성": save(cli, goal="검색어자동완성오류 수정"),
+    }
+    for word, saved in runs.items():
+        found = json.loads(cli.ok("search", word, "--lexical", "--json"))["results"]
+        assert [hit["id"] for hit in found] == [saved], word
+    assert "    goal: 検索**テスト**を直す" in cli.ok("search", "テスト", "--lexical")
+
+
 def test_search_ranks_marks_and_escapes(cli: Cli) -> None:
     target = save(
         cli,

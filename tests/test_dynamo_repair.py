@@ -230,3 +230,30 @@ def test_the_documented_command_runs() -> None:
             json.loads(done.stdout)
         assert_consistent(store)
         assert claims(store) == {"sam": "uold", "olive": "uolive"}
+
+
+def test_repair_indexes_a_run_written_without_spaces_in_pairs(
+    store: DynamoStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table indexed before runs of Chinese, Japanese, Korean or Thai were cut into
+    pairs of characters holds such a run as one word: the repair (the upgrade's step,
+    deploy-aws.md) indexes it in pairs, and a word inside the run finds it."""
+    import re
+
+    from ltm import search
+
+    def whole_runs(fields: dict[str, str]) -> dict[str, float]:  # the words of before
+        return {
+            search.fold(word): 5.0
+            for text in fields.values()
+            for word in re.findall(r"[^\W_]+", text)
+        }
+
+    monkeypatch.setattr(search, "term_weights", whole_runs)
+    put(store, packet("01RUN0000000", "u1", words="検索テストを直す"))
+    Stream(store).drain()
+    monkeypatch.undo()
+    assert found(store, "テスト", ME) == []
+    repair_index(store, say=lambda _: None)
+    assert found(store, "テスト", ME) == ["01RUN0000000"]
+    assert found(store, "検索", ME) == ["01RUN0000000"]

@@ -92,6 +92,34 @@ def test_the_same_tools_save_search_and_resume_over_http(server: Server) -> None
     assert "saved by this same user" in resumed and "teach the parser tabs" in resumed
 
 
+# A word inside a run of a script written without spaces, and its packet's goal.
+RUNS = {
+    "テスト": "検索テストを直す",
+    "功能": "修复搜索功能的错误",
+    "자동완성": "검색어자동완성오류 수정",
+}
+
+
+def test_search_finds_a_word_inside_a_run_of_japanese_chinese_or_korean(server: Server) -> None:
+    """On either store behind ``/mcp``: such a run is searched in pairs of characters."""
+    _, token = server.issue("kenji")
+
+    async def work(client: Any) -> dict[str, str]:
+        for goal in RUNS.values():
+            saved = await client.call_tool("save", {"packet": {"goal": goal, "next_step": "go"}})
+            assert not saved.is_error, text(saved)
+        found = {}
+        for word in RUNS:
+            answer = await client.call_tool("search", {"query": word, "mode": "lexical"})
+            found[word] = text(answer)
+        return found
+
+    found = session(server, token, work)
+    for word, goal in RUNS.items():
+        assert goal in found[word], found[word]
+        assert not any(other in found[word] for other in RUNS.values() if other != goal)
+
+
 @pytest.mark.parametrize("mode", ["auto", "2026-07-28"])
 def test_a_client_of_the_stateless_protocol_gets_the_same_answers(
     server: Server, mode: str

@@ -134,15 +134,18 @@ def test_a_store_of_every_release_upgrades_and_works(tmp_path: Path, release: st
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
+BEFORE_REPAIR = 16  # the latest schema before the repair (migration 17, ``_restore_skipped``)
+
+
 def test_a_store_upgraded_by_the_release_before_the_repair_is_repaired(tmp_path: Path) -> None:
     """A store of those two releases that today's code opened before it knew of them is at
-    the latest schema but one, still without the tables: the repair makes them."""
+    the schema before the repair, still without the tables: the repair makes them."""
     path = tmp_path / "ltm.db"
     released_store(path, [*MIGRATIONS[:7], _root_user])
     with sqlite3.connect(path, isolation_level=None) as db:
         db.execute("BEGIN")
-        _run(db, MIGRATIONS[8 : SCHEMA_VERSION - 1])
-        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+        _run(db, MIGRATIONS[8:BEFORE_REPAIR])
+        db.execute(f"PRAGMA user_version = {BEFORE_REPAIR}")
         db.execute("COMMIT")
     store = SqliteStore(path)
     try:
@@ -215,3 +218,70 @@ def test_a_migration_killed_before_its_commit_is_run_again_by_the_next_open(
         store.close()
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+# A word in each script written without spaces, inside a run of its packet's goal.
+RUNS = {
+    "01JS5JAPANESE000000000003": ("検索テストを直す", "テスト"),
+    "01JS5CHINESE0000000000004": ("修复搜索功能的错误", "功能"),
+    "01JS5KOREAN00000000000005": ("검색어자동완성오류", "자동완성"),
+}
+
+
+def _before_grams(path: Path) -> None:
+    """Set the store at ``path`` back to the schema before ``packet_grams`` (17): its
+    full-text index alone, where a run of those scripts is one word, and the trigger
+    of that schema (the compact layout's)."""
+    from ltm.store.sqlite_schema import _COMPACT_SWAP, GRAMS_VERSION
+
+    (trigger,) = [
+        sql
+        for sql in _statements(_COMPACT_SWAP)
+        if sql.strip().startswith("CREATE TRIGGER packets_unindex")
+    ]
+    with sqlite3.connect(path, isolation_level=None) as db:
+        db.execute("BEGIN")
+        db.execute("DROP TABLE packet_grams")
+        db.execute("DROP TRIGGER packets_unindex")
+        db.execute(trigger)
+        db.execute(f"PRAGMA user_version = {GRAMS_VERSION - 1}")
+        db.execute("COMMIT")
+
+
+def test_a_store_indexed_before_pairs_finds_a_word_inside_a_run_once_upgraded(
+    tmp_path: Path,
+) -> None:
+    """Packets in Japanese, Chinese and Korean saved before search cut such runs into
+    pairs are indexed in pairs by the migration (a hook leaves it to a process of its
+    own: it is pending), and then found by a word inside a run."""
+    from ltm.store.sqlite import pending_migration
+
+    path = tmp_path / "ltm.db"
+    released_store(path, RELEASES["schema 10"]())
+    caller = tokens.credential(f"Bearer {TOKEN}")
+    store = SqliteStore(path)
+    try:
+        for pid, (goal, _word) in RUNS.items():
+            data = {**json.loads(example_bytes()), "id": pid, "goal": goal}
+            packets.push(store, caller, packet.canonical_bytes(data))
+    finally:
+        store.close()
+    _before_grams(path)
+    assert pending_migration(path)
+    with sqlite3.connect(path) as db:  # the old index: the run is one word
+        old = db.execute("SELECT rowid FROM packet_fts WHERE packet_fts MATCH 'テスト'")
+        assert old.fetchall() == []
+
+    store = SqliteStore(path)
+    try:
+        for pid, (_goal, word) in RUNS.items():
+            assert [h.meta.id for h in searching.search(store, caller, word)] == [pid], word
+        assert [h.meta.id for h in searching.search(store, caller, "billing")] == [OLD_ID]
+        # The trigger the migration made again drops a deleted packet's pairs too.
+        store.delete_packet("01JS5JAPANESE000000000003")
+        assert searching.search(store, caller, "テスト") == []
+        with sqlite3.connect(path) as db:
+            assert db.execute("SELECT count(*) FROM packet_grams").fetchone()[0] == 2
+    finally:
+        store.close()
+    assert not pending_migration(path)

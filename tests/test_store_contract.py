@@ -1304,6 +1304,53 @@ def test_a_query_typed_in_full_width_finds_the_packets_words(store: Store) -> No
         assert ids(search(store, query, me)) == ["01WIDTH00000"], query
 
 
+@pytest.mark.parametrize(
+    ("goal", "words"),
+    [
+        ("検索テストを直す", ["検索", "テスト", "直す", "検索テスト"]),
+        ("修复搜索功能的错误", ["搜索", "功能", "错误", "修复"]),
+        ("검색어자동완성오류", ["자동완성", "검색어", "오류"]),  # one compound
+        ("แก้ไขการค้นหา", ["ค้นหา", "การ", "แก้ไข"]),  # Thai, its marks and all
+    ],
+    ids=["japanese", "chinese", "korean", "thai"],
+)
+def test_a_word_inside_a_run_written_without_spaces_finds_the_packet(
+    store: Store, goal: str, words: list[str]
+) -> None:
+    """Chinese, Japanese and Thai put no space between words (Korean joins compounds):
+    each is indexed and asked in pairs of characters, so a word inside a run finds
+    its packet, with a word of another script too, and is marked in the snippet."""
+    put(store, doc("01RUN0000000", "u1", n=1, goal=goal))
+    put(store, doc("01OTHERRUN00", "u1", n=2, goal="東京、京都の旅"))
+    me = [("u1", None)]
+    for word in words:
+        hits = search(store, word, me)
+        assert ids(hits) == ["01RUN0000000"], word
+        start, end = hits[0].snippet.highlights[0]
+        assert hits[0].snippet.text[start:end] == word
+    assert ids(search(store, f"{words[0]} continue", me)) == ["01RUN0000000"]
+    assert ids(search(store, f"{words[0]} nowhere", me)) == []
+    assert ids(search(store, f'"{goal}"', me)) == ["01RUN0000000"]
+    assert ids(search(store, f"{words[0]}{words[0]}", me)) == []  # its pairs, not in a row
+
+
+def test_runs_apart_make_no_word_and_one_character_is_a_word_alone(store: Store) -> None:
+    """Pairs of two runs never make a phrase across what separates them; a query of
+    one character finds it where it stands alone, not inside a longer run; a packet
+    rewritten or deleted leaves no pair behind."""
+    put(store, doc("01CITIES0000", "u1", n=1, goal="東京、京都 猫 と 犬のテスト"))
+    me = [("u1", None)]
+    assert ids(search(store, "京都", me)) == ["01CITIES0000"]
+    assert ids(search(store, "東京都", me)) == []  # 東京 then 京都: no 東京都
+    assert ids(search(store, "猫", me)) == ["01CITIES0000"]
+    assert ids(search(store, "犬", me)) == []  # inside 犬のテスト
+    put(store, doc("01CITIES0000", "u1", n=1, goal="大阪の旅"))
+    assert ids(search(store, "京都", me)) == []
+    assert ids(search(store, "大阪", me)) == ["01CITIES0000"]
+    assert store.delete_packet_as("01CITIES0000", "u1") is True
+    assert ids(search(store, "大阪", me)) == []
+
+
 def test_search_follows_writes_replace_and_delete(store: Store) -> None:
     me = [("u1", None)]
     put(store, doc("01CHANGING00", "u1", goal="migrate the database to postgres"))

@@ -456,6 +456,8 @@ def _query_words(query: Query) -> tuple[list[str], list[str]]:
     prefixes: list[str] = []
     for term in query.terms:
         for i, word in enumerate(term.words):
+            if word == search.BREAK:
+                continue  # where two runs meet: a place in a phrase, never indexed
             word = word[:MAX_WORD]
             if term.prefix and i == len(term.words) - 1:
                 if word not in prefixes:

@@ -71,6 +71,7 @@ from . import (
 from .sqlite_schema import (
     _FTS_COLUMNS,
     COMPACT_VERSION,
+    GRAMS_INTO,
     MIGRATIONS,
     SCHEMA_VERSION,
     _is_compact,
@@ -90,7 +91,7 @@ MEANING_WINDOW = 2000  # how many of the newest packets ``nearest`` compares
 SATURATION = 1.2  # BM25's k1: the tenth match in a field adds little over the second
 
 
-def _score_sql() -> str:
+def _score_sql(table: str = "packet_fts") -> str:
     """SQL for a match's score from its own text alone (see ``SqliteStore.search``).
 
     ``highlight()`` puts its opening mark (one character here) before each
@@ -102,7 +103,7 @@ def _score_sql() -> str:
 
     parts = []
     for i, (name, weight) in enumerate(search.FIELDS):
-        hits = f"(length(highlight(packet_fts, {i}, '.', '')) - length(packet_fts.{name}))"
+        hits = f"(length(highlight({table}, {i}, '.', '')) - length({table}.{name}))"
         parts.append(f"{weight!r} * {hits} / ({hits} + {SATURATION!r})")
     return " + ".join(parts)
 
@@ -1172,10 +1173,15 @@ class SqliteStore(Store):
         (whose triggers would also end a publication and its shares): INSERT OR
         REPLACE fires no delete trigger. Its usage is counted by the triggers.
         """
+        from .. import search
+
         replaced = [stored[pid] for pid in accepted if pid in stored]
         if replaced:
             db.executemany(
                 "DELETE FROM packet_fts WHERE rowid = ?", [(row.doc,) for row in replaced]
+            )
+            db.executemany(
+                "DELETE FROM packet_grams WHERE rowid = ?", [(row.doc,) for row in replaced]
             )
             db.executemany(
                 "DELETE FROM packet_vectors WHERE doc = ?", [(row.doc,) for row in replaced]
@@ -1207,6 +1213,7 @@ class SqliteStore(Store):
         texts: list[tuple[Any, ...]] = []
         labelled: list[tuple[int, str, str]] = []
         vectors: list[tuple[Any, ...]] = []
+        grams: list[tuple[Any, ...]] = []  # the few with a script written without spaces
         for doc, (pid, item) in enumerate(ordered, start=last + 1):
             meta = item.packet.meta
             mine = [ids[name] for name in labels[pid]]
@@ -1229,11 +1236,14 @@ class SqliteStore(Store):
                 )
             )
             texts.append((doc, *item.derived.texts))
+            if (found := search.gram_texts(item.derived.texts)) is not None:
+                grams.append((doc, *found))
             if item.derived.vector is not None:
                 vectors.append((doc, item.derived.vector))
             labelled.extend((label, item.sort_key, pid) for label in mine)
         _insert_rows(db, f"INSERT OR REPLACE INTO packets ({_PACKET_COLUMNS})", rows)
         _insert_rows(db, _FTS_INTO, texts)
+        _insert_rows(db, GRAMS_INTO, grams)
         if vectors:
             _insert_rows(db, "INSERT OR REPLACE INTO packet_vectors (doc, vector)", vectors)
             from .. import semantic
@@ -1402,15 +1412,20 @@ class SqliteStore(Store):
             # rows yet (the server has one per thread) reads a few pages, not a page a
             # match. A label's check reads the row anyway (its sort key and id).
             packets = "packets p" if labels else "packets p INDEXED BY packets_by_doc"
+            # A word of a script written without spaces is matched in packet_grams, its
+            # pairs of characters (``search.grams_expression``); other words, as always.
+            table, expression = "packet_grams", search.grams_expression(query)
+            if expression is None:
+                table, expression = "packet_fts", search.fts_expression(query)
             sql = (
-                f"SELECT packet_fts.rowid AS doc, {_score_sql()} AS score"
-                f" FROM packet_fts JOIN {packets} ON p.doc = packet_fts.rowid"
-                f" WHERE packet_fts MATCH ? AND p.scope IN ({_marks(names)})"
+                f"SELECT {table}.rowid AS doc, {_score_sql(table)} AS score"
+                f" FROM {table} JOIN {packets} ON p.doc = {table}.rowid"
+                f" WHERE {table} MATCH ? AND p.scope IN ({_marks(names)})"
             )
-            args: list[object] = [search.fts_expression(query), *names]
+            args: list[object] = [expression, *names]
             sql += _has_labels("p", labels, args)
             sql = (
-                f"SELECT doc, score FROM ({sql} ORDER BY packet_fts.rowid DESC LIMIT ?)"
+                f"SELECT doc, score FROM ({sql} ORDER BY {table}.rowid DESC LIMIT ?)"
                 " ORDER BY score DESC, doc DESC LIMIT ?"
             )
             ranked = db.execute(sql, [*args, RANK_WINDOW, limit]).fetchall()

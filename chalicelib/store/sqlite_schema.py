@@ -240,11 +240,16 @@ MIGRATIONS: tuple[Migration, ...] = (
     # 17: what a store of two short-lived releases lacks: their migrations were numbered
     # otherwise (see _restore_skipped), so opening them skipped one of today's.
     lambda db: _restore_skipped(db),
+    # 18: a word inside a run of Chinese, Japanese, Korean or Thai, which packet_fts keeps
+    # whole: each such packet's words in pairs of characters (``search._grams``), in a
+    # table of their own; the packets already stored are indexed here.
+    lambda db: _migrate_grams(db),
 )
 # What some entries bring a database to (an entry's version is its place, from 1).
 ROOT_USER_VERSION = 10
 COMPACT_VERSION = 11
 VECTORS_VERSION = 13
+GRAMS_VERSION = 18
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -620,3 +625,40 @@ def _statements(script: str) -> list[str]:
     if pending.strip():
         out.append(pending)
     return out
+
+
+# Migration 18: ``packet_grams`` holds, for the packets with text in a script written
+# without spaces only, what ``search.gram_texts`` makes of their searchable text,
+# keyed by ``doc`` as their packet_fts row is; the trigger that drops a packet's search
+# row drops it too. Its words come cut and folded already (one space apart), so its
+# tokenizer only splits them again: no diacritic is taken off a second time.
+_GRAMS_SCHEMA = f"""
+    CREATE VIRTUAL TABLE IF NOT EXISTS packet_grams USING fts5(
+        {_FTS_COLUMNS}, tokenize = 'unicode61 remove_diacritics 0'
+    );
+    DROP TRIGGER IF EXISTS packets_unindex;
+    CREATE TRIGGER packets_unindex AFTER DELETE ON packets BEGIN
+        DELETE FROM packet_fts WHERE rowid = OLD.doc;
+        DELETE FROM packet_grams WHERE rowid = OLD.doc;
+        DELETE FROM label_packets WHERE label IN (SELECT value FROM json_each(OLD.labels))
+            AND sort_key = OLD.sort_key AND id = OLD.id;
+    END
+"""
+GRAMS_INTO = f"INSERT INTO packet_grams (rowid, {_FTS_COLUMNS})"
+
+
+def _migrate_grams(db: sqlite3.Connection) -> None:
+    """Make ``packet_grams`` and index in it every stored packet that needs it, from its
+    packet_fts row (the text it was indexed by), in this transaction."""
+    from .. import search
+    from .sqlite import _TEXTS, _insert_rows
+
+    for statement in _statements(_GRAMS_SCHEMA):
+        db.execute(statement)
+    db.execute("DELETE FROM packet_grams")  # a store set back a version: indexed again
+    rows = db.execute(f"SELECT f.rowid, {_TEXTS} FROM packet_fts f ORDER BY f.rowid")
+    while batch := rows.fetchmany(1000):
+        grams = [
+            (row[0], *texts) for row in batch if (texts := search.gram_texts(row[1:])) is not None
+        ]
+        _insert_rows(db, GRAMS_INTO, grams)
