@@ -11,6 +11,10 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
+# The exit code of bad usage: a missing argument, or a bad value given on the command
+# line, in the environment or to ``ltm config set`` (as typer's own usage errors).
+USAGE = 2
+
 
 class CliError(Failure):
     """Shown to the user as ``ltm: <message>`` with ``exit_code``; never a traceback."""

@@ -148,7 +148,7 @@ def test_joining_the_default_server_needs_no_flag(home: Server, tmp_path: Path) 
 def test_host_option_needs_a_url(tmp_path: Path) -> None:
     assert "'-H' requires an argument" in Cli(tmp_path / "x").fails("ls", "-H", code=2)
     assert "needs a server URL" in Cli(tmp_path / "x").fails("-H", "--json", "ls", code=2)
-    assert "not a server URL" in Cli(tmp_path / "x").fails("-H", "ftp://x", "ls")
+    assert "not a server URL" in Cli(tmp_path / "x").fails("-H", "ftp://x", "ls", code=2)
 
 
 def test_joining_with_an_ltm_token_records_nothing_on_the_kept_sign_in(

@@ -437,18 +437,20 @@ def test_not_signed_in(tmp_path: Path) -> None:
         " (or use --local for the local store)"
     )
     assert "teams live on a server" in Cli(tmp_path / "offline").fails("teams", "ls")
-    assert "not a server URL" in cli.fails("auth", "ftp://x")
+    assert "not a server URL" in cli.fails("auth", "ftp://x", code=2)
 
 
 @pytest.mark.parametrize("url", ["http://a b", "https://ltm.example.org/a b", "http://a\tb"])
 def test_a_url_with_a_space_is_not_a_server(tmp_path: Path, url: str) -> None:
     """ "http://a b" was the server "a b": ltm said to sign in there, or that it did not
-    resolve."""
+    resolve. Said as bad usage (exit 2), as any other bad value given: a script can tell
+    it from a server that failed."""
     said = f"ltm: not a server URL: {url!r}; give one like https://ltm.example.org"
     cli = Cli(tmp_path)
-    assert cli.fails("-H", url, "ls") == said
-    assert cli.fails("auth", url, "--with-token", stdin="tok") == said
-    assert cli.fails("config", "set", "host", url) == said
+    assert cli.fails("-H", url, "ls", code=2) == said
+    assert cli.fails("ls", code=2, LTM_HOST=url) == said
+    assert cli.fails("auth", url, "--with-token", stdin="tok", code=2) == said
+    assert cli.fails("config", "set", "host", url, code=2) == said
 
 
 def test_a_redirect_is_not_followed(tmp_path: Path) -> None:

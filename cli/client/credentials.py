@@ -50,7 +50,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ltm.cli.errors import CliError
+from ltm.cli.errors import USAGE, CliError
 
 CREDENTIALS_FILE = "credentials"
 HOSTS_FILE = "hosts.json"
@@ -108,12 +108,15 @@ def hosts_path() -> Path:
 
 def normalize_host(raw: str) -> str:
     """``https://host[:port][/prefix]`` without a trailing slash or the scheme's default port;
-    https when no scheme is given."""
+    https when no scheme is given. A URL that is none is a usage error (exit 2), as any
+    other bad value given on the command line, in the environment or to ``config set``."""
     from urllib.parse import urlsplit
 
     text = raw.strip()
     if not text:
-        raise CliError("the server URL is empty; give one like https://ltm.example.org")
+        raise CliError(
+            "the server URL is empty; give one like https://ltm.example.org", exit_code=USAGE
+        )
     if "://" not in text:
         text = f"https://{text}"
     try:
@@ -121,15 +124,20 @@ def normalize_host(raw: str) -> str:
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError:
         raise CliError(
-            f"not a server URL: {raw!r}; give one like https://ltm.example.org"
+            f"not a server URL: {raw!r}; give one like https://ltm.example.org", exit_code=USAGE
         ) from None
     # A URL holds no space or control character (RFC 3986 section 2): "http://a b" was
     # taken as the server "a b", and ltm then told to sign in there.
     spaced = any(c.isspace() or not c.isprintable() for c in text)
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname or spaced:
-        raise CliError(f"not a server URL: {raw!r}; give one like https://ltm.example.org")
+        raise CliError(
+            f"not a server URL: {raw!r}; give one like https://ltm.example.org", exit_code=USAGE
+        )
     if parts.query or parts.fragment or parts.username or parts.password:
-        raise CliError(f"give the server URL without credentials, query or fragment: {raw!r}")
+        raise CliError(
+            f"give the server URL without credentials, query or fragment: {raw!r}",
+            exit_code=USAGE,
+        )
     scheme = parts.scheme.lower()
     name = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     # The scheme's own port said or not is one server: one entry, one token, not two.

@@ -11,10 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from ltm.cli.errors import CliError
-
-# The exit code of a refusal: bad usage, as for any missing argument.
-USAGE = 2
+from ltm.cli.errors import USAGE, CliError
 
 
 def confirmed(question: str | Callable[[], str], *, yes: bool, verb: str, nothing: str) -> None:
