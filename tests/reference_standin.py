@@ -147,7 +147,8 @@ class Reference:
         key = (method, tuple(path))
         handler = routes.get(key)
         if handler is None and len(path) == 3 and path[:2] == ["v1", "packets"]:
-            if method == "DELETE" and NO_AUTH_ON_DELETE in self.faults:
+            bare = "authorization" not in seen.headers
+            if method == "DELETE" and bare and NO_AUTH_ON_DELETE in self.faults:
                 return self._delete_packet(path[2], None)
             handler = {
                 "GET": lambda uid: self._get_packet(path[2], uid),

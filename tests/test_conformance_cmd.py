@@ -17,7 +17,14 @@ from pathlib import Path
 
 import pytest
 from clikit import Seen, json_reply, stub_server
-from reference_standin import CAP_32000, DROPS_CONSTRAINTS, OLDEST_FIRST, running_reference
+from reference_standin import (
+    CAP_32000,
+    DROPS_CONSTRAINTS,
+    NO_AUTH_ON_DELETE,
+    OLDEST_FIRST,
+    TEAM_PACKETS_OPEN,
+    running_reference,
+)
 from serverkit import LTM, SERVER_STORES, Server, running_server
 from timing import scaled
 
@@ -173,6 +180,8 @@ def test_a_user_with_many_recent_packets_still_passes() -> None:
         (OLDEST_FIRST, "[The HTTP API] GET /v1/packets: newest first (by created_at) — expected"),
         (DROPS_CONSTRAINTS, "GET /v1/packets/{id}: 200, the packet as pushed — expected"),
         (CAP_32000, "[The packet] a packet of exactly 32768 bytes (32 KiB) is accepted — expected"),
+        (NO_AUTH_ON_DELETE, 'without a bearer: 401 — expected 401 {"error": "..."} from each'),
+        (TEAM_PACKETS_OPEN, "a packet of a team you are not in: GET and DELETE are 404 not found"),
     ],
 )
 def test_a_broken_reference_fails_the_check_made_for_its_bug(fault: str, check: str) -> None:

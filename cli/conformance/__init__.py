@@ -260,6 +260,7 @@ class Run:
             if self.b is None:
                 self.b = self.mint_second_user()
             self.packets_core()
+            self.every_route_needs_a_bearer()
             self.version_routing()
             self.size_cap()
             self.lenient()
@@ -435,6 +436,43 @@ class Run:
             _is_error(bad, 400),
             '400 {"error": "..."}',
             bad,
+        )
+
+    def every_route_needs_a_bearer(self) -> None:
+        """Each authenticated route of the table, without a bearer: 401, and nothing done.
+        A server whose middleware misses one route (a DELETE, a team route) passed the
+        one unauthenticated listing the run made before."""
+        kept = packet(goal="must survive requests without a bearer")
+        self.push(self.a, kept)
+        name = self.team(self.a, "auth")
+        team = name or f"cf-none-{self.suffix}"
+        routes: list[tuple[str, str, Any]] = [
+            ("POST", "/v1/packets", packet()),
+            ("GET", "/v1/packets", None),
+            ("GET", f"/v1/packets/{kept['id']}", None),
+            ("DELETE", f"/v1/packets/{kept['id']}", None),
+            ("POST", "/v1/teams", {"name": f"cf-noauth-{self.suffix}"}),
+            ("GET", "/v1/teams", None),
+            ("DELETE", f"/v1/teams/{team}", None),
+            ("GET", f"/v1/teams/{team}/members", None),
+            ("DELETE", f"/v1/teams/{team}/members/{new_ulid()}", None),
+            ("POST", f"/v1/teams/{team}/leave", None),
+            ("POST", f"/v1/teams/{team}/invites", None),
+        ]
+        let_through = []
+        for method, path, data in routes:
+            reply = self.call(method, path, data=data)
+            if not _is_error(reply, 401):
+                let_through.append(f"{method} {path}: {_shape(reply)}")
+        survived = self.call("GET", f"/v1/packets/{kept['id']}", token=self.a)
+        if survived.status != 200:
+            let_through.append(f"then the packet is gone ({_shape(survived)})")
+        self.check(
+            API,
+            "every route of the table but accept and healthz, without a bearer: 401",
+            not let_through,
+            '401 {"error": "..."} from each, and nothing changed',
+            "; ".join(let_through),
         )
 
     def version_routing(self) -> None:
@@ -679,6 +717,19 @@ class Run:
                     "GET", "/v1/packets", token=self.a, query={"team": f"cf-none-{self.suffix}"}
                 ),
             ]
+            closed = packet(goal="a packet of a team the first user is not in")
+            self.push(self.b, closed, team=other)
+            tried = [
+                self.call("GET", f"/v1/packets/{closed['id']}", token=self.a),
+                self.call("DELETE", f"/v1/packets/{closed['id']}", token=self.a),
+            ]
+            self.check(
+                SCOPES,
+                "a packet of a team you are not in: GET and DELETE are 404 not found",
+                all(_is_error(r, 404, "not found") for r in tried),
+                '404 {"error": "not found"}, twice',
+                "; ".join(_shape(r) for r in tried),
+            )
             self.check(
                 SCOPES,
                 "a team you are not in, or no such team: 404 team not found",
