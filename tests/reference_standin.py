@@ -50,6 +50,8 @@ DROPS_CONSTRAINTS = "read-back drops constraints"
 CAP_32000 = "caps a body at 32000 bytes"
 NO_AUTH_ON_DELETE = "DELETE /v1/packets/{id} without a bearer"
 TEAM_PACKETS_OPEN = "any user reads a team packet"
+TEAMS_HANG = "GET /v1/teams never answers"
+TEAMS_HUGE = "GET /v1/teams answers 9 MiB"
 
 
 def _go(status: int, data: Any) -> Reply:
@@ -103,6 +105,7 @@ class Reference:
     packets: dict[str, Row] = field(default_factory=dict)
     teams: dict[str, Team] = field(default_factory=dict)  # by name
     invites: dict[str, tuple[str, datetime, bool]] = field(default_factory=dict)
+    released: threading.Event = field(default_factory=threading.Event)  # ends a hang
 
     def issue(self, display: str) -> str:
         uid, token = new_ulid(), secrets.token_urlsafe(32)
@@ -120,6 +123,12 @@ class Reference:
             self.packets[packet_id] = Row(owner, None, created_at, data["goal"], _encode(data))
 
     def __call__(self, seen: Seen) -> Reply:
+        if seen.method == "GET" and seen.path == "/v1/teams":
+            if TEAMS_HANG in self.faults:
+                self.released.wait()
+                return NOT_FOUND
+            if TEAMS_HUGE in self.faults:
+                return 200, {"Content-Type": "application/json"}, b" " * (9 << 20)
         with self.lock:  # the reference's SQLite serializes writers; so does this
             return self._route(seen)
 
@@ -388,5 +397,8 @@ def running_reference(*faults: str) -> Iterator[tuple[Stub, Reference, str]]:
     """The stand-in on loopback, with its first user's token."""
     reference = Reference(frozenset(faults))
     token = reference.issue("root")
-    with stub_server(reference) as stub:
-        yield stub, reference, token
+    try:
+        with stub_server(reference) as stub:
+            yield stub, reference, token
+    finally:
+        reference.released.set()

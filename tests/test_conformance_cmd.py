@@ -23,6 +23,8 @@ from reference_standin import (
     NO_AUTH_ON_DELETE,
     OLDEST_FIRST,
     TEAM_PACKETS_OPEN,
+    TEAMS_HANG,
+    TEAMS_HUGE,
     running_reference,
 )
 from serverkit import LTM, SERVER_STORES, Server, running_server
@@ -192,3 +194,43 @@ def test_a_broken_reference_fails_the_check_made_for_its_bug(fault: str, check: 
     assert result.returncode == 1, result.stdout + result.stderr
     fails = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
     assert len(fails) == 1 and check in fails[0], fails
+
+
+@pytest.mark.parametrize("fault", [TEAMS_HANG, TEAMS_HUGE])
+def test_a_request_without_an_answer_ends_the_run_with_its_report(fault: str) -> None:
+    """A route that never answers, or answers past the client's size cap, mid-run: the
+    checks made so far are printed, that request is the failure, and the clean-up stops
+    at once (each of its requests would wait as long) and says what it left."""
+    with running_reference(fault) as (stub, _reference, token):
+        env = {"LTM_CONFORMANCE_TOKEN": token, "LTM_TIMEOUT": str(scaled(3))}
+        result = conformance(stub.url, env=env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("PASS  [The HTTP API] GET /v1/healthz") for line in lines)
+    fails = [line for line in lines if line.startswith("FAIL")]
+    assert len(fails) == 1 and "the server answers every request" in fails[0], fails
+    assert "Traceback" not in result.stderr, result.stderr
+    left = [line for line in lines if line.startswith("note: left on the server")]
+    if fault == TEAMS_HANG:  # the hang is the request that went unanswered
+        assert len(left) == 1 and "/v1/packets/" in left[0], lines
+
+
+def test_the_token_goes_to_the_url_given_and_server_text_is_shown_escaped() -> None:
+    """A redirect to another host is never followed (the token would go with it), and what
+    a server says reaches the terminal with its control characters escaped."""
+    with stub_server(lambda seen: json_reply(200, {"packets": []})) as elsewhere:
+
+        def redirecting(seen: Seen) -> tuple[int, dict[str, str], bytes]:
+            if seen.path == "/v1/healthz":
+                return json_reply(200, {"ok": True, "version": "0.2"})
+            body = b'{"error": "moved \x1b]0;pwned\x07\x1b[2J"}'
+            return 307, {"Location": elsewhere.url + seen.path}, body
+
+        with stub_server(redirecting) as stub:
+            result = conformance(stub.url, env={"LTM_CONFORMANCE_TOKEN": "secret-token"})
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert elsewhere.seen == []
+    assert "\x1b" not in result.stdout + result.stderr and "\x07" not in result.stdout
+    assert "FAIL  [The HTTP API] the given token is accepted — expected 200; got 307" in (
+        result.stdout
+    )

@@ -76,6 +76,7 @@ def conformance(
     """Check a server against the ltm protocol: one line per check; exit 1 on a failure."""
     from urllib.parse import urlsplit
 
+    from ltm.cli.client.remote import configured_timeout
     from ltm.cli.conformance import run
 
     parts = urlsplit(url)
@@ -84,7 +85,10 @@ def conformance(
     first = _token(token_file, TOKEN_ENV, required=True)
     assert first is not None
     second = _token(token2_file, TOKEN2_ENV, required=False)
-    report = run(url, first, second)
+    # A conformance run waits longer than other commands by default (a server under the
+    # run's concurrent accepts is slow to answer); LTM_TIMEOUT, when set, is the user's.
+    timeout = configured_timeout() if os.environ.get("LTM_TIMEOUT") else 30.0
+    report = run(url, first, second, timeout=timeout)
     if as_json:
         print_json(report.as_json())
     else:

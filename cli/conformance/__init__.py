@@ -33,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from ltm.cli.client.remote import Http, Reply
+from ltm.cli.errors import CliError
 from ltm.ids import new_ulid
 
 Result = Literal["pass", "fail", "differs", "not offered"]
@@ -191,6 +192,7 @@ class Run:
         self.teams: list[tuple[str, str]] = []  # (owner token, name)
         self.minted: list[str] = []  # tokens of users minted by anonymous accepts
         self.suffix = new_ulid()[-8:].lower()
+        self.unreachable = False  # a request got no answer: cleaning up would only wait
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -269,6 +271,11 @@ class Run:
                 self.teams_and_invites()
             self.concurrent_accepts()
             self.extensions()
+        except CliError as exc:
+            # No HTTP answer (a timeout, a reset, a reply past the size cap): the run stops
+            # at that request, and the checks made so far are still the report.
+            self.check(API, "the server answers every request", False, "an HTTP answer", str(exc))
+            self.unreachable = True
         finally:
             self.cleanup()
             self.http.close()
@@ -804,6 +811,8 @@ class Run:
             try:
                 start.wait()
                 reply = client.request("POST", f"/v1/invites/{code}/accept", body=b"{}")
+            except CliError:  # no answer: counted as neither a success nor a 410
+                reply = Reply(0, {}, b"")
             finally:
                 client.close()
             answer = _body(reply)
@@ -857,20 +866,25 @@ class Run:
     # -- leaving nothing behind -----------------------------------------------------------
 
     def cleanup(self) -> None:
-        for token, packet_id in reversed(self.packets):
+        deletes = [(token, f"/v1/packets/{pid}") for token, pid in reversed(self.packets)]
+        deletes += [(token, f"/v1/teams/{name}") for token, name in reversed(self.teams)]
+        for done, (token, path) in enumerate(deletes):
             try:
-                self.call("DELETE", f"/v1/packets/{packet_id}", token=token)
-            except Exception:  # the run's answer matters more than one failed delete
-                self.report.notes.append(f"could not delete packet {packet_id}")
-        for token, name in reversed(self.teams):
-            try:
-                self.call("DELETE", f"/v1/teams/{name}", token=token)
-            except Exception:
-                self.report.notes.append(f"could not delete team {name}")
+                if self.unreachable:
+                    raise CliError("the server stopped answering")
+                self.call("DELETE", path, token=token)
+            except CliError as exc:
+                # One request unanswered: each of the rest would wait as long. Say what stays.
+                self.unreachable = True
+                left = ", ".join(p for _, p in deletes[done:])
+                self.report.notes.append(f"left on the server ({exc}): {left}")
+                break
         revoked_tokens = 0
         for token in self.minted:
             revoked = False
             try:
+                if self.unreachable:
+                    break
                 listed = _body(self.call("GET", "/v1/tokens", token=token))
                 rows = listed.get("tokens") if isinstance(listed, dict) else None
                 current = next((r for r in rows or [] if r.get("current")), None)
@@ -879,7 +893,9 @@ class Run:
 
                     label = quote(str(current.get("label", "")), safe="")
                     revoked = self.call("DELETE", f"/v1/tokens/{label}", token=token).status == 204
-            except Exception:
+            except CliError:
+                self.unreachable = True
+            except Exception:  # a listing of any other shape: this token stays
                 revoked = False
             revoked_tokens += revoked
         if len(self.minted) == 1:  # one note for all of them: a line each only repeats
