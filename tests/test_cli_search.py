@@ -274,3 +274,39 @@ def test_a_damaged_model_leaves_saves_and_words_working(
     doctor = cli.run("doctor").stdout
     (meaning,) = [line for line in doctor.splitlines() if " meaning " in f"{line} "]
     assert "words only" in meaning and "wordllama" in meaning, meaning
+
+
+@MEANING
+def test_a_server_that_gains_the_extra_fills_the_packets_pushed_before(tmp_path: Path) -> None:
+    """Packets pushed while the server searched by words only get their vectors when it
+    starts with the extra: a search by meaning finds them, not only the newer ones."""
+    import time
+
+    from serverkit import clean_env, init_db, run_server
+    from timing import scaled
+
+    db, log = tmp_path / "server.db", tmp_path / "server.log"
+    root = init_db(db)
+    cache = str(tmp_path / "cache")
+    server = run_server(db, log, root, env=clean_env(LTM_SEMANTIC="0", LTM_CACHE_DIR=cache))
+    me = Cli(tmp_path / "me")
+    try:
+        _user, token = server.issue("me")
+        me.ok("auth", server.url, "--with-token", stdin=token)
+        pool = save(me, goal="Fix Postgres connection pool exhaustion under peak load")
+        save(me, goal="Translate the storefront into German and French")
+    finally:
+        server.stop()
+    server = run_server(db, log, root, env=clean_env(LTM_CACHE_DIR=cache))
+    try:
+        me.ok("auth", server.url, "--with-token", stdin=token)  # the same user, a new port
+        deadline = time.monotonic() + scaled(60)
+        while True:  # filled in the background: found once it is done
+            found = me.ok("search", "database runs out of sockets", "--semantic", "--json")
+            if [hit["id"] for hit in json.loads(found)["results"]][:1] == [pool]:
+                break
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        assert "ltm server: 2 packets have their vectors" in log.read_text()
+    finally:
+        server.stop()

@@ -370,6 +370,7 @@ def run(
 
     with opening("the server database", path):
         store = module.get_store()  # open (and migrate) now: fail before listening
+    _fill_vectors(store)
     try:
         web_name = None if external_url else web_name_for(host, store)
     except ValueError as exc:  # a bad LTM_DEVICE_SECRET
@@ -409,6 +410,31 @@ def run(
     _say("ltm server: stopped")
     if status:
         raise typer.Exit(status)
+
+
+def _fill_vectors(store: Any) -> None:
+    """Give the packets pushed before the semantic extra was installed (or with another
+    model) their vectors, in the background: a search by meaning reads only the packets
+    that have one, and a client's ``ltm search`` leaves the filling to the server. A
+    server gains the extra, or a new model, only by a restart, so once at the start is
+    enough; searches meanwhile find the packets filled so far."""
+    import threading
+
+    from ltm import semantic
+
+    if not semantic.enabled() or not (missing := store.vectors_missing()):
+        return
+
+    def fill() -> None:
+        try:
+            done = store.fill_vectors()
+        except Exception as exc:  # a model that cannot be read, a store closing: said, no more
+            _say(f"ltm server: search by meaning lacks some packets: {exc}")
+        else:
+            _say(f"ltm server: {done} packets have their vectors for search by meaning")
+
+    _say(f"ltm server: working out what {missing} packets mean, in the background")
+    threading.Thread(target=fill, name="ltm-fill-vectors", daemon=True).start()
 
 
 @app.command("issue-token")
