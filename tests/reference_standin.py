@@ -50,6 +50,9 @@ DROPS_CONSTRAINTS = "read-back drops constraints"
 CAP_32000 = "caps a body at 32000 bytes"
 NO_AUTH_ON_DELETE = "DELETE /v1/packets/{id} without a bearer"
 TEAM_PACKETS_OPEN = "any user reads a team packet"
+LISTS_DELETED = "listings keep deleted packets"
+LEAVER_STILL_LISTS = "GET /v1/teams keeps a team its caller left"
+ROWS_NOT_OBJECTS = "listing rows are not objects"
 TEAMS_HANG = "GET /v1/teams never answers"
 TEAMS_HUGE = "GET /v1/teams answers 9 MiB"
 
@@ -106,6 +109,7 @@ class Reference:
     teams: dict[str, Team] = field(default_factory=dict)  # by name
     invites: dict[str, tuple[str, datetime, bool]] = field(default_factory=dict)
     released: threading.Event = field(default_factory=threading.Event)  # ends a hang
+    left: dict[str, list[Team]] = field(default_factory=dict)  # LEAVER_STILL_LISTS's memory
 
     def issue(self, display: str) -> str:
         uid, token = new_ulid(), secrets.token_urlsafe(32)
@@ -256,9 +260,13 @@ class Reference:
         rows = [
             (pid, row)
             for pid, row in self.packets.items()
-            if not row.deleted and row.team == team_id and (team_id is not None or row.owner == uid)
+            if (not row.deleted or LISTS_DELETED in self.faults)
+            and row.team == team_id
+            and (team_id is not None or row.owner == uid)
         ]
         rows.sort(key=lambda item: item[1].created_at, reverse=OLDEST_FIRST not in self.faults)
+        if ROWS_NOT_OBJECTS in self.faults:
+            return _go(200, {"packets": [pid for pid, _ in rows[:limit]]})
         return _go(
             200,
             {
@@ -317,7 +325,7 @@ class Reference:
         return _go(201, {"team": {"id": team.id, "name": name, "owner_id": uid}})
 
     def _teams(self, uid: str) -> Reply:
-        mine = [t for t in self.teams.values() if uid in t.members]
+        mine = [t for t in self.teams.values() if uid in t.members] + self.left.get(uid, [])
         rows = [
             {"id": t.id, "name": t.name, "owner_id": t.owner, "created_at": t.created_at}
             for t in mine
@@ -353,6 +361,8 @@ class Reference:
         if team.owner == uid:
             return _err(400, "owner cannot leave; transfer ownership or delete the team")
         del team.members[uid]
+        if LEAVER_STILL_LISTS in self.faults:
+            self.left.setdefault(uid, []).append(team)
         return 204, {}, b""
 
     def _invite(self, team: Team, uid: str) -> Reply:

@@ -20,8 +20,11 @@ from clikit import Seen, json_reply, stub_server
 from reference_standin import (
     CAP_32000,
     DROPS_CONSTRAINTS,
+    LEAVER_STILL_LISTS,
+    LISTS_DELETED,
     NO_AUTH_ON_DELETE,
     OLDEST_FIRST,
+    ROWS_NOT_OBJECTS,
     TEAM_PACKETS_OPEN,
     TEAMS_HANG,
     TEAMS_HUGE,
@@ -184,6 +187,8 @@ def test_a_user_with_many_recent_packets_still_passes() -> None:
         (CAP_32000, "[The packet] a packet of exactly 32768 bytes (32 KiB) is accepted — expected"),
         (NO_AUTH_ON_DELETE, 'without a bearer: 401 — expected 401 {"error": "..."} from each'),
         (TEAM_PACKETS_OPEN, "a packet of a team you are not in: GET and DELETE are 404 not found"),
+        (LISTS_DELETED, "then GET is 404 not found and it is not listed — expected"),
+        (LEAVER_STILL_LISTS, "404 team not found to them, and unlisted — expected"),
     ],
 )
 def test_a_broken_reference_fails_the_check_made_for_its_bug(fault: str, check: str) -> None:
@@ -234,3 +239,16 @@ def test_the_token_goes_to_the_url_given_and_server_text_is_shown_escaped() -> N
     assert "FAIL  [The HTTP API] the given token is accepted — expected 200; got 307" in (
         result.stdout
     )
+
+
+def test_answers_of_another_shape_fail_a_check_never_crash_the_run() -> None:
+    """A listing whose rows are not objects: said as a failure, with the checks before
+    it, never a traceback."""
+    with running_reference(ROWS_NOT_OBJECTS) as (stub, _reference, token):
+        result = conformance(stub.url, env={"LTM_CONFORMANCE_TOKEN": token})
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "FAIL  [The HTTP API] GET /v1/packets: 200 {packets: [{id, created_at, goal}]}" in (
+        result.stdout
+    )
+    assert result.stdout.splitlines()[-1].endswith("not offered"), result.stdout

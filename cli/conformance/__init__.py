@@ -162,6 +162,13 @@ def _shape(reply: Reply) -> str:
     return f"{reply.status} {text}" if text else str(reply.status)
 
 
+def _ids(data: Any, key: str = "packets", name: str = "id") -> list[Any]:
+    """``name`` of each entry of ``data[key]`` (a listing's ids, a team list's names),
+    whatever shape the server sent: anything but a list of objects lists nothing."""
+    rows = data.get(key) if isinstance(data, dict) else None
+    return [r.get(name) for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
+
 def _is_error(reply: Reply, status: int, message: str | None = None) -> bool:
     data = _body(reply)
     if reply.status != status or not isinstance(data, dict):
@@ -276,6 +283,14 @@ class Run:
             # at that request, and the checks made so far are still the report.
             self.check(API, "the server answers every request", False, "an HTTP answer", str(exc))
             self.unreachable = True
+        except Exception as exc:  # an answer of a shape a check could not read, not a crash
+            self.check(
+                API,
+                "the server's answers have the protocol's shapes",
+                False,
+                "JSON of the shapes the HTTP table gives",
+                f"a check stopped at one ({type(exc).__name__}: {exc})",
+            )
         finally:
             self.cleanup()
             self.http.close()
@@ -379,7 +394,7 @@ class Run:
         self.push(self.a, older)
         listed = self.call("GET", "/v1/packets", token=self.a, query={"limit": 50})
         rows = (_body(listed) or {}).get("packets") if isinstance(_body(listed), dict) else None
-        ids = [r.get("id") for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+        ids = _ids(_body(listed))
         keyed = isinstance(rows, list) and all(
             isinstance(r, dict) and {"id", "created_at", "goal"} <= set(r) for r in rows
         )
@@ -413,7 +428,7 @@ class Run:
         self.check(
             API,
             "GET /v1/packets?limit=1: one packet",
-            isinstance(one, dict) and len(one.get("packets") or []) == 1,
+            len(_ids(one)) == 1,
             "1 packet",
             json.dumps(one)[:160],
         )
@@ -421,12 +436,16 @@ class Run:
         self.push(self.a, gone)
         deleted = self.call("DELETE", f"/v1/packets/{gone['id']}", token=self.a)
         after = self.call("GET", f"/v1/packets/{gone['id']}", token=self.a)
+        listed_after = _ids(_body(self.call("GET", "/v1/packets", token=self.a)))
         self.check(
             API,
-            "DELETE /v1/packets/{id}: 204, then GET is 404 not found",
-            deleted.status == 204 and _is_error(after, 404, "not found"),
-            '204, then 404 {"error": "not found"}',
-            f"{deleted.status}, then {_shape(after)}",
+            "DELETE /v1/packets/{id}: 204, then GET is 404 not found and it is not listed",
+            deleted.status == 204
+            and _is_error(after, 404, "not found")
+            and gone["id"] not in listed_after,
+            '204, then 404 {"error": "not found"}, and absent from the listing',
+            f"{deleted.status}, then {_shape(after)}"
+            + ("; still listed" if gone["id"] in listed_after else ""),
         )
         missing = self.call("GET", f"/v1/packets/{new_ulid()}", token=self.a)
         self.check(
@@ -569,12 +588,7 @@ class Run:
             '404 {"error": "not found"}',
             seen,
         )
-        listed = _body(self.call("GET", "/v1/packets", token=self.b, query={"limit": 200}))
-        ids = (
-            [r.get("id") for r in (listed or {}).get("packets", [])]
-            if isinstance(listed, dict)
-            else []
-        )
+        ids = _ids(_body(self.call("GET", "/v1/packets", token=self.b, query={"limit": 200})))
         self.check(
             SCOPES,
             "another user's personal packet is not listed",
@@ -676,7 +690,10 @@ class Run:
             "GET /v1/teams/{name}/members: both, with user_id, display, role, joined_at",
             isinstance(rows, list)
             and len(rows) == 2
-            and all({"user_id", "display", "role", "joined_at"} <= set(r) for r in rows),
+            and all(
+                isinstance(r, dict) and {"user_id", "display", "role", "joined_at"} <= set(r)
+                for r in rows
+            ),
             "two members with the four keys",
             json.dumps(members)[:160],
         )
@@ -691,18 +708,8 @@ class Run:
             "201, then 200 for the other member",
             f"{pushed.status}, then {read.status}",
         )
-        listed_team = _body(self.call("GET", "/v1/packets", token=self.a, query={"team": name}))
-        ids = (
-            [r.get("id") for r in (listed_team or {}).get("packets", [])]
-            if isinstance(listed_team, dict)
-            else []
-        )
-        personal = _body(self.call("GET", "/v1/packets", token=self.b, query={"limit": 200}))
-        own = (
-            [r.get("id") for r in (personal or {}).get("packets", [])]
-            if isinstance(personal, dict)
-            else []
-        )
+        ids = _ids(_body(self.call("GET", "/v1/packets", token=self.a, query={"team": name})))
+        own = _ids(_body(self.call("GET", "/v1/packets", token=self.b, query={"limit": 200})))
         self.check(
             SCOPES,
             "a team packet is listed in the team, not in anyone's personal scope",
@@ -776,12 +783,14 @@ class Run:
         )
         left = self.call("POST", f"/v1/teams/{name}/leave", token=self.b)
         after = self.call("GET", f"/v1/teams/{name}/members", token=self.b)
+        theirs = _ids(_body(self.call("GET", "/v1/teams", token=self.b)), "teams", "name")
         self.check(
             SCOPES,
-            "a member leaves: 204, then the team is 404 team not found to them",
-            left.status == 204 and _is_error(after, 404, "team not found"),
-            '204, then 404 {"error": "team not found"}',
-            f"{left.status}, then {_shape(after)}",
+            "a member leaves: 204, then the team is 404 team not found to them, and unlisted",
+            left.status == 204 and _is_error(after, 404, "team not found") and name not in theirs,
+            '204, then 404 {"error": "team not found"}, and not in their GET /v1/teams',
+            f"{left.status}, then {_shape(after)}"
+            + ("; still in their GET /v1/teams" if name in theirs else ""),
         )
         deleted = self.call("DELETE", f"/v1/teams/{name}", token=self.a)
         self.check(
