@@ -260,10 +260,15 @@ def test_an_older_store_is_filled_once_with_progress(
     assert seen[-1] == (30, 30)
     assert store.vectors_missing() == 0
     assert store.fill_vectors() == 0
-    # Vectors of another model are all made again.
+    # Vectors of another model are never compared with this one's, and are all made again.
+    near = semantic.query_vector("database sockets")
+    assert near is not None
+    assert store.nearest(near, search.parse("x"), scopes=[("u1", None)], limit=5)
     store._conn().execute("UPDATE vector_model SET name = 'an older model'")
+    assert store.nearest(near, search.parse("x"), scopes=[("u1", None)], limit=5) == []
     assert store.vectors_missing() == 30
     assert store.fill_vectors() == 30
+    assert store.nearest(near, search.parse("x"), scopes=[("u1", None)], limit=5)
     store.close()
 
 

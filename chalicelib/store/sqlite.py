@@ -1455,6 +1455,9 @@ class SqliteStore(Store):
         if not names or limit < 1:
             return []
         db = self._conn()
+        model = db.execute("SELECT name FROM vector_model").fetchone()
+        if model is not None and model[0] != semantic.MODEL:
+            return []  # another model's vectors mean nothing to this one's (until filled)
         labels = _qualifiers(db, query, names)
         if labels is None:
             return []
