@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from clikit import Seen, Stub, stub_server
 
@@ -53,6 +53,7 @@ TEAM_PACKETS_OPEN = "any user reads a team packet"
 LISTS_DELETED = "listings keep deleted packets"
 LEAVER_STILL_LISTS = "GET /v1/teams keeps a team its caller left"
 ROWS_NOT_OBJECTS = "listing rows are not objects"
+ODD_CODES = "invite codes with a space and a slash"
 TEAMS_HANG = "GET /v1/teams never answers"
 TEAMS_HUGE = "GET /v1/teams answers 9 MiB"
 
@@ -141,7 +142,7 @@ class Reference:
     def _route(self, seen: Seen) -> Reply:
         parts = urlsplit(seen.path)
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
-        path = parts.path.strip("/").split("/")
+        path = [unquote(p) for p in parts.path.strip("/").split("/")]  # as Go's PathValue
         method = seen.method
         if method == "GET" and path == ["v1", "healthz"]:
             return _go(200, {"ok": True, "version": "0.2"})
@@ -366,7 +367,7 @@ class Reference:
         return 204, {}, b""
 
     def _invite(self, team: Team, uid: str) -> Reply:
-        code = secrets.token_hex(24)
+        code = ("odd code/" if ODD_CODES in self.faults else "") + secrets.token_hex(24)
         expires = datetime.now(UTC) + timedelta(days=7)
         self.invites[code] = (team.name, expires, False)
         return _go(

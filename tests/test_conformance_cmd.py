@@ -23,6 +23,7 @@ from reference_standin import (
     LEAVER_STILL_LISTS,
     LISTS_DELETED,
     NO_AUTH_ON_DELETE,
+    ODD_CODES,
     OLDEST_FIRST,
     ROWS_NOT_OBJECTS,
     TEAM_PACKETS_OPEN,
@@ -252,3 +253,13 @@ def test_answers_of_another_shape_fail_a_check_never_crash_the_run() -> None:
         result.stdout
     )
     assert result.stdout.splitlines()[-1].endswith("not offered"), result.stdout
+
+
+def test_server_values_in_paths_stay_one_segment() -> None:
+    """An invite code is the server's text: one with a space and a slash is sent back
+    escaped, as the one path segment it is (it stopped the run: 'control character or
+    space in' the request)."""
+    with running_reference(ODD_CODES) as (stub, _reference, token):
+        result = conformance(stub.url, env={"LTM_CONFORMANCE_TOKEN": token})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert any("/v1/invites/odd%20code%2F" in seen.path for seen in stub.seen)

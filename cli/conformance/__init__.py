@@ -31,6 +31,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
+from urllib.parse import quote
 
 from ltm.cli.client.remote import Http, Reply
 from ltm.cli.errors import CliError
@@ -160,6 +161,12 @@ def _body(reply: Reply) -> Any:
 def _shape(reply: Reply) -> str:
     text = reply.body[:160].decode("utf-8", "replace").strip().replace("\n", " ")
     return f"{reply.status} {text}" if text else str(reply.status)
+
+
+def _segment(value: Any) -> str:
+    """A value the server gave (an invite code, a user id) as one path segment: a ``/``,
+    ``?`` or space in it can neither split the request nor point it at another route."""
+    return quote(str(value), safe="")
 
 
 def _ids(data: Any, key: str = "packets", name: str = "id") -> list[Any]:
@@ -342,7 +349,7 @@ class Run:
         if not isinstance(code, str):
             self.report.notes.append("no second token, and no invite to mint a user with")
             return None
-        accepted = _body(self.call("POST", f"/v1/invites/{code}/accept", data={}))
+        accepted = _body(self.call("POST", f"/v1/invites/{_segment(code)}/accept", data={}))
         token = accepted.get("token") if isinstance(accepted, dict) else None
         if not isinstance(token, str):
             self.report.notes.append("no second token, and the server minted no user")
@@ -668,7 +675,8 @@ class Run:
             "201 with code, url, expires_at",
             invite,
         )
-        accepted = self.call("POST", f"/v1/invites/{code}/accept", token=self.b, data={})
+        accept = f"/v1/invites/{_segment(code)}/accept"
+        accepted = self.call("POST", accept, token=self.b, data={})
         answer = _body(accepted)
         self.check(
             SCOPES,
@@ -681,7 +689,7 @@ class Run:
             "201 with user and team, no token",
             accepted,
         )
-        again = self.call("POST", f"/v1/invites/{code}/accept", token=self.b, data={})
+        again = self.call("POST", accept, token=self.b, data={})
         self.check(SCOPES, "a used invite: 410", _is_error(again, 410), "410", again)
         members = _body(self.call("GET", f"/v1/teams/{name}/members", token=self.b))
         rows = members.get("members") if isinstance(members, dict) else None
@@ -697,7 +705,7 @@ class Run:
             "two members with the four keys",
             json.dumps(members)[:160],
         )
-        owner_id = team["owner_id"]
+        owner_id = _segment(team["owner_id"])
         shared = packet(goal="a team packet")
         pushed = self.push(self.b, shared, team=name)
         read = self.call("GET", f"/v1/packets/{shared['id']}", token=self.a)
@@ -819,7 +827,8 @@ class Run:
             client = Http(self.url, timeout=self.timeout)
             try:
                 start.wait()
-                reply = client.request("POST", f"/v1/invites/{code}/accept", body=b"{}")
+                path = f"/v1/invites/{_segment(code)}/accept"
+                reply = client.request("POST", path, body=b"{}")
             except CliError:  # no answer: counted as neither a success nor a 410
                 reply = Reply(0, {}, b"")
             finally:
@@ -898,9 +907,7 @@ class Run:
                 rows = listed.get("tokens") if isinstance(listed, dict) else None
                 current = next((r for r in rows or [] if r.get("current")), None)
                 if current is not None:
-                    from urllib.parse import quote
-
-                    label = quote(str(current.get("label", "")), safe="")
+                    label = _segment(current.get("label", ""))
                     revoked = self.call("DELETE", f"/v1/tokens/{label}", token=token).status == 204
             except CliError:
                 self.unreachable = True
