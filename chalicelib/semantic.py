@@ -62,6 +62,12 @@ WARM_AFTER = 16  # texts a process embeds in plain Python before it loads the wh
 ROWS_KEPT = 8192
 WORDS_KEPT = 1024
 TEXT_CHARS = 4000  # of a packet's text embedded (its most telling fields come first)
+# Characters of one word that BPE splits at once. Its cost grows with the square of a
+# word's length (each merge scans the whole word), and no piece of the vocabulary is
+# longer than 16 characters: a longer word (a hash, a blob, minified code, a sentence of
+# a script written without spaces, all text anyone can push or prompt) is cut in pieces
+# of this length first, so one word of ``TEXT_CHARS`` costs what a text of short ones does.
+LONGEST_CHUNK = 64
 _WEIGHTS = ("weights", "l2_supercat_256.safetensors")
 _TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
 _OFF = ("0", "off", "false", "no")
@@ -176,13 +182,15 @@ class Model:
         ids: list[int] = []
         if not text.strip():
             return ids  # a lone word mark means nothing
-        for chunk in _CHUNKS.findall(_SPACE + text.replace(" ", _SPACE)):
-            found = self._words.get(chunk)
-            if found is None:
-                found = self._bpe(chunk)
-                if len(self._words) < 200_000:
-                    self._words[chunk] = found
-            ids.extend(found)
+        for whole in _CHUNKS.findall(_SPACE + text.replace(" ", _SPACE)):
+            for start in range(0, len(whole), LONGEST_CHUNK):
+                chunk = whole[start : start + LONGEST_CHUNK]
+                found = self._words.get(chunk)
+                if found is None:
+                    found = self._bpe(chunk)
+                    if len(self._words) < 200_000:
+                        self._words[chunk] = found
+                ids.extend(found)
         return ids
 
     def _bpe(self, word: str) -> tuple[int, ...]:

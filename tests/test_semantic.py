@@ -121,6 +121,25 @@ def test_tokens_are_the_tokenizers_own() -> None:
         assert model.tokens(text) == reference.encode(text, add_special_tokens=False).ids
 
 
+def test_a_word_of_any_length_is_split_in_bounded_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A packet or prompt of one long word (a blob, or a script without spaces) is cut
+    before BPE, whose cost grows with the square of a word's length: the pieces still
+    come from the vocabulary, the words of ordinary text are split as the tokenizer's."""
+    model = semantic.Model(semantic.package_folder())  # type: ignore[arg-type]
+    seen: list[int] = []
+    bpe = model._bpe
+    monkeypatch.setattr(model, "_bpe", lambda word: (seen.append(len(word)), bpe(word))[1])
+    try:
+        blob = "Zq8" * (semantic.TEXT_CHARS // 3)
+        assert model.tokens(blob) and model.vector(blob) is not None
+        assert max(seen) <= semantic.LONGEST_CHUNK
+        words = "Rotate OAuth refresh tokens on every use"
+        assert model.tokens(words) == semantic.model().tokens(words)
+        assert semantic.packet_vector({"goal": "x" * 10 * semantic.TEXT_CHARS}) is not None
+    finally:
+        model.close()
+
+
 def test_a_saved_packet_gets_its_vector_beside_it(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "ltm.db")
     pid = _put(store, "oauth")
