@@ -22,6 +22,7 @@ from reference_standin import (
     DROPS_CONSTRAINTS,
     LEAVER_STILL_LISTS,
     LISTS_DELETED,
+    MEMBERS_DELETE_ANY,
     NO_AUTH_ON_DELETE,
     ODD_CODES,
     OLDEST_FIRST,
@@ -189,6 +190,7 @@ def test_a_user_with_many_recent_packets_still_passes() -> None:
         (NO_AUTH_ON_DELETE, 'without a bearer: 401 — expected 401 {"error": "..."} from each'),
         (TEAM_PACKETS_OPEN, "a packet of a team you are not in: GET and DELETE are 404 not found"),
         (LISTS_DELETED, "then GET is 404 not found and it is not listed — expected"),
+        (MEMBERS_DELETE_ANY, "a member may not delete another member's team packet: 403 or 404"),
         (LEAVER_STILL_LISTS, "404 team not found to them, and unlisted — expected"),
     ],
 )

@@ -730,9 +730,7 @@ class Run:
         other = self.team(self.b, "other")
         if other is not None:
             results = [
-                self.call(
-                    "POST", "/v1/packets", token=self.a, data=packet(), query={"team": other}
-                ),
+                self.push(self.a, packet(), team=other),  # deleted at the end, should it land
                 self.call("GET", "/v1/packets", token=self.a, query={"team": other}),
                 self.call("GET", f"/v1/teams/{other}/members", token=self.a),
                 self.call(
@@ -780,6 +778,19 @@ class Run:
             all(_is_error(r, 400) for r in owner_out),
             "400, 400",
             ", ".join(_shape(r) for r in owner_out),
+        )
+        # A member who neither pushed it nor owns the team may not delete it (404 keeps the
+        # reference's rule; 403 says it as plainly); the packet stays.
+        owners = packet(goal="a team packet of the team's owner")
+        self.push(self.a, owners, team=name)
+        by_member = self.call("DELETE", f"/v1/packets/{owners['id']}", token=self.b)
+        kept = self.call("GET", f"/v1/packets/{owners['id']}", token=self.a)
+        self.check(
+            SCOPES,
+            "a member may not delete another member's team packet: 403 or 404",
+            by_member.status in (403, 404) and kept.status == 200,
+            "403 or 404, and the packet still there",
+            f"{_shape(by_member)}; then the owner reads {kept.status}",
         )
         removed = self.call("DELETE", f"/v1/packets/{shared['id']}", token=self.a)
         self.check(
