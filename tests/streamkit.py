@@ -133,6 +133,12 @@ def assert_consistent(store: DynamoStore, *, drained: bool = True) -> None:
             assert index[key] == item, key
         pending = [key for key in keyed if key[0].startswith("PEND#")]
         assert pending == [], pending
+        # Each team packet has its team mark (how its team's deletion finds it), no other.
+        marks = {k for k in keyed if k[0].startswith("TEAM#") and k[1].startswith("PKT#")}
+        marked = {
+            (f"TEAM#{p['team_id']['S']}", f"PKT#{p['id']['S']}") for p in packets if "team_id" in p
+        }
+        assert marks == marked, marks ^ marked
 
 
 # A child process that dies (exit status 17) as its ``die_after``-th DynamoDB call

@@ -19,7 +19,7 @@ from dynamo_moto import in_process, moto_server
 from streamkit import Stream, assert_consistent, crashing, scan, served_store
 
 from ltm.search import parse
-from ltm.store import NotFound, PacketMeta, Quota, StoredPacket, Team, Usage, User
+from ltm.store import NotFound, PacketMeta, Quota, Share, StoredPacket, Team, Usage, User
 from ltm.store.dynamo import DynamoStore, stored_size
 from ltm.store.dynamo_repair import repair_usage
 from ltm.store.dynamo_stream import handle
@@ -342,31 +342,87 @@ def test_a_team_deleted_before_tombstones_with_its_packets_left_is_finished_by_t
     assert_consistent(store)
 
 
-def test_a_team_packet_the_fan_out_missed_is_deleted_by_the_repair(
+def _gsi1_trailing(store: DynamoStore, monkeypatch: pytest.MonkeyPatch, hidden: str) -> None:
+    """gsi1 trails the table: the fan-out's listing of it does not show ``hidden`` yet."""
+    real = store._page
+
+    def trailing(**kwargs: Any) -> list[Any]:
+        if kwargs.get("IndexName") == "gsi1":
+            return [i for i in real(**kwargs) if i["id"]["S"] != hidden]
+        return real(**kwargs)
+
+    monkeypatch.setattr(store, "_page", trailing)
+
+
+def _tombstone_done(store: DynamoStore) -> bool:
+    tombstone = store._get_item({"pk": {"S": "TEAM#t1"}, "sk": {"S": "GONE"}})
+    return tombstone is not None and "done" in tombstone
+
+
+def test_a_team_packet_gsi1_did_not_list_yet_is_deleted_by_its_team_mark(
     store: DynamoStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The fan-out lists a team's packets on gsi1, which trails the table: a packet
-    pushed a moment before the team's deletion may not be listed yet, and the deletion
-    ends (its tombstone marked done) with it left. The repair finds it (its team is
-    gone) and deletes it, done tombstone or not."""
+    """The consumer ran for the packet before the team's deletion (its team mark put),
+    and gsi1 still trails when the fan-out lists the packets: the fan-out's strongly
+    consistent read of the marks finds it."""
+    stream = Stream(store)
+    _team_with_packets(store, 3)
+    stream.drain()
+    _gsi1_trailing(store, monkeypatch, "01TEAM000002")
+    store.delete_team("t1")
+    stream.drain()
+    monkeypatch.undo()
+    assert _tombstone_done(store)
+    assert store.get_packet("01TEAM000002") is None
+    assert store.usage("u1").packets == 0
+    assert_consistent(store)
+
+
+@pytest.mark.parametrize("twice", [False, True], ids=["once", "redelivered"])
+def test_a_team_packet_pushed_the_instant_before_its_teams_delete_is_deleted_by_the_consumer(
+    store: DynamoStore, monkeypatch: pytest.MonkeyPatch, twice: bool
+) -> None:
+    """The push commits just before the deletion's transaction (it checked the tombstone
+    absent); the deletion's fan-out runs before gsi1 lists the packet and before the
+    consumer saw it (no team mark yet). The consumer, finding the team gone, deletes it,
+    with its author's usage, its index and its shares; redelivered, it changes nothing."""
+    stream = Stream(store)
+    _team_with_packets(store, 2)
+    stream.drain()
+    late = packet("01TEAMLAST00", "u2", "t1", words="dunlin last")
+    put(store, late)
+    assert store.share_packet(Share("01TEAMLAST00", "u1", "u2", T0), seen=late.meta)[1]
+    _gsi1_trailing(store, monkeypatch, "01TEAMLAST00")
+    store.delete_team("t1")
+    stream.drain(twice=twice)  # the delete's fan-out steps run here too
+    monkeypatch.undo()
+    assert _tombstone_done(store)
+    assert store.get_packet("01TEAMLAST00") is None
+    assert store.packet_shares("01TEAMLAST00") == []
+    assert store.usage("u2") == Usage(1, store.usage("u2").bytes)  # their personal packet
+    assert found(store, "dunlin", [("u2", None), ("u2", "t1")]) == ["01MINE000000"]
+    assert_consistent(store)
+
+
+def test_a_team_packet_from_before_team_marks_the_fan_out_missed_is_deleted_by_the_repair(
+    store: DynamoStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A packet stored before the consumer put team marks, which gsi1 did not list yet
+    when its team was deleted, is left by the deletion: the repair finds it (its team
+    is gone) and deletes it, done tombstone or not."""
+    from ltm.store.dynamo_fanout import team_mark
     from ltm.store.dynamo_repair import repair_index
 
     stream = Stream(store)
     _team_with_packets(store, 3)
     stream.drain()
-    real = store._page
-
-    def trailing(**kwargs: Any) -> list[Any]:
-        if kwargs.get("IndexName") == "gsi1":
-            return [i for i in real(**kwargs) if i["id"]["S"] != "01TEAM000002"]
-        return real(**kwargs)
-
-    monkeypatch.setattr(store, "_page", trailing)
+    store.client.delete_item(TableName=store.table, Key=team_mark("t1", "01TEAM000002"))
+    stream.take()  # that delete's record: the consumer reads no team mark records
+    _gsi1_trailing(store, monkeypatch, "01TEAM000002")
     store.delete_team("t1")
     stream.drain()
     monkeypatch.undo()
-    tombstone = store._get_item({"pk": {"S": "TEAM#t1"}, "sk": {"S": "GONE"}})
-    assert tombstone is not None and "done" in tombstone
+    assert _tombstone_done(store)
     assert store.get_packet("01TEAM000002") is not None  # what the index did not list yet
     assert repair_index(store, say=lambda _: None)["teams resumed"] == 1
     assert store.get_packet("01TEAM000002") is None
@@ -472,3 +528,4 @@ def test_a_crash_between_any_two_calls_leaves_a_consistent_table(op: str) -> Non
                 break
             die_after += 1
         assert die_after > 1
+

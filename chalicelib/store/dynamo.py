@@ -50,6 +50,7 @@ needs and no others (the indexes are sparse)::
     facet             FACET#<scope>#tag#<tag> / <sortkey>#<id>        (listing fields)
                       FACET#<scope>#project#<name> / <sortkey>#<id>
     pending           PEND#<scope> / <sortkey>#<id>                   (rev; until indexed)
+    team mark         TEAM#<id> / PKT#<packet id>                     (a team packet)
     team tombstone    TEAM#<id> / GONE                                (a deleted team)
     departure mark    TEAM#<id> / LEFT#<u>                            (a removed member)
 
@@ -64,7 +65,8 @@ needs and no others (the indexes are sparse)::
     publication towards the 400 KB item limit); they are still read, never added
     to, and a departure mark carries them on. The tombstone and the departure mark
     drive the resumable jobs in ``dynamo_fanout.py`` (their ``step``, then ``done``
-    and a TTL a day ahead).
+    and a TTL a day ahead); a team mark, put by the stream consumer, is how a
+    team's deletion finds a packet gsi1 does not list yet.
 
 ``<scope>`` is ``u:<owner>`` or ``t:<team>``. A published packet's item
 carries ``public_hash``, the hash of its public URL's secret; the ``PUBLIC#``

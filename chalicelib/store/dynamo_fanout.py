@@ -17,11 +17,34 @@ page, in this order, so nobody reads a team packet from the first moment on:
    their authors' usage in the same transaction (so usage falls by exactly
    what was deleted, even if two workers race); then their publications and
    shares; their search postings go with the stream consumer (REMOVE records).
-   They are listed on gsi1, which trails the table: one pushed the instant before
-   the tombstone may not be listed yet, and is left to the repair
-   (``dynamo_repair.py``: it finds a packet whose team is gone);
+   They are listed twice over: on gsi1 (every packet, but the index trails the
+   table), then by their *team marks* (``TEAM#<id>`` / ``PKT#<packet id>``, read
+   strongly consistent), which the stream consumer puts for each team packet;
 4. what is left in the team's partition (the tombstone stays, marked done,
    and TTL removes it a day later).
+
+**A push the instant before the deletion.** The push's transaction checks the
+tombstone absent, so it commits before the deletion's transaction or not at all
+(both touch the tombstone: DynamoDB serializes them). A packet that did commit
+first is found by one of two paths, whichever order the rest happens in
+(``keep_in_team``, run by the consumer for every team packet's INSERT and MODIFY):
+
+- the consumer's record comes before the deletion: its mark is put in a
+  transaction that checks the team item exists, which the deletion's transaction
+  deletes, so the mark is committed before the deletion's transaction and the
+  fan-out's strongly consistent read of the marks (which starts after it) finds it,
+  however far gsi1 trails;
+- the record comes after: that check fails, and the consumer deletes the packet
+  itself (its current item, conditioned on its revision, with its author's usage:
+  the fan-out racing it deletes it once, whichever wins). A record redelivered or
+  late finds the packet gone and does nothing.
+
+So no ordering of push, deletion, fan-out page, gsi1 and consumer leaves a packet
+in a deleted team; packets from before the marks (none of them that recent) are
+listed on gsi1, and the repair (``dynamo_repair.py``) still finds any whose team
+is gone. A mark is the team's bookkeeping, not counted in what the packet occupies
+(``DynamoStore.occupied``): some 170 bytes per team packet; a packet's REMOVE
+record deletes it.
 
 **A member's departure** (``remove_member``: kicked or left). The request's
 transaction deletes the membership's three copies and puts the departure mark
@@ -82,6 +105,11 @@ def _s(value: str) -> dict[str, str]:
 
 def _key(pk: str, sk: str) -> dict[str, dict[str, str]]:
     return {"pk": _s(pk), "sk": _s(sk)}
+
+
+def team_mark(team_id: str, packet_id: str) -> dict[str, dict[str, str]]:
+    """A team packet's mark in its team's partition (put by the stream consumer)."""
+    return _key(f"TEAM#{team_id}", f"PKT#{packet_id}")
 
 
 def departure_key(team_id: str, user_id: str) -> dict[str, dict[str, str]]:
@@ -266,8 +294,8 @@ class TeamDeleteMixin(_Jobs):
         there was one. A team whose item is gone but whose packets are left without a
         tombstone (a deletion cut short before deletions had one) gets one first. One
         marked done runs again: the repair comes here for a packet left in the team, which
-        the fan-out did not list (gsi1 trails the table: a push committed a moment before
-        the tombstone may not be in it yet when the packets are listed)."""
+        the fan-out did not list (one stored before team marks, which gsi1 did not show
+        yet when the packets were listed)."""
         mark = _key(f"TEAM#{team_id}", "GONE")
         if self._get_item(_key(f"TEAM#{team_id}", "TEAM")) is not None:
             return False  # not deleted
@@ -291,9 +319,47 @@ class TeamDeleteMixin(_Jobs):
                 self._members_page,
                 self._invites_page,
                 self._packets_page,
+                self._marked_page,
                 self._rest_page,
             )
         ]
+
+    def keep_in_team(
+        self,
+        old: Mapping[str, Mapping[str, Any]] | None,
+        new: Mapping[str, Mapping[str, Any]],
+    ) -> None:
+        """A team packet's INSERT or MODIFY record (the stream consumer's): put its team
+        mark while the team exists, or delete the packet if the team is gone (the
+        module's docstring says why that covers every ordering of a push racing its
+        team's deletion). Idempotent: run twice, or late, it changes nothing more."""
+        from .dynamo import _Cancelled, _exists, _get, _req
+
+        team_id = _get(new, "team_id")
+        if team_id is None:
+            return
+        mark = team_mark(team_id, _req(new, "id"))
+        if old is not None and _get(old, "team_id") == team_id and self._get_item(mark):
+            # Marked already (a re-push, a publication): while the mark exists, a deletion
+            # of the team finds the packet by it. One read, not a transaction, per change.
+            return
+        try:
+            self._transact([{"Put": {"Item": mark}}, _exists(_key(f"TEAM#{team_id}", "TEAM"))])
+            return
+        except _Cancelled as cancelled:
+            if not cancelled.failed(1):
+                raise  # a lost race or throttled: the record is retried
+        logger.warning("a packet pushed into team %s as it was deleted: deleting it", team_id)
+        if not self._delete_team_packets(team_id, [_key(f"PKT#{_req(new, 'id')}", "PKT")]):
+            # Changed between the read and the delete: the record is retried, and reads again.
+            raise RuntimeError(f"packet in deleted team {team_id} changed meanwhile")
+
+    def forget_in_team(self, old: Mapping[str, Mapping[str, Any]]) -> None:
+        """A team packet's REMOVE record: its team mark goes too."""
+        from .dynamo import _get, _req
+
+        if (team_id := _get(old, "team_id")) is not None:
+            self._batch_delete([team_mark(team_id, _req(old, "id"))])
 
     def _members_page(self, team_id: str) -> bool:
         """Delete a page of memberships; whether there was one."""
@@ -334,8 +400,8 @@ class TeamDeleteMixin(_Jobs):
         return bool(items)
 
     def _packets_page(self, team_id: str) -> bool:
-        """Delete a page of the team's packets, with their authors' usage, in one transaction."""
-        from .dynamo import _Cancelled, _get, _req, _unchanged
+        """Delete a page of the team's packets as gsi1 lists them; whether there was one."""
+        from .dynamo import _req
 
         listed = self._page(
             IndexName="gsi1",
@@ -344,13 +410,38 @@ class TeamDeleteMixin(_Jobs):
             ExpressionAttributeValues={":p": _s(f"SCOPE#t:{team_id}")},
             ScanIndexForward=True,  # oldest first
         )
-        if not listed:
-            return False
-        keys = [_key(_req(i, "pk"), _req(i, "sk")) for i in listed]
-        # The index trails the table: read each packet as it is now.
+        if listed:
+            # The index trails the table (a packet deleted already may still be listed):
+            # a page with nothing left to delete, or one that changed, is listed again.
+            self._delete_team_packets(team_id, [_key(_req(i, "pk"), _req(i, "sk")) for i in listed])
+        return bool(listed)
+
+    def _marked_page(self, team_id: str) -> bool:
+        """Delete a page of the team's packets by their team marks (strongly consistent:
+        what gsi1 did not list yet), then the marks; whether there was one."""
+        from .dynamo import _req
+
+        marks = self._page(
+            KeyConditionExpression="#p = :p AND begins_with(#s, :m)",
+            ExpressionAttributeNames={"#p": "pk", "#s": "sk"},
+            ExpressionAttributeValues={":p": _s(f"TEAM#{team_id}"), ":m": _s("PKT#")},
+            ConsistentRead=True,
+        )
+        keys = [_key(_req(m, "sk"), "PKT") for m in marks]
+        if keys and self._delete_team_packets(team_id, keys):
+            self._batch_delete([_key(_req(m, "pk"), _req(m, "sk")) for m in marks])
+        return bool(marks)
+
+    def _delete_team_packets(self, team_id: str, keys: list[Item]) -> bool:
+        """Delete those of these packets still in the team, with their authors' usage, in
+        one transaction, then their publications and shares; whether it was done (not
+        cancelled: one changed meanwhile, or a racing worker)."""
+        from .dynamo import _Cancelled, _get, _req, _unchanged
+
+        # Read each packet as it is now: the usage taken off is what it occupies.
         found = [i for i in self._batch_get(keys) if _get(i, "team_id") == team_id]
         if not found:
-            return True  # the index has not caught up with deletes yet: list again
+            return True
         owed: dict[str, tuple[int, int]] = {}
         actions: list[dict[str, Any]] = []
         for item in found:
@@ -365,7 +456,7 @@ class TeamDeleteMixin(_Jobs):
         try:
             self._transact(actions)
         except _Cancelled:
-            return True  # one changed meanwhile (or a racing worker): read the page again
+            return False
         hashes = [_get(i, "public_hash") for i in found]
         public = [_key(f"PUBLIC#{h}", "PUBLIC") for h in hashes if h is not None]
         self._batch_delete(public)

@@ -54,6 +54,12 @@ def apply_record(store: DynamoStore, record: Mapping[str, Any]) -> None:
             # left them, and a share outliving its packet would share the same id pushed
             # again. (One pushed again and shared before this ran loses that share too.)
             store._end_shares(old)
+            if old is not None:
+                store.forget_in_team(old)
+        else:
+            # A team packet pushed the instant before its team's deletion is found here,
+            # whichever came first (``dynamo_fanout.py`` says how).
+            store.keep_in_team(old, new)
         return
     step = _step_moved(change)
     if step is None or not pk.startswith("TEAM#"):
