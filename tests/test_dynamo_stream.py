@@ -529,3 +529,23 @@ def test_a_crash_between_any_two_calls_leaves_a_consistent_table(op: str) -> Non
             die_after += 1
         assert die_after > 1
 
+
+def test_the_repair_marks_team_packets_from_before_marks_and_drops_stale_marks(
+    store: DynamoStore,
+) -> None:
+    """A table from before team marks has none on its team packets, and a mark whose
+    packet's REMOVE record was lost outlives it: the repair puts the one, deletes the other."""
+    from ltm.store.dynamo_fanout import team_mark
+    from ltm.store.dynamo_repair import repair_index
+
+    stream = Stream(store)
+    _team_with_packets(store, 2)
+    stream.drain()
+    store.client.delete_item(TableName=store.table, Key=team_mark("t1", "01TEAM000000"))
+    store.client.put_item(TableName=store.table, Item=team_mark("t1", "01GONE000000"))
+    stream.take()  # the consumer reads no team mark records
+    repair_index(store, say=lambda _: None)
+    assert store._get_item(team_mark("t1", "01TEAM000000")) is not None
+    assert store._get_item(team_mark("t1", "01GONE000000")) is None
+    stream.drain()
+    assert_consistent(store)

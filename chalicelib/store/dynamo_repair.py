@@ -15,7 +15,9 @@ derives (puts are idempotent) and loses its pending entry once they are there;
 a posting, facet or pending entry no packet derives any more is deleted; a
 team whose deletion has not ended (a packet left in it, or its tombstone not
 marked done) has its fan-out run to its end, and a member's departure whose
-clean-up has not ended is finished (its invites and publications end). A
+clean-up has not ended is finished (its invites and publications end). Each
+team packet gets its team mark (``dynamo_fanout.py``; one stored before marks
+has none), and a mark whose packet is gone is deleted. A
 concurrent push is never undone: after deleting, the packets concerned are read
 again, and any whose revision moved meanwhile gets its index written once more.
 After each page it prints a resume token (``--resume``): a run cut short goes on
@@ -190,8 +192,13 @@ def _repair_page(
     puts: list[Item] = []
     for item in packets.values():
         team = item.get("team_id", {}).get("S")
-        if team is not None and store._get_item(_key(f"TEAM#{team}", "TEAM")) is None:
-            teams_gone.add(team)
+        if team is not None:
+            if store._get_item(_key(f"TEAM#{team}", "TEAM")) is None:
+                teams_gone.add(team)
+            else:
+                # Its team mark (one stored before marks has none): read first, put only
+                # if missing, as the consumer does for a change within the team.
+                store.keep_in_team(item, item)
         puts.extend(image_index(item).values())
     store._batch_write(puts, [])
     done["index items put"] += len(puts)
@@ -219,6 +226,7 @@ def _repair_page(
                 done["pending cleared"] += 1
         elif (pk, sk) not in expected:
             stale.append(_key(pk, sk))
+    stale.extend(_stale_marks(store, items))
     store._batch_write([], stale)
     done["stale items deleted"] += len(stale)
     # 3. a push that landed meanwhile keeps its index: read those packets again
@@ -230,6 +238,26 @@ def _repair_page(
             if before is None or before.get("rev") != item.get("rev"):
                 store._batch_write(list(image_index(item).values()), [])
                 done["rewritten after a concurrent push"] += 1
+
+
+def _stale_marks(store: DynamoStore, items: list[Item]) -> list[Item]:
+    """The team marks of this page whose packet is gone or in no such team (their REMOVE
+    records lost). A packet of that id pushed into that team again as this runs gets its
+    mark back from its own record, or from the next run."""
+    marks = [
+        _key(i["pk"]["S"], i["sk"]["S"])
+        for i in items
+        if i["pk"]["S"].startswith("TEAM#") and i["sk"]["S"].startswith("PKT#")
+    ]
+    if not marks:
+        return []
+    keys = [_key(m["sk"]["S"], "PKT") for m in marks]
+    kept: set[tuple[str, str]] = set()
+    for start in range(0, len(keys), 100):
+        for item in store._batch_get(keys[start : start + 100]):
+            if "team_id" in item:
+                kept.add((f"TEAM#{item['team_id']['S']}", item["pk"]["S"]))
+    return [m for m in marks if (m["pk"]["S"], m["sk"]["S"]) not in kept]
 
 
 def repair_usage(
