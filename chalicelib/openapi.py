@@ -122,7 +122,20 @@ def _schemas() -> dict[str, Any]:
     schemas.update(
         {
             "Error": _obj({"error": {**_STRING, "description": "What went wrong."}}),
-            "Health": _obj({"ok": {"const": True}, "version": {**_STRING, "const": "0.2"}}),
+            "Health": _obj(
+                {
+                    "ok": {"const": True},
+                    "version": {**_STRING, "const": "0.2"},
+                    "repairs_owed": {
+                        "type": "array",
+                        "items": {"enum": ["index", "usage"]},
+                        "description": "On DynamoDB, present only when the table's derived"
+                        " data waits for these repairs after an upgrade"
+                        " (python -m ltm.store.dynamo_repair).",
+                    },
+                },
+                required=["ok", "version"],
+            ),
             "PushResult": _obj(
                 {
                     "id": _STRING,

@@ -497,3 +497,47 @@ def test_a_throttled_database_during_a_device_sign_in_is_a_503(api: Api, lambda_
     # Once DynamoDB answers again, the same device code polls on.
     polled = api.client.http.post("/oauth/token", headers=form, body=poll)
     assert json.loads(polled.body)["error"] in ("authorization_pending", "slow_down")
+
+
+def test_a_table_owing_repairs_says_so_once_per_container_and_in_healthz(
+    api: Api, lambda_app: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A table from before the repair record (upgraded, ``dynamo_repair`` not run): the
+    first request of a container logs one line naming the commands, healthz lists them,
+    and no other request reads the record again. healthz tells each repair's end at once,
+    and once both ran a new container says nothing."""
+    from ltm.store.dynamo import DERIVED_KEY, repairs_owed_line
+    from ltm.store.dynamo_repair import repair_index, repair_usage
+
+    api.store.client.delete_item(TableName=TABLE, Key=DERIVED_KEY)
+    lambda_app.close_store()  # a new container
+    caplog.clear()
+    owing = {"ok": True, "version": "0.2", "repairs_owed": ["index", "usage"]}
+    alice = api.user("alice")
+    assert api.call("POST", "/v1/packets", alice, make_packet())[0] == 201
+    reads: list[Any] = []
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        if params.get("Key") == DERIVED_KEY:
+            reads.append(params)
+
+    lambda_app.get_store().client.meta.events.register("provide-client-params.dynamodb", count)
+    assert api.call("GET", "/v1/packets", alice)[0] == 200
+    assert api.call("POST", "/v1/packets", alice, make_packet())[0] == 201
+    assert reads == []  # read at the container's start: no other request pays for it
+    assert api.call("GET", "/v1/healthz")[:2] == (200, owing)
+    said = [r.getMessage() for r in caplog.records if "dynamo_repair" in r.getMessage()]
+    assert said == [repairs_owed_line(["index", "usage"])]
+    assert "python -m ltm.store.dynamo_repair index and" in said[0]
+
+    repair_index(api.store, say=lambda _: None)
+    assert api.call("GET", "/v1/healthz")[:2] == (200, {**owing, "repairs_owed": ["usage"]})
+    assert repair_usage(api.store, say=lambda _: None)["busy"] == []
+    assert api.call("GET", "/v1/healthz")[:2] == (200, {"ok": True, "version": "0.2"})
+    reads.clear()
+    assert api.call("GET", "/v1/healthz")[0] == 200
+    assert reads == []  # nothing owed: not read again
+    lambda_app.close_store()
+    caplog.clear()
+    assert api.call("GET", "/v1/healthz")[:2] == (200, {"ok": True, "version": "0.2"})
+    assert not [r for r in caplog.records if "dynamo_repair" in r.getMessage()]

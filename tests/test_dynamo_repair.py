@@ -109,6 +109,11 @@ def test_names_claims_every_users_name_and_lists_a_name_two_go_by(
 def test_names_resumes_from_its_token_and_leaves_a_rename_that_raced_it(
     store: DynamoStore,
 ) -> None:
+    from ltm.store.dynamo import DERIVED_KEY
+
+    # The pages cut below are of the users and claims alone: the new table's record of
+    # its repairs would take a place in the first.
+    store.client.delete_item(TableName=store.table, Key=DERIVED_KEY)
     unclaimed(store)
     token = cut_short(lambda say: repair_names(store, say=say, page_size=2), pages=1)
     real = store.client.transact_write_items
@@ -257,3 +262,31 @@ def test_repair_indexes_a_run_written_without_spaces_in_pairs(
     repair_index(store, say=lambda _: None)
     assert found(store, "テスト", ME) == ["01RUN0000000"]
     assert found(store, "検索", ME) == ["01RUN0000000"]
+
+
+def test_the_repair_record_says_what_a_table_owes() -> None:
+    """A new table owes nothing; one from before the record owes both repairs; a repair
+    records itself only when it went over the whole table (not one scope, not a recount
+    of some users, not one that found a user busy)."""
+    from ltm.store.dynamo import DERIVED_GENERATION, DERIVED_KEY
+
+    with in_process("ltm-owed") as client:
+        assert DynamoStore("ltm-owed", client=client).repairs_owed() == []
+        client.delete_item(TableName="ltm-owed", Key=DERIVED_KEY)
+        store = DynamoStore("ltm-owed", client=client)
+        assert store.repairs_owed() == ["index", "usage"]
+        repair_index(store, scope="u:nobody", say=lambda _: None)
+        repair_usage(store, users=["nobody"], say=lambda _: None)
+        assert DynamoStore("ltm-owed", client=client).repairs_owed() == ["index", "usage"]
+        repair_index(store, say=lambda _: None)
+        assert store.repairs_owed() == ["usage"]
+        repair_usage(store, say=lambda _: None)
+        assert DynamoStore("ltm-owed", client=client).repairs_owed() == []
+        # Newer code's record stays when an older repair runs after it.
+        client.put_item(
+            TableName="ltm-owed",
+            Item={**DERIVED_KEY, "index": {"N": str(DERIVED_GENERATION + 1)}},
+        )
+        repair_index(store, say=lambda _: None)
+        record = client.get_item(TableName="ltm-owed", Key=DERIVED_KEY)["Item"]
+        assert record["index"] == {"N": str(DERIVED_GENERATION + 1)}

@@ -88,6 +88,7 @@ def test_redelivery_and_any_order_across_keys_end_in_the_same_index(
 def test_a_failed_record_is_reported_and_the_retry_completes(store: DynamoStore) -> None:
     """A throttled index write: the packet is stored (201) and stays found; the retry ends it."""
     stream = Stream(store)
+    stream.take()  # the new table's record of its repairs
     put(store, packet("01THROTTLE00", "u1", words="plover throttled"))
     records = stream.take()
     real = store.client.batch_write_item

@@ -225,6 +225,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import random
 import sys
@@ -276,6 +277,8 @@ if TYPE_CHECKING:  # botocore is imported only when a DynamoStore is built
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef, WriteRequestTypeDef
 
+logger = logging.getLogger("ltm.store")
+
 # An item as the low-level client reads and writes it. The client's stubs spell it with
 # TypedDicts (AttributeValueTypeDef); the helpers below are where one becomes the other.
 Item = dict[str, dict[str, Any]]
@@ -295,6 +298,15 @@ PUBLISHED_MADE = "published_made"
 # over these (an operator's listing of all tokens reads each).
 TOKEN_PARTITIONS = 8
 TRANSACTION_ATTEMPTS = 6
+# The table's record of its derived data, written by ``dynamo_repair.py``: for each of
+# ``REPAIRS``, the generation of what this code derives (search postings, facets, team
+# marks; what a packet occupies in its owner's usage) that the repair last brought the
+# whole table to. A table from before the stream consumer or the usage counters has no
+# record and needs both; a change of what a packet derives moves DERIVED_GENERATION on.
+# The service reads it once per process (a Lambda container) and says what is owed.
+DERIVED_GENERATION = 1
+REPAIRS = ("index", "usage")
+DERIVED_KEY = {"pk": {"S": "META#DERIVED"}, "sk": {"S": "META"}}
 
 # What a listing shows of a packet (PacketMeta), projected into the indexes that list.
 _LISTING = ["id", "created_at", "goal", "owner_id", "team_id", "project", "parent_id"]
@@ -793,6 +805,7 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DepartureMixin, DeviceGrantsMixi
         self.table = table
         self._client = client if client is not None else make_client(region)
         self._exc = self._client.exceptions
+        self._owed: list[str] | None = None  # repairs_owed's answer, once read
 
     @property
     def client(self) -> DynamoDBClient:
@@ -872,6 +885,45 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DepartureMixin, DeviceGrantsMixi
                 _backoff(attempt)
             else:
                 raise RuntimeError("DynamoDB kept deferring a BatchWriteItem")
+
+    # -- the table's record of its derived data -------------------------
+
+    def repairs_owed(self, *, again: bool = False) -> list[str] | None:
+        """The repairs (``REPAIRS``) the table's derived data waits for: those never run on
+        it (a table from before them) or run by older code. Read once per store, so no
+        request pays for it but a process's first; ``again``: read again while some are
+        owed (the health route, so it tells a repair's end at once). None if it could
+        not be read."""
+        if self._owed is None or (again and self._owed):
+            from botocore.exceptions import BotoCoreError, ClientError
+
+            try:
+                record = self._get_item(DERIVED_KEY) or {}
+            except (BotoCoreError, ClientError) as exc:
+                logger.warning("the table's repair record could not be read: %s", exc)
+                return None
+            self._owed = [
+                r for r in REPAIRS if int(record.get(r, {}).get("N", "0")) < DERIVED_GENERATION
+            ]
+        return list(self._owed)
+
+    def mark_repaired(self, repair: str) -> None:
+        """Record that ``repair`` ran over the whole table with this code (a newer
+        code's record stays)."""
+        assert repair in REPAIRS
+        with contextlib.suppress(self._exc.ConditionalCheckFailedException):
+            self._client.update_item(
+                TableName=self.table,
+                Key=DERIVED_KEY,
+                UpdateExpression="SET #r = :g, #at = :at",
+                ConditionExpression="attribute_not_exists(#r) OR #r <= :g",
+                ExpressionAttributeNames={"#r": repair, "#at": f"{repair}_at"},
+                ExpressionAttributeValues={
+                    ":g": {"N": str(DERIVED_GENERATION)},
+                    ":at": _s(_ts(datetime.now(UTC))),
+                },
+            )
+        self._owed = None
 
     # -- the reads a request starts with --------------------------------
 
@@ -2332,7 +2384,24 @@ def create_tables(
             TableName=table,
             TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
         )
+    # A new table owes no repair: nothing in it was derived by older code.
+    record = {r: {"N": str(DERIVED_GENERATION)} for r in REPAIRS}
+    client.put_item(TableName=table, Item={**DERIVED_KEY, **record})
     return dict(resp["TableDescription"])
+
+
+def repairs_owed_line(owed: Sequence[str]) -> str:
+    """What the log says, at a process's start, of a table whose derived data waits
+    for ``owed`` (``DynamoStore.repairs_owed``)."""
+    commands = " and ".join(f"python -m ltm.store.dynamo_repair {r}" for r in owed)
+    harm = {
+        "index": "search may miss packets stored before the upgrade",
+        "usage": "usage counters (the storage bound) may be wrong",
+    }
+    return (
+        f"the table's derived data was not repaired after an upgrade: run {commands}"
+        f" (docs/deploy-aws.md, Upgrades); until then {' and '.join(harm[r] for r in owed)}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

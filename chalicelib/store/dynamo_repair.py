@@ -150,6 +150,8 @@ def repair_index(
     for team_id, user_id in sorted(departures):
         if store.finish_departure(team_id, user_id):
             done["departures resumed"] += 1
+    if scope is None:  # the whole table (a resumed run: its first part ran before)
+        store.mark_repaired("index")
     return dict(done)
 
 
@@ -327,6 +329,10 @@ def repair_usage(
         except store.client.exceptions.ConditionalCheckFailedException:
             result["busy"].append(user)
             say(f"{user}: written to during the count; run again for them (--user {user})")
+    if only is None and not result["busy"]:
+        # Every counter is right. (A run for the busy users alone, after, does not record
+        # it: the record says a whole recount ended clean, so the next one does.)
+        store.mark_repaired("usage")
     return result
 
 
