@@ -145,6 +145,13 @@ def _grams(run: str, at: int) -> list[tuple[str, int, int]]:
     ]
 
 
+def pieces(text: str) -> list[tuple[str, bool]]:
+    """``text`` cut as ``_tokens`` cuts it, before folding: each run of a script written
+    without spaces (True, which search reads as its pairs) and each word of any other
+    (False). Recall at the prompt picks its keywords from these."""
+    return [(m.group(), m["run"] is not None) for m in _PIECE.finditer(text)]
+
+
 def has_grams(text: str) -> bool:
     """Whether ``text`` holds a character of a script written without spaces."""
     return _GRAM_ANY.search(text) is not None

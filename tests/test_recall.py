@@ -69,6 +69,69 @@ def test_keywords_leave_the_small_talk_out() -> None:
     assert keywords("ok thanks") == [] and len(keywords("a " * 5000)) == 0
 
 
+def test_keywords_of_a_prompt_without_spaces_are_its_content_words() -> None:
+    """Chinese, Japanese and Korean: the content words of a run, not its pairs of
+    characters (ltm.search's cut), and none of its particles, endings or small talk."""
+    from ltm.cli.agents.recall import keywords, terms
+
+    assert keywords("検索テストが失敗する原因を調べて") == ["テスト", "検索", "失敗", "原因"]
+    assert keywords("为什么搜索测试一直失败？") == ["搜索", "测试", "失败"]
+    korean = "검색 테스트가 계속 실패하는 원인을 찾아줘"
+    assert keywords(korean) == ["테스트", "검색", "실패", "원인"]
+    assert keywords("ﾛｸﾞｲﾝのテストをしてください") == ["ログイン", "テスト"]  # half-width kana
+    assert terms("ログインテストの失敗") == ["ログインテスト", "失敗"]  # whole, never a prefix
+    assert keywords("これをしてください、お願いします") == []
+
+
+@pytest.mark.parametrize(
+    ("prompt", "goal", "others"),
+    [
+        (
+            "検索テストが失敗する原因を調べて",
+            "検索テストの失敗を直す",
+            ["デプロイ手順を書く", "ログイン画面のデザインを変える"],
+        ),
+        ("为什么搜索测试一直失败？", "修复搜索测试的失败", ["部署到生产环境", "重新设计登录页面"]),
+        (
+            "검색 테스트가 계속 실패하는 원인을 찾아줘",
+            "검색 테스트 실패 수정",
+            ["배포 절차 작성", "로그인 페이지 디자인 변경"],
+        ),
+    ],
+    ids=["japanese", "chinese", "korean"],
+)
+def test_a_prompt_without_spaces_hints_its_packet(
+    shop: Cli, prompt: str, goal: str, others: list[str]
+) -> None:
+    shop.env["LTM_SEMANTIC"] = "0"  # by words alone, where the extra is installed
+    for other in others:
+        save(shop, other)
+    wanted = save(shop, goal)
+    hint = recall(shop, prompt)
+    assert hint is not None and hint.splitlines()[2].startswith(f"{wanted} · just now · {goal}")
+
+
+def test_particles_and_common_pairs_hint_nothing(shop: Cli) -> None:
+    """A packet sharing with the prompt only pairs of particles, endings or small talk (the
+    commonest pairs of a run: する, して, ください, 为什么, 하는), or one word alone, is not
+    the prompt's packet (by words: recall by meaning is measured on its own)."""
+    shop.env["LTM_SEMANTIC"] = "0"
+    save(shop, "ビルドが遅いので調べて直してください")
+    save(shop, "テストを書く")
+    save(shop, "为什么我们需要一直这样做")
+    save(shop, "배포하는 방법을 계속 알려줘")
+    for prompt in (
+        "検索テストが失敗する原因を調べてください",
+        "为什么搜索测试一直失败？",
+        "검색 테스트가 계속 실패하는 원인을 알려줘",
+        # Nothing but such pairs, every one of them in a packet: as pairs, a match.
+        "調べてください",
+        "为什么会这样？",
+        "계속 알려줘",
+    ):
+        assert recall(shop, prompt) is None, prompt
+
+
 def test_a_matching_packet_is_named_once_per_session(shop: Cli) -> None:
     wanted = save(shop, "Make the flaky login test pass on CI", tags=["auth"])
     save(shop, "Redesign the checkout page")

@@ -12,8 +12,11 @@ hold: a word that fills a whole page of hits is common in this project and
 counts half. A packet is hinted only when it holds at least two of the words,
 two thirds of them when the prompt has more, and one of them is not a common
 word; else nothing (a hint that points at the wrong packet costs more than no
-hint). ``bench/bench_recall.py`` measures how often the hint is the packet a
-person would have wanted.
+hint). A prompt in Chinese, Japanese or Korean gives its content words the same
+way (``_run_words``: no particles, endings or small talk), each searched as a
+phrase of the pairs of characters search cuts such a run into.
+``bench/bench_recall.py`` measures how often the hint is the packet a person
+would have wanted.
 
 By meaning. Where the ``semantic`` extra is installed and the words find no
 packet, the packet nearest the prompt in meaning (``ltm.semantic``, through the
@@ -32,7 +35,9 @@ user's own apart). The line stays compact (``MAX_HINT``), so it cannot carry
 
 from __future__ import annotations
 
+import itertools
 import math
+import unicodedata
 from typing import Any
 
 MAX_TERMS = 5  # searches per prompt (each a store query or an HTTP request)
@@ -68,15 +73,111 @@ _SUFFIXES = (
 
 def keywords(prompt: str) -> list[str]:
     """The prompt's most telling words, at most ``MAX_TERMS``: no filler, no numbers or
-    one- and two-letter words, longest first (a longer word is rarer)."""
-    from ltm.search import FILLER, STOP_WORDS, words
+    one- and two-letter words, longest first (a longer word is rarer). A run of Chinese,
+    Japanese, Korean or Thai gives its content words instead (``_run_words``)."""
+    from ltm.search import FILLER, STOP_WORDS, fold, pieces
 
     seen: dict[str, None] = {}
-    for word in words(prompt[:2000]):
+    length: dict[str, int] = {}
+    for piece, run in pieces(prompt[:2000]):
+        if run:
+            for word in _run_words(piece):
+                seen.setdefault(word, None)
+                # A character of these scripts says about what three letters do (検索 is
+                # "search"): so such a word is not crowded out by any longer English one.
+                length[word] = 3 * len(word)
+            continue
+        word = fold(piece)
         if len(word) < 3 or word.isdigit() or word in FILLER or word in STOP_WORDS:
             continue
         seen.setdefault(word, None)
-    return sorted(seen, key=len, reverse=True)[:MAX_TERMS]
+    return sorted(seen, key=lambda w: length.get(w, len(w)), reverse=True)[:MAX_TERMS]
+
+
+# -- prompts without spaces ----------------------------------------------------
+#
+# Search cuts a run of Chinese, Japanese, Korean or Thai into its overlapping pairs of
+# characters (``ltm.search``). Those pairs make poor keywords for a prompt: most
+# straddle two words (検索テストが gives トが), the commonest (する, して, です, 的问,
+# 하는) are in nearly every packet, and one word of four characters would be three of
+# the few searches a prompt gets, and count as three words held. So a run gives
+# word-like pieces instead, each searched as a phrase of its pairs, and then counted
+# exactly as an English word is (``_by_words``: a share of them in one packet, one of
+# them not common in the project):
+#
+# - Hiragana is the grammar of Japanese (particles, endings: が, する, して, ください)
+#   and a few characters are Chinese's (的, 了, 吗, 是, 我, 这...): they separate words
+#   and are never one. What they leave is content: kanji, katakana, hangul.
+# - Katakana writes a loanword, one word however long (テスト, ログイン), and a change
+#   between katakana and kanji is a word's edge (検索テスト is 検索 and テスト).
+# - Kanji and hanzi have no edge to see (修复搜索测试失败): most words of them are two
+#   characters, so such a stretch is taken two by two from its start (修复 搜索 测试
+#   失败). A pair cut across two words (试失 of 测试失败) finds only the packets that
+#   hold those words together, as a phrase would.
+# - Korean puts spaces between words but writes a particle or ending onto each
+#   (테스트가, 실패하는): one is taken off, and what remains is the word. One taken
+#   off a word it belongs to (디스플레이) leaves a part, which still finds the word.
+# - A word of one character is left out, as English words of one or two letters are;
+#   so is the small talk of a prompt in these languages (``_RUN_FILLER``, the likes of
+#   search.FILLER's "fix", "check", "please").
+_HIRAGANA = range(0x3041, 0x30A0)
+_KATAKANA = (range(0x30A1, 0x30FB), range(0x30FC, 0x3100), range(0x31F0, 0x3200))
+_HANGUL = (
+    *(range(0x1100, 0x1200), range(0x3131, 0x318F), range(0xA960, 0xA97D)),
+    *(range(0xAC00, 0xD7A4), range(0xD7B0, 0xD7FC)),
+)
+_CHINESE_GRAMMAR = frozenset("的了吗呢吧啊呀么是我你他她它们请这那把被和也都就还很")
+# Korean's particles and endings, longest first (한다 before 다): at most one is taken off.
+_KOREAN_ENDINGS_TEXT = """
+    해주세요 주세요 합니다 습니다 입니다 에서 으로 에게 까지 부터 하는 하고 해서
+    했다 하다 한다 되는 된다 이 가 은 는 을 를 의 에 도 로 와 과 만 줘 요
+"""
+_KOREAN_ENDINGS = sorted(_KOREAN_ENDINGS_TEXT.split(), key=len, reverse=True)
+_RUN_FILLER_TEXT = """
+    確認 修正 追加 変更 更新 実行 作業 対応 問題 手伝 今回 全部 コード ファイル チェック
+    修复 修改 检查 确认 问题 添加 更新 运行 代码 文件 帮忙 帮助 为什 什么 怎么 一下 一个
+    一直 可以 没有 现在 已经 因为 所以 如果 然后 需要 应该 看看 告诉 是否 能否
+    수정 확인 문제 추가 변경 실행 코드 파일 계속 지금 다시 이거 그거 저거 여기 거기 어떻게
+    무엇 제발 찾아 알려 고쳐 해줘 부탁
+"""
+_RUN_FILLER = frozenset(_RUN_FILLER_TEXT.split())
+
+
+def _script(ch: str) -> str | None:
+    """The kind of word ``ch`` belongs to, or None where it is grammar, never a word."""
+    code = ord(ch)
+    if code in _HIRAGANA or ch in _CHINESE_GRAMMAR:
+        return None
+    if any(code in span for span in _KATAKANA):
+        return "katakana"
+    if any(code in span for span in _HANGUL):
+        return "hangul"
+    return "han"  # kanji, hanzi, and Thai: no edge between words to see
+
+
+def _run_words(run: str) -> list[str]:
+    """The content words of one run of a script written without spaces (see above)."""
+    # As search reads the run: half-width katakana as full-width, marks left out (a
+    # kana's sound mark is joined to it by NFKC first).
+    plain = "".join(
+        ch
+        for ch in unicodedata.normalize("NFKC", run)
+        if not unicodedata.category(ch).startswith("M")
+    )
+    found: list[str] = []
+    for script, group in itertools.groupby(plain, key=_script):
+        chars = "".join(group)
+        if script == "hangul":
+            for ending in _KOREAN_ENDINGS:
+                if chars.endswith(ending) and len(chars) - len(ending) >= 2:
+                    chars = chars[: -len(ending)]
+                    break
+            found.append(chars)
+        elif script == "katakana":
+            found.append(chars)
+        elif script == "han":
+            found.extend(chars[i : i + 2] for i in range(0, len(chars) - 1, 2))
+    return [word for word in found if len(word) >= 2 and word not in _RUN_FILLER]
 
 
 def stem(word: str) -> str:
@@ -88,8 +189,15 @@ def stem(word: str) -> str:
 
 def terms(prompt: str) -> list[str]:
     """The search terms: a prefix of each keyword's stem, or the word itself when short."""
+    from ltm.search import has_grams
+
     found: dict[str, None] = {}
     for word in keywords(prompt):
+        if has_grams(word):
+            # Already a whole word (``_run_words``): no stem, and no prefix, which search
+            # would read as a prefix of its last pair of characters.
+            found.setdefault(word, None)
+            continue
         root = stem(word)
         found.setdefault(f"{root}*" if len(root) >= MIN_STEM else word, None)
     return list(found)
