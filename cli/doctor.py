@@ -210,7 +210,36 @@ def check_meaning() -> Check:
         semantic.model()  # installed is not readable: a damaged file turns meaning off
     except semantic.Unavailable as exc:
         return Check("meaning", "warn", f"search and recall by words only: {exc}")
-    return Check("meaning", "ok", f"search and recall by meaning too ({semantic.MODEL})")
+    on = f"search and recall by meaning too ({semantic.MODEL})"
+    if missing := _vectors_missing():
+        # Recall at the prompt never fills them (a hook must stay quick): say who does.
+        return Check(
+            "meaning",
+            "warn",
+            f"{on}; {missing} packets of the local store have no vector yet (saved before"
+            " the extra): recall at the prompt misses them until a search makes them",
+            "compute them once with any search: ltm search --local x",
+        )
+    return Check("meaning", "ok", on)
+
+
+def _vectors_missing() -> int:
+    """The local store's packets without a vector (saved before the extra, or with another
+    model), read-only; 0 where there is no store, or it cannot tell."""
+    from ltm.cli.config import local_db_path
+    from ltm.store.sqlite import SqliteStore
+
+    path = local_db_path()
+    if not path.exists():
+        return 0
+    try:
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=BUDGET_S)
+        try:
+            return SqliteStore.vectors_missing_in(conn)
+        finally:
+            conn.close()
+    except sqlite3.Error:  # no vector tables yet (an older store), or busy: not this check's
+        return 0
 
 
 def _mode(path: Path) -> int | None:

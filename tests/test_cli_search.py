@@ -310,3 +310,21 @@ def test_a_server_that_gains_the_extra_fills_the_packets_pushed_before(tmp_path:
         assert "ltm server: 2 packets have their vectors" in log.read_text()
     finally:
         server.stop()
+
+
+@MEANING
+def test_doctor_names_the_packets_recall_cannot_find_by_meaning_yet(cli: Cli) -> None:
+    """Packets saved before the extra have no vector until a search makes them; recall at
+    the prompt never does (a hook stays quick), so doctor says so, and how."""
+    cli.env["LTM_CACHE_DIR"] = str(cli.home / "cache")
+    packet = {"goal": "Fix Postgres connection pool exhaustion", "next_step": "cap the pool"}
+    cli.ok("save", "-", stdin=json.dumps(packet), LTM_SEMANTIC="0")
+
+    def meaning() -> str:
+        (line,) = [row for row in cli.run("doctor").stdout.splitlines() if " meaning " in row]
+        return line
+
+    assert "1 packets of the local store have no vector yet" in meaning()
+    assert "ltm search --local" in cli.run("doctor").stdout
+    cli.ok("search", "--local", "x")
+    assert meaning().startswith("ok") and "no vector" not in meaning()

@@ -1507,9 +1507,13 @@ class SqliteStore(Store):
 
     def vectors_missing(self) -> int:
         """How many packets have no vector of the current model (``fill_vectors``)."""
+        return self.vectors_missing_in(self._conn())
+
+    @staticmethod
+    def vectors_missing_in(db: sqlite3.Connection) -> int:
+        """``vectors_missing`` of an open database (doctor's, opened read-only)."""
         from .. import semantic
 
-        db = self._conn()
         model = db.execute("SELECT name FROM vector_model").fetchone()
         if model is not None and model[0] != semantic.MODEL:
             return int(db.execute("SELECT count(*) FROM packets").fetchone()[0])
