@@ -479,7 +479,19 @@ def packet_vector(fields: dict[str, str]) -> bytes | None:
 
 def query_vector(text: str) -> Query | None:
     """What a query or a prompt means, ready for ``rank`` and ``rerank``; None when no
-    word is left."""
+    word is left, or when the text holds Chinese, Japanese, Korean or Thai.
+
+    The model learned English: its tokenizer reads those scripts a character or a byte at
+    a time, and it puts two texts in them near each other whatever they say (two
+    unrelated requests, far apart in English, are near in Korean, Japanese and Chinese:
+    tests/test_semantic.py). A query in them is left to its words (``search`` cuts such
+    a run into pairs of characters): meaning would rank noise, and a prompt's hint by
+    meaning would name an unrelated packet.
+    """
+    from .search import has_grams
+
+    if has_grams(text[:TEXT_CHARS]):
+        return None
     words = clean(text[:TEXT_CHARS])
     found = model()
     vector = found.vector(words)

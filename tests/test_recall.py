@@ -349,3 +349,21 @@ def test_recall_by_meaning_is_import_light(shop: Cli) -> None:
     assert "ltm.semantic" in modules  # meaning ran: the words alone found nothing
     heavy = NOT_ON_THE_RECALL_PATH | {"numpy", "tokenizers", "wordllama", "safetensors"}
     assert not {m for m in modules if m in heavy or m.split(".")[0] in heavy}
+
+
+@MEANING
+def test_a_prompt_without_spaces_is_not_hinted_by_meaning(shop: Cli) -> None:
+    """The model puts any two texts in these scripts near each other (test_semantic.py):
+    a prompt in them sharing no telling word with a packet is hinted nothing, not the
+    packet that happens to be nearest."""
+    shop.env["LTM_CACHE_DIR"] = str(Path(shop.env["LTM_STATE_DIR"]).parent / "cache")
+    save(shop, "ビルドが遅いので調べて直してください")
+    save(shop, "テストを書く")
+    save(shop, "为什么我们需要一直这样做")
+    save(shop, "배포하는 방법을 계속 알려줘")
+    for prompt in (
+        "検索テストが失敗する原因を調べてください",
+        "为什么搜索测试一直失败？",
+        "검색 테스트가 계속 실패하는 원인을 알려줘",
+    ):
+        assert recall(shop, prompt, "cjk") is None, prompt

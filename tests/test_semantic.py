@@ -539,3 +539,50 @@ def test_meaning_off_says_how_to_turn_it_on(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(semantic, "installed", lambda: False)
     monkeypatch.setattr(semantic, "package_folder", lambda: None)
     assert "pip install 'ltm[semantic]'" in (semantic.why_off() or "")
+
+
+# Two unrelated requests, in English and as written in Korean, Japanese and Chinese.
+UNRELATED = [
+    (
+        ("keep telling me how to deploy", "why the database migration fails"),
+        ("배포하는 방법을 계속 알려줘", "데이터베이스 마이그레이션이 실패하는 원인"),
+    ),
+    (
+        ("find why the search test fails", "rewrite the deploy steps"),
+        ("検索テストが失敗する原因を調べて", "デプロイの手順を書き直す"),
+    ),
+    (
+        ("the database migration fails", "the deploy script needs fixing"),
+        ("数据库迁移失败", "部署脚本需要修复"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("english", "written"), UNRELATED, ids=["korean", "japanese", "chinese"])
+def test_text_without_spaces_is_left_to_its_words(
+    tmp_path: Path, english: tuple[str, str], written: tuple[str, str]
+) -> None:
+    """The model learned English: two requests it keeps apart in English, it puts near
+    each other as written in these scripts. Such a query has no meaning vector, so search
+    by meaning adds no unrelated packet to the words' hits, and a prompt no hint."""
+    from datetime import UTC, datetime
+
+    from ltm.ids import new_ulid
+
+    def cosine(pair: tuple[str, str]) -> float:
+        first, second = semantic.model().vectors(list(pair))
+        assert first is not None and second is not None
+        return sum(a * b for a, b in zip(first, second, strict=True))
+
+    assert cosine(written) > cosine(english) + 0.1  # why: the model cannot tell them apart
+    assert semantic.query_vector(written[0]) is None
+    assert semantic.query_vector(english[0]) is not None
+
+    store = SqliteStore(tmp_path / "ltm.db")
+    user = User(new_ulid(), "me", datetime.now(UTC))
+    store.create_user(user)
+    other = {"goal": written[1], "next_step": "go on", "tags": ["x"]}
+    _put(store, "oauth", user.id, 0, other)
+    for mode in ("hybrid", "semantic"):
+        assert searching.search(store, user, written[0], mode=mode) == [], mode
+    store.close()
