@@ -195,3 +195,68 @@ def test_conformance_passes_against_the_installed_server(installed: Installed) -
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)
     assert report["failed"] == 0 and report["passed"] >= 40
+
+
+# Run first by every ``ltm`` of the test below (sitecustomize, on PYTHONPATH): any
+# connection is refused, so what works works with no network.
+NO_NETWORK = """
+import socket
+
+def _refuse(*args, **kwargs):
+    raise OSError("no network in this test")
+
+socket.socket.connect = _refuse
+socket.create_connection = _refuse
+"""
+
+
+def test_the_semantic_extra_added_later_finds_by_meaning_with_no_network(
+    installed: Installed,
+) -> None:
+    """A user who adds ``ltm[semantic]`` to an install (pip install 'ltm[semantic]'):
+    before, a search by meaning names the extra; after, the packets saved before it are
+    found by meaning, the model read from the installed wordllama, nothing downloaded."""
+    offline = installed.home / "offline"
+    offline.mkdir()
+    (offline / "sitecustomize.py").write_text(NO_NETWORK)
+    env = installed.env(
+        LTM_DATA_DIR=str(installed.home / "meaning-data"),
+        LTM_CACHE_DIR=str(installed.home / "meaning-cache"),
+    )
+    env["PYTHONPATH"] = str(offline)
+
+    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [installed.ltm, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=installed.home,
+            timeout=scaled(120),
+        )
+
+    ids = []
+    for goal in (
+        "Fix Postgres connection pool exhaustion under peak load",
+        "Translate the storefront into German and French",
+    ):
+        saved = run("save", "-", stdin=json.dumps({"goal": goal, "next_step": "go on"}))
+        assert saved.returncode == 0, saved.stderr
+        ids.append(saved.stdout.strip())
+    before = run("search", "database runs out of sockets", "--semantic")
+    assert before.returncode == 1 and "pip install 'ltm[semantic]'" in before.stderr
+    assert run("search", "postgres").stdout.startswith(ids[0][:12])  # the words, always
+    python = str(installed.venv / "bin" / "python")
+    _pip(
+        "--python",
+        python,
+        "install",
+        "--quiet",
+        f"{installed.wheel}[semantic]",
+        timeout=scaled(900),
+    )
+    after = run("search", "database runs out of sockets", "--semantic", "--json")
+    assert after.returncode == 0, after.stderr
+    assert "working out what each packet means (once): 2/2" in after.stderr
+    assert [hit["id"] for hit in json.loads(after.stdout)["results"]][:1] == [ids[0]]
