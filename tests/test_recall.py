@@ -111,19 +111,29 @@ def test_a_prompt_without_spaces_hints_its_packet(
     assert hint is not None and hint.splitlines()[2].startswith(f"{wanted} · just now · {goal}")
 
 
+# Packets sharing with the prompts below only pairs of particles, endings or small talk
+# (the commonest pairs of a run: する, して, ください, 为什么, 하는), or one word alone.
+UNRELATED_GOALS = (
+    "ビルドが遅いので調べて直してください",
+    "テストを書く",
+    "为什么我们需要一直这样做",
+    "배포하는 방법을 계속 알려줘",
+)
+UNRELATED_PROMPTS = (
+    "検索テストが失敗する原因を調べてください",
+    "为什么搜索测试一直失败？",
+    "검색 테스트가 계속 실패하는 원인을 알려줘",
+)
+
+
 def test_particles_and_common_pairs_hint_nothing(shop: Cli) -> None:
-    """A packet sharing with the prompt only pairs of particles, endings or small talk (the
-    commonest pairs of a run: する, して, ください, 为什么, 하는), or one word alone, is not
-    the prompt's packet (by words: recall by meaning is measured on its own)."""
+    """Such a packet is not the prompt's packet (by words: recall by meaning is measured
+    on its own)."""
     shop.env["LTM_SEMANTIC"] = "0"
-    save(shop, "ビルドが遅いので調べて直してください")
-    save(shop, "テストを書く")
-    save(shop, "为什么我们需要一直这样做")
-    save(shop, "배포하는 방법을 계속 알려줘")
+    for goal in UNRELATED_GOALS:
+        save(shop, goal)
     for prompt in (
-        "検索テストが失敗する原因を調べてください",
-        "为什么搜索测试一直失败？",
-        "검색 테스트가 계속 실패하는 원인을 알려줘",
+        *UNRELATED_PROMPTS,
         # Nothing but such pairs, every one of them in a packet: as pairs, a match.
         "調べてください",
         "为什么会这样？",
@@ -357,13 +367,7 @@ def test_a_prompt_without_spaces_is_not_hinted_by_meaning(shop: Cli) -> None:
     a prompt in them sharing no telling word with a packet is hinted nothing, not the
     packet that happens to be nearest."""
     shop.env["LTM_CACHE_DIR"] = str(Path(shop.env["LTM_STATE_DIR"]).parent / "cache")
-    save(shop, "ビルドが遅いので調べて直してください")
-    save(shop, "テストを書く")
-    save(shop, "为什么我们需要一直这样做")
-    save(shop, "배포하는 방법을 계속 알려줘")
-    for prompt in (
-        "検索テストが失敗する原因を調べてください",
-        "为什么搜索测试一直失败？",
-        "검색 테스트가 계속 실패하는 원인을 알려줘",
-    ):
+    for goal in UNRELATED_GOALS:
+        save(shop, goal)
+    for prompt in UNRELATED_PROMPTS:
         assert recall(shop, prompt, "cjk") is None, prompt
