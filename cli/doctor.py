@@ -319,6 +319,30 @@ def check_server(target: Target | None) -> tuple[list[Check], Reply | None, Http
             http,
         )
     up = f"{target.host} is up, protocol {version}"
+    # A DynamoDB server upgraded without its repairs (docs/deploy-aws.md, Operating it):
+    # search there misses older packets and usage counts may be off. Only names of plain
+    # letters are repeated (index, usage): the answer is the server's text.
+    owed = data.get("repairs_owed")
+    named = [
+        r
+        for r in (owed if isinstance(owed, list) else [])[:4]
+        if isinstance(r, str) and r.isascii() and r.isalpha() and len(r) <= 16
+    ]
+    if named:
+        commands = " and ".join(f"python -m ltm.store.dynamo_repair {r}" for r in named)
+        return (
+            [
+                Check(
+                    "server",
+                    "warn",
+                    f"{up}, but its table was not repaired after an upgrade: search there"
+                    " can miss older packets, and usage counts can be off",
+                    f"the server's operator runs: {commands} (docs/deploy-aws.md)",
+                )
+            ],
+            reply,
+            http,
+        )
     if target.host.startswith("http://") and not loopback_url(target.host):
         # `ltm auth` says so once; the token goes out in the clear with every command since.
         return (

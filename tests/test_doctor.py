@@ -126,6 +126,31 @@ def test_a_server_speaking_another_protocol_version(tmp_path: Path) -> None:
     assert "speaks protocol '9.9'; this ltm speaks '0.2'" in checks["server"]["detail"]
 
 
+def test_a_server_owing_its_repairs_after_an_upgrade_is_a_warning(tmp_path: Path) -> None:
+    """A DynamoDB server whose operator skipped the repairs an upgrade needs says so in
+    healthz; search there misses older packets, which a user would otherwise take for
+    packets lost. The names are repeated only when plain words: the rest is the server's."""
+    cli = person(tmp_path)
+    owed = ["index", "usage", "\x1b]8;;evil\x1b\\x"]
+
+    def answer(request: Seen) -> tuple[int, dict[str, str], bytes]:
+        return json_reply(200, {"ok": True, "version": "0.2", "repairs_owed": owed})
+
+    with stub_server(answer) as stub:
+        server = by_name(doctor(cli, LTM_HOST=stub.url, LTM_TOKEN="t" * 40))["server"]
+    assert server["status"] == "warn", server
+    assert "not repaired after an upgrade" in server["detail"]
+    assert server["fix"] == (
+        "the server's operator runs: python -m ltm.store.dynamo_repair index and"
+        " python -m ltm.store.dynamo_repair usage (docs/deploy-aws.md)"
+    )
+    owed.clear()  # repaired: nothing to say
+    with stub_server(answer) as stub:
+        assert (
+            by_name(doctor(cli, LTM_HOST=stub.url, LTM_TOKEN="t" * 40))["server"]["status"] == "ok"
+        )
+
+
 def test_a_server_over_plain_http_beyond_this_machine_is_a_warning(tmp_path: Path) -> None:
     """`ltm auth` warns once that the token travels unencrypted; the doctor says so on
     every run, as long as it is so (the server is reached through a proxy here, under a
