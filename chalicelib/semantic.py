@@ -271,7 +271,7 @@ class Model:
 
     def vectors(self, texts: Sequence[str]) -> list[tuple[float, ...] | None]:
         """Many texts at once (a backfill, an import): over the whole table, with numpy."""
-        if len(texts) >= 16:
+        if len(texts) >= 16 and _numpy_at_hand():
             self.warm()
         return [self.vector(text) for text in texts]
 
@@ -294,10 +294,16 @@ class Model:
         return _unit(total.tolist())
 
 
+@functools.cache
 def _numpy_at_hand() -> bool:
-    from importlib.util import find_spec
-
-    return find_spec("numpy") is not None
+    """Whether numpy imports: a dependency of the extra, but plain Python makes the same
+    vectors, so a numpy missing or broken (built for another Python) costs time only,
+    never a save or a search. Tried once a process, when many texts are embedded."""
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _unit(values: Sequence[float]) -> tuple[float, ...] | None:

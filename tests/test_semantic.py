@@ -4,6 +4,7 @@ the hybrid ranking of ``service.search``."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -526,6 +527,33 @@ def test_a_process_that_embeds_many_texts_loads_the_table_once() -> None:
         assert model._np_table is not None
         again = model.vector("Postgres connection pool exhaustion")
         assert again == pytest.approx(first, abs=1e-6)  # the same vector either way
+    finally:
+        model.close()
+
+
+def test_without_numpy_many_texts_are_embedded_in_plain_python(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """numpy missing or broken (an import that fails): a fill or a server's pushes make
+    the same vectors in plain Python, never an error."""
+    import sys
+
+    texts = [f"Postgres connection pool number {n}" for n in range(2 * semantic.WARM_AFTER)]
+    model = semantic.Model(semantic.package_folder())  # type: ignore[arg-type]
+    try:
+        expected = [model.vector(text) for text in texts[:1]]
+    finally:
+        model.close()
+    monkeypatch.setitem(sys.modules, "numpy", None)  # ``import numpy`` raises ImportError
+    monkeypatch.setattr(
+        semantic, "_numpy_at_hand", functools.cache(semantic._numpy_at_hand.__wrapped__)
+    )
+    model = semantic.Model(semantic.package_folder())  # type: ignore[arg-type]
+    try:
+        found = model.vectors(texts)
+        assert model._np_table is None and all(v is not None for v in found)
+        assert found[0] == pytest.approx(expected[0], abs=1e-6)
+        assert [model.vector(text) for text in texts] == found  # one by one, past WARM_AFTER
     finally:
         model.close()
 
