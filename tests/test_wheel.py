@@ -6,7 +6,9 @@ the wheel is built from a clean copy of the sources (an old ``build/`` folder in
 the checkout would lend the wheel files the build no longer puts in it),
 installed with its ``server`` extra into a fresh venv, and run from outside the
 checkout: every verb's ``--help``, a save and a resume on the embedded store,
-and ``ltm conformance`` against that venv's own ``ltm server run``. The venv is
+and ``ltm conformance`` against that venv's own ``ltm server run``; then the
+``semantic`` extra is added, as a user adds it later, and search by meaning runs with
+every connection refused. The venv is
 made once for the module; its dependencies come from the package index (pip's
 cache makes that quick after the first run).
 """
