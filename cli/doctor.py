@@ -162,17 +162,17 @@ def check_outbox() -> Check:
 
     entries = outbox.waiting()
     broken = outbox.unreadable()
-    if broken:  # saves that will never go by themselves: said before what waits
-        said = "; ".join(part for part in (outbox.damaged(broken), outbox.summary(entries)) if part)
-        return Check(
-            "outbox",
-            "warn",
-            said,
-            (
-                'open each: what is left of its packet is under "packet"; then remove the file'
-                " (ltm never does)"
-            ),
-        )
+    aside = outbox.set_aside()
+    if broken or aside:  # saves that will never go by themselves: said before what waits
+        parts = (outbox.damaged(broken), outbox.aside(aside), outbox.summary(entries))
+        fixes = [outbox.ASIDE_FIX] if aside else []
+        if broken:
+            fixes.insert(
+                0,
+                "open each file that cannot be read: what is left of its packet is under"
+                ' "packet"; then remove the file (ltm never does)',
+            )
+        return Check("outbox", "warn", "; ".join(part for part in parts if part), "; ".join(fixes))
     if not entries:
         return Check("outbox", "ok", "empty: every save reached its server")
     try:

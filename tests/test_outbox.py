@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shlex
 import sqlite3
 import stat
 import subprocess
@@ -428,7 +429,7 @@ def test_the_stop_hook_counts_a_save_kept_in_the_outbox(box: Restartable, tmp_pa
     assert kept in box.ids() and outbox_files(olive) == []
 
 
-def test_push_outbox_runs_the_checks_again_and_keeps_what_is_refused(
+def test_push_outbox_runs_the_checks_again_and_sets_aside_what_they_refuse(
     box: Restartable, tmp_path: Path
 ) -> None:
     olive = signed_in(box.live, tmp_path / "olive", "Olive")
@@ -442,22 +443,129 @@ def test_push_outbox_runs_the_checks_again_and_keeps_what_is_refused(
     assert "still in the outbox" in line and "cannot be reached" in line
     assert len(outbox_files(olive)) == 2
 
-    # A redaction rule added since the save applies when the packet goes.
+    # A redaction rule added since the save applies when the packet goes: refused here, it
+    # would be refused at every command, so it is set aside for the user to edit.
     olive.ok("sensitive", "add", "ticket", "ACME-[0-9]+")
     box.start()
     result = olive.run("push", "--outbox")
     assert result.returncode == 1
     assert f"outbox: pushed {second}" in result.stderr
-    assert f"outbox: {first} was not taken" in result.stderr
+    assert f"outbox: {first} was refused" in result.stderr and "redaction" in result.stderr
     assert box.ids() & {first, second} == {second}
-    assert len(outbox_files(olive)) == 1
+    assert outbox_files(olive) == []
+    command = said_command(result.stderr)
+    assert command[:2] == ["ltm", "push"]
 
+    again = olive.run("push", "--outbox")
+    assert again.returncode == 0, again.stderr
+    assert "nothing waits in the outbox" in again.stderr and "1 packet set aside" in again.stderr
     olive.ok("sensitive", "rm", "ticket")
-    done = olive.run("push", "--outbox")
-    assert done.returncode == 0, done.stderr
-    assert f"outbox: pushed {first}" in done.stderr
+    olive.ok(*command[1:])
     assert {first, second} <= box.ids()
-    assert "the outbox is empty" in olive.run("push", "--outbox").stderr
+
+
+def said_command(stderr: str) -> list[str]:
+    """The command the line that set a packet aside says to run, as its words."""
+    (line,) = [line for line in stderr.splitlines() if "set aside (not retried)" in line]
+    return shlex.split(line.split("then run: ")[1].split(" (and delete")[0])
+
+
+def aside_files(cli: Cli) -> list[Path]:
+    return sorted((Path(cli.env["LTM_DATA_DIR"]) / "outbox" / "refused").glob("*.json"))
+
+
+def test_a_packet_whose_id_is_taken_is_set_aside_once_to_save_with_a_new_id(
+    box: Restartable, tmp_path: Path
+) -> None:
+    """Kept offline with an id that, meanwhile, is another user's packet: the server's 409
+    will not change, so the packet leaves the delivery queue for a file of its own, said
+    once, with the command that saves it under a new id; doctor lists it until deleted."""
+    bob = signed_in(box.live, tmp_path / "bob", "Bob")
+    taken = bob.ok("save", "-", stdin=packet("Bob's own packet")).strip()
+    olive = signed_in(box.live, tmp_path / "olive", "Olive")
+    box.stop()
+    mine = {"id": taken, "goal": "Olive's offline work", "next_step": "Carry on."}
+    olive.ok("save", "-", stdin=json.dumps(mine))
+    box.start()
+
+    result = olive.run("ls")
+    assert result.returncode == 0, result.stderr
+    (path,) = aside_files(olive)
+    assert result.stderr.count("set aside") == 1 and str(path) in result.stderr
+    assert "drop its id and run: ltm save)" not in result.stderr  # the server's advice, replaced
+    assert outbox_files(olive) == []
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.parent.parent.stat().st_mode) == 0o700
+    assert json.loads(path.read_text()) == {**json.loads(path.read_text()), **mine}
+
+    assert "outbox" not in olive.run("ls").stderr  # said once
+    assert "nothing waits" in olive.run("push", "--outbox").stderr  # and never retried
+    doctor = olive.run("doctor").stdout
+    assert re.search(r"warn\s+outbox\s+1 packet set aside", doctor), doctor
+    assert path.name in doctor and "ltm push FILE" in doctor
+
+    command = said_command(result.stderr)
+    assert command[:3] == ["ltm", "save", str(path)]
+    edited = {k: v for k, v in json.loads(path.read_text()).items() if k != "id"}
+    path.write_text(json.dumps(edited))
+    fresh = olive.ok(*command[1:]).strip()
+    assert fresh != taken and fresh in box.ids()
+    assert json.loads(olive.ok("pull", fresh))["goal"] == "Olive's offline work"
+    assert json.loads(bob.ok("pull", taken))["goal"] == "Bob's own packet"
+    assert path.exists()  # the user's to delete
+
+
+def test_a_packet_the_server_rejects_is_set_aside_and_what_may_pass_waits(
+    box: Restartable, tmp_path: Path
+) -> None:
+    """Through a proxy: a 503 (the server is down) and a 403 (what the sign-in may do)
+    leave the packet waiting, as before; a 400 (the server's own checks refuse the packet)
+    sets it aside once, never sent again, and the command said pushes it once fixed."""
+    answers: list[int] = []  # what the next POSTs of packets are answered, in order
+    posts: list[int] = []
+
+    def refusing(request: Seen) -> Reply | None:
+        if request.method != "POST" or not request.path.startswith("/v1/packets"):
+            return None
+        status = answers.pop(0) if answers else 0
+        posts.append(status)
+        if not status:
+            return None
+        error = {400: "goal: a secret was found", 403: "forbidden", 503: "down"}[status]
+        return (status, {"Content-Type": "application/json"}, json.dumps({"error": error}).encode())
+
+    with proxy_to(box, refusing) as url:
+        olive = Cli(tmp_path / "olive")
+        olive.ok("auth", url, "--with-token", stdin=box.live.issue("Olive")[1])
+        box.stop()
+        kept = olive.ok("save", "-", stdin=packet("Ship the build")).strip()
+        box.start()
+        posts.clear()  # the save's own, answered 502 while the server was down
+
+        for status in (503, 403):
+            answers.append(status)
+            olive.run("ls")
+            assert len(outbox_files(olive)) == 1 and aside_files(olive) == [], status
+
+        answers.append(400)
+        result = olive.run("ls")
+        assert result.returncode == 0, result.stderr
+        (path,) = aside_files(olive)
+        assert "a secret was found" in result.stderr and str(path) in result.stderr
+        assert outbox_files(olive) == []
+        assert json.loads(path.read_text())["id"] == kept
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+
+        assert "outbox" not in olive.run("ls").stderr
+        olive.run("push", "--outbox")
+        assert posts == [503, 403, 400]  # not sent again
+
+        command = said_command(result.stderr)
+        assert command[:3] == ["ltm", "push", str(path)]
+        olive.ok(*command[1:])
+        assert kept in box.ids()
 
 
 def test_a_refused_save_is_not_kept(box: Restartable, tmp_path: Path) -> None:

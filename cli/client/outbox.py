@@ -18,13 +18,20 @@ hooks, on their short budget, deliver nothing and so never wait.) Saving the sam
 id again while offline replaces the waiting file: the newest version is the one
 the server would have kept too; a push of it that the server takes (any command, the
 agent's tool) removes what was kept of it before, which is that version or an older
-one (its delivery timed out, or was refused). A save kept while signed in as one account (when
+one (its delivery timed out, or was refused).
+
+Refused for good: a packet refused for what it is (the checks here, a 400, 409 or 413:
+``final`` says which and why) would be refused again at every command; it is set aside,
+said once with the command that pushes it once fixed, as its own packet JSON in the
+folder's ``refused/``, never retried, and never deleted by ltm (``ltm doctor`` lists it
+until the user deletes it). A refusal that may pass (a 403: the sign-in, not the
+packet) leaves it waiting. A save kept while signed in as one account (when
 the sign-in knows it: a server with ``/v1/whoami``) is delivered only while signed
 in as that account: another account signed in to the same server since would
 otherwise receive it. A sign-in that does not know its account (``LTM_TOKEN``) asks
 the server, and one the server will not name delivers no such save.
 
-Private and durable: the folder is 0700 inside ltm's data folder, each file 0600,
+Private and durable: the folders are 0700 inside ltm's data folder, each file 0600,
 written to a temporary name, fsynced, renamed, and the folder fsynced, so a packet
 said to be kept survives a crash or a power cut.
 
@@ -66,7 +73,7 @@ class Entry(NamedTuple):
 
 class Delivery(NamedTuple):
     sent: list[str]  # packet ids pushed
-    refused: list[str]  # ids the checks or the server refused: they stay
+    refused: list[str]  # ids the checks or the server refused: they stay, or are set aside
     left: int  # entries not tried (the server could not be reached)
 
 
@@ -106,12 +113,6 @@ def keep(
 ) -> Path:
     """Keep a checked packet for ``host`` (saved as ``user``, when known); returns its file.
     Durable when it returns."""
-    from ltm.cli.config import PRIVATE_DIR, private_dir, sync_dir, write_private
-
-    private_dir(folder().parent)
-    where = folder()
-    where.mkdir(mode=PRIVATE_DIR, exist_ok=True)
-    os.chmod(where, PRIVATE_DIR)
     packet_id = str(checked.data.get("id", ""))
     record = {
         "host": host,
@@ -122,10 +123,21 @@ def keep(
         "kept_at": stamp(),
         "packet": checked.body().decode("utf-8"),
     }
-    path = where / f"{_host_key(host)}.{_host_key(packet_id)}.json"
-    write_private(path, json.dumps(record, ensure_ascii=False), follow=False)
-    sync_dir(where)  # said to be kept: the rename must be on disk too
+    path = folder() / f"{_host_key(host)}.{_host_key(packet_id)}.json"
+    _write(path, json.dumps(record, ensure_ascii=False))
     return path
+
+
+def _write(path: Path, text: str) -> None:
+    """``text`` as ``path`` (in the outbox folder or one inside it), private (folders 0700,
+    the file 0600) and durable when it returns: a packet said to be kept (or set aside)
+    must survive a crash or a power cut, rename included."""
+    from ltm.cli.config import private_dir, sync_dir, write_private
+
+    private_dir(folder())  # the data folder first, then the outbox: both 0700
+    private_dir(path.parent)
+    write_private(path, text, follow=False)
+    sync_dir(path.parent)
 
 
 def stamp() -> str:
@@ -286,24 +298,20 @@ def deliver(backend: Backend, host: str, *, wait: bool = False) -> Delivery:
                     lenient=entry.lenient,
                     allow_unredacted=entry.allow_unredacted,
                 )
-            except CliError as exc:
+            except Exception as exc:  # the pre-flight's own Refused is a Failure, not a CliError
                 if unreachable(exc):
                     return Delivery(sent, refused, len(entries) - done)
                 if isinstance(exc, Rejected):
                     return _rejected(exc, host, entries[done:], sent, refused)
                 refused.append(entry.packet_id)
-                info(
-                    f"outbox: {entry.packet_id} was not taken by {where}: "
-                    f"{_first_line(exc.message)}; it stays in the outbox ({entry.path})"
-                )
-                continue
-            except Exception as exc:  # the pre-flight's own Refused is a Failure, not a CliError
-                message = getattr(exc, "message", str(exc))
-                refused.append(entry.packet_id)
-                info(
-                    f"outbox: {entry.packet_id} was not taken by {where}: "
-                    f"{_first_line(message)}; it stays in the outbox ({entry.path})"
-                )
+                message = _first_line(getattr(exc, "message", str(exc)))
+                if final(exc) and _read(entry.path) == entry:  # else saved again: that waits
+                    info(_set_aside(entry, where, exc))
+                else:
+                    info(
+                        f"outbox: {entry.packet_id} was not taken by {where}: "
+                        f"{message}; it stays in the outbox ({entry.path})"
+                    )
                 continue
             if _read(entry.path) == entry:  # else saved again meanwhile: that one waits on
                 from ltm.cli.config import sync_dir
@@ -313,6 +321,96 @@ def deliver(backend: Backend, host: str, *, wait: bool = False) -> Delivery:
             sent.append(pushed.id)
             info(f"outbox: pushed {pushed.id} to {where} (saved offline {entry.kept_at[:19]}Z)")
     return Delivery(sent, refused, 0)
+
+
+def final(exc: BaseException) -> bool:
+    """Whether ``exc`` refuses the packet itself, so that sending it again, at every
+    command, would meet the same refusal (and say so each time): such a packet is set
+    aside (``_set_aside``) for the user to fix. Which refusals are final, and why:
+
+    - 400: the server's own checks (its schema, its secret scan) judged these bytes,
+      and judge the same bytes the same way;
+    - 409: the id belongs to another user's packet (or one in another scope): it stays
+      theirs, so this packet needs a new id;
+    - 413: too large for the server: the packet does not shrink by waiting;
+    - the pre-flight here refusing it (the schema, a redaction rule added since the
+      save): the packet must be edited, or the rule given up, before it goes.
+
+    Not final, and the packet waits as before: a 401 (the token, not the packet: the
+    delivery stops, ``_rejected``); a 403, and a 404 for a team, which say what this
+    sign-in may do, not what the packet is: signing in with full access (a read-only
+    device token) or rejoining the team makes the same packet welcome, with nothing
+    to edit; a 429, a 5xx, a 507 (storage full until packets are deleted), a server
+    out of reach: each passes."""
+    from ltm.cli.client.backend import IdTaken
+    from ltm.cli.client.remote import Refusal
+    from ltm.preflight import Refused
+
+    return isinstance(exc, (IdTaken, Refusal, Refused))
+
+
+ASIDE = "refused"  # inside the outbox folder: packets their server refused for good
+
+
+def _set_aside(entry: Entry, where: str, exc: BaseException) -> str:
+    """Move ``entry`` out of the delivery queue into the outbox's ``refused`` folder, as
+    the packet's own JSON (indented, to edit), never to be sent again by ltm; returns the
+    one line that says why, where it is and the command that pushes it once fixed.
+    Written (durably) before the entry goes: the packet is never only in memory."""
+    import shlex
+
+    from ltm.cli.client.backend import IdTaken
+    from ltm.cli.config import sync_dir
+
+    text = json.dumps(json.loads(entry.body), ensure_ascii=False, indent=2) + "\n"
+    safe = entry.packet_id.replace("-", "").replace("_", "").isalnum() and entry.packet_id.isascii()
+    stem = entry.packet_id[:80] if safe else _host_key(entry.packet_id)
+    path, n = folder() / ASIDE / f"{stem}.json", 1
+    while path.exists() and path.read_text(encoding="utf-8", errors="replace") != text:
+        n += 1  # one set aside before, still there: the user's to delete, never replaced
+        path = path.with_name(f"{stem}-{n}.json")
+    _write(path, text)
+    entry.path.unlink(missing_ok=True)
+    sync_dir(entry.path.parent)
+    reason = _first_line(getattr(exc, "message", str(exc))).split(" — ")[0]
+    flags = [f"-t {shlex.quote(entry.team)}"] if entry.team else []
+    flags += ["--lenient"] * entry.lenient + ["--allow-unredacted"] * entry.allow_unredacted
+    if isinstance(exc, IdTaken):
+        fix, verb = 'delete its "id" line (ltm save gives it a new id)', "save"
+    else:
+        fix, verb = "edit it as that says", "push"
+    command = " ".join(["ltm", verb, shlex.quote(str(path)), *flags])
+    return (
+        f"outbox: {entry.packet_id} was refused by {where}: {reason}; sending it again would"
+        f" be refused again, so it is set aside (not retried) as {path} — {fix}, then run:"
+        f" {command} (and delete the file once it is taken)"
+    )
+
+
+def set_aside() -> list[Path]:
+    """The packets set aside (``_set_aside``) and still there: the user's to push, and to
+    delete (ltm never does)."""
+    try:
+        names = sorted(os.listdir(folder() / ASIDE))
+    except OSError:
+        return []
+    return [folder() / ASIDE / n for n in names if n.endswith(".json") and not n.startswith(".")]
+
+
+def aside(paths: list[Path]) -> str:
+    """'2 packets set aside, refused by their server: PATH, PATH' ('' for none)."""
+    if not paths:
+        return ""
+    count = f"{len(paths)} packet{'s' if len(paths) != 1 else ''} set aside"
+    return f"{count}, refused by their server (never retried): {', '.join(map(str, paths))}"
+
+
+# What to do with a packet set aside, for doctor and ``push --outbox``.
+ASIDE_FIX = (
+    "push each once fixed: ltm push FILE (-t TEAM for a team's; pushed as it is, it says"
+    ' again what is refused; an id that is another\'s packet: delete its "id" line, then'
+    " ltm save FILE); then delete the file"
+)
 
 
 def _rejected(
@@ -354,7 +452,12 @@ def push_all() -> None:
     entries = waiting()
     broken = damaged(unreadable())
     if not entries and not broken:
-        info("the outbox is empty: nothing waits to be pushed")
+        kept = aside(set_aside())
+        info(
+            f"nothing waits in the outbox to be pushed; {kept} — {ASIDE_FIX}"
+            if kept
+            else "the outbox is empty: nothing waits to be pushed"
+        )
         return
     problems = [broken] if broken else []
     for host in sorted({entry.host for entry in entries}):

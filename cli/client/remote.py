@@ -569,6 +569,15 @@ class Unavailable(CliError):
 UNAVAILABLE = (502, 503, 504)
 
 
+class Refusal(CliError):
+    """400, 409 or 413: the server judged what was sent (its checks, an id that is
+    another's, its size) and would judge the same request the same way again; the outbox
+    sets such a packet aside rather than send it at every command."""
+
+
+REFUSALS = (400, 409, 413)
+
+
 def status_error(host: str, reply: Reply, hints: Mapping[int, str] | None = None) -> CliError:
     """The one line for a refusal: the hint for this status, else a generic one."""
     message = reply.error_text()
@@ -585,7 +594,8 @@ def status_error(host: str, reply: Reply, hints: Mapping[int, str] | None = None
             f" the full scope) — sign in with full access: ltm auth {host}"
         )
     if hints and status in hints:
-        return CliError(hints[status].replace("{host}", host).replace("{msg}", message))
+        kind = Refusal if status in REFUSALS else CliError
+        return kind(hints[status].replace("{host}", host).replace("{msg}", message))
     if status == 401:
         return Rejected(f"token rejected by {host} — run: ltm auth {host}")
     if status == 403:
@@ -593,18 +603,18 @@ def status_error(host: str, reply: Reply, hints: Mapping[int, str] | None = None
     if status == 404:
         return CliError(f"{host}: {message} (HTTP 404) — check the name or id")
     if status == 409:
-        return CliError(f"{host}: {message} (HTTP 409) — pick another name or id")
+        return Refusal(f"{host}: {message} (HTTP 409) — pick another name or id")
     if status == 410:
         return CliError(
             f"{host}: {message} (HTTP 410) — ask a team member for a new invite: ltm invite -t TEAM"
         )
     if status == 413:
-        return CliError(
+        return Refusal(
             f"{host} refused the request as too large ({message}) — a packet may be at most"
             f" {MAX_PACKET_KIB} KiB; trim it"
         )
     if status == 400:
-        return CliError(f"{host} rejected the request: {message}")
+        return Refusal(f"{host} rejected the request: {message}")
     if 300 <= status < 400:
         location = reply.headers.get("location", "")
         return CliError(
