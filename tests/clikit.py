@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -289,3 +290,23 @@ def trickling_server(gap: float) -> Iterator[str]:
     finally:
         stop.set()
         listener.close()
+
+
+def shell_env(tmp_path: Path, *, with_ltm: bool) -> dict[str, str]:
+    """A PATH with the basic tools and, when asked, a folder holding only ``ltm``."""
+    tools = tmp_path / "tools"
+    tools.mkdir(exist_ok=True)
+    for name in ("sh", "env"):
+        found = shutil.which(name)
+        assert found is not None
+        (tools / name).unlink(missing_ok=True)
+        (tools / name).symlink_to(found)
+    path = [str(tools)]
+    if with_ltm:
+        bin_dir = tmp_path / "ltm-bin"
+        bin_dir.mkdir(exist_ok=True)
+        if not (bin_dir / "ltm").exists():
+            (bin_dir / "ltm").symlink_to(LTM)
+        path.insert(0, str(bin_dir))
+    env = Cli(tmp_path / "person").env
+    return {**env, "PATH": os.pathsep.join(path), "LTM_STATE_DIR": str(tmp_path / "state")}

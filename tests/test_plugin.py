@@ -12,8 +12,6 @@ with a ``name`` and a ``source``; a relative source starts with ``./``).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import tomllib
 from pathlib import Path
@@ -21,7 +19,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from clikit import LTM, Cli
+from clikit import Cli, shell_env
 from timing import scaled
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -177,26 +175,6 @@ def test_the_plugin_hooks_are_the_ones_ltm_hooks_install_writes(tmp_path: Path) 
         assert {k for k in groups[0] if k != "hooks"} == {
             k for k in installed[event][0] if k != "hooks"
         }
-
-
-def shell_env(tmp_path: Path, *, with_ltm: bool) -> dict[str, str]:
-    """A PATH with the basic tools and, when asked, a folder holding only ``ltm``."""
-    tools = tmp_path / "tools"
-    tools.mkdir(exist_ok=True)
-    for name in ("sh", "env"):
-        found = shutil.which(name)
-        assert found is not None
-        (tools / name).unlink(missing_ok=True)
-        (tools / name).symlink_to(found)
-    path = [str(tools)]
-    if with_ltm:
-        bin_dir = tmp_path / "ltm-bin"
-        bin_dir.mkdir(exist_ok=True)
-        if not (bin_dir / "ltm").exists():
-            (bin_dir / "ltm").symlink_to(LTM)
-        path.insert(0, str(bin_dir))
-    env = Cli(tmp_path / "person").env
-    return {**env, "PATH": os.pathsep.join(path), "LTM_STATE_DIR": str(tmp_path / "state")}
 
 
 def test_without_ltm_the_hooks_are_silent_and_the_mcp_entry_says_how_to_install(
