@@ -632,19 +632,6 @@ def hook_files(harness_name: str) -> list[tuple[str, Path]]:
     return files
 
 
-def _hook_program(command: str) -> str | None:
-    """The program an ltm hook command runs, past any ``NAME=value`` it sets first."""
-    import shlex
-
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return None
-    while words and "=" in words[0] and not words[0].startswith(("/", ".")):
-        words.pop(0)
-    return words[0] if words else None
-
-
 def _hooks_check(
     name: str,
     fix: str,
@@ -654,14 +641,23 @@ def _hooks_check(
     harness_name: str = "claude-code",
 ) -> Check:
     """One hooks file holding ltm entries: every event wired, to an ltm that exists."""
-    from ltm.cli.agents.hooks_install import RECALL, harness
+    from ltm.cli.agents.hooks_install import RECALL, harness, hook_program
 
     wired = harness(harness_name, project=False).events
     rank = {event.name: i for i, event in enumerate(wired)}
     events = sorted(ours, key=lambda event: rank.get(event, len(rank)))  # ltm's order first
     for event in events:
-        for program in filter(None, map(_hook_program, ours[event])):
-            if not Path(program).exists() and not _on_path(program):
+        for program in filter(None, map(hook_program, ours[event])):
+            if os.sep not in program and not _on_path(program):
+                # A project's portable hooks: they do nothing where no ltm is on PATH.
+                return Check(
+                    name,
+                    "fail",
+                    f"{path}: {event} runs the {program} on PATH, and there is none on PATH"
+                    " here: the hooks do nothing",
+                    "put ltm on PATH (also for the editor or harness you start)",
+                )
+            if os.sep in program and not Path(program).exists():
                 return Check(name, "fail", f"{path}: {event} runs {program}, which is gone", fix)
             if program not in mine and _resolved(program) not in mine and os.sep in program:
                 return Check(name, "warn", f"{path}: {event} runs another ltm ({program})", fix)

@@ -307,6 +307,8 @@ def test_project_hooks_and_the_local_settings(tmp_path: Path) -> None:
     local = project / ".claude" / "settings.local.json"
     local.write_text((project / ".claude" / "settings.json").read_text())
     (project / ".claude" / "settings.json").unlink()
+    # A project's hooks run the ltm on PATH, as a teammate's harness finds it.
+    cli.env["PATH"] = f"{Path(LTM).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     checks = by_name(doctor(cli, code=0))
     assert checks["hooks claude-code local"]["status"] == "ok"
     assert "hooks claude-code" not in checks  # the user's file holds none: no line for it
@@ -417,3 +419,18 @@ def test_a_settings_file_that_is_not_toml(tmp_path: Path) -> None:
     assert checks["settings"]["status"] == "fail"
     assert checks["settings"]["detail"] in refused and "not valid TOML" in refused
     assert "move it aside" in checks["settings"]["fix"]
+
+
+def test_a_project_s_portable_hooks_are_ltm_s(tmp_path: Path) -> None:
+    """A --project install runs the ltm on PATH (the file is the team's): doctor takes its
+    entries for ltm's, and says so when no ltm is on PATH, where they do nothing."""
+    cli = hooks_person(tmp_path)
+    project = tmp_path / "project"
+    cli.run("hooks", "install", "claude-code", "--project", "--write", "--no-mcp", cwd=project)
+    path = project / ".claude" / "settings.json"
+    assert "command -v ltm" in path.read_text()
+    on_path = f"{Path(LTM).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    check = by_name(doctor(cli, code=0, PATH=on_path))["hooks claude-code project"]
+    assert check["status"] == "ok" and "run this ltm" in check["detail"]
+    check = by_name(doctor(cli, code=1, PATH="/nonexistent"))["hooks claude-code project"]
+    assert check["status"] == "fail" and "none on PATH" in check["detail"]

@@ -512,3 +512,119 @@ def test_no_mcp_leaves_the_tools_out(person: Cli) -> None:
     result = person.run("hooks", "install", "gemini", "--write", "--no-mcp")
     assert result.returncode == 0 and "ltm mcp install" not in result.stderr
     assert "mcpServers" not in (home(person) / ".gemini" / "settings.json").read_text()
+
+
+PROJECT_FILES = {
+    "claude-code": ".claude/settings.json",
+    "codex": ".codex/hooks.json",
+    "copilot": ".github/hooks/ltm.json",
+    "gemini": ".gemini/settings.json",
+    "cursor": ".cursor/hooks.json",
+}
+
+
+def ltm_entries(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """{event: ltm's entries} of a hooks file, grouped or flat."""
+    from ltm.cli.agents.hooks_install import hook_verb
+    from ltm.cli.agents.mcp.install import parse_jsonc
+
+    found = {}
+    for event, items in parse_jsonc(path.read_text()).value["hooks"].items():
+        entries = [e for g in items for e in g.get("hooks", [g])]
+        found[event] = [e for e in entries if hook_verb(e.get("command", "")) is not None]
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(PROJECT_FILES))
+def test_a_project_install_runs_the_ltm_on_each_persons_path(
+    person: Cli, tmp_path: Path, name: str
+) -> None:
+    """A project's file is committed: nothing of this user's goes in it (their ltm's path,
+    their LTM_* dirs), and on a machine without ltm its hooks do nothing, quietly."""
+    from clikit import LTM, shell_env
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    here = person.at(project)
+    assert here.env["LTM_DATA_DIR"].startswith(str(tmp_path))  # personal settings are set
+    said = here.run("hooks", "install", name, "--project", "--write", "--no-mcp")
+    assert said.returncode == 0, said.stderr
+    assert "on each person's PATH" in said.stderr and "to commit" in said.stderr
+    path = project / PROJECT_FILES[name]
+    text = path.read_text()
+    assert str(tmp_path) not in text and LTM not in text and "LTM_" not in text
+    entries = ltm_entries(path)
+    assert entries and all(len(found) == 1 for found in entries.values())
+    compact = next(e for e in entries if e in ("PreCompact", "PreCompress", "preCompact"))
+    for field in ("command", "bash") if name == "copilot" else ("command",):
+        run = entries[compact][0][field]
+        assert run.startswith("command -v ltm >/dev/null 2>&1 || exit 0; exec ltm hook ")
+        data = json.dumps({
+            "session_id": "s-1", "conversation_id": "s-1", "cwd": str(project),
+            "workspace_roots": [str(project)], "hook_event_name": compact,
+        })  # fmt: skip
+        for with_ltm in (True, False):
+            machine = tmp_path / ("with-ltm" if with_ltm else "without-ltm")
+            machine.mkdir(exist_ok=True)
+            env = shell_env(machine, with_ltm=with_ltm)
+            ran = subprocess.run(
+                ["sh", "-c", run], input=data.encode(), env=env, cwd=project,
+                capture_output=True, timeout=scaled(30),
+            )  # fmt: skip
+            assert ran.returncode == 0 and ran.stderr == b"", ran.stderr
+            if with_ltm:  # the reminder to save, in the harness's shape
+                assert "save" in ran.stdout.decode()
+            else:
+                assert ran.stdout == b""
+    here.ok("hooks", "install", name, "--project", "--write", "--no-mcp")
+    assert path.read_text() == text  # a second run changes nothing
+    here.ok("hooks", "uninstall", name, "--project", "--write")
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("name", ["claude-code", "cursor"])
+def test_a_project_file_an_older_ltm_wrote_with_personal_paths_is_replaced(
+    person: Cli, tmp_path: Path, name: str
+) -> None:
+    """Earlier releases wrote this user's ltm and LTM_* dirs into the project's file: a new
+    --project install leaves one portable entry per event, nothing of theirs."""
+    project = tmp_path / "proj"
+    path = project / PROJECT_FILES[name]
+    path.parent.mkdir(parents=True)
+    old = "LTM_DATA_DIR=/home/alice/ltm-data /home/alice/.venv/bin/ltm hook {} --harness " + name
+    if name == "cursor":
+        events = {"sessionStart": "session-start", "preCompact": "pre-compact", "stop": "stop"}
+        hooks: dict[str, Any] = {
+            e: [{"command": old.format(v), "timeout": 5}] for e, v in events.items()
+        }
+        doc: dict[str, Any] = {"version": 1, "hooks": hooks}
+    else:
+        events = EVENTS
+        hooks = {
+            e: [{"hooks": [{"type": "command", "command": old.format(v), "timeout": 5}]}]
+            for e, v in events.items()
+        }
+        doc = {"hooks": hooks}
+    path.write_text(json.dumps(doc, indent=2))
+    person.at(project).ok("hooks", "install", name, "--project", "--write", "--no-mcp")
+    assert "/home/alice" not in path.read_text()
+    entries = ltm_entries(path)
+    assert set(entries) == set(events)
+    for event, verb in events.items():
+        (entry,) = entries[event]
+        assert entry["command"].endswith(f"exec ltm hook {verb} --harness {name}")
+
+
+def test_own_and_project_hooks_together_are_said_to_run_twice(person: Cli, tmp_path: Path) -> None:
+    """The harness runs the user's and the project's hooks alike, and the two commands differ
+    (an absolute ltm, the ltm on PATH), so nothing merges them: the install says so."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    here = person.at(project)
+    alone = here.run("hooks", "install", "codex", "--project", "--write", "--no-mcp")
+    assert alone.returncode == 0 and "too" not in alone.stderr
+    person.ok("hooks", "install", "codex", "--write", "--no-mcp")
+    both = here.run("hooks", "install", "codex", "--project", "--no-mcp")
+    user = home(person) / ".codex" / "hooks.json"
+    assert f"note: {user} runs ltm's hooks too" in both.stderr
+    assert "ltm hooks uninstall codex --write" in both.stderr

@@ -37,6 +37,12 @@ compaction and when the agent stops (remind to save), and, where the harness
 lets a hook add context to a prompt and the user did not say ``--no-recall``,
 each prompt (recall a matching packet).
 
+A user's own file runs this very ltm by its absolute path (an editor started from the
+desktop may not have ~/.local/bin on PATH), with the ``LTM_*`` directories the shell sets.
+A project's file (``--project``) is committed for the team, so it holds nothing of this
+user's: each entry runs the ``ltm`` on PATH and does nothing where there is none
+(``PORTABLE``).
+
 ``--write`` edits the file in place, touching exactly the entries ltm wrote: an
 entry is ltm's when its command runs an ``ltm`` program with ``hook EVENT``
 (past any ``NAME=value`` it sets first), nothing looser, so a user's
@@ -95,6 +101,7 @@ class Harness(NamedTuple):
     events: tuple[Event, ...]  # every event ltm can wire, the recall one included
     grouped: bool  # Claude Code's {"matcher", "hooks": [...]} groups, else flat entries
     version: int | None  # a top-level "version" the file carries (Cursor, Copilot)
+    shared: bool = False  # a project's file, committed for the team: the portable command
 
 
 # The events of each harness, in the order they are written (recall last).
@@ -133,6 +140,10 @@ def _folder(dot: str, env_var: str | None, *, project: bool) -> Path:
 
 
 def harness(name: str, *, project: bool) -> Harness:
+    return _harness(name, project=project)._replace(shared=project)
+
+
+def _harness(name: str, *, project: bool) -> Harness:
     if name == "claude-code":
         base = _folder(".claude", "CLAUDE_CONFIG_DIR", project=project)
         return Harness(name, "Claude Code", base / "settings.json", None, CLAUDE_EVENTS, True, None)
@@ -168,25 +179,47 @@ def wanted(h: Harness, *, recall: bool) -> tuple[Event, ...]:
 # -- the commands and entries ltm writes ---------------------------------------------
 
 
+# The start of a command that runs the ``ltm`` on each person's PATH and, where there is
+# none, ends at once with status 0 and no output, so the harness goes on as if there were no
+# hook. It needs a POSIX shell (``command -v``, ``||``): Claude Code and Gemini CLI document
+# hook commands as shell commands and Copilot CLI runs the ``bash`` field with bash; VS Code's
+# ``command`` (the cross-platform one), Codex's and Cursor's ``command`` are given as command
+# lines without naming the shell. On Windows none of them is sure to be POSIX (docs/agents.md).
+# https://code.claude.com/docs/en/hooks, https://geminicli.com/docs/hooks/reference,
+# https://docs.github.com/en/copilot/reference/hooks-reference,
+# https://code.visualstudio.com/docs/agents/reference/hooks-reference,
+# https://developers.openai.com/codex/hooks, https://cursor.com/docs/agent/hooks
+PORTABLE = "command -v ltm >/dev/null 2>&1 || exit 0; exec "
+
+
 def command(
-    verb: str, harness_name: str, *, all_scopes: bool = False, teams: tuple[str, ...] = ()
+    verb: str,
+    harness_name: str,
+    *,
+    all_scopes: bool = False,
+    teams: tuple[str, ...] = (),
+    portable: bool = False,
 ) -> str:
-    """The shell command a harness runs: this very ltm, with the store it uses."""
-    env = [f"{k}={shlex.quote(v)}" for k, v in passed_env().items()]
-    words = [*ltm_command(), "hook", verb, "--harness", harness_name]
+    """The shell command a harness runs: this very ltm, with the store it uses; or, for a
+    file others share (a project's, the plugin's), ``portable``: the ltm on each person's
+    PATH with their own settings, nothing of this user's (no home path, no LTM_* value)."""
+    args = ["hook", verb, "--harness", harness_name]
     if all_scopes and verb == RECALL:
-        words.append("--all-scopes")
+        args.append("--all-scopes")
     if verb == "session-start":
         for team in teams:  # each team's newest packet of the project competes at start
-            words += ["--team", team]
-    return " ".join([*env, shlex.join(words)])
+            args += ["--team", team]
+    if portable:
+        return PORTABLE + shlex.join(["ltm", *args])
+    env = [f"{k}={shlex.quote(v)}" for k, v in passed_env().items()]
+    return " ".join([*env, shlex.join([*ltm_command(), *args])])
 
 
 def entry(
     h: Harness, event: Event, *, all_scopes: bool = False, teams: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     """One hook entry in the harness's own fields."""
-    run = command(event.verb, h.name, all_scopes=all_scopes, teams=teams)
+    run = command(event.verb, h.name, all_scopes=all_scopes, teams=teams, portable=h.shared)
     if h.name == "gemini":  # milliseconds, and a name for /hooks enable|disable
         name = f"ltm-{event.verb}"
         return {"name": name, "type": "command", "command": run, "timeout": 1000 * TIMEOUT}
@@ -220,20 +253,35 @@ _ENV_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)
 _MODULES = (["ltm.cli"], ["ltm.cli.entry"], ["ltm.cli.start.entry"])
 
 
+def _words(command_line: str) -> list[str]:
+    """The words of the program a command runs and its arguments: past the ``PORTABLE``
+    start ltm writes into shared files, and past any ``NAME=value`` it sets first."""
+    if command_line.startswith(PORTABLE):
+        command_line = command_line[len(PORTABLE) :]
+    try:
+        words = shlex.split(command_line)
+    except ValueError:
+        return []
+    while words and _ENV_WORD.fullmatch(words[0]):
+        words.pop(0)
+    return words
+
+
+def hook_program(command_line: str) -> str | None:
+    """The program a command runs (``ltm`` for a portable one), as doctor checks it."""
+    words = _words(command_line)
+    return words[0] if words else None
+
+
 def hook_verb(command_line: str) -> str | None:
     """The ``ltm hook`` verb a command runs, or None when it is not an ltm hook.
 
     The program itself must be ltm (``.../ltm``, ``ltm.exe`` or ``python -m ltm.cli``),
-    past any ``NAME=value`` words, followed by ``hook`` and one of ltm's verbs: a
-    command that merely mentions ``ltm hook`` (``notify-send 'ltm hook done'``) is
-    the user's.
+    past the ``PORTABLE`` start and any ``NAME=value`` words, followed by ``hook`` and one
+    of ltm's verbs: a command that merely mentions ``ltm hook`` (``notify-send 'ltm hook
+    done'``) is the user's.
     """
-    try:
-        words = shlex.split(command_line)
-    except ValueError:
-        return None
-    while words and _ENV_WORD.fullmatch(words[0]):
-        words.pop(0)
+    words = _words(command_line)
     if not words:
         return None
     program = re.split(r"[/\\]", words[0])[-1].lower()
@@ -521,10 +569,7 @@ def plugin_hooks() -> dict[str, Any]:
     """
     hooks = {}
     for event in CLAUDE_EVENTS:
-        run = (
-            "command -v ltm >/dev/null 2>&1 || exit 0; "
-            f"exec ltm hook {event.verb} --harness claude-code"
-        )
+        run = command(event.verb, "claude-code", portable=True)
         hooks[event.name] = [{"hooks": [{"type": "command", "command": run, "timeout": TIMEOUT}]}]
     return {
         "description": "ltm: resume this project's newest packet at session start, recall a "
@@ -583,6 +628,7 @@ def install(
                 f"Codex also needs [features] codex_hooks = true in {h.config_toml} (older"
                 " releases); --write sets it when the file does not say."
             )
+        _say_shared(h)
         return
     try:
         # Codex's flag is worked out first: a config.toml ltm cannot add it to stops the
@@ -604,6 +650,7 @@ def install(
         _say(f"note: {h.config_toml} turns hooks off ([features]); ltm left it as it is")
     for line in NOTES.get(h.name, ()):
         _say(line)
+    _say_shared(h)
     said = "starts with this project's newest packet" + (
         f" (yours or team {', '.join(teams)}'s)" if teams else ""
     )
@@ -611,6 +658,32 @@ def install(
         said += ", is pointed at a matching packet when a prompt recalls one,"
     _say(f"From the next {h.display} session on, the agent {said} and is reminded to save one.")
     offer_tools(h, project=project, wire=mcp)
+
+
+def _say_shared(h: Harness) -> None:
+    """What a project's file means for the team, and hooks that would run twice."""
+    if not h.shared:
+        return
+    _say(
+        f"{h.hooks_file.relative_to(Path.cwd())} is for the team to commit: its hooks run the"
+        " ltm on each person's PATH, with their own settings, and do nothing where there is"
+        " none. A teammate needs ltm installed and on the PATH their harness starts with (an"
+        " editor started from the desktop may not read a shell's profile)."
+    )
+    user = harness(h.name, project=False)
+    try:
+        _target, raw, text = read_config(user.hooks_file)
+        personal = bool(raw) and bool(ltm_commands(user, parse_jsonc(text).value))
+    except (CliError, JsoncError, OSError):
+        personal = False
+    if personal:
+        # The harness runs every file's hooks (Claude Code merges only identical commands),
+        # and ltm hook keeps no count across processes: each event would run twice here.
+        _say(
+            f"note: {user.hooks_file} runs ltm's hooks too: in this project {h.display} runs"
+            " both (each packet shown twice, two reminders to save). To keep one, remove your"
+            f" own: ltm hooks uninstall {h.name} --write"
+        )
 
 
 # Where ``--project`` hooks want the tools: the project's own MCP file of each harness.
