@@ -139,7 +139,7 @@ def test_hooks_beside_the_enabled_plugin_are_refused(person: Cli) -> None:
     with_plugin = {"enabledPlugins": {"ltm@ltm-python": True}, "model": "opus"}
     settings.write_text(json.dumps(with_plugin))
     line = person.fails("hooks", "install", "claude-code", "--write", code=2)
-    assert "the ltm plugin is enabled in Claude Code" in line and "twice" in line
+    assert "the ltm plugin is enabled in Claude Code" in line and "one or the other" in line
     assert json.loads(settings.read_text()) == with_plugin  # nothing written
     for scope in ((), ("--project",)):
         assert person.run("hooks", "install", "claude-code", *scope).returncode == 0  # preview
@@ -612,19 +612,40 @@ def test_a_project_file_an_older_ltm_wrote_with_personal_paths_is_replaced(
     assert set(entries) == set(events)
     for event, verb in events.items():
         (entry,) = entries[event]
-        assert entry["command"].endswith(f"exec ltm hook {verb} --harness {name}")
+        assert entry["command"].endswith(f"exec ltm hook {verb} --harness {name} --shared")
 
 
-def test_own_and_project_hooks_together_are_said_to_run_twice(person: Cli, tmp_path: Path) -> None:
+def test_own_and_project_hooks_together_answer_each_event_once(person: Cli, tmp_path: Path) -> None:
     """The harness runs the user's and the project's hooks alike, and the two commands differ
-    (an absolute ltm, the ltm on PATH), so nothing merges them: the install says so."""
+    (an absolute ltm, the ltm on PATH), so nothing merges them: the project's entry stands
+    down where the user's own file runs ltm's hook for that event, and answers where it
+    does not (a teammate with no hooks of their own)."""
+    from clikit import shell_env
+
     project = tmp_path / "proj"
     project.mkdir()
     here = person.at(project)
     alone = here.run("hooks", "install", "codex", "--project", "--write", "--no-mcp")
     assert alone.returncode == 0 and "too" not in alone.stderr
+    compact = ltm_entries(project / PROJECT_FILES["codex"])["PreCompact"][0]["command"]
+    data = json.dumps({"session_id": "s-1", "cwd": str(project), "hook_event_name": "PreCompact"})
+
+    def project_hook() -> str:
+        machine = tmp_path / "machine"
+        machine.mkdir(exist_ok=True)
+        env = {**shell_env(machine, with_ltm=True), "HOME": person.env["HOME"]}
+        ran = subprocess.run(
+            ["sh", "-c", compact], input=data.encode(), env=env, cwd=project,
+            capture_output=True, timeout=scaled(30),
+        )  # fmt: skip
+        assert ran.returncode == 0 and ran.stderr == b"", ran.stderr
+        return ran.stdout.decode()
+
+    assert "save" in project_hook()  # no hooks of this user's own: the project's answers
     person.ok("hooks", "install", "codex", "--write", "--no-mcp")
+    assert project_hook() == ""  # the user's own answers this event
     both = here.run("hooks", "install", "codex", "--project", "--no-mcp")
     user = home(person) / ".codex" / "hooks.json"
-    assert f"note: {user} runs ltm's hooks too" in both.stderr
-    assert "ltm hooks uninstall codex --write" in both.stderr
+    assert f"note: {user} runs ltm's hooks too" in both.stderr and "once" in both.stderr
+    person.ok("hooks", "uninstall", "codex", "--write")
+    assert "save" in project_hook()

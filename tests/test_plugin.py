@@ -167,8 +167,10 @@ def test_the_plugin_hooks_are_the_ones_ltm_hooks_install_writes(tmp_path: Path) 
     for event, groups in plugin["hooks"].items():
         ((ours,),) = [g["hooks"] for g in groups]
         ((theirs,),) = [g["hooks"] for g in installed[event]]
-        # Same arguments after the program (the plugin runs the ltm on PATH) and timeout.
-        tail = ours["command"].split("exec ltm ", 1)[1]
+        # Same arguments after the program (the plugin runs the ltm on PATH, and stands
+        # down beside a user's own: --shared) and timeout.
+        tail = ours["command"].split("exec ltm ", 1)[1].removesuffix(" --shared")
+        assert ours["command"].endswith(" --shared")
         assert theirs["command"].endswith(f"/ltm {tail}")
         assert hook_verb(theirs["command"]) == tail.split()[1]
         assert ours["timeout"] == theirs["timeout"]

@@ -79,7 +79,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ltm.cli.config import private_dir, state_dir, time_scale
 
@@ -171,12 +171,16 @@ def main(argv: list[str]) -> None:
     watchdog.start()
     answer: dict[str, Any] | None = None
     try:
-        event, harness, all_scopes, teams = _args(argv)
+        args = _args(argv)
         stdin = (
             b"" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer.read(MAX_STDIN + 1)
         )
+        if args.shared and mine_runs(args.event, args.harness):
+            raise _Skip
         payload = _normal(_payload(stdin))
-        answer = handle(event, harness, payload, all_scopes=all_scopes, teams=teams)
+        answer = handle(
+            args.event, args.harness, payload, all_scopes=args.all_scopes, teams=args.teams
+        )
     except _Skip:
         answer = None
     except BaseException as exc:
@@ -189,13 +193,15 @@ def main(argv: list[str]) -> None:
 
 
 USAGE = """usage: ltm hook EVENT [--harness claude-code|codex|cursor|copilot|gemini]
-                     [--all-scopes] [--team TEAM]...
+                     [--all-scopes] [--team TEAM]... [--shared]
 
 Run by an agent harness (see: ltm hooks install): reads the hook JSON on stdin,
 answers on stdout in that harness's format. EVENT: session-start, user-prompt,
 pre-compact, stop, session-end. --all-scopes: recall from your teams' packets
 of the project too. --team TEAM (repeatable): session start resumes the newest
-packet of the project in your personal scope or any of these teams."""
+packet of the project in your personal scope or any of these teams. --shared:
+an entry of a file others share (a project's, the plugin's), which answers
+nothing where your own hooks file runs ltm's hook for the same event."""
 
 
 def _give_up(argv: list[str], started: float, budget: float) -> None:
@@ -203,12 +209,21 @@ def _give_up(argv: list[str], started: float, budget: float) -> None:
     os._exit(0)  # nothing printed: the harness goes on without us
 
 
-def _args(argv: list[str]) -> tuple[str, str, bool, list[str]]:
+class Args(NamedTuple):
+    event: str
+    harness: str
+    all_scopes: bool
+    teams: list[str]
+    shared: bool  # an entry of a file others share (a project's, the plugin's)
+
+
+def _args(argv: list[str]) -> Args:
     event = EVENTS.get(argv[0].lower().replace("_", "-"))
     if event is None:
         raise ValueError(f"unknown hook event {argv[0]!r}")
     harness = "claude-code"
     all_scopes = False
+    shared = False
     teams: list[str] = []
     rest = argv[1:]
     while rest:
@@ -221,6 +236,8 @@ def _args(argv: list[str]) -> tuple[str, str, bool, list[str]]:
             harness = value
         elif arg == "--all-scopes":
             all_scopes = True
+        elif arg == "--shared":
+            shared = True
         elif name == "--team":
             value = value or (rest.pop(0) if rest else "")
             if not value:
@@ -228,7 +245,33 @@ def _args(argv: list[str]) -> tuple[str, str, bool, list[str]]:
             teams.append(value)
         else:
             raise ValueError(f"unexpected argument {arg!r}")
-    return event, harness, all_scopes, teams
+    return Args(event, harness, all_scopes, teams, shared)
+
+
+def mine_runs(event: str, harness: str) -> bool:
+    """Whether the user's own hooks file for ``harness`` runs ltm's ``event`` hook. A
+    shared entry (``--shared``: a project's file, or the Claude Code plugin) then answers
+    nothing: the harness runs both, and two answers put the packet into the session
+    twice. The user's own is the one kept: it runs ltm by its absolute path, which works
+    whatever PATH the harness was started with. Read only by shared entries."""
+    from ltm.cli.agents import hooks_install
+
+    own = hooks_install.harness(harness, project=False)
+    try:
+        text = own.hooks_file.read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        return False
+    if "ltm" not in text:
+        return False
+    try:
+        doc = hooks_install.parse_jsonc(text).value
+    except hooks_install.JsoncError:
+        return False
+    return any(
+        hooks_install.hook_verb(run) == event and not run.startswith(hooks_install.PORTABLE)
+        for runs in hooks_install.ltm_commands(own, doc).values()
+        for run in runs
+    )
 
 
 def _payload(raw: bytes) -> dict[str, Any]:

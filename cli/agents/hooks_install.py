@@ -210,7 +210,9 @@ def command(
         for team in teams:  # each team's newest packet of the project competes at start
             args += ["--team", team]
     if portable:
-        return PORTABLE + shlex.join(["ltm", *args])
+        # --shared: it stands down where the user's own file runs ltm's hook for the same
+        # event (the harness runs both; ``ltm.cli.agents.hook.mine_runs``).
+        return PORTABLE + shlex.join(["ltm", *args, "--shared"])
     env = [f"{k}={shlex.quote(v)}" for k, v in passed_env().items()]
     return " ".join([*env, shlex.join([*ltm_command(), *args])])
 
@@ -604,11 +606,12 @@ def install(
 
         if claude_plugin():
             # The plugin (plugin/hooks/hooks.json) runs the same hooks for every project:
-            # both would inject each packet twice and ask for a save twice.
+            # one or the other, so that what runs is plain to see (the plugin's entries
+            # would stand down beside the user's own, ``--shared``).
             raise CliError(
                 "the ltm plugin is enabled in Claude Code (enabledPlugins in its"
-                " settings.json) and already runs these hooks; with both, each would run"
-                " twice — keep the plugin, or disable it (/plugin) and install again",
+                " settings.json) and already runs these hooks; one or the other: keep the"
+                " plugin, or disable it (/plugin) and install again",
                 exit_code=2,
             )
     recall = can_recall(h) if recall is None else recall
@@ -677,12 +680,11 @@ def _say_shared(h: Harness) -> None:
     except (CliError, JsoncError, OSError):
         personal = False
     if personal:
-        # The harness runs every file's hooks (Claude Code merges only identical commands),
-        # and ltm hook keeps no count across processes: each event would run twice here.
+        # The harness runs every file's hooks (Claude Code merges only identical commands,
+        # and these differ): the project's entries stand down (``--shared``), once a call.
         _say(
-            f"note: {user.hooks_file} runs ltm's hooks too: in this project {h.display} runs"
-            " both (each packet shown twice, two reminders to save). To keep one, remove your"
-            f" own: ltm hooks uninstall {h.name} --write"
+            f"note: {user.hooks_file} runs ltm's hooks too: on this machine those answer and"
+            " the project's stand down, so each event is answered once"
         )
 
 
