@@ -504,6 +504,9 @@ def test_a_packet_whose_id_is_taken_is_set_aside_once_to_save_with_a_new_id(
     doctor = olive.run("doctor").stdout
     assert re.search(r"warn\s+outbox\s+1 packet set aside", doctor), doctor
     assert path.name in doctor and "ltm push FILE" in doctor
+    # The line above may have gone to an agent's MCP log: each session start says it too.
+    started = olive.run("hook", "session-start", stdin=json.dumps({"cwd": str(tmp_path)}))
+    assert "1 packet set aside" in started.stdout and str(path) in started.stdout
 
     command = said_command(result.stderr)
     assert command[:3] == ["ltm", "save", str(path)]

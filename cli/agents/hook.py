@@ -394,7 +394,22 @@ def session_start(
 
 
 def _outbox_note() -> str:
-    """A line on saves waiting in the outbox (their server was out of reach), else ''."""
+    """A line on saves waiting in the outbox (their server was out of reach), and one on
+    packets set aside there (their server refused them for good), else ''. The set-aside
+    line comes at each session start while they are there: the one line their delivery
+    said may have gone to an agent's MCP log, where nobody reads it."""
+    from ltm.cli.client import outbox
+
+    aside = outbox.set_aside()
+    note = (
+        f"ltm: {outbox.aside(aside)}; the user fixes and pushes each (ltm doctor says how).\n"
+        if aside
+        else ""
+    )
+    return _waiting_note() + note
+
+
+def _waiting_note() -> str:
     from ltm.cli.client import outbox
     from ltm.cli.errors import CliError
 
