@@ -670,7 +670,9 @@ def _hooks_check(
             " resumed; without PreCompact and Stop no one is reminded to save)",
             fix,
         )
-    return Check(name, "ok", f"{path}: {', '.join(events)} run this ltm")
+    programs = {p for event in events for p in filter(None, map(hook_program, ours[event]))}
+    which = "the ltm on PATH" if any(os.sep not in p for p in programs) else "this ltm"
+    return Check(name, "ok", f"{path}: {', '.join(events)} run {which}")
 
 
 def _codex_flag() -> Check | None:

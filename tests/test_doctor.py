@@ -431,6 +431,6 @@ def test_a_project_s_portable_hooks_are_ltm_s(tmp_path: Path) -> None:
     assert "command -v ltm" in path.read_text()
     on_path = f"{Path(LTM).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     check = by_name(doctor(cli, code=0, PATH=on_path))["hooks claude-code project"]
-    assert check["status"] == "ok" and "run this ltm" in check["detail"]
+    assert check["status"] == "ok" and "run the ltm on PATH" in check["detail"]
     check = by_name(doctor(cli, code=1, PATH="/nonexistent"))["hooks claude-code project"]
     assert check["status"] == "fail" and "none on PATH" in check["detail"]
