@@ -36,7 +36,16 @@ from chalicelib.service import invites, packets, publish, teams, tokens
 from chalicelib.service import search as searching
 from chalicelib.service.access import Credential
 from chalicelib.service.errors import BadRequest, PayloadTooLarge, ServiceError
-from chalicelib.store import BUSY_MESSAGE, FULL_SCOPE, Member, PacketMeta, Store, Team, User
+from chalicelib.store import (
+    BUSY_MESSAGE,
+    FULL_SCOPE,
+    DeviceGrant,
+    Member,
+    PacketMeta,
+    Store,
+    Team,
+    User,
+)
 from chalicelib.store import unavailable as store_unavailable
 from chalicelib.store.select import open_store
 
@@ -910,6 +919,33 @@ page_route("/web/static/{name}", ["GET"], "static")
 page_route("/p/{secret}", ["GET"], "public")
 
 
+def _device_answer(grant: DeviceGrant) -> Response:
+    """A grant as both approval routes answer it: its status and what the device said."""
+    return _json(
+        {
+            "status": grant.status,
+            "device": {
+                "client_id": grant.client_id,
+                "name": grant.device_name,
+                "requested_at": _ts(grant.created_at),
+                "from": grant.client_ip,
+                "scope": grant.scope,
+            },
+        }
+    )
+
+
+@route("/v1/device/approve", "GET")
+def pending_device(request: Any) -> Response:
+    """The waiting sign-in a code names, undecided: ``ltm approve`` shows it before asking."""
+    from chalicelib.service import device
+
+    grant = device.pending(
+        get_store(), _device().settings, _caller(request), _query(request, "user_code")
+    )
+    return _device_answer(grant)
+
+
 @route("/v1/device/approve", "POST")
 def approve_device(request: Any) -> Response:
     from chalicelib.service import device
@@ -925,18 +961,7 @@ def approve_device(request: Any) -> Response:
         approve=body.get("approve", True),
         approved_with=caller.token_hash,
     )
-    return _json(
-        {
-            "status": grant.status,
-            "device": {
-                "client_id": grant.client_id,
-                "name": grant.device_name,
-                "requested_at": _ts(grant.created_at),
-                "from": grant.client_ip,
-                "scope": grant.scope,
-            },
-        }
-    )
+    return _device_answer(grant)
 
 
 @route("/v1/whoami", "GET")

@@ -1016,6 +1016,7 @@ _READS = {
     ("/v1/shared", "get"),
 }
 _FULL = {
+    ("/v1/device/approve", "get"),  # it names the device a code would sign in as the caller
     ("/v1/device/approve", "post"),
     ("/v1/tokens", "get"),
     ("/v1/tokens/{label}", "delete"),
@@ -1160,7 +1161,7 @@ def device_schemas() -> dict[str, Any]:
         },
         "DeviceDecided": _obj(
             {
-                "status": {"enum": ["approved", "denied"]},
+                "status": {"enum": ["pending", "approved", "denied"]},
                 "device": _obj(
                     {
                         "client_id": _STRING,
@@ -1363,6 +1364,32 @@ def device_paths() -> dict[str, Any]:
             }
         },
         "/v1/device/approve": {
+            "get": {
+                "operationId": "pendingDevice",
+                "summary": "The device sign-in a code names, without deciding it (`ltm approve`"
+                " shows it and asks before approving).",
+                "description": "RFC 8628 section 5.4: a code can be sent by someone who started"
+                " the sign-in on their own machine, so the device is shown before it is approved."
+                " `status` is `pending`. Needs a token with the full scope; wrong codes count"
+                " toward the same limits as a decision's.",
+                "parameters": [
+                    {
+                        "name": "user_code",
+                        "in": "query",
+                        "required": True,
+                        "description": "As shown, `XXXX-XXXX`.",
+                        "schema": {"type": "string"},
+                    }
+                ],
+                "responses": {
+                    "200": _ok("The waiting sign-in.", _ref("DeviceDecided")),
+                    "400": _error("`user_code` given more than once."),
+                    "401": _UNAUTHORIZED,
+                    "404": _error("A wrong or expired code."),
+                    "409": _error("The code was already approved or denied."),
+                    "429": _error("Too many wrong codes; wait."),
+                },
+            },
             "post": {
                 "operationId": "approveDevice",
                 "summary": "Approve (or deny) a device sign-in as the caller (`ltm approve`).",
@@ -1381,7 +1408,7 @@ def device_paths() -> dict[str, Any]:
                     "415": _MEDIA,
                     "429": _error("Too many wrong codes; wait."),
                 },
-            }
+            },
         },
         "/v1/whoami": {
             "get": {

@@ -187,6 +187,35 @@ def test_approve_api_errors(server: Server) -> None:
     assert r.status_code == 409 and "already" in r.json()["error"]
 
 
+def test_a_waiting_sign_in_can_be_looked_at_without_deciding_it(server: Server) -> None:
+    """``GET /v1/device/approve``: what ``ltm approve`` shows before asking (RFC 8628
+    section 5.4: the code may come from someone who started the sign-in elsewhere)."""
+    auth = authorize(server)
+    url = server.url + "/v1/device/approve"
+    _uid, token = server.issue("looker")
+    bearer = {"Authorization": f"Bearer {token}"}
+    r = httpkit.get(url, params={"user_code": auth["user_code"].lower()}, headers=bearer)
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "pending"
+    shown = r.json()["device"]
+    assert {key: shown[key] for key in ("client_id", "name", "from", "scope")} == {
+        "client_id": "ltm-cli",
+        "name": "ltm-test/1.0",
+        "from": "127.0.0.1",
+        "scope": "read write",
+    }
+    # A look decides nothing: the device still waits, and the code can still be approved.
+    r = poll(server, auth["device_code"])
+    assert (r.status_code, r.json()["error"]) == (400, "authorization_pending")
+    decided = approve(server, token, auth["user_code"])
+    assert decided.status_code == 200
+    assert decided.json() == {"status": "approved", "device": shown}  # the same device
+    r = httpkit.get(url, params={"user_code": auth["user_code"]}, headers=bearer)
+    assert r.status_code == 409 and "already" in r.json()["error"]
+    assert httpkit.get(url, params={"user_code": "BCDF-GHJK"}, headers=bearer).status_code == 404
+    assert httpkit.get(url, params={"user_code": auth["user_code"]}).status_code == 401
+
+
 def test_wrong_codes_lock_out_the_guesser_not_their_neighbours(tmp_path: Path) -> None:
     """Wrong codes are charged to the user who typed them (RFC 8628 §5.1),
     so a guesser behind one address (every test client is 127.0.0.1) is stopped while

@@ -145,6 +145,7 @@ def test_openapi_document_lists_every_route(server: Server) -> None:
         ("POST", "/device"),
         ("GET", "/device/callback"),
         ("POST", "/device/decide"),
+        ("GET", "/v1/device/approve"),  # the waiting sign-in, shown before deciding
         ("POST", "/v1/device/approve"),
         ("GET", "/v1/tokens"),
         ("DELETE", "/v1/tokens/{label}"),

@@ -120,6 +120,11 @@ def test_a_read_token_changes_nothing(server: Server, read_only: httpx.Client) -
     refused(
         read_only.post("/v1/device/approve", json={"user_code": pending["user_code"]}), "read write"
     )
+    # Even a look: it names the device the code would sign in as the token's owner.
+    refused(
+        read_only.get("/v1/device/approve", params={"user_code": pending["user_code"]}),
+        "read write",
+    )
 
     # Nothing changed.
     assert root.get("/v1/packets?limit=1000").json() == before_packets
@@ -378,6 +383,7 @@ MCP = {(method, "/mcp") for method in ("POST", "GET", "DELETE", "OPTIONS", "PUT"
 QUERIES = {
     ("GET", "/v1/search"): {"q": "walk"},
     ("GET", "/v1/packets/batch"): {"id": "01JS5LTMEXAMPLEPACKET00001A"},
+    ("GET", "/v1/device/approve"): {"user_code": "BCDF-GHJK"},
 }
 
 

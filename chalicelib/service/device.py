@@ -750,6 +750,23 @@ def decide(
     return decide_grant(store, grant, user, approve=approve, when=when, approved_with=approved_with)
 
 
+def pending(
+    store: Store,
+    settings: DeviceSettings,
+    caller: Caller,
+    raw_code: object,
+    *,
+    when: datetime | None = None,
+) -> DeviceGrant:
+    """The waiting grant a code names, looked at and not decided (``ltm approve`` shows it
+    before asking, as the page does: RFC 8628 section 5.4, a code sent by someone else).
+
+    For whoever may decide it (the full scope), with the same wrong-code limits, so a
+    look is no cheaper way to guess codes than a decision.
+    """
+    return find_pending(store, settings, raw_code, user=approver(store, caller), when=when)
+
+
 def approver(store: Store, caller: Caller) -> User:
     """The user who approves: their token needs the full scope (403 ``insufficient scope``)."""
     return user_of(store, caller, need=FULL_SCOPE)
