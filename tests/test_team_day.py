@@ -166,7 +166,7 @@ def test_the_sign_in_page_takes_a_code_approved_from_a_signed_in_cli(
         other = elsewhere.post("/web/signin/code", data={**ticket, "step": "check"})
     assert other.status_code == 403
 
-    approved = sam.run("-H", server.url, "approve", code.group(1))
+    approved = sam.run("-H", server.url, "approve", code.group(1), "--yes")
     assert approved.returncode == 0, approved.stderr
     assert "approved the sign-in of web browser" in approved.stderr
     assert "signed in to the web view as you" in approved.stderr
