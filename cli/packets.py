@@ -195,6 +195,14 @@ def search_packets(
             else backend.label
         )
         info(f"nothing matches {query!r} in {where}")
+        from ltm.search import has_grams
+
+        if mode == "semantic" and has_grams(query):
+            # The model learned English: such a query has no meaning (ltm.semantic.query_vector).
+            info(
+                "by meaning, Chinese, Japanese, Korean and Thai are searched by their words:"
+                " leave out --semantic"
+            )
         return
     color = color_allowed()
     width = _width(shown)

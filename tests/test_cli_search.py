@@ -73,6 +73,21 @@ def test_search_finds_a_word_inside_a_run_of_japanese_chinese_or_korean(cli: Cli
     assert "    goal: 検索**テスト**を直す" in cli.ok("search", "テスト", "--lexical")
 
 
+@MEANING
+def test_by_meaning_a_query_in_those_scripts_says_to_search_by_words(cli: Cli) -> None:
+    """The model learned English (test_semantic.py): by meaning such a query finds nothing,
+    and the line says why and what finds it; the words do."""
+    cli.env["LTM_CACHE_DIR"] = str(cli.home / "cache")
+    saved = save(cli, goal="検索テストを直す")
+    nothing = cli.run("search", "テスト", "--semantic")
+    assert nothing.returncode == 0 and nothing.stdout == "", nothing.stderr
+    assert "searched by their words: leave out --semantic" in nothing.stderr
+    found = json.loads(cli.ok("search", "テスト", "--json"))["results"]
+    assert [hit["id"] for hit in found] == [saved]
+    english = cli.run("search", "unrelated words here", "--semantic")
+    assert "leave out --semantic" not in english.stderr
+
+
 def test_search_ranks_marks_and_escapes(cli: Cli) -> None:
     target = save(
         cli,
