@@ -78,6 +78,7 @@ def test_approve_asks_first_and_refuses_without_a_terminal(server: Server, tmp_p
     code = auth.code()
     line = laptop.fails("approve", code, code=2)
     assert f"ltm approve {code}" in line and "nothing approved" in line and "--yes" in line
+    assert "signs another device in as you" in line and "cannot be undone" not in line
     assert laptop.fails("approve", code, "--json", code=2) == line
     # Still waiting: approved now, the desktop signs in.
     approved = laptop.run("approve", code, "--yes", "--json")

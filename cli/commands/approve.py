@@ -113,6 +113,7 @@ def approve(
                 yes=yes,
                 verb=safe(f"ltm approve {code}"),
                 nothing="nothing approved",
+                why="signs another device in as you",
             )
         reply = backend._call(
             "POST",

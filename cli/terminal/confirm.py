@@ -14,21 +14,28 @@ from collections.abc import Callable
 from ltm.cli.errors import USAGE, CliError
 
 
-def confirmed(question: str | Callable[[], str], *, yes: bool, verb: str, nothing: str) -> None:
+def confirmed(
+    question: str | Callable[[], str],
+    *,
+    yes: bool,
+    verb: str,
+    nothing: str,
+    why: str = "cannot be undone",
+) -> None:
     """Return when the action may go ahead; raise ``CliError`` otherwise.
 
     ``question``: what to ask, or a function that builds it (it may read the
     packet to name it: no request is made when there is no one to ask).
     ``yes``: the caller passed ``--yes``. ``verb``: the command as typed
     (``ltm rm ID``) for the refusal line. ``nothing``: what did not happen
-    (``nothing deleted``) when the person answers no.
+    (``nothing deleted``) when the person answers no. ``why``: why it asks, in the
+    refusal line (``verb`` *why*).
     """
     if yes:
         return
     if not sys.stdin.isatty():
         raise CliError(
-            f"{verb} cannot be undone and there is no terminal to ask on; {nothing}"
-            " — add --yes to confirm",
+            f"{verb} {why} and there is no terminal to ask on; {nothing} — add --yes to confirm",
             exit_code=USAGE,
         )
     import typer
