@@ -680,8 +680,8 @@ def _say_shared(h: Harness) -> None:
     except (CliError, JsoncError, OSError):
         personal = False
     if personal:
-        # The harness runs every file's hooks (Claude Code merges only identical commands,
-        # and these differ): the project's entries stand down (``--shared``), once a call.
+        # The harness runs every file's hooks (Claude Code is said to merge identical
+        # commands only, and these differ): the project's entries stand down (``--shared``).
         _say(
             f"note: {user.hooks_file} runs ltm's hooks too: on this machine those answer and"
             " the project's stand down, so each event is answered once"
