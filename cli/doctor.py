@@ -641,7 +641,8 @@ def _hooks_check(
     harness_name: str = "claude-code",
 ) -> Check:
     """One hooks file holding ltm entries: every event wired, to an ltm that exists."""
-    from ltm.cli.agents.hooks_install import RECALL, harness, hook_program
+    from ltm.cli.agents.hook_entries import hook_program
+    from ltm.cli.agents.hooks_install import RECALL, harness
 
     wired = harness(harness_name, project=False).events
     rank = {event.name: i for i, event in enumerate(wired)}

@@ -468,9 +468,9 @@ NOT_ON_THE_HOOK_PATH = {
 }  # fmt: skip
 
 
-def session_start_imports(cli: Cli, folder: Path) -> set[str]:
+def session_start_imports(cli: Cli, folder: Path, *extra: str) -> set[str]:
     out = subprocess.run(
-        [__import__("sys").executable, "-X", "importtime", LTM, "hook", "session-start"],
+        [__import__("sys").executable, "-X", "importtime", LTM, "hook", "session-start", *extra],
         input=json.dumps(claude_session_start(folder)).encode(),
         env=cli.env,
         cwd=folder,
@@ -491,6 +491,23 @@ def test_hook_is_import_light(person: Cli, tmp_path: Path) -> None:
     assert not {
         m for m in modules if m in NOT_ON_THE_HOOK_PATH or m.split(".")[0] in NOT_ON_THE_HOOK_PATH
     }
+
+
+def test_a_shared_entry_is_import_light_beside_the_users_own(person: Cli, tmp_path: Path) -> None:
+    """A project's or the plugin's entry (--shared) reads the user's own hooks file to stand
+    down beside it, on every prompt: with the standard library, never the installer's
+    modules (hooks_install and what it imports cost a hook more than its own work)."""
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    save(person.at(folder), "in the local store")
+    alone = session_start_imports(person, folder, "--shared")
+    assert "ltm.store.sqlite" in alone  # no hooks of the user's own: it answered
+    person.ok("hooks", "install", "claude-code", "--write", "--no-mcp")
+    beside = session_start_imports(person, folder, "--shared")
+    assert "ltm.cli.agents.hook_entries" in beside and "ltm.store.sqlite" not in beside
+    for modules in (alone, beside):
+        assert not {m for m in modules if m.startswith("ltm.cli.agents.") and "install" in m}
+        assert not {m for m in modules if m.split(".")[0] in NOT_ON_THE_HOOK_PATH}
 
 
 def test_hook_against_a_plain_http_server_is_import_light(person: Cli, tmp_path: Path) -> None:

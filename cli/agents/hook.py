@@ -175,8 +175,14 @@ def main(argv: list[str]) -> None:
         stdin = (
             b"" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.buffer.read(MAX_STDIN + 1)
         )
-        if args.shared and mine_runs(args.event, args.harness):
-            raise _Skip
+        if args.shared:
+            # A project's or the plugin's entry: it stands down where the user's own file
+            # runs ltm's hook for this event too (the harness runs both; two answers put
+            # the packet in the session twice), as the user's runs ltm by its own path.
+            from ltm.cli.agents.hook_entries import own_runs
+
+            if own_runs(args.harness, args.event):
+                raise _Skip
         payload = _normal(_payload(stdin))
         answer = handle(
             args.event, args.harness, payload, all_scopes=args.all_scopes, teams=args.teams
@@ -246,32 +252,6 @@ def _args(argv: list[str]) -> Args:
         else:
             raise ValueError(f"unexpected argument {arg!r}")
     return Args(event, harness, all_scopes, teams, shared)
-
-
-def mine_runs(event: str, harness: str) -> bool:
-    """Whether the user's own hooks file for ``harness`` runs ltm's ``event`` hook. A
-    shared entry (``--shared``: a project's file, or the Claude Code plugin) then answers
-    nothing: the harness runs both, and two answers put the packet into the session
-    twice. The user's own is the one kept: it runs ltm by its absolute path, which works
-    whatever PATH the harness was started with. Read only by shared entries."""
-    from ltm.cli.agents import hooks_install
-
-    own = hooks_install.harness(harness, project=False)
-    try:
-        text = own.hooks_file.read_text(encoding="utf-8")
-    except (OSError, ValueError):
-        return False
-    if "ltm" not in text:
-        return False
-    try:
-        doc = hooks_install.parse_jsonc(text).value
-    except hooks_install.JsoncError:
-        return False
-    return any(
-        hooks_install.hook_verb(run) == event and not run.startswith(hooks_install.PORTABLE)
-        for runs in hooks_install.ltm_commands(own, doc).values()
-        for run in runs
-    )
 
 
 def _payload(raw: bytes) -> dict[str, Any]:

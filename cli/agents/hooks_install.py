@@ -57,7 +57,6 @@ of the user's own are left that need it).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import sys
@@ -66,6 +65,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ltm.cli.agents.hook_entries import PORTABLE, hook_verb, hooks_file
 from ltm.cli.agents.mcp.install import (
     JsoncError,
     MergeError,
@@ -84,7 +84,6 @@ from ltm.cli.errors import CliError
 TIMEOUT = 5  # seconds the harness waits; ltm hook gives up by itself within 1.5 s
 FLAG_LINE = "codex_hooks = true  # added by ltm hooks install"
 HEADER_LINE = "[features]  # added by ltm hooks install"
-HOOK_VERBS = ("session-start", "pre-compact", "stop", "session-end", "user-prompt")
 RECALL = "user-prompt"  # the verb of the prompt-recall hook
 
 
@@ -129,43 +128,24 @@ NAMES = ("claude-code", "codex", "cursor", "copilot", "gemini")
 EVENTS = tuple((e.name, e.verb) for e in CLAUDE_EVENTS if e.verb != RECALL)
 
 
-def _folder(dot: str, env_var: str | None, *, project: bool) -> Path:
-    """The harness's folder: the project's ``.claude``/``.codex``/..., else the user's
-    (which ``$CLAUDE_CONFIG_DIR``/``$CODEX_HOME``/``$COPILOT_HOME`` move, as the harness
-    itself honours them)."""
-    if project:
-        return Path.cwd() / dot
-    moved = os.environ.get(env_var) if env_var else None
-    return Path(moved) if moved else Path.home() / dot
-
-
 def harness(name: str, *, project: bool) -> Harness:
     return _harness(name, project=project)._replace(shared=project)
 
 
 def _harness(name: str, *, project: bool) -> Harness:
+    if name not in NAMES:
+        raise CliError(f"unknown harness {name!r}: {', '.join(NAMES)}", exit_code=2)
+    file = hooks_file(name, project=project)
     if name == "claude-code":
-        base = _folder(".claude", "CLAUDE_CONFIG_DIR", project=project)
-        return Harness(name, "Claude Code", base / "settings.json", None, CLAUDE_EVENTS, True, None)
+        return Harness(name, "Claude Code", file, None, CLAUDE_EVENTS, True, None)
     if name == "codex":
-        base = _folder(".codex", "CODEX_HOME", project=project)
-        toml = base / "config.toml"
-        return Harness(name, "Codex", base / "hooks.json", toml, CLAUDE_EVENTS, True, None)
+        toml = file.parent / "config.toml"
+        return Harness(name, "Codex", file, toml, CLAUDE_EVENTS, True, None)
     if name == "gemini":
-        base = _folder(".gemini", None, project=project)
-        return Harness(name, "Gemini CLI", base / "settings.json", None, GEMINI_EVENTS, True, None)
+        return Harness(name, "Gemini CLI", file, None, GEMINI_EVENTS, True, None)
     if name == "cursor":
-        base = _folder(".cursor", None, project=project)
-        return Harness(name, "Cursor", base / "hooks.json", None, CURSOR_EVENTS, False, 1)
-    if name == "copilot":
-        folder = Path.cwd() / ".github" / "hooks" if project else _copilot_home() / "hooks"
-        return Harness(name, "GitHub Copilot", folder / "ltm.json", None, CLAUDE_EVENTS, False, 1)
-    raise CliError(f"unknown harness {name!r}: {', '.join(NAMES)}", exit_code=2)
-
-
-def _copilot_home() -> Path:
-    moved = os.environ.get("COPILOT_HOME")
-    return Path(moved) if moved else Path.home() / ".copilot"
+        return Harness(name, "Cursor", file, None, CURSOR_EVENTS, False, 1)
+    return Harness(name, "GitHub Copilot", file, None, CLAUDE_EVENTS, False, 1)
 
 
 def can_recall(h: Harness) -> bool:
@@ -189,7 +169,6 @@ def wanted(h: Harness, *, recall: bool) -> tuple[Event, ...]:
 # https://docs.github.com/en/copilot/reference/hooks-reference,
 # https://code.visualstudio.com/docs/agents/reference/hooks-reference,
 # https://developers.openai.com/codex/hooks, https://cursor.com/docs/agent/hooks
-PORTABLE = "command -v ltm >/dev/null 2>&1 || exit 0; exec "
 
 
 def command(
@@ -211,7 +190,7 @@ def command(
             args += ["--team", team]
     if portable:
         # --shared: it stands down where the user's own file runs ltm's hook for the same
-        # event (the harness runs both; ``ltm.cli.agents.hook.mine_runs``).
+        # event (the harness runs both; ``ltm.cli.agents.hook_entries.own_runs``).
         return PORTABLE + shlex.join(["ltm", *args, "--shared"])
     env = [f"{k}={shlex.quote(v)}" for k, v in passed_env().items()]
     return " ".join([*env, shlex.join([*ltm_command(), *args])])
@@ -248,54 +227,6 @@ def snippet(
         e.name: [item(h, e, all_scopes=all_scopes, teams=teams)] for e in wanted(h, recall=recall)
     }
     return {"version": h.version, "hooks": hooks} if h.version is not None else {"hooks": hooks}
-
-
-_ENV_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)
-# Module paths earlier versions ran ltm by: python -m ltm.cli[.start][.entry]
-_MODULES = (["ltm.cli"], ["ltm.cli.entry"], ["ltm.cli.start.entry"])
-
-
-def _words(command_line: str) -> list[str]:
-    """The words of the program a command runs and its arguments: past the ``PORTABLE``
-    start ltm writes into shared files, and past any ``NAME=value`` it sets first."""
-    if command_line.startswith(PORTABLE):
-        command_line = command_line[len(PORTABLE) :]
-    try:
-        words = shlex.split(command_line)
-    except ValueError:
-        return []
-    while words and _ENV_WORD.fullmatch(words[0]):
-        words.pop(0)
-    return words
-
-
-def hook_program(command_line: str) -> str | None:
-    """The program a command runs (``ltm`` for a portable one), as doctor checks it."""
-    words = _words(command_line)
-    return words[0] if words else None
-
-
-def hook_verb(command_line: str) -> str | None:
-    """The ``ltm hook`` verb a command runs, or None when it is not an ltm hook.
-
-    The program itself must be ltm (``.../ltm``, ``ltm.exe`` or ``python -m ltm.cli``),
-    past the ``PORTABLE`` start and any ``NAME=value`` words, followed by ``hook`` and one
-    of ltm's verbs: a command that merely mentions ``ltm hook`` (``notify-send 'ltm hook
-    done'``) is the user's.
-    """
-    words = _words(command_line)
-    if not words:
-        return None
-    program = re.split(r"[/\\]", words[0])[-1].lower()
-    if program in ("ltm", "ltm.exe"):
-        rest = words[1:]
-    elif program.startswith("python") and words[1:2] == ["-m"] and words[2:3] in _MODULES:
-        rest = words[3:]
-    else:
-        return None
-    if len(rest) < 2 or rest[0] != "hook" or rest[1] not in HOOK_VERBS:
-        return None
-    return rest[1]
 
 
 def is_ours_entry(value: Any) -> bool:
