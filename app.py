@@ -117,18 +117,11 @@ def get_store() -> Store:
     return _store
 
 
-def _repairs_owed(store: Store, *, again: bool = False) -> list[str]:
-    """The repairs a DynamoDB table's derived data waits for (read once per process;
-    ``again``: while some are owed, read again)."""
-    owed = getattr(store, "repairs_owed", None)  # the DynamoDB store's alone
-    return (owed(again=again) or []) if owed is not None else []
-
-
 def _say_repairs_owed(store: Store) -> None:
     """A line in the log, at a process's (a Lambda container's) start, when the table
     needs a repair after an upgrade: an operator who skipped it sees nothing else go
     wrong, only searches that miss older packets and counters that are off."""
-    if owed := _repairs_owed(store):
+    if owed := store.repairs_owed():
         from chalicelib.store.dynamo import repairs_owed_line
 
         logger.warning(repairs_owed_line(owed), extra={"repairs_owed": owed})
@@ -379,9 +372,7 @@ def healthz(request: Any) -> Response:
     health: dict[str, Any] = {"ok": True, "version": PROTOCOL_VERSION}
     # Only where it is asked for: a self-hosted server's health opens no database.
     # While repairs are owed it reads the record again, so it shows their end at once.
-    owed = (
-        _repairs_owed(get_store(), again=True) if os.environ.get("LTM_STORE") == "dynamodb" else []
-    )
+    owed = get_store().repairs_owed(again=True) if os.environ.get("LTM_STORE") == "dynamodb" else []
     if owed:
         health["repairs_owed"] = owed
     return _json(health)

@@ -373,6 +373,12 @@ class Store(ABC):
     # (``PutItem.derived``). None: the store has nothing to compute ahead.
     derive: ClassVar[Derive | None] = None
 
+    def repairs_owed(self, *, again: bool = False) -> list[str]:
+        """The repairs this store's derived data waits for after an upgrade, by name (a
+        DynamoDB table's ``dynamo_repair`` runs, ``again``: read afresh while some are
+        owed); none where a write derives its data in its own transaction (SQLite)."""
+        return []
+
     # -- the reads a request starts with --------------------------------
 
     def load(

@@ -888,12 +888,12 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DepartureMixin, DeviceGrantsMixi
 
     # -- the table's record of its derived data -------------------------
 
-    def repairs_owed(self, *, again: bool = False) -> list[str] | None:
+    def repairs_owed(self, *, again: bool = False) -> list[str]:
         """The repairs (``REPAIRS``) the table's derived data waits for: those never run on
         it (a table from before them) or run by older code. Read once per store, so no
         request pays for it but a process's first; ``again``: read again while some are
-        owed (the health route, so it tells a repair's end at once). None if it could
-        not be read."""
+        owed (the health route, so it tells a repair's end at once). None owed if it
+        could not be read (said in the log)."""
         if self._owed is None or (again and self._owed):
             from botocore.exceptions import BotoCoreError, ClientError
 
@@ -901,7 +901,7 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DepartureMixin, DeviceGrantsMixi
                 record = self._get_item(DERIVED_KEY) or {}
             except (BotoCoreError, ClientError) as exc:
                 logger.warning("the table's repair record could not be read: %s", exc)
-                return None
+                return []
             self._owed = [
                 r for r in REPAIRS if int(record.get(r, {}).get("N", "0")) < DERIVED_GENERATION
             ]
