@@ -316,6 +316,11 @@ class Backend(ABC):
         """Where this backend is and who it acts as (never a secret): ``{"backend", ...}``."""
         return {"backend": type(self).__name__, "label": self.label}
 
+    def identify(self) -> dict[str, Any] | None:
+        """Who the server says the token belongs to (``GET /v1/whoami``'s answer); None
+        where there is no server to ask (the local store) or it will not say."""
+        return None
+
     def stored_by(self, packet_id: str) -> str | None:
         """The user id that stored ``packet_id``, as the backend's answer to ``get`` named
         it; None when it cannot say (a server that does not send ``X-Ltm-Created-By``)."""

@@ -566,8 +566,7 @@ def account(backend: Backend) -> dict[str, str] | None:
 def _asked(backend: Backend) -> dict[str, str] | None:
     """The account the server says ``backend``'s token is (``GET /v1/whoami``), for a
     sign-in that does not know it (a token from ``LTM_TOKEN``); None when it will not say."""
-    identify = getattr(backend, "identify", None)
-    answer = identify() if identify is not None else None
+    answer = backend.identify()
     user = answer.get("user") if isinstance(answer, dict) else None
     return user if isinstance(user, dict) and isinstance(user.get("id"), str) else None
 

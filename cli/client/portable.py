@@ -147,9 +147,8 @@ def _exporter(backend: Backend) -> dict[str, str]:
     the server says; ``{"id": ""}`` where it cannot say (the reference has no whoami)."""
     user = backend.whoami().get("user")
     if not (isinstance(user, dict) and user.get("id")):
-        identify = getattr(backend, "identify", None)
         try:
-            answer = identify() if identify is not None else None
+            answer = backend.identify()
         except CliError:
             answer = None
         user = (answer or {}).get("user")
