@@ -649,3 +649,26 @@ def test_own_and_project_hooks_together_answer_each_event_once(person: Cli, tmp_
     assert f"note: {user} runs ltm's hooks too" in both.stderr and "once" in both.stderr
     person.ok("hooks", "uninstall", "codex", "--write")
     assert "save" in project_hook()
+
+
+def test_the_users_own_file_is_read_whatever_its_form(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shared entry asks the user's own file on every prompt: a comment in it, or a string
+    JSON would refuse, is still read for ltm's entries; a shared entry there is not one."""
+    from ltm.cli.agents.hook_entries import PORTABLE, own_runs
+
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))
+    settings = tmp_path / "settings.json"
+    own = "/opt/ltm/bin/ltm hook session-start --harness claude-code"
+    settings.write_text(
+        '{ // the user\'s note\n "hooks": {"SessionStart": [{"hooks": [{"command": "'
+        + own
+        + '"}]}]}, "odd": "\\x"}'
+    )
+    assert own_runs("claude-code", "session-start") and not own_runs("claude-code", "stop")
+    shared = PORTABLE + "ltm hook session-start --harness claude-code --shared"
+    settings.write_text(json.dumps({"hooks": {"SessionStart": [{"hooks": [{"command": shared}]}]}}))
+    assert not own_runs("claude-code", "session-start")
+    settings.unlink()
+    assert not own_runs("claude-code", "session-start")

@@ -102,11 +102,20 @@ def own_runs(harness: str, verb: str) -> bool:
         doc = json.loads(text)
         runs = list(_strings(doc.get("hooks") if isinstance(doc, dict) else None))
     except ValueError:  # JSONC: its strings, as written
-        runs = [json.loads(m.group()) for m in re.finditer(r'"(?:[^"\\]|\\.)*"', text)]
+        runs = [_string(m.group()) for m in re.finditer(r'"(?:[^"\\]|\\.)*"', text)]
     return any(
         isinstance(run, str) and not run.startswith(PORTABLE) and hook_verb(run) == verb
         for run in runs
     )
+
+
+def _string(literal: str) -> str | None:
+    """A JSON string literal's text; None for one JSON would refuse (a bad escape)."""
+    try:
+        value = json.loads(literal)
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
 
 
 def _strings(value: Any) -> Any:
