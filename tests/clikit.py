@@ -312,4 +312,15 @@ def shell_env(tmp_path: Path, *, with_ltm: bool) -> dict[str, str]:
             (bin_dir / "ltm").symlink_to(LTM)
         path.insert(0, str(bin_dir))
     env = Cli(tmp_path / "person").env
-    return {**env, "PATH": os.pathsep.join(path), "LTM_STATE_DIR": str(tmp_path / "state")}
+    # A home of its own: a shared hook (the plugin's, a project's) stands down where the
+    # user's own harness files run ltm's hooks, and this machine's user may have some.
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    for moved in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "COPILOT_HOME"):
+        env.pop(moved, None)
+    return {
+        **env,
+        "HOME": str(home),
+        "PATH": os.pathsep.join(path),
+        "LTM_STATE_DIR": str(tmp_path / "state"),
+    }

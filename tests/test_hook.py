@@ -499,6 +499,8 @@ def test_a_shared_entry_is_import_light_beside_the_users_own(person: Cli, tmp_pa
     modules (hooks_install and what it imports cost a hook more than its own work)."""
     folder = tmp_path / "proj"
     folder.mkdir()
+    # The user's own Claude Code settings: a folder of this test's, never this machine's.
+    person.env["CLAUDE_CONFIG_DIR"] = str(tmp_path / "claude")
     save(person.at(folder), "in the local store")
     alone = session_start_imports(person, folder, "--shared")
     assert "ltm.store.sqlite" in alone  # no hooks of the user's own: it answered
