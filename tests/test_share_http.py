@@ -3,6 +3,7 @@ DynamoDB), over HTTP and through the CLI; and the one line a server without shar
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,17 @@ def people(server: Server, *names: str) -> dict[str, tuple[str, httpx.Client]]:
     for name in names:
         uid, token = server.issue(name)
         out[name] = (uid, server.client(token))
+    return out
+
+
+def signed_in_clis(server: Server, tmp_path: Path, *names: str) -> list[tuple[str, str, Cli]]:
+    """Each of ``names`` as a new user signed in on a machine of their own: (id, token, cli)."""
+    out = []
+    for name in names:
+        uid, token = server.issue(name)
+        cli = Cli(tmp_path / name)
+        cli.ok("auth", server.url, "--with-token", stdin=token)
+        out.append((uid, token, cli))
     return out
 
 
@@ -124,11 +136,7 @@ def test_shares_out_of_their_sharers_reach_hide_no_live_one(server: Server) -> N
 
 
 def test_share_read_and_unshare_through_the_cli(server: Server, tmp_path: Path) -> None:
-    gus_id, gus_token = server.issue("gus")
-    hal_id, hal_token = server.issue("hal")
-    gus, hal = Cli(tmp_path / "gus"), Cli(tmp_path / "hal")
-    gus.ok("auth", server.url, "--with-token", stdin=gus_token)
-    hal.ok("auth", server.url, "--with-token", stdin=hal_token)
+    (gus_id, gus_token, gus), (hal_id, _, hal) = signed_in_clis(server, tmp_path, "gus", "hal")
     packet = make_packet(goal="Gus's notes")
     pid = packet["id"]
     assert server.client(gus_token).post("/v1/packets", json=packet).status_code == 201
@@ -250,3 +258,30 @@ def test_the_listing_reads_on_past_pages_of_shares_out_of_reach(
     assert [r.meta.id for r in got] == [live.meta.id]
     monkeypatch.setattr(sharing, "LOOKED_THROUGH", 5)  # the live one is the sixth
     assert sharing.shared_with_me(store, recipient, limit=1) == []
+
+
+def test_a_shared_packet_is_in_its_recipients_thread(server: Server, tmp_path: Path) -> None:
+    """``ltm log`` reads as ``ltm show`` does: the packet shared with you, and your packet
+    continuing it, show it in the thread; the sharer's packets before it stay theirs."""
+    (_, ivy_token, ivy), (jon_id, _, jon) = signed_in_clis(server, tmp_path, "ivy", "jon")
+    root = make_packet(goal="Ivy's start")
+    shared = make_packet(goal="Ivy's plan", parent_id=root["id"])
+    for packet in (root, shared):
+        assert server.client(ivy_token).post("/v1/packets", json=packet).status_code == 201
+    ivy.ok("share", shared["id"], jon_id)
+
+    def thread(ref: str) -> tuple[list[str], bool]:
+        found = json.loads(jon.ok("log", ref, "--json"))
+        return [row["id"] for row in found["packets"]], found["complete"]
+
+    assert json.loads(jon.ok("pull", shared["id"]))["goal"] == "Ivy's plan"
+    assert thread(shared["id"]) == ([shared["id"]], False)
+    mine = make_packet(goal="Jon's take")
+    del mine["id"]
+    own = jon.ok("save", "-", "--continues", shared["id"], stdin=json.dumps(mine)).strip()
+    assert thread(own) == ([shared["id"], own], False)
+    assert "Ivy's plan" in jon.ok("log", own)
+
+    ivy.ok("unshare", shared["id"], jon_id)
+    assert thread(own) == ([own], False)
+    assert jon.fails("log", shared["id"]).startswith("ltm: no packet")

@@ -348,11 +348,7 @@ def get_many(store: Store, caller: Caller, ids: list[str]) -> list[StoredPacket 
                 if meta.team_id not in member_of:
                     member_of[meta.team_id] = _can_read(store, who.user, meta)
                 readable = member_of[meta.team_id]
-            if not readable:
-                from .share import readable_by_share
-
-                readable = readable_by_share(store, who.user, meta)
-            if not readable:
+            if not readable and not _shared(store, who.user, meta):
                 held = None
         found.append(held)
     return found
@@ -472,13 +468,8 @@ def get(store: Store, caller: Caller, packet_id: str) -> StoredPacket:
     """A packet the caller reads in its scope, or one shared with them (``share``)."""
     who = access(store, caller, need="read", packet_id=packet_id)
     found = who.packet
-    if found is None:
+    if found is None or not _reads(store, who.user, found.meta):
         raise NotFound("not found")
-    if not _can_read(store, who.user, found.meta):
-        from .share import readable_by_share  # only a refused read pays for the import
-
-        if not readable_by_share(store, who.user, found.meta):
-            raise NotFound("not found")
     return found
 
 
@@ -613,10 +604,12 @@ def thread(store: Store, caller: Caller, packet_id: str) -> Thread:
 
     Reads only: one read per packet, walking ``parent_id`` up (a cycle or a
     thread longer than ``MAX_THREAD`` stops the walk). 404 when the packet
-    itself is not readable.
+    itself is not readable. Readable is as ``get`` reads it: a packet shared with
+    the caller is in their thread (``ltm show`` shows it them); the walk stops at
+    the first packet they could not ``get``.
     """
     who = access(store, caller, need="read", packet_id=packet_id)
-    if who.packet is None or not _can_read(store, who.user, who.packet.meta):
+    if who.packet is None or not _reads(store, who.user, who.packet.meta):
         raise NotFound("not found")
     chain = [who.packet]
     seen = {packet_id}
@@ -631,7 +624,7 @@ def thread(store: Store, caller: Caller, packet_id: str) -> Thread:
         if meta.team_id is not None and meta.team_id not in teams_ok:
             teams_ok[meta.team_id] = _can_read(store, who.user, meta)
         readable = teams_ok[meta.team_id] if meta.team_id else meta.owner_id == who.user.id
-        if not readable:
+        if not readable and not _shared(store, who.user, meta):
             complete = False
             break
         seen.add(parent)
@@ -665,6 +658,18 @@ def delete(store: Store, caller: Caller, packet_id: str) -> None:
         packet_id, who.user.id, seen=who.packet.meta
     ):
         raise NotFound("not found")
+
+
+def _reads(store: Store, user: User, meta: PacketMeta) -> bool:
+    """Whether ``user`` may read the packet: in its own scope, or by a share of it."""
+    return _can_read(store, user, meta) or _shared(store, user, meta)
+
+
+def _shared(store: Store, user: User, meta: PacketMeta) -> bool:
+    """Whether a live share lets ``user`` read a packet they cannot read in its scope."""
+    from .share import readable_by_share  # only a refused read pays for the import
+
+    return readable_by_share(store, user, meta)
 
 
 def _can_read(store: Store, user: User, meta: PacketMeta) -> bool:
