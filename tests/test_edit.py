@@ -228,3 +228,32 @@ def test_an_edit_saved_in_another_encoding_is_kept_as_written(me: Cli, tmp_path:
     assert line.startswith("ltm: the edited file is not UTF-8 (byte "), line
     kept = Path(line.split("kept in ", 1)[1].split(" — ", 1)[0])
     assert json.loads(kept.read_bytes().decode("latin-1"))["goal"] == "Caf\u00e9"
+
+
+def test_in_place_on_a_packet_not_yours_opens_nothing(server: Server, tmp_path: Path) -> None:
+    """One shared with you, or a teammate's in a team: the server keeps each its author's,
+    so an in-place edit would be refused only once the work was done. It is refused before
+    the editor opens; without --in-place the edit is a new packet continuing it."""
+    _, owner_token = server.issue("inplace-owner")
+    mate_id, mate_token = server.issue("inplace-mate")
+    owner, mate = Cli(tmp_path / "owner"), Cli(tmp_path / "mate")
+    for cli, token in ((owner, owner_token), (mate, mate_token)):
+        cli.env["LTM_STATE_DIR"] = str(cli.home / "state")
+        cli.ok("auth", server.url, "--with-token", stdin=token)
+    owner.ok("teams", "create", "inplace")
+    code = server.client(owner_token).post("/v1/teams/inplace/invites", json={}).json()["code"]
+    assert server.client(mate_token).post(f"/v1/invites/{code}/accept", json={}).is_success
+    shared = saved(owner, goal="Owner's own")
+    owner.ok("share", shared, mate_id)
+    team = saved(owner, "-t", "inplace", goal="Owner's team plan")
+
+    for name, ref, scope in (("shared", shared, ()), ("team", team, ("-t", "inplace"))):
+        script = editor(tmp_path / name, set_goal("Mine now"))
+        line = mate.fails("edit", ref, *scope, "--in-place", EDITOR=script)
+        assert f"packet {ref} is not yours" in line and "drop --in-place" in line, line
+        assert not (tmp_path / name / "calls").exists()  # the editor never opened
+    assert json.loads(owner.ok("pull", team, "-t", "inplace"))["goal"] == "Owner's team plan"
+
+    script = editor(tmp_path / "new", set_goal("Mine now"))
+    new = mate.ok("edit", team, "-t", "inplace", EDITOR=script).strip()
+    assert json.loads(mate.ok("pull", new, "-t", "inplace"))["parent_id"] == team

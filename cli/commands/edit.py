@@ -161,6 +161,8 @@ def edit(
             check_packet_id(old_id)  # a server's answer: no packet can have another id
         except ValueError:
             raise CliError(f"{ref} came back with an invalid id {old_id!r}; not edited") from None
+        if in_place:
+            _only_yours(backend, old_id)
         body = draft_body(old, old_id=old_id, in_place=in_place)
         saved = _edit_loop(
             backend,
@@ -176,6 +178,22 @@ def edit(
         backend.close()
     if saved is not None:
         print(saved)
+
+
+def _only_yours(backend: Backend, old_id: str) -> None:
+    """Refuse ``--in-place`` on a packet another user stored, before the editor opens.
+
+    A server keeps each packet its author's: one shared with you, or a teammate's in a
+    team, would be refused (409) only once the edit was done. Without ``--in-place`` the
+    edit is a new packet of your own, continuing it, which is what can be stored.
+    """
+    author = backend.stored_by(old_id)
+    if author and backend.is_me(author) is False:
+        raise CliError(
+            f"packet {old_id} is not yours (stored by user {author}); --in-place replaces only"
+            " your own packets, so nothing was opened — drop --in-place to save your edit as a"
+            " new packet continuing it"
+        )
 
 
 def _header(old_id: str, *, in_place: bool, where: str) -> list[str]:
