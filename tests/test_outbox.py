@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from clikit import LTM, Cli, Seen, free_port, signed_in, stub_server
-from serverkit import Server, init_db, run_server
+from serverkit import Server, init_db, ltm_server, run_server
 from test_mcp import Shim
 from test_project import needs_git, repo
 from timing import scaled
@@ -602,14 +602,8 @@ def test_the_agents_save_is_kept_too(box: Restartable, tmp_path: Path) -> None:
     assert kept in box.ids()
 
 
-@pytest.mark.parametrize("fails", ["GET", "POST"])
-def test_an_import_stops_where_its_server_went_out_of_reach(
-    box: Restartable, tmp_path: Path, fails: str
-) -> None:
-    """The server goes down midway through an import (here: its proxy answers 502 from the
-    second chunk's look-up, or its second push, on): the import stops at the first line
-    that did not get through and says to run it again, rather than refuse each of the
-    thousands of lines after it; the rerun adds the rest, nothing twice."""
+def bundle_of_three_chunks(tmp_path: Path) -> tuple[Path, list[dict[str, object]]]:
+    """A bundle of three import chunks of packets, and its packets."""
     from ltm import bundle
     from ltm.cli.client.portable import CHUNK
 
@@ -633,36 +627,106 @@ def test_an_import_stops_where_its_server_went_out_of_reach(
     ]
     header = bundle.header_line(source="test", exported_at="2026-05-01T12:00:00Z")
     path.write_text(header + "".join(lines), encoding="utf-8")
-    route = "/v1/packets/batch"
+    return path, packets
+
+
+def on_second_batch(fails: str, then: Callable[[], Reply | None]) -> Callable[[Seen], Reply | None]:
+    """A proxy's ``meddle`` that answers ``then()`` from the second ``fails`` (GET: an
+    import's look-up of ids, POST: its push) of the batch route on; None lets it by."""
     seen: list[str] = []
-    down = [True]
 
     def meddle(request: Seen) -> Reply | None:
-        if request.method == fails and request.path.split("?")[0] == route:
+        if request.method == fails and request.path.split("?")[0] == "/v1/packets/batch":
             seen.append(request.path)
-            if down[0] and len(seen) > 1:
-                return BAD_GATEWAY
+            if len(seen) > 1:
+                return then()
         return None
 
+    return meddle
+
+
+def assert_stopped_midway(result: subprocess.CompletedProcess[str], box: Restartable) -> int:
+    """The import ended at the first line that did not get through, having refused none;
+    returns how many it added."""
+    assert result.returncode == 1, result.stderr
+    assert "refused" not in result.stdout
+    added = [line.split()[1] for line in result.stdout.splitlines()]
+    assert 0 < len(added) < 300 and set(added) <= box.ids()
+    line = len(added) + 2  # the header is line 1
+    assert f"import stopped at line {line}: " in result.stderr, result.stderr
+    assert "run the same import again" in result.stderr
+    assert f"{len(added)} added, 0 skipped (already present), 0 refused" in result.stderr
+    return len(added)
+
+
+def assert_completed(
+    again: subprocess.CompletedProcess[str],
+    box: Restartable,
+    packets: list[dict[str, object]],
+    added: int,
+) -> None:
+    """The rerun added the rest and skipped what the first run added: nothing twice."""
+    assert again.returncode == 0, again.stderr
+    rest = len(packets) - added
+    assert f"{rest} added, {added} skipped (already present), 0 refused" in again.stderr
+    assert {p["id"] for p in packets} <= box.ids()
+
+
+@pytest.mark.parametrize("fails", ["GET", "POST"])
+def test_an_import_stops_where_its_server_went_out_of_reach(
+    box: Restartable, tmp_path: Path, fails: str
+) -> None:
+    """The server goes down midway through an import (here: its proxy answers 502 from the
+    second chunk's look-up, or its second push, on): the import stops at the first line
+    that did not get through and says to run it again, rather than refuse each of the
+    thousands of lines after it; the rerun adds the rest, nothing twice."""
+    path, packets = bundle_of_three_chunks(tmp_path)
+    down = [True]
+    meddle = on_second_batch(fails, lambda: BAD_GATEWAY if down[0] else None)
     with proxy_to(box, meddle) as url:
         olive = Cli(tmp_path / "olive")
         olive.ok("auth", url, "--with-token", stdin=box.live.issue("Olive")[1])
         result = olive.run("import", str(path))
-        assert result.returncode == 1, result.stderr
-        assert "refused" not in result.stdout
-        added = [line.split()[1] for line in result.stdout.splitlines()]
-        assert 0 < len(added) < len(packets) and set(added) <= box.ids()
-        line = len(added) + 2  # the header is line 1
-        assert f"import stopped at line {line}: " in result.stderr, result.stderr
-        assert "HTTP 502" in result.stderr and "run the same import again" in result.stderr
-        assert f"{len(added)} added, 0 skipped (already present), 0 refused" in result.stderr
+        added = assert_stopped_midway(result, box)
+        assert "HTTP 502" in result.stderr
 
         down[0] = False
-        again = olive.run("import", str(path))
-        assert again.returncode == 0, again.stderr
-        rest = len(packets) - len(box.ids() & set(added))
-        assert f"{rest} added, {len(added)} skipped (already present), 0 refused" in again.stderr
-        assert {p["id"] for p in packets} <= box.ids()
+        assert_completed(olive.run("import", str(path)), box, packets, added)
+
+
+@pytest.mark.parametrize("fails", ["GET", "POST"])
+def test_an_import_stops_where_its_token_stopped_working(
+    box: Restartable, tmp_path: Path, fails: str
+) -> None:
+    """The token is revoked (or expires) midway through an import: from the second chunk's
+    look-up, or its second push, on, the real server answers 401. The import stops at
+    the first line that did not get through and says to sign in again, rather than
+    refuse each line after it for the same reason (every one a request, and a report
+    that reads as if the packets were at fault); after ``ltm auth`` the same import
+    adds the rest, nothing twice."""
+    path, packets = bundle_of_three_chunks(tmp_path)
+
+    revoked: list[str] = []
+
+    def revoke() -> None:  # once: the run after signing in again goes through
+        if not revoked:
+            revoked.append(
+                ltm_server("revoke-token", "--user", "Olive", "--db", str(box.db)).stdout
+            )
+
+    with proxy_to(box, on_second_batch(fails, revoke)) as url:
+        olive = Cli(tmp_path / "olive")
+        user_id, token = box.live.issue("Olive")
+        olive.ok("auth", url, "--with-token", stdin=token)
+        result = olive.run("import", str(path))
+        added = assert_stopped_midway(result, box)
+        assert f"token rejected by {url}" in result.stderr and "ltm auth" in result.stderr
+
+        # A user whose every token was revoked is named by id (``tokens.find_user``).
+        issued = ltm_server("issue-token", user_id, "--db", str(box.db))
+        assert issued.returncode == 0, issued.stderr
+        olive.ok("auth", url, "--with-token", stdin=issued.stdout.strip())
+        assert_completed(olive.run("import", str(path)), box, packets, added)
 
 
 def test_a_save_kept_by_a_build_that_spelled_the_default_port_is_delivered(

@@ -312,8 +312,9 @@ def import_from(
 
 
 class Stopped(CliError):
-    """The server went out of reach during an import: it ends at the first line that did
-    not get through, rather than refuse every line after it for the same reason."""
+    """The server went out of reach, or stopped taking the token, during an import
+    (``_ends_import``): it ends at the first line that did not get through, rather than
+    refuse every line after it for the same reason."""
 
     def __init__(self, line: int, cause: CliError) -> None:
         super().__init__(
@@ -370,6 +371,17 @@ class Report:
                 " (the local store has no teams)"
             )
         return text
+
+
+def _ends_import(exc: BaseException) -> bool:
+    """Whether every later line would fail as this one did: the server out of reach
+    (``outbox.unreachable``), or the token no longer taken (401: it expired or was
+    revoked midway; each line refused for it would be one more request, and a report that
+    reads as if the packets were at fault). Signed in again, the same import completes."""
+    from ltm.cli.client.outbox import unreachable
+    from ltm.cli.client.remote import Rejected
+
+    return unreachable(exc) or isinstance(exc, Rejected)
 
 
 def _one_line(message: str) -> str:
@@ -536,10 +548,9 @@ class Importer:
     def _finish(self, run: _Chunk) -> int:
         """Judge, push and report a run of lines with distinct ids; returns how many."""
         from ltm import bundle
-        from ltm.cli.client.outbox import unreachable
 
         report = self.report
-        if run.failed is not None and unreachable(run.failed):
+        if run.failed is not None and _ends_import(run.failed):
             raise Stopped(run.lines[0][0], run.failed)
         judged: dict[int, Judged | bundle.BundleError] = {}
         if run.verdicts is not None:
@@ -569,7 +580,7 @@ class Importer:
                 allow_unredacted=self.allow_unredacted,
             )
             for (at, push), answer in zip(pending, answers, strict=True):
-                if isinstance(answer, CliError) and unreachable(answer):
+                if isinstance(answer, CliError) and _ends_import(answer):
                     stop = (at, answer)
                     break
                 report.held = said[at]
