@@ -40,8 +40,14 @@ def hooks_file(harness: str, *, project: bool) -> Path:
     dot, env_var, in_project, name = _FILES[harness]
     if project:
         return Path.cwd() / in_project / name
+    return harness_home(dot, env_var) / name
+
+
+def harness_home(dot: str, env_var: str | None = None) -> Path:
+    """A harness's own folder in the user's home (``~/.codex``...), or where its variable
+    (``CODEX_HOME``...) moves it, as the harness itself reads it."""
     moved = os.environ.get(env_var) if env_var else None
-    return (Path(moved) if moved else Path.home() / dot) / name
+    return Path(moved) if moved else Path.home() / dot
 
 
 def _words(command_line: str) -> list[str]:

@@ -30,12 +30,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ltm.cli.agents.hook_entries import harness_home
+
 _JSON_KEY = re.compile(r'"ltm"\s*:\s*\{')
-
-
-def _home(dot: str, env_var: str | None = None) -> Path:
-    moved = os.environ.get(env_var) if env_var else None
-    return Path(moved) if moved else Path.home() / dot
 
 
 def places(harness: str, cwd: str | None = None) -> list[tuple[Path, tuple[str, ...]]]:
@@ -52,24 +49,24 @@ def places(harness: str, cwd: str | None = None) -> list[tuple[Path, tuple[str, 
         return found
     if harness == "codex":
         return [
-            (_home(".codex", "CODEX_HOME") / "config.toml", ("mcp_servers",)),
+            (harness_home(".codex", "CODEX_HOME") / "config.toml", ("mcp_servers",)),
             (here / ".codex" / "config.toml", ("mcp_servers",)),
         ]
     if harness == "gemini":
         return [
-            (_home(".gemini") / "settings.json", ("mcpServers",)),
+            (harness_home(".gemini") / "settings.json", ("mcpServers",)),
             (here / ".gemini" / "settings.json", ("mcpServers",)),
         ]
     if harness == "copilot":
         return [
-            (_home(".copilot", "COPILOT_HOME") / "mcp-config.json", ("mcpServers",)),
+            (harness_home(".copilot", "COPILOT_HOME") / "mcp-config.json", ("mcpServers",)),
             (here / ".mcp.json", ("mcpServers",)),
             (here / ".github" / "mcp.json", ("mcpServers",)),
             (here / ".vscode" / "mcp.json", ("servers",)),
         ]
     if harness == "cursor":
         return [
-            (_home(".cursor") / "mcp.json", ("mcpServers",)),
+            (harness_home(".cursor") / "mcp.json", ("mcpServers",)),
             (here / ".cursor" / "mcp.json", ("mcpServers",)),
         ]
     return []
@@ -138,7 +135,7 @@ def _runs_ltm(name: str, entry: Any) -> bool:
 
 def claude_plugin() -> bool:
     """The ltm plugin enabled in the user's Claude Code settings (it carries the tools)."""
-    settings = _home(".claude", "CLAUDE_CONFIG_DIR") / "settings.json"
+    settings = harness_home(".claude", "CLAUDE_CONFIG_DIR") / "settings.json"
     doc = _read(settings)
     plugins = doc.get("enabledPlugins") if isinstance(doc, dict) else None
     return isinstance(plugins, dict) and any(

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ltm.cli.agents.hook_entries import harness_home
 from ltm.cli.errors import CliError
 
 SERVER_NAME = "ltm"
@@ -114,29 +115,23 @@ def _vscode_path() -> Path:
     return Path.cwd() / ".vscode" / "mcp.json"
 
 
-def _home_of(dot: str, env_var: str | None) -> Path:
-    """A harness's own folder, where its variable (``CODEX_HOME``...) moves it."""
-    moved = os.environ.get(env_var) if env_var else None
-    return Path(moved) if moved else Path.home() / dot
-
-
 # Codex: [mcp_servers.NAME] with command, args, env (or url) in config.toml.
 # https://developers.openai.com/codex/mcp
 def _codex_path() -> Path:
-    return _home_of(".codex", "CODEX_HOME") / "config.toml"
+    return harness_home(".codex", "CODEX_HOME") / "config.toml"
 
 
 # Gemini CLI: "mcpServers" in settings.json; command/args/env, or httpUrl for Streamable HTTP.
 # https://geminicli.com/docs/tools/mcp-server
 def _gemini_path() -> Path:
-    return _home_of(".gemini", None) / "settings.json"
+    return harness_home(".gemini", None) / "settings.json"
 
 
 # GitHub Copilot CLI: "mcpServers" in mcp-config.json; "type": "local" with command, args,
 # env and the tools it may call ("*": all), or "type": "http" with a url.
 # https://docs.github.com/en/copilot/how-tos/copilot-cli/customize-copilot/add-mcp-servers
 def _copilot_path() -> Path:
-    return _home_of(".copilot", "COPILOT_HOME") / "mcp-config.json"
+    return harness_home(".copilot", "COPILOT_HOME") / "mcp-config.json"
 
 
 # The remote entry (``--remote URL``): the server's /mcp as each client documents a
