@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,21 +28,33 @@ from timing import SCALE, scaled
 
 LTM = str(Path(sys.executable).with_name("ltm"))
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+# Where a harness's own folder is moved to (ltm writes its hooks and MCP entries there).
+HARNESS_HOMES = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "COPILOT_HOME")
+# The vocabulary of search by meaning, read once for the whole run (ltm caches it under
+# ~/.cache, and each person's home here is new): shared by every person, as by a user's runs.
+_UID = getattr(os, "getuid", lambda: 0)()
+CACHE = Path(tempfile.gettempdir()) / f"ltm-tests-cache-{_UID}"
 
 
 def base_env(home: Path, **extra: str) -> dict[str, str]:
-    """A clean environment for one person: their own config and data dirs, no browser.
+    """A clean environment for one person: their own home, config and data dirs, no browser.
 
-    ``CI`` is dropped too: the CLI never opens a browser under CI, and these
-    tests play a person at a terminal whether or not CI runs them.
+    ``HOME`` is ``home``, and the XDG and harness folder variables are dropped: what ltm
+    writes under a home (a harness's settings, its hooks, caches) lands in the test's
+    folder, never in the home of the machine's user, whose own hooks would in turn
+    change what the tests see. ``CI`` is dropped too: the CLI never opens a browser
+    under CI, and these tests play a person at a terminal whether or not CI runs them.
     """
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("LTM_")
+        if not k.startswith(("LTM_", "XDG_"))
         and k.lower() not in PROXY_VARS
         and k not in ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER", "SSL_CERT_FILE", "CI")
+        and k not in HARNESS_HOMES
     }
+    env["HOME"] = str(home)
+    env["LTM_CACHE_DIR"] = str(CACHE)
     env["LTM_CONFIG_DIR"] = str(home / "config")
     env["LTM_DATA_DIR"] = str(home / "data")
     env["LTM_NO_BROWSER"] = "1"
@@ -312,15 +325,8 @@ def shell_env(tmp_path: Path, *, with_ltm: bool) -> dict[str, str]:
             (bin_dir / "ltm").symlink_to(LTM)
         path.insert(0, str(bin_dir))
     env = Cli(tmp_path / "person").env
-    # A home of its own: a shared hook (the plugin's, a project's) stands down where the
-    # user's own harness files run ltm's hooks, and this machine's user may have some.
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    for moved in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "COPILOT_HOME"):
-        env.pop(moved, None)
     return {
         **env,
-        "HOME": str(home),
         "PATH": os.pathsep.join(path),
         "LTM_STATE_DIR": str(tmp_path / "state"),
     }
