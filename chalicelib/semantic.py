@@ -45,6 +45,7 @@ import os
 import re
 import struct
 import threading
+import zlib
 from collections.abc import Iterable, Sequence
 from itertools import islice
 from pathlib import Path
@@ -314,12 +315,19 @@ def _unit(values: Sequence[float]) -> tuple[float, ...] | None:
 
 
 def _vocabulary(tokenizer: Path, weights: Path) -> dict[str, int]:
-    """The tokenizer's pieces and ids, from the user's cache when it is there (a
-    ``marshal`` file named after the files it was read from: a new wordllama makes
-    a new one), else read from the JSON and cached."""
+    """The tokenizer's pieces and ids, from the user's cache when it is there, else read
+    from the JSON and cached.
+
+    The cache file is named after the install it was read from (the tokenizer's path)
+    and that install's files: an upgrade makes a new one and removes the install's
+    older ones, which nothing would read again (500 KB at each upgrade, for ever);
+    another install's (a second venv) stay.
+    """
     stat = tokenizer.stat()
-    key = f"{stat.st_size}-{int(stat.st_mtime)}-{weights.stat().st_size}"
-    cache = _cache_dir() / f"semantic-vocab-{key}.marshal"
+    install = f"{zlib.crc32(os.fsencode(tokenizer.absolute())):08x}"
+    key = f"{install}-{stat.st_size}-{int(stat.st_mtime)}-{weights.stat().st_size}"
+    folder = _cache_dir()
+    cache = folder / f"semantic-vocab-{key}.marshal"
     try:
         found = marshal.loads(cache.read_bytes())
         if isinstance(found, dict) and found:
@@ -330,13 +338,24 @@ def _vocabulary(tokenizer: Path, weights: Path) -> dict[str, int]:
     if not isinstance(vocab, dict):
         raise Unavailable(f"no vocabulary in {tokenizer}")
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         partial = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
         partial.write_bytes(marshal.dumps(vocab))
         os.replace(partial, cache)
+        for older in folder.glob("semantic-vocab-*.marshal"):
+            if older != cache and _outdated(older.name, install):
+                older.unlink(missing_ok=True)
     except OSError:
         pass  # a read-only home: read the JSON each time, slower but right
     return vocab
+
+
+def _outdated(name: str, install: str) -> bool:
+    """Whether the cache file ``name`` is replaced by this install's new one: its own
+    older one, or one named before caches named their install (``semantic-vocab-`` and
+    three numbers: its install, if still used, writes it again under the new name)."""
+    parts = name.removeprefix("semantic-vocab-").removesuffix(".marshal").split("-")
+    return parts[0] == install or (len(parts) == 3 and all(p.isdigit() for p in parts))
 
 
 _model: Model | None = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import socket
 import sqlite3
 from pathlib import Path
@@ -614,3 +615,40 @@ def test_text_without_spaces_is_left_to_its_words(
     for mode in ("hybrid", "semantic"):
         assert searching.search(store, user, written[0], mode=mode) == [], mode
     store.close()
+
+
+def test_an_upgrade_replaces_its_installs_cached_vocabulary(tmp_path: Path) -> None:
+    """Each install's cache is named after its files: an upgrade (new files, same place)
+    makes a new one, and the old one, which nothing reads again, goes; a second
+    install's cache, and one of an older ltm's naming, are taken as their own."""
+    source = semantic.package_folder()
+    assert source is not None
+    installs = []
+    for name in ("pipx", "project"):
+        folder = tmp_path / name
+        for part in (semantic._WEIGHTS, semantic._TOKENIZER):
+            (folder / Path(*part)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source / Path(*part), folder / Path(*part))
+        installs.append(folder)
+    cache = Path(os.environ["LTM_CACHE_DIR"])
+    cache.mkdir()
+    legacy = cache / "semantic-vocab-1842796-1795934485-16384096.marshal"
+    legacy.write_bytes(b"")
+
+    def cached() -> set[str]:
+        return {p.name for p in cache.glob("semantic-vocab-*.marshal")}
+
+    semantic.Model(installs[0]).close()
+    first = cached()
+    assert len(first) == 1  # the older naming's file went with the first new one
+    semantic.Model(installs[1]).close()
+    both = cached()
+    assert len(both) == 2 and first < both
+
+    tokenizer = installs[0] / Path(*semantic._TOKENIZER)
+    os.utime(tokenizer, (1_900_000_000, 1_900_000_000))  # the upgrade: the same place, new files
+    model = semantic.Model(installs[0])
+    assert model.vector("sign-in session expires too early") is not None
+    model.close()
+    after = cached()
+    assert len(after) == 2 and not first & after and (both - first) < after
