@@ -3,13 +3,16 @@ resume), end to end: real subprocesses on the local store and against a real ser
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from clikit import Cli, signed_in
-from serverkit import Server, running_server
+from serverkit import Server, make_packet, running_server
+
+from ltm.bundle import entry_line, header_line
 
 
 def save(cli: Cli, *args: str, **content: object) -> str:
@@ -178,6 +181,40 @@ def test_continues_log_show_and_resume(cli: Cli) -> None:
     )
     old = json.dumps({"ltm_version": "0.1", "goal": "g", "next_step": "n"})
     assert "needs an ltm_version 0.2" in cli.fails("save", "-", "--continues", root, stdin=old)
+
+
+def test_log_says_why_a_thread_is_cut_short(cli: Cli, tmp_path: Path) -> None:
+    """A thread whose parent_id links loop, or one longer than a walk reads, is not one
+    whose earlier packets are "gone or not visible": the user would look for packets that
+    are there. Each says what it is."""
+
+    def push(packet: dict[str, object]) -> None:
+        cli.ok("push", "-", stdin=json.dumps(packet))
+
+    itself = make_packet(goal="Loops on itself")
+    push({**itself, "parent_id": itself["id"]})
+    one, two = make_packet(goal="One"), make_packet(goal="Two")
+    push({**two, "parent_id": one["id"]})
+    push({**one, "parent_id": two["id"]})
+    said = {ref: cli.run("log", ref).stderr for ref in (itself["id"], one["id"])}
+    assert "names itself as its parent" in said[itself["id"]]
+    assert f"this thread loops: {two['id']} continues {one['id']}" in said[one["id"]]
+    assert all("gone or not visible" not in line for line in said.values())
+
+    # 1,001 packets in one thread: the walk shows the newest 1,000 and names where to go on
+    chain = [make_packet(goal=f"Step {n}") for n in range(1001)]
+    for before, after in itertools.pairwise(chain):
+        after["parent_id"] = before["id"]
+    lines = [header_line(source="test", exported_at="2026-05-01T12:00:00Z")]
+    for packet in chain:
+        body, at = json.dumps(packet).encode(), str(packet["created_at"])
+        lines.append(entry_line(body=body, team=None, created_by="local", created_at=at))
+    (tmp_path / "thread.jsonl").write_text("".join(lines))
+    cli.ok("import", str(tmp_path / "thread.jsonl"))
+    long = cli.run("log", chain[-1]["id"])
+    assert long.returncode == 0 and len(long.stdout.splitlines()) == 1000
+    assert f"the earlier ones: ltm log {chain[0]['id']}" in long.stderr
+    assert cli.ok("log", chain[0]["id"]).startswith(chain[0]["id"][:12])
 
 
 @pytest.fixture(scope="module")
