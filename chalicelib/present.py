@@ -30,10 +30,14 @@ if TYPE_CHECKING:
 # not. Each such character is shown as its \uXXXX escape: visible, and inside a
 # JSON string the very same character, so JSON output stays equivalent JSON.
 # Escaped: C0 controls (newline and tab kept in multi-line text), DEL, C1, the bidi
-# embeddings/overrides/isolates and marks (U+202A-E, U+2066-9, U+200E/F, U+061C).
+# embeddings/overrides/isolates and marks (U+202A-E, U+2066-9, U+200E/F, U+061C), and
+# lone surrogates: a server's JSON may hold one ("\ud800"), which no UTF-8 stream can
+# write, and a reply's invalid bytes read as U+DC80-DCFF (``surrogateescape``), where
+# a raw 0x9b would reach the terminal as an 8-bit CSI.
 _UNSAFE = [
     *range(0x00, 0x20),
     *range(0x7F, 0xA0),
+    *range(0xD800, 0xE000),
     *range(0x202A, 0x202F),
     *range(0x2066, 0x206A),
     0x200E,

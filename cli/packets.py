@@ -20,6 +20,7 @@ from ltm.cli.terminal.output import (
     print_json,
     safe,
     terminal_bytes,
+    terminal_text,
 )
 from ltm.present import (
     MEANING_ONLY,
@@ -309,7 +310,7 @@ def resume_packet(
     packet_id = str(packet.get("id", ref))
     if as_json:
         text = json.dumps({"id": packet_id, "resume": block}, ensure_ascii=False) + "\n"
-        _write(terminal_bytes(text.encode("utf-8", "surrogateescape")))
+        _write(terminal_text(text))
         return
     if copy if copy is not None else interactive:
         from ltm.cli.terminal.clipboard import copy as to_clipboard
@@ -322,7 +323,7 @@ def resume_packet(
         info(f"warning: {problem}; printing the block instead")
     # On a terminal the block is read, so its controls are shown escaped; piped (to an
     # agent, a file, the clipboard) it goes as written.
-    _write(terminal_bytes(block.encode("utf-8", "surrogateescape")))
+    _write(terminal_text(block))
 
 
 def _write(raw: bytes) -> None:

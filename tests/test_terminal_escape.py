@@ -245,3 +245,62 @@ def test_import_report_lines_escape_ids_from_the_bundle(cli: Cli, tmp_path: Path
     result = cli.run("import", str(path), "--local")
     assert result.returncode == 1 and "refused" in result.stdout, result
     assert "\\u001b[2J" in result.stdout and clean(result.stdout) and clean(result.stderr)
+
+
+def test_a_servers_lone_surrogates_and_raw_bytes_are_shown_escaped(cli: Cli) -> None:
+    # JSON may carry a lone surrogate ("\ud800"), which no UTF-8 stream can write: every verb
+    # that showed one failed with "unexpected error" (in a pipe and on a terminal). And
+    # a reply is bytes: pull wrote a raw 0x9b (an 8-bit CSI to a terminal that takes
+    # 8-bit controls) to the terminal. Both are shown as JSON-style escapes.
+    from clikit import json_reply, stub_server
+
+    lone = "Eve\ud800x"
+    packet_id = "01HZZZZZZZZZZZZZZZZZZZZZZZ"
+    packet = {
+        "ltm_version": "0.2", "id": packet_id, "created_at": "2026-05-01T12:00:00Z",
+        "goal": f"goal {lone}", "next_step": f"next {lone}",
+    }  # fmt: skip
+    answers = {
+        "/v1/whoami": {"user": {"id": "u1", "display": lone}, "token": {"label": lone}},
+        "/v1/teams": {"teams": [{"name": "crew", "owner_id": "u2", "owner_display": lone}]},
+        "/v1/teams/crew/members": {"members": [{"user_id": "u2", "display": lone}]},
+        "/v1/tokens": {"tokens": [{"label": lone, "created_at": "2026-05-01T12:00:00Z"}]},
+        "/v1/search": {"results": [{**packet, "snippet": f"snip {lone}", "field": "goal"}]},
+        f"/v1/packets/{packet_id}": packet,
+        "/v1/packets": {"packets": [packet]},
+    }
+
+    def answer(req: object) -> tuple[int, dict[str, str], bytes]:
+        path = str(getattr(req, "path", "")).split("?")[0]
+        if path == "/v1/packets/01HRAWBYTES":
+            return 200, {"Content-Type": "application/json"}, b'{"goal": "a\x9b2Jb"}'
+        if path in answers:
+            return json_reply(200, answers[path])
+        return json_reply(404, {"error": "not found"})
+
+    with stub_server(answer) as stub:
+        cli.config.mkdir(parents=True)
+        (cli.config / "config.toml").write_text(f'host = "{stub.url}"\n')
+        (cli.config / "credentials").write_text("ltm_token\n")
+        verbs = [
+            ("whoami",), ("profile",), ("teams", "ls"), ("teams", "ls", "--json"),
+            ("tokens", "ls"), ("tokens", "ls", "--json"), ("show", packet_id),
+            ("show", packet_id, "--json"), ("search", "goal"), ("search", "goal", "--json"),
+            ("resume", packet_id), ("resume", packet_id, "--json"),
+        ]  # fmt: skip
+        for args in verbs:
+            result = cli.run(*args)
+            assert result.returncode == 0, (args, result.stderr)
+            assert "Eve\\ud800x" in result.stdout, (args, result.stdout)
+        for args in (("show", packet_id), ("resume", packet_id, "--no-copy"), ("teams", "ls")):
+            assert "Eve\\ud800x" in on_terminal(cli, *args), args
+        for args in (("teams", "ls", "--json"), ("resume", packet_id, "--json")):
+            assert json.loads(cli.run(*args).stdout)  # still JSON: the escape is JSON's own
+        child = pexpect.spawn(LTM, ["pull", "01HRAWBYTES"], env=cli.env, timeout=scaled(30))
+        child.expect(pexpect.EOF)
+        child.close()
+        assert b"\x9b" not in child.before and b"a\\udc9b2Jb" in child.before, child.before
+        import subprocess
+
+        piped = subprocess.run([LTM, "pull", "01HRAWBYTES"], env=cli.env, capture_output=True)
+        assert piped.stdout == b'{"goal": "a\x9b2Jb"}\n'  # in a pipe: the bytes as sent

@@ -19,6 +19,7 @@ __all__ = [
     "safe",
     "short_id",
     "terminal_bytes",
+    "terminal_text",
 ]
 
 
@@ -55,6 +56,13 @@ def terminal_bytes(body: bytes) -> bytes:
     return safe(text, multiline=True).encode("utf-8", "surrogateescape")
 
 
+def terminal_text(text: str) -> bytes:
+    """``text`` as :func:`terminal_bytes` gives it. A lone surrogate, which a server's JSON
+    may carry (``"\\ud800"``) and UTF-8 cannot write, becomes its ``\\udXXX`` escape:
+    inside a JSON string the same character, in a pipe too."""
+    return terminal_bytes(text.encode("utf-8", "backslashreplace"))
+
+
 def print_json(data: Any, *, indent: int | None = 2) -> None:
     """``data`` as JSON on stdout: packet text, and names a server hands back, are
     untrusted, so on a terminal their controls are shown escaped (``terminal_bytes``); a
@@ -63,7 +71,7 @@ def print_json(data: Any, *, indent: int | None = 2) -> None:
 
     text = json.dumps(data, ensure_ascii=False, indent=indent) + "\n"
     sys.stdout.flush()
-    sys.stdout.buffer.write(terminal_bytes(text.encode("utf-8", "surrogateescape")))
+    sys.stdout.buffer.write(terminal_text(text))
     sys.stdout.flush()
 
 
