@@ -12,6 +12,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from .errors import Failure
+from .resume import json_escape
 
 if TYPE_CHECKING:
     from typing import Protocol
@@ -29,29 +30,54 @@ if TYPE_CHECKING:
 # that honour 8-bit controls, and bidi overrides make text read as something it is
 # not. Each such character is shown as its \uXXXX escape: visible, and inside a
 # JSON string the very same character, so JSON output stays equivalent JSON.
-# Escaped: C0 controls (newline and tab kept in multi-line text), DEL, C1, the bidi
-# embeddings/overrides/isolates and marks (U+202A-E, U+2066-9, U+200E/F, U+061C), and
-# lone surrogates: a server's JSON may hold one ("\ud800"), which no UTF-8 stream can
-# write, and a reply's invalid bytes read as U+DC80-DCFF (``surrogateescape``), where
-# a raw 0x9b would reach the terminal as an 8-bit CSI.
-_UNSAFE = [
-    *range(0x00, 0x20),
-    *range(0x7F, 0xA0),
-    *range(0xD800, 0xE000),
-    *range(0x202A, 0x202F),
-    *range(0x2066, 0x206A),
-    0x200E,
-    0x200F,
+# Escaped: every control and format character (Unicode's Cc and Cf, newline and tab
+# kept in multi-line text), as the web view marks them (``ltm.web.render``):
+# - C0, DEL and C1 controls;
+# - the bidi embeddings/overrides/isolates and marks (U+202A-E, U+2066-9, U+200E/F,
+#   U+061C);
+# - what a terminal draws as nothing: tag characters (each shadows an ASCII letter, so
+#   a goal can carry a sentence an agent reads and a person never sees), zero-width
+#   space, word joiner, BOM, soft hyphen..., which make a name or a row read as another.
+#   The joiners (U+200C/D) stay: emoji sequences and Persian or Indic words need them;
+# - lone surrogates: a server's JSON may hold one ("\ud800"), which no UTF-8 stream can
+#   write, and a reply's invalid bytes read as U+DC80-DCFF (``surrogateescape``), where
+#   a raw 0x9b would reach the terminal as an 8-bit CSI.
+_FORMAT = [  # Cf as of Unicode 15.1, the joiners left out
+    0x00AD,
+    *range(0x0600, 0x0606),
     0x061C,
+    0x06DD,
+    0x070F,
+    0x0890,
+    0x0891,
+    0x08E2,
+    0x180E,
+    0x200B,
+    *range(0x200E, 0x2010),
+    *range(0x202A, 0x202F),
+    *range(0x2060, 0x2065),
+    *range(0x2066, 0x2070),
+    0xFEFF,
+    *range(0xFFF9, 0xFFFC),
+    0x110BD,
+    0x110CD,
+    *range(0x13430, 0x13440),
+    *range(0x1BCA0, 0x1BCA4),
+    *range(0x1D173, 0x1D17B),
+    0xE0001,
+    *range(0xE0020, 0xE0080),
 ]
+_UNSAFE = [*range(0x00, 0x20), *range(0x7F, 0xA0), *range(0xD800, 0xE000), *_FORMAT]
 
-_ONE_LINE = {code: f"\\u{code:04x}" for code in _UNSAFE}
+
+_ONE_LINE = {code: json_escape(chr(code)) for code in _UNSAFE}
 
 _MULTI_LINE = {code: escape for code, escape in _ONE_LINE.items() if code not in (0x09, 0x0A)}
 
 
 def safe(text: str, *, multiline: bool = False) -> str:
-    """``text`` fit for a terminal: control and bidi characters shown escaped (see above).
+    """``text`` fit for a terminal: control, bidi and invisible characters shown escaped
+    (see above).
 
     ``multiline`` keeps newlines and tabs (a summary, an error report); one-line
     fields (a listing row, a picker label) escape them too.

@@ -329,10 +329,11 @@ def _json_escaped(text: str) -> str:
     """JSON text with each character ``_clean`` drops written as its ``\\u`` escape: the
     same JSON value (in a stored packet such characters stand only inside strings: a
     no-break space, a zero-width joiner, a bidi mark), and nothing invisible shown."""
-    return "".join(ch if ch.isprintable() or ch in "\n\t" else _escape(ch) for ch in text)
+    return "".join(ch if ch.isprintable() or ch in "\n\t" else json_escape(ch) for ch in text)
 
 
-def _escape(ch: str) -> str:
+def json_escape(ch: str) -> str:
+    """``ch`` as a JSON string escape (``\\u001b``), which reads back as the same character."""
     code = ord(ch)
     if code <= 0xFFFF:
         return f"\\u{code:04x}"
