@@ -152,6 +152,20 @@ class Cli:
         return {"default": default, "token": token, "hosts": hosts}
 
 
+def answered(cli: Cli, args: list[str], answer: str) -> tuple[str, str, int | None]:
+    """``ltm ARGS`` on a terminal (a pseudo-terminal), answering its yes/no question with
+    ``answer``: (the question as drawn, what it printed after, its exit status)."""
+    import pexpect
+
+    child = pexpect.spawn(LTM, args, env=cli.env, timeout=scaled(30))
+    child.expect(r"\[y/N\]: ")
+    asked = child.before.decode()
+    child.sendline(answer)
+    child.expect(pexpect.EOF)
+    child.close()
+    return asked, child.before.decode(), child.exitstatus
+
+
 class Issuer(Protocol):
     """A server the tests can mint tokens on (``serverkit.Server`` and friends)."""
 

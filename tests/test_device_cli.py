@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from clikit import LTM, Cli, Seen, json_reply, signed_in, stub_server
+from clikit import Cli, Seen, answered, json_reply, signed_in, stub_server
 from devicekit import AuthProcess, device_server
 from serverkit import Server, make_packet
 from timing import scaled
@@ -90,21 +90,13 @@ def test_approve_asks_first_and_refuses_without_a_terminal(server: Server, tmp_p
 def test_approve_on_a_terminal_shows_the_device_before_asking(
     server: Server, tmp_path: Path
 ) -> None:
-    import pexpect
-
     laptop = signed_in(server, tmp_path / "laptop", "jo")
     desktop = Cli(tmp_path / "desktop")
     auth = AuthProcess(desktop, server.url)
     code = auth.code()
     for answer, status in (("n", 1), ("y", 0)):
-        child = pexpect.spawn(LTM, ["approve", code], env=laptop.env, timeout=scaled(30))
-        child.expect(r"\[y/N\]: ")
-        asked = child.before.decode()
-        child.sendline(answer)
-        child.expect(pexpect.EOF)
-        child.close()
-        shown = child.before.decode()
-        assert child.exitstatus == status, asked + shown
+        asked, shown, exited = answered(laptop, ["approve", code], answer)
+        assert exited == status, asked + shown
         assert re.search(r"ltm-python/\S+ \(asked .* from 127\.0\.0\.1\) asks to sign in", asked)
         assert f"to {server.url} as jo: it gets a token of its own, with full access" in asked
         if answer == "n":
@@ -125,7 +117,6 @@ def test_approve_asks_without_the_device_on_a_server_without_the_look(
 ) -> None:
     """An older ltm server has only ``POST /v1/device/approve``: the question is still
     asked, without the device's details."""
-    import pexpect
 
     def older(seen: Seen) -> tuple[int, dict[str, str], bytes]:
         if seen.path == "/v1/healthz":
@@ -140,14 +131,8 @@ def test_approve_asks_without_the_device_on_a_server_without_the_look(
     with stub_server(older) as stub:
         laptop = Cli(tmp_path / "laptop")
         laptop.ok("auth", stub.url, "--with-token", stdin="ltm_" + "a" * 40)
-        child = pexpect.spawn(LTM, ["approve", "BCDF-GHJK"], env=laptop.env, timeout=scaled(30))
-        child.expect(r"\[y/N\]: ")
-        asked = child.before.decode()
-        child.sendline("y")
-        child.expect(pexpect.EOF)
-        child.close()
-        shown = child.before.decode()
-    assert child.exitstatus == 0, asked + shown
+        asked, shown, status = answered(laptop, ["approve", "BCDF-GHJK"], "y")
+    assert status == 0, asked + shown
     assert f"sign a device in to {stub.url} as kim" in asked and "BCDF-GHJK" in asked
     assert "approved the sign-in of old-box" in shown
     assert [s.method for s in stub.seen if s.path.startswith("/v1/device/approve")] == [

@@ -347,3 +347,30 @@ def test_show_and_names_make_invisible_characters_visible(cli: Cli) -> None:
         (cli.config / "credentials").write_text("ltm_token\n")
         members = cli.ok("teams", "members", "crew")
     assert "Al\\u200bice" in members and "\u200b" not in members
+
+
+def test_the_approval_question_escapes_what_the_server_says(cli: Cli) -> None:
+    # ltm approve shows the device before signing it in as you (RFC 8628 section 5.4): a
+    # server's "when" and "with what access" must not erase that warning line or fake it.
+    from clikit import Seen, answered, json_reply, stub_server
+
+    forged = {
+        "client_id": "ltm-cli",
+        "name": "laptop",
+        "requested_at": f"{CLEAR}\r\x1b[2Kyesterday{TITLE}",
+        "scope": f"read{C1_CSI}\u202e",
+    }
+
+    def answer(seen: Seen) -> tuple[int, dict[str, str], bytes]:
+        if seen.method == "GET" and seen.path.startswith("/v1/device/approve"):
+            return json_reply(200, {"device": forged})
+        return json_reply(200, {"user": {"id": "u1", "display": "kim"}, "scope": "read write"})
+
+    with stub_server(answer) as stub:
+        cli.config.mkdir(parents=True)
+        (cli.config / "config.toml").write_text(f'host = "{stub.url}"\n')
+        (cli.config / "credentials").write_text("ltm_token\n")
+        asked, _, status = answered(cli, ["approve", "ABCD-EFGH"], "n")
+    assert status == 1 and "laptop (asked " in asked, asked
+    assert "\\u001b[2J\\u000d\\u001b[2Kyesterday" in asked and "\\u009b31m" in asked, asked
+    assert clean(asked.replace("\r\n", "\n")), asked

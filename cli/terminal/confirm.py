@@ -40,7 +40,11 @@ def confirmed(
         )
     import typer
 
-    text = question() if callable(question) else question
+    from ltm.cli.terminal.output import safe
+
+    # A question quotes what a server says (a device's request, a packet's goal): shown
+    # through safe(), so none of it can erase or fake the question's own words.
+    text = safe(question() if callable(question) else question, multiline=True)
     try:
         answer = typer.confirm(text, default=False, err=True)
     except typer.Abort as exc:
