@@ -324,6 +324,29 @@ def test_a_reader_gone_is_no_error(cli: Cli, args: list[str]) -> None:
     assert (result.returncode, result.stderr) == (0, b"")
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="a POSIX pipe")
+def test_a_reader_gone_leaves_a_verdict_as_it_is(cli: Cli, tmp_path: Path) -> None:
+    """``ltm validate *.json | head -1`` under ``set -o pipefail``: a verb whose exit
+    status is its verdict runs to the end and exits with it, never with the 0 of a
+    reader gone (an invalid packet read as a pass); nothing is said of the pipe."""
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"ltm_version": "0.2", "goal": ""}')
+    good = tmp_path / "good.json"
+    good.write_bytes(subprocess.run([LTM, "example"], capture_output=True, env=cli.env).stdout)
+    for args in (["validate", str(bad), str(good)], ["validate", str(good), str(bad)]):
+        for shape in ([], ["--json"]):
+            result = _reader_gone(cli, [*args, *shape])
+            assert (result.returncode, result.stderr) == (1, b""), (args, shape, result)
+    assert _reader_gone(cli, ["validate", str(good)]).returncode == 0
+    # doctor: the same verdict through a closed pipe as to a reader
+    data = Path(cli.env["LTM_DATA_DIR"])
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "ltm.db").write_text("not a database")
+    told = subprocess.run([LTM, "doctor"], capture_output=True, env=cli.env, timeout=scaled(60))
+    assert told.returncode == 1, told
+    assert _reader_gone(cli, ["doctor"]).returncode == 1
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX descriptors")
 @pytest.mark.parametrize(
     ("closed", "args", "status", "said"),

@@ -78,7 +78,9 @@ def conformance(
 
     from ltm.cli.client.remote import configured_timeout
     from ltm.cli.conformance import run
+    from ltm.cli.terminal.output import keep_the_verdict
 
+    keep_the_verdict()
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise CliError(f"URL must be http(s)://HOST[:PORT], got {url!r}", exit_code=2)

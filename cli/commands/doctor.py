@@ -20,7 +20,9 @@ def doctor(
 ) -> None:
     """Check what ltm depends on, one line each, with the fix for what fails (exit 1 then)."""
     from ltm.cli.doctor import main
+    from ltm.cli.terminal.output import keep_the_verdict
 
+    keep_the_verdict()
     code = main(json_out=as_json, full=full)
     if code:
         raise typer.Exit(code)

@@ -32,7 +32,9 @@ def validate(
     or has redaction hits, 2 when a file cannot be read.
     """
     from ltm.cli.client import preflight
+    from ltm.cli.terminal.output import keep_the_verdict
 
+    keep_the_verdict()
     worst = 0
     for source in sources:
         report, status = _judge(source, complete=complete)

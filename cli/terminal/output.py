@@ -13,6 +13,7 @@ __all__ = [
     "bold",
     "color_allowed",
     "info",
+    "keep_the_verdict",
     "one_line",
     "print_json",
     "relative_time",
@@ -27,6 +28,53 @@ def info(message: str) -> None:
     """Commentary goes to stderr, so stdout stays clean for pipes. It often quotes a
     server's words (names, dates, ids), so no terminal control gets through."""
     print(safe(message, multiline=True), file=sys.stderr)
+
+
+def keep_the_verdict() -> None:
+    """For a verb whose exit status is its verdict (validate, doctor, conformance): a
+    reader of its output that goes away (``ltm validate *.json | head -1``) no longer
+    ends it with exit 0, which a script under ``set -o pipefail`` took for a pass. What it
+    prints after that goes nowhere; it runs to the end and exits with its verdict.
+    (Other verbs stop there, with exit 0: ``ltm.cli.start.entry``.)"""
+    if not isinstance(sys.stdout, _ReaderOptional):
+        sys.stdout = _ReaderOptional(sys.stdout)
+
+
+class _ReaderOptional:
+    """A stream (text, or its binary ``buffer``) that writes to /dev/null once its
+    reader has gone, instead of raising ``BrokenPipeError``."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, data: Any) -> int:
+        try:
+            return int(self._stream.write(data))
+        except BrokenPipeError:
+            self._gone()
+            return len(data)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._gone()
+
+    @property
+    def buffer(self) -> _ReaderOptional:
+        return _ReaderOptional(self._stream.buffer)
+
+    def _gone(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._stream.fileno())  # what is still buffered goes there too
+        except (OSError, ValueError):
+            pass
+        finally:
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def color_allowed(stream: object = None) -> bool:
