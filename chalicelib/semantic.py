@@ -45,6 +45,7 @@ import os
 import re
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Iterable, Sequence
 from itertools import islice
@@ -345,9 +346,16 @@ def _vocabulary(tokenizer: Path, weights: Path) -> dict[str, int]:
         for older in folder.glob("semantic-vocab-*.marshal"):
             if older != cache and _outdated(older.name, install):
                 older.unlink(missing_ok=True)
+        # A write its process never finished (a hook killed by its harness's timeout).
+        for left in folder.glob("semantic-vocab-*.tmp"):
+            if left.stat().st_mtime < time.time() - _UNFINISHED_AFTER:
+                left.unlink(missing_ok=True)
     except OSError:
         pass  # a read-only home: read the JSON each time, slower but right
     return vocab
+
+
+_UNFINISHED_AFTER = 600.0  # seconds: no write of one file takes that long
 
 
 def _outdated(name: str, install: str) -> bool:

@@ -634,6 +634,11 @@ def test_an_upgrade_replaces_its_installs_cached_vocabulary(tmp_path: Path) -> N
     cache.mkdir()
     legacy = cache / "semantic-vocab-1842796-1795934485-16384096.marshal"
     legacy.write_bytes(b"")
+    killed = cache / f"{legacy.name}.4242.tmp"  # a hook killed while it wrote: long ago
+    killed.write_bytes(b"half")
+    os.utime(killed, (1_000_000_000, 1_000_000_000))
+    writing = cache / f"{legacy.name}.4343.tmp"  # another process writing now
+    writing.write_bytes(b"half")
 
     def cached() -> set[str]:
         return {p.name for p in cache.glob("semantic-vocab-*.marshal")}
@@ -641,6 +646,7 @@ def test_an_upgrade_replaces_its_installs_cached_vocabulary(tmp_path: Path) -> N
     semantic.Model(installs[0]).close()
     first = cached()
     assert len(first) == 1  # the older naming's file went with the first new one
+    assert not killed.exists() and writing.exists()
     semantic.Model(installs[1]).close()
     both = cached()
     assert len(both) == 2 and first < both
