@@ -257,3 +257,27 @@ def test_in_place_on_a_packet_not_yours_opens_nothing(server: Server, tmp_path: 
     script = editor(tmp_path / "new", set_goal("Mine now"))
     new = mate.ok("edit", team, "-t", "inplace", EDITOR=script).strip()
     assert json.loads(mate.ok("pull", new, "-t", "inplace"))["parent_id"] == team
+
+
+def test_an_edit_given_the_old_id_back_leaves_the_old_packet(me: Cli, tmp_path: Path) -> None:
+    """Without --in-place the old packet is kept: an edit that put its id back would have
+    replaced it, continuing itself. It is refused as any refusal is, the editor reopened."""
+    old = saved(me, goal="Ship the server")
+    script = editor(
+        tmp_path,
+        f"data['id'] = {old!r}\n{set_goal('Ship the server, v2')}",
+        "assert '//   id: ' in text, text\ndel data['id']\ntext = json.dumps(data)",
+    )
+    result = me.run("edit", old, EDITOR=script)
+    assert result.returncode == 0, result.stderr
+    assert "is the packet being edited" in result.stderr
+    new = result.stdout.strip()
+    assert new != old and json.loads(me.ok("pull", new))["parent_id"] == old
+    assert json.loads(me.ok("pull", old))["goal"] == "Ship the server"  # left as it was
+    assert "parent_id" not in json.loads(me.ok("pull", old))
+
+    loop = f"data['parent_id'] = {old!r}\n{set_goal('Ship it')}"
+    looped = me.run("edit", old, "--in-place", EDITOR=editor(tmp_path / "b", loop, "pass"))
+    assert looped.returncode == 1 and "still refused" in looped.stderr
+    assert "cannot continue itself" in (tmp_path / "b" / "seen-1.txt").read_text()
+    assert json.loads(me.ok("pull", old))["goal"] == "Ship the server"

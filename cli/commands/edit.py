@@ -196,6 +196,28 @@ def _only_yours(backend: Backend, old_id: str) -> None:
         )
 
 
+def _lineage_errors(data: dict[str, Any], old_id: str, *, in_place: bool) -> list[str]:
+    """What an edit's id and parent_id break, in the pre-flight's words ([] when nothing).
+
+    Without ``--in-place`` the old packet is kept: an edit given its id back would replace
+    it, continuing itself, the very packet the new one was to leave as it was.
+    """
+    new_id = data.get("id")
+    errors = []
+    if in_place and new_id != old_id:
+        errors.append(f"id: --in-place keeps the id {old_id}; put it back (or drop --in-place)")
+    elif not in_place and new_id == old_id:
+        errors.append(
+            f"id: {old_id} is the packet being edited, which a new packet leaves as it is;"
+            " remove the id line (a new one is filled in), or use --in-place to replace it"
+        )
+    elif data.get("parent_id") == new_id:
+        errors.append(
+            f"parent_id: {new_id} is this packet's own id; a packet cannot continue itself"
+        )
+    return errors
+
+
 def _header(old_id: str, *, in_place: bool, where: str) -> list[str]:
     what = (
         f"editing packet {old_id} in {where}; saving replaces it (same id)"
@@ -287,12 +309,8 @@ def _edit_loop(
                 allow_unredacted=allow_unredacted,
                 label="the edited packet",
             )
-            if in_place and checked.data.get("id") != old_id:
-                raise preflight.Refused(
-                    "the edited packet",
-                    [f"id: --in-place keeps the id {old_id}; put it back (or drop --in-place)"],
-                    [],
-                )
+            if wrong := _lineage_errors(checked.data, old_id, in_place=in_place):
+                raise preflight.Refused("the edited packet", wrong, [])
         except preflight.Refused as exc:
             refused = True
             info(safe(exc.message, multiline=True))
