@@ -111,14 +111,20 @@ def meta_row(meta: Any) -> dict[str, Any]:
     }
 
 
-def unknown_parent(backend: Backend, data: Mapping[str, Any]) -> str | None:
-    """The packet's ``parent_id`` when it names no packet the caller can read in
-    ``backend`` (its thread would break there), else None. ``save`` refuses such a packet,
-    through every door (the CLI, the MCP tools)."""
+def parent_problem(backend: Backend, data: Mapping[str, Any], where: str) -> str | None:
+    """What is wrong with the packet's ``parent_id`` (a line starting ``parent_id ID``),
+    else None: it names no packet the caller can read in ``backend``, ``where`` (its thread
+    would break there), or the packet itself (found once stored, a thread looping on itself;
+    the schema's threads are a DAG). ``save`` refuses such a packet, through every door
+    (the CLI, the MCP tools)."""
     parent = data.get("parent_id")
     if not isinstance(parent, str) or not parent:
         return None
-    return None if backend.stored(parent) is not None else parent
+    if parent == data.get("id"):
+        return f"parent_id {parent} is the packet's own id (a packet cannot continue itself)"
+    if backend.stored(parent) is not None:
+        return None
+    return f"parent_id {parent} names no packet you can read in {where}"
 
 
 class Backend(ABC):

@@ -291,6 +291,19 @@ def test_save_refuses_a_parent_that_does_not_exist(tmp_path: Path) -> None:
     assert pushed.returncode == 0 and "pushed anyway" in pushed.stderr
 
 
+def test_a_packet_that_continues_itself_is_refused_by_save(tmp_path: Path) -> None:
+    """Saved again with its own id as parent_id, a packet found its parent (itself) and was
+    stored looping on itself; ``ltm push``, which stores a file as written, warns."""
+    me = Cli(tmp_path / "me")
+    packet = me.ok("save", "-", stdin=content("First")).strip()
+    looped = json.loads(me.ok("pull", packet)) | {"parent_id": packet}
+    refused = me.fails("save", "-", stdin=json.dumps(looped))
+    assert f"parent_id {packet} is the packet's own id" in refused and "nothing saved" in refused
+    assert "parent_id" not in json.loads(me.ok("pull", packet))
+    pushed = me.run("push", "-", stdin=json.dumps(looped))
+    assert pushed.returncode == 0 and "cannot continue itself); pushed anyway" in (pushed.stderr)
+
+
 def test_save_on_a_terminal_says_what_it_waits_for(tmp_path: Path) -> None:
     me = Cli(tmp_path / "me")
     child = pexpect.spawn(LTM, ["save"], env=me.env, encoding="utf-8", timeout=scaled(30))

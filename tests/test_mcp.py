@@ -298,7 +298,10 @@ def test_save_ls_show_pull_resume_push_rm_round_trip(shim: Shim, env: dict[str, 
     refused = shim.fails("save", {"packet": orphan})
     assert refused.startswith("parent_id 01NOSUCHPARENT000000000000 names no packet you can")
     assert "nothing saved" in refused
+    looped = shim.fails("save", {"packet": {**CONTENT, "id": child, "parent_id": child}})
+    assert looped.startswith(f"parent_id {child} is the packet's own id")
     assert [r["id"] for r in data(shim.call("ls"))["packets"]] == [child, packet_id]
+    assert json.loads(unframed(shim.ok("pull", {"id": child})))["parent_id"] == packet_id
     assert shim.fails("search", {"query": "  "}) == (
         "nothing to search for: give words to look for, e.g. 'flaky login'"
     )

@@ -374,14 +374,13 @@ def _store(args: dict[str, Any], *, fill: bool, verb: str) -> Reply:
 
 
 def _known_parent(backend: Any, data: Mapping[str, Any], team: str | None) -> None:
-    from ..backend import unknown_parent
+    from ..backend import parent_problem
 
-    parent = unknown_parent(backend, data)
-    if parent is not None:
+    problem = parent_problem(backend, data, where_label(backend, team))
+    if problem is not None:
         raise ToolError(
-            f"parent_id {parent} names no packet you can read in {where_label(backend, team)};"
-            " nothing saved. Set it to the id resume gave you (ls lists ids), or leave"
-            " parent_id out."
+            f"{problem}; nothing saved. Set it to the id resume gave you (ls lists ids), or"
+            " leave parent_id out."
         )
 
 

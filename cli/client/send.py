@@ -82,24 +82,24 @@ def send(
 def _check_parent(
     backend: Backend, data: Mapping[str, Any], *, team: str | None, refuse: bool
 ) -> None:
-    """A ``parent_id`` must name a packet the user can read, or the thread breaks there.
+    """A ``parent_id`` must name a packet the user can read, or the thread breaks there
+    (and not the packet itself, or it loops there).
 
     ``save`` refuses (nothing stored; the packet is still in its file); ``push``,
     which stores a packet exactly as written (one may arrive before its parent),
     warns and goes on.
     """
-    from ltm.backend import unknown_parent
+    from ltm.backend import parent_problem
 
-    parent = unknown_parent(backend, data)
-    if parent is None:
+    problem = parent_problem(backend, data, where_label(backend, team))
+    if problem is None:
         return
-    where = where_label(backend, team)
     if refuse:
         raise CliError(
-            f"parent_id {parent} names no packet you can read in {where}; nothing saved — fix"
-            " it (ltm ls lists ids; --continues last takes the newest) or drop parent_id"
+            f"{problem}; nothing saved — fix it (ltm ls lists ids; --continues last takes the"
+            " newest) or drop parent_id"
         )
-    info(f"warning: parent_id {parent} names no packet you can read in {where}; pushed anyway")
+    info(f"warning: {problem}; pushed anyway")
 
 
 def _with_parent(
