@@ -284,6 +284,45 @@ def test_an_import_interrupted_by_ctrl_c_says_what_it_did_and_a_rerun_completes_
     assert set(local_bodies(cli)) == {p["id"] for p in packets}
 
 
+def test_an_import_whose_report_reader_goes_away_still_imports_every_line(
+    tmp_path: Path,
+) -> None:
+    """``ltm import B | head`` (or ``| less``, quit early): the report's reader goes away
+    while the import runs. The import is the job, not its report: it goes on to the
+    end, and the summary and the exit status (on stderr and in the status, which the
+    reader never held) still say how it went; it never stops silently with 0 midway."""
+    from ltm.cli.client.portable import LOCAL_CHUNK as BATCH
+    from ltm.packet import canonical_bytes
+
+    fcntl = pytest.importorskip("fcntl")
+    if not hasattr(fcntl, "F_SETPIPE_SZ"):
+        pytest.skip("a pipe's size is set on Linux only")
+    cli = Cli(tmp_path / "alice")
+    packets = [
+        make_packet(goal=f"Packet {n} of an import read by head", created_at="2026-05-01T12:00:00Z")
+        for n in range(3 * BATCH)
+    ]
+    lines: list[dict[str, object] | str] = [line_for(p) for p in packets]
+    path = write_bundle(tmp_path / "big.jsonl", [*lines, "not json\n"])
+    proc = subprocess.Popen(
+        [LTM, "import", str(path), "--local"],
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    # A pipe smaller than the first batch's report, so the import is still writing it
+    # (and has batches to go) when the reader, having read a line, goes away.
+    fcntl.fcntl(proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, 4096)
+    assert proc.stdout.readline().startswith(b"added ")
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=scaled(60)) == 1, err  # the line that is not JSON was refused
+    assert f"{len(packets)} added, 0 skipped (already present), 1 refused" in err, err
+    assert "Traceback" not in err and "Broken pipe" not in err, err
+    assert local_bodies(cli) == {p["id"]: canonical_bytes(p) for p in packets}
+
+
 def test_export_to_a_folder_or_to_no_name_is_refused_plainly(tmp_path: Path) -> None:
     cli = Cli(tmp_path / "alice")
     save_local(cli, 1)

@@ -39,6 +39,11 @@ def import_(
     ltm push. A packet whose id belongs to someone else is never overwritten.
     Exits 1 when any line was refused.
     """
+    from ltm.cli.terminal.output import keep_the_verdict
+
+    # The import is the job, not its report: a reader of the report that goes away
+    # (`| head`, a `| less` quit early) ends only the report, never the import midway.
+    keep_the_verdict()
     status = import_from(
         source,
         team=team,

@@ -31,10 +31,11 @@ def info(message: str) -> None:
 
 
 def keep_the_verdict() -> None:
-    """For a verb whose exit status is its verdict (validate, doctor, conformance): a
-    reader of its output that goes away (``ltm validate *.json | head -1``) no longer
-    ends it with exit 0, which a script under ``set -o pipefail`` took for a pass. What it
-    prints after that goes nowhere; it runs to the end and exits with its verdict.
+    """For a verb whose exit status is its verdict (validate, doctor, conformance), or whose
+    output only reports its job (import): a reader of its output that goes away (``ltm
+    validate *.json | head -1``) no longer ends it with exit 0, which a script under ``set
+    -o pipefail`` took for a pass (and an import left half done). What it prints after
+    that goes nowhere; it runs to the end and exits with its verdict.
     (Other verbs stop there, with exit 0: ``ltm.cli.start.entry``.)"""
     if not isinstance(sys.stdout, _ReaderOptional):
         sys.stdout = _ReaderOptional(sys.stdout)
