@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CURRENT_VERSION",
     "MAX_PACKET_BYTES",
+    "MAX_TEXT_BYTES",
     "MODELS",
     "SUPPORTED_VERSIONS",
     "AttemptV01",
@@ -85,6 +86,12 @@ __all__ = [
 SUPPORTED_VERSIONS: tuple[str, ...] = ("0.1", "0.2")
 CURRENT_VERSION = "0.2"
 MAX_PACKET_BYTES = 32_768
+# The most bytes :func:`parse` reads. The cap itself is judged by :func:`check` on the
+# compact encoding; a packet's text may be longer by its whitespace and escapes: the
+# canonical form a store hands back is indented, and a reference server's is indented
+# too, with ``<``, ``>`` and ``&`` as six-byte ``\u003c`` escapes. So a packet at the cap,
+# pulled from either, still parses; a file past this bound is no packet at all.
+MAX_TEXT_BYTES = 8 * MAX_PACKET_BYTES
 
 # The pydantic models live in ltm.models and are imported on first use of these names:
 # importing them costs more than most commands that read or write a packet.
@@ -508,8 +515,11 @@ def _too_large(size: int) -> str:
 def parse(raw: bytes | str) -> dict[str, Any]:
     """Decode a packet's bytes into a dict; raises :class:`PacketError`.
 
-    The 32 KiB cap applies to the raw bytes (a ``str`` counts as its UTF-8
-    encoding) before any decoding. The input must be UTF-8 (one leading byte
+    Text over ``MAX_TEXT_BYTES`` (a ``str`` counts as its UTF-8 encoding) is refused
+    before any decoding; the 32 KiB cap itself is :func:`check`'s, on the compact
+    encoding, so whitespace (an indented file, a pulled packet) never counts against
+    it. A server holds a request body to the cap as sent, before parsing (the wire
+    rule, as the reference does). The input must be UTF-8 (one leading byte
     order mark is dropped) holding one JSON object. Duplicate keys are
     rejected, as are NaN/Infinity, overflowing numbers and lone surrogates.
     Only the syntax is checked here; :func:`check` judges the content.
@@ -525,7 +535,7 @@ def parse(raw: bytes | str) -> dict[str, Any]:
         data = bytes(raw)
     else:
         raise TypeError(f"parse() takes bytes or str, not {type(raw).__name__}")
-    if len(data) > MAX_PACKET_BYTES:
+    if len(data) > MAX_TEXT_BYTES:
         raise PacketError(_too_large(len(data)))
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]

@@ -98,6 +98,26 @@ def test_save_from_file_push_ls_show_rm(env: dict[str, str], tmp_path: Path) -> 
     assert missing.returncode == 1 and "no packet matches" in missing.stderr
 
 
+def test_a_pulled_packet_at_the_cap_validates_and_pushes_back(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # Its compact form fits the 32 KiB cap; the indented form a store hands back does
+    # not. The file `ltm pull` wrote must be one `ltm validate` and `ltm push` take.
+    # With its project named, neither save nor validate fills one in (which would grow it).
+    near = {**CONTENT, "id": EXAMPLE_ID, "created_at": "2026-04-22T00:00:00Z"}
+    near["project"] = {"name": "capped"}
+    near |= {"ltm_version": "0.2", "tags": ["a"] * 16, "constraints": ["c" * 1000] * 32}
+    compact = json.dumps(near, ensure_ascii=False, separators=(",", ":"))
+    near["open_questions"] = ["q" * (32_768 - 40 - len(compact.encode()))]
+    ok(env, "push", "-", stdin=json.dumps(near, separators=(",", ":")))
+    pulled = tmp_path / "pulled.json"
+    ok(env, "pull", EXAMPLE_ID, "-o", str(pulled))
+    assert len(pulled.read_bytes()) > 32_768
+    assert ok(env, "validate", str(pulled)).strip() == f"{pulled}: ok"
+    result = ltm(env, "push", str(pulled))
+    assert result.returncode == 0 and "updated" in result.stderr, result.stderr
+
+
 def test_repush_is_idempotent(env: dict[str, str]) -> None:
     example = ok(env, "example", "--reference")
     ok(env, "save", "-", stdin=example)

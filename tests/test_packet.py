@@ -20,6 +20,7 @@ from ulid import ULID
 from ltm.packet import (
     CURRENT_VERSION,
     MAX_PACKET_BYTES,
+    MAX_TEXT_BYTES,
     SUPPORTED_VERSIONS,
     Checked,
     PacketError,
@@ -211,11 +212,17 @@ def test_size_cap_applies_to_the_compact_encoding() -> None:
     assert errors_of(big) == [f"packet: {size} bytes, over the 32768-byte limit"]
 
 
-def test_indentation_alone_never_pushes_a_packet_over_the_cap() -> None:
-    # Many short items: the compact form fits, the indented canonical form does not.
-    near = packet(tags=["a"] * 16, constraints=["c" * 1000] * 32, open_questions=["q"])
+def near_the_cap() -> dict[str, Any]:
+    """A packet whose compact form fits the cap and whose indented forms do not."""
+    near = packet(tags=["a"] * 16, constraints=["c<&>" * 250] * 32, open_questions=["q"])
     near["open_questions"][0] = "q" * (1 + MAX_PACKET_BYTES - 20 - compact_size(near))
     assert compact_size(near) <= MAX_PACKET_BYTES < len(canonical_bytes(near))
+    return near
+
+
+def test_indentation_alone_never_pushes_a_packet_over_the_cap() -> None:
+    # Many short items: the compact form fits, the indented canonical form does not.
+    near = near_the_cap()
     assert check(near).conforming
     over = {**near, "open_questions": [near["open_questions"][0] + "q" * 30]}
     assert compact_size(over) > MAX_PACKET_BYTES
@@ -367,21 +374,39 @@ def test_parse_accepts_bytes_str_bytearray_memoryview() -> None:
         parse(packet())  # type: ignore[arg-type]
 
 
-def test_parse_size_cap_is_on_the_raw_bytes_before_decoding() -> None:
+def go_encoded(data: dict[str, Any]) -> bytes:
+    """The bytes a reference server answers ``GET /v1/packets/{id}`` with: Go's
+    ``json.Encoder`` with a two-space indent, ``<``, ``>`` and ``&`` escaped."""
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        text = text.replace(char, escape)
+    return text.encode()
+
+
+def test_a_packet_at_the_cap_parses_from_any_indented_text() -> None:
+    # What a store hands back (canonical, indented) and what a reference server does
+    # (indented, escaped) can be longer than the cap: the packet must still parse, or
+    # `ltm pull ID -o f.json` then `ltm push f.json` would refuse the packet just pulled.
+    near = near_the_cap()
+    for raw in (canonical_bytes(near), go_encoded(near), json.dumps(near, indent="\t").encode()):
+        assert len(raw) > MAX_PACKET_BYTES
+        assert check(parse(raw)).data == near
+
+
+def test_parse_bounds_the_text_before_decoding_and_check_caps_the_packet() -> None:
     raw = json.dumps(packet()).encode()
-    at_cap = raw + b" " * (MAX_PACKET_BYTES - len(raw))
-    assert parse(at_cap) == packet()
+    padded = raw + b" " * (MAX_TEXT_BYTES - len(raw))
+    assert parse(padded) == packet()  # whitespace is the writer's: it never counts
     with pytest.raises(PacketError) as raised:
-        parse(at_cap + b" ")
-    assert raised.value.errors == ["packet: 32769 bytes, over the 32768-byte limit"]
-    # Garbage over the cap is too large, not "not JSON" or "not UTF-8".
-    with pytest.raises(PacketError, match=r"^packet: 40000 bytes, over the 32768-byte limit$"):
-        parse(b"\xff" * 40_000)
-    # A str counts as its UTF-8 bytes, not its characters.
+        parse(padded + b" ")
+    assert raised.value.errors == [f"packet: {MAX_TEXT_BYTES + 1} bytes, over the 32768-byte limit"]
+    # Garbage past the bound is too large, not "not JSON" or "not UTF-8".
+    with pytest.raises(PacketError, match=r"^packet: 300000 bytes, over the 32768-byte limit$"):
+        parse(b"\xff" * 300_000)
+    # A str counts as its UTF-8 bytes, not its characters; the cap is check()'s.
     text = '{"goal": "' + "é" * 16_380 + '"}'
     assert len(text) < MAX_PACKET_BYTES < len(text.encode())
-    with pytest.raises(PacketError, match="over the 32768-byte limit"):
-        parse(text)
+    assert errors_of(parse(text))[-1] == "packet: 32771 bytes, over the 32768-byte limit"
 
 
 @pytest.mark.parametrize(
