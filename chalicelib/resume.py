@@ -248,9 +248,9 @@ def frame(body: str, origin: Origin, *, kind: str = "packet", about: Iterable[st
     own words stand outside the fence; every outside string (names, ids, times, the
     project) is inside it, cleaned of control characters.
     """
-    head = [*_origin_lines(origin), *(_clean(line) for line in about)]
+    head = [*_origin_lines(origin), *(clean(line) for line in about)]
     # JSON keeps what the others lose, escaped: pull's packet is pushed back as it was.
-    shown = _json_escaped(body) if kind == "json" else _clean(body)
+    shown = _json_escaped(body) if kind == "json" else clean(body)
     inner = "\n".join(head) + "\n\n" + shown.rstrip("\n")
     fence = _fence(inner)
     if origin.mine is True:
@@ -316,7 +316,7 @@ def _fence(body: str) -> str:
     return "`" * max(3, longest + 1)
 
 
-def _clean(text: str) -> str:
+def clean(text: str) -> str:
     """Printable text only: no terminal escapes, bidi marks or invisible controls. A space
     of another kind (no-break, a line separator) becomes a plain one: dropped, it would
     join the words it separates."""
@@ -326,7 +326,7 @@ def _clean(text: str) -> str:
 
 
 def _json_escaped(text: str) -> str:
-    """JSON text with each character ``_clean`` drops written as its ``\\u`` escape: the
+    """JSON text with each character ``clean`` drops written as its ``\\u`` escape: the
     same JSON value (in a stored packet such characters stand only inside strings: a
     no-break space, a zero-width joiner, a bidi mark), and nothing invisible shown."""
     return "".join(ch if ch.isprintable() or ch in "\n\t" else json_escape(ch) for ch in text)
@@ -342,5 +342,5 @@ def json_escape(ch: str) -> str:
 
 
 def _one_line(text: str, limit: int = 80) -> str:
-    flat = " ".join(_clean(str(text)).split())
+    flat = " ".join(clean(str(text)).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

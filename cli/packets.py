@@ -289,7 +289,7 @@ def resume_packet(
     ``project``/``here`` narrow the choice to one project's packets (an explicit id wins).
     """
     from ltm.cli.client.backend import open_backend
-    from ltm.resume import render
+    from ltm.resume import clean, render
 
     project = project_filter(project, here)
     interactive = ref is None and not as_json and sys.stdin.isatty() and sys.stdout.isatty()
@@ -307,23 +307,26 @@ def resume_packet(
     finally:
         backend.close()
     block = render(packet, before=before)
+    # Off a terminal the block goes to an agent (its shell tool, the clipboard, a harness
+    # reading --json): controls and invisible characters are left out, as every tool
+    # and hook leaves them out of packet text (``ltm.resume.frame``); tag characters
+    # would spell instructions nobody saw. On a terminal it is read: shown escaped.
+    prompt = clean(block)
     packet_id = str(packet.get("id", ref))
     if as_json:
-        text = json.dumps({"id": packet_id, "resume": block}, ensure_ascii=False) + "\n"
+        text = json.dumps({"id": packet_id, "resume": prompt}, ensure_ascii=False) + "\n"
         _write(terminal_text(text))
         return
     if copy if copy is not None else interactive:
         from ltm.cli.terminal.clipboard import copy as to_clipboard
 
-        problem = to_clipboard(block)
+        problem = to_clipboard(prompt)
         if problem is None:
-            lines = block.count("\n")
+            lines = prompt.count("\n")
             info(f"copied the resume block of {packet_id} ({lines} lines) to the clipboard")
             return
         info(f"warning: {problem}; printing the block instead")
-    # On a terminal the block is read, so its controls are shown escaped; piped (to an
-    # agent, a file, the clipboard) it goes as written.
-    _write(terminal_text(block))
+    _write(terminal_text(block) if sys.stdout.isatty() else prompt.encode())
 
 
 def _write(raw: bytes) -> None:

@@ -152,6 +152,18 @@ class Cli:
         return {"default": default, "token": token, "hosts": hosts}
 
 
+def wl_clipboard(tmp_path: Path) -> tuple[Path, Path]:
+    """A stand-in ``wl-copy``/``wl-paste`` (pyperclip's real Wayland path) keeping what it
+    is given in a file: (the folder to put first on PATH, that file). Set
+    ``WAYLAND_DISPLAY`` too."""
+    bin_dir, clip = tmp_path / "bin", tmp_path / "clipboard.txt"
+    bin_dir.mkdir()
+    for name, body in (("wl-copy", f"cat > {clip}"), ("wl-paste", f"cat {clip}")):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    return bin_dir, clip
+
+
 def answered(cli: Cli, args: list[str], answer: str) -> tuple[str, str, int | None]:
     """``ltm ARGS`` on a terminal (a pseudo-terminal), answering its yes/no question with
     ``answer``: (the question as drawn, what it printed after, its exit status)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pexpect
 import pytest
-from clikit import LTM, Cli
+from clikit import LTM, Cli, wl_clipboard
 from serverkit import Server, running_server
 from timing import scaled
 
@@ -102,18 +102,9 @@ def test_enter_copies_and_falls_back_to_stdout_without_a_clipboard(cli: Cli) -> 
     assert "Newest goal: docs" in output.split("# Resume context", 1)[1]
 
 
-def _wl_copy(tmp_path: Path) -> tuple[Path, Path]:
-    bin_dir, clip = tmp_path / "bin", tmp_path / "clipboard.txt"
-    bin_dir.mkdir()
-    for name, body in (("wl-copy", f"cat > {clip}"), ("wl-paste", f"cat {clip}")):
-        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
-        (bin_dir / name).chmod(0o755)
-    return bin_dir, clip
-
-
 def test_enter_copies_to_the_clipboard(cli: Cli, tmp_path: Path) -> None:
     ids = saved(cli)
-    bin_dir, clip = _wl_copy(tmp_path)
+    bin_dir, clip = wl_clipboard(tmp_path)
     env = {"PATH": f"{bin_dir}:{cli.env['PATH']}", "WAYLAND_DISPLAY": "wayland-test"}
     child = spawn(cli, "resume", **env)
     child.send(DOWN + DOWN + ENTER)
