@@ -281,3 +281,18 @@ def test_an_edit_given_the_old_id_back_leaves_the_old_packet(me: Cli, tmp_path: 
     assert looped.returncode == 1 and "still refused" in looped.stderr
     assert "cannot continue itself" in (tmp_path / "b" / "seen-1.txt").read_text()
     assert json.loads(me.ok("pull", old))["goal"] == "Ship the server"
+
+
+def test_a_windowed_editor_without_its_wait_flag_is_named(me: Cli, tmp_path: Path) -> None:
+    """``code`` (as subl, zed...) hands the file to a window and exits at once: ltm saw no
+    change and stored nothing while the user went on editing there. It says how to wait."""
+    old = saved(me)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "code").symlink_to(editor(tmp_path / "code", "pass", "pass"))
+    path = f"{bin_dir}:{me.env['PATH']}"
+    result = me.run("edit", old, EDITOR="code", PATH=path)
+    assert result.returncode == 0 and "no changes" in result.stderr
+    assert "EDITOR='code --wait'" in result.stderr
+    waited = me.run("edit", old, EDITOR="code -w", PATH=path)
+    assert waited.returncode == 0 and "wait" not in waited.stderr

@@ -64,6 +64,29 @@ def editor_command() -> list[str]:
     )
 
 
+# Editors that open a window and return at once unless told to wait, with the flags that
+# make them wait (what each one's documentation gives git). Run without one, they leave
+# the file unchanged to ltm, which stores nothing and removes it while the window is open.
+WAIT_FLAGS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(
+        ("code", "code-insiders", "codium", "cursor", "windsurf", "subl", "zed", "atom", "mate"),
+        ("--wait", "-w"),
+    ),
+    "bbedit": ("--wait", "-w"),
+    **dict.fromkeys(("gvim", "mvim"), ("--nofork", "-f")),
+    "kate": ("--block", "-b"),
+}
+
+
+def returns_at_once(command: list[str]) -> str | None:
+    """``command`` with its wait flag, when it names a windowed editor run without one."""
+    name = Path(command[0]).name.lower().removesuffix(".exe").removesuffix(".cmd")
+    flags = WAIT_FLAGS.get(name)
+    if flags is None or any(word in flags for word in command[1:]):
+        return None
+    return " ".join([*command, flags[0]])
+
+
 def draft_body(packet: dict[str, Any], *, old_id: str, in_place: bool) -> str:
     """What the editor shows below the notes: the packet as it will be saved.
 
@@ -297,6 +320,11 @@ def _edit_loop(
         if edited == original and not refused:
             path.unlink(missing_ok=True)
             info(f"no changes; packet {old_id} is unchanged")
+            if waiting := returns_at_once(command):
+                info(
+                    f"{command[0]!r} returns before you edit unless told to wait: set"
+                    f" EDITOR={waiting!r} (or VISUAL) and run ltm edit again"
+                )
             return None
         if refused and edited == last:
             raise keep("the packet is still refused (the file was not changed)", edited)
