@@ -296,3 +296,15 @@ def test_a_windowed_editor_without_its_wait_flag_is_named(me: Cli, tmp_path: Pat
     assert "EDITOR='code --wait'" in result.stderr
     waited = me.run("edit", old, EDITOR="code -w", PATH=path)
     assert waited.returncode == 0 and "wait" not in waited.stderr
+
+
+def test_a_state_folder_that_cannot_hold_the_file_is_one_line(me: Cli, tmp_path: Path) -> None:
+    """The file to edit lives in ltm's state folder: one that is a file (or read-only, or
+    on a full disk) is said in one line, before the editor opens, not as an unexpected
+    error."""
+    old = saved(me)
+    (tmp_path / "not-a-folder").write_text("")
+    script = editor(tmp_path / "ed", set_goal("Never opened"))
+    line = me.fails("edit", old, EDITOR=script, LTM_STATE_DIR=str(tmp_path / "not-a-folder"))
+    assert line.startswith("ltm: cannot make the file to edit in ") and "nothing was opened" in line
+    assert not (tmp_path / "ed" / "calls").exists()

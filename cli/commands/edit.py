@@ -125,11 +125,18 @@ def private_file(packet_id: str) -> Path:
 
     from ltm.cli.config import private_dir, state_dir
 
-    folder = private_dir(state_dir() / "edits")
+    folder = state_dir() / "edits"
     # The id came from a server: only its plain characters name the file, so no "/" or
     # ".." it holds can put the file anywhere but the private folder.
     prefix = "".join(c for c in packet_id[:26] if c.isascii() and (c.isalnum() or c in "_-"))
-    handle, name = tempfile.mkstemp(prefix=f"{prefix}-", suffix=".json", dir=folder)
+    try:
+        private_dir(folder)
+        handle, name = tempfile.mkstemp(prefix=f"{prefix}-", suffix=".json", dir=folder)
+    except OSError as exc:  # a state folder that is a file, read-only, or a full disk
+        raise CliError(
+            f"cannot make the file to edit in {folder}: {exc.strerror or exc}; nothing was"
+            " opened (LTM_STATE_DIR sets another folder)"
+        ) from None
     os.close(handle)  # mkstemp made it 0600 and exclusively
     return Path(name)
 
