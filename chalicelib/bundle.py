@@ -144,7 +144,7 @@ def read_header(line: bytes | str) -> dict[str, Any]:
     """The header's fields; ``BundleError`` when this is not a bundle this ltm can read."""
     try:
         data = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deep to decode: no header either
         data = None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise BundleError(

@@ -341,6 +341,11 @@ def test_import_refuses_what_is_not_a_bundle(tmp_path: Path) -> None:
     newer = tmp_path / "newer.jsonl"
     newer.write_text(json.dumps({"format": "ltm-bundle", "version": 99}) + "\n")
     assert "newer than this ltm reads" in cli.fails("import", str(newer), "--local")
+    # A first line nested past what the JSON decoder recurses into is no header either
+    # (packet lines nested so are refused each as not valid JSON).
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 100_000 + "\n")
+    assert "not an ltm bundle" in cli.fails("import", str(deep), "--local")
     assert "no such file" in cli.fails("import", str(tmp_path / "missing"), "--local")
     assert "teams live on a server" in cli.fails("export", "--local", "-t", "team")
 
