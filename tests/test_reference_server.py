@@ -193,3 +193,23 @@ def test_listing_filters_are_applied_by_the_cli_where_the_server_ignores_them(
         assert goals("--tag", "infra", "--until", "2026-05-01") == ["infra, old"]
         refused = cli.fails("ls", "--author", "me")
         assert "lists without ltm's listing filters" in refused and "--author" in refused
+
+
+def test_a_packet_at_the_cap_pulled_from_a_reference_server_pushes_back(tmp_path: Path) -> None:
+    # The reference answers GET with its packet re-encoded, indented: past 32 KiB for a
+    # packet whose compact form fits. The file `ltm pull` wrote is a packet all the same.
+    from reference_standin import running_reference
+
+    near = make_packet(id="01REFERENCEATTHECAP00000000", project={"name": "capped"})
+    near |= {"tags": ["a"] * 16, "constraints": ["c" * 1000] * 32}
+    compact = len(json.dumps(near, ensure_ascii=False, separators=(",", ":")).encode())
+    near["open_questions"] = ["q" * (32_768 - 40 - compact)]
+    with running_reference() as (stub, _reference, token):
+        cli = Cli(tmp_path / "home")
+        cli.ok("auth", stub.url, "--with-token", stdin=token)
+        cli.ok("push", "-", stdin=json.dumps(near, separators=(",", ":")))
+        pulled = tmp_path / "pulled.json"
+        cli.ok("pull", near["id"], "-o", str(pulled))
+        assert len(pulled.read_bytes()) > 32_768
+        assert json.loads(pulled.read_bytes()) == near
+        cli.ok("push", str(pulled))
