@@ -308,3 +308,19 @@ def test_a_state_folder_that_cannot_hold_the_file_is_one_line(me: Cli, tmp_path:
     line = me.fails("edit", old, EDITOR=script, LTM_STATE_DIR=str(tmp_path / "not-a-folder"))
     assert line.startswith("ltm: cannot make the file to edit in ") and "nothing was opened" in line
     assert not (tmp_path / "ed" / "calls").exists()
+
+
+def test_the_kept_edit_is_stored_by_the_command_named(me: Cli, tmp_path: Path) -> None:
+    """An edit let through by --allow-unredacted (or --lenient), kept when something failed
+    after the editor ran: the command it names stores it, with the same overrides; without
+    them the pre-flight refused what the edit had been allowed."""
+    old = saved(me, goal="Rotate the key")
+    secret = "AKIA" + "QWERTYUIOPASDFGH"
+    wrote = f"{set_goal('Rotate ' + secret)}\npath.write_text(text)\nsys.exit(3)"
+    script = editor(tmp_path, wrote)
+    line = me.fails("edit", old, "--allow-unredacted", EDITOR=script)
+    command = line.split("(store it with: ", 1)[1].removesuffix(")").split()
+    assert command[:2] == ["ltm", "save"] and "--allow-unredacted" in command, line
+    new = me.ok(*command[1:]).strip()
+    packet = json.loads(me.ok("pull", new))
+    assert packet["goal"] == f"Rotate {secret}" and packet["parent_id"] == old

@@ -292,10 +292,16 @@ def _edit_loop(
     last = body
     refused = False
 
+    # The command that stores the kept file as this edit would have: the same scope, and the
+    # same overrides of the checks, or the save refuses what the edit was let through.
+    flags = [f"-t {team}"] if team else []
+    flags += ["--lenient"] if lenient else []
+    flags += ["--allow-unredacted"] if allow_unredacted else []
+    again = " ".join([f"ltm save {path}", *flags])
+
     def keep(reason: str, text: str) -> CliError:
         # The edit survives as a plain packet file: ltm save takes it as it is.
         path.write_text(text, encoding="utf-8")
-        again = f"ltm save {path}" + (f" -t {team}" if team else "")
         return CliError(f"{reason}; your edit is kept in {path} (store it with: {again})")
 
     while True:
@@ -314,7 +320,6 @@ def _edit_loop(
         try:
             edited = body_of(path.read_text(encoding="utf-8"))
         except UnicodeDecodeError as exc:  # the edit is there, in another encoding: left be
-            again = f"ltm save {path}" + (f" -t {team}" if team else "")
             raise CliError(
                 f"the edited file is not UTF-8 (byte {exc.start}); your edit is kept in {path}"
                 f" — save it as UTF-8, then: {again}"
