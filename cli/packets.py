@@ -151,7 +151,7 @@ def list_packets(
     width = _width(shown)
     by_width = max((len(name) for name in authors.values()), default=0)
     for row, short in zip(rows, shown, strict=True):
-        when = safe(relative_time(row["created_at"]))
+        when = relative_time(row["created_at"])
         by = f"{authors.get(row['id'], '?'):<{by_width}}  " if authors else ""
         line = f"{short:<{width}}  {when:<12}  {by}{one_line(row['goal'], 72)}"
         print(safe(line))  # packet text: no terminal control gets through

@@ -399,3 +399,26 @@ def test_the_resume_block_for_an_agent_leaves_hidden_text_out(cli: Cli, tmp_path
         assert clean(block) and hidden[0] not in block and "\x1b" not in block
     seen = on_terminal(cli, "resume", packet_id, "--no-copy")
     assert "Fix login\\udb40\\udc73" in seen and "\\u001b]0;owned" in seen and clean(seen)
+
+
+def test_a_date_that_is_not_one_is_shown_escaped(cli: Cli) -> None:
+    # A row's age is worked out from its date; a date that does not parse is shown as
+    # sent, and another server may send anything there (search and log printed it raw).
+    from clikit import json_reply, stub_server
+
+    packet_id = "01HZZZZZZZZZZZZZZZZZZZZZZZ"
+    stamp = f"soon{TITLE}{CLEAR}{C1_CSI}\u202e"
+    packet = {"ltm_version": "0.2", "id": packet_id, "created_at": stamp, "goal": "g"}
+    answers = {
+        "/v1/search": {"results": [{**packet, "snippet": "g", "field": "goal"}]},
+        f"/v1/packets/{packet_id}/thread": {"packets": [packet]},
+        f"/v1/packets/{packet_id}": packet,
+        "/v1/packets": {"packets": [packet]},
+    }
+    with stub_server(lambda req: json_reply(200, answers[req.path.split("?")[0]])) as stub:
+        cli.config.mkdir(parents=True)
+        (cli.config / "config.toml").write_text(f'host = "{stub.url}"\n')
+        (cli.config / "credentials").write_text("ltm_token\n")
+        for args in (("search", "g"), ("log", packet_id), ("ls",)):
+            shown = cli.ok(*args)
+            assert "soon\\u001b]0;owned\\u0007" in shown and clean(shown), (args, shown)

@@ -129,11 +129,12 @@ def short_id(packet_id: str) -> str:
 
 
 def relative_time(stamp: str, now: datetime | None = None) -> str:
-    """'3 min ago', '5 h ago', '2 d ago', else the date; the raw text when unreadable."""
+    """'3 min ago', '5 h ago', '2 d ago', else the date; the text as sent when unreadable,
+    through :func:`safe` (a server's text: every listing prints it)."""
     try:
         when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
-        return stamp
+        return safe(stamp)
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     seconds = ((now or datetime.now(UTC)) - when).total_seconds()
