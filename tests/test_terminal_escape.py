@@ -12,6 +12,7 @@ an agent, leaves such characters out there.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pexpect
@@ -422,3 +423,28 @@ def test_a_date_that_is_not_one_is_shown_escaped(cli: Cli) -> None:
         for args in (("search", "g"), ("log", packet_id), ("ls",)):
             shown = cli.ok(*args)
             assert "soon\\u001b]0;owned\\u0007" in shown and clean(shown), (args, shown)
+
+
+def test_an_id_a_server_answers_a_save_with_is_used_only_if_it_is_one(cli: Cli) -> None:
+    # ltm save and ltm push --from-local print the id the server answered with, and keep
+    # it: another server's text, which is used only where it is a packet id.
+    from clikit import json_reply, stub_server
+
+    answered = f"01HZZZZZZZZZZZ{TITLE}{CLEAR}{C1_CSI}\u202e"
+    local_id = cli.ok("save", "--local", "-", stdin=json.dumps({"goal": "g", "next_step": "n"}))
+
+    def answer(seen: object) -> tuple[int, dict[str, str], bytes]:
+        if getattr(seen, "method", "") == "POST":
+            return json_reply(201, {"id": answered})
+        return json_reply(404, {"error": "not found"})
+
+    with stub_server(answer) as stub:
+        cli.config.mkdir(parents=True, exist_ok=True)
+        (cli.config / "config.toml").write_text(f'host = "{stub.url}"\n')
+        (cli.config / "credentials").write_text("ltm_token\n")
+        for args in (("save", "-"), ("push", "--from-local", local_id.strip())):
+            result = cli.run(*args, stdin=json.dumps({"goal": "g", "next_step": "n"}))
+            assert result.returncode == 0, (args, result.stderr)
+            assert re.fullmatch(r"[0-9A-Z]{26}\n", result.stdout), (args, result.stdout)
+            assert clean(result.stderr) and "owned" not in result.stderr, (args, result)
+        assert result.stdout == local_id  # the id sent

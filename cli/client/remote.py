@@ -38,6 +38,7 @@ from ltm.cli.client.backend import (
 )
 from ltm.cli.errors import CliError
 from ltm.errors import Failure
+from ltm.ids import id_problem
 from ltm.present import safe
 
 if TYPE_CHECKING:
@@ -812,9 +813,13 @@ class RemoteBackend(Backend):
             raise self._id_taken(packet_id)
         answer = reply.json(self.host)
         pushed_id = answer.get("id") if isinstance(answer, dict) else None
+        if id_problem(pushed_id) is not None:
+            # What the server calls it is printed (ltm save's one line of stdout) and kept:
+            # only a packet id, else the one sent, never the server's text as it came.
+            pushed_id = packet_id
         # Taken: a version the outbox kept before this push must not land after it.
         outbox.superseded(self.host, dict(data), team, since=since)
-        return Pushed(str(pushed_id or packet_id), True)
+        return Pushed(str(pushed_id), True)
 
     def _id_taken(self, packet_id: str) -> IdTaken:
         return IdTaken(
