@@ -393,6 +393,50 @@ def test_a_failed_export_leaves_no_partial_file(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")] == []
 
 
+def test_an_export_with_no_room_to_write_says_where_and_leaves_nothing(tmp_path: Path) -> None:
+    """A full disk ends an export with one line naming where it could not write, exit 1,
+    never an unexpected error: standard output on /dev/full, and a file past the size
+    this process may write (``RLIMIT_FSIZE``, as a quota; its bundle is over the 1 MiB
+    the file is written by, so the refusal comes midway, not at the end)."""
+    resource = pytest.importorskip("resource")
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    cli = Cli(tmp_path / "alice")
+    # Some 25 KiB a packet (under the 32 KiB cap), some 1.1 MiB in all.
+    rules = [f"Constraint {i}: " + "keep the build green " * 47 for i in range(25)]
+    packets = [make_packet(goal=f"Packet {n}", constraints=rules) for n in range(45)]
+    path = write_bundle(tmp_path / "in.jsonl", [line_for(p) for p in packets])
+    cli.ok("import", str(path), "--local")
+
+    with open("/dev/full", "wb") as full:
+        result = subprocess.run(
+            [LTM, "export", "--local"], env=cli.env, stdout=full, stderr=subprocess.PIPE
+        )
+    err = result.stderr.decode()
+    assert result.returncode == 1, err
+    assert err.startswith("ltm: cannot write the bundle to standard output: "), err
+    assert "unexpected" not in err
+
+    limit = 256 * 1024
+
+    def quota() -> None:  # in the child, before ltm starts
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    out = tmp_path / "out.jsonl"
+    result = subprocess.run(
+        [LTM, "export", "--local", "-o", str(out)],
+        env=cli.env,
+        stderr=subprocess.PIPE,
+        preexec_fn=quota,  # in the child only: this process keeps its own limit
+    )
+    err = result.stderr.decode()
+    assert result.returncode == 1, err
+    assert err.startswith(f"ltm: cannot write {out}: "), err
+    assert "unexpected" not in err
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")] == []
+
+
 def test_progress_draws_only_on_a_terminal() -> None:
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

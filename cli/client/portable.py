@@ -19,11 +19,11 @@ import contextlib
 import os
 import stat
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple, Protocol
 
 from ltm.cli.errors import CliError
 from ltm.cli.terminal.progress import Progress
@@ -67,8 +67,12 @@ def export_to(output: Path | None, *, team: str | None, all_scopes: bool, local:
                 "teams live on a server; the local store is personal. Sign in first: ltm auth HOST"
             )
         sink = AtomicFile(output) if output is not None else None
+        out = Destination(
+            sink.file if sink else sys.stdout.buffer,
+            str(output) if output is not None else "the bundle to standard output",
+        )
         try:
-            counts = export(backend, scopes, sink.file if sink else sys.stdout.buffer)
+            counts = export(backend, scopes, out)
         except BaseException:
             if sink is not None:
                 sink.abandon()
@@ -76,7 +80,7 @@ def export_to(output: Path | None, *, team: str | None, all_scopes: bool, local:
         if sink is not None:
             sink.commit()
         else:
-            sys.stdout.buffer.flush()
+            out.flush()
     finally:
         backend.close()
     total = sum(counts.values())
@@ -90,7 +94,7 @@ def _scope_label(team: str | None) -> str:
     return "personal" if team is None else f"team {team}"
 
 
-def export(backend: Backend, scopes: list[str | None], out: IO[bytes]) -> dict[str | None, int]:
+def export(backend: Backend, scopes: list[str | None], out: Writes) -> dict[str | None, int]:
     """Write the header and every packet of ``scopes`` (None: personal) to ``out``.
 
     Returns how many packets each scope had (None: personal; else the team's name, which
@@ -140,6 +144,39 @@ def export(backend: Backend, scopes: list[str | None], out: IO[bytes]) -> dict[s
     finally:
         progress.done()
     return counts
+
+
+class Writes(Protocol):
+    """Where ``export`` writes a bundle: a binary file, or a ``Destination``."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+
+class Destination:
+    """A bundle's file or standard output, as ``export`` writes it: a write the system
+    refuses (a full disk, a quota) is one line naming where, not an unexpected error. A
+    reader gone (``BrokenPipeError``) is left as it is: the verb ends quietly there."""
+
+    def __init__(self, stream: BinaryIO, where: str) -> None:
+        self.stream = stream
+        self.where = where
+
+    def write(self, data: bytes) -> int:
+        with self._refused():
+            return self.stream.write(data)
+
+    def flush(self) -> None:
+        with self._refused():
+            self.stream.flush()
+
+    @contextlib.contextmanager
+    def _refused(self) -> Iterator[None]:
+        try:
+            yield
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise CliError(f"cannot write {self.where}: {exc.strerror or exc}") from None
 
 
 def _exporter(backend: Backend) -> dict[str, str]:
