@@ -117,11 +117,14 @@ def parent_problem(backend: Backend, data: Mapping[str, Any], where: str) -> str
     would break there), or the packet itself (found once stored, a thread looping on itself;
     the schema's threads are a DAG). ``save`` refuses such a packet, through every door
     (the CLI, the MCP tools)."""
+    from .preflight import own_parent
+
     parent = data.get("parent_id")
     if not isinstance(parent, str) or not parent:
         return None
-    if parent == data.get("id"):
-        return f"parent_id {parent} is the packet's own id (a packet cannot continue itself)"
+    looping = own_parent(data)
+    if looping is not None:
+        return looping
     if backend.stored(parent) is not None:
         return None
     return f"parent_id {parent} names no packet you can read in {where}"

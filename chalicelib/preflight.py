@@ -137,6 +137,9 @@ def validation_report(
 
     verdict = judge(raw, fill=not complete, rules=rules, fill_project=fill_project)
     errors = verdict.refusals(lenient=False)
+    looping = own_parent(verdict.checked.data) if verdict.checked is not None else None
+    if looping is not None and not complete:  # save refuses it; push warns and stores it
+        errors.append(looping)
     report: dict[str, Any] = {
         "valid": not errors,
         "errors": errors,
@@ -145,6 +148,16 @@ def validation_report(
     if verdict.checked is not None:
         report["bytes"] = len(canonical_bytes(verdict.checked.data))
     return report
+
+
+def own_parent(data: Mapping[str, Any]) -> str | None:
+    """The problem of a packet whose ``parent_id`` is its own id, else None: stored, its
+    thread would loop on itself (the schema's threads are a DAG). Needs no store, so
+    ``ltm validate`` says it as ``save`` does (``backend.parent_problem``)."""
+    parent = data.get("parent_id")
+    if isinstance(parent, str) and parent and parent == data.get("id"):
+        return f"parent_id {parent} is the packet's own id (a packet cannot continue itself)"
+    return None
 
 
 def report_lines(report: Mapping[str, Any]) -> list[str]:

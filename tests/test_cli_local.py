@@ -245,6 +245,22 @@ def test_validate_judges_what_save_stores_and_complete_what_push_needs(
     assert ltm(env, "push", str(content)).returncode == 1  # and push agrees
 
 
+def test_validate_refuses_what_save_refuses_a_packet_continuing_itself(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    looping = tmp_path / "looping.json"
+    own = "01JS5LTMEXAMPLEPACKET00001B"
+    looping.write_text(json.dumps({**CONTENT, "id": own, "parent_id": own}))
+    said = f"parent_id {own} is the packet's own id (a packet cannot continue itself)"
+    result = ltm(env, "validate", "--json", str(looping))
+    assert result.returncode == 1 and json.loads(result.stdout)["errors"] == [said]
+    saved = ltm(env, "save", str(looping))
+    assert saved.returncode == 1 and said in saved.stderr  # and save agrees
+    # push stores a packet as written, warning: so does validate --complete (no error).
+    complete = ltm(env, "validate", "--complete", "--json", str(looping))
+    assert said not in complete.stdout
+
+
 def test_one_report_lists_schema_errors_and_redaction_hits(
     env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -1,4 +1,4 @@
-"""ltm validate: schema, id and redaction checks for packet files, nothing stored."""
+"""ltm validate: schema, id, parent and redaction checks for packet files, nothing stored."""
 
 from __future__ import annotations
 
