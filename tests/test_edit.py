@@ -257,6 +257,10 @@ def test_in_place_on_a_packet_not_yours_opens_nothing(server: Server, tmp_path: 
     script = editor(tmp_path / "new", set_goal("Mine now"))
     new = mate.ok("edit", team, "-t", "inplace", EDITOR=script).strip()
     assert json.loads(mate.ok("pull", new, "-t", "inplace"))["parent_id"] == team
+    # its author replaces it (the bytes read back before the push are the ones edited)
+    script = editor(tmp_path / "own", set_goal("Owner's plan, revised"))
+    assert owner.ok("edit", team, "-t", "inplace", "--in-place", EDITOR=script).strip() == team
+    assert json.loads(owner.ok("pull", team, "-t", "inplace"))["goal"] == "Owner's plan, revised"
 
 
 def test_an_edit_given_the_old_id_back_leaves_the_old_packet(me: Cli, tmp_path: Path) -> None:
@@ -324,3 +328,24 @@ def test_the_kept_edit_is_stored_by_the_command_named(me: Cli, tmp_path: Path) -
     new = me.ok(*command[1:]).strip()
     packet = json.loads(me.ok("pull", new))
     assert packet["goal"] == f"Rotate {secret}" and packet["parent_id"] == old
+
+
+def test_in_place_never_overwrites_a_change_made_while_the_editor_was_open(
+    me: Cli, tmp_path: Path
+) -> None:
+    """Another session saves the packet while it is open in the editor: --in-place would
+    drop that change unseen. The edit is kept, and the other change stays stored."""
+    old = saved(me, goal="Ship the server")
+    elsewhere = (
+        "import subprocess\n"
+        "ltm = str(Path(sys.executable).with_name('ltm'))\n"
+        "other = json.dumps({**data, 'goal': 'Changed elsewhere'})\n"
+        "subprocess.run([ltm, 'save', '-'], input=other, text=True, check=True)\n"
+    ) + set_goal("Mine")
+    result = me.run("edit", old, "--in-place", EDITOR=editor(tmp_path, elsewhere))
+    assert result.returncode == 1, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert f"packet {old} changed while it was open in your editor" in line, line
+    kept = Path(line.split("kept in ", 1)[1].split(" (", 1)[0])
+    assert json.loads(kept.read_text())["goal"] == "Mine"
+    assert json.loads(me.ok("pull", old))["goal"] == "Changed elsewhere"

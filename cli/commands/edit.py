@@ -185,7 +185,8 @@ def edit(
     command = editor_command()  # before anything is fetched: no editor, nothing to do
     backend = open_backend(local=local, team=team)
     try:
-        old = decode_packet(backend.get(ref, team=team), ref)
+        stored = backend.get(ref, team=team)
+        old = decode_packet(stored, ref)
         old_id = str(old.get("id", ref))
         try:
             check_packet_id(old_id)  # a server's answer: no packet can have another id
@@ -203,6 +204,7 @@ def edit(
             in_place=in_place,
             lenient=lenient,
             allow_unredacted=allow_unredacted,
+            before=stored if in_place else None,
         )
     finally:
         backend.close()
@@ -280,8 +282,13 @@ def _edit_loop(
     in_place: bool,
     lenient: bool,
     allow_unredacted: bool,
+    before: bytes | None = None,
 ) -> str | None:
-    """Open, judge, reopen on a refusal; the saved id, or None when nothing changed."""
+    """Open, judge, reopen on a refusal; the saved id, or None when nothing changed.
+
+    ``before``: the stored bytes the edit started from, for ``--in-place``, which replaces
+    the packet only if they are still what is stored.
+    """
     from ltm.cli.client import preflight
 
     where = where_label(backend, team)
@@ -358,6 +365,16 @@ def _edit_loop(
             report = ["the last save was refused:", *exc.message.splitlines(), ""]
             path.write_text(notes([*report, *header]) + edited, encoding="utf-8")
             continue
+        if before is not None and (now := backend.stored(old_id)) != before:
+            # Saved from elsewhere (another session, device or agent) while the editor was
+            # open: replacing it would drop that change unseen. Read again just before the
+            # push, which narrows the window to the moment between the two.
+            what = "was deleted" if now is None else "changed"
+            raise keep(
+                f"packet {old_id} {what} while it was open in your editor, and --in-place"
+                f" would overwrite that unseen — compare with: ltm show {old_id}",
+                edited,
+            )
         try:
             pushed = backend.push(
                 checked.data, team=team, lenient=lenient, allow_unredacted=allow_unredacted
