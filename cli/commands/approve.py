@@ -40,7 +40,7 @@ def _described(found: dict[str, Any]) -> tuple[str, str]:
 
 def _access(found: dict[str, Any]) -> str:
     scope = str(found.get("scope") or "read write")
-    return "full access" if set(scope.split()) >= {"read", "write"} else f"{scope} only"
+    return "full access" if set(scope.split()) >= {"read", "write"} else f"{safe(scope)} only"
 
 
 def _question(backend: RemoteBackend, code: str) -> str:

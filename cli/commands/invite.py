@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ltm.cli.commands import options
-from ltm.cli.terminal.output import info
+from ltm.cli.terminal.output import info, safe
 
 
 def invite(
@@ -31,7 +31,7 @@ def invite(
     print(created["url"])
     expires = str(created.get("expires_at", ""))
     left = until(expires)
-    info(f"single use; expires {expires}" + (f" (in {left})" if left else ""))
+    info(f"single use; expires {safe(expires)}" + (f" (in {left})" if left else ""))
     info(f"the invitee runs: ltm join {created['url']}")
 
 

@@ -85,8 +85,9 @@ def create(name: Name, as_json: options.Json = False) -> None:
     if as_json:
         print(json.dumps(team, indent=2))
         return
-    info(f"created team {team.get('name', name)} on {backend.host}; you are its owner")
-    info(f"invite people with: ltm invite -t {team.get('name', name)}")
+    created = safe(str(team.get("name", name)))  # the server's word for it
+    info(f"created team {created} on {backend.host}; you are its owner")
+    info(f"invite people with: ltm invite -t {created}")
 
 
 @app.command("ls")
