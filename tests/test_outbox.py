@@ -171,6 +171,26 @@ def test_a_save_while_the_server_is_down_is_kept_and_pushed_once(
     assert shown["goal"] == "Keep the save that could not go"
 
 
+def test_a_kept_packet_at_the_cap_is_delivered(box: Restartable, tmp_path: Path) -> None:
+    # The outbox keeps a packet's canonical bytes, indented: past 32 KiB for one whose
+    # compact form fits. Read back for its delivery, it is the same packet all the same.
+    near = {"goal": "At the cap", "next_step": "n", "project": {"name": "capped"}}
+    near |= {"tags": ["a"] * 16, "constraints": ["c" * 1000] * 32}
+    compact = len(json.dumps(near, separators=(",", ":")).encode())
+    near["open_questions"] = ["q" * (32_768 - 160 - compact)]  # id, created_at filled in
+    olive = signed_in(box.live, tmp_path / "olive", "Olive")
+    box.stop()
+    result = olive.run("save", "-", stdin=json.dumps(near))
+    assert result.returncode == 0, result.stderr
+    kept = result.stdout.strip()
+    assert len(json.loads(outbox_files(olive)[0].read_text())["packet"].encode()) > 32_768
+
+    box.start()
+    delivered = olive.run("push", "--outbox")
+    assert f"outbox: pushed {kept}" in delivered.stderr, delivered.stderr
+    assert kept in box.ids() and outbox_files(olive) == []
+
+
 def test_a_save_through_a_proxy_whose_server_is_down_is_kept(
     box: Restartable, tmp_path: Path
 ) -> None:
