@@ -323,6 +323,55 @@ def test_an_import_whose_report_reader_goes_away_still_imports_every_line(
     assert local_bodies(cli) == {p["id"]: canonical_bytes(p) for p in packets}
 
 
+def test_an_import_the_local_store_has_no_room_for_stops_and_a_rerun_completes_it(
+    tmp_path: Path,
+) -> None:
+    """The local store cannot be written midway (a full disk; here the size this process
+    may write, ``RLIMIT_FSIZE``, as a quota): the import stops at the first line of the
+    batch that did not go in, after the summary of what did, as for a server out of
+    reach; it was an unexpected error with no summary. Run again with room, it adds
+    the rest, nothing twice."""
+    from ltm.cli.client.portable import LOCAL_CHUNK as BATCH
+    from ltm.packet import canonical_bytes
+
+    resource = pytest.importorskip("resource")
+    cli = Cli(tmp_path / "alice")
+    # Some 2 KiB a packet: more than the limit holds in all.
+    rules = [f"Constraint {i}: " + "keep the build green " * 47 for i in range(2)]
+    packets = [
+        make_packet(goal=f"Packet {n} of an import", constraints=rules) for n in range(3 * BATCH)
+    ]
+    path = write_bundle(tmp_path / "big.jsonl", [line_for(p) for p in packets])
+    limit = 2 * 1024 * 1024
+
+    def quota() -> None:  # in the child, before ltm starts
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    result = subprocess.run(
+        [LTM, "import", str(path), "--local"],
+        env=cli.env,
+        capture_output=True,
+        text=True,
+        preexec_fn=quota,  # in the child only: this process keeps its own limit
+    )
+    assert result.returncode == 1, result.stderr
+    assert "unexpected" not in result.stderr, result.stderr
+    added = [line.split()[1] for line in result.stdout.splitlines()]
+    assert all(line.startswith("added ") for line in result.stdout.splitlines())
+    assert f"import into local store ({cli.env['LTM_DATA_DIR']}" in result.stderr
+    assert f"{len(added)} added, 0 skipped (already present), 0 refused" in result.stderr
+    assert f"import stopped at line {len(added) + 2}: local store (" in result.stderr
+    assert "run the same import again" in result.stderr
+    held = local_bodies(cli)
+    assert set(added) == set(held) and len(held) < len(packets)
+
+    again = cli.run("import", str(path), "--local")
+    assert again.returncode == 0, again.stderr
+    rest = len(packets) - len(held)
+    assert f"{rest} added, {len(held)} skipped (already present), 0 refused" in again.stderr
+    assert local_bodies(cli) == {p["id"]: canonical_bytes(p) for p in packets}
+
+
 def test_export_to_a_folder_or_to_no_name_is_refused_plainly(tmp_path: Path) -> None:
     cli = Cli(tmp_path / "alice")
     save_local(cli, 1)

@@ -350,8 +350,9 @@ def import_from(
 
 class Stopped(CliError):
     """The server went out of reach, or stopped taking the token, during an import
-    (``_ends_import``): it ends at the first line that did not get through, rather than
-    refuse every line after it for the same reason."""
+    (``_ends_import``), or the local store could not be written: it ends at the first
+    line that did not get through, rather than refuse every line after it for the same
+    reason."""
 
     def __init__(self, line: int, cause: CliError) -> None:
         super().__init__(
@@ -610,13 +611,23 @@ class Importer:
                 pending.append((len(said) - 1, push))
         stop: tuple[int, CliError] | None = None
         if pending:
-            answers = self.backend.push_many(
-                # As judged and made ready (Backend.readying): not judged, nor encoded, again.
-                [(push.ready, push.target) for _, push in pending],
-                lenient=self.lenient,
-                allow_unredacted=self.allow_unredacted,
-            )
-            for (at, push), answer in zip(pending, answers, strict=True):
+            import sqlite3
+
+            try:
+                answers = self.backend.push_many(
+                    # As judged and made ready (Backend.readying): not judged, nor encoded,
+                    # again.
+                    [(push.ready, push.target) for _, push in pending],
+                    lenient=self.lenient,
+                    allow_unredacted=self.allow_unredacted,
+                )
+            except sqlite3.OperationalError as exc:
+                # The local store could not take the batch (a full disk, a quota, its write
+                # lock held past the wait): its one transaction rolled back, the batches
+                # before it are in. Every later line would fail so: stop, as for a server.
+                cause = CliError(f"{self.backend.label} could not be written: {exc}")
+                stop, answers = (pending[0][0], cause), []
+            for (at, push), answer in zip(pending, answers, strict=stop is None):
                 if isinstance(answer, CliError) and _ends_import(answer):
                     stop = (at, answer)
                     break
