@@ -288,7 +288,8 @@ class Backend(ABC):
         self, ref: str, *, team: str | None = None
     ) -> tuple[builtins.list[dict[str, Any]], bool]:
         """The work thread ending at ``ref``, root first (lineage rows + ``next_step``), and
-        whether it is complete (False: earlier packets are gone or not visible)."""
+        whether it is complete (False: it stops before its root, as
+        ``service.packets.thread`` says)."""
 
     @abstractmethod
     def get(self, ref: str, *, team: str | None = None) -> bytes:

@@ -180,8 +180,10 @@ def _schemas() -> dict[str, Any]:
                     },
                     "complete": {
                         "type": "boolean",
-                        "description": "False when an earlier packet exists but is gone or"
-                        " not visible to the caller (the thread is shown from there on).",
+                        "description": "False when the walk stopped before the root (the"
+                        " thread is shown from there on): an earlier packet is gone or not"
+                        " visible to the caller, the parent_id links loop, or the thread is"
+                        " longer than the 1,000 packets one walk reads.",
                     },
                 }
             ),

@@ -596,7 +596,7 @@ def children(
 
 class Thread(NamedTuple):
     packets: list[StoredPacket]  # from the oldest readable ancestor to the packet asked for
-    complete: bool  # False when an earlier packet exists but is missing or not readable
+    complete: bool  # False when the walk stops before the root (``thread`` says why)
 
 
 def thread(store: Store, caller: Caller, packet_id: str) -> Thread:
