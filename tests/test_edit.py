@@ -166,6 +166,9 @@ def test_a_failing_editor_keeps_what_it_wrote_and_nothing_else(me: Cli, tmp_path
     assert "exited with status 3" in line and "your edit is kept in" in line
     kept = Path(line.split("kept in ", 1)[1].split(" (", 1)[0])
     assert json.loads(kept.read_text())["goal"] == "Ship the server, v2"
+    killed = f"{set_goal('Ship it')}\npath.write_text(text)\nimport os\n"
+    ended = me.fails("edit", old, EDITOR=editor(tmp_path / "k", killed + "os.kill(os.getpid(), 9)"))
+    assert "was ended by signal 9 (SIGKILL)" in ended and "your edit is kept in" in ended
 
     edits = tmp_path / "me" / "state" / "edits"
     before = set(edits.iterdir())

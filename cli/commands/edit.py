@@ -158,6 +158,12 @@ def run_editor(command: list[str], path: Path) -> None:
         status = editor.wait()
     finally:
         signal.signal(signal.SIGINT, previous)
+    if status < 0:  # ended by a signal (Popen's -N): a kill, the terminal closing
+        try:
+            name = f" ({signal.Signals(-status).name})"
+        except ValueError:
+            name = ""
+        raise CliError(f"the editor {command[0]!r} was ended by signal {-status}{name}")
     if status != 0:
         raise CliError(f"the editor {command[0]!r} exited with status {status}")
 
