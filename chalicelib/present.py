@@ -148,6 +148,13 @@ def decode_packet(body: bytes, ref: str) -> dict[str, Any]:
     return packet
 
 
+def _in(value: Any, indent: int) -> str:
+    """``value`` as text whose further lines sit ``indent`` spaces in: a value of several
+    lines must not start one where the summary's own headings and fields start (a
+    goal could add a "Saved by" or a "Next step" of its own)."""
+    return str(value).replace("\r\n", "\n").replace("\n", "\n" + " " * indent)
+
+
 def summary(
     p: dict[str, Any],
     *,
@@ -155,43 +162,51 @@ def summary(
     published: tuple[str, str] | None = None,
     author: str | None = None,
 ) -> str:
-    lines = [f"ID       {p.get('id', '')}", f"Created  {p.get('created_at', '')}"]
+    def head(title: str, value: Any) -> str:
+        return f"{title:<8} {_in(value, 9)}"
+
+    lines = [head("ID", p.get("id", "")), head("Created", p.get("created_at", ""))]
     if author:  # who stored it, as the server says (a team's packet)
-        lines.append(f"Saved by {author}")
-    lines.append(f"Version  {p.get('ltm_version', '')}")
+        lines.append(head("Saved by", author))
+    lines.append(head("Version", p.get("ltm_version", "")))
     if published is not None:  # (when, public URL): the same fact the reference's show prints
-        lines.append(f"Published {published[0]}  {published[1]}")
+        lines.append(head("Published", f"{published[0]}  {published[1]}"))
     if p.get("parent_id"):
-        lines.append(f"Parent   {p['parent_id']}  (the thread: ltm log {p.get('id', '')})")
+        lines.append(head("Parent", f"{p['parent_id']}  (the thread: ltm log {p.get('id', '')})"))
     if children:
-        lines.append(f"Children {', '.join(children)}")
+        lines.append(head("Children", ", ".join(children)))
     project = p.get("project") or {}
     if project:
-        lines.append(f"Project  {project.get('name', '')} {project.get('ref', '')}".rstrip())
+        lines.append(
+            head("Project", f"{project.get('name', '')} {project.get('ref', '')}".rstrip())
+        )
     if p.get("tags"):
-        lines.append(f"Tags     {', '.join(p['tags'])}")
-    lines += ["", "Goal", f"  {p.get('goal', '')}"]
+        lines.append(head("Tags", ", ".join(p["tags"])))
+    lines += ["", "Goal", f"  {_in(p.get('goal', ''), 4)}"]
     for title, key in (("Done when", "success_criteria"), ("Constraints", "constraints")):
         if p.get(key):
-            lines += ["", title, *(f"  - {item}" for item in p[key])]
+            lines += ["", title, *(f"  - {_in(item, 4)}" for item in p[key])]
     if p.get("decisions"):
         lines += ["", "Decisions"]
         for d in p["decisions"]:
             lock = " [locked]" if d.get("locked") else ""
-            lines += [f"  - {d.get('what', '')}{lock}", f"    why: {d.get('why', '')}"]
+            lines += [
+                f"  - {_in(d.get('what', ''), 4)}{lock}",
+                f"    why: {_in(d.get('why', ''), 6)}",
+            ]
     if p.get("attempts"):
         lines += ["", "Attempts"]
         for a in p["attempts"]:
-            lines.append(f"  - [{a.get('outcome', '')}] {a.get('tried', '')}")
+            lines.append(f"  - [{_in(a.get('outcome', ''), 4)}] {_in(a.get('tried', ''), 4)}")
             if a.get("learned"):
-                lines.append(f"    learned: {a['learned']}")
+                lines.append(f"    learned: {_in(a['learned'], 6)}")
     if p.get("methods"):
         lines += [
             "",
             "Methods",
-            *(f"  - {m.get('name', '')}: {m.get('how', '')}" for m in p["methods"]),
+            *(f"  - {_in(m.get('name', ''), 4)}: {_in(m.get('how', ''), 4)}" for m in p["methods"]),
         ]
     if p.get("open_questions"):
-        lines += ["", "Open questions", *(f"  - {q}" for q in p["open_questions"])]
-    lines += ["", "Next step", f"  {p.get('next_step', '')}"]
+        lines += ["", "Open questions", *(f"  - {_in(q, 4)}" for q in p["open_questions"])]
+    lines += ["", "Next step", f"  {_in(p.get('next_step', ''), 4)}"]
     return "\n".join(lines) + "\n"
