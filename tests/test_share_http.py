@@ -263,7 +263,7 @@ def test_the_listing_reads_on_past_pages_of_shares_out_of_reach(
 def test_a_shared_packet_is_in_its_recipients_thread(server: Server, tmp_path: Path) -> None:
     """``ltm log`` reads as ``ltm show`` does: the packet shared with you, and your packet
     continuing it, show it in the thread; the sharer's packets before it stay theirs."""
-    (_, ivy_token, ivy), (jon_id, _, jon) = signed_in_clis(server, tmp_path, "ivy", "jon")
+    (_, ivy_token, ivy), (jon_id, jon_token, jon) = signed_in_clis(server, tmp_path, "ivy", "jon")
     root = make_packet(goal="Ivy's start")
     shared = make_packet(goal="Ivy's plan", parent_id=root["id"])
     for packet in (root, shared):
@@ -281,6 +281,11 @@ def test_a_shared_packet_is_in_its_recipients_thread(server: Server, tmp_path: P
     own = jon.ok("save", "-", "--continues", shared["id"], stdin=json.dumps(mine)).strip()
     assert thread(own) == ([shared["id"], own], False)
     assert "Ivy's plan" in jon.ok("log", own)
+    # and ltm show of the shared packet names his packet continuing it, as for his own
+    children = server.client(jon_token).get(f"/v1/packets/{shared['id']}/children")
+    assert children.status_code == 200, children.text
+    assert [row["id"] for row in children.json()["packets"]] == [own]
+    assert own in jon.ok("show", shared["id"])
 
     ivy.ok("unshare", shared["id"], jon_id)
     assert thread(own) == ([own], False)

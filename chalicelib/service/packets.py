@@ -584,12 +584,13 @@ def children(
 ) -> list[PacketMeta]:
     """The packets that continue ``packet_id`` and that the caller may read; reads only.
 
-    404 when the packet itself is not readable, like ``get``.
+    404 when the packet itself is not readable, as ``get`` reads it (a packet shared with
+    the caller too: their own packets continuing it are listed).
     """
     if not 1 <= limit <= MAX_LIMIT:
         raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}")
     who = access(store, caller, need="read", packet_id=packet_id)
-    if who.packet is None or not _can_read(store, who.user, who.packet.meta):
+    if who.packet is None or not _reads(store, who.user, who.packet.meta):
         raise NotFound("not found")
     return store.children(packet_id, scopes=readable_scopes(store, who.user), limit=limit)
 
