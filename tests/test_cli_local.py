@@ -359,3 +359,19 @@ def test_two_processes_saving_at_once_lose_nothing(env: dict[str, str]) -> None:
     db = sqlite3.connect(Path(env["LTM_DATA_DIR"]) / "ltm.db")
     assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_push_of_a_packet_save_would_complete_names_save(env: dict[str, str]) -> None:
+    """``ltm example | ltm push -``: push stores a file as it is, so an id and a created_at
+    it lacks are refused, and the refusal names the verb that fills them in."""
+    example = ok(env, "example")
+    refused = ltm(env, "push", "-", stdin=example)
+    assert refused.returncode == 1
+    assert "id: required" in refused.stderr
+    assert refused.stderr.rstrip().endswith(
+        "push stores a complete packet as it is; ltm save - fills in its id and created_at"
+    )
+    # a complete packet's other problems are said as they were, with no word of save
+    complete = json.loads(ok(env, "example", "--reference"))
+    broken = ltm(env, "push", "-", stdin=json.dumps({**complete, "goal": ""}))
+    assert broken.returncode == 1 and "ltm save" not in broken.stderr

@@ -13,6 +13,9 @@ from ltm.present import one_line, where_label
 if TYPE_CHECKING:
     from ltm.cli.client.backend import Backend
 
+# What save fills in and push asks of the file, as the checks word their absence.
+UNFILLED = frozenset({"id: required", "created_at: required"})
+
 
 def send(
     source: str,
@@ -31,6 +34,7 @@ def send(
     """
     from ltm.cli.client import preflight
     from ltm.cli.client.backend import open_backend
+    from ltm.preflight import Refused
 
     raw = preflight.read_source(source)
     backend = open_backend(local=local, team=team)
@@ -38,13 +42,26 @@ def send(
         packet: bytes | dict[str, Any] = raw
         if continues is not None:
             packet = _with_parent(backend, raw, continues, team=team, label=_label(source))
-        checked = preflight.accept(
-            packet,
-            fill=fill,
-            lenient=lenient,
-            allow_unredacted=allow_unredacted,
-            label=_label(source),
-        )
+        try:
+            checked = preflight.accept(
+                packet,
+                fill=fill,
+                lenient=lenient,
+                allow_unredacted=allow_unredacted,
+                label=_label(source),
+            )
+        except Refused as exc:
+            if fill or not set(exc.errors) & UNFILLED:
+                raise
+            # `ltm example | ltm push -`: what save would have filled in, push asks of the file.
+            import shlex
+
+            shown = shlex.quote(source)
+            raise CliError(
+                f"{exc.message}\npush stores a complete packet as it is;"
+                f" ltm save {shown} fills in its id and created_at",
+                exit_code=exc.exit_code,
+            ) from None
         try:
             if continues is None:
                 _check_parent(backend, checked.data, team=team, refuse=fill)
