@@ -597,8 +597,12 @@ def _plain(text: str, limit: int, marks: str) -> bool:
 
 
 def _clean(text: str) -> str:
-    """Printable text only: no terminal escapes or invisible controls in the context."""
-    return "".join(ch for ch in text if ch.isprintable() or ch in "\n\t")
+    """Printable text only: no terminal escapes or invisible controls in the context, as
+    every path to an agent cleans packet text (``ltm.resume.clean``: already imported
+    wherever there is a packet to show, with the terminal's helpers)."""
+    from ltm.resume import clean
+
+    return clean(text)
 
 
 # -- reading packets -----------------------------------------------------------------
