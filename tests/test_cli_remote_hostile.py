@@ -221,3 +221,17 @@ def test_json_output_of_a_listing_is_the_servers_rows(tmp_path: Path) -> None:
     with stub_server(hostile(**{"GET /v1/packets": pages})) as server:
         out = json.loads(against(tmp_path, server.url).ok("ls", "--all", "--json"))
     assert [r["id"] for r in out["packets"]] == [PACKET_ID, "01JS5LTMHOSTILE0000000002B"]
+
+
+def test_only_team_names_of_the_protocol_are_recorded(tmp_path: Path) -> None:
+    """A server's team list decides which server ``-t TEAM`` goes to: a name no team may
+    have (escapes, a path, capitals, spaces) is never recorded, as ``join`` refuses it."""
+    teams = [{"name": n} for n in ("core", f"evil{ESC}", "../../x", "Core Team", "")]
+    answers = {"GET /v1/teams": {"teams": teams}, "GET /v1/packets": {"packets": []}}
+    with stub_server(hostile(**answers)) as server:
+        cli = Cli(tmp_path / "user")
+        cli.ok("auth", server.url, "--with-token", stdin="ltm_" + "0" * 64)
+        cli.ok("teams", "ls")
+        hosts = json.loads((cli.config / "hosts.json").read_text())
+    [entry] = hosts["hosts"].values()
+    assert entry["teams"] == ["core"]

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -56,6 +57,9 @@ CREDENTIALS_FILE = "credentials"
 HOSTS_FILE = "hosts.json"
 FORMAT_VERSION = 1
 USER_KEYS = ("id", "display")
+# The protocol's team names: all a server's answer may record as one here (it decides
+# which server ``-t TEAM`` goes to, and is shown back to the user).
+TEAM_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -356,6 +360,7 @@ def remember_teams(
     ``complete``: ``names`` is every team (a fresh ``GET /v1/teams``), so others
     are dropped; else they are added. ``drop``: teams the user left or deleted.
     """
+    names = [name for name in names if TEAM_NAME.fullmatch(name)]
     with _updating() as state:
         entry = state.hosts.get(host)
         if not entry or not token or entry.get("token") != token:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 import typer
@@ -11,8 +10,6 @@ from ltm.cli.errors import CliError
 from ltm.cli.terminal.output import info, safe
 
 MARKER = "/v1/invites/"
-# The protocol's team names: what may be recorded as one (the server's answer is not trusted).
-TEAM_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 
 
 def join(
@@ -80,7 +77,7 @@ def join(
         if display and user.get("display") not in (None, display):
             info(f"--display applies to new users only; you are {who} on {host}")
     raw_name = team.get("name")
-    if isinstance(raw_name, str) and TEAM_NAME.fullmatch(raw_name):
+    if isinstance(raw_name, str) and credentials.TEAM_NAME.fullmatch(raw_name):
         # So -t finds this server from now on: for the account that joined.
         joined_as = minted if isinstance(minted, str) and minted else token
         credentials.remember_teams(host, [raw_name], token=joined_as)

@@ -47,7 +47,6 @@ WEAKNESS = "The HTTP API: the reference's upsert weakness"
 EXTENSIONS = "Extensions (beyond the HTTP table)"
 
 MAX_BYTES = 32 * 1024
-TEAM_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 CONCURRENT_ACCEPTS = 8
 
 
