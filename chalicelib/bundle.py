@@ -58,6 +58,11 @@ class BundleError(ValueError):
     """A bundle (or one of its lines) that cannot be read; the message says why."""
 
 
+class AnotherBundle(BundleError):
+    """A header line after the first: two bundles joined (``cat a.ltm b.ltm``). What
+    follows it is the other bundle's, whose header says where it came from."""
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One packet line of a bundle."""
@@ -195,6 +200,8 @@ def read_entry(line: bytes | str) -> Entry:
         raise BundleError("not a JSON object")
     packet = data.get("packet")
     if not isinstance(packet, dict):
+        if data.get("format") == FORMAT:
+            raise AnotherBundle("another bundle's header (bundles joined into one file?)")
         raise BundleError("no packet object")
     scope = data.get("scope", "personal")
     team = data.get("team")

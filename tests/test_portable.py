@@ -1576,3 +1576,28 @@ def test_a_skipped_line_never_makes_a_teammates_copy_read_as_yours(tmp_path: Pat
     assert len(listed) == 1 and "Olive" in listed[0] and " you " not in listed[0], listed
     shown = cli.ok("show", str(packet["id"]), "--local")
     assert "Saved by Olive (01OLIVE, on https://team.example)" in shown
+
+
+def test_two_bundles_joined_into_one_file_stop_at_the_second_header(tmp_path: Path) -> None:
+    """``cat a.ltm b.ltm | ltm import -``: the lines before the second header go in; the
+    import then stops there, naming it, since the other bundle's lines come from where its
+    own header says (their authors would be recorded as this one's)."""
+    ours = [make_packet(goal=f"ours {n}") for n in range(2)]
+    theirs = make_packet(goal="theirs")
+    second = bundle.header_line(
+        source="https://elsewhere.example", exported_at="2026-05-02T12:00:00Z"
+    )
+    joined = write_bundle(
+        tmp_path / "joined.jsonl",
+        [*(line_for(p) for p in ours), second, line_for(theirs, created_by="01OTHER")],
+    )
+    cli = Cli(tmp_path / "home")
+    result = cli.run("import", str(joined), "--local")
+    assert result.returncode == 1, result.stderr
+    assert "2 added" in result.stderr
+    assert (
+        "import stopped at line 4: another bundle's header (bundles joined into one file?)"
+        in result.stderr
+    )
+    assert "import each bundle on its own" in result.stderr
+    assert set(local_bodies(cli)) == {str(p["id"]) for p in ours}

@@ -348,16 +348,19 @@ def import_from(
     return 1 if report.refused else 0
 
 
+AGAIN = "run the same import again: what is there already is skipped"
+
+
 class Stopped(CliError):
     """The server went out of reach, or stopped taking the token, during an import
     (``_ends_import``), or the local store could not be written: it ends at the first
     line that did not get through, rather than refuse every line after it for the same
     reason."""
 
-    def __init__(self, line: int, cause: CliError) -> None:
+    def __init__(self, line: int, cause: CliError, *, then: str = AGAIN) -> None:
         super().__init__(
             f"import stopped at line {line}: {cause.message} — that line and the ones after"
-            " it were not imported; run the same import again: what is there already is skipped"
+            f" it were not imported; {then}"
         )
 
 
@@ -525,11 +528,21 @@ class Importer:
         # process orders and looks it up by that id (``bundle.id_hint``: a line that
         # names another id further on is refused wherever it is read).
         hinted = self.judges is not None
+        joined: Stopped | None = None
         try:
             for number, line in bundle.lines(_bounded(stream)):
                 read += len(line) + 1
                 hint = bundle.id_hint(line) if hinted else None
                 entry: Any = _Unread(hint, line) if hint is not None else read_line(line)
+                if isinstance(entry, bundle.AnotherBundle):
+                    # Its lines come from where its own header says, not this one's: never
+                    # imported as this bundle's (authors are recorded from the header).
+                    joined = Stopped(
+                        number,
+                        CliError(str(entry)),
+                        then="import each bundle on its own, from its own header line",
+                    )
+                    break
                 packet_id = getattr(entry, "id", None)
                 if packet_id in ids or len(chunk) == size_of_chunk:
                     step(chunk, ids)
@@ -545,6 +558,8 @@ class Importer:
             if self.judges is not None:
                 self.judges.close()
             progress.done()
+        if joined is not None:
+            raise joined
 
     def refuse(self, name: str, reason: str) -> None:
         self.report.refused += 1
