@@ -287,6 +287,14 @@ def test_issue_list_and_revoke_tokens(tmp_path: Path) -> None:
         alice_id = next(t["user_id"] for t in as_json if t["user"] == "alice")
         again = ltm_server("revoke-token", "--user", alice_id, "--db", str(db))
         assert again.returncode == 0 and "no token left" in again.stderr
+        # Her name alone never gives her account (a newcomer would get her packets), and
+        # the refusal names the id that does.
+        back = ltm_server("issue-token", "Alice", "--db", str(db))
+        assert back.returncode != 0 and f"'alice' is user {alice_id}" in back.stderr
+        assert "whose tokens are all revoked" in back.stderr
+        by_id = ltm_server("issue-token", alice_id, "--db", str(db))
+        assert by_id.returncode == 0 and "for the existing user 'alice'" in by_id.stderr
+        assert server.client(by_id.stdout.strip()).get("/v1/teams").status_code == 200
         for wrong in ((), ("bob-laptop", "--user", "bob")):
             refused = ltm_server("revoke-token", *wrong, "--db", str(db))
             assert refused.returncode != 0 and "LABEL or --user" in refused.stderr

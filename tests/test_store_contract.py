@@ -495,6 +495,14 @@ def test_display_names_are_unique_in_any_case(store: Store) -> None:
     store.create_user(User("u4", "cat", T0))  # the old name is free again
     with pytest.raises(NotFound):
         store.rename_user("nobody", "Someone")
+    # the user a name is taken by, in any case (a user with no token left included)
+    found = {name: store.user_named(name) for name in ("ＳＡＭ", "catherine", "CAT", "Nobody")}
+    assert {name: u.id if u else None for name, u in found.items()} == {
+        "ＳＡＭ": "u1",
+        "catherine": "u2",
+        "CAT": "u4",
+        "Nobody": None,
+    }
 
 
 # -- teams -----------------------------------------------------------------

@@ -272,7 +272,20 @@ def issue_for(
         chosen = label or free_label(store, found.display)
         return Issued(found, add(store, found.id, chosen, when=when), chosen, False)
     chosen = label or free_label(store, name)
-    user, secret = issue(store, name, label=chosen, when=when)
+    try:
+        user, secret = issue(store, name, label=chosen, when=when)
+    except Conflict:
+        # Named by no token (every one revoked: someone who left), and never taken as
+        # them from the name alone, which would give a newcomer their packets: the id
+        # does that, and the message names it.
+        holder = None if new_user else store.user_named(name)
+        if holder is None:
+            raise
+        raise Conflict(
+            f"{holder.display!r} is user {holder.id}, whose tokens are all revoked: name"
+            f" them by that id to give them a token again, or choose another name for a"
+            " new user"
+        ) from None
     return Issued(user, secret, chosen, True)
 
 

@@ -689,6 +689,10 @@ class Store(ABC):
     def get_user(self, user_id: str) -> User | None: ...
 
     @abstractmethod
+    def user_named(self, display: str) -> User | None:
+        """The user who goes by ``display`` (in any case: ``name_key``), or None."""
+
+    @abstractmethod
     def rename_user(self, user_id: str, display: str) -> User:
         """Give a user another display name (already checked); the user as renamed.
 

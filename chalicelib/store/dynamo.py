@@ -1761,6 +1761,10 @@ class DynamoStore(SearchMixin, TeamDeleteMixin, DepartureMixin, DeviceGrantsMixi
         item = self._get_item(_key(f"SUBJECT#{subject}", "SUBJECT"))
         return _user(item) if item else None
 
+    def user_named(self, display: str) -> User | None:
+        claim = self._get_item(_key(f"NAME#{name_key(display)}", "NAME"))
+        return self.get_user(_req(claim, "user_id")) if claim else None
+
     def add_token(self, token: Token) -> None:
         user = self.get_user(token.user_id)
         if user is None:

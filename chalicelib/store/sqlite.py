@@ -1803,6 +1803,14 @@ class SqliteStore(Store):
     def get_user_by_subject(self, subject: str) -> User | None:
         return self._user_where("subject", subject)
 
+    def user_named(self, display: str) -> User | None:
+        row = (
+            self._conn()
+            .execute("SELECT user_id FROM user_names WHERE name_key = ?", (name_key(display),))
+            .fetchone()
+        )
+        return self.get_user(row[0]) if row else None
+
     def _user_where(self, column: str, value: str) -> User | None:
         row = (
             self._conn()
