@@ -39,40 +39,11 @@ if TYPE_CHECKING:
 #   a goal can carry a sentence an agent reads and a person never sees), zero-width
 #   space, word joiner, BOM, soft hyphen..., which make a name or a row read as another.
 #   The joiners (U+200C/D) stay: emoji sequences and Persian or Indic words need them;
-# - lone surrogates: a server's JSON may hold one ("\ud800"), which no UTF-8 stream can
-#   write, and a reply's invalid bytes read as U+DC80-DCFF (``surrogateescape``), where
-#   a raw 0x9b would reach the terminal as an 8-bit CSI.
-_FORMAT = [  # Cf as of Unicode 15.1, the joiners left out
-    0x00AD,
-    *range(0x0600, 0x0606),
-    0x061C,
-    0x06DD,
-    0x070F,
-    0x0890,
-    0x0891,
-    0x08E2,
-    0x180E,
-    0x200B,
-    *range(0x200E, 0x2010),
-    *range(0x202A, 0x202F),
-    *range(0x2060, 0x2065),
-    *range(0x2066, 0x2070),
-    0xFEFF,
-    *range(0xFFF9, 0xFFFC),
-    0x110BD,
-    0x110CD,
-    *range(0x13430, 0x13440),
-    *range(0x1BCA0, 0x1BCA4),
-    *range(0x1D173, 0x1D17B),
-    0xE0001,
-    *range(0xE0020, 0xE0080),
-]
-_UNSAFE = [*range(0x00, 0x20), *range(0x7F, 0xA0), *range(0xD800, 0xE000), *_FORMAT]
-
-
-_ONE_LINE = {code: json_escape(chr(code)) for code in _UNSAFE}
-
-_MULTI_LINE = {code: escape for code, escape in _ONE_LINE.items() if code not in (0x09, 0x0A)}
+# - lone surrogates (Cs): a server's JSON may hold one ("\ud800"), which no UTF-8 stream
+#   can write, and a reply's invalid bytes read as U+DC80-DCFF (``surrogateescape``),
+#   where a raw 0x9b would reach the terminal as an 8-bit CSI.
+_HIDDEN = ("Cc", "Cf", "Cs")
+_JOINERS = "\u200c\u200d"
 
 
 def safe(text: str, *, multiline: bool = False) -> str:
@@ -82,7 +53,16 @@ def safe(text: str, *, multiline: bool = False) -> str:
     ``multiline`` keeps newlines and tabs (a summary, an error report); one-line
     fields (a listing row, a picker label) escape them too.
     """
-    return text.translate(_MULTI_LINE if multiline else _ONE_LINE)
+    plain = text.replace("\n", "").replace("\t", "") if multiline else text
+    if plain.isprintable():  # nothing to escape (checks in C): the common case
+        return text
+    import unicodedata  # only for text that may hold such a character
+
+    kept = _JOINERS + ("\n\t" if multiline else "")
+    return "".join(
+        json_escape(ch) if ch not in kept and unicodedata.category(ch) in _HIDDEN else ch
+        for ch in text
+    )
 
 
 def one_line(text: str, width: int) -> str:

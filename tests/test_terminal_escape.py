@@ -326,13 +326,13 @@ def test_safe_escapes_invisible_characters_and_keeps_joiners() -> None:
     for text in ("family \U0001f468\u200d\U0001f469\u200d\U0001f467", "می\u200cخواهم"):
         assert safe(text) == text and safe(text, multiline=True) == text
     # The rule is the web view's (every control and format character but the joiners),
-    # and lone surrogates: checked against this Python's Unicode tables.
+    # and lone surrogates, read from this Python's Unicode tables (no copy to drift).
     import unicodedata
 
     for code in range(0x110000):
         category = unicodedata.category(chr(code))
         hidden = category in ("Cc", "Cf", "Cs") and code not in (0x200C, 0x200D)
-        assert (safe(chr(code)) != chr(code)) == (hidden or code in range(0x13439, 0x13440)), code
+        assert (safe(chr(code)) != chr(code)) == hidden, code
 
 
 def test_show_and_names_make_invisible_characters_visible(cli: Cli) -> None:
