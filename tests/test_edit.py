@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import stat
 import sys
 from collections.abc import Iterator
@@ -325,8 +326,10 @@ def test_the_kept_edit_is_stored_by_the_command_named(me: Cli, tmp_path: Path) -
     secret = "AKIA" + "QWERTYUIOPASDFGH"
     wrote = f"{set_goal('Rotate ' + secret)}\npath.write_text(text)\nsys.exit(3)"
     script = editor(tmp_path, wrote)
-    line = me.fails("edit", old, "--allow-unredacted", EDITOR=script)
-    command = line.split("(store it with: ", 1)[1].removesuffix(")").split()
+    # A state folder whose path has a space, as macOS's (Application Support) has.
+    state = str(tmp_path / "Application Support")
+    line = me.fails("edit", old, "--allow-unredacted", EDITOR=script, LTM_STATE_DIR=state)
+    command = shlex.split(line.split("(store it with: ", 1)[1].removesuffix(")"))
     assert command[:2] == ["ltm", "save"] and "--allow-unredacted" in command, line
     new = me.ok(*command[1:]).strip()
     packet = json.loads(me.ok("pull", new))

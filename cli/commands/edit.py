@@ -310,7 +310,9 @@ def _edit_loop(
     flags = [f"-t {team}"] if team else []
     flags += ["--lenient"] if lenient else []
     flags += ["--allow-unredacted"] if allow_unredacted else []
-    again = " ".join([f"ltm save {path}", *flags])
+    import shlex  # a state folder's path may hold a space (macOS: Application Support)
+
+    again = " ".join(["ltm save", shlex.quote(str(path)), *flags])
 
     def keep(reason: str, text: str) -> CliError:
         # The edit survives as a plain packet file: ltm save takes it as it is.
