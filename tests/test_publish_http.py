@@ -221,6 +221,26 @@ def test_cli_publish_unpublish_and_open(server: Server, tmp_path: Path) -> None:
     assert "ltm ui" in local.fails("open")
 
 
+def test_a_packet_only_in_the_local_store_is_named_where_it_is(
+    server: Server, tmp_path: Path
+) -> None:
+    """Saved before signing in (or with --local), a packet is not on the server: publish,
+    share and open say where it is and how to copy it up, not only that the server has none."""
+    if server.store != "sqlite":
+        pytest.skip("the CLI side is the same on every store")
+    import json
+
+    cli = signed_in(server, tmp_path / "cli", "lou")
+    pid = cli.ok("save", "--local", "-", stdin=json.dumps(make_packet(goal="Before"))).strip()
+    for args in (("publish", pid[:14]), ("share", pid, "someone"), ("open", pid, "--no-browser")):
+        said = cli.fails(*args)
+        assert f"{pid} is in your local store, not on {server.url}" in said, said
+        assert said.endswith(f"ltm push --from-local {pid}"), said
+    assert "no packet" in cli.fails("publish", "01NOSUCHPACKET000000000000")
+    cli.ok("push", "--from-local", pid)
+    assert SECRET_URL.fullmatch(cli.ok("publish", pid[:14]).strip())
+
+
 def _read_only_token(server: Server, user_id: str) -> str:
     from ltm.service.tokens import new_token
 

@@ -257,6 +257,28 @@ def no_team_here(team: str) -> CliError:
     )
 
 
+def local_id(ref: str) -> str | None:
+    """The id of the packet ``ref`` (an id or a unique prefix) names in the local store,
+    or None: none there, no local store at all (none is created), or one that cannot be
+    read now (it waits for a migration). A server that has no such packet asks this, so
+    a packet saved before signing in (or with --local) is named where it is."""
+    from ltm.cli.config import local_db_path
+    from ltm.service.errors import ServiceError
+
+    if not local_db_path().is_file():
+        return None
+    try:
+        backend = LocalBackend.open(migrate=False)
+    except CliError:
+        return None
+    try:
+        return backend._resolve(ref)
+    except ServiceError:
+        return None
+    finally:
+        backend.close()
+
+
 def elsewhere() -> str:
     """Where else a packet not in the local store may be: the servers signed in to (a
     packet shared with the user, or one of theirs there), a team's."""

@@ -1509,6 +1509,19 @@ class RemoteBackend(Backend):
         return False if reply.error_text().startswith("author:") else None
 
     def _missing(self, ref: str, team: str | None) -> CliError:
+        from ltm.cli.client.backend import local_id
+
+        local = local_id(ref)
+        if local is not None:
+            from ltm.cli.client.credentials import default_host
+
+            there = f" -t {team}" if team else ""
+            if not team and default_host() != self.host:
+                there = f" -H {self.host}"
+            return CliError(
+                f"packet {local} is in your local store, not on {self.host} — read it there"
+                f" with --local, or copy it to the server: ltm push --from-local {local}{there}"
+            )
         if team:
             return CliError(
                 f"no packet {ref} in team {team} on {self.host} — list them with: ltm ls -t {team}"
