@@ -153,6 +153,27 @@ def test_share_read_and_unshare_through_the_cli(server: Server, tmp_path: Path) 
     assert "nobody has shared" in hal.run("ls", "--shared").stderr
 
 
+def test_the_unshare_printed_after_a_share_runs_as_it_is(server: Server, tmp_path: Path) -> None:
+    # A display name may hold a space; -t names the server the share is on.
+    import shlex
+
+    ((_, oda_token, oda),) = signed_in_clis(server, tmp_path, "oda")
+    _, pat_token = server.issue("pat")
+    oda_http, pat = server.client(oda_token), server.client(pat_token)
+    assert pat.patch("/v1/whoami", json={"display": "Pat Quinn"}).status_code == 200
+    team_of(server, oda_http, pat, "quoting")
+    packet = make_packet(goal="For Pat")
+    pid = packet["id"]
+    assert oda_http.post("/v1/packets", json=packet).status_code == 201
+
+    shared = oda.run("share", pid, "pat quinn", "-t", "quoting")
+    assert shared.returncode == 0, shared.stderr
+    hint = shared.stderr.strip().rpartition("end it with: ")[2]
+    assert hint == f"ltm unshare {pid} 'pat quinn' -t quoting"
+    assert oda.ok(*shlex.split(hint)[1:]).strip() == f"unshared {pid} with pat quinn"
+    assert pat.get(f"/v1/packets/{pid}").status_code == 404
+
+
 def test_a_server_without_sharing_is_named_in_one_line(tmp_path: Path) -> None:
     packet = make_packet()
 

@@ -151,7 +151,12 @@ def share(
     verb = "shared" if reply.status == 201 else "already shared"
     print(safe(f"{verb} {packet_id} with {who}"))
     if reply.status == 201:
-        info(f"they can read it (ltm ls --shared); end it with: ltm unshare {packet_id} {user}")
+        import shlex
+
+        # Copied and run as it is: a display name may hold a space or a quote, and with
+        # -t the share is on that team's server, which need not be the default.
+        end = shlex.join(["ltm", "unshare", packet_id, user, *(["-t", team] if team else [])])
+        info(f"they can read it (ltm ls --shared); end it with: {end}")
 
 
 def unshare(ref: options.Ref, user: User, team: options.Team = None) -> None:
