@@ -905,7 +905,7 @@ page_route("/web/signin", ["GET", "POST"], "sign_in")
 page_route("/web/signin/code", ["POST"], "sign_in_code")
 page_route("/web/signout", ["POST"], "sign_out")
 page_route("/web/ui", ["GET", "POST"], "ui")
-page_route("/web/key", ["POST"], "key_sign_in")
+page_route("/web/key", ["GET", "POST"], "key_sign_in")
 page_route("/web/static/{name}", ["GET"], "static")
 page_route("/p/{secret}", ["GET"], "public")
 

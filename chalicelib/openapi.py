@@ -1089,12 +1089,10 @@ def _page(description: str) -> dict[str, Any]:
 
 
 def _form_body(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "required": True,
-        "content": {
-            _FORM: {"schema": {"type": "object", "properties": properties, "required": required}}
-        },
-    }
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return {"required": True, "content": {_FORM: {"schema": schema}}}
 
 
 def device_schemas() -> dict[str, Any]:
@@ -1978,15 +1976,40 @@ def web_paths() -> dict[str, Any]:
         "/web/key": {
             "post": {
                 "operationId": "webSignInWithKey",
-                "summary": "A key from `POST /v1/web/sign-in-key` becomes a session (once).",
+                "summary": "A key from `POST /v1/web/sign-in-key` becomes a session (once),"
+                " after the browser's person has seen whose account it opens.",
+                "description": "With `key` (what `ltm open`'s page posts): the key is checked,"
+                " not used, and kept in a cookie for two minutes; on to `GET /web/key`. With"
+                " `confirm` and `csrf` (that page's answer, from this origin): the key is"
+                " used and the session starts.",
                 "security": [],
-                "requestBody": _form_body({"key": _STRING, "next": _STRING}, ["key"]),
+                "requestBody": _form_body(
+                    {"key": _STRING, "next": _STRING, "confirm": _STRING, "csrf": _STRING}, []
+                ),
                 "responses": {
-                    "303": _page("On to `next` (one of this app's pages), signed in."),
-                    "403": _page("A wrong, used or expired key, or its token was revoked."),
+                    "303": _page(
+                        "With `key`: on to `GET /web/key`. With `confirm`: on to `next`"
+                        " (one of this app's pages), signed in."
+                    ),
+                    "403": _page(
+                        "A wrong, used or expired key, its token revoked, or an answer"
+                        " from another site."
+                    ),
                     "404": _page("`ltm ui` (it has no accounts)."),
                 },
-            }
+            },
+            "get": {
+                "operationId": "webSignInWithKeyQuestion",
+                "summary": "Signed in as the key's user already: the key is used and on to"
+                " `next`. Else the question, naming the account the key opens.",
+                "security": [],
+                "responses": {
+                    "200": _page("Sign in as this account? (a form that posts `confirm`)"),
+                    "303": _page("On to `next`, signed in."),
+                    "403": _page("No key kept, or it expired, was used or its token revoked."),
+                    "404": _page("`ltm ui` (it has no accounts)."),
+                },
+            },
         },
         "/web/static/{name}": {
             "parameters": [_path_param("name", "`app.js` or `app.css`.")],

@@ -443,3 +443,38 @@ def test_ltm_ui_private_page_signs_the_browser_in(
     page.wait_for_url(base + "/web")
     assert goals(page) == ["Local <thing>"]
     assert key not in page.url
+
+
+def test_ltm_open_private_page_asks_then_signs_the_browser_in(
+    server: Server,
+    page: Any,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``ltm open``'s file posts a sign-in key; Chromium keeps it for the question page (a
+    Lax cookie set on the way through), the person answers, and is signed in. Then a key of
+    another account, posted the same way, only asks: the browser stays signed in as before."""
+    from ltm.cli.client.launch import write_page
+
+    monkeypatch.setenv("LTM_STATE_DIR", str(tmp_path / "state"))
+    _, token = server.issue("opener")
+    _, other = server.issue("someone")
+
+    def forward(user_token: str) -> None:
+        key = server.client(user_token).post("/v1/web/sign-in-key").json()
+        page.goto(write_page(key["url"], {"key": key["key"], "next": "/web"}).as_uri())
+        page.wait_for_url(lambda url: url.startswith(server.web))  # the redirects followed
+
+    forward(token)
+    assert page.url == server.web + "/web/key"
+    assert page.locator("h1").inner_text() == "Sign in to ltm?"
+    with page.expect_navigation():
+        page.click("text=Sign in as opener")
+    assert page.url == server.web + "/web"
+    assert page.locator("header .who").inner_text() == "opener"
+    forward(token)  # signed in as that account already: straight on
+    assert page.url == server.web + "/web"
+    forward(other)
+    assert "Sign in as someone" in page.locator("main").inner_text()
+    page.goto(server.web + "/web")
+    assert page.locator("header .who").inner_text() == "opener"

@@ -198,6 +198,7 @@ def test_openapi_document_lists_every_route(server: Server) -> None:
         ("GET", "/v1/whoami"),
         ("POST", "/v1/web/sign-in-key"),
         ("POST", "/web/key"),
+        ("GET", "/web/key"),
         ("GET", "/p/{secret}"),
         # search and lineage (extensions the reference does not have)
         ("GET", "/v1/search"),

@@ -357,6 +357,7 @@ PUBLIC = {
     ("GET", "/web/ui"): "the local web view's own sign-in",
     ("POST", "/web/ui"): "the local web view's own sign-in",
     ("POST", "/web/key"): "a single-use key made with a full-scope token",
+    ("GET", "/web/key"): "the same key, kept in a cookie by the POST",
     ("GET", "/web/static/{name}"): "static files",
     ("GET", "/p/{secret}"): "a published packet: the secret is the credential",
     ("GET", "/.well-known/oauth-protected-resource/mcp"): "RFC 9728 metadata",

@@ -486,6 +486,31 @@ def test_revoking_the_approving_token_ends_a_session_signed_in_by_code(
     assert ended.status_code == 303 and "/web/signin" in ended.headers["location"]
 
 
+# What a browser says of a form posted by a page of another site (``ltm open``'s page is a
+# local file: to the browser, another site too), and of one posted by this server's page.
+CROSS_SITE = {"Sec-Fetch-Site": "cross-site", "Origin": "null"}
+SAME_ORIGIN = {"Sec-Fetch-Site": "same-origin", "Origin": "null"}
+
+
+def post_key(browser: httpx.Client, key: str, next_path: str = "") -> httpx.Response:
+    """What ``ltm open``'s page makes the browser do: post the key, then follow the 303."""
+    fields = {"key": key, **({"next": next_path} if next_path else {})}
+    posted = browser.post("/web/key", data=fields, headers=CROSS_SITE)
+    if posted.status_code != 303:
+        return posted
+    assert posted.headers["location"].endswith("/web/key"), posted.headers
+    assert "set-cookie" in posted.headers  # the key, kept for the page that follows
+    return browser.get("/web/key")
+
+
+def answer_key_question(browser: httpx.Client, question: httpx.Response) -> httpx.Response:
+    """The person presses "Sign in as ..." on the question ``GET /web/key`` asked."""
+    assert question.status_code == 200, question.text
+    return browser.post(
+        "/web/key", data={"csrf": csrf_of(question.text), "confirm": "1"}, headers=SAME_ORIGIN
+    )
+
+
 def test_a_sign_in_key_signs_a_browser_in_once(server: Server) -> None:
     """``POST /v1/web/sign-in-key``: what ``ltm open`` trades its token for."""
     user_id, token = server.issue("keyed")
@@ -496,13 +521,16 @@ def test_a_sign_in_key_signs_a_browser_in_once(server: Server) -> None:
     assert answer["url"] == server.web + "/web/key" and answer["expires_in"] == 120
     assert httpkit.post(server.url + "/v1/web/sign-in-key").status_code == 401
     browser = server.web_client(follow_redirects=False)
-    signed = browser.post("/web/key", data={"key": answer["key"], "next": "/web?team=x"})
+    question = post_key(browser, answer["key"], "/web?team=x")
+    assert "keyed" in question.text and user_id in question.text
+    signed = answer_key_question(browser, question)
     assert signed.status_code == 303 and signed.headers["location"] == server.web + "/web?team=x"
     assert "HttpOnly" in signed.headers["set-cookie"]
     assert browser.get("/web").status_code == 200
-    # Once only: a copy of the key (a replay) gets nothing.
-    again = server.web_client().post("/web/key", data={"key": answer["key"]})
-    assert again.status_code == 403 and "set-cookie" not in again.headers
+    # Once only: a copy of the key (a replay) gets nothing, asked or not.
+    again = server.web_client(follow_redirects=False)
+    replayed = answer_key_question(again, post_key(again, answer["key"]))
+    assert replayed.status_code == 403 and "set-cookie" not in replayed.headers
     forged = server.web_client().post("/web/key", data={"key": answer["key"][:-2] + "AA"})
     assert forged.status_code == 403
     garbled = server.web_client().post("/web/key", data={"key": "\x07Ø×p.ùA\x89"})
@@ -514,7 +542,49 @@ def test_a_sign_in_key_signs_a_browser_in_once(server: Server) -> None:
     assert api.delete(f"/v1/tokens/{label}").status_code == 204
     assert server.web_client().post("/web/key", data={"key": late}).status_code == 403
     assert browser.get("/web").status_code == 303
-    assert user_id  # the key named this user; the session was theirs
+
+
+def test_another_sites_sign_in_key_never_signs_a_browser_in_unasked(server: Server) -> None:
+    """Login CSRF: a page elsewhere posts its maker's own key (from ``ltm open`` on their
+    account) to sign the visitor's browser in as the maker, who then reads whatever the
+    visitor saves there, or whose memory an agent the visitor connects writes to."""
+    _, token = server.issue("victim")
+    _, maker_token = server.issue("maker")
+    maker_key = server.client(maker_token).post("/v1/web/sign-in-key").json()["key"]
+    browser = browser_for(server, token)
+    question = post_key(browser, maker_key, "/web")
+    # The browser is asked, by a page naming both accounts, and stays the victim's.
+    assert question.status_code == 200 and "set-cookie" not in question.headers
+    assert "Sign in as maker" in question.text and "signed in as <strong>victim" in question.text
+    assert "victim" in browser.get("/web").text
+    # The answer counts only from that page: another site cannot post it (nor read the
+    # CSRF token it needs, bound to the key's cookie in this browser).
+    csrf = csrf_of(question.text)
+    for headers in (CROSS_SITE, {"Sec-Fetch-Site": "same-site"}):
+        posted = browser.post("/web/key", data={"csrf": csrf, "confirm": "1"}, headers=headers)
+        assert posted.status_code == 403 and "set-cookie" not in posted.headers
+    unbound = browser.post("/web/key", data={"confirm": "1", "csrf": "x"}, headers=SAME_ORIGIN)
+    assert unbound.status_code == 403
+    elsewhere = server.web_client(follow_redirects=False)  # no key cookie: nothing to answer
+    no_key = elsewhere.post("/web/key", data={"csrf": csrf, "confirm": "1"}, headers=SAME_ORIGIN)
+    assert no_key.status_code == 403 and "victim" in browser.get("/web").text
+    # A browser with no session is asked too; the person who answers is signed in.
+    fresh = server.web_client(follow_redirects=False)
+    asked = post_key(fresh, server.client(maker_token).post("/v1/web/sign-in-key").json()["key"])
+    assert asked.status_code == 200 and "signed in as" not in asked.text
+    assert fresh.get("/web").status_code == 303
+    assert answer_key_question(fresh, asked).status_code == 303
+    assert "maker" in fresh.get("/web").text
+
+
+def test_a_browser_signed_in_as_the_keys_user_goes_straight_on(server: Server) -> None:
+    _, token = server.issue("regular")
+    browser = browser_for(server, token)
+    key = server.client(token).post("/v1/web/sign-in-key").json()["key"]
+    on = post_key(browser, key, "/web?team=x")
+    assert on.status_code == 303 and on.headers["location"] == server.web + "/web?team=x"
+    assert "HttpOnly" in on.headers["set-cookie"]
+    assert browser.get("/web").status_code == 200
 
 
 def test_a_sign_in_key_needs_the_full_scope(server: Server) -> None:
@@ -565,7 +635,7 @@ def test_ltm_open_signs_the_browser_in_without_a_token_on_argv(
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == server.web + "/web"
-    assert "signed in as you" in result.stderr
+    assert "to sign in as you" in result.stderr
     argv = argv_file.read_text()
     (opened,) = argv.split()
     assert opened.startswith("file://") and token not in argv
@@ -573,9 +643,11 @@ def test_ltm_open_signs_the_browser_in_without_a_token_on_argv(
     key = re.search(r'name="key" value="([^"]+)"', page)
     assert key and key.group(1) not in argv and key.group(1) not in result.stderr
     assert f'action="{server.web}/web/key"' in page
-    # What the browser does with the page: post the key, and it is signed in.
+    # What the browser does with the page: post the key, and once asked it is signed in.
     browser_client = server.web_client(follow_redirects=False)
-    signed = browser_client.post("/web/key", data={"key": html.unescape(key.group(1))})
+    question = post_key(browser_client, html.unescape(key.group(1)))
+    assert "Sign in as opener" in question.text
+    signed = answer_key_question(browser_client, question)
     assert signed.status_code == 303
     assert browser_client.get("/web").status_code == 200
 

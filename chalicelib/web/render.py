@@ -559,6 +559,28 @@ def confirm_delete(packet_id: str, goal: str, csrf: str) -> str:
     )
 
 
+def confirm_key_sign_in(display: str, user_id: str, *, current: str | None, csrf: str) -> str:
+    """The question before a sign-in link from ``ltm open`` signs this browser in: whose
+    account it opens (another site may have sent the browser here with its own)."""
+    leaving = (
+        f"<p>This browser is signed in as <strong>{text(current, 80)}</strong> now;"
+        " continuing signs it out of that account here.</p>"
+        if current is not None
+        else ""
+    )
+    return (
+        "<h1>Sign in to ltm?</h1>"
+        f"<p>This link signs this browser in as <strong>{text(display or user_id, 80)}</strong>"
+        f" (user <code>{text(user_id)}</code>).</p>{leaving}"
+        "<p>If you did not just run <code>ltm open</code> as that account, close this page:"
+        " another site sent you here to sign you in as someone else.</p>"
+        '<form method="post" action="<@>/web/key">'
+        f'<input type="hidden" name="csrf" value="{attr(csrf)}">'
+        '<input type="hidden" name="confirm" value="1">'
+        f'<button type="submit">Sign in as {text(display or user_id, 80)}</button></form>'
+    )
+
+
 # -- teams --------------------------------------------------------------------------------------
 
 

@@ -128,6 +128,16 @@ def _posted_form(request: WebRequest) -> Mapping[str, list[str]]:
         return {}
 
 
+def _cookie_value(request: WebRequest, name: str) -> str:
+    """The value of the cookie ``name`` the request carries ("" for none; the last of two)."""
+    raw = ""
+    for part in (request.headers.get("cookie") or "").split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            raw = value
+    return raw
+
+
 def _one(values: Mapping[str, Sequence[str]], name: str) -> str:
     found = values.get(name) or [""]
     return found[0] if len(found) == 1 else ""
@@ -288,12 +298,7 @@ class WebView:
 
     def _session(self, request: WebRequest) -> tuple[User, str] | None:
         """The signed-in user and the session's nonce (for CSRF), or None."""
-        name = self._cookie_name(request)
-        raw = ""
-        for part in (request.headers.get("cookie") or "").split(";"):
-            key, _, value = part.strip().partition("=")
-            if key == name:
-                raw = value
+        raw = _cookie_value(request, self._cookie_name(request))
         if not raw:
             return None
         when = self.clock()
@@ -1100,34 +1105,117 @@ class WebView:
         return f"{parts.scheme}://{self.web_host}{parts.path}"
 
     def key_sign_in(self, request: WebRequest) -> WebResponse:
-        """``POST /web/key``: a key from ``sign_in_key`` becomes this browser's session."""
+        """``/web/key``: a key from ``sign_in_key`` becomes this browser's session, once the
+        browser's person has seen whose it is.
+
+        Any site can post a key to this page: its maker's own, from ``ltm open`` on their
+        account (login CSRF). Taken at once, that signs the visitor's browser in as the
+        maker, who then reads whatever the visitor saves or pastes there. So the key is
+        redeemed only here, at this server's own pages:
+
+        1. ``POST`` with ``key``: checked, not used; kept in a short-lived cookie, and the
+           browser sent on to ``GET /web/key``. That is a top-level navigation, on which the
+           browser sends the session cookie (SameSite=Lax), as a cross-site POST does not.
+        2. ``GET``: a browser already signed in as the key's user goes straight on.
+           Any other browser is asked, naming the account (and the one it would leave).
+        3. ``POST`` with ``confirm``: the answer, from that page alone (its CSRF token is
+           bound to the cookie of step 1, which no other site can read); the key is used.
+        """
         if self.local:
             return self._not_found(None)
+        if request.method == "GET":
+            return self._key_question(request)
         form = _posted_form(request)
+        pending = self._pending_key(request)
+        if _one(form, "confirm"):
+            if pending is None or not self._form_ok(request, pending["n"], form):
+                return self._key_refused()
+            return self._redeem_key(request, pending)
+        key = _one(form, "key")
+        if self._key_holder(key) is None:
+            return self._key_refused()
         when = self.clock()
-        payload = self.signer.unsign("web-key", _one(form, "key"), when)
+        value = self.signer.sign(
+            "web-key-pending",
+            {
+                "k": key,
+                "x": _safe_next(_one(form, "next")),
+                "n": secrets.token_urlsafe(16),
+                "exp": int(when.timestamp()) + KEY_SECONDS,
+            },
+        )
+        return self._redirect("/web/key", self._pending_cookie(request, value, KEY_SECONDS))
+
+    def _key_question(self, request: WebRequest) -> WebResponse:
+        """``GET /web/key``: on at once for the key's own user; anyone else is asked."""
+        pending = self._pending_key(request)
+        holder = self._key_holder(pending["k"]) if pending else None
+        if pending is None or holder is None:
+            return self._key_refused()
+        session = self._session(request)
+        if session is not None and session[0].id == holder.id:
+            return self._redeem_key(request, pending)
+        body = render.confirm_key_sign_in(
+            holder.display,
+            holder.id,
+            current=session[0].display if session else None,
+            csrf=self._csrf(pending["n"]),
+        )
+        return self._page(200, "Sign in to ltm?", body, nav=None)
+
+    def _redeem_key(self, request: WebRequest, pending: Mapping[str, Any]) -> WebResponse:
+        """The key used (single use across processes) and the session started."""
+        when = self.clock()
+        payload = self.signer.unsign("web-key", str(pending["k"]), when)
         user: User | None = None
-        token_hash = ""
         if payload is not None:
             nonce, token_hash = str(payload.get("n", "")), str(payload.get("t", ""))
             expires = datetime.fromtimestamp(float(payload["exp"]), when.tzinfo)
-            # Single use across processes: the first redemption counts 1, any replay more.
+            # The first redemption counts 1, any replay more.
             if nonce and self.store.add_to_counter(f"web-key:{nonce}", when, expires) == 1:
                 user = self._key_user(str(payload.get("u", "")), token_hash)
         if user is None:
-            return self._page(
-                403,
+            return self._key_refused()
+        cookie = self.start_session(request, user, token_hash=token_hash)
+        return self._redirect(_safe_next(str(pending["x"])), cookie)
+
+    def _key_holder(self, key: str) -> User | None:
+        """The user a sign-in key names while it is good (signed, unexpired, its token
+        standing); None else. Whether it was used already shows only on redeeming it."""
+        payload = self.signer.unsign("web-key", key, self.clock())
+        if payload is None:
+            return None
+        return self._key_user(str(payload.get("u", "")), str(payload.get("t", "")))
+
+    def _pending_name(self, request: WebRequest) -> str:
+        return "__Host-ltm_key" if request.base_url.startswith("https://") else "ltm_key"
+
+    def _pending_cookie(self, request: WebRequest, value: str, max_age: int) -> str:
+        attributes = f"Path=/; Max-Age={max_age}; HttpOnly; SameSite=Lax"
+        if request.base_url.startswith("https://"):
+            attributes += "; Secure"
+        return f"{self._pending_name(request)}={value}; {attributes}"
+
+    def _pending_key(self, request: WebRequest) -> dict[str, Any] | None:
+        """The key this browser brought to ``POST /web/key`` (its cookie), while fresh."""
+        raw = _cookie_value(request, self._pending_name(request))
+        payload = self.signer.unsign("web-key-pending", raw, self.clock())
+        if payload is None or not all(isinstance(payload.get(f), str) for f in "kxn"):
+            return None
+        return payload
+
+    def _key_refused(self) -> WebResponse:
+        return self._page(
+            403,
+            "Sign-in link expired",
+            render.problem(
                 "Sign-in link expired",
-                render.problem(
-                    "Sign-in link expired",
-                    "This sign-in was used already, took too long, or its token was revoked."
-                    " Run ltm open again.",
-                    link=None,
-                ),
-                nav=None,
-            )
-        next_path = _safe_next(_one(form, "next"))
-        return self._redirect(next_path, self.start_session(request, user, token_hash=token_hash))
+                "This sign-in was used already, took too long, or its token was revoked."
+                " Run ltm open again.",
+                link=None,
+            ),
+            nav=None,
+        )
 
     def _key_user(self, user_id: str, token_hash: str) -> User | None:
         """The key's user, while the token it was made with still stands (full scope)."""

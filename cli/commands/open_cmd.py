@@ -92,7 +92,8 @@ def open_view(
     if open_private(key["url"], {"key": key["key"], "next": next_path}) is None:
         info("could not open a browser; open the URL above")
     else:
-        info("opened in your browser, signed in as you (single-use key, not shown)")
+        # A browser signed in as someone else, or not at all, asks first (login CSRF).
+        info("opened in your browser to sign in as you (single-use key, not shown)")
 
 
 def _same_server(base: str, url: str) -> bool:
