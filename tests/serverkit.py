@@ -68,7 +68,10 @@ SERVER = [LTM, "server"]
 
 
 def clean_env(**extra: str) -> dict[str, str]:
+    from clikit import CACHE
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("LTM_")}
+    env["LTM_CACHE_DIR"] = str(CACHE)  # search by meaning's vocabulary: not the real ~/.cache
     env.update(extra)
     return env
 

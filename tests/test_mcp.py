@@ -20,6 +20,7 @@ from typing import Any
 
 import httpkit
 import pytest
+from clikit import CACHE
 from timing import scaled
 
 pytest.importorskip("mcp")
@@ -68,6 +69,7 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env["LTM_DATA_DIR"] = str(tmp_path / "data")
     env["LTM_CONFIG_DIR"] = str(tmp_path / "config")
     env["LTM_STATE_DIR"] = str(tmp_path / "state")
+    env["LTM_CACHE_DIR"] = str(CACHE)  # search by meaning's vocabulary: not the real ~/.cache
     env.update(extra)
     return env
 
