@@ -148,6 +148,9 @@ def test_share_read_and_unshare_through_the_cli(server: Server, tmp_path: Path) 
     assert "Gus's notes" in hal.ok("show", pid)
     assert hal.fails("share", pid, gus_id).startswith("ltm: no packet")
     assert hal.fails("unpublish", pid, "--yes")
+    for nobody in ("", " "):  # no user: a usage error, not "no packet you can share"
+        said = gus.fails("unshare", pid, nobody, code=2)
+        assert said == "ltm: unshare: give the user's display name or id (ltm share ID lists them)"
     assert gus.ok("unshare", pid, "hal").strip() == f"unshared {pid} with hal"
     hal.fails("show", pid)
     assert "nobody has shared" in hal.run("ls", "--shared").stderr

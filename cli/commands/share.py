@@ -161,6 +161,10 @@ def share(
 
 def unshare(ref: options.Ref, user: User, team: options.Team = None) -> None:
     """End a share at once: the user can no longer read the packet."""
+    if not user.strip():  # the route would lose its last segment and name no share at all
+        raise CliError(
+            "unshare: give the user's display name or id (ltm share ID lists them)", exit_code=2
+        )
     backend = _server("unshare", team)
     try:
         packet_id = backend.resolve(ref, team=team)
