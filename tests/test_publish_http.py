@@ -9,6 +9,7 @@ and answers 404 the moment the packet is unpublished or deleted.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -17,8 +18,9 @@ from pathlib import Path
 import httpkit
 import httpx
 import pytest
-from clikit import Cli, signed_in
-from serverkit import SERVER_STORES, Server, make_packet, running_server
+from clikit import Cli, answered, signed_in
+from serverkit import LTM, SERVER_STORES, Server, make_packet, running_server
+from timing import scaled
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';"
@@ -191,12 +193,17 @@ def test_unknown_secrets_are_404(server: Server, secret: str) -> None:
     assert r.headers["content-security-policy"] == CSP
 
 
-def test_cli_publish_unpublish_and_open(server: Server, tmp_path: Path) -> None:
+def cli_on(server: Server, tmp_path: Path, name: str) -> Cli:
+    """``name`` signed in on a machine of their own; the CLI's side is the same on every
+    store, so it runs against the SQLite server only."""
     if server.store != "sqlite":
         pytest.skip("the CLI side is the same on every store")
-    cli = signed_in(server, tmp_path / "cli", "cara")
+    return signed_in(server, tmp_path / "cli", name)
+
+
+def test_cli_publish_unpublish_and_open(server: Server, tmp_path: Path) -> None:
+    cli = cli_on(server, tmp_path, "cara")
     packet = make_packet(goal="From the CLI")
-    import json
 
     cli.ok("save", "-", stdin=json.dumps(packet))
     url = cli.ok("publish", packet["id"][:14]).strip()  # a prefix resolves
@@ -226,11 +233,7 @@ def test_a_packet_only_in_the_local_store_is_named_where_it_is(
 ) -> None:
     """Saved before signing in (or with --local), a packet is not on the server: publish,
     share and open say where it is and how to copy it up, not only that the server has none."""
-    if server.store != "sqlite":
-        pytest.skip("the CLI side is the same on every store")
-    import json
-
-    cli = signed_in(server, tmp_path / "cli", "lou")
+    cli = cli_on(server, tmp_path, "lou")
     pid = cli.ok("save", "--local", "-", stdin=json.dumps(make_packet(goal="Before"))).strip()
     for args in (("publish", pid[:14]), ("share", pid, "someone"), ("open", pid, "--no-browser")):
         said = cli.fails(*args)
@@ -239,6 +242,31 @@ def test_a_packet_only_in_the_local_store_is_named_where_it_is(
     assert "no packet" in cli.fails("publish", "01NOSUCHPACKET000000000000")
     cli.ok("push", "--from-local", pid)
     assert SECRET_URL.fullmatch(cli.ok("publish", pid[:14]).strip())
+
+
+def test_unpublish_on_a_terminal_names_the_packet_before_it_asks(
+    server: Server, tmp_path: Path
+) -> None:
+    # A prefix is resolved, and a wrong or ambiguous one told, before the question, which
+    # names the packet and the URL that stops working.
+    import pexpect
+
+    cli = cli_on(server, tmp_path, "una")
+    packet = make_packet(goal="Asked about")
+    pid = cli.ok("save", "-", stdin=json.dumps(packet)).strip()
+    url = cli.ok("publish", pid).strip()
+    asked, said, status = answered(cli, ["unpublish", pid[:14]], "n")
+    assert f"Unpublish {pid} (Asked about)? {url} stops working" in asked, asked
+    assert "nothing unpublished" in said and status == 1
+    assert httpkit.get(url).status_code == 200
+    for wrong in ("01NOSUCHPACKET", pid[:2]):  # none, and (with the one above) ambiguous
+        cli.ok("save", "-", stdin=json.dumps(make_packet(goal="Another")))
+        child = pexpect.spawn(LTM, ["unpublish", wrong], env=cli.env, timeout=scaled(30))
+        child.expect(pexpect.EOF)
+        child.close()
+        out = child.before.decode()
+        assert "[y/N]" not in out and out.startswith("ltm: "), out
+        assert child.exitstatus == 1
 
 
 def _read_only_token(server: Server, user_id: str) -> str:

@@ -58,7 +58,7 @@ def unpublish(
     backend = _server("unpublish", team)
     try:
         confirmed(
-            f"Unpublish {ref}? Its public URL stops working for everyone at once",
+            lambda: _question(backend, ref, team),
             yes=yes,
             verb=f"ltm unpublish {ref}",
             nothing="nothing unpublished",
@@ -67,3 +67,16 @@ def unpublish(
     finally:
         backend.close()  # type: ignore[attr-defined]
     print(f"unpublished {ref}")
+
+
+def _question(backend: object, ref: str, team: str | None) -> str:
+    """What ``unpublish`` asks on a terminal: the packet named (a prefix resolved, its goal)
+    and its URL when the server says it (to whoever may unpublish it), read first so that a
+    wrong or ambiguous id is told before anyone is asked to confirm anything."""
+    from ltm.cli.commands.rm import _goal
+
+    body = backend.get(ref, team=team)  # type: ignore[attr-defined]
+    packet_id = backend.resolve(ref, team=team)  # type: ignore[attr-defined]
+    published = backend.published(packet_id)  # type: ignore[attr-defined]
+    url = published[1] if published else "Its public URL"
+    return f"Unpublish {packet_id} ({_goal(body)})? {url} stops working for everyone at once"
