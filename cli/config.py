@@ -27,9 +27,9 @@ which would silently drop a user's redaction patterns. ``config.json`` from
 earlier builds of this CLI is moved into ``settings.toml`` on first read.
 
 Every file here is written atomically with mode 0600 in a 0700 dir; no token
-is ever written to a settings file. ``config.toml`` and the sign-in files are
-read and written back under one lock (``locked``), so two processes never undo
-each other's change.
+is ever written to a settings file. ``config.toml``, ``settings.toml`` and the
+sign-in files are read and written back under one lock (``locked``), so two
+processes never undo each other's change.
 """
 
 from __future__ import annotations
@@ -39,15 +39,16 @@ import errno
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ltm.cli.errors import CliError
 
 REFERENCE_FILE = "config.toml"  # shared with the reference CLI
 SETTINGS_FILE = "settings.toml"  # this CLI's own settings
 LEGACY_SETTINGS_FILE = "config.json"  # earlier builds of this CLI
+T = TypeVar("T")
 SETTINGS_HEADER = (
     "# Settings of the Python ltm CLI that the reference CLI does not have (the shared\n"
     "# ones, such as host, are in config.toml). Change with: ltm config, ltm sensitive\n"
@@ -259,6 +260,33 @@ def load_settings() -> dict[str, Any]:
 
 def save_settings(settings: dict[str, Any]) -> None:
     write_toml(config_dir() / SETTINGS_FILE, settings, header=SETTINGS_HEADER)
+
+
+def update_settings(change: Callable[[dict[str, Any]], T]) -> T:
+    """Read ``settings.toml``, let ``change`` edit it in place, write it back: under the
+    config dir's lock, so two ``ltm sensitive add`` or ``ltm config set`` at once keep
+    both changes (each rewrites the whole file from what it read). Returns ``change``'s
+    answer; the file is not written when ``change`` raises."""
+    with contextlib.suppress(OSError):
+        private_dir(config_dir())  # the lock's file lives there: made first, or no lock
+    with locked():
+        settings = load_settings()
+        answer = change(settings)
+        save_settings(settings)
+        return answer
+
+
+def sensitive_patterns(settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """``settings.toml``'s ``[[sensitive]]`` tables; a CliError naming the file when the
+    key holds anything else (a hand edit), rather than a crash in every verb that scans."""
+    found = settings.get("sensitive", [])
+    if isinstance(found, list) and all(isinstance(entry, dict) for entry in found):
+        return list(found)
+    raise CliError(
+        f"sensitive in {config_dir() / SETTINGS_FILE} must be a list of "
+        "{ kind = ..., regex = ... } tables; correct it, or remove it and add the "
+        "patterns again: ltm sensitive add KIND REGEX"
+    )
 
 
 def _migrate_legacy_settings(directory: Path) -> dict[str, Any]:

@@ -143,10 +143,10 @@ def accept(
 def user_rules() -> list[Rule]:
     """The user's own redaction patterns (``ltm sensitive add``)."""
     from ltm import redact
-    from ltm.cli.config import load_settings
+    from ltm.cli.config import load_settings, sensitive_patterns
 
     rules = []
-    for entry in load_settings().get("sensitive", []):
+    for entry in sensitive_patterns(load_settings()):
         try:
             rules.append(redact.compile_user_rule(entry["kind"], entry["regex"]))
         except (KeyError, TypeError, ValueError) as exc:

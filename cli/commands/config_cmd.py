@@ -135,14 +135,15 @@ def _write(name: str, value: Any) -> None:
 
         update_reference(**{name: value})
         return
-    from ltm.cli.config import load_settings, save_settings
+    from ltm.cli.config import update_settings
 
-    settings = load_settings()
-    if value is None:
-        settings.pop(name, None)
-    else:
-        settings[name] = value
-    save_settings(settings)
+    def change(settings: dict[str, Any]) -> None:
+        if value is None:
+            settings.pop(name, None)
+        else:
+            settings[name] = value
+
+    update_settings(change)
 
 
 def _show(value: Any) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -15,11 +15,10 @@ app = typer.Typer(
 )
 
 
-def _patterns() -> tuple[dict, list[dict[str, str]]]:
-    from ltm.cli.config import load_settings
+def _patterns() -> list[dict[str, Any]]:
+    from ltm.cli.config import load_settings, sensitive_patterns
 
-    settings = load_settings()
-    return settings, list(settings.get("sensitive", []))
+    return sensitive_patterns(load_settings())
 
 
 @app.command("add")
@@ -39,37 +38,44 @@ def add(
     backtrack catastrophically and hang a save or push.
     """
     from ltm import redact
-    from ltm.cli.config import save_settings
+    from ltm.cli.config import sensitive_patterns, update_settings
 
     try:
         redact.compile_user_rule(kind, regex)
     except ValueError as exc:
         raise CliError(str(exc), exit_code=2) from None
-    settings, patterns = _patterns()
-    patterns = [p for p in patterns if p.get("kind") != kind] + [{"kind": kind, "regex": regex}]
-    settings["sensitive"] = patterns
-    save_settings(settings)
-    info(f"added pattern {kind}")
+
+    def change(settings: dict[str, Any]) -> list[dict[str, Any]]:
+        patterns = sensitive_patterns(settings)
+        settings["sensitive"] = [p for p in patterns if p.get("kind") != kind] + [
+            {"kind": kind, "regex": regex}
+        ]
+        return [p for p in patterns if p.get("kind") == kind]
+
+    replaced = update_settings(change)
+    info(f"replaced pattern {kind}" if replaced else f"added pattern {kind}")
 
 
 @app.command("ls")
 def ls() -> None:
     """List your patterns."""
-    for pattern in _patterns()[1]:
+    for pattern in _patterns():
         print(f"{pattern.get('kind')}\t{pattern.get('regex')}")
 
 
 @app.command("rm")
 def rm(kind: Annotated[str, typer.Argument(help="The pattern's name.")]) -> None:
     """Remove one of your patterns."""
-    from ltm.cli.config import save_settings
+    from ltm.cli.config import sensitive_patterns, update_settings
 
-    settings, patterns = _patterns()
-    kept = [p for p in patterns if p.get("kind") != kind]
-    if len(kept) == len(patterns):
-        raise CliError(f"no pattern named {kind!r}")
-    settings["sensitive"] = kept
-    save_settings(settings)
+    def change(settings: dict[str, Any]) -> None:
+        patterns = sensitive_patterns(settings)
+        kept = [p for p in patterns if p.get("kind") != kind]
+        if len(kept) == len(patterns):
+            raise CliError(f"no pattern named {kind!r}")
+        settings["sensitive"] = kept
+
+    update_settings(change)
     info(f"removed pattern {kind}")
 
 

@@ -1,0 +1,45 @@
+"""The settings verbs as a person runs them: ``ltm config`` and ``ltm sensitive`` on
+settings.toml and config.toml, the real ``ltm`` in subprocesses, one home per test."""
+
+from __future__ import annotations
+
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from clikit import Cli
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path / "me")
+
+
+def test_settings_changed_at_once_keep_every_change(cli: Cli) -> None:
+    """Each verb rewrites settings.toml whole from what it read: without the config dir's
+    lock, writers running together put back what they read and drop the others' change."""
+    adds = [("sensitive", "add", f"k{n}", f"pattern{n}") for n in range(6)]
+    sets = [("config", "set", "timeout", "7"), ("config", "set", "browser", "false")]
+    with ThreadPoolExecutor(max_workers=len(adds) + len(sets)) as pool:
+        results = list(pool.map(lambda args: cli.run(*args), adds + sets))
+    assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
+    saved = tomllib.loads((cli.config / "settings.toml").read_text())
+    assert sorted(p["kind"] for p in saved["sensitive"]) == [f"k{n}" for n in range(6)]
+    assert saved["timeout"] == 7 and saved["browser"] is False
+
+
+def test_a_pattern_added_again_under_its_name_says_it_replaced_one(cli: Cli) -> None:
+    assert "added pattern dup" in cli.run("sensitive", "add", "dup", "first").stderr
+    assert "replaced pattern dup" in cli.run("sensitive", "add", "dup", "second").stderr
+    assert cli.ok("sensitive", "ls") == "dup\tsecond\n"
+
+
+@pytest.mark.parametrize("verb", [("ls",), ("add", "k", "x"), ("rm", "k"), ("test", "text")])
+def test_a_hand_broken_sensitive_key_is_named_not_a_crash(cli: Cli, verb: tuple[str, ...]) -> None:
+    cli.config.mkdir(parents=True, mode=0o700)
+    (cli.config / "settings.toml").write_text('sensitive = "corp.example.net"\n')
+    line = cli.fails("sensitive", *verb)
+    assert str(cli.config / "settings.toml") in line and "ltm sensitive add" in line
+    # The same line from a save, which scans with the user's patterns.
+    assert cli.fails("save", "-", stdin='{"goal": "g", "next_step": "n"}') == line
