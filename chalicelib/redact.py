@@ -7,8 +7,9 @@ as defense in depth (``scan_packet(..., secrets_only=True)``; see
 ``ltm.service.packets``). This module only *finds*; callers decide.
 
 Each hit is reported as ``field/kind: match``: a path or local URL cut to 32
-characters (plus ``…``), a secret by its head alone (``SECRET_SHOWN``: at most 8
-characters and a quarter of the match, ``ghp_aB3d…``), a private key masked, so
+characters (plus ``…``), a secret or a match of the user's own patterns by its head
+alone (``SECRET_SHOWN``: at most 8 characters and a quarter of the match,
+``ghp_aB3d…``), a private key masked, so
 a report (a terminal, an agent's context, a CI log) never echoes a usable secret.
 
 Design notes
@@ -212,6 +213,9 @@ class Rule:
     alias: bool = False
     needles: tuple[str, ...] = ()
     reach: int = 0
+    # Shown by its head alone, as a secret is, without the secret class's placeholder
+    # filter and ranks: a user's pattern, which may describe a token ltm has no rule for.
+    head_only: bool = False
 
 
 # --------------------------------------------------------------------------- #
@@ -1215,7 +1219,7 @@ def compile_user_rule(kind: str, regex: str) -> Rule:
     pattern = _RE2Pattern(compiled, regex)
     if _can_match_empty(pattern):
         raise ValueError(f"pattern for kind {kind!r} matches the empty string: {regex!r}")
-    return Rule(kind, pattern)
+    return Rule(kind, pattern, head_only=True)
 
 
 def _re2_reason(error: Exception) -> str:
@@ -1316,7 +1320,7 @@ def _shown(rule: Rule, text: str, masked: bool = True) -> str:
     secret like any other match."""
     if rule.mask is not None:
         return rule.mask
-    if masked and rule.secret:
+    if masked and (rule.secret or rule.head_only):
         return text[: min(SECRET_SHOWN, len(text) // 4)] + _ELLIPSIS
     if len(text) > MAX_SHOWN:
         return text[:MAX_SHOWN] + _ELLIPSIS

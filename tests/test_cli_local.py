@@ -313,7 +313,7 @@ def test_sensitive_patterns(env: dict[str, str]) -> None:
     ok(env, "sensitive", "add", "codename", r"project-bluebird")
     assert "codename" in ok(env, "sensitive", "ls")
     tested = ltm(env, "sensitive", "test", "ship project-bluebird now")
-    assert tested.returncode == 1 and "codename: project-bluebird" in tested.stdout
+    assert tested.returncode == 1 and tested.stdout == "codename: proj…\n"
     assert ltm(env, "sensitive", "test", "nothing to see").returncode == 0
 
     result = ltm(env, "save", "-", stdin=json.dumps({**CONTENT, "goal": "ship project-bluebird"}))

@@ -417,6 +417,23 @@ def test_example_whoami_validate(shim: Shim, tmp_path: Path) -> None:
     assert "no packets yet" in shim.ok("ls")  # validate stores nothing
 
 
+# A token of the user's own, for a pattern of their own: the scanner has no rule for it.
+OWN_TOKEN = "acme_" + "q7w3e9r1" + "t5y2u8i4o6p0"
+
+
+def test_a_users_own_pattern_blocks_the_save_tool_and_its_match_is_not_echoed(
+    tmp_path: Path,
+) -> None:
+    env = clean_env(tmp_path, HOME=str(tmp_path / "home"))
+    assert cli(env, "sensitive", "add", "acme-token", "acme_[a-z0-9]{20}").returncode == 0
+    with Shim(env, tmp_path / "shim.stderr") as shim:
+        message = shim.fails("save", {"packet": {**CONTENT, "goal": f"use {OWN_TOKEN}"}})
+        assert "goal/acme-token: acme_q…" in [line.strip() for line in message.splitlines()]
+        assert OWN_TOKEN[6:] not in message
+        assert "no packets yet" in shim.ok("ls")
+    assert OWN_TOKEN[6:] not in shim.stderr()
+
+
 def test_redaction_block_lists_every_hit_and_stores_nothing(
     shim: Shim, env: dict[str, str]
 ) -> None:

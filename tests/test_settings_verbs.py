@@ -43,3 +43,18 @@ def test_a_hand_broken_sensitive_key_is_named_not_a_crash(cli: Cli, verb: tuple[
     assert str(cli.config / "settings.toml") in line and "ltm sensitive add" in line
     # The same line from a save, which scans with the user's patterns.
     assert cli.fails("save", "-", stdin='{"goal": "g", "next_step": "n"}') == line
+
+
+# A token of the user's own, for a pattern of their own: the scanner has no rule for it.
+OWN_TOKEN = "acme_" + "q7w3e9r1" + "t5y2u8i4o6p0"
+
+
+def test_a_token_your_own_pattern_finds_is_never_echoed(cli: Cli) -> None:
+    """A user's pattern may describe a token of theirs: a report names the field and the
+    kind and shows the match's head, as for the built-in secrets, on the terminal too."""
+    cli.ok("sensitive", "add", "acme-token", "acme_[a-z0-9]{20}")
+    tested = cli.run("sensitive", "test", f"use {OWN_TOKEN} here")
+    assert tested.returncode == 1 and tested.stdout == "acme-token: acme_q…\n"
+    saved = cli.run("save", "-", stdin=f'{{"goal": "use {OWN_TOKEN}", "next_step": "go"}}')
+    assert saved.returncode == 1 and "goal/acme-token: acme_q…" in saved.stderr
+    assert OWN_TOKEN[6:] not in saved.stdout + saved.stderr
