@@ -38,7 +38,9 @@ def content(goal: str) -> str:
 def follower(tmp_path: Path) -> tuple[str, Path]:
     """A BROWSER program that does what a browser does with ``ltm open``'s private page:
     submits its form (or follows its refresh), keeps the cookie, and saves the page it
-    lands on. Its own argv goes to ``argv.txt``: the CLI may put nothing secret there."""
+    lands on; asked whose account to sign in as, it answers as the person would, and
+    saves the question to ``asked.html``. Its own argv goes to ``argv.txt``: the CLI may
+    put nothing secret there."""
     landed = tmp_path / "landed.html"
     program = tmp_path / "browser.py"
     program.write_text(
@@ -56,11 +58,18 @@ def follower(tmp_path: Path) -> tuple[str, Path]:
         "page = Path(sys.argv[1].removeprefix('file://')).read_text()\n"
         "jar = http.cookiejar.CookieJar()\n"
         "opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))\n"
-        'action = re.search(r\'<form method="post" action="([^"]+)"\', page)\n'
-        'fields = dict(re.findall(r\'name="([^"]+)" value="([^"]*)"\', page))\n'
-        "data = urllib.parse.urlencode({k: html.unescape(v) for k, v in fields.items()})\n"
-        "answer = opener.open(html.unescape(action.group(1)), data.encode())\n"
-        f"Path({str(landed)!r}).write_text(answer.url + '\\n' + answer.read().decode())\n"
+        "def submit(page, base=''):\n"
+        '    action = re.search(r\'<form method="post" action="([^"]+)"\', page)\n'
+        '    fields = dict(re.findall(r\'name="([^"]+)" value="([^"]*)"\', page))\n'
+        "    data = urllib.parse.urlencode({k: html.unescape(v) for k, v in fields.items()})\n"
+        "    url = urllib.parse.urljoin(base, html.unescape(action.group(1)))\n"
+        "    answer = opener.open(url, data.encode())\n"
+        "    return answer.url, answer.read().decode()\n"
+        "url, page = submit(page)\n"
+        "if 'name=\"confirm\"' in page:\n"
+        f"    Path({str(tmp_path / 'asked.html')!r}).write_text(page)\n"
+        "    url, page = submit(page, url)\n"
+        f"Path({str(landed)!r}).write_text(url + '\\n' + page)\n"
     )
     program.chmod(0o755)
     return str(program), landed
@@ -98,6 +107,7 @@ def test_a_team_day_end_to_end(server: Server, tmp_path: Path) -> None:
     assert opened.strip() == f"{web}/web?team=core"
     page = landed.read_text()
     assert page.startswith(f"{web}/web?team=core\n")  # signed in: not the sign-in form
+    assert "Sign in as Sam" in (tmp_path / "asked.html").read_text()  # asked first, by name
     assert "Sam&#x27;s first step" in page or "Sam's first step" in page
     assert "Olive&#x27;s plan for core" in page or "Olive's plan for core" in page
     argv = (tmp_path / "argv.txt").read_text()
