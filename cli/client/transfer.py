@@ -9,7 +9,7 @@ packet into the team, the protocol's rule; the message says so.)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ltm.cli.terminal.output import info
 
@@ -40,10 +40,7 @@ def to_server(ref: str, *, team: str | None, lenient: bool, allow_unredacted: bo
         finally:
             store.close()
         checked = preflight.accept(
-            _stored_object(body, ref),
-            lenient=lenient,
-            allow_unredacted=allow_unredacted,
-            label=f"local packet {ref}",
+            body, lenient=lenient, allow_unredacted=allow_unredacted, label=f"local packet {ref}"
         )
         moved = team is not None and remote.holds_personally(checked.data)
         existed = moved or remote.stored(str(checked.data.get("id", ""))) is not None
@@ -79,9 +76,7 @@ def to_local_store(ref: str, *, team: str | None, lenient: bool) -> str:
         remote.close()
     # Coming down, it stays on this machine: judged, not scanned.
     label = f"packet {ref} from {remote.host}"
-    checked = preflight.accept(
-        _stored_object(body, ref), lenient=lenient, allow_unredacted=True, label=label
-    )
+    checked = preflight.accept(body, lenient=lenient, allow_unredacted=True, label=label)
     store = LocalBackend.open()
     try:
         pushed = store.push(checked.data, lenient=lenient)
@@ -94,15 +89,6 @@ def to_local_store(ref: str, *, team: str | None, lenient: bool) -> str:
     info(f"{verb} {pushed.id} from {remote.host} into the {store.label}")
     print(pushed.id)
     return pushed.id
-
-
-def _stored_object(body: bytes, ref: str) -> dict[str, Any]:
-    """A stored packet judged as the object it is, as ``ltm import`` judges a bundle's: a
-    store keeps it indented, which may reach a little past the 32 KiB cap its compact form
-    is held to (``packet.check``); judged as bytes, such a packet could not be copied."""
-    from ltm.present import decode_packet
-
-    return decode_packet(body, ref)
 
 
 def _author(
