@@ -240,6 +240,8 @@ def _lineage_errors(data: dict[str, Any], old_id: str, *, in_place: bool) -> lis
     Without ``--in-place`` the old packet is kept: an edit given its id back would replace
     it, continuing itself, the very packet the new one was to leave as it was.
     """
+    from ltm.preflight import own_parent
+
     new_id = data.get("id")
     errors = []
     if in_place and new_id != old_id:
@@ -249,10 +251,8 @@ def _lineage_errors(data: dict[str, Any], old_id: str, *, in_place: bool) -> lis
             f"id: {old_id} is the packet being edited, which a new packet leaves as it is;"
             " remove the id line (a new one is filled in), or use --in-place to replace it"
         )
-    elif data.get("parent_id") == new_id:
-        errors.append(
-            f"parent_id: {new_id} is this packet's own id; a packet cannot continue itself"
-        )
+    elif looping := own_parent(data):
+        errors.append(looping)
     return errors
 
 
