@@ -355,7 +355,8 @@ class Stopped(CliError):
     """The server went out of reach, or stopped taking the token, during an import
     (``_ends_import``), or the local store could not be written: it ends at the first
     line that did not get through, rather than refuse every line after it for the same
-    reason."""
+    reason. Also a second bundle's header in the stream (bundles joined with ``cat``):
+    the lines after it come from where that header says, never this one's."""
 
     def __init__(self, line: int, cause: CliError, *, then: str = AGAIN) -> None:
         super().__init__(
