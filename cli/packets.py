@@ -238,11 +238,15 @@ def log_thread(ref: str, *, team: str | None, as_json: bool, local: bool) -> Non
         shown = [] if as_json else shown_ids(backend, [str(row["id"]) for row in rows])
     finally:
         backend.close()
+    why, said = ("", "") if complete else _cut_short(rows)
     if as_json:
-        print_json({"packets": rows, "complete": complete})
+        answer: dict[str, Any] = {"packets": rows, "complete": complete}
+        if why:  # a script told only "incomplete" would look for packets that are there
+            answer["stopped"] = why
+        print_json(answer)
         return
-    if not complete:
-        info(_cut_short(rows))
+    if said:
+        info(said)
     width = _width(shown)
     for row, short in zip(rows, shown, strict=True):
         when = relative_time(row["created_at"])
@@ -251,27 +255,30 @@ def log_thread(ref: str, *, team: str | None, as_json: bool, local: bool) -> Non
         print(f"{safe(short):<{width}}  {when:<12}  {goal}  -> next: {step}")
 
 
-def _cut_short(rows: list[dict[str, Any]]) -> str:
-    """Why a thread is shown from its first row on, said as it is: "gone or not visible"
-    of a thread that loops, or of one longer than a walk reads, would send the user
-    looking for packets that are there."""
-    first = str(rows[0]["id"]) if rows else ""
+def _cut_short(rows: list[dict[str, Any]]) -> tuple[str, str]:
+    """Why a thread is shown from its first row on: the reason ``log --json`` gives
+    ("itself", "loop", "limit" or "unreadable") and the line ``ltm log`` says. Said as it
+    is: "gone or not visible" of a thread that loops, or of one longer than a walk reads,
+    would send the user looking for packets that are there."""
+    first = safe(str(rows[0]["id"])) if rows else ""
     parent = rows[0].get("parent_id") if rows else None
-    if parent == first:
-        return f"{safe(first)} names itself as its parent (parent_id); nothing comes before it"
+    if rows and parent == rows[0]["id"]:
+        return "itself", f"{first} names itself as its parent (parent_id); nothing comes before it"
     if parent in {row["id"] for row in rows}:
-        return (
-            f"this thread loops: {safe(first)} continues {safe(str(parent))}, shown after it"
+        return "loop", (
+            f"this thread loops: {first} continues {safe(str(parent))}, shown after it"
             " (their parent_id links form a cycle); shown from there"
         )
     from ltm.service.packets import MAX_THREAD  # only a thread cut short pays for it
 
     if len(rows) >= MAX_THREAD:
-        return (
+        return "limit", (
             f"the thread goes on before these {len(rows):,} packets, the most one walk reads;"
             f" the earlier ones: ltm log {safe(str(parent))}"
         )
-    return "earlier packets of this thread are gone or not visible to you; shown from there"
+    return "unreadable", (
+        "earlier packets of this thread are gone or not visible to you; shown from there"
+    )
 
 
 def resume_packet(

@@ -200,6 +200,12 @@ def test_log_says_why_a_thread_is_cut_short(cli: Cli, tmp_path: Path) -> None:
     assert "names itself as its parent" in said[itself["id"]]
     assert f"this thread loops: {two['id']} continues {one['id']}" in said[one["id"]]
     assert all("gone or not visible" not in line for line in said.values())
+    # --json says why as a word a script can test, beside complete: false
+    stopped = {ref: json.loads(cli.ok("log", ref, "--json")) for ref in (itself["id"], one["id"])}
+    assert [(t["complete"], t["stopped"]) for t in stopped.values()] == [
+        (False, "itself"),
+        (False, "loop"),
+    ]
 
     # 1,001 packets in one thread: the walk shows the newest 1,000 and names where to go on
     chain = [make_packet(goal=f"Step {n}") for n in range(1001)]
@@ -214,6 +220,8 @@ def test_log_says_why_a_thread_is_cut_short(cli: Cli, tmp_path: Path) -> None:
     long = cli.run("log", chain[-1]["id"])
     assert long.returncode == 0 and len(long.stdout.splitlines()) == 1000
     assert f"the earlier ones: ltm log {chain[0]['id']}" in long.stderr
+    assert json.loads(cli.ok("log", chain[-1]["id"], "--json"))["stopped"] == "limit"
+    assert "stopped" not in json.loads(cli.ok("log", chain[999]["id"], "--json"))
     assert cli.ok("log", chain[0]["id"]).startswith(chain[0]["id"][:12])
 
 
