@@ -655,6 +655,15 @@ def test_team_scopes_export_with_all_and_import_into_their_team(
         (shared["id"], "team", team),
     }
 
+    # A team -t names that does not exist (a typo) or is not hers: said once, before a
+    # line is read, rather than each line refused for it, one request each.
+    typo = gina.run("import", "-t", team + "x", str(everything))
+    assert typo.returncode == 1 and typo.stdout == ""
+    assert typo.stderr.strip() == (
+        f"ltm: team {team + 'x'!r} not found on {server.url}, or you are not a member"
+        " — see your teams: ltm teams ls"
+    )
+
     # Deleted on the server, then restored from the bundle: each into its own scope.
     gina.ok("rm", personal["id"], "--yes")
     gina.ok("rm", shared["id"], "-t", team, "--yes")

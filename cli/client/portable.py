@@ -321,6 +321,12 @@ def import_from(
             from ltm.cli.client.backend import no_team_here
 
             raise no_team_here(team)
+        if team and team not in backend.team_names():
+            # Asked once, before a line is read: else each line is refused for the same
+            # mistyped name, one report line and one request each.
+            from ltm.cli.client.remote import team_not_found
+
+            raise CliError(team_not_found(team, backend.label))
         Importer(
             backend,
             report,

@@ -661,6 +661,13 @@ def probe(http: Http) -> dict[str, Any]:
 # -- the backend ------------------------------------------------------------------
 
 
+def team_not_found(team: str, host: str) -> str:
+    """What a server's 404 for a team means to the person who named it."""
+    return (
+        f"team {team!r} not found on {host}, or you are not a member — see your teams: ltm teams ls"
+    )
+
+
 class RemoteBackend(Backend):
     """Packets on an ltm server, over the protocol's HTTP API."""
 
@@ -776,12 +783,7 @@ class RemoteBackend(Backend):
         return Rejected(f"token rejected by {self.host} — run: ltm auth {self.host}")
 
     def _team_hints(self, team: str | None) -> dict[int, str]:
-        if not team:
-            return {}
-        return {
-            404: f"team {team!r} not found on {{host}}, or you are not a member — see your"
-            " teams: ltm teams ls",
-        }
+        return {404: team_not_found(team, "{host}")} if team else {}
 
     # -- Backend ----------------------------------------------------------------------
 
