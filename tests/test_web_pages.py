@@ -568,6 +568,7 @@ def test_another_sites_sign_in_key_never_signs_a_browser_in_unasked(server: Serv
     elsewhere = server.web_client(follow_redirects=False)  # no key cookie: nothing to answer
     no_key = elsewhere.post("/web/key", data={"csrf": csrf, "confirm": "1"}, headers=SAME_ORIGIN)
     assert no_key.status_code == 403 and "victim" in browser.get("/web").text
+    assert "keeps no cookies" in elsewhere.get("/web/key").text  # cookies off: said so
     # A browser with no session is asked too; the person who answers is signed in.
     fresh = server.web_client(follow_redirects=False)
     asked = post_key(fresh, server.client(maker_token).post("/v1/web/sign-in-key").json()["key"])

@@ -1210,7 +1210,8 @@ class WebView:
             "Sign-in link expired",
             render.problem(
                 "Sign-in link expired",
-                "This sign-in was used already, took too long, or its token was revoked."
+                "This sign-in was used already, took too long, or its token was revoked;"
+                " or this browser keeps no cookies for this site, which signing in needs."
                 " Run ltm open again.",
                 link=None,
             ),
