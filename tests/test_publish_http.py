@@ -193,11 +193,15 @@ def test_unknown_secrets_are_404(server: Server, secret: str) -> None:
     assert r.headers["content-security-policy"] == CSP
 
 
-def cli_on(server: Server, tmp_path: Path, name: str) -> Cli:
-    """``name`` signed in on a machine of their own; the CLI's side is the same on every
-    store, so it runs against the SQLite server only."""
+def cli_side(server: Server) -> None:
+    """The CLI's side is the same on every store: it runs against the SQLite server only."""
     if server.store != "sqlite":
         pytest.skip("the CLI side is the same on every store")
+
+
+def cli_on(server: Server, tmp_path: Path, name: str) -> Cli:
+    """``name`` signed in on a machine of their own (the server is its default)."""
+    cli_side(server)
     return signed_in(server, tmp_path / "cli", name)
 
 
@@ -267,6 +271,29 @@ def test_unpublish_on_a_terminal_names_the_packet_before_it_asks(
         out = child.before.decode()
         assert "[y/N]" not in out and out.startswith("ltm: "), out
         assert child.exitstatus == 1
+
+
+def test_the_unpublish_printed_reaches_the_server_it_was_published_on(
+    server: Server, tmp_path: Path
+) -> None:
+    # Joined by invite, the machine's default stays the local store: the packet is
+    # published with -H, and the command printed to revoke it must name that server too.
+    import shlex
+
+    cli_side(server)
+    _, token = server.issue("pia")
+    owner = server.client(token)
+    assert owner.post("/v1/teams", json={"name": "pubteam"}).status_code == 201
+    code = owner.post("/v1/teams/pubteam/invites", json={}).json()["code"]
+    cli = Cli(tmp_path / "joiner")
+    cli.ok("join", f"{server.url}/v1/invites/{code}")
+    pid = cli.ok("save", "-t", "pubteam", "-", stdin=json.dumps(make_packet())).strip()
+    published = cli.run("-H", server.url, "publish", pid)
+    assert published.returncode == 0, published.stderr
+    revoke = published.stderr.strip().rpartition("revoke it with: ")[2]
+    assert revoke == f"ltm unpublish {pid} -H {server.url}"
+    cli.ok(*shlex.split(revoke)[1:], "--yes")
+    assert httpkit.get(published.stdout.strip()).status_code == 404
 
 
 def _read_only_token(server: Server, user_id: str) -> str:

@@ -394,6 +394,15 @@ def default_host() -> str | None:
     return state.default
 
 
+def reaching(host: str, team: str | None) -> list[str]:
+    """The options a command printed for later reaches ``host`` with: ``-t TEAM`` when the
+    verb had it, else ``-H HOST`` unless that is the default (the verb ran with ``-H``,
+    or found the one server signed in to while the default is the local store)."""
+    if team:
+        return ["-t", team]
+    return [] if default_host() == host else ["-H", host]
+
+
 def token_for(host: str) -> str | None:
     return load().token_for(host)
 

@@ -1515,14 +1515,14 @@ class RemoteBackend(Backend):
 
         local = local_id(ref)
         if local is not None:
-            from ltm.cli.client.credentials import default_host
+            from shlex import join
 
-            there = f" -t {team}" if team else ""
-            if not team and default_host() != self.host:
-                there = f" -H {self.host}"
+            from ltm.cli.client.credentials import reaching
+
+            copy = join(["ltm", "push", "--from-local", local, *reaching(self.host, team)])
             return CliError(
                 f"packet {local} is in your local store, not on {self.host} — read it there"
-                f" with --local, or copy it to the server: ltm push --from-local {local}{there}"
+                f" with --local, or copy it to the server: {copy}"
             )
         if team:
             return CliError(

@@ -39,7 +39,12 @@ def publish(ref: options.Ref, team: options.Team = None, as_json: options.Json =
         print(json.dumps(published, indent=2))
         return
     print(published["public_url"])
-    revoke = f"ltm unpublish {published['id']}" + (f" -t {team}" if team else "")
+    from shlex import join
+
+    from ltm.cli.client.credentials import reaching
+
+    host = backend.host  # type: ignore[attr-defined]
+    revoke = join(["ltm", "unpublish", published["id"], *reaching(host, team)])
     info(f"anyone with this link can read the packet; revoke it with: {revoke}")
 
 

@@ -151,11 +151,13 @@ def share(
     verb = "shared" if reply.status == 201 else "already shared"
     print(safe(f"{verb} {packet_id} with {who}"))
     if reply.status == 201:
-        import shlex
+        from shlex import join
 
-        # Copied and run as it is: a display name may hold a space or a quote, and with
-        # -t the share is on that team's server, which need not be the default.
-        end = shlex.join(["ltm", "unshare", packet_id, user, *(["-t", team] if team else [])])
+        from ltm.cli.client.credentials import reaching
+
+        # Copied and run as it is: a display name may hold a space or a quote, and the
+        # share is on this server, which need not be the default.
+        end = join(["ltm", "unshare", packet_id, user, *reaching(backend.host, team)])
         info(f"they can read it (ltm ls --shared); end it with: {end}")
 
 
