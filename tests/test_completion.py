@@ -131,6 +131,34 @@ def test_install_writes_the_script_once_per_shell(cli: Cli, tmp_path: Path) -> N
     assert "name it" in cli.fails("completion", "install", code=2, SHELL="/bin/tcsh")
 
 
+def test_install_into_a_start_up_file_it_cannot_write_says_one_line(cli: Cli) -> None:
+    home = Path(cli.env["HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / ".bashrc").symlink_to(home / "dotfiles-not-cloned" / "bashrc")  # dangling
+    line = cli.fails("completion", "install", "bash")
+    script = home / ".local/share/bash-completion/completions/ltm"
+    assert f"cannot add to {home / '.bashrc'} (No such file or directory)" in line
+    assert line.endswith(
+        f"add this line to it yourself: [ -r '{script}' ] && . '{script}'  # ltm tab completion"
+    )
+    assert script.is_file()  # the script itself is in place
+    (home / ".zshrc").mkdir()
+    assert "cannot add to" in cli.fails("completion", "install", "zsh")
+
+
+def test_install_appends_to_a_symlinked_start_up_file_not_in_utf8(cli: Cli) -> None:
+    home = Path(cli.env["HOME"])
+    (home / "dotfiles").mkdir(parents=True)
+    kept = b"alias ll='ls -l'  # caf\xe9, in Latin-1\n"
+    (home / "dotfiles" / "bashrc").write_bytes(kept)
+    (home / ".bashrc").symlink_to(home / "dotfiles" / "bashrc")
+    cli.ok("completion", "install", "bash")
+    cli.ok("completion", "install", "bash")
+    assert (home / ".bashrc").is_symlink()
+    written = (home / "dotfiles" / "bashrc").read_bytes()
+    assert written.startswith(kept) and written.count(b"# ltm tab completion") == 1
+
+
 def test_no_other_verb_loads_completion(cli: Cli) -> None:
     # typer loads its own completion module with itself; ours (and the packet ids it
     # reads) only for a shell's completion request.

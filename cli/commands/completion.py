@@ -214,16 +214,28 @@ def install(
     """Install tab completion for your shell (once; open a new shell to use it)."""
     name = _shell(shell)
     file, rc = targets(name)
-    file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_text(script(name), encoding="utf-8")
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(script(name), encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write {file}: {exc.strerror or exc}") from None
     where = f"installed {name} completion in {file}"
     if rc is not None:
-        current = rc.read_text(encoding="utf-8") if rc.exists() else ""
-        if MARK not in current:
-            with rc.open("a", encoding="utf-8") as handle:
-                handle.write("" if not current or current.endswith("\n") else "\n")
-                handle.write(_source_line(name, file))
-            where += f", sourced from {rc}"
-        else:
-            where += f" (already sourced from {rc})"
+        line = _source_line(name, file)
+        try:
+            # Bytes: a start-up file need not be UTF-8, and it is only appended to.
+            current = rc.read_bytes() if rc.exists() else b""
+            if MARK.encode() not in current:
+                # Appended, never rewritten: a symlinked rc (a dotfile manager's) stays one.
+                with rc.open("a", encoding="utf-8") as handle:
+                    handle.write("" if not current or current.endswith(b"\n") else "\n")
+                    handle.write(line)
+                where += f", sourced from {rc}"
+            else:
+                where += f" (already sourced from {rc})"
+        except OSError as exc:  # read-only, a folder, a symlink to a missing folder
+            raise CliError(
+                f"installed {name} completion in {file}, but cannot add to {rc}"
+                f" ({exc.strerror or exc}); add this line to it yourself: {line.strip()}"
+            ) from None
     info(f"{where}; open a new shell to use it")
