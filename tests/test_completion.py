@@ -14,6 +14,8 @@ import pytest
 from clikit import Cli
 from timing import scaled
 
+from ltm.cli.commands.config_cmd import KEYS
+
 BIN = str(Path(sys.executable).parent)
 TEAMS = ["core", "crew", "docs"]
 
@@ -61,6 +63,19 @@ def test_bash_completes_verbs_options_teams_and_packet_ids(cli: Cli) -> None:
     assert bash(cli, "ltm show ") == [newest, older]
     assert bash(cli, f"ltm show {older[:-2]}") == [older]
     assert bash(cli, f"ltm edit {newest[:-2]}") == [newest]
+    for line in ("ltm resume ", "ltm open ", "ltm push --from-local "):
+        assert bash(cli, line) == [newest, older], line
+
+
+def test_settings_verbs_complete_their_names(cli: Cli) -> None:
+    assert bash(cli, "ltm config set ") == list(KEYS)
+    assert bash(cli, "ltm config get t") == ["timeout"]
+    assert bash(cli, "ltm completion install z") == ["zsh"]
+    cli.ok("sensitive", "add", "corp-host", r"corp\.example\.net")
+    cli.ok("sensitive", "add", "quote", "it's")
+    assert bash(cli, "ltm sensitive rm ") == ["corp-host", "quote"]
+    zsh = typed(cli, "zsh", "ltm sensitive rm ")
+    assert '"corp-host":"corp .example .net"' in zsh and '"quote":"it s"' in zsh
 
 
 def test_zsh_gets_descriptions_it_can_eval_safely(cli: Cli) -> None:

@@ -208,7 +208,11 @@ def _source_line(shell: str, file: Path) -> str:
 def install(
     shell: Annotated[
         str | None,
-        typer.Argument(metavar="[SHELL]", help="bash, zsh or fish (default: your $SHELL)."),
+        typer.Argument(
+            metavar="[SHELL]",
+            help="bash, zsh or fish (default: your $SHELL).",
+            autocompletion=lambda incomplete: [s for s in SHELLS if s.startswith(incomplete)],
+        ),
     ] = None,
 ) -> None:
     """Install tab completion for your shell (once; open a new shell to use it)."""

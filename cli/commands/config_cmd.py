@@ -30,7 +30,16 @@ ENV = {"host": "LTM_HOST", "timeout": "LTM_TIMEOUT", "user": "LTM_USER", "output
 BOOLEAN = {"true": True, "1": True, "yes": True, "on": True}
 BOOLEAN |= {"false": False, "0": False, "no": False, "off": False}
 
-Key = Annotated[str, typer.Argument(metavar="KEY", help=f"One of: {', '.join(KEYS)}.")]
+
+def _complete_key(incomplete: str) -> list[tuple[str, str]]:
+    """Tab completion: the setting names, each with what it is."""
+    return [(name, about) for name, about in KEYS.items() if name.startswith(incomplete)]
+
+
+Key = Annotated[
+    str,
+    typer.Argument(metavar="KEY", help=f"One of: {', '.join(KEYS)}.", autocompletion=_complete_key),
+]
 
 
 def _key(key: str) -> str:
@@ -65,7 +74,9 @@ def _read(name: str) -> Any:
 
 
 @app.command("get")
-def get(key: Annotated[str | None, typer.Argument(metavar="KEY")] = None) -> None:
+def get(
+    key: Annotated[str | None, typer.Argument(metavar="KEY", autocompletion=_complete_key)] = None,
+) -> None:
     """Print one setting (exit 1 when it is not set), or every setting without KEY."""
     if key is None:
         for name in KEYS:

@@ -34,7 +34,11 @@ from ltm.loopback import loopback_url
 def open_view(
     ref: Annotated[
         str | None,
-        typer.Argument(metavar="[ID]", help="A packet to open (an id or a unique prefix)."),
+        typer.Argument(
+            metavar="[ID]",
+            help="A packet to open (an id or a unique prefix).",
+            autocompletion=options.complete_packet,
+        ),
     ] = None,
     team: options.Team = None,
     no_browser: Annotated[

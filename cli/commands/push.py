@@ -22,6 +22,7 @@ def push(
             "--from-local",
             metavar="ID",
             help="Copy this packet from the local store to the server instead of reading a file.",
+            autocompletion=options.complete_packet,
         ),
     ] = None,
     team: options.Team = None,

@@ -16,6 +16,7 @@ def resume(
             metavar="ID",
             help="A packet id or prefix. Without one: pick from the recent packets on a"
             " terminal, else the newest.",
+            autocompletion=options.complete_packet,
         ),
     ] = None,
     team: options.Team = None,

@@ -63,8 +63,26 @@ def ls() -> None:
         print(f"{pattern.get('kind')}\t{pattern.get('regex')}")
 
 
+def _complete_kind(incomplete: str) -> list[tuple[str, str]]:
+    """Tab completion: the names of the user's patterns, each with its pattern (in plain
+    characters: zsh evals the descriptions, and a regex is made of the others)."""
+    from ltm.cli.commands.completion import plain
+
+    try:
+        patterns = _patterns()
+    except Exception:  # a damaged settings.toml: no candidates, never an error at a prompt
+        return []
+    return [
+        (kind, plain(str(p.get("regex"))))
+        for p in patterns
+        if isinstance(kind := p.get("kind"), str) and kind.startswith(incomplete)
+    ]
+
+
 @app.command("rm")
-def rm(kind: Annotated[str, typer.Argument(help="The pattern's name.")]) -> None:
+def rm(
+    kind: Annotated[str, typer.Argument(help="The pattern's name.", autocompletion=_complete_kind)],
+) -> None:
     """Remove one of your patterns."""
     from ltm.cli.config import sensitive_patterns, update_settings
 
