@@ -198,7 +198,12 @@ def read_toml(path: Path) -> dict[str, Any] | None:
     try:
         return tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise CliError(f"cannot read {path}: not valid TOML ({exc})") from None
+        # Every verb that reads it stops here, ltm config set too (it rewrites the whole
+        # file from what it read): the way out is the file itself, so the line says how.
+        raise CliError(
+            f"cannot read {path}: not valid TOML ({exc}); correct it in an editor, or move"
+            " it aside and set again what it held"
+        ) from None
 
 
 def write_toml(path: Path, doc: dict[str, Any], *, header: str = "") -> None:

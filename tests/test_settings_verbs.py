@@ -58,3 +58,27 @@ def test_a_token_your_own_pattern_finds_is_never_echoed(cli: Cli) -> None:
     saved = cli.run("save", "-", stdin=f'{{"goal": "use {OWN_TOKEN}", "next_step": "go"}}')
     assert saved.returncode == 1 and "goal/acme-token: acme_q…" in saved.stderr
     assert OWN_TOKEN[6:] not in saved.stdout + saved.stderr
+
+
+@pytest.mark.parametrize(
+    "verb", [("config", "get"), ("config", "set", "host", "h.example"), ("ls",)]
+)
+def test_a_config_toml_that_is_not_toml_is_named_with_its_line_and_the_way_out(
+    cli: Cli, verb: tuple[str, ...]
+) -> None:
+    cli.config.mkdir(parents=True, mode=0o700)
+    (cli.config / "config.toml").write_text('host = "https://ltm.example.org"\nuser = \n')
+    line = cli.fails(*verb)
+    assert str(cli.config / "config.toml") in line and "line 2" in line
+    assert line.endswith("correct it in an editor, or move it aside and set again what it held")
+
+
+def test_a_host_that_is_not_a_string_is_refused_not_taken_for_the_local_store(cli: Cli) -> None:
+    """The reference refuses such a file; taken for no host, saves went to the local store
+    of a person who meant them for their server."""
+    cli.config.mkdir(parents=True, mode=0o700)
+    (cli.config / "config.toml").write_text("host = 5\n")
+    line = cli.fails("ls")
+    assert f"host = '5' in {cli.config / 'config.toml'} is not a server URL" in line
+    cli.ok("config", "set", "host", "https://ltm.example.org")  # the way out it names
+    assert cli.ok("config", "get", "host") == "https://ltm.example.org\n"

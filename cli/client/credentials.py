@@ -190,8 +190,10 @@ def _reference_host() -> tuple[str | None, str | None]:
     from ltm.cli.config import load_reference, reference_value
 
     raw = reference_value(load_reference(), "host")
-    if not isinstance(raw, str) or not raw.strip():
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
         return None, None
+    if not isinstance(raw, str):  # host = 5 by hand: said, not taken for no server at all
+        return None, str(raw)
     try:
         return normalize_host(raw), None
     except CliError:
