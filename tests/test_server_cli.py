@@ -342,6 +342,30 @@ def test_a_lost_root_token_is_replaced_from_the_box_and_the_first_user_named(
     assert twice.returncode != 0 and "'dana' is taken on this server" in twice.stderr
 
 
+def test_the_root_token_revoked_first_never_makes_a_stranger_root(tmp_path: Path) -> None:
+    """A leaked root token is revoked at once, before a new one is issued: `issue-token
+    root` then made a new, empty user called root (who took the label, and the name,
+    for good), and the revoke did not say the first user's id, the one name left."""
+    db = tmp_path / "server.db"
+    assert ltm_server("init", "--db", str(db), "--name", "Dana").returncode == 0
+    revoked = ltm_server("revoke-token", "root", "--db", str(db))
+    assert revoked.returncode == 0, revoked.stderr
+    said = re.search(r"'Dana' \(id ([0-9A-Z]{26})\) now holds no token", revoked.stderr)
+    assert said is not None, revoked.stderr
+    dana = said.group(1)
+    assert f"`ltm server issue-token {dana}`" in revoked.stderr
+
+    refused = ltm_server("issue-token", "root", "--db", str(db))
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert "'root' names nobody" in refused.stderr and "--new-user" in refused.stderr
+    assert json.loads(ltm_server("tokens", "--json", "--db", str(db)).stdout) == []
+    back = ltm_server("issue-token", dana, "--db", str(db))
+    assert back.returncode == 0 and f"the existing user 'Dana' (id {dana})" in back.stderr
+    # Asked for plainly, a user called root is made.
+    made = ltm_server("issue-token", "root", "--new-user", "--db", str(db))
+    assert made.returncode == 0 and "for the new user 'root'" in made.stderr
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_run_stops_cleanly_on_a_signal(tmp_path: Path, sig: int) -> None:
     db = tmp_path / "server.db"

@@ -271,6 +271,15 @@ def issue_for(
     if found is not None:
         chosen = label or free_label(store, found.display)
         return Issued(found, add(store, found.id, chosen, when=when), chosen, False)
+    if name == ROOT and not new_user and store.user_named(ROOT) is None:
+        # "root" named the first user through the token labelled root, now revoked: a
+        # new user called root here would take the root label, and with it the name,
+        # while the first user (their packets, their teams) holds no token.
+        raise Conflict(
+            "no token is labelled root any more, so 'root' names nobody: name the first"
+            " user by their id (`ltm whoami` on their machine shows it), or give"
+            " --new-user for a new user called root"
+        )
     chosen = label or free_label(store, name)
     try:
         user, secret = issue(store, name, label=chosen, when=when)

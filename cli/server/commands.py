@@ -553,9 +553,10 @@ def revoke_token(
     path, store = _open_existing(db)
     try:
         if user is None:
-            if not store.revoke_token(label or ""):
+            owner = next((t.user_id for t in store.list_tokens() if t.label == label), None)
+            if owner is None or not store.revoke_token(label or ""):
                 raise _fail(f"no token labelled {label!r} in {path}")
-            said = f"Revoked token {label!r}."
+            said = f"Revoked token {label!r}." + _left_without(store, owner)
         else:
             try:
                 found = tokens.find_user(store, user)
@@ -569,12 +570,27 @@ def revoke_token(
             labels = tokens.revoke_all(store, found.id)
             said = (
                 f"Revoked {len(labels)} token(s) of {found.display!r}: {', '.join(labels)}."
+                + _left_without(store, found.id)
                 if labels
                 else f"{found.display!r} has no token left to revoke."
             )
     finally:
         store.close()
     _say(said)
+
+
+def _left_without(store: Store, user_id: str) -> str:
+    """What to say once a revoke leaves a user no token: from then on only their id names
+    them (a name alone would give a newcomer their packets), and no verb lists them, so
+    the id is said here; the first user is no longer "root" either."""
+    if store.list_tokens(user_id=user_id):
+        return ""
+    user = store.get_user(user_id)
+    who = repr(user.display) if user else "their user"
+    return (
+        f"\n{who} (id {user_id}) now holds no token; to give them one again:"
+        f" `ltm server issue-token {user_id}`."
+    )
 
 
 def web_name_for(host: str, store: Store) -> str | None:
