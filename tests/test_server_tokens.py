@@ -136,6 +136,25 @@ def test_labels_are_unique_and_checked(store: SqliteStore) -> None:
             tokens.add(store, user.id, bad, when=T0)
 
 
+def test_a_token_issued_by_name_gets_a_label_whatever_the_name(store: SqliteStore) -> None:
+    """`ltm server issue-token NAME` labels the token after the name: a name with a space
+    or an accent (a valid display name) was refused for its label, which nobody gave,
+    and a 64-character name's second token had no room for its number."""
+    jo = tokens.issue_for(store, "Jo Smith", when=T0)
+    assert (jo.created, jo.label, jo.user.display) == (True, "Jo-Smith", "Jo Smith")
+    again = tokens.issue_for(store, "Jo Smith", when=T0)
+    assert (again.created, again.label, again.user.id) == (False, "Jo-Smith-2", jo.user.id)
+    assert tokens.issue_for(store, "Zoë", when=T0).label == "Zoe"
+    assert tokens.issue_for(store, "李明", when=T0).label == "token"
+    long = "x" * 64
+    assert tokens.issue_for(store, long, when=T0).label == "x" * 56
+    assert tokens.issue_for(store, long, when=T0).label == "x" * 56 + "-2"
+    # The name as stored, trimmed: the same user, not a refusal.
+    sam = tokens.issue_for(store, "  sam  ", when=T0)
+    assert sam.user.display == "sam" and sam.label == "sam"
+    assert tokens.issue_for(store, "sam", when=T0).user.id == sam.user.id
+
+
 def test_revoke(store: SqliteStore) -> None:
     user, secret = tokens.issue(store, "alice", when=T0)
     other, _ = tokens.issue(store, "bob", when=T0)

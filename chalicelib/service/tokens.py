@@ -242,8 +242,19 @@ def find_user(store: Store, name: str) -> User | None:
     return named[0] if named else None
 
 
-def free_label(store: Store, base: str) -> str:
-    """``base``, or ``base-2``, ``base-3``... : the first label no token has (labels are unique)."""
+def free_label(store: Store, name: str) -> str:
+    """A label made from ``name``, or it ``-2``, ``-3``...: the first no token has (labels
+    are unique).
+
+    ``name`` is a display name, which may hold what a label may not (a space, an accent,
+    64 characters with no room for a number): those become a label, "Jo Smith" Jo-Smith
+    and "Zoë" Zoe, so that naming a user never needs a ``--label`` as well.
+    """
+    import unicodedata
+
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    shaped = re.sub(r"[^A-Za-z0-9._@:+-]+", "-", ascii_name).lstrip("._@:+-")
+    base = shaped[:56].rstrip("-") or "token"  # room for "-NNNNNNN" within 64
     taken = {token.label for token in store.list_tokens()}
     if base not in taken:
         return base
@@ -267,6 +278,7 @@ def issue_for(
     Without ``label``, the user's name, numbered when taken: a second token for an
     existing user (another device, a lost token) needs no label of its own.
     """
+    name = name.strip()  # as a display name is stored
     found = None if new_user else find_user(store, name)
     if found is not None:
         chosen = label or free_label(store, found.display)

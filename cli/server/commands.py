@@ -448,7 +448,11 @@ def issue_token(
     ],
     label: Annotated[
         str | None,
-        typer.Option("--label", help="The token's label (default: the name, numbered if taken)."),
+        typer.Option(
+            "--label",
+            help='The token\'s label (default: made from the name, "Jo Smith" Jo-Smith,'
+            " numbered if taken).",
+        ),
     ] = None,
     new_user: Annotated[
         bool,
