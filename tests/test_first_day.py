@@ -228,6 +228,11 @@ def test_whoami_names_the_user_and_scope_and_fails_on_a_rejected_token(
     label = report["token_label"]
     assert ltm_server("revoke-token", label, "--db", str(server.db)).returncode == 0
     assert f"token rejected by {server.url}" in wanda.fails("whoami")
+    # A token from the environment the server rejects: the reason is the rejection, not
+    # a server without /v1/whoami.
+    told = wanda.run("whoami", LTM_HOST=server.url, LTM_TOKEN="ltm_" + "0" * 64)
+    assert told.returncode == 1 and "(it comes from LTM_TOKEN)" in told.stderr
+    assert "not named by this server" not in told.stdout
 
 
 def test_whoami_against_a_server_without_the_route(tmp_path: Path) -> None:

@@ -62,7 +62,7 @@ def whoami(as_json: options.Json = False) -> None:
         print(f"host         {target.host}{source}")
         if user:
             print(safe(f"user         {user.get('display', '')} ({user.get('id', '')})"))
-        elif target.token:
+        elif target.token and problem is None:  # a rejected token names nobody, said below
             print("user         not named by this server (a reference server has no /v1/whoami)")
         if target.token:
             details = [f"sha256:{credentials.fingerprint(target.token)}…"]
