@@ -196,6 +196,26 @@ def test_destructive_verbs_refuse_without_a_terminal_unless_told_yes(
     assert "token rejected" in owner.fails("whoami")  # its own token, revoked
 
 
+def test_rm_of_a_packet_one_reads_but_may_not_delete_says_so(
+    server: Server, tmp_path: Path
+) -> None:
+    """A teammate's packet, or one shared with you: the server's 404 to the delete was
+    said as "no packet ... list them with: ltm ls -t TEAM", where it is listed."""
+    owner, url = team_of(server, tmp_path / "owner", "kept")
+    mate = Cli(tmp_path / "mate")
+    mate.ok("join", url, "--display", "Mate")
+    teams = owner.ok("save", "-t", "kept", "-", stdin=content("The team's")).strip()
+    mine = owner.ok("save", "-", stdin=content("Shared")).strip()
+    owner.ok("share", mine, "Mate")
+    for args in (["rm", teams[:14], "-t", "kept"], ["rm", teams], ["rm", mine]):
+        line = mate.fails(*args, "--yes", LTM_HOST=server.url)  # join set no default
+        full = teams if teams.startswith(args[1]) else mine
+        assert f"you can read packet {full} on {server.url} but not delete it" in line, line
+    assert teams[:12] in owner.ok("ls", "-t", "kept") and mine[:12] in owner.ok("ls")
+    # An id nobody has is still "no packet".
+    assert "no packet 01M8MYCSM9AD" in mate.fails("rm", "01M8MYCSM9AD", "-y", LTM_HOST=server.url)
+
+
 def test_on_a_terminal_a_destructive_verb_asks(server: Server, tmp_path: Path) -> None:
     owner, _ = team_of(server, tmp_path / "owner", "asked")
     child = pexpect.spawn(

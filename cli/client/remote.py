@@ -1405,11 +1405,18 @@ class RemoteBackend(Backend):
             if reply.status != 404:
                 return ref
             known = self.resolve(ref, team=team)
+        # Resolved, the packet is one this user reads (their own, a team's, or shared
+        # with them): the server's 404 to its delete means it is not theirs to delete,
+        # not that there is no such packet.
         self._call(
             "DELETE",
             f"/v1/packets/{_segment(known)}",
             ok=(200, 204),
-            hints={404: self._missing(known, team).message},
+            hints={
+                404: f"you can read packet {known} on {self.host} but not delete it: a packet"
+                " shared with you is deleted by its owner alone, a team's packet by its"
+                " author or the team's owner"
+            },
         )
         self._bodies.pop(known, None)
         return known
