@@ -171,6 +171,31 @@ def test_a_save_while_the_server_is_down_is_kept_and_pushed_once(
     assert shown["goal"] == "Keep the save that could not go"
 
 
+def test_rm_of_a_packet_waiting_in_the_outbox_names_its_file(
+    box: Restartable, tmp_path: Path
+) -> None:
+    """The packet's one copy is the outbox file: rm said only "cannot reach" (or, with
+    --local, "no packet"), and no verb names the outbox's files."""
+    olive = signed_in(box.live, tmp_path / "olive", "Olive")
+    box.stop()
+    kept = olive.ok("save", "-", stdin=packet("Not meant to go")).strip()
+    [held] = outbox_files(olive)
+    for args in (("rm", kept, "--yes"), ("rm", kept[:14], "--yes", "--local")):
+        result = olive.run(*args)
+        assert result.returncode == 1, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 2 and "Traceback" not in result.stderr, result.stderr
+        assert lines[1] == (
+            f"ltm: {kept} waits unsent in this machine's outbox for {box.live.url}:"
+            f" delete {held} to drop it, or send it with: ltm push --outbox"
+        )
+    assert outbox_files(olive) == [held]  # rm deletes nothing it was not asked to
+
+    box.start()  # reached, the outbox goes first: then rm deletes it as any packet
+    assert "deleted" in olive.run("rm", kept, "--yes").stderr
+    assert kept not in box.ids() and outbox_files(olive) == []
+
+
 def test_a_kept_packet_at_the_cap_is_delivered(box: Restartable, tmp_path: Path) -> None:
     # The outbox keeps a packet's canonical bytes, indented: past 32 KiB for one whose
     # compact form fits. Read back for its delivery, it is the same packet all the same.

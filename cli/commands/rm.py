@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from ltm.cli.commands import options
+from ltm.cli.errors import CliError
 from ltm.cli.terminal.output import info
 
 
@@ -26,19 +27,42 @@ def rm(
     from ltm.present import where_label
 
     check_ref(ref)  # a bad id is refused first, whatever else is wrong
-    backend = open_backend(local=local, team=team)
     try:
-        confirmed(
-            lambda: f"Delete {ref} ({_goal(backend.get(ref, team=team))})?",
-            yes=yes,
-            verb=f"ltm rm {ref}",
-            nothing="nothing deleted",
-        )
-        deleted = backend.delete(ref, team=team)
-    finally:
-        backend.close()
+        backend = open_backend(local=local, team=team)
+        try:
+            confirmed(
+                lambda: f"Delete {ref} ({_goal(backend.get(ref, team=team))})?",
+                yes=yes,
+                verb=f"ltm rm {ref}",
+                nothing="nothing deleted",
+            )
+            deleted = backend.delete(ref, team=team)
+        finally:
+            backend.close()
+    except CliError as exc:
+        raise _kept_here(exc, ref) from None
     where = where_label(backend, team)
     info(f"deleted {deleted} from {where}")
+
+
+def _kept_here(exc: CliError, ref: str) -> CliError:
+    """``exc``, naming the outbox file when the packet waits there, unsent.
+
+    A packet saved while its server was out of reach is in no store yet: rm found it
+    nowhere (or could not reach the server at all), and no verb lists the outbox's
+    files, so without this the packet's one copy went unmentioned.
+    """
+    from ltm.cli.client import outbox
+
+    kept = [entry for entry in outbox.waiting() if entry.packet_id.startswith(ref)]
+    if not kept:
+        return exc
+    entry = kept[0]
+    return CliError(
+        f"{exc.message}\nltm: {entry.packet_id} waits unsent in this machine's outbox for"
+        f" {entry.host}: delete {entry.path} to drop it, or send it with: ltm push --outbox",
+        exit_code=exc.exit_code,
+    )
 
 
 def _goal(body: bytes) -> str:
