@@ -16,6 +16,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpkit
@@ -32,6 +33,9 @@ from serverkit import (
     running_server,
 )
 from timing import scaled
+
+from ltm.store import Token
+from ltm.store.sqlite import SqliteStore
 
 TOKEN = re.compile(r"ltm_(?:[0-9A-Z]{26}_)?[0-9a-f]{64}")  # [the user id] + 256 random bits
 
@@ -240,6 +244,22 @@ def test_issue_list_and_revoke_tokens(tmp_path: Path) -> None:
     assert duplicate.returncode != 0 and "'alice' already exists" in duplicate.stderr
     other = ltm_server("issue-token", "bob", "--label", "bob-laptop", "--db", str(db))
     assert other.returncode == 0
+    # A device signed in read-only, for 30 days: what the operator is shown of it.
+    bob_id = other.stderr.rsplit("(id ", 1)[1].split(")")[0]
+    store = SqliteStore(db)
+    try:
+        store.add_token(
+            Token(
+                label="bob-phone",
+                user_id=bob_id,
+                token_hash="0" * 64,
+                created_at=datetime(2026, 5, 1, tzinfo=UTC),
+                scope="read",
+                expires_at=datetime(2026, 5, 31, tzinfo=UTC),
+            )
+        )
+    finally:
+        store.close()
 
     server = run_server(db, tmp_path / "server.log", root)
     try:
@@ -247,11 +267,14 @@ def test_issue_list_and_revoke_tokens(tmp_path: Path) -> None:
         listed = ltm_server("tokens", "--db", str(db))
         assert listed.returncode == 0
         lines = listed.stdout.splitlines()
-        assert lines[0].split() == ["LABEL", "USER", "USER", "ID", "CREATED", "LAST", "USED"]
-        rows = {line.split()[0]: line for line in lines[1:]}
-        assert set(rows) == {"root", "alice", "alice-2", "bob-laptop"}
-        assert rows["bob-laptop"].endswith("never")
-        assert not rows["alice"].endswith("never")  # alice's token was just used
+        assert lines[0].split() == [
+            *("LABEL", "USER", "USER", "ID", "CREATED", "LAST", "USED", "EXPIRES", "SCOPE")
+        ]
+        rows = {line.split()[0]: line.split() for line in lines[1:]}
+        assert set(rows) == {"root", "alice", "alice-2", "bob-laptop", "bob-phone"}
+        assert rows["bob-laptop"][4:] == ["never", "never", "read", "write"]
+        assert rows["alice"][4] != "never"  # alice's token was just used
+        assert rows["bob-phone"][4:] == ["never", "2026-05-31T00:00:00Z", "read"]
         for token in (root, alice, other.stdout.strip()):
             assert token not in listed.stdout
         as_json = json.loads(ltm_server("tokens", "--json", "--db", str(db)).stdout)
@@ -260,7 +283,10 @@ def test_issue_list_and_revoke_tokens(tmp_path: Path) -> None:
             "alice": "alice",
             "alice-2": "alice",
             "bob-laptop": "bob",
+            "bob-phone": "bob",
         }
+        phone = next(t for t in as_json if t["label"] == "bob-phone")
+        assert (phone["scope"], phone["expires_at"]) == ("read", "2026-05-31T00:00:00Z")
         assert len({t["user_id"] for t in as_json if t["user"] == "alice"}) == 1  # one user
 
         revoked = ltm_server("revoke-token", "alice", "--db", str(db))

@@ -493,7 +493,7 @@ def list_tokens(
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
 ) -> None:
-    """List tokens: label, user, created, last used (never the token itself)."""
+    """List tokens: label, user, created, last used, expiry, scope (never the token itself)."""
     _needs_the_server_extra("tokens")
     import json
 
@@ -509,6 +509,10 @@ def list_tokens(
                     "user": user.display if user else "",
                     "created_at": _stamp(token.created_at),
                     "last_used_at": _stamp(token.last_used_at) if token.last_used_at else None,
+                    # What it may do, and until when: a device's sign-in may be read-only
+                    # or have a lifetime, an agent's (OAuth) token has one.
+                    "scope": token.scope,
+                    "expires_at": _stamp(token.expires_at) if token.expires_at else None,
                 }
             )
     finally:
@@ -519,8 +523,16 @@ def list_tokens(
     if not rows:
         _say("no tokens")
         return
-    table = [("LABEL", "USER", "USER ID", "CREATED", "LAST USED")] + [
-        (r["label"], r["user"], r["user_id"], r["created_at"], r["last_used_at"] or "never")
+    table = [("LABEL", "USER", "USER ID", "CREATED", "LAST USED", "EXPIRES", "SCOPE")] + [
+        (
+            r["label"],
+            r["user"],
+            r["user_id"],
+            r["created_at"],
+            r["last_used_at"] or "never",
+            r["expires_at"] or "never",
+            r["scope"],
+        )
         for r in rows
     ]
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
