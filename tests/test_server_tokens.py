@@ -155,6 +155,19 @@ def test_a_token_issued_by_name_gets_a_label_whatever_the_name(store: SqliteStor
     assert tokens.issue_for(store, "sam", when=T0).user.id == sam.user.id
 
 
+def test_an_id_of_nobody_is_refused_not_made_a_user(store: SqliteStore) -> None:
+    """The id a revoke names, mistyped by a letter: issue-token made a new user called by
+    that id, who took the token meant for someone else."""
+    sam = tokens.issue_for(store, "sam", when=T0).user
+    typo = sam.id[:-1] + ("0" if sam.id[-1] != "0" else "1")
+    with pytest.raises(NotFound, match=f"no user has the id {typo}"):
+        tokens.issue_for(store, typo, when=T0)
+    assert {t.user_id for t in store.list_tokens()} == {sam.id}
+    assert tokens.issue_for(store, sam.id, when=T0).user.id == sam.id
+    made = tokens.issue_for(store, typo, new_user=True, when=T0)
+    assert made.created and made.user.display == typo
+
+
 def test_revoke(store: SqliteStore) -> None:
     user, secret = tokens.issue(store, "alice", when=T0)
     other, _ = tokens.issue(store, "bob", when=T0)

@@ -283,6 +283,13 @@ def issue_for(
     if found is not None:
         chosen = label or free_label(store, found.display)
         return Issued(found, add(store, found.id, chosen, when=when), chosen, False)
+    if not new_user and _ULID_RE.fullmatch(name):
+        # An id mistyped, or of a user since deleted: a new user whose name is that id
+        # was made, and named by it from then on.
+        raise NotFound(
+            f"no user has the id {name}: `ltm server tokens` lists the users holding a"
+            " token; a new user is named by a display name (--new-user for this one)"
+        )
     if name == ROOT and not new_user and store.user_named(ROOT) is None:
         # "root" named the first user through the token labelled root, now revoked: a
         # new user called root here would take the root label, and with it the name,
