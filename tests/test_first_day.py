@@ -229,6 +229,24 @@ def test_on_a_terminal_a_destructive_verb_asks(server: Server, tmp_path: Path) -
     assert "asked" in owner.ok("teams", "ls")
 
 
+def test_rm_on_a_terminal_says_a_published_packets_link_ends(
+    server: Server, tmp_path: Path
+) -> None:
+    owner = signed_in(server, tmp_path / "owner", "Publisher")
+    packet = owner.ok("save", "-", stdin=content("Public")).strip()
+    public = owner.ok("publish", packet).strip()
+    child = pexpect.spawn(
+        LTM, ["rm", packet[:14]], env=owner.env, encoding="utf-8", timeout=scaled(30)
+    )
+    child.expect(r"Delete \S+ \(Public\)\? Its public link (\S+) stops working")
+    assert child.match.group(1) == public
+    child.sendline("n")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 1 and "nothing deleted" in child.before
+    assert httpkit.get(public, timeout=scaled(10)).status_code == 200
+
+
 # -- 8. whoami ----------------------------------------------------------------------------
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -31,7 +31,7 @@ def rm(
         backend = open_backend(local=local, team=team)
         try:
             confirmed(
-                lambda: f"Delete {ref} ({_goal(backend.get(ref, team=team))})?",
+                lambda: _question(backend, ref, team),
                 yes=yes,
                 verb=f"ltm rm {ref}",
                 nothing="nothing deleted",
@@ -43,6 +43,17 @@ def rm(
         raise _kept_here(exc, ref) from None
     where = where_label(backend, team)
     info(f"deleted {deleted} from {where}")
+
+
+def _question(backend: Any, ref: str, team: str | None) -> str:
+    """What rm asks on a terminal: the packet's goal, and its public link when it has one
+    (the server says it to whoever may delete the packet): the link ends with it."""
+    asked = f"Delete {ref} ({_goal(backend.get(ref, team=team))})?"
+    published = getattr(backend, "published", None)  # only a server publishes
+    shown = published(backend.resolve(ref, team=team)) if published else None
+    if shown:
+        asked += f" Its public link {shown[1]} stops working for everyone at once"
+    return asked
 
 
 def _kept_here(exc: CliError, ref: str) -> CliError:
