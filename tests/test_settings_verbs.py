@@ -82,3 +82,21 @@ def test_a_host_that_is_not_a_string_is_refused_not_taken_for_the_local_store(cl
     assert f"host = '5' in {cli.config / 'config.toml'} is not a server URL" in line
     cli.ok("config", "set", "host", "https://ltm.example.org")  # the way out it names
     assert cli.ok("config", "get", "host") == "https://ltm.example.org\n"
+
+
+def test_a_plain_http_default_server_beyond_this_machine_is_warned_of(cli: Cli) -> None:
+    """As ltm auth warns: every command since sends the token to it in the clear."""
+    far = cli.run("config", "set", "host", "http://ltm.example.org")
+    assert far.returncode == 0
+    assert "warning: http://ltm.example.org is plain HTTP; the token travels unencrypted" in (
+        far.stderr
+    )
+    near = cli.run("config", "set", "host", "http://127.0.0.1:8080")
+    assert near.returncode == 0 and "warning" not in near.stderr
+
+
+def test_the_reference_clis_list_and_path_verbs(cli: Cli) -> None:
+    cli.ok("config", "set", "user", "sam")
+    assert cli.ok("config", "list") == cli.ok("config", "get")
+    assert "user=sam\n" in cli.ok("config", "list")
+    assert cli.ok("config", "path") == f"{cli.config / 'config.toml'}\n"

@@ -468,6 +468,16 @@ def team_host(state: State, team: str) -> str | None:
     return hosts[0]
 
 
+def plain_http_warning(host: str) -> str | None:
+    """What to say of a server reached over plain HTTP beyond this machine (its token
+    would travel unencrypted with every request), or None."""
+    from ltm.loopback import loopback_url
+
+    if host.startswith("http://") and not loopback_url(host):
+        return f"warning: {host} is plain HTTP; the token travels unencrypted — prefer https://"
+    return None
+
+
 def _refuse_bad_host(state: State) -> None:
     if state.bad_host is not None:
         from ltm.cli.config import REFERENCE_FILE, config_dir

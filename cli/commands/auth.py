@@ -15,7 +15,6 @@ import typer
 
 from ltm.cli.errors import CliError
 from ltm.cli.terminal.output import info, safe
-from ltm.loopback import loopback_url
 
 if TYPE_CHECKING:
     from ltm.cli.client.remote import Http
@@ -129,8 +128,8 @@ def auth(
             " and stays in your shell history — next time: ltm auth HOST --with-token"
             " (it reads the token from stdin, or asks for it without echo)"
         )
-    if host.startswith("http://") and not loopback_url(host):
-        info(f"warning: {host} is plain HTTP; the token travels unencrypted — prefer https://")
+    if warning := credentials.plain_http_warning(host):
+        info(warning)
 
 
 def read_token() -> str:

@@ -89,6 +89,21 @@ def get(
     print(_show(value))
 
 
+@app.command("list")
+def list_() -> None:
+    """Print every setting (as get without KEY; the reference CLI's name for it)."""
+    get(None)
+
+
+@app.command("path")
+def path() -> None:
+    """Print the path of config.toml, the file the reference CLI shares (settings.toml,
+    this CLI's own, is beside it)."""
+    from ltm.cli.config import REFERENCE_FILE, config_dir
+
+    print(config_dir() / REFERENCE_FILE)
+
+
 @app.command("set")
 def set_(
     key: Key,
@@ -107,6 +122,8 @@ def set_(
         credentials.set_default(host)
         signed_in = credentials.token_for(host) is not None
         info(f"default server: {host}" + ("" if signed_in else f" (sign in: ltm auth {host})"))
+        if warning := credentials.plain_http_warning(host):
+            info(warning)
         return
     parsed: Any
     if name == "timeout":
