@@ -340,6 +340,27 @@ class Backend(ABC):
         """Whether ``user_id`` is the caller (None: the backend cannot tell)."""
         return None
 
+    def authors(self, packet_ids: Sequence[str]) -> dict[str, str]:
+        """Who stored each of ``packet_ids`` (user ids); {} where the backend cannot say."""
+        return {}
+
+    def members(self, team: str) -> builtins.list[dict[str, Any]]:
+        """A team's members (``user_id``, ``display``, ``role``); none where teams are not."""
+        return []
+
+    def published(self, packet_id: str) -> tuple[str, str] | None:
+        """(published at, public URL) of a packet read here; None where nothing is published."""
+        return None
+
+    def copied_from(self, packet_id: str) -> dict[str, str] | None:
+        """Who wrote this copy of another's packet (``{"id", "name", "host"}``); None for the
+        caller's own, and wherever copies are not kept apart (only the local store keeps them)."""
+        return None
+
+    def copies(self, packet_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """Those of ``packet_ids`` that are copies of another's packet (``copied_from``)."""
+        return {}
+
 
 class ServiceBackend(Backend):
     """A store reached through the service layer, as one caller: the rules of the server.

@@ -345,8 +345,7 @@ def _write(raw: bytes) -> None:
 def _authors(backend: Backend, team: str, ids: list[str]) -> dict[str, str]:
     """A team listing's authors by packet id, as people know them ("you", a member's display
     name, else the user id); {} where the server cannot say (the reference)."""
-    found = getattr(backend, "authors", None)
-    stored = found(ids) if found is not None else {}
+    stored = backend.authors(ids)
     if not stored:
         return {}
     names = _member_names(backend, team)
@@ -357,8 +356,7 @@ def _authors(backend: Backend, team: str, ids: list[str]) -> dict[str, str]:
 def _copied(backend: Backend, ids: list[str]) -> dict[str, str]:
     """A local listing's authors by packet id, when any row is a copy of another's packet
     ("you" for the others); {} when all are the user's own (no column then)."""
-    copies_of = getattr(backend, "copies", None)
-    copies = copies_of(ids) if copies_of is not None else {}
+    copies = backend.copies(ids)
     if not copies:
         return {}
     return {
@@ -385,8 +383,7 @@ def _sharer(backend: Backend, team: str | None, packet_id: str) -> str | None:
 
 def _copy_author(backend: Backend, packet_id: str) -> str | None:
     """ "name (user id, on host)" for a local copy of another's packet, else None."""
-    copied_from = getattr(backend, "copied_from", None)
-    copy = copied_from(packet_id) if copied_from is not None else None
+    copy = backend.copied_from(packet_id)
     if copy is None:
         return None
     # What a bundle said, kept as it came: one line each, never a line of its own.
@@ -421,8 +418,7 @@ def show_packet(ref: str, *, team: str | None, as_json: bool, local: bool) -> No
             packet = decode_packet(body, ref)
             packet_id = str(packet.get("id", ref))
             # Only a server publishes; it says so on the read itself (RemoteBackend.published).
-            known = getattr(backend, "published", None)
-            published = known(packet_id) if known is not None else None
+            published = backend.published(packet_id)
             try:  # an extension: a reference server cannot list children, so none are named
                 children = backend.children(packet_id, team=team)
             except CliError:

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ltm.backend import Backend
 
 FILE = "authors.json"
 FIELD_MAX = 200  # characters kept of an author's id, name or server from a bundle
@@ -70,14 +73,13 @@ def remember_many(changes: dict[str, dict[str, str] | None]) -> None:
     write_private(path(), json.dumps(known, ensure_ascii=False, indent=1) + "\n")
 
 
-def member_names(backend: Any, team: str) -> dict[str, str]:
+def member_names(backend: Backend, team: str) -> dict[str, str]:
     """A team's members' display names by user id; {} where they cannot be listed (the
     local store, a server that refuses)."""
     from ltm.cli.errors import CliError
 
-    members = getattr(backend, "members", None)
     try:
-        rows = members(team) if members is not None else []
+        rows = backend.members(team)
     except CliError:
         rows = []
     return {str(r.get("user_id")): str(r.get("display") or "") for r in rows}

@@ -532,9 +532,11 @@ def keep_unsent(
     """A save (CLI or MCP) that ``failure`` stopped: kept when its server could not be
     reached, and the one line that says so; None when that is not what happened (or the
     backend is no server), and the failure stands."""
-    host = getattr(backend, "host", None)
-    if not isinstance(host, str) or not unreachable(failure):
+    from ltm.cli.client.remote import RemoteBackend
+
+    if not isinstance(backend, RemoteBackend) or not unreachable(failure):
         return None
+    host = backend.host
     reason = _first_line(getattr(failure, "message", str(failure))).split(" — ")[0]
     try:
         keep(
@@ -559,7 +561,9 @@ def keep_unsent(
 def account(backend: Backend) -> dict[str, str] | None:
     """The account ``backend`` is signed in as, when its sign-in knows (a server with
     ``/v1/whoami``); None otherwise (the reference, a token from ``LTM_TOKEN``)."""
-    user = getattr(getattr(backend, "target", None), "user", None)
+    from ltm.cli.client.remote import RemoteBackend
+
+    user = backend.target.user if isinstance(backend, RemoteBackend) else None
     return user if isinstance(user, dict) and isinstance(user.get("id"), str) else None
 
 
