@@ -146,6 +146,10 @@ def test_share_read_and_unshare_through_the_cli(server: Server, tmp_path: Path) 
     listed = hal.ok("ls", "--shared")
     assert pid[:12] in listed and "Gus's notes" in listed and "(from gus)" in listed
     assert "Gus's notes" in hal.ok("show", pid)
+    # As copied from the listing, or shortened: a prefix is looked up among the shared too.
+    assert "Gus's notes" in hal.ok("show", pid[:14])
+    assert json.loads(hal.ok("pull", pid[:14]))["id"] == pid
+    assert "Gus's notes" in hal.ok("log", pid[:14])
     assert hal.fails("share", pid, gus_id).startswith("ltm: no packet")
     assert hal.fails("unpublish", pid, "--yes")
     for nobody in ("", " "):  # no user: a usage error, not "no packet you can share"

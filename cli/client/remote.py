@@ -1467,6 +1467,14 @@ class RemoteBackend(Backend):
             return ref
         rows = self.list(team=team, limit=RESOLVE_PAGE)
         matches = [row["id"] for row in rows if row["id"].startswith(ref)]
+        if not matches and not team:
+            # A packet shared with the caller is in none of their listings: its prefix is
+            # looked up among the newest shared with them (where ltm ls --shared found it).
+            try:
+                shared = self.shared(RESOLVE_PAGE) or []
+            except CliError:  # the miss is the answer; how the server took this is not
+                shared = []
+            matches = [row["id"] for row in shared if row["id"].startswith(ref)]
         if not matches:
             raise self._missing(ref, team)
         if len(matches) > 1:
@@ -1475,6 +1483,20 @@ class RemoteBackend(Backend):
             raise CliError(ambiguous(ref, matches, f"on {self.host}"))
         self._resolved[(ref, team)] = matches[0]
         return matches[0]
+
+    def shared(self, limit: int) -> list[dict[str, Any]] | None:
+        """``GET /v1/shared``: the packets others shared with the caller, newest share
+        first (``limit`` at most 200); None where the server has no sharing (the reference)."""
+        reply = self._call(
+            "GET", "/v1/shared", ok=(200, 404, 405), query={"limit": min(limit, 200)}
+        )
+        if reply.status != 200:
+            return None
+        answer = reply.json(self.host)
+        rows = answer.get("packets") if isinstance(answer, dict) else None
+        if not isinstance(rows, list):
+            raise CliError(f"{self.host} sent an unexpected list of shared packets")
+        return [r for r in rows if isinstance(r, dict) and isinstance(r.get("id"), str)]
 
     def _fetch(self, packet_id: str) -> bytes | None:
         reply = self._call("GET", f"/v1/packets/{_segment(packet_id)}", ok=(200, 404))

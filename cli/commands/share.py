@@ -184,14 +184,10 @@ def unshare(ref: options.Ref, user: User, team: options.Team = None) -> None:
 
 def shared_rows(backend: RemoteBackend, limit: int) -> list[dict[str, Any]]:
     """``GET /v1/shared``: the packets others shared with the caller, newest share first."""
-    reply = backend._call("GET", "/v1/shared", ok=(200, 404, 405), query={"limit": min(limit, 200)})
-    if reply.status != 200:
+    rows = backend.shared(limit)
+    if rows is None:
         raise CliError(f"{NO_SHARING} ({backend.host})")
-    answer = reply.json(backend.host)
-    rows = answer.get("packets") if isinstance(answer, dict) else None
-    if not isinstance(rows, list):
-        raise CliError(f"{backend.host} sent an unexpected list of shared packets")
-    return [r for r in rows if isinstance(r, dict) and isinstance(r.get("id"), str)]
+    return rows
 
 
 def sharer(backend: RemoteBackend, packet_id: str) -> str:
@@ -223,8 +219,8 @@ def list_shared(*, limit: int, as_json: bool, team: str | None = None) -> None:
     if not rows:
         info(f"nobody has shared a packet with you on {backend.host}")
         return
-    # Full ids: a shared packet is in no listing of the reader's own, so a prefix of its
-    # id would name nothing for ltm show.
+    # Full ids: a prefix of a shared packet's id names it only while it is among the 200
+    # newest shared with the reader (RemoteBackend.resolve); the full id always does.
     width = max(len(r["id"]) for r in rows)
     for row in rows:
         by = row.get("shared_by")
