@@ -144,7 +144,7 @@ def test_a_timeout_out_of_range_says_which_bounds(tmp_path: Path) -> None:
     cli = Cli(tmp_path)
     assert cli.fails("config", "set", "timeout", "0", code=2) == said
     with silent_server() as url:
-        assert against(tmp_path, url).fails("ls", LTM_TIMEOUT="0") == said
+        assert against(tmp_path, url).fails("ls", LTM_TIMEOUT="0") == f"{said}, in LTM_TIMEOUT"
 
 
 def test_timeout_from_the_config(tmp_path: Path) -> None:

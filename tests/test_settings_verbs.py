@@ -100,3 +100,18 @@ def test_the_reference_clis_list_and_path_verbs(cli: Cli) -> None:
     assert cli.ok("config", "list") == cli.ok("config", "get")
     assert "user=sam\n" in cli.ok("config", "list")
     assert cli.ok("config", "path") == f"{cli.config / 'config.toml'}\n"
+
+
+def test_a_bad_timeout_is_named_with_where_it_was_set(cli: Cli) -> None:
+    """Every request stops on it: the line says which of the two places to fix."""
+    env = {"LTM_HOST": "http://127.0.0.1:9", "LTM_TOKEN": "ltm_" + "a" * 32}
+    cli.config.mkdir(parents=True, mode=0o700)
+    (cli.config / "settings.toml").write_text('timeout = "abc"\n')
+    line = cli.fails("ls", **env)
+    assert line == (
+        f"ltm: timeout must be a number of seconds, got 'abc', in {cli.config / 'settings.toml'}"
+        " (fix: ltm config set timeout SECONDS)"
+    )
+    (cli.config / "settings.toml").unlink()
+    line = cli.fails("ls", LTM_TIMEOUT="-5", **env)
+    assert line.endswith("got '-5', in LTM_TIMEOUT")

@@ -109,17 +109,20 @@ def _batch_bytes(said: str | None) -> int:
 def configured_timeout() -> float:
     """Seconds to wait on the network: ``LTM_TIMEOUT``, else ``ltm config set timeout``,
     else the default stretched by ``LTM_TIME_SCALE`` (``ltm.cli.config.time_scale``)."""
-    from ltm.cli.config import load_settings, time_scale, timeout_seconds
+    from ltm.cli.config import SETTINGS_FILE, config_dir, load_settings, time_scale, timeout_seconds
 
     raw: Any = os.environ.get("LTM_TIMEOUT")
+    # Named in the error: a bad value from either place stops every request.
+    source = "LTM_TIMEOUT"
     if not raw:
         raw = load_settings().get("timeout")
+        source = f"{config_dir() / SETTINGS_FILE} (fix: ltm config set timeout SECONDS)"
     if raw in (None, ""):
         return DEFAULT_TIMEOUT * time_scale()
     try:
         return timeout_seconds(raw)
     except ValueError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(f"{exc}, in {source}") from None
 
 
 def _debug(message: str) -> None:
