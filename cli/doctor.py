@@ -59,6 +59,9 @@ def _posix() -> bool:
 # -- files -------------------------------------------------------------------------
 
 
+CONFIG_TOML = "config.toml"  # the check of the file shared with the reference CLI
+
+
 def check_files() -> list[Check]:
     """The config dir and the files that hold tokens: present, and private on POSIX."""
     from ltm.cli.config import config_dir
@@ -104,18 +107,25 @@ def check_files() -> list[Check]:
         where = ", ".join(present) if present else "no files"
         note = "" if _posix() else " (permissions not checked: Windows uses ACLs)"
         out.append(Check("config", "ok", f"{directory}: {where}{note}"))
-    try:
-        from ltm.cli.client import credentials
+    from ltm.cli.config import load_reference, load_settings
 
-        credentials.load()
+    fix = "correct it, or move it aside and set again what it held (ltm config, ltm sensitive)"
+    try:
+        # Every verb reads it (the default server), ltm auth and ltm config set too, which
+        # rewrite it whole: no sign-in or setting mends it, only the file.
+        load_reference()
     except CliError as exc:
-        out.append(Check("sign-in", "fail", exc.message, "sign in again: ltm auth HOST"))
-    try:
-        from ltm.cli.config import load_settings
+        out.append(Check(CONFIG_TOML, "fail", exc.message, fix))
+    else:
+        try:
+            from ltm.cli.client import credentials
 
+            credentials.load()
+        except CliError as exc:
+            out.append(Check("sign-in", "fail", exc.message, "sign in again: ltm auth HOST"))
+    try:
         load_settings()  # every save reads it (ltm sensitive), every request (timeout)
     except CliError as exc:
-        fix = "correct it, or move it aside and set again what it held (ltm config, ltm sensitive)"
         out.append(Check("settings", "fail", exc.message, fix))
     return out
 
@@ -797,7 +807,9 @@ def run_all(*, full: bool = False) -> list[Check]:
 
         target = credentials.active()
     except CliError as exc:  # a config.toml host that is not a URL, damaged hosts.json
-        checks.append(Check("server", "fail", exc.message, "ltm config set host URL"))
+        unread = any(check.name == CONFIG_TOML for check in checks)  # its fix is said there
+        fix = f"fix {CONFIG_TOML} first (above)" if unread else "ltm config set host URL"
+        checks.append(Check("server", "fail", exc.message, fix))
 
     def server() -> list[Check]:
         result, found["health"], found["http"] = check_server(target)

@@ -421,6 +421,20 @@ def test_a_settings_file_that_is_not_toml(tmp_path: Path) -> None:
     assert "move it aside" in checks["settings"]["fix"]
 
 
+def test_a_config_toml_that_is_not_toml_gets_the_fix_that_works(tmp_path: Path) -> None:
+    """ltm auth and ltm config set read it before they rewrite it: the doctor's fixes
+    (sign in again, set the host) failed on the same error; only the file mends it."""
+    cli = person(tmp_path)
+    cli.config.mkdir(parents=True, mode=0o700)
+    (cli.config / "config.toml").write_text('host = "https://ltm.example.org"\nuser = \n')
+    checks = by_name(doctor(cli, code=1))
+    assert checks["config.toml"]["status"] == "fail"
+    assert "line 2" in checks["config.toml"]["detail"]
+    assert "move it aside" in checks["config.toml"]["fix"]
+    assert "sign-in" not in checks
+    assert checks["server"]["fix"] == "fix config.toml first (above)"
+
+
 def test_a_project_s_portable_hooks_are_ltm_s(tmp_path: Path) -> None:
     """A --project install runs the ltm on PATH (the file is the team's): doctor takes its
     entries for ltm's, and says so when no ltm is on PATH, where they do nothing."""
