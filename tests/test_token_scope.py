@@ -202,6 +202,12 @@ def test_the_cli_says_what_a_read_only_token_lacks(
     assert "may not do that" in error and f"ltm auth {server.url}" in error
     error = cli.fails("tokens")  # managing tokens needs the full scope
     assert "may not do that" in error
+    # No sign-in key, so no word of where a loopback server's pages answer: the URL
+    # printed is the API's, whose pages say only "wrong address"; ltm open says where.
+    opened = cli.run("open", "--no-browser")
+    assert opened.returncode == 0 and opened.stdout == f"{server.url}/web\n", opened
+    assert "may not sign a browser in (it needs read write)" in opened.stderr
+    assert "at the web view address `ltm server run` printed" in opened.stderr
     root = Cli(tmp_path / "root")
     root.ok("auth", server.url, "--with-token", stdin=server.root_token)
     listed = root.ok("tokens")

@@ -132,8 +132,21 @@ def _sign_in_key(target: Any, *, quiet: bool = False) -> dict[str, str] | None:
     finally:
         http.close()
     if not isinstance(data, dict):
-        if reply.status == 403 and not quiet:
-            info("this token may not sign a browser in (it needs read write); sign in there")
+        # On loopback the URL printed then is the API's address, whose pages answer only
+        # "wrong address": their own name comes with a key, so say where it is even when
+        # only printing (a token granted read or write alone gets no key).
+        here = loopback_url(target.host)
+        if reply.status == 403 and (here or not quiet):
+            where = (
+                " at the web view address `ltm server run` printed"
+                " (http://ltm-….localhost:PORT/web)"
+                if here
+                else " there"
+            )
+            info(
+                "this token may not sign a browser in (it needs read write); sign in with a"
+                f" full-access token{where}"
+            )
         return None
     found = {k: data.get(k) for k in ("url", "key")}
     if not all(isinstance(v, str) and v for v in found.values()):
