@@ -381,6 +381,11 @@ def test_the_root_token_revoked_first_never_makes_a_stranger_root(tmp_path: Path
     dana = said.group(1)
     assert f"`ltm server issue-token {dana}`" in revoked.stderr
 
+    # Nor does init take the database for an empty one: it minted a root user as well.
+    again = ltm_server("init", "--db", str(db))
+    assert again.returncode == 0 and again.stdout == ""
+    assert "already initialized" in again.stderr and "the root token is revoked" in again.stderr
+
     refused = ltm_server("issue-token", "root", "--db", str(db))
     assert refused.returncode == 1 and refused.stdout == ""
     assert "'root' names nobody" in refused.stderr and "--new-user" in refused.stderr

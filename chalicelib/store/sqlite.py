@@ -1803,6 +1803,11 @@ class SqliteStore(Store):
     def get_user_by_subject(self, subject: str) -> User | None:
         return self._user_where("subject", subject)
 
+    def has_users(self) -> bool:
+        """Whether anyone is a user here: what ``ltm server init`` calls initialized (the
+        root token may be revoked since, every token even), not a part of ``Store``."""
+        return self._conn().execute("SELECT EXISTS (SELECT 1 FROM users)").fetchone()[0] == 1
+
     def user_named(self, display: str) -> User | None:
         row = (
             self._conn()

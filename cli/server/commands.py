@@ -253,13 +253,19 @@ def init(
                 if target.exists():
                     target.chmod(0o600)
         _ensure_device_secret(store)
-        # Initialized: its first token (labelled root) exists. (Opening the store above gave
-        # a first user stored under the id "root" by an older init its ULID; see sqlite.py.)
-        if any(token.label == ROOT_LABEL for token in store.list_tokens()):
+        # Initialized: it has a user, the first one init made (whose root token may be
+        # revoked since: a root minted then would be a new, empty user). (Opening the store
+        # above gave a first user stored under the id "root" by an older init its ULID.)
+        if store.has_users():
+            rooted = any(token.label == ROOT_LABEL for token in store.list_tokens())
             _say(
                 f"{path} is already initialized; its root token was shown when it was created."
-                " Another token: `ltm server issue-token NAME` (a lost root token:"
-                " `ltm server issue-token root`)."
+                " Another token: `ltm server issue-token NAME` "
+                + (
+                    "(a lost root token: `ltm server issue-token root`)."
+                    if rooted
+                    else "(the root token is revoked: name the first user by their id)."
+                )
             )
             return
         try:
