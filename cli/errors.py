@@ -34,13 +34,17 @@ def opening(what: str, path: Path) -> Iterator[None]:
     newer schema, no permission) as one line naming it, never an "unexpected error".
     Only what opening a store raises: a bug in ltm still ends as the unexpected error it
     is, with its traceback under ``--debug``."""
+    import errno
     import sqlite3
 
     try:
         yield
     except (sqlite3.Error, OSError, Failure) as exc:
         detail = "a folder, not a database file" if path.is_dir() else str(exc)
-        if _full(path):
+        # An error of the file system's that says what it is (no such folder, not a
+        # folder, no permission) is that, full disk or not; SQLite's own words are vague.
+        said = isinstance(exc, OSError) and exc.errno not in (errno.ENOSPC, errno.EDQUOT)
+        if not said and not isinstance(exc, Failure) and _full(path):
             # SQLite, denied room for the shared-memory file it makes on opening, says
             # "disk I/O error": a failing disk, to whoever reads it.
             detail += f"; the disk holding {path.parent} is full"

@@ -167,6 +167,10 @@ def test_a_full_disk_is_named_when_the_database_cannot_be_opened(small_disk: Pat
     assert listed.returncode == 1
     assert listed.stderr.startswith(f"ltm: cannot open the server database {db}: "), listed.stderr
     assert listed.stderr.endswith(f"; the disk holding {small_disk} is full\n")
+    # A path the file system refuses for another reason is that reason alone, full or not.
+    beside = ltm_server("init", "--db", str(small_disk / "filler" / "server.db"))
+    assert beside.returncode == 1 and "Not a directory" in beside.stderr, beside.stderr
+    assert "is full" not in beside.stderr
 
 
 def test_a_log_level_that_is_none_stops_the_start_in_one_line(
