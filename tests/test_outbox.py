@@ -323,6 +323,36 @@ def test_a_save_while_an_older_version_is_delivered_lands_after_it(
         assert json.loads(olive.ok("pull", second.packet_id))["goal"] == "second version"
 
 
+OLDER = {"goal": "first version", "next_step": "Go on."}
+
+
+def answers_lost(
+    box: Restartable, lost: list[bytes], flaky: list[bool]
+) -> Callable[[Seen], Reply | None]:
+    """A proxy's meddling: while ``flaky[0]``, a push of the first version reaches the
+    server, but its answer is lost (504), and the body goes to ``lost``."""
+
+    def answer_lost(request: Seen) -> Reply | None:
+        if request.method == "POST" and b"first version" in request.body and flaky[0]:
+            lost.append(request.body)
+            passed_on(box, request)  # stored by the server; its answer never comes back
+            return (504, {"Content-Type": "text/html"}, b"<h1>504 Gateway Time-out</h1>")
+        return None
+
+    return answer_lost
+
+
+def kept_older(box: Restartable, url: str, tmp_path: Path, packet_id: str) -> Cli:
+    """Olive, signed in at ``url``, saves the first version while the server is down: it
+    waits in her outbox. The server is back when this returns."""
+    olive = Cli(tmp_path / "olive")
+    olive.ok("auth", url, "--with-token", stdin=box.live.issue("Olive")[1])
+    box.stop()
+    olive.ok("save", "-", stdin=json.dumps({**OLDER, "id": packet_id}))
+    box.start()
+    return olive
+
+
 def test_an_older_version_whose_delivery_timed_out_never_lands_after_a_newer_save(
     box: Restartable, tmp_path: Path
 ) -> None:
@@ -334,28 +364,50 @@ def test_an_older_version_whose_delivery_timed_out_never_lands_after_a_newer_sav
     lost: list[bytes] = []
     flaky = [True]  # every answer to the older version lost, retries included
 
-    def answer_lost(request: Seen) -> Reply | None:
-        if request.method == "POST" and b"first version" in request.body and flaky[0]:
-            lost.append(request.body)
-            passed_on(box, request)  # stored by the server; its answer never comes back
-            return (504, {"Content-Type": "text/html"}, b"<h1>504 Gateway Time-out</h1>")
-        return None
-
-    with proxy_to(box, answer_lost) as url:
-        olive = Cli(tmp_path / "olive")
-        olive.ok("auth", url, "--with-token", stdin=box.live.issue("Olive")[1])
-        box.stop()
-        older = {"id": packet_id, "goal": "first version", "next_step": "Go on."}
-        olive.ok("save", "-", stdin=json.dumps(older))
-        box.start()
-
+    with proxy_to(box, answers_lost(box, lost, flaky)) as url:
+        olive = kept_older(box, url, tmp_path, packet_id)
         newer = tmp_path / "newer.json"
-        newer.write_text(json.dumps({**older, "goal": "second version"}))
+        newer.write_text(json.dumps({**OLDER, "id": packet_id, "goal": "second version"}))
         saved = olive.run("save", str(newer))
         flaky[0] = False
         assert saved.returncode == 0 and lost, saved.stderr
         assert f"{packet_id} in {url}" in saved.stderr
         assert f"older version of {packet_id}" in saved.stderr  # said, not silently dropped
+        assert outbox_files(olive) == []
+
+        olive.ok("ls")
+        assert json.loads(olive.ok("pull", packet_id))["goal"] == "second version"
+
+
+def test_an_older_version_waiting_never_lands_after_an_import_replaced_it(
+    box: Restartable, tmp_path: Path
+) -> None:
+    """As above, with the newer version brought by ``ltm import --replace``, whose packets
+    go in batches (``POST /v1/packets/batch``), not one push each."""
+    from ltm.bundle import entry_line, header_line
+
+    packet_id = "01JOLDERVERSIONIMPORTED0000"
+    flaky = [True]
+
+    with proxy_to(box, answers_lost(box, [], flaky)) as url:
+        olive = kept_older(box, url, tmp_path, packet_id)
+        # The newer version: the packet as save filled it in (created_at, ltm_version).
+        body = json.loads(json.loads(outbox_files(olive)[0].read_text())["packet"])
+        body["goal"] = "second version"
+        bundle = tmp_path / "newer.jsonl"
+        bundle.write_text(
+            header_line(source="test", exported_at="2026-05-01T12:00:00Z")
+            + entry_line(
+                body=json.dumps(body).encode(),
+                team=None,
+                created_by="local",
+                created_at=str(body["created_at"]),
+            )
+        )
+        imported = olive.run("import", str(bundle), "--replace")
+        flaky[0] = False
+        assert imported.returncode == 0, imported.stderr
+        assert f"older version of {packet_id}" in imported.stderr  # said, not silently dropped
         assert outbox_files(olive) == []
 
         olive.ok("ls")

@@ -851,6 +851,9 @@ class RemoteBackend(Backend):
         says more); a packet too big to share a request, and every packet on a server
         without the route (asked once), goes alone. A packet may come encoded already
         (``readying``)."""
+        from ltm.cli.client import outbox
+
+        since = outbox.stamp()
         done: list[Pushed | CliError | None] = [None] * len(items)
         packets = [
             (index, data if isinstance(data, Wire) else wire(data), team)
@@ -888,6 +891,12 @@ class RemoteBackend(Backend):
         else:
             for one, team in runs:
                 send(self, one, team)
+        # Taken: a version the outbox kept before this push must not land after it, as for
+        # one packet pushed (``push``). The outbox is read once, and is empty as a rule.
+        kept = {(entry.packet_id, entry.team) for entry in outbox.waiting(self.host)}
+        for index, packet, team in packets:
+            if isinstance(done[index], Pushed) and (packet.id, team or None) in kept:
+                outbox.superseded(self.host, json.loads(packet.text), team, since=since)
         return [d if d is not None else CliError("not pushed") for d in done]
 
     def _runs(self, packets: Sequence[tuple[int, Wire, str | None]]) -> list[_Run]:
