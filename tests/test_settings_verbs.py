@@ -115,3 +115,13 @@ def test_a_bad_timeout_is_named_with_where_it_was_set(cli: Cli) -> None:
     (cli.config / "settings.toml").unlink()
     line = cli.fails("ls", LTM_TIMEOUT="-5", **env)
     assert line.endswith("got '-5', in LTM_TIMEOUT")
+
+
+def test_a_setting_its_environment_variable_overrides_says_so(cli: Cli) -> None:
+    """ltm config get and every verb take the variable first: a change that seemed to do
+    nothing is said as such."""
+    said = cli.run("config", "set", "host", "https://b.example", LTM_HOST="https://a.example")
+    assert "note: LTM_HOST=https://a.example overrides it in this environment" in said.stderr
+    said = cli.run("config", "set", "timeout", "5", LTM_TIMEOUT="30")
+    assert "note: LTM_TIMEOUT=30 overrides it in this environment" in said.stderr
+    assert "note" not in cli.run("config", "set", "timeout", "5").stderr

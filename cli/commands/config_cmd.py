@@ -124,6 +124,7 @@ def set_(
         info(f"default server: {host}" + ("" if signed_in else f" (sign in: ltm auth {host})"))
         if warning := credentials.plain_http_warning(host):
             info(warning)
+        _say_overridden(name)
         return
     parsed: Any
     if name == "timeout":
@@ -141,6 +142,7 @@ def set_(
         parsed = value or None  # the reference's empty string is an unset key
     _write(name, parsed)
     info(f"{name}={_show(parsed)}" if parsed is not None else f"{name} unset")
+    _say_overridden(name)
 
 
 @app.command("unset")
@@ -152,9 +154,20 @@ def unset(key: Key) -> None:
 
         set_default(None)
         info("no default server; verbs use the local store")
-        return
-    _write(name, None)
-    info(f"{name} unset")
+    else:
+        _write(name, None)
+        info(f"{name} unset")
+    _say_overridden(name)
+
+
+def _say_overridden(name: str) -> None:
+    """A setting changed while its environment variable is set: said, as ltm config get and
+    every verb go on taking the variable's value in this environment."""
+    import os
+
+    variable = ENV.get(name, "")
+    if os.environ.get(variable):
+        info(f"note: {variable}={os.environ[variable]} overrides it in this environment")
 
 
 def _write(name: str, value: Any) -> None:
