@@ -78,6 +78,22 @@ def test_settings_verbs_complete_their_names(cli: Cli) -> None:
     assert '"corp-host":"corp .example .net"' in zsh and '"quote":"it s"' in zsh
 
 
+def test_completing_never_migrates_a_store_an_older_ltm_left(tmp_path: Path) -> None:
+    """The next verb migrates it, in front of the person; a Tab press would hold the shell
+    up for it (or for the busy timeout, while another process migrates it)."""
+    import sqlite3
+
+    from test_sqlite_upgrade import RELEASES, released_store
+
+    cli = Cli(tmp_path / "me")
+    store = Path(cli.env["LTM_DATA_DIR"]) / "ltm.db"
+    store.parent.mkdir(parents=True, mode=0o700)
+    released_store(store, RELEASES["schema 10"]())
+    assert not any(bash(cli, "ltm show "))  # no candidate (bash reads one empty line)
+    with sqlite3.connect(store) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 10
+
+
 def test_zsh_gets_descriptions_it_can_eval_safely(cli: Cli) -> None:
     out = typed(cli, "zsh", "ltm show ")
     assert out.startswith("_arguments '*: :((") and ids(cli)[0] in out

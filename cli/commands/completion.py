@@ -72,7 +72,9 @@ def team_names(incomplete: str) -> list[str]:
 def packet_ids(incomplete: str) -> list[tuple[str, str]]:
     """Packet ids of the local store starting with ``incomplete`` (newest first), with goals.
 
-    Reads only a store that exists: completing never creates one.
+    Reads only a store that exists: completing never creates one. Nor migrates one an
+    older ltm left: that is the next verb's work, and at a prompt it would hold up the
+    shell, for as long as the store's busy timeout while another process migrates it.
     """
     try:
         from ltm.cli.config import local_db_path
@@ -83,7 +85,10 @@ def packet_ids(incomplete: str) -> list[tuple[str, str]]:
         from ltm.ids import id_problem
         from ltm.service import packets
         from ltm.store import User
-        from ltm.store.sqlite import SqliteStore
+        from ltm.store.sqlite import SqliteStore, pending_migration
+
+        if pending_migration(path):
+            return []
 
         store = SqliteStore(path)
         try:
