@@ -152,6 +152,14 @@ def test_share_read_and_unshare_through_the_cli(server: Server, tmp_path: Path) 
     assert "Gus's notes" in hal.ok("log", pid[:14])
     assert hal.fails("share", pid, gus_id).startswith("ltm: no packet")
     assert hal.fails("unpublish", pid, "--yes")
+    # Not Hal's to delete; the line says how he drops it from his list instead.
+    refused = hal.fails("rm", pid, "--yes")
+    assert "but not delete it" in refused, refused
+    drop = refused.partition("alone (")[2].partition(" drops it")[0]
+    assert drop == f"ltm unshare {pid} {hal_id}", refused
+    assert hal.ok(*drop.split()[1:]).strip() == f"unshared {pid} with {hal_id}"
+    assert "nobody has shared" in hal.run("ls", "--shared").stderr
+    assert gus.ok("share", pid, hal_id).startswith("shared ")
     for nobody in ("", " "):  # no user: a usage error, not "no packet you can share"
         said = gus.fails("unshare", pid, nobody, code=2)
         assert said == "ltm: unshare: give the user's display name or id (ltm share ID lists them)"

@@ -1419,15 +1419,22 @@ class RemoteBackend(Backend):
             known = self.resolve(ref, team=team)
         # Resolved, the packet is one this user reads (their own, a team's, or shared
         # with them): the server's 404 to its delete means it is not theirs to delete,
-        # not that there is no such packet.
+        # not that there is no such packet. Who wants one shared with them gone from their
+        # list drops the share, with their own id (or name).
+        from shlex import join
+
+        from ltm.cli.client.credentials import reaching
+
+        me = (self.target.user or {}).get("id") or "YOUR-NAME"
+        drop = join(["ltm", "unshare", known, me, *reaching(self.host, None)])
         self._call(
             "DELETE",
             f"/v1/packets/{_segment(known)}",
             ok=(200, 204),
             hints={
                 404: f"you can read packet {known} on {self.host} but not delete it: a packet"
-                " shared with you is deleted by its owner alone, a team's packet by its"
-                " author or the team's owner"
+                f" shared with you is deleted by its owner alone ({drop} drops it from your"
+                " list), a team's packet by its author or the team's owner"
             },
         )
         self._bodies.pop(known, None)
