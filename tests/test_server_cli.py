@@ -372,6 +372,26 @@ def test_a_lost_root_token_is_replaced_from_the_box_and_the_first_user_named(
     assert twice.returncode != 0 and "'dana' is taken on this server" in twice.stderr
 
 
+def test_a_read_only_token_reads_and_never_writes(tmp_path: Path) -> None:
+    """A dashboard's or a CI job's token that only reads: the operator had no way to mint
+    one (only a device's sign-in could ask for less than full access)."""
+    db = tmp_path / "server.db"
+    root = init_db(db)
+    issued = ltm_server("issue-token", "dash", "--read-only", "--db", str(db))
+    assert issued.returncode == 0, issued.stderr
+    assert "Issued read-only token 'dash' for the new user 'dash'" in issued.stderr
+    listed = json.loads(ltm_server("tokens", "--json", "--db", str(db)).stdout)
+    assert {t["label"]: t["scope"] for t in listed} == {"root": "read write", "dash": "read"}
+    server = run_server(db, tmp_path / "server.log", root)
+    try:
+        reader = server.client(issued.stdout.strip())
+        assert reader.get("/v1/packets").status_code == 200
+        pushed = reader.post("/v1/packets", json=make_packet())
+        assert pushed.status_code == 403, pushed.text
+    finally:
+        server.stop()
+
+
 def test_the_root_token_revoked_first_never_makes_a_stranger_root(tmp_path: Path) -> None:
     """A leaked root token is revoked at once, before a new one is issued: `issue-token
     root` then made a new, empty user called root (who took the label, and the name,

@@ -172,6 +172,7 @@ def issue(
     label: str | None = None,
     user_id: str | None = None,
     when: datetime | None = None,
+    scope: str = FULL_SCOPE,
 ) -> tuple[User, str]:
     """A new user with its first token, in one atomic step; returns the user and the secret.
 
@@ -182,7 +183,8 @@ def issue(
     user = new_user(display, when=when)
     if user_id is not None:
         user = User(id=user_id, display=user.display, created_at=when)
-    secret, record = new_token(user.id, label if label is not None else user.display, when=when)
+    chosen = label if label is not None else user.display
+    secret, record = new_token(user.id, chosen, when=when, scope=scope)
     try:
         store.create_user(user, record)
     except NameTaken:
@@ -192,9 +194,16 @@ def issue(
     return user, secret
 
 
-def add(store: Store, user_id: str, label: str, *, when: datetime | None = None) -> str:
+def add(
+    store: Store,
+    user_id: str,
+    label: str,
+    *,
+    when: datetime | None = None,
+    scope: str = FULL_SCOPE,
+) -> str:
     """Another token for an existing user (one per device); returns the secret."""
-    secret, record = new_token(user_id, label, when=when)
+    secret, record = new_token(user_id, label, when=when, scope=scope)
     try:
         store.add_token(record)
     except StoreConflict:
@@ -271,6 +280,7 @@ def issue_for(
     label: str | None = None,
     new_user: bool = False,
     when: datetime | None = None,
+    scope: str = FULL_SCOPE,
 ) -> Issued:
     """A token for the user ``name`` names (``find_user``), made a new user when there is none
     (or when ``new_user``).
@@ -282,7 +292,8 @@ def issue_for(
     found = None if new_user else find_user(store, name)
     if found is not None:
         chosen = label or free_label(store, found.display)
-        return Issued(found, add(store, found.id, chosen, when=when), chosen, False)
+        secret = add(store, found.id, chosen, when=when, scope=scope)
+        return Issued(found, secret, chosen, False)
     if not new_user and _ULID_RE.fullmatch(name):
         # An id mistyped, or of a user since deleted: a new user whose name is that id
         # was made, and named by it from then on.
@@ -301,7 +312,7 @@ def issue_for(
         )
     chosen = label or free_label(store, name)
     try:
-        user, secret = issue(store, name, label=chosen, when=when)
+        user, secret = issue(store, name, label=chosen, when=when, scope=scope)
     except Conflict:
         # Named by no token (every one revoked: someone who left), and never taken as
         # them from the name alone, which would give a newcomer their packets: the id

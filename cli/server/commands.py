@@ -468,6 +468,14 @@ def issue_token(
             " in any case is refused: names are unique per server).",
         ),
     ] = False,
+    read_only: Annotated[
+        bool,
+        typer.Option(
+            "--read-only",
+            help="A token that only reads (ls, show, pull, search): never saves, pushes or"
+            " deletes; for a dashboard or a CI job that only reads.",
+        ),
+    ] = False,
     db: DbOption = None,
 ) -> None:
     """Print a token for a user, alone on stdout: a new user, or another token for one
@@ -475,17 +483,22 @@ def issue_token(
     _needs_the_server_extra("issue-token")
     from ltm.service import tokens
     from ltm.service.errors import ServiceError
+    from ltm.store import FULL_SCOPE
 
     _path, store = _open_existing(db)
     try:
-        issued = tokens.issue_for(store, name, label=label, new_user=new_user)
+        scope = "read" if read_only else FULL_SCOPE
+        issued = tokens.issue_for(store, name, label=label, new_user=new_user, scope=scope)
     except ServiceError as exc:
         raise _fail(exc.message) from None
     finally:
         store.close()
     print(issued.secret)
     who = "the new user" if issued.created else "the existing user"
-    _say(f"Issued token {issued.label!r} for {who} {issued.user.display!r} (id {issued.user.id}).")
+    _say(
+        f"Issued {'read-only ' if read_only else ''}token {issued.label!r} for {who}"
+        f" {issued.user.display!r} (id {issued.user.id})."
+    )
     if not issued.created:
         _say(
             "Their other tokens keep working; `ltm server revoke-token LABEL` ends one"
