@@ -67,6 +67,17 @@ def test_new_machine_signs_in_with_ltm_approve(server: Server, tmp_path: Path) -
     assert "token rejected" in line
     assert "no token labelled" in laptop.fails("tokens", "revoke", mine[0]["label"], "--yes")
 
+    # The laptop revokes its own: the line says what is so (the token stays in its file,
+    # rejected, not "signed out", which whoami would then contradict) and what to run.
+    own = next(row for row in json.loads(laptop.ok("tokens", "--json"))["tokens"] if row["current"])
+    said = laptop.run("tokens", "revoke", own["label"], "--yes")
+    assert said.returncode == 0, said.stderr
+    assert said.stderr.splitlines()[-1] == (
+        f"the token this machine used on {server.url} no longer works; sign in again with:"
+        f" ltm auth {server.url}"
+    )
+    assert f"token rejected by {server.url}" in laptop.fails("whoami")
+
 
 def test_approve_asks_first_and_refuses_without_a_terminal(server: Server, tmp_path: Path) -> None:
     """RFC 8628 section 5.4: a code can come from someone who started the sign-in on their

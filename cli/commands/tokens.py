@@ -125,4 +125,9 @@ def revoke(
         backend.close()
     info(f"revoked token {label} on {host}")
     if current:
-        info(f"this machine is now signed out of {host}; sign in again with: ltm auth {host}")
+        # The token stays in the credentials file (forgetting it would send the next
+        # verbs to the local store without a word): each verb now says it is rejected.
+        info(
+            f"the token this machine used on {host} no longer works; sign in again with:"
+            f" ltm auth {host}"
+        )
