@@ -125,3 +125,15 @@ def test_a_setting_its_environment_variable_overrides_says_so(cli: Cli) -> None:
     said = cli.run("config", "set", "timeout", "5", LTM_TIMEOUT="30")
     assert "note: LTM_TIMEOUT=30 overrides it in this environment" in said.stderr
     assert "note" not in cli.run("config", "set", "timeout", "5").stderr
+
+
+def test_a_pattern_or_value_starting_with_a_dash_is_taken_as_given(cli: Cli) -> None:
+    """-----BEGIN and --password= are what one blocks; click read them as unknown options."""
+    cli.ok("sensitive", "add", "pem-head", "-----BEGIN")
+    cli.ok("sensitive", "add", "pw-flag", r"--password=\S+")
+    assert cli.ok("sensitive", "ls") == "pem-head\t-----BEGIN\npw-flag\t--password=\\S+\n"
+    tested = cli.run("sensitive", "test", "--password=hunter22")
+    assert tested.returncode == 1 and "pw-flag: --pa…\n" in tested.stdout
+    said = "ltm: timeout must be more than 0 and at most 600 seconds, got '-1'"
+    assert cli.fails("config", "set", "timeout", "-1", code=2) == said
+    assert "Usage: ltm sensitive add" in cli.ok("sensitive", "add", "--help")

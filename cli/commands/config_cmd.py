@@ -104,7 +104,7 @@ def path() -> None:
     print(config_dir() / REFERENCE_FILE)
 
 
-@app.command("set")
+@app.command("set", context_settings={"ignore_unknown_options": True})  # timeout -1: said
 def set_(
     key: Key,
     value: Annotated[str, typer.Argument(metavar="VALUE")],

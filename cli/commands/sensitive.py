@@ -21,7 +21,12 @@ def _patterns() -> list[dict[str, Any]]:
     return sensitive_patterns(load_settings())
 
 
-@app.command("add")
+# A pattern or a text may start with a dash (-----BEGIN, --password=): taken as it is,
+# not refused as an unknown option (-h and --help still ask for help).
+AS_GIVEN = {"ignore_unknown_options": True}
+
+
+@app.command("add", context_settings=AS_GIVEN)
 def add(
     kind: Annotated[str, typer.Argument(help="A short name, e.g. internal-host.")],
     regex: Annotated[
@@ -97,7 +102,7 @@ def rm(
     info(f"removed pattern {kind}")
 
 
-@app.command("test")
+@app.command("test", context_settings=AS_GIVEN)
 def test(text: Annotated[str, typer.Argument(help="The text to scan.")]) -> None:
     """Scan TEXT with the built-in and your patterns; exit 1 when anything matches."""
     from ltm import redact
