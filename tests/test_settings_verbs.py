@@ -137,3 +137,12 @@ def test_a_pattern_or_value_starting_with_a_dash_is_taken_as_given(cli: Cli) -> 
     said = "ltm: timeout must be more than 0 and at most 600 seconds, got '-1'"
     assert cli.fails("config", "set", "timeout", "-1", code=2) == said
     assert "Usage: ltm sensitive add" in cli.ok("sensitive", "add", "--help")
+
+
+def test_the_text_to_test_can_come_on_standard_input(cli: Cli) -> None:
+    """A real secret given as an argument lands in the shell's history."""
+    assert cli.run("sensitive", "test", stdin=f"use {OWN_TOKEN}").returncode == 0  # no rule yet
+    cli.ok("sensitive", "add", "acme-token", "acme_[a-z0-9]{20}")
+    tested = cli.run("sensitive", "test", stdin=f"line one\nuse {OWN_TOKEN}\n")
+    assert tested.returncode == 1 and tested.stdout == "acme-token: acme_q…\n"
+    assert cli.run("sensitive", "test", stdin="nothing here").returncode == 0

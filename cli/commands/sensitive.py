@@ -103,10 +103,25 @@ def rm(
 
 
 @app.command("test", context_settings=AS_GIVEN)
-def test(text: Annotated[str, typer.Argument(help="The text to scan.")]) -> None:
+def test(
+    text: Annotated[
+        str | None,
+        typer.Argument(
+            help="The text to scan; without it, standard input (a real secret then stays"
+            " out of your shell history and other users' ps)."
+        ),
+    ] = None,
+) -> None:
     """Scan TEXT with the built-in and your patterns; exit 1 when anything matches."""
+    import sys
+
     from ltm import redact
     from ltm.cli.client.preflight import user_rules
+
+    if text is None:
+        if sys.stdin.isatty():
+            info("paste the text, then Ctrl-D")
+        text = sys.stdin.read()
 
     hits = redact.scan_text(text, user_rules())
     for kind, match in hits:
