@@ -6,6 +6,7 @@ import json
 import os
 import pwd
 import re
+import shlex
 import shutil
 import signal
 import sqlite3
@@ -48,6 +49,35 @@ def test_init_prints_the_root_token_alone_on_stdout(tmp_path: Path) -> None:
     assert result.stdout.count("\n") == 1
     assert "root token" in result.stderr and result.stdout.strip() not in result.stderr
     assert db.stat().st_mode & 0o077 == 0  # the database is private to its owner
+
+
+def test_a_relative_data_dir_is_named_as_the_file_it_is(tmp_path: Path) -> None:
+    """A relative LTM_DATA_DIR (or --db) names another file from another folder: init
+    said `ltm server run` alone, which from elsewhere found no database, and that
+    refusal's `ltm server init --db data/server.db` made a second one there."""
+    made, elsewhere = tmp_path / "made here", tmp_path / "elsewhere"
+    made.mkdir()
+    elsewhere.mkdir()
+    env = clean_env(LTM_DATA_DIR="data")
+    db = made / "data" / "server.db"
+
+    def server(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*SERVER, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=scaled(60)
+        )
+
+    created = server("init", cwd=made)
+    assert created.returncode == 0, created.stderr
+    assert f"Initialized {db}." in created.stderr
+    assert f"Start the server with `ltm server run --db '{db}'`" in created.stderr
+    refused = server("run", cwd=elsewhere)
+    assert refused.returncode == 1
+    there = elsewhere / "data" / "server.db"
+    assert refused.stderr == (
+        f"ltm: no server database at {there}; create it first with"
+        f" `ltm server init --db {shlex.quote(str(there))}`\n"
+    )
+    assert server("tokens", "--db", str(db.relative_to(made)), cwd=made).returncode == 0
 
 
 def test_init_twice_does_not_mint_a_second_root_token(tmp_path: Path) -> None:

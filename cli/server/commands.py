@@ -137,19 +137,40 @@ def _database_errors(verb: Verb) -> Verb:
 
 
 def _db_path(db: Path | None) -> Path:
+    """The database, absolute: a relative ``--db`` or ``LTM_DATA_DIR`` names another file
+    from another folder, so every line names the one meant (and init's next command
+    carries it)."""
     if db is not None:
-        return db
+        return db.absolute()
     from ltm.cli.config import data_dir
 
-    return data_dir() / "server.db"
+    return (data_dir() / "server.db").absolute()
+
+
+def _no_database(path: Path) -> typer.Exit:
+    return _fail(
+        f"no server database at {path}; create it first with `ltm server init --db {_quoted(path)}`"
+    )
+
+
+def _quoted(path: Path) -> str:
+    """``path`` as a shell reads it back (a folder with a space in its name)."""
+    import shlex
+
+    return shlex.quote(str(path))
+
+
+def _default_fixed() -> bool:
+    """Whether ``ltm server run`` without ``--db`` finds the same database from any folder."""
+    from ltm.cli.config import data_dir
+
+    return data_dir().is_absolute()
 
 
 def _open_existing(db: Path | None) -> tuple[Path, Store]:
     path = _db_path(db)
     if not path.exists():  # a folder there is named as one when it is opened
-        raise _fail(
-            f"no server database at {path}; create it first with `ltm server init --db {path}`"
-        )
+        raise _no_database(path)
     from ltm.cli.errors import opening
     from ltm.store.sqlite import SqliteStore
 
@@ -281,7 +302,7 @@ def init(
         f"Initialized {path}.\n"
         "Above is the root token. It is shown this once and stored only as a hash: keep it"
         " safe.\nStart the server with `ltm server run"
-        + (f" --db {path}" if db is not None else "")
+        + (f" --db {_quoted(path)}" if db is not None or not _default_fixed() else "")
         + "`, then sign in with `ltm auth http://HOST:PORT --with-token`"
         " (it asks for the token without echoing it)."
     )
@@ -332,9 +353,7 @@ def run(
     _needs_the_server_extra("run")
     path = _db_path(db)
     if not path.exists():  # a folder there is named as one when it is opened
-        raise _fail(
-            f"no server database at {path}; create it first with `ltm server init --db {path}`"
-        )
+        raise _no_database(path)
     from ltm.store.sqlite import SYNC_ENV, sync_level
 
     try:
