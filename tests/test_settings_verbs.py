@@ -27,6 +27,7 @@ def test_settings_changed_at_once_keep_every_change(cli: Cli) -> None:
     saved = tomllib.loads((cli.config / "settings.toml").read_text())
     assert sorted(p["kind"] for p in saved["sensitive"]) == [f"k{n}" for n in range(6)]
     assert saved["timeout"] == 7 and saved["browser"] is False
+    assert "timeout = 7\n" in (cli.config / "settings.toml").read_text()  # as typed, not 7.0
 
 
 def test_a_pattern_added_again_under_its_name_says_it_replaced_one(cli: Cli) -> None:

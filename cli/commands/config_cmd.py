@@ -132,6 +132,8 @@ def set_(
 
         try:
             parsed = timeout_seconds(value)
+            if parsed.is_integer():
+                parsed = int(parsed)  # kept as typed in settings.toml: 30, not 30.0
         except ValueError as exc:
             raise CliError(str(exc), exit_code=2) from None
     elif name in ("browser", "lenient"):
