@@ -1207,6 +1207,9 @@ def compile_user_rule(kind: str, regex: str) -> Rule:
 
     options = re2.Options()
     options.log_errors = False  # RE2 would also log the error to stderr
+    # Folded as the text it runs on is (``normalize``): a pattern with a full-width letter,
+    # a ligature or a decomposed accent never matched, not even its own text.
+    regex = normalize(regex)
     try:
         compiled = re2.compile(regex, options)
     except re2.error as e:

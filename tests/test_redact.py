@@ -702,6 +702,18 @@ def test_user_rule_offsets_are_characters_and_survive_lone_surrogates() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "regex",
+    ["ｐｒｏｊｅｃｔ-ｘ", "ﬁnance-db", "cafe\u0301-code", "blue\u200bbird"],
+    ids=["full-width", "ligature", "decomposed", "zero-width"],
+)
+def test_a_user_rule_is_folded_as_the_text_it_runs_on(regex: str) -> None:
+    """The text is matched after NFKC, invisible characters removed: a pattern that kept
+    its full-width letters, ligature or decomposed accent never matched, not even itself."""
+    rule = compile_user_rule("codename", regex)
+    assert [kind for kind, _ in scan_text(f"see {regex} now", [rule])] == ["codename"]
+
+
 def test_a_user_rule_with_a_hit_per_character_stops_at_user_hits_per_field() -> None:
     # x*y|x: every x is a hit, and RE2 reads to the end of the run for each one (one
     # search per hit); without the cap that is 32,768 searches of up to 32 KiB each.
