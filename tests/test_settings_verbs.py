@@ -30,6 +30,16 @@ def test_settings_changed_at_once_keep_every_change(cli: Cli) -> None:
     assert "timeout = 7\n" in (cli.config / "settings.toml").read_text()  # as typed, not 7.0
 
 
+@pytest.mark.parametrize("regex", [".+", "[a-z]{3}", "the"])
+def test_a_pattern_that_matches_ordinary_text_is_warned_of(cli: Cli, regex: str) -> None:
+    """Such a pattern blocks every save: said when it is added, not at the next save."""
+    added = cli.run("sensitive", "add", "broad", regex)
+    assert added.returncode == 0 and "matches ordinary text" in added.stderr
+    assert "ltm sensitive rm broad" in added.stderr
+    narrow = cli.run("sensitive", "add", "acme-token", "acme_[a-z0-9]{20}")
+    assert narrow.returncode == 0 and "warning" not in narrow.stderr
+
+
 def test_a_pattern_added_again_under_its_name_says_it_replaced_one(cli: Cli) -> None:
     assert "added pattern dup" in cli.run("sensitive", "add", "dup", "first").stderr
     assert "replaced pattern dup" in cli.run("sensitive", "add", "dup", "second").stderr

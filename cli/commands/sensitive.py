@@ -46,7 +46,7 @@ def add(
     from ltm.cli.config import sensitive_patterns, update_settings
 
     try:
-        redact.compile_user_rule(kind, regex)
+        rule = redact.compile_user_rule(kind, regex)
     except ValueError as exc:
         raise CliError(str(exc), exit_code=2) from None
 
@@ -59,6 +59,21 @@ def add(
 
     replaced = update_settings(change)
     info(f"replaced pattern {kind}" if replaced else f"added pattern {kind}")
+    if _matches_ordinary_text(rule):
+        info(
+            f"ltm: warning: pattern {kind} matches ordinary text (in ltm example's packet):"
+            " every save and push holding such text will be refused; narrow it, or remove"
+            f" it: ltm sensitive rm {kind}"
+        )
+
+
+def _matches_ordinary_text(rule: Any) -> bool:
+    """Whether ``rule`` finds something in the example packet, text with no secret in it:
+    a pattern such as ``.+`` or ``[a-z]+`` would then block every save."""
+    from ltm import redact
+    from ltm.examples import example_bytes
+
+    return any(kind == rule.kind for kind, _ in redact.scan_text(example_bytes().decode(), [rule]))
 
 
 @app.command("ls")
