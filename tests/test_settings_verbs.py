@@ -56,6 +56,19 @@ def test_a_hand_broken_sensitive_key_is_named_not_a_crash(cli: Cli, verb: tuple[
     assert cli.fails("save", "-", stdin='{"goal": "g", "next_step": "n"}') == line
 
 
+def test_sensitive_ls_escapes_what_a_hand_edited_file_holds(cli: Cli) -> None:
+    """A pattern written into settings.toml by hand may hold a newline or an escape
+    sequence (TOML's \\n, \\u001b): listed, it is one line, and nothing reaches the
+    terminal raw."""
+    cli.config.mkdir(parents=True, mode=0o700)
+    (cli.config / "settings.toml").write_text(
+        '[[sensitive]]\nkind = "two-lines"\nregex = "a\\nb\\u001b]0;title\\u0007"\n'
+    )
+    listed = cli.ok("sensitive", "ls")
+    assert listed.count("\n") == 1 and "\x1b" not in listed and "\x07" not in listed
+    assert listed.startswith("two-lines\ta")
+
+
 # A token of the user's own, for a pattern of their own: the scanner has no rule for it.
 OWN_TOKEN = "acme_" + "q7w3e9r1" + "t5y2u8i4o6p0"
 

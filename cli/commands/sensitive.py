@@ -79,8 +79,10 @@ def _matches_ordinary_text(rule: Any) -> bool:
 @app.command("ls")
 def ls() -> None:
     """List your patterns."""
-    for pattern in _patterns():
-        print(f"{pattern.get('kind')}\t{pattern.get('regex')}")
+    from ltm.cli.terminal.output import safe
+
+    for pattern in _patterns():  # a hand-edited file may hold a control character: escaped
+        print(f"{safe(str(pattern.get('kind')))}\t{safe(str(pattern.get('regex')))}")
 
 
 def _complete_kind(incomplete: str) -> list[tuple[str, str]]:
