@@ -56,6 +56,14 @@ def _posix() -> bool:
     return os.name == "posix"
 
 
+def _command(*words: str | Path) -> str:
+    """A fix's command line as the user's shell reads it back: paths are quoted, so one
+    under a folder with a space in its name is still one word when pasted."""
+    from ltm.cli.agents.mcp.install import shell_join
+
+    return shell_join([str(word) for word in words])
+
+
 # -- files -------------------------------------------------------------------------
 
 
@@ -92,8 +100,8 @@ def check_files() -> list[Check]:
             if mode != 0o600:
                 problems.append(f"{path} is mode {mode:o}, not 600")
     if problems:
-        fixes = [f"chmod 700 {directory}"] + [
-            f"chmod 600 {directory / n}" for n in TOKEN_FILES if n in present
+        fixes = [_command("chmod", "700", directory)] + [
+            _command("chmod", "600", directory / n) for n in TOKEN_FILES if n in present
         ]
         out.append(
             Check(
@@ -145,14 +153,14 @@ def check_private() -> Check:
         mode = _mode(folder)
         if mode is not None and mode & 0o077:
             problems.append(f"{folder} is mode {mode:o}, not 700")
-            fixes.append(f"chmod 700 {folder}")
+            fixes.append(_command("chmod", "700", folder))
     store = local_db_path()
     for suffix in ("", "-wal", "-shm"):
         path = Path(f"{store}{suffix}")
         mode = _mode(path)
         if mode is not None and mode & 0o077:
             problems.append(f"{path} is mode {mode:o}, not 600")
-            fixes.append(f"chmod 600 {path}")
+            fixes.append(_command("chmod", "600", path))
     if problems:
         return Check(
             "private",
@@ -466,9 +474,9 @@ def check_store(*, full: bool = False) -> Check:
     if not path.exists():
         return Check("store", "ok", f"no local store yet ({path}); it is made on the first save")
     size = _size(path)
+    aside = _command("mv", path, f"{path}.broken")
     fix_corrupt = (
-        f"move it aside (mv {path} {path}.broken) and restore your packets from a bundle:"
-        " ltm import BACKUP.jsonl"
+        f"move it aside ({aside}) and restore your packets from a bundle: ltm import BACKUP.jsonl"
     )
     try:
         conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=BUDGET_S)

@@ -12,6 +12,7 @@ import json
 import os
 import sqlite3
 import stat
+import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -197,6 +198,36 @@ def test_token_files_others_can_read(server: Server, tmp_path: Path) -> None:
     credentials.chmod(0o600)
     assert stat.S_IMODE(credentials.stat().st_mode) == 0o600
     assert by_name(doctor(cli, code=0))["config"]["status"] == "ok"
+
+
+def shell(command: str) -> None:
+    """Run a fix as the user pastes it: one line for their shell."""
+    subprocess.run(["sh", "-c", command], check=True, timeout=scaled(30))  # not a budget
+
+
+def test_the_fixes_doctor_prints_work_pasted_under_a_folder_with_a_space(
+    server: Server, tmp_path: Path
+) -> None:
+    home = tmp_path / "my home"
+    cli = person(home, signed_in(server, home, "sam"))
+    cli.ok("save", "-", "--local", stdin=cli.ok("example"))
+    data = Path(cli.env["LTM_DATA_DIR"])
+    cli.config.chmod(0o755)
+    (cli.config / "credentials").chmod(0o644)
+    data.chmod(0o755)
+    (data / "ltm.db").chmod(0o644)
+    checks = by_name(doctor(cli, code=1))
+    shell(checks["config"]["fix"])
+    shell(checks["private"]["fix"].split(" (ltm itself")[0])
+    checks = by_name(doctor(cli, code=0))
+    assert checks["config"]["status"] == checks["private"]["status"] == "ok"
+
+    db = data / "ltm.db"
+    db.write_bytes(b"not a database at all" * 200)
+    fix = by_name(doctor(cli, code=1))["store"]["fix"]
+    shell(fix.split("(", 1)[1].split(")", 1)[0])  # move it aside (mv ...)
+    assert Path(f"{db}.broken").exists()
+    assert by_name(doctor(cli, code=0))["store"]["status"] == "ok"
 
 
 def test_a_damaged_local_store(tmp_path: Path) -> None:

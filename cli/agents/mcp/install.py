@@ -277,7 +277,7 @@ def mcp_url(server: str) -> str:
 
 
 def claude_add_remote(url: str) -> str:
-    return _shell_join(
+    return shell_join(
         ["claude", "mcp", "add", "--transport", "http", "--scope", "user", SERVER_NAME, url]
     )
 
@@ -364,7 +364,7 @@ def _after_blank(kept: list[str], lines: list[str]) -> list[str]:
     return lines
 
 
-def _shell_join(words: list[str]) -> str:
+def shell_join(words: list[str]) -> str:
     """A command line the user's shell reads back as ``words``.
 
     POSIX shells: ``shlex`` quoting. Windows: cmd.exe does not take POSIX
@@ -380,8 +380,8 @@ def _shell_join(words: list[str]) -> str:
 
 
 def claude_add_command(entry: dict[str, Any]) -> str:
-    env_flags = [f"-e {_shell_join([f'{k}={v}'])}" for k, v in entry.get("env", {}).items()]
-    command = _shell_join([entry["command"], *entry["args"]])
+    env_flags = [f"-e {shell_join([f'{k}={v}'])}" for k, v in entry.get("env", {}).items()]
+    command = shell_join([entry["command"], *entry["args"]])
     return " ".join(["claude mcp add --scope user", *env_flags, SERVER_NAME, "--", command])
 
 
