@@ -78,10 +78,11 @@ def _question(backend: object, ref: str, team: str | None) -> str:
     """What ``unpublish`` asks on a terminal: the packet named (a prefix resolved, its goal)
     and its URL when the server says it (to whoever may unpublish it), read first so that a
     wrong or ambiguous id is told before anyone is asked to confirm anything."""
-    from ltm.cli.commands.rm import _goal
+    from ltm.cli.commands.rm import goal_and_id
 
     body = backend.get(ref, team=team)  # type: ignore[attr-defined]
     packet_id = backend.resolve(ref, team=team)  # type: ignore[attr-defined]
     published = backend.published(packet_id)  # type: ignore[attr-defined]
     url = published[1] if published else "Its public URL"
-    return f"Unpublish {packet_id} ({_goal(body)})? {url} stops working for everyone at once"
+    goal = goal_and_id(body)[0]
+    return f"Unpublish {packet_id} ({goal})? {url} stops working for everyone at once"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
+
+if TYPE_CHECKING:
+    from ltm.backend import Backend
 
 import typer
 
@@ -45,12 +48,13 @@ def rm(
     info(f"deleted {deleted} from {where}")
 
 
-def _question(backend: Any, ref: str, team: str | None) -> str:
+def _question(backend: Backend, ref: str, team: str | None) -> str:
     """What rm asks on a terminal: the packet's goal, and its public link when it has one
-    (the server says it to whoever may delete the packet): the link ends with it."""
-    asked = f"Delete {ref} ({_goal(backend.get(ref, team=team))})?"
-    published = getattr(backend, "published", None)  # only a server publishes
-    shown = published(backend.resolve(ref, team=team)) if published else None
+    (the server says it, on the read, to whoever may delete the packet): the link ends
+    with it."""
+    goal, packet_id = goal_and_id(backend.get(ref, team=team))
+    asked = f"Delete {ref} ({goal})?"
+    shown = backend.published(packet_id) if packet_id else None
     if shown:
         asked += f" Its public link {shown[1]} stops working for everyone at once"
     return asked
@@ -76,12 +80,14 @@ def _kept_here(exc: CliError, ref: str) -> CliError:
     )
 
 
-def _goal(body: bytes) -> str:
+def goal_and_id(body: bytes) -> tuple[str, str]:
+    """The packet's goal, as the question shows it, and its id ("" when unreadable)."""
     import json
 
     from ltm.cli.terminal.output import one_line, safe
 
     try:
-        return safe(one_line(str(json.loads(body).get("goal", "")), 60))
+        packet = json.loads(body)
+        return safe(one_line(str(packet.get("goal", "")), 60)), str(packet.get("id", ""))
     except (ValueError, AttributeError):
-        return "unreadable packet"
+        return "unreadable packet", ""
