@@ -37,10 +37,15 @@ Status = Literal["ok", "warn", "fail", "skip"]
 # both stretch by LTM_TIME_SCALE on a machine too slow for them.
 BUDGET_S = 2.0 * time_scale()
 NET_TIMEOUT_S = 1.5 * time_scale()
+# How long to wait for a local store another program holds: within the check's budget.
+LOCK_WAIT_S = 1.0 * time_scale()
 PROTOCOL_VERSION = "0.2"  # the /v1/healthz version this client speaks (app.PROTOCOL_VERSION)
 SKEW_WARN_S = 30
 SKEW_FAIL_S = 300
 TOKEN_FILES = ("credentials", "hosts.json")
+# SQLite's SQLITE_BUSY and SQLITE_LOCKED (https://www.sqlite.org/rescode.html): the store
+# is held by another connection, which is no damage.
+SQLITE_LOCKED_CODES = frozenset({5, 6})
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +256,7 @@ def _vectors_missing() -> int:
     if not path.exists():
         return 0
     try:
-        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=BUDGET_S)
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=LOCK_WAIT_S)
         try:
             return SqliteStore.vectors_missing_in(conn)
         finally:
@@ -475,11 +480,11 @@ def check_store(*, full: bool = False) -> Check:
         return Check("store", "ok", f"no local store yet ({path}); it is made on the first save")
     size = _size(path)
     aside = _command("mv", path, f"{path}.broken")
-    fix_corrupt = (
-        f"move it aside ({aside}) and restore your packets from a bundle: ltm import BACKUP.jsonl"
-    )
+    # --local: signed in, a plain import goes to the server and leaves the new store empty
+    restore = "ltm import --local BACKUP.jsonl"
+    fix_corrupt = f"move it aside ({aside}) and restore your packets from a bundle: {restore}"
     try:
-        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=BUDGET_S)
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=LOCK_WAIT_S)
     except sqlite3.Error as exc:
         return Check("store", "fail", f"cannot open {path}: {exc}", "check the file's permissions")
     deadline = time.monotonic() + BUDGET_S
@@ -502,6 +507,15 @@ def check_store(*, full: bool = False) -> Check:
                 f"{path} ({_mib(size)}): integrity check not finished within {BUDGET_S:g} s,"
                 f" schema version {version}",
                 "run it to the end: ltm doctor --full",
+            )
+        if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in SQLITE_LOCKED_CODES:
+            # Held, not damaged: moving it aside would drop packets that are intact.
+            return Check(
+                "store",
+                "fail",
+                f"{path}: {exc} (another program holds it: a running ltm, or one that"
+                " opened the file)",
+                "let that program finish or close it, then run ltm doctor again",
             )
         return Check("store", "fail", f"{path}: {exc}", fix_corrupt)
     except sqlite3.DatabaseError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sqlite3
 import stat
 import subprocess
@@ -200,9 +201,13 @@ def test_token_files_others_can_read(server: Server, tmp_path: Path) -> None:
     assert by_name(doctor(cli, code=0))["config"]["status"] == "ok"
 
 
-def shell(command: str) -> None:
-    """Run a fix as the user pastes it: one line for their shell."""
-    subprocess.run(["sh", "-c", command], check=True, timeout=scaled(30))  # not a budget
+def shell(command: str, cli: Cli | None = None) -> None:
+    """Run a fix as the user pastes it: one line for their shell (with ``cli``'s
+    environment and its ``ltm`` on PATH, where the fix runs ltm)."""
+    env = None
+    if cli is not None:
+        env = {**cli.env, "PATH": f"{Path(LTM).parent}{os.pathsep}{cli.env['PATH']}"}
+    subprocess.run(["sh", "-c", command], check=True, env=env, timeout=scaled(30))
 
 
 def test_the_fixes_doctor_prints_work_pasted_under_a_folder_with_a_space(
@@ -210,7 +215,9 @@ def test_the_fixes_doctor_prints_work_pasted_under_a_folder_with_a_space(
 ) -> None:
     home = tmp_path / "my home"
     cli = person(home, signed_in(server, home, "sam"))
-    cli.ok("save", "-", "--local", stdin=cli.ok("example"))
+    saved = cli.ok("save", "-", "--local", stdin=cli.ok("example")).strip()
+    bundle = home / "my backup.jsonl"
+    cli.ok("export", "--local", "-o", str(bundle))
     data = Path(cli.env["LTM_DATA_DIR"])
     cli.config.chmod(0o755)
     (cli.config / "credentials").chmod(0o644)
@@ -227,6 +234,10 @@ def test_the_fixes_doctor_prints_work_pasted_under_a_folder_with_a_space(
     fix = by_name(doctor(cli, code=1))["store"]["fix"]
     shell(fix.split("(", 1)[1].split(")", 1)[0])  # move it aside (mv ...)
     assert Path(f"{db}.broken").exists()
+    # then restore from a bundle: signed in, into the local store all the same
+    restore = fix.split("from a bundle: ", 1)[1].replace("BACKUP.jsonl", shlex.quote(str(bundle)))
+    shell(restore, cli)
+    assert saved[:12] in cli.ok("ls", "--local")  # the id as ls shows it
     assert by_name(doctor(cli, code=0))["store"]["status"] == "ok"
 
 
@@ -246,6 +257,22 @@ def test_a_damaged_local_store(tmp_path: Path) -> None:
     db.write_bytes(b"not a database at all" * 200)
     store = by_name(doctor(cli, code=1))["store"]
     assert store["status"] == "fail" and "damaged" in store["detail"]
+
+
+def test_a_store_another_program_holds_is_not_called_damaged(tmp_path: Path) -> None:
+    cli = person(tmp_path)
+    cli.ok("save", "-", "--local", stdin=cli.ok("example"))
+    db = Path(cli.env["LTM_DATA_DIR"]) / "ltm.db"
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        store = by_name(doctor(cli, code=1))["store"]
+        assert store["status"] == "fail" and "locked" in store["detail"]
+        assert "mv " not in store["fix"] and "ltm import" not in store["fix"]
+    finally:
+        holder.close()  # what the fix says: the program that holds it lets go
+    assert by_name(doctor(cli, code=0))["store"]["status"] == "ok"
 
 
 def test_a_store_from_a_newer_ltm(tmp_path: Path) -> None:
