@@ -156,6 +156,11 @@ def test_ls_filters_and_pages(cli: Cli) -> None:
     early = "0001-01-01T00:00:00+14:00"
     assert cli.fails("ls", "--until", early, "--tag", "ui", code=2).endswith(out_of_range)
     assert ids("--since", "0005-01-01") == newest  # an early year still sorts before 2026
+    # a range no time lies between (swapped, or equal) is refused, not "no packets match"
+    for since, until in (("2026-03-04", "2026-03-02"), ("3d", "1w"), ("2026-03-03", "2026-03-03")):
+        said = cli.fails("ls", "--since", since, "--until", until, "--json", code=2)
+        assert said == f"ltm: --since {since} is not before --until {until}: no packet can match"
+    assert ids("--since", "2026-03-02", "--until", "2026-03-04") == [made[2], made[1]]
 
 
 def test_continues_log_show_and_resume(cli: Cli) -> None:

@@ -58,19 +58,27 @@ __all__ = [
 
 
 def check_times(filters: Filters) -> None:
-    """Refuse a ``--since``/``--until`` that is no time a listing can hold, before it goes
-    anywhere: one line, exit 2 (a server says the same as ``since: ...``, with a 400)."""
+    """Refuse a ``--since``/``--until`` that is no time a listing can hold, or a pair that
+    no time lies between, before it goes anywhere: one line, exit 2 (a server says the
+    first as ``since: ...``, with a 400)."""
     from datetime import UTC, datetime
 
     from ltm.times import TimeError, sort_key
 
     now = datetime.now(UTC)
+    keys: dict[str, str] = {}
     for flag, value in (("--since", filters.since), ("--until", filters.until)):
         if value is not None:
             try:
-                sort_key(value, now)
+                keys[flag] = sort_key(value, now)
             except TimeError as exc:
                 raise CliError(f"{flag}: {exc}", exit_code=2) from None
+    if len(keys) == 2 and keys["--since"] >= keys["--until"]:
+        # An empty range is a mistake (the two swapped, 3d for 3w): said, not "no packets match".
+        raise CliError(
+            f"--since {filters.since} is not before --until {filters.until}: no packet can match",
+            exit_code=2,
+        )
 
 
 class IdTaken(CliError):
