@@ -61,12 +61,15 @@ def print_example(*, resume: bool, reference: bool = False) -> None:
 
 
 def project_filter(project: str | None, here: bool) -> str | None:
-    """The project to filter on: ``--project NAME``, or ``--here`` (this directory's)."""
+    """The project to filter on: ``--project NAME``, or ``--here`` (this directory's).
+
+    A mistake in these options is a usage error, exit 2 as the parser's own (``-n 0``,
+    ``--shared --here``): a script tells it from a failure of the store or server (1)."""
     if project is not None and here:
-        raise CliError("give --project NAME or --here, not both")
+        raise CliError("give --project NAME or --here, not both", exit_code=2)
     if project is not None:
         if not project.strip():
-            raise CliError("--project needs a project name")
+            raise CliError("--project needs a project name", exit_code=2)
         return project
     if not here:
         return None
@@ -74,7 +77,9 @@ def project_filter(project: str | None, here: bool) -> str | None:
 
     found = current_project()
     if found is None:
-        raise CliError("--here: no project found in this directory; use --project NAME")
+        raise CliError(
+            "--here: no project found in this directory; use --project NAME", exit_code=2
+        )
     return found[0]
 
 

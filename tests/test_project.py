@@ -136,7 +136,11 @@ def test_save_fills_the_project_and_ls_resume_filter_by_it(tmp_path: Path) -> No
     assert "more app" in app.ok("resume", "--project=acme/app")
     empty = app.run("ls", "--project", "acme/none")
     assert empty.returncode == 0 and "no packets yet in project acme/none" in empty.stderr
-    assert "not both" in app.fails("ls", "--here", "--project", "x")
+    # usage errors exit 2, as the parser's own do: a script tells them from a failure (1)
+    for verb in ("ls", "resume"):
+        both = app.fails(verb, "--here", "--project", "x", code=2)
+        assert both == "ltm: give --project NAME or --here, not both"
+        assert app.fails(verb, "--project", " ", code=2) == "ltm: --project needs a project name"
     # The typer forms take the same options (a help flag is not a fast-path form).
     assert "--here" in app.ok("ls", "--help")
 
