@@ -298,11 +298,14 @@ def resume_packet(
 ) -> None:
     """Print (or copy) a packet's resume block; without ``ref``, pick one or take the newest.
 
-    ``project``/``here`` narrow the choice to one project's packets (an explicit id wins).
+    ``project``/``here`` narrow the choice to one project's packets; with an id there is
+    no choice to narrow, and a packet of another project would be resumed as if it passed.
     """
     from ltm.cli.client.backend import open_backend
     from ltm.resume import clean, render
 
+    if ref is not None and (project is not None or here):
+        raise CliError("give a packet ID or --project/--here, not both", exit_code=2)
     project = project_filter(project, here)
     interactive = ref is None and not as_json and sys.stdin.isatty() and sys.stdout.isatty()
     if interactive and (sys.platform == "win32" or os.environ.get("TERM") == "dumb"):

@@ -141,6 +141,10 @@ def test_save_fills_the_project_and_ls_resume_filter_by_it(tmp_path: Path) -> No
         both = app.fails(verb, "--here", "--project", "x", code=2)
         assert both == "ltm: give --project NAME or --here, not both"
         assert app.fails(verb, "--project", " ", code=2) == "ltm: --project needs a project name"
+    # an id names the packet: a filter beside it would be ignored, so it is refused
+    for narrow in (["--here"], ["--project", "acme/lib"]):
+        said = app.fails("resume", first, *narrow, code=2)
+        assert said == "ltm: give a packet ID or --project/--here, not both"
     # The typer forms take the same options (a help flag is not a fast-path form).
     assert "--here" in app.ok("ls", "--help")
 
