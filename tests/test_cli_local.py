@@ -162,6 +162,26 @@ def test_bad_input_is_one_clear_error_and_stores_nothing(
     assert json.loads(ok(env, "ls", "--json"))["packets"] == []
 
 
+def test_endless_input_is_refused_unread(tmp_path: Path) -> None:
+    """A source longer than any packet's text is refused once that much is read: an
+    endless one (a pipe from yes, /dev/zero) is never read until memory runs out."""
+    from clikit import Cli
+
+    from ltm.packet import MAX_TEXT_BYTES
+
+    cli = Cli(tmp_path / "me")
+    most = 2 * MAX_TEXT_BYTES + 2  # the longest UTF-16 text the parse could still take
+    limit = "not read further; a packet is at most 32768 bytes"
+    said = cli.fails("save", "-", stdin=b"{" * (most + 1))
+    assert said == f"ltm: standard input: more than {most} bytes, {limit}"
+    if Path("/dev/zero").exists():
+        said = cli.fails("save", "/dev/zero")
+        assert said == f"ltm: /dev/zero: more than {most} bytes, {limit}"
+    # up to that, the packet's own checks judge it and say its size
+    assert "over the 32768-byte limit" in cli.run("save", "-", stdin=b" " * most).stderr
+    assert json.loads(cli.ok("ls", "--json"))["packets"] == []
+
+
 def test_every_schema_error_is_listed(env: dict[str, str]) -> None:
     bad = {
         **CONTENT,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ltm.cli.errors import CliError
 from ltm.preflight import SHOWN_HITS, Refused, Verdict, hit_lines, plural, report_lines
@@ -51,11 +51,29 @@ def read_source(source: str) -> bytes:
                 " — or give a file: ltm save FILE (ltm example shows one)",
                 file=sys.stderr,
             )
-        return _utf8(sys.stdin.buffer.read(), "standard input")
+        return _utf8(_read_bounded(sys.stdin.buffer, "standard input"), "standard input")
     try:
-        return _utf8(Path(source).read_bytes(), source)
+        with Path(source).open("rb") as file:
+            return _utf8(_read_bounded(file, source), source)
     except OSError as exc:
         raise source_error(source, exc, "a packet file") from None
+
+
+def _read_bounded(stream: BinaryIO, source: str) -> bytes:
+    """At most as many bytes as a packet's text can take: the parse refuses text over
+    ``MAX_TEXT_BYTES`` of UTF-8 unread, and UTF-16 spends at most twice that plus its
+    mark. Reading stops past it, so an endless pipe (``yes | ltm save -``) or
+    ``ltm save /dev/zero`` is refused at once rather than read until memory runs out."""
+    from ltm.packet import MAX_PACKET_BYTES, MAX_TEXT_BYTES
+
+    most = 2 * MAX_TEXT_BYTES + 2
+    raw = stream.read(most + 1)
+    if len(raw) > most:
+        raise CliError(
+            f"{source}: more than {most} bytes, not read further; a packet is at most"
+            f" {MAX_PACKET_BYTES} bytes"
+        )
+    return raw
 
 
 # Windows PowerShell 5's ``>`` (as in ``ltm example > packet.json``) and Notepad's
