@@ -505,8 +505,8 @@ def _origin(
     if mine is None and personal:
         mine = True
     name = _display_name(backend, team, author) if author and team else ""
-    copied_from = getattr(backend, "copied_from", None)  # the CLI's local store keeps copies
-    copied = copied_from(packet_id) if copied_from is not None and not team else None
+    # The CLI's local store keeps copies of others' packets (pull --to-local, import).
+    copied = backend.copied_from(packet_id) if not team else None
     if copied is not None:
         name = copied["name"]
     saved = packet.get("created_at")
@@ -525,17 +525,13 @@ def _own_scope(backend: Any, team: str | None, ids: list[str]) -> bool | None:
     (``pull --to-local``, ``import``); a team's holds its members'."""
     if team is not None:
         return None
-    copies = getattr(backend, "copies", None)
-    return None if copies is not None and copies(ids) else True
+    return None if backend.copies(ids) else True
 
 
 def _display_name(backend: Any, team: str, user_id: str) -> str:
     """The team member's display name, when the server lists the team's members."""
-    members = getattr(backend, "members", None)
-    if not callable(members):
-        return ""
     try:
-        rows = members(team)
+        rows = backend.members(team)
     except Failure:
         return ""
     for row in rows:

@@ -690,10 +690,9 @@ def _newest(
         origin = Origin(mine=True)
         if team is not None:
             origin = _team_origin(backend, team, rows[0]["id"])
-        elif hasattr(backend, "copied_from"):  # the local store: a copy may be another's
-            copied = backend.copied_from(rows[0]["id"])
-            if copied is not None:
-                origin = Origin(mine=False, author_id=copied["id"], author_name=copied["name"])
+        elif (copied := backend.copied_from(rows[0]["id"])) is not None:
+            # the local store keeps copies of others' packets (pull --to-local, import)
+            origin = Origin(mine=False, author_id=copied["id"], author_name=copied["name"])
     finally:
         for backend, _ in found.values():
             backend.close()
