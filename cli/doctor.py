@@ -609,6 +609,9 @@ def _entry_check(name: str, path: Path, entry: dict[str, Any], mine: set[str], f
         program = command  # python -m ltm.cli.start.entry
     if program is None:
         return Check(name, "warn", f"{path}: the ltm entry runs {command!r}, not ltm", fix)
+    if os.sep not in program and not _on_path(program):
+        # ltm mcp install writes this same bare name into a shared file: only PATH mends it.
+        return _none_on_path(name, f"{path}: the ltm entry", program, "the ltm tools")
     if not Path(program).exists() and not _on_path(program):
         return Check(name, "fail", f"{path}: the ltm entry runs {program}, which is gone", fix)
     if _on_path(program):  # a bare "ltm" (a file shared with the repository): PATH's
@@ -616,6 +619,16 @@ def _entry_check(name: str, path: Path, entry: dict[str, Any], mine: set[str], f
     if program not in mine and _resolved(program) not in mine:
         return Check(name, "warn", f"{path}: the ltm entry runs another ltm ({program})", fix)
     return Check(name, "ok", f"{path} runs this ltm")
+
+
+def _none_on_path(name: str, where: str, program: str, what: str) -> Check:
+    """A bare program name (a project's portable entry) with none on PATH here."""
+    return Check(
+        name,
+        "fail",
+        f"{where} runs the {program} on PATH, and there is none on PATH here: {what} do nothing",
+        "put ltm on PATH (also for the editor or harness you start)",
+    )
 
 
 def _on_path(program: str) -> bool:
@@ -683,13 +696,7 @@ def _hooks_check(
         for program in filter(None, map(hook_program, ours[event])):
             if os.sep not in program and not _on_path(program):
                 # A project's portable hooks: they do nothing where no ltm is on PATH.
-                return Check(
-                    name,
-                    "fail",
-                    f"{path}: {event} runs the {program} on PATH, and there is none on PATH"
-                    " here: the hooks do nothing",
-                    "put ltm on PATH (also for the editor or harness you start)",
-                )
+                return _none_on_path(name, f"{path}: {event}", program, "the hooks")
             if os.sep in program and not Path(program).exists():
                 return Check(name, "fail", f"{path}: {event} runs {program}, which is gone", fix)
             if program not in mine and _resolved(program) not in mine and os.sep in program:

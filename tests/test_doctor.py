@@ -298,7 +298,9 @@ def test_mcp_entries_that_run_a_missing_or_other_ltm(tmp_path: Path) -> None:
     assert doc["mcpServers"]["ltm"]["command"] == "ltm"
     cli.env["PATH"] = str(tmp_path / "empty")
     gone = by_name(doctor(cli, code=1))["mcp claude-code"]
-    assert gone["status"] == "fail" and "runs ltm, which is gone" in gone["detail"]
+    assert gone["status"] == "fail" and "there is none on PATH here" in gone["detail"]
+    # ltm mcp install would write the same bare name again: the fix is PATH
+    assert gone["fix"].startswith("put ltm on PATH")
     doc["mcpServers"]["ltm"]["command"] = str(tmp_path / "old-venv" / "bin" / "ltm")
     config.write_text(json.dumps(doc))
     check = by_name(doctor(cli, code=1))["mcp claude-code"]
