@@ -306,6 +306,8 @@ def resume_packet(
 
     if ref is not None and (project is not None or here):
         raise CliError("give a packet ID or --project/--here, not both", exit_code=2)
+    if copy and as_json:  # --json prints; the clipboard would silently get nothing
+        raise CliError("give --copy or --json, not both", exit_code=2)
     project = project_filter(project, here)
     interactive = ref is None and not as_json and sys.stdin.isatty() and sys.stdout.isatty()
     if interactive and (sys.platform == "win32" or os.environ.get("TERM") == "dumb"):

@@ -119,6 +119,10 @@ def test_enter_copies_to_the_clipboard(cli: Cli, tmp_path: Path) -> None:
     copied = cli.run("resume", ids[2], "--copy", **env)
     assert copied.stdout == "" and "copied the resume block" in copied.stderr
     assert clip.read_text() == cli.ok("resume", ids[2])
+    # --json prints: asked for with --copy too, neither is done
+    both = cli.fails("resume", ids[1], "--copy", "--json", code=2, **env)
+    assert both == "ltm: give --copy or --json, not both"
+    assert clip.read_text() == cli.ok("resume", ids[2])
 
 
 def test_off_a_terminal_the_newest_packet_is_printed(cli: Cli) -> None:
