@@ -182,6 +182,15 @@ def test_endless_input_is_refused_unread(tmp_path: Path) -> None:
     assert json.loads(cli.ok("ls", "--json"))["packets"] == []
 
 
+def test_ls_shared_refuses_the_options_it_does_not_take(tmp_path: Path) -> None:
+    from clikit import Cli
+
+    cli = Cli(tmp_path / "me")
+    only = "ltm: Invalid value: --shared takes only -t (the team's server), --limit, --json"
+    for extra in (["--all"], ["--tag", "x"], ["--here"], ["--local"], ["--since", "3d"]):
+        assert cli.fails("ls", "--shared", *extra, code=2) == f"{only} (see: ltm ls --help)"
+
+
 def test_every_schema_error_is_listed(env: dict[str, str]) -> None:
     bad = {
         **CONTENT,

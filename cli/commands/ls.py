@@ -55,7 +55,8 @@ def ls(
 ) -> None:
     """List packets: id, age and goal."""
     if shared:
-        if tag or since or until or author or page_token or project or here or local:
+        # every other filter is refused, not dropped: --all too (one page is all it lists)
+        if tag or since or until or author or page_token or project or here or local or every:
             raise typer.BadParameter("--shared takes only -t (the team's server), --limit, --json")
         from ltm.cli.commands.share import list_shared
 
