@@ -275,9 +275,21 @@ def _mode(path: Path) -> int | None:
 # -- the server ----------------------------------------------------------------------
 
 
+def _unanswered(exc: CliError) -> str:
+    """What a failed request says, for a check. The doctor waits its own NET_TIMEOUT_S
+    whatever ``ltm config set timeout`` says (it never hangs), so a timeout's usual advice
+    to raise that setting is left out: it would change nothing here."""
+    from ltm.cli.client.transport import TimedOut
+
+    if isinstance(exc, TimedOut):
+        return f"{exc.host} took the connection but did not answer within {exc.timeout:g} s"
+    return exc.message
+
+
 def check_server(target: Target | None) -> tuple[list[Check], Reply | None, Http | None]:
     """Reachable, and speaking our protocol version (``GET /v1/healthz``)."""
     from ltm.cli.client.remote import Http
+    from ltm.cli.client.transport import TimedOut
     from ltm.loopback import loopback_url
 
     if target is None:
@@ -291,19 +303,16 @@ def check_server(target: Target | None) -> tuple[list[Check], Reply | None, Http
         reply = http.request("GET", "/v1/healthz")
     except CliError as exc:
         http.close()
-        return (
-            [
-                Check(
-                    "server",
-                    "fail",
-                    exc.message,
-                    f"start the server, or check the URL (ltm auth {target.host}); work"
-                    " offline meanwhile with --local",
-                )
-            ],
-            None,
-            None,
+        fix = (
+            f"start the server, or check the URL (ltm auth {target.host}); work"
+            " offline meanwhile with --local"
         )
+        if isinstance(exc, TimedOut):
+            fix = (
+                "the server is stuck or overloaded: see its logs, or restart it; work"
+                " offline meanwhile with --local"
+            )
+        return [Check("server", "fail", _unanswered(exc), fix)], None, None
     data: Any = None
     if reply.status == 200:
         try:
@@ -392,7 +401,7 @@ def check_token(target: Target, http: Http) -> Check:
     try:
         reply = http.request("GET", "/v1/packets", query={"limit": 1}, token=target.token)
     except CliError as exc:
-        return Check("token", "fail", exc.message, "try again; check the server")
+        return Check("token", "fail", _unanswered(exc), "try again; check the server")
     if reply.status == 401:
         origin = " (from LTM_TOKEN)" if target.via == "LTM_TOKEN" else ""
         return Check(
