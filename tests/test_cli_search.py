@@ -165,6 +165,15 @@ def test_ls_filters_and_pages(cli: Cli) -> None:
 
 def test_continues_log_show_and_resume(cli: Cli) -> None:
     root = save(cli, goal="Port the scheduler", next_step="port the timers")
+    # a packet that names its parent is not re-parented by --continues: refused, not stored
+    named = {"goal": "g", "next_step": "n", "parent_id": "01OTHERPARENT0000000000000"}
+    refused = cli.run("save", "-", "--continues", "last", stdin=json.dumps(named))
+    assert refused.returncode == 2 and refused.stdout == "", refused.stderr
+    assert refused.stderr.splitlines()[-1] == (
+        "ltm: standard input already continues 01OTHERPARENT0000000000000 (its parent_id);"
+        f" --continues last names {root}: remove one"
+    )
+    assert len(json.loads(cli.ok("ls", "--json"))["packets"]) == 1
     picked = cli.run("save", "-", "--continues", "last", stdin=json.dumps(
         {"goal": "Port the timers", "next_step": "port io"}))  # fmt: skip
     assert picked.returncode == 0, picked.stderr

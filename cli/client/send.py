@@ -161,6 +161,14 @@ def _with_parent(
         parent = str(found.get("id", continues))
     if parent == data.get("id"):
         raise CliError("a packet cannot continue itself")
+    stated = data.get("parent_id")
+    if stated not in (None, parent):
+        # Two parents asked for: either silently replaced by the other breaks a thread.
+        raise CliError(
+            f"{label} already continues {one_line(str(stated), 64)} (its parent_id);"
+            f" --continues {continues} names {parent}: remove one",
+            exit_code=2,
+        )
     return {**data, "parent_id": parent}
 
 
