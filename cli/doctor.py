@@ -846,7 +846,14 @@ def run_all(*, full: bool = False) -> list[Check]:
         target = credentials.active()
     except CliError as exc:  # a config.toml host that is not a URL, damaged hosts.json
         unread = any(check.name == CONFIG_TOML for check in checks)  # its fix is said there
-        fix = f"fix {CONFIG_TOML} first (above)" if unread else "ltm config set host URL"
+        fix = "ltm config set host URL"
+        # The environment overrides the files: no config set mends what it holds.
+        if exc.message.startswith("LTM_TOKEN:"):
+            fix = "correct LTM_TOKEN in this environment, or unset it to use your sign-in"
+        elif unread:
+            fix = f"fix {CONFIG_TOML} first (above)"
+        elif os.environ.get("LTM_HOST"):
+            fix = "correct LTM_HOST in this environment, or unset it to use the configured server"
         checks.append(Check("server", "fail", exc.message, fix))
 
     def server() -> list[Check]:

@@ -101,6 +101,18 @@ def test_a_server_that_is_down_fails_fast(tmp_path: Path) -> None:
     assert "timeout" not in checks["server"]["detail"] + checks["server"]["fix"]
 
 
+def test_a_bad_ltm_host_or_ltm_token_is_fixed_in_the_environment(
+    server: Server, tmp_path: Path
+) -> None:
+    cli = person(tmp_path, signed_in(server, tmp_path, "eve"))
+    bad = by_name(doctor(cli, code=1, LTM_HOST="http://127.0.0.1:9/?x=1"))["server"]
+    assert "LTM_HOST" in bad["fix"] and "config set" not in bad["fix"]
+    # the configured server is fine: unsetting LTM_HOST, as the fix says, passes
+    assert by_name(doctor(cli, code=0))["server"]["status"] == "ok"
+    bad = by_name(doctor(cli, code=1, LTM_TOKEN="not a token\n"))["server"]
+    assert "LTM_TOKEN" in bad["fix"] and "config set" not in bad["fix"]
+
+
 def test_a_rejected_token(server: Server, tmp_path: Path) -> None:
     cli = person(tmp_path)
     checks = by_name(doctor(cli, code=1, LTM_HOST=server.url, LTM_TOKEN="not-a-real-token-at-all"))
