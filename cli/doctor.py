@@ -156,6 +156,8 @@ def check_private() -> Check:
     fixes: list[str] = []
     for folder in (data_dir(), state_dir()):
         mode = _mode(folder)
+        if folder.exists() and not folder.is_dir():
+            continue  # not a folder: no chmod mends that (the store's check says so)
         if mode is not None and mode & 0o077:
             problems.append(f"{folder} is mode {mode:o}, not 700")
             fixes.append(_command("chmod", "700", folder))
@@ -485,6 +487,17 @@ def check_store(*, full: bool = False) -> Check:
     from ltm.store.sqlite_schema import SCHEMA_VERSION
 
     path = local_db_path()
+    for folder in path.parents:  # every save would fail making the store's folder
+        if folder.exists():
+            if not folder.is_dir():
+                return Check(
+                    "store",
+                    "fail",
+                    f"{folder} is a file, not a folder: the local store {path} cannot be made",
+                    f"move it aside ({_command('mv', folder, f'{folder}.aside')}), or set"
+                    " LTM_DATA_DIR to a folder",
+                )
+            break
     if not path.exists():
         return Check("store", "ok", f"no local store yet ({path}); it is made on the first save")
     size = _size(path)

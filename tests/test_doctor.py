@@ -289,6 +289,19 @@ def test_a_store_another_program_holds_is_not_called_damaged(tmp_path: Path) -> 
     assert by_name(doctor(cli, code=0))["store"]["status"] == "ok"
 
 
+def test_a_data_folder_that_is_a_file(tmp_path: Path) -> None:
+    cli = person(tmp_path)
+    data = Path(cli.env["LTM_DATA_DIR"])
+    data.write_text("not a folder")
+    data.chmod(0o644)
+    checks = by_name(doctor(cli, code=1))
+    assert checks["store"]["status"] == "fail" and "not a folder" in checks["store"]["detail"]
+    assert checks["private"]["status"] == "ok"  # no chmod mends a file in a folder's place
+    shell(checks["store"]["fix"].split("(", 1)[1].split(")", 1)[0])  # move it aside (mv ...)
+    cli.ok("save", "-", "--local", stdin=cli.ok("example"))
+    assert by_name(doctor(cli, code=0))["store"]["status"] == "ok"
+
+
 def test_a_store_from_a_newer_ltm(tmp_path: Path) -> None:
     cli = person(tmp_path)
     cli.ok("save", "-", "--local", stdin=cli.ok("example"))
