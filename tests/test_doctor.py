@@ -105,8 +105,11 @@ def test_a_bad_ltm_host_or_ltm_token_is_fixed_in_the_environment(
     server: Server, tmp_path: Path
 ) -> None:
     cli = person(tmp_path, signed_in(server, tmp_path, "eve"))
-    bad = by_name(doctor(cli, code=1, LTM_HOST="http://127.0.0.1:9/?x=1"))["server"]
+    bad = by_name(doctor(cli, code=1, LTM_HOST="http://u:hunter2@127.0.0.1:9/?t=s3cr3t"))["server"]
     assert "LTM_HOST" in bad["fix"] and "config set" not in bad["fix"]
+    # the URL is named as it would be taken: its password and query are no one's to read
+    assert "'http://127.0.0.1:9'" in bad["detail"]
+    assert "hunter2" not in json.dumps(bad) and "s3cr3t" not in json.dumps(bad)
     # the configured server is fine: unsetting LTM_HOST, as the fix says, passes
     assert by_name(doctor(cli, code=0))["server"]["status"] == "ok"
     bad = by_name(doctor(cli, code=1, LTM_TOKEN="not a token\n"))["server"]

@@ -137,16 +137,19 @@ def normalize_host(raw: str) -> str:
         raise CliError(
             f"not a server URL: {raw!r}; give one like https://ltm.example.org", exit_code=USAGE
         )
-    if parts.query or parts.fragment or parts.username or parts.password:
-        raise CliError(
-            f"give the server URL without credentials, query or fragment: {raw!r}",
-            exit_code=USAGE,
-        )
     scheme = parts.scheme.lower()
     name = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     # The scheme's own port said or not is one server: one entry, one token, not two.
     port = "" if parts.port in (None, DEFAULT_PORTS[scheme]) else f":{parts.port}"
-    return f"{scheme}://{name}{port}{parts.path.rstrip('/')}"
+    url = f"{scheme}://{name}{port}{parts.path.rstrip('/')}"
+    if parts.query or parts.fragment or parts.username or parts.password:
+        # The URL as it would be taken, not as given: its password or a token in its
+        # query would be printed (ltm doctor, a CI log) for anyone to read.
+        raise CliError(
+            f"give the server URL without credentials, query or fragment (as {url!r})",
+            exit_code=USAGE,
+        )
+    return url
 
 
 def fingerprint(token: str) -> str:
