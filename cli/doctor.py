@@ -173,10 +173,10 @@ def check_private() -> Check:
             "private",
             "fail",
             "other users of this machine can read your packets or hook logs: "
-            + "; ".join(problems),
-            " && ".join(fixes)
+            + "; ".join(problems)
             + " (ltm itself makes the data folder private when it opens the local store, and"
             " the state folder when a hook runs or a verb keeps a file there)",
+            " && ".join(fixes),  # the command alone: pasted whole into a shell, it runs
         )
     return Check("private", "ok", f"{data_dir()} and {state_dir()}: yours alone (700, files 600)")
 
