@@ -501,7 +501,13 @@ def check_store(*, full: bool = False) -> Check:
     if not path.exists():
         return Check("store", "ok", f"no local store yet ({path}); it is made on the first save")
     size = _size(path)
-    aside = _command("mv", path, f"{path}.broken")
+    moves = [_command("mv", path, f"{path}.broken")]
+    for suffix in ("-wal", "-shm"):
+        # SQLite finds a database's journal by its name beside it: left behind, the copy
+        # set aside would lose what its journal holds (the latest changes).
+        if Path(f"{path}{suffix}").exists():
+            moves.append(_command("mv", f"{path}{suffix}", f"{path}.broken{suffix}"))
+    aside = " && ".join(moves)
     # --local: signed in, a plain import goes to the server and leaves the new store empty
     restore = "ltm import --local BACKUP.jsonl"
     fix_corrupt = f"move it aside ({aside}) and restore your packets from a bundle: {restore}"

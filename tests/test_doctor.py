@@ -248,9 +248,12 @@ def test_the_fixes_doctor_prints_work_pasted_under_a_folder_with_a_space(
 
     db = data / "ltm.db"
     db.write_bytes(b"not a database at all" * 200)
+    Path(f"{db}-wal").write_bytes(b"its journal")  # goes with it: the latest changes
     fix = by_name(doctor(cli, code=1))["store"]["fix"]
     shell(fix.split("(", 1)[1].split(")", 1)[0])  # move it aside (mv ...)
     assert Path(f"{db}.broken").exists()
+    assert Path(f"{db}.broken-wal").read_bytes() == b"its journal"
+    assert not Path(f"{db}-wal").exists()
     # then restore from a bundle: signed in, into the local store all the same
     restore = fix.split("from a bundle: ", 1)[1].replace("BACKUP.jsonl", shlex.quote(str(bundle)))
     shell(restore, cli)
