@@ -63,6 +63,12 @@ def test_closed_port(tmp_path: Path) -> None:
             f"ltm: cannot reach {url}: connection refused — is the server running there?"
             " (check the URL with: ltm whoami; work offline with --local)"
         )
+    # whoami answers from this machine's files, without advice that names itself
+    who = cli.run("whoami")
+    assert who.returncode == 0 and url in who.stdout
+    assert who.stderr == (
+        f"ltm: warning: cannot reach {url}: connection refused; shown from this machine's files\n"
+    )
     fresh = Cli(tmp_path / "fresh")
     assert "connection refused" in fresh.fails("auth", url, "--with-token", stdin="some-token")
     assert not (fresh.config / "credentials").exists()

@@ -88,6 +88,7 @@ def _ask(target: Any) -> tuple[dict[str, Any] | None, Any]:
     """
     from ltm.cli.client import credentials
     from ltm.cli.client.remote import Rejected, RemoteBackend
+    from ltm.cli.client.transport import TransportError
     from ltm.cli.errors import CliError
 
     if not target.token:
@@ -98,7 +99,10 @@ def _ask(target: Any) -> tuple[dict[str, Any] | None, Any]:
     except Rejected as exc:
         return None, exc
     except CliError as exc:
-        info(f"ltm: warning: {exc.message}; shown from this machine's files")
+        # What happened, without the advice after the dash: for a server out of reach it
+        # is "check the URL with: ltm whoami", the very command that is answering.
+        said = exc.message.split(" — ")[0] if isinstance(exc, TransportError) else exc.message
+        info(f"ltm: warning: {said}; shown from this machine's files")
         return None, None
     finally:
         backend.close()
