@@ -1110,8 +1110,9 @@ class WebView:
 
         Any site can post a key to this page: its maker's own, from ``ltm open`` on their
         account (login CSRF). Taken at once, that signs the visitor's browser in as the
-        maker, who then reads whatever the visitor saves or pastes there. So the key is
-        redeemed only here, at this server's own pages:
+        maker, unasked: the visitor reads the maker's packets as their own, and an agent
+        they connect in that browser (the consent page) writes into the maker's memory.
+        So the key is redeemed only here, at this server's own pages:
 
         1. ``POST`` with ``key``: checked, not used; kept in a short-lived cookie, and the
            browser sent on to ``GET /web/key``. That is a top-level navigation, on which the
