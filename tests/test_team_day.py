@@ -294,7 +294,7 @@ def test_sharing_by_name_in_any_case_from_a_joined_machine(server: Server, tmp_p
     listed = sam.run("ls", "--shared")
     assert listed.returncode == 0, listed.stderr
     assert note in listed.stdout.split()  # the full id: ltm show needs it
-    assert f"ltm -H {server.url} show ID" in listed.stderr
+    assert f"read one with: ltm show ID -H {server.url}" in listed.stderr
     assert json.loads(sam.ok("-H", server.url, "show", note, "--json"))["goal"] == (
         "For Sam, whatever the case"
     )

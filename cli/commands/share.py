@@ -205,7 +205,9 @@ def sharer(backend: RemoteBackend, packet_id: str) -> str:
 def list_shared(*, limit: int, as_json: bool, team: str | None = None) -> None:
     """``ltm ls --shared``: the packets others shared with you, the newest share first, on
     the server ``_server`` picks (``-t TEAM``: the one that team is on)."""
-    from ltm.cli.client.credentials import default_host
+    from shlex import join
+
+    from ltm.cli.client.credentials import reaching
     from ltm.cli.terminal.output import one_line, print_json, relative_time
 
     backend = _server("ls --shared", team)
@@ -229,5 +231,4 @@ def list_shared(*, limit: int, as_json: bool, team: str | None = None) -> None:
         goal = one_line(str(row.get("goal", "")), 60)
         line = f"{row['id']:<{width}}  {when:<12}  {goal}  (from {name or 'a former user'})"
         print(safe(line))
-    there = "" if default_host() == backend.host else f"-H {backend.host} "
-    info(f"read one with: ltm {there}show ID")
+    info(f"read one with: {join(['ltm', 'show', 'ID', *reaching(backend.host, None)])}")
